@@ -1,0 +1,97 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "simp",
+    platforms: [.macOS(.v14)],
+    products: [
+        .library(name: "SIMPCore", targets: ["SIMPCore"]),
+        .library(name: "SIMPRedis", targets: ["SIMPRedis"]),
+        .library(name: "SIMPServer", targets: ["SIMPServer"]),
+        .library(name: "SIMPClient", targets: ["SIMPClient"]),
+        .executable(name: "simp-server", targets: ["simp-server"]),
+        .executable(name: "simp", targets: ["simp"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.81.0"),
+        .package(url: "https://github.com/apple/swift-protobuf.git", from: "1.28.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.0"..<"5.0.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.6.0"),
+    ],
+    targets: [
+        // Wire schema, framing, datagram codec, retransmit and de-duplication state machines. No I/O.
+        .target(
+            name: "SIMPCore",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ]
+        ),
+        .systemLibrary(
+            name: "CHiredis",
+            pkgConfig: "hiredis",
+            providers: [.apt(["libhiredis-dev"])]
+        ),
+        // hiredis behind a connection pool that runs on a thread pool, never on an event loop.
+        .target(
+            name: "SIMPRedis",
+            dependencies: [
+                "CHiredis",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(
+            name: "SIMPServer",
+            dependencies: [
+                "SIMPCore",
+                "SIMPRedis",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .target(
+            name: "SIMPClient",
+            dependencies: [
+                "SIMPCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "simp-server",
+            dependencies: [
+                "SIMPServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .executableTarget(
+            name: "simp",
+            dependencies: [
+                "SIMPClient",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .testTarget(name: "SIMPCoreTests", dependencies: ["SIMPCore"]),
+        .testTarget(name: "SIMPRedisTests", dependencies: ["SIMPRedis", "SIMPTestSupport"]),
+        .testTarget(
+            name: "SIMPServerTests",
+            dependencies: ["SIMPServer", "SIMPClient", "SIMPCore", "SIMPRedis", "SIMPTestSupport",
+                           .product(name: "NIOCore", package: "swift-nio"),
+                           .product(name: "NIOPosix", package: "swift-nio")]
+        ),
+        .target(name: "SIMPTestSupport", path: "Tests/SIMPTestSupport"),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,83 @@
+import NIOCore
+
+/// The kinds of UDP datagram (byte 1 of the header).
+public enum DatagramKind: UInt8, Sendable {
+    /// Client -> server: proves the client owns its session from this source address.
+    case bind = 1
+    /// Either direction: one serialized `Simp_Message`.
+    case data = 2
+    /// Client -> server: holds the NAT mapping open and refreshes presence.
+    case keepalive = 3
+    /// Server -> client: answer to bind and keepalive, so the client knows the path works.
+    case pong = 4
+}
+
+public enum DatagramError: Error, Equatable, Sendable, CustomStringConvertible {
+    case tooShort(Int)
+    case badVersion(UInt8)
+    case unknownKind(UInt8)
+    case payloadTooLarge(Int)
+
+    public var description: String {
+        switch self {
+        case .tooShort(let n): return "datagram of \(n) bytes is shorter than the \(DatagramHeader.size)-byte header"
+        case .badVersion(let v): return "unsupported datagram version \(v)"
+        case .unknownKind(let k): return "unknown datagram kind \(k)"
+        case .payloadTooLarge(let n): return "payload of \(n) bytes exceeds \(DatagramHeader.maxPayload)"
+        }
+    }
+}
+
+/// Fixed 20-byte header before each datagram's payload, so the server can route before parsing:
+/// version(1) kind(1) reserved(2) sessionId(8, BE) packetNumber(8, BE).
+public struct DatagramHeader: Equatable, Sendable {
+    public static let version: UInt8 = 1
+    public static let size = 20
+    /// The safe path MTU payload budget (as QUIC assumes); larger content is refused, never fragmented.
+    public static let maxPayload = 1200
+
+    public var kind: DatagramKind
+    public var sessionID: UInt64
+    public var packetNumber: UInt64
+
+    public init(kind: DatagramKind, sessionID: UInt64, packetNumber: UInt64) {
+        self.kind = kind
+        self.sessionID = sessionID
+        self.packetNumber = packetNumber
+    }
+}
+
+public enum Datagram {
+    public static func encode(_ header: DatagramHeader, payload: some Collection<UInt8>, into buffer: inout ByteBuffer) throws(DatagramError) {
+        guard payload.count <= DatagramHeader.maxPayload else { throw .payloadTooLarge(payload.count) }
+        buffer.writeInteger(DatagramHeader.version)
+        buffer.writeInteger(header.kind.rawValue)
+        buffer.writeInteger(UInt16(0))
+        buffer.writeInteger(header.sessionID, endianness: .big)
+        buffer.writeInteger(header.packetNumber, endianness: .big)
+        buffer.writeBytes(payload)
+    }
+
+    public static func encode(_ header: DatagramHeader, payload: some Collection<UInt8>, allocator: ByteBufferAllocator = .init()) throws(DatagramError) -> ByteBuffer {
+        var buffer = allocator.buffer(capacity: DatagramHeader.size + payload.count)
+        try encode(header, payload: payload, into: &buffer)
+        return buffer
+    }
+
+    /// Reads the header and leaves the buffer's reader index at the payload.
+    public static func decodeHeader(_ buffer: inout ByteBuffer) throws(DatagramError) -> DatagramHeader {
+        let total = buffer.readableBytes
+        guard total >= DatagramHeader.size else { throw .tooShort(total) }
+        guard total - DatagramHeader.size <= DatagramHeader.maxPayload else {
+            throw .payloadTooLarge(total - DatagramHeader.size)
+        }
+        let version = buffer.readInteger(as: UInt8.self)!
+        guard version == DatagramHeader.version else { throw .badVersion(version) }
+        let rawKind = buffer.readInteger(as: UInt8.self)!
+        guard let kind = DatagramKind(rawValue: rawKind) else { throw .unknownKind(rawKind) }
+        buffer.moveReaderIndex(forwardBy: 2)
+        let session = buffer.readInteger(endianness: .big, as: UInt64.self)!
+        let packet = buffer.readInteger(endianness: .big, as: UInt64.self)!
+        return DatagramHeader(kind: kind, sessionID: session, packetNumber: packet)
+    }
+}

@@ -1,0 +1,49 @@
+/// Receiver-side de-duplication and ordering for one inbox: hands each sequence number
+/// to the application exactly once and in order, holding a bounded number of early arrivals.
+public struct InboundSequencer<Item: Sendable>: Sendable {
+    public enum Outcome: Sendable {
+        /// Already handed over: acknowledge again, do not deliver.
+        case duplicate
+        /// These items are now in order and go to the application, in this order.
+        case deliver([Item])
+        /// Arrived ahead of a gap; held until the gap fills.
+        case buffered
+        /// Ahead of a gap and the hold buffer is full: dropped, the sender will retransmit.
+        case dropped
+    }
+
+    public private(set) var lastDelivered: UInt64
+    public let maxBuffered: Int
+    private var early: [UInt64: Item] = [:]
+
+    public init(lastDelivered: UInt64 = 0, maxBuffered: Int = 1024) {
+        self.lastDelivered = lastDelivered
+        self.maxBuffered = maxBuffered
+    }
+
+    public var bufferedCount: Int { early.count }
+
+    public mutating func receive(seq: UInt64, item: Item) -> Outcome {
+        if seq <= lastDelivered || early[seq] != nil { return .duplicate }
+        guard seq == lastDelivered + 1 else {
+            guard early.count < maxBuffered else { return .dropped }
+            early[seq] = item
+            return .buffered
+        }
+        var ready = [item]
+        lastDelivered = seq
+        while let next = early.removeValue(forKey: lastDelivered + 1) {
+            ready.append(next)
+            lastDelivered += 1
+        }
+        return .deliver(ready)
+    }
+
+    /// Moves the floor up when the server reports receipts this client gave earlier
+    /// (e.g. before a restart). Never moves it down.
+    public mutating func advance(to seq: UInt64) {
+        guard seq > lastDelivered else { return }
+        lastDelivered = seq
+        early = early.filter { $0.key > seq }
+    }
+}

@@ -1,0 +1,98 @@
+import NIOCore
+
+/// What retransmission does between timeouts.
+public struct RetransmitPolicy: Sendable, Equatable {
+    /// Backoff doubles the timeout of an entry on every resend, up to this.
+    public var maxBackoff: TimeAmount
+    /// An entry not acknowledged this long after its first send has failed.
+    public var giveUpAfter: TimeAmount
+
+    public init(maxBackoff: TimeAmount = .seconds(8), giveUpAfter: TimeAmount = .seconds(60)) {
+        self.maxBackoff = maxBackoff
+        self.giveUpAfter = giveUpAfter
+    }
+}
+
+/// Pure retransmit state: which packets wait for an acknowledgement, when each is due again,
+/// and which have given up. The caller supplies the time; nothing here reads a clock.
+public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Sendable {
+    struct Entry: Sendable {
+        var payload: Payload
+        var firstSent: NIODeadline
+        var lastSent: NIODeadline
+        var timeout: TimeAmount
+        var attempts: Int
+    }
+
+    public var policy: RetransmitPolicy
+    public private(set) var estimator: RTTEstimator
+    private var entries: [Key: Entry] = [:]
+
+    public init(policy: RetransmitPolicy = .init(), estimator: RTTEstimator = .init()) {
+        self.policy = policy
+        self.estimator = estimator
+    }
+
+    public var count: Int { entries.count }
+    public var isEmpty: Bool { entries.isEmpty }
+    public func contains(_ key: Key) -> Bool { entries[key] != nil }
+    public var pendingKeys: [Key] { Array(entries.keys) }
+
+    /// Records a first send. Tracking a key twice keeps the first send's times.
+    public mutating func track(_ key: Key, payload: Payload, now: NIODeadline) {
+        guard entries[key] == nil else { return }
+        entries[key] = Entry(payload: payload, firstSent: now, lastSent: now, timeout: estimator.rto, attempts: 1)
+    }
+
+    /// Removes an acknowledged entry and returns its payload; nil when it was not pending.
+    @discardableResult
+    public mutating func acknowledge(_ key: Key, now: NIODeadline) -> Payload? {
+        guard let entry = entries.removeValue(forKey: key) else { return nil }
+        if entry.attempts == 1 {
+            estimator.sample(now - entry.firstSent)
+        }
+        return entry.payload
+    }
+
+    /// Removes an entry without taking an RTT sample.
+    @discardableResult
+    public mutating func remove(_ key: Key) -> Payload? {
+        entries.removeValue(forKey: key)?.payload
+    }
+
+    public struct Due: Sendable {
+        public var resend: [(key: Key, payload: Payload)] = []
+        public var expired: [(key: Key, payload: Payload)] = []
+    }
+
+    /// The entries to send again now (their timeouts doubled) and those that gave up (removed).
+    public mutating func due(now: NIODeadline) -> Due {
+        var result = Due()
+        for (key, entry) in entries where now >= entry.lastSent + entry.timeout {
+            if now - entry.firstSent >= policy.giveUpAfter {
+                entries[key] = nil
+                result.expired.append((key, entry.payload))
+                continue
+            }
+            var next = entry
+            next.lastSent = now
+            next.attempts += 1
+            next.timeout = .nanoseconds(min(entry.timeout.nanoseconds * 2, policy.maxBackoff.nanoseconds))
+            entries[key] = next
+            result.resend.append((key, entry.payload))
+        }
+        return result
+    }
+
+    /// Marks every entry as due at once, e.g. after a reconnect on a new path.
+    public mutating func expediteAll(now: NIODeadline) {
+        for key in entries.keys {
+            entries[key]!.lastSent = now - entries[key]!.timeout
+        }
+    }
+
+    /// The earliest time an entry becomes due; nil when nothing is pending.
+    public var nextDeadline: NIODeadline? {
+        entries.values.map { $0.lastSent + $0.timeout }.min()
+    }
+}

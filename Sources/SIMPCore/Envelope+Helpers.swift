@@ -1,0 +1,49 @@
+extension Simp_Envelope {
+    public init(requestID: UInt64 = 0, _ body: Simp_Envelope.OneOf_Body) {
+        self.init()
+        self.requestID = requestID
+        self.body = body
+    }
+
+    public static func error(_ code: Simp_ErrorCode, _ reason: String, requestID: UInt64 = 0) -> Simp_Envelope {
+        var error = Simp_Error()
+        error.code = code
+        error.reason = reason
+        return Simp_Envelope(requestID: requestID, .error(error))
+    }
+}
+
+extension Simp_Failed {
+    public init(messageID: String, to: String, code: Simp_ErrorCode, reason: String) {
+        self.init()
+        self.messageID = messageID
+        self.toUser = to
+        self.code = code
+        self.reason = reason
+    }
+}
+
+extension Simp_ErrorCode {
+    /// The snake-case name used in docs and JSON output, e.g. "unknown_user".
+    public var name: String {
+        switch self {
+        case .errorUnspecified: return "unspecified"
+        case .frameTooLarge: return "frame_too_large"
+        case .malformedFrame: return "malformed_frame"
+        case .badRequest: return "bad_request"
+        case .notAuthenticated: return "not_authenticated"
+        case .userExists: return "user_exists"
+        case .invalidCredentials: return "invalid_credentials"
+        case .unknownUser: return "unknown_user"
+        case .invalidToken: return "invalid_token"
+        case .messageTooLarge: return "message_too_large"
+        case .storeUnavailable: return "store_unavailable"
+        case .invalidName: return "invalid_name"
+        case .notConnected: return "not_connected"
+        case .internal: return "internal"
+        case .inboxFull: return "inbox_full"
+        case .sessionReplaced: return "session_replaced"
+        case .UNRECOGNIZED(let n): return "code_\(n)"
+        }
+    }
+}

@@ -1,0 +1,54 @@
+import NIOCore
+
+/// Where Redis is and how long to wait for it.
+public struct RedisConfiguration: Sendable, Equatable {
+    public var host: String
+    public var port: Int
+    public var database: Int
+    public var connectTimeout: TimeAmount
+    public var commandTimeout: TimeAmount
+    /// Connections kept open; also the number of threads that run blocking hiredis calls.
+    public var poolSize: Int
+
+    public init(host: String = "127.0.0.1", port: Int = 6379, database: Int = 0,
+                connectTimeout: TimeAmount = .seconds(2), commandTimeout: TimeAmount = .seconds(3),
+                poolSize: Int = 4) {
+        self.host = host
+        self.port = port
+        self.database = database
+        self.connectTimeout = connectTimeout
+        self.commandTimeout = commandTimeout
+        self.poolSize = poolSize
+    }
+
+    /// Parses `redis://HOST:PORT[/DB]`.
+    public init(url: String) throws(RedisError) {
+        let prefix = "redis://"
+        guard url.hasPrefix(prefix) else {
+            throw RedisError(.protocolViolation, "Redis URL must start with redis://, got \(url)")
+        }
+        var rest = Substring(url.dropFirst(prefix.count))
+        var database = 0
+        if let slash = rest.firstIndex(of: "/") {
+            let db = rest[rest.index(after: slash)...]
+            if !db.isEmpty {
+                guard let n = Int(db), n >= 0 else { throw RedisError(.protocolViolation, "bad database number in \(url)") }
+                database = n
+            }
+            rest = rest[..<slash]
+        }
+        var host = String(rest)
+        var port = 6379
+        if let colon = rest.lastIndex(of: ":") {
+            host = String(rest[..<colon])
+            guard let p = Int(rest[rest.index(after: colon)...]), (1...65535).contains(p) else {
+                throw RedisError(.protocolViolation, "bad port in \(url)")
+            }
+            port = p
+        }
+        guard !host.isEmpty else { throw RedisError(.protocolViolation, "missing host in \(url)") }
+        self.init(host: host, port: port, database: database)
+    }
+
+    public var url: String { "redis://\(host):\(port)/\(database)" }
+}

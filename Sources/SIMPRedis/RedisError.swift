@@ -1,0 +1,30 @@
+/// Every failure of the Redis layer, with Redis' or hiredis' own message.
+public struct RedisError: Error, Sendable, Equatable, CustomStringConvertible {
+    public enum Kind: String, Sendable {
+        /// Could not connect (refused, unresolvable, connect timeout).
+        case connectionFailed
+        /// A command got no answer within the configured timeout.
+        case timeout
+        /// The connection broke while in use; it is discarded and replaced.
+        case io
+        /// Redis answered with an error reply.
+        case server
+        /// The pool was shut down.
+        case closed
+        /// Something that should not happen, e.g. an unparseable reply shape.
+        case protocolViolation
+    }
+
+    public var kind: Kind
+    public var message: String
+
+    public init(_ kind: Kind, _ message: String) {
+        self.kind = kind
+        self.message = message
+    }
+
+    /// True when the store itself is unavailable (as opposed to a bad command).
+    public var isUnavailable: Bool { kind != .server && kind != .protocolViolation }
+
+    public var description: String { "redis \(kind.rawValue): \(message)" }
+}

@@ -1,0 +1,412 @@
+import Foundation
+import Logging
+import NIOCore
+import SIMPCore
+import SIMPRedis
+
+struct RouterSettings: Sendable {
+    var nodeID: String
+    var heartbeat: TimeAmount
+    var retransmit: RetransmitPolicy
+    var tick: TimeAmount = .milliseconds(20)
+    var syncLimit = 10_000
+    var maxStoreBatch = 512
+}
+
+/// Sessions, datagram routing, the store pipeline and retransmission of pushes.
+/// All state is confined to `loop` (the UDP channel's event loop); every entry point
+/// must run there. Redis work goes through the store's thread pool, never on the loop.
+final class Router: @unchecked Sendable {
+    let loop: any EventLoop
+    let store: MessageStore
+    let settings: RouterSettings
+    let logger: Logger
+    var udp: (any Channel)?
+
+    private var sessions: [UInt64: Session] = [:]
+    private var sessionByUser: [String: UInt64] = [:]
+    private var queuedStores: [(session: UInt64, request: StoreRequest)] = []
+    private var storeInFlight: EventLoopFuture<Void>?
+    private var flushScheduled = false
+    private var unackedReceipts: [String: UInt64] = [:]
+    private var tickTask: RepeatedTask?
+    private(set) var counters = RouterCounters()
+
+    init(loop: any EventLoop, store: MessageStore, settings: RouterSettings, logger: Logger) {
+        self.loop = loop
+        self.store = store
+        self.settings = settings
+        self.logger = logger
+    }
+
+    func start() {
+        loop.assertInEventLoop()
+        tickTask = loop.scheduleRepeatedTask(initialDelay: settings.tick, delay: settings.tick) { [self] _ in
+            retransmitDue(now: .now())
+        }
+    }
+
+    // MARK: sessions
+
+    /// Opens a session for a user who presented a valid token; replaces their older one on this node.
+    func openSession(user: String, control: any Channel, lastSeq: UInt64) -> EventLoopFuture<Simp_ConnectResponse> {
+        loop.assertInEventLoop()
+        if let old = sessionByUser[user], let previous = sessions[old] {
+            closeSession(previous.id)
+            previous.control.writeAndFlush(Simp_Envelope.error(.sessionReplaced, "a newer session for \(user) connected"), promise: nil)
+            previous.control.close(promise: nil)
+        }
+        let session = Session(id: newSessionID(), user: user, control: control, bindToken: randomBytes(16),
+                              syncFloor: lastSeq, policy: settings.retransmit)
+        sessions[session.id] = session
+        sessionByUser[user] = session.id
+        flushNotices(for: session)
+        return store.pending(user: user, after: lastSeq, limit: 0, on: loop).map { [self] pending in
+            session.syncFloor = max(lastSeq, pending.confirmed)
+            var response = Simp_ConnectResponse()
+            response.sessionID = session.id
+            response.bindToken = Data(session.bindToken)
+            response.confirmedSeq = pending.confirmed
+            response.heartbeatMillis = UInt32(settings.heartbeat.nanoseconds / 1_000_000)
+            response.user = user
+            response.udpPort = UInt32(udp?.localAddress?.port ?? 0)
+            return response
+        }.flatMapErrorThrowing { [self] error in
+            closeSession(session.id)
+            throw error
+        }
+    }
+
+    func closeSession(_ id: UInt64) {
+        loop.assertInEventLoop()
+        guard let session = sessions.removeValue(forKey: id) else { return }
+        if sessionByUser[session.user] == id { sessionByUser[session.user] = nil }
+        store.clearPresence(user: session.user, session: id, on: loop).whenFailure { [logger] error in
+            logger.debug("presence not cleared", metadata: ["error": "\(error)"])
+        }
+    }
+
+    var sessionCount: Int { sessions.count }
+
+    private func newSessionID() -> UInt64 {
+        var id: UInt64 = 0
+        while id == 0 || sessions[id] != nil { id = UInt64.random(in: 1...UInt64.max) }
+        return id
+    }
+
+    // MARK: datagrams in
+
+    func receive(_ envelope: AddressedEnvelope<ByteBuffer>) {
+        loop.assertInEventLoop()
+        counters.datagramsIn += 1
+        var buffer = envelope.data
+        let header: DatagramHeader
+        do {
+            header = try Datagram.decodeHeader(&buffer)
+        } catch {
+            counters.malformedDatagrams += 1
+            return
+        }
+        guard let session = sessions[header.sessionID] else {
+            counters.unknownSession += 1
+            return
+        }
+        switch header.kind {
+        case .bind: bind(session, token: Array(buffer.readableBytesView), from: envelope.remoteAddress)
+        case .data: data(session, payload: buffer, from: envelope.remoteAddress)
+        case .keepalive: keepalive(session, from: envelope.remoteAddress)
+        case .pong: counters.malformedDatagrams += 1
+        }
+    }
+
+    private func bind(_ session: Session, token: [UInt8], from address: SocketAddress) {
+        if let bound = session.address {
+            // A repeated bind from the validated address: the client missed our answer.
+            if bound == address { sendBound(session) }
+            return
+        }
+        guard !session.bindToken.isEmpty, constantTimeEqual(token, session.bindToken) else {
+            counters.badBindToken += 1
+            return
+        }
+        session.bindToken = []
+        session.address = address
+        sendBound(session)
+        refreshPresence(session)
+        sync(session)
+    }
+
+    private func sendBound(_ session: Session) {
+        var bound = Simp_Bound()
+        bound.address = session.address.map(Self.describe) ?? ""
+        session.control.writeAndFlush(Simp_Envelope(.bound(bound)), promise: nil)
+        sendDatagram(to: session, kind: .pong, payload: [])
+    }
+
+    private func keepalive(_ session: Session, from address: SocketAddress) {
+        guard session.address == address else {
+            counters.unvalidatedAddress += 1
+            return
+        }
+        sendDatagram(to: session, kind: .pong, payload: [])
+        if NIODeadline.now() - session.lastPresenceWrite > .seconds(Int64(store.settings.presenceTTLSeconds / 3)) {
+            refreshPresence(session)
+        }
+    }
+
+    private func refreshPresence(_ session: Session) {
+        guard let address = session.address else { return }
+        session.lastPresenceWrite = .now()
+        store.setPresence(user: session.user, node: settings.nodeID, address: Self.describe(address),
+                          session: session.id, on: loop).whenFailure { [logger] error in
+            logger.warning("presence not written", metadata: ["error": "\(error)"])
+        }
+    }
+
+    private func data(_ session: Session, payload: ByteBuffer, from address: SocketAddress) {
+        guard session.address == address else {
+            counters.unvalidatedAddress += 1
+            return
+        }
+        guard var message = try? Simp_Message(serializedBytes: Array(payload.readableBytesView)) else {
+            counters.malformedDatagrams += 1
+            return
+        }
+        if let problem = Self.validate(message) {
+            let failed = Simp_Failed(messageID: message.messageID, to: message.toUser, code: problem.code, reason: problem.reason)
+            session.control.writeAndFlush(Simp_Envelope(.failed(failed)), promise: nil)
+            return
+        }
+        // The sender is the session the datagram came on, whatever the datagram claims.
+        message.fromUser = session.user
+        message.seq = 0
+        message.serverTime = Int64(Date().timeIntervalSince1970 * 1000)
+        let bytes: [UInt8] = (try? message.serializedBytes()) ?? []
+        enqueueStore(session: session.id, StoreRequest(from: session.user, id: message.messageID, to: message.toUser, bytes: bytes))
+    }
+
+    static func validate(_ message: Simp_Message) -> ServerError? {
+        if message.messageID.isEmpty || message.messageID.utf8.count > 64 {
+            return ServerError(.badRequest, "messageId must be 1-64 bytes")
+        }
+        if !UserName.isValid(message.toUser) {
+            return ServerError(.unknownUser, "no such user: \(message.toUser)")
+        }
+        switch message.type {
+        case .text, .image, .audio: return nil
+        default: return ServerError(.badRequest, "message type \(message.type) cannot be sent as data")
+        }
+    }
+
+    // MARK: the store pipeline
+
+    /// Stores are batched into one pipelined round trip; one batch at a time, so the
+    /// order in which datagrams arrived is the order of their sequence numbers.
+    private func enqueueStore(session: UInt64, _ request: StoreRequest) {
+        queuedStores.append((session, request))
+        scheduleFlush()
+    }
+
+    private func scheduleFlush() {
+        guard storeInFlight == nil, !flushScheduled, !queuedStores.isEmpty else { return }
+        flushScheduled = true
+        loop.execute { [self] in
+            flushScheduled = false
+            flushStores()
+        }
+    }
+
+    private func flushStores() {
+        guard storeInFlight == nil, !queuedStores.isEmpty else { return }
+        let batch = Array(queuedStores.prefix(settings.maxStoreBatch))
+        queuedStores.removeFirst(batch.count)
+        let future = store.store(batch.map(\.request), on: loop).map { [self] outcomes in
+            for (item, outcome) in zip(batch, outcomes) {
+                settle(item.request, outcome)
+            }
+            udp?.flush()
+        }
+        storeInFlight = future
+        future.whenComplete { [self] _ in
+            storeInFlight = nil
+            scheduleFlush()
+        }
+    }
+
+    private func settle(_ request: StoreRequest, _ outcome: StoreOutcome) {
+        let sender = sessionByUser[request.from].flatMap { sessions[$0] }
+        switch outcome {
+        case .stored(let seq, let bytes):
+            counters.stored += 1
+            sender?.control.write(Self.accepted(request, seq: seq), promise: nil)
+            if let recipient = sessionByUser[request.to].flatMap({ sessions[$0] }), recipient.isBound {
+                push(seq: seq, bytes: bytes, to: recipient)
+            }
+        case .duplicate(let seq):
+            counters.duplicates += 1
+            sender?.control.write(Self.accepted(request, seq: seq), promise: nil)
+        case .unknownRecipient:
+            sender?.control.write(Self.failed(request, .unknownUser, "no such user: \(request.to)"), promise: nil)
+        case .inboxFull:
+            sender?.control.write(Self.failed(request, .inboxFull, "\(request.to)'s inbox is full"), promise: nil)
+        case .unavailable(let error):
+            sender?.control.write(Self.failed(request, .storeUnavailable, "message store unavailable: \(error.message)"), promise: nil)
+        }
+        sender?.control.flush()
+    }
+
+    private static func accepted(_ request: StoreRequest, seq: UInt64) -> Simp_Envelope {
+        var accepted = Simp_Accepted()
+        accepted.messageID = request.id
+        accepted.toUser = request.to
+        accepted.seq = seq
+        return Simp_Envelope(.accepted(accepted))
+    }
+
+    private static func failed(_ request: StoreRequest, _ code: Simp_ErrorCode, _ reason: String) -> Simp_Envelope {
+        Simp_Envelope(.failed(Simp_Failed(messageID: request.id, to: request.to, code: code, reason: reason)))
+    }
+
+    /// Completes when every queued and in-flight store has been answered.
+    func drainStores() -> EventLoopFuture<Void> {
+        loop.assertInEventLoop()
+        guard let inFlight = storeInFlight else {
+            guard !queuedStores.isEmpty else { return loop.makeSucceededVoidFuture() }
+            flushStores()
+            return drainStores()
+        }
+        return inFlight.flatMap { [self] in drainStores() }
+    }
+
+    // MARK: pushes to recipients
+
+    private func sync(_ session: Session) {
+        store.pending(user: session.user, after: session.syncFloor, limit: settings.syncLimit, on: loop).whenComplete { [self] result in
+            guard sessions[session.id] === session else { return }
+            switch result {
+            case .success(let pending):
+                for bytes in pending.items {
+                    guard let seq = try? Simp_Message(serializedBytes: bytes).seq else { continue }
+                    push(seq: seq, bytes: bytes, to: session)
+                }
+                udp?.flush()
+            case .failure(let error):
+                logger.warning("sync failed; retrying", metadata: ["user": "\(session.user)", "error": "\(error)"])
+                loop.scheduleTask(in: .seconds(1)) { [self] in sync(session) }
+            }
+        }
+    }
+
+    private func push(seq: UInt64, bytes: [UInt8], to session: Session) {
+        guard !session.outbound.contains(seq) else { return }
+        let packet = sendDatagram(to: session, kind: .data, payload: bytes, flush: false)
+        guard let packet else { return }
+        counters.pushes += 1
+        session.outbound.track(seq, payload: packet, now: .now())
+    }
+
+    @discardableResult
+    private func sendDatagram(to session: Session, kind: DatagramKind, payload: [UInt8], flush: Bool = true) -> ByteBuffer? {
+        guard let udp, let address = session.address else { return nil }
+        let header = DatagramHeader(kind: kind, sessionID: session.id, packetNumber: session.takePacketNumber())
+        guard let buffer = try? Datagram.encode(header, payload: payload, allocator: udp.allocator) else { return nil }
+        let envelope = AddressedEnvelope(remoteAddress: address, data: buffer)
+        if flush { udp.writeAndFlush(envelope, promise: nil) } else { udp.write(envelope, promise: nil) }
+        return buffer
+    }
+
+    private func retransmitDue(now: NIODeadline) {
+        guard let udp else { return }
+        var wrote = false
+        for session in sessions.values where !session.outbound.isEmpty {
+            guard let address = session.address else { continue }
+            let due = session.outbound.due(now: now)
+            for (_, packet) in due.resend {
+                udp.write(AddressedEnvelope(remoteAddress: address, data: packet), promise: nil)
+                counters.retransmits += 1
+                wrote = true
+            }
+            // Given up on this path: the message stays in the inbox and syncs on reconnect.
+            counters.pushesGivenUp += due.expired.count
+        }
+        if wrote { udp.flush() }
+        retryReceipts()
+    }
+
+    // MARK: receipts
+
+    func receipt(sessionID: UInt64, upTo: UInt64) {
+        loop.assertInEventLoop()
+        guard let session = sessions[sessionID] else { return }
+        let now = NIODeadline.now()
+        for seq in session.outbound.pendingKeys where seq <= upTo {
+            session.outbound.acknowledge(seq, now: now)
+        }
+        confirm(user: session.user, upTo: upTo)
+    }
+
+    private func confirm(user: String, upTo: UInt64) {
+        store.acknowledge(user: user, upTo: upTo, on: loop).whenComplete { [self] result in
+            switch result {
+            case .success(let items):
+                if let waiting = unackedReceipts[user], waiting <= upTo { unackedReceipts[user] = nil }
+                for bytes in items { notifyDelivered(bytes, recipient: user) }
+            case .failure(let error):
+                logger.warning("receipt not stored; will retry", metadata: ["user": "\(user)", "error": "\(error)"])
+                unackedReceipts[user] = max(unackedReceipts[user] ?? 0, upTo)
+            }
+        }
+    }
+
+    private var lastReceiptRetry: NIODeadline = .distantPast
+
+    private func retryReceipts() {
+        guard !unackedReceipts.isEmpty, NIODeadline.now() - lastReceiptRetry > .seconds(1) else { return }
+        lastReceiptRetry = .now()
+        for (user, upTo) in unackedReceipts { confirm(user: user, upTo: upTo) }
+    }
+
+    private func notifyDelivered(_ bytes: [UInt8], recipient: String) {
+        guard let message = try? Simp_Message(serializedBytes: bytes) else { return }
+        var delivered = Simp_Delivered()
+        delivered.messageID = message.messageID
+        delivered.toUser = recipient
+        delivered.seq = message.seq
+        let envelope = Simp_Envelope(.delivered(delivered))
+        if let sender = sessionByUser[message.fromUser].flatMap({ sessions[$0] }) {
+            sender.control.writeAndFlush(envelope, promise: nil)
+        } else {
+            let noticeBytes: [UInt8] = (try? envelope.serializedBytes()) ?? []
+            store.pushNotice(user: message.fromUser, bytes: noticeBytes, on: loop).whenFailure { [logger] error in
+                logger.warning("delivery notice lost", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+
+    private func flushNotices(for session: Session) {
+        store.drainNotices(user: session.user, on: loop).whenSuccess { items in
+            for bytes in items {
+                guard let envelope = try? Simp_Envelope(serializedBytes: bytes) else { continue }
+                session.control.write(envelope, promise: nil)
+            }
+            session.control.flush()
+        }
+    }
+
+    // MARK: shutdown
+
+    func stop() {
+        loop.assertInEventLoop()
+        tickTask?.cancel()
+        tickTask = nil
+    }
+
+    static func describe(_ address: SocketAddress) -> String {
+        "\(address.ipAddress ?? "?"):\(address.port ?? 0)"
+    }
+}
+
+func randomBytes(_ count: Int) -> [UInt8] {
+    var rng = SystemRandomNumberGenerator()
+    return (0..<count).map { _ in UInt8.random(in: 0...255, using: &rng) }
+}

@@ -1,0 +1,36 @@
+import NIOCore
+import SIMPCore
+
+/// One connected client on this node: its control channel, its validated UDP address,
+/// and the datagrams it has not yet confirmed. Confined to the router's event loop,
+/// which is why it may be captured by the future callbacks that run there.
+final class Session: @unchecked Sendable {
+    let id: UInt64
+    let user: String
+    let control: any Channel
+    /// Single use: cleared once a bind datagram presented it.
+    var bindToken: [UInt8]
+    /// The observed source address of the bind datagram; nothing is sent before it is set.
+    var address: SocketAddress?
+    /// The client's highest confirmed seq when it connected; sync starts after it.
+    var syncFloor: UInt64
+    var outbound: RetransmitQueue<UInt64, ByteBuffer>
+    var nextPacketNumber: UInt64 = 1
+    var lastPresenceWrite: NIODeadline = .distantPast
+
+    init(id: UInt64, user: String, control: any Channel, bindToken: [UInt8], syncFloor: UInt64, policy: RetransmitPolicy) {
+        self.id = id
+        self.user = user
+        self.control = control
+        self.bindToken = bindToken
+        self.syncFloor = syncFloor
+        self.outbound = RetransmitQueue(policy: policy)
+    }
+
+    var isBound: Bool { address != nil }
+
+    func takePacketNumber() -> UInt64 {
+        defer { nextPacketNumber += 1 }
+        return nextPacketNumber
+    }
+}

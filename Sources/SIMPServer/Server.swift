@@ -1,0 +1,174 @@
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import ServiceLifecycle
+import SIMPCore
+import SIMPRedis
+
+public struct StartupError: Error, CustomStringConvertible {
+    public let description: String
+}
+
+/// The SIMP server: a control listener (TCP), a datagram socket (UDP), a router, and Redis.
+/// As a `Service` it runs until graceful shutdown, then stops accepting, finishes the
+/// in-flight Redis writes and closes.
+public final class SIMPServer: Service, @unchecked Sendable {
+    public let configuration: ServerConfiguration
+    private let logger: Logger
+    private let onReady: @Sendable (ServerAddresses) -> Void
+    private let group: MultiThreadedEventLoopGroup
+    private let redis: RedisPool
+    private let workers: NIOThreadPool
+    private var tcp: (any Channel)?
+    private var udp: (any Channel)?
+    private var router: Router?
+    private let controls = ChannelRegistry()
+
+    public init(configuration: ServerConfiguration, logger: Logger = Logger(label: "simp.server"),
+                onReady: @escaping @Sendable (ServerAddresses) -> Void = { _ in }) {
+        self.configuration = configuration
+        self.logger = logger
+        self.onReady = onReady
+        self.group = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
+        self.redis = RedisPool(configuration: configuration.redis, logger: logger)
+        self.workers = NIOThreadPool(numberOfThreads: 2)
+        workers.start()
+    }
+
+    public func run() async throws {
+        let addresses = try await start()
+        onReady(addresses)
+        try? await gracefulShutdown()
+        logger.info("shutting down")
+        await stop()
+    }
+
+    /// Binds both sockets once Redis answers; returns where they listen.
+    public func start() async throws -> ServerAddresses {
+        let secret = try await waitForRedis()
+        let store = MessageStore(redis: redis, settings: StoreSettings(namespace: configuration.namespace,
+                                                                      inboxLimit: configuration.inboxLimit))
+        var hasher = PasswordHasher()
+        hasher.rounds = configuration.scryptRounds
+        let accounts = Accounts(store: store, hasher: hasher, tokens: TokenSigner(secret: secret), workers: workers)
+        let loop = group.next()
+        let router = Router(loop: loop, store: store, settings: RouterSettings(
+            nodeID: configuration.nodeID, heartbeat: configuration.heartbeat, retransmit: configuration.pushRetransmit),
+            logger: logger)
+        self.router = router
+        let udp = try await bindUDP(router: router, on: loop)
+        try await loop.submit { router.udp = udp; router.start() }.get()
+        let tcp = try await bindTCP(accounts: accounts, router: router)
+        self.udp = udp
+        self.tcp = tcp
+        return ServerAddresses(host: configuration.host, tcpPort: tcp.localAddress?.port ?? 0,
+                               udpPort: udp.localAddress?.port ?? 0, nodeID: configuration.nodeID)
+    }
+
+    /// Stops accepting, answers every queued store, then closes everything.
+    public func stop() async {
+        try? await tcp?.close()
+        if let router {
+            try? await router.loop.flatSubmit { router.drainStores() }.get()
+            try? await router.loop.submit { router.stop() }.get()
+        }
+        await controls.closeAll()
+        try? await udp?.close()
+        await redis.shutdown()
+        try? await workers.shutdownGracefully()
+        try? await group.shutdownGracefully()
+    }
+
+    private func waitForRedis() async throws -> [UInt8] {
+        let deadline = NIODeadline.now() + configuration.redisWait
+        var lastMessage = ""
+        while true {
+            do {
+                return try await MessageStore(redis: redis, settings: StoreSettings(namespace: configuration.namespace))
+                    .sharedSecret(candidate: randomBytes(32))
+            } catch {
+                if error.message != lastMessage {
+                    logger.error("waiting for Redis at \(configuration.redis.url): \(error)")
+                    lastMessage = error.message
+                }
+                guard NIODeadline.now() < deadline else {
+                    throw StartupError(description: "Redis at \(configuration.redis.url) unreachable for \(configuration.redisWait.nanoseconds / 1_000_000_000)s: \(error)")
+                }
+                try await Task.sleep(for: .milliseconds(500))
+            }
+        }
+    }
+
+    private func bindUDP(router: Router, on loop: any EventLoop) async throws -> any Channel {
+        try await DatagramBootstrap(group: loop)
+            .channelOption(.socketOption(.so_reuseaddr), value: 1)
+            .channelOption(.socketOption(.so_rcvbuf), value: 4 << 20)
+            .channelOption(.socketOption(.so_sndbuf), value: 4 << 20)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(DatagramHandler(router: router))
+                }
+            }
+            .bind(host: configuration.host, port: configuration.resolvedUDPPort)
+            .get()
+    }
+
+    private func bindTCP(accounts: Accounts, router: Router) async throws -> any Channel {
+        let configuration = self.configuration
+        let logger = self.logger
+        let controls = self.controls
+        return try await ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                controls.add(channel)
+                return channel.eventLoop.makeCompletedFuture {
+                    let heartbeat = configuration.heartbeat
+                    try channel.pipeline.syncOperations.addHandlers([
+                        IdleStateHandler(readTimeout: .nanoseconds(heartbeat.nanoseconds * 3), writeTimeout: heartbeat),
+                        EnvelopeFrameHandler(maxFrameLength: configuration.maxFrameLength),
+                        ControlHandler(accounts: accounts, router: router, logger: logger),
+                    ])
+                }
+            }
+            .bind(host: configuration.host, port: configuration.port)
+            .get()
+    }
+}
+
+/// Open control channels, so shutdown can close them.
+final class ChannelRegistry: Sendable {
+    private let channels = NIOLockedValueBox([ObjectIdentifier: any Channel]())
+
+    func add(_ channel: any Channel) {
+        let key = ObjectIdentifier(channel)
+        channels.withLockedValue { $0[key] = channel }
+        channel.closeFuture.whenComplete { [channels] _ in
+            _ = channels.withLockedValue { $0.removeValue(forKey: key) }
+        }
+    }
+
+    func closeAll() async {
+        let open = channels.withLockedValue { Array($0.values) }
+        for channel in open { try? await channel.close() }
+    }
+}
+
+/// Hands every datagram to the router; the channel lives on the router's loop.
+final class DatagramHandler: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = AddressedEnvelope<ByteBuffer>
+    private let router: Router
+
+    init(router: Router) { self.router = router }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        router.receive(unwrapInboundIn(data))
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // ICMP unreachable and the like arrive here; they must not close the socket.
+        router.logger.debug("udp error", metadata: ["error": "\(error)"])
+    }
+}

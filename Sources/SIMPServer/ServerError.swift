@@ -1,0 +1,25 @@
+import SIMPCore
+import SIMPRedis
+
+/// An error a client gets as an Error frame: a code from docs/PROTOCOL.md and a reason.
+struct ServerError: Error, Sendable, CustomStringConvertible {
+    var code: Simp_ErrorCode
+    var reason: String
+
+    init(_ code: Simp_ErrorCode, _ reason: String) {
+        self.code = code
+        self.reason = reason
+    }
+
+    static func store(_ error: RedisError) -> ServerError {
+        ServerError(.storeUnavailable, "message store unavailable: \(error.message)")
+    }
+
+    static func wrap(_ error: any Error) -> ServerError {
+        if let e = error as? ServerError { return e }
+        if let e = error as? RedisError { return .store(e) }
+        return ServerError(.internal, "\(error)")
+    }
+
+    var description: String { "\(code.name): \(reason)" }
+}

@@ -1,0 +1,18 @@
+/// Every Redis key SIMP uses, under one namespace prefix (default "simp").
+struct Keys: Sendable {
+    let prefix: String
+
+    func user(_ name: String) -> String { "\(prefix):user:\(name)" }
+    func seq(_ name: String) -> String { "\(prefix):seq:\(name)" }
+    func inbox(_ name: String) -> String { "\(prefix):inbox:\(name)" }
+    func acked(_ name: String) -> String { "\(prefix):acked:\(name)" }
+    func notices(_ name: String) -> String { "\(prefix):notices:\(name)" }
+    func presence(_ name: String) -> String { "\(prefix):presence:\(name)" }
+    /// Remembers a sender's message id so a retransmitted datagram is stored once.
+    func messageID(_ from: String, _ id: String) -> String { "\(prefix):mid:\(from):\(id)" }
+    /// The conversation's history, one list per unordered pair of users.
+    func history(_ a: String, _ b: String) -> String {
+        a < b ? "\(prefix):hist:\(a):\(b)" : "\(prefix):hist:\(b):\(a)"
+    }
+    var secret: String { "\(prefix):secret" }
+}

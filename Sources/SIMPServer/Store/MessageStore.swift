@@ -1,0 +1,161 @@
+import NIOCore
+import SIMPRedis
+
+/// One message to store: who sent it (from the session), its id, its recipient, its bytes.
+struct StoreRequest: Sendable {
+    var from: String
+    var id: String
+    var to: String
+    var bytes: [UInt8]
+}
+
+enum StoreOutcome: Sendable {
+    case stored(seq: UInt64, bytes: [UInt8])
+    case duplicate(seq: UInt64)
+    case unknownRecipient
+    case inboxFull
+    case unavailable(RedisError)
+}
+
+struct StoreSettings: Sendable {
+    var namespace = "simp"
+    /// How long a sender's message id is remembered for de-duplication.
+    var messageIDTTLSeconds = 86_400
+    var historyCap = 1000
+    var inboxLimit = 10_000
+    var presenceTTLSeconds = 90
+}
+
+/// SIMP's data in Redis: accounts, inboxes, sequence numbers, receipts, presence, history.
+/// Every call goes through the pool, so none blocks an event loop.
+final class MessageStore: Sendable {
+    let redis: RedisPool
+    let keys: Keys
+    let settings: StoreSettings
+
+    init(redis: RedisPool, settings: StoreSettings) {
+        self.redis = redis
+        self.keys = Keys(prefix: settings.namespace)
+        self.settings = settings
+    }
+
+    /// Stores a batch in one pipelined round trip. Never fails as a whole: a Redis outage
+    /// becomes `.unavailable` for each request.
+    func store(_ batch: [StoreRequest], on loop: any EventLoop) -> EventLoopFuture<[StoreOutcome]> {
+        let commands = batch.map { request in
+            RedisCommand.script(Scripts.store,
+                keys: [keys.messageID(request.from, request.id), keys.user(request.to), keys.seq(request.to),
+                       keys.inbox(request.to), keys.history(request.from, request.to)],
+                args: [request.bytes, settings.messageIDTTLSeconds, settings.historyCap, settings.inboxLimit])
+        }
+        return redis.run(commands, on: loop).map { replies in
+            replies.map(Self.outcome)
+        }.recover { error in
+            let failure = error as? RedisError ?? RedisError(.io, "\(error)")
+            return batch.map { _ in .unavailable(failure) }
+        }
+    }
+
+    private static func outcome(_ reply: RedisValue) -> StoreOutcome {
+        guard let parts = reply.array, let status = parts.first?.int else {
+            if case .error(let message) = reply { return .unavailable(RedisError(.server, message)) }
+            return .unavailable(RedisError(.protocolViolation, "store script returned \(reply)"))
+        }
+        switch status {
+        case 1:
+            guard parts.count == 3, let seq = parts[1].int, let bytes = parts[2].bytes else { break }
+            return .stored(seq: UInt64(seq), bytes: bytes)
+        case 0:
+            guard parts.count == 2, let seq = parts[1].int else { break }
+            return .duplicate(seq: UInt64(seq))
+        case -1: return .unknownRecipient
+        case -2: return .inboxFull
+        default: break
+        }
+        return .unavailable(RedisError(.protocolViolation, "store script returned \(reply)"))
+    }
+
+    /// Applies a cumulative receipt; returns the inbox entries it confirmed.
+    func acknowledge(user: String, upTo: UInt64, on loop: any EventLoop) -> EventLoopFuture<[[UInt8]]> {
+        let command = RedisCommand.script(Scripts.ack, keys: [keys.inbox(user), keys.acked(user), keys.seq(user)], args: [upTo])
+        return redis.run([command], on: loop).flatMapThrowing { replies in
+            try (replies[0].checked().array ?? []).compactMap(\.bytes)
+        }
+    }
+
+    /// The confirmed mark and the unconfirmed inbox entries after `after`, oldest first.
+    func pending(user: String, after: UInt64, limit: Int, on loop: any EventLoop) -> EventLoopFuture<(confirmed: UInt64, items: [[UInt8]])> {
+        let commands = [
+            RedisCommand("GET", [keys.acked(user)]),
+            RedisCommand("ZRANGEBYSCORE", [keys.inbox(user), "(\(after)", "+inf", "LIMIT", "0", limit]),
+        ]
+        return redis.run(commands, on: loop).flatMapThrowing { replies in
+            let confirmed = UInt64(try replies[0].checked().int ?? 0)
+            let items = try (replies[1].checked().array ?? []).compactMap(\.bytes)
+            return (confirmed, items)
+        }
+    }
+
+    func history(between a: String, and b: String, limit: Int, on loop: any EventLoop) -> EventLoopFuture<[[UInt8]]> {
+        redis.run([RedisCommand("LRANGE", [keys.history(a, b), -limit, -1])], on: loop).flatMapThrowing { replies in
+            try (replies[0].checked().array ?? []).compactMap(\.bytes)
+        }
+    }
+
+    func userExists(_ user: String, on loop: any EventLoop) -> EventLoopFuture<Bool> {
+        redis.run([RedisCommand("EXISTS", [keys.user(user)])], on: loop).flatMapThrowing { replies in
+            try replies[0].checked().int == 1
+        }
+    }
+
+    func setPresence(user: String, node: String, address: String, session: UInt64, on loop: any EventLoop) -> EventLoopFuture<Void> {
+        let key = keys.presence(user)
+        return redis.run([
+            RedisCommand("HSET", [key, "node", node, "addr", address, "session", session]),
+            RedisCommand("EXPIRE", [key, settings.presenceTTLSeconds]),
+        ], on: loop).flatMapThrowing { replies in
+            for reply in replies { _ = try reply.checked() }
+        }
+    }
+
+    func clearPresence(user: String, session: UInt64, on loop: any EventLoop) -> EventLoopFuture<Void> {
+        let command = RedisCommand.script(Scripts.clearPresence, keys: [keys.presence(user)], args: [session])
+        return redis.run([command], on: loop).flatMapThrowing { _ = try $0[0].checked() }
+    }
+
+    func pushNotice(user: String, bytes: [UInt8], on loop: any EventLoop) -> EventLoopFuture<Void> {
+        redis.run([RedisCommand("RPUSH", [keys.notices(user), bytes])], on: loop).flatMapThrowing { _ = try $0[0].checked() }
+    }
+
+    func drainNotices(user: String, on loop: any EventLoop) -> EventLoopFuture<[[UInt8]]> {
+        let command = RedisCommand.script(Scripts.drain, keys: [keys.notices(user)], args: [])
+        return redis.run([command], on: loop).flatMapThrowing { try ($0[0].checked().array ?? []).compactMap(\.bytes) }
+    }
+
+    // MARK: accounts
+
+    /// Returns false when the name is taken.
+    func createAccount(user: String, salt: [UInt8], hash: [UInt8], kdf: String) async throws(RedisError) -> Bool {
+        let command = RedisCommand.script(Scripts.register, keys: [keys.user(user)], args: [salt, hash, kdf])
+        return try await redis.run(command).int == 1
+    }
+
+    func credentials(user: String) async throws(RedisError) -> (salt: [UInt8], hash: [UInt8], kdf: String)? {
+        let reply = try await redis.run(RedisCommand("HMGET", [keys.user(user), "salt", "hash", "kdf"]))
+        guard let fields = reply.array, fields.count == 3,
+              let salt = fields[0].bytes, let hash = fields[1].bytes, let kdf = fields[2].string else { return nil }
+        return (salt, hash, kdf)
+    }
+
+    /// The token-signing key every node shares; the first node to start creates it.
+    func sharedSecret(candidate: [UInt8]) async throws(RedisError) -> [UInt8] {
+        let replies = try await redis.run([
+            RedisCommand("SET", [keys.secret, candidate, "NX"]),
+            RedisCommand("GET", [keys.secret]),
+        ])
+        guard let secret = try replies[1].checked().bytes, !secret.isEmpty else {
+            throw RedisError(.protocolViolation, "token secret missing after SET NX")
+        }
+        return secret
+    }
+}

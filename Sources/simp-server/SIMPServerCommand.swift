@@ -1,0 +1,98 @@
+import ArgumentParser
+import Foundation
+import Logging
+import NIOCore
+import ServiceLifecycle
+import SIMPRedis
+import SIMPServer
+
+@main
+struct SIMPServerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "simp-server",
+        abstract: "The SIMP messaging server: TCP control channel, UDP datagrams, Redis through hiredis.",
+        discussion: "Every option can also come from the environment: SIMP_HOST, SIMP_PORT, SIMP_UDP_PORT, SIMP_REDIS_URL, SIMP_NODE_ID, SIMP_LOG_LEVEL.")
+
+    @Option(help: "Address to listen on (env SIMP_HOST).")
+    var host: String?
+
+    @Option(help: "TCP control port; 0 picks a free one (env SIMP_PORT). Default 7700.")
+    var port: Int?
+
+    @Option(name: .customLong("udp-port"), help: "UDP data port; 0 picks a free one (env SIMP_UDP_PORT). Default: port + 1.")
+    var udpPort: Int?
+
+    @Option(help: "Redis URL redis://HOST:PORT[/DB] (env SIMP_REDIS_URL). Default redis://127.0.0.1:6379.")
+    var redis: String?
+
+    @Option(name: .customLong("node-id"), help: "This node's name in presence records (env SIMP_NODE_ID). Default node-1.")
+    var nodeID: String?
+
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical (env SIMP_LOG_LEVEL). Default info.")
+    var logLevel: String?
+
+    @Option(name: .customLong("heartbeat"), help: "Seconds of silence before a ping; a peer silent for three is dropped. Default 10.")
+    var heartbeat: Double = 10
+
+    @Option(name: .customLong("redis-wait"), help: "Seconds to wait for Redis at start-up before exiting with status 1. Default 30.")
+    var redisWait: Double = 30
+
+    @Option(name: .customLong("scrypt-rounds"), help: .hidden)
+    var scryptRounds: Int = 16_384
+
+    func run() async throws {
+        let env = ProcessInfo.processInfo.environment
+        let level = try parseLevel(logLevel ?? env["SIMP_LOG_LEVEL"] ?? "info")
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let config = try makeConfiguration(env)
+        let logger = Logger(label: "simp.server")
+        let server = SIMPServer(configuration: config, logger: logger) { addresses in
+            FileHandle.standardOutput.write(Data((addresses.description + "\n").utf8))
+        }
+        let group = ServiceGroup(configuration: .init(services: [server], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        do {
+            try await group.run()
+        } catch let error as StartupError {
+            FileHandle.standardError.write(Data("simp-server: \(error.description)\n".utf8))
+            throw ExitCode(1)
+        }
+    }
+
+    private func makeConfiguration(_ env: [String: String]) throws -> ServerConfiguration {
+        var config = ServerConfiguration()
+        config.host = host ?? env["SIMP_HOST"] ?? config.host
+        config.port = try port ?? env["SIMP_PORT"].map { try parsePort($0, "SIMP_PORT") } ?? config.port
+        config.udpPort = try udpPort ?? env["SIMP_UDP_PORT"].map { try parsePort($0, "SIMP_UDP_PORT") }
+        for p in [config.port] + (config.udpPort.map { [$0] } ?? []) where !(0...65535).contains(p) {
+            throw ValidationError("port \(p) is outside 0-65535")
+        }
+        let url = redis ?? env["SIMP_REDIS_URL"] ?? "redis://127.0.0.1:6379"
+        do {
+            config.redis = try RedisConfiguration(url: url)
+        } catch {
+            throw ValidationError(error.message)
+        }
+        config.nodeID = nodeID ?? env["SIMP_NODE_ID"] ?? config.nodeID
+        guard heartbeat > 0, redisWait >= 0 else { throw ValidationError("--heartbeat must be > 0 and --redis-wait >= 0") }
+        config.heartbeat = .milliseconds(Int64(heartbeat * 1000))
+        config.redisWait = .milliseconds(Int64(redisWait * 1000))
+        config.scryptRounds = scryptRounds
+        return config
+    }
+
+    private func parsePort(_ text: String, _ name: String) throws -> Int {
+        guard let value = Int(text) else { throw ValidationError("\(name)=\(text) is not a port number") }
+        return value
+    }
+
+    private func parseLevel(_ text: String) throws -> Logger.Level {
+        guard let level = Logger.Level(rawValue: text.lowercased()) else {
+            throw ValidationError("unknown log level \(text)")
+        }
+        return level
+    }
+}

@@ -1,0 +1,110 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A real `redis-server` on a free loopback port, with its data in a temporary directory.
+/// AOF is on, so a restart keeps what was written.
+public final class RedisServerProcess: @unchecked Sendable {
+    public let port: Int
+    public let directory: URL
+    private var process: Process?
+
+    public init() throws {
+        port = try freeTCPPort()
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("simp-redis-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        try start()
+    }
+
+    public var url: String { "redis://127.0.0.1:\(port)" }
+
+    public func start() throws {
+        let p = Process()
+        p.executableURL = try findExecutable("redis-server")
+        p.arguments = ["--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
+                       "--appendfsync", "always", "--dir", directory.path, "--daemonize", "no"]
+        p.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
+        p.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        try p.run()
+        process = p
+        try waitUntilListening(port: port, timeout: 10)
+    }
+
+    /// SIGTERM and wait: Redis flushes its AOF on the way out.
+    public func stop() {
+        guard let p = process else { return }
+        p.terminate()
+        p.waitUntilExit()
+        process = nil
+    }
+
+    public func restart() throws {
+        stop()
+        try start()
+    }
+
+    deinit {
+        stop()
+        try? FileManager.default.removeItem(at: directory)
+    }
+}
+
+public struct TestSupportError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// A port that was free a moment ago (bound to 0 and released).
+public func freeTCPPort() throws -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw TestSupportError("socket() failed") }
+    defer { close(fd) }
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+    addr.sin_port = 0
+    var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { ptr -> Int32 in
+            guard bind(fd, ptr, len) == 0 else { return -1 }
+            return getsockname(fd, ptr, &len)
+        }
+    }
+    guard bound == 0 else { throw TestSupportError("bind() failed") }
+    return Int(UInt16(bigEndian: addr.sin_port))
+}
+
+/// Polls until something accepts TCP connections on the port.
+public func waitUntilListening(port: Int, timeout: TimeInterval) throws {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if canConnect(port: port) { return }
+        usleep(20_000)
+    }
+    throw TestSupportError("nothing listening on 127.0.0.1:\(port) after \(timeout)s")
+}
+
+public func canConnect(port: Int) -> Bool {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return false }
+    defer { close(fd) }
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+    addr.sin_port = in_port_t(UInt16(port).bigEndian)
+    return withUnsafePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+        }
+    }
+}
+
+public func findExecutable(_ name: String) throws -> URL {
+    let paths = (ProcessInfo.processInfo.environment["PATH"] ?? "") + ":/usr/bin:/usr/sbin:/usr/local/bin"
+    for dir in paths.split(separator: ":") {
+        let candidate = URL(fileURLWithPath: String(dir)).appendingPathComponent(name)
+        if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+    }
+    throw TestSupportError("\(name) not found on PATH; install it (apt-get install -y redis-server)")
+}
