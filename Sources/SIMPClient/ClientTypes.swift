@@ -1,0 +1,75 @@
+import NIOCore
+import SIMPCore
+
+public struct ClientConfiguration: Sendable {
+    public var host: String
+    public var port: Int
+    /// Reconnect delays grow as base * 2^attempt up to cap, each scaled by a random 0.5-1.0.
+    public var reconnectBase: TimeAmount = .seconds(2)
+    public var reconnectCap: TimeAmount = .seconds(64)
+    /// Unaccepted datagrams are resent with backoff; after giveUpAfter the message failed.
+    public var sendRetransmit = RetransmitPolicy(maxBackoff: .seconds(4), giveUpAfter: .seconds(30))
+    public var keepaliveInterval: TimeAmount = .seconds(15)
+    public var bindRetry: TimeAmount = .milliseconds(250)
+    public var requestTimeout: TimeAmount = .seconds(10)
+    public var maxFrameLength = Frame.defaultMaxLength
+
+    public init(host: String = "127.0.0.1", port: Int = 7700) {
+        self.host = host
+        self.port = port
+    }
+}
+
+/// A message handed to the application: once, in order of `seq`.
+public struct IncomingMessage: Sendable, Equatable {
+    public var id: String
+    public var from: String
+    public var to: String
+    public var text: String
+    public var imageURL: String?
+    public var seq: UInt64
+    public var sentAt: Int64
+    public var storedAt: Int64
+
+    init(_ m: Simp_Message) {
+        id = m.messageID
+        from = m.fromUser
+        to = m.toUser
+        text = m.content
+        imageURL = m.type == .image ? m.imageURL : nil
+        seq = m.seq
+        sentAt = m.time
+        storedAt = m.serverTime
+    }
+}
+
+public enum ClientEvent: Sendable, Equatable {
+    case connected(user: String)
+    case disconnected(reason: String)
+    case reconnecting(attempt: Int, delayMillis: Int64)
+    /// The server stored the message durably and gave it a sequence number.
+    case accepted(id: String, to: String, seq: UInt64)
+    /// The recipient confirmed it.
+    case delivered(id: String, to: String, seq: UInt64)
+    /// It will not be delivered; the reason says why.
+    case failed(id: String, to: String, reason: String)
+    case message(IncomingMessage)
+    case error(String)
+}
+
+public struct ClientError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The server's error code when the server refused; nil for local failures.
+    public var code: Simp_ErrorCode?
+    public var message: String
+
+    public init(_ message: String, code: Simp_ErrorCode? = nil) {
+        self.message = message
+        self.code = code
+    }
+
+    public var description: String { message }
+
+    static func server(_ error: Simp_Error) -> ClientError {
+        ClientError(error.reason.isEmpty ? error.code.name : error.reason, code: error.code)
+    }
+}

@@ -1,0 +1,69 @@
+import NIOCore
+import SIMPCore
+
+/// Passes control frames to the client; pings on write-idle, closes on read-idle.
+final class ClientControlHandler: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = Simp_Envelope
+    private let client: SIMPClient
+
+    init(client: SIMPClient) { self.client = client }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        client.controlReceived(unwrapInboundIn(data))
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        client.controlClosed(context.channel)
+        context.fireChannelInactive()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        switch event as? IdleStateHandler.IdleStateEvent {
+        case .write?: client.sendPing()
+        case .read?: context.close(promise: nil)
+        default: context.fireUserInboundEventTriggered(event)
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
+}
+
+final class ClientDatagramHandler: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = AddressedEnvelope<ByteBuffer>
+    private let client: SIMPClient
+
+    init(client: SIMPClient) { self.client = client }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        client.datagramReceived(unwrapInboundIn(data))
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // ICMP port unreachable while the server restarts: not a reason to close the socket.
+    }
+}
+
+/// For a single request on a connection of its own (registration).
+final class OneShotHandler: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = Simp_Envelope
+    private var promise: EventLoopPromise<Simp_Envelope>?
+
+    func send(_ envelope: Simp_Envelope, on channel: any Channel) -> EventLoopFuture<Simp_Envelope> {
+        let promise = channel.eventLoop.makePromise(of: Simp_Envelope.self)
+        self.promise = promise
+        channel.writeAndFlush(envelope, promise: nil)
+        return promise.futureResult
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        promise?.succeed(unwrapInboundIn(data))
+        promise = nil
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        promise?.fail(ClientError("server closed the connection"))
+        promise = nil
+    }
+}

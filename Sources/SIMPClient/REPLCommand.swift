@@ -1,0 +1,53 @@
+import Foundation
+
+/// One line of `simp` REPL input, parsed. Pure, so it is tested without a server.
+public enum REPLCommand: Equatable, Sendable {
+    case send(to: String, text: String)
+    case image(to: String, url: String)
+    case history(peer: String, limit: Int)
+    case help
+    case quit
+    case empty
+
+    public struct ParseError: Error, Equatable, Sendable {
+        public let message: String
+    }
+
+    public static let usage = """
+    commands:
+      /send USER TEXT...    send a text message
+      /image USER URL       send an image by URL
+      /history USER [N]     show the last N messages with USER (default 20)
+      /help                 this list
+      /quit                 leave (after waiting for outstanding receipts)
+    """
+
+    public static func parse(_ line: String) throws(ParseError) -> REPLCommand {
+        let trimmed = line.trimmingCharacters(in: .whitespaces)
+        guard !trimmed.isEmpty else { return .empty }
+        guard trimmed.hasPrefix("/") else {
+            throw ParseError(message: "lines are commands; to send text use /send USER TEXT (try /help)")
+        }
+        let parts = trimmed.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: true).map(String.init)
+        switch parts[0] {
+        case "/send":
+            guard parts.count == 3 else { throw ParseError(message: "usage: /send USER TEXT...") }
+            return .send(to: parts[1], text: parts[2])
+        case "/image":
+            guard parts.count == 3, !parts[2].contains(" ") else { throw ParseError(message: "usage: /image USER URL") }
+            return .image(to: parts[1], url: parts[2])
+        case "/history":
+            guard parts.count >= 2 else { throw ParseError(message: "usage: /history USER [N]") }
+            guard parts.count == 3 else { return .history(peer: parts[1], limit: 20) }
+            guard let n = Int(parts[2]), (1...1000).contains(n) else {
+                throw ParseError(message: "N must be a number from 1 to 1000")
+            }
+            return .history(peer: parts[1], limit: n)
+        case "/help": return .help
+        case "/quit": return .quit
+        default:
+            throw ParseError(message: "unknown command \(parts[0]) (try /help)")
+        }
+    }
+}
+

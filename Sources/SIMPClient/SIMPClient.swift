@@ -1,0 +1,441 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import SIMPCore
+
+/// The SIMP client library: log in, send messages and learn each one's fate, receive
+/// messages once and in order. It reconnects by itself until `disconnect()`.
+///
+/// All mutable state lives on one event loop (`loop`); the async methods hop there.
+public final class SIMPClient: @unchecked Sendable {
+    public let configuration: ClientConfiguration
+    public let events: AsyncStream<ClientEvent>
+
+    let loop: any EventLoop
+    private let group: MultiThreadedEventLoopGroup
+    private let eventSink: AsyncStream<ClientEvent>.Continuation
+    private let logger = Logger(label: "simp.client")
+
+    // Confined to `loop`.
+    private var credentials: (user: String, password: String)?
+    private var control: (any Channel)?
+    private var udp: (any Channel)?
+    private var serverUDP: SocketAddress?
+    private var session: Simp_ConnectResponse?
+    private var bound = false
+    private var boundPromise: EventLoopPromise<Void>?
+    private var nextRequestID: UInt64 = 1
+    private var requests: [UInt64: EventLoopPromise<Simp_Envelope>] = [:]
+    private var nextPacketNumber: UInt64 = 1
+    private var outbox: RetransmitQueue<String, Outgoing>
+    private var awaitingDelivery: [String: String] = [:]
+    private var inbox = InboundSequencer<IncomingMessage>()
+    private var receiptScheduled = false
+    private var userDisconnected = false
+    private var reconnectAttempt = 0
+    private var reconnectPending = false
+    private var lastKeepalive: NIODeadline = .distantPast
+    private var lastBindSent: NIODeadline = .distantPast
+    private var tick: RepeatedTask?
+
+    struct Outgoing: Sendable {
+        var to: String
+        var payload: [UInt8]
+    }
+
+    public init(configuration: ClientConfiguration) {
+        self.configuration = configuration
+        group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        loop = group.next()
+        outbox = RetransmitQueue(policy: configuration.sendRetransmit)
+        (events, eventSink) = AsyncStream.makeStream(of: ClientEvent.self)
+    }
+
+    deinit {
+        try? group.syncShutdownGracefully()
+    }
+
+    // MARK: public API
+
+    /// Creates an account. Uses a short-lived control connection of its own.
+    public func register(user: String, password: String) async throws(ClientError) {
+        var request = Simp_RegisterRequest()
+        request.user = user
+        request.password = password
+        try await oneShot(.register(request))
+    }
+
+    /// Logs in, opens a session and validates the UDP path. Throws if any step is refused;
+    /// after success, connection losses are repaired in the background.
+    public func connect(user: String, password: String) async throws(ClientError) {
+        do {
+            try await loop.flatSubmit { [self] in
+                credentials = (user, password)
+                userDisconnected = false
+                startTicking()
+                return establish()
+            }.get()
+        } catch {
+            throw Self.clientError(error)
+        }
+    }
+
+    /// Queues a text message and returns its id; its fate arrives as events.
+    public func send(to user: String, text: String) async throws(ClientError) -> String {
+        var message = Simp_Message()
+        message.type = .text
+        message.content = text
+        return try await send(message, to: user)
+    }
+
+    /// Queues an image message (the image travels as a URL) and returns its id.
+    public func send(to user: String, imageURL: String, caption: String = "") async throws(ClientError) -> String {
+        var message = Simp_Message()
+        message.type = .image
+        message.imageURL = imageURL
+        message.content = caption
+        message.imageScale = 1
+        return try await send(message, to: user)
+    }
+
+    /// The last `limit` messages between the logged-in user and `peer`, oldest first.
+    public func history(with peer: String, limit: Int = 20) async throws(ClientError) -> [IncomingMessage] {
+        var request = Simp_HistoryRequest()
+        request.peer = peer
+        request.limit = UInt32(max(1, min(limit, 1000)))
+        let body = Simp_Envelope.OneOf_Body.history(request)
+        do {
+            let reply = try await loop.flatSubmit { [self] in self.request(body) }.get()
+            guard case .historyResult(let result) = reply.body else { throw ClientError("unexpected reply to history") }
+            return result.messages.map(IncomingMessage.init)
+        } catch {
+            throw Self.clientError(error)
+        }
+    }
+
+    /// Messages sent but neither delivered nor failed yet.
+    public func outstandingCount() async -> Int {
+        (try? await loop.submit { [self] in outbox.count + awaitingDelivery.count }.get()) ?? 0
+    }
+
+    /// Closes the connection and stops reconnecting. Messages not yet accepted are reported failed.
+    public func disconnect() async {
+        _ = try? await loop.flatSubmit { [self] () -> EventLoopFuture<Void> in
+            userDisconnected = true
+            tick?.cancel()
+            tick = nil
+            for key in outbox.pendingKeys {
+                if let item = outbox.remove(key) { emit(.failed(id: key, to: item.to, reason: "client disconnected before the server accepted it")) }
+            }
+            let closing = [control?.close(), udp?.close()].compactMap { $0 }
+            control = nil
+            udp = nil
+            return EventLoopFuture.andAllComplete(closing, on: loop)
+        }.get()
+        eventSink.finish()
+    }
+
+    // MARK: sending
+
+    private func send(_ base: Simp_Message, to user: String) async throws(ClientError) -> String {
+        guard UserName.isValid(user) else { throw ClientError("not a valid user name: \(user)", code: .unknownUser) }
+        var message = base
+        message.version = 1
+        message.messageID = String(UInt64.random(in: 1...UInt64.max))
+        message.time = Int64(Date().timeIntervalSince1970 * 1000)
+        message.toUser = user
+        let payload: [UInt8] = (try? message.serializedBytes()) ?? []
+        guard payload.count <= DatagramHeader.maxPayload else {
+            throw ClientError("message is \(payload.count) bytes; the limit is \(DatagramHeader.maxPayload)", code: .messageTooLarge)
+        }
+        let id = message.messageID
+        do {
+            try await loop.submit { [self] in
+                outbox.track(id, payload: Outgoing(to: user, payload: payload), now: .now())
+                if bound { transmit(id: id, payload: payload) }
+            }.get()
+        } catch {
+            throw ClientError("client is shut down")
+        }
+        return id
+    }
+
+    private func transmit(id: String, payload: [UInt8]) {
+        sendDatagram(.data, payload)
+    }
+
+    private func sendDatagram(_ kind: DatagramKind, _ payload: [UInt8]) {
+        guard let udp, let serverUDP, let session else { return }
+        let header = DatagramHeader(kind: kind, sessionID: session.sessionID, packetNumber: nextPacketNumber)
+        nextPacketNumber += 1
+        guard let buffer = try? Datagram.encode(header, payload: payload, allocator: udp.allocator) else { return }
+        udp.writeAndFlush(AddressedEnvelope(remoteAddress: serverUDP, data: buffer), promise: nil)
+    }
+
+    // MARK: connection
+
+    private func establish() -> EventLoopFuture<Void> {
+        guard let credentials else { return loop.makeFailedFuture(ClientError("no credentials")) }
+        return ensureUDP().flatMap { [self] in
+            openControl()
+        }.flatMap { [self] () -> EventLoopFuture<Simp_Envelope> in
+            var login = Simp_LoginRequest()
+            login.user = credentials.user
+            login.password = credentials.password
+            return request(.login(login))
+        }.flatMap { [self] (reply: Simp_Envelope) -> EventLoopFuture<Simp_Envelope> in
+            guard case .loginOk(let ok) = reply.body else { return loop.makeFailedFuture(ClientError("unexpected reply to login")) }
+            var connect = Simp_ConnectRequest()
+            connect.token = ok.token
+            connect.udpPort = UInt32(udp?.localAddress?.port ?? 0)
+            connect.lastSeq = inbox.lastDelivered
+            return request(.connect(connect))
+        }.flatMap { [self] (reply: Simp_Envelope) -> EventLoopFuture<Void> in
+            guard case .connected(let response) = reply.body else { return loop.makeFailedFuture(ClientError("unexpected reply to connect")) }
+            return startSession(response)
+        }.map { [self] in
+            reconnectAttempt = 0
+            emit(.connected(user: credentials.user))
+            outbox.expediteAll(now: .now())
+            resendDue(now: .now())
+        }.flatMapError { [self] error in
+            control?.close(promise: nil)
+            return loop.makeFailedFuture(error)
+        }
+    }
+
+    private func startSession(_ response: Simp_ConnectResponse) -> EventLoopFuture<Void> {
+        do {
+            serverUDP = try SocketAddress.makeAddressResolvingHost(configuration.host, port: Int(response.udpPort))
+        } catch {
+            return loop.makeFailedFuture(ClientError("cannot resolve \(configuration.host): \(error)"))
+        }
+        session = response
+        nextPacketNumber = 1
+        inbox.advance(to: response.confirmedSeq)
+        let heartbeat = TimeAmount.milliseconds(Int64(max(response.heartbeatMillis, 100)))
+        if let control {
+            try? control.pipeline.syncOperations.addHandler(
+                IdleStateHandler(readTimeout: .nanoseconds(heartbeat.nanoseconds * 3), writeTimeout: heartbeat), position: .first)
+        }
+        let promise = loop.makePromise(of: Void.self)
+        boundPromise = promise
+        sendBind()
+        let timeout = loop.scheduleTask(in: configuration.requestTimeout) {
+            promise.fail(ClientError("server did not confirm the UDP path within \(self.configuration.requestTimeout.nanoseconds / 1_000_000_000)s"))
+        }
+        promise.futureResult.whenComplete { _ in timeout.cancel() }
+        return promise.futureResult
+    }
+
+    private func sendBind() {
+        guard let session, !bound else { return }
+        lastBindSent = .now()
+        sendDatagram(.bind, Array(session.bindToken))
+    }
+
+    private func ensureUDP() -> EventLoopFuture<Void> {
+        if udp != nil { return loop.makeSucceededVoidFuture() }
+        let bindHost = configuration.host.contains(":") ? "::" : "0.0.0.0"
+        return DatagramBootstrap(group: loop)
+            .channelInitializer { [self] channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(ClientDatagramHandler(client: self))
+                }
+            }
+            .bind(host: bindHost, port: 0)
+            .map { [self] channel in udp = channel }
+    }
+
+    private func openControl() -> EventLoopFuture<Void> {
+        ClientBootstrap(group: loop)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .connectTimeout(configuration.requestTimeout)
+            .channelInitializer { [self] channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandlers([
+                        EnvelopeFrameHandler(maxFrameLength: configuration.maxFrameLength),
+                        ClientControlHandler(client: self),
+                    ])
+                }
+            }
+            .connect(host: configuration.host, port: configuration.port)
+            .map { [self] channel in control = channel }
+            .flatMapErrorThrowing { [self] error in
+                throw ClientError("cannot reach \(configuration.host):\(configuration.port): \(error)")
+            }
+    }
+
+    private func oneShot(_ body: Simp_Envelope.OneOf_Body) async throws(ClientError) {
+        do {
+            let channel = try await ClientBootstrap(group: loop)
+                .connectTimeout(configuration.requestTimeout)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandlers([EnvelopeFrameHandler(), OneShotHandler()])
+                    }
+                }
+                .connect(host: configuration.host, port: configuration.port).get()
+            defer { channel.close(promise: nil) }
+            let reply = try await channel.pipeline.handler(type: OneShotHandler.self).flatMap { handler in
+                handler.send(Simp_Envelope(requestID: 1, body), on: channel)
+            }.get()
+            if case .error(let error) = reply.body { throw ClientError.server(error) }
+        } catch {
+            throw Self.clientError(error)
+        }
+    }
+
+    func request(_ body: Simp_Envelope.OneOf_Body) -> EventLoopFuture<Simp_Envelope> {
+        guard let control else { return loop.makeFailedFuture(ClientError("not connected", code: .notConnected)) }
+        let id = nextRequestID
+        nextRequestID += 1
+        let promise = loop.makePromise(of: Simp_Envelope.self)
+        requests[id] = promise
+        control.writeAndFlush(Simp_Envelope(requestID: id, body), promise: nil)
+        let timeout = loop.scheduleTask(in: configuration.requestTimeout) { [self] in
+            requests.removeValue(forKey: id)?.fail(ClientError("no answer from the server within \(configuration.requestTimeout.nanoseconds / 1_000_000_000)s"))
+        }
+        promise.futureResult.whenComplete { _ in timeout.cancel() }
+        return promise.futureResult
+    }
+
+    // MARK: control channel events (on loop)
+
+    func controlReceived(_ envelope: Simp_Envelope) {
+        if envelope.requestID != 0, let promise = requests.removeValue(forKey: envelope.requestID) {
+            if case .error(let error) = envelope.body { promise.fail(ClientError.server(error)) } else { promise.succeed(envelope) }
+            return
+        }
+        switch envelope.body {
+        case .accepted(let a):
+            guard outbox.acknowledge(a.messageID, now: .now()) != nil else { return }
+            awaitingDelivery[a.messageID] = a.toUser
+            emit(.accepted(id: a.messageID, to: a.toUser, seq: a.seq))
+        case .delivered(let d):
+            // A delivery can overtake its own acceptance on a retransmitted path.
+            if let pending = outbox.remove(d.messageID) { emit(.accepted(id: d.messageID, to: pending.to, seq: d.seq)) }
+            awaitingDelivery[d.messageID] = nil
+            emit(.delivered(id: d.messageID, to: d.toUser, seq: d.seq))
+        case .failed(let f):
+            let wasPending = outbox.remove(f.messageID) != nil || awaitingDelivery.removeValue(forKey: f.messageID) != nil
+            if wasPending { emit(.failed(id: f.messageID, to: f.toUser, reason: f.reason.isEmpty ? f.code.name : f.reason)) }
+        case .bound:
+            bound = true
+            boundPromise?.succeed(())
+            boundPromise = nil
+        case .ping(let ping):
+            var pong = Simp_Pong()
+            pong.nonce = ping.nonce
+            control?.writeAndFlush(Simp_Envelope(.pong(pong)), promise: nil)
+        case .error(let error):
+            emit(.error("server: \(error.reason.isEmpty ? error.code.name : error.reason)"))
+        default:
+            break
+        }
+    }
+
+    func controlClosed(_ channel: any Channel) {
+        guard control === channel else { return }
+        control = nil
+        session = nil
+        bound = false
+        boundPromise?.fail(ClientError("control connection closed"))
+        boundPromise = nil
+        for (_, promise) in requests { promise.fail(ClientError("control connection closed")) }
+        requests.removeAll()
+        guard !userDisconnected, credentials != nil else { return }
+        emit(.disconnected(reason: "control connection closed"))
+        scheduleReconnect()
+    }
+
+    func sendPing() {
+        var ping = Simp_Ping()
+        ping.nonce = UInt64.random(in: 0...UInt64.max)
+        control?.writeAndFlush(Simp_Envelope(.ping(ping)), promise: nil)
+    }
+
+    private func scheduleReconnect() {
+        guard !reconnectPending, !userDisconnected else { return }
+        reconnectPending = true
+        let exponent = min(reconnectAttempt, 16)
+        let ceiling = min(configuration.reconnectBase.nanoseconds << exponent, configuration.reconnectCap.nanoseconds)
+        let delay = TimeAmount.nanoseconds(Int64(Double(ceiling) * Double.random(in: 0.5...1.0)))
+        reconnectAttempt += 1
+        emit(.reconnecting(attempt: reconnectAttempt, delayMillis: delay.nanoseconds / 1_000_000))
+        loop.scheduleTask(in: delay) { [self] in
+            reconnectPending = false
+            guard !userDisconnected, control == nil else { return }
+            establish().whenFailure { [self] error in
+                emit(.error("reconnect failed: \(Self.clientError(error).message)"))
+                if control == nil { scheduleReconnect() }
+            }
+        }
+    }
+
+    // MARK: datagrams (on loop)
+
+    func datagramReceived(_ envelope: AddressedEnvelope<ByteBuffer>) {
+        var buffer = envelope.data
+        guard let header = try? Datagram.decodeHeader(&buffer), header.sessionID == session?.sessionID else { return }
+        guard header.kind == .data else { return }
+        guard let message = try? Simp_Message(serializedBytes: Array(buffer.readableBytesView)), message.seq > 0 else { return }
+        switch inbox.receive(seq: message.seq, item: IncomingMessage(message)) {
+        case .deliver(let ready):
+            for item in ready { emit(.message(item)) }
+            scheduleReceipt()
+        case .duplicate:
+            scheduleReceipt()
+        case .buffered, .dropped:
+            break
+        }
+    }
+
+    /// One cumulative receipt per burst of datagrams.
+    private func scheduleReceipt() {
+        guard !receiptScheduled else { return }
+        receiptScheduled = true
+        loop.execute { [self] in
+            receiptScheduled = false
+            var receipt = Simp_Receipt()
+            receipt.upToSeq = inbox.lastDelivered
+            control?.writeAndFlush(Simp_Envelope(.receipt(receipt)), promise: nil)
+        }
+    }
+
+    // MARK: timers (on loop)
+
+    private func startTicking() {
+        guard tick == nil else { return }
+        tick = loop.scheduleRepeatedTask(initialDelay: .milliseconds(25), delay: .milliseconds(25)) { [self] _ in
+            let now = NIODeadline.now()
+            resendDue(now: now)
+            if session != nil, !bound, now - lastBindSent >= configuration.bindRetry { sendBind() }
+            if bound, now - lastKeepalive >= configuration.keepaliveInterval {
+                lastKeepalive = now
+                sendDatagram(.keepalive, [])
+            }
+        }
+    }
+
+    private func resendDue(now: NIODeadline) {
+        let due = outbox.due(now: now)
+        if bound {
+            for (id, item) in due.resend { transmit(id: id, payload: item.payload) }
+        }
+        let seconds = configuration.sendRetransmit.giveUpAfter.nanoseconds / 1_000_000_000
+        for (id, item) in due.expired {
+            emit(.failed(id: id, to: item.to, reason: "the server did not accept it within \(seconds)s"))
+        }
+    }
+
+    private func emit(_ event: ClientEvent) {
+        eventSink.yield(event)
+    }
+
+    static func clientError(_ error: any Error) -> ClientError {
+        if let e = error as? ClientError { return e }
+        return ClientError("\(error)")
+    }
+}

@@ -1,0 +1,77 @@
+import Foundation
+import SIMPClient
+
+/// Everything the REPL prints goes through here: human lines, or one JSON object per line.
+final class Output: @unchecked Sendable {
+    let json: Bool
+    private let lock = NSLock()
+
+    init(json: Bool) { self.json = json }
+
+    func event(_ event: ClientEvent) {
+        switch event {
+        case .connected(let user):
+            emit(["event": "connected", "user": user], human: "connected as \(user)")
+        case .disconnected(let reason):
+            emit(["event": "disconnected", "reason": reason], human: "disconnected: \(reason)", toStderr: true)
+        case .reconnecting(let attempt, let delay):
+            emit(["event": "reconnecting", "attempt": attempt, "delayMillis": Int(delay)],
+                 human: "reconnecting in \(delay) ms (attempt \(attempt))", toStderr: true)
+        case .accepted(let id, let to, let seq):
+            emit(["event": "accepted", "id": id, "to": to, "seq": Int(seq)], human: "[accepted] \(id) -> \(to)")
+        case .delivered(let id, let to, let seq):
+            emit(["event": "delivered", "id": id, "to": to, "seq": Int(seq)], human: "[delivered] \(id) -> \(to)")
+        case .failed(let id, let to, let reason):
+            emit(["event": "failed", "id": id, "to": to, "reason": reason], human: "[failed] \(id) -> \(to): \(reason)")
+        case .message(let m):
+            var object: [String: Any] = ["event": "message", "id": m.id, "from": m.from, "text": m.text, "seq": Int(m.seq)]
+            if let url = m.imageURL { object["imageURL"] = url }
+            emit(object, human: Self.humanLine(m))
+        case .error(let message):
+            error(message)
+        }
+    }
+
+    func error(_ message: String) {
+        emit(["event": "error", "message": message], human: "error: \(message)", toStderr: true)
+    }
+
+    func sent(id: String, to: String) {
+        emit(["event": "sent", "id": id, "to": to], human: "[sent] \(id) -> \(to)")
+    }
+
+    func history(peer: String, _ messages: [IncomingMessage]) {
+        let list: [[String: Any]] = messages.map { m in
+            var o: [String: Any] = ["id": m.id, "from": m.from, "to": m.to, "text": m.text, "seq": Int(m.seq)]
+            if let url = m.imageURL { o["imageURL"] = url }
+            return o
+        }
+        let human = messages.isEmpty ? "no messages with \(peer)" : messages.map(Self.humanLine).joined(separator: "\n")
+        emit(["event": "history", "peer": peer, "messages": list], human: human)
+    }
+
+    func info(_ text: String) {
+        emit(["event": "info", "message": text], human: text)
+    }
+
+    private static func humanLine(_ m: IncomingMessage) -> String {
+        if let url = m.imageURL {
+            return "\(m.from): [image] \(url)\(m.text.isEmpty ? "" : " \(m.text)")"
+        }
+        return "\(m.from): \(m.text)"
+    }
+
+    private func emit(_ object: [String: Any], human: String, toStderr: Bool = false) {
+        let line: String
+        if json {
+            let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
+            line = String(decoding: data, as: UTF8.self)
+        } else {
+            line = human
+        }
+        let handle = (toStderr && !json) ? FileHandle.standardError : FileHandle.standardOutput
+        lock.lock()
+        defer { lock.unlock() }
+        handle.write(Data((line + "\n").utf8))
+    }
+}

@@ -1,0 +1,122 @@
+import ArgumentParser
+import Foundation
+import SIMPClient
+
+@main
+struct SIMPCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "simp",
+        abstract: "SIMP client: reads commands from stdin (a terminal or a pipe), prints messages and each sent message's fate.",
+        discussion: REPLCommand.usage)
+
+    @Option(help: "Server control address HOST:PORT (env SIMP_SERVER). Default 127.0.0.1:7700.")
+    var server: String?
+
+    @Option(help: "Your user name.")
+    var user: String
+
+    @Option(help: "Password; else SIMP_PASSWORD; else a prompt on a terminal.")
+    var password: String?
+
+    @Flag(help: "Create the account first; fails if the name is taken.")
+    var register = false
+
+    @Flag(help: "Print one JSON object per line.")
+    var json = false
+
+    @Option(help: "At end of input, wait up to this many seconds for outstanding acknowledgements. Default 10.")
+    var linger: Double = 10
+
+    @Option(name: .customLong("reconnect-base"), help: .hidden)
+    var reconnectBase: Double = 2
+
+    func run() async throws {
+        let output = Output(json: json)
+        let client = try SIMPClient(configuration: makeConfiguration())
+        let pass = try resolvePassword()
+        do {
+            if register { try await client.register(user: user, password: pass) }
+            try await client.connect(user: user, password: pass)
+        } catch {
+            output.error(error.message)
+            throw ExitCode(1)
+        }
+        let printer = Task { for await event in client.events { output.event(event) } }
+        for await line in StandardInputLines.stream() {
+            let command: REPLCommand
+            do {
+                command = try REPLCommand.parse(line)
+            } catch {
+                output.error(error.message)
+                continue
+            }
+            if command == .quit { break }
+            await execute(command, client: client, output: output)
+        }
+        await waitForOutstanding(client)
+        await client.disconnect()
+        await printer.value
+    }
+
+    private func execute(_ command: REPLCommand, client: SIMPClient, output: Output) async {
+        do {
+            switch command {
+            case .send(let to, let text):
+                _ = try await client.send(to: to, text: text)
+            case .image(let to, let url):
+                _ = try await client.send(to: to, imageURL: url)
+            case .history(let peer, let limit):
+                output.history(peer: peer, try await client.history(with: peer, limit: limit))
+            case .help:
+                output.info(REPLCommand.usage)
+            case .quit, .empty:
+                break
+            }
+        } catch {
+            output.error(error.message)
+        }
+    }
+
+    private func waitForOutstanding(_ client: SIMPClient) async {
+        let deadline = Date().addingTimeInterval(linger)
+        while Date() < deadline, await client.outstandingCount() > 0 {
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+    }
+
+    private func makeConfiguration() throws -> ClientConfiguration {
+        let address = server ?? ProcessInfo.processInfo.environment["SIMP_SERVER"] ?? "127.0.0.1:7700"
+        guard let colon = address.lastIndex(of: ":"), let port = Int(address[address.index(after: colon)...]),
+              (1...65535).contains(port) else {
+            throw ValidationError("--server must be HOST:PORT, got \(address)")
+        }
+        var host = String(address[..<colon])
+        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        guard linger >= 0 else { throw ValidationError("--linger must be >= 0") }
+        var config = ClientConfiguration(host: host, port: port)
+        config.reconnectBase = .milliseconds(Int64(reconnectBase * 1000))
+        return config
+    }
+
+    private func resolvePassword() throws -> String {
+        if let password { return password }
+        if let env = ProcessInfo.processInfo.environment["SIMP_PASSWORD"] { return env }
+        if isatty(STDIN_FILENO) == 1, let typed = getpass("password for \(user): ") {
+            return String(cString: typed)
+        }
+        throw ValidationError("no password: pass --password, set SIMP_PASSWORD, or run on a terminal")
+    }
+}
+
+/// stdin lines as an async stream; a plain thread does the blocking reads.
+enum StandardInputLines {
+    static func stream() -> AsyncStream<String> {
+        AsyncStream { continuation in
+            let thread = Thread {
+                while let line = readLine(strippingNewline: true) { continuation.yield(line) }
+                continuation.finish()
+            }
+            thread.start()
+        }
+    }
+}
