@@ -84,6 +84,7 @@ let package = Package(
             ]
         ),
         .testTarget(name: "SIMPCoreTests", dependencies: ["SIMPCore"]),
+        .testTarget(name: "SIMPClientTests", dependencies: ["SIMPClient"]),
         .testTarget(name: "SIMPRedisTests", dependencies: ["SIMPRedis", "SIMPTestSupport"]),
         .testTarget(
             name: "SIMPServerTests",

@@ -11,6 +11,7 @@ public enum REPLCommand: Equatable, Sendable {
 
     public struct ParseError: Error, Equatable, Sendable {
         public let message: String
+        public init(message: String) { self.message = message }
     }
 
     public static let usage = """

@@ -8,7 +8,7 @@ import Glibc
 public final class RedisServerProcess: @unchecked Sendable {
     public let port: Int
     public let directory: URL
-    private var process: Process?
+    private var process: ChildProcess?
 
     public init() throws {
         port = try freeTCPPort()
@@ -20,22 +20,25 @@ public final class RedisServerProcess: @unchecked Sendable {
     public var url: String { "redis://127.0.0.1:\(port)" }
 
     public func start() throws {
-        let p = Process()
-        p.executableURL = try findExecutable("redis-server")
-        p.arguments = ["--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
-                       "--appendfsync", "always", "--dir", directory.path, "--daemonize", "no"]
-        p.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
-        p.standardError = FileHandle(forWritingAtPath: "/dev/null")
-        try p.run()
-        process = p
+        let redis = try findExecutable("redis-server").path
+        process = try ChildProcess(redis, ["--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
+                                           "--appendfsync", "always", "--dir", directory.path, "--daemonize", "no"])
         try waitUntilListening(port: port, timeout: 10)
     }
 
     /// SIGTERM and wait: Redis flushes its AOF on the way out.
     public func stop() {
         guard let p = process else { return }
-        p.terminate()
-        p.waitUntilExit()
+        p.signal(SIGTERM)
+        if p.waitForExit(timeout: 10) == nil { p.signal(SIGKILL); _ = p.waitForExit(timeout: 5) }
+        process = nil
+    }
+
+    /// SIGKILL: no chance to flush anything beyond what appendfsync already wrote.
+    public func kill9() {
+        guard let p = process else { return }
+        p.signal(SIGKILL)
+        _ = p.waitForExit(timeout: 5)
         process = nil
     }
 

@@ -1,0 +1,51 @@
+import SIMPCore
+import Testing
+
+@Suite struct InboundSequencerTests {
+    func delivered(_ outcome: InboundSequencer<String>.Outcome) -> [String]? {
+        if case .deliver(let items) = outcome { return items }
+        return nil
+    }
+
+    @Test func inOrderArrivalsAreDeliveredAtOnce() {
+        var s = InboundSequencer<String>()
+        #expect(delivered(s.receive(seq: 1, item: "a")) == ["a"])
+        #expect(delivered(s.receive(seq: 2, item: "b")) == ["b"])
+        #expect(s.lastDelivered == 2)
+    }
+
+    @Test func duplicatesAreNeverDeliveredTwice() {
+        var s = InboundSequencer<String>()
+        _ = s.receive(seq: 1, item: "a")
+        guard case .duplicate = s.receive(seq: 1, item: "a") else { Issue.record("redelivered"); return }
+        _ = s.receive(seq: 3, item: "c")
+        guard case .duplicate = s.receive(seq: 3, item: "c") else { Issue.record("buffered twice"); return }
+    }
+
+    @Test func gapIsHeldThenDrainedInOrder() {
+        var s = InboundSequencer<String>()
+        guard case .buffered = s.receive(seq: 3, item: "c") else { Issue.record(); return }
+        guard case .buffered = s.receive(seq: 2, item: "b") else { Issue.record(); return }
+        #expect(delivered(s.receive(seq: 1, item: "a")) == ["a", "b", "c"])
+        #expect(s.bufferedCount == 0)
+    }
+
+    @Test func holdBufferIsBounded() {
+        var s = InboundSequencer<String>(maxBuffered: 2)
+        _ = s.receive(seq: 5, item: "e")
+        _ = s.receive(seq: 6, item: "f")
+        guard case .dropped = s.receive(seq: 7, item: "g") else { Issue.record("buffer grew"); return }
+        #expect(s.bufferedCount == 2)
+    }
+
+    @Test func advanceSkipsWhatWasConfirmedEarlierAndNeverGoesBack() {
+        var s = InboundSequencer<String>(lastDelivered: 0)
+        _ = s.receive(seq: 4, item: "d")
+        s.advance(to: 3)
+        #expect(s.lastDelivered == 3)
+        s.advance(to: 1)
+        #expect(s.lastDelivered == 3)
+        #expect(delivered(s.receive(seq: 5, item: "e")) == nil)
+        guard case .duplicate = s.receive(seq: 2, item: "b") else { Issue.record(); return }
+    }
+}

@@ -1,0 +1,108 @@
+import NIOCore
+import NIOPosix
+import SIMPRedis
+import SIMPTestSupport
+import Testing
+
+@Suite(.serialized) struct RedisPoolTests {
+    let server: RedisServerProcess
+    let pool: RedisPool
+
+    init() throws {
+        server = try RedisServerProcess()
+        pool = RedisPool(configuration: RedisConfiguration(port: server.port, commandTimeout: .seconds(2), poolSize: 3))
+    }
+
+    @Test func setAndGetBinarySafeValues() async throws {
+        let value: [UInt8] = [0, 1, 2, 0xFF, 0x0D, 0x0A]
+        _ = try await pool.run(RedisCommand("SET", ["k", value]))
+        #expect(try await pool.run(RedisCommand("GET", ["k"])) == .bulk(value))
+        #expect(try await pool.run(RedisCommand("GET", ["missing"])) == .null)
+        await pool.shutdown()
+    }
+
+    @Test func pipelineReturnsRepliesInOrder() async throws {
+        let commands = (0..<1000).map { _ in RedisCommand("INCR", ["counter"]) }
+        let replies = try await pool.run(commands)
+        #expect(replies.map { $0.int } == (1...1000).map { Int64?(Int64($0)) })
+        await pool.shutdown()
+    }
+
+    @Test func errorReplyCarriesRedisMessageAndSparesTheRest() async throws {
+        _ = try await pool.run(RedisCommand("SET", ["s", "text"]))
+        let replies = try await pool.run([RedisCommand("INCR", ["s"]), RedisCommand("GET", ["s"])])
+        guard case .error(let message) = replies[0] else { Issue.record("no error reply"); return }
+        #expect(message.contains("not an integer"))
+        #expect(replies[1].string == "text")
+        do {
+            _ = try await pool.run(RedisCommand("INCR", ["s"]))
+            Issue.record("no throw")
+        } catch {
+            #expect(error.kind == .server)
+            #expect(error.message.contains("not an integer"))
+        }
+        await pool.shutdown()
+    }
+
+    @Test func scriptsRunAndSurviveAScriptFlush() async throws {
+        let script = RedisScript("return redis.call('INCRBY', KEYS[1], ARGV[1])")
+        #expect(try await pool.run(.script(script, keys: ["n"], args: [5])).int == 5)
+        _ = try await pool.run(RedisCommand("SCRIPT", ["FLUSH"]))
+        #expect(try await pool.run(.script(script, keys: ["n"], args: [2])).int == 7)
+        await pool.shutdown()
+    }
+
+    @Test func futureAPICompletesOnTheCallersLoop() throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        defer { try? group.syncShutdownGracefully() }
+        let loop = group.next()
+        let inLoop = try pool.run([RedisCommand("PING")], on: loop).map { _ in loop.inEventLoop }.wait()
+        #expect(inLoop)
+    }
+
+    @Test func outageIsAnErrorNotAHangAndServiceResumesAfterRestart() async throws {
+        _ = try await pool.run(RedisCommand("SET", ["durable", "yes"]))
+        server.stop()
+        let started = ContinuousClock.now
+        do {
+            _ = try await pool.run(RedisCommand("GET", ["durable"]))
+            Issue.record("no error while Redis is down")
+        } catch {
+            #expect(error.isUnavailable)
+        }
+        #expect(ContinuousClock.now - started < .seconds(5))
+        try server.start()
+        #expect(try await pool.run(RedisCommand("GET", ["durable"])).string == "yes")
+        await pool.shutdown()
+    }
+
+    @Test func manyConcurrentCallersShareThePool() async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for i in 0..<50 {
+                group.addTask { _ = try await pool.run(RedisCommand("SADD", ["set", i])) }
+            }
+            try await group.waitForAll()
+        }
+        #expect(try await pool.run(RedisCommand("SCARD", ["set"])).int == 50)
+        await pool.shutdown()
+    }
+
+    @Test func afterShutdownCallsFailClearly() async throws {
+        await pool.shutdown()
+        await #expect(throws: RedisError.self) { try await pool.run(RedisCommand("PING")) }
+    }
+}
+
+@Suite struct RedisConfigurationTests {
+    @Test func parsesURLs() throws {
+        let c = try RedisConfiguration(url: "redis://example:6400/3")
+        #expect(c.host == "example" && c.port == 6400 && c.database == 3)
+        let d = try RedisConfiguration(url: "redis://127.0.0.1")
+        #expect(d.port == 6379 && d.database == 0)
+    }
+
+    @Test(arguments: ["http://x:1", "redis://:80", "redis://h:99999", "redis://h:1/x"])
+    func rejectsBadURLs(url: String) {
+        #expect(throws: RedisError.self) { try RedisConfiguration(url: url) }
+    }
+}
