@@ -53,7 +53,8 @@ public final class SIMPClient: @unchecked Sendable {
     }
 
     deinit {
-        try? group.syncShutdownGracefully()
+        // The last reference may be dropped on the loop itself, where a blocking shutdown is illegal.
+        group.shutdownGracefully { _ in }
     }
 
     // MARK: public API

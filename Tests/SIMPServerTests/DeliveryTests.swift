@@ -1,0 +1,152 @@
+import Foundation
+import NIOCore
+import SIMPClient
+import SIMPCore
+import Testing
+
+@Suite(.serialized) struct DeliveryTests {
+    @Test func twoHundredMessagesEachWayAreDeliveredOnceInOrder() async throws {
+        let cluster = try await TestCluster.start()
+        let (alice, aliceLog) = try await cluster.connectedClient("alice")
+        let (bob, bobLog) = try await cluster.connectedClient("bob")
+        async let aliceSent = sendAll(alice, to: "bob", prefix: "a", count: 200)
+        async let bobSent = sendAll(bob, to: "alice", prefix: "b", count: 200)
+        let (fromAlice, fromBob) = try await (aliceSent, bobSent)
+
+        let done = await aliceLog.wait(timeout: .seconds(60)) { $0.delivered.count >= 200 && $0.messages.count >= 200 }
+        #expect(done)
+        #expect(await bobLog.wait(timeout: .seconds(60)) { $0.delivered.count >= 200 && $0.messages.count >= 200 })
+        try await Task.sleep(for: .milliseconds(300)) // anything extra (a duplicate) would show up now
+
+        expectExactlyOnceInOrder(received: bobLog.messages, sentIDs: fromAlice, from: "alice", prefix: "a")
+        expectExactlyOnceInOrder(received: aliceLog.messages, sentIDs: fromBob, from: "bob", prefix: "b")
+        #expect(aliceLog.accepted == fromAlice)
+        #expect(aliceLog.delivered.sorted() == fromAlice.sorted())
+        #expect(bobLog.accepted == fromBob)
+        #expect(bobLog.delivered.sorted() == fromBob.sorted())
+        #expect(aliceLog.failed.isEmpty && bobLog.failed.isEmpty)
+        await alice.disconnect()
+        await bob.disconnect()
+        await cluster.stop()
+    }
+
+    @Test func offlineRecipientGetsEverythingOnceWhenItConnects() async throws {
+        let cluster = try await TestCluster.start()
+        try await cluster.register("bob")
+        let (alice, aliceLog) = try await cluster.connectedClient("alice")
+        let sent = try await sendAll(alice, to: "bob", prefix: "offline", count: 50)
+        #expect(await aliceLog.wait { $0.accepted.count == 50 })
+        #expect(aliceLog.delivered.isEmpty, "nothing is delivered while bob is offline")
+
+        let (bob, bobLog) = try await cluster.connectedClient("bob", register: false)
+        #expect(await bobLog.wait { $0.messages.count >= 50 })
+        #expect(await aliceLog.wait { $0.delivered.count >= 50 })
+        try await Task.sleep(for: .milliseconds(300))
+        expectExactlyOnceInOrder(received: bobLog.messages, sentIDs: sent, from: "alice", prefix: "offline")
+        #expect(aliceLog.delivered.sorted() == sent.sorted())
+        await alice.disconnect()
+        await bob.disconnect()
+        await cluster.stop()
+    }
+
+    @Test func deliveredNoticeWaitsForASenderWhoLeft() async throws {
+        let cluster = try await TestCluster.start()
+        try await cluster.register("bob")
+        let (alice, aliceLog) = try await cluster.connectedClient("alice")
+        let id = try await alice.send(to: "bob", text: "while you were out")
+        #expect(await aliceLog.wait { $0.accepted == [id] })
+        await alice.disconnect()
+
+        let (bob, bobLog) = try await cluster.connectedClient("bob", register: false)
+        #expect(await bobLog.wait { $0.messages.map(\.id) == [id] })
+        let (alice2, alice2Log) = try await cluster.connectedClient("alice", register: false)
+        #expect(await alice2Log.wait { $0.delivered == [id] })
+        await bob.disconnect()
+        await alice2.disconnect()
+        await cluster.stop()
+    }
+
+    @Test func reconnectingRecipientIsNotHandedAnythingTwice() async throws {
+        let cluster = try await TestCluster.start()
+        let (alice, _) = try await cluster.connectedClient("alice")
+        let (bob, bobLog) = try await cluster.connectedClient("bob")
+        let first = try await sendAll(alice, to: "bob", prefix: "x", count: 10)
+        #expect(await bobLog.wait { $0.messages.count == 10 })
+        await bob.disconnect()
+        let second = try await sendAll(alice, to: "bob", prefix: "y", count: 10)
+        let (bob2, bob2Log) = try await cluster.connectedClient("bob", register: false)
+        #expect(await bob2Log.wait { $0.messages.count >= 10 })
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(bob2Log.messages.map(\.id) == second, "only the messages bob never confirmed")
+        #expect(Set(bobLog.messages.map(\.id)) == Set(first))
+        await alice.disconnect()
+        await bob2.disconnect()
+        await cluster.stop()
+    }
+
+    @Test func historyShowsTheConversationOldestFirst() async throws {
+        let cluster = try await TestCluster.start()
+        let (alice, _) = try await cluster.connectedClient("alice")
+        let (bob, bobLog) = try await cluster.connectedClient("bob")
+        _ = try await sendAll(alice, to: "bob", prefix: "h", count: 5)
+        _ = try await bob.send(to: "alice", imageURL: "https://example.org/cat.png")
+        #expect(await bobLog.wait { $0.delivered.count == 1 })
+        let history = try await alice.history(with: "bob", limit: 3)
+        #expect(history.map(\.text) == ["h-3", "h-4", ""])
+        #expect(history.last?.imageURL == "https://example.org/cat.png")
+        #expect(history.last?.from == "bob")
+        await alice.disconnect()
+        await bob.disconnect()
+        await cluster.stop()
+    }
+
+    @Test func unknownRecipientAndOversizedMessageFailWithReasons() async throws {
+        let cluster = try await TestCluster.start()
+        let (alice, aliceLog) = try await cluster.connectedClient("alice")
+        let id = try await alice.send(to: "nobody", text: "hello?")
+        #expect(await aliceLog.wait { $0.failed.map(\.id) == [id] })
+        #expect(aliceLog.failed.first?.reason == "no such user: nobody")
+        await #expect(throws: ClientError.self) { try await alice.send(to: "bob", text: String(repeating: "x", count: 1300)) }
+        await alice.disconnect()
+        await cluster.stop()
+    }
+
+    @Test func registeringATakenNameAndWrongPasswordAreRefused() async throws {
+        let cluster = try await TestCluster.start()
+        try await cluster.register("carol")
+        let client = SIMPClient(configuration: cluster.clientConfiguration())
+        do {
+            try await client.register(user: "carol", password: "x")
+            Issue.record("registered twice")
+        } catch {
+            #expect(error.code == .userExists)
+            #expect(error.message == "user carol already exists")
+        }
+        do {
+            try await client.connect(user: "carol", password: "wrong")
+            Issue.record("logged in with a wrong password")
+        } catch {
+            #expect(error.code == .invalidCredentials)
+        }
+        await client.disconnect()
+        await cluster.stop()
+    }
+}
+
+/// Sends `count` texts "PREFIX-i" and returns their ids in send order.
+func sendAll(_ client: SIMPClient, to user: String, prefix: String, count: Int) async throws -> [String] {
+    var ids: [String] = []
+    for i in 0..<count {
+        ids.append(try await client.send(to: user, text: "\(prefix)-\(i)"))
+    }
+    return ids
+}
+
+func expectExactlyOnceInOrder(received: [IncomingMessage], sentIDs: [String], from sender: String, prefix: String,
+                              sourceLocation: SourceLocation = #_sourceLocation) {
+    let mine = received.filter { $0.from == sender && $0.text.hasPrefix(prefix + "-") }
+    #expect(mine.map(\.id) == sentIDs, "each message once, in send order", sourceLocation: sourceLocation)
+    #expect(mine.map(\.text) == (0..<sentIDs.count).map { "\(prefix)-\($0)" }, sourceLocation: sourceLocation)
+    let seqs = received.map(\.seq)
+    #expect(seqs == seqs.sorted() && Set(seqs).count == seqs.count, "seq strictly increasing", sourceLocation: sourceLocation)
+}

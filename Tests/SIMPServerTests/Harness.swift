@@ -1,0 +1,126 @@
+import Foundation
+import NIOCore
+import SIMPClient
+import SIMPRedis
+import SIMPServer
+import SIMPTestSupport
+
+/// A real redis-server and a real SIMP server (in this process, on free ports).
+final class TestCluster: @unchecked Sendable {
+    let redis: RedisServerProcess
+    let server: SIMPServer
+    let addresses: ServerAddresses
+
+    private init(redis: RedisServerProcess, server: SIMPServer, addresses: ServerAddresses) {
+        self.redis = redis
+        self.server = server
+        self.addresses = addresses
+    }
+
+    static func start(heartbeat: TimeAmount = .seconds(10)) async throws -> TestCluster {
+        let redis = try RedisServerProcess()
+        var config = ServerConfiguration()
+        config.port = 0
+        config.udpPort = 0
+        config.redis = RedisConfiguration(port: redis.port, commandTimeout: .seconds(2))
+        config.heartbeat = heartbeat
+        config.scryptRounds = 1024
+        config.redisWait = .seconds(5)
+        let server = SIMPServer(configuration: config)
+        let addresses = try await server.start()
+        return TestCluster(redis: redis, server: server, addresses: addresses)
+    }
+
+    func clientConfiguration() -> ClientConfiguration {
+        var config = ClientConfiguration(host: "127.0.0.1", port: addresses.tcpPort)
+        config.reconnectBase = .milliseconds(50)
+        config.reconnectCap = .milliseconds(500)
+        config.requestTimeout = .seconds(5)
+        return config
+    }
+
+    /// Registers (if asked), connects, and starts recording events.
+    func connectedClient(_ user: String, register: Bool = true) async throws -> (SIMPClient, EventLog) {
+        let client = SIMPClient(configuration: clientConfiguration())
+        let log = EventLog(client)
+        if register { try await client.register(user: user, password: "pw-\(user)") }
+        try await client.connect(user: user, password: "pw-\(user)")
+        return (client, log)
+    }
+
+    func register(_ user: String) async throws {
+        let client = SIMPClient(configuration: clientConfiguration())
+        try await client.register(user: user, password: "pw-\(user)")
+    }
+
+    func stop() async {
+        await server.stop()
+        redis.stop()
+    }
+}
+
+/// Everything a client reported, for assertions.
+final class EventLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var events: [ClientEvent] = []
+
+    init(_ client: SIMPClient) {
+        Task { [self] in
+            for await event in client.events {
+                record(event)
+            }
+        }
+    }
+
+    private func record(_ event: ClientEvent) {
+        lock.lock()
+        events.append(event)
+        lock.unlock()
+    }
+
+    var all: [ClientEvent] {
+        lock.lock()
+        defer { lock.unlock() }
+        return events
+    }
+
+    var messages: [IncomingMessage] {
+        all.compactMap { if case .message(let m) = $0 { return m } else { return nil } }
+    }
+
+    var accepted: [String] {
+        all.compactMap { if case .accepted(let id, _, _) = $0 { return id } else { return nil } }
+    }
+
+    var delivered: [String] {
+        all.compactMap { if case .delivered(let id, _, _) = $0 { return id } else { return nil } }
+    }
+
+    var failed: [(id: String, reason: String)] {
+        all.compactMap { if case .failed(let id, _, let reason) = $0 { return (id, reason) } else { return nil } }
+    }
+
+    /// Polls until the condition holds; false on timeout.
+    func wait(timeout: Duration = .seconds(30), until condition: (EventLog) -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if condition(self) { return true }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return condition(self)
+    }
+}
+
+/// Path of an executable this package builds (next to the test bundle).
+func productPath(_ name: String) throws -> String {
+    var candidates = [URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent(name).path]
+    var dir = URL(fileURLWithPath: #filePath)
+    while dir.path != "/" {
+        dir.deleteLastPathComponent()
+        candidates.append(dir.appendingPathComponent(".build/debug/\(name)").path)
+    }
+    guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+        throw TestSupportError("\(name) not built; run swift build --build-tests first")
+    }
+    return found
+}

@@ -1,0 +1,109 @@
+import Foundation
+import NIOCore
+import SIMPCore
+import SIMPTestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A hand-driven client over blocking sockets, for what the library would never send:
+/// split and garbage frames, forged fields.
+final class RawPeer {
+    let tcp: Int32
+    let udp: Int32
+    var parser = FrameParser()
+    var session: Simp_ConnectResponse?
+    let serverUDPPort: Int
+
+    init(tcpPort: Int, udpPort: Int) throws {
+        tcp = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        udp = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        serverUDPPort = udpPort
+        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+        setsockopt(tcp, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var addr = Self.loopback(tcpPort)
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(tcp, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard rc == 0 else { throw TestSupportError("connect failed") }
+    }
+
+    deinit {
+        close(tcp)
+        close(udp)
+    }
+
+    static func loopback(_ port: Int) -> sockaddr_in {
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = in_port_t(UInt16(port).bigEndian)
+        return addr
+    }
+
+    func writeRaw(_ bytes: [UInt8]) {
+        _ = bytes.withUnsafeBytes { send(tcp, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+
+    func frame(_ envelope: Simp_Envelope) -> [UInt8] {
+        Array(Frame.encode(envelope).readableBytesView)
+    }
+
+    /// The next envelope, nil when the server closed the connection or 5 s passed.
+    func read() throws -> Simp_Envelope? {
+        while true {
+            if let envelope = try parser.next() { return envelope }
+            var chunk = [UInt8](repeating: 0, count: 4096)
+            let n = chunk.withUnsafeMutableBytes { recv(tcp, $0.baseAddress, $0.count, 0) }
+            guard n > 0 else { return nil }
+            parser.append(contentsOf: chunk.prefix(n))
+        }
+    }
+
+    /// Reads until an envelope with this request id (skipping pushes such as pings).
+    func response(to id: UInt64) throws -> Simp_Envelope? {
+        while let envelope = try read() {
+            if envelope.requestID == id { return envelope }
+        }
+        return nil
+    }
+
+    /// True when the server closed the connection (EOF) rather than going silent.
+    func isClosedByServer() -> Bool {
+        var byte: UInt8 = 0
+        return recv(tcp, &byte, 1, 0) == 0
+    }
+
+    func login(_ user: String, _ password: String) throws -> String {
+        var login = Simp_LoginRequest()
+        login.user = user
+        login.password = password
+        writeRaw(frame(Simp_Envelope(requestID: 1, .login(login))))
+        guard case .loginOk(let ok)? = try response(to: 1)?.body else { throw TestSupportError("login refused") }
+        return ok.token
+    }
+
+    func connectAndBind(token: String) throws {
+        var connect = Simp_ConnectRequest()
+        connect.token = token
+        writeRaw(frame(Simp_Envelope(requestID: 2, .connect(connect))))
+        guard case .connected(let response)? = try response(to: 2)?.body else { throw TestSupportError("connect refused") }
+        session = response
+        sendDatagram(.bind, Array(response.bindToken))
+        while let envelope = try read() {
+            if case .bound = envelope.body { return }
+        }
+        throw TestSupportError("never bound")
+    }
+
+    func sendDatagram(_ kind: DatagramKind, _ payload: [UInt8], packet: UInt64 = 1) {
+        let header = DatagramHeader(kind: kind, sessionID: session?.sessionID ?? 0, packetNumber: packet)
+        let bytes = Array(try! Datagram.encode(header, payload: payload).readableBytesView)
+        var addr = Self.loopback(serverUDPPort)
+        _ = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { to in
+                bytes.withUnsafeBytes { sendto(udp, $0.baseAddress, $0.count, 0, to, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+        }
+    }
+}
