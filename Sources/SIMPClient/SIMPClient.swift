@@ -33,7 +33,7 @@ public final class SIMPClient: @unchecked Sendable {
     private var inbox = InboundSequencer<IncomingMessage>()
     private var receiptScheduled = false
     private var userDisconnected = false
-    private var reconnectAttempt = 0
+    private var backoff: ReconnectBackoff
     private var reconnectPending = false
     private var lastKeepalive: NIODeadline = .distantPast
     private var lastBindSent: NIODeadline = .distantPast
@@ -49,6 +49,7 @@ public final class SIMPClient: @unchecked Sendable {
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         loop = group.next()
         outbox = RetransmitQueue(policy: configuration.sendRetransmit)
+        backoff = ReconnectBackoff(base: configuration.reconnectBase, cap: configuration.reconnectCap)
         (events, eventSink) = AsyncStream.makeStream(of: ClientEvent.self)
     }
 
@@ -196,7 +197,7 @@ public final class SIMPClient: @unchecked Sendable {
             guard case .connected(let response) = reply.body else { return loop.makeFailedFuture(ClientError("unexpected reply to connect")) }
             return startSession(response)
         }.map { [self] in
-            reconnectAttempt = 0
+            backoff.reset()
             emit(.connected(user: credentials.user))
             outbox.expediteAll(now: .now())
             resendDue(now: .now())
@@ -360,11 +361,8 @@ public final class SIMPClient: @unchecked Sendable {
     private func scheduleReconnect() {
         guard !reconnectPending, !userDisconnected else { return }
         reconnectPending = true
-        let exponent = min(reconnectAttempt, 16)
-        let ceiling = min(configuration.reconnectBase.nanoseconds << exponent, configuration.reconnectCap.nanoseconds)
-        let delay = TimeAmount.nanoseconds(Int64(Double(ceiling) * Double.random(in: 0.5...1.0)))
-        reconnectAttempt += 1
-        emit(.reconnecting(attempt: reconnectAttempt, delayMillis: delay.nanoseconds / 1_000_000))
+        let delay = backoff.nextDelay(jitter: Double.random(in: 0...1))
+        emit(.reconnecting(attempt: backoff.attempt, delayMillis: delay.nanoseconds / 1_000_000))
         loop.scheduleTask(in: delay) { [self] in
             reconnectPending = false
             guard !userDisconnected, control == nil else { return }

@@ -80,6 +80,12 @@ public final class SIMPServer: Service, @unchecked Sendable {
         try? await group.shutdownGracefully()
     }
 
+    /// Sessions open on this node (for tests and metrics).
+    public func sessionCount() async -> Int {
+        guard let router else { return 0 }
+        return (try? await router.loop.submit { router.sessionCount }.get()) ?? 0
+    }
+
     private func waitForRedis() async throws -> [UInt8] {
         let deadline = NIODeadline.now() + configuration.redisWait
         var lastMessage = ""

@@ -116,3 +116,14 @@ import Testing
         #expect(e.rto == .seconds(2))
     }
 }
+
+@Suite struct RetransmitOrderTests {
+    @Test func dueEntriesComeInTrackingOrder() {
+        let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000)
+        var q = RetransmitQueue<Int, Int>()
+        let keys = (0..<200).map { ($0 * 7919) % 1000 }
+        for k in keys { q.track(k, payload: k, now: t0) }
+        q.expediteAll(now: t0)
+        #expect(q.due(now: t0).resend.map(\.key) == keys)
+    }
+}

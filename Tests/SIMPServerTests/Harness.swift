@@ -8,13 +8,24 @@ import SIMPTestSupport
 /// A real redis-server and a real SIMP server (in this process, on free ports).
 final class TestCluster: @unchecked Sendable {
     let redis: RedisServerProcess
-    let server: SIMPServer
+    private(set) var server: SIMPServer
     let addresses: ServerAddresses
 
     private init(redis: RedisServerProcess, server: SIMPServer, addresses: ServerAddresses) {
         self.redis = redis
         self.server = server
         self.addresses = addresses
+    }
+
+    /// Stops the server and starts a new one on the same ports and Redis.
+    func restartServer(downtime: Duration = .milliseconds(300)) async throws {
+        await server.stop()
+        try await Task.sleep(for: downtime)
+        var config = server.configuration
+        config.port = addresses.tcpPort
+        config.udpPort = addresses.udpPort
+        server = SIMPServer(configuration: config)
+        _ = try await server.start()
     }
 
     static func start(heartbeat: TimeAmount = .seconds(10)) async throws -> TestCluster {

@@ -22,11 +22,13 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
         var lastSent: NIODeadline
         var timeout: TimeAmount
         var attempts: Int
+        var order: UInt64
     }
 
     public var policy: RetransmitPolicy
     public private(set) var estimator: RTTEstimator
     private var entries: [Key: Entry] = [:]
+    private var tracked: UInt64 = 0
 
     public init(policy: RetransmitPolicy = .init(), estimator: RTTEstimator = .init()) {
         self.policy = policy
@@ -41,7 +43,8 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
     /// Records a first send. Tracking a key twice keeps the first send's times.
     public mutating func track(_ key: Key, payload: Payload, now: NIODeadline) {
         guard entries[key] == nil else { return }
-        entries[key] = Entry(payload: payload, firstSent: now, lastSent: now, timeout: estimator.rto, attempts: 1)
+        tracked += 1
+        entries[key] = Entry(payload: payload, firstSent: now, lastSent: now, timeout: estimator.rto, attempts: 1, order: tracked)
     }
 
     /// Removes an acknowledged entry and returns its payload; nil when it was not pending.
@@ -65,10 +68,13 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
         public var expired: [(key: Key, payload: Payload)] = []
     }
 
-    /// The entries to send again now (their timeouts doubled) and those that gave up (removed).
+    /// The entries to send again now (their timeouts doubled) and those that gave up (removed),
+    /// each list in the order the entries were first tracked, so a burst resent after an
+    /// outage reaches the receiver in the order it was sent.
     public mutating func due(now: NIODeadline) -> Due {
         var result = Due()
-        for (key, entry) in entries where now >= entry.lastSent + entry.timeout {
+        let ready = entries.filter { now >= $0.value.lastSent + $0.value.timeout }.sorted { $0.value.order < $1.value.order }
+        for (key, entry) in ready {
             if now - entry.firstSent >= policy.giveUpAfter {
                 entries[key] = nil
                 result.expired.append((key, entry.payload))
