@@ -76,6 +76,24 @@ import Testing
         await pool.shutdown()
     }
 
+    @Test func slowRedisTimesOutWithATypedErrorAndThePoolRecovers() async throws {
+        let impatient = RedisPool(configuration: RedisConfiguration(port: server.port, commandTimeout: .milliseconds(300), poolSize: 1))
+        _ = try await pool.run(RedisCommand("CLIENT", ["PAUSE", 1000]))
+        let started = ContinuousClock.now
+        do {
+            _ = try await impatient.run(RedisCommand("GET", ["k"]))
+            Issue.record("no timeout")
+        } catch {
+            #expect(error.kind == .timeout)
+            #expect(error.isUnavailable)
+        }
+        #expect(ContinuousClock.now - started < .milliseconds(900))
+        try await Task.sleep(for: .milliseconds(1000))
+        #expect(try await impatient.run(RedisCommand("PING")) == .status("PONG"))
+        await impatient.shutdown()
+        await pool.shutdown()
+    }
+
     @Test func manyConcurrentCallersShareThePool() async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for i in 0..<50 {

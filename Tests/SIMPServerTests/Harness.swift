@@ -24,8 +24,17 @@ final class TestCluster: @unchecked Sendable {
         var config = server.configuration
         config.port = addresses.tcpPort
         config.udpPort = addresses.udpPort
-        server = SIMPServer(configuration: config)
-        _ = try await server.start()
+        // The old sockets' ports can take a moment to be free again.
+        for attempt in 1...20 {
+            server = SIMPServer(configuration: config)
+            do {
+                _ = try await server.start()
+                return
+            } catch where attempt < 20 {
+                await server.stop()
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
     }
 
     static func start(heartbeat: TimeAmount = .seconds(10)) async throws -> TestCluster {

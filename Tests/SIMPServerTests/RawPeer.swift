@@ -19,7 +19,7 @@ final class RawPeer {
         tcp = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         udp = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
         serverUDPPort = udpPort
-        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+        var timeout = timeval(tv_sec: 15, tv_usec: 0)
         setsockopt(tcp, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         var addr = Self.loopback(tcpPort)
         let rc = withUnsafePointer(to: &addr) {
@@ -49,7 +49,7 @@ final class RawPeer {
         Array(Frame.encode(envelope).readableBytesView)
     }
 
-    /// The next envelope, nil when the server closed the connection or 5 s passed.
+    /// The next envelope, nil when the server closed the connection or 15 s passed.
     func read() throws -> Simp_Envelope? {
         while true {
             if let envelope = try parser.next() { return envelope }
@@ -79,7 +79,8 @@ final class RawPeer {
         login.user = user
         login.password = password
         writeRaw(frame(Simp_Envelope(requestID: 1, .login(login))))
-        guard case .loginOk(let ok)? = try response(to: 1)?.body else { throw TestSupportError("login refused") }
+        let reply = try response(to: 1)
+        guard case .loginOk(let ok)? = reply?.body else { throw TestSupportError("login refused: \(String(describing: reply))") }
         return ok.token
     }
 

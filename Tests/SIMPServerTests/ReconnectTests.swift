@@ -37,7 +37,7 @@ import Testing
 
     /// A peer that stops answering is dropped after three heartbeat intervals.
     @Test func silentControlPeerIsDroppedByTheServer() async throws {
-        let cluster = try await TestCluster.start(heartbeat: .milliseconds(200))
+        let cluster = try await TestCluster.start(heartbeat: .milliseconds(500))
         try await cluster.register("erin")
         let peer = try RawPeer(tcpPort: cluster.addresses.tcpPort, udpPort: cluster.addresses.udpPort)
         try peer.connectAndBind(token: try peer.login("erin", "pw-erin"))

@@ -1,9 +1,12 @@
 import Foundation
+import NIOCore
 import NIOPosix
 import SIMPCore
 import SIMPRedis
 
-/// Registration and login. Hashing runs on its own thread pool: scrypt is deliberately slow.
+/// Registration and login. Hashing runs on its own thread pool (scrypt is deliberately slow)
+/// and Redis on the store's; results complete on the caller's event loop. No Swift
+/// concurrency here, so a busy cooperative pool cannot stall a login.
 final class Accounts: Sendable {
     let store: MessageStore
     let hasher: PasswordHasher
@@ -17,49 +20,35 @@ final class Accounts: Sendable {
         self.workers = workers
     }
 
-    func register(user: String, password: String) async throws(ServerError) {
+    func register(user: String, password: String, on loop: any EventLoop) -> EventLoopFuture<Void> {
         guard UserName.isValid(user) else {
-            throw ServerError(.invalidName, "user name must be 1-32 characters of a-z 0-9 _ . - and start with a letter or digit")
+            return loop.makeFailedFuture(ServerError(.invalidName, "user name must be 1-32 characters of a-z 0-9 _ . - and start with a letter or digit"))
         }
         guard !password.isEmpty, password.utf8.count <= 1024 else {
-            throw ServerError(.badRequest, "password must be 1-1024 bytes")
+            return loop.makeFailedFuture(ServerError(.badRequest, "password must be 1-1024 bytes"))
         }
         let salt = PasswordHasher.newSalt()
         let hasher = self.hasher
-        let hash: [UInt8]
-        do {
-            hash = try await workers.runIfActive { try hasher.hash(password, salt: salt) }
-        } catch {
-            throw ServerError(.internal, "password hashing failed: \(error)")
+        return workers.runIfActive(eventLoop: loop) {
+            try hasher.hash(password, salt: salt)
+        }.flatMap { [store] hash in
+            store.createAccount(user: user, salt: salt, hash: hash, kdf: hasher.kdfName, on: loop)
+        }.flatMapThrowing { created in
+            guard created else { throw ServerError(.userExists, "user \(user) already exists") }
         }
-        let created: Bool
-        do {
-            created = try await store.createAccount(user: user, salt: salt, hash: hash, kdf: hasher.kdfName)
-        } catch {
-            throw .store(error)
-        }
-        guard created else { throw ServerError(.userExists, "user \(user) already exists") }
     }
 
-    func login(user: String, password: String) async throws(ServerError) -> (token: String, expiresAt: Int64) {
-        let stored: (salt: [UInt8], hash: [UInt8], kdf: String)?
-        do {
-            stored = try await store.credentials(user: user)
-        } catch {
-            throw .store(error)
-        }
+    func login(user: String, password: String, on loop: any EventLoop) -> EventLoopFuture<(token: String, expiresAt: Int64)> {
         let hasher = self.hasher
-        let valid: Bool
-        do {
-            valid = try await workers.runIfActive { () -> Bool in
+        return store.credentials(user: user, on: loop).flatMap { [workers] stored in
+            workers.runIfActive(eventLoop: loop) { () -> Bool in
                 guard let stored else { return false }
                 return hasher.verify(password, salt: stored.salt, expected: stored.hash, kdf: stored.kdf)
             }
-        } catch {
-            throw ServerError(.internal, "password check failed: \(error)")
+        }.flatMapThrowing { [tokens] valid in
+            guard valid else { throw ServerError(.invalidCredentials, "wrong user name or password") }
+            return tokens.issue(user: user, nowMillis: Self.nowMillis())
         }
-        guard valid else { throw ServerError(.invalidCredentials, "wrong user name or password") }
-        return tokens.issue(user: user, nowMillis: Self.nowMillis())
     }
 
     func verify(token: String) -> String? {

@@ -78,19 +78,15 @@ final class ControlHandler: ChannelInboundHandler {
     // MARK: requests
 
     private func register(_ context: ChannelHandlerContext, _ id: UInt64, _ request: Simp_RegisterRequest) {
-        let accounts = self.accounts
-        respond(context, id, context.eventLoop.makeFutureWithTask {
-            do { try await accounts.register(user: request.user, password: request.password) } catch { throw error }
-            return Simp_Envelope(requestID: id, .ok(Simp_Ok()))
-        })
+        let future = accounts.register(user: request.user, password: request.password, on: context.eventLoop).map {
+            Simp_Envelope(requestID: id, .ok(Simp_Ok()))
+        }
+        respond(context, id, future)
     }
 
     private func login(_ context: ChannelHandlerContext, _ id: UInt64, _ request: Simp_LoginRequest) {
-        let accounts = self.accounts
         let loop = NIOLoopBound(self, eventLoop: context.eventLoop)
-        let future = context.eventLoop.makeFutureWithTask {
-            do { return try await accounts.login(user: request.user, password: request.password) } catch { throw error }
-        }.map { token -> Simp_Envelope in
+        let future = accounts.login(user: request.user, password: request.password, on: context.eventLoop).map { token -> Simp_Envelope in
             if case .anonymous = loop.value.state { loop.value.state = .authenticated(user: request.user) }
             var response = Simp_LoginResponse()
             response.token = token.token

@@ -373,12 +373,25 @@ final class Router: @unchecked Sendable {
         delivered.toUser = recipient
         delivered.seq = message.seq
         let envelope = Simp_Envelope(.delivered(delivered))
-        if let sender = sessionByUser[message.fromUser].flatMap({ sessions[$0] }) {
-            sender.control.writeAndFlush(envelope, promise: nil)
-        } else {
-            let noticeBytes: [UInt8] = (try? envelope.serializedBytes()) ?? []
-            store.pushNotice(user: message.fromUser, bytes: noticeBytes, on: loop).whenFailure { [logger] error in
-                logger.warning("delivery notice lost", metadata: ["error": "\(error)"])
+        guard let sender = sessionByUser[message.fromUser].flatMap({ sessions[$0] }) else {
+            queueNotice(envelope, for: message.fromUser)
+            return
+        }
+        let promise = loop.makePromise(of: Void.self)
+        promise.futureResult.whenFailure { [self] _ in queueNotice(envelope, for: message.fromUser) }
+        sender.control.writeAndFlush(envelope, promise: promise)
+    }
+
+    /// Keeps a notice in Redis for a sender who is not here. If the sender connected while
+    /// the write was in flight, its connect-time drain may have missed it: drain again.
+    private func queueNotice(_ envelope: Simp_Envelope, for user: String) {
+        let noticeBytes: [UInt8] = (try? envelope.serializedBytes()) ?? []
+        store.pushNotice(user: user, bytes: noticeBytes, on: loop).whenComplete { [self] result in
+            switch result {
+            case .success:
+                if let session = sessionByUser[user].flatMap({ sessions[$0] }) { flushNotices(for: session) }
+            case .failure(let error):
+                logger.warning("delivery notice lost", metadata: ["user": "\(user)", "error": "\(error)"])
             }
         }
     }

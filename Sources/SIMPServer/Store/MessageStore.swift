@@ -9,6 +9,12 @@ struct StoreRequest: Sendable {
     var bytes: [UInt8]
 }
 
+struct StoredCredentials: Sendable {
+    var salt: [UInt8]
+    var hash: [UInt8]
+    var kdf: String
+}
+
 enum StoreOutcome: Sendable {
     case stored(seq: UInt64, bytes: [UInt8])
     case duplicate(seq: UInt64)
@@ -134,17 +140,18 @@ final class MessageStore: Sendable {
 
     // MARK: accounts
 
-    /// Returns false when the name is taken.
-    func createAccount(user: String, salt: [UInt8], hash: [UInt8], kdf: String) async throws(RedisError) -> Bool {
+    /// Succeeds with false when the name is taken.
+    func createAccount(user: String, salt: [UInt8], hash: [UInt8], kdf: String, on loop: any EventLoop) -> EventLoopFuture<Bool> {
         let command = RedisCommand.script(Scripts.register, keys: [keys.user(user)], args: [salt, hash, kdf])
-        return try await redis.run(command).int == 1
+        return redis.run([command], on: loop).flatMapThrowing { try $0[0].checked().int == 1 }
     }
 
-    func credentials(user: String) async throws(RedisError) -> (salt: [UInt8], hash: [UInt8], kdf: String)? {
-        let reply = try await redis.run(RedisCommand("HMGET", [keys.user(user), "salt", "hash", "kdf"]))
-        guard let fields = reply.array, fields.count == 3,
-              let salt = fields[0].bytes, let hash = fields[1].bytes, let kdf = fields[2].string else { return nil }
-        return (salt, hash, kdf)
+    func credentials(user: String, on loop: any EventLoop) -> EventLoopFuture<StoredCredentials?> {
+        redis.run([RedisCommand("HMGET", [keys.user(user), "salt", "hash", "kdf"])], on: loop).flatMapThrowing { replies in
+            guard let fields = try replies[0].checked().array, fields.count == 3,
+                  let salt = fields[0].bytes, let hash = fields[1].bytes, let kdf = fields[2].string else { return nil }
+            return StoredCredentials(salt: salt, hash: hash, kdf: kdf)
+        }
     }
 
     /// The token-signing key every node shares; the first node to start creates it.
