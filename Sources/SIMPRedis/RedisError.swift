@@ -9,6 +9,9 @@ public struct RedisError: Error, Sendable, Equatable, CustomStringConvertible {
         case io
         /// Redis answered with an error reply.
         case server
+        /// Redis is up but cannot serve yet: LOADING (reading its AOF), BUSY (a script runs),
+        /// MASTERDOWN, TRYAGAIN. Temporary, like an outage.
+        case notReady
         /// The pool was shut down.
         case closed
         /// Something that should not happen, e.g. an unparseable reply shape.
@@ -25,6 +28,13 @@ public struct RedisError: Error, Sendable, Equatable, CustomStringConvertible {
 
     /// True when the store itself is unavailable (as opposed to a bad command).
     public var isUnavailable: Bool { kind != .server && kind != .protocolViolation }
+
+    /// Classifies an error reply: temporary conditions are not the caller's fault.
+    public static func reply(_ message: String) -> RedisError {
+        let temporary = ["LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN"]
+        let code = message.prefix(while: { $0 != " " })
+        return RedisError(temporary.contains(String(code)) ? .notReady : .server, message)
+    }
 
     public var description: String { "redis \(kind.rawValue): \(message)" }
 }

@@ -37,7 +37,7 @@ public enum RedisValue: Sendable, Equatable {
 
     /// The value, or the error reply as a thrown `RedisError`.
     public func checked() throws(RedisError) -> RedisValue {
-        if case .error(let message) = self { throw RedisError(.server, message) }
+        if case .error(let message) = self { throw RedisError.reply(message) }
         return self
     }
 }

@@ -124,3 +124,12 @@ import Testing
         #expect(throws: RedisError.self) { try RedisConfiguration(url: url) }
     }
 }
+
+@Suite struct RedisErrorTests {
+    @Test func temporaryRepliesCountAsUnavailable() {
+        #expect(RedisError.reply("LOADING Redis is loading the dataset in memory").kind == .notReady)
+        #expect(RedisError.reply("BUSY Redis is busy running a script").isUnavailable)
+        #expect(RedisError.reply("ERR wrong number of arguments").kind == .server)
+        #expect(!RedisError.reply("WRONGTYPE Operation against a key").isUnavailable)
+    }
+}

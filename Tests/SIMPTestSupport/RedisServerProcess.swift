@@ -24,6 +24,7 @@ public final class RedisServerProcess: @unchecked Sendable {
         process = try ChildProcess(redis, ["--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
                                            "--appendfsync", "always", "--dir", directory.path, "--daemonize", "no"])
         try waitUntilListening(port: port, timeout: 10)
+        try waitUntilPong(port: port, timeout: 10)
     }
 
     /// SIGTERM and wait: Redis flushes its AOF on the way out.
@@ -86,6 +87,35 @@ public func waitUntilListening(port: Int, timeout: TimeInterval) throws {
         usleep(20_000)
     }
     throw TestSupportError("nothing listening on 127.0.0.1:\(port) after \(timeout)s")
+}
+
+/// Polls until Redis answers PING with PONG (not LOADING): accepting connections is not enough.
+public func waitUntilPong(port: Int, timeout: TimeInterval) throws {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if pingReply(port: port).hasPrefix("+PONG") { return }
+        usleep(20_000)
+    }
+    throw TestSupportError("redis on port \(port) not ready after \(timeout)s")
+}
+
+func pingReply(port: Int) -> String {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return "" }
+    defer { close(fd) }
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+    addr.sin_port = in_port_t(UInt16(port).bigEndian)
+    let connected = withUnsafePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+    }
+    guard connected else { return "" }
+    let ping = Array("PING\r\n".utf8)
+    _ = ping.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    var buffer = [UInt8](repeating: 0, count: 64)
+    let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+    return n > 0 ? String(decoding: buffer.prefix(n), as: UTF8.self) : ""
 }
 
 public func canConnect(port: Int) -> Bool {

@@ -64,7 +64,7 @@ final class MessageStore: Sendable {
 
     private static func outcome(_ reply: RedisValue) -> StoreOutcome {
         guard let parts = reply.array, let status = parts.first?.int else {
-            if case .error(let message) = reply { return .unavailable(RedisError(.server, message)) }
+            if case .error(let message) = reply { return .unavailable(RedisError.reply(message)) }
             return .unavailable(RedisError(.protocolViolation, "store script returned \(reply)"))
         }
         switch status {
