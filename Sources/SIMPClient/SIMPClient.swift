@@ -265,7 +265,7 @@ public final class SIMPClient: @unchecked Sendable {
             .connect(host: configuration.host, port: configuration.port)
             .map { [self] channel in control = channel }
             .flatMapErrorThrowing { [self] error in
-                throw ClientError("cannot reach \(configuration.host):\(configuration.port): \(error)")
+                throw ClientError("cannot reach \(configuration.host):\(configuration.port): \(Self.reason(error))")
             }
     }
 
@@ -431,6 +431,14 @@ public final class SIMPClient: @unchecked Sendable {
 
     private func emit(_ event: ClientEvent) {
         eventSink.yield(event)
+    }
+
+    /// "connection refused" rather than NIO's nested description of every attempt.
+    static func reason(_ error: any Error) -> String {
+        let underlying = (error as? NIOConnectionError)?.connectionErrors.first?.error ?? error
+        if let io = underlying as? IOError { return String(cString: strerror(io.errnoCode)).lowercased() }
+        if error is ChannelError { return "connection timed out" }
+        return "\(underlying)"
     }
 
     static func clientError(_ error: any Error) -> ClientError {

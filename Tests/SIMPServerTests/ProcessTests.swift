@@ -128,6 +128,13 @@ import Glibc
         #expect(wrong.stdout.contains(#""event":"error""#) && wrong.stdout.contains("wrong user name or password"))
     }
 
+    @Test func unreachableServerIsAClearErrorAndExitOne() throws {
+        let port = try freeTCPPort()
+        let client = try ChildProcess(try productPath("simp"), ["--server", "127.0.0.1:\(port)", "--user", "x", "--password", "y"])
+        #expect(client.waitForExit(timeout: 20) == 1)
+        #expect(client.stderr == "error: cannot reach 127.0.0.1:\(port): connection refused\n")
+    }
+
     @Test func historyFromTheREPL() throws {
         let redis = try RedisServerProcess()
         let server = try ServerProcess(redisURL: redis.url)
