@@ -30,6 +30,11 @@ public final class SIMPClient: @unchecked Sendable {
     private var nextPacketNumber: UInt64 = 1
     private var outbox: RetransmitQueue<String, Outgoing>
     private var awaitingDelivery: [String: String] = [:]
+    /// Messages given up on while connected: the server decides (Failed{WITHDRAWN} or Accepted).
+    private var withdrawing: [String: Outgoing] = [:]
+    /// clientSeq given to each message on the current session, in send order.
+    private var sessionOrder: [String: UInt64] = [:]
+    private var nextClientSeq: UInt64 = 1
     private var inbox = InboundSequencer<IncomingMessage>()
     private var receiptScheduled = false
     private var userDisconnected = false
@@ -41,7 +46,7 @@ public final class SIMPClient: @unchecked Sendable {
 
     struct Outgoing: Sendable {
         var to: String
-        var payload: [UInt8]
+        var message: Simp_Message
     }
 
     public init(configuration: ClientConfiguration) {
@@ -118,7 +123,7 @@ public final class SIMPClient: @unchecked Sendable {
 
     /// Messages sent but neither delivered nor failed yet.
     public func outstandingCount() async -> Int {
-        (try? await loop.submit { [self] in outbox.count + awaitingDelivery.count }.get()) ?? 0
+        (try? await loop.submit { [self] in outbox.count + awaitingDelivery.count + withdrawing.count }.get()) ?? 0
     }
 
     /// Closes the connection and stops reconnecting. Messages not yet accepted are reported failed.
@@ -128,8 +133,12 @@ public final class SIMPClient: @unchecked Sendable {
             tick?.cancel()
             tick = nil
             for key in outbox.pendingKeys {
-                if let item = outbox.remove(key) { emit(.failed(id: key, to: item.to, reason: "client disconnected before the server accepted it")) }
+                if let item = outbox.remove(key) { withdrawing[key] = item }
             }
+            for (key, item) in withdrawing {
+                emit(.failed(id: key, to: item.to, reason: "client disconnected before the server confirmed it"))
+            }
+            withdrawing.removeAll()
             let closing = [control?.close(), udp?.close()].compactMap { $0 }
             control = nil
             udp = nil
@@ -152,10 +161,11 @@ public final class SIMPClient: @unchecked Sendable {
             throw ClientError("message is \(payload.count) bytes; the limit is \(DatagramHeader.maxPayload)", code: .messageTooLarge)
         }
         let id = message.messageID
+        let item = Outgoing(to: user, message: message)
         do {
             try await loop.submit { [self] in
-                outbox.track(id, payload: Outgoing(to: user, payload: payload), now: .now())
-                if bound { transmit(id: id, payload: payload) }
+                outbox.track(id, payload: item, now: .now())
+                if bound { transmit(id: id, item) }
             }.get()
         } catch {
             throw ClientError("client is shut down")
@@ -163,7 +173,18 @@ public final class SIMPClient: @unchecked Sendable {
         return id
     }
 
-    private func transmit(id: String, payload: [UInt8]) {
+    /// Numbers the message on this session the first time it goes out, so the server can
+    /// store a session's messages in send order whatever order the datagrams arrive in.
+    private func transmit(id: String, _ item: Outgoing) {
+        var message = item.message
+        if let order = sessionOrder[id] {
+            message.clientSeq = order
+        } else {
+            message.clientSeq = nextClientSeq
+            sessionOrder[id] = nextClientSeq
+            nextClientSeq += 1
+        }
+        guard let payload: [UInt8] = try? message.serializedBytes() else { return }
         sendDatagram(.data, payload)
     }
 
@@ -215,6 +236,12 @@ public final class SIMPClient: @unchecked Sendable {
         }
         session = response
         nextPacketNumber = 1
+        sessionOrder.removeAll()
+        nextClientSeq = 1
+        // Their fate was for the old session to tell; on this one they are simply sent again
+        // (the server de-duplicates by message id).
+        for (id, item) in withdrawing { outbox.track(id, payload: item, now: .now()) }
+        withdrawing.removeAll()
         inbox.advance(to: response.confirmedSeq)
         let heartbeat = TimeAmount.milliseconds(Int64(max(response.heartbeatMillis, 100)))
         if let control {
@@ -312,16 +339,19 @@ public final class SIMPClient: @unchecked Sendable {
         }
         switch envelope.body {
         case .accepted(let a):
-            guard outbox.acknowledge(a.messageID, now: .now()) != nil else { return }
+            guard outbox.acknowledge(a.messageID, now: .now()) != nil || withdrawing.removeValue(forKey: a.messageID) != nil else { return }
             awaitingDelivery[a.messageID] = a.toUser
             emit(.accepted(id: a.messageID, to: a.toUser, seq: a.seq))
         case .delivered(let d):
             // A delivery can overtake its own acceptance on a retransmitted path.
-            if let pending = outbox.remove(d.messageID) { emit(.accepted(id: d.messageID, to: pending.to, seq: d.seq)) }
+            if let pending = outbox.remove(d.messageID) ?? withdrawing.removeValue(forKey: d.messageID) {
+                emit(.accepted(id: d.messageID, to: pending.to, seq: d.seq))
+            }
             awaitingDelivery[d.messageID] = nil
             emit(.delivered(id: d.messageID, to: d.toUser, seq: d.seq))
         case .failed(let f):
-            let wasPending = outbox.remove(f.messageID) != nil || awaitingDelivery.removeValue(forKey: f.messageID) != nil
+            let wasPending = outbox.remove(f.messageID) != nil || withdrawing.removeValue(forKey: f.messageID) != nil
+                || awaitingDelivery.removeValue(forKey: f.messageID) != nil
             if wasPending { emit(.failed(id: f.messageID, to: f.toUser, reason: f.reason.isEmpty ? f.code.name : f.reason)) }
         case .bound:
             bound = true
@@ -421,11 +451,20 @@ public final class SIMPClient: @unchecked Sendable {
     private func resendDue(now: NIODeadline) {
         let due = outbox.due(now: now)
         if bound {
-            for (id, item) in due.resend { transmit(id: id, payload: item.payload) }
+            for (id, item) in due.resend { transmit(id: id, item) }
         }
-        let seconds = configuration.sendRetransmit.giveUpAfter.nanoseconds / 1_000_000_000
         for (id, item) in due.expired {
-            emit(.failed(id: id, to: item.to, reason: "the server did not accept it within \(seconds)s"))
+            guard bound, let order = sessionOrder[id] else {
+                // No server to ask: whether it was stored is unknown, so keep trying.
+                outbox.track(id, payload: item, now: now)
+                continue
+            }
+            withdrawing[id] = item
+            var withdraw = Simp_Withdraw()
+            withdraw.messageID = id
+            withdraw.clientSeq = order
+            withdraw.toUser = item.to
+            control?.writeAndFlush(Simp_Envelope(.withdraw(withdraw)), promise: nil)
         }
     }
 

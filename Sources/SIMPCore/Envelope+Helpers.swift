@@ -43,6 +43,7 @@ extension Simp_ErrorCode {
         case .internal: return "internal"
         case .inboxFull: return "inbox_full"
         case .sessionReplaced: return "session_replaced"
+        case .withdrawn: return "withdrawn"
         case .UNRECOGNIZED(let n): return "code_\(n)"
         }
     }

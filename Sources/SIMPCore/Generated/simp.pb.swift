@@ -45,6 +45,7 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
   case `internal` // = 13
   case inboxFull // = 14
   case sessionReplaced // = 15
+  case withdrawn // = 16
   case UNRECOGNIZED(Int)
 
   public init() {
@@ -69,6 +70,7 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     case 13: self = .internal
     case 14: self = .inboxFull
     case 15: self = .sessionReplaced
+    case 16: self = .withdrawn
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -91,6 +93,7 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     case .internal: return 13
     case .inboxFull: return 14
     case .sessionReplaced: return 15
+    case .withdrawn: return 16
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -113,6 +116,7 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     .internal,
     .inboxFull,
     .sessionReplaced,
+    .withdrawn,
   ]
 
 }
@@ -150,6 +154,10 @@ public nonisolated struct Simp_Message: Sendable {
 
   /// Server time (ms since epoch) when the message was stored.
   public var serverTime: Int64 = 0
+
+  /// Sender's per-session send counter (1, 2, 3 ... on each session). The server stores a
+  /// session's messages in this order. 0: unordered (stored in arrival order).
+  public var clientSeq: UInt64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -412,6 +420,24 @@ public nonisolated struct Simp_Receipt: Sendable {
   public init() {}
 }
 
+/// The sender gave up on a message it numbered clientSeq on this session. The server answers
+/// Failed{WITHDRAWN} if it never got it, or nothing (Accepted/Failed already follow) if it did.
+public nonisolated struct Simp_Withdraw: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var messageID: String = String()
+
+  public var clientSeq: UInt64 = 0
+
+  public var toUser: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 public nonisolated struct Simp_HistoryRequest: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -578,6 +604,14 @@ public nonisolated struct Simp_Envelope: Sendable {
     set {body = .historyResult(newValue)}
   }
 
+  public var withdraw: Simp_Withdraw {
+    get {
+      if case .withdraw(let v)? = body {return v}
+      return Simp_Withdraw()
+    }
+    set {body = .withdraw(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Body: Equatable, Sendable {
@@ -597,6 +631,7 @@ public nonisolated struct Simp_Envelope: Sendable {
     case receipt(Simp_Receipt)
     case history(Simp_HistoryRequest)
     case historyResult(Simp_HistoryResponse)
+    case withdraw(Simp_Withdraw)
 
   }
 
@@ -608,12 +643,12 @@ public nonisolated struct Simp_Envelope: Sendable {
 fileprivate nonisolated let _protobuf_package = "simp"
 
 nonisolated extension Simp_ErrorCode: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_UNSPECIFIED\0\u{1}FRAME_TOO_LARGE\0\u{1}MALFORMED_FRAME\0\u{1}BAD_REQUEST\0\u{1}NOT_AUTHENTICATED\0\u{1}USER_EXISTS\0\u{1}INVALID_CREDENTIALS\0\u{1}UNKNOWN_USER\0\u{1}INVALID_TOKEN\0\u{1}MESSAGE_TOO_LARGE\0\u{1}STORE_UNAVAILABLE\0\u{1}INVALID_NAME\0\u{1}NOT_CONNECTED\0\u{1}INTERNAL\0\u{1}INBOX_FULL\0\u{1}SESSION_REPLACED\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_UNSPECIFIED\0\u{1}FRAME_TOO_LARGE\0\u{1}MALFORMED_FRAME\0\u{1}BAD_REQUEST\0\u{1}NOT_AUTHENTICATED\0\u{1}USER_EXISTS\0\u{1}INVALID_CREDENTIALS\0\u{1}UNKNOWN_USER\0\u{1}INVALID_TOKEN\0\u{1}MESSAGE_TOO_LARGE\0\u{1}STORE_UNAVAILABLE\0\u{1}INVALID_NAME\0\u{1}NOT_CONNECTED\0\u{1}INTERNAL\0\u{1}INBOX_FULL\0\u{1}SESSION_REPLACED\0\u{1}WITHDRAWN\0")
 }
 
 nonisolated extension Simp_Message: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Message"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}version\0\u{1}messageId\0\u{1}time\0\u{1}content\0\u{1}imageURL\0\u{1}fromUser\0\u{1}toUser\0\u{1}type\0\u{1}imageScale\0\u{1}seq\0\u{1}serverTime\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}version\0\u{1}messageId\0\u{1}time\0\u{1}content\0\u{1}imageURL\0\u{1}fromUser\0\u{1}toUser\0\u{1}type\0\u{1}imageScale\0\u{1}seq\0\u{1}serverTime\0\u{1}clientSeq\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -632,6 +667,7 @@ nonisolated extension Simp_Message: SwiftProtobuf.Message, SwiftProtobuf._Messag
       case 9: try { try decoder.decodeSingularFloatField(value: &self.imageScale) }()
       case 10: try { try decoder.decodeSingularUInt64Field(value: &self.seq) }()
       case 11: try { try decoder.decodeSingularInt64Field(value: &self.serverTime) }()
+      case 12: try { try decoder.decodeSingularUInt64Field(value: &self.clientSeq) }()
       default: break
       }
     }
@@ -671,6 +707,9 @@ nonisolated extension Simp_Message: SwiftProtobuf.Message, SwiftProtobuf._Messag
     if self.serverTime != 0 {
       try visitor.visitSingularInt64Field(value: self.serverTime, fieldNumber: 11)
     }
+    if self.clientSeq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.clientSeq, fieldNumber: 12)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -686,6 +725,7 @@ nonisolated extension Simp_Message: SwiftProtobuf.Message, SwiftProtobuf._Messag
     if lhs.imageScale != rhs.imageScale {return false}
     if lhs.seq != rhs.seq {return false}
     if lhs.serverTime != rhs.serverTime {return false}
+    if lhs.clientSeq != rhs.clientSeq {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1194,6 +1234,46 @@ nonisolated extension Simp_Receipt: SwiftProtobuf.Message, SwiftProtobuf._Messag
   }
 }
 
+nonisolated extension Simp_Withdraw: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".Withdraw"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}messageId\0\u{1}clientSeq\0\u{1}toUser\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.messageID) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.clientSeq) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.toUser) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.messageID.isEmpty {
+      try visitor.visitSingularStringField(value: self.messageID, fieldNumber: 1)
+    }
+    if self.clientSeq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.clientSeq, fieldNumber: 2)
+    }
+    if !self.toUser.isEmpty {
+      try visitor.visitSingularStringField(value: self.toUser, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_Withdraw, rhs: Simp_Withdraw) -> Bool {
+    if lhs.messageID != rhs.messageID {return false}
+    if lhs.clientSeq != rhs.clientSeq {return false}
+    if lhs.toUser != rhs.toUser {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
 nonisolated extension Simp_HistoryRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".HistoryRequest"
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}peer\0\u{1}limit\0")
@@ -1266,7 +1346,7 @@ nonisolated extension Simp_HistoryResponse: SwiftProtobuf.Message, SwiftProtobuf
 
 nonisolated extension Simp_Envelope: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Envelope"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}requestId\0\u{2}\u{9}error\0\u{1}ok\0\u{1}register\0\u{1}login\0\u{1}loginOk\0\u{1}connect\0\u{1}connected\0\u{1}bound\0\u{1}ping\0\u{1}pong\0\u{1}accepted\0\u{1}delivered\0\u{1}failed\0\u{1}receipt\0\u{1}history\0\u{1}historyResult\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}requestId\0\u{2}\u{9}error\0\u{1}ok\0\u{1}register\0\u{1}login\0\u{1}loginOk\0\u{1}connect\0\u{1}connected\0\u{1}bound\0\u{1}ping\0\u{1}pong\0\u{1}accepted\0\u{1}delivered\0\u{1}failed\0\u{1}receipt\0\u{1}history\0\u{1}historyResult\0\u{1}withdraw\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1483,6 +1563,19 @@ nonisolated extension Simp_Envelope: SwiftProtobuf.Message, SwiftProtobuf._Messa
           self.body = .historyResult(v)
         }
       }()
+      case 26: try {
+        var v: Simp_Withdraw?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .withdraw(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .withdraw(v)
+        }
+      }()
       default: break
       }
     }
@@ -1560,6 +1653,10 @@ nonisolated extension Simp_Envelope: SwiftProtobuf.Message, SwiftProtobuf._Messa
     case .historyResult?: try {
       guard case .historyResult(let v)? = self.body else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 25)
+    }()
+    case .withdraw?: try {
+      guard case .withdraw(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 26)
     }()
     case nil: break
     }

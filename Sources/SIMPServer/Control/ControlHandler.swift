@@ -41,6 +41,7 @@ final class ControlHandler: ChannelInboundHandler {
         case .pong: break
         case .receipt(let receipt): self.receipt(context, id, receipt)
         case .history(let request): history(context, id, request)
+        case .withdraw(let request): withdraw(context, id, request)
         case .none: reply(context, .error(.badRequest, "envelope without a body", requestID: id))
         default: reply(context, .error(.badRequest, "a client does not send \(Self.name(envelope.body))", requestID: id))
         }
@@ -124,6 +125,15 @@ final class ControlHandler: ChannelInboundHandler {
         }
         let router = self.router
         router.loop.execute { router.receipt(sessionID: session, upTo: receipt.upToSeq) }
+    }
+
+    private func withdraw(_ context: ChannelHandlerContext, _ id: UInt64, _ request: Simp_Withdraw) {
+        guard case .connected(_, let session) = state else {
+            reply(context, .error(.notConnected, "withdraw before CONNECT", requestID: id))
+            return
+        }
+        let router = self.router
+        router.loop.execute { router.withdraw(sessionID: session, request) }
     }
 
     private func history(_ context: ChannelHandlerContext, _ id: UInt64, _ request: Simp_HistoryRequest) {

@@ -177,12 +177,39 @@ final class Router: @unchecked Sendable {
             session.control.writeAndFlush(Simp_Envelope(.failed(failed)), promise: nil)
             return
         }
+        let order = message.clientSeq
         // The sender is the session the datagram came on, whatever the datagram claims.
         message.fromUser = session.user
         message.seq = 0
+        message.clientSeq = 0
         message.serverTime = Int64(Date().timeIntervalSince1970 * 1000)
         let bytes: [UInt8] = (try? message.serializedBytes()) ?? []
-        enqueueStore(session: session.id, StoreRequest(from: session.user, id: message.messageID, to: message.toUser, bytes: bytes))
+        let request = StoreRequest(from: session.user, id: message.messageID, to: message.toUser, bytes: bytes)
+        guard order > 0 else {
+            enqueueStore(session: session.id, request)
+            return
+        }
+        switch session.sendOrder.receive(order, request) {
+        case .release(let ready): ready.forEach { enqueueStore(session: session.id, $0) }
+        case .late(let again): enqueueStore(session: session.id, again)
+        case .withdrawn: sendWithdrawn(session, id: request.id, to: request.to)
+        case .held, .dropped: break
+        }
+    }
+
+    /// The sender gave up on a message: stop waiting for it, and tell the sender whether the
+    /// server ever had it (if it did, its Accepted or Failed is already on the way).
+    func withdraw(sessionID: UInt64, _ withdraw: Simp_Withdraw) {
+        loop.assertInEventLoop()
+        guard let session = sessions[sessionID] else { return }
+        let (pending, released) = session.sendOrder.withdraw(withdraw.clientSeq)
+        if pending { sendWithdrawn(session, id: withdraw.messageID, to: withdraw.toUser) }
+        released.forEach { enqueueStore(session: session.id, $0) }
+    }
+
+    private func sendWithdrawn(_ session: Session, id: String, to: String) {
+        let failed = Simp_Failed(messageID: id, to: to, code: .withdrawn, reason: "the server never received it before the sender gave up")
+        session.control.writeAndFlush(Simp_Envelope(.failed(failed)), promise: nil)
     }
 
     static func validate(_ message: Simp_Message) -> ServerError? {

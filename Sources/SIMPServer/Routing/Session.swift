@@ -15,6 +15,8 @@ final class Session: @unchecked Sendable {
     /// The client's highest confirmed seq when it connected; sync starts after it.
     var syncFloor: UInt64
     var outbound: RetransmitQueue<UInt64, ByteBuffer>
+    /// Puts this session's sends back into the client's order before they are stored.
+    var sendOrder = SendOrderGate<StoreRequest>()
     var nextPacketNumber: UInt64 = 1
     var lastPresenceWrite: NIODeadline = .distantPast
 

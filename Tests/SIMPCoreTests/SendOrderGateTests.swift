@@ -1,0 +1,65 @@
+import SIMPCore
+import Testing
+
+@Suite struct SendOrderGateTests {
+    func released(_ o: SendOrderGate<String>.Outcome) -> [String]? {
+        if case .release(let items) = o { return items }
+        return nil
+    }
+
+    @Test func inOrderPassesStraightThrough() {
+        var g = SendOrderGate<String>()
+        #expect(released(g.receive(1, "a")) == ["a"])
+        #expect(released(g.receive(2, "b")) == ["b"])
+        #expect(g.next == 3)
+    }
+
+    @Test func earlyArrivalsWaitForTheGap() {
+        var g = SendOrderGate<String>()
+        guard case .held = g.receive(3, "c") else { Issue.record(); return }
+        guard case .held = g.receive(2, "b") else { Issue.record(); return }
+        guard case .held = g.receive(3, "c") else { Issue.record("duplicate held twice"); return }
+        #expect(released(g.receive(1, "a")) == ["a", "b", "c"])
+        #expect(g.heldCount == 0)
+    }
+
+    @Test func lateDuplicatesAreAnsweredAgain() {
+        var g = SendOrderGate<String>()
+        _ = g.receive(1, "a")
+        guard case .late(let item) = g.receive(1, "a") else { Issue.record(); return }
+        #expect(item == "a")
+    }
+
+    @Test func withdrawnGapUnblocksTheRestAndIsRefusedLater() {
+        var g = SendOrderGate<String>()
+        _ = g.receive(2, "b")
+        _ = g.receive(3, "c")
+        let (pending, more) = g.withdraw(1)
+        #expect(pending)
+        #expect(more == ["b", "c"])
+        guard case .withdrawn = g.receive(1, "a") else { Issue.record("withdrawn message stored"); return }
+    }
+
+    @Test func withdrawingAHeldMessageDropsIt() {
+        var g = SendOrderGate<String>()
+        _ = g.receive(2, "b")
+        #expect(g.withdraw(2) == (true, []))
+        #expect(released(g.receive(1, "a")) == ["a"])
+        guard case .withdrawn = g.receive(2, "b") else { Issue.record(); return }
+        #expect(released(g.receive(3, "c")) == ["c"])
+    }
+
+    @Test func withdrawingAProcessedMessageChangesNothing() {
+        var g = SendOrderGate<String>()
+        _ = g.receive(1, "a")
+        #expect(g.withdraw(1) == (false, []))
+        guard case .late = g.receive(1, "a") else { Issue.record(); return }
+    }
+
+    @Test func holdingIsBounded() {
+        var g = SendOrderGate<String>(maxHeld: 2)
+        _ = g.receive(5, "e")
+        _ = g.receive(6, "f")
+        guard case .dropped = g.receive(7, "g") else { Issue.record(); return }
+    }
+}
