@@ -92,7 +92,15 @@ let package = Package(
                            .product(name: "NIOCore", package: "swift-nio"),
                            .product(name: "NIOPosix", package: "swift-nio")]
         ),
-        .target(name: "SIMPTestSupport", path: "Tests/SIMPTestSupport"),
+        .target(
+            name: "SIMPTestSupport",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
+            path: "Tests/SIMPTestSupport"
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

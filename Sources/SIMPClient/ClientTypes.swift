@@ -13,6 +13,8 @@ public struct ClientConfiguration: Sendable {
     public var bindRetry: TimeAmount = .milliseconds(250)
     public var requestTimeout: TimeAmount = .seconds(10)
     public var maxFrameLength = Frame.defaultMaxLength
+    /// Send datagrams to this port instead of the one the server names (a relay or a test proxy).
+    public var udpPortOverride: Int?
 
     public init(host: String = "127.0.0.1", port: Int = 7700) {
         self.host = host

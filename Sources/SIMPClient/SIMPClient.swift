@@ -230,7 +230,7 @@ public final class SIMPClient: @unchecked Sendable {
 
     private func startSession(_ response: Simp_ConnectResponse) -> EventLoopFuture<Void> {
         do {
-            serverUDP = try SocketAddress.makeAddressResolvingHost(configuration.host, port: Int(response.udpPort))
+            serverUDP = try SocketAddress.makeAddressResolvingHost(configuration.host, port: configuration.udpPortOverride ?? Int(response.udpPort))
         } catch {
             return loop.makeFailedFuture(ClientError("cannot resolve \(configuration.host): \(error)"))
         }

@@ -24,7 +24,8 @@ final class Output: @unchecked Sendable {
         case .failed(let id, let to, let reason):
             emit(["event": "failed", "id": id, "to": to, "reason": reason], human: "[failed] \(id) -> \(to): \(reason)")
         case .message(let m):
-            var object: [String: Any] = ["event": "message", "id": m.id, "from": m.from, "text": m.text, "seq": Int(m.seq)]
+            var object: [String: Any] = ["event": "message", "id": m.id, "from": m.from, "text": m.text, "seq": Int(m.seq),
+                                         "sentAt": Int(m.sentAt), "receivedAt": Int(Date().timeIntervalSince1970 * 1000)]
             if let url = m.imageURL { object["imageURL"] = url }
             emit(object, human: Self.humanLine(m))
         case .error(let message):

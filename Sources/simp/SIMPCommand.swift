@@ -62,9 +62,9 @@ struct SIMPCommand: AsyncParsableCommand {
         do {
             switch command {
             case .send(let to, let text):
-                _ = try await client.send(to: to, text: text)
+                output.sent(id: try await client.send(to: to, text: text), to: to)
             case .image(let to, let url):
-                _ = try await client.send(to: to, imageURL: url)
+                output.sent(id: try await client.send(to: to, imageURL: url), to: to)
             case .history(let peer, let limit):
                 output.history(peer: peer, try await client.history(with: peer, limit: limit))
             case .help:

@@ -92,10 +92,20 @@ final class EventLog: @unchecked Sendable {
         }
     }
 
+    private var arrivals: [String: Date] = [:]
+
     private func record(_ event: ClientEvent) {
         lock.lock()
         events.append(event)
+        if case .message(let m) = event, arrivals[m.id] == nil { arrivals[m.id] = Date() }
         lock.unlock()
+    }
+
+    /// When each message id first reached the application.
+    var arrivalTimes: [String: Date] {
+        lock.lock()
+        defer { lock.unlock() }
+        return arrivals
     }
 
     var all: [ClientEvent] {
@@ -143,4 +153,34 @@ func productPath(_ name: String) throws -> String {
         throw TestSupportError("\(name) not built; run swift build --build-tests first")
     }
     return found
+}
+
+/// simp-server as a child process, so it can be killed with SIGKILL and started again.
+final class ServerProcess {
+    let process: ChildProcess
+    let tcpPort: Int
+    let udpPort: Int
+    let readyLine: String
+
+    init(redisURL: String, tcpPort: Int = 0, udpPort: Int = 0, extra: [String] = [], environment: [String: String] = [:],
+         wrapper: [String] = []) throws {
+        let binary = try productPath("simp-server")
+        let args = ["--port", "\(tcpPort)", "--udp-port", "\(udpPort)", "--redis", redisURL, "--scrypt-rounds", "1024"] + extra
+        process = wrapper.isEmpty
+            ? try ChildProcess(binary, args, environment: environment)
+            : try ChildProcess(wrapper[0], Array(wrapper.dropFirst()) + [binary] + args, environment: environment)
+        guard let line = process.waitForLine(timeout: 20, where: { $0.hasPrefix("simp-server listening") }) else {
+            throw TestSupportError("no ready line; stderr: \(process.stderr)")
+        }
+        readyLine = line
+        func port(_ name: String) throws -> Int {
+            guard let range = line.range(of: name + #"=[^ ]+:(\d+)"#, options: .regularExpression),
+                  let value = Int(line[range].split(separator: ":").last!) else {
+                throw TestSupportError("bad ready line \(line)")
+            }
+            return value
+        }
+        self.tcpPort = try port("tcp")
+        self.udpPort = try port("udp")
+    }
 }

@@ -8,27 +8,6 @@ import Glibc
 /// The binaries as a user runs them: simp-server's ready line, signals and exit codes;
 /// simp reading commands from a pipe.
 @Suite(.serialized) struct ProcessTests {
-    final class ServerProcess {
-        let process: ChildProcess
-        let tcpPort: Int
-        let readyLine: String
-
-        init(redisURL: String, extra: [String] = [], environment: [String: String] = [:]) throws {
-            process = try ChildProcess(try productPath("simp-server"),
-                                       ["--port", "0", "--udp-port", "0", "--redis", redisURL, "--scrypt-rounds", "1024"] + extra,
-                                       environment: environment)
-            guard let line = process.waitForLine(timeout: 20, where: { $0.hasPrefix("simp-server listening") }) else {
-                throw TestSupportError("no ready line; stderr: \(process.stderr)")
-            }
-            readyLine = line
-            guard let range = line.range(of: #"tcp=[^ ]+:(\d+)"#, options: .regularExpression),
-                  let port = Int(line[range].split(separator: ":").last!) else {
-                throw TestSupportError("bad ready line \(line)")
-            }
-            tcpPort = port
-        }
-    }
-
     func simp(_ server: ServerProcess, _ args: [String]) throws -> ChildProcess {
         try ChildProcess(try productPath("simp"), ["--server", "127.0.0.1:\(server.tcpPort)"] + args)
     }

@@ -1,0 +1,306 @@
+import Foundation
+import NIOCore
+import SIMPClient
+import SIMPTestSupport
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One row of the delivery-guarantee table.
+struct ScenarioResult: CustomStringConvertible {
+    var name: String
+    var sent = 0
+    var delivered = 0
+    var duplicates = 0
+    var lost = 0
+    var failed = 0
+    var unsettled = 0
+    var orderViolations = 0
+    var p50 = 0.0
+    var p99 = 0.0
+
+    static let header = "| scenario | sent | delivered | duplicates | lost | failed | p50 ms | p99 ms |\n|---|---|---|---|---|---|---|---|"
+
+    var description: String {
+        "| \(name) | \(sent) | \(delivered) | \(duplicates) | \(lost) | \(failed) | \(String(format: "%.1f", p50)) | \(String(format: "%.1f", p99)) |"
+    }
+
+    /// The promise: nothing lost, nothing twice, order kept, every sender told.
+    func check(sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(sent >= 1000, "\(name): sent", sourceLocation: sourceLocation)
+        #expect(lost == 0, "\(name): lost", sourceLocation: sourceLocation)
+        #expect(duplicates == 0, "\(name): duplicates", sourceLocation: sourceLocation)
+        #expect(orderViolations == 0, "\(name): order", sourceLocation: sourceLocation)
+        #expect(unsettled == 0, "\(name): senders without a final state", sourceLocation: sourceLocation)
+    }
+}
+
+/// Tallies what senders were told against what recipients got. `sends` and `arrivals` are per
+/// pair: ids in send order, and (id, arrival) in the order the recipient got them.
+func tally(_ name: String, pairs: [(sent: [String], sentAt: [String: Date], received: [(String, Date)],
+                                   delivered: Set<String>, failed: Set<String>)]) -> ScenarioResult {
+    var r = ScenarioResult(name: name)
+    var latencies: [Double] = []
+    for pair in pairs {
+        r.sent += pair.sent.count
+        let receivedIDs = pair.received.map(\.0)
+        let unique = Set(receivedIDs)
+        r.delivered += unique.intersection(pair.sent).count
+        r.duplicates += receivedIDs.count - unique.count
+        r.failed += pair.failed.count
+        for id in pair.sent where !unique.contains(id) && !pair.failed.contains(id) { r.lost += 1 }
+        for id in pair.sent where !pair.delivered.contains(id) && !pair.failed.contains(id) { r.unsettled += 1 }
+        let expectedOrder = pair.sent.filter { unique.contains($0) }
+        var seen = Set<String>()
+        let firstArrivals = receivedIDs.filter { seen.insert($0).inserted }
+        if firstArrivals != expectedOrder { r.orderViolations += 1 }
+        for (id, at) in pair.received {
+            if let start = pair.sentAt[id] { latencies.append(at.timeIntervalSince(start) * 1000) }
+        }
+    }
+    latencies.sort()
+    if !latencies.isEmpty {
+        r.p50 = latencies[latencies.count / 2]
+        r.p99 = latencies[min(latencies.count - 1, latencies.count * 99 / 100)]
+    }
+    return r
+}
+
+/// The fault-injection suite: every scenario sends at least 1,000 messages across several
+/// pairs and must lose nothing, duplicate nothing, keep order, and tell every sender.
+@Suite(.serialized) struct FaultSuiteTests {
+    static let pairs = 4
+    static let perPair = 250
+
+    @Test func deliveryGuaranteesUnderFaults() async throws {
+        var rows: [ScenarioResult] = []
+        rows.append(try await proxyScenario("udp proxy: drop 10%, dup 5%, delay 0-20 ms", FaultProfile(drop: 0.1, duplicate: 0.05, maxDelay: .milliseconds(20)), seed: 1))
+        rows.append(try await proxyScenario("udp proxy: drop 30%, dup 10%, delay 0-50 ms", FaultProfile(drop: 0.3, duplicate: 0.1, maxDelay: .milliseconds(50)), seed: 2))
+        rows.append(try await serverKillScenario())
+        rows.append(try await redisRestartScenario())
+        rows.append(try await offlineRecipientScenario())
+        rows.append(contentsOf: try netnsScenarios())
+        print("\nDelivery guarantees under faults\n\(ScenarioResult.header)\n" + rows.map(\.description).joined(separator: "\n") + "\n")
+        for row in rows { row.check() }
+    }
+
+    // MARK: scenarios
+
+    func proxyScenario(_ name: String, _ profile: FaultProfile, seed: UInt64) async throws -> ScenarioResult {
+        let redis = try RedisServerProcess()
+        let server = try ServerProcess(redisURL: redis.url)
+        let proxy = try UDPFaultProxy(serverPort: server.udpPort, profile: profile, seed: seed)
+        defer { proxy.shutdown() }
+        var config = clientConfiguration(port: server.tcpPort)
+        config.udpPortOverride = proxy.port
+        return try await runPairs(name, config: config)
+    }
+
+    func serverKillScenario() async throws -> ScenarioResult {
+        let redis = try RedisServerProcess()
+        let tcp = try freeTCPPort()
+        let udp = try freeTCPPort()
+        var server = try ServerProcess(redisURL: redis.url, tcpPort: tcp, udpPort: udp)
+        let result = try await runPairs("simp-server kill -9 mid-stream, restarted", config: clientConfiguration(port: tcp)) {
+            server.process.signal(SIGKILL)
+            _ = server.process.waitForExit(timeout: 5)
+            try await Task.sleep(for: .milliseconds(300))
+            server = try ServerProcess(redisURL: redis.url, tcpPort: tcp, udpPort: udp)
+        }
+        _ = server
+        return result
+    }
+
+    func redisRestartScenario() async throws -> ScenarioResult {
+        let redis = try RedisServerProcess()
+        let server = try ServerProcess(redisURL: redis.url)
+        return try await runPairs("redis-server restarted mid-stream", config: clientConfiguration(port: server.tcpPort)) {
+            redis.stop()
+            try await Task.sleep(for: .milliseconds(500))
+            try redis.start()
+        }
+    }
+
+    func offlineRecipientScenario() async throws -> ScenarioResult {
+        let redis = try RedisServerProcess()
+        let server = try ServerProcess(redisURL: redis.url)
+        return try await runPairs("recipients offline for the whole burst", config: clientConfiguration(port: server.tcpPort),
+                                  recipientsJoinLate: true)
+    }
+
+    // MARK: the runner
+
+    func clientConfiguration(port: Int) -> ClientConfiguration {
+        var config = ClientConfiguration(host: "127.0.0.1", port: port)
+        config.reconnectBase = .milliseconds(100)
+        config.reconnectCap = .seconds(1)
+        config.requestTimeout = .seconds(5)
+        return config
+    }
+
+    /// Pairs s_i -> r_i each send `perPair` messages; `midway` runs when half are sent.
+    func runPairs(_ name: String, config: ClientConfiguration, recipientsJoinLate: Bool = false,
+                  midway: (() async throws -> Void)? = nil) async throws -> ScenarioResult {
+        let tag = String(UInt32.random(in: 0...UInt32.max), radix: 36)
+        let senders = (0..<Self.pairs).map { "s\($0)-\(tag)" }
+        let recipients = (0..<Self.pairs).map { "r\($0)-\(tag)" }
+        for user in senders + recipients {
+            try await SIMPClient(configuration: config).register(user: user, password: "pw")
+        }
+        var senderClients: [(SIMPClient, EventLog)] = []
+        for user in senders { senderClients.append(try await connect(user, config)) }
+        var recipientClients: [(SIMPClient, EventLog)] = []
+        if !recipientsJoinLate {
+            for user in recipients { recipientClients.append(try await connect(user, config)) }
+        }
+
+        var sent = [[String]](repeating: [], count: Self.pairs)
+        var sentAt = [[String: Date]](repeating: [:], count: Self.pairs)
+        for i in 0..<Self.perPair {
+            if i == Self.perPair / 2, let midway { try await midway() }
+            for p in 0..<Self.pairs {
+                let id = try await senderClients[p].0.send(to: recipients[p], text: "m-\(i)")
+                sent[p].append(id)
+                sentAt[p][id] = Date()
+            }
+            if i % 25 == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        }
+        if recipientsJoinLate {
+            for p in 0..<Self.pairs {
+                _ = await senderClients[p].1.wait(timeout: .seconds(120)) { Set($0.accepted).union($0.failed.map(\.id)).isSuperset(of: sent[p]) }
+            }
+            for user in recipients { recipientClients.append(try await connect(user, config)) }
+        }
+        for p in 0..<Self.pairs {
+            _ = await senderClients[p].1.wait(timeout: .seconds(180)) { Set($0.delivered).union($0.failed.map(\.id)).isSuperset(of: sent[p]) }
+        }
+        try await Task.sleep(for: .milliseconds(500))
+        let result = tally(name, pairs: (0..<Self.pairs).map { p in
+            let log = recipientClients[p].1
+            let times = log.arrivalTimes
+            let received = log.messages.map { ($0.id, times[$0.id] ?? Date()) }
+            return (sent[p], sentAt[p], received, Set(senderClients[p].1.delivered), Set(senderClients[p].1.failed.map(\.id)))
+        })
+        for (client, _) in senderClients + recipientClients { await client.disconnect() }
+        return result
+    }
+
+    func connect(_ user: String, _ config: ClientConfiguration) async throws -> (SIMPClient, EventLog) {
+        let client = SIMPClient(configuration: config)
+        let log = EventLog(client)
+        try await client.connect(user: user, password: "pw")
+        return (client, log)
+    }
+
+    // MARK: kernel-level loss in a network namespace
+
+    func netnsScenarios() throws -> [ScenarioResult] {
+        guard NetworkNamespace.available else {
+            print("SKIPPED netns scenarios: `ip netns add` or iptables is unavailable here (needs root, iproute2, iptables)")
+            return []
+        }
+        return try [0.1, 0.3].map { p in try netnsScenario(loss: p) }
+    }
+
+    func netnsScenario(loss: Double) throws -> ScenarioResult {
+        let ns = try NetworkNamespace()
+        try ns.run("ip", "link", "set", "lo", "up")
+        try ns.run("iptables", "-A", "INPUT", "-p", "udp", "-m", "statistic", "--mode", "random",
+                   "--probability", String(loss), "-j", "DROP")
+        let redisPort = try freeTCPPort()
+        let redisDir = FileManager.default.temporaryDirectory.appendingPathComponent("simp-ns-redis-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: redisDir, withIntermediateDirectories: true)
+        let redis = try ChildProcess("/usr/sbin/ip", ["netns", "exec", ns.name, try findExecutable("redis-server").path,
+                                                     "--port", "\(redisPort)", "--save", "", "--dir", redisDir])
+        defer { redis.signal(SIGTERM); _ = redis.waitForExit(timeout: 5) }
+        try ns.waitForRedis(port: redisPort)
+        let server = try ServerProcess(redisURL: "redis://127.0.0.1:\(redisPort)", wrapper: ["/usr/sbin/ip", "netns", "exec", ns.name])
+        defer { server.process.signal(SIGTERM); _ = server.process.waitForExit(timeout: 10) }
+
+        let simp = try productPath("simp")
+        func client(_ user: String, _ extra: [String]) throws -> ChildProcess {
+            try ChildProcess("/usr/sbin/ip", ["netns", "exec", ns.name, simp, "--server", "127.0.0.1:\(server.tcpPort)",
+                                              "--user", user, "--password", "pw", "--json", "--reconnect-base", "0.2"] + extra)
+        }
+        let recipients = try (0..<Self.pairs).map { try client("r\($0)", ["--register"]) }
+        for r in recipients {
+            guard r.waitForLine(timeout: 30, where: { $0.contains(#""event":"connected""#) }) != nil else {
+                throw TestSupportError("recipient did not connect: \(r.stderr)")
+            }
+        }
+        let senders = try (0..<Self.pairs).map { try client("s\($0)", ["--register", "--linger", "170"]) }
+        for (p, s) in senders.enumerated() {
+            s.write((0..<Self.perPair).map { "/send r\(p) m-\($0)\n" }.joined())
+            s.closeStdin()
+        }
+        for s in senders { _ = s.waitForExit(timeout: 180) }
+        usleep(500_000)
+        for r in recipients { r.closeStdin(); _ = r.waitForExit(timeout: 20) }
+
+        return tally("kernel UDP loss \(Int(loss * 100))% both ways (netns, iptables)", pairs: (0..<Self.pairs).map { p in
+            let sEvents = jsonEvents(senders[p].stdout)
+            let rEvents = jsonEvents(recipients[p].stdout)
+            let sent = sEvents.filter { $0["event"] as? String == "sent" }.compactMap { $0["id"] as? String }
+            var sentAt: [String: Date] = [:]
+            var received: [(String, Date)] = []
+            for e in rEvents where e["event"] as? String == "message" {
+                guard let id = e["id"] as? String, let s = e["sentAt"] as? Double, let r = e["receivedAt"] as? Double else { continue }
+                sentAt[id] = Date(timeIntervalSince1970: s / 1000)
+                received.append((id, Date(timeIntervalSince1970: r / 1000)))
+            }
+            let delivered = Set(sEvents.filter { $0["event"] as? String == "delivered" }.compactMap { $0["id"] as? String })
+            let failed = Set(sEvents.filter { $0["event"] as? String == "failed" }.compactMap { $0["id"] as? String })
+            return (sent, sentAt, received, delivered, failed)
+        })
+    }
+
+    func jsonEvents(_ text: String) -> [[String: Any]] {
+        text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+    }
+}
+
+/// A network namespace made for one test and deleted after it.
+final class NetworkNamespace {
+    let name = "simp-\(UInt32.random(in: 0...UInt32.max))"
+
+    static var available: Bool {
+        guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/sbin/ip"),
+              (try? findExecutable("iptables")) != nil else { return false }
+        let probe = "simp-probe-\(UInt32.random(in: 0...UInt32.max))"
+        guard (try? runCommand("/usr/sbin/ip", ["netns", "add", probe])) == 0 else { return false }
+        _ = try? runCommand("/usr/sbin/ip", ["netns", "del", probe])
+        return true
+    }
+
+    init() throws {
+        guard try runCommand("/usr/sbin/ip", ["netns", "add", name]) == 0 else { throw TestSupportError("ip netns add failed") }
+    }
+
+    deinit { _ = try? runCommand("/usr/sbin/ip", ["netns", "del", name]) }
+
+    func run(_ command: String, _ args: String...) throws {
+        let path = command.hasPrefix("/") ? command : try findExecutable(command).path
+        guard try runCommand("/usr/sbin/ip", ["netns", "exec", name, path] + args) == 0 else {
+            throw TestSupportError("\(command) \(args.joined(separator: " ")) failed in \(name)")
+        }
+    }
+
+    func waitForRedis(port: Int) throws {
+        let cli = try findExecutable("redis-cli").path
+        for _ in 0..<200 {
+            let p = try ChildProcess("/usr/sbin/ip", ["netns", "exec", name, cli, "-p", "\(port)", "ping"])
+            _ = p.waitForExit(timeout: 5)
+            if p.stdout.contains("PONG") { return }
+            usleep(50_000)
+        }
+        throw TestSupportError("redis in \(name) never answered")
+    }
+}
+
+/// Runs a command to completion and returns its exit status.
+func runCommand(_ path: String, _ args: [String]) throws -> Int32 {
+    let p = try ChildProcess(path, args)
+    p.closeStdin()
+    return p.waitForExit(timeout: 30) ?? -1
+}
