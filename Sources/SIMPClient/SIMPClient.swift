@@ -29,11 +29,14 @@ public final class SIMPClient: @unchecked Sendable {
     private var requests: [UInt64: EventLoopPromise<Simp_Envelope>] = [:]
     private var nextPacketNumber: UInt64 = 1
     private var outbox: RetransmitQueue<String, Outgoing>
-    private var awaitingDelivery: [String: String] = [:]
+    /// Accepted, waiting for the recipient's confirmation: id -> (recipient, seq).
+    private var awaitingDelivery: [String: (to: String, seq: UInt64)] = [:]
     /// Messages given up on while connected: the server decides (Failed{WITHDRAWN} or Accepted).
     private var withdrawing: [String: Outgoing] = [:]
     /// clientSeq given to each message on the current session, in send order.
     private var sessionOrder: [String: UInt64] = [:]
+    private var orderToID: [UInt64: String] = [:]
+    private var lastGapReport: (first: UInt64, at: NIODeadline) = (0, .distantPast)
     private var nextClientSeq: UInt64 = 1
     private var inbox = InboundSequencer<IncomingMessage>()
     private var receiptScheduled = false
@@ -126,7 +129,9 @@ public final class SIMPClient: @unchecked Sendable {
         (try? await loop.submit { [self] in outbox.count + awaitingDelivery.count + withdrawing.count }.get()) ?? 0
     }
 
-    /// Closes the connection and stops reconnecting. Messages not yet accepted are reported failed.
+    /// Closes the connection and stops reconnecting. Messages not yet accepted are reported
+    /// failed; accepted ones stay known, so a later `connect` learns of their delivery.
+    /// The events stream stays open for that; `close()` ends it.
     public func disconnect() async {
         _ = try? await loop.flatSubmit { [self] () -> EventLoopFuture<Void> in
             userDisconnected = true
@@ -144,6 +149,11 @@ public final class SIMPClient: @unchecked Sendable {
             udp = nil
             return EventLoopFuture.andAllComplete(closing, on: loop)
         }.get()
+    }
+
+    /// Disconnects and ends the events stream.
+    public func close() async {
+        await disconnect()
         eventSink.finish()
     }
 
@@ -182,6 +192,7 @@ public final class SIMPClient: @unchecked Sendable {
         } else {
             message.clientSeq = nextClientSeq
             sessionOrder[id] = nextClientSeq
+            orderToID[nextClientSeq] = id
             nextClientSeq += 1
         }
         guard let payload: [UInt8] = try? message.serializedBytes() else { return }
@@ -222,6 +233,7 @@ public final class SIMPClient: @unchecked Sendable {
             emit(.connected(user: credentials.user))
             outbox.expediteAll(now: .now())
             resendDue(now: .now())
+            queryDeliveries()
         }.flatMapError { [self] error in
             control?.close(promise: nil)
             return loop.makeFailedFuture(error)
@@ -237,6 +249,7 @@ public final class SIMPClient: @unchecked Sendable {
         session = response
         nextPacketNumber = 1
         sessionOrder.removeAll()
+        orderToID.removeAll()
         nextClientSeq = 1
         // Their fate was for the old session to tell; on this one they are simply sent again
         // (the server de-duplicates by message id).
@@ -340,19 +353,26 @@ public final class SIMPClient: @unchecked Sendable {
         switch envelope.body {
         case .accepted(let a):
             guard outbox.acknowledge(a.messageID, now: .now()) != nil || withdrawing.removeValue(forKey: a.messageID) != nil else { return }
-            awaitingDelivery[a.messageID] = a.toUser
+            awaitingDelivery[a.messageID] = (a.toUser, a.seq)
             emit(.accepted(id: a.messageID, to: a.toUser, seq: a.seq))
         case .delivered(let d):
             // A delivery can overtake its own acceptance on a retransmitted path.
             if let pending = outbox.remove(d.messageID) ?? withdrawing.removeValue(forKey: d.messageID) {
                 emit(.accepted(id: d.messageID, to: pending.to, seq: d.seq))
+                awaitingDelivery[d.messageID] = (pending.to, d.seq)
             }
-            awaitingDelivery[d.messageID] = nil
+            // A push and a query answer can both report the same delivery: tell it once.
+            guard awaitingDelivery.removeValue(forKey: d.messageID) != nil else { return }
             emit(.delivered(id: d.messageID, to: d.toUser, seq: d.seq))
         case .failed(let f):
             let wasPending = outbox.remove(f.messageID) != nil || withdrawing.removeValue(forKey: f.messageID) != nil
                 || awaitingDelivery.removeValue(forKey: f.messageID) != nil
             if wasPending { emit(.failed(id: f.messageID, to: f.toUser, reason: f.reason.isEmpty ? f.code.name : f.reason)) }
+        case .missing(let missing):
+            for order in missing.clientSeqs.prefix(64) {
+                guard let id = orderToID[order], let item = outbox.peek(id) else { continue }
+                transmit(id: id, item)
+            }
         case .bound:
             bound = true
             boundPromise?.succeed(())
@@ -416,9 +436,38 @@ public final class SIMPClient: @unchecked Sendable {
             scheduleReceipt()
         case .duplicate:
             scheduleReceipt()
-        case .buffered, .dropped:
+        case .buffered:
+            reportGap()
+        case .dropped:
             break
         }
+    }
+
+    /// Asks for what is missing below a held message: once per gap, again every 200 ms.
+    private func reportGap() {
+        let gaps = inbox.gaps()
+        guard let first = gaps.first else { return }
+        let now = NIODeadline.now()
+        guard first != lastGapReport.first || now - lastGapReport.at >= .milliseconds(200) else { return }
+        lastGapReport = (first, now)
+        var receipt = Simp_Receipt()
+        receipt.upToSeq = inbox.lastDelivered
+        receipt.missing = gaps
+        control?.writeAndFlush(Simp_Envelope(.receipt(receipt)), promise: nil)
+    }
+
+    /// After a reconnect: which accepted messages did their recipients confirm meanwhile?
+    private func queryDeliveries() {
+        guard !awaitingDelivery.isEmpty else { return }
+        var query = Simp_DeliveryQuery()
+        query.messages = awaitingDelivery.map { id, target in
+            var item = Simp_Accepted()
+            item.messageID = id
+            item.toUser = target.to
+            item.seq = target.seq
+            return item
+        }
+        control?.writeAndFlush(Simp_Envelope(.query(query)), promise: nil)
     }
 
     /// One cumulative receipt per burst of datagrams.

@@ -54,7 +54,7 @@ struct SIMPCommand: AsyncParsableCommand {
             await execute(command, client: client, output: output)
         }
         await waitForOutstanding(client)
-        await client.disconnect()
+        await client.close()
         await printer.value
     }
 

@@ -21,6 +21,8 @@ public final class ChildProcess: @unchecked Sendable {
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else { throw TestSupportError("pipe() failed") }
         stdinFD = fds[1]
+        // Later children must not inherit our end, or this child never sees end of input.
+        _ = fcntl(fds[1], F_SETFD, FD_CLOEXEC)
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }

@@ -39,6 +39,18 @@ public struct InboundSequencer<Item: Sendable>: Sendable {
         return .deliver(ready)
     }
 
+    /// Sequence numbers known to be missing: above the floor and below the highest one held.
+    public func gaps(limit: Int = 64) -> [UInt64] {
+        guard let highest = early.keys.max() else { return [] }
+        var result: [UInt64] = []
+        var seq = lastDelivered + 1
+        while seq < highest && result.count < limit {
+            if early[seq] == nil { result.append(seq) }
+            seq += 1
+        }
+        return result
+    }
+
     /// Moves the floor up when the server reports receipts this client gave earlier
     /// (e.g. before a restart). Never moves it down.
     public mutating func advance(to seq: UInt64) {

@@ -57,6 +57,11 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
         return entry.payload
     }
 
+    /// The payload of a pending entry, without changing its timers.
+    public func peek(_ key: Key) -> Payload? {
+        entries[key]?.payload
+    }
+
     /// Removes an entry without taking an RTT sample.
     @discardableResult
     public mutating func remove(_ key: Key) -> Payload? {

@@ -408,12 +408,44 @@ public nonisolated struct Simp_Failed: Sendable {
 }
 
 /// Cumulative: every message with seq <= upToSeq has been handed to the application.
+/// missing: sequence numbers above upToSeq the client knows it lacks (it holds later ones);
+/// the server resends them at once instead of waiting for its retransmission timer.
 public nonisolated struct Simp_Receipt: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
   public var upToSeq: UInt64 = 0
+
+  public var missing: [UInt64] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Server -> client: the session's send order is stuck waiting for these clientSeq numbers;
+/// resend them now.
+public nonisolated struct Simp_Missing: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var clientSeqs: [UInt64] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Client -> server after (re)connecting: which of these accepted messages were confirmed by
+/// their recipients? The server answers with Delivered for each one that was.
+public nonisolated struct Simp_DeliveryQuery: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var messages: [Simp_Accepted] = []
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -612,6 +644,22 @@ public nonisolated struct Simp_Envelope: Sendable {
     set {body = .withdraw(newValue)}
   }
 
+  public var missing: Simp_Missing {
+    get {
+      if case .missing(let v)? = body {return v}
+      return Simp_Missing()
+    }
+    set {body = .missing(newValue)}
+  }
+
+  public var query: Simp_DeliveryQuery {
+    get {
+      if case .query(let v)? = body {return v}
+      return Simp_DeliveryQuery()
+    }
+    set {body = .query(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Body: Equatable, Sendable {
@@ -632,6 +680,8 @@ public nonisolated struct Simp_Envelope: Sendable {
     case history(Simp_HistoryRequest)
     case historyResult(Simp_HistoryResponse)
     case withdraw(Simp_Withdraw)
+    case missing(Simp_Missing)
+    case query(Simp_DeliveryQuery)
 
   }
 
@@ -1206,7 +1256,7 @@ nonisolated extension Simp_Failed: SwiftProtobuf.Message, SwiftProtobuf._Message
 
 nonisolated extension Simp_Receipt: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Receipt"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}upToSeq\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}upToSeq\0\u{1}missing\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1215,6 +1265,7 @@ nonisolated extension Simp_Receipt: SwiftProtobuf.Message, SwiftProtobuf._Messag
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularUInt64Field(value: &self.upToSeq) }()
+      case 2: try { try decoder.decodeRepeatedUInt64Field(value: &self.missing) }()
       default: break
       }
     }
@@ -1224,11 +1275,75 @@ nonisolated extension Simp_Receipt: SwiftProtobuf.Message, SwiftProtobuf._Messag
     if self.upToSeq != 0 {
       try visitor.visitSingularUInt64Field(value: self.upToSeq, fieldNumber: 1)
     }
+    if !self.missing.isEmpty {
+      try visitor.visitPackedUInt64Field(value: self.missing, fieldNumber: 2)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Simp_Receipt, rhs: Simp_Receipt) -> Bool {
     if lhs.upToSeq != rhs.upToSeq {return false}
+    if lhs.missing != rhs.missing {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Simp_Missing: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".Missing"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}clientSeqs\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedUInt64Field(value: &self.clientSeqs) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.clientSeqs.isEmpty {
+      try visitor.visitPackedUInt64Field(value: self.clientSeqs, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_Missing, rhs: Simp_Missing) -> Bool {
+    if lhs.clientSeqs != rhs.clientSeqs {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Simp_DeliveryQuery: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".DeliveryQuery"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}messages\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.messages) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.messages.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.messages, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_DeliveryQuery, rhs: Simp_DeliveryQuery) -> Bool {
+    if lhs.messages != rhs.messages {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1346,7 +1461,7 @@ nonisolated extension Simp_HistoryResponse: SwiftProtobuf.Message, SwiftProtobuf
 
 nonisolated extension Simp_Envelope: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Envelope"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}requestId\0\u{2}\u{9}error\0\u{1}ok\0\u{1}register\0\u{1}login\0\u{1}loginOk\0\u{1}connect\0\u{1}connected\0\u{1}bound\0\u{1}ping\0\u{1}pong\0\u{1}accepted\0\u{1}delivered\0\u{1}failed\0\u{1}receipt\0\u{1}history\0\u{1}historyResult\0\u{1}withdraw\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}requestId\0\u{2}\u{9}error\0\u{1}ok\0\u{1}register\0\u{1}login\0\u{1}loginOk\0\u{1}connect\0\u{1}connected\0\u{1}bound\0\u{1}ping\0\u{1}pong\0\u{1}accepted\0\u{1}delivered\0\u{1}failed\0\u{1}receipt\0\u{1}history\0\u{1}historyResult\0\u{1}withdraw\0\u{1}missing\0\u{1}query\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1576,6 +1691,32 @@ nonisolated extension Simp_Envelope: SwiftProtobuf.Message, SwiftProtobuf._Messa
           self.body = .withdraw(v)
         }
       }()
+      case 27: try {
+        var v: Simp_Missing?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .missing(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .missing(v)
+        }
+      }()
+      case 28: try {
+        var v: Simp_DeliveryQuery?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .query(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .query(v)
+        }
+      }()
       default: break
       }
     }
@@ -1657,6 +1798,14 @@ nonisolated extension Simp_Envelope: SwiftProtobuf.Message, SwiftProtobuf._Messa
     case .withdraw?: try {
       guard case .withdraw(let v)? = self.body else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 26)
+    }()
+    case .missing?: try {
+      guard case .missing(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 27)
+    }()
+    case .query?: try {
+      guard case .query(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 28)
     }()
     case nil: break
     }

@@ -42,6 +42,7 @@ final class ControlHandler: ChannelInboundHandler {
         case .receipt(let receipt): self.receipt(context, id, receipt)
         case .history(let request): history(context, id, request)
         case .withdraw(let request): withdraw(context, id, request)
+        case .query(let query): self.query(context, id, query)
         case .none: reply(context, .error(.badRequest, "envelope without a body", requestID: id))
         default: reply(context, .error(.badRequest, "a client does not send \(Self.name(envelope.body))", requestID: id))
         }
@@ -124,7 +125,7 @@ final class ControlHandler: ChannelInboundHandler {
             return
         }
         let router = self.router
-        router.loop.execute { router.receipt(sessionID: session, upTo: receipt.upToSeq) }
+        router.loop.execute { router.receipt(sessionID: session, receipt) }
     }
 
     private func withdraw(_ context: ChannelHandlerContext, _ id: UInt64, _ request: Simp_Withdraw) {
@@ -134,6 +135,15 @@ final class ControlHandler: ChannelInboundHandler {
         }
         let router = self.router
         router.loop.execute { router.withdraw(sessionID: session, request) }
+    }
+
+    private func query(_ context: ChannelHandlerContext, _ id: UInt64, _ query: Simp_DeliveryQuery) {
+        guard case .connected(_, let session) = state else {
+            reply(context, .error(.notConnected, "query before CONNECT", requestID: id))
+            return
+        }
+        let router = self.router
+        router.loop.execute { router.answer(query, sessionID: session) }
     }
 
     private func history(_ context: ChannelHandlerContext, _ id: UInt64, _ request: Simp_HistoryRequest) {

@@ -60,9 +60,11 @@ final class Router: @unchecked Sendable {
                               syncFloor: lastSeq, policy: settings.retransmit)
         sessions[session.id] = session
         sessionByUser[user] = session.id
-        flushNotices(for: session)
         return store.pending(user: user, after: lastSeq, limit: 0, on: loop).map { [self] pending in
             session.syncFloor = max(lastSeq, pending.confirmed)
+            // The client has more than the server knows it confirmed: its last receipt was lost
+            // with the previous connection (or node). Apply it now.
+            if lastSeq > pending.confirmed { confirm(user: user, upTo: lastSeq) }
             var response = Simp_ConnectResponse()
             response.sessionID = session.id
             response.bindToken = Data(session.bindToken)
@@ -193,8 +195,22 @@ final class Router: @unchecked Sendable {
         case .release(let ready): ready.forEach { enqueueStore(session: session.id, $0) }
         case .late(let again): enqueueStore(session: session.id, again)
         case .withdrawn: sendWithdrawn(session, id: request.id, to: request.to)
-        case .held, .dropped: break
+        case .held: reportMissing(session)
+        case .dropped: break
         }
+    }
+
+    /// The session's send order waits for a number: ask for it now rather than after the
+    /// client's timeout. Once per gap, and again every 200 ms while it stays open.
+    private func reportMissing(_ session: Session) {
+        let now = NIODeadline.now()
+        let next = session.sendOrder.next
+        guard next != session.lastMissingReported || now - session.lastMissingAt >= .milliseconds(200) else { return }
+        session.lastMissingReported = next
+        session.lastMissingAt = now
+        var missing = Simp_Missing()
+        missing.clientSeqs = [next]
+        session.control.writeAndFlush(Simp_Envelope(.missing(missing)), promise: nil)
     }
 
     /// The sender gave up on a message: stop waiting for it, and tell the sender whether the
@@ -269,9 +285,10 @@ final class Router: @unchecked Sendable {
             if let recipient = sessionByUser[request.to].flatMap({ sessions[$0] }), recipient.isBound {
                 push(seq: seq, bytes: bytes, to: recipient)
             }
-        case .duplicate(let seq):
+        case .duplicate(let seq, let delivered):
             counters.duplicates += 1
             sender?.control.write(Self.accepted(request, seq: seq), promise: nil)
+            if delivered { sender?.control.write(Self.delivered(id: request.id, to: request.to, seq: seq), promise: nil) }
         case .unknownRecipient:
             sender?.control.write(Self.failed(request, .unknownUser, "no such user: \(request.to)"), promise: nil)
         case .inboxFull:
@@ -362,14 +379,27 @@ final class Router: @unchecked Sendable {
 
     // MARK: receipts
 
-    func receipt(sessionID: UInt64, upTo: UInt64) {
+    func receipt(sessionID: UInt64, _ receipt: Simp_Receipt) {
         loop.assertInEventLoop()
         guard let session = sessions[sessionID] else { return }
         let now = NIODeadline.now()
-        for seq in session.outbound.pendingKeys where seq <= upTo {
+        for seq in session.outbound.pendingKeys where seq <= receipt.upToSeq {
             session.outbound.acknowledge(seq, now: now)
         }
-        confirm(user: session.user, upTo: upTo)
+        resendMissing(receipt.missing.prefix(64), to: session)
+        guard receipt.upToSeq > session.lastReceipt else { return }
+        session.lastReceipt = receipt.upToSeq
+        confirm(user: session.user, upTo: receipt.upToSeq)
+    }
+
+    private func resendMissing(_ seqs: ArraySlice<UInt64>, to session: Session) {
+        guard let udp, let address = session.address, !seqs.isEmpty else { return }
+        for seq in seqs {
+            guard let packet = session.outbound.peek(seq) else { continue }
+            udp.write(AddressedEnvelope(remoteAddress: address, data: packet), promise: nil)
+            counters.retransmits += 1
+        }
+        udp.flush()
     }
 
     private func confirm(user: String, upTo: UInt64) {
@@ -393,41 +423,29 @@ final class Router: @unchecked Sendable {
         for (user, upTo) in unackedReceipts { confirm(user: user, upTo: upTo) }
     }
 
+    /// Tells an online sender; an offline one asks with DeliveryQuery when it connects.
     private func notifyDelivered(_ bytes: [UInt8], recipient: String) {
-        guard let message = try? Simp_Message(serializedBytes: bytes) else { return }
+        guard let message = try? Simp_Message(serializedBytes: bytes),
+              let sender = sessionByUser[message.fromUser].flatMap({ sessions[$0] }) else { return }
+        sender.control.writeAndFlush(Self.delivered(id: message.messageID, to: recipient, seq: message.seq), promise: nil)
+    }
+
+    private static func delivered(id: String, to: String, seq: UInt64) -> Simp_Envelope {
         var delivered = Simp_Delivered()
-        delivered.messageID = message.messageID
-        delivered.toUser = recipient
-        delivered.seq = message.seq
-        let envelope = Simp_Envelope(.delivered(delivered))
-        guard let sender = sessionByUser[message.fromUser].flatMap({ sessions[$0] }) else {
-            queueNotice(envelope, for: message.fromUser)
-            return
-        }
-        let promise = loop.makePromise(of: Void.self)
-        promise.futureResult.whenFailure { [self] _ in queueNotice(envelope, for: message.fromUser) }
-        sender.control.writeAndFlush(envelope, promise: promise)
+        delivered.messageID = id
+        delivered.toUser = to
+        delivered.seq = seq
+        return Simp_Envelope(.delivered(delivered))
     }
 
-    /// Keeps a notice in Redis for a sender who is not here. If the sender connected while
-    /// the write was in flight, its connect-time drain may have missed it: drain again.
-    private func queueNotice(_ envelope: Simp_Envelope, for user: String) {
-        let noticeBytes: [UInt8] = (try? envelope.serializedBytes()) ?? []
-        store.pushNotice(user: user, bytes: noticeBytes, on: loop).whenComplete { [self] result in
-            switch result {
-            case .success:
-                if let session = sessionByUser[user].flatMap({ sessions[$0] }) { flushNotices(for: session) }
-            case .failure(let error):
-                logger.warning("delivery notice lost", metadata: ["user": "\(user)", "error": "\(error)"])
-            }
-        }
-    }
-
-    private func flushNotices(for session: Session) {
-        store.drainNotices(user: session.user, on: loop).whenSuccess { items in
-            for bytes in items {
-                guard let envelope = try? Simp_Envelope(serializedBytes: bytes) else { continue }
-                session.control.write(envelope, promise: nil)
+    /// Answers a reconnected sender: Delivered for each message its recipient confirmed.
+    func answer(_ query: Simp_DeliveryQuery, sessionID: UInt64) {
+        loop.assertInEventLoop()
+        guard let session = sessions[sessionID] else { return }
+        let recipients = Array(Set(query.messages.map(\.toUser)))
+        store.confirmedMarks(recipients, on: loop).whenSuccess { marks in
+            for item in query.messages where item.seq > 0 && (marks[item.toUser] ?? 0) >= item.seq {
+                session.control.write(Self.delivered(id: item.messageID, to: item.toUser, seq: item.seq), promise: nil)
             }
             session.control.flush()
         }

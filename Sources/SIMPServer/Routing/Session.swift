@@ -19,6 +19,10 @@ final class Session: @unchecked Sendable {
     var sendOrder = SendOrderGate<StoreRequest>()
     var nextPacketNumber: UInt64 = 1
     var lastPresenceWrite: NIODeadline = .distantPast
+    var lastMissingReported: UInt64 = 0
+    var lastMissingAt: NIODeadline = .distantPast
+    /// Highest receipt already passed to the store; repeats are not written again.
+    var lastReceipt: UInt64 = 0
 
     init(id: UInt64, user: String, control: any Channel, bindToken: [UInt8], syncFloor: UInt64, policy: RetransmitPolicy) {
         self.id = id

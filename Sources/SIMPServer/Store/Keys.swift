@@ -6,7 +6,6 @@ struct Keys: Sendable {
     func seq(_ name: String) -> String { "\(prefix):seq:\(name)" }
     func inbox(_ name: String) -> String { "\(prefix):inbox:\(name)" }
     func acked(_ name: String) -> String { "\(prefix):acked:\(name)" }
-    func notices(_ name: String) -> String { "\(prefix):notices:\(name)" }
     func presence(_ name: String) -> String { "\(prefix):presence:\(name)" }
     /// Remembers a sender's message id so a retransmitted datagram is stored once.
     func messageID(_ from: String, _ id: String) -> String { "\(prefix):mid:\(from):\(id)" }

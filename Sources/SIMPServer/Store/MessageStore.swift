@@ -17,7 +17,8 @@ struct StoredCredentials: Sendable {
 
 enum StoreOutcome: Sendable {
     case stored(seq: UInt64, bytes: [UInt8])
-    case duplicate(seq: UInt64)
+    /// Stored before; `delivered` when the recipient has already confirmed it.
+    case duplicate(seq: UInt64, delivered: Bool)
     case unknownRecipient
     case inboxFull
     case unavailable(RedisError)
@@ -51,7 +52,7 @@ final class MessageStore: Sendable {
         let commands = batch.map { request in
             RedisCommand.script(Scripts.store,
                 keys: [keys.messageID(request.from, request.id), keys.user(request.to), keys.seq(request.to),
-                       keys.inbox(request.to), keys.history(request.from, request.to)],
+                       keys.inbox(request.to), keys.history(request.from, request.to), keys.acked(request.to)],
                 args: [request.bytes, settings.messageIDTTLSeconds, settings.historyCap, settings.inboxLimit])
         }
         return redis.run(commands, on: loop).map { replies in
@@ -72,8 +73,8 @@ final class MessageStore: Sendable {
             guard parts.count == 3, let seq = parts[1].int, let bytes = parts[2].bytes else { break }
             return .stored(seq: UInt64(seq), bytes: bytes)
         case 0:
-            guard parts.count == 2, let seq = parts[1].int else { break }
-            return .duplicate(seq: UInt64(seq))
+            guard parts.count == 3, let seq = parts[1].int, let confirmed = parts[2].int else { break }
+            return .duplicate(seq: UInt64(seq), delivered: confirmed >= seq)
         case -1: return .unknownRecipient
         case -2: return .inboxFull
         default: break
@@ -129,13 +130,15 @@ final class MessageStore: Sendable {
         return redis.run([command], on: loop).flatMapThrowing { _ = try $0[0].checked() }
     }
 
-    func pushNotice(user: String, bytes: [UInt8], on loop: any EventLoop) -> EventLoopFuture<Void> {
-        redis.run([RedisCommand("RPUSH", [keys.notices(user), bytes])], on: loop).flatMapThrowing { _ = try $0[0].checked() }
-    }
-
-    func drainNotices(user: String, on loop: any EventLoop) -> EventLoopFuture<[[UInt8]]> {
-        let command = RedisCommand.script(Scripts.drain, keys: [keys.notices(user)], args: [])
-        return redis.run([command], on: loop).flatMapThrowing { try ($0[0].checked().array ?? []).compactMap(\.bytes) }
+    /// The highest confirmed seq of each user.
+    func confirmedMarks(_ users: [String], on loop: any EventLoop) -> EventLoopFuture<[String: UInt64]> {
+        guard !users.isEmpty else { return loop.makeSucceededFuture([:]) }
+        return redis.run([RedisCommand("MGET", users.map { keys.acked($0) })], on: loop).flatMapThrowing { replies in
+            let values = try replies[0].checked().array ?? []
+            var marks: [String: UInt64] = [:]
+            for (user, value) in zip(users, values) { marks[user] = UInt64(value.int ?? 0) }
+            return marks
+        }
     }
 
     // MARK: accounts

@@ -5,10 +5,12 @@ enum Scripts {
     /// Stores one message in the recipient's inbox unless the sender's id was seen before.
     /// The sequence number is appended to the serialized protobuf as field 10 (varint):
     /// a later occurrence of a scalar field wins, so the stored bytes carry their seq.
-    /// Returns {1, seq, bytes} stored, {0, seq} duplicate, {-1} unknown recipient, {-2} inbox full.
+    /// Returns {1, seq, bytes} stored, {0, seq, confirmed} duplicate (with the recipient's
+    /// confirmed mark, so a resent message that was already delivered is answered as such),
+    /// {-1} unknown recipient, {-2} inbox full.
     static let store = RedisScript("""
     local prior = redis.call('GET', KEYS[1])
-    if prior then return {0, tonumber(prior)} end
+    if prior then return {0, tonumber(prior), tonumber(redis.call('GET', KEYS[6]) or '0')} end
     if redis.call('EXISTS', KEYS[2]) == 0 then return {-1} end
     if redis.call('ZCARD', KEYS[4]) >= tonumber(ARGV[4]) then return {-2} end
     local seq = redis.call('INCR', KEYS[3])
@@ -44,13 +46,6 @@ enum Scripts {
     if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
     redis.call('HSET', KEYS[1], 'salt', ARGV[1], 'hash', ARGV[2], 'kdf', ARGV[3])
     return 1
-    """)
-
-    /// Takes and clears a user's queued delivery notices.
-    static let drain = RedisScript("""
-    local items = redis.call('LRANGE', KEYS[1], 0, -1)
-    redis.call('DEL', KEYS[1])
-    return items
     """)
 
     /// Removes presence only if it still names this session (a newer one may have replaced it).
