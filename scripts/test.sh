@@ -5,4 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 swift build --build-tests
-swift test --skip-build "$@"
+# Serial: several tests wait on child processes and sockets with blocking calls, and on a
+# 2-core machine parallel suites would starve the cooperative thread pool they share.
+swift test --skip-build --no-parallel "$@"
