@@ -157,6 +157,24 @@ public final class SIMPClient: @unchecked Sendable {
         eventSink.finish()
     }
 
+    /// Replaces the UDP socket with a new one on a new port, as a NAT rebinding or a network
+    /// change would, and makes the server validate the new address at once.
+    public func rebindUDP() async throws(ClientError) {
+        do {
+            try await loop.flatSubmit { [self] () -> EventLoopFuture<Void> in
+                let old = udp
+                udp = nil
+                old?.close(promise: nil)
+                return ensureUDP().map { [self] in
+                    lastKeepalive = .now()
+                    sendDatagram(.keepalive, [])
+                }
+            }.get()
+        } catch {
+            throw Self.clientError(error)
+        }
+    }
+
     // MARK: sending
 
     private func send(_ base: Simp_Message, to user: String) async throws(ClientError) -> String {
@@ -428,6 +446,12 @@ public final class SIMPClient: @unchecked Sendable {
     func datagramReceived(_ envelope: AddressedEnvelope<ByteBuffer>) {
         var buffer = envelope.data
         guard let header = try? Datagram.decodeHeader(&buffer), header.sessionID == session?.sessionID else { return }
+        if header.kind == .challenge {
+            var response = Simp_PathResponse()
+            response.token = Data(buffer.readableBytesView)
+            control?.writeAndFlush(Simp_Envelope(.pathResponse(response)), promise: nil)
+            return
+        }
         guard header.kind == .data else { return }
         guard let message = try? Simp_Message(serializedBytes: Array(buffer.readableBytesView)), message.seq > 0 else { return }
         switch inbox.receive(seq: message.seq, item: IncomingMessage(message)) {

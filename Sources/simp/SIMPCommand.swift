@@ -27,6 +27,9 @@ struct SIMPCommand: AsyncParsableCommand {
     @Option(help: "At end of input, wait up to this many seconds for outstanding acknowledgements. Default 10.")
     var linger: Double = 10
 
+    @Option(help: "Seconds between UDP keepalives, which hold a NAT mapping open. Default 15.")
+    var keepalive: Double = 15
+
     @Option(name: .customLong("reconnect-base"), help: .hidden)
     var reconnectBase: Double = 2
 
@@ -95,6 +98,8 @@ struct SIMPCommand: AsyncParsableCommand {
         guard linger >= 0 else { throw ValidationError("--linger must be >= 0") }
         var config = ClientConfiguration(host: host, port: port)
         config.reconnectBase = .milliseconds(Int64(reconnectBase * 1000))
+        guard keepalive > 0 else { throw ValidationError("--keepalive must be > 0") }
+        config.keepaliveInterval = .milliseconds(Int64(keepalive * 1000))
         return config
     }
 

@@ -10,6 +10,8 @@ public enum DatagramKind: UInt8, Sendable {
     case keepalive = 3
     /// Server -> client: answer to bind and keepalive, so the client knows the path works.
     case pong = 4
+    /// Server -> client, to a new source address: a 16-byte token the client returns over TCP.
+    case challenge = 5
 }
 
 public enum DatagramError: Error, Equatable, Sendable, CustomStringConvertible {

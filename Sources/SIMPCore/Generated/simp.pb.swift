@@ -470,6 +470,20 @@ public nonisolated struct Simp_Withdraw: Sendable {
   public init() {}
 }
 
+/// Client -> server: the token of a CHALLENGE datagram, returned over the authenticated
+/// control channel, proving that the new UDP source address is this session's.
+public nonisolated struct Simp_PathResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var token: Data = Data()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 public nonisolated struct Simp_HistoryRequest: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -660,6 +674,14 @@ public nonisolated struct Simp_Envelope: Sendable {
     set {body = .query(newValue)}
   }
 
+  public var pathResponse: Simp_PathResponse {
+    get {
+      if case .pathResponse(let v)? = body {return v}
+      return Simp_PathResponse()
+    }
+    set {body = .pathResponse(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Body: Equatable, Sendable {
@@ -682,6 +704,7 @@ public nonisolated struct Simp_Envelope: Sendable {
     case withdraw(Simp_Withdraw)
     case missing(Simp_Missing)
     case query(Simp_DeliveryQuery)
+    case pathResponse(Simp_PathResponse)
 
   }
 
@@ -1389,6 +1412,36 @@ nonisolated extension Simp_Withdraw: SwiftProtobuf.Message, SwiftProtobuf._Messa
   }
 }
 
+nonisolated extension Simp_PathResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".PathResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}token\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.token) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.token.isEmpty {
+      try visitor.visitSingularBytesField(value: self.token, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_PathResponse, rhs: Simp_PathResponse) -> Bool {
+    if lhs.token != rhs.token {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
 nonisolated extension Simp_HistoryRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".HistoryRequest"
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}peer\0\u{1}limit\0")
@@ -1461,7 +1514,7 @@ nonisolated extension Simp_HistoryResponse: SwiftProtobuf.Message, SwiftProtobuf
 
 nonisolated extension Simp_Envelope: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Envelope"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}requestId\0\u{2}\u{9}error\0\u{1}ok\0\u{1}register\0\u{1}login\0\u{1}loginOk\0\u{1}connect\0\u{1}connected\0\u{1}bound\0\u{1}ping\0\u{1}pong\0\u{1}accepted\0\u{1}delivered\0\u{1}failed\0\u{1}receipt\0\u{1}history\0\u{1}historyResult\0\u{1}withdraw\0\u{1}missing\0\u{1}query\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}requestId\0\u{2}\u{9}error\0\u{1}ok\0\u{1}register\0\u{1}login\0\u{1}loginOk\0\u{1}connect\0\u{1}connected\0\u{1}bound\0\u{1}ping\0\u{1}pong\0\u{1}accepted\0\u{1}delivered\0\u{1}failed\0\u{1}receipt\0\u{1}history\0\u{1}historyResult\0\u{1}withdraw\0\u{1}missing\0\u{1}query\0\u{1}pathResponse\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1717,6 +1770,19 @@ nonisolated extension Simp_Envelope: SwiftProtobuf.Message, SwiftProtobuf._Messa
           self.body = .query(v)
         }
       }()
+      case 29: try {
+        var v: Simp_PathResponse?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .pathResponse(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .pathResponse(v)
+        }
+      }()
       default: break
       }
     }
@@ -1806,6 +1872,10 @@ nonisolated extension Simp_Envelope: SwiftProtobuf.Message, SwiftProtobuf._Messa
     case .query?: try {
       guard case .query(let v)? = self.body else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 28)
+    }()
+    case .pathResponse?: try {
+      guard case .pathResponse(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 29)
     }()
     case nil: break
     }

@@ -43,6 +43,7 @@ final class ControlHandler: ChannelInboundHandler {
         case .history(let request): history(context, id, request)
         case .withdraw(let request): withdraw(context, id, request)
         case .query(let query): self.query(context, id, query)
+        case .pathResponse(let response): pathResponse(context, id, response)
         case .none: reply(context, .error(.badRequest, "envelope without a body", requestID: id))
         default: reply(context, .error(.badRequest, "a client does not send \(Self.name(envelope.body))", requestID: id))
         }
@@ -135,6 +136,16 @@ final class ControlHandler: ChannelInboundHandler {
         }
         let router = self.router
         router.loop.execute { router.withdraw(sessionID: session, request) }
+    }
+
+    private func pathResponse(_ context: ChannelHandlerContext, _ id: UInt64, _ response: Simp_PathResponse) {
+        guard case .connected(_, let session) = state else {
+            reply(context, .error(.notConnected, "path response before CONNECT", requestID: id))
+            return
+        }
+        let router = self.router
+        let token = Array(response.token)
+        router.loop.execute { router.pathResponse(sessionID: session, token: token) }
     }
 
     private func query(_ context: ChannelHandlerContext, _ id: UInt64, _ query: Simp_DeliveryQuery) {

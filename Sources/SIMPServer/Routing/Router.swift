@@ -117,8 +117,38 @@ final class Router: @unchecked Sendable {
         case .bind: bind(session, token: Array(buffer.readableBytesView), from: envelope.remoteAddress)
         case .data: data(session, payload: buffer, from: envelope.remoteAddress)
         case .keepalive: keepalive(session, from: envelope.remoteAddress)
-        case .pong: counters.malformedDatagrams += 1
+        case .pong, .challenge: counters.malformedDatagrams += 1
         }
+    }
+
+    /// A datagram for a bound session from another address: the client's NAT mapping (or
+    /// socket) may have changed, or someone forges its session id. Challenge the new address;
+    /// only the session's own control connection can answer, and until it does nothing is
+    /// sent there but the challenge (36 bytes, in answer to at least 20: no amplification).
+    private func challenge(_ session: Session, from address: SocketAddress) {
+        counters.unvalidatedAddress += 1
+        let now = NIODeadline.now()
+        if let pending = session.pathChallenge, pending.address == address {
+            guard now - pending.sentAt >= .milliseconds(200) else { return }
+            session.pathChallenge = (address, pending.token, now)
+        } else {
+            session.pathChallenge = (address, randomBytes(16), now)
+        }
+        let header = DatagramHeader(kind: .challenge, sessionID: session.id, packetNumber: session.takePacketNumber())
+        guard let udp, let buffer = try? Datagram.encode(header, payload: session.pathChallenge!.token, allocator: udp.allocator) else { return }
+        udp.writeAndFlush(AddressedEnvelope(remoteAddress: address, data: buffer), promise: nil)
+    }
+
+    /// The session's control connection returned the challenge token: the new address is its.
+    func pathResponse(sessionID: UInt64, token: [UInt8]) {
+        loop.assertInEventLoop()
+        guard let session = sessions[sessionID], let pending = session.pathChallenge,
+              constantTimeEqual(token, pending.token) else { return }
+        session.pathChallenge = nil
+        session.address = pending.address
+        sendBound(session)
+        refreshPresence(session)
+        session.outbound.expediteAll(now: .now())
     }
 
     private func bind(_ session: Session, token: [UInt8], from address: SocketAddress) {
@@ -147,7 +177,7 @@ final class Router: @unchecked Sendable {
 
     private func keepalive(_ session: Session, from address: SocketAddress) {
         guard session.address == address else {
-            counters.unvalidatedAddress += 1
+            if session.isBound { challenge(session, from: address) } else { counters.unvalidatedAddress += 1 }
             return
         }
         sendDatagram(to: session, kind: .pong, payload: [])
@@ -167,7 +197,7 @@ final class Router: @unchecked Sendable {
 
     private func data(_ session: Session, payload: ByteBuffer, from address: SocketAddress) {
         guard session.address == address else {
-            counters.unvalidatedAddress += 1
+            if session.isBound { challenge(session, from: address) } else { counters.unvalidatedAddress += 1 }
             return
         }
         guard var message = try? Simp_Message(serializedBytes: Array(payload.readableBytesView)) else {

@@ -19,6 +19,8 @@ final class Session: @unchecked Sendable {
     var sendOrder = SendOrderGate<StoreRequest>()
     var nextPacketNumber: UInt64 = 1
     var lastPresenceWrite: NIODeadline = .distantPast
+    /// A new source address that sent us something, the token we challenged it with, and when.
+    var pathChallenge: (address: SocketAddress, token: [UInt8], sentAt: NIODeadline)?
     var lastMissingReported: UInt64 = 0
     var lastMissingAt: NIODeadline = .distantPast
     /// Highest receipt already passed to the store; repeats are not written again.
