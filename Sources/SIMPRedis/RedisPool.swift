@@ -32,8 +32,9 @@ public final class RedisPool: Sendable {
     }
 
     public func run(_ commands: [RedisCommand]) async throws(RedisError) -> [RedisValue] {
+        // Completions go through an event loop future, whose callbacks always run.
         do {
-            return try await threads.runIfActive { () throws -> [RedisValue] in try self.runBlocking(commands) }
+            return try await run(commands, on: NIOSingletons.posixEventLoopGroup.next()).get()
         } catch let error as RedisError {
             throw error
         } catch {

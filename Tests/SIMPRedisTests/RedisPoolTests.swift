@@ -52,12 +52,13 @@ import Testing
         await pool.shutdown()
     }
 
-    @Test func futureAPICompletesOnTheCallersLoop() throws {
+    @Test func futureAPICompletesOnTheCallersLoop() async throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        defer { try? group.syncShutdownGracefully() }
         let loop = group.next()
-        let inLoop = try pool.run([RedisCommand("PING")], on: loop).map { _ in loop.inEventLoop }.wait()
+        let inLoop = try await pool.run([RedisCommand("PING")], on: loop).map { _ in loop.inEventLoop }.get()
         #expect(inLoop)
+        await pool.shutdown()
+        try await group.shutdownGracefully()
     }
 
     @Test func outageIsAnErrorNotAHangAndServiceResumesAfterRestart() async throws {
