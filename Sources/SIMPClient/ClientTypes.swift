@@ -15,6 +15,9 @@ public struct ClientConfiguration: Sendable {
     public var maxFrameLength = Frame.defaultMaxLength
     /// Send datagrams to this port instead of the one the server names (a relay or a test proxy).
     public var udpPortOverride: Int?
+    /// Keep the outbox, the confirmed sequence and received messages in DIR/USER.sqlite, so a
+    /// restarted client resends what the server never accepted and shows nothing twice.
+    public var dataDirectory: String?
 
     public init(host: String = "127.0.0.1", port: Int = 7700) {
         self.host = host

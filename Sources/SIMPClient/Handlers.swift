@@ -53,12 +53,18 @@ final class OneShotHandler: ChannelInboundHandler, @unchecked Sendable {
     func send(_ envelope: Simp_Envelope, on channel: any Channel) -> EventLoopFuture<Simp_Envelope> {
         let promise = channel.eventLoop.makePromise(of: Simp_Envelope.self)
         self.promise = promise
+        requestID = envelope.requestID
         channel.writeAndFlush(envelope, promise: nil)
         return promise.futureResult
     }
 
+    private var requestID: UInt64 = 0
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        promise?.succeed(unwrapInboundIn(data))
+        // Only the answer counts: a heartbeat ping can arrive first while the server works.
+        let envelope = unwrapInboundIn(data)
+        guard envelope.requestID == requestID else { return }
+        promise?.succeed(envelope)
         promise = nil
     }
 

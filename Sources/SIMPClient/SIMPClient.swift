@@ -46,6 +46,10 @@ public final class SIMPClient: @unchecked Sendable {
     private var lastKeepalive: NIODeadline = .distantPast
     private var lastBindSent: NIODeadline = .distantPast
     private var tick: RepeatedTask?
+    private var store: ClientStore?
+    /// With a store: the highest seq on disk. Receipts never confirm more than that.
+    private var persistedFloor: UInt64 = 0
+    private var confirmable: UInt64 { store == nil ? inbox.lastDelivered : persistedFloor }
 
     struct Outgoing: Sendable {
         var to: String
@@ -80,7 +84,9 @@ public final class SIMPClient: @unchecked Sendable {
     /// after success, connection losses are repaired in the background.
     public func connect(user: String, password: String) async throws(ClientError) {
         do {
+            let restored = try await openStore(user: user)
             try await loop.flatSubmit { [self] in
+                if let restored { restore(restored) }
                 credentials = (user, password)
                 userDisconnected = false
                 startTicking()
@@ -137,13 +143,16 @@ public final class SIMPClient: @unchecked Sendable {
             userDisconnected = true
             tick?.cancel()
             tick = nil
-            for key in outbox.pendingKeys {
-                if let item = outbox.remove(key) { withdrawing[key] = item }
+            // With a data directory, unconfirmed messages wait on disk for the next start.
+            if store == nil {
+                for key in outbox.pendingKeys {
+                    if let item = outbox.remove(key) { withdrawing[key] = item }
+                }
+                for (key, item) in withdrawing {
+                    emit(.failed(id: key, to: item.to, reason: "client disconnected before the server confirmed it"))
+                }
+                withdrawing.removeAll()
             }
-            for (key, item) in withdrawing {
-                emit(.failed(id: key, to: item.to, reason: "client disconnected before the server confirmed it"))
-            }
-            withdrawing.removeAll()
             let closing = [control?.close(), udp?.close()].compactMap { $0 }
             control = nil
             udp = nil
@@ -175,6 +184,30 @@ public final class SIMPClient: @unchecked Sendable {
         }
     }
 
+    /// Opens the data directory's store on the first connect; nil when there is none or it is open.
+    private func openStore(user: String) async throws -> ClientStore.Saved? {
+        guard let directory = configuration.dataDirectory else { return nil }
+        let alreadyOpen = (try? await loop.submit { [self] in store != nil }.get()) ?? true
+        guard !alreadyOpen else { return nil }
+        do {
+            let opened = try ClientStore(directory: directory, user: user)
+            let saved = try opened.load()
+            try await loop.submit { [self] in store = opened }.get()
+            return saved
+        } catch {
+            throw ClientError("cannot open the data directory \(directory): \(error)")
+        }
+    }
+
+    private func restore(_ saved: ClientStore.Saved) {
+        inbox = InboundSequencer(lastDelivered: saved.lastDelivered)
+        persistedFloor = saved.lastDelivered
+        for item in saved.pending {
+            outbox.track(item.id, payload: Outgoing(to: item.to, message: item.message), now: .now())
+        }
+        for item in saved.accepted { awaitingDelivery[item.id] = (item.to, item.seq) }
+    }
+
     // MARK: sending
 
     private func send(_ base: Simp_Message, to user: String) async throws(ClientError) -> String {
@@ -190,6 +223,14 @@ public final class SIMPClient: @unchecked Sendable {
         }
         let id = message.messageID
         let item = Outgoing(to: user, message: message)
+        let store = try? await loop.submit { [self] in self.store }.get()
+        if let store {
+            do {
+                try await store.add(id: id, to: user, message: message)
+            } catch {
+                throw ClientError("cannot write the outbox: \(error)")
+            }
+        }
         do {
             try await loop.submit { [self] in
                 outbox.track(id, payload: item, now: .now())
@@ -241,7 +282,7 @@ public final class SIMPClient: @unchecked Sendable {
             var connect = Simp_ConnectRequest()
             connect.token = ok.token
             connect.udpPort = UInt32(udp?.localAddress?.port ?? 0)
-            connect.lastSeq = inbox.lastDelivered
+            connect.lastSeq = confirmable
             return request(.connect(connect))
         }.flatMap { [self] (reply: Simp_Envelope) -> EventLoopFuture<Void> in
             guard case .connected(let response) = reply.body else { return loop.makeFailedFuture(ClientError("unexpected reply to connect")) }
@@ -372,6 +413,7 @@ public final class SIMPClient: @unchecked Sendable {
         case .accepted(let a):
             guard outbox.acknowledge(a.messageID, now: .now()) != nil || withdrawing.removeValue(forKey: a.messageID) != nil else { return }
             awaitingDelivery[a.messageID] = (a.toUser, a.seq)
+            store?.markAccepted(id: a.messageID, seq: a.seq)
             emit(.accepted(id: a.messageID, to: a.toUser, seq: a.seq))
         case .delivered(let d):
             // A delivery can overtake its own acceptance on a retransmitted path.
@@ -381,10 +423,12 @@ public final class SIMPClient: @unchecked Sendable {
             }
             // A push and a query answer can both report the same delivery: tell it once.
             guard awaitingDelivery.removeValue(forKey: d.messageID) != nil else { return }
+            store?.remove(id: d.messageID)
             emit(.delivered(id: d.messageID, to: d.toUser, seq: d.seq))
         case .failed(let f):
             let wasPending = outbox.remove(f.messageID) != nil || withdrawing.removeValue(forKey: f.messageID) != nil
                 || awaitingDelivery.removeValue(forKey: f.messageID) != nil
+            if wasPending { store?.remove(id: f.messageID) }
             if wasPending { emit(.failed(id: f.messageID, to: f.toUser, reason: f.reason.isEmpty ? f.code.name : f.reason)) }
         case .missing(let missing):
             for order in missing.clientSeqs.prefix(64) {
@@ -456,8 +500,20 @@ public final class SIMPClient: @unchecked Sendable {
         guard let message = try? Simp_Message(serializedBytes: Array(buffer.readableBytesView)), message.seq > 0 else { return }
         switch inbox.receive(seq: message.seq, item: IncomingMessage(message)) {
         case .deliver(let ready):
-            for item in ready { emit(.message(item)) }
-            scheduleReceipt()
+            guard let store else {
+                for item in ready { emit(.message(item)) }
+                scheduleReceipt()
+                return
+            }
+            // On disk first: a client killed after showing a message must not show it again.
+            let floor = inbox.lastDelivered
+            store.receive(ready, lastDelivered: floor) { [self] in
+                loop.execute { [self] in
+                    persistedFloor = max(persistedFloor, floor)
+                    for item in ready { emit(.message(item)) }
+                    scheduleReceipt()
+                }
+            }
         case .duplicate:
             scheduleReceipt()
         case .buffered:
@@ -475,7 +531,7 @@ public final class SIMPClient: @unchecked Sendable {
         guard first != lastGapReport.first || now - lastGapReport.at >= .milliseconds(200) else { return }
         lastGapReport = (first, now)
         var receipt = Simp_Receipt()
-        receipt.upToSeq = inbox.lastDelivered
+        receipt.upToSeq = confirmable
         receipt.missing = gaps
         control?.writeAndFlush(Simp_Envelope(.receipt(receipt)), promise: nil)
     }
@@ -501,7 +557,7 @@ public final class SIMPClient: @unchecked Sendable {
         loop.execute { [self] in
             receiptScheduled = false
             var receipt = Simp_Receipt()
-            receipt.upToSeq = inbox.lastDelivered
+            receipt.upToSeq = confirmable
             control?.writeAndFlush(Simp_Envelope(.receipt(receipt)), promise: nil)
         }
     }

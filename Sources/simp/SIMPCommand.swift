@@ -27,6 +27,9 @@ struct SIMPCommand: AsyncParsableCommand {
     @Option(help: "At end of input, wait up to this many seconds for outstanding acknowledgements. Default 10.")
     var linger: Double = 10
 
+    @Option(name: .customLong("data-dir"), help: "Keep the outbox, receipts and received messages in DIR/USER.sqlite: a restarted client resends what was not accepted and shows nothing twice.")
+    var dataDir: String?
+
     @Option(help: "Seconds between UDP keepalives, which hold a NAT mapping open. Default 15.")
     var keepalive: Double = 15
 
@@ -100,6 +103,7 @@ struct SIMPCommand: AsyncParsableCommand {
         config.reconnectBase = .milliseconds(Int64(reconnectBase * 1000))
         guard keepalive > 0 else { throw ValidationError("--keepalive must be > 0") }
         config.keepaliveInterval = .milliseconds(Int64(keepalive * 1000))
+        config.dataDirectory = dataDir
         return config
     }
 

@@ -84,6 +84,7 @@ func tally(_ name: String, pairs: [(sent: [String], sentAt: [String: Date], rece
         if wanted(4) { rows.append(try await redisRestartScenario()) }
         if wanted(5) { rows.append(try await offlineRecipientScenario()) }
         if wanted(6) { rows.append(contentsOf: try netnsScenarios()) }
+        if wanted(7) { rows.append(try await restartedClientsScenario()) }
         print("\nDelivery guarantees under faults\n\(ScenarioResult.header)\n" + rows.map(\.description).joined(separator: "\n") + "\n")
         for row in rows { row.check() }
         #expect(!rows.isEmpty)
@@ -197,6 +198,83 @@ func tally(_ name: String, pairs: [(sent: [String], sentAt: [String: Date], rece
         return (client, log)
     }
 
+    // MARK: clients killed and restarted with their data directories
+
+    /// Senders are killed with SIGKILL mid-burst, recipients after the first half arrived;
+    /// both restart on the same --data-dir. Nothing sent may be lost, nothing shown twice.
+    func restartedClientsScenario() async throws -> ScenarioResult {
+        let redis = try RedisServerProcess()
+        let server = try ServerProcess(redisURL: redis.url)
+        let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent("simp-data-\(UUID().uuidString)").path
+        let simp = try productPath("simp")
+        func client(_ user: String, _ extra: [String]) throws -> ChildProcess {
+            try ChildProcess(simp, ["--server", "127.0.0.1:\(server.tcpPort)", "--user", user, "--password", "pw", "--json",
+                                    "--data-dir", dataDir, "--reconnect-base", "0.2"] + extra)
+        }
+        func connected(_ p: ChildProcess) throws {
+            guard p.waitForLine(timeout: 30, where: { $0.contains(#""event":"connected""#) }) != nil else {
+                throw TestSupportError("client did not connect: \(p.stderr)")
+            }
+        }
+        let half = Self.perPair / 2
+        var recipients = try (0..<Self.pairs).map { try client("kr\($0)", ["--register"]) }
+        try recipients.forEach(connected)
+        var senders = try (0..<Self.pairs).map { try client("ks\($0)", ["--register", "--linger", "60"]) }
+        try senders.forEach(connected)
+        for (p, s) in senders.enumerated() { s.write((0..<Self.perPair).map { "/send kr\(p) m-\($0)\n" }.joined()) }
+        func sentCount(_ p: ChildProcess) -> Int { p.stdout.components(separatedBy: #""event":"sent""#).count - 1 }
+        for s in senders {
+            for _ in 0..<300 where sentCount(s) < half { usleep(10_000) }
+        }
+        for s in senders { s.signal(SIGKILL); _ = s.waitForExit(timeout: 5) }
+        // What the first run had not yet taken as a message is typed again after the restart.
+        let resumeAt = senders.map(sentCount)
+        var stable = 0
+        var lastSize = -1
+        while stable < 10 {
+            let size = recipients.map { $0.stdout.count }.reduce(0, +)
+            stable = size == lastSize ? stable + 1 : 0
+            lastSize = size
+            usleep(100_000)
+        }
+        for r in recipients { r.signal(SIGKILL); _ = r.waitForExit(timeout: 5) }
+        let firstSenders = senders
+        let firstRecipients = recipients
+
+        recipients = try (0..<Self.pairs).map { try client("kr\($0)", []) }
+        try recipients.forEach(connected)
+        senders = try (0..<Self.pairs).map { try client("ks\($0)", ["--linger", "60"]) }
+        try senders.forEach(connected)
+        for (p, s) in senders.enumerated() {
+            s.write((resumeAt[p]..<Self.perPair).map { "/send kr\(p) m-\($0)\n" }.joined())
+            s.closeStdin()
+        }
+        for s in senders { _ = s.waitForExit(timeout: 90) }
+        usleep(500_000)
+        for r in recipients { r.closeStdin(); _ = r.waitForExit(timeout: 20) }
+
+        return tally("clients kill -9 mid-stream, restarted with --data-dir", pairs: (0..<Self.pairs).map { p in
+            let sEvents = jsonEvents(firstSenders[p].stdout) + jsonEvents(senders[p].stdout)
+            let rEvents = jsonEvents(firstRecipients[p].stdout) + jsonEvents(recipients[p].stdout)
+            return pairEvents(senderEvents: sEvents, recipientEvents: rEvents)
+        })
+    }
+
+    func pairEvents(senderEvents: [[String: Any]], recipientEvents: [[String: Any]])
+        -> (sent: [String], sentAt: [String: Date], received: [(String, Date)], delivered: Set<String>, failed: Set<String>) {
+        let sent = senderEvents.filter { $0["event"] as? String == "sent" }.compactMap { $0["id"] as? String }
+        var sentAt: [String: Date] = [:]
+        var received: [(String, Date)] = []
+        for e in recipientEvents where e["event"] as? String == "message" {
+            guard let id = e["id"] as? String, let s = e["sentAt"] as? Double, let r = e["receivedAt"] as? Double else { continue }
+            sentAt[id] = Date(timeIntervalSince1970: s / 1000)
+            received.append((id, Date(timeIntervalSince1970: r / 1000)))
+        }
+        let delivered = Set(senderEvents.filter { $0["event"] as? String == "delivered" }.compactMap { $0["id"] as? String })
+        let failed = Set(senderEvents.filter { $0["event"] as? String == "failed" }.compactMap { $0["id"] as? String })
+        return (sent, sentAt, received, delivered, failed)
+    }
+
     // MARK: kernel-level loss in a network namespace
 
     func netnsScenarios() throws -> [ScenarioResult] {
@@ -245,19 +323,7 @@ func tally(_ name: String, pairs: [(sent: [String], sentAt: [String: Date], rece
         for r in recipients { r.closeStdin(); _ = r.waitForExit(timeout: 20) }
 
         return tally("kernel UDP loss \(Int(loss * 100))% both ways (netns, iptables)", pairs: (0..<Self.pairs).map { p in
-            let sEvents = jsonEvents(senders[p].stdout)
-            let rEvents = jsonEvents(recipients[p].stdout)
-            let sent = sEvents.filter { $0["event"] as? String == "sent" }.compactMap { $0["id"] as? String }
-            var sentAt: [String: Date] = [:]
-            var received: [(String, Date)] = []
-            for e in rEvents where e["event"] as? String == "message" {
-                guard let id = e["id"] as? String, let s = e["sentAt"] as? Double, let r = e["receivedAt"] as? Double else { continue }
-                sentAt[id] = Date(timeIntervalSince1970: s / 1000)
-                received.append((id, Date(timeIntervalSince1970: r / 1000)))
-            }
-            let delivered = Set(sEvents.filter { $0["event"] as? String == "delivered" }.compactMap { $0["id"] as? String })
-            let failed = Set(sEvents.filter { $0["event"] as? String == "failed" }.compactMap { $0["id"] as? String })
-            return (sent, sentAt, received, delivered, failed)
+            pairEvents(senderEvents: jsonEvents(senders[p].stdout), recipientEvents: jsonEvents(recipients[p].stdout))
         })
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import SIMPClient
 import SIMPTestSupport
 import Testing
 #if canImport(Glibc)
@@ -130,5 +131,39 @@ import Glibc
         #expect(alice.waitForExit(timeout: 20) == 0)
         #expect(bob.stderr.contains("error: usage: /history USER [N]"))
         #expect(alice.stdout.contains("[delivered]"))
+    }
+}
+
+@Suite(.serialized) struct DeadPeerTests {
+    /// The server freezes (SIGSTOP: its sockets stay open, nothing answers). The client
+    /// notices within three heartbeat intervals, reconnects once the server runs again, and
+    /// the conversation goes on.
+    @Test func clientDetectsASilentServerWithinThreeHeartbeats() async throws {
+        let redis = try RedisServerProcess()
+        let server = try ServerProcess(redisURL: redis.url, extra: ["--heartbeat", "0.3"])
+        var config = ClientConfiguration(host: "127.0.0.1", port: server.tcpPort)
+        config.reconnectBase = .milliseconds(100)
+        config.reconnectCap = .milliseconds(300)
+        let alice = SIMPClient(configuration: config)
+        let log = EventLog(alice)
+        try await alice.register(user: "alice", password: "pw")
+        try await alice.connect(user: "alice", password: "pw")
+
+        server.process.signal(SIGSTOP)
+        let frozenAt = ContinuousClock.now
+        let noticed = await log.wait(timeout: .seconds(5)) { log in
+            log.all.contains { if case .disconnected = $0 { return true } else { return false } }
+        }
+        #expect(noticed)
+        #expect(ContinuousClock.now - frozenAt < .milliseconds(1500), "3 x 300 ms heartbeat, plus slack")
+        server.process.signal(SIGCONT)
+        #expect(await log.wait(timeout: .seconds(10)) { log in
+            log.all.filter { if case .connected = $0 { return true } else { return false } }.count == 2
+        })
+        let id = try await alice.send(to: "alice", text: "note to self")
+        #expect(await log.wait { $0.delivered == [id] })
+        await alice.close()
+        server.process.signal(SIGTERM)
+        _ = server.process.waitForExit(timeout: 10)
     }
 }

@@ -1,0 +1,87 @@
+import Foundation
+import GRDB
+import SIMPCore
+
+/// The client's durable state in a local SQLite file: its outbox (sent, not yet delivered or
+/// failed), the highest sequence it handed to the application, and the messages it received.
+/// A client killed and restarted with the same file resends what the server never accepted,
+/// learns the fate of what it did accept, and shows no message twice.
+///
+/// Writes that follow protocol events are queued in order on GRDB's writer and never block
+/// the client's event loop.
+final class ClientStore: Sendable {
+    private let db: DatabaseQueue
+
+    struct Saved: Sendable {
+        var lastDelivered: UInt64
+        var pending: [(id: String, to: String, message: Simp_Message)]
+        var accepted: [(id: String, to: String, seq: UInt64)]
+    }
+
+    init(directory: String, user: String) throws {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        db = try DatabaseQueue(path: (directory as NSString).appendingPathComponent("\(user).sqlite"))
+        try db.write { db in
+            try db.execute(sql: """
+                CREATE TABLE IF NOT EXISTS outbox (
+                    id TEXT PRIMARY KEY, recipient TEXT NOT NULL, payload BLOB NOT NULL,
+                    position INTEGER NOT NULL, seq INTEGER NOT NULL DEFAULT 0);
+                CREATE TABLE IF NOT EXISTS received (
+                    seq INTEGER PRIMARY KEY, id TEXT NOT NULL, sender TEXT NOT NULL, text TEXT NOT NULL,
+                    imageURL TEXT, sentAt INTEGER NOT NULL);
+                CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+                """)
+        }
+    }
+
+    func load() throws -> Saved {
+        try db.read { db in
+            let last = try Int64.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'lastDelivered'") ?? 0
+            var saved = Saved(lastDelivered: UInt64(last), pending: [], accepted: [])
+            for row in try Row.fetchAll(db, sql: "SELECT id, recipient, payload, seq FROM outbox ORDER BY position") {
+                let seq: Int64 = row["seq"]
+                if seq > 0 {
+                    saved.accepted.append((row["id"], row["recipient"], UInt64(seq)))
+                } else if let message = try? Simp_Message(serializedBytes: [UInt8](row["payload"] as Data)) {
+                    saved.pending.append((row["id"], row["recipient"], message))
+                }
+            }
+            return saved
+        }
+    }
+
+    /// Before `send` returns: the message exists on disk before anyone learns its id.
+    func add(id: String, to: String, message: Simp_Message) async throws {
+        let bytes: [UInt8] = try message.serializedBytes()
+        let payload = Data(bytes)
+        try await db.write { db in
+            let position = (try Int64.fetchOne(db, sql: "SELECT COALESCE(MAX(position), 0) + 1 FROM outbox")) ?? 1
+            try db.execute(sql: "INSERT OR REPLACE INTO outbox (id, recipient, payload, position) VALUES (?, ?, ?, ?)",
+                           arguments: [id, to, payload, position])
+        }
+    }
+
+    func markAccepted(id: String, seq: UInt64) {
+        enqueue { db in try db.execute(sql: "UPDATE outbox SET seq = ? WHERE id = ?", arguments: [Int64(seq), id]) }
+    }
+
+    func remove(id: String) {
+        enqueue { db in try db.execute(sql: "DELETE FROM outbox WHERE id = ?", arguments: [id]) }
+    }
+
+    /// Records received messages and the new floor, then calls `done` (on GRDB's queue):
+    /// only after that may they be shown and confirmed.
+    func receive(_ messages: [IncomingMessage], lastDelivered: UInt64, done: @escaping @Sendable () -> Void) {
+        db.asyncWrite({ db in
+            for m in messages {
+                try db.execute(sql: "INSERT OR IGNORE INTO received (seq, id, sender, text, imageURL, sentAt) VALUES (?, ?, ?, ?, ?, ?)",
+                               arguments: [Int64(m.seq), m.id, m.from, m.text, m.imageURL, m.sentAt])
+            }
+            try db.execute(sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('lastDelivered', ?)", arguments: [Int64(lastDelivered)])
+        }, completion: { _, _ in done() })
+    }
+
+    private func enqueue(_ work: @escaping @Sendable (Database) throws -> Void) {
+        db.asyncWrite({ db in try work(db) }, completion: { _, _ in })
+    }
+}
