@@ -39,11 +39,13 @@ final class ControlHandler: ChannelInboundHandler {
             pong.nonce = ping.nonce
             context.writeAndFlush(wrapOutboundOut(Simp_Envelope(requestID: id, .pong(pong))), promise: nil)
         case .pong: break
-        case .receipt(let receipt): self.receipt(context, id, receipt)
+        case .receipt(let receipt): forSession(context, id, "receipt") { $0.receipt(sessionID: $1, receipt) }
         case .history(let request): history(context, id, request)
-        case .withdraw(let request): withdraw(context, id, request)
-        case .query(let query): self.query(context, id, query)
-        case .pathResponse(let response): pathResponse(context, id, response)
+        case .withdraw(let request): forSession(context, id, "withdraw") { $0.withdraw(sessionID: $1, request) }
+        case .query(let query): forSession(context, id, "query") { $0.answer(query, sessionID: $1) }
+        case .pathResponse(let response):
+            let token = Array(response.token)
+            forSession(context, id, "path response") { $0.pathResponse(sessionID: $1, token: token) }
         case .none: reply(context, .error(.badRequest, "envelope without a body", requestID: id))
         default: reply(context, .error(.badRequest, "a client does not send \(Self.name(envelope.body))", requestID: id))
         }
@@ -120,41 +122,15 @@ final class ControlHandler: ChannelInboundHandler {
         respond(context, id, future)
     }
 
-    private func receipt(_ context: ChannelHandlerContext, _ id: UInt64, _ receipt: Simp_Receipt) {
+    /// Session-level requests go to the router's loop; before CONNECT they are refused.
+    private func forSession(_ context: ChannelHandlerContext, _ id: UInt64, _ what: String,
+                            _ body: @escaping @Sendable (Router, UInt64) -> Void) {
         guard case .connected(_, let session) = state else {
-            reply(context, .error(.notConnected, "receipt before CONNECT", requestID: id))
+            reply(context, .error(.notConnected, "\(what) before CONNECT", requestID: id))
             return
         }
         let router = self.router
-        router.loop.execute { router.receipt(sessionID: session, receipt) }
-    }
-
-    private func withdraw(_ context: ChannelHandlerContext, _ id: UInt64, _ request: Simp_Withdraw) {
-        guard case .connected(_, let session) = state else {
-            reply(context, .error(.notConnected, "withdraw before CONNECT", requestID: id))
-            return
-        }
-        let router = self.router
-        router.loop.execute { router.withdraw(sessionID: session, request) }
-    }
-
-    private func pathResponse(_ context: ChannelHandlerContext, _ id: UInt64, _ response: Simp_PathResponse) {
-        guard case .connected(_, let session) = state else {
-            reply(context, .error(.notConnected, "path response before CONNECT", requestID: id))
-            return
-        }
-        let router = self.router
-        let token = Array(response.token)
-        router.loop.execute { router.pathResponse(sessionID: session, token: token) }
-    }
-
-    private func query(_ context: ChannelHandlerContext, _ id: UInt64, _ query: Simp_DeliveryQuery) {
-        guard case .connected(_, let session) = state else {
-            reply(context, .error(.notConnected, "query before CONNECT", requestID: id))
-            return
-        }
-        let router = self.router
-        router.loop.execute { router.answer(query, sessionID: session) }
+        router.loop.execute { body(router, session) }
     }
 
     private func history(_ context: ChannelHandlerContext, _ id: UInt64, _ request: Simp_HistoryRequest) {
