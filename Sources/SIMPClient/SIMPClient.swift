@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Logging
 import NIOCore
@@ -45,8 +46,11 @@ public final class SIMPClient: @unchecked Sendable {
     private var reconnectPending = false
     private var lastKeepalive: NIODeadline = .distantPast
     private var lastBindSent: NIODeadline = .distantPast
+    private var lastDeliveryQuery: NIODeadline = .distantPast
     private var tick: RepeatedTask?
     private var store: ClientStore?
+    private var sessionKey: SymmetricKey?
+    private var replay = ReplayWindow()
     /// With a store: the highest seq on disk. Receipts never confirm more than that.
     private var persistedFloor: UInt64 = 0
     private var confirmable: UInt64 { store == nil ? inbox.lastDelivered : persistedFloor }
@@ -262,7 +266,8 @@ public final class SIMPClient: @unchecked Sendable {
         guard let udp, let serverUDP, let session else { return }
         let header = DatagramHeader(kind: kind, sessionID: session.sessionID, packetNumber: nextPacketNumber)
         nextPacketNumber += 1
-        guard let buffer = try? Datagram.encode(header, payload: payload, allocator: udp.allocator) else { return }
+        guard let key = sessionKey,
+              let buffer = try? DatagramSeal.seal(header, payload: payload, key: key, direction: .toServer, allocator: udp.allocator) else { return }
         udp.writeAndFlush(AddressedEnvelope(remoteAddress: serverUDP, data: buffer), promise: nil)
     }
 
@@ -306,6 +311,8 @@ public final class SIMPClient: @unchecked Sendable {
             return loop.makeFailedFuture(ClientError("cannot resolve \(configuration.host): \(error)"))
         }
         session = response
+        sessionKey = SymmetricKey(data: response.sessionKey)
+        replay = ReplayWindow()
         nextPacketNumber = 1
         sessionOrder.removeAll()
         orderToID.removeAll()
@@ -489,15 +496,17 @@ public final class SIMPClient: @unchecked Sendable {
 
     func datagramReceived(_ envelope: AddressedEnvelope<ByteBuffer>) {
         var buffer = envelope.data
-        guard let header = try? Datagram.decodeHeader(&buffer), header.sessionID == session?.sessionID else { return }
+        guard let header = try? Datagram.decodeHeader(&buffer), header.sessionID == session?.sessionID, let key = sessionKey,
+              let payload = try? DatagramSeal.open(header, sealed: buffer, key: key, direction: .toClient),
+              replay.accept(header.packetNumber) else { return }
         if header.kind == .challenge {
             var response = Simp_PathResponse()
-            response.token = Data(buffer.readableBytesView)
+            response.token = Data(payload)
             control?.writeAndFlush(Simp_Envelope(.pathResponse(response)), promise: nil)
             return
         }
         guard header.kind == .data else { return }
-        guard let message = try? Simp_Message(serializedBytes: Array(buffer.readableBytesView)), message.seq > 0 else { return }
+        guard let message = try? Simp_Message(serializedBytes: payload), message.seq > 0 else { return }
         switch inbox.receive(seq: message.seq, item: IncomingMessage(message)) {
         case .deliver(let ready):
             guard let store else {
@@ -539,8 +548,9 @@ public final class SIMPClient: @unchecked Sendable {
     /// After a reconnect: which accepted messages did their recipients confirm meanwhile?
     private func queryDeliveries() {
         guard !awaitingDelivery.isEmpty else { return }
+        lastDeliveryQuery = .now()
         var query = Simp_DeliveryQuery()
-        query.messages = awaitingDelivery.map { id, target in
+        query.messages = awaitingDelivery.prefix(512).map { id, target in
             var item = Simp_Accepted()
             item.messageID = id
             item.toUser = target.to
@@ -570,6 +580,9 @@ public final class SIMPClient: @unchecked Sendable {
             let now = NIODeadline.now()
             resendDue(now: now)
             if session != nil, !bound, now - lastBindSent >= configuration.bindRetry { sendBind() }
+            // Delivery is derived from the recipient's confirmed mark: ask again now and then,
+            // in case a notice was lost (e.g. its receipt was stored just as Redis went away).
+            if bound, !awaitingDelivery.isEmpty, now - lastDeliveryQuery >= .seconds(5) { queryDeliveries() }
             if bound, now - lastKeepalive >= configuration.keepaliveInterval {
                 lastKeepalive = now
                 sendDatagram(.keepalive, [])

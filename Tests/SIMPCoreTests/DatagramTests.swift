@@ -32,8 +32,9 @@ import Testing
         let big = [UInt8](repeating: 0, count: DatagramHeader.maxPayload + 1)
         let header = DatagramHeader(kind: .data, sessionID: 1, packetNumber: 1)
         #expect(throws: DatagramError.payloadTooLarge(big.count)) { try Datagram.encode(header, payload: big) }
-        var buffer = ByteBuffer(bytes: [1, 2] + [UInt8](repeating: 0, count: 18) + big)
-        #expect(throws: DatagramError.payloadTooLarge(big.count)) { try Datagram.decodeHeader(&buffer) }
+        let sealedTooBig = big + [UInt8](repeating: 0, count: DatagramSeal.tagSize)
+        var buffer = ByteBuffer(bytes: [1, 2] + [UInt8](repeating: 0, count: 18) + sealedTooBig)
+        #expect(throws: DatagramError.payloadTooLarge(sealedTooBig.count)) { try Datagram.decodeHeader(&buffer) }
     }
 
     @Test func payloadAtBudgetIsAccepted() throws {

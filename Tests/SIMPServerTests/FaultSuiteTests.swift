@@ -187,6 +187,16 @@ func tally(_ name: String, pairs: [(sent: [String], sentAt: [String: Date], rece
             let received = log.messages.map { ($0.id, times[$0.id] ?? Date()) }
             return (sent[p], sentAt[p], received, Set(senderClients[p].1.delivered), Set(senderClients[p].1.failed.map(\.id)))
         })
+        if result.unsettled > 0 {
+            for p in 0..<Self.pairs {
+                let log = senderClients[p].1
+                let settled = Set(log.delivered).union(log.failed.map(\.id))
+                for id in sent[p] where !settled.contains(id) {
+                    let received = recipientClients[p].1.messages.contains { $0.id == id }
+                    print("unsettled \(id): accepted=\(log.accepted.contains(id)) received=\(received)")
+                }
+            }
+        }
         for (client, _) in senderClients + recipientClients { await client.disconnect() }
         return result
     }

@@ -46,3 +46,37 @@ import Testing
         await cluster.stop()
     }
 }
+
+@Suite(.serialized) struct SealedDatagramTests {
+    /// Tampered, wrongly keyed and replayed datagrams are dropped before they are parsed:
+    /// of five attempts only the one honest datagram is delivered, once.
+    @Test func tamperedForgedAndReplayedDatagramsAreDropped() async throws {
+        let cluster = try await TestCluster.start()
+        try await cluster.register("mallory")
+        let (bob, bobLog) = try await cluster.connectedClient("bob")
+        let peer = try RawPeer(tcpPort: cluster.addresses.tcpPort, udpPort: cluster.addresses.udpPort)
+        try peer.connectAndBind(token: try peer.login("mallory", "pw-mallory"))
+
+        func message(_ id: String) throws -> [UInt8] {
+            var m = Simp_Message()
+            m.messageID = id
+            m.toUser = "bob"
+            m.content = "text \(id)"
+            return try m.serializedBytes()
+        }
+        peer.sendDatagram(.data, try message("honest"))
+        let honest = peer.lastSent
+        peer.sendRaw(honest)                              // replayed as is
+        var tampered = honest
+        tampered[tampered.count - 20] ^= 0x01             // a flipped ciphertext bit
+        peer.sendRaw(tampered)
+        peer.sealKey = DatagramSeal.newKey()              // someone without the session key
+        peer.sendDatagram(.data, try message("forged"))
+
+        #expect(await bobLog.wait { $0.messages.count >= 1 })
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(bobLog.messages.map(\.id) == ["honest"])
+        await bob.disconnect()
+        await cluster.stop()
+    }
+}

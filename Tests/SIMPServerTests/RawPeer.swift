@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import NIOCore
 import SIMPCore
@@ -13,6 +14,9 @@ final class RawPeer {
     let udp: Int32
     var parser = FrameParser()
     var session: Simp_ConnectResponse?
+    /// When set, seal with this key instead of the session's (a forger's key).
+    var sealKey: SymmetricKey?
+    private(set) var lastSent: [UInt8] = []
     let serverUDPPort: Int
 
     init(tcpPort: Int, udpPort: Int) throws {
@@ -97,14 +101,25 @@ final class RawPeer {
         throw TestSupportError("never bound")
     }
 
-    func sendDatagram(_ kind: DatagramKind, _ payload: [UInt8], packet: UInt64 = 1) {
-        let header = DatagramHeader(kind: kind, sessionID: session?.sessionID ?? 0, packetNumber: packet)
-        let bytes = Array(try! Datagram.encode(header, payload: payload).readableBytesView)
+    private var nextPacket: UInt64 = 1
+
+    /// Seals and sends; each datagram gets the next packet number (the server drops repeats).
+    func sendDatagram(_ kind: DatagramKind, _ payload: [UInt8]) {
+        let header = DatagramHeader(kind: kind, sessionID: session?.sessionID ?? 0, packetNumber: nextPacket)
+        nextPacket += 1
+        let key = sealKey ?? SymmetricKey(data: session?.sessionKey ?? Data(count: 32))
+        let bytes = Array(try! DatagramSeal.seal(header, payload: payload, key: key, direction: .toServer).readableBytesView)
+        sendRaw(bytes)
+    }
+
+    /// Sends bytes exactly as given (to replay or tamper with a captured datagram).
+    func sendRaw(_ bytes: [UInt8]) {
         var addr = Self.loopback(serverUDPPort)
         _ = withUnsafePointer(to: &addr) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { to in
                 bytes.withUnsafeBytes { sendto(udp, $0.baseAddress, $0.count, 0, to, socklen_t(MemoryLayout<sockaddr_in>.size)) }
             }
         }
+        lastSent = bytes
     }
 }

@@ -18,14 +18,19 @@ public enum DatagramError: Error, Equatable, Sendable, CustomStringConvertible {
     case tooShort(Int)
     case badVersion(UInt8)
     case unknownKind(UInt8)
+    case reservedNotZero
     case payloadTooLarge(Int)
+    /// Sealing failed, or the tag did not verify (tampered, wrong key, wrong direction).
+    case unsealable
 
     public var description: String {
         switch self {
         case .tooShort(let n): return "datagram of \(n) bytes is shorter than the \(DatagramHeader.size)-byte header"
         case .badVersion(let v): return "unsupported datagram version \(v)"
         case .unknownKind(let k): return "unknown datagram kind \(k)"
+        case .reservedNotZero: return "reserved header bytes are not zero"
         case .payloadTooLarge(let n): return "payload of \(n) bytes exceeds \(DatagramHeader.maxPayload)"
+        case .unsealable: return "datagram does not open under the session key"
         }
     }
 }
@@ -70,14 +75,15 @@ public enum Datagram {
     public static func decodeHeader(_ buffer: inout ByteBuffer) throws(DatagramError) -> DatagramHeader {
         let total = buffer.readableBytes
         guard total >= DatagramHeader.size else { throw .tooShort(total) }
-        guard total - DatagramHeader.size <= DatagramHeader.maxPayload else {
+        guard total - DatagramHeader.size <= DatagramHeader.maxPayload + DatagramSeal.tagSize else {
             throw .payloadTooLarge(total - DatagramHeader.size)
         }
         let version = buffer.readInteger(as: UInt8.self)!
         guard version == DatagramHeader.version else { throw .badVersion(version) }
         let rawKind = buffer.readInteger(as: UInt8.self)!
         guard let kind = DatagramKind(rawValue: rawKind) else { throw .unknownKind(rawKind) }
-        buffer.moveReaderIndex(forwardBy: 2)
+        // Must be zero: the seal authenticates the header as re-encoded from these fields.
+        guard buffer.readInteger(as: UInt16.self)! == 0 else { throw .reservedNotZero }
         let session = buffer.readInteger(endianness: .big, as: UInt64.self)!
         let packet = buffer.readInteger(endianness: .big, as: UInt64.self)!
         return DatagramHeader(kind: kind, sessionID: session, packetNumber: packet)

@@ -315,6 +315,9 @@ public nonisolated struct Simp_ConnectResponse: Sendable {
   /// where to send datagrams (the server's UDP port)
   public var udpPort: UInt32 = 0
 
+  /// 32 bytes: ChaCha20-Poly1305 key sealing this session's datagrams
+  public var sessionKey: Data = Data()
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -1009,7 +1012,7 @@ nonisolated extension Simp_ConnectRequest: SwiftProtobuf.Message, SwiftProtobuf.
 
 nonisolated extension Simp_ConnectResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ConnectResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sessionId\0\u{1}bindToken\0\u{1}confirmedSeq\0\u{1}heartbeatMillis\0\u{1}user\0\u{1}udpPort\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sessionId\0\u{1}bindToken\0\u{1}confirmedSeq\0\u{1}heartbeatMillis\0\u{1}user\0\u{1}udpPort\0\u{1}sessionKey\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1023,6 +1026,7 @@ nonisolated extension Simp_ConnectResponse: SwiftProtobuf.Message, SwiftProtobuf
       case 4: try { try decoder.decodeSingularUInt32Field(value: &self.heartbeatMillis) }()
       case 5: try { try decoder.decodeSingularStringField(value: &self.user) }()
       case 6: try { try decoder.decodeSingularUInt32Field(value: &self.udpPort) }()
+      case 7: try { try decoder.decodeSingularBytesField(value: &self.sessionKey) }()
       default: break
       }
     }
@@ -1047,6 +1051,9 @@ nonisolated extension Simp_ConnectResponse: SwiftProtobuf.Message, SwiftProtobuf
     if self.udpPort != 0 {
       try visitor.visitSingularUInt32Field(value: self.udpPort, fieldNumber: 6)
     }
+    if !self.sessionKey.isEmpty {
+      try visitor.visitSingularBytesField(value: self.sessionKey, fieldNumber: 7)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1057,6 +1064,7 @@ nonisolated extension Simp_ConnectResponse: SwiftProtobuf.Message, SwiftProtobuf
     if lhs.heartbeatMillis != rhs.heartbeatMillis {return false}
     if lhs.user != rhs.user {return false}
     if lhs.udpPort != rhs.udpPort {return false}
+    if lhs.sessionKey != rhs.sessionKey {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

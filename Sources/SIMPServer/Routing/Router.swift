@@ -72,6 +72,7 @@ final class Router: @unchecked Sendable {
             response.heartbeatMillis = UInt32(settings.heartbeat.nanoseconds / 1_000_000)
             response.user = user
             response.udpPort = UInt32(udp?.localAddress?.port ?? 0)
+            response.sessionKey = session.key.withUnsafeBytes { Data($0) }
             return response
         }.flatMapErrorThrowing { [self] error in
             closeSession(session.id)
@@ -113,9 +114,18 @@ final class Router: @unchecked Sendable {
             counters.unknownSession += 1
             return
         }
+        // Nothing is parsed or acted on before it opens under the session key, exactly once.
+        guard let payload = try? DatagramSeal.open(header, sealed: buffer, key: session.key, direction: .toServer) else {
+            counters.unsealable += 1
+            return
+        }
+        guard session.replay.accept(header.packetNumber) else {
+            counters.replayed += 1
+            return
+        }
         switch header.kind {
-        case .bind: bind(session, token: Array(buffer.readableBytesView), from: envelope.remoteAddress)
-        case .data: data(session, payload: buffer, from: envelope.remoteAddress)
+        case .bind: bind(session, token: payload, from: envelope.remoteAddress)
+        case .data: data(session, payload: payload, from: envelope.remoteAddress)
         case .keepalive: keepalive(session, from: envelope.remoteAddress)
         case .pong, .challenge: counters.malformedDatagrams += 1
         }
@@ -134,9 +144,7 @@ final class Router: @unchecked Sendable {
         } else {
             session.pathChallenge = (address, randomBytes(16), now)
         }
-        let header = DatagramHeader(kind: .challenge, sessionID: session.id, packetNumber: session.takePacketNumber())
-        guard let udp, let buffer = try? Datagram.encode(header, payload: session.pathChallenge!.token, allocator: udp.allocator) else { return }
-        udp.writeAndFlush(AddressedEnvelope(remoteAddress: address, data: buffer), promise: nil)
+        sendDatagram(to: session, kind: .challenge, payload: session.pathChallenge!.token, at: address)
     }
 
     /// The session's control connection returned the challenge token: the new address is its.
@@ -195,12 +203,12 @@ final class Router: @unchecked Sendable {
         }
     }
 
-    private func data(_ session: Session, payload: ByteBuffer, from address: SocketAddress) {
+    private func data(_ session: Session, payload: [UInt8], from address: SocketAddress) {
         guard session.address == address else {
             if session.isBound { challenge(session, from: address) } else { counters.unvalidatedAddress += 1 }
             return
         }
-        guard var message = try? Simp_Message(serializedBytes: Array(payload.readableBytesView)) else {
+        guard var message = try? Simp_Message(serializedBytes: payload) else {
             counters.malformedDatagrams += 1
             return
         }
@@ -372,31 +380,31 @@ final class Router: @unchecked Sendable {
     }
 
     private func push(seq: UInt64, bytes: [UInt8], to session: Session) {
-        guard !session.outbound.contains(seq) else { return }
-        let packet = sendDatagram(to: session, kind: .data, payload: bytes, flush: false)
-        guard let packet else { return }
+        guard !session.outbound.contains(seq), sendDatagram(to: session, kind: .data, payload: bytes, flush: false) else { return }
         counters.pushes += 1
-        session.outbound.track(seq, payload: packet, now: .now())
+        session.outbound.track(seq, payload: bytes, now: .now())
     }
 
+    /// Seals under a fresh packet number and sends, to the validated address unless told otherwise.
     @discardableResult
-    private func sendDatagram(to session: Session, kind: DatagramKind, payload: [UInt8], flush: Bool = true) -> ByteBuffer? {
-        guard let udp, let address = session.address else { return nil }
+    private func sendDatagram(to session: Session, kind: DatagramKind, payload: [UInt8], flush: Bool = true,
+                              at target: SocketAddress? = nil) -> Bool {
+        guard let udp, let address = target ?? session.address else { return false }
         let header = DatagramHeader(kind: kind, sessionID: session.id, packetNumber: session.takePacketNumber())
-        guard let buffer = try? Datagram.encode(header, payload: payload, allocator: udp.allocator) else { return nil }
+        guard let buffer = try? DatagramSeal.seal(header, payload: payload, key: session.key, direction: .toClient,
+                                                  allocator: udp.allocator) else { return false }
         let envelope = AddressedEnvelope(remoteAddress: address, data: buffer)
         if flush { udp.writeAndFlush(envelope, promise: nil) } else { udp.write(envelope, promise: nil) }
-        return buffer
+        return true
     }
 
     private func retransmitDue(now: NIODeadline) {
         guard let udp else { return }
         var wrote = false
-        for session in sessions.values where !session.outbound.isEmpty {
-            guard let address = session.address else { continue }
+        for session in sessions.values where !session.outbound.isEmpty && session.isBound {
             let due = session.outbound.due(now: now)
-            for (_, packet) in due.resend {
-                udp.write(AddressedEnvelope(remoteAddress: address, data: packet), promise: nil)
+            for (_, plaintext) in due.resend {
+                sendDatagram(to: session, kind: .data, payload: plaintext, flush: false)
                 counters.retransmits += 1
                 wrote = true
             }
@@ -422,14 +430,29 @@ final class Router: @unchecked Sendable {
         confirm(user: session.user, upTo: receipt.upToSeq)
     }
 
+    /// Resends what the receiver reports missing. A seq this session never pushed (its store
+    /// reply was lost with a Redis connection, say) is fetched from the inbox, so no gap stays.
     private func resendMissing(_ seqs: ArraySlice<UInt64>, to session: Session) {
-        guard let udp, let address = session.address, !seqs.isEmpty else { return }
+        guard let udp, !seqs.isEmpty else { return }
+        var unknown: [UInt64] = []
         for seq in seqs {
-            guard let packet = session.outbound.peek(seq) else { continue }
-            udp.write(AddressedEnvelope(remoteAddress: address, data: packet), promise: nil)
+            guard let plaintext = session.outbound.peek(seq) else {
+                unknown.append(seq)
+                continue
+            }
+            sendDatagram(to: session, kind: .data, payload: plaintext, flush: false)
             counters.retransmits += 1
         }
         udp.flush()
+        guard !unknown.isEmpty else { return }
+        store.inboxEntries(user: session.user, seqs: unknown, on: loop).whenSuccess { [self] items in
+            guard sessions[session.id] === session else { return }
+            for bytes in items {
+                guard let seq = try? Simp_Message(serializedBytes: bytes).seq else { continue }
+                push(seq: seq, bytes: bytes, to: session)
+            }
+            udp.flush()
+        }
     }
 
     private func confirm(user: String, upTo: UInt64) {

@@ -5,6 +5,8 @@ struct RouterCounters: Sendable, Equatable {
     var unknownSession = 0
     var unvalidatedAddress = 0
     var badBindToken = 0
+    var unsealable = 0
+    var replayed = 0
     var stored = 0
     var duplicates = 0
     var pushes = 0

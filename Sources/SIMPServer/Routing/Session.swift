@@ -1,3 +1,4 @@
+import Crypto
 import NIOCore
 import SIMPCore
 
@@ -14,7 +15,11 @@ final class Session: @unchecked Sendable {
     var address: SocketAddress?
     /// The client's highest confirmed seq when it connected; sync starts after it.
     var syncFloor: UInt64
-    var outbound: RetransmitQueue<UInt64, ByteBuffer>
+    /// Seals every datagram of this session, both ways; handed to the client over TCP.
+    let key = DatagramSeal.newKey()
+    var replay = ReplayWindow()
+    /// Plaintext of unconfirmed pushes: each resend is sealed again under a new packet number.
+    var outbound: RetransmitQueue<UInt64, [UInt8]>
     /// Puts this session's sends back into the client's order before they are stored.
     var sendOrder = SendOrderGate<StoreRequest>()
     var nextPacketNumber: UInt64 = 1

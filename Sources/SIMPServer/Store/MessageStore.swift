@@ -103,6 +103,14 @@ final class MessageStore: Sendable {
         }
     }
 
+    /// Specific unconfirmed inbox entries, by seq (those still in the inbox).
+    func inboxEntries(user: String, seqs: [UInt64], on loop: any EventLoop) -> EventLoopFuture<[[UInt8]]> {
+        let commands = seqs.map { RedisCommand("ZRANGEBYSCORE", [keys.inbox(user), $0, $0]) }
+        return redis.run(commands, on: loop).flatMapThrowing { replies in
+            try replies.flatMap { try ($0.checked().array ?? []).compactMap(\.bytes) }
+        }
+    }
+
     func history(between a: String, and b: String, limit: Int, on loop: any EventLoop) -> EventLoopFuture<[[UInt8]]> {
         redis.run([RedisCommand("LRANGE", [keys.history(a, b), -limit, -1])], on: loop).flatMapThrowing { replies in
             try (replies[0].checked().array ?? []).compactMap(\.bytes)
