@@ -29,10 +29,6 @@ public struct RedisError: Error, Sendable, Equatable, CustomStringConvertible {
     /// True when the store itself is unavailable (as opposed to a bad command).
     public var isUnavailable: Bool { kind != .server && kind != .protocolViolation }
 
-    /// True when a command may have run in Redis although no answer came back: the
-    /// connection broke or timed out after the command was sent.
-    public var mayHaveRun: Bool { kind == .io || kind == .timeout }
-
     /// Classifies an error reply: temporary conditions are not the caller's fault.
     public static func reply(_ message: String) -> RedisError {
         let temporary = ["LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN"]

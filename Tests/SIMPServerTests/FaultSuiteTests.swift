@@ -187,14 +187,6 @@ func tally(_ name: String, pairs: [(sent: [String], sentAt: [String: Date], rece
             let received = log.messages.map { ($0.id, times[$0.id] ?? Date()) }
             return (sent[p], sentAt[p], received, Set(senderClients[p].1.delivered), Set(senderClients[p].1.failed.map(\.id)))
         })
-        if ProcessInfo.processInfo.environment["SIMP_FAULT_DEBUG"] != nil {
-            for p in 0..<Self.pairs {
-                let got = Set(recipientClients[p].1.messages.map(\.id))
-                for f in senderClients[p].1.failed where got.contains(f.id) {
-                    print("failed-but-received \(f.id): \(f.reason) accepted=\(senderClients[p].1.accepted.contains(f.id))")
-                }
-            }
-        }
         if result.unsettled > 0 {
             for p in 0..<Self.pairs {
                 let log = senderClients[p].1
