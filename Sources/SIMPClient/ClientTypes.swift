@@ -18,10 +18,27 @@ public struct ClientConfiguration: Sendable {
     /// Keep the outbox, the confirmed sequence and received messages in DIR/USER.sqlite, so a
     /// restarted client resends what the server never accepted and shows nothing twice.
     public var dataDirectory: String?
+    /// TLS on the control channel; nil talks plain TCP (a server for local development).
+    public var tls: ClientTLS?
 
     public init(host: String = "127.0.0.1", port: Int = 7700) {
         self.host = host
         self.port = port
+    }
+}
+
+/// How the client checks the server's TLS certificate.
+public struct ClientTLS: Sendable {
+    /// PEM file of the certificate authority (or the self-signed certificate) to trust;
+    /// nil trusts the system's roots.
+    public var caFile: String?
+    /// The name the certificate must carry; nil: the host connected to (an IP address is
+    /// then matched against the certificate's IP entries).
+    public var serverName: String?
+
+    public init(caFile: String? = nil, serverName: String? = nil) {
+        self.caFile = caFile
+        self.serverName = serverName
     }
 }
 

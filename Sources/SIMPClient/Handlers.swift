@@ -26,6 +26,7 @@ final class ClientControlHandler: ChannelInboundHandler, @unchecked Sendable {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        client.controlFailed(context.channel, error)
         context.close(promise: nil)
     }
 }
@@ -71,5 +72,11 @@ final class OneShotHandler: ChannelInboundHandler, @unchecked Sendable {
     func channelInactive(context: ChannelHandlerContext) {
         promise?.fail(ClientError("server closed the connection"))
         promise = nil
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        promise?.fail(ClientError("connection failed: \(SIMPClient.reason(error))"))
+        promise = nil
+        context.close(promise: nil)
     }
 }

@@ -6,6 +6,7 @@ public enum REPLCommand: Equatable, Sendable {
     case image(to: String, url: String)
     case history(peer: String, limit: Int)
     case help
+    case logout
     case quit
     case empty
 
@@ -20,6 +21,7 @@ public enum REPLCommand: Equatable, Sendable {
       /image USER URL       send an image by URL
       /history USER [N]     show the last N messages with USER (default 20)
       /help                 this list
+      /logout               revoke this login on the server and leave
       /quit                 leave (after waiting for outstanding receipts)
     """
 
@@ -46,6 +48,7 @@ public enum REPLCommand: Equatable, Sendable {
             return .history(peer: parts[1], limit: n)
         case "/help": return .help
         case "/quit": return .quit
+        case "/logout": return .logout
         default:
             throw ParseError(message: "unknown command \(parts[0]) (try /help)")
         }

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOPosix
+import NIOSSL
 import SIMPCore
 
 /// The SIMP client library: log in, send messages and learn each one's fate, receive
@@ -17,6 +18,8 @@ public final class SIMPClient: @unchecked Sendable {
     private let group: MultiThreadedEventLoopGroup
     private let eventSink: AsyncStream<ClientEvent>.Continuation
     private let logger = Logger(label: "simp.client")
+    /// Built once: loading trust roots is slow. A bad CA file fails every connection attempt.
+    private let tlsContext: Result<NIOSSLContext, ClientError>?
 
     // Confined to `loop`.
     private var credentials: (user: String, password: String)?
@@ -48,6 +51,7 @@ public final class SIMPClient: @unchecked Sendable {
     private var lastBindSent: NIODeadline = .distantPast
     private var lastDeliveryQuery: NIODeadline = .distantPast
     private var tick: RepeatedTask?
+    private var controlError: String?
     private var store: ClientStore?
     private var sessionKey: SymmetricKey?
     private var replay = ReplayWindow()
@@ -67,6 +71,24 @@ public final class SIMPClient: @unchecked Sendable {
         outbox = RetransmitQueue(policy: configuration.sendRetransmit)
         backoff = ReconnectBackoff(base: configuration.reconnectBase, cap: configuration.reconnectCap)
         (events, eventSink) = AsyncStream.makeStream(of: ClientEvent.self)
+        tlsContext = configuration.tls.map(Self.makeTLSContext)
+    }
+
+    private static func makeTLSContext(_ tls: ClientTLS) -> Result<NIOSSLContext, ClientError> {
+        Result {
+            var settings = TLSConfiguration.makeClientConfiguration()
+            settings.minimumTLSVersion = .tlsv12
+            if let ca = tls.caFile { settings.trustRoots = .file(ca) }
+            return try NIOSSLContext(configuration: settings)
+        }.mapError { ClientError("cannot set up TLS (CA file \(tls.caFile ?? "system roots")): \($0)") }
+    }
+
+    /// TLS first when configured; its handshake checks the certificate against the host's name.
+    private func addTLS(to channel: any Channel) throws {
+        guard let tls = configuration.tls, let tlsContext else { return }
+        let name = tls.serverName ?? configuration.host
+        let sni = (try? SocketAddress(ipAddress: name, port: 0)) == nil ? name : nil
+        try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tlsContext.get(), serverHostname: sni))
     }
 
     deinit {
@@ -162,6 +184,18 @@ public final class SIMPClient: @unchecked Sendable {
             udp = nil
             return EventLoopFuture.andAllComplete(closing, on: loop)
         }.get()
+    }
+
+    /// Revokes this login's token on every server node, ends the session and disconnects.
+    /// A datagram sealed under the old session is dropped from then on.
+    public func logout() async throws(ClientError) {
+        do {
+            _ = try await loop.flatSubmit { [self] in request(.logout(Simp_Logout())) }.get()
+        } catch {
+            await disconnect()
+            throw Self.clientError(error)
+        }
+        await disconnect()
     }
 
     /// Disconnects and ends the events stream.
@@ -362,6 +396,7 @@ public final class SIMPClient: @unchecked Sendable {
             .connectTimeout(configuration.requestTimeout)
             .channelInitializer { [self] channel in
                 channel.eventLoop.makeCompletedFuture {
+                    try addTLS(to: channel)
                     try channel.pipeline.syncOperations.addHandlers([
                         EnvelopeFrameHandler(maxFrameLength: configuration.maxFrameLength),
                         ClientControlHandler(client: self),
@@ -379,8 +414,9 @@ public final class SIMPClient: @unchecked Sendable {
         do {
             let channel = try await ClientBootstrap(group: loop)
                 .connectTimeout(configuration.requestTimeout)
-                .channelInitializer { channel in
+                .channelInitializer { [self] channel in
                     channel.eventLoop.makeCompletedFuture {
+                        try addTLS(to: channel)
                         try channel.pipeline.syncOperations.addHandlers([EnvelopeFrameHandler(), OneShotHandler()])
                     }
                 }
@@ -457,14 +493,23 @@ public final class SIMPClient: @unchecked Sendable {
         }
     }
 
+    /// Remembers why the control connection is about to close (a TLS failure, say), so the
+    /// requests it takes down say so.
+    func controlFailed(_ channel: any Channel, _ error: any Error) {
+        guard control === channel else { return }
+        controlError = Self.reason(error)
+    }
+
     func controlClosed(_ channel: any Channel) {
         guard control === channel else { return }
+        let why = "control connection closed" + (controlError.map { ": \($0)" } ?? "")
+        controlError = nil
         control = nil
         session = nil
         bound = false
-        boundPromise?.fail(ClientError("control connection closed"))
+        boundPromise?.fail(ClientError(why))
         boundPromise = nil
-        for (_, promise) in requests { promise.fail(ClientError("control connection closed")) }
+        for (_, promise) in requests { promise.fail(ClientError(why)) }
         requests.removeAll()
         guard !userDisconnected, credentials != nil else { return }
         emit(.disconnected(reason: "control connection closed"))

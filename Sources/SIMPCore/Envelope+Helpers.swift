@@ -44,6 +44,10 @@ extension Simp_ErrorCode {
         case .inboxFull: return "inbox_full"
         case .sessionReplaced: return "session_replaced"
         case .withdrawn: return "withdrawn"
+        case .rateLimited: return "rate_limited"
+        case .tooManyConnections: return "too_many_connections"
+        case .tooManySessions: return "too_many_sessions"
+        case .loginThrottled: return "login_throttled"
         case .UNRECOGNIZED(let n): return "code_\(n)"
         }
     }

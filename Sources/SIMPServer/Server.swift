@@ -1,7 +1,9 @@
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOHTTP1
 import NIOPosix
+import NIOSSL
 import ServiceLifecycle
 import SIMPCore
 import SIMPRedis
@@ -22,6 +24,8 @@ public final class SIMPServer: Service, @unchecked Sendable {
     private let workers: NIOThreadPool
     private var tcp: (any Channel)?
     private var udp: (any Channel)?
+    private var metricsChannel: (any Channel)?
+    let metrics = ServerMetrics()
     private var router: Router?
     private let controls = ChannelRegistry()
 
@@ -51,24 +55,52 @@ public final class SIMPServer: Service, @unchecked Sendable {
                                                                       inboxLimit: configuration.inboxLimit))
         var hasher = PasswordHasher()
         hasher.rounds = configuration.scryptRounds
-        let accounts = Accounts(store: store, hasher: hasher, tokens: TokenSigner(secret: secret), workers: workers)
+        let tls = try makeTLSContext()
+        let accounts = Accounts(store: store, hasher: hasher, tokens: TokenSigner(secret: secret), workers: workers,
+                                metrics: metrics)
         let loop = group.next()
-        let router = Router(loop: loop, store: store, settings: RouterSettings(
-            nodeID: configuration.nodeID, heartbeat: configuration.heartbeat, retransmit: configuration.pushRetransmit),
-            logger: logger)
+        var settings = RouterSettings(nodeID: configuration.nodeID, heartbeat: configuration.heartbeat,
+                                      retransmit: configuration.pushRetransmit)
+        settings.messagesPerSecond = configuration.limits.messagesPerSecond
+        settings.messageBurst = configuration.limits.messageBurst
+        let router = Router(loop: loop, store: store, settings: settings, metrics: metrics, logger: logger)
         self.router = router
         let udp = try await bindUDP(router: router, on: loop)
         try await loop.submit { router.udp = udp; router.start() }.get()
-        let tcp = try await bindTCP(accounts: accounts, router: router)
+        let node = ControlContext(accounts: accounts, router: router,
+                                  admission: Admission(limits: configuration.limits, metrics: metrics),
+                                  metrics: metrics, logger: logger)
+        let tcp = try await bindTCP(node, tls: tls)
         self.udp = udp
         self.tcp = tcp
+        if let port = configuration.metricsPort { metricsChannel = try await bindMetrics(port: port) }
         return ServerAddresses(host: configuration.host, tcpPort: tcp.localAddress?.port ?? 0,
-                               udpPort: udp.localAddress?.port ?? 0, nodeID: configuration.nodeID)
+                               udpPort: udp.localAddress?.port ?? 0, nodeID: configuration.nodeID, tls: tls != nil,
+                               metricsPort: metricsChannel?.localAddress?.port)
+    }
+
+    /// Every metric in the Prometheus text format (what GET /metrics serves).
+    public func metricsText() -> String {
+        metrics.render()
+    }
+
+    private func makeTLSContext() throws -> NIOSSLContext? {
+        guard let tls = configuration.tls else { return nil }
+        do {
+            let chain = try NIOSSLCertificate.fromPEMFile(tls.certificateChainPath).map { NIOSSLCertificateSource.certificate($0) }
+            let key = try NIOSSLPrivateKey(file: tls.privateKeyPath, format: .pem)
+            var settings = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
+            settings.minimumTLSVersion = .tlsv12
+            return try NIOSSLContext(configuration: settings)
+        } catch {
+            throw StartupError(description: "cannot use TLS certificate \(tls.certificateChainPath) with key \(tls.privateKeyPath): \(error)")
+        }
     }
 
     /// Stops accepting, answers every queued store, then closes everything.
     public func stop() async {
         try? await tcp?.close()
+        try? await metricsChannel?.close()
         if let router {
             try? await router.loop.flatSubmit { router.drainStores() }.get()
             try? await router.loop.submit { router.stop() }.get()
@@ -120,9 +152,8 @@ public final class SIMPServer: Service, @unchecked Sendable {
             .get()
     }
 
-    private func bindTCP(accounts: Accounts, router: Router) async throws -> any Channel {
+    private func bindTCP(_ node: ControlContext, tls: NIOSSLContext?) async throws -> any Channel {
         let configuration = self.configuration
-        let logger = self.logger
         let controls = self.controls
         return try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
@@ -132,14 +163,29 @@ public final class SIMPServer: Service, @unchecked Sendable {
                 controls.add(channel)
                 return channel.eventLoop.makeCompletedFuture {
                     let heartbeat = configuration.heartbeat
-                    try channel.pipeline.syncOperations.addHandlers([
+                    let sync = channel.pipeline.syncOperations
+                    if let tls { try sync.addHandler(NIOSSLServerHandler(context: tls)) }
+                    try sync.addHandlers([
                         IdleStateHandler(readTimeout: .nanoseconds(heartbeat.nanoseconds * 3), writeTimeout: heartbeat),
                         EnvelopeFrameHandler(maxFrameLength: configuration.maxFrameLength),
-                        ControlHandler(accounts: accounts, router: router, logger: logger),
+                        ControlHandler(node),
                     ])
                 }
             }
             .bind(host: configuration.host, port: configuration.port)
+            .get()
+    }
+
+    private func bindMetrics(port: Int) async throws -> any Channel {
+        let metrics = self.metrics
+        return try await ServerBootstrap(group: group)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { channel in
+                channel.pipeline.configureHTTPServerPipeline().flatMapThrowing {
+                    try channel.pipeline.syncOperations.addHandler(MetricsHTTPHandler(metrics: metrics))
+                }
+            }
+            .bind(host: configuration.host, port: port)
             .get()
     }
 }

@@ -20,6 +20,11 @@ public struct ServerConfiguration: Sendable {
     public var pushRetransmit = RetransmitPolicy(maxBackoff: .seconds(4), giveUpAfter: .seconds(60))
     /// scrypt cost N; lower it only for tests.
     public var scryptRounds = 16_384
+    /// TLS on the control channel; nil serves plain TCP (local development only).
+    public var tls: ServerTLS?
+    public var limits = ServerLimits()
+    /// Serves Prometheus metrics over HTTP at /metrics on this port; nil: off, 0: a free port.
+    public var metricsPort: Int?
 
     public init() {}
 
@@ -29,15 +34,45 @@ public struct ServerConfiguration: Sendable {
     }
 }
 
+/// PEM files for the control channel's TLS.
+public struct ServerTLS: Sendable {
+    public var certificateChainPath: String
+    public var privateKeyPath: String
+
+    public init(certificateChainPath: String, privateKeyPath: String) {
+        self.certificateChainPath = certificateChainPath
+        self.privateKeyPath = privateKeyPath
+    }
+}
+
+/// What one client may use; over a limit that client gets an error, everyone else is served.
+/// docs/SECURITY.md lists each with its error code and metric.
+public struct ServerLimits: Sendable {
+    /// Data datagrams per second per session, sustained, and the burst above it.
+    public var messagesPerSecond = 1000
+    public var messageBurst = 2000
+    /// Logged-in control connections per user.
+    public var sessionsPerUser = 8
+    /// Open control connections per source IP address.
+    public var connectionsPerIP = 256
+
+    public init() {}
+}
+
 /// Where the server ended up listening.
 public struct ServerAddresses: Sendable, CustomStringConvertible {
     public var host: String
     public var tcpPort: Int
     public var udpPort: Int
     public var nodeID: String
+    public var tls: Bool
+    /// The metrics endpoint's port, when it is on.
+    public var metricsPort: Int?
 
     /// The ready line scripts wait for.
     public var description: String {
-        "simp-server listening tcp=\(host):\(tcpPort) udp=\(host):\(udpPort) node=\(nodeID)"
+        let security = tls ? "tls=on" : "tls=off (plain TCP: for local development only)"
+        let metrics = metricsPort.map { " metrics=\(host):\($0)" } ?? ""
+        return "simp-server listening tcp=\(host):\(tcpPort) udp=\(host):\(udpPort) node=\(nodeID)\(metrics) \(security)"
     }
 }

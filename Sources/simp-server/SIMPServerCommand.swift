@@ -11,7 +11,7 @@ struct SIMPServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "simp-server",
         abstract: "The SIMP messaging server: TCP control channel, UDP datagrams, Redis through hiredis.",
-        discussion: "Every option can also come from the environment: SIMP_HOST, SIMP_PORT, SIMP_UDP_PORT, SIMP_REDIS_URL, SIMP_NODE_ID, SIMP_LOG_LEVEL.")
+        discussion: "Every option can also come from the environment: SIMP_HOST, SIMP_PORT, SIMP_UDP_PORT, SIMP_REDIS_URL, SIMP_NODE_ID, SIMP_LOG_LEVEL, SIMP_TLS_CERT, SIMP_TLS_KEY, SIMP_METRICS_PORT.")
 
     @Option(help: "Address to listen on (env SIMP_HOST).")
     var host: String?
@@ -39,6 +39,30 @@ struct SIMPServerCommand: AsyncParsableCommand {
 
     @Option(name: .customLong("scrypt-rounds"), help: .hidden)
     var scryptRounds: Int = 16_384
+
+    @Option(name: .customLong("tls-cert"), help: "PEM certificate chain: serve the control channel over TLS (env SIMP_TLS_CERT). Needs --tls-key.")
+    var tlsCert: String?
+
+    @Option(name: .customLong("tls-key"), help: "PEM private key of --tls-cert (env SIMP_TLS_KEY).")
+    var tlsKey: String?
+
+    @Option(name: .customLong("metrics-port"), help: "Serve Prometheus metrics at http://HOST:PORT/metrics; 0 picks a free port (env SIMP_METRICS_PORT). Default: off.")
+    var metricsPort: Int?
+
+    @Option(name: .customLong("max-msgs-per-sec"), help: "Data datagrams per second one session may send, sustained. Default 1000.")
+    var messagesPerSecond = ServerLimits().messagesPerSecond
+
+    @Option(name: .customLong("msg-burst"), help: "Datagrams a session may send at once above that rate. Default 2000.")
+    var messageBurst = ServerLimits().messageBurst
+
+    @Option(name: .customLong("max-sessions-per-user"), help: "Logged-in control connections per user. Default 8.")
+    var sessionsPerUser = ServerLimits().sessionsPerUser
+
+    @Option(name: .customLong("max-conns-per-ip"), help: "Open control connections per source IP. Default 256.")
+    var connectionsPerIP = ServerLimits().connectionsPerIP
+
+    @Option(name: .customLong("inbox-limit"), help: "Unconfirmed messages one user's inbox may hold. Default 10000.")
+    var inboxLimit = ServerConfiguration().inboxLimit
 
     func run() async throws {
         let env = ProcessInfo.processInfo.environment
@@ -81,7 +105,32 @@ struct SIMPServerCommand: AsyncParsableCommand {
         config.heartbeat = .milliseconds(Int64(heartbeat * 1000))
         config.redisWait = .milliseconds(Int64(redisWait * 1000))
         config.scryptRounds = scryptRounds
+        config.tls = try tlsConfiguration(env)
+        config.metricsPort = try metricsPort ?? env["SIMP_METRICS_PORT"].map { try parsePort($0, "SIMP_METRICS_PORT") }
+        config.limits = try limits()
+        config.inboxLimit = inboxLimit
         return config
+    }
+
+    private func tlsConfiguration(_ env: [String: String]) throws -> ServerTLS? {
+        switch (tlsCert ?? env["SIMP_TLS_CERT"], tlsKey ?? env["SIMP_TLS_KEY"]) {
+        case (nil, nil): return nil
+        case (let cert?, let key?): return ServerTLS(certificateChainPath: cert, privateKeyPath: key)
+        default: throw ValidationError("--tls-cert and --tls-key go together")
+        }
+    }
+
+    private func limits() throws -> ServerLimits {
+        var limits = ServerLimits()
+        let values = [messagesPerSecond, messageBurst, sessionsPerUser, connectionsPerIP, inboxLimit]
+        guard values.allSatisfy({ $0 > 0 }) else {
+            throw ValidationError("--max-msgs-per-sec, --msg-burst, --max-sessions-per-user, --max-conns-per-ip and --inbox-limit must be > 0")
+        }
+        limits.messagesPerSecond = messagesPerSecond
+        limits.messageBurst = messageBurst
+        limits.sessionsPerUser = sessionsPerUser
+        limits.connectionsPerIP = connectionsPerIP
+        return limits
     }
 
     private func parsePort(_ text: String, _ name: String) throws -> Int {

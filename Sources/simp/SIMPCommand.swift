@@ -33,6 +33,15 @@ struct SIMPCommand: AsyncParsableCommand {
     @Option(help: "Seconds between UDP keepalives, which hold a NAT mapping open. Default 15.")
     var keepalive: Double = 15
 
+    @Flag(help: "Talk TLS on the control channel (a server started with --tls-cert).")
+    var tls = false
+
+    @Option(help: "PEM file of the CA or self-signed certificate to trust with --tls. Default: the system's roots.")
+    var ca: String?
+
+    @Option(name: .customLong("server-name"), help: "Name the server's certificate must carry with --tls. Default: the --server host.")
+    var serverName: String?
+
     @Option(name: .customLong("reconnect-base"), help: .hidden)
     var reconnectBase: Double = 2
 
@@ -57,6 +66,11 @@ struct SIMPCommand: AsyncParsableCommand {
                 continue
             }
             if command == .quit { break }
+            if command == .logout {
+                await logout(client, output)
+                await printer.value
+                return
+            }
             await execute(command, client: client, output: output)
         }
         await waitForOutstanding(client)
@@ -75,12 +89,24 @@ struct SIMPCommand: AsyncParsableCommand {
                 output.history(peer: peer, try await client.history(with: peer, limit: limit))
             case .help:
                 output.info(REPLCommand.usage)
-            case .quit, .empty:
+            case .quit, .empty, .logout:
                 break
             }
         } catch {
             output.error(error.message)
         }
+    }
+
+    /// Revokes the login token on the server and leaves; the next start logs in afresh.
+    private func logout(_ client: SIMPClient, _ output: Output) async {
+        await waitForOutstanding(client)
+        do {
+            try await client.logout()
+            output.info("logged out")
+        } catch {
+            output.error("logout: \(error.message)")
+        }
+        await client.close()
     }
 
     private func waitForOutstanding(_ client: SIMPClient) async {
@@ -104,6 +130,8 @@ struct SIMPCommand: AsyncParsableCommand {
         guard keepalive > 0 else { throw ValidationError("--keepalive must be > 0") }
         config.keepaliveInterval = .milliseconds(Int64(keepalive * 1000))
         config.dataDirectory = dataDir
+        guard tls || (ca == nil && serverName == nil) else { throw ValidationError("--ca and --server-name need --tls") }
+        if tls { config.tls = ClientTLS(caFile: ca, serverName: serverName) }
         return config
     }
 

@@ -9,6 +9,7 @@ import Testing
         #expect(try REPLCommand.parse("/history bob 5") == .history(peer: "bob", limit: 5))
         #expect(try REPLCommand.parse("/help") == .help)
         #expect(try REPLCommand.parse("/quit") == .quit)
+        #expect(try REPLCommand.parse("/logout") == .logout)
         #expect(try REPLCommand.parse("   ") == .empty)
     }
 

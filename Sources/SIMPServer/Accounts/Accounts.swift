@@ -4,20 +4,26 @@ import NIOPosix
 import SIMPCore
 import SIMPRedis
 
-/// Registration and login. Hashing runs on its own thread pool (scrypt is deliberately slow)
-/// and Redis on the store's; results complete on the caller's event loop. No Swift
-/// concurrency here, so a busy cooperative pool cannot stall a login.
+/// Registration, login, token checks and logout. Hashing runs on its own thread pool (scrypt is
+/// deliberately slow) and Redis on the store's; results complete on the caller's event loop.
+/// No Swift concurrency here, so a busy cooperative pool cannot stall a login.
 final class Accounts: Sendable {
     let store: MessageStore
     let hasher: PasswordHasher
     let tokens: TokenSigner
+    let metrics: ServerMetrics
     private let workers: NIOThreadPool
+    /// Failed logins are counted until this long after the last one.
+    let failureWindowSeconds = 900
+    /// Hashed when the user does not exist, so the answer takes as long as for a wrong password.
+    private let decoySalt = PasswordHasher.newSalt()
 
-    init(store: MessageStore, hasher: PasswordHasher, tokens: TokenSigner, workers: NIOThreadPool) {
+    init(store: MessageStore, hasher: PasswordHasher, tokens: TokenSigner, workers: NIOThreadPool, metrics: ServerMetrics) {
         self.store = store
         self.hasher = hasher
         self.tokens = tokens
         self.workers = workers
+        self.metrics = metrics
     }
 
     func register(user: String, password: String, on loop: any EventLoop) -> EventLoopFuture<Void> {
@@ -38,20 +44,73 @@ final class Accounts: Sendable {
         }
     }
 
+    /// A token for the user, unless the password is wrong or failed logins locked the user out.
     func login(user: String, password: String, on loop: any EventLoop) -> EventLoopFuture<(token: String, expiresAt: Int64)> {
-        let hasher = self.hasher
-        return store.credentials(user: user, on: loop).flatMap { [workers] stored in
-            workers.runIfActive(eventLoop: loop) { () -> Bool in
-                guard let stored else { return false }
-                return hasher.verify(password, salt: stored.salt, expected: stored.hash, kdf: stored.kdf)
+        guard UserName.isValid(user), password.utf8.count <= 1024 else {
+            return loop.makeFailedFuture(ServerError(.invalidCredentials, "wrong user name or password"))
+        }
+        return store.loginState(user: user, on: loop).flatMap { [self] stored, lockedMillis in
+            guard lockedMillis <= 0 else {
+                metrics.exceeded(.failedLogins)
+                let seconds = (lockedMillis + 999) / 1000
+                return loop.makeFailedFuture(ServerError(.loginThrottled, "too many failed logins for \(user); try again in \(seconds) s"))
             }
-        }.flatMapThrowing { [tokens] valid in
-            guard valid else { throw ServerError(.invalidCredentials, "wrong user name or password") }
-            return tokens.issue(user: user, nowMillis: Self.nowMillis())
+            return check(password, against: stored, on: loop).flatMap { valid in
+                valid ? self.succeeded(user, on: loop) : self.failed(user, exists: stored != nil, on: loop)
+            }
         }
     }
 
-    func verify(token: String) -> String? {
+    private func check(_ password: String, against stored: StoredCredentials?, on loop: any EventLoop) -> EventLoopFuture<Bool> {
+        let hasher = self.hasher
+        let decoySalt = self.decoySalt
+        return workers.runIfActive(eventLoop: loop) { () -> Bool in
+            guard let stored else {
+                _ = try? hasher.hash(password, salt: decoySalt)
+                return false
+            }
+            return hasher.verify(password, salt: stored.salt, expected: stored.hash, kdf: stored.kdf)
+        }
+    }
+
+    private func succeeded(_ user: String, on loop: any EventLoop) -> EventLoopFuture<(token: String, expiresAt: Int64)> {
+        store.clearFailedLogins(user: user, on: loop).map { [tokens] in
+            tokens.issue(user: user, nowMillis: Self.nowMillis())
+        }
+    }
+
+    /// Counts the failure against an existing user and locks further attempts once it is one too many.
+    private func failed(_ user: String, exists: Bool, on loop: any EventLoop) -> EventLoopFuture<(token: String, expiresAt: Int64)> {
+        metrics.loginsFailed.increment()
+        let refusal = ServerError(.invalidCredentials, "wrong user name or password")
+        guard exists else { return loop.makeFailedFuture(refusal) }
+        return store.recordFailedLogin(user: user, windowSeconds: failureWindowSeconds, on: loop).flatMap { [store] failures in
+            let lockout = LoginThrottle.lockout(afterFailures: failures)
+            guard lockout > .zero else { return loop.makeSucceededVoidFuture() }
+            return store.lockLogins(user: user, for: lockout, on: loop)
+        }.flatMapThrowing { throw refusal }
+    }
+
+    /// The token's user, if the token is authentic, unexpired and not revoked.
+    func verify(token: String, on loop: any EventLoop) -> EventLoopFuture<VerifiedToken> {
+        guard let verified = tokens.verify(token, nowMillis: Self.nowMillis()) else {
+            return loop.makeFailedFuture(ServerError(.invalidToken, "token is invalid or expired; log in again"))
+        }
+        return store.isRevoked(tokenID: verified.id, on: loop).flatMapThrowing { revoked in
+            guard !revoked else { throw ServerError(.invalidToken, "token was revoked by logout; log in again") }
+            return verified
+        }
+    }
+
+    /// Revokes tokens (by their verified form) on every node until they expire.
+    func revoke(_ revoked: [VerifiedToken], on loop: any EventLoop) -> EventLoopFuture<Void> {
+        let now = Self.nowMillis()
+        metrics.tokensRevoked.increment(by: Int64(revoked.count))
+        return store.revoke(revoked.map { ($0.id, $0.expiresAt - now) }, on: loop)
+    }
+
+    /// Verifies a token this node just issued (to remember it for logout).
+    func parse(token: String) -> VerifiedToken? {
         tokens.verify(token, nowMillis: Self.nowMillis())
     }
 

@@ -1,8 +1,17 @@
 import Crypto
 import Foundation
 
-/// Login tokens: "USER.EXPIRES_MS.MAC" where MAC is HMAC-SHA256 over "USER.EXPIRES_MS"
-/// with a key all nodes share. A token names its user, so it cannot log in anyone else.
+/// A verified login token: whose it is, when it expires, and its id for revocation.
+struct VerifiedToken: Sendable, Equatable {
+    var user: String
+    var expiresAt: Int64
+    /// The token's MAC in hex: unique per login (a random nonce is signed with it).
+    var id: String
+}
+
+/// Login tokens: "USER.EXPIRES_MS.NONCE.MAC" where MAC is HMAC-SHA256 over the rest with a key
+/// all nodes share. A token names its user, so it cannot log in anyone else; the nonce makes
+/// every login's token distinct, so logging out one device revokes only its token.
 struct TokenSigner: Sendable {
     let key: SymmetricKey
     var lifetimeMillis: Int64 = 24 * 3600 * 1000
@@ -13,24 +22,29 @@ struct TokenSigner: Sendable {
 
     func issue(user: String, nowMillis: Int64) -> (token: String, expiresAt: Int64) {
         let expires = nowMillis + lifetimeMillis
-        let body = "\(user).\(expires)"
-        return ("\(body).\(mac(body))", expires)
+        let body = "\(user).\(expires).\(UInt64.random(in: 0...UInt64.max))"
+        return ("\(body).\(Self.hex(mac(body)))", expires)
     }
 
-    /// The token's user when it is authentic and unexpired.
-    func verify(_ token: String, nowMillis: Int64) -> String? {
+    /// The token's owner and id when it is authentic and unexpired (revocation is the store's).
+    func verify(_ token: String, nowMillis: Int64) -> VerifiedToken? {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let expires = Int64(parts[1]), expires > nowMillis else { return nil }
-        let body = "\(parts[0]).\(parts[1])"
-        guard let given = Data(hexString: String(parts[2])),
+        guard parts.count == 4, let expires = Int64(parts[1]), expires > nowMillis else { return nil }
+        let body = parts[0..<3].joined(separator: ".")
+        guard let given = Data(hexString: String(parts[3])),
               HMAC<SHA256>.isValidAuthenticationCode(given, authenticating: Data(body.utf8), using: key) else {
             return nil
         }
-        return String(parts[0])
+        // The id comes from the decoded bytes: another spelling of the same MAC is the same token.
+        return VerifiedToken(user: String(parts[0]), expiresAt: expires, id: Self.hex(given))
     }
 
-    private func mac(_ body: String) -> String {
-        HMAC<SHA256>.authenticationCode(for: Data(body.utf8), using: key).map { String(format: "%02x", $0) }.joined()
+    private func mac(_ body: String) -> HashedAuthenticationCode<SHA256> {
+        HMAC<SHA256>.authenticationCode(for: Data(body.utf8), using: key)
+    }
+
+    private static func hex<D: Sequence>(_ bytes: D) -> String where D.Element == UInt8 {
+        bytes.map { String(format: "%02x", $0) }.joined()
     }
 }
 

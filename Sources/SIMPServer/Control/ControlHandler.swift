@@ -3,7 +3,16 @@ import Logging
 import NIOCore
 import SIMPCore
 
-/// Serves one control connection: register, login, connect, ping, receipts, history.
+/// What a control connection needs from its node.
+struct ControlContext: Sendable {
+    var accounts: Accounts
+    var router: Router
+    var admission: Admission
+    var metrics: ServerMetrics
+    var logger: Logger
+}
+
+/// Serves one control connection: register, login, connect, ping, receipts, history, logout.
 /// Lives on its channel's event loop; slow work (scrypt, Redis) runs elsewhere and its
 /// results come back to the loop.
 final class ControlHandler: ChannelInboundHandler {
@@ -18,13 +27,36 @@ final class ControlHandler: ChannelInboundHandler {
 
     private let accounts: Accounts
     private let router: Router
+    private let admission: Admission
+    private let metrics: ServerMetrics
     private let logger: Logger
     private var state = State.anonymous
+    /// The source IP counted against its connection limit, once admitted.
+    private var admittedIP: String?
+    /// The user whose logged-in slot this connection holds.
+    private var heldSlot: String?
+    /// Tokens this connection logged in or connected with: logout revokes them.
+    private var tokens: [VerifiedToken] = []
+    private var connecting = false
 
-    init(accounts: Accounts, router: Router, logger: Logger) {
-        self.accounts = accounts
-        self.router = router
-        self.logger = logger
+    init(_ node: ControlContext) {
+        self.accounts = node.accounts
+        self.router = node.router
+        self.admission = node.admission
+        self.metrics = node.metrics
+        self.logger = node.logger
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        let ip = context.remoteAddress?.ipAddress ?? "unknown"
+        if admission.admitConnection(from: ip) {
+            admittedIP = ip
+        } else {
+            let error = Simp_Envelope.error(.tooManyConnections, "more than \(admission.connectionsPerIP) connections from \(ip)")
+            let channel = context.channel
+            context.writeAndFlush(wrapOutboundOut(error)).whenComplete { _ in channel.close(promise: nil) }
+        }
+        context.fireChannelActive()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -46,6 +78,7 @@ final class ControlHandler: ChannelInboundHandler {
         case .pathResponse(let response):
             let token = Array(response.token)
             forSession(context, id, "path response") { $0.pathResponse(sessionID: $1, token: token) }
+        case .logout: logout(context, id)
         case .none: reply(context, .error(.badRequest, "envelope without a body", requestID: id))
         default: reply(context, .error(.badRequest, "a client does not send \(Self.name(envelope.body))", requestID: id))
         }
@@ -69,15 +102,39 @@ final class ControlHandler: ChannelInboundHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        if case .connected(_, let session) = state {
-            router.loop.execute { [router] in router.closeSession(session) }
-        }
+        endSession()
+        releaseSlot()
+        if let ip = admittedIP { admission.connectionClosed(from: ip) }
+        admittedIP = nil
         context.fireChannelInactive()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         logger.debug("control connection error", metadata: ["error": "\(error)"])
+        if case FrameError.tooLarge = error { metrics.exceeded(.frameSize) }
         if !(error is FrameError) { context.close(promise: nil) }
+    }
+
+    private func endSession() {
+        guard case .connected(_, let session) = state else { return }
+        router.loop.execute { [router] in router.closeSession(session) }
+    }
+
+    private func releaseSlot() {
+        if let user = heldSlot { admission.loggedOut(user) }
+        heldSlot = nil
+    }
+
+    /// Takes the user's logged-in slot for this connection, unless the user has too many.
+    private func takeSlot(for user: String) throws(ServerError) {
+        guard heldSlot != user else { return }
+        guard heldSlot == nil else {
+            throw ServerError(.badRequest, "this connection is logged in as \(heldSlot!); open another for \(user)")
+        }
+        guard admission.admitLogin(of: user) else {
+            throw ServerError(.tooManySessions, "\(user) already has \(admission.sessionsPerUser) logged-in connections")
+        }
+        heldSlot = user
     }
 
     // MARK: requests
@@ -91,8 +148,15 @@ final class ControlHandler: ChannelInboundHandler {
 
     private func login(_ context: ChannelHandlerContext, _ id: UInt64, _ request: Simp_LoginRequest) {
         let loop = NIOLoopBound(self, eventLoop: context.eventLoop)
-        let future = accounts.login(user: request.user, password: request.password, on: context.eventLoop).map { token -> Simp_Envelope in
-            if case .anonymous = loop.value.state { loop.value.state = .authenticated(user: request.user) }
+        if let held = heldSlot, held != request.user {
+            reply(context, .error(.badRequest, "this connection is logged in as \(held); open another for \(request.user)", requestID: id))
+            return
+        }
+        let future = accounts.login(user: request.user, password: request.password, on: context.eventLoop).flatMapThrowing { token -> Simp_Envelope in
+            let handler = loop.value
+            try handler.takeSlot(for: request.user)
+            if case .anonymous = handler.state { handler.state = .authenticated(user: request.user) }
+            if let verified = handler.accounts.parse(token: token.token) { handler.tokens.append(verified) }
             var response = Simp_LoginResponse()
             response.token = token.token
             response.expiresAt = token.expiresAt
@@ -106,19 +170,50 @@ final class ControlHandler: ChannelInboundHandler {
             reply(context, .error(.badRequest, "already connected on this control connection", requestID: id))
             return
         }
-        guard let user = accounts.verify(token: request.token) else {
-            reply(context, .error(.invalidToken, "token is invalid or expired; log in again", requestID: id))
+        guard !connecting else {
+            reply(context, .error(.badRequest, "a CONNECT is already in progress on this connection", requestID: id))
             return
         }
+        connecting = true
         let channel = context.channel
         let router = self.router
         let loop = NIOLoopBound(self, eventLoop: context.eventLoop)
-        let future = router.loop.flatSubmit {
-            router.openSession(user: user, control: channel, lastSeq: request.lastSeq)
-        }.hop(to: context.eventLoop).map { response -> Simp_Envelope in
-            loop.value.state = .connected(user: user, session: response.sessionID)
-            return Simp_Envelope(requestID: id, .connected(response))
+        let future = accounts.verify(token: request.token, on: context.eventLoop).flatMapThrowing { token -> VerifiedToken in
+            try loop.value.admit(token)
+            return token
+        }.flatMap { token in
+            router.loop.flatSubmit {
+                router.openSession(user: token.user, control: channel, lastSeq: request.lastSeq)
+            }.hop(to: channel.eventLoop).map { response -> Simp_Envelope in
+                loop.value.state = .connected(user: token.user, session: response.sessionID)
+                return Simp_Envelope(requestID: id, .connected(response))
+            }
         }
+        future.whenComplete { _ in loop.value.connecting = false }
+        respond(context, id, future)
+    }
+
+    /// A token opens a session only for the user this connection logged in as (if it did).
+    private func admit(_ token: VerifiedToken) throws(ServerError) {
+        if let user = authenticatedUser, user != token.user {
+            throw ServerError(.invalidToken, "token belongs to another user than \(user), who is logged in on this connection")
+        }
+        try takeSlot(for: token.user)
+        if !tokens.contains(token) { tokens.append(token) }
+    }
+
+    /// Revokes this connection's tokens everywhere, ends its session and frees its slot.
+    private func logout(_ context: ChannelHandlerContext, _ id: UInt64) {
+        guard authenticatedUser != nil else {
+            reply(context, .error(.notAuthenticated, "log in first", requestID: id))
+            return
+        }
+        endSession()
+        releaseSlot()
+        state = .anonymous
+        let revoked = tokens
+        tokens = []
+        let future = accounts.revoke(revoked, on: context.eventLoop).map { Simp_Envelope(requestID: id, .ok(Simp_Ok())) }
         respond(context, id, future)
     }
 

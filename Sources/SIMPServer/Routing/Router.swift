@@ -11,6 +11,8 @@ struct RouterSettings: Sendable {
     var tick: TimeAmount = .milliseconds(20)
     var syncLimit = 10_000
     var maxStoreBatch = 512
+    var messagesPerSecond = 1000
+    var messageBurst = 2000
 }
 
 /// Sessions, datagram routing, the store pipeline and retransmission of pushes.
@@ -21,6 +23,7 @@ final class Router: @unchecked Sendable {
     let store: MessageStore
     let settings: RouterSettings
     let logger: Logger
+    let metrics: ServerMetrics
     var udp: (any Channel)?
 
     private var sessions: [UInt64: Session] = [:]
@@ -30,12 +33,12 @@ final class Router: @unchecked Sendable {
     private var flushScheduled = false
     private var unackedReceipts: [String: UInt64] = [:]
     private var tickTask: RepeatedTask?
-    private(set) var counters = RouterCounters()
 
-    init(loop: any EventLoop, store: MessageStore, settings: RouterSettings, logger: Logger) {
+    init(loop: any EventLoop, store: MessageStore, settings: RouterSettings, metrics: ServerMetrics, logger: Logger) {
         self.loop = loop
         self.store = store
         self.settings = settings
+        self.metrics = metrics
         self.logger = logger
     }
 
@@ -57,8 +60,10 @@ final class Router: @unchecked Sendable {
             previous.control.close(promise: nil)
         }
         let session = Session(id: newSessionID(), user: user, control: control, bindToken: randomBytes(16),
-                              syncFloor: lastSeq, policy: settings.retransmit)
+                              syncFloor: lastSeq, policy: settings.retransmit,
+                              bucket: TokenBucket(rate: settings.messagesPerSecond, burst: settings.messageBurst, now: .now()))
         sessions[session.id] = session
+        metrics.sessions.set(Int64(sessions.count))
         sessionByUser[user] = session.id
         return store.pending(user: user, after: lastSeq, limit: 0, on: loop).map { [self] pending in
             session.syncFloor = max(lastSeq, pending.confirmed)
@@ -83,6 +88,7 @@ final class Router: @unchecked Sendable {
     func closeSession(_ id: UInt64) {
         loop.assertInEventLoop()
         guard let session = sessions.removeValue(forKey: id) else { return }
+        metrics.sessions.set(Int64(sessions.count))
         if sessionByUser[session.user] == id { sessionByUser[session.user] = nil }
         store.clearPresence(user: session.user, session: id, on: loop).whenFailure { [logger] error in
             logger.debug("presence not cleared", metadata: ["error": "\(error)"])
@@ -101,50 +107,59 @@ final class Router: @unchecked Sendable {
 
     func receive(_ envelope: AddressedEnvelope<ByteBuffer>) {
         loop.assertInEventLoop()
-        counters.datagramsIn += 1
+        metrics.datagramsIn.increment()
         var buffer = envelope.data
         let header: DatagramHeader
         do {
             header = try Datagram.decodeHeader(&buffer)
+        } catch .payloadTooLarge {
+            metrics.dropped(.oversize)
+            metrics.exceeded(.datagramSize)
+            return
         } catch {
-            counters.malformedDatagrams += 1
+            metrics.dropped(.malformed)
             return
         }
         guard let session = sessions[header.sessionID] else {
-            counters.unknownSession += 1
+            metrics.dropped(.unknownSession)
             return
         }
         // Nothing is parsed or acted on before it opens under the session key, exactly once.
         guard let payload = try? DatagramSeal.open(header, sealed: buffer, key: session.key, direction: .toServer) else {
-            counters.unsealable += 1
+            metrics.dropped(.unsealable)
             return
         }
         guard session.replay.accept(header.packetNumber) else {
-            counters.replayed += 1
+            metrics.dropped(.replayed)
             return
         }
         switch header.kind {
         case .bind: bind(session, token: payload, from: envelope.remoteAddress)
-        case .data: data(session, payload: payload, from: envelope.remoteAddress)
-        case .keepalive: keepalive(session, from: envelope.remoteAddress)
-        case .pong, .challenge: counters.malformedDatagrams += 1
+        case .data: data(session, payload: payload, from: envelope.remoteAddress, size: envelope.data.readableBytes)
+        case .keepalive: keepalive(session, from: envelope.remoteAddress, size: envelope.data.readableBytes)
+        case .pong, .challenge: metrics.dropped(.malformed)
         }
     }
 
     /// A datagram for a bound session from another address: the client's NAT mapping (or
-    /// socket) may have changed, or someone forges its session id. Challenge the new address;
-    /// only the session's own control connection can answer, and until it does nothing is
-    /// sent there but the challenge (36 bytes, in answer to at least 20: no amplification).
-    private func challenge(_ session: Session, from address: SocketAddress) {
-        counters.unvalidatedAddress += 1
+    /// socket) may have changed, or someone on the path rewrote its source. Challenge the new
+    /// address; only the session's own control connection can answer. Until it does, that
+    /// address gets nothing but challenges, within three times the bytes it sent us.
+    private func challenge(_ session: Session, from address: SocketAddress, size: Int) {
+        metrics.dropped(.unvalidatedAddress)
         let now = NIODeadline.now()
-        if let pending = session.pathChallenge, pending.address == address {
-            guard now - pending.sentAt >= .milliseconds(200) else { return }
-            session.pathChallenge = (address, pending.token, now)
-        } else {
-            session.pathChallenge = (address, randomBytes(16), now)
+        if session.pathChallenge?.address != address {
+            session.pathChallenge = PathChallenge(address: address, token: randomBytes(16))
         }
-        sendDatagram(to: session, kind: .challenge, payload: session.pathChallenge!.token, at: address)
+        session.pathChallenge!.budget.receive(size)
+        guard now - session.pathChallenge!.sentAt >= .milliseconds(200) else { return }
+        let token = session.pathChallenge!.token
+        guard session.pathChallenge!.budget.spend(DatagramHeader.size + token.count + DatagramSeal.tagSize) else {
+            metrics.dropped(.amplification)
+            return
+        }
+        session.pathChallenge!.sentAt = now
+        sendDatagram(to: session, kind: .challenge, payload: token, at: address)
     }
 
     /// The session's control connection returned the challenge token: the new address is its.
@@ -166,7 +181,9 @@ final class Router: @unchecked Sendable {
             return
         }
         guard !session.bindToken.isEmpty, constantTimeEqual(token, session.bindToken) else {
-            counters.badBindToken += 1
+            // The datagram opened under this session's key, so its control connection may be told.
+            metrics.dropped(.badBindToken)
+            session.control.writeAndFlush(Simp_Envelope.error(.invalidToken, "bind token does not belong to this session"), promise: nil)
             return
         }
         session.bindToken = []
@@ -183,11 +200,8 @@ final class Router: @unchecked Sendable {
         sendDatagram(to: session, kind: .pong, payload: [])
     }
 
-    private func keepalive(_ session: Session, from address: SocketAddress) {
-        guard session.address == address else {
-            if session.isBound { challenge(session, from: address) } else { counters.unvalidatedAddress += 1 }
-            return
-        }
+    private func keepalive(_ session: Session, from address: SocketAddress, size: Int) {
+        guard fromValidatedAddress(session, address, size: size) else { return }
         sendDatagram(to: session, kind: .pong, payload: [])
         if NIODeadline.now() - session.lastPresenceWrite > .seconds(Int64(store.settings.presenceTTLSeconds / 3)) {
             refreshPresence(session)
@@ -203,13 +217,22 @@ final class Router: @unchecked Sendable {
         }
     }
 
-    private func data(_ session: Session, payload: [UInt8], from address: SocketAddress) {
-        guard session.address == address else {
-            if session.isBound { challenge(session, from: address) } else { counters.unvalidatedAddress += 1 }
+    /// True when the datagram came from the session's validated address; otherwise it is
+    /// dropped, and a bound session's new address is challenged.
+    private func fromValidatedAddress(_ session: Session, _ address: SocketAddress, size: Int) -> Bool {
+        guard session.address != address else { return true }
+        if session.isBound { challenge(session, from: address, size: size) } else { metrics.dropped(.unvalidatedAddress) }
+        return false
+    }
+
+    private func data(_ session: Session, payload: [UInt8], from address: SocketAddress, size: Int) {
+        guard fromValidatedAddress(session, address, size: size) else { return }
+        guard session.bucket.take(now: .now()) else {
+            rateLimited(session)
             return
         }
         guard var message = try? Simp_Message(serializedBytes: payload) else {
-            counters.malformedDatagrams += 1
+            metrics.dropped(.malformed)
             return
         }
         if let problem = Self.validate(message) {
@@ -236,6 +259,18 @@ final class Router: @unchecked Sendable {
         case .held: reportMissing(session)
         case .dropped: break
         }
+    }
+
+    /// Over the session's message rate the datagram is dropped unread: the client resends it
+    /// later (nothing it was told is lost), and is told why at most once a second.
+    private func rateLimited(_ session: Session) {
+        metrics.dropped(.rateLimited)
+        metrics.exceeded(.messagesPerSecond)
+        let now = NIODeadline.now()
+        guard now - session.lastRateLimitError >= .seconds(1) else { return }
+        session.lastRateLimitError = now
+        let reason = "more than \(settings.messagesPerSecond) messages per second on this session; slowing down"
+        session.control.writeAndFlush(Simp_Envelope.error(.rateLimited, reason), promise: nil)
     }
 
     /// The session's send order waits for a number: ask for it now rather than after the
@@ -318,18 +353,19 @@ final class Router: @unchecked Sendable {
         let sender = sessionByUser[request.from].flatMap { sessions[$0] }
         switch outcome {
         case .stored(let seq, let bytes):
-            counters.stored += 1
+            metrics.stored.increment()
             sender?.control.write(Self.accepted(request, seq: seq), promise: nil)
             if let recipient = sessionByUser[request.to].flatMap({ sessions[$0] }), recipient.isBound {
                 push(seq: seq, bytes: bytes, to: recipient)
             }
         case .duplicate(let seq, let delivered):
-            counters.duplicates += 1
+            metrics.duplicates.increment()
             sender?.control.write(Self.accepted(request, seq: seq), promise: nil)
             if delivered { sender?.control.write(Self.delivered(id: request.id, to: request.to, seq: seq), promise: nil) }
         case .unknownRecipient:
             sender?.control.write(Self.failed(request, .unknownUser, "no such user: \(request.to)"), promise: nil)
         case .inboxFull:
+            metrics.exceeded(.inboxSize)
             sender?.control.write(Self.failed(request, .inboxFull, "\(request.to)'s inbox is full"), promise: nil)
         case .unavailable(let error):
             sender?.control.write(Self.failed(request, .storeUnavailable, "message store unavailable: \(error.message)"), promise: nil)
@@ -381,7 +417,7 @@ final class Router: @unchecked Sendable {
 
     private func push(seq: UInt64, bytes: [UInt8], to session: Session) {
         guard !session.outbound.contains(seq), sendDatagram(to: session, kind: .data, payload: bytes, flush: false) else { return }
-        counters.pushes += 1
+        metrics.pushes.increment()
         session.outbound.track(seq, payload: bytes, now: .now())
     }
 
@@ -405,11 +441,11 @@ final class Router: @unchecked Sendable {
             let due = session.outbound.due(now: now)
             for (_, plaintext) in due.resend {
                 sendDatagram(to: session, kind: .data, payload: plaintext, flush: false)
-                counters.retransmits += 1
+                metrics.retransmits.increment()
                 wrote = true
             }
             // Given up on this path: the message stays in the inbox and syncs on reconnect.
-            counters.pushesGivenUp += due.expired.count
+            metrics.pushesGivenUp.increment(by: Int64(due.expired.count))
         }
         if wrote { udp.flush() }
         retryReceipts()
@@ -441,7 +477,7 @@ final class Router: @unchecked Sendable {
                 continue
             }
             sendDatagram(to: session, kind: .data, payload: plaintext, flush: false)
-            counters.retransmits += 1
+            metrics.retransmits.increment()
         }
         udp.flush()
         guard !unknown.isEmpty else { return }

@@ -24,14 +24,19 @@ final class Session: @unchecked Sendable {
     var sendOrder = SendOrderGate<StoreRequest>()
     var nextPacketNumber: UInt64 = 1
     var lastPresenceWrite: NIODeadline = .distantPast
-    /// A new source address that sent us something, the token we challenged it with, and when.
-    var pathChallenge: (address: SocketAddress, token: [UInt8], sentAt: NIODeadline)?
+    /// A new source address that sent us something and the token we challenge it with.
+    var pathChallenge: PathChallenge?
+    /// Data datagrams this session may still send now (docs/SECURITY.md, messages per second).
+    var bucket: TokenBucket
+    var lastRateLimitError: NIODeadline = .distantPast
     var lastMissingReported: UInt64 = 0
     var lastMissingAt: NIODeadline = .distantPast
     /// Highest receipt already passed to the store; repeats are not written again.
     var lastReceipt: UInt64 = 0
 
-    init(id: UInt64, user: String, control: any Channel, bindToken: [UInt8], syncFloor: UInt64, policy: RetransmitPolicy) {
+    init(id: UInt64, user: String, control: any Channel, bindToken: [UInt8], syncFloor: UInt64, policy: RetransmitPolicy,
+         bucket: TokenBucket) {
+        self.bucket = bucket
         self.id = id
         self.user = user
         self.control = control
@@ -46,4 +51,13 @@ final class Session: @unchecked Sendable {
         defer { nextPacketNumber += 1 }
         return nextPacketNumber
     }
+}
+
+/// An unvalidated source address of a session, the token it is challenged with, and what it
+/// may still be sent.
+struct PathChallenge {
+    let address: SocketAddress
+    let token: [UInt8]
+    var sentAt: NIODeadline = .distantPast
+    var budget = AmplificationBudget()
 }

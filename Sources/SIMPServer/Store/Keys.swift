@@ -14,4 +14,9 @@ struct Keys: Sendable {
         a < b ? "\(prefix):hist:\(a):\(b)" : "\(prefix):hist:\(b):\(a)"
     }
     var secret: String { "\(prefix):secret" }
+    /// Consecutive failed logins of a user, and the lock they earned (docs/SECURITY.md).
+    func loginFailures(_ name: String) -> String { "\(prefix):loginfail:\(name)" }
+    func loginLock(_ name: String) -> String { "\(prefix):loginlock:\(name)" }
+    /// A token revoked by logout, by its MAC; expires with the token.
+    func revoked(_ tokenID: String) -> String { "\(prefix):revoked:\(tokenID)" }
 }

@@ -157,12 +157,49 @@ final class MessageStore: Sendable {
         return redis.run([command], on: loop).flatMapThrowing { try $0[0].checked().int == 1 }
     }
 
-    func credentials(user: String, on loop: any EventLoop) -> EventLoopFuture<StoredCredentials?> {
-        redis.run([RedisCommand("HMGET", [keys.user(user), "salt", "hash", "kdf"])], on: loop).flatMapThrowing { replies in
+    /// The user's credentials (nil: no such user) and how long failed logins still lock them out.
+    func loginState(user: String, on loop: any EventLoop) -> EventLoopFuture<(StoredCredentials?, lockedMillis: Int64)> {
+        redis.run([
+            RedisCommand("HMGET", [keys.user(user), "salt", "hash", "kdf"]),
+            RedisCommand("PTTL", [keys.loginLock(user)]),
+        ], on: loop).flatMapThrowing { replies in
+            let locked = Int64(try replies[1].checked().int ?? 0)
             guard let fields = try replies[0].checked().array, fields.count == 3,
-                  let salt = fields[0].bytes, let hash = fields[1].bytes, let kdf = fields[2].string else { return nil }
-            return StoredCredentials(salt: salt, hash: hash, kdf: kdf)
+                  let salt = fields[0].bytes, let hash = fields[1].bytes, let kdf = fields[2].string else { return (nil, locked) }
+            return (StoredCredentials(salt: salt, hash: hash, kdf: kdf), locked)
         }
+    }
+
+    /// Counts a failed login (the count is forgotten `windowSeconds` after the last one) and
+    /// returns the number of failures in a row.
+    func recordFailedLogin(user: String, windowSeconds: Int, on loop: any EventLoop) -> EventLoopFuture<Int> {
+        let key = keys.loginFailures(user)
+        return redis.run([RedisCommand("INCR", [key]), RedisCommand("EXPIRE", [key, windowSeconds])], on: loop)
+            .flatMapThrowing { replies in Int(try replies[0].checked().int ?? 0) }
+    }
+
+    func lockLogins(user: String, for amount: TimeAmount, on loop: any EventLoop) -> EventLoopFuture<Void> {
+        let millis = max(1, amount.nanoseconds / 1_000_000)
+        return redis.run([RedisCommand("SET", [keys.loginLock(user), 1, "PX", millis])], on: loop)
+            .flatMapThrowing { _ = try $0[0].checked() }
+    }
+
+    func clearFailedLogins(user: String, on loop: any EventLoop) -> EventLoopFuture<Void> {
+        redis.run([RedisCommand("DEL", [keys.loginFailures(user), keys.loginLock(user)])], on: loop)
+            .flatMapThrowing { _ = try $0[0].checked() }
+    }
+
+    /// Marks tokens revoked until they would have expired anyway.
+    func revoke(_ tokens: [(id: String, remainingMillis: Int64)], on loop: any EventLoop) -> EventLoopFuture<Void> {
+        let live = tokens.filter { $0.remainingMillis > 0 }
+        guard !live.isEmpty else { return loop.makeSucceededVoidFuture() }
+        return redis.run(live.map { RedisCommand("SET", [keys.revoked($0.id), 1, "PX", $0.remainingMillis]) }, on: loop)
+            .flatMapThrowing { replies in for reply in replies { _ = try reply.checked() } }
+    }
+
+    func isRevoked(tokenID: String, on loop: any EventLoop) -> EventLoopFuture<Bool> {
+        redis.run([RedisCommand("EXISTS", [keys.revoked(tokenID)])], on: loop)
+            .flatMapThrowing { try $0[0].checked().int == 1 }
     }
 
     /// The token-signing key every node shares; the first node to start creates it.

@@ -1,0 +1,99 @@
+import NIOCore
+
+/// Admits `rate` events per second on average and bursts of up to `burst`. Time is passed
+/// in, so the bucket is pure and tests drive it with a fake clock.
+public struct TokenBucket: Sendable {
+    public let rate: Double
+    public let burst: Double
+    private var tokens: Double
+    private var last: NIODeadline
+
+    public init(rate: Int, burst: Int, now: NIODeadline) {
+        precondition(rate > 0 && burst > 0, "a token bucket needs a positive rate and burst")
+        self.rate = Double(rate)
+        self.burst = Double(burst)
+        self.tokens = Double(burst)
+        self.last = now
+    }
+
+    /// Takes one token if there is one.
+    public mutating func take(now: NIODeadline) -> Bool {
+        refill(now: now)
+        guard tokens >= 1 else { return false }
+        tokens -= 1
+        return true
+    }
+
+    private mutating func refill(now: NIODeadline) {
+        guard now > last else { return }
+        let seconds = Double((now - last).nanoseconds) / 1e9
+        tokens = min(burst, tokens + seconds * rate)
+        last = now
+    }
+}
+
+/// Before a UDP address is validated the server sends it at most three times the bytes it
+/// received from it (the anti-amplification rule of QUIC, RFC 9000 section 8.1), so a
+/// forged source address cannot turn the server into a traffic multiplier.
+public struct AmplificationBudget: Sendable, Equatable {
+    public static let factor = 3
+    public private(set) var received = 0
+    public private(set) var sent = 0
+
+    public init() {}
+
+    public mutating func receive(_ bytes: Int) {
+        received += bytes
+    }
+
+    /// Records and allows the send only if it stays within the budget.
+    public mutating func spend(_ bytes: Int) -> Bool {
+        guard sent + bytes <= received * Self.factor else { return false }
+        sent += bytes
+        return true
+    }
+}
+
+/// Repeated failed logins for one user slow down: after `freeAttempts` failures in a row each
+/// further attempt must wait 1 s, 2 s, 4 s ... up to `maxLockout`. A success resets the count.
+public enum LoginThrottle {
+    public static let freeAttempts = 5
+    public static let maxLockout: TimeAmount = .seconds(300)
+
+    /// How long the user must wait after `failures` consecutive failed logins.
+    public static func lockout(afterFailures failures: Int) -> TimeAmount {
+        guard failures >= freeAttempts else { return .zero }
+        let doublings = min(failures - freeAttempts, 16)
+        return min(.seconds(Int64(1) << doublings), maxLockout)
+    }
+}
+
+/// Concurrent holders per key (connections per source IP, sessions per user), refusing the
+/// one that would go over `limit`.
+public struct SlotCounter<Key: Hashable & Sendable>: Sendable {
+    public let limit: Int
+    private var counts: [Key: Int] = [:]
+
+    public init(limit: Int) {
+        self.limit = limit
+    }
+
+    public mutating func acquire(_ key: Key) -> Bool {
+        let held = counts[key, default: 0]
+        guard held < limit else { return false }
+        counts[key] = held + 1
+        return true
+    }
+
+    public mutating func release(_ key: Key) {
+        guard let held = counts[key] else { return }
+        counts[key] = held > 1 ? held - 1 : nil
+    }
+
+    public func count(_ key: Key) -> Int {
+        counts[key, default: 0]
+    }
+
+    /// Keys with at least one holder; released keys leave no trace.
+    public var keyCount: Int { counts.count }
+}

@@ -1,0 +1,73 @@
+import Prometheus
+
+/// Why the server dropped a datagram without acting on it.
+enum DropReason: String, CaseIterable, Sendable {
+    case malformed, oversize, unknownSession = "unknown_session", unsealable, replayed
+    case unvalidatedAddress = "unvalidated_address", badBindToken = "bad_bind_token"
+    case rateLimited = "rate_limited", amplification
+}
+
+/// The limits of docs/SECURITY.md; each refusal is counted under its name.
+enum Limit: String, CaseIterable, Sendable {
+    case frameSize = "frame_size", datagramSize = "datagram_size"
+    case messagesPerSecond = "messages_per_second", sessionsPerUser = "sessions_per_user"
+    case connectionsPerIP = "connections_per_ip", inboxSize = "inbox_size", failedLogins = "failed_logins"
+}
+
+/// Everything the server counts, in one Prometheus registry per server (so several servers
+/// in one test process do not share counts). Counters are atomic: any thread may bump them.
+final class ServerMetrics: Sendable {
+    let registry = PrometheusCollectorRegistry()
+    private let drops: [DropReason: Counter]
+    private let limits: [Limit: Counter]
+    let datagramsIn: Counter
+    let stored: Counter
+    let duplicates: Counter
+    let pushes: Counter
+    let retransmits: Counter
+    let pushesGivenUp: Counter
+    let loginsFailed: Counter
+    let tokensRevoked: Counter
+    let sessions: Gauge
+    let controlConnections: Gauge
+
+    init() {
+        let registry = self.registry
+        func counter(_ name: String, _ help: String, _ labels: [(String, String)] = []) -> Counter {
+            registry.makeCounter(descriptor: MetricNameDescriptor(namespace: "simp", metricName: name, unitName: "total",
+                                                                  helpText: help), labels: labels)
+        }
+        func gauge(_ name: String, _ help: String) -> Gauge {
+            registry.makeGauge(descriptor: MetricNameDescriptor(namespace: "simp", metricName: name, unitName: "", helpText: help))
+        }
+        drops = Dictionary(uniqueKeysWithValues: DropReason.allCases.map {
+            ($0, counter("datagrams_dropped", "Datagrams dropped before anything acted on them", [("reason", $0.rawValue)]))
+        })
+        limits = Dictionary(uniqueKeysWithValues: Limit.allCases.map {
+            ($0, counter("limit_exceeded", "Requests refused because a limit was reached", [("limit", $0.rawValue)]))
+        })
+        datagramsIn = counter("datagrams_received", "Datagrams received")
+        stored = counter("messages_stored", "Messages stored in recipients' inboxes")
+        duplicates = counter("messages_duplicate", "Resent messages that were already stored")
+        pushes = counter("pushes", "Messages pushed to recipients")
+        retransmits = counter("retransmits", "Pushes sent again")
+        pushesGivenUp = counter("pushes_given_up", "Pushes left to the next session's sync")
+        loginsFailed = counter("logins_failed", "Logins with a wrong name or password")
+        tokensRevoked = counter("tokens_revoked", "Tokens revoked by logout")
+        sessions = gauge("sessions", "Sessions open on this node")
+        controlConnections = gauge("control_connections", "Open control connections")
+    }
+
+    func dropped(_ reason: DropReason) {
+        drops[reason]?.increment()
+    }
+
+    func exceeded(_ limit: Limit) {
+        limits[limit]?.increment()
+    }
+
+    /// The Prometheus text exposition of every metric.
+    func render() -> String {
+        registry.emitToString()
+    }
+}
