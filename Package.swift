@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "SIMPClient", targets: ["SIMPClient"]),
         .executable(name: "simp-server", targets: ["simp-server"]),
         .executable(name: "simp", targets: ["simp"]),
+        .executable(name: "simp-fuzz", targets: ["simp-fuzz"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.81.0"),
@@ -95,7 +96,17 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
-        .testTarget(name: "SIMPCoreTests", dependencies: ["SIMPCore"]),
+        // libFuzzer targets over the network-facing decoders (scripts/fuzz.sh).
+        .target(
+            name: "SIMPFuzzTargets",
+            dependencies: [
+                "SIMPCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        .executableTarget(name: "simp-fuzz", dependencies: ["SIMPFuzzTargets"]),
+        .testTarget(name: "SIMPCoreTests", dependencies: ["SIMPCore", "SIMPFuzzTargets"]),
         .testTarget(name: "SIMPClientTests", dependencies: ["SIMPClient"]),
         .testTarget(name: "SIMPRedisTests", dependencies: ["SIMPRedis", "SIMPTestSupport"]),
         .testTarget(

@@ -9,9 +9,12 @@ import Testing
         var bucket = TokenBucket(rate: 10, burst: 5, now: start)
         let admitted = (0..<8).filter { _ in bucket.take(now: start) }.count
         #expect(admitted == 5)
-        #expect(!bucket.take(now: start + .milliseconds(50)))
-        #expect(bucket.take(now: start + .milliseconds(100)))
-        #expect(!bucket.take(now: start + .milliseconds(100)))
+        let r1 = bucket.take(now: start + .milliseconds(50))
+        #expect(!r1)
+        let r2 = bucket.take(now: start + .milliseconds(100))
+        #expect(r2)
+        let r3 = bucket.take(now: start + .milliseconds(100))
+        #expect(!r3)
     }
 
     @Test func sustainedRateIsTheConfiguredRate() {
@@ -31,26 +34,33 @@ import Testing
 
     @Test func aClockThatGoesBackwardsGivesNothing() {
         var bucket = TokenBucket(rate: 1, burst: 1, now: start)
-        #expect(bucket.take(now: start))
-        #expect(!bucket.take(now: start - .seconds(10)))
+        let r4 = bucket.take(now: start)
+        #expect(r4)
+        let r5 = bucket.take(now: start - .seconds(10))
+        #expect(!r5)
     }
 }
 
 @Suite struct AmplificationBudgetTests {
     @Test func nothingMayBeSentBeforeAnythingWasReceived() {
         var budget = AmplificationBudget()
-        #expect(!budget.spend(1))
+        let r6 = budget.spend(1)
+        #expect(!r6)
     }
 
     @Test func sendsStayWithinThreeTimesTheReceivedBytes() {
         var budget = AmplificationBudget()
         budget.receive(36)
-        #expect(budget.spend(52))
-        #expect(budget.spend(52))
-        #expect(!budget.spend(52))  // 156 > 108
+        let r7 = budget.spend(52)
+        #expect(r7)
+        let r8 = budget.spend(52)
+        #expect(r8)
+        let r9 = budget.spend(52)
+        #expect(!r9)  // 156 > 108
         #expect(budget.sent == 104)
         budget.receive(36)
-        #expect(budget.spend(52))
+        let r10 = budget.spend(52)
+        #expect(r10)
     }
 }
 
@@ -74,18 +84,24 @@ import Testing
 @Suite struct SlotCounterTests {
     @Test func refusesTheHolderOverTheLimitPerKey() {
         var slots = SlotCounter<String>(limit: 2)
-        #expect(slots.acquire("10.0.0.1"))
-        #expect(slots.acquire("10.0.0.1"))
-        #expect(!slots.acquire("10.0.0.1"))
-        #expect(slots.acquire("10.0.0.2"))
+        let r11 = slots.acquire("10.0.0.1")
+        #expect(r11)
+        let r12 = slots.acquire("10.0.0.1")
+        #expect(r12)
+        let r13 = slots.acquire("10.0.0.1")
+        #expect(!r13)
+        let r14 = slots.acquire("10.0.0.2")
+        #expect(r14)
         slots.release("10.0.0.1")
-        #expect(slots.acquire("10.0.0.1"))
+        let r15 = slots.acquire("10.0.0.1")
+        #expect(r15)
     }
 
     @Test func releasedKeysLeaveNothingBehind() {
         var slots = SlotCounter<String>(limit: 1)
         for i in 0..<1000 {
-            #expect(slots.acquire("k\(i)"))
+            let r16 = slots.acquire("k\(i)")
+        #expect(r16)
             slots.release("k\(i)")
         }
         slots.release("never-held")

@@ -3,31 +3,35 @@ import NIOCore
 /// Admits `rate` events per second on average and bursts of up to `burst`. Time is passed
 /// in, so the bucket is pure and tests drive it with a fake clock.
 public struct TokenBucket: Sendable {
-    public let rate: Double
-    public let burst: Double
-    private var tokens: Double
+    public let rate: Int
+    public let burst: Int
+    /// Tokens in billionths, so refills of a few nanoseconds add up exactly (no float drift).
+    private var credit: Int64
     private var last: NIODeadline
+    private static let scale: Int64 = 1_000_000_000
 
     public init(rate: Int, burst: Int, now: NIODeadline) {
         precondition(rate > 0 && burst > 0, "a token bucket needs a positive rate and burst")
-        self.rate = Double(rate)
-        self.burst = Double(burst)
-        self.tokens = Double(burst)
+        self.rate = rate
+        self.burst = burst
+        self.credit = Int64(burst) * Self.scale
         self.last = now
     }
 
     /// Takes one token if there is one.
     public mutating func take(now: NIODeadline) -> Bool {
         refill(now: now)
-        guard tokens >= 1 else { return false }
-        tokens -= 1
+        guard credit >= Self.scale else { return false }
+        credit -= Self.scale
         return true
     }
 
     private mutating func refill(now: NIODeadline) {
         guard now > last else { return }
-        let seconds = Double((now - last).nanoseconds) / 1e9
-        tokens = min(burst, tokens + seconds * rate)
+        let full = Int64(burst) * Self.scale
+        // Capped at the time a refill from empty takes, so the product cannot overflow.
+        let elapsed = min((now - last).nanoseconds, full / Int64(rate) + 1)
+        credit = min(full, credit + elapsed * Int64(rate))
         last = now
     }
 }

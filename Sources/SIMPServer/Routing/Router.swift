@@ -235,7 +235,7 @@ final class Router: @unchecked Sendable {
             metrics.dropped(.malformed)
             return
         }
-        if let problem = Self.validate(message) {
+        if let problem = MessageRules.problem(in: message) {
             let failed = Simp_Failed(messageID: message.messageID, to: message.toUser, code: problem.code, reason: problem.reason)
             session.control.writeAndFlush(Simp_Envelope(.failed(failed)), promise: nil)
             return
@@ -299,19 +299,6 @@ final class Router: @unchecked Sendable {
     private func sendWithdrawn(_ session: Session, id: String, to: String) {
         let failed = Simp_Failed(messageID: id, to: to, code: .withdrawn, reason: "the server never received it before the sender gave up")
         session.control.writeAndFlush(Simp_Envelope(.failed(failed)), promise: nil)
-    }
-
-    static func validate(_ message: Simp_Message) -> ServerError? {
-        if message.messageID.isEmpty || message.messageID.utf8.count > 64 {
-            return ServerError(.badRequest, "messageId must be 1-64 bytes")
-        }
-        if !UserName.isValid(message.toUser) {
-            return ServerError(.unknownUser, "no such user: \(message.toUser)")
-        }
-        switch message.type {
-        case .text, .image, .audio: return nil
-        default: return ServerError(.badRequest, "message type \(message.type) cannot be sent as data")
-        }
     }
 
     // MARK: the store pipeline

@@ -1,0 +1,111 @@
+import Crypto
+import NIOCore
+import SIMPCore
+
+/// libFuzzer targets over everything the server reads from the network before it trusts it.
+/// Each takes arbitrary bytes, must never crash, and checks invariants with `precondition`,
+/// so a violated invariant is a crash the fuzzer reports. `simp-fuzz` runs them (docs/SECURITY.md).
+public enum FuzzTarget: String, CaseIterable, Sendable {
+    case frames, datagrams, envelopes
+
+    public func run(_ data: [UInt8]) {
+        switch self {
+        case .frames: FuzzTarget.frames(data)
+        case .datagrams: FuzzTarget.datagrams(data)
+        case .envelopes: FuzzTarget.envelopes(data)
+        }
+    }
+
+    /// The TCP frame decoder, fed in chunks whose sizes come from the input, with a small
+    /// limit so over-limit lengths are reached too. Every envelope it yields re-encodes to
+    /// a frame that decodes to the same envelope.
+    static func frames(_ data: [UInt8]) {
+        guard let first = data.first else { return }
+        var parser = FrameParser(maxLength: first & 1 == 0 ? Frame.defaultMaxLength : 512)
+        var rest = data.dropFirst()
+        var chunk = Int(first >> 1) + 1
+        while !rest.isEmpty {
+            parser.append(contentsOf: rest.prefix(chunk))
+            rest = rest.dropFirst(chunk)
+            chunk = chunk % 97 + 1
+            do {
+                while let envelope = try parser.next() { checkRoundTrip(envelope) }
+            } catch {
+                return  // the server answers with an error frame and closes: nothing more is read
+            }
+        }
+        precondition(parser.bufferedBytes <= data.count, "the parser holds more bytes than it was given")
+    }
+
+    private static func checkRoundTrip(_ envelope: Simp_Envelope) {
+        var reparser = FrameParser(maxLength: Int.max)
+        var encoded = Frame.encode(envelope)
+        reparser.append(&encoded)
+        let again = try? reparser.next()
+        precondition(again == envelope, "an envelope does not survive encode and decode")
+    }
+
+    static let key = SymmetricKey(data: [UInt8](repeating: 7, count: DatagramSeal.keySize))
+
+    /// The datagram header decoder, the AEAD opener and the replay window on raw bytes (even
+    /// first byte), and the message parser and rules behind a valid seal (odd first byte).
+    static func datagrams(_ data: [UInt8]) {
+        guard let mode = data.first else { return }
+        let body = Array(data.dropFirst())
+        if mode & 1 == 0 { openRaw(body) } else { parseSealed(body, packet: UInt64(mode)) }
+    }
+
+    private static func openRaw(_ bytes: [UInt8]) {
+        var buffer = ByteBuffer(bytes: bytes)
+        guard let header = try? Datagram.decodeHeader(&buffer) else { return }
+        precondition(buffer.readableBytes <= DatagramHeader.maxPayload + DatagramSeal.tagSize, "oversized datagram decoded")
+        var window = ReplayWindow()
+        let fresh = window.accept(header.packetNumber)
+        precondition(!window.accept(header.packetNumber) || !fresh, "a packet number was accepted twice")
+        if let payload = try? DatagramSeal.open(header, sealed: buffer, key: key, direction: .toServer) {
+            // Forging a tag by chance is a 2^-128 event: treat it as a broken opener.
+            preconditionFailure("random bytes opened under the key: \(payload.count) bytes")
+        }
+    }
+
+    private static func parseSealed(_ payload: [UInt8], packet: UInt64) {
+        let header = DatagramHeader(kind: .data, sessionID: 1, packetNumber: packet)
+        guard let sealed = try? DatagramSeal.seal(header, payload: payload, key: key, direction: .toServer) else {
+            precondition(payload.count > DatagramHeader.maxPayload, "a payload within the limit did not seal")
+            return
+        }
+        var buffer = sealed
+        let decoded = try? Datagram.decodeHeader(&buffer)
+        precondition(decoded == header, "the header did not survive sealing")
+        let opened = try? DatagramSeal.open(header, sealed: buffer, key: key, direction: .toServer)
+        precondition(opened == payload, "a sealed payload did not open to itself")
+        precondition((try? DatagramSeal.open(header, sealed: buffer, key: key, direction: .toClient)) == nil,
+                     "a datagram opened in the wrong direction")
+        guard let message = try? Simp_Message(serializedBytes: payload) else { return }
+        _ = MessageRules.problem(in: message)
+        let reencoded: [UInt8]? = try? message.serializedBytes()
+        precondition(reencoded.flatMap { try? Simp_Message(serializedBytes: $0) } == message, "a message does not round-trip")
+    }
+
+    /// The protobuf envelope as the control handler receives it: decoded, its body read,
+    /// and encoded back for the reply path.
+    static func envelopes(_ data: [UInt8]) {
+        guard let envelope = try? Simp_Envelope(serializedBytes: data) else { return }
+        checkRoundTrip(envelope)
+        switch envelope.body {
+        case .historyResult(let result):
+            for message in result.messages { _ = MessageRules.problem(in: message) }
+        case .error(let error):
+            _ = error.code.name
+        case .failed(let failed):
+            _ = failed.code.name
+        case .register(let request):
+            _ = UserName.isValid(request.user)
+        case .login(let request):
+            _ = UserName.isValid(request.user)
+        default:
+            break
+        }
+        _ = envelope.textFormatString()
+    }
+}
