@@ -106,7 +106,7 @@ let package = Package(
             ]
         ),
         .executableTarget(name: "simp-fuzz", dependencies: ["SIMPFuzzTargets"]),
-        .testTarget(name: "SIMPCoreTests", dependencies: ["SIMPCore", "SIMPFuzzTargets"]),
+        .testTarget(name: "SIMPCoreTests", dependencies: ["SIMPCore", "SIMPFuzzTargets", "SIMPTestSupport"]),
         .testTarget(name: "SIMPClientTests", dependencies: ["SIMPClient"]),
         .testTarget(name: "SIMPRedisTests", dependencies: ["SIMPRedis", "SIMPTestSupport"]),
         .testTarget(
