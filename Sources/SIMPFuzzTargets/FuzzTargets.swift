@@ -37,12 +37,17 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         precondition(parser.bufferedBytes <= data.count, "the parser holds more bytes than it was given")
     }
 
+    /// Compared as bytes, not values: a NaN float is never equal to itself.
     private static func checkRoundTrip(_ envelope: Simp_Envelope) {
         var reparser = FrameParser(maxLength: Int.max)
         var encoded = Frame.encode(envelope)
+        let bytes = Array(encoded.readableBytesView)
+        // An envelope of defaults encodes to nothing, and a zero-length frame is refused by
+        // design (PROTOCOL.md): no sender produces one, so there is nothing to round-trip.
+        guard bytes.count > Frame.headerSize else { return }
         reparser.append(&encoded)
-        let again = try? reparser.next()
-        precondition(again == envelope, "an envelope does not survive encode and decode")
+        let again = (try? reparser.next()).flatMap { $0 }.map { Array(Frame.encode($0).readableBytesView) }
+        precondition(again == bytes, "an envelope does not survive encode and decode")
     }
 
     static let key = SymmetricKey(data: [UInt8](repeating: 7, count: DatagramSeal.keySize))
@@ -84,7 +89,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         guard let message = try? Simp_Message(serializedBytes: payload) else { return }
         _ = MessageRules.problem(in: message)
         let reencoded: [UInt8]? = try? message.serializedBytes()
-        precondition(reencoded.flatMap { try? Simp_Message(serializedBytes: $0) } == message, "a message does not round-trip")
+        let again: [UInt8]? = reencoded.flatMap { try? Simp_Message(serializedBytes: $0) }.flatMap { try? $0.serializedBytes() }
+        precondition(again == reencoded, "a message does not round-trip")
     }
 
     /// The protobuf envelope as the control handler receives it: decoded, its body read,

@@ -37,7 +37,8 @@ final class TestCluster: @unchecked Sendable {
         }
     }
 
-    static func start(heartbeat: TimeAmount = .seconds(10)) async throws -> TestCluster {
+    static func start(heartbeat: TimeAmount = .seconds(10),
+                      configure: (inout ServerConfiguration) -> Void = { _ in }) async throws -> TestCluster {
         let redis = try RedisServerProcess()
         var config = ServerConfiguration()
         config.port = 0
@@ -46,6 +47,7 @@ final class TestCluster: @unchecked Sendable {
         config.heartbeat = heartbeat
         config.scryptRounds = 1024
         config.redisWait = .seconds(5)
+        configure(&config)
         let server = SIMPServer(configuration: config)
         let addresses = try await server.start()
         return TestCluster(redis: redis, server: server, addresses: addresses)
@@ -76,6 +78,11 @@ final class TestCluster: @unchecked Sendable {
     func stop() async {
         await server.stop()
         redis.stop()
+    }
+
+    /// A counter or gauge from the server's metrics; 0 when it has no such line.
+    func metric(_ name: String) -> Double {
+        metricValue(server.metricsText(), name)
     }
 }
 
@@ -183,4 +190,12 @@ final class ServerProcess {
         self.tcpPort = try port("tcp")
         self.udpPort = try port("udp")
     }
+}
+
+/// The value of one sample line ("name{labels} value") in Prometheus text; 0 when absent.
+func metricValue(_ text: String, _ name: String) -> Double {
+    for line in text.split(separator: "\n") where line.hasPrefix(name + " ") {
+        return Double(line.split(separator: " ").last ?? "") ?? 0
+    }
+    return 0
 }

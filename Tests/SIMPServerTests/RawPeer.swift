@@ -78,6 +78,12 @@ final class RawPeer {
         return recv(tcp, &byte, 1, 0) == 0
     }
 
+    /// Sends a request and reads until its answer (nil: the server closed or went silent).
+    func request(_ id: UInt64, _ body: Simp_Envelope.OneOf_Body) throws -> Simp_Envelope? {
+        writeRaw(frame(Simp_Envelope(requestID: id, body)))
+        return try response(to: id)
+    }
+
     func login(_ user: String, _ password: String) throws -> String {
         var login = Simp_LoginRequest()
         login.user = user
@@ -102,6 +108,11 @@ final class RawPeer {
     }
 
     private var nextPacket: UInt64 = 1
+
+    /// Starts numbering at `number` (a second socket using the same session must not repeat numbers).
+    func skipPacketNumbers(to number: UInt64) {
+        nextPacket = number
+    }
 
     /// Seals and sends; each datagram gets the next packet number (the server drops repeats).
     func sendDatagram(_ kind: DatagramKind, _ payload: [UInt8]) {
