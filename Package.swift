@@ -105,7 +105,8 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
-        .executableTarget(name: "simp-fuzz", dependencies: ["SIMPFuzzTargets"]),
+        .target(name: "CFuzzDriver"),
+        .executableTarget(name: "simp-fuzz", dependencies: ["SIMPFuzzTargets", "CFuzzDriver"]),
         .testTarget(name: "SIMPCoreTests", dependencies: ["SIMPCore", "SIMPFuzzTargets", "SIMPTestSupport"]),
         .testTarget(name: "SIMPClientTests", dependencies: ["SIMPClient"]),
         .testTarget(name: "SIMPRedisTests", dependencies: ["SIMPRedis", "SIMPTestSupport"]),

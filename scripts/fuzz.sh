@@ -12,7 +12,7 @@ shift || true
 targets=${*:-frames datagrams envelopes}
 config=${SIMP_FUZZ_CONFIG:-debug}
 swift build -c "$config" --scratch-path .build-fuzz --product simp-fuzz \
-  -Xswiftc -sanitize=fuzzer -Xswiftc -DSIMP_LIBFUZZER -Xswiftc -parse-as-library
+  -Xswiftc -sanitize=fuzzer -Xswiftc -DSIMP_LIBFUZZER
 bin=.build-fuzz/$config/simp-fuzz
 for target in $targets; do
   corpus=.build-fuzz/corpus/$target
