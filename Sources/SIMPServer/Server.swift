@@ -69,7 +69,7 @@ public final class SIMPServer: Service, @unchecked Sendable {
         try await loop.submit { router.udp = udp; router.start() }.get()
         let node = ControlContext(accounts: accounts, router: router,
                                   admission: Admission(limits: configuration.limits, metrics: metrics),
-                                  metrics: metrics, logger: logger)
+                                  metrics: metrics, logger: logger, unreadGrace: configuration.limits.unreadGrace)
         let tcp = try await bindTCP(node, tls: tls)
         self.udp = udp
         self.tcp = tcp
@@ -159,6 +159,7 @@ public final class SIMPServer: Service, @unchecked Sendable {
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelOption(.writeBufferWaterMark, value: .init(low: 256 << 10, high: 1 << 20))
             .childChannelInitializer { channel in
                 controls.add(channel)
                 return channel.eventLoop.makeCompletedFuture {

@@ -55,6 +55,9 @@ public struct ServerLimits: Sendable {
     public var sessionsPerUser = 8
     /// Open control connections per source IP address.
     public var connectionsPerIP = 256
+    /// A control connection that leaves over 1 MiB of replies unread stops being read, and is
+    /// closed if it stays so for this long.
+    public var unreadGrace: TimeAmount = .seconds(30)
 
     public init() {}
 }

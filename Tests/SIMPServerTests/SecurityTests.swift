@@ -327,3 +327,32 @@ func waitFor(_ condition: () async -> Bool) async -> Bool {
         await cluster.stop()
     }
 }
+
+@Suite(.serialized) struct UnreadRepliesTests {
+    /// A peer that floods requests and never reads the answers: the server stops reading it
+    /// once 1 MiB of replies wait, then closes it; its memory does not follow the flood.
+    @Test func aPeerThatNeverReadsIsStoppedThenDropped() async throws {
+        let cluster = try await TestCluster.start { $0.limits.unreadGrace = .seconds(1) }
+        let peer = try RawPeer(tcpPort: cluster.addresses.tcpPort, udpPort: cluster.addresses.udpPort)
+        var small: Int32 = 4096
+        setsockopt(peer.tcp, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+        // An envelope without a body: 6 bytes in, an error frame of about 30 bytes out.
+        let request: [UInt8] = [0, 0, 0, 2, 0x08, 0x01]
+        let burst = [UInt8]((0..<1000).flatMap { _ in request })
+        var nonblocking = fcntl(peer.tcp, F_GETFL)
+        nonblocking |= O_NONBLOCK
+        _ = fcntl(peer.tcp, F_SETFL, nonblocking)
+        var written = 0
+        let deadline = ContinuousClock.now + .seconds(20)
+        while exceeded(cluster, "output_backlog") == 0, ContinuousClock.now < deadline {
+            let n = burst.withUnsafeBytes { send(peer.tcp, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n > 0 { written += n } else { try await Task.sleep(for: .milliseconds(10)) }
+        }
+        print("unread replies: sent \(written) bytes of requests before the server stopped reading")
+        #expect(exceeded(cluster, "output_backlog") == 1)
+        // Others are served throughout.
+        let (alice, _) = try await cluster.connectedClient("alice")
+        await alice.close()
+        await cluster.stop()
+    }
+}

@@ -10,6 +10,7 @@ struct ControlContext: Sendable {
     var admission: Admission
     var metrics: ServerMetrics
     var logger: Logger
+    var unreadGrace: TimeAmount
 }
 
 /// Serves one control connection: register, login, connect, ping, receipts, history, logout.
@@ -38,6 +39,9 @@ final class ControlHandler: ChannelInboundHandler {
     /// Tokens this connection logged in or connected with: logout revokes them.
     private var tokens: [VerifiedToken] = []
     private var connecting = false
+    /// Closes the connection if its peer leaves our replies unread for too long.
+    private var stuckTimer: Scheduled<Void>?
+    private let unreadGrace: TimeAmount
 
     init(_ node: ControlContext) {
         self.accounts = node.accounts
@@ -45,6 +49,7 @@ final class ControlHandler: ChannelInboundHandler {
         self.admission = node.admission
         self.metrics = node.metrics
         self.logger = node.logger
+        self.unreadGrace = node.unreadGrace
     }
 
     func channelActive(context: ChannelHandlerContext) {
@@ -102,11 +107,31 @@ final class ControlHandler: ChannelInboundHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        stuckTimer?.cancel()
         endSession()
         releaseSlot()
         if let ip = admittedIP { admission.connectionClosed(from: ip) }
         admittedIP = nil
         context.fireChannelInactive()
+    }
+
+    /// A peer that does not read what we write: stop reading its requests (so replies cannot
+    /// pile up in memory) and drop it if it stays that way.
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        let writable = context.channel.isWritable
+        context.channel.setOption(.autoRead, value: writable).whenFailure { _ in }
+        if writable {
+            stuckTimer?.cancel()
+            stuckTimer = nil
+        } else if stuckTimer == nil {
+            let channel = context.channel
+            let metrics = self.metrics
+            stuckTimer = context.eventLoop.scheduleTask(in: unreadGrace) {
+                metrics.exceeded(.outputBacklog)
+                channel.close(promise: nil)
+            }
+        }
+        context.fireChannelWritabilityChanged()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {

@@ -12,6 +12,7 @@ enum Limit: String, CaseIterable, Sendable {
     case frameSize = "frame_size", datagramSize = "datagram_size"
     case messagesPerSecond = "messages_per_second", sessionsPerUser = "sessions_per_user"
     case connectionsPerIP = "connections_per_ip", inboxSize = "inbox_size", failedLogins = "failed_logins"
+    case outputBacklog = "output_backlog"
 }
 
 /// Everything the server counts, in one Prometheus registry per server (so several servers
