@@ -40,6 +40,36 @@ import Glibc
         #expect(process.waitForExit(timeout: 10) == 0)
     }
 
+    @Test func metricsEndpointServesPrometheusText() throws {
+        let redis = try RedisServerProcess()
+        let server = try ServerProcess(redisURL: redis.url, extra: ["--metrics-port", "0"])
+        defer {
+            server.process.signal(SIGTERM)
+            _ = server.process.waitForExit(timeout: 10)
+            redis.stop()
+        }
+        guard let range = server.readyLine.range(of: #"metrics=127\.0\.0\.1:\d+"#, options: .regularExpression),
+              let port = Int(server.readyLine[range].split(separator: ":").last!) else {
+            Issue.record("no metrics address in \(server.readyLine)")
+            return
+        }
+        let peer = try RawPeer(tcpPort: port, udpPort: 0)
+        peer.writeRaw(Array("GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
+        var response = [UInt8]()
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { recv(peer.tcp, $0.baseAddress, $0.count, 0) }
+            guard n > 0 else { break }
+            response += chunk.prefix(n)
+        }
+        let text = String(decoding: response, as: UTF8.self)
+        #expect(text.hasPrefix("HTTP/1.1 200 OK"))
+        #expect(text.contains("text/plain; version=0.0.4"))
+        #expect(text.contains("# TYPE simp_datagrams_received_total counter"))
+        #expect(text.contains(#"simp_limit_exceeded_total{limit="messages_per_second"} 0"#))
+        #expect(text.contains("simp_sessions 0"))
+    }
+
     @Test func unreachableRedisIsAClearErrorAndExitOne() throws {
         let port = try freeTCPPort()
         let process = try ChildProcess(try productPath("simp-server"),
