@@ -469,8 +469,10 @@ public final class SIMPClient: @unchecked Sendable {
             store?.remove(id: d.messageID)
             emit(.delivered(id: d.messageID, to: d.toUser, seq: d.seq))
         case .failed(let f):
+            // Accepted is durable: a later failure can only be a resend's store that failed
+            // (Redis down), which does not undo the first. The receipt will come.
+            guard awaitingDelivery[f.messageID] == nil else { return }
             let wasPending = outbox.remove(f.messageID) != nil || withdrawing.removeValue(forKey: f.messageID) != nil
-                || awaitingDelivery.removeValue(forKey: f.messageID) != nil
             if wasPending { store?.remove(id: f.messageID) }
             if wasPending { emit(.failed(id: f.messageID, to: f.toUser, reason: f.reason.isEmpty ? f.code.name : f.reason)) }
         case .missing(let missing):

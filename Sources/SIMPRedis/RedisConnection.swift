@@ -32,6 +32,18 @@ final class RedisConnection {
     /// False once hiredis reported an I/O or protocol error: the context cannot be reused.
     var isHealthy: Bool { context != nil }
 
+    /// True when Redis closed this idle connection (it restarted or dropped us): a peek at
+    /// the socket shows end-of-file or an error without waiting. Checked before each use, so
+    /// a pipeline is only ever sent on a connection that was open when it was sent.
+    var peerClosed: Bool {
+        guard let context else { return true }
+        var byte: UInt8 = 0
+        let n = recv(context.pointee.fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+        if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return false }
+        // 0: end of file; > 0: bytes nobody asked for; < 0: a reset. None is usable.
+        return true
+    }
+
     /// Sends every command, then reads every reply: one round trip for the lot.
     func run(_ commands: [RedisCommand]) throws(RedisError) -> [RedisValue] {
         try loadScripts(for: commands)
@@ -40,10 +52,17 @@ final class RedisConnection {
         }
         var replies: [RedisValue] = []
         replies.reserveCapacity(commands.count)
-        for _ in commands {
-            replies.append(try readReply())
+        do {
+            for _ in commands {
+                replies.append(try readReply())
+            }
+            return try retryUnloadedScripts(commands, replies)
+        } catch {
+            // The first read flushed the pipeline: Redis may have run it and lost only the answer.
+            var sent = error
+            sent.mayHaveRun = error.kind == .io || error.kind == .timeout
+            throw sent
         }
-        return try retryUnloadedScripts(commands, replies)
     }
 
     private func resolved(_ command: RedisCommand) -> [[UInt8]] {

@@ -20,14 +20,20 @@ public struct RedisError: Error, Sendable, Equatable, CustomStringConvertible {
 
     public var kind: Kind
     public var message: String
+    /// True when the commands may have run in Redis although no answer came back: the
+    /// connection broke or timed out after they were sent. False when they surely did not
+    /// run (no connection, a connection found closed before sending, an error reply).
+    public var mayHaveRun = false
 
-    public init(_ kind: Kind, _ message: String) {
+    public init(_ kind: Kind, _ message: String, mayHaveRun: Bool = false) {
         self.kind = kind
         self.message = message
+        self.mayHaveRun = mayHaveRun
     }
 
     /// True when the store itself is unavailable (as opposed to a bad command).
     public var isUnavailable: Bool { kind != .server && kind != .protocolViolation }
+
 
     /// Classifies an error reply: temporary conditions are not the caller's fault.
     public static func reply(_ message: String) -> RedisError {

@@ -64,8 +64,11 @@ public final class RedisPool: Sendable {
         }
     }
 
+    /// An idle connection that Redis has not closed, or a new one.
     private func checkOut() throws(RedisError) -> ConnectionBox {
-        if let box = idle.withLockedValue({ $0.popLast() }) { return box }
+        while let box = idle.withLockedValue({ $0.popLast() }) {
+            if !box.connection.peerClosed { return box }
+        }
         return ConnectionBox(try RedisConnection(configuration))
     }
 

@@ -16,6 +16,8 @@ struct ScenarioResult: CustomStringConvertible {
     var lost = 0
     var failed = 0
     var unsettled = 0
+    /// Reported failed to the sender, yet received: a failure that was not true.
+    var failedButReceived = 0
     var orderViolations = 0
     var p50 = 0.0
     var p99 = 0.0
@@ -33,6 +35,7 @@ struct ScenarioResult: CustomStringConvertible {
         #expect(duplicates == 0, "\(name): duplicates", sourceLocation: sourceLocation)
         #expect(orderViolations == 0, "\(name): order", sourceLocation: sourceLocation)
         #expect(unsettled == 0, "\(name): senders without a final state", sourceLocation: sourceLocation)
+        #expect(failedButReceived == 0, "\(name): reported failed but received", sourceLocation: sourceLocation)
     }
 }
 
@@ -50,6 +53,7 @@ func tally(_ name: String, pairs: [(sent: [String], sentAt: [String: Date], rece
         r.duplicates += receivedIDs.count - unique.count
         r.failed += pair.failed.count
         for id in pair.sent where !unique.contains(id) && !pair.failed.contains(id) { r.lost += 1 }
+        r.failedButReceived += pair.failed.intersection(unique).count
         for id in pair.sent where !pair.delivered.contains(id) && !pair.failed.contains(id) { r.unsettled += 1 }
         let expectedOrder = pair.sent.filter { unique.contains($0) }
         var seen = Set<String>()
@@ -187,6 +191,14 @@ func tally(_ name: String, pairs: [(sent: [String], sentAt: [String: Date], rece
             let received = log.messages.map { ($0.id, times[$0.id] ?? Date()) }
             return (sent[p], sentAt[p], received, Set(senderClients[p].1.delivered), Set(senderClients[p].1.failed.map(\.id)))
         })
+        if ProcessInfo.processInfo.environment["SIMP_FAULT_DEBUG"] != nil {
+            for p in 0..<Self.pairs {
+                let got = Set(recipientClients[p].1.messages.map(\.id))
+                for f in senderClients[p].1.failed where got.contains(f.id) {
+                    print("failed-but-received \(f.id): \(f.reason) accepted=\(senderClients[p].1.accepted.contains(f.id))")
+                }
+            }
+        }
         if result.unsettled > 0 {
             for p in 0..<Self.pairs {
                 let log = senderClients[p].1

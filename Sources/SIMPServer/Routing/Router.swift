@@ -29,6 +29,7 @@ final class Router: @unchecked Sendable {
     private var sessions: [UInt64: Session] = [:]
     private var sessionByUser: [String: UInt64] = [:]
     private var queuedStores: [(session: UInt64, request: StoreRequest)] = []
+    private var storesPending: Set<String> = []
     private var storeInFlight: EventLoopFuture<Void>?
     private var flushScheduled = false
     private var unackedReceipts: [String: UInt64] = [:]
@@ -306,9 +307,14 @@ final class Router: @unchecked Sendable {
     /// Stores are batched into one pipelined round trip; one batch at a time, so the
     /// order in which datagrams arrived is the order of their sequence numbers.
     private func enqueueStore(session: UInt64, _ request: StoreRequest) {
+        // A resend of a message whose store is still queued, in flight or being retried is
+        // answered by that store's outcome; a second copy could contradict it.
+        guard storesPending.insert(Self.storeKey(request)).inserted else { return }
         queuedStores.append((session, request))
         scheduleFlush()
     }
+
+    private static func storeKey(_ request: StoreRequest) -> String { "\(request.from)\u{0}\(request.id)" }
 
     private func scheduleFlush() {
         guard storeInFlight == nil, !flushScheduled, !queuedStores.isEmpty else { return }
@@ -324,19 +330,49 @@ final class Router: @unchecked Sendable {
         let batch = Array(queuedStores.prefix(settings.maxStoreBatch))
         queuedStores.removeFirst(batch.count)
         let future = store.store(batch.map(\.request), on: loop).map { [self] outcomes in
+            var retry: [(session: UInt64, request: StoreRequest)] = []
             for (item, outcome) in zip(batch, outcomes) {
-                settle(item.request, outcome)
+                if let again = unsettled(item.request, outcome) {
+                    retry.append((item.session, again))
+                } else {
+                    settle(item.request, outcome)
+                }
             }
             udp?.flush()
+            return retry
         }
-        storeInFlight = future
-        future.whenComplete { [self] _ in
-            storeInFlight = nil
-            scheduleFlush()
+        storeInFlight = future.map { _ in }
+        future.whenComplete { [self] result in
+            let retry = (try? result.get()) ?? []
+            guard !retry.isEmpty else {
+                storeInFlight = nil
+                scheduleFlush()
+                return
+            }
+            // Ahead of everything queued since, so order holds; after a pause, Redis being down.
+            queuedStores.insert(contentsOf: retry, at: 0)
+            storeInFlight = loop.scheduleTask(in: .milliseconds(200)) {}.futureResult
+            storeInFlight?.whenComplete { [self] _ in
+                storeInFlight = nil
+                scheduleFlush()
+            }
         }
     }
 
+    /// A store whose outcome is unknown (the script may have run, the answer was lost) is
+    /// tried again, idempotently by message id, until Redis gives a real answer or 30 s pass.
+    private func unsettled(_ request: StoreRequest, _ outcome: StoreOutcome) -> StoreRequest? {
+        guard case .unavailable(let error) = outcome else { return nil }
+        var again = request
+        if again.ambiguousSince == nil {
+            guard error.mayHaveRun else { return nil }
+            again.ambiguousSince = .now()
+        }
+        return NIODeadline.now() - again.ambiguousSince! < .seconds(30) ? again : nil
+    }
+
     private func settle(_ request: StoreRequest, _ outcome: StoreOutcome) {
+        storesPending.remove(Self.storeKey(request))
         let sender = sessionByUser[request.from].flatMap { sessions[$0] }
         switch outcome {
         case .stored(let seq, let bytes):
@@ -355,7 +391,8 @@ final class Router: @unchecked Sendable {
             metrics.exceeded(.inboxSize)
             sender?.control.write(Self.failed(request, .inboxFull, "\(request.to)'s inbox is full"), promise: nil)
         case .unavailable(let error):
-            sender?.control.write(Self.failed(request, .storeUnavailable, "message store unavailable: \(error.message)"), promise: nil)
+            let doubt = request.ambiguousSince == nil ? "" : "; it may still be delivered"
+            sender?.control.write(Self.failed(request, .storeUnavailable, "message store unavailable: \(error.message)\(doubt)"), promise: nil)
         }
         sender?.control.flush()
     }

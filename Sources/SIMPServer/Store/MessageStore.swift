@@ -7,6 +7,8 @@ struct StoreRequest: Sendable {
     var id: String
     var to: String
     var bytes: [UInt8]
+    /// Set when an attempt may have run in Redis without us seeing the answer.
+    var ambiguousSince: NIODeadline?
 }
 
 struct StoredCredentials: Sendable {
