@@ -19,12 +19,17 @@ final class RawPeer {
     private(set) var lastSent: [UInt8] = []
     let serverUDPPort: Int
 
-    init(tcpPort: Int, udpPort: Int) throws {
+    /// `receiveBuffer` fixes the TCP receive buffer before connecting (no autotuning), for a
+    /// peer that should hold as little of the server's output as possible.
+    init(tcpPort: Int, udpPort: Int, receiveBuffer: Int32? = nil) throws {
         tcp = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         udp = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
         serverUDPPort = udpPort
         var timeout = timeval(tv_sec: 15, tv_usec: 0)
         setsockopt(tcp, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        if var size = receiveBuffer {
+            setsockopt(tcp, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         var addr = Self.loopback(tcpPort)
         let rc = withUnsafePointer(to: &addr) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(tcp, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
