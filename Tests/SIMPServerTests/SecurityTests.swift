@@ -279,6 +279,31 @@ func waitFor(_ condition: () async -> Bool) async -> Bool {
         await cluster.stop()
     }
 
+    /// Connections that close while their login or connect is still being checked leave no
+    /// slot behind: with one allowed per user, a proper login still works afterwards.
+    @Test func connectionsClosedMidLoginLeaveNoSlotBehind() async throws {
+        let cluster = try await TestCluster.start { $0.limits.sessionsPerUser = 1 }
+        try await cluster.register("alice")
+        let token = try RawPeer(tcpPort: cluster.addresses.tcpPort, udpPort: cluster.addresses.udpPort).login("alice", "pw-alice")
+        #expect(await waitFor { cluster.metric("simp_control_connections") == 0 })
+        var login = Simp_LoginRequest()
+        login.user = "alice"
+        login.password = "pw-alice"
+        var connect = Simp_ConnectRequest()
+        connect.token = token
+        for i in 0..<20 {
+            let peer = try RawPeer(tcpPort: cluster.addresses.tcpPort, udpPort: cluster.addresses.udpPort)
+            peer.writeRaw(peer.frame(Simp_Envelope(requestID: 1, i % 2 == 0 ? .login(login) : .connect(connect))))
+            close(peer.tcp)
+        }
+        #expect(await waitFor { cluster.metric("simp_control_connections") == 0 })
+        try await Task.sleep(for: .milliseconds(300))
+        let (alice, _) = try await cluster.connectedClient("alice", register: false)
+        #expect(await cluster.server.sessionCount() == 1, "only the live session")
+        await alice.close()
+        await cluster.stop()
+    }
+
     /// A burst over the session's rate: the sender is told, the excess is dropped unread,
     /// and the library's retransmissions still get every message delivered, once, in order.
     @Test func messagesOverTheRateAreDelayedNotLost() async throws {

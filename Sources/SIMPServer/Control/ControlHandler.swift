@@ -39,6 +39,9 @@ final class ControlHandler: ChannelInboundHandler {
     /// Tokens this connection logged in or connected with: logout revokes them.
     private var tokens: [VerifiedToken] = []
     private var connecting = false
+    /// Set when the channel went inactive: answers that arrive later must not take a slot
+    /// or open a session nobody would release.
+    private var closed = false
     /// Closes the connection if its peer leaves our replies unread for too long.
     private var stuckTimer: Scheduled<Void>?
     private let unreadGrace: TimeAmount
@@ -107,6 +110,7 @@ final class ControlHandler: ChannelInboundHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        closed = true
         stuckTimer?.cancel()
         endSession()
         releaseSlot()
@@ -152,6 +156,7 @@ final class ControlHandler: ChannelInboundHandler {
 
     /// Takes the user's logged-in slot for this connection, unless the user has too many.
     private func takeSlot(for user: String) throws(ServerError) {
+        guard !closed else { throw ServerError(.notConnected, "the connection closed") }
         guard heldSlot != user else { return }
         guard heldSlot == nil else {
             throw ServerError(.badRequest, "this connection is logged in as \(heldSlot!); open another for \(user)")
@@ -209,7 +214,11 @@ final class ControlHandler: ChannelInboundHandler {
         }.flatMap { token in
             router.loop.flatSubmit {
                 router.openSession(user: token.user, control: channel, lastSeq: request.lastSeq)
-            }.hop(to: channel.eventLoop).map { response -> Simp_Envelope in
+            }.hop(to: channel.eventLoop).flatMapThrowing { response -> Simp_Envelope in
+                guard !loop.value.closed else {
+                    router.loop.execute { router.closeSession(response.sessionID) }
+                    throw ServerError(.notConnected, "the connection closed")
+                }
                 loop.value.state = .connected(user: token.user, session: response.sessionID)
                 return Simp_Envelope(requestID: id, .connected(response))
             }
