@@ -199,3 +199,26 @@ func metricValue(_ text: String, _ name: String) -> Double {
     }
     return 0
 }
+
+/// A redis-server and a simp-server process on it, stopped together.
+final class ServerNode {
+    let redis: RedisServerProcess
+    let server: ServerProcess
+
+    init(extra: [String] = []) throws {
+        redis = try RedisServerProcess()
+        do {
+            server = try ServerProcess(redisURL: redis.url, extra: extra)
+        } catch {
+            redis.stop()
+            throw error
+        }
+    }
+
+    /// SIGTERM to the server, then Redis.
+    func stop() {
+        server.process.signal(SIGTERM)
+        _ = server.process.waitForExit(timeout: 10)
+        redis.stop()
+    }
+}

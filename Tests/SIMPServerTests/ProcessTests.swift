@@ -41,13 +41,9 @@ import Glibc
     }
 
     @Test func metricsEndpointServesPrometheusText() throws {
-        let redis = try RedisServerProcess()
-        let server = try ServerProcess(redisURL: redis.url, extra: ["--metrics-port", "0"])
-        defer {
-            server.process.signal(SIGTERM)
-            _ = server.process.waitForExit(timeout: 10)
-            redis.stop()
-        }
+        let node = try ServerNode(extra: ["--metrics-port", "0"])
+        defer { node.stop() }
+        let server = node.server
         guard let range = server.readyLine.range(of: #"metrics=127\.0\.0\.1:\d+"#, options: .regularExpression),
               let port = Int(server.readyLine[range].split(separator: ":").last!) else {
             Issue.record("no metrics address in \(server.readyLine)")

@@ -18,13 +18,9 @@ import Glibc
     static let datagrams = 10_000
 
     @Test func tenThousandBadFramesAndDatagramsWhileAConversationGoesOn() async throws {
-        let redis = try RedisServerProcess()
-        defer { redis.stop() }
-        let server = try ServerProcess(redisURL: redis.url)
-        defer {
-            server.process.signal(SIGTERM)
-            _ = server.process.waitForExit(timeout: 10)
-        }
+        let node = try ServerNode()
+        defer { node.stop() }
+        let server = node.server
         var config = ClientConfiguration(host: "127.0.0.1", port: server.tcpPort)
         config.reconnectBase = .milliseconds(50)
         let alice = SIMPClient(configuration: config)

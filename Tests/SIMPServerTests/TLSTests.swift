@@ -27,14 +27,9 @@ struct DevCertificate {
     /// One conversation between two library clients against a real simp-server process,
     /// with a raw capture of everything on the server's ports.
     func converse(tls: DevCertificate?, secret: String, password: String) async throws -> (packets: [CapturedPacket], readyLine: String) {
-        let redis = try RedisServerProcess()
-        defer { redis.stop() }
-        let tlsArgs = tls.map { ["--tls-cert", $0.certificate, "--tls-key", $0.key] } ?? []
-        let server = try ServerProcess(redisURL: redis.url, extra: tlsArgs)
-        defer {
-            server.process.signal(SIGTERM)
-            _ = server.process.waitForExit(timeout: 10)
-        }
+        let node = try ServerNode(extra: tls.map { ["--tls-cert", $0.certificate, "--tls-key", $0.key] } ?? [])
+        defer { node.stop() }
+        let server = node.server
         let capture = try LoopbackCapture(ports: [server.tcpPort, server.udpPort])
         var config = ClientConfiguration(host: "127.0.0.1", port: server.tcpPort)
         config.tls = tls.map { ClientTLS(caFile: $0.certificate) }
@@ -82,13 +77,9 @@ struct DevCertificate {
 
     @Test func clientsRefuseAnUntrustedServerAndPlainClientsGetNowhere() async throws {
         let certificate = try DevCertificate()
-        let redis = try RedisServerProcess()
-        defer { redis.stop() }
-        let server = try ServerProcess(redisURL: redis.url, extra: ["--tls-cert", certificate.certificate, "--tls-key", certificate.key])
-        defer {
-            server.process.signal(SIGTERM)
-            _ = server.process.waitForExit(timeout: 10)
-        }
+        let node = try ServerNode(extra: ["--tls-cert", certificate.certificate, "--tls-key", certificate.key])
+        defer { node.stop() }
+        let server = node.server
         var config = ClientConfiguration(host: "127.0.0.1", port: server.tcpPort)
         config.requestTimeout = .seconds(3)
         config.tls = ClientTLS()  // the system's roots do not know this self-signed certificate
@@ -108,13 +99,9 @@ struct DevCertificate {
     /// asked for (or the IP address it connected to, which this one does not carry).
     @Test func theCertificateMustNameTheServer() async throws {
         let certificate = try DevCertificate(names: "DNS:simp.test")
-        let redis = try RedisServerProcess()
-        defer { redis.stop() }
-        let server = try ServerProcess(redisURL: redis.url, extra: ["--tls-cert", certificate.certificate, "--tls-key", certificate.key])
-        defer {
-            server.process.signal(SIGTERM)
-            _ = server.process.waitForExit(timeout: 10)
-        }
+        let node = try ServerNode(extra: ["--tls-cert", certificate.certificate, "--tls-key", certificate.key])
+        defer { node.stop() }
+        let server = node.server
         var config = ClientConfiguration(host: "127.0.0.1", port: server.tcpPort)
         config.requestTimeout = .seconds(3)
         for wrong in [nil, "other.test"] {
@@ -132,13 +119,9 @@ struct DevCertificate {
 
     @Test func theCLIOverTLS() throws {
         let certificate = try DevCertificate()
-        let redis = try RedisServerProcess()
-        defer { redis.stop() }
-        let server = try ServerProcess(redisURL: redis.url, extra: ["--tls-cert", certificate.certificate, "--tls-key", certificate.key])
-        defer {
-            server.process.signal(SIGTERM)
-            _ = server.process.waitForExit(timeout: 10)
-        }
+        let node = try ServerNode(extra: ["--tls-cert", certificate.certificate, "--tls-key", certificate.key])
+        defer { node.stop() }
+        let server = node.server
         let simp = try productPath("simp")
         let base = ["--server", "127.0.0.1:\(server.tcpPort)", "--tls", "--ca", certificate.certificate, "--json"]
         let bob = try ChildProcess(simp, base + ["--user", "bob", "--password", "pw", "--register"])
