@@ -666,7 +666,24 @@ public final class SIMPClient: @unchecked Sendable {
         let underlying = (error as? NIOConnectionError)?.connectionErrors.first?.error ?? error
         if let io = underlying as? IOError { return String(cString: strerror(io.errnoCode)).lowercased() }
         if error is ChannelError { return "connection timed out" }
+        if let tls = tlsReason(underlying) { return tls }
         return "\(underlying)"
+    }
+
+    /// BoringSSL's reason code, said plainly, with the code kept for searching.
+    private static func tlsReason(_ error: any Error) -> String? {
+        if let extra = error as? NIOSSLExtraError, extra == .failedToValidateHostname {
+            return "TLS: the server's certificate does not name the host asked for (\(extra))"
+        }
+        guard error is NIOSSLError else { return nil }
+        let text = "\(error)"
+        let plain: [(code: String, meaning: String)] = [
+            ("CERTIFICATE_VERIFY_FAILED", "the server's certificate is not trusted (pass its CA with --ca)"),
+            ("WRONG_VERSION_NUMBER", "the server does not speak TLS"),
+            ("CERTIFICATE_EXPIRED", "the server's certificate has expired"),
+        ]
+        guard let match = plain.first(where: { text.contains($0.code) }) else { return "TLS: \(text)" }
+        return "TLS: \(match.meaning) [\(match.code)]"
     }
 
     static func clientError(_ error: any Error) -> ClientError {
