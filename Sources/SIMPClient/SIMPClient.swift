@@ -119,7 +119,7 @@ public final class SIMPClient: @unchecked Sendable {
                 return establish()
             }.get()
         } catch {
-            throw Self.clientError(error)
+            throw withTLSHint(Self.clientError(error))
         }
     }
 
@@ -427,8 +427,17 @@ public final class SIMPClient: @unchecked Sendable {
             }.get()
             if case .error(let error) = reply.body { throw ClientError.server(error) }
         } catch {
-            throw Self.clientError(error)
+            throw withTLSHint(Self.clientError(error))
         }
+    }
+
+    /// A TLS server drops a plain client's first frame without a word: say what may be wrong.
+    private func withTLSHint(_ error: ClientError) -> ClientError {
+        guard configuration.tls == nil, error.code == nil,
+              error.message.hasPrefix("server closed the connection") || error.message.hasPrefix("control connection closed") else {
+            return error
+        }
+        return ClientError(error.message + " before answering (if the server serves TLS, connect with TLS: simp --tls)")
     }
 
     func request(_ body: Simp_Envelope.OneOf_Body) -> EventLoopFuture<Simp_Envelope> {

@@ -90,7 +90,18 @@ struct DevCertificate {
             #expect(error.message.contains("CERTIFICATE_VERIFY_FAILED"), "\(error.message)")
         }
         config.tls = nil
-        await #expect(throws: ClientError.self) { try await SIMPClient(configuration: config).register(user: "alice", password: "pw") }
+        do {
+            try await SIMPClient(configuration: config).register(user: "alice", password: "pw")
+            Issue.record("a plain client registered on a TLS server")
+        } catch {
+            #expect(error.message.contains("simp --tls"), "\(error.message)")
+        }
+        do {
+            try await SIMPClient(configuration: config).connect(user: "alice", password: "pw")
+            Issue.record("a plain client logged in on a TLS server")
+        } catch {
+            #expect(error.message.contains("simp --tls"), "\(error.message)")
+        }
         config.tls = ClientTLS(caFile: certificate.certificate)
         try await SIMPClient(configuration: config).register(user: "alice", password: "pw")
     }
