@@ -10,7 +10,7 @@ import Glibc
 /// A hand-driven client over blocking sockets, for what the library would never send:
 /// split and garbage frames, forged fields.
 final class RawPeer {
-    let tcp: Int32
+    private(set) var tcp: Int32
     let udp: Int32
     var parser = FrameParser()
     var session: Simp_ConnectResponse?
@@ -37,8 +37,16 @@ final class RawPeer {
         guard rc == 0 else { throw TestSupportError("connect failed") }
     }
 
-    deinit {
+    /// Closes the control connection once; the descriptor number is forgotten so that deinit
+    /// cannot close it a second time after the process reused it (for a NIO socket, say).
+    func closeControl() {
+        guard tcp >= 0 else { return }
         close(tcp)
+        tcp = -1
+    }
+
+    deinit {
+        closeControl()
         close(udp)
     }
 

@@ -251,7 +251,7 @@ func waitFor(_ condition: () async -> Bool) async -> Bool {
         guard case .pong(let pong)? = try peers[0].request(7, .ping(ping))?.body else { Issue.record("no pong"); return }
         #expect(pong.nonce == 42)
         // A closed connection frees its slot.
-        close(peers[1].tcp)
+        peers[1].closeControl()
         #expect(await waitFor { cluster.metric("simp_control_connections") == 2 })
         let again = try RawPeer(tcpPort: cluster.addresses.tcpPort, udpPort: cluster.addresses.udpPort)
         #expect(try again.request(8, .ping(ping)) != nil)
@@ -273,7 +273,7 @@ func waitFor(_ condition: () async -> Bool) async -> Bool {
         #expect(exceeded(cluster, "sessions_per_user") == 1)
         try await cluster.register("bob")
         _ = try third.login("bob", "pw-bob")  // other users are served
-        close(first.tcp)
+        first.closeControl()
         let fourth = try RawPeer(tcpPort: cluster.addresses.tcpPort, udpPort: cluster.addresses.udpPort)
         #expect(await waitFor { (try? fourth.request(2, .login(login)))?.body.map { if case .loginOk = $0 { true } else { false } } == true })
         await cluster.stop()
@@ -294,7 +294,7 @@ func waitFor(_ condition: () async -> Bool) async -> Bool {
         for i in 0..<20 {
             let peer = try RawPeer(tcpPort: cluster.addresses.tcpPort, udpPort: cluster.addresses.udpPort)
             peer.writeRaw(peer.frame(Simp_Envelope(requestID: 1, i % 2 == 0 ? .login(login) : .connect(connect))))
-            close(peer.tcp)
+            peer.closeControl()
         }
         #expect(await waitFor { cluster.metric("simp_control_connections") == 0 })
         try await Task.sleep(for: .milliseconds(300))
