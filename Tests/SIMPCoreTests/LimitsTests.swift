@@ -79,6 +79,13 @@ import Testing
         #expect(LoginThrottle.lockout(afterFailures: free + 30) == LoginThrottle.maxLockout)
         #expect(LoginThrottle.lockout(afterFailures: Int.max) == LoginThrottle.maxLockout)
     }
+
+    @Test func theAllSourcesCountHasItsOwnAllowance() {
+        let free = LoginThrottle.freeAttemptsPerUser
+        #expect(LoginThrottle.lockout(afterFailures: free - 1, free: free) == .zero)
+        #expect(LoginThrottle.lockout(afterFailures: free, free: free) == .seconds(1))
+        #expect(LoginThrottle.lockout(afterFailures: free + 2, free: free) == .seconds(4))
+    }
 }
 
 @Suite struct SlotCounterTests {

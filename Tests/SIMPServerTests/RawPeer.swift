@@ -20,8 +20,9 @@ final class RawPeer {
     let serverUDPPort: Int
 
     /// `receiveBuffer` fixes the TCP receive buffer before connecting (no autotuning), for a
-    /// peer that should hold as little of the server's output as possible.
-    init(tcpPort: Int, udpPort: Int, receiveBuffer: Int32? = nil) throws {
+    /// peer that should hold as little of the server's output as possible. `source` is a
+    /// loopback address (127.0.0.2, ...) for the control connection to come from.
+    init(tcpPort: Int, udpPort: Int, receiveBuffer: Int32? = nil, source: String? = nil) throws {
         tcp = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         udp = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
         serverUDPPort = udpPort
@@ -29,6 +30,14 @@ final class RawPeer {
         setsockopt(tcp, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         if var size = receiveBuffer {
             setsockopt(tcp, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
+        if let source {
+            var local = Self.loopback(0)
+            local.sin_addr.s_addr = inet_addr(source)
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(tcp, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard bound == 0 else { throw TestSupportError("cannot bind to \(source)") }
         }
         var addr = Self.loopback(tcpPort)
         let rc = withUnsafePointer(to: &addr) {

@@ -209,6 +209,40 @@ private func readUntil(_ peer: RawPeer, _ match: (Simp_Envelope) -> Bool) throws
         await cluster.stop()
     }
 
+    /// Failures from one address do not lock the user out elsewhere (an attacker cannot
+    /// keep a victim out); failures from many addresses together do, after 50.
+    @Test func failedLoginsLockTheirSourceFirstThenEveryone() async throws {
+        let cluster = try await TestCluster.start()
+        try await cluster.register("alice")
+        let port = (cluster.addresses.tcpPort, cluster.addresses.udpPort)
+        func login(from source: String, _ password: String) throws -> Simp_Envelope? {
+            var request = Simp_LoginRequest()
+            request.user = "alice"
+            request.password = password
+            return try RawPeer(tcpPort: port.0, udpPort: port.1, source: source).request(1, .login(request))
+        }
+        for _ in 1...LoginThrottle.freeAttempts { _ = try login(from: "127.0.0.2", "wrong") }
+        let throttled = try login(from: "127.0.0.2", "pw-alice")
+        #expect(errorCode(throttled) == .loginThrottled)
+        if case .error(let e)? = throttled?.body { #expect(e.reason.contains("from this address")) }
+        guard case .loginOk? = try login(from: "127.0.0.1", "pw-alice")?.body else {
+            Issue.record("alice was locked out at her own address by another's failures")
+            return
+        }
+        // Her success cleared the count; now spread 50 failures over ten addresses.
+        let sources = (10..<10 + LoginThrottle.freeAttemptsPerUser / LoginThrottle.freeAttempts).map { "127.0.0.\($0)" }
+        for source in sources {
+            for _ in 1...LoginThrottle.freeAttempts {
+                #expect(errorCode(try login(from: source, "wrong")) == .invalidCredentials)
+            }
+        }
+        let everywhere = try login(from: "127.0.0.3", "pw-alice")
+        #expect(errorCode(everywhere) == .loginThrottled)
+        if case .error(let e)? = everywhere?.body { #expect(e.reason == "too many failed logins for alice; try again in 1 s") }
+        #expect(cluster.metric("simp_logins_failed_total") == Double(LoginThrottle.freeAttempts + LoginThrottle.freeAttemptsPerUser))
+        await cluster.stop()
+    }
+
     /// An unknown user is answered like a wrong password (the same code and reason).
     @Test func unknownUserLooksLikeAWrongPassword() async throws {
         let cluster = try await TestCluster.start()
@@ -349,6 +383,37 @@ func waitFor(_ condition: () async -> Bool) async -> Bool {
         peer.sendRaw([1, 2, 0, 0] + [UInt8](repeating: 0, count: 16) + [UInt8](repeating: 0xaa, count: 1300))
         #expect(await waitFor { exceeded(cluster, "frame_size") == 1 && exceeded(cluster, "datagram_size") == 1 })
         #expect(dropped(cluster, "oversize") == 1)
+        await cluster.stop()
+    }
+
+    /// The session's own address is told its datagram was too large; the same bytes from
+    /// another address (a spoofed source) are dropped without telling anyone.
+    @Test func oversizeDatagramFromTheSessionsAddressGetsAnError() async throws {
+        let cluster = try await TestCluster.start()
+        try await cluster.register("alice")
+        let alice = try RawPeer(tcpPort: cluster.addresses.tcpPort, udpPort: cluster.addresses.udpPort)
+        try alice.connectAndBind(token: alice.login("alice", "pw-alice"))
+        var header = ByteBuffer()
+        header.writeBytes([1, 2, 0, 0])
+        header.writeInteger(alice.session!.sessionID, endianness: .big)
+        header.writeInteger(UInt64(99), endianness: .big)
+        let oversize = Array(header.readableBytesView) + [UInt8](repeating: 0xaa, count: 1300)
+        alice.sendRaw(oversize)
+        guard case .error(let error)? = try readUntil(alice, { errorCode($0) != nil })?.body else {
+            Issue.record("no error frame")
+            return
+        }
+        #expect(error.code == .messageTooLarge)
+        #expect(error.reason == "datagram of 1320 bytes exceeds the limit of 1236; dropped")
+        try await Task.sleep(for: .milliseconds(1100))  // past the one-a-second spacing
+        let spoofer = try RawPeer(tcpPort: cluster.addresses.tcpPort, udpPort: cluster.addresses.udpPort)
+        spoofer.sendRaw(oversize)
+        #expect(await waitFor { dropped(cluster, "oversize") == 2 })
+        var ping = Simp_Ping()
+        ping.nonce = 7
+        alice.writeRaw(alice.frame(Simp_Envelope(requestID: 5, .ping(ping))))
+        let next = try readUntil(alice) { errorCode($0) != nil || $0.requestID == 5 }
+        #expect(errorCode(next) == nil, "the spoofed datagram told alice nothing")
         await cluster.stop()
     }
 }

@@ -55,6 +55,17 @@ public struct DatagramHeader: Equatable, Sendable {
 }
 
 public enum Datagram {
+    /// The largest datagram either side accepts: header, payload budget and seal tag.
+    public static let maxSize = DatagramHeader.size + DatagramHeader.maxPayload + DatagramSeal.tagSize
+
+    /// The session id a datagram claims, read without validating anything else; for
+    /// attributing a datagram that is refused before it can be opened.
+    public static func sessionID(peeking buffer: ByteBuffer) -> UInt64? {
+        guard buffer.readableBytes >= DatagramHeader.size,
+              buffer.getInteger(at: buffer.readerIndex, as: UInt8.self) == DatagramHeader.version else { return nil }
+        return buffer.getInteger(at: buffer.readerIndex + 4, endianness: .big, as: UInt64.self)
+    }
+
     public static func encode(_ header: DatagramHeader, payload: some Collection<UInt8>, into buffer: inout ByteBuffer) throws(DatagramError) {
         guard payload.count <= DatagramHeader.maxPayload else { throw .payloadTooLarge(payload.count) }
         buffer.writeInteger(DatagramHeader.version)

@@ -61,13 +61,17 @@ public struct AmplificationBudget: Sendable, Equatable {
 /// Repeated failed logins for one user slow down: after `freeAttempts` failures in a row each
 /// further attempt must wait 1 s, 2 s, 4 s ... up to `maxLockout`. A success resets the count.
 public enum LoginThrottle {
+    /// Failures allowed for one user from one source address before it must wait.
     public static let freeAttempts = 5
+    /// Failures allowed for one user from all sources together: high enough that one
+    /// attacker cannot lock a victim out, low enough to stop guessing from many addresses.
+    public static let freeAttemptsPerUser = 50
     public static let maxLockout: TimeAmount = .seconds(300)
 
-    /// How long the user must wait after `failures` consecutive failed logins.
-    public static func lockout(afterFailures failures: Int) -> TimeAmount {
-        guard failures >= freeAttempts else { return .zero }
-        let doublings = min(failures - freeAttempts, 16)
+    /// How long to wait after `failures` consecutive failed logins, `free` of them allowed.
+    public static func lockout(afterFailures failures: Int, free: Int = freeAttempts) -> TimeAmount {
+        guard failures >= free else { return .zero }
+        let doublings = min(failures - free, 16)
         return min(.seconds(Int64(1) << doublings), maxLockout)
     }
 }

@@ -44,21 +44,32 @@ final class Accounts: Sendable {
         }
     }
 
-    /// A token for the user, unless the password is wrong or failed logins locked the user out.
-    func login(user: String, password: String, on loop: any EventLoop) -> EventLoopFuture<(token: String, expiresAt: Int64)> {
+    /// A token for the user, unless the password is wrong or failed logins locked the user out
+    /// (from `source`, the client's IP address, or from everywhere).
+    func login(user: String, password: String, source: String, on loop: any EventLoop) -> EventLoopFuture<(token: String, expiresAt: Int64)> {
         guard UserName.isValid(user), password.utf8.count <= 1024 else {
             return loop.makeFailedFuture(ServerError(.invalidCredentials, "wrong user name or password"))
         }
-        return store.loginState(user: user, on: loop).flatMap { [self] stored, lockedMillis in
-            guard lockedMillis <= 0 else {
+        return store.loginState(user: user, source: source, on: loop).flatMap { [self] stored, lock in
+            if let refusal = Self.throttled(user, lock) {
                 metrics.exceeded(.failedLogins)
-                let seconds = (lockedMillis + 999) / 1000
-                return loop.makeFailedFuture(ServerError(.loginThrottled, "too many failed logins for \(user); try again in \(seconds) s"))
+                return loop.makeFailedFuture(refusal)
             }
             return check(password, against: stored, on: loop).flatMap { valid in
-                valid ? self.succeeded(user, on: loop) : self.failed(user, exists: stored != nil, on: loop)
+                valid ? self.succeeded(user, source: source, on: loop) : self.failed(user, source: source, exists: stored != nil, on: loop)
             }
         }
+    }
+
+    private static func throttled(_ user: String, _ lock: LoginLock) -> ServerError? {
+        func wait(_ millis: Int64) -> String { "try again in \((millis + 999) / 1000) s" }
+        if lock.sourceMillis > 0 {
+            return ServerError(.loginThrottled, "too many failed logins for \(user) from this address; \(wait(lock.sourceMillis))")
+        }
+        if lock.userMillis > 0 {
+            return ServerError(.loginThrottled, "too many failed logins for \(user); \(wait(lock.userMillis))")
+        }
+        return nil
     }
 
     private func check(_ password: String, against stored: StoredCredentials?, on loop: any EventLoop) -> EventLoopFuture<Bool> {
@@ -73,21 +84,25 @@ final class Accounts: Sendable {
         }
     }
 
-    private func succeeded(_ user: String, on loop: any EventLoop) -> EventLoopFuture<(token: String, expiresAt: Int64)> {
-        store.clearFailedLogins(user: user, on: loop).map { [tokens] in
+    private func succeeded(_ user: String, source: String, on loop: any EventLoop) -> EventLoopFuture<(token: String, expiresAt: Int64)> {
+        store.clearFailedLogins(user: user, source: source, on: loop).map { [tokens] in
             tokens.issue(user: user, nowMillis: Self.nowMillis())
         }
     }
 
-    /// Counts the failure against an existing user and locks further attempts once it is one too many.
-    private func failed(_ user: String, exists: Bool, on loop: any EventLoop) -> EventLoopFuture<(token: String, expiresAt: Int64)> {
+    /// Counts the failure against an existing user and locks further attempts, from this source
+    /// or from all, once there is one too many.
+    private func failed(_ user: String, source: String, exists: Bool, on loop: any EventLoop) -> EventLoopFuture<(token: String, expiresAt: Int64)> {
         metrics.loginsFailed.increment()
         let refusal = ServerError(.invalidCredentials, "wrong user name or password")
         guard exists else { return loop.makeFailedFuture(refusal) }
-        return store.recordFailedLogin(user: user, windowSeconds: failureWindowSeconds, on: loop).flatMap { [store] failures in
-            let lockout = LoginThrottle.lockout(afterFailures: failures)
-            guard lockout > .zero else { return loop.makeSucceededVoidFuture() }
-            return store.lockLogins(user: user, for: lockout, on: loop)
+        return store.recordFailedLogin(user: user, source: source, windowSeconds: failureWindowSeconds, on: loop).flatMap { [store] failures in
+            let locks: [(String?, TimeAmount)] = [
+                (source, LoginThrottle.lockout(afterFailures: failures.fromSource)),
+                (nil, LoginThrottle.lockout(afterFailures: failures.total, free: LoginThrottle.freeAttemptsPerUser)),
+            ]
+            let pending = locks.filter { $0.1 > .zero }.map { store.lockLogins(user: user, from: $0.0, for: $0.1, on: loop) }
+            return EventLoopFuture.andAllSucceed(pending, on: loop)
         }.flatMapThrowing { throw refusal }
     }
 

@@ -116,6 +116,7 @@ final class Router: @unchecked Sendable {
         } catch .payloadTooLarge {
             metrics.dropped(.oversize)
             metrics.exceeded(.datagramSize)
+            tellOversize(envelope)
             return
         } catch {
             metrics.dropped(.malformed)
@@ -267,11 +268,24 @@ final class Router: @unchecked Sendable {
     private func rateLimited(_ session: Session) {
         metrics.dropped(.rateLimited)
         metrics.exceeded(.messagesPerSecond)
+        tellLimit(session, .rateLimited, "more than \(settings.messagesPerSecond) messages per second on this session; slowing down")
+    }
+
+    /// An oversize datagram cannot be opened, so its session id is unproven: only a datagram
+    /// from the session's validated address gets an error, which a spoofed source can make
+    /// arrive at most once a second.
+    private func tellOversize(_ envelope: AddressedEnvelope<ByteBuffer>) {
+        guard let id = Datagram.sessionID(peeking: envelope.data), let session = sessions[id],
+              session.address == envelope.remoteAddress else { return }
+        let reason = "datagram of \(envelope.data.readableBytes) bytes exceeds the limit of \(Datagram.maxSize); dropped"
+        tellLimit(session, .messageTooLarge, reason)
+    }
+
+    private func tellLimit(_ session: Session, _ code: Simp_ErrorCode, _ reason: String) {
         let now = NIODeadline.now()
-        guard now - session.lastRateLimitError >= .seconds(1) else { return }
-        session.lastRateLimitError = now
-        let reason = "more than \(settings.messagesPerSecond) messages per second on this session; slowing down"
-        session.control.writeAndFlush(Simp_Envelope.error(.rateLimited, reason), promise: nil)
+        guard now - (session.lastLimitError[code] ?? .distantPast) >= .seconds(1) else { return }
+        session.lastLimitError[code] = now
+        session.control.writeAndFlush(Simp_Envelope.error(code, reason), promise: nil)
     }
 
     /// The session's send order waits for a number: ask for it now rather than after the

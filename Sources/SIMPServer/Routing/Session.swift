@@ -28,7 +28,8 @@ final class Session: @unchecked Sendable {
     var pathChallenge: PathChallenge?
     /// Data datagrams this session may still send now (docs/SECURITY.md, messages per second).
     var bucket: TokenBucket
-    var lastRateLimitError: NIODeadline = .distantPast
+    /// When each kind of limit error was last sent: at most one a second per kind.
+    var lastLimitError: [Simp_ErrorCode: NIODeadline] = [:]
     var lastMissingReported: UInt64 = 0
     var lastMissingAt: NIODeadline = .distantPast
     /// Highest receipt already passed to the store; repeats are not written again.

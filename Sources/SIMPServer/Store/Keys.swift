@@ -14,9 +14,14 @@ struct Keys: Sendable {
         a < b ? "\(prefix):hist:\(a):\(b)" : "\(prefix):hist:\(b):\(a)"
     }
     var secret: String { "\(prefix):secret" }
-    /// Consecutive failed logins of a user, and the lock they earned (docs/SECURITY.md).
-    func loginFailures(_ name: String) -> String { "\(prefix):loginfail:\(name)" }
-    func loginLock(_ name: String) -> String { "\(prefix):loginlock:\(name)" }
+    /// Consecutive failed logins of a user, from all sources or (a name has no ':') from one
+    /// source address, and the lock they earned (docs/SECURITY.md).
+    func loginFailures(_ name: String, from source: String? = nil) -> String {
+        "\(prefix):loginfail:\(name)" + (source.map { ":\($0)" } ?? "")
+    }
+    func loginLock(_ name: String, from source: String? = nil) -> String {
+        "\(prefix):loginlock:\(name)" + (source.map { ":\($0)" } ?? "")
+    }
     /// A token revoked by logout, by its MAC; expires with the token.
     func revoked(_ tokenID: String) -> String { "\(prefix):revoked:\(tokenID)" }
 }

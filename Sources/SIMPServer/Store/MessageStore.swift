@@ -17,6 +17,12 @@ struct StoredCredentials: Sendable {
     var kdf: String
 }
 
+/// How long failed logins still lock a user out (0 or less: not locked).
+struct LoginLock: Sendable {
+    var sourceMillis: Int64
+    var userMillis: Int64
+}
+
 enum StoreOutcome: Sendable {
     case stored(seq: UInt64, bytes: [UInt8])
     /// Stored before; `delivered` when the recipient has already confirmed it.
@@ -159,36 +165,47 @@ final class MessageStore: Sendable {
         return redis.run([command], on: loop).flatMapThrowing { try $0[0].checked().int == 1 }
     }
 
-    /// The user's credentials (nil: no such user) and how long failed logins still lock them out.
-    func loginState(user: String, on loop: any EventLoop) -> EventLoopFuture<(StoredCredentials?, lockedMillis: Int64)> {
+    /// The user's credentials (nil: no such user) and how long failed logins still lock them
+    /// out, from this source and from every source.
+    func loginState(user: String, source: String, on loop: any EventLoop) -> EventLoopFuture<(StoredCredentials?, LoginLock)> {
         redis.run([
             RedisCommand("HMGET", [keys.user(user), "salt", "hash", "kdf"]),
+            RedisCommand("PTTL", [keys.loginLock(user, from: source)]),
             RedisCommand("PTTL", [keys.loginLock(user)]),
         ], on: loop).flatMapThrowing { replies in
-            let locked = Int64(try replies[1].checked().int ?? 0)
+            let lock = LoginLock(sourceMillis: Int64(try replies[1].checked().int ?? 0),
+                                 userMillis: Int64(try replies[2].checked().int ?? 0))
             guard let fields = try replies[0].checked().array, fields.count == 3,
-                  let salt = fields[0].bytes, let hash = fields[1].bytes, let kdf = fields[2].string else { return (nil, locked) }
-            return (StoredCredentials(salt: salt, hash: hash, kdf: kdf), locked)
+                  let salt = fields[0].bytes, let hash = fields[1].bytes, let kdf = fields[2].string else { return (nil, lock) }
+            return (StoredCredentials(salt: salt, hash: hash, kdf: kdf), lock)
         }
     }
 
-    /// Counts a failed login (the count is forgotten `windowSeconds` after the last one) and
-    /// returns the number of failures in a row.
-    func recordFailedLogin(user: String, windowSeconds: Int, on loop: any EventLoop) -> EventLoopFuture<Int> {
-        let key = keys.loginFailures(user)
-        return redis.run([RedisCommand("INCR", [key]), RedisCommand("EXPIRE", [key, windowSeconds])], on: loop)
-            .flatMapThrowing { replies in Int(try replies[0].checked().int ?? 0) }
+    /// Counts a failed login (each count is forgotten `windowSeconds` after the last one) and
+    /// returns the failures in a row from this source and from every source.
+    func recordFailedLogin(user: String, source: String, windowSeconds: Int,
+                           on loop: any EventLoop) -> EventLoopFuture<(fromSource: Int, total: Int)> {
+        let bySource = keys.loginFailures(user, from: source)
+        let byUser = keys.loginFailures(user)
+        return redis.run([
+            RedisCommand("INCR", [bySource]), RedisCommand("EXPIRE", [bySource, windowSeconds]),
+            RedisCommand("INCR", [byUser]), RedisCommand("EXPIRE", [byUser, windowSeconds]),
+        ], on: loop).flatMapThrowing { replies in
+            (Int(try replies[0].checked().int ?? 0), Int(try replies[2].checked().int ?? 0))
+        }
     }
 
-    func lockLogins(user: String, for amount: TimeAmount, on loop: any EventLoop) -> EventLoopFuture<Void> {
+    /// Locks the user's logins from `source` (or, with nil, from everywhere) for `amount`.
+    func lockLogins(user: String, from source: String?, for amount: TimeAmount, on loop: any EventLoop) -> EventLoopFuture<Void> {
         let millis = max(1, amount.nanoseconds / 1_000_000)
-        return redis.run([RedisCommand("SET", [keys.loginLock(user), 1, "PX", millis])], on: loop)
+        return redis.run([RedisCommand("SET", [keys.loginLock(user, from: source), 1, "PX", millis])], on: loop)
             .flatMapThrowing { _ = try $0[0].checked() }
     }
 
-    func clearFailedLogins(user: String, on loop: any EventLoop) -> EventLoopFuture<Void> {
-        redis.run([RedisCommand("DEL", [keys.loginFailures(user), keys.loginLock(user)])], on: loop)
-            .flatMapThrowing { _ = try $0[0].checked() }
+    func clearFailedLogins(user: String, source: String, on loop: any EventLoop) -> EventLoopFuture<Void> {
+        let doomed = [keys.loginFailures(user, from: source), keys.loginLock(user, from: source),
+                      keys.loginFailures(user), keys.loginLock(user)]
+        return redis.run([RedisCommand("DEL", doomed)], on: loop).flatMapThrowing { _ = try $0[0].checked() }
     }
 
     /// Marks tokens revoked until they would have expired anyway.
