@@ -639,6 +639,9 @@ public final class SIMPClient: @unchecked Sendable {
             // Delivery is derived from the recipient's confirmed mark: ask again now and then,
             // in case a notice was lost (e.g. its receipt was stored just as Redis went away).
             if bound, !awaitingDelivery.isEmpty, now - lastDeliveryQuery >= .seconds(5) { queryDeliveries() }
+            // The resends a gap report asks for can be lost too; without another arrival to
+            // prompt it, the gap would wait for the next message, which may never come.
+            if bound, inbox.bufferedCount > 0, now - lastGapReport.at >= .seconds(1) { reportGap() }
             if bound, now - lastKeepalive >= configuration.keepaliveInterval {
                 lastKeepalive = now
                 sendDatagram(.keepalive, [])

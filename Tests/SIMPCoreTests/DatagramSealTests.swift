@@ -1,6 +1,7 @@
 import Crypto
 import NIOCore
 import SIMPCore
+import SIMPTestSupport
 import Testing
 
 @Suite struct DatagramSealTests {
@@ -57,7 +58,32 @@ import Testing
     }
 
     @Test func tooOldIsRejected() {
-        // 37 is 63 behind 100 (inside), 36 is 64 behind (outside); after 1000, 100 is far too old.
-        #expect(accepted([100, 37, 36, 1000, 100]) == [true, true, false, true, false])
+        let w = ReplayWindow.width
+        // 3000 - width + 1 is just inside, 3000 - width just outside; after 10,000, 3000 is far too old.
+        #expect(accepted([3000, 3000 - w + 1, 3000 - w, 10_000, 3000]) == [true, true, false, true, false])
+    }
+
+    /// A resend burst of 500, reordered: its first datagram arrives last and is still taken.
+    @Test func theHeadOfAReorderedBurstIsAccepted() {
+        let burst = Array(UInt64(1)...500)
+        #expect(accepted(Array(burst.dropFirst()) + [1]).allSatisfy { $0 })
+    }
+
+    /// Numbers seen before the window moved past their slot are forgotten, not mistaken for
+    /// repeats, when the ring comes round: every fresh number is taken once, whatever the jumps.
+    @Test func eachNumberOnceAcrossJumpsAndWraps() {
+        var rng = SplitMix64(seed: 7)
+        var w = ReplayWindow()
+        var seen = Set<UInt64>()
+        var top: UInt64 = 1
+        for _ in 0..<50_000 {
+            let jump = rng.next() % 8 == 0 ? rng.next() % 5000 : rng.next() % 3
+            top += jump
+            let back = rng.next() % (ReplayWindow.width + 200)
+            let n = back < top ? top - back : top
+            let expected = (w.highest < n || w.highest - n < ReplayWindow.width) && !seen.contains(n)
+            #expect(w.accept(n) == expected, "number \(n), highest \(w.highest)")
+            if expected { seen.insert(n) }
+        }
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import SIMPClient
 import SIMPCore
+import SIMPTestSupport
 import Testing
 
 @Suite(.serialized) struct DeliveryTests {
@@ -99,6 +100,38 @@ import Testing
         #expect(history.map(\.text) == ["h-3", "h-4", ""])
         #expect(history.last?.imageURL == "https://example.org/cat.png")
         #expect(history.last?.from == "bob")
+        await alice.disconnect()
+        await bob.disconnect()
+        await cluster.stop()
+    }
+
+    /// The server gave up pushing a message, and the resend the recipient's gap report then
+    /// prompted was lost as well: the recipient asks again by itself, so the gap does not
+    /// wait for a next message that may never come.
+    @Test func aGapWhoseResendsWereLostIsAskedForAgain() async throws {
+        let cluster = try await TestCluster.start {
+            $0.pushRetransmit = RetransmitPolicy(maxBackoff: .milliseconds(100), giveUpAfter: .milliseconds(400))
+        }
+        let proxy = try UDPFaultProxy(serverPort: cluster.addresses.udpPort, profile: FaultProfile(), seed: 1)
+        defer { proxy.shutdown() }
+        var config = cluster.clientConfiguration()
+        config.udpPortOverride = proxy.port
+        let bob = SIMPClient(configuration: config)
+        let bobLog = EventLog(bob)
+        try await bob.register(user: "bob", password: "pw-bob")
+        try await bob.connect(user: "bob", password: "pw-bob")
+        let (alice, _) = try await cluster.connectedClient("alice")
+        try proxy.allowToClients(0)
+        let first = try await alice.send(to: "bob", text: "one")
+        #expect(await waitFor { cluster.metric("simp_pushes_given_up_total") == 1 })
+        try proxy.allowToClients(1)  // "two" passes; the resend of "one" it prompts does not
+        let second = try await alice.send(to: "bob", text: "two")
+        // Given up: the resend of "one", and "two" (held above the gap, so not yet confirmed).
+        #expect(await waitFor { cluster.metric("simp_pushes_given_up_total") >= 3 })
+        #expect(bobLog.messages.isEmpty, "two is held until one arrives")
+        try proxy.allowToClients(nil)
+        #expect(await bobLog.wait(timeout: .seconds(10)) { $0.messages.count == 2 })
+        #expect(bobLog.messages.map(\.id) == [first, second])
         await alice.disconnect()
         await bob.disconnect()
         await cluster.stop()

@@ -36,6 +36,8 @@ public final class UDPFaultProxy: @unchecked Sendable {
     private var rng: SplitMix64
     private var upstreams: [SocketAddress: any Channel] = [:]
     private var tally = FaultCounters()
+    /// How many more server-to-client datagrams may pass; nil: no gate.
+    private var toClientAllowance: Int?
 
     public init(serverPort: Int, profile: FaultProfile, seed: UInt64) throws {
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
@@ -61,6 +63,12 @@ public final class UDPFaultProxy: @unchecked Sendable {
         try loop.submit { self.tally }.wait()
     }
 
+    /// From now on lets only `count` more datagrams from the server through to clients (nil:
+    /// all of them again), on top of the profile's faults.
+    public func allowToClients(_ count: Int?) throws {
+        try loop.submit { self.toClientAllowance = count }.wait()
+    }
+
     public func shutdown() {
         try? group.syncShutdownGracefully()
     }
@@ -75,6 +83,13 @@ public final class UDPFaultProxy: @unchecked Sendable {
             .channelInitializer { [self] channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(Relay { [self] reply in
+                        if let allowance = toClientAllowance {
+                            guard allowance > 0 else {
+                                tally.dropped += 1
+                                return
+                            }
+                            toClientAllowance = allowance - 1
+                        }
                         impair(reply.data, via: downstream, to: client)
                     })
                 }

@@ -58,11 +58,17 @@ public enum DatagramSeal {
     }
 }
 
-/// Anti-replay: accepts each packet number once, within a window of the 64 most recent.
+/// Anti-replay: accepts each packet number once, within a window of the 1,984 most recent.
+/// The window is that wide because retransmissions come in bursts: a burst of a few hundred
+/// datagrams, reordered on the way, must not make its first datagrams look too old (with
+/// 64, the head of a long resend burst was refused again and again). The bitmap is a ring
+/// of words, as in RFC 6479: moving ahead clears whole words instead of shifting.
 public struct ReplayWindow: Sendable, Equatable {
-    public static let width: UInt64 = 64
+    static let words = 32
+    /// One word is the one being filled, so only the others count as history.
+    public static let width = UInt64((words - 1) * 64)
     public private(set) var highest: UInt64 = 0
-    private var seen: UInt64 = 0
+    private var bitmap = [UInt64](repeating: 0, count: words)
 
     public init() {}
 
@@ -71,17 +77,25 @@ public struct ReplayWindow: Sendable, Equatable {
     public mutating func accept(_ number: UInt64) -> Bool {
         guard number > 0 else { return false }
         if number > highest {
-            let shift = number - highest
-            seen = shift >= Self.width ? 0 : seen << shift
-            seen |= 1
-            highest = number
-            return true
+            advance(to: number)
+        } else if highest - number >= Self.width {
+            return false
         }
-        let age = highest - number
-        guard age < Self.width else { return false }
-        let bit: UInt64 = 1 << age
-        guard seen & bit == 0 else { return false }
-        seen |= bit
+        let word = Int((number / 64) % UInt64(Self.words))
+        let bit: UInt64 = 1 << (number % 64)
+        guard bitmap[word] & bit == 0 else { return false }
+        bitmap[word] |= bit
         return true
+    }
+
+    /// Clears the words that the new highest number brings into use.
+    private mutating func advance(to number: UInt64) {
+        let oldWord = highest / 64
+        let newWord = number / 64
+        let fresh = min(newWord - oldWord, UInt64(Self.words))
+        for step in 0..<fresh {
+            bitmap[Int((oldWord + 1 + step) % UInt64(Self.words))] = 0
+        }
+        highest = number
     }
 }
