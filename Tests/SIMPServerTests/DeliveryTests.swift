@@ -137,6 +137,35 @@ import Testing
         await cluster.stop()
     }
 
+    /// The UDP path was dead long enough for the server to give up a push, then came back:
+    /// the client's next keepalive brings the message, with no reconnect and no later message.
+    @Test func aPushGivenUpIsSentAgainAfterTheNextKeepalive() async throws {
+        let cluster = try await TestCluster.start {
+            $0.pushRetransmit = RetransmitPolicy(maxBackoff: .milliseconds(100), giveUpAfter: .milliseconds(400))
+        }
+        let proxy = try UDPFaultProxy(serverPort: cluster.addresses.udpPort, profile: FaultProfile(), seed: 1)
+        defer { proxy.shutdown() }
+        var config = cluster.clientConfiguration()
+        config.udpPortOverride = proxy.port
+        config.keepaliveInterval = .milliseconds(300)
+        let bob = SIMPClient(configuration: config)
+        let bobLog = EventLog(bob)
+        try await bob.register(user: "bob", password: "pw-bob")
+        try await bob.connect(user: "bob", password: "pw-bob")
+        let (alice, _) = try await cluster.connectedClient("alice")
+        try proxy.allowToClients(0)
+        let id = try await alice.send(to: "bob", text: "are you there")
+        #expect(await waitFor { cluster.metric("simp_pushes_given_up_total") >= 1 })
+        #expect(bobLog.messages.isEmpty)
+        try proxy.allowToClients(nil)
+        #expect(await bobLog.wait(timeout: .seconds(10)) { $0.messages.count == 1 })
+        #expect(bobLog.messages.map(\.id) == [id])
+        #expect(bobLog.all.filter { if case .connected = $0 { true } else { false } }.count == 1, "no reconnect")
+        await alice.disconnect()
+        await bob.disconnect()
+        await cluster.stop()
+    }
+
     @Test func unknownRecipientAndOversizedMessageFailWithReasons() async throws {
         let cluster = try await TestCluster.start()
         let (alice, aliceLog) = try await cluster.connectedClient("alice")

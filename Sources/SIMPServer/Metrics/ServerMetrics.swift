@@ -52,7 +52,7 @@ final class ServerMetrics: Sendable {
         duplicates = counter("messages_duplicate", "Resent messages that were already stored")
         pushes = counter("pushes", "Messages pushed to recipients")
         retransmits = counter("retransmits", "Pushes sent again")
-        pushesGivenUp = counter("pushes_given_up", "Pushes left to the next session's sync")
+        pushesGivenUp = counter("pushes_given_up", "Pushes given up until the client's next keepalive or session")
         loginsFailed = counter("logins_failed", "Logins with a wrong name or password")
         tokensRevoked = counter("tokens_revoked", "Tokens revoked by logout")
         sessions = gauge("sessions", "Sessions open on this node")

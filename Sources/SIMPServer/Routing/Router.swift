@@ -205,9 +205,19 @@ final class Router: @unchecked Sendable {
     private func keepalive(_ session: Session, from address: SocketAddress, size: Int) {
         guard fromValidatedAddress(session, address, size: size) else { return }
         sendDatagram(to: session, kind: .pong, payload: [])
+        unpark(session)
         if NIODeadline.now() - session.lastPresenceWrite > .seconds(Int64(store.settings.presenceTTLSeconds / 3)) {
             refreshPresence(session)
         }
+    }
+
+    /// The path works again (a keepalive came through): push what was given up, in order.
+    private func unpark(_ session: Session) {
+        guard !session.parked.isEmpty else { return }
+        let parked = session.parked.sorted { $0.key < $1.key }
+        session.parked.removeAll()
+        for (seq, bytes) in parked { push(seq: seq, bytes: bytes, to: session) }
+        udp?.flush()
     }
 
     private func refreshPresence(_ session: Session) {
@@ -482,8 +492,9 @@ final class Router: @unchecked Sendable {
                 metrics.retransmits.increment()
                 wrote = true
             }
-            // Given up on this path: the message stays in the inbox and syncs on reconnect.
+            // Given up on this path for now: pushed again after the client's next keepalive.
             metrics.pushesGivenUp.increment(by: Int64(due.expired.count))
+            for (seq, plaintext) in due.expired { session.parked[seq] = plaintext }
         }
         if wrote { udp.flush() }
         retryReceipts()
@@ -498,6 +509,7 @@ final class Router: @unchecked Sendable {
         for seq in session.outbound.pendingKeys where seq <= receipt.upToSeq {
             session.outbound.acknowledge(seq, now: now)
         }
+        session.parked = session.parked.filter { $0.key > receipt.upToSeq }
         resendMissing(receipt.missing.prefix(64), to: session)
         guard receipt.upToSeq > session.lastReceipt else { return }
         session.lastReceipt = receipt.upToSeq

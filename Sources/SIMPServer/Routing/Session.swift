@@ -20,6 +20,9 @@ final class Session: @unchecked Sendable {
     var replay = ReplayWindow()
     /// Plaintext of unconfirmed pushes: each resend is sealed again under a new packet number.
     var outbound: RetransmitQueue<UInt64, [UInt8]>
+    /// Pushes given up on (the path looked dead): pushed again once the client's next
+    /// keepalive shows the path works, instead of waiting for a reconnect.
+    var parked: [UInt64: [UInt8]] = [:]
     /// Puts this session's sends back into the client's order before they are stored.
     var sendOrder = SendOrderGate<StoreRequest>()
     var nextPacketNumber: UInt64 = 1
