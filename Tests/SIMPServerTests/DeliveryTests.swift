@@ -105,21 +105,29 @@ import Testing
         await cluster.stop()
     }
 
-    /// The server gave up pushing a message, and the resend the recipient's gap report then
-    /// prompted was lost as well: the recipient asks again by itself, so the gap does not
-    /// wait for a next message that may never come.
-    @Test func aGapWhoseResendsWereLostIsAskedForAgain() async throws {
+    /// A cluster that gives up pushes after 400 ms, and bob connected with his datagrams
+    /// through a proxy whose server-to-client direction the test opens and closes.
+    private func bobBehindAGate(keepalive: TimeAmount = .seconds(15)) async throws -> (TestCluster, UDPFaultProxy, SIMPClient, EventLog) {
         let cluster = try await TestCluster.start {
             $0.pushRetransmit = RetransmitPolicy(maxBackoff: .milliseconds(100), giveUpAfter: .milliseconds(400))
         }
         let proxy = try UDPFaultProxy(serverPort: cluster.addresses.udpPort, profile: FaultProfile(), seed: 1)
-        defer { proxy.shutdown() }
         var config = cluster.clientConfiguration()
         config.udpPortOverride = proxy.port
+        config.keepaliveInterval = keepalive
         let bob = SIMPClient(configuration: config)
         let bobLog = EventLog(bob)
         try await bob.register(user: "bob", password: "pw-bob")
         try await bob.connect(user: "bob", password: "pw-bob")
+        return (cluster, proxy, bob, bobLog)
+    }
+
+    /// The server gave up pushing a message, and the resend the recipient's gap report then
+    /// prompted was lost as well: the recipient asks again by itself, so the gap does not
+    /// wait for a next message that may never come.
+    @Test func aGapWhoseResendsWereLostIsAskedForAgain() async throws {
+        let (cluster, proxy, bob, bobLog) = try await bobBehindAGate()
+        defer { proxy.shutdown() }
         let (alice, _) = try await cluster.connectedClient("alice")
         try proxy.allowToClients(0)
         let first = try await alice.send(to: "bob", text: "one")
@@ -140,18 +148,8 @@ import Testing
     /// The UDP path was dead long enough for the server to give up a push, then came back:
     /// the client's next keepalive brings the message, with no reconnect and no later message.
     @Test func aPushGivenUpIsSentAgainAfterTheNextKeepalive() async throws {
-        let cluster = try await TestCluster.start {
-            $0.pushRetransmit = RetransmitPolicy(maxBackoff: .milliseconds(100), giveUpAfter: .milliseconds(400))
-        }
-        let proxy = try UDPFaultProxy(serverPort: cluster.addresses.udpPort, profile: FaultProfile(), seed: 1)
+        let (cluster, proxy, bob, bobLog) = try await bobBehindAGate(keepalive: .milliseconds(300))
         defer { proxy.shutdown() }
-        var config = cluster.clientConfiguration()
-        config.udpPortOverride = proxy.port
-        config.keepaliveInterval = .milliseconds(300)
-        let bob = SIMPClient(configuration: config)
-        let bobLog = EventLog(bob)
-        try await bob.register(user: "bob", password: "pw-bob")
-        try await bob.connect(user: "bob", password: "pw-bob")
         let (alice, _) = try await cluster.connectedClient("alice")
         try proxy.allowToClients(0)
         let id = try await alice.send(to: "bob", text: "are you there")
