@@ -86,7 +86,7 @@ public enum Datagram {
     public static func decodeHeader(_ buffer: inout ByteBuffer) throws(DatagramError) -> DatagramHeader {
         let total = buffer.readableBytes
         guard total >= DatagramHeader.size else { throw .tooShort(total) }
-        guard total - DatagramHeader.size <= DatagramHeader.maxPayload + DatagramSeal.tagSize else {
+        guard total <= Datagram.maxSize else {
             throw .payloadTooLarge(total - DatagramHeader.size)
         }
         let version = buffer.readInteger(as: UInt8.self)!

@@ -182,7 +182,7 @@ final class ControlHandler: ChannelInboundHandler {
             reply(context, .error(.badRequest, "this connection is logged in as \(held); open another for \(request.user)", requestID: id))
             return
         }
-        let future = accounts.login(user: request.user, password: request.password, source: context.remoteAddress?.ipAddress ?? "unknown", on: context.eventLoop).flatMapThrowing { token -> Simp_Envelope in
+        let future = accounts.login(user: request.user, password: request.password, source: admittedIP ?? "unknown", on: context.eventLoop).flatMapThrowing { token -> Simp_Envelope in
             let handler = loop.value
             try handler.takeSlot(for: request.user)
             if case .anonymous = handler.state { handler.state = .authenticated(user: request.user) }

@@ -509,7 +509,7 @@ final class Router: @unchecked Sendable {
         for seq in session.outbound.pendingKeys where seq <= receipt.upToSeq {
             session.outbound.acknowledge(seq, now: now)
         }
-        session.parked = session.parked.filter { $0.key > receipt.upToSeq }
+        if !session.parked.isEmpty { session.parked = session.parked.filter { $0.key > receipt.upToSeq } }
         resendMissing(receipt.missing.prefix(64), to: session)
         guard receipt.upToSeq > session.lastReceipt else { return }
         session.lastReceipt = receipt.upToSeq
