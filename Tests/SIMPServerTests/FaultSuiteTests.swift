@@ -140,6 +140,20 @@ func tally(_ name: String, pairs: [(sent: [String], sentAt: [String: Date], rece
 
     // MARK: the runner
 
+    /// Where a pair stopped: which of the accepted seqs never settled, how many messages the
+    /// recipient got, and everything but messages that either side reported.
+    func printStuck(pair p: Int, sender: EventLog, recipient: EventLog, settled: Set<String>) {
+        let stuck = sender.all.compactMap { event -> UInt64? in
+            guard case .accepted(let id, _, let seq) = event, !settled.contains(id) else { return nil }
+            return seq
+        }.sorted()
+        guard !stuck.isEmpty else { return }
+        let notMessages = { (e: ClientEvent) -> Bool in if case .message = e { false } else { true } }
+        print("pair \(p): \(stuck.count) accepted and unsettled, seqs \(stuck.first!)...\(stuck.last!); recipient got \(recipient.messages.count)")
+        print("pair \(p) recipient events: \(recipient.all.filter(notMessages))")
+        print("pair \(p) sender events: \(sender.all.filter { if case .accepted = $0 { false } else if case .delivered = $0 { false } else { true } })")
+    }
+
     func clientConfiguration(port: Int) -> ClientConfiguration {
         var config = ClientConfiguration(host: "127.0.0.1", port: port)
         config.reconnectBase = .milliseconds(100)
@@ -207,6 +221,7 @@ func tally(_ name: String, pairs: [(sent: [String], sentAt: [String: Date], rece
                     let received = recipientClients[p].1.messages.contains { $0.id == id }
                     print("unsettled \(id): accepted=\(log.accepted.contains(id)) received=\(received)")
                 }
+                printStuck(pair: p, sender: log, recipient: recipientClients[p].1, settled: settled)
             }
         }
         for (client, _) in senderClients + recipientClients { await client.disconnect() }
