@@ -12,6 +12,7 @@ let package = Package(
         .executable(name: "simp-server", targets: ["simp-server"]),
         .executable(name: "simp", targets: ["simp"]),
         .executable(name: "simp-fuzz", targets: ["simp-fuzz"]),
+        .executable(name: "simp-bench", targets: ["simp-bench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.81.0"),
@@ -24,6 +25,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.29.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.5.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.0.0"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
     ],
     targets: [
         // Wire schema, framing, datagram codec, retransmit and de-duplication state machines. No I/O.
@@ -40,11 +42,12 @@ let package = Package(
             pkgConfig: "hiredis",
             providers: [.apt(["libhiredis-dev"])]
         ),
-        // hiredis behind a connection pool that runs on a thread pool, never on an event loop.
+        // hiredis' command formatter and reply reader on NIO channels: one pipelined connection per event loop.
         .target(
             name: "SIMPRedis",
             dependencies: [
                 "CHiredis",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -107,6 +110,36 @@ let package = Package(
         ),
         .target(name: "CFuzzDriver"),
         .executableTarget(name: "simp-fuzz", dependencies: ["SIMPFuzzTargets", "CFuzzDriver"]),
+        // The same load pattern through a local Mosquitto (MQTT 3.1.1, QoS 1), for simp-bench's comparison.
+        .target(
+            name: "MQTTLoad",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+            ]
+        ),
+        // Load generator: N sender/receiver pairs through SIMPClient, latency histograms, process CPU and RSS.
+        .target(
+            name: "SIMPBench",
+            dependencies: [
+                "SIMPClient",
+                "SIMPCore",
+                "MQTTLoad",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+            ]
+        ),
+        .executableTarget(
+            name: "simp-bench",
+            dependencies: [
+                "SIMPBench",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .testTarget(name: "MQTTLoadTests", dependencies: ["MQTTLoad"]),
         .testTarget(name: "SIMPCoreTests", dependencies: ["SIMPCore", "SIMPFuzzTargets", "SIMPTestSupport"]),
         .testTarget(name: "SIMPClientTests", dependencies: ["SIMPClient"]),
         .testTarget(name: "SIMPRedisTests", dependencies: ["SIMPRedis", "SIMPTestSupport"]),

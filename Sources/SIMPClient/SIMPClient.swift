@@ -9,13 +9,14 @@ import SIMPCore
 /// The SIMP client library: log in, send messages and learn each one's fate, receive
 /// messages once and in order. It reconnects by itself until `disconnect()`.
 ///
-/// All mutable state lives on one event loop (`loop`); the async methods hop there.
+/// All mutable state lives on one event loop (`loop`) of the group it is given (by default
+/// NIO's shared singleton group, so a thousand clients in one process share a few threads);
+/// the async methods hop there.
 public final class SIMPClient: @unchecked Sendable {
     public let configuration: ClientConfiguration
     public let events: AsyncStream<ClientEvent>
 
     let loop: any EventLoop
-    private let group: MultiThreadedEventLoopGroup
     private let eventSink: AsyncStream<ClientEvent>.Continuation
     private let logger = Logger(label: "simp.client")
     /// Built once: loading trust roots is slow. A bad CA file fails every connection attempt.
@@ -64,10 +65,11 @@ public final class SIMPClient: @unchecked Sendable {
         var message: Simp_Message
     }
 
-    public init(configuration: ClientConfiguration) {
+    /// `eventLoopGroup` is not owned: the client never shuts it down.
+    public init(configuration: ClientConfiguration,
+                eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
         self.configuration = configuration
-        group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        loop = group.next()
+        loop = eventLoopGroup.next()
         outbox = RetransmitQueue(policy: configuration.sendRetransmit)
         backoff = ReconnectBackoff(base: configuration.reconnectBase, cap: configuration.reconnectCap)
         (events, eventSink) = AsyncStream.makeStream(of: ClientEvent.self)
@@ -89,11 +91,6 @@ public final class SIMPClient: @unchecked Sendable {
         let name = tls.serverName ?? configuration.host
         let sni = (try? SocketAddress(ipAddress: name, port: 0)) == nil ? name : nil
         try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tlsContext.get(), serverHostname: sni))
-    }
-
-    deinit {
-        // The last reference may be dropped on the loop itself, where a blocking shutdown is illegal.
-        group.shutdownGracefully { _ in }
     }
 
     // MARK: public API
@@ -261,14 +258,7 @@ public final class SIMPClient: @unchecked Sendable {
         }
         let id = message.messageID
         let item = Outgoing(to: user, message: message)
-        let store = try? await loop.submit { [self] in self.store }.get()
-        if let store {
-            do {
-                try await store.add(id: id, to: user, message: message)
-            } catch {
-                throw ClientError("cannot write the outbox: \(error)")
-            }
-        }
+        if configuration.dataDirectory != nil { try await persist(item, id: id) }
         do {
             try await loop.submit { [self] in
                 outbox.track(id, payload: item, now: .now())
@@ -278,6 +268,16 @@ public final class SIMPClient: @unchecked Sendable {
             throw ClientError("client is shut down")
         }
         return id
+    }
+
+    /// Writes the message to the outbox on disk before it is sent (only with a data directory).
+    private func persist(_ item: Outgoing, id: String) async throws(ClientError) {
+        guard let store = try? await loop.submit({ [self] in self.store }).get() else { return }
+        do {
+            try await store.add(id: id, to: item.to, message: item.message)
+        } catch {
+            throw ClientError("cannot write the outbox: \(error)")
+        }
     }
 
     /// Numbers the message on this session the first time it goes out, so the server can

@@ -7,18 +7,14 @@ public struct RedisConfiguration: Sendable, Equatable {
     public var database: Int
     public var connectTimeout: TimeAmount
     public var commandTimeout: TimeAmount
-    /// Connections kept open; also the number of threads that run blocking hiredis calls.
-    public var poolSize: Int
 
     public init(host: String = "127.0.0.1", port: Int = 6379, database: Int = 0,
-                connectTimeout: TimeAmount = .seconds(2), commandTimeout: TimeAmount = .seconds(3),
-                poolSize: Int = 4) {
+                connectTimeout: TimeAmount = .seconds(2), commandTimeout: TimeAmount = .seconds(3)) {
         self.host = host
         self.port = port
         self.database = database
         self.connectTimeout = connectTimeout
         self.commandTimeout = commandTimeout
-        self.poolSize = poolSize
     }
 
     /// Parses `redis://HOST:PORT[/DB]`.

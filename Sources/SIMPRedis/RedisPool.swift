@@ -3,38 +3,34 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 
-/// A pool of hiredis connections whose blocking calls run on the pool's own threads,
-/// so no event loop ever waits on Redis. A broken connection is dropped and a new one is
-/// made on next use, which is how service resumes after Redis restarts.
+/// Redis for a whole process: one pipelined connection per event loop that asks, opened on
+/// first use and replaced after it breaks (which is how service resumes after Redis restarts).
+/// A request from an event loop runs on that loop's own connection: no thread hop, no
+/// blocking call, and the requests of one loop run in Redis in the order they were made.
 public final class RedisPool: Sendable {
     public let configuration: RedisConfiguration
-    private let threads: NIOThreadPool
-    private let idle: NIOLockedValueBox<[ConnectionBox]>
+    private let connections = NIOLockedValueBox<[ObjectIdentifier: RedisLoopConnection]>([:])
+    private let isShutDown = NIOLockedValueBox(false)
     private let logger: Logger
 
     public init(configuration: RedisConfiguration, logger: Logger = Logger(label: "simp.redis")) {
         self.configuration = configuration
-        self.threads = NIOThreadPool(numberOfThreads: max(1, configuration.poolSize))
-        self.idle = NIOLockedValueBox([])
         self.logger = logger
-        threads.start()
     }
 
-    /// Runs the commands as one pipeline on one connection; completes on `loop`.
+    /// Runs the commands as one pipeline on `loop`'s connection; completes on `loop`.
     /// The whole pipeline fails with the connection's error if the connection breaks.
     public func run(_ commands: [RedisCommand], on loop: any EventLoop) -> EventLoopFuture<[RedisValue]> {
-        threads.runIfActive(eventLoop: loop) { () throws -> [RedisValue] in
-            try self.runBlocking(commands)
-        }.flatMapErrorThrowing { error in
-            if error is RedisError { throw error }
-            throw RedisError(.closed, "redis pool is shut down")
+        guard let connection = connection(for: loop) else {
+            return loop.makeFailedFuture(RedisError(.closed, "redis pool is shut down"))
         }
+        guard loop.inEventLoop else { return loop.flatSubmit { connection.run(commands) } }
+        return connection.run(commands)
     }
 
     public func run(_ commands: [RedisCommand]) async throws(RedisError) -> [RedisValue] {
-        // Completions go through an event loop future, whose callbacks always run.
         do {
-            return try await run(commands, on: NIOSingletons.posixEventLoopGroup.next()).get()
+            return try await run(commands, on: MultiThreadedEventLoopGroup.singleton.next()).get()
         } catch let error as RedisError {
             throw error
         } catch {
@@ -47,39 +43,27 @@ public final class RedisPool: Sendable {
         try await run([command])[0].checked()
     }
 
-    /// Waits for running work to finish, then closes every connection.
+    /// Closes every connection; later calls fail with `.closed`.
     public func shutdown() async {
-        try? await threads.shutdownGracefully()
-        idle.withLockedValue { $0.removeAll() }
-    }
-
-    private func runBlocking(_ commands: [RedisCommand]) throws(RedisError) -> [RedisValue] {
-        let connection = try checkOut()
-        defer { checkIn(connection) }
-        do {
-            return try connection.connection.run(commands)
-        } catch {
-            logger.debug("redis pipeline failed", metadata: ["error": "\(error)"])
-            throw error
+        let open = connections.withLockedValue { boxes -> [RedisLoopConnection] in
+            isShutDown.withLockedValue { $0 = true }
+            defer { boxes.removeAll() }
+            return Array(boxes.values)
+        }
+        for connection in open {
+            try? await connection.loop.flatSubmit { connection.close() }.get()
         }
     }
 
-    /// An idle connection that Redis has not closed, or a new one.
-    private func checkOut() throws(RedisError) -> ConnectionBox {
-        while let box = idle.withLockedValue({ $0.popLast() }) {
-            if !box.connection.peerClosed { return box }
+    private func connection(for loop: any EventLoop) -> RedisLoopConnection? {
+        connections.withLockedValue { boxes in
+            guard !isShutDown.withLockedValue({ $0 }) else { return nil }
+            let key = ObjectIdentifier(loop)
+            // A loop of a group shut down since may share an address with a new one.
+            if let known = boxes[key], known.loop === loop { return known }
+            let connection = RedisLoopConnection(loop: loop, configuration: configuration)
+            boxes[key] = connection
+            return connection
         }
-        return ConnectionBox(try RedisConnection(configuration))
     }
-
-    private func checkIn(_ box: ConnectionBox) {
-        guard box.connection.isHealthy else { return }
-        idle.withLockedValue { $0.append(box) }
-    }
-}
-
-/// A connection moves between threads only through the pool's lock, one holder at a time.
-private final class ConnectionBox: @unchecked Sendable {
-    let connection: RedisConnection
-    init(_ connection: RedisConnection) { self.connection = connection }
 }

@@ -10,7 +10,7 @@ import Testing
 
     init() throws {
         server = try RedisServerProcess()
-        pool = RedisPool(configuration: RedisConfiguration(port: server.port, commandTimeout: .seconds(2), poolSize: 3))
+        pool = RedisPool(configuration: RedisConfiguration(port: server.port, commandTimeout: .seconds(2)))
     }
 
     @Test func setAndGetBinarySafeValues() async throws {
@@ -78,7 +78,7 @@ import Testing
     }
 
     @Test func slowRedisTimesOutWithATypedErrorAndThePoolRecovers() async throws {
-        let impatient = RedisPool(configuration: RedisConfiguration(port: server.port, commandTimeout: .milliseconds(300), poolSize: 1))
+        let impatient = RedisPool(configuration: RedisConfiguration(port: server.port, commandTimeout: .milliseconds(300)))
         _ = try await pool.run(RedisCommand("CLIENT", ["PAUSE", 1000]))
         let started = ContinuousClock.now
         do {

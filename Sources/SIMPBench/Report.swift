@@ -1,0 +1,133 @@
+import Foundation
+import Histogram
+
+/// One system's figures for a pattern, ready to print or encode.
+public struct SystemReport: Sendable, Codable {
+    public var system: String
+    public var messagesPerSecond: Double
+    public var sent: Int
+    public var received: Int
+    public var lost: Int
+    public var duplicates: Int
+    public var failed: Int
+    public var failures: [String]
+    /// Percentiles in microseconds: p50, p90, p99, p99.9, max.
+    public var sendToReceive: Percentiles
+    public var sendToAccepted: Percentiles?
+    public var sendToDelivered: Percentiles?
+    public var usage: [String: ProcessUsage]
+
+    public init(system: String, _ result: LoadResult, accepted: Bool = true, delivered: Bool = true) {
+        self.system = system
+        messagesPerSecond = result.messagesPerSecond
+        sent = result.sent
+        received = result.received
+        lost = result.lost
+        duplicates = result.duplicates
+        failed = result.failed
+        failures = result.failures
+        sendToReceive = Percentiles(result.sendToReceive)
+        sendToAccepted = accepted ? Percentiles(result.sendToAccepted) : nil
+        sendToDelivered = delivered ? Percentiles(result.sendToDelivered) : nil
+        usage = result.usage
+    }
+}
+
+public struct Percentiles: Sendable, Codable {
+    public var count: UInt64
+    public var p50: UInt64
+    public var p90: UInt64
+    public var p99: UInt64
+    public var p999: UInt64
+    public var max: UInt64
+
+    public init(_ histogram: Histogram<UInt64>) {
+        count = histogram.totalCount
+        p50 = histogram.valueAtPercentile(50)
+        p90 = histogram.valueAtPercentile(90)
+        p99 = histogram.valueAtPercentile(99)
+        p999 = histogram.valueAtPercentile(99.9)
+        max = histogram.max
+    }
+}
+
+public struct BenchReport: Sendable, Codable {
+    public var pattern: LoadPattern
+    public var systems: [SystemReport]
+
+    public init(pattern: LoadPattern, systems: [SystemReport]) {
+        self.pattern = pattern
+        self.systems = systems
+    }
+
+    public func json() -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return (try? encoder.encode(self)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+    }
+
+    /// A table with one column per system and, with two systems, the ratio of the first to the second.
+    public func table() -> String {
+        var rows: [(String, [String])] = []
+        func row(_ name: String, _ value: (SystemReport) -> String) { rows.append((name, systems.map(value))) }
+        row("delivered msg/s") { String(format: "%.0f", $0.messagesPerSecond) }
+        for (name, pick) in [("send->receive", { (s: SystemReport) in s.sendToReceive as Percentiles? }),
+                             ("send->accepted", { $0.sendToAccepted }), ("send->delivered", { $0.sendToDelivered })] {
+            row("\(name) p50/p90/p99 ms") { pick($0).map { Self.millis($0.p50, $0.p90, $0.p99) } ?? "-" }
+            row("\(name) p99.9/max ms") { pick($0).map { Self.millis($0.p999, $0.max) } ?? "-" }
+        }
+        row("sent/received") { "\($0.sent)/\($0.received)" }
+        row("lost/dup/failed") { "\($0.lost)/\($0.duplicates)/\($0.failed)" }
+        for process in Set(systems.flatMap { $0.usage.keys }).sorted() {
+            row("\(process) cores, us/msg") { s in
+                s.usage[process].map { String(format: "%.2f, %.1f", $0.cores, $0.microsPerMessage) } ?? "-"
+            }
+            row("\(process) RSS MiB") { s in s.usage[process].map { String(format: "%.1f", Double($0.rssBytes) / 1_048_576) } ?? "-" }
+        }
+        var header = ["", ] + systems.map(\.system)
+        if systems.count == 2 { header.append("\(systems[0].system)/\(systems[1].system)") }
+        var lines = [header]
+        for (name, values) in rows {
+            var line = [name] + values
+            if systems.count == 2 { line.append(ratio(name)) }
+            lines.append(line)
+        }
+        let p = pattern
+        let title = "\(p.pairs) pairs x \(p.window) in flight, \(p.payloadBytes)-byte texts, \(Self.seconds(p.duration)) s measured after \(Self.seconds(p.warmup)) s warm-up"
+        return title + "\n" + Self.align(lines)
+    }
+
+    private func ratio(_ row: String) -> String {
+        let a = systems[0], b = systems[1]
+        switch row {
+        case "delivered msg/s":
+            return b.messagesPerSecond > 0 ? String(format: "%.2fx", a.messagesPerSecond / b.messagesPerSecond) : "-"
+        case "send->receive p50/p90/p99 ms":
+            let ratios = [(a.sendToReceive.p50, b.sendToReceive.p50), (a.sendToReceive.p90, b.sendToReceive.p90),
+                          (a.sendToReceive.p99, b.sendToReceive.p99)]
+            return ratios.map { $0.1 > 0 ? String(format: "%.2fx", Double($0.0) / Double($0.1)) : "-" }.joined(separator: "/")
+        default:
+            return ""
+        }
+    }
+
+    private static func millis(_ values: UInt64...) -> String {
+        values.map { String(format: "%.2f", Double($0) / 1000) }.joined(separator: "/")
+    }
+
+    private static func seconds(_ value: Double) -> String {
+        value == value.rounded() ? String(Int(value)) : String(value)
+    }
+
+    private static func align(_ lines: [[String]]) -> String {
+        let widths = (0..<(lines.map(\.count).max() ?? 0)).map { column in
+            lines.map { column < $0.count ? $0[column].count : 0 }.max() ?? 0
+        }
+        return lines.map { line in
+            line.enumerated().map { column, cell in
+                column == 0 ? cell.padding(toLength: widths[column], withPad: " ", startingAt: 0)
+                    : String(repeating: " ", count: widths[column] - cell.count) + cell
+            }.joined(separator: "  ")
+        }.joined(separator: "\n")
+    }
+}

@@ -1,0 +1,135 @@
+import NIOCore
+import NIOPosix
+
+/// The Redis connection of one event loop: every request from that loop is pipelined on it
+/// without waiting for earlier answers, so requests run in Redis in the order they were made,
+/// and nothing hops to another thread. Requests made in one loop tick leave in one write.
+/// Confined to `loop` (every method asserts it), which is why the closures that run there may
+/// capture it. A closed connection is replaced on next use.
+final class RedisLoopConnection: @unchecked Sendable {
+    let loop: any EventLoop
+    private let configuration: RedisConfiguration
+    private var channel: (any Channel)?
+    private var connecting: EventLoopFuture<any Channel>?
+    /// Scripts this connection has loaded (their SCRIPT LOAD went ahead of their first use).
+    private var loaded: Set<RedisScript> = []
+    private var flushScheduled = false
+
+    init(loop: any EventLoop, configuration: RedisConfiguration) {
+        self.loop = loop
+        self.configuration = configuration
+    }
+
+    func run(_ commands: [RedisCommand]) -> EventLoopFuture<[RedisValue]> {
+        loop.preconditionInEventLoop()
+        return ready().flatMap { channel in
+            self.send(commands, on: channel)
+        }.flatMap { replies in
+            self.retryUnloadedScripts(commands, replies)
+        }
+    }
+
+    func close() -> EventLoopFuture<Void> {
+        loop.preconditionInEventLoop()
+        let current = channel
+        channel = nil
+        return current?.close() ?? loop.makeSucceededVoidFuture()
+    }
+
+    private func ready() -> EventLoopFuture<any Channel> {
+        if let channel, channel.isActive { return loop.makeSucceededFuture(channel) }
+        if let connecting { return connecting }
+        let future = connect()
+        connecting = future
+        future.whenComplete { _ in self.connecting = nil }
+        return future
+    }
+
+    private func connect() -> EventLoopFuture<any Channel> {
+        let timeout = configuration.commandTimeout
+        let where_ = "\(configuration.host):\(configuration.port)"
+        return ClientBootstrap(group: loop)
+            .connectTimeout(configuration.connectTimeout)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(RedisChannelHandler(timeout: timeout))
+                }
+            }
+            .connect(host: configuration.host, port: configuration.port)
+            .flatMapErrorThrowing { error in
+                throw RedisError(.connectionFailed, "\(where_): \(Self.reason(error))")
+            }
+            .flatMap { channel in self.select(on: channel) }
+            .map { channel in
+                self.channel = channel
+                self.loaded = []
+                return channel
+            }
+    }
+
+    private func select(on channel: any Channel) -> EventLoopFuture<any Channel> {
+        guard configuration.database != 0 else { return loop.makeSucceededFuture(channel) }
+        return send([RedisCommand("SELECT", [configuration.database])], on: channel).flatMapThrowing { replies in
+            _ = try replies[0].checked()
+            return channel
+        }
+    }
+
+    private func send(_ commands: [RedisCommand], on channel: any Channel) -> EventLoopFuture<[RedisValue]> {
+        var bytes = channel.allocator.buffer(capacity: 64 * commands.count)
+        var skip = 0
+        for command in commands {
+            guard let script = command.script, !loaded.contains(script) else { continue }
+            RedisWire.encode(RedisCommand("SCRIPT", ["LOAD", script.source]).arguments, into: &bytes)
+            loaded.insert(script)
+            skip += 1
+        }
+        for command in commands {
+            let arguments = command.script.map { [Array("EVALSHA".utf8), Array($0.sha.utf8)] + command.arguments } ?? command.arguments
+            RedisWire.encode(arguments, into: &bytes)
+        }
+        let promise = loop.makePromise(of: [RedisValue].self)
+        channel.write(RedisRequest(bytes: bytes, replies: commands.count, skip: skip, promise: promise), promise: nil)
+        scheduleFlush(channel)
+        return promise.futureResult
+    }
+
+    /// One flush, so one syscall, for everything written in this loop tick.
+    private func scheduleFlush(_ channel: any Channel) {
+        guard !flushScheduled else { return }
+        flushScheduled = true
+        loop.execute {
+            self.flushScheduled = false
+            channel.flush()
+        }
+    }
+
+    /// SCRIPT FLUSH on the server behind our back: run those commands again with EVAL.
+    /// (They then run after whatever was pipelined behind them; a flush is an operator's act.)
+    private func retryUnloadedScripts(_ commands: [RedisCommand], _ replies: [RedisValue]) -> EventLoopFuture<[RedisValue]> {
+        let unloaded = replies.indices.filter { index in
+            guard case .error(let message) = replies[index] else { return false }
+            return message.hasPrefix("NOSCRIPT") && commands[index].script != nil
+        }
+        guard !unloaded.isEmpty else { return loop.makeSucceededFuture(replies) }
+        let again = unloaded.map { index -> RedisCommand in
+            let script = commands[index].script!
+            loaded.remove(script)
+            return RedisCommand([Array("EVAL".utf8), Array(script.source.utf8)] + commands[index].arguments)
+        }
+        return ready().flatMap { channel in self.send(again, on: channel) }.map { retried in
+            var result = replies
+            for (index, reply) in zip(unloaded, retried) { result[index] = reply }
+            return result
+        }
+    }
+
+    /// "connection refused" rather than NIO's nested description of every attempt.
+    private static func reason(_ error: any Error) -> String {
+        let underlying = (error as? NIOConnectionError)?.connectionErrors.first?.error ?? error
+        if let io = underlying as? IOError { return String(cString: strerror(io.errnoCode)).lowercased() }
+        if underlying is ChannelError { return "connect timed out" }
+        return "\(underlying)"
+    }
+}

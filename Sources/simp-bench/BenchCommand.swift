@@ -1,0 +1,142 @@
+import ArgumentParser
+import Foundation
+#if canImport(MQTTLoad)
+import MQTTLoad
+#endif
+import NIOPosix
+import SIMPBench
+import SIMPClient
+
+@main
+struct BenchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "simp-bench",
+        abstract: "Load generator for SIMP: N sender/receiver pairs, W messages in flight per pair.",
+        discussion: """
+        A sender's slot is freed by the delivered receipt (the recipient confirmed the message). \
+        Prints delivered msg/s, latencies (send to receive, to accepted, to delivered), lost, duplicate \
+        and failed counts, and the CPU and memory of the server, Redis and the bench itself. \
+        With --compare-mosquitto the same pattern runs through a private Mosquitto (QoS 1; a slot is \
+        freed once the publisher has its PUBACK and the subscriber has the message) in the same run.
+        """)
+
+    @Option(help: "A running server's control address HOST:PORT (ignored with --spawn).")
+    var server = "127.0.0.1:7700"
+
+    @Flag(help: "Start a private redis-server (AOF everysec) and simp-server for this run.")
+    var spawn = false
+
+    @Option(name: .customLong("server-binary"), help: "simp-server to start with --spawn. Default: the one next to simp-bench.")
+    var serverBinary: String?
+
+    @Option(name: .customLong("server-pid"), help: "PID of a running simp-server, to report its CPU and memory.")
+    var serverPID: Int32?
+
+    @Option(name: .customLong("redis-pid"), help: "PID of the running redis-server, to report its CPU and memory.")
+    var redisPID: Int32?
+
+    @Option(help: "Sender/receiver pairs.")
+    var pairs = 8
+
+    @Option(help: "Messages in flight per pair.")
+    var window = 32
+
+    @Option(help: "Text size in bytes.")
+    var size = 64
+
+    @Option(help: "Measured seconds.")
+    var duration = 10.0
+
+    @Option(help: "Seconds of load before measuring.")
+    var warmup = 1.0
+
+    @Option(help: "Seconds to wait at the end for messages still in flight.")
+    var drain = 10.0
+
+    @Option(help: "Event loop threads shared by all the bench's clients.")
+    var threads = 1
+
+    @Flag(name: .customLong("compare-mosquitto"), help: "Run the same pattern through a local Mosquitto and print the ratio.")
+    var compareMosquitto = false
+
+    @Flag(help: "Print the report as one JSON object.")
+    var json = false
+
+    func validate() throws {
+        guard pairs > 0, window > 0, threads > 0 else { throw ValidationError("--pairs, --window and --threads must be positive") }
+        guard size >= 32, size <= 1000 else { throw ValidationError("--size must be 32...1000 bytes (the text carries a counter and a timestamp)") }
+        guard duration > 0, warmup >= 0, drain >= 0 else { throw ValidationError("--duration must be positive, --warmup and --drain not negative") }
+    }
+
+    func run() async throws {
+        let pattern = LoadPattern(pairs: pairs, window: window, payloadBytes: size, duration: duration, warmup: warmup, drain: drain)
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
+        var systems = [try await runSIMP(pattern, group: group)]
+        if compareMosquitto { systems.append(try await runMosquitto(pattern, group: group)) }
+        try await group.shutdownGracefully()
+        let report = BenchReport(pattern: pattern, systems: systems)
+        print(json ? report.json() : report.table())
+        if systems.contains(where: { $0.lost > 0 || $0.duplicates > 0 }) { throw ExitCode(2) }
+    }
+
+    private func runSIMP(_ pattern: LoadPattern, group: MultiThreadedEventLoopGroup) async throws -> SystemReport {
+        var stack: SpawnedStack?
+        if spawn {
+            Self.progress("starting redis-server and simp-server")
+            stack = try await SpawnedStack.start(serverBinary: serverBinary ?? sibling("simp-server"), serverArguments: [
+                // A benchmark measures the engine, not the per-session abuse limit.
+                "--max-msgs-per-sec", "10000000", "--msg-burst", "1000000", "--scrypt-rounds", "1024", "--log-level", "warning",
+            ])
+        }
+        var configuration = ClientConfiguration()
+        if let stack {
+            configuration.port = stack.serverPort
+        } else {
+            let parts = server.split(separator: ":")
+            guard parts.count == 2, let port = Int(parts[1]) else { throw ValidationError("--server takes HOST:PORT") }
+            configuration.host = String(parts[0])
+            configuration.port = port
+        }
+        var processes: [(name: String, pid: Int32)] = [("bench", getpid())]
+        if let pid = stack?.serverPID ?? serverPID { processes.append(("server", pid)) }
+        if let pid = stack?.redisPID ?? redisPID { processes.append(("redis", pid)) }
+        do {
+            let result = try await SIMPLoad.run(pattern, configuration: configuration, group: group, processes: processes,
+                                               progress: Self.progress)
+            await stack?.stop()
+            return SystemReport(system: "SIMP", result)
+        } catch {
+            await stack?.stop()
+            throw error
+        }
+    }
+
+    #if canImport(MQTTLoad)
+    private func runMosquitto(_ pattern: LoadPattern, group: MultiThreadedEventLoopGroup) async throws -> SystemReport {
+        let broker = try MosquittoProcess.start()
+        defer { broker.stop() }
+        let window = UsageWindow.measure([("bench", getpid()), ("server", broker.pid)], after: pattern.warmup, seconds: pattern.duration)
+        let mqtt = try await MQTTLoad.run(
+            MQTTLoadPattern(pairs: pattern.pairs, window: pattern.window, payloadBytes: pattern.payloadBytes,
+                            duration: pattern.duration, warmup: pattern.warmup, drain: pattern.drain),
+            host: "127.0.0.1", port: broker.port, group: group)
+        var result = LoadResult(mqtt)
+        result.usage = await window.value.usage(messages: result.receivedInWindow)
+        return SystemReport(system: "Mosquitto", result, accepted: true, delivered: false)
+    }
+    #else
+    private func runMosquitto(_ pattern: LoadPattern, group: MultiThreadedEventLoopGroup) async throws -> SystemReport {
+        throw BenchError("this simp-bench was built without MQTTLoad")
+    }
+    #endif
+
+    @Sendable static func progress(_ line: String) {
+        FileHandle.standardError.write(Data("simp-bench: \(line)\n".utf8))
+    }
+
+    /// A binary in the same directory as this one (swift build puts all products together).
+    private func sibling(_ name: String) -> String {
+        let me = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        return me.deletingLastPathComponent().appendingPathComponent(name).path
+    }
+}
