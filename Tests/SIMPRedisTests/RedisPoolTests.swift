@@ -28,6 +28,19 @@ import Testing
         await pool.shutdown()
     }
 
+    /// Requests made on one loop are all in flight at once on its connection, and run in Redis
+    /// in the order they were made.
+    @Test func requestsFromOneLoopRunInTheOrderTheyWereMade() async throws {
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        let futures = try await loop.submit {
+            (0..<200).map { _ in pool.run([RedisCommand("INCR", ["ordered"])], on: loop) }
+        }.get()
+        var values: [Int64] = []
+        for future in futures { values.append(try await future.get()[0].int ?? -1) }
+        #expect(values == (1...200).map { Int64($0) })
+        await pool.shutdown()
+    }
+
     @Test func errorReplyCarriesRedisMessageAndSparesTheRest() async throws {
         _ = try await pool.run(RedisCommand("SET", ["s", "text"]))
         let replies = try await pool.run([RedisCommand("INCR", ["s"]), RedisCommand("GET", ["s"])])

@@ -91,9 +91,11 @@ import Testing
 
     @Test func historyShowsTheConversationOldestFirst() async throws {
         let cluster = try await TestCluster.start()
-        let (alice, _) = try await cluster.connectedClient("alice")
+        let (alice, aliceLog) = try await cluster.connectedClient("alice")
         let (bob, bobLog) = try await cluster.connectedClient("bob")
         _ = try await sendAll(alice, to: "bob", prefix: "h", count: 5)
+        // send() returns before the datagram leaves; stored first is what history shows first.
+        #expect(await aliceLog.wait { $0.accepted.count == 5 })
         _ = try await bob.send(to: "alice", imageURL: "https://example.org/cat.png")
         #expect(await bobLog.wait { $0.delivered.count == 1 })
         let history = try await alice.history(with: "bob", limit: 3)

@@ -34,6 +34,7 @@ final class Router: @unchecked Sendable {
     private var flushScheduled = false
     private var unackedReceipts: [String: UInt64] = [:]
     private var tickTask: RepeatedTask?
+    private let outbox: ControlOutbox
 
     init(loop: any EventLoop, store: MessageStore, settings: RouterSettings, metrics: ServerMetrics, logger: Logger) {
         self.loop = loop
@@ -41,6 +42,7 @@ final class Router: @unchecked Sendable {
         self.settings = settings
         self.metrics = metrics
         self.logger = logger
+        self.outbox = ControlOutbox(loop: loop)
     }
 
     func start() {
@@ -185,7 +187,7 @@ final class Router: @unchecked Sendable {
         guard !session.bindToken.isEmpty, constantTimeEqual(token, session.bindToken) else {
             // The datagram opened under this session's key, so its control connection may be told.
             metrics.dropped(.badBindToken)
-            session.control.writeAndFlush(Simp_Envelope.error(.invalidToken, "bind token does not belong to this session"), promise: nil)
+            outbox.send(Simp_Envelope.error(.invalidToken, "bind token does not belong to this session"), on: session.control)
             return
         }
         session.bindToken = []
@@ -198,7 +200,7 @@ final class Router: @unchecked Sendable {
     private func sendBound(_ session: Session) {
         var bound = Simp_Bound()
         bound.address = session.address.map(Self.describe) ?? ""
-        session.control.writeAndFlush(Simp_Envelope(.bound(bound)), promise: nil)
+        outbox.send(Simp_Envelope(.bound(bound)), on: session.control)
         sendDatagram(to: session, kind: .pong, payload: [])
     }
 
@@ -249,7 +251,7 @@ final class Router: @unchecked Sendable {
         }
         if let problem = MessageRules.problem(in: message) {
             let failed = Simp_Failed(messageID: message.messageID, to: message.toUser, code: problem.code, reason: problem.reason)
-            session.control.writeAndFlush(Simp_Envelope(.failed(failed)), promise: nil)
+            outbox.send(Simp_Envelope(.failed(failed)), on: session.control)
             return
         }
         let order = message.clientSeq
@@ -295,7 +297,7 @@ final class Router: @unchecked Sendable {
         let now = NIODeadline.now()
         guard now - (session.lastLimitError[code] ?? .distantPast) >= .seconds(1) else { return }
         session.lastLimitError[code] = now
-        session.control.writeAndFlush(Simp_Envelope.error(code, reason), promise: nil)
+        outbox.send(Simp_Envelope.error(code, reason), on: session.control)
     }
 
     /// The session's send order waits for a number: ask for it now rather than after the
@@ -308,7 +310,7 @@ final class Router: @unchecked Sendable {
         session.lastMissingAt = now
         var missing = Simp_Missing()
         missing.clientSeqs = [next]
-        session.control.writeAndFlush(Simp_Envelope(.missing(missing)), promise: nil)
+        outbox.send(Simp_Envelope(.missing(missing)), on: session.control)
     }
 
     /// The sender gave up on a message: stop waiting for it, and tell the sender whether the
@@ -323,7 +325,7 @@ final class Router: @unchecked Sendable {
 
     private func sendWithdrawn(_ session: Session, id: String, to: String) {
         let failed = Simp_Failed(messageID: id, to: to, code: .withdrawn, reason: "the server never received it before the sender gave up")
-        session.control.writeAndFlush(Simp_Envelope(.failed(failed)), promise: nil)
+        outbox.send(Simp_Envelope(.failed(failed)), on: session.control)
     }
 
     // MARK: the store pipeline
@@ -397,28 +399,34 @@ final class Router: @unchecked Sendable {
 
     private func settle(_ request: StoreRequest, _ outcome: StoreOutcome) {
         storesPending.remove(Self.storeKey(request))
-        let sender = sessionByUser[request.from].flatMap { sessions[$0] }
+        if case .stored(let seq, let bytes) = outcome,
+           let recipient = sessionByUser[request.to].flatMap({ sessions[$0] }), recipient.isBound {
+            push(seq: seq, bytes: bytes, to: recipient)
+        }
+        let envelopes = answers(request, outcome)
+        guard let sender = sessionByUser[request.from].flatMap({ sessions[$0] }) else { return }
+        for envelope in envelopes { outbox.send(envelope, on: sender.control) }
+    }
+
+    /// What the sender is told about its message's store.
+    private func answers(_ request: StoreRequest, _ outcome: StoreOutcome) -> [Simp_Envelope] {
         switch outcome {
-        case .stored(let seq, let bytes):
+        case .stored(let seq, _):
             metrics.stored.increment()
-            sender?.control.write(Self.accepted(request, seq: seq), promise: nil)
-            if let recipient = sessionByUser[request.to].flatMap({ sessions[$0] }), recipient.isBound {
-                push(seq: seq, bytes: bytes, to: recipient)
-            }
+            return [Self.accepted(request, seq: seq)]
         case .duplicate(let seq, let delivered):
             metrics.duplicates.increment()
-            sender?.control.write(Self.accepted(request, seq: seq), promise: nil)
-            if delivered { sender?.control.write(Self.delivered(id: request.id, to: request.to, seq: seq), promise: nil) }
+            let accepted = Self.accepted(request, seq: seq)
+            return delivered ? [accepted, Self.delivered(id: request.id, to: request.to, seq: seq)] : [accepted]
         case .unknownRecipient:
-            sender?.control.write(Self.failed(request, .unknownUser, "no such user: \(request.to)"), promise: nil)
+            return [Self.failed(request, .unknownUser, "no such user: \(request.to)")]
         case .inboxFull:
             metrics.exceeded(.inboxSize)
-            sender?.control.write(Self.failed(request, .inboxFull, "\(request.to)'s inbox is full"), promise: nil)
+            return [Self.failed(request, .inboxFull, "\(request.to)'s inbox is full")]
         case .unavailable(let error):
             let doubt = request.ambiguousSince == nil ? "" : "; it may still be delivered"
-            sender?.control.write(Self.failed(request, .storeUnavailable, "message store unavailable: \(error.message)\(doubt)"), promise: nil)
+            return [Self.failed(request, .storeUnavailable, "message store unavailable: \(error.message)\(doubt)")]
         }
-        sender?.control.flush()
     }
 
     private static func accepted(_ request: StoreRequest, seq: UInt64) -> Simp_Envelope {
@@ -566,7 +574,7 @@ final class Router: @unchecked Sendable {
     private func notifyDelivered(_ bytes: [UInt8], recipient: String) {
         guard let message = try? Simp_Message(serializedBytes: bytes),
               let sender = sessionByUser[message.fromUser].flatMap({ sessions[$0] }) else { return }
-        sender.control.writeAndFlush(Self.delivered(id: message.messageID, to: recipient, seq: message.seq), promise: nil)
+        outbox.send(Self.delivered(id: message.messageID, to: recipient, seq: message.seq), on: sender.control)
     }
 
     private static func delivered(id: String, to: String, seq: UInt64) -> Simp_Envelope {
@@ -582,11 +590,10 @@ final class Router: @unchecked Sendable {
         loop.assertInEventLoop()
         guard let session = sessions[sessionID] else { return }
         let recipients = Array(Set(query.messages.map(\.toUser)))
-        store.confirmedMarks(recipients, on: loop).whenSuccess { marks in
+        store.confirmedMarks(recipients, on: loop).whenSuccess { [self] marks in
             for item in query.messages where item.seq > 0 && (marks[item.toUser] ?? 0) >= item.seq {
-                session.control.write(Self.delivered(id: item.messageID, to: item.toUser, seq: item.seq), promise: nil)
+                outbox.send(Self.delivered(id: item.messageID, to: item.toUser, seq: item.seq), on: session.control)
             }
-            session.control.flush()
         }
     }
 
