@@ -34,7 +34,7 @@ public final class SIMPServer: Service, @unchecked Sendable {
         self.configuration = configuration
         self.logger = logger
         self.onReady = onReady
-        self.group = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
+        self.group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, configuration.eventLoops))
         self.redis = RedisPool(configuration: configuration.redis, logger: logger)
         self.workers = NIOThreadPool(numberOfThreads: 2)
         workers.start()

@@ -25,6 +25,8 @@ public struct ServerConfiguration: Sendable {
     public var limits = ServerLimits()
     /// Serves Prometheus metrics over HTTP at /metrics on this port; nil: off, 0: a free port.
     public var metricsPort: Int?
+    /// Event loop threads for the control connections, the datagram socket and Redis.
+    public var eventLoops = System.coreCount
 
     public init() {}
 

@@ -35,6 +35,9 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(name: .customLong("redis-pid"), help: "PID of the running redis-server, to report its CPU and memory.")
     var redisPID: Int32?
 
+    @Option(name: .customLong("server-event-loops"), help: "With --spawn: simp-server's --event-loops. Default: its own.")
+    var serverEventLoops: Int?
+
     @Option(help: "Sender/receiver pairs.")
     var pairs = 8
 
@@ -86,7 +89,7 @@ struct BenchCommand: AsyncParsableCommand {
             stack = try await SpawnedStack.start(serverBinary: serverBinary ?? sibling("simp-server"), serverArguments: [
                 // A benchmark measures the engine, not the per-session abuse limit.
                 "--max-msgs-per-sec", "10000000", "--msg-burst", "1000000", "--scrypt-rounds", "1024", "--log-level", "warning",
-            ])
+            ] + (serverEventLoops.map { ["--event-loops", "\($0)"] } ?? []))
         }
         var configuration = ClientConfiguration()
         if let stack {

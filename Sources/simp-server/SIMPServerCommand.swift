@@ -64,6 +64,9 @@ struct SIMPServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("inbox-limit"), help: "Unconfirmed messages one user's inbox may hold. Default 10000.")
     var inboxLimit = ServerConfiguration().inboxLimit
 
+    @Option(name: .customLong("event-loops"), help: "Event loop threads. Default: one per core.")
+    var eventLoops = System.coreCount
+
     func run() async throws {
         let env = ProcessInfo.processInfo.environment
         let level = try parseLevel(logLevel ?? env["SIMP_LOG_LEVEL"] ?? "info")
@@ -109,6 +112,8 @@ struct SIMPServerCommand: AsyncParsableCommand {
         config.metricsPort = try metricsPort ?? env["SIMP_METRICS_PORT"].map { try parsePort($0, "SIMP_METRICS_PORT") }
         config.limits = try limits()
         config.inboxLimit = inboxLimit
+        guard eventLoops > 0 else { throw ValidationError("--event-loops must be at least 1") }
+        config.eventLoops = eventLoops
         return config
     }
 

@@ -11,6 +11,8 @@ struct RouterSettings: Sendable {
     var tick: TimeAmount = .milliseconds(20)
     var syncLimit = 10_000
     var maxStoreBatch = 512
+    /// Store batches in Redis at once (one pipelined connection keeps their order).
+    var maxStoreBatchesInFlight = 4
     var messagesPerSecond = 1000
     var messageBurst = 2000
 }
@@ -28,10 +30,10 @@ final class Router: @unchecked Sendable {
 
     private var sessions: [UInt64: Session] = [:]
     private var sessionByUser: [String: UInt64] = [:]
-    private var queuedStores: [(session: UInt64, request: StoreRequest)] = []
+    private var stores: StorePipeline<StoreRequest>
     private var storesPending: Set<String> = []
-    private var storeInFlight: EventLoopFuture<Void>?
     private var flushScheduled = false
+    private var drainWaiters: [EventLoopPromise<Void>] = []
     private var unackedReceipts: [String: UInt64] = [:]
     private var tickTask: RepeatedTask?
     private let outbox: ControlOutbox
@@ -43,6 +45,7 @@ final class Router: @unchecked Sendable {
         self.metrics = metrics
         self.logger = logger
         self.outbox = ControlOutbox(loop: loop)
+        self.stores = StorePipeline(maxBatch: settings.maxStoreBatch, maxInFlight: settings.maxStoreBatchesInFlight)
     }
 
     func start() {
@@ -263,12 +266,12 @@ final class Router: @unchecked Sendable {
         let bytes: [UInt8] = (try? message.serializedBytes()) ?? []
         let request = StoreRequest(from: session.user, id: message.messageID, to: message.toUser, bytes: bytes)
         guard order > 0 else {
-            enqueueStore(session: session.id, request)
+            enqueueStore(request)
             return
         }
         switch session.sendOrder.receive(order, request) {
-        case .release(let ready): ready.forEach { enqueueStore(session: session.id, $0) }
-        case .late(let again): enqueueStore(session: session.id, again)
+        case .release(let ready): ready.forEach { enqueueStore($0) }
+        case .late(let again): enqueueStore(again)
         case .withdrawn: sendWithdrawn(session, id: request.id, to: request.to)
         case .held: reportMissing(session)
         case .dropped: break
@@ -320,7 +323,7 @@ final class Router: @unchecked Sendable {
         guard let session = sessions[sessionID] else { return }
         let (pending, released) = session.sendOrder.withdraw(withdraw.clientSeq)
         if pending { sendWithdrawn(session, id: withdraw.messageID, to: withdraw.toUser) }
-        released.forEach { enqueueStore(session: session.id, $0) }
+        released.forEach { enqueueStore($0) }
     }
 
     private func sendWithdrawn(_ session: Session, id: String, to: String) {
@@ -330,20 +333,21 @@ final class Router: @unchecked Sendable {
 
     // MARK: the store pipeline
 
-    /// Stores are batched into one pipelined round trip; one batch at a time, so the
+    /// Stores leave in batches, several in flight on the loop's one Redis connection, so the
     /// order in which datagrams arrived is the order of their sequence numbers.
-    private func enqueueStore(session: UInt64, _ request: StoreRequest) {
+    private func enqueueStore(_ request: StoreRequest) {
         // A resend of a message whose store is still queued, in flight or being retried is
         // answered by that store's outcome; a second copy could contradict it.
         guard storesPending.insert(Self.storeKey(request)).inserted else { return }
-        queuedStores.append((session, request))
+        stores.enqueue(request)
         scheduleFlush()
     }
 
     private static func storeKey(_ request: StoreRequest) -> String { "\(request.from)\u{0}\(request.id)" }
 
+    /// Batches leave at the end of the loop tick, so one tick's datagrams share a batch.
     private func scheduleFlush() {
-        guard storeInFlight == nil, !flushScheduled, !queuedStores.isEmpty else { return }
+        guard !flushScheduled else { return }
         flushScheduled = true
         loop.execute { [self] in
             flushScheduled = false
@@ -352,37 +356,38 @@ final class Router: @unchecked Sendable {
     }
 
     private func flushStores() {
-        guard storeInFlight == nil, !queuedStores.isEmpty else { return }
-        let batch = Array(queuedStores.prefix(settings.maxStoreBatch))
-        queuedStores.removeFirst(batch.count)
-        let future = store.store(batch.map(\.request), on: loop).map { [self] outcomes in
-            var retry: [(session: UInt64, request: StoreRequest)] = []
-            for (item, outcome) in zip(batch, outcomes) {
-                if let again = unsettled(item.request, outcome) {
-                    retry.append((item.session, again))
-                } else {
-                    settle(item.request, outcome)
-                }
-            }
-            udp?.flush()
-            return retry
-        }
-        storeInFlight = future.map { _ in }
-        future.whenComplete { [self] result in
-            let retry = (try? result.get()) ?? []
-            guard !retry.isEmpty else {
-                storeInFlight = nil
-                scheduleFlush()
-                return
-            }
-            // Ahead of everything queued since, so order holds; after a pause, Redis being down.
-            queuedStores.insert(contentsOf: retry, at: 0)
-            storeInFlight = loop.scheduleTask(in: .milliseconds(200)) {}.futureResult
-            storeInFlight?.whenComplete { [self] _ in
-                storeInFlight = nil
-                scheduleFlush()
+        while let batch = stores.nextBatch() {
+            store.store(batch, on: loop).whenComplete { [self] result in
+                // The store never fails as a whole: an outage is an outcome per message.
+                let outcomes = (try? result.get()) ?? []
+                storeCompleted(batch, outcomes)
             }
         }
+        if stores.isIdle { finishDrain() }
+    }
+
+    private func storeCompleted(_ batch: [StoreRequest], _ outcomes: [StoreOutcome]) {
+        var retry: [StoreRequest] = []
+        for (request, outcome) in zip(batch, outcomes) {
+            if let again = unsettled(request, outcome) { retry.append(again) } else { settle(request, outcome) }
+        }
+        udp?.flush()
+        switch stores.completed(retry: retry) {
+        case .proceed: flushStores()
+        case .waitForInFlight: break
+        case .pause:
+            // Redis is likely restarting: the unknown ones go again, first, after a moment.
+            loop.scheduleTask(in: .milliseconds(200)) { [self] in
+                stores.resume()
+                flushStores()
+            }
+        }
+    }
+
+    private func finishDrain() {
+        let waiters = drainWaiters
+        drainWaiters.removeAll()
+        waiters.forEach { $0.succeed() }
     }
 
     /// A store whose outcome is unknown (the script may have run, the answer was lost) is
@@ -444,12 +449,11 @@ final class Router: @unchecked Sendable {
     /// Completes when every queued and in-flight store has been answered.
     func drainStores() -> EventLoopFuture<Void> {
         loop.assertInEventLoop()
-        guard let inFlight = storeInFlight else {
-            guard !queuedStores.isEmpty else { return loop.makeSucceededVoidFuture() }
-            flushStores()
-            return drainStores()
-        }
-        return inFlight.flatMap { [self] in drainStores() }
+        guard !stores.isIdle else { return loop.makeSucceededVoidFuture() }
+        let promise = loop.makePromise(of: Void.self)
+        drainWaiters.append(promise)
+        flushStores()
+        return promise.futureResult
     }
 
     // MARK: pushes to recipients
