@@ -140,6 +140,10 @@ let package = Package(
             ]
         ),
         .testTarget(name: "MQTTLoadTests", dependencies: ["MQTTLoad"]),
+        .testTarget(
+            name: "SIMPBenchTests",
+            dependencies: ["SIMPBench", .product(name: "Histogram", package: "hdrhistogram-swift")]
+        ),
         .testTarget(name: "SIMPCoreTests", dependencies: ["SIMPCore", "SIMPFuzzTargets", "SIMPTestSupport"]),
         .testTarget(name: "SIMPClientTests", dependencies: ["SIMPClient"]),
         .testTarget(name: "SIMPRedisTests", dependencies: ["SIMPRedis", "SIMPTestSupport"]),

@@ -25,6 +25,8 @@ public final class SpawnedStack: @unchecked Sendable {
         let redis = try launch(executable("redis-server"), [
             "--port", "\(redisPort)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
             "--appendfsync", "everysec", "--dir", directory.path, "--daemonize", "no", "--loglevel", "warning",
+            // Off stdout, which carries the report.
+            "--logfile", directory.appendingPathComponent("redis.log").path,
         ])
         do {
             try await waitForPort(redisPort)
@@ -48,17 +50,27 @@ public final class SpawnedStack: @unchecked Sendable {
         serverPID = server.processIdentifier
     }
 
-    /// SIGTERM, then SIGKILL after 10 s. (Foundation's waitUntilExit can hang off the main thread.)
+    /// SIGTERM, then SIGKILL after 4 s. (Foundation's waitUntilExit can hang off the main thread.)
     public func stop() async {
         for process in [server, redis] { await Self.terminate(process) }
         try? FileManager.default.removeItem(at: directory)
     }
 
     static func terminate(_ process: Process) async {
-        guard process.isRunning else { return }
-        process.terminate()
-        for _ in 0..<200 where process.isRunning { try? await Task.sleep(for: .milliseconds(50)) }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        let pid = process.processIdentifier
+        kill(pid, SIGTERM)
+        for _ in 0..<200 {
+            if exited(pid) { return }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        kill(pid, SIGKILL)
+        _ = exited(pid)
+    }
+
+    /// Reaps the child if it has exited. (Foundation's isRunning can lag far behind.)
+    private static func exited(_ pid: Int32) -> Bool {
+        var status: Int32 = 0
+        return waitpid(pid, &status, WNOHANG) != 0
     }
 
     private static func launch(_ path: String, _ arguments: [String], stdout: Pipe? = nil) throws -> Process {

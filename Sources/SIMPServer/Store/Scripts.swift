@@ -23,8 +23,9 @@ enum Scripts {
     table.insert(out, string.char(v))
     local stored = ARGV[1] .. table.concat(out)
     redis.call('ZADD', KEYS[4], seq, stored)
-    redis.call('RPUSH', KEYS[5], stored)
-    redis.call('LTRIM', KEYS[5], -tonumber(ARGV[3]), -1)
+    if redis.call('RPUSH', KEYS[5], stored) > tonumber(ARGV[3]) then
+      redis.call('LTRIM', KEYS[5], -tonumber(ARGV[3]), -1)
+    end
     redis.call('SET', KEYS[1], seq, 'EX', tonumber(ARGV[2]))
     return {1, seq, stored}
     """)
