@@ -1,4 +1,5 @@
 import NIOCore
+import SIMPCore
 import SIMPRedis
 
 /// One message to store: who sent it (from the session), its id, its recipient, its bytes.
@@ -54,32 +55,67 @@ final class MessageStore: Sendable {
         self.settings = settings
     }
 
-    /// Stores a batch in one pipelined round trip. Never fails as a whole: a Redis outage
-    /// becomes `.unavailable` for each request.
+    /// Stores a batch in one pipelined round trip, one script call per recipient; outcomes
+    /// come back in batch order. Never fails as a whole: a Redis outage becomes
+    /// `.unavailable` for each request.
     func store(_ batch: [StoreRequest], on loop: any EventLoop) -> EventLoopFuture<[StoreOutcome]> {
-        let commands = batch.map { request in
-            RedisCommand.script(Scripts.store,
-                keys: [keys.messageID(request.from, request.id), keys.user(request.to), keys.seq(request.to),
-                       keys.inbox(request.to), keys.history(request.from, request.to), keys.acked(request.to)],
-                args: [request.bytes, settings.messageIDTTLSeconds, settings.historyCap, settings.inboxLimit])
-        }
+        let groups = Self.byRecipient(batch)
+        let commands = groups.map { indices in storeCommand(indices.map { batch[$0] }) }
         return redis.run(commands, on: loop).map { replies in
-            replies.map(Self.outcome)
+            var outcomes = [StoreOutcome](repeating: .unavailable(RedisError(.protocolViolation, "no reply")), count: batch.count)
+            for (indices, reply) in zip(groups, replies) {
+                let parts = Self.outcomes(reply, count: indices.count)
+                for (index, outcome) in zip(indices, parts) { outcomes[index] = Self.withStoredBytes(outcome, batch[index]) }
+            }
+            return outcomes
         }.recover { error in
             let failure = error as? RedisError ?? RedisError(.io, "\(error)")
             return batch.map { _ in .unavailable(failure) }
         }
     }
 
+    /// Positions of the batch's requests, grouped by recipient, each group in batch order.
+    static func byRecipient(_ batch: [StoreRequest]) -> [[Int]] {
+        var groups: [String: Int] = [:]
+        var result: [[Int]] = []
+        for (index, request) in batch.enumerated() {
+            if let group = groups[request.to] {
+                result[group].append(index)
+            } else {
+                groups[request.to] = result.count
+                result.append([index])
+            }
+        }
+        return result
+    }
+
+    private func storeCommand(_ requests: [StoreRequest]) -> RedisCommand {
+        let to = requests[0].to
+        var keys: [any RedisArgument] = [keys.user(to), keys.seq(to), keys.inbox(to), keys.acked(to)]
+        for request in requests {
+            keys.append(self.keys.messageID(request.from, request.id))
+            keys.append(self.keys.history(request.from, to))
+        }
+        let args: [any RedisArgument] = [settings.messageIDTTLSeconds, settings.historyCap, settings.inboxLimit] + requests.map(\.bytes)
+        return RedisCommand.script(Scripts.store, keys: keys, args: args)
+    }
+
+    private static func outcomes(_ reply: RedisValue, count: Int) -> [StoreOutcome] {
+        if case .error(let message) = reply { return Array(repeating: .unavailable(RedisError.reply(message)), count: count) }
+        guard let parts = reply.array, parts.count == count else {
+            return Array(repeating: .unavailable(RedisError(.protocolViolation, "store script returned \(reply)")), count: count)
+        }
+        return parts.map(outcome)
+    }
+
     private static func outcome(_ reply: RedisValue) -> StoreOutcome {
         guard let parts = reply.array, let status = parts.first?.int else {
-            if case .error(let message) = reply { return .unavailable(RedisError.reply(message)) }
             return .unavailable(RedisError(.protocolViolation, "store script returned \(reply)"))
         }
         switch status {
         case 1:
-            guard parts.count == 3, let seq = parts[1].int, let bytes = parts[2].bytes else { break }
-            return .stored(seq: UInt64(seq), bytes: bytes)
+            guard parts.count == 2, let seq = parts[1].int else { break }
+            return .stored(seq: UInt64(seq), bytes: [])
         case 0:
             guard parts.count == 3, let seq = parts[1].int, let confirmed = parts[2].int else { break }
             return .duplicate(seq: UInt64(seq), delivered: confirmed >= seq)
@@ -88,6 +124,12 @@ final class MessageStore: Sendable {
         default: break
         }
         return .unavailable(RedisError(.protocolViolation, "store script returned \(reply)"))
+    }
+
+    /// The stored bytes are the request's with the seq appended, as the script stored them.
+    private static func withStoredBytes(_ outcome: StoreOutcome, _ request: StoreRequest) -> StoreOutcome {
+        guard case .stored(let seq, _) = outcome else { return outcome }
+        return .stored(seq: seq, bytes: StoredMessage.appending(seq: seq, to: request.bytes))
     }
 
     /// Applies a cumulative receipt; returns the inbox entries it confirmed.

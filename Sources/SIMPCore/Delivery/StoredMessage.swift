@@ -1,0 +1,17 @@
+/// A message as the inbox holds it: its serialized protobuf with the sequence number appended
+/// as field 10 (`seq`, varint). Protobuf lets a later occurrence of a scalar field win, so the
+/// stored bytes parse with their seq, and the store script and the server append the same bytes.
+public enum StoredMessage {
+    public static func appending(seq: UInt64, to message: [UInt8]) -> [UInt8] {
+        var bytes = message
+        bytes.reserveCapacity(message.count + 11)
+        bytes.append(0x50)  // field 10, wire type 0
+        var value = seq
+        while value >= 0x80 {
+            bytes.append(UInt8(value & 0x7F) | 0x80)
+            value >>= 7
+        }
+        bytes.append(UInt8(value))
+        return bytes
+    }
+}
