@@ -139,7 +139,10 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
-        .testTarget(name: "MQTTLoadTests", dependencies: ["MQTTLoad"]),
+        .testTarget(
+            name: "MQTTLoadTests",
+            dependencies: ["MQTTLoad", .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")]
+        ),
         .testTarget(
             name: "SIMPBenchTests",
             dependencies: ["SIMPBench", .product(name: "Histogram", package: "hdrhistogram-swift")]

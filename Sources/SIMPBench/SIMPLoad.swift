@@ -1,8 +1,6 @@
 import Foundation
 import Histogram
-#if canImport(MQTTLoad)
 import MQTTLoad
-#endif
 import NIOCore
 import NIOPosix
 import SIMPClient
@@ -246,7 +244,6 @@ public enum SIMPLoad {
     }
 }
 
-#if canImport(MQTTLoad)
 extension LoadResult {
     /// Mosquitto's figures in the same shape (its PUBACK stands where SIMP's accepted does).
     public init(_ mqtt: MQTTLoadResult) {
@@ -262,4 +259,3 @@ extension LoadResult {
         sendToAccepted = mqtt.sendToAck
     }
 }
-#endif

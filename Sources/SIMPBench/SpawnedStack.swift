@@ -1,4 +1,5 @@
 import Foundation
+import MQTTLoad
 import NIOCore
 import NIOPosix
 
@@ -21,7 +22,7 @@ public final class SpawnedStack: @unchecked Sendable {
     public static func start(serverBinary: String, serverArguments: [String]) async throws -> SpawnedStack {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("simp-bench-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let redisPort = try await freePort()
+        let redisPort = try await LocalPorts.free()
         let redis = try launch(executable("redis-server"), [
             "--port", "\(redisPort)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
             "--appendfsync", "everysec", "--dir", directory.path, "--daemonize", "no", "--loglevel", "warning",
@@ -29,7 +30,9 @@ public final class SpawnedStack: @unchecked Sendable {
             "--logfile", directory.appendingPathComponent("redis.log").path,
         ])
         do {
-            try await waitForPort(redisPort)
+            guard try await LocalPorts.waitUntilListening(redisPort, seconds: 10) else {
+                throw BenchError("redis-server did not listen on 127.0.0.1:\(redisPort) within 10 s")
+            }
             let server = try launch(serverBinary, ["--port", "0", "--udp-port", "0",
                                                    "--redis", "redis://127.0.0.1:\(redisPort)"] + serverArguments,
                                     stdout: Pipe())
@@ -109,26 +112,4 @@ public final class SpawnedStack: @unchecked Sendable {
         }
         throw BenchError("\(name) not found; install it (scripts/bench.sh does: apt-get install -y redis-server mosquitto)")
     }
-}
-
-/// A loopback port the kernel just handed out (bound to 0 and closed again).
-func freePort() async throws -> Int {
-    let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-        .bind(host: "127.0.0.1", port: 0).get()
-    let port = channel.localAddress?.port ?? 0
-    try await channel.close()
-    return port
-}
-
-func waitForPort(_ port: Int, timeout: Double = 10) async throws {
-    let deadline = Date().addingTimeInterval(timeout)
-    while Date() < deadline {
-        if let channel = try? await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .connect(host: "127.0.0.1", port: port).get() {
-            try? await channel.close()
-            return
-        }
-        try await Task.sleep(for: .milliseconds(50))
-    }
-    throw BenchError("nothing listens on 127.0.0.1:\(port) after \(Int(timeout)) s")
 }

@@ -1,8 +1,6 @@
 import ArgumentParser
 import Foundation
-#if canImport(MQTTLoad)
 import MQTTLoad
-#endif
 import NIOPosix
 import SIMPBench
 import SIMPClient
@@ -114,24 +112,25 @@ struct BenchCommand: AsyncParsableCommand {
         }
     }
 
-    #if canImport(MQTTLoad)
     private func runMosquitto(_ pattern: LoadPattern, group: MultiThreadedEventLoopGroup) async throws -> SystemReport {
-        let broker = try MosquittoProcess.start()
-        defer { broker.stop() }
+        Self.progress("starting mosquitto")
+        let broker = try await MosquittoProcess.start()
         let window = UsageWindow.measure([("bench", getpid()), ("server", broker.pid)], after: pattern.warmup, seconds: pattern.duration)
-        let mqtt = try await MQTTLoad.run(
-            MQTTLoadPattern(pairs: pattern.pairs, window: pattern.window, payloadBytes: pattern.payloadBytes,
-                            duration: pattern.duration, warmup: pattern.warmup, drain: pattern.drain),
-            host: "127.0.0.1", port: broker.port, group: group)
+        let mqtt: MQTTLoadResult
+        do {
+            mqtt = try await MQTTLoad.run(
+                MQTTLoadPattern(pairs: pattern.pairs, window: pattern.window, payloadBytes: pattern.payloadBytes,
+                                duration: pattern.duration, warmup: pattern.warmup, drain: pattern.drain),
+                host: "127.0.0.1", port: broker.port, group: group)
+        } catch {
+            await broker.stop()
+            throw error
+        }
+        await broker.stop()
         var result = LoadResult(mqtt)
         result.usage = await window.value.usage(messages: result.receivedInWindow)
         return SystemReport(system: "Mosquitto", result, accepted: true, delivered: false)
     }
-    #else
-    private func runMosquitto(_ pattern: LoadPattern, group: MultiThreadedEventLoopGroup) async throws -> SystemReport {
-        throw BenchError("this simp-bench was built without MQTTLoad")
-    }
-    #endif
 
     @Sendable static func progress(_ line: String) {
         FileHandle.standardError.write(Data("simp-bench: \(line)\n".utf8))
