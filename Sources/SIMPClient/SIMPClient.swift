@@ -52,7 +52,9 @@ public final class SIMPClient: @unchecked Sendable {
     private var lastKeepalive: NIODeadline = .distantPast
     private var lastBindSent: NIODeadline = .distantPast
     private var lastDeliveryQuery: NIODeadline = .distantPast
-    private var tick: RepeatedTask?
+    private var tick: Scheduled<Void>?
+    private var tickDeadline: NIODeadline?
+    private var ticking = false
     private var controlError: String?
     private var store: ClientStore?
     private var sessionKey: SymmetricKey?
@@ -165,8 +167,10 @@ public final class SIMPClient: @unchecked Sendable {
     public func disconnect() async {
         _ = try? await loop.flatSubmit { [self] () -> EventLoopFuture<Void> in
             userDisconnected = true
+            ticking = false
             tick?.cancel()
             tick = nil
+            tickDeadline = nil
             // With a data directory, unconfirmed messages wait on disk for the next start.
             if store == nil {
                 for key in outbox.pendingKeys {
@@ -265,6 +269,7 @@ public final class SIMPClient: @unchecked Sendable {
         loop.execute { [self] in
             outbox.track(id, payload: item, now: .now())
             if bound { transmit(id: id, item) }
+            armTick(within: .milliseconds(25))
         }
         return id
     }
@@ -374,6 +379,7 @@ public final class SIMPClient: @unchecked Sendable {
         let promise = loop.makePromise(of: Void.self)
         boundPromise = promise
         sendBind()
+        armTick(within: configuration.bindRetry)
         let timeout = loop.scheduleTask(in: configuration.requestTimeout) {
             promise.fail(ClientError("server did not confirm the UDP path within \(self.configuration.requestTimeout.nanoseconds / 1_000_000_000)s"))
         }
@@ -644,21 +650,42 @@ public final class SIMPClient: @unchecked Sendable {
     // MARK: timers (on loop)
 
     private func startTicking() {
-        guard tick == nil else { return }
-        tick = loop.scheduleRepeatedTask(initialDelay: .milliseconds(25), delay: .milliseconds(25)) { [self] _ in
-            let now = NIODeadline.now()
-            resendDue(now: now)
-            if session != nil, !bound, now - lastBindSent >= configuration.bindRetry { sendBind() }
-            // Delivery is derived from the recipient's confirmed mark: ask again now and then,
-            // in case a notice was lost (e.g. its receipt was stored just as Redis went away).
-            if bound, !awaitingDelivery.isEmpty, now - lastDeliveryQuery >= .seconds(5) { queryDeliveries() }
-            // The resends a gap report asks for can be lost too; without another arrival to
-            // prompt it, the gap would wait for the next message, which may never come.
-            if bound, inbox.bufferedCount > 0, now - lastGapReport.at >= .seconds(1) { reportGap() }
-            if bound, now - lastKeepalive >= configuration.keepaliveInterval {
-                lastKeepalive = now
-                sendDatagram(.keepalive, [])
-            }
+        ticking = true
+        armTick(within: .milliseconds(25))
+    }
+
+    /// The tick runs every 25 ms while something waits on a timer (a message the server has
+    /// not accepted, a gap, a bind not yet confirmed) and once a second otherwise, so an idle
+    /// client costs next to nothing however many share a process. Arming only ever brings
+    /// the next tick closer.
+    private func armTick(within amount: TimeAmount) {
+        guard ticking else { return }
+        let deadline = NIODeadline.now() + amount
+        if let tickDeadline, tickDeadline <= deadline { return }
+        tick?.cancel()
+        tickDeadline = deadline
+        tick = loop.scheduleTask(deadline: deadline) { [self] in
+            tick = nil
+            tickDeadline = nil
+            onTick(now: .now())
+            armTick(within: needsFastTick ? .milliseconds(25) : .seconds(1))
+        }
+    }
+
+    private var needsFastTick: Bool { !outbox.isEmpty || inbox.bufferedCount > 0 || (session != nil && !bound) }
+
+    private func onTick(now: NIODeadline) {
+        resendDue(now: now)
+        if session != nil, !bound, now - lastBindSent >= configuration.bindRetry { sendBind() }
+        // Delivery is derived from the recipient's confirmed mark: ask again now and then,
+        // in case a notice was lost (e.g. its receipt was stored just as Redis went away).
+        if bound, !awaitingDelivery.isEmpty, now - lastDeliveryQuery >= .seconds(5) { queryDeliveries() }
+        // The resends a gap report asks for can be lost too; without another arrival to
+        // prompt it, the gap would wait for the next message, which may never come.
+        if bound, inbox.bufferedCount > 0, now - lastGapReport.at >= .seconds(1) { reportGap() }
+        if bound, now - lastKeepalive >= configuration.keepaliveInterval {
+            lastKeepalive = now
+            sendDatagram(.keepalive, [])
         }
     }
 

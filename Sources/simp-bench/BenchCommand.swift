@@ -57,6 +57,9 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(help: "Event loop threads shared by all the bench's clients.")
     var threads = 1
 
+    @Option(help: "Instead of a load: connect this many clients, leave them idle, and report CPU at rest and memory per session.")
+    var idle: Int?
+
     @Flag(name: .customLong("compare-mosquitto"), help: "Run the same pattern through a local Mosquitto and print the ratio.")
     var compareMosquitto = false
 
@@ -72,6 +75,12 @@ struct BenchCommand: AsyncParsableCommand {
     func run() async throws {
         let pattern = LoadPattern(pairs: pairs, window: window, payloadBytes: size, duration: duration, warmup: warmup, drain: drain)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
+        if let idle {
+            let report = try await runIdle(idle, group: group)
+            try await group.shutdownGracefully()
+            print(json ? String(decoding: try JSONEncoder().encode(report), as: UTF8.self) : report.table())
+            return
+        }
         var systems = [try await runSIMP(pattern, group: group)]
         if compareMosquitto { systems.append(try await runMosquitto(pattern, group: group)) }
         try await group.shutdownGracefully()
@@ -81,12 +90,41 @@ struct BenchCommand: AsyncParsableCommand {
     }
 
     private func runSIMP(_ pattern: LoadPattern, group: MultiThreadedEventLoopGroup) async throws -> SystemReport {
+        let (stack, configuration, processes) = try await target()
+        do {
+            let result = try await SIMPLoad.run(pattern, configuration: configuration, group: group, processes: processes,
+                                               progress: Self.progress)
+            await stack?.stop()
+            return SystemReport(system: "SIMP", result)
+        } catch {
+            await stack?.stop()
+            throw error
+        }
+    }
+
+    private func runIdle(_ clients: Int, group: MultiThreadedEventLoopGroup) async throws -> IdleReport {
+        let (stack, configuration, processes) = try await target()
+        do {
+            let report = try await IdleLoad.run(clients: clients, seconds: duration, configuration: configuration, group: group,
+                                                processes: processes, progress: Self.progress)
+            await stack?.stop()
+            return report
+        } catch {
+            await stack?.stop()
+            throw error
+        }
+    }
+
+    /// The server to load (a spawned one or --server), the client settings for it, and the
+    /// processes whose CPU and memory to report.
+    private func target() async throws -> (SpawnedStack?, ClientConfiguration, [(name: String, pid: Int32)]) {
         var stack: SpawnedStack?
         if spawn {
             Self.progress("starting redis-server and simp-server")
             stack = try await SpawnedStack.start(serverBinary: serverBinary ?? sibling("simp-server"), serverArguments: [
-                // A benchmark measures the engine, not the per-session abuse limit.
+                // A benchmark measures the engine, not the abuse limits.
                 "--max-msgs-per-sec", "10000000", "--msg-burst", "1000000", "--scrypt-rounds", "1024", "--log-level", "warning",
+                "--max-conns-per-ip", "100000",
             ] + (serverEventLoops.map { ["--event-loops", "\($0)"] } ?? []))
         }
         var configuration = ClientConfiguration()
@@ -101,15 +139,7 @@ struct BenchCommand: AsyncParsableCommand {
         var processes: [(name: String, pid: Int32)] = [("bench", getpid())]
         if let pid = stack?.serverPID ?? serverPID { processes.append(("server", pid)) }
         if let pid = stack?.redisPID ?? redisPID { processes.append(("redis", pid)) }
-        do {
-            let result = try await SIMPLoad.run(pattern, configuration: configuration, group: group, processes: processes,
-                                               progress: Self.progress)
-            await stack?.stop()
-            return SystemReport(system: "SIMP", result)
-        } catch {
-            await stack?.stop()
-            throw error
-        }
+        return (stack, configuration, processes)
     }
 
     private func runMosquitto(_ pattern: LoadPattern, group: MultiThreadedEventLoopGroup) async throws -> SystemReport {

@@ -35,6 +35,9 @@ final class Router: @unchecked Sendable {
     private var flushScheduled = false
     private var drainWaiters: [EventLoopPromise<Void>] = []
     private var unackedReceipts: [String: UInt64] = [:]
+    /// Sessions with pushes not yet confirmed: the only ones the tick looks at, so idle
+    /// sessions cost the tick nothing.
+    private var pushing: Set<UInt64> = []
     private var tickTask: RepeatedTask?
     private let outbox: ControlOutbox
 
@@ -479,6 +482,7 @@ final class Router: @unchecked Sendable {
         guard !session.outbound.contains(seq), sendDatagram(to: session, kind: .data, payload: bytes, flush: false) else { return }
         metrics.pushes.increment()
         session.outbound.track(seq, payload: bytes, now: .now())
+        pushing.insert(session.id)
     }
 
     /// Seals under a fresh packet number and sends, to the validated address unless told otherwise.
@@ -497,7 +501,12 @@ final class Router: @unchecked Sendable {
     private func retransmitDue(now: NIODeadline) {
         guard let udp else { return }
         var wrote = false
-        for session in sessions.values where !session.outbound.isEmpty && session.isBound {
+        for id in pushing {
+            guard let session = sessions[id], !session.outbound.isEmpty else {
+                pushing.remove(id)
+                continue
+            }
+            guard session.isBound else { continue }
             let due = session.outbound.due(now: now)
             for (_, plaintext) in due.resend {
                 sendDatagram(to: session, kind: .data, payload: plaintext, flush: false)

@@ -1,0 +1,65 @@
+import NIOCore
+import SIMPClient
+
+/// What N connected, idle clients cost: the server's memory per session and CPU at rest, and
+/// the client library's CPU at rest, all sharing one process and event loop group.
+public struct IdleReport: Sendable, Codable {
+    public var clients: Int
+    public var seconds: Double
+    public var usage: [String: ProcessUsage]
+    /// Growth of the server's RSS from before the first client to after the last, per session.
+    public var serverBytesPerSession: Int?
+    /// The same for this process, per client.
+    public var benchBytesPerClient: Int?
+
+    public func table() -> String {
+        var lines = ["\(clients) idle clients, \(Int(seconds)) s measured"]
+        for (name, use) in usage.sorted(by: { $0.key < $1.key }) {
+            lines.append("\(name): \(String(format: "%.2f", use.cores * 100))% of a core, RSS \(use.rssBytes / 1024) KiB")
+        }
+        if let bytes = serverBytesPerSession { lines.append("server RSS per session: \(bytes / 1024) KiB (\(bytes) bytes)") }
+        if let bytes = benchBytesPerClient { lines.append("bench RSS per client: \(bytes / 1024) KiB (\(bytes) bytes)") }
+        return lines.joined(separator: "\n")
+    }
+}
+
+public enum IdleLoad {
+    public static func run(clients count: Int, seconds: Double, configuration: ClientConfiguration, group: any EventLoopGroup,
+                           processes: [(name: String, pid: Int32)],
+                           progress: @Sendable (String) -> Void = { _ in }) async throws -> IdleReport {
+        let before = processes.map { ProcessSample.read(pid: $0.pid)?.rssBytes }
+        progress("connecting \(count) clients")
+        let clients = try await connectAll(count, configuration, group)
+        // Let logins, binds and presence writes settle before measuring rest.
+        try await Task.sleep(for: .seconds(2))
+        progress("measuring \(seconds) s at rest")
+        let window = await UsageWindow.measure(processes, after: 0, seconds: seconds).value
+        var report = IdleReport(clients: count, seconds: seconds, usage: window.usage(messages: 0))
+        for ((name, _), start) in zip(processes, before) {
+            guard let start, let end = window.samples[name]?.end.rssBytes else { continue }
+            let perClient = (end - start) / max(1, count)
+            if name == "server" { report.serverBytesPerSession = perClient }
+            if name == "bench" { report.benchBytesPerClient = perClient }
+        }
+        for client in clients { await client.close() }
+        return report
+    }
+
+    /// 32 at a time: each registers and logs in (scrypt on the server), then binds its UDP path.
+    private static func connectAll(_ count: Int, _ configuration: ClientConfiguration,
+                                   _ group: any EventLoopGroup) async throws -> [SIMPClient] {
+        var clients: [SIMPClient] = []
+        var next = 0
+        while next < count {
+            let range = next..<min(count, next + 32)
+            next = range.upperBound
+            try await withThrowingTaskGroup(of: SIMPClient.self) { tasks in
+                for i in range {
+                    tasks.addTask { try await SIMPLoad.connectedClient("bench-idle\(i)", configuration, group) }
+                }
+                for try await client in tasks { clients.append(client) }
+            }
+        }
+        return clients
+    }
+}
