@@ -602,6 +602,7 @@ public final class SIMPClient: @unchecked Sendable {
             scheduleReceipt()
         case .buffered:
             reportGap()
+            armTick(within: .seconds(1))
         case .dropped:
             break
         }
@@ -655,9 +656,9 @@ public final class SIMPClient: @unchecked Sendable {
     }
 
     /// The tick runs every 25 ms while something waits on a timer (a message the server has
-    /// not accepted, a gap, a bind not yet confirmed) and once a second otherwise, so an idle
-    /// client costs next to nothing however many share a process. Arming only ever brings
-    /// the next tick closer.
+    /// not accepted, a gap, a bind not yet confirmed) and otherwise when the next keepalive or
+    /// delivery query is due, so an idle client costs next to nothing however many share a
+    /// process. Arming only ever brings the next tick closer.
     private func armTick(within amount: TimeAmount) {
         guard ticking else { return }
         let deadline = NIODeadline.now() + amount
@@ -667,12 +668,22 @@ public final class SIMPClient: @unchecked Sendable {
         tick = loop.scheduleTask(deadline: deadline) { [self] in
             tick = nil
             tickDeadline = nil
-            onTick(now: .now())
-            armTick(within: needsFastTick ? .milliseconds(25) : .seconds(1))
+            let now = NIODeadline.now()
+            onTick(now: now)
+            armTick(within: needsFastTick ? .milliseconds(25) : max(.milliseconds(25), nextRestingDeadline(now: now) - now))
         }
     }
 
     private var needsFastTick: Bool { !outbox.isEmpty || inbox.bufferedCount > 0 || (session != nil && !bound) }
+
+    /// At rest the next thing due is a keepalive, a delivery query or a gap report (and, while
+    /// no session is open, a look once a second).
+    private func nextRestingDeadline(now: NIODeadline) -> NIODeadline {
+        var next = bound ? lastKeepalive + configuration.keepaliveInterval : now + .seconds(1)
+        if !awaitingDelivery.isEmpty { next = min(next, lastDeliveryQuery + .seconds(5)) }
+        if inbox.bufferedCount > 0 { next = min(next, lastGapReport.at + .seconds(1)) }
+        return next
+    }
 
     private func onTick(now: NIODeadline) {
         resendDue(now: now)
