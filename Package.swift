@@ -145,7 +145,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SIMPBenchTests",
-            dependencies: ["SIMPBench", .product(name: "Histogram", package: "hdrhistogram-swift")]
+            dependencies: ["SIMPBench", "MQTTLoad", .product(name: "Histogram", package: "hdrhistogram-swift")]
         ),
         .testTarget(name: "SIMPCoreTests", dependencies: ["SIMPCore", "SIMPFuzzTargets", "SIMPTestSupport"]),
         .testTarget(name: "SIMPClientTests", dependencies: ["SIMPClient"]),

@@ -3,25 +3,6 @@ import Histogram
 import NIOCore
 import NIOPosix
 
-public struct MQTTLoadPattern: Sendable {
-    public var pairs: Int
-    public var window: Int
-    public var payloadBytes: Int
-    /// Seconds measured, after `warmup` seconds of load; then at most `drain` seconds of waiting.
-    public var duration: Double
-    public var warmup: Double
-    public var drain: Double
-
-    public init(pairs: Int, window: Int, payloadBytes: Int, duration: Double, warmup: Double = 1, drain: Double = 5) {
-        self.pairs = pairs
-        self.window = window
-        self.payloadBytes = max(8, payloadBytes)
-        self.duration = duration
-        self.warmup = warmup
-        self.drain = drain
-    }
-}
-
 public struct MQTTLoadResult: Sendable {
     public var sent = 0
     public var received = 0
@@ -42,7 +23,7 @@ public struct MQTTLoadResult: Sendable {
 /// topic, QoS 1 both ways, W messages in flight; a slot is freed once the publisher has its
 /// PUBACK and the subscriber has the message.
 public enum MQTTLoad {
-    public static func run(_ pattern: MQTTLoadPattern, host: String, port: Int, group: any EventLoopGroup) async throws -> MQTTLoadResult {
+    public static func run(_ pattern: LoadPattern, host: String, port: Int, group: any EventLoopGroup) async throws -> MQTTLoadResult {
         let run = UInt64.random(in: 0...UInt64.max) % 1_000_000
         var pairs: [MQTTPair] = []
         for index in 0..<pattern.pairs {
@@ -50,7 +31,7 @@ public enum MQTTLoad {
             try await pair.open(host: host, port: port, clientID: "bench-\(run)-\(index)").get()
             pairs.append(pair)
         }
-        let marks = Marks(pattern, start: DispatchTime.now().uptimeNanoseconds)
+        let marks = LoadClock(pattern)
         var result = MQTTLoadResult()
         for pair in pairs { try await pair.loop.flatSubmit { pair.start(marks) }.get() }
         for pair in pairs {
@@ -73,20 +54,6 @@ public enum MQTTLoad {
     }
 }
 
-struct Marks: Sendable {
-    let measureFrom: UInt64
-    let measureUntil: UInt64
-    let drainUntil: UInt64
-
-    init(_ pattern: MQTTLoadPattern, start: UInt64) {
-        measureFrom = start + UInt64(pattern.warmup * 1e9)
-        measureUntil = measureFrom + UInt64(pattern.duration * 1e9)
-        drainUntil = measureUntil + UInt64(pattern.drain * 1e9)
-    }
-
-    func measured(_ sentAt: UInt64) -> Bool { sentAt >= measureFrom && sentAt < measureUntil }
-}
-
 /// One publisher/subscriber pair. Both connections live on `loop`, and so does all of this
 /// state, which is why the closures that run there may capture it.
 final class MQTTPair: @unchecked Sendable {
@@ -98,12 +65,12 @@ final class MQTTPair: @unchecked Sendable {
 
     let loop: any EventLoop
     let topic: String
-    let pattern: MQTTLoadPattern
+    let pattern: LoadPattern
     let finished: EventLoopPromise<MQTTLoadResult>
     private var publisher: (any Channel)?
     private var subscriber: (any Channel)?
     private var subscribed: EventLoopPromise<Void>?
-    private var marks: Marks?
+    private var marks: LoadClock?
     private var counter: UInt64 = 0
     private var lastPacketID: UInt16 = 0
     private var slots: [UInt64: Slot] = [:]
@@ -113,7 +80,7 @@ final class MQTTPair: @unchecked Sendable {
     private var publisherFlushScheduled = false
     private var done = false
 
-    init(loop: any EventLoop, topic: String, pattern: MQTTLoadPattern) {
+    init(loop: any EventLoop, topic: String, pattern: LoadPattern) {
         self.loop = loop
         self.topic = topic
         self.pattern = pattern
@@ -134,7 +101,7 @@ final class MQTTPair: @unchecked Sendable {
         }
     }
 
-    func start(_ marks: Marks) -> EventLoopFuture<Void> {
+    func start(_ marks: LoadClock) -> EventLoopFuture<Void> {
         self.marks = marks
         for _ in 0..<pattern.window { publishOne() }
         let wait = TimeAmount.nanoseconds(Int64(marks.drainUntil - min(marks.drainUntil, now())))
@@ -159,7 +126,7 @@ final class MQTTPair: @unchecked Sendable {
         lastPacketID = lastPacketID == UInt16.max ? 1 : lastPacketID + 1
         var payload = publisher.allocator.buffer(capacity: pattern.payloadBytes)
         payload.writeInteger(counter)
-        payload.writeRepeatingByte(UInt8(ascii: "x"), count: pattern.payloadBytes - 8)
+        payload.writeRepeatingByte(UInt8(ascii: "x"), count: max(0, pattern.payloadBytes - 8))
         slots[counter] = Slot(sentAt: now())
         packetCounters[lastPacketID] = counter
         result.sent += 1
@@ -227,7 +194,7 @@ final class MQTTPair: @unchecked Sendable {
         finished.succeed(result)
     }
 
-    private func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
+    private func now() -> UInt64 { LoadClock.now() }
 }
 
 /// An MQTT connection: CONNECT, wait for CONNACK, then every packet to `onPacket` on `loop`.

@@ -1,5 +1,6 @@
 import Foundation
 import Histogram
+import MQTTLoad
 
 /// One system's figures for a pattern, ready to print or encode.
 public struct SystemReport: Sendable, Codable {

@@ -5,26 +5,6 @@ import NIOCore
 import NIOPosix
 import SIMPClient
 
-/// What one run offers: N sender/receiver pairs, W messages in flight per pair (a slot is
-/// freed by the delivered receipt), texts of a fixed size, a warm-up and a measured window.
-public struct LoadPattern: Sendable, Codable {
-    public var pairs: Int
-    public var window: Int
-    public var payloadBytes: Int
-    public var duration: Double
-    public var warmup: Double
-    public var drain: Double
-
-    public init(pairs: Int, window: Int, payloadBytes: Int = 64, duration: Double = 10, warmup: Double = 1, drain: Double = 10) {
-        self.pairs = pairs
-        self.window = window
-        self.payloadBytes = payloadBytes
-        self.duration = duration
-        self.warmup = warmup
-        self.drain = drain
-    }
-}
-
 /// Latencies in microseconds of the messages sent in the measured window; counts of the whole run.
 public struct LoadResult: Sendable {
     public var sent = 0
@@ -61,22 +41,6 @@ public struct LoadResult: Sendable {
         sendToAccepted.add(other.sendToAccepted)
         sendToDelivered.add(other.sendToDelivered)
     }
-}
-
-/// The run's clock marks, in monotonic nanoseconds.
-struct LoadClock: Sendable {
-    let measureFrom: UInt64
-    let measureUntil: UInt64
-    let drainUntil: UInt64
-
-    init(_ pattern: LoadPattern, start: UInt64 = now()) {
-        measureFrom = start + UInt64(pattern.warmup * 1e9)
-        measureUntil = measureFrom + UInt64(pattern.duration * 1e9)
-        drainUntil = measureUntil + UInt64(pattern.drain * 1e9)
-    }
-
-    func measured(_ sentAt: UInt64) -> Bool { sentAt >= measureFrom && sentAt < measureUntil }
-    static func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
 }
 
 /// Runs the pattern through SIMPClient against a SIMP server. Every client shares `group`.

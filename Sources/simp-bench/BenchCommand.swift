@@ -148,10 +148,7 @@ struct BenchCommand: AsyncParsableCommand {
         let window = UsageWindow.measure([("bench", getpid()), ("server", broker.pid)], after: pattern.warmup, seconds: pattern.duration)
         let mqtt: MQTTLoadResult
         do {
-            mqtt = try await MQTTLoad.run(
-                MQTTLoadPattern(pairs: pattern.pairs, window: pattern.window, payloadBytes: pattern.payloadBytes,
-                                duration: pattern.duration, warmup: pattern.warmup, drain: pattern.drain),
-                host: "127.0.0.1", port: broker.port, group: group)
+            mqtt = try await MQTTLoad.run(pattern, host: "127.0.0.1", port: broker.port, group: group)
         } catch {
             await broker.stop()
             throw error

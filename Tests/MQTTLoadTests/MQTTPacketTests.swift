@@ -57,7 +57,7 @@ import Testing
             print("skipped: \(why)")
             return
         }
-        let result = try await MQTTLoad.run(MQTTLoadPattern(pairs: 2, window: 4, payloadBytes: 64, duration: 1, warmup: 0.2),
+        let result = try await MQTTLoad.run(LoadPattern(pairs: 2, window: 4, payloadBytes: 64, duration: 1, warmup: 0.2),
                                             host: "127.0.0.1", port: broker.port, group: MultiThreadedEventLoopGroup.singleton)
         await broker.stop()
         #expect(result.received > 0)

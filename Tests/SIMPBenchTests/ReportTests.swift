@@ -1,4 +1,5 @@
 import Histogram
+import MQTTLoad
 @testable import SIMPBench
 import Testing
 
