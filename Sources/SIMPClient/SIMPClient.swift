@@ -269,7 +269,7 @@ public final class SIMPClient: @unchecked Sendable {
         loop.execute { [self] in
             outbox.track(id, payload: item, now: .now())
             if bound { transmit(id: id, item) }
-            armTick(within: .milliseconds(25))
+            armTick(within: Self.fastTick)
         }
         return id
     }
@@ -652,10 +652,10 @@ public final class SIMPClient: @unchecked Sendable {
 
     private func startTicking() {
         ticking = true
-        armTick(within: .milliseconds(25))
+        armTick(within: Self.fastTick)
     }
 
-    /// The tick runs every 25 ms while something waits on a timer (a message the server has
+    /// The tick runs every 10 ms while something waits on a timer (a message the server has
     /// not accepted, a gap, a bind not yet confirmed) and otherwise when the next keepalive or
     /// delivery query is due, so an idle client costs next to nothing however many share a
     /// process. Arming only ever brings the next tick closer.
@@ -670,9 +670,12 @@ public final class SIMPClient: @unchecked Sendable {
             tickDeadline = nil
             let now = NIODeadline.now()
             onTick(now: now)
-            armTick(within: needsFastTick ? .milliseconds(25) : max(.milliseconds(25), nextRestingDeadline(now: now) - now))
+            armTick(within: needsFastTick ? Self.fastTick : max(Self.fastTick, nextRestingDeadline(now: now) - now))
         }
     }
+
+    /// Resends are checked this often while something waits; the RTO floor is 20 ms.
+    static let fastTick = TimeAmount.milliseconds(10)
 
     private var needsFastTick: Bool { !outbox.isEmpty || inbox.bufferedCount > 0 || (session != nil && !bound) }
 

@@ -9,7 +9,7 @@ public struct RTTEstimator: Sendable, Equatable {
     public private(set) var rttVariance: TimeAmount = .zero
     public private(set) var rto: TimeAmount
 
-    public init(initialRTO: TimeAmount = .milliseconds(500), minRTO: TimeAmount = .milliseconds(100), maxRTO: TimeAmount = .seconds(8)) {
+    public init(initialRTO: TimeAmount = .milliseconds(500), minRTO: TimeAmount = .milliseconds(20), maxRTO: TimeAmount = .seconds(8)) {
         self.minRTO = minRTO
         self.maxRTO = maxRTO
         self.rto = initialRTO

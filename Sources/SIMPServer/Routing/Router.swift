@@ -8,7 +8,7 @@ struct RouterSettings: Sendable {
     var nodeID: String
     var heartbeat: TimeAmount
     var retransmit: RetransmitPolicy
-    var tick: TimeAmount = .milliseconds(20)
+    var tick: TimeAmount = .milliseconds(10)
     var syncLimit = 10_000
     var maxStoreBatch = 512
     /// Store batches in Redis at once (one pipelined connection keeps their order).
