@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Installs the Debian packages SIMP needs, only those missing. Needs root (or sudo).
+# Installs the Debian packages SIMP needs, only those missing, plus any named as arguments
+# (the tests and the benchmark add mosquitto). Needs root (or sudo).
 set -euo pipefail
 need=()
-for pkg in redis-server libhiredis-dev libsqlite3-dev pkg-config iproute2 iptables openssl mosquitto; do
+for pkg in redis-server libhiredis-dev libsqlite3-dev pkg-config iproute2 iptables openssl "$@"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 [ ${#need[@]} -eq 0 ] && exit 0

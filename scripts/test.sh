@@ -4,7 +4,7 @@
 # Tests start their own redis-server on free ports; nothing else needs to be running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
+scripts/install-deps.sh mosquitto
 swift build --build-tests
 # Serial: several tests wait on child processes and sockets with blocking calls, and on a
 # 2-core machine parallel suites would starve the cooperative thread pool they share.
