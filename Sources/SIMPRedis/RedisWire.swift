@@ -3,9 +3,9 @@ import NIOCore
 
 /// RESP on the wire through hiredis' own formatter and reply reader, with no socket of its
 /// own: NIO does the I/O, hiredis turns commands into bytes and bytes into replies.
-enum RedisWire {
+public enum RedisWire {
     /// Appends one command in RESP, as hiredis formats it.
-    static func encode(_ arguments: [[UInt8]], into buffer: inout ByteBuffer) {
+    public static func encode(_ arguments: [[UInt8]], into buffer: inout ByteBuffer) {
         let lengths = arguments.map(\.count)
         var target: UnsafeMutablePointer<CChar>?
         let length = withPointers(arguments) { argv in
@@ -36,10 +36,10 @@ enum RedisWire {
 
 /// hiredis' incremental reply reader: feed it what the socket read, take out whole replies.
 /// Split and coalesced reads are the normal case. Owns C memory: one owner, one thread.
-final class RedisReplyReader {
+public final class RedisReplyReader {
     private let reader: UnsafeMutablePointer<redisReader>
 
-    init() {
+    public init() {
         reader = redisReaderCreate()
     }
 
@@ -47,7 +47,7 @@ final class RedisReplyReader {
         redisReaderFree(reader)
     }
 
-    func feed(_ buffer: ByteBuffer) throws(RedisError) {
+    public func feed(_ buffer: ByteBuffer) throws(RedisError) {
         let status = buffer.withUnsafeReadableBytes { raw in
             redisReaderFeed(reader, raw.baseAddress?.assumingMemoryBound(to: CChar.self), raw.count)
         }
@@ -55,7 +55,7 @@ final class RedisReplyReader {
     }
 
     /// The next whole reply, nil when more bytes are needed.
-    func next() throws(RedisError) -> RedisValue? {
+    public func next() throws(RedisError) -> RedisValue? {
         var raw: UnsafeMutableRawPointer?
         guard redisReaderGetReply(reader, &raw) == REDIS_OK else { throw readerError() }
         guard let raw else { return nil }

@@ -1,3 +1,4 @@
+import Foundation
 import Crypto
 import NIOCore
 import SIMPCore
@@ -16,6 +17,20 @@ import Testing
         var buffer = ByteBuffer(bytes: bytes)
         let h = try Datagram.decodeHeader(&buffer)
         return try DatagramSeal.open(h, sealed: buffer, key: key ?? self.key, direction: direction)
+    }
+
+    /// The wire format as docs/PROTOCOL.md states it, checked against an independent
+    /// ChaCha20-Poly1305 (Python's `cryptography`): key 00..1f, nonce = direction (4 bytes BE)
+    /// then packet number (8 bytes BE), the 20-byte header as authenticated data.
+    @Test func sealMatchesAnIndependentImplementation() throws {
+        let key = SymmetricKey(data: Array(UInt8(0)...UInt8(31)))
+        let header = DatagramHeader(kind: .data, sessionID: 0x0102_0304_0506_0708, packetNumber: 0x1122_3344_5566_7788)
+        let sealed = try DatagramSeal.seal(header, payload: Array("hello simp".utf8), key: key, direction: .toServer)
+        let expected = "01020000010203040506070811223344556677884171352224c47c7c9682cafb2efbc074f6b6b774590c2efc76e4"
+        #expect(sealed.readableBytesView.map { String(format: "%02x", $0) }.joined() == expected)
+        var buffer = sealed
+        let decoded = try Datagram.decodeHeader(&buffer)
+        #expect(try DatagramSeal.open(decoded, sealed: buffer, key: key, direction: .toServer) == Array("hello simp".utf8))
     }
 
     @Test func roundTripAddsOnlyTheTag() throws {

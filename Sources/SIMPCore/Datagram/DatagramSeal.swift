@@ -20,12 +20,13 @@ public enum DatagramSeal {
     public static func seal(_ header: DatagramHeader, payload: [UInt8], key: SymmetricKey,
                             direction: DatagramDirection, allocator: ByteBufferAllocator = .init()) throws(DatagramError) -> ByteBuffer {
         guard payload.count <= DatagramHeader.maxPayload else { throw .payloadTooLarge(payload.count) }
-        var buffer = try Datagram.encode(header, payload: [UInt8](), allocator: allocator)
-        let aad = Array(buffer.readableBytesView)
-        guard let box = try? ChaChaPoly.seal(payload, using: key, nonce: nonce(header.packetNumber, direction),
-                                             authenticating: aad) else {
-            throw .unsealable
+        var buffer = allocator.buffer(capacity: DatagramHeader.size + payload.count + tagSize)
+        try Datagram.encode(header, payload: EmptyCollection(), into: &buffer)
+        // The header just written is the authenticated data; read in place, not copied.
+        let box = buffer.withUnsafeReadableBytes { aad in
+            try? ChaChaPoly.seal(payload, using: key, nonce: nonce(header.packetNumber, direction), authenticating: aad)
         }
+        guard let box else { throw .unsealable }
         buffer.writeBytes(box.ciphertext)
         buffer.writeBytes(box.tag)
         return buffer
@@ -34,29 +35,42 @@ public enum DatagramSeal {
     /// Opens what follows the header (the buffer's reader index is at the ciphertext).
     public static func open(_ header: DatagramHeader, sealed buffer: ByteBuffer, key: SymmetricKey,
                             direction: DatagramDirection) throws(DatagramError) -> [UInt8] {
-        let bytes = Array(buffer.readableBytesView)
-        guard bytes.count >= tagSize else { throw .unsealable }
-        var aadBuffer = try Datagram.encode(header, payload: [UInt8]())
-        let aad = aadBuffer.readBytes(length: aadBuffer.readableBytes)!
-        do {
-            let box = try ChaChaPoly.SealedBox(nonce: nonce(header.packetNumber, direction),
-                                               ciphertext: bytes.dropLast(tagSize), tag: bytes.suffix(tagSize))
-            return Array(try ChaChaPoly.open(box, using: key, authenticating: aad))
-        } catch {
-            throw .unsealable
+        guard buffer.readableBytes >= tagSize else { throw .unsealable }
+        let opened: Data? = withHeaderBytes(header) { aad in
+            buffer.withUnsafeReadableBytes { sealed in
+                guard let box = try? ChaChaPoly.SealedBox(nonce: nonce(header.packetNumber, direction),
+                                                          ciphertext: UnsafeRawBufferPointer(rebasing: sealed.dropLast(tagSize)),
+                                                          tag: UnsafeRawBufferPointer(rebasing: sealed.suffix(tagSize))) else { return nil }
+                return try? ChaChaPoly.open(box, using: key, authenticating: aad)
+            }
+        }
+        guard let opened else { throw .unsealable }
+        return [UInt8](opened)
+    }
+
+    /// The header as the seal authenticated it, re-encoded from its fields on the stack.
+    private static func withHeaderBytes<R>(_ header: DatagramHeader, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+        withUnsafeTemporaryAllocation(byteCount: DatagramHeader.size, alignment: 1) { raw in
+            raw[0] = DatagramHeader.version
+            raw[1] = header.kind.rawValue
+            raw[2] = 0
+            raw[3] = 0
+            raw.storeBytes(of: header.sessionID.bigEndian, toByteOffset: 4, as: UInt64.self)
+            raw.storeBytes(of: header.packetNumber.bigEndian, toByteOffset: 12, as: UInt64.self)
+            return body(UnsafeRawBufferPointer(raw))
         }
     }
 
     public static func newKey() -> SymmetricKey { SymmetricKey(size: .bits256) }
 
+    /// Direction then packet number, big-endian: 12 bytes built on the stack.
     private static func nonce(_ packet: UInt64, _ direction: DatagramDirection) -> ChaChaPoly.Nonce {
-        var bytes = [UInt8]()
-        bytes.reserveCapacity(12)
-        withUnsafeBytes(of: direction.rawValue.bigEndian) { bytes.append(contentsOf: $0) }
-        withUnsafeBytes(of: packet.bigEndian) { bytes.append(contentsOf: $0) }
-        return try! ChaChaPoly.Nonce(data: bytes)
+        let words = (direction.rawValue.bigEndian, UInt32(truncatingIfNeeded: packet >> 32).bigEndian,
+                     UInt32(truncatingIfNeeded: packet).bigEndian)
+        return withUnsafeBytes(of: words) { try! ChaChaPoly.Nonce(data: $0) }
     }
 }
+
 
 /// Anti-replay: accepts each packet number once, within a window of the 1,984 most recent.
 /// The window is that wide because retransmissions come in bursts: a burst of a few hundred
