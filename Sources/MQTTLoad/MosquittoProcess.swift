@@ -8,35 +8,81 @@ public final class MosquittoProcess: Sendable {
     public let port: Int
     public let pid: Int32
     private let directory: String
+    private let stopping = NSLock()
+    nonisolated(unsafe) private var stopped = false
+
+    /// /usr/sbin/mosquitto (where Debian puts it), else the first `mosquitto` on PATH.
+    public static func executable() -> String? {
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
+        let candidates = ["/usr/sbin/mosquitto"] + path.split(separator: ":").map { "\($0)/mosquitto" }
+        return candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
+    }
 
     public static func start() async throws -> MosquittoProcess {
-        guard let binary = ["/usr/sbin/mosquitto", "/usr/bin/mosquitto"].first(where: FileManager.default.isExecutableFile) else {
-            throw MQTTError.unexpected("mosquitto not found; install it with apt-get install mosquitto")
+        guard let binary = executable() else { throw MQTTLoadError.mosquittoNotFound }
+        // The port LocalPorts hands out can be taken again before mosquitto binds it: then it exits, and we retry.
+        var attempt = 1
+        while true {
+            do {
+                return try await start(binary, port: try await LocalPorts.free())
+            } catch Exit.early(let why) {
+                guard attempt < 3 else { throw MQTTLoadError.mosquittoDidNotStart(why) }
+                attempt += 1
+            }
         }
-        let port = try await LocalPorts.free()
+    }
+
+    private enum Exit: Error { case early(String) }
+
+    private static func start(_ binary: String, port: Int) async throws -> MosquittoProcess {
         let directory = NSTemporaryDirectory() + "simp-bench-mosquitto-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let config = """
-        listener \(port) 127.0.0.1
-        allow_anonymous true
-        persistence false
-        max_inflight_messages 0
-        max_queued_messages 0
-        log_dest none
-        """
-        try config.write(toFile: directory + "/mosquitto.conf", atomically: true, encoding: .utf8)
+        try config(port: port).write(toFile: directory + "/mosquitto.conf", atomically: true, encoding: .utf8)
+        _ = FileManager.default.createFile(atPath: directory + "/stderr", contents: nil)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: binary)
         process.arguments = ["-c", directory + "/mosquitto.conf"]
-        try process.run()
+        process.standardError = FileHandle(forWritingAtPath: directory + "/stderr")
+        try runWithNoSignalsBlocked(process)
         let broker = MosquittoProcess(port: port, pid: process.processIdentifier, directory: directory)
         do {
             try await broker.waitUntilListening()
+        } catch let exit as Exit {
+            // Already reaped: there is nothing left to signal.
+            try? FileManager.default.removeItem(atPath: directory)
+            throw exit
         } catch {
             await broker.stop()
             throw error
         }
         return broker
+    }
+
+    /// `max_inflight_messages 0` and `max_queued_messages 0` mean no limit. Errors and warnings go to
+    /// stderr, which is kept in a file for the error message if mosquitto does not start.
+    static func config(port: Int) -> String {
+        """
+        listener \(port) 127.0.0.1
+        allow_anonymous true
+        persistence false
+        max_inflight_messages 0
+        max_queued_messages 0
+        log_dest stderr
+        log_type error
+        log_type warning
+
+        """
+    }
+
+    /// Swift's concurrency threads block SIGTERM and SIGINT, and a child inherits its spawner's mask:
+    /// mosquitto would then sit out stop()'s SIGTERM until the SIGKILL. Spawn with nothing blocked.
+    private static func runWithNoSignalsBlocked(_ process: Process) throws {
+        var none = sigset_t()
+        var saved = sigset_t()
+        sigemptyset(&none)
+        pthread_sigmask(SIG_SETMASK, &none, &saved)
+        defer { pthread_sigmask(SIG_SETMASK, &saved, nil) }
+        try process.run()
     }
 
     private init(port: Int, pid: Int32, directory: String) {
@@ -45,24 +91,46 @@ public final class MosquittoProcess: Sendable {
         self.directory = directory
     }
 
-    /// SIGTERM, then SIGKILL after 4 s; the child is reaped either way.
+    /// SIGTERM, then SIGKILL after 4 s; the child is reaped either way. Only the first call does anything.
     public func stop() async {
+        guard markStopped() else { return }
         kill(pid, SIGTERM)
-        var status: Int32 = 0
         for _ in 0..<200 {
-            if waitpid(pid, &status, WNOHANG) != 0 { break }
+            if exited() { break }
             try? await Task.sleep(for: .milliseconds(20))
         }
-        if waitpid(pid, &status, WNOHANG) == 0 {
+        if !exited() {
             kill(pid, SIGKILL)
+            var status: Int32 = 0
             _ = waitpid(pid, &status, 0)
         }
         try? FileManager.default.removeItem(atPath: directory)
     }
 
-    private func waitUntilListening() async throws {
-        guard try await LocalPorts.waitUntilListening(port, seconds: 5) else {
-            throw MQTTError.unexpected("mosquitto did not listen on 127.0.0.1:\(port) within 5 s")
+    private func markStopped() -> Bool {
+        stopping.withLock {
+            defer { stopped = true }
+            return !stopped
         }
+    }
+
+    /// Reaps the child if it has exited; Foundation may have reaped it already (then waitpid fails).
+    private func exited() -> Bool {
+        var status: Int32 = 0
+        return waitpid(pid, &status, WNOHANG) != 0
+    }
+
+    private func waitUntilListening() async throws {
+        let deadline = ContinuousClock.now + .seconds(5)
+        while ContinuousClock.now < deadline {
+            if exited() { throw Exit.early(stderr()) }
+            if try await LocalPorts.waitUntilListening(port, seconds: 0.1) { return }
+        }
+        throw MQTTLoadError.mosquittoDidNotStart("not listening on 127.0.0.1:\(port) after 5 s. \(stderr())")
+    }
+
+    private func stderr() -> String {
+        let text = (try? String(contentsOfFile: directory + "/stderr", encoding: .utf8)) ?? ""
+        return text.isEmpty ? "(nothing on its stderr)" : text.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 }
