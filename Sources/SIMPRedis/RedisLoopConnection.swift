@@ -90,7 +90,13 @@ final class RedisLoopConnection: @unchecked Sendable {
             RedisWire.encode(arguments, into: &bytes)
         }
         let promise = loop.makePromise(of: [RedisValue].self)
-        channel.write(RedisRequest(bytes: bytes, replies: commands.count, skip: skip, promise: promise), promise: nil)
+        // A write that never reaches the handler (the channel closed under it and the pipeline
+        // was torn down) must still be answered; a promise already answered ignores this.
+        let written = loop.makePromise(of: Void.self)
+        written.futureResult.whenFailure { error in
+            promise.fail(RedisError(.io, "write to Redis failed: \(error)", mayHaveRun: true))
+        }
+        channel.write(RedisRequest(bytes: bytes, replies: commands.count, skip: skip, promise: promise), promise: written)
         scheduleFlush(channel)
         return promise.futureResult
     }
