@@ -17,9 +17,11 @@ struct RouterSettings: Sendable {
     var messageBurst = 2000
 }
 
-/// Sessions, datagram routing, the store pipeline and retransmission of pushes.
-/// All state is confined to `loop` (the UDP channel's event loop); every entry point
-/// must run there. Redis work goes through the store's thread pool, never on the loop.
+/// The I/O driver of one node's delivery: it feeds datagrams, control frames, store replies and
+/// ticks to the pure units (session table, datagram intake, path validation, store pipeline,
+/// push queues, receipt ledger) and performs what they decide. All state is confined to `loop`
+/// (the UDP channel's event loop); every entry point must run there. Redis replies arrive on
+/// the same loop (one pipelined connection per loop), never blocking it.
 final class Router: @unchecked Sendable {
     let loop: any EventLoop
     let store: MessageStore
@@ -28,13 +30,13 @@ final class Router: @unchecked Sendable {
     let metrics: ServerMetrics
     var udp: (any Channel)?
 
-    private var sessions: [UInt64: Session] = [:]
-    private var sessionByUser: [String: UInt64] = [:]
+    private var sessions = SessionTable<Session>()
     private var stores: StorePipeline<StoreRequest>
     private var storesPending: Set<String> = []
     private var flushScheduled = false
     private var drainWaiters: [EventLoopPromise<Void>] = []
-    private var unackedReceipts: [String: UInt64] = [:]
+    private var receipts = ReceiptLedger()
+    private var receiptsScheduled = false
     /// Sessions with pushes not yet confirmed: the only ones the tick looks at, so idle
     /// sessions cost the tick nothing.
     private var pushing: Set<UInt64> = []
@@ -63,22 +65,21 @@ final class Router: @unchecked Sendable {
     /// Opens a session for a user who presented a valid token; replaces their older one on this node.
     func openSession(user: String, control: any Channel, lastSeq: UInt64) -> EventLoopFuture<Simp_ConnectResponse> {
         loop.assertInEventLoop()
-        if let old = sessionByUser[user], let previous = sessions[old] {
-            closeSession(previous.id)
+        var rng = SystemRandomNumberGenerator()
+        let session = Session(id: sessions.newID(using: &rng), user: user, control: control, bindToken: randomBytes(16),
+                              syncFloor: lastSeq, policy: settings.retransmit,
+                              bucket: TokenBucket(rate: settings.messagesPerSecond, burst: settings.messageBurst, now: .now()))
+        if let previous = sessions.insert(session) {
+            sessionClosed(previous)
             previous.control.writeAndFlush(Simp_Envelope.error(.sessionReplaced, "a newer session for \(user) connected"), promise: nil)
             previous.control.close(promise: nil)
         }
-        let session = Session(id: newSessionID(), user: user, control: control, bindToken: randomBytes(16),
-                              syncFloor: lastSeq, policy: settings.retransmit,
-                              bucket: TokenBucket(rate: settings.messagesPerSecond, burst: settings.messageBurst, now: .now()))
-        sessions[session.id] = session
         metrics.sessions.set(Int64(sessions.count))
-        sessionByUser[user] = session.id
         return store.pending(user: user, after: lastSeq, limit: 0, on: loop).map { [self] pending in
             session.syncFloor = max(lastSeq, pending.confirmed)
             // The client has more than the server knows it confirmed: its last receipt was lost
             // with the previous connection (or node). Apply it now.
-            if lastSeq > pending.confirmed { confirm(user: user, upTo: lastSeq) }
+            if lastSeq > pending.confirmed { recordReceipt(.init(user: user, upTo: lastSeq, needsEntries: true)) }
             var response = Simp_ConnectResponse()
             response.sessionID = session.id
             response.bindToken = Data(session.bindToken)
@@ -96,111 +97,66 @@ final class Router: @unchecked Sendable {
 
     func closeSession(_ id: UInt64) {
         loop.assertInEventLoop()
-        guard let session = sessions.removeValue(forKey: id) else { return }
+        guard let session = sessions.remove(id) else { return }
+        sessionClosed(session)
+    }
+
+    private func sessionClosed(_ session: Session) {
         metrics.sessions.set(Int64(sessions.count))
-        if sessionByUser[session.user] == id { sessionByUser[session.user] = nil }
-        store.clearPresence(user: session.user, session: id, on: loop).whenFailure { [logger] error in
+        store.clearPresence(user: session.user, session: session.id, on: loop).whenFailure { [logger] error in
             logger.debug("presence not cleared", metadata: ["error": "\(error)"])
         }
     }
 
     var sessionCount: Int { sessions.count }
 
-    private func newSessionID() -> UInt64 {
-        var id: UInt64 = 0
-        while id == 0 || sessions[id] != nil { id = UInt64.random(in: 1...UInt64.max) }
-        return id
-    }
-
     // MARK: datagrams in
 
     func receive(_ envelope: AddressedEnvelope<ByteBuffer>) {
         loop.assertInEventLoop()
         metrics.datagramsIn.increment()
-        var buffer = envelope.data
-        let header: DatagramHeader
-        do {
-            header = try Datagram.decodeHeader(&buffer)
-        } catch .payloadTooLarge {
+        let size = envelope.data.readableBytes
+        switch DatagramIntake.decide(envelope.data, peers: { sessions[$0] }) {
+        case .oversize:
             metrics.dropped(.oversize)
             metrics.exceeded(.datagramSize)
             tellOversize(envelope)
-            return
-        } catch {
-            metrics.dropped(.malformed)
-            return
+        case .drop(let reason):
+            metrics.dropped(reason)
+        case .open(let session, .bind, let token):
+            bind(session, token: token, from: envelope.remoteAddress)
+        case .open(let session, .data, let payload):
+            guard fromValidatedAddress(session, envelope.remoteAddress, size: size) else { return }
+            data(session, payload: payload)
+        case .open(let session, _, _):
+            guard fromValidatedAddress(session, envelope.remoteAddress, size: size) else { return }
+            keepalive(session)
         }
-        guard let session = sessions[header.sessionID] else {
-            metrics.dropped(.unknownSession)
-            return
-        }
-        // Nothing is parsed or acted on before it opens under the session key, exactly once.
-        guard let payload = try? DatagramSeal.open(header, sealed: buffer, key: session.key, direction: .toServer) else {
-            metrics.dropped(.unsealable)
-            return
-        }
-        guard session.replay.accept(header.packetNumber) else {
-            metrics.dropped(.replayed)
-            return
-        }
-        switch header.kind {
-        case .bind: bind(session, token: payload, from: envelope.remoteAddress)
-        case .data: data(session, payload: payload, from: envelope.remoteAddress, size: envelope.data.readableBytes)
-        case .keepalive: keepalive(session, from: envelope.remoteAddress, size: envelope.data.readableBytes)
-        case .pong, .challenge: metrics.dropped(.malformed)
-        }
-    }
-
-    /// A datagram for a bound session from another address: the client's NAT mapping (or
-    /// socket) may have changed, or someone on the path rewrote its source. Challenge the new
-    /// address; only the session's own control connection can answer. Until it does, that
-    /// address gets nothing but challenges, within three times the bytes it sent us.
-    private func challenge(_ session: Session, from address: SocketAddress, size: Int) {
-        metrics.dropped(.unvalidatedAddress)
-        let now = NIODeadline.now()
-        if session.pathChallenge?.address != address {
-            session.pathChallenge = PathChallenge(address: address, token: randomBytes(16))
-        }
-        session.pathChallenge!.budget.receive(size)
-        guard now - session.pathChallenge!.sentAt >= .milliseconds(200) else { return }
-        let token = session.pathChallenge!.token
-        guard session.pathChallenge!.budget.spend(DatagramHeader.size + token.count + DatagramSeal.tagSize) else {
-            metrics.dropped(.amplification)
-            return
-        }
-        session.pathChallenge!.sentAt = now
-        sendDatagram(to: session, kind: .challenge, payload: token, at: address)
     }
 
     /// The session's control connection returned the challenge token: the new address is its.
     func pathResponse(sessionID: UInt64, token: [UInt8]) {
         loop.assertInEventLoop()
-        guard let session = sessions[sessionID], let pending = session.pathChallenge,
-              constantTimeEqual(token, pending.token) else { return }
-        session.pathChallenge = nil
-        session.address = pending.address
+        guard let session = sessions[sessionID], session.path.respond(token: token) != nil else { return }
         sendBound(session)
         refreshPresence(session)
-        session.outbound.expediteAll(now: .now())
+        session.pushes.expediteAll(now: .now())
     }
 
     private func bind(_ session: Session, token: [UInt8], from address: SocketAddress) {
-        if let bound = session.address {
-            // A repeated bind from the validated address: the client missed our answer.
-            if bound == address { sendBound(session) }
-            return
-        }
-        guard !session.bindToken.isEmpty, constantTimeEqual(token, session.bindToken) else {
-            // The datagram opened under this session's key, so its control connection may be told.
+        switch session.path.bind(token: token, from: address) {
+        case .bound:
+            sendBound(session)
+            refreshPresence(session)
+            sync(session)
+        case .answerAgain:
+            sendBound(session)
+        case .badToken:
             metrics.dropped(.badBindToken)
             outbox.send(Simp_Envelope.error(.invalidToken, "bind token does not belong to this session"), on: session.control)
-            return
+        case .ignored:
+            break
         }
-        session.bindToken = []
-        session.address = address
-        sendBound(session)
-        refreshPresence(session)
-        sync(session)
     }
 
     private func sendBound(_ session: Session) {
@@ -210,8 +166,7 @@ final class Router: @unchecked Sendable {
         sendDatagram(to: session, kind: .pong, payload: [])
     }
 
-    private func keepalive(_ session: Session, from address: SocketAddress, size: Int) {
-        guard fromValidatedAddress(session, address, size: size) else { return }
+    private func keepalive(_ session: Session) {
         sendDatagram(to: session, kind: .pong, payload: [])
         unpark(session)
         if NIODeadline.now() - session.lastPresenceWrite > .seconds(Int64(store.settings.presenceTTLSeconds / 3)) {
@@ -221,10 +176,8 @@ final class Router: @unchecked Sendable {
 
     /// The path works again (a keepalive came through): push what was given up, in order.
     private func unpark(_ session: Session) {
-        guard !session.parked.isEmpty else { return }
-        let parked = session.parked.sorted { $0.key < $1.key }
-        session.parked.removeAll()
-        for (seq, bytes) in parked { push(seq: seq, bytes: bytes, to: session) }
+        guard session.pushes.hasParked else { return }
+        for (seq, push) in session.pushes.unpark() { self.push(seq, push, to: session) }
         udp?.flush()
     }
 
@@ -240,13 +193,21 @@ final class Router: @unchecked Sendable {
     /// True when the datagram came from the session's validated address; otherwise it is
     /// dropped, and a bound session's new address is challenged.
     private func fromValidatedAddress(_ session: Session, _ address: SocketAddress, size: Int) -> Bool {
-        guard session.address != address else { return true }
-        if session.isBound { challenge(session, from: address, size: size) } else { metrics.dropped(.unvalidatedAddress) }
+        let verdict = session.path.check(address, size: size, now: .now(), newToken: { randomBytes(16) })
+        switch verdict {
+        case .accept:
+            return true
+        case .drop(let reason):
+            metrics.dropped(.unvalidatedAddress)
+            if reason == .amplification { metrics.dropped(.amplification) }
+        case .challenge(let token, let target):
+            metrics.dropped(.unvalidatedAddress)
+            sendDatagram(to: session, kind: .challenge, payload: token, at: target)
+        }
         return false
     }
 
-    private func data(_ session: Session, payload: [UInt8], from address: SocketAddress, size: Int) {
-        guard fromValidatedAddress(session, address, size: size) else { return }
+    private func data(_ session: Session, payload: [UInt8]) {
         guard session.bucket.take(now: .now()) else {
             rateLimited(session)
             return
@@ -407,12 +368,11 @@ final class Router: @unchecked Sendable {
 
     private func settle(_ request: StoreRequest, _ outcome: StoreOutcome) {
         storesPending.remove(Self.storeKey(request))
-        if case .stored(let seq, let bytes) = outcome,
-           let recipient = sessionByUser[request.to].flatMap({ sessions[$0] }), recipient.isBound {
-            push(seq: seq, bytes: bytes, to: recipient)
+        if case .stored(let seq, let bytes) = outcome, let recipient = sessions.session(of: request.to), recipient.isBound {
+            push(seq, Push(bytes: bytes, from: request.from, id: request.id), to: recipient)
         }
         let envelopes = answers(request, outcome)
-        guard let sender = sessionByUser[request.from].flatMap({ sessions[$0] }) else { return }
+        guard let sender = sessions.session(of: request.from) else { return }
         for envelope in envelopes { outbox.send(envelope, on: sender.control) }
     }
 
@@ -463,14 +423,10 @@ final class Router: @unchecked Sendable {
 
     private func sync(_ session: Session) {
         store.pending(user: session.user, after: session.syncFloor, limit: settings.syncLimit, on: loop).whenComplete { [self] result in
-            guard sessions[session.id] === session else { return }
+            guard sessions.isCurrent(session) else { return }
             switch result {
             case .success(let pending):
-                for bytes in pending.items {
-                    guard let seq = try? Simp_Message(serializedBytes: bytes).seq else { continue }
-                    push(seq: seq, bytes: bytes, to: session)
-                }
-                udp?.flush()
+                pushStored(pending.items, to: session)
             case .failure(let error):
                 logger.warning("sync failed; retrying", metadata: ["user": "\(session.user)", "error": "\(error)"])
                 loop.scheduleTask(in: .seconds(1)) { [self] in sync(session) }
@@ -478,10 +434,19 @@ final class Router: @unchecked Sendable {
         }
     }
 
-    private func push(seq: UInt64, bytes: [UInt8], to session: Session) {
-        guard !session.outbound.contains(seq), sendDatagram(to: session, kind: .data, payload: bytes, flush: false) else { return }
+    /// Pushes inbox entries read back from the store (each carries its seq and sender).
+    private func pushStored(_ items: [[UInt8]], to session: Session) {
+        for bytes in items {
+            guard let message = try? Simp_Message(serializedBytes: bytes) else { continue }
+            push(message.seq, Push(bytes: bytes, from: message.fromUser, id: message.messageID), to: session)
+        }
+        udp?.flush()
+    }
+
+    private func push(_ seq: UInt64, _ push: Push, to session: Session) {
+        guard !session.pushes.contains(seq), sendDatagram(to: session, kind: .data, payload: push.bytes, flush: false) else { return }
         metrics.pushes.increment()
-        session.outbound.track(seq, payload: bytes, now: .now())
+        _ = session.pushes.push(seq, push, now: .now())
         pushing.insert(session.id)
     }
 
@@ -502,92 +467,99 @@ final class Router: @unchecked Sendable {
         guard let udp else { return }
         var wrote = false
         for id in pushing {
-            guard let session = sessions[id], !session.outbound.isEmpty else {
+            guard let session = sessions[id], !session.pushes.isEmpty else {
                 pushing.remove(id)
                 continue
             }
             guard session.isBound else { continue }
-            let due = session.outbound.due(now: now)
-            for (_, plaintext) in due.resend {
-                sendDatagram(to: session, kind: .data, payload: plaintext, flush: false)
+            let due = session.pushes.due(now: now)
+            for bytes in due.resend {
+                sendDatagram(to: session, kind: .data, payload: bytes, flush: false)
                 metrics.retransmits.increment()
                 wrote = true
             }
             // Given up on this path for now: pushed again after the client's next keepalive.
-            metrics.pushesGivenUp.increment(by: Int64(due.expired.count))
-            for (seq, plaintext) in due.expired { session.parked[seq] = plaintext }
+            metrics.pushesGivenUp.increment(by: Int64(due.parked))
         }
         if wrote { udp.flush() }
-        retryReceipts()
+        writeReceipts(now: now)
     }
 
     // MARK: receipts
 
+    /// A cumulative receipt: the senders of the pushes it confirms are told at once; the mark
+    /// is written with the tick's other receipts.
     func receipt(sessionID: UInt64, _ receipt: Simp_Receipt) {
         loop.assertInEventLoop()
         guard let session = sessions[sessionID] else { return }
-        let now = NIODeadline.now()
-        for seq in session.outbound.pendingKeys where seq <= receipt.upToSeq {
-            session.outbound.acknowledge(seq, now: now)
-        }
-        if !session.parked.isEmpty { session.parked = session.parked.filter { $0.key > receipt.upToSeq } }
+        let confirmed = session.pushes.confirm(upTo: receipt.upToSeq, now: .now())
         resendMissing(receipt.missing.prefix(64), to: session)
+        for push in confirmed { notifyDelivered(id: push.id, from: push.from, to: session.user, seq: push.seq) }
+        let floor = max(session.lastReceipt, session.syncFloor)
         guard receipt.upToSeq > session.lastReceipt else { return }
         session.lastReceipt = receipt.upToSeq
-        confirm(user: session.user, upTo: receipt.upToSeq)
+        // Seqs up to the mark that this session never pushed (confirmed before a reconnect,
+        // say): only the store knows their senders.
+        let known = confirmed.lazy.filter { $0.seq > floor }.count
+        let needsEntries = receipt.upToSeq > floor && UInt64(known) < receipt.upToSeq - floor
+        recordReceipt(.init(user: session.user, upTo: receipt.upToSeq, needsEntries: needsEntries))
     }
 
     /// Resends what the receiver reports missing. A seq this session never pushed (its store
     /// reply was lost with a Redis connection, say) is fetched from the inbox, so no gap stays.
     private func resendMissing(_ seqs: ArraySlice<UInt64>, to session: Session) {
         guard let udp, !seqs.isEmpty else { return }
-        var unknown: [UInt64] = []
-        for seq in seqs {
-            guard let plaintext = session.outbound.peek(seq) else {
-                unknown.append(seq)
-                continue
-            }
-            sendDatagram(to: session, kind: .data, payload: plaintext, flush: false)
+        let (resend, unknown) = session.pushes.missing(seqs)
+        for bytes in resend {
+            sendDatagram(to: session, kind: .data, payload: bytes, flush: false)
             metrics.retransmits.increment()
         }
         udp.flush()
         guard !unknown.isEmpty else { return }
         store.inboxEntries(user: session.user, seqs: unknown, on: loop).whenSuccess { [self] items in
-            guard sessions[session.id] === session else { return }
-            for bytes in items {
-                guard let seq = try? Simp_Message(serializedBytes: bytes).seq else { continue }
-                push(seq: seq, bytes: bytes, to: session)
-            }
-            udp.flush()
+            guard sessions.isCurrent(session) else { return }
+            pushStored(items, to: session)
         }
     }
 
-    private func confirm(user: String, upTo: UInt64) {
-        store.acknowledge(user: user, upTo: upTo, on: loop).whenComplete { [self] result in
-            switch result {
-            case .success(let items):
-                if let waiting = unackedReceipts[user], waiting <= upTo { unackedReceipts[user] = nil }
-                for bytes in items { notifyDelivered(bytes, recipient: user) }
-            case .failure(let error):
-                logger.warning("receipt not stored; will retry", metadata: ["user": "\(user)", "error": "\(error)"])
-                unackedReceipts[user] = max(unackedReceipts[user] ?? 0, upTo)
+    private func recordReceipt(_ mark: ReceiptLedger.Mark) {
+        receipts.record(mark)
+        guard !receiptsScheduled else { return }
+        receiptsScheduled = true
+        loop.execute { [self] in
+            receiptsScheduled = false
+            writeReceipts(now: .now())
+        }
+    }
+
+    /// Writes the tick's marks in one round trip. A failed mark is written again a second
+    /// later; entries come back only for marks that asked (their senders are told then).
+    private func writeReceipts(now: NIODeadline) {
+        let marks = receipts.take(now: now)
+        guard !marks.isEmpty else { return }
+        store.acknowledge(marks, on: loop).whenSuccess { [self] results in
+            for (mark, result) in zip(marks, results) {
+                switch result {
+                case .success(let entries):
+                    receipts.written(mark)
+                    for bytes in entries { notifyDelivered(storedBytes: bytes, recipient: mark.user) }
+                case .failure(let error):
+                    logger.warning("receipt not stored; will retry", metadata: ["user": "\(mark.user)", "error": "\(error)"])
+                    receipts.writeFailed(mark, now: .now())
+                }
             }
         }
     }
 
-    private var lastReceiptRetry: NIODeadline = .distantPast
-
-    private func retryReceipts() {
-        guard !unackedReceipts.isEmpty, NIODeadline.now() - lastReceiptRetry > .seconds(1) else { return }
-        lastReceiptRetry = .now()
-        for (user, upTo) in unackedReceipts { confirm(user: user, upTo: upTo) }
+    private func notifyDelivered(storedBytes bytes: [UInt8], recipient: String) {
+        guard let message = try? Simp_Message(serializedBytes: bytes) else { return }
+        notifyDelivered(id: message.messageID, from: message.fromUser, to: recipient, seq: message.seq)
     }
 
     /// Tells an online sender; an offline one asks with DeliveryQuery when it connects.
-    private func notifyDelivered(_ bytes: [UInt8], recipient: String) {
-        guard let message = try? Simp_Message(serializedBytes: bytes),
-              let sender = sessionByUser[message.fromUser].flatMap({ sessions[$0] }) else { return }
-        outbox.send(Self.delivered(id: message.messageID, to: recipient, seq: message.seq), on: sender.control)
+    private func notifyDelivered(id: String, from sender: String, to recipient: String, seq: UInt64) {
+        guard let session = sessions.session(of: sender) else { return }
+        outbox.send(Self.delivered(id: id, to: recipient, seq: seq), on: session.control)
     }
 
     private static func delivered(id: String, to: String, seq: UInt64) -> Simp_Envelope {

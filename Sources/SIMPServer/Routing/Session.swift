@@ -5,30 +5,24 @@ import SIMPCore
 /// One connected client on this node: its control channel, its validated UDP address,
 /// and the datagrams it has not yet confirmed. Confined to the router's event loop,
 /// which is why it may be captured by the future callbacks that run there.
-final class Session: @unchecked Sendable {
+final class Session: TableEntry, SealedPeer, @unchecked Sendable {
     let id: UInt64
     let user: String
     let control: any Channel
-    /// Single use: cleared once a bind datagram presented it.
-    var bindToken: [UInt8]
-    /// The observed source address of the bind datagram; nothing is sent before it is set.
-    var address: SocketAddress?
+    /// The validated source address (nothing is sent before there is one) and its challenges.
+    var path: PathValidator
+    /// The single-use token a bind datagram must present; handed to the client over TCP.
+    let bindToken: [UInt8]
     /// The client's highest confirmed seq when it connected; sync starts after it.
     var syncFloor: UInt64
     /// Seals every datagram of this session, both ways; handed to the client over TCP.
     let key = DatagramSeal.newKey()
     var replay = ReplayWindow()
-    /// Plaintext of unconfirmed pushes: each resend is sealed again under a new packet number.
-    var outbound: RetransmitQueue<UInt64, [UInt8]>
-    /// Pushes given up on (the path looked dead): pushed again once the client's next
-    /// keepalive shows the path works, instead of waiting for a reconnect.
-    var parked: [UInt64: [UInt8]] = [:]
+    var pushes: PushQueue
     /// Puts this session's sends back into the client's order before they are stored.
     var sendOrder = SendOrderGate<StoreRequest>()
     var nextPacketNumber: UInt64 = 1
     var lastPresenceWrite: NIODeadline = .distantPast
-    /// A new source address that sent us something and the token we challenge it with.
-    var pathChallenge: PathChallenge?
     /// Data datagrams this session may still send now (docs/SECURITY.md, messages per second).
     var bucket: TokenBucket
     /// When each kind of limit error was last sent: at most one a second per kind.
@@ -45,23 +39,16 @@ final class Session: @unchecked Sendable {
         self.user = user
         self.control = control
         self.bindToken = bindToken
+        self.path = PathValidator(bindToken: bindToken)
         self.syncFloor = syncFloor
-        self.outbound = RetransmitQueue(policy: policy)
+        self.pushes = PushQueue(policy: policy)
     }
 
-    var isBound: Bool { address != nil }
+    var address: SocketAddress? { path.address }
+    var isBound: Bool { path.isBound }
 
     func takePacketNumber() -> UInt64 {
         defer { nextPacketNumber += 1 }
         return nextPacketNumber
     }
-}
-
-/// An unvalidated source address of a session, the token it is challenged with, and what it
-/// may still be sent.
-struct PathChallenge {
-    let address: SocketAddress
-    let token: [UInt8]
-    var sentAt: NIODeadline = .distantPast
-    var budget = AmplificationBudget()
 }

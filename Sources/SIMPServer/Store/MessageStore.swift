@@ -132,11 +132,20 @@ final class MessageStore: Sendable {
         return .stored(seq: seq, bytes: StoredMessage.appending(seq: seq, to: request.bytes))
     }
 
-    /// Applies a cumulative receipt; returns the inbox entries it confirmed.
-    func acknowledge(user: String, upTo: UInt64, on loop: any EventLoop) -> EventLoopFuture<[[UInt8]]> {
-        let command = RedisCommand.script(Scripts.ack, keys: [keys.inbox(user), keys.acked(user), keys.seq(user)], args: [upTo])
-        return redis.run([command], on: loop).flatMapThrowing { replies in
-            try (replies[0].checked().array ?? []).compactMap(\.bytes)
+    /// Writes confirmed marks (cumulative receipts) in one pipelined round trip. Per mark: the
+    /// inbox entries it confirmed when it asked for them (else none), or why it failed.
+    func acknowledge(_ marks: [ReceiptLedger.Mark], on loop: any EventLoop) -> EventLoopFuture<[Result<[[UInt8]], RedisError>]> {
+        let commands = marks.map { mark in
+            RedisCommand.script(Scripts.ack, keys: [keys.inbox(mark.user), keys.acked(mark.user), keys.seq(mark.user)],
+                                args: [mark.upTo, mark.needsEntries ? 1 : 0])
+        }
+        return redis.run(commands, on: loop).map { replies in
+            replies.map { reply in
+                Result { () throws(RedisError) in (try reply.checked().array ?? []).compactMap(\.bytes) }
+            }
+        }.recover { error in
+            let failure = error as? RedisError ?? RedisError(.io, "\(error)")
+            return marks.map { _ in .failure(failure) }
         }
     }
 

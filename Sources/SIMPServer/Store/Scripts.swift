@@ -52,15 +52,17 @@ enum Scripts {
     """)
 
     /// Cumulative receipt: removes inbox entries up to ARGV[1] (clamped to the last assigned
-    /// seq), raises the confirmed mark, and returns the removed entries.
+    /// seq) and raises the confirmed mark. Returns the removed entries when ARGV[2] is 1 (the
+    /// caller does not know every confirmed message's sender), else how many were removed.
     static let ack = RedisScript("""
     local top = tonumber(redis.call('GET', KEYS[3]) or '0')
     local upto = math.min(tonumber(ARGV[1]), top)
-    local items = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', upto)
-    redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', upto)
+    local items = nil
+    if ARGV[2] == '1' then items = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', upto) end
+    local removed = redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', upto)
     local cur = tonumber(redis.call('GET', KEYS[2]) or '0')
     if upto > cur then redis.call('SET', KEYS[2], upto) end
-    return items
+    return items or removed
     """)
 
     /// Creates an account only if the name is free. Returns 1 created, 0 taken.

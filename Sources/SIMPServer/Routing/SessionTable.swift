@@ -1,0 +1,51 @@
+/// Something the session table holds: found by its id (datagrams, control frames) and by
+/// its user (pushes, notices to senders).
+protocol TableEntry: AnyObject {
+    var id: UInt64 { get }
+    var user: String { get }
+}
+
+/// This node's sessions, by id and by user; one session per user (a newer one replaces the
+/// older). Pure; confined to the router's loop like the sessions themselves.
+struct SessionTable<Entry: TableEntry> {
+    private var byID: [UInt64: Entry] = [:]
+    private var byUser: [String: UInt64] = [:]
+
+    var count: Int { byID.count }
+
+    subscript(id: UInt64) -> Entry? { byID[id] }
+
+    func session(of user: String) -> Entry? {
+        byUser[user].flatMap { byID[$0] }
+    }
+
+    /// Adds a session; returns the user's older session, which is removed.
+    mutating func insert(_ entry: Entry) -> Entry? {
+        let older = session(of: entry.user)
+        if let older { byID[older.id] = nil }
+        byID[entry.id] = entry
+        byUser[entry.user] = entry.id
+        return older
+    }
+
+    /// Removes the session with this id; a newer session of the same user stays.
+    @discardableResult
+    mutating func remove(_ id: UInt64) -> Entry? {
+        guard let entry = byID.removeValue(forKey: id) else { return nil }
+        if byUser[entry.user] == id { byUser[entry.user] = nil }
+        return entry
+    }
+
+    /// True while this exact session is still in the table (a reply that arrives after the
+    /// session closed, or was replaced, is dropped).
+    func isCurrent(_ entry: Entry) -> Bool {
+        byID[entry.id] === entry
+    }
+
+    /// A random id no session has (0 is never used: it means none on the wire).
+    func newID(using rng: inout some RandomNumberGenerator) -> UInt64 {
+        var id: UInt64 = 0
+        while id == 0 || byID[id] != nil { id = UInt64.random(in: 1...UInt64.max, using: &rng) }
+        return id
+    }
+}

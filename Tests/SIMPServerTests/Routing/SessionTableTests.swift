@@ -1,0 +1,59 @@
+import Testing
+@testable import SIMPServer
+
+@Suite struct SessionTableTests {
+    final class Entry: TableEntry {
+        let id: UInt64
+        let user: String
+        init(_ id: UInt64, _ user: String) {
+            self.id = id
+            self.user = user
+        }
+    }
+
+    @Test func aNewerSessionReplacesTheUsersOlderOne() {
+        var table = SessionTable<Entry>()
+        let first = Entry(1, "bob")
+        do {
+            let got = table.insert(first)
+            #expect(got == nil)
+        }
+        let second = Entry(2, "bob")
+        do {
+            let got = table.insert(second)
+            #expect(got === first)
+        }
+        #expect(table.count == 1)
+        #expect(table[1] == nil)
+        #expect(table.session(of: "bob") === second)
+        #expect(!table.isCurrent(first) && table.isCurrent(second))
+    }
+
+    @Test func removingAReplacedSessionKeepsTheNewerOne() {
+        var table = SessionTable<Entry>()
+        _ = table.insert(Entry(1, "bob"))
+        _ = table.insert(Entry(2, "bob"))
+        do {
+            let got = table.remove(1)
+            #expect(got == nil)
+        }
+        #expect(table.session(of: "bob")?.id == 2)
+        let removed = table.remove(2)
+        #expect(removed?.id == 2)
+        #expect(table.session(of: "bob") == nil)
+        #expect(table.count == 0)
+    }
+
+    @Test func newIDsAreNeverZeroOrTaken() {
+        struct Fixed: RandomNumberGenerator {
+            var values: [UInt64]
+            mutating func next() -> UInt64 { values.removeFirst() }
+        }
+        var table = SessionTable<Entry>()
+        _ = table.insert(Entry(5, "bob"))
+        // UInt64.random(in: 1...max) maps the generator's value v to v % max + 1 here: 4 -> 5, 5 -> 6.
+        var rng = Fixed(values: [4, 5])
+        let id = table.newID(using: &rng)
+        #expect(id != 0 && id != 5)
+    }
+}
