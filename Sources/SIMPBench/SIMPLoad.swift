@@ -52,37 +52,38 @@ public enum SIMPLoad {
                            processes: [(name: String, pid: Int32)],
                            progress: @Sendable (String) -> Void = { _ in }) async throws -> LoadResult {
         progress("connecting \(pattern.pairs * 2) clients to \(configuration.host):\(configuration.port)")
-        var pairs: [(sender: SIMPClient, receiver: SIMPClient, to: String)] = []
+        var pairs: [(sender: Sender, receiver: Receiver)] = []
         for i in 0..<pattern.pairs {
-            let sender = try await connectedClient("bench-s\(i)", configuration, group)
-            let receiver = try await connectedClient("bench-r\(i)", configuration, group)
-            pairs.append((sender, receiver, "bench-r\(i)"))
+            let sender = Sender(to: "bench-r\(i)", counter: UInt64(i) << 40, pattern: pattern)
+            let receiver = Receiver()
+            sender.client = try await connectedClient("bench-s\(i)", configuration, group, eventHandler: sender.handle)
+            receiver.client = try await connectedClient("bench-r\(i)", configuration, group, eventHandler: receiver.handle)
+            pairs.append((sender, receiver))
         }
         progress("running: \(pattern.warmup) s warm-up, \(pattern.duration) s measured")
         let clock = LoadClock(pattern)
         let window = UsageWindow.measure(processes, after: pattern.warmup, seconds: pattern.duration)
-        var result = await withTaskGroup(of: LoadResult.self) { tasks in
-            for (index, pair) in pairs.enumerated() {
-                tasks.addTask { await runPair(index, pair.sender, pair.receiver, to: pair.to, pattern, clock) }
-            }
-            var total = LoadResult()
-            for await part in tasks { total.merge(part) }
-            return total
+        var result = LoadResult()
+        let running = pairs.map { pair in (pair.receiver.start(clock).flatMap { pair.sender.start(clock) }, pair.receiver) }
+        for (sending, receiver) in running {
+            let sent = try await sending.get()
+            result.merge(sent)
+            result.merge(try await receiver.result(sent).get())
         }
         progress("done: \(result.sent) sent, \(result.received) received")
         result.measuredSeconds = pattern.duration
         result.usage = await window.value.usage(messages: result.receivedInWindow)
-        for pair in pairs {
-            await pair.sender.close()
-            await pair.receiver.close()
+        for (sender, receiver) in pairs {
+            await sender.client.close()
+            await receiver.client.close()
         }
         return result
     }
 
     /// Registers the user if it is new (a rerun against the same Redis finds it), then connects.
-    static func connectedClient(_ user: String, _ configuration: ClientConfiguration,
-                                _ group: any EventLoopGroup) async throws -> SIMPClient {
-        let client = SIMPClient(configuration: configuration, eventLoopGroup: group)
+    static func connectedClient(_ user: String, _ configuration: ClientConfiguration, _ group: any EventLoopGroup,
+                                eventHandler: (@Sendable (ClientEvent) -> Void)? = nil) async throws -> SIMPClient {
+        let client = SIMPClient(configuration: configuration, eventLoopGroup: group, eventHandler: eventHandler)
         do {
             try await client.register(user: user, password: password)
         } catch where error.code == .userExists {
@@ -92,107 +93,120 @@ public enum SIMPLoad {
         return client
     }
 
-    static func runPair(_ index: Int, _ sender: SIMPClient, _ receiver: SIMPClient, to: String,
-                        _ pattern: LoadPattern, _ clock: LoadClock) async -> LoadResult {
-        let receiving = Task { await receive(receiver, clock) }
-        var result = await send(sender, to: to, index: index, pattern, clock)
-        // Everything delivered was received first; whatever else can still arrive has had the drain time.
-        receiving.cancel()
-        let received = await receiving.value
-        result.sendToReceive = received.latencies
-        result.received = received.counters.count
-        result.duplicates = received.duplicates
-        result.lost = max(0, result.sent - result.failed - received.counters.count)
-        return result
-    }
-
-    /// Keeps `window` messages in flight until the measured window ends, then waits for the
-    /// rest; the drain deadline ends the wait for whatever never settles.
-    static func send(_ client: SIMPClient, to: String, index: Int, _ pattern: LoadPattern, _ clock: LoadClock) async -> LoadResult {
-        let events = Task {
-            var sender = Sender(client: client, to: to, counter: UInt64(index) << 40, pattern: pattern, clock: clock)
-            return await sender.run()
-        }
-        let watchdog = Task {
-            try? await Task.sleep(nanoseconds: clock.drainUntil - min(clock.drainUntil, LoadClock.now()))
-            events.cancel()
-        }
-        let outcome = await events.value
-        watchdog.cancel()
-        return outcome
-    }
-
-    /// One sender's loop: sends, and reads its own events (accepted, delivered, failed).
-    struct Sender {
-        let client: SIMPClient
+    /// One sender: keeps `window` messages in flight until the measured window ends, then waits
+    /// for the rest; the drain deadline ends the wait for whatever never settles. It lives on
+    /// its client's event loop and gets the client's events there, so neither an event nor a
+    /// send crosses a thread (with an AsyncStream consumer each event costs two thread hops,
+    /// more than the message itself).
+    final class Sender: @unchecked Sendable {
+        var client: SIMPClient!
         let to: String
         var counter: UInt64
         let pattern: LoadPattern
-        let clock: LoadClock
+        var clock: LoadClock?
         var result = LoadResult()
         var sentAt: [String: UInt64] = [:]
+        var done: EventLoopPromise<LoadResult>?
 
-        mutating func run() async -> LoadResult {
-            for _ in 0..<pattern.window { await sendOne() }
-            for await event in client.events {
-                let now = LoadClock.now()
-                switch event {
-                case .accepted(let id, _, _):
-                    if let start = sentAt[id], clock.measured(start) { _ = result.sendToAccepted.record((now - start) / 1000) }
-                case .delivered(let id, _, _):
-                    guard let start = sentAt.removeValue(forKey: id) else { continue }
-                    if clock.measured(start) { _ = result.sendToDelivered.record((now - start) / 1000) }
-                    if now < clock.measureUntil { await sendOne() }
-                case .failed(let id, _, let reason):
-                    guard sentAt.removeValue(forKey: id) != nil else { continue }
-                    note(failure: reason)
-                    if now < clock.measureUntil { await sendOne() }
-                default:
-                    continue
-                }
-                if now >= clock.measureUntil, sentAt.isEmpty { break }
-            }
-            return result
+        init(to: String, counter: UInt64, pattern: LoadPattern) {
+            self.to = to
+            self.counter = counter
+            self.pattern = pattern
         }
 
-        mutating func sendOne() async {
+        /// Starts sending on the client's loop; succeeds once every message settled or the drain ended.
+        func start(_ clock: LoadClock) -> EventLoopFuture<LoadResult> {
+            let loop = client.eventLoop
+            return loop.flatSubmit { [self] in
+                self.clock = clock
+                let promise = loop.makePromise(of: LoadResult.self)
+                done = promise
+                let drain = TimeAmount.nanoseconds(Int64(clock.drainUntil - min(clock.drainUntil, LoadClock.now())))
+                loop.scheduleTask(in: drain) { [self] in finish() }
+                for _ in 0..<pattern.window { sendOne() }
+                return promise.futureResult
+            }
+        }
+
+        func handle(_ event: ClientEvent) {
+            guard let clock else { return }
+            let now = LoadClock.now()
+            switch event {
+            case .accepted(let id, _, _):
+                if let start = sentAt[id], clock.measured(start) { _ = result.sendToAccepted.record((now - start) / 1000) }
+            case .delivered(let id, _, _):
+                guard let start = sentAt.removeValue(forKey: id) else { return }
+                if clock.measured(start) { _ = result.sendToDelivered.record((now - start) / 1000) }
+                if now < clock.measureUntil { sendOne() }
+            case .failed(let id, _, let reason):
+                guard sentAt.removeValue(forKey: id) != nil else { return }
+                note(failure: reason)
+                if now < clock.measureUntil { sendOne() }
+            default:
+                return
+            }
+            if now >= clock.measureUntil, sentAt.isEmpty { finish() }
+        }
+
+        private func sendOne() {
             counter += 1
             let start = LoadClock.now()
+            // Counted as sent either way: a refused post is a failure, neither lost nor left out.
+            result.sent += 1
             do {
-                let id = try await client.send(to: to, text: SIMPLoad.text(counter, start, size: pattern.payloadBytes))
-                sentAt[id] = start
-                result.sent += 1
+                sentAt[try client.post(to: to, text: SIMPLoad.text(counter, start, size: pattern.payloadBytes))] = start
             } catch {
-                // Counted as sent and failed, so it is neither lost nor silently left out.
-                result.sent += 1
                 note(failure: "send: \(error)")
             }
         }
 
-        mutating func note(failure: String) {
+        private func note(failure: String) {
             result.failed += 1
             if result.failures.count < 5 { result.failures.append(failure) }
         }
+
+        /// Later events (a late accepted, say) no longer count.
+        private func finish() {
+            clock = nil
+            done?.succeed(result)
+            done = nil
+        }
     }
 
-    struct Received: Sendable {
+    /// One receiver, on its client's loop like `Sender`.
+    final class Receiver: @unchecked Sendable {
+        var client: SIMPClient!
         var counters = Set<UInt64>()
         var duplicates = 0
         var latencies = LoadResult.histogram()
-    }
+        var clock: LoadClock?
 
-    static func receive(_ client: SIMPClient, _ clock: LoadClock) async -> Received {
-        var received = Received()
-        for await event in client.events {
-            guard case .message(let message) = event, let (counter, sentAt) = parse(message.text) else { continue }
-            let now = LoadClock.now()
-            guard received.counters.insert(counter).inserted else {
-                received.duplicates += 1
-                continue
-            }
-            if clock.measured(sentAt) { _ = received.latencies.record((now - sentAt) / 1000) }
+        func start(_ clock: LoadClock) -> EventLoopFuture<Void> {
+            client.eventLoop.submit { [self] in self.clock = clock }
         }
-        return received
+
+        func handle(_ event: ClientEvent) {
+            guard case .message(let message) = event, let (counter, sentAt) = SIMPLoad.parse(message.text) else { return }
+            let now = LoadClock.now()
+            guard counters.insert(counter).inserted else {
+                duplicates += 1
+                return
+            }
+            if let clock, clock.measured(sentAt) { _ = latencies.record((now - sentAt) / 1000) }
+        }
+
+        /// The pair's figures, once its sender is done: everything delivered was received first,
+        /// and whatever else could still arrive had the drain time.
+        func result(_ sent: LoadResult) -> EventLoopFuture<LoadResult> {
+            client.eventLoop.submit { [self] in
+                var pair = LoadResult()
+                pair.sendToReceive = latencies
+                pair.received = counters.count
+                pair.duplicates = duplicates
+                pair.lost = max(0, sent.sent - sent.failed - counters.count)
+                return pair
+            }
+        }
     }
 
     /// "COUNTER SENT-NANOS " padded to `size` bytes: the receiver learns both without a shared map.
@@ -223,3 +237,4 @@ extension LoadResult {
         sendToAccepted = mqtt.sendToAck
     }
 }
+

@@ -18,6 +18,8 @@ public final class SIMPClient: @unchecked Sendable {
 
     let loop: any EventLoop
     private let eventSink: AsyncStream<ClientEvent>.Continuation
+    /// Called on `loop` with each event instead of `events`, when given.
+    private let eventHandler: (@Sendable (ClientEvent) -> Void)?
     private let logger = Logger(label: "simp.client")
     /// Built once: loading trust roots is slow. A bad CA file fails every connection attempt.
     private let tlsContext: Result<NIOSSLContext, ClientError>?
@@ -68,10 +70,14 @@ public final class SIMPClient: @unchecked Sendable {
         var message: Simp_Message
     }
 
-    /// `eventLoopGroup` is not owned: the client never shuts it down.
+    /// `eventLoopGroup` is not owned: the client never shuts it down. With `eventHandler`, every
+    /// event is handed to it on the client's event loop, in order, and `events` stays empty:
+    /// for an application that reacts on that loop (see `post`), no event crosses a thread.
     public init(configuration: ClientConfiguration,
-                eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
+                eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+                eventHandler: (@Sendable (ClientEvent) -> Void)? = nil) {
         self.configuration = configuration
+        self.eventHandler = eventHandler
         loop = eventLoopGroup.next()
         outbox = RetransmitQueue(policy: configuration.sendRetransmit)
         backoff = ReconnectBackoff(base: configuration.reconnectBase, cap: configuration.reconnectCap)
@@ -123,16 +129,18 @@ public final class SIMPClient: @unchecked Sendable {
         }
     }
 
-    /// Queues a text message and returns its id; its fate arrives as events.
-    public func send(to user: String, text: String) async throws(ClientError) -> String {
-        var message = Simp_Message()
-        message.type = .text
-        message.content = text
-        return try await send(message, to: user)
+    /// The event loop this client's sockets and state live on. An actor that uses it as its
+    /// executor sends and reads events without any thread hop.
+    public var eventLoop: any EventLoop { loop }
+
+    /// Queues a text message and returns its id; its fate arrives as events. Runs on the
+    /// caller's executor (no hop to the global one).
+    public nonisolated(nonsending) func send(to user: String, text: String) async throws(ClientError) -> String {
+        try await send(Self.text(text), to: user)
     }
 
     /// Queues an image message (the image travels as a URL) and returns its id.
-    public func send(to user: String, imageURL: String, caption: String = "") async throws(ClientError) -> String {
+    public nonisolated(nonsending) func send(to user: String, imageURL: String, caption: String = "") async throws(ClientError) -> String {
         var message = Simp_Message()
         message.type = .image
         message.imageURL = imageURL
@@ -250,7 +258,32 @@ public final class SIMPClient: @unchecked Sendable {
 
     // MARK: sending
 
-    private func send(_ base: Simp_Message, to user: String) async throws(ClientError) -> String {
+    /// Queues a text message without suspending and returns its id, like `send`; for callers
+    /// on the client's loop (an `eventHandler`). Not with a data directory: there `send` must
+    /// first write the message to disk.
+    public func post(to user: String, text: String) throws(ClientError) -> String {
+        guard configuration.dataDirectory == nil else { throw ClientError("post cannot write the outbox on disk; use send") }
+        let (id, item) = try outgoing(Self.text(text), to: user)
+        queue(item, id: id)
+        return id
+    }
+
+    private static func text(_ text: String) -> Simp_Message {
+        var message = Simp_Message()
+        message.type = .text
+        message.content = text
+        return message
+    }
+
+    private nonisolated(nonsending) func send(_ base: Simp_Message, to user: String) async throws(ClientError) -> String {
+        let (id, item) = try outgoing(base, to: user)
+        if configuration.dataDirectory != nil { try await persist(item, id: id) }
+        queue(item, id: id)
+        return id
+    }
+
+    /// The message as it will be sent, with its new id; throws what the server would refuse.
+    private func outgoing(_ base: Simp_Message, to user: String) throws(ClientError) -> (String, Outgoing) {
         guard UserName.isValid(user) else { throw ClientError("not a valid user name: \(user)", code: .unknownUser) }
         var message = base
         message.version = 1
@@ -261,17 +294,19 @@ public final class SIMPClient: @unchecked Sendable {
         guard payload.count <= DatagramHeader.maxPayload else {
             throw ClientError("message is \(payload.count) bytes; the limit is \(DatagramHeader.maxPayload)", code: .messageTooLarge)
         }
-        let id = message.messageID
-        let item = Outgoing(to: user, message: message)
-        if configuration.dataDirectory != nil { try await persist(item, id: id) }
-        // Not awaited: the id is already known, the loop keeps the order of sends, and a
-        // sender at full speed pays no suspension and no thread wake-up per message.
-        loop.execute { [self] in
-            outbox.track(id, payload: item, now: .now())
-            if bound { transmit(id: id, item) }
-            armTick(within: Self.fastTick)
+        return (message.messageID, Outgoing(to: user, message: message))
+    }
+
+    /// Not awaited: the id is already known, the loop keeps the order of sends, and a sender
+    /// at full speed pays no suspension and no thread wake-up per message.
+    private func queue(_ item: Outgoing, id: String) {
+        guard loop.inEventLoop else {
+            loop.execute { [self] in queue(item, id: id) }
+            return
         }
-        return id
+        outbox.track(id, payload: item, now: .now())
+        if bound { transmit(id: id, item) }
+        armTick(within: Self.fastTick)
     }
 
     /// Writes the message to the outbox on disk before it is sent (only with a data directory).
@@ -724,7 +759,7 @@ public final class SIMPClient: @unchecked Sendable {
     }
 
     private func emit(_ event: ClientEvent) {
-        eventSink.yield(event)
+        if let eventHandler { eventHandler(event) } else { eventSink.yield(event) }
     }
 
     /// "connection refused" rather than NIO's nested description of every attempt.

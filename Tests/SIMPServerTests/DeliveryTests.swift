@@ -1,5 +1,6 @@
 import Foundation
 import NIOCore
+import NIOPosix
 import SIMPClient
 import SIMPCore
 import SIMPTestSupport
@@ -28,6 +29,34 @@ import Testing
         #expect(aliceLog.failed.isEmpty && bobLog.failed.isEmpty)
         await alice.disconnect()
         await bob.disconnect()
+        await cluster.stop()
+    }
+
+    /// An application on the client's own loop: every event reaches its handler on that loop,
+    /// and `post` queues a message without suspending.
+    @Test func anEventHandlerOnTheClientsLoopGetsEveryEventAndPostSends() async throws {
+        let cluster = try await TestCluster.start()
+        let aliceLog = EventLog()
+        let loops = EventLog()
+        let alice = SIMPClient(configuration: cluster.clientConfiguration()) { event in
+            aliceLog.record(event)
+            // Records, as an error event, any event that arrived on a thread other than a loop of the group.
+            if MultiThreadedEventLoopGroup.currentEventLoop == nil { loops.record(.error("off the loop: \(event)")) }
+        }
+        try await alice.register(user: "alice", password: "pw-alice")
+        try await alice.connect(user: "alice", password: "pw-alice")
+        let (bob, bobLog) = try await cluster.connectedClient("bob")
+        let ids = try (0..<20).map { try alice.post(to: "bob", text: "post \($0)") }
+        #expect(await bobLog.wait { $0.messages.count == 20 })
+        #expect(bobLog.messages.map(\.text) == (0..<20).map { "post \($0)" })
+        #expect(await aliceLog.wait { Set($0.delivered) == Set(ids) })
+        let reply = try await bob.send(to: "alice", text: "got them")
+        #expect(await aliceLog.wait { $0.messages.map(\.id) == [reply] })
+        #expect(await bobLog.wait { $0.delivered == [reply] })
+        #expect(loops.all.isEmpty)
+        #expect(throws: ClientError.self) { try alice.post(to: "not a name!", text: "x") }
+        await alice.close()
+        await bob.close()
         await cluster.stop()
     }
 

@@ -99,9 +99,12 @@ final class EventLog: @unchecked Sendable {
         }
     }
 
+    /// A log fed by a client's `eventHandler`.
+    init() {}
+
     private var arrivals: [String: Date] = [:]
 
-    private func record(_ event: ClientEvent) {
+    func record(_ event: ClientEvent) {
         lock.lock()
         events.append(event)
         if case .message(let m) = event, arrivals[m.id] == nil { arrivals[m.id] = Date() }
