@@ -35,8 +35,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
-            ],
-            swiftSettings: [.unsafeFlags(["-cross-module-optimization"], .when(configuration: .release))]
+            ]
         ),
         .systemLibrary(
             name: "CHiredis",
