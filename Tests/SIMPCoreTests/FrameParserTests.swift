@@ -41,6 +41,23 @@ import Testing
         #expect(try parser.next() == ping(3))
     }
 
+    /// Read buffers are taken over when nothing is pending and copied behind a partial frame.
+    @Test func readBuffersSplitAnywhereDecodeInOrder() throws {
+        var parser = FrameParser()
+        let stream = bytes(ping(1)) + bytes(ping(2)) + bytes(ping(3)) + bytes(ping(4))
+        let cuts = [0, bytes(ping(1)).count + 3, stream.count - bytes(ping(4)).count, stream.count]
+        var decoded: [Simp_Envelope] = []
+        for (from, to) in zip(cuts, cuts.dropFirst()) {
+            var read = ByteBuffer(bytes: stream[from..<to])
+            parser.append(&read)
+            // The caller's buffer is its own again: writing to it cannot reach the parser.
+            read.writeBytes([0xFF, 0xFF])
+            while let envelope = try parser.next() { decoded.append(envelope) }
+        }
+        #expect(decoded == [ping(1), ping(2), ping(3), ping(4)])
+        #expect(parser.bufferedBytes == 0)
+    }
+
     @Test func overLimitLengthIsRejectedFromThePrefixAlone() {
         var parser = FrameParser(maxLength: 1024)
         parser.append(contentsOf: [0x00, 0x00, 0x04, 0x01])

@@ -54,12 +54,21 @@ public struct FrameParser: Sendable {
 
     public init(maxLength: Int = Frame.defaultMaxLength) {
         self.maxLength = maxLength
-        self.buffer = ByteBufferAllocator().buffer(capacity: 0)
+        self.buffer = Self.noBytes
     }
 
+    /// Takes the read buffer itself when nothing is pending (the usual case: whole frames per
+    /// read), so bytes are not copied and an idle connection keeps no buffer of its own.
     public mutating func append(_ bytes: inout ByteBuffer) {
-        buffer.writeBuffer(&bytes)
+        if buffer.readableBytes == 0 {
+            buffer = bytes
+            bytes = Self.noBytes
+        } else {
+            buffer.writeBuffer(&bytes)
+        }
     }
+
+    private static let noBytes = ByteBufferAllocator().buffer(capacity: 0)
 
     public mutating func append<Bytes: Sequence>(contentsOf bytes: Bytes) where Bytes.Element == UInt8 {
         buffer.writeBytes(bytes)
@@ -76,7 +85,7 @@ public struct FrameParser: Sendable {
         guard buffer.readableBytes >= Frame.headerSize + Int(length) else { return nil }
         buffer.moveReaderIndex(forwardBy: Frame.headerSize)
         let body = buffer.readSlice(length: Int(length))!
-        buffer.discardReadBytes()
+        if buffer.readableBytes == 0 { buffer = Self.noBytes } else { buffer.discardReadBytes() }
         do {
             return try Simp_Envelope(serializedBytes: Array(body.readableBytesView))
         } catch {
