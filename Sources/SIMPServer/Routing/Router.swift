@@ -40,7 +40,10 @@ final class Router: @unchecked Sendable {
     /// Sessions with pushes not yet confirmed: the only ones the tick looks at, so idle
     /// sessions cost the tick nothing.
     private var pushing: Set<UInt64> = []
-    private var tickTask: RepeatedTask?
+    /// Armed only while something waits for a deadline (unconfirmed pushes, receipts to write
+    /// again): an idle node wakes for nothing.
+    private var tickTask: Scheduled<Void>?
+    private var stopped = false
     private let outbox: ControlOutbox
 
     init(loop: any EventLoop, store: MessageStore, settings: RouterSettings, metrics: ServerMetrics, logger: Logger) {
@@ -55,8 +58,15 @@ final class Router: @unchecked Sendable {
 
     func start() {
         loop.assertInEventLoop()
-        tickTask = loop.scheduleRepeatedTask(initialDelay: settings.tick, delay: settings.tick) { [self] _ in
+        stopped = false
+    }
+
+    private func armTick() {
+        guard tickTask == nil, !stopped else { return }
+        tickTask = loop.scheduleTask(in: settings.tick) { [self] in
+            tickTask = nil
             retransmitDue(now: .now())
+            if !pushing.isEmpty || receipts.failedCount > 0 { armTick() }
         }
     }
 
@@ -448,6 +458,7 @@ final class Router: @unchecked Sendable {
         metrics.pushes.increment()
         _ = session.pushes.push(seq, push, now: .now())
         pushing.insert(session.id)
+        armTick()
     }
 
     /// Seals under a fresh packet number and sends, to the validated address unless told otherwise.
@@ -546,6 +557,7 @@ final class Router: @unchecked Sendable {
                 case .failure(let error):
                     logger.warning("receipt not stored; will retry", metadata: ["user": "\(mark.user)", "error": "\(error)"])
                     receipts.writeFailed(mark, now: .now())
+                    armTick()
                 }
             }
         }
@@ -586,6 +598,7 @@ final class Router: @unchecked Sendable {
 
     func stop() {
         loop.assertInEventLoop()
+        stopped = true
         tickTask?.cancel()
         tickTask = nil
     }
