@@ -32,7 +32,8 @@ final class Router: @unchecked Sendable {
 
     private var sessions = SessionTable<Session>()
     private var stores: StorePipeline<StoreRequest>
-    private var storesPending: Set<String> = []
+    /// (sender, message id) of every store queued, in flight or being retried.
+    private var storesPending: Set<StoreKey> = []
     private var flushScheduled = false
     private var drainWaiters: [EventLoopPromise<Void>] = []
     private var receipts = ReceiptLedger()
@@ -317,7 +318,12 @@ final class Router: @unchecked Sendable {
         scheduleFlush()
     }
 
-    private static func storeKey(_ request: StoreRequest) -> String { "\(request.from)\u{0}\(request.id)" }
+    private struct StoreKey: Hashable {
+        let from: String
+        let id: String
+    }
+
+    private static func storeKey(_ request: StoreRequest) -> StoreKey { StoreKey(from: request.from, id: request.id) }
 
     /// Batches leave at the end of the loop tick, so one tick's datagrams share a batch.
     private func scheduleFlush() {
