@@ -33,16 +33,8 @@ public final class SIMPClient: @unchecked Sendable {
     private var nextRequestID: UInt64 = 1
     private var requests: [UInt64: EventLoopPromise<Simp_Envelope>] = [:]
     private var nextPacketNumber: UInt64 = 1
-    private var outbox: RetransmitQueue<String, Outgoing>
-    /// Accepted, waiting for the recipient's confirmation: id -> (recipient, seq).
-    private var awaitingDelivery: [String: (to: String, seq: UInt64)] = [:]
-    /// Messages given up on while connected: the server decides (Failed{WITHDRAWN} or Accepted).
-    private var withdrawing: [String: Outgoing] = [:]
-    /// clientSeq given to each message on the current session, in send order.
-    private var sessionOrder: [String: UInt64] = [:]
-    private var orderToID: [UInt64: String] = [:]
+    private var sending: SendTracker
     private var lastGapReport: (first: UInt64, at: NIODeadline) = (0, .distantPast)
-    private var nextClientSeq: UInt64 = 1
     private var inbox = InboundSequencer<IncomingMessage>()
     private var receiptScheduled = false
     private var udpFlushScheduled = false
@@ -63,17 +55,12 @@ public final class SIMPClient: @unchecked Sendable {
     private var persistedFloor: UInt64 = 0
     private var confirmable: UInt64 { store == nil ? inbox.lastDelivered : persistedFloor }
 
-    struct Outgoing: Sendable {
-        var to: String
-        var message: Simp_Message
-    }
-
     /// `eventLoopGroup` is not owned: the client never shuts it down.
     public init(configuration: ClientConfiguration,
                 eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
         self.configuration = configuration
         loop = eventLoopGroup.next()
-        outbox = RetransmitQueue(policy: configuration.sendRetransmit)
+        sending = SendTracker(policy: configuration.sendRetransmit)
         backoff = ReconnectBackoff(base: configuration.reconnectBase, cap: configuration.reconnectCap)
         (events, eventSink) = AsyncStream.makeStream(of: ClientEvent.self)
         tlsContext = configuration.tls.map(Self.makeTLSContext)
@@ -158,7 +145,7 @@ public final class SIMPClient: @unchecked Sendable {
 
     /// Messages sent but neither delivered nor failed yet.
     public func outstandingCount() async -> Int {
-        (try? await loop.submit { [self] in outbox.count + awaitingDelivery.count + withdrawing.count }.get()) ?? 0
+        (try? await loop.submit { [self] in sending.outstandingCount }.get()) ?? 0
     }
 
     /// Closes the connection and stops reconnecting. Messages not yet accepted are reported
@@ -173,13 +160,7 @@ public final class SIMPClient: @unchecked Sendable {
             tickDeadline = nil
             // With a data directory, unconfirmed messages wait on disk for the next start.
             if store == nil {
-                for key in outbox.pendingKeys {
-                    if let item = outbox.remove(key) { withdrawing[key] = item }
-                }
-                for (key, item) in withdrawing {
-                    emit(.failed(id: key, to: item.to, reason: "client disconnected before the server confirmed it"))
-                }
-                withdrawing.removeAll()
+                for event in sending.abandonUnaccepted() { emit(event) }
             }
             let closing = [control?.close(), udp?.close()].compactMap { $0 }
             control = nil
@@ -242,10 +223,7 @@ public final class SIMPClient: @unchecked Sendable {
     private func restore(_ saved: ClientStore.Saved) {
         inbox = InboundSequencer(lastDelivered: saved.lastDelivered)
         persistedFloor = saved.lastDelivered
-        for item in saved.pending {
-            outbox.track(item.id, payload: Outgoing(to: item.to, message: item.message), now: .now())
-        }
-        for item in saved.accepted { awaitingDelivery[item.id] = (item.to, item.seq) }
+        sending.restore(saved, now: .now())
     }
 
     // MARK: sending
@@ -267,8 +245,7 @@ public final class SIMPClient: @unchecked Sendable {
         // Not awaited: the id is already known, the loop keeps the order of sends, and a
         // sender at full speed pays no suspension and no thread wake-up per message.
         loop.execute { [self] in
-            outbox.track(id, payload: item, now: .now())
-            if bound { transmit(id: id, item) }
+            if let numbered = sending.send(item, id: id, now: .now(), bound: bound) { transmit(numbered) }
             armTick(within: Self.fastTick)
         }
         return id
@@ -284,18 +261,7 @@ public final class SIMPClient: @unchecked Sendable {
         }
     }
 
-    /// Numbers the message on this session the first time it goes out, so the server can
-    /// store a session's messages in send order whatever order the datagrams arrive in.
-    private func transmit(id: String, _ item: Outgoing) {
-        var message = item.message
-        if let order = sessionOrder[id] {
-            message.clientSeq = order
-        } else {
-            message.clientSeq = nextClientSeq
-            sessionOrder[id] = nextClientSeq
-            orderToID[nextClientSeq] = id
-            nextClientSeq += 1
-        }
+    private func transmit(_ message: Simp_Message) {
         guard let payload: [UInt8] = try? message.serializedBytes() else { return }
         sendDatagram(.data, payload)
     }
@@ -344,8 +310,7 @@ public final class SIMPClient: @unchecked Sendable {
         }.map { [self] in
             backoff.reset()
             emit(.connected(user: credentials.user))
-            outbox.expediteAll(now: .now())
-            resendDue(now: .now())
+            perform(sending.resendAll(now: .now(), bound: bound))
             queryDeliveries()
         }.flatMapError { [self] error in
             control?.close(promise: nil)
@@ -363,13 +328,7 @@ public final class SIMPClient: @unchecked Sendable {
         sessionKey = SymmetricKey(data: response.sessionKey)
         replay = ReplayWindow()
         nextPacketNumber = 1
-        sessionOrder.removeAll()
-        orderToID.removeAll()
-        nextClientSeq = 1
-        // Their fate was for the old session to tell; on this one they are simply sent again
-        // (the server de-duplicates by message id).
-        for (id, item) in withdrawing { outbox.track(id, payload: item, now: .now()) }
-        withdrawing.removeAll()
+        sending.startSession(now: .now())
         inbox.advance(to: response.confirmedSeq)
         let heartbeat = TimeAmount.milliseconds(Int64(max(response.heartbeatMillis, 100)))
         if let control {
@@ -481,33 +440,22 @@ public final class SIMPClient: @unchecked Sendable {
             return
         }
         switch envelope.body {
-        case .accepted(let a):
-            guard outbox.acknowledge(a.messageID, now: .now()) != nil || withdrawing.removeValue(forKey: a.messageID) != nil else { return }
-            awaitingDelivery[a.messageID] = (a.toUser, a.seq)
-            store?.markAccepted(id: a.messageID, seq: a.seq)
-            emit(.accepted(id: a.messageID, to: a.toUser, seq: a.seq))
-        case .delivered(let d):
-            // A delivery can overtake its own acceptance on a retransmitted path.
-            if let pending = outbox.remove(d.messageID) ?? withdrawing.removeValue(forKey: d.messageID) {
-                emit(.accepted(id: d.messageID, to: pending.to, seq: d.seq))
-                awaitingDelivery[d.messageID] = (pending.to, d.seq)
-            }
-            // A push and a query answer can both report the same delivery: tell it once.
-            guard awaitingDelivery.removeValue(forKey: d.messageID) != nil else { return }
-            store?.remove(id: d.messageID)
-            emit(.delivered(id: d.messageID, to: d.toUser, seq: d.seq))
-        case .failed(let f):
-            // Accepted is durable: a later failure can only be a resend's store that failed
-            // (Redis down), which does not undo the first. The receipt will come.
-            guard awaitingDelivery[f.messageID] == nil else { return }
-            let wasPending = outbox.remove(f.messageID) != nil || withdrawing.removeValue(forKey: f.messageID) != nil
-            if wasPending { store?.remove(id: f.messageID) }
-            if wasPending { emit(.failed(id: f.messageID, to: f.toUser, reason: f.reason.isEmpty ? f.code.name : f.reason)) }
+        case .accepted(let accepted):
+            guard let event = sending.accepted(accepted, now: .now()) else { return }
+            store?.markAccepted(id: accepted.messageID, seq: accepted.seq)
+            emit(event)
+        case .delivered(let delivered):
+            let news = sending.delivered(delivered)
+            if let accepted = news.accepted { emit(accepted) }
+            guard let event = news.delivered else { return }
+            store?.remove(id: delivered.messageID)
+            emit(event)
+        case .failed(let failed):
+            guard let event = sending.failed(failed) else { return }
+            store?.remove(id: failed.messageID)
+            emit(event)
         case .missing(let missing):
-            for order in missing.clientSeqs.prefix(64) {
-                guard let id = orderToID[order], let item = outbox.peek(id) else { continue }
-                transmit(id: id, item)
-            }
+            for message in sending.missing(missing) { transmit(message) }
         case .bound:
             bound = true
             boundPromise?.succeed(())
@@ -623,16 +571,8 @@ public final class SIMPClient: @unchecked Sendable {
 
     /// After a reconnect: which accepted messages did their recipients confirm meanwhile?
     private func queryDeliveries() {
-        guard !awaitingDelivery.isEmpty else { return }
+        guard let query = sending.deliveryQuery() else { return }
         lastDeliveryQuery = .now()
-        var query = Simp_DeliveryQuery()
-        query.messages = awaitingDelivery.prefix(512).map { id, target in
-            var item = Simp_Accepted()
-            item.messageID = id
-            item.toUser = target.to
-            item.seq = target.seq
-            return item
-        }
         control?.writeAndFlush(Simp_Envelope(.query(query)), promise: nil)
     }
 
@@ -677,23 +617,23 @@ public final class SIMPClient: @unchecked Sendable {
     /// Resends are checked this often while something waits; the RTO floor is 20 ms.
     static let fastTick = TimeAmount.milliseconds(10)
 
-    private var needsFastTick: Bool { !outbox.isEmpty || inbox.bufferedCount > 0 || (session != nil && !bound) }
+    private var needsFastTick: Bool { sending.awaitsAcceptance || inbox.bufferedCount > 0 || (session != nil && !bound) }
 
     /// At rest the next thing due is a keepalive, a delivery query or a gap report (and, while
     /// no session is open, a look once a second).
     private func nextRestingDeadline(now: NIODeadline) -> NIODeadline {
         var next = bound ? lastKeepalive + configuration.keepaliveInterval : now + .seconds(1)
-        if !awaitingDelivery.isEmpty { next = min(next, lastDeliveryQuery + .seconds(5)) }
+        if sending.awaitsDelivery { next = min(next, lastDeliveryQuery + .seconds(5)) }
         if inbox.bufferedCount > 0 { next = min(next, lastGapReport.at + .seconds(1)) }
         return next
     }
 
     private func onTick(now: NIODeadline) {
-        resendDue(now: now)
+        perform(sending.resends(now: now, bound: bound))
         if session != nil, !bound, now - lastBindSent >= configuration.bindRetry { sendBind() }
         // Delivery is derived from the recipient's confirmed mark: ask again now and then,
         // in case a notice was lost (e.g. its receipt was stored just as Redis went away).
-        if bound, !awaitingDelivery.isEmpty, now - lastDeliveryQuery >= .seconds(5) { queryDeliveries() }
+        if bound, sending.awaitsDelivery, now - lastDeliveryQuery >= .seconds(5) { queryDeliveries() }
         // The resends a gap report asks for can be lost too; without another arrival to
         // prompt it, the gap would wait for the next message, which may never come.
         if bound, inbox.bufferedCount > 0, now - lastGapReport.at >= .seconds(1) { reportGap() }
@@ -703,22 +643,9 @@ public final class SIMPClient: @unchecked Sendable {
         }
     }
 
-    private func resendDue(now: NIODeadline) {
-        let due = outbox.due(now: now)
-        if bound {
-            for (id, item) in due.resend { transmit(id: id, item) }
-        }
-        for (id, item) in due.expired {
-            guard bound, let order = sessionOrder[id] else {
-                // No server to ask: whether it was stored is unknown, so keep trying.
-                outbox.track(id, payload: item, now: now)
-                continue
-            }
-            withdrawing[id] = item
-            var withdraw = Simp_Withdraw()
-            withdraw.messageID = id
-            withdraw.clientSeq = order
-            withdraw.toUser = item.to
+    private func perform(_ resends: SendTracker.Resends) {
+        for message in resends.transmit { transmit(message) }
+        for withdraw in resends.withdraw {
             control?.writeAndFlush(Simp_Envelope(.withdraw(withdraw)), promise: nil)
         }
     }
