@@ -34,19 +34,14 @@ public final class SIMPClient: @unchecked Sendable {
     private var requests: [UInt64: EventLoopPromise<Simp_Envelope>] = [:]
     private var nextPacketNumber: UInt64 = 1
     private var sending: SendTracker
-    private var lastGapReport: (first: UInt64, at: NIODeadline) = (0, .distantPast)
     private var inbox = InboundSequencer<IncomingMessage>()
     private var receiptScheduled = false
     private var udpFlushScheduled = false
     private var userDisconnected = false
     private var backoff: ReconnectBackoff
     private var reconnectPending = false
-    private var lastKeepalive: NIODeadline = .distantPast
-    private var lastBindSent: NIODeadline = .distantPast
-    private var lastDeliveryQuery: NIODeadline = .distantPast
+    private var timers: ClientTimers
     private var tick: Scheduled<Void>?
-    private var tickDeadline: NIODeadline?
-    private var ticking = false
     private var controlError: String?
     private var store: ClientStore?
     private var sessionKey: SymmetricKey?
@@ -61,6 +56,7 @@ public final class SIMPClient: @unchecked Sendable {
         self.configuration = configuration
         loop = eventLoopGroup.next()
         sending = SendTracker(policy: configuration.sendRetransmit)
+        timers = ClientTimers(keepaliveInterval: configuration.keepaliveInterval, bindRetry: configuration.bindRetry)
         backoff = ReconnectBackoff(base: configuration.reconnectBase, cap: configuration.reconnectCap)
         (events, eventSink) = AsyncStream.makeStream(of: ClientEvent.self)
         tlsContext = configuration.tls.map(Self.makeTLSContext)
@@ -154,10 +150,9 @@ public final class SIMPClient: @unchecked Sendable {
     public func disconnect() async {
         _ = try? await loop.flatSubmit { [self] () -> EventLoopFuture<Void> in
             userDisconnected = true
-            ticking = false
+            timers.stop()
             tick?.cancel()
             tick = nil
-            tickDeadline = nil
             // With a data directory, unconfirmed messages wait on disk for the next start.
             if store == nil {
                 for event in sending.abandonUnaccepted() { emit(event) }
@@ -195,10 +190,7 @@ public final class SIMPClient: @unchecked Sendable {
                 let old = udp
                 udp = nil
                 old?.close(promise: nil)
-                return ensureUDP().map { [self] in
-                    lastKeepalive = .now()
-                    sendDatagram(.keepalive, [])
-                }
+                return ensureUDP().map { [self] in sendKeepalive(now: .now()) }
             }.get()
         } catch {
             throw Self.clientError(error)
@@ -245,8 +237,9 @@ public final class SIMPClient: @unchecked Sendable {
         // Not awaited: the id is already known, the loop keeps the order of sends, and a
         // sender at full speed pays no suspension and no thread wake-up per message.
         loop.execute { [self] in
-            if let numbered = sending.send(item, id: id, now: .now(), bound: bound) { transmit(numbered) }
-            armTick(within: Self.fastTick)
+            let now = NIODeadline.now()
+            if let numbered = sending.send(item, id: id, now: now, bound: bound) { transmit(numbered) }
+            armTick(at: now + ClientTimers.fastTick)
         }
         return id
     }
@@ -310,8 +303,9 @@ public final class SIMPClient: @unchecked Sendable {
         }.map { [self] in
             backoff.reset()
             emit(.connected(user: credentials.user))
-            perform(sending.resendAll(now: .now(), bound: bound))
-            queryDeliveries()
+            let now = NIODeadline.now()
+            perform(sending.resendAll(now: now, bound: bound))
+            queryDeliveries(now: now)
         }.flatMapError { [self] error in
             control?.close(promise: nil)
             return loop.makeFailedFuture(error)
@@ -338,7 +332,7 @@ public final class SIMPClient: @unchecked Sendable {
         let promise = loop.makePromise(of: Void.self)
         boundPromise = promise
         sendBind()
-        armTick(within: configuration.bindRetry)
+        armTick(at: .now() + configuration.bindRetry)
         let timeout = loop.scheduleTask(in: configuration.requestTimeout) {
             promise.fail(ClientError("server did not confirm the UDP path within \(self.configuration.requestTimeout.nanoseconds / 1_000_000_000)s"))
         }
@@ -348,7 +342,7 @@ public final class SIMPClient: @unchecked Sendable {
 
     private func sendBind() {
         guard let session, !bound else { return }
-        lastBindSent = .now()
+        timers.bindSent(at: .now())
         sendDatagram(.bind, Array(session.bindToken))
     }
 
@@ -549,30 +543,29 @@ public final class SIMPClient: @unchecked Sendable {
         case .duplicate:
             scheduleReceipt()
         case .buffered:
-            reportGap()
-            armTick(within: .seconds(1))
+            let now = NIODeadline.now()
+            reportGap(now: now)
+            armTick(at: now + ClientTimers.gapRetry)
         case .dropped:
             break
         }
     }
 
-    /// Asks for what is missing below a held message: once per gap, again every 200 ms.
-    private func reportGap() {
+    /// Asks for what is missing below a held message.
+    private func reportGap(now: NIODeadline) {
         let gaps = inbox.gaps()
-        guard let first = gaps.first else { return }
-        let now = NIODeadline.now()
-        guard first != lastGapReport.first || now - lastGapReport.at >= .milliseconds(200) else { return }
-        lastGapReport = (first, now)
+        guard let first = gaps.first, timers.mayReportGap(first: first, now: now) else { return }
+        timers.gapReported(first: first, at: now)
         var receipt = Simp_Receipt()
         receipt.upToSeq = confirmable
         receipt.missing = gaps
         control?.writeAndFlush(Simp_Envelope(.receipt(receipt)), promise: nil)
     }
 
-    /// After a reconnect: which accepted messages did their recipients confirm meanwhile?
-    private func queryDeliveries() {
+    /// After a reconnect and now and then: which accepted messages did their recipients confirm?
+    private func queryDeliveries(now: NIODeadline) {
         guard let query = sending.deliveryQuery() else { return }
-        lastDeliveryQuery = .now()
+        timers.deliveryQuerySent(at: now)
         control?.writeAndFlush(Simp_Envelope(.query(query)), promise: nil)
     }
 
@@ -591,56 +584,36 @@ public final class SIMPClient: @unchecked Sendable {
     // MARK: timers (on loop)
 
     private func startTicking() {
-        ticking = true
-        armTick(within: Self.fastTick)
+        timers.start()
+        armTick(at: .now() + ClientTimers.fastTick)
     }
 
-    /// The tick runs every 10 ms while something waits on a timer (a message the server has
-    /// not accepted, a gap, a bind not yet confirmed) and otherwise when the next keepalive or
-    /// delivery query is due, so an idle client costs next to nothing however many share a
-    /// process. Arming only ever brings the next tick closer.
-    private func armTick(within amount: TimeAmount) {
-        guard ticking else { return }
-        let deadline = NIODeadline.now() + amount
-        if let tickDeadline, tickDeadline <= deadline { return }
+    /// Keeps the one tick task scheduled for the earliest deadline asked for.
+    private func armTick(at deadline: NIODeadline) {
+        guard timers.arm(deadline) else { return }
         tick?.cancel()
-        tickDeadline = deadline
         tick = loop.scheduleTask(deadline: deadline) { [self] in
             tick = nil
-            tickDeadline = nil
-            let now = NIODeadline.now()
-            onTick(now: now)
-            armTick(within: needsFastTick ? Self.fastTick : max(Self.fastTick, nextRestingDeadline(now: now) - now))
+            timers.fired()
+            onTick(now: .now())
+            armTick(at: timers.nextTick(waits, now: .now()))
         }
     }
 
-    /// Resends are checked this often while something waits; the RTO floor is 20 ms.
-    static let fastTick = TimeAmount.milliseconds(10)
-
-    private var needsFastTick: Bool { sending.awaitsAcceptance || inbox.bufferedCount > 0 || (session != nil && !bound) }
-
-    /// At rest the next thing due is a keepalive, a delivery query or a gap report (and, while
-    /// no session is open, a look once a second).
-    private func nextRestingDeadline(now: NIODeadline) -> NIODeadline {
-        var next = bound ? lastKeepalive + configuration.keepaliveInterval : now + .seconds(1)
-        if sending.awaitsDelivery { next = min(next, lastDeliveryQuery + .seconds(5)) }
-        if inbox.bufferedCount > 0 { next = min(next, lastGapReport.at + .seconds(1)) }
-        return next
+    private var waits: ClientTimers.Waits {
+        ClientTimers.Waits(path: session == nil ? .closed : bound ? .bound : .binding,
+                           acceptance: sending.awaitsAcceptance,
+                           delivery: sending.awaitsDelivery,
+                           gap: inbox.bufferedCount > 0)
     }
 
     private func onTick(now: NIODeadline) {
-        perform(sending.resends(now: now, bound: bound))
-        if session != nil, !bound, now - lastBindSent >= configuration.bindRetry { sendBind() }
-        // Delivery is derived from the recipient's confirmed mark: ask again now and then,
-        // in case a notice was lost (e.g. its receipt was stored just as Redis went away).
-        if bound, sending.awaitsDelivery, now - lastDeliveryQuery >= .seconds(5) { queryDeliveries() }
-        // The resends a gap report asks for can be lost too; without another arrival to
-        // prompt it, the gap would wait for the next message, which may never come.
-        if bound, inbox.bufferedCount > 0, now - lastGapReport.at >= .seconds(1) { reportGap() }
-        if bound, now - lastKeepalive >= configuration.keepaliveInterval {
-            lastKeepalive = now
-            sendDatagram(.keepalive, [])
-        }
+        let due = timers.due(waits, now: now)
+        if due.resend { perform(sending.resends(now: now, bound: bound)) }
+        if due.bind { sendBind() }
+        if due.deliveryQuery { queryDeliveries(now: now) }
+        if due.gapReport { reportGap(now: now) }
+        if due.keepalive { sendKeepalive(now: now) }
     }
 
     private func perform(_ resends: SendTracker.Resends) {
@@ -648,6 +621,11 @@ public final class SIMPClient: @unchecked Sendable {
         for withdraw in resends.withdraw {
             control?.writeAndFlush(Simp_Envelope(.withdraw(withdraw)), promise: nil)
         }
+    }
+
+    private func sendKeepalive(now: NIODeadline) {
+        timers.keepaliveSent(at: now)
+        sendDatagram(.keepalive, [])
     }
 
     private func emit(_ event: ClientEvent) {
