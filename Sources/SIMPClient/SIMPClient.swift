@@ -617,7 +617,7 @@ public final class SIMPClient: @unchecked Sendable {
     }
 
     private func perform(_ resends: SendTracker.Resends) {
-        for message in resends.transmit { transmit(message) }
+        for due in resends.transmit { transmit(due.payload.message) }
         for withdraw in resends.withdraw {
             control?.writeAndFlush(Simp_Envelope(.withdraw(withdraw)), promise: nil)
         }

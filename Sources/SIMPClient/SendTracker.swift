@@ -48,19 +48,21 @@ struct SendTracker: Sendable {
         return bound ? numbered(id, item) : nil
     }
 
-    /// Numbers the message on this session the first time it goes out, so the server can
-    /// store a session's messages in send order whatever order the datagrams arrive in.
     private mutating func numbered(_ id: String, _ item: Outgoing) -> Simp_Message {
         var message = item.message
-        if let order = sessionOrder[id] {
-            message.clientSeq = order
-        } else {
-            message.clientSeq = nextClientSeq
-            sessionOrder[id] = nextClientSeq
-            orderToID[nextClientSeq] = id
-            nextClientSeq += 1
-        }
+        message.clientSeq = order(of: id)
         return message
+    }
+
+    /// Numbers the message on this session the first time it goes out, so the server can
+    /// store a session's messages in send order whatever order the datagrams arrive in.
+    private mutating func order(of id: String) -> UInt64 {
+        if let order = sessionOrder[id] { return order }
+        let order = nextClientSeq
+        sessionOrder[id] = order
+        orderToID[order] = id
+        nextClientSeq += 1
+        return order
     }
 
     // MARK: the server's notices
@@ -119,18 +121,22 @@ struct SendTracker: Sendable {
     // MARK: timers
 
     struct Resends: Sendable {
-        /// Messages to send again, numbered, in the order they were first sent.
-        var transmit: [Simp_Message] = []
+        /// Messages to send again, in the order they were first sent, each numbered for
+        /// this session (numbered where the retransmit queue listed them: no copy per tick).
+        var transmit: [(key: String, payload: Outgoing)] = []
         /// Messages out of time: ask the server to drop them or say it already has them.
         var withdraw: [Simp_Withdraw] = []
     }
 
     /// What the retransmit timers say now. Unbound, nothing goes out and nothing is withdrawn.
     mutating func resends(now: NIODeadline, bound: Bool) -> Resends {
-        let due = outbox.due(now: now)
+        var due = outbox.due(now: now)
         var result = Resends()
         if bound {
-            for (id, item) in due.resend { result.transmit.append(numbered(id, item)) }
+            for index in due.resend.indices {
+                due.resend[index].payload.message.clientSeq = order(of: due.resend[index].key)
+            }
+            result.transmit = due.resend
         }
         for (id, item) in due.expired {
             guard bound, let order = sessionOrder[id] else {
