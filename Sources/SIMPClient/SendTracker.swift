@@ -118,7 +118,7 @@ struct SendTracker: Sendable {
         return resend
     }
 
-    // MARK: timers
+    // MARK: resends
 
     struct Resends: Sendable {
         /// Messages to send again, in the order they were first sent, each numbered for
