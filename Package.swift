@@ -148,7 +148,10 @@ let package = Package(
             dependencies: ["SIMPBench", "MQTTLoad", .product(name: "Histogram", package: "hdrhistogram-swift")]
         ),
         .testTarget(name: "SIMPCoreTests", dependencies: ["SIMPCore", "SIMPFuzzTargets", "SIMPTestSupport"]),
-        .testTarget(name: "SIMPClientTests", dependencies: ["SIMPClient"]),
+        .testTarget(
+            name: "SIMPClientTests",
+            dependencies: ["SIMPClient", "SIMPCore", .product(name: "NIOCore", package: "swift-nio")]
+        ),
         .testTarget(name: "SIMPRedisTests", dependencies: ["SIMPRedis", "SIMPTestSupport"]),
         .testTarget(
             name: "SIMPServerTests",

@@ -35,28 +35,15 @@ public final class SIMPClient: @unchecked Sendable {
     private var nextRequestID: UInt64 = 1
     private var requests: [UInt64: EventLoopPromise<Simp_Envelope>] = [:]
     private var nextPacketNumber: UInt64 = 1
-    private var outbox: RetransmitQueue<String, Outgoing>
-    /// Accepted, waiting for the recipient's confirmation: id -> (recipient, seq).
-    private var awaitingDelivery: [String: (to: String, seq: UInt64)] = [:]
-    /// Messages given up on while connected: the server decides (Failed{WITHDRAWN} or Accepted).
-    private var withdrawing: [String: Outgoing] = [:]
-    /// clientSeq given to each message on the current session, in send order.
-    private var sessionOrder: [String: UInt64] = [:]
-    private var orderToID: [UInt64: String] = [:]
-    private var lastGapReport: (first: UInt64, at: NIODeadline) = (0, .distantPast)
-    private var nextClientSeq: UInt64 = 1
+    private var sending: SendTracker
     private var inbox = InboundSequencer<IncomingMessage>()
     private var receiptScheduled = false
     private var udpFlushScheduled = false
     private var userDisconnected = false
     private var backoff: ReconnectBackoff
     private var reconnectPending = false
-    private var lastKeepalive: NIODeadline = .distantPast
-    private var lastBindSent: NIODeadline = .distantPast
-    private var lastDeliveryQuery: NIODeadline = .distantPast
+    private var timers: ClientTimers
     private var tick: Scheduled<Void>?
-    private var tickDeadline: NIODeadline?
-    private var ticking = false
     private var controlError: String?
     private var store: ClientStore?
     private var sessionKey: SymmetricKey?
@@ -64,11 +51,6 @@ public final class SIMPClient: @unchecked Sendable {
     /// With a store: the highest seq on disk. Receipts never confirm more than that.
     private var persistedFloor: UInt64 = 0
     private var confirmable: UInt64 { store == nil ? inbox.lastDelivered : persistedFloor }
-
-    struct Outgoing: Sendable {
-        var to: String
-        var message: Simp_Message
-    }
 
     /// `eventLoopGroup` is not owned: the client never shuts it down. With `eventHandler`, every
     /// event is handed to it on the client's event loop, in order, and `events` stays empty:
@@ -79,7 +61,8 @@ public final class SIMPClient: @unchecked Sendable {
         self.configuration = configuration
         self.eventHandler = eventHandler
         loop = eventLoopGroup.next()
-        outbox = RetransmitQueue(policy: configuration.sendRetransmit)
+        sending = SendTracker(policy: configuration.sendRetransmit)
+        timers = ClientTimers(keepaliveInterval: configuration.keepaliveInterval, bindRetry: configuration.bindRetry)
         backoff = ReconnectBackoff(base: configuration.reconnectBase, cap: configuration.reconnectCap)
         (events, eventSink) = AsyncStream.makeStream(of: ClientEvent.self)
         tlsContext = configuration.tls.map(Self.makeTLSContext)
@@ -166,7 +149,7 @@ public final class SIMPClient: @unchecked Sendable {
 
     /// Messages sent but neither delivered nor failed yet.
     public func outstandingCount() async -> Int {
-        (try? await loop.submit { [self] in outbox.count + awaitingDelivery.count + withdrawing.count }.get()) ?? 0
+        (try? await loop.submit { [self] in sending.outstandingCount }.get()) ?? 0
     }
 
     /// Closes the connection and stops reconnecting. Messages not yet accepted are reported
@@ -175,19 +158,12 @@ public final class SIMPClient: @unchecked Sendable {
     public func disconnect() async {
         _ = try? await loop.flatSubmit { [self] () -> EventLoopFuture<Void> in
             userDisconnected = true
-            ticking = false
+            timers.stop()
             tick?.cancel()
             tick = nil
-            tickDeadline = nil
             // With a data directory, unconfirmed messages wait on disk for the next start.
             if store == nil {
-                for key in outbox.pendingKeys {
-                    if let item = outbox.remove(key) { withdrawing[key] = item }
-                }
-                for (key, item) in withdrawing {
-                    emit(.failed(id: key, to: item.to, reason: "client disconnected before the server confirmed it"))
-                }
-                withdrawing.removeAll()
+                for event in sending.abandonUnaccepted() { emit(event) }
             }
             let closing = [control?.close(), udp?.close()].compactMap { $0 }
             control = nil
@@ -222,10 +198,7 @@ public final class SIMPClient: @unchecked Sendable {
                 let old = udp
                 udp = nil
                 old?.close(promise: nil)
-                return ensureUDP().map { [self] in
-                    lastKeepalive = .now()
-                    sendDatagram(.keepalive, [])
-                }
+                return ensureUDP().map { [self] in sendKeepalive(now: .now()) }
             }.get()
         } catch {
             throw Self.clientError(error)
@@ -250,10 +223,7 @@ public final class SIMPClient: @unchecked Sendable {
     private func restore(_ saved: ClientStore.Saved) {
         inbox = InboundSequencer(lastDelivered: saved.lastDelivered)
         persistedFloor = saved.lastDelivered
-        for item in saved.pending {
-            outbox.track(item.id, payload: Outgoing(to: item.to, message: item.message), now: .now())
-        }
-        for item in saved.accepted { awaitingDelivery[item.id] = (item.to, item.seq) }
+        sending.restore(saved, now: .now())
     }
 
     // MARK: sending
@@ -304,9 +274,9 @@ public final class SIMPClient: @unchecked Sendable {
             loop.execute { [self] in queue(item, id: id) }
             return
         }
-        outbox.track(id, payload: item, now: .now())
-        if bound { transmit(id: id, item) }
-        armTick(within: Self.fastTick)
+        let now = NIODeadline.now()
+        if let numbered = sending.send(item, id: id, now: now, bound: bound) { transmit(numbered) }
+        armTick(at: now + ClientTimers.fastTick)
     }
 
     /// Writes the message to the outbox on disk before it is sent (only with a data directory).
@@ -319,18 +289,7 @@ public final class SIMPClient: @unchecked Sendable {
         }
     }
 
-    /// Numbers the message on this session the first time it goes out, so the server can
-    /// store a session's messages in send order whatever order the datagrams arrive in.
-    private func transmit(id: String, _ item: Outgoing) {
-        var message = item.message
-        if let order = sessionOrder[id] {
-            message.clientSeq = order
-        } else {
-            message.clientSeq = nextClientSeq
-            sessionOrder[id] = nextClientSeq
-            orderToID[nextClientSeq] = id
-            nextClientSeq += 1
-        }
+    private func transmit(_ message: Simp_Message) {
         guard let payload: [UInt8] = try? message.serializedBytes() else { return }
         sendDatagram(.data, payload)
     }
@@ -379,9 +338,9 @@ public final class SIMPClient: @unchecked Sendable {
         }.map { [self] in
             backoff.reset()
             emit(.connected(user: credentials.user))
-            outbox.expediteAll(now: .now())
-            resendDue(now: .now())
-            queryDeliveries()
+            let now = NIODeadline.now()
+            perform(sending.resendAll(now: now, bound: bound))
+            queryDeliveries(now: now)
         }.flatMapError { [self] error in
             control?.close(promise: nil)
             return loop.makeFailedFuture(error)
@@ -398,13 +357,7 @@ public final class SIMPClient: @unchecked Sendable {
         sessionKey = SymmetricKey(data: response.sessionKey)
         replay = ReplayWindow()
         nextPacketNumber = 1
-        sessionOrder.removeAll()
-        orderToID.removeAll()
-        nextClientSeq = 1
-        // Their fate was for the old session to tell; on this one they are simply sent again
-        // (the server de-duplicates by message id).
-        for (id, item) in withdrawing { outbox.track(id, payload: item, now: .now()) }
-        withdrawing.removeAll()
+        sending.startSession(now: .now())
         inbox.advance(to: response.confirmedSeq)
         let heartbeat = TimeAmount.milliseconds(Int64(max(response.heartbeatMillis, 100)))
         if let control {
@@ -414,7 +367,7 @@ public final class SIMPClient: @unchecked Sendable {
         let promise = loop.makePromise(of: Void.self)
         boundPromise = promise
         sendBind()
-        armTick(within: configuration.bindRetry)
+        armTick(at: .now() + configuration.bindRetry)
         let timeout = loop.scheduleTask(in: configuration.requestTimeout) {
             promise.fail(ClientError("server did not confirm the UDP path within \(self.configuration.requestTimeout.nanoseconds / 1_000_000_000)s"))
         }
@@ -424,7 +377,7 @@ public final class SIMPClient: @unchecked Sendable {
 
     private func sendBind() {
         guard let session, !bound else { return }
-        lastBindSent = .now()
+        timers.bindSent(at: .now())
         sendDatagram(.bind, Array(session.bindToken))
     }
 
@@ -516,33 +469,22 @@ public final class SIMPClient: @unchecked Sendable {
             return
         }
         switch envelope.body {
-        case .accepted(let a):
-            guard outbox.acknowledge(a.messageID, now: .now()) != nil || withdrawing.removeValue(forKey: a.messageID) != nil else { return }
-            awaitingDelivery[a.messageID] = (a.toUser, a.seq)
-            store?.markAccepted(id: a.messageID, seq: a.seq)
-            emit(.accepted(id: a.messageID, to: a.toUser, seq: a.seq))
-        case .delivered(let d):
-            // A delivery can overtake its own acceptance on a retransmitted path.
-            if let pending = outbox.remove(d.messageID) ?? withdrawing.removeValue(forKey: d.messageID) {
-                emit(.accepted(id: d.messageID, to: pending.to, seq: d.seq))
-                awaitingDelivery[d.messageID] = (pending.to, d.seq)
-            }
-            // A push and a query answer can both report the same delivery: tell it once.
-            guard awaitingDelivery.removeValue(forKey: d.messageID) != nil else { return }
-            store?.remove(id: d.messageID)
-            emit(.delivered(id: d.messageID, to: d.toUser, seq: d.seq))
-        case .failed(let f):
-            // Accepted is durable: a later failure can only be a resend's store that failed
-            // (Redis down), which does not undo the first. The receipt will come.
-            guard awaitingDelivery[f.messageID] == nil else { return }
-            let wasPending = outbox.remove(f.messageID) != nil || withdrawing.removeValue(forKey: f.messageID) != nil
-            if wasPending { store?.remove(id: f.messageID) }
-            if wasPending { emit(.failed(id: f.messageID, to: f.toUser, reason: f.reason.isEmpty ? f.code.name : f.reason)) }
+        case .accepted(let accepted):
+            guard let event = sending.accepted(accepted, now: .now()) else { return }
+            store?.markAccepted(id: accepted.messageID, seq: accepted.seq)
+            emit(event)
+        case .delivered(let delivered):
+            let news = sending.delivered(delivered)
+            if let accepted = news.accepted { emit(accepted) }
+            guard let event = news.delivered else { return }
+            store?.remove(id: delivered.messageID)
+            emit(event)
+        case .failed(let failed):
+            guard let event = sending.failed(failed) else { return }
+            store?.remove(id: failed.messageID)
+            emit(event)
         case .missing(let missing):
-            for order in missing.clientSeqs.prefix(64) {
-                guard let id = orderToID[order], let item = outbox.peek(id) else { continue }
-                transmit(id: id, item)
-            }
+            for message in sending.missing(missing) { transmit(message) }
         case .bound:
             bound = true
             boundPromise?.succeed(())
@@ -636,38 +578,29 @@ public final class SIMPClient: @unchecked Sendable {
         case .duplicate:
             scheduleReceipt()
         case .buffered:
-            reportGap()
-            armTick(within: .seconds(1))
+            let now = NIODeadline.now()
+            reportGap(now: now)
+            armTick(at: now + ClientTimers.gapRetry)
         case .dropped:
             break
         }
     }
 
-    /// Asks for what is missing below a held message: once per gap, again every 200 ms.
-    private func reportGap() {
+    /// Asks for what is missing below a held message.
+    private func reportGap(now: NIODeadline) {
         let gaps = inbox.gaps()
-        guard let first = gaps.first else { return }
-        let now = NIODeadline.now()
-        guard first != lastGapReport.first || now - lastGapReport.at >= .milliseconds(200) else { return }
-        lastGapReport = (first, now)
+        guard let first = gaps.first, timers.mayReportGap(first: first, now: now) else { return }
+        timers.gapReported(first: first, at: now)
         var receipt = Simp_Receipt()
         receipt.upToSeq = confirmable
         receipt.missing = gaps
         control?.writeAndFlush(Simp_Envelope(.receipt(receipt)), promise: nil)
     }
 
-    /// After a reconnect: which accepted messages did their recipients confirm meanwhile?
-    private func queryDeliveries() {
-        guard !awaitingDelivery.isEmpty else { return }
-        lastDeliveryQuery = .now()
-        var query = Simp_DeliveryQuery()
-        query.messages = awaitingDelivery.prefix(512).map { id, target in
-            var item = Simp_Accepted()
-            item.messageID = id
-            item.toUser = target.to
-            item.seq = target.seq
-            return item
-        }
+    /// After a reconnect and now and then: which accepted messages did their recipients confirm?
+    private func queryDeliveries(now: NIODeadline) {
+        guard let query = sending.deliveryQuery() else { return }
+        timers.deliveryQuerySent(at: now)
         control?.writeAndFlush(Simp_Envelope(.query(query)), promise: nil)
     }
 
@@ -686,76 +619,48 @@ public final class SIMPClient: @unchecked Sendable {
     // MARK: timers (on loop)
 
     private func startTicking() {
-        ticking = true
-        armTick(within: Self.fastTick)
+        timers.start()
+        armTick(at: .now() + ClientTimers.fastTick)
     }
 
-    /// The tick runs every 10 ms while something waits on a timer (a message the server has
-    /// not accepted, a gap, a bind not yet confirmed) and otherwise when the next keepalive or
-    /// delivery query is due, so an idle client costs next to nothing however many share a
-    /// process. Arming only ever brings the next tick closer.
-    private func armTick(within amount: TimeAmount) {
-        guard ticking else { return }
-        let deadline = NIODeadline.now() + amount
-        if let tickDeadline, tickDeadline <= deadline { return }
+    /// Keeps the one tick task scheduled for the earliest deadline asked for.
+    private func armTick(at deadline: NIODeadline) {
+        guard timers.arm(deadline) else { return }
         tick?.cancel()
-        tickDeadline = deadline
         tick = loop.scheduleTask(deadline: deadline) { [self] in
             tick = nil
-            tickDeadline = nil
-            let now = NIODeadline.now()
-            onTick(now: now)
-            armTick(within: needsFastTick ? Self.fastTick : max(Self.fastTick, nextRestingDeadline(now: now) - now))
+            timers.fired()
+            onTick(now: .now())
+            armTick(at: timers.nextTick(waits, now: .now()))
         }
     }
 
-    /// Resends are checked this often while something waits; the RTO floor is 20 ms.
-    static let fastTick = TimeAmount.milliseconds(10)
-
-    private var needsFastTick: Bool { !outbox.isEmpty || inbox.bufferedCount > 0 || (session != nil && !bound) }
-
-    /// At rest the next thing due is a keepalive, a delivery query or a gap report (and, while
-    /// no session is open, a look once a second).
-    private func nextRestingDeadline(now: NIODeadline) -> NIODeadline {
-        var next = bound ? lastKeepalive + configuration.keepaliveInterval : now + .seconds(1)
-        if !awaitingDelivery.isEmpty { next = min(next, lastDeliveryQuery + .seconds(5)) }
-        if inbox.bufferedCount > 0 { next = min(next, lastGapReport.at + .seconds(1)) }
-        return next
+    private var waits: ClientTimers.Waits {
+        ClientTimers.Waits(path: session == nil ? .closed : bound ? .bound : .binding,
+                           acceptance: sending.awaitsAcceptance,
+                           delivery: sending.awaitsDelivery,
+                           gap: inbox.bufferedCount > 0)
     }
 
     private func onTick(now: NIODeadline) {
-        resendDue(now: now)
-        if session != nil, !bound, now - lastBindSent >= configuration.bindRetry { sendBind() }
-        // Delivery is derived from the recipient's confirmed mark: ask again now and then,
-        // in case a notice was lost (e.g. its receipt was stored just as Redis went away).
-        if bound, !awaitingDelivery.isEmpty, now - lastDeliveryQuery >= .seconds(5) { queryDeliveries() }
-        // The resends a gap report asks for can be lost too; without another arrival to
-        // prompt it, the gap would wait for the next message, which may never come.
-        if bound, inbox.bufferedCount > 0, now - lastGapReport.at >= .seconds(1) { reportGap() }
-        if bound, now - lastKeepalive >= configuration.keepaliveInterval {
-            lastKeepalive = now
-            sendDatagram(.keepalive, [])
+        let due = timers.due(waits, now: now)
+        if due.resend { perform(sending.resends(now: now, bound: bound)) }
+        if due.bind { sendBind() }
+        if due.deliveryQuery { queryDeliveries(now: now) }
+        if due.gapReport { reportGap(now: now) }
+        if due.keepalive { sendKeepalive(now: now) }
+    }
+
+    private func perform(_ resends: SendTracker.Resends) {
+        for due in resends.transmit { transmit(due.payload.message) }
+        for withdraw in resends.withdraw {
+            control?.writeAndFlush(Simp_Envelope(.withdraw(withdraw)), promise: nil)
         }
     }
 
-    private func resendDue(now: NIODeadline) {
-        let due = outbox.due(now: now)
-        if bound {
-            for (id, item) in due.resend { transmit(id: id, item) }
-        }
-        for (id, item) in due.expired {
-            guard bound, let order = sessionOrder[id] else {
-                // No server to ask: whether it was stored is unknown, so keep trying.
-                outbox.track(id, payload: item, now: now)
-                continue
-            }
-            withdrawing[id] = item
-            var withdraw = Simp_Withdraw()
-            withdraw.messageID = id
-            withdraw.clientSeq = order
-            withdraw.toUser = item.to
-            control?.writeAndFlush(Simp_Envelope(.withdraw(withdraw)), promise: nil)
-        }
+    private func sendKeepalive(now: NIODeadline) {
+        timers.keepaliveSent(at: now)
+        sendDatagram(.keepalive, [])
     }
 
     private func emit(_ event: ClientEvent) {

@@ -1,0 +1,119 @@
+import NIOCore
+
+/// When the client's periodic work falls due, with no clock of its own: the caller passes
+/// `now` and what it waits on, and keeps one task scheduled for `nextTick`.
+///
+/// The tick comes every 10 ms while something waits on a timer (a message the server has
+/// not accepted, a gap, a bind not yet confirmed) and otherwise when the next keepalive or
+/// delivery query is due, so an idle client costs next to nothing however many share a
+/// process.
+struct ClientTimers: Sendable {
+    /// Resends are checked this often while something waits; the RTO floor is 20 ms.
+    static let fastTick = TimeAmount.milliseconds(10)
+    /// With no session open there is nothing to send, but a look now and then costs little.
+    static let idleLook = TimeAmount.seconds(1)
+    /// Delivery is derived from the recipient's confirmed mark, so a lost notice (e.g. its
+    /// receipt was stored just as Redis went away) is asked about again this often.
+    static let deliveryQueryInterval = TimeAmount.seconds(5)
+    /// The resends a gap report asks for can be lost too; without another arrival to prompt
+    /// it, the gap would wait for the next message, which may never come.
+    static let gapRetry = TimeAmount.seconds(1)
+    /// An arrival that shows the same gap again reports it no more often than this.
+    static let gapRepeat = TimeAmount.milliseconds(200)
+
+    enum Path: Sendable, Equatable {
+        case closed
+        /// A session is open and its UDP path not yet confirmed.
+        case binding
+        case bound
+    }
+
+    /// What the client waits on, read afresh for each decision.
+    struct Waits: Sendable, Equatable {
+        var path: Path
+        var acceptance = false
+        var delivery = false
+        /// A received message is held behind a gap.
+        var gap = false
+    }
+
+    struct Due: Sendable, Equatable {
+        var resend = false
+        var bind = false
+        var deliveryQuery = false
+        var gapReport = false
+        var keepalive = false
+    }
+
+    let keepaliveInterval: TimeAmount
+    let bindRetry: TimeAmount
+    private(set) var running = false
+    /// The deadline of the task scheduled now, if any.
+    private(set) var armed: NIODeadline?
+    private var lastKeepalive: NIODeadline = .distantPast
+    private var lastBind: NIODeadline = .distantPast
+    private var lastDeliveryQuery: NIODeadline = .distantPast
+    private var lastGapReport: (first: UInt64, at: NIODeadline) = (0, .distantPast)
+
+    init(keepaliveInterval: TimeAmount, bindRetry: TimeAmount) {
+        self.keepaliveInterval = keepaliveInterval
+        self.bindRetry = bindRetry
+    }
+
+    // MARK: the scheduled task
+
+    mutating func start() { running = true }
+
+    mutating func stop() {
+        running = false
+        armed = nil
+    }
+
+    /// Whether the task must be scheduled again for `deadline`: arming only ever brings the
+    /// next tick closer, and a stopped client has none.
+    mutating func arm(_ deadline: NIODeadline) -> Bool {
+        guard running else { return false }
+        if let armed, armed <= deadline { return false }
+        armed = deadline
+        return true
+    }
+
+    mutating func fired() { armed = nil }
+
+    // MARK: what is due
+
+    func due(_ waits: Waits, now: NIODeadline) -> Due {
+        let bound = waits.path == .bound
+        return Due(
+            resend: waits.acceptance,
+            bind: waits.path == .binding && now - lastBind >= bindRetry,
+            deliveryQuery: bound && waits.delivery && now - lastDeliveryQuery >= Self.deliveryQueryInterval,
+            gapReport: bound && waits.gap && now - lastGapReport.at >= Self.gapRetry,
+            keepalive: bound && now - lastKeepalive >= keepaliveInterval)
+    }
+
+    func nextTick(_ waits: Waits, now: NIODeadline) -> NIODeadline {
+        let soon = now + Self.fastTick
+        if waits.acceptance || waits.gap || waits.path == .binding { return soon }
+        return max(soon, restingDeadline(waits, now: now))
+    }
+
+    /// At rest the next thing due is a keepalive or a delivery query.
+    private func restingDeadline(_ waits: Waits, now: NIODeadline) -> NIODeadline {
+        let next = waits.path == .bound ? lastKeepalive + keepaliveInterval : now + Self.idleLook
+        guard waits.delivery else { return next }
+        return min(next, lastDeliveryQuery + Self.deliveryQueryInterval)
+    }
+
+    /// Once per gap (named by its first missing seq), again after `gapRepeat`.
+    func mayReportGap(first: UInt64, now: NIODeadline) -> Bool {
+        first != lastGapReport.first || now - lastGapReport.at >= Self.gapRepeat
+    }
+
+    // MARK: what was sent
+
+    mutating func keepaliveSent(at now: NIODeadline) { lastKeepalive = now }
+    mutating func bindSent(at now: NIODeadline) { lastBind = now }
+    mutating func deliveryQuerySent(at now: NIODeadline) { lastDeliveryQuery = now }
+    mutating func gapReported(first: UInt64, at now: NIODeadline) { lastGapReport = (first, now) }
+}

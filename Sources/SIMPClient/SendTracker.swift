@@ -1,0 +1,201 @@
+import NIOCore
+import SIMPCore
+
+/// A message handed to `send`, kept until its fate is known.
+struct Outgoing: Sendable {
+    var to: String
+    var message: Simp_Message
+}
+
+/// The sender's side of delivery, with no I/O and no clock: which messages wait for the
+/// server to accept them (resent on a timer), which wait for their recipient to confirm
+/// them, which were withdrawn, and the order (`clientSeq`) each got on this session.
+/// Each method takes what happened and returns what to send or to report; `SIMPClient`
+/// does the sending and the reporting.
+struct SendTracker: Sendable {
+    private var outbox: RetransmitQueue<String, Outgoing>
+    /// Accepted, waiting for the recipient's confirmation: id -> (recipient, seq).
+    private var awaitingDelivery: [String: (to: String, seq: UInt64)] = [:]
+    /// Given up on while connected: the server decides (Failed{WITHDRAWN} or Accepted).
+    private var withdrawing: [String: Outgoing] = [:]
+    /// clientSeq given to each message on the current session, in send order.
+    private var sessionOrder: [String: UInt64] = [:]
+    private var orderToID: [UInt64: String] = [:]
+    private var nextClientSeq: UInt64 = 1
+
+    init(policy: RetransmitPolicy, estimator: RTTEstimator = .init()) {
+        outbox = RetransmitQueue(policy: policy, estimator: estimator)
+    }
+
+    /// Sent but neither delivered nor failed yet.
+    var outstandingCount: Int { outbox.count + awaitingDelivery.count + withdrawing.count }
+    /// Some message is not accepted yet, so resends may fall due.
+    var awaitsAcceptance: Bool { !outbox.isEmpty }
+    /// Some accepted message's delivery is not known yet.
+    var awaitsDelivery: Bool { !awaitingDelivery.isEmpty }
+
+    /// What a previous process left on disk: the unaccepted go out again, the accepted are asked about.
+    mutating func restore(_ saved: ClientStore.Saved, now: NIODeadline) {
+        for item in saved.pending {
+            outbox.track(item.id, payload: Outgoing(to: item.to, message: item.message), now: now)
+        }
+        for item in saved.accepted { awaitingDelivery[item.id] = (item.to, item.seq) }
+    }
+
+    /// Tracks a new message; returns it ready to go out when the path is bound.
+    mutating func send(_ item: Outgoing, id: String, now: NIODeadline, bound: Bool) -> Simp_Message? {
+        outbox.track(id, payload: item, now: now)
+        return bound ? numbered(id, item) : nil
+    }
+
+    private mutating func numbered(_ id: String, _ item: Outgoing) -> Simp_Message {
+        var message = item.message
+        message.clientSeq = order(of: id)
+        return message
+    }
+
+    /// Numbers the message on this session the first time it goes out, so the server can
+    /// store a session's messages in send order whatever order the datagrams arrive in.
+    private mutating func order(of id: String) -> UInt64 {
+        if let order = sessionOrder[id] { return order }
+        let order = nextClientSeq
+        sessionOrder[id] = order
+        orderToID[order] = id
+        nextClientSeq += 1
+        return order
+    }
+
+    // MARK: the server's notices
+
+    /// Nil when the message was not waiting for it (a repeated notice).
+    mutating func accepted(_ notice: Simp_Accepted, now: NIODeadline) -> ClientEvent? {
+        let id = notice.messageID
+        guard outbox.acknowledge(id, now: now) != nil || withdrawing.removeValue(forKey: id) != nil else { return nil }
+        awaitingDelivery[id] = (notice.toUser, notice.seq)
+        return .accepted(id: id, to: notice.toUser, seq: notice.seq)
+    }
+
+    /// What a delivery notice tells the application, in this order.
+    struct DeliveryNews: Equatable {
+        /// The acceptance it overtook: on a retransmitted path a delivery can arrive first.
+        var accepted: ClientEvent?
+        /// Nil when it was told already: a push and a query answer can report the same delivery.
+        var delivered: ClientEvent?
+    }
+
+    mutating func delivered(_ notice: Simp_Delivered) -> DeliveryNews {
+        let id = notice.messageID
+        var news = DeliveryNews()
+        if let pending = outbox.remove(id) ?? withdrawing.removeValue(forKey: id) {
+            news.accepted = .accepted(id: id, to: pending.to, seq: notice.seq)
+            awaitingDelivery[id] = (pending.to, notice.seq)
+        }
+        if awaitingDelivery.removeValue(forKey: id) != nil {
+            news.delivered = .delivered(id: id, to: notice.toUser, seq: notice.seq)
+        }
+        return news
+    }
+
+    /// Nil when the message was not waiting for its fate.
+    mutating func failed(_ notice: Simp_Failed) -> ClientEvent? {
+        let id = notice.messageID
+        // Accepted is durable: a later failure can only be a resend's store that failed
+        // (Redis down), which does not undo the first. The receipt will come.
+        guard awaitingDelivery[id] == nil else { return nil }
+        guard outbox.remove(id) != nil || withdrawing.removeValue(forKey: id) != nil else { return nil }
+        return .failed(id: id, to: notice.toUser, reason: notice.reason.isEmpty ? notice.code.name : notice.reason)
+    }
+
+    /// The messages the server says it is missing from this session (at most 64), to send
+    /// again at once with the order they had.
+    func missing(_ notice: Simp_Missing) -> [Simp_Message] {
+        var resend: [Simp_Message] = []
+        for order in notice.clientSeqs.prefix(64) {
+            guard let id = orderToID[order], var message = outbox.peek(id)?.message else { continue }
+            message.clientSeq = order
+            resend.append(message)
+        }
+        return resend
+    }
+
+    // MARK: resends
+
+    struct Resends: Sendable {
+        /// Messages to send again, in the order they were first sent, each numbered for
+        /// this session (numbered where the retransmit queue listed them: no copy per tick).
+        var transmit: [(key: String, payload: Outgoing)] = []
+        /// Messages out of time: ask the server to drop them or say it already has them.
+        var withdraw: [Simp_Withdraw] = []
+    }
+
+    /// What the retransmit timers say now. Unbound, nothing goes out and nothing is withdrawn.
+    mutating func resends(now: NIODeadline, bound: Bool) -> Resends {
+        var due = outbox.due(now: now)
+        var result = Resends()
+        if bound {
+            for index in due.resend.indices {
+                due.resend[index].payload.message.clientSeq = order(of: due.resend[index].key)
+            }
+            result.transmit = due.resend
+        }
+        for (id, item) in due.expired {
+            guard bound, let order = sessionOrder[id] else {
+                // No server to ask: whether it was stored is unknown, so keep trying.
+                outbox.track(id, payload: item, now: now)
+                continue
+            }
+            withdrawing[id] = item
+            var withdraw = Simp_Withdraw()
+            withdraw.messageID = id
+            withdraw.clientSeq = order
+            withdraw.toUser = item.to
+            result.withdraw.append(withdraw)
+        }
+        return result
+    }
+
+    /// Every unaccepted message at once: the path is new, the old timers say nothing about it.
+    mutating func resendAll(now: NIODeadline, bound: Bool) -> Resends {
+        outbox.expediteAll(now: now)
+        return resends(now: now, bound: bound)
+    }
+
+    /// Which accepted messages have their recipients confirmed? Nil when none waits.
+    func deliveryQuery() -> Simp_DeliveryQuery? {
+        guard !awaitingDelivery.isEmpty else { return nil }
+        var query = Simp_DeliveryQuery()
+        query.messages = awaitingDelivery.prefix(512).map { id, target in
+            var item = Simp_Accepted()
+            item.messageID = id
+            item.toUser = target.to
+            item.seq = target.seq
+            return item
+        }
+        return query
+    }
+
+    // MARK: sessions
+
+    /// A new session numbers from 1 again. Withdrawn messages' fate was for the old session
+    /// to tell; on this one they are simply sent again (the server de-duplicates by id).
+    mutating func startSession(now: NIODeadline) {
+        sessionOrder.removeAll()
+        orderToID.removeAll()
+        nextClientSeq = 1
+        for (id, item) in withdrawing { outbox.track(id, payload: item, now: now) }
+        withdrawing.removeAll()
+    }
+
+    /// The user disconnected and nothing on disk will send them again: every message not
+    /// yet accepted has failed. Accepted ones stay, so a later session learns their delivery.
+    mutating func abandonUnaccepted() -> [ClientEvent] {
+        for id in outbox.pendingKeys {
+            if let item = outbox.remove(id) { withdrawing[id] = item }
+        }
+        let failed = withdrawing.map { id, item in
+            ClientEvent.failed(id: id, to: item.to, reason: "client disconnected before the server confirmed it")
+        }
+        withdrawing.removeAll()
+        return failed
+    }
+}

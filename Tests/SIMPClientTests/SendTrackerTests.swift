@@ -1,0 +1,286 @@
+import NIOCore
+import SIMPCore
+import Testing
+
+@testable import SIMPClient
+
+@Suite struct SendTrackerTests {
+    let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000)
+
+    /// RTO 500 ms, doubling to 2 s; out of time 3 s after the first send.
+    func tracker() -> SendTracker {
+        SendTracker(policy: RetransmitPolicy(maxBackoff: .seconds(2), giveUpAfter: .seconds(3)),
+                    estimator: RTTEstimator(initialRTO: .milliseconds(500), minRTO: .milliseconds(100), maxRTO: .seconds(8)))
+    }
+
+    func item(_ id: String, to: String = "bob") -> Outgoing {
+        var message = Simp_Message()
+        message.messageID = id
+        message.toUser = to
+        message.content = "text of \(id)"
+        return Outgoing(to: to, message: message)
+    }
+
+    /// Sends each id in turn at `now` and returns the clientSeq each went out with (0: held).
+    func send(_ ids: [String], on tracker: inout SendTracker, now: NIODeadline, bound: Bool = true) -> [UInt64] {
+        ids.map { tracker.send(item($0), id: $0, now: now, bound: bound)?.clientSeq ?? 0 }
+    }
+
+    func accepted(_ id: String, seq: UInt64, to: String = "bob") -> Simp_Accepted {
+        var notice = Simp_Accepted()
+        notice.messageID = id
+        notice.toUser = to
+        notice.seq = seq
+        return notice
+    }
+
+    func delivered(_ id: String, seq: UInt64, to: String = "bob") -> Simp_Delivered {
+        var notice = Simp_Delivered()
+        notice.messageID = id
+        notice.toUser = to
+        notice.seq = seq
+        return notice
+    }
+
+    func missing(_ orders: [UInt64]) -> Simp_Missing {
+        var notice = Simp_Missing()
+        notice.clientSeqs = orders
+        return notice
+    }
+
+    /// Moves the clock on in 50 ms steps until something is withdrawn.
+    func runUntilWithdrawn(_ tracker: inout SendTracker, from start: NIODeadline) -> (SendTracker.Resends, NIODeadline) {
+        var now = start
+        while now < start + .seconds(60) {
+            now = now + .milliseconds(50)
+            let resends = tracker.resends(now: now, bound: true)
+            if !resends.withdraw.isEmpty { return (resends, now) }
+        }
+        return (SendTracker.Resends(), now)
+    }
+
+    /// The ids of the messages to send again, in order.
+    func ids(_ resends: SendTracker.Resends) -> [String] {
+        resends.transmit.map { $0.payload.message.messageID }
+    }
+
+    /// The clientSeq each message to send again carries.
+    func orders(_ resends: SendTracker.Resends) -> [UInt64] {
+        resends.transmit.map { $0.payload.message.clientSeq }
+    }
+
+    // MARK: sending
+
+    @Test func messagesAreNumberedInSendOrderOnlyWhenBound() {
+        var tracker = tracker()
+        #expect(send(["a", "b"], on: &tracker, now: t0) == [1, 2])
+        #expect(send(["c"], on: &tracker, now: t0, bound: false) == [0])
+        #expect(tracker.outstandingCount == 3)
+        #expect(tracker.awaitsAcceptance)
+    }
+
+    @Test func theMessageGoesOutWhole() {
+        var tracker = tracker()
+        let message = tracker.send(item("a", to: "carol"), id: "a", now: t0, bound: true)
+        #expect(message?.messageID == "a")
+        #expect(message?.toUser == "carol")
+        #expect(message?.content == "text of a")
+    }
+
+    // MARK: notices
+
+    @Test func acceptedThenDelivered() {
+        var tracker = tracker()
+        _ = send(["a"], on: &tracker, now: t0)
+        #expect(tracker.accepted(accepted("a", seq: 7), now: t0 + .milliseconds(30)) == .accepted(id: "a", to: "bob", seq: 7))
+        #expect(!tracker.awaitsAcceptance)
+        #expect(tracker.awaitsDelivery)
+        #expect(tracker.outstandingCount == 1)
+        let news = tracker.delivered(delivered("a", seq: 7))
+        #expect(news == .init(accepted: nil, delivered: .delivered(id: "a", to: "bob", seq: 7)))
+        #expect(tracker.outstandingCount == 0)
+    }
+
+    @Test func aRepeatedNoticeIsToldOnce() {
+        var tracker = tracker()
+        _ = send(["a"], on: &tracker, now: t0)
+        _ = tracker.accepted(accepted("a", seq: 7), now: t0)
+        #expect(tracker.accepted(accepted("a", seq: 7), now: t0) == nil)
+        _ = tracker.delivered(delivered("a", seq: 7))
+        #expect(tracker.delivered(delivered("a", seq: 7)) == .init(accepted: nil, delivered: nil))
+    }
+
+    @Test func deliveredBeforeAcceptedTellsBothInOrder() {
+        var tracker = tracker()
+        _ = send(["a"], on: &tracker, now: t0)
+        let news = tracker.delivered(delivered("a", seq: 3))
+        #expect(news.accepted == .accepted(id: "a", to: "bob", seq: 3))
+        #expect(news.delivered == .delivered(id: "a", to: "bob", seq: 3))
+        #expect(tracker.accepted(accepted("a", seq: 3), now: t0) == nil)
+        #expect(tracker.outstandingCount == 0)
+    }
+
+    @Test func failedGivesTheReasonOrElseTheCodeName() {
+        var tracker = tracker()
+        _ = send(["a", "b"], on: &tracker, now: t0)
+        let full = tracker.failed(Simp_Failed(messageID: "a", to: "bob", code: .inboxFull, reason: "inbox full"))
+        #expect(full == .failed(id: "a", to: "bob", reason: "inbox full"))
+        let unknown = tracker.failed(Simp_Failed(messageID: "b", to: "bob", code: .unknownUser, reason: ""))
+        #expect(unknown == .failed(id: "b", to: "bob", reason: "unknown_user"))
+        #expect(tracker.outstandingCount == 0)
+        #expect(tracker.failed(Simp_Failed(messageID: "b", to: "bob", code: .unknownUser, reason: "")) == nil)
+    }
+
+    @Test func aFailureAfterAcceptanceIsIgnored() {
+        var tracker = tracker()
+        _ = send(["a"], on: &tracker, now: t0)
+        _ = tracker.accepted(accepted("a", seq: 4), now: t0)
+        #expect(tracker.failed(Simp_Failed(messageID: "a", to: "bob", code: .storeUnavailable, reason: "")) == nil)
+        #expect(tracker.delivered(delivered("a", seq: 4)).delivered == .delivered(id: "a", to: "bob", seq: 4))
+    }
+
+    @Test func missingResendsWithTheOrderTheMessagesHad() {
+        var tracker = tracker()
+        _ = send(["a", "b", "c"], on: &tracker, now: t0)
+        let resend = tracker.missing(missing([3, 99, 2]))
+        #expect(resend.map(\.messageID) == ["c", "b"])
+        #expect(resend.map(\.clientSeq) == [3, 2])
+        _ = tracker.accepted(accepted("b", seq: 1), now: t0)
+        #expect(tracker.missing(missing([2])).isEmpty)
+    }
+
+    @Test func missingAsksForAtMost64() {
+        var tracker = tracker()
+        let ids = (1...100).map { "m\($0)" }
+        _ = send(ids, on: &tracker, now: t0)
+        #expect(tracker.missing(missing(Array(1...100))).count == 64)
+    }
+
+    // MARK: timers
+
+    @Test func aResendFallsDueAfterTheTimeoutAndKeepsItsOrder() {
+        var tracker = tracker()
+        _ = send(["a", "b"], on: &tracker, now: t0)
+        _ = tracker.accepted(accepted("a", seq: 1), now: t0 + .milliseconds(10))
+        #expect(tracker.resends(now: t0 + .milliseconds(499), bound: true).transmit.isEmpty)
+        let due = tracker.resends(now: t0 + .milliseconds(500), bound: true)
+        #expect(ids(due) == ["b"])
+        #expect(orders(due) == [2])
+        #expect(due.withdraw.isEmpty)
+    }
+
+    @Test func unboundNothingGoesOutButResendsStayDue() {
+        var tracker = tracker()
+        _ = send(["a"], on: &tracker, now: t0, bound: false)
+        #expect(tracker.resends(now: t0 + .seconds(1), bound: false).transmit.isEmpty)
+        // The first message of a session is numbered 1 when it first goes out.
+        let due = tracker.resendAll(now: t0 + .seconds(1), bound: true)
+        #expect(orders(due) == [1])
+    }
+
+    @Test func outOfTimeWhileBoundIsWithdrawnWithItsOrder() {
+        var tracker = tracker()
+        _ = send(["a", "b"], on: &tracker, now: t0)
+        _ = tracker.accepted(accepted("a", seq: 1), now: t0)
+        let (due, at) = runUntilWithdrawn(&tracker, from: t0)
+        #expect(at >= t0 + .seconds(3))
+        #expect(due.withdraw.map(\.messageID) == ["b"])
+        #expect(due.withdraw.map(\.clientSeq) == [2])
+        #expect(due.withdraw.map(\.toUser) == ["bob"])
+        #expect(!tracker.awaitsAcceptance)
+        #expect(tracker.outstandingCount == 2)
+    }
+
+    @Test func theServerDecidesTheFateOfAWithdrawnMessage() {
+        var tracker = tracker()
+        _ = send(["a", "b"], on: &tracker, now: t0)
+        _ = runUntilWithdrawn(&tracker, from: t0)
+        #expect(tracker.accepted(accepted("a", seq: 9), now: t0) == .accepted(id: "a", to: "bob", seq: 9))
+        let refused = tracker.failed(Simp_Failed(messageID: "b", to: "bob", code: .withdrawn, reason: ""))
+        #expect(refused == .failed(id: "b", to: "bob", reason: "withdrawn"))
+    }
+
+    @Test func outOfTimeUnboundKeepsTrying() {
+        var tracker = tracker()
+        _ = send(["a"], on: &tracker, now: t0)
+        let late = t0 + .seconds(10)
+        let due = tracker.resends(now: late, bound: false)
+        #expect(due.transmit.isEmpty && due.withdraw.isEmpty)
+        #expect(tracker.awaitsAcceptance)
+        // Tracked afresh: due again after one timeout, not withdrawn at once.
+        let again = tracker.resends(now: late + .milliseconds(500), bound: true)
+        #expect(ids(again) == ["a"])
+    }
+
+    // MARK: sessions
+
+    @Test func disconnectingFailsWhatIsNotAccepted() {
+        var tracker = tracker()
+        _ = send(["a", "b", "c"], on: &tracker, now: t0)
+        _ = tracker.accepted(accepted("b", seq: 5), now: t0)
+        _ = tracker.failed(Simp_Failed(messageID: "c", to: "bob", code: .inboxFull, reason: ""))
+        let (_, at) = runUntilWithdrawn(&tracker, from: t0)
+        _ = send(["d"], on: &tracker, now: at)
+        let failed = tracker.abandonUnaccepted().sorted { "\($0)" < "\($1)" }
+        let reason = "client disconnected before the server confirmed it"
+        // "a" was withdrawn, "d" not yet accepted.
+        #expect(failed == [.failed(id: "a", to: "bob", reason: reason), .failed(id: "d", to: "bob", reason: reason)])
+        #expect(tracker.outstandingCount == 1)
+        #expect(tracker.deliveryQuery()?.messages.map(\.messageID) == ["b"])
+    }
+
+    @Test func aNewSessionNumbersFromOneAgain() {
+        var tracker = tracker()
+        _ = send(["a", "b", "c"], on: &tracker, now: t0)
+        _ = tracker.accepted(accepted("a", seq: 1), now: t0)
+        tracker.startSession(now: t0 + .seconds(1))
+        #expect(tracker.missing(missing([2, 3])).isEmpty)
+        let due = tracker.resendAll(now: t0 + .seconds(2), bound: true)
+        #expect(ids(due) == ["b", "c"])
+        #expect(orders(due) == [1, 2])
+        #expect(send(["d"], on: &tracker, now: t0 + .seconds(2)) == [3])
+    }
+
+    @Test func aWithdrawnMessageIsSentAgainOnTheNextSession() {
+        var tracker = tracker()
+        _ = send(["a"], on: &tracker, now: t0)
+        let (_, at) = runUntilWithdrawn(&tracker, from: t0)
+        tracker.startSession(now: at)
+        #expect(tracker.awaitsAcceptance)
+        let due = tracker.resendAll(now: at + .seconds(1), bound: true)
+        #expect(ids(due) == ["a"])
+        #expect(orders(due) == [1])
+    }
+
+    @Test func theDeliveryQueryNamesWhatAwaitsDelivery() {
+        var tracker = tracker()
+        #expect(tracker.deliveryQuery() == nil)
+        _ = send(["a", "b"], on: &tracker, now: t0)
+        _ = tracker.accepted(accepted("a", seq: 11, to: "carol"), now: t0)
+        let query = tracker.deliveryQuery()
+        #expect(query?.messages.map(\.messageID) == ["a"])
+        #expect(query?.messages.map(\.toUser) == ["carol"])
+        #expect(query?.messages.map(\.seq) == [11])
+    }
+
+    @Test func theDeliveryQueryAsksAboutAtMost512() {
+        var tracker = tracker()
+        let ids = (1...600).map { "m\($0)" }
+        _ = send(ids, on: &tracker, now: t0)
+        for (n, id) in ids.enumerated() { _ = tracker.accepted(accepted(id, seq: UInt64(n + 1)), now: t0) }
+        #expect(tracker.deliveryQuery()?.messages.count == 512)
+    }
+
+    @Test func restoredMessagesAreResentOrAskedAbout() {
+        var tracker = tracker()
+        let pending = item("p")
+        let saved = ClientStore.Saved(lastDelivered: 0,
+                                      pending: [(id: "p", to: "bob", message: pending.message)],
+                                      accepted: [(id: "q", to: "carol", seq: 8)])
+        tracker.restore(saved, now: t0)
+        #expect(tracker.outstandingCount == 2)
+        #expect(ids(tracker.resendAll(now: t0, bound: true)) == ["p"])
+        #expect(tracker.deliveryQuery()?.messages.map(\.messageID) == ["q"])
+        #expect(tracker.delivered(delivered("q", seq: 8, to: "carol")).delivered == .delivered(id: "q", to: "carol", seq: 8))
+    }
+}
