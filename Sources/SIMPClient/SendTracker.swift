@@ -65,12 +65,24 @@ struct SendTracker: Sendable {
         return order
     }
 
+    /// Once the server has answered for a message, its order is never asked for again: the
+    /// number is dropped, so a long session keeps one entry per message in flight, not per
+    /// message ever sent.
+    private mutating func forgetOrder(of id: String) {
+        guard let order = sessionOrder.removeValue(forKey: id) else { return }
+        orderToID[order] = nil
+    }
+
+    /// Messages numbered on this session and not yet answered for.
+    var numberedCount: Int { sessionOrder.count }
+
     // MARK: the server's notices
 
     /// Nil when the message was not waiting for it (a repeated notice).
     mutating func accepted(_ notice: Simp_Accepted, now: NIODeadline) -> ClientEvent? {
         let id = notice.messageID
         guard outbox.acknowledge(id, now: now) != nil || withdrawing.removeValue(forKey: id) != nil else { return nil }
+        forgetOrder(of: id)
         awaitingDelivery[id] = (notice.toUser, notice.seq)
         return .accepted(id: id, to: notice.toUser, seq: notice.seq)
     }
@@ -87,6 +99,7 @@ struct SendTracker: Sendable {
         let id = notice.messageID
         var news = DeliveryNews()
         if let pending = outbox.remove(id) ?? withdrawing.removeValue(forKey: id) {
+            forgetOrder(of: id)
             news.accepted = .accepted(id: id, to: pending.to, seq: notice.seq)
             awaitingDelivery[id] = (pending.to, notice.seq)
         }
@@ -103,6 +116,7 @@ struct SendTracker: Sendable {
         // (Redis down), which does not undo the first. The receipt will come.
         guard awaitingDelivery[id] == nil else { return nil }
         guard outbox.remove(id) != nil || withdrawing.removeValue(forKey: id) != nil else { return nil }
+        forgetOrder(of: id)
         return .failed(id: id, to: notice.toUser, reason: notice.reason.isEmpty ? notice.code.name : notice.reason)
     }
 

@@ -149,6 +149,23 @@ import Testing
         #expect(tracker.missing(missing([2])).isEmpty)
     }
 
+    /// A long session keeps numbers only for what the server has not answered for.
+    @Test func answeredMessagesGiveUpTheirNumbers() {
+        var tracker = tracker()
+        _ = send(["a", "b", "c", "d"], on: &tracker, now: t0)
+        #expect(tracker.numberedCount == 4)
+        _ = tracker.accepted(accepted("a", seq: 1), now: t0)
+        _ = tracker.delivered(delivered("b", seq: 2))
+        var failure = Simp_Failed()
+        failure.messageID = "c"
+        failure.toUser = "bob"
+        _ = tracker.failed(failure)
+        #expect(tracker.numberedCount == 1)
+        // The number of the one still waiting is kept, and the next message continues the count.
+        #expect(tracker.missing(missing([4])).map(\.messageID) == ["d"])
+        #expect(send(["e"], on: &tracker, now: t0) == [5])
+    }
+
     @Test func missingAsksForAtMost64() {
         var tracker = tracker()
         let ids = (1...100).map { "m\($0)" }

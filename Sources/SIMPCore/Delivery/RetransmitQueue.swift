@@ -78,6 +78,8 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
     /// outage reaches the receiver in the order it was sent.
     public mutating func due(now: NIODeadline) -> Due {
         var result = Due()
+        // The usual tick finds nothing due: answer that without building any collection.
+        guard entries.values.contains(where: { now >= $0.lastSent + $0.timeout }) else { return result }
         let ready = entries.filter { now >= $0.value.lastSent + $0.value.timeout }.sorted { $0.value.order < $1.value.order }
         for (key, entry) in ready {
             if now - entry.firstSent >= policy.giveUpAfter {
