@@ -164,6 +164,9 @@ public final class SIMPServer: Service, @unchecked Sendable {
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelOption(.writeBufferWaterMark, value: .init(low: 256 << 10, high: 1 << 20))
+            // Each connection keeps its read buffer between reads; control frames are small, so
+            // it starts small and grows only for a connection that reads more at once.
+            .childChannelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 256, maximum: 64 << 10))
             .childChannelInitializer { channel in
                 controls.add(channel)
                 return channel.eventLoop.makeCompletedFuture {
