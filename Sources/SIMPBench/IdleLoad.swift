@@ -24,12 +24,14 @@ public struct IdleReport: Sendable, Codable {
 }
 
 public enum IdleLoad {
-    public static func run(clients count: Int, seconds: Double, configuration: ClientConfiguration, group: any EventLoopGroup,
+    /// The users are bench-idleN for N from `first`.
+    public static func run(clients count: Int, from first: Int = 0, seconds: Double, configuration: ClientConfiguration,
+                           group: any EventLoopGroup,
                            processes: [(name: String, pid: Int32)],
                            progress: @Sendable (String) -> Void = { _ in }) async throws -> IdleReport {
         let before = processes.map { ProcessSample.read(pid: $0.pid)?.rssBytes }
         progress("connecting \(count) clients")
-        let clients = try await connectAll(count, configuration, group)
+        let clients = try await connectAll(first..<(first + count), configuration, group)
         // Let logins, binds and presence writes settle before measuring rest.
         try await Task.sleep(for: .seconds(2))
         progress("measuring \(seconds) s at rest")
@@ -46,12 +48,12 @@ public enum IdleLoad {
     }
 
     /// 32 at a time: each registers and logs in (scrypt on the server), then binds its UDP path.
-    private static func connectAll(_ count: Int, _ configuration: ClientConfiguration,
+    private static func connectAll(_ users: Range<Int>, _ configuration: ClientConfiguration,
                                    _ group: any EventLoopGroup) async throws -> [SIMPClient] {
         var clients: [SIMPClient] = []
-        var next = 0
-        while next < count {
-            let range = next..<min(count, next + 32)
+        var next = users.lowerBound
+        while next < users.upperBound {
+            let range = next..<min(users.upperBound, next + 32)
             next = range.upperBound
             try await withThrowingTaskGroup(of: SIMPClient.self) { tasks in
                 for i in range {

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# What many idle, logged-in sessions cost one simp-server: RSS per session and CPU at rest.
+# Every session holds one of the server's descriptors (20,000 per process on this machine), so
+# the default stays just under that; the clients are spread over several simp-bench processes,
+# since each client holds two descriptors of its own.
+# Usage: scripts/bench-idle.sh [SESSIONS] [PER_BENCH_PROCESS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh python3
+total=${1:-19500}
+per=${2:-6500}
+swift build -c release --product simp-server >&2
+swift build -c release --product simp-bench >&2
+bin=$(swift build -c release --show-bin-path)
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+redis_port=$(free_port); tcp_port=$(free_port); metrics_port=$(free_port)
+work=$(mktemp -d)
+redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" >"$work/redis.log" 2>&1 &
+redis=$!
+"$bin/simp-server" --redis "redis://127.0.0.1:$redis_port" --port "$tcp_port" --udp-port 0 --metrics-port "$metrics_port" \
+  --max-conns-per-ip 100000 --scrypt-rounds 1024 --log-level warning >"$work/server.log" 2>&1 &
+server=$!
+trap 'kill $server $redis 2>/dev/null; kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
+sleep 2
+rss() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
+cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+sessions() {
+  exec 3<>"/dev/tcp/127.0.0.1/$metrics_port" && printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3 && awk '$1 == "simp_sessions" {print int($2)}' <&3
+  exec 3<&-
+}
+before=$(rss $server)
+benches=$(( (total + per - 1) / per ))
+for i in $(seq 0 $((benches - 1))); do
+  n=$(( i == benches - 1 ? total - i * per : per ))
+  "$bin/simp-bench" --server "127.0.0.1:$tcp_port" --idle "$n" --idle-from $((i * per)) --duration 600 >"$work/bench$i.log" 2>&1 &
+done
+for _ in $(seq 1 600); do
+  [ "$(sessions)" = "$total" ] && break
+  sleep 1
+done
+echo "sessions: $(sessions) of $total" >&2
+sleep 5
+ticks=$(getconf CLK_TCK)
+c0=$(cpu $server); sleep 20; c1=$(cpu $server)
+after=$(rss $server)
+echo "$total idle sessions on one simp-server"
+echo "server RSS: $((before / 1024)) MiB before, $((after / 1024)) MiB with the sessions: $(( (after - before) * 1024 / total )) bytes per session"
+echo "server CPU at rest: $(awk -v d=$((c1 - c0)) -v t=$ticks 'BEGIN {printf "%.2f", d / t / 20 * 100}')% of a core"
