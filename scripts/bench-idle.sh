@@ -3,7 +3,7 @@
 # Every session holds one of the server's descriptors (20,000 per process on this machine), so
 # the default stays just under that; the clients are spread over several simp-bench processes,
 # since each client holds two descriptors of its own.
-# Usage: scripts/bench-idle.sh [SESSIONS] [PER_BENCH_PROCESS]
+# Usage: [SERVER_ARGS="--heartbeat 30"] scripts/bench-idle.sh [SESSIONS] [PER_BENCH_PROCESS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh python3
@@ -18,7 +18,7 @@ work=$(mktemp -d)
 redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" >"$work/redis.log" 2>&1 &
 redis=$!
 "$bin/simp-server" --redis "redis://127.0.0.1:$redis_port" --port "$tcp_port" --udp-port 0 --metrics-port "$metrics_port" \
-  --max-conns-per-ip 100000 --scrypt-rounds 1024 --log-level warning >"$work/server.log" 2>&1 &
+  --max-conns-per-ip 100000 --scrypt-rounds 1024 --log-level warning ${SERVER_ARGS:-} >"$work/server.log" 2>&1 &
 server=$!
 trap 'kill $server $redis 2>/dev/null; kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
 sleep 2

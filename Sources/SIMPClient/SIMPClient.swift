@@ -260,11 +260,23 @@ public final class SIMPClient: @unchecked Sendable {
         message.messageID = String(UInt64.random(in: 1...UInt64.max))
         message.time = Int64(Date().timeIntervalSince1970 * 1000)
         message.toUser = user
-        let payload: [UInt8] = (try? message.serializedBytes()) ?? []
-        guard payload.count <= DatagramHeader.maxPayload else {
-            throw ClientError("message is \(payload.count) bytes; the limit is \(DatagramHeader.maxPayload)", code: .messageTooLarge)
+        // Serialized only when it may be near the limit: the usual message is far below it.
+        if Self.sizeBound(message) > DatagramHeader.maxPayload {
+            let size = ((try? message.serializedBytes()) as [UInt8]?)?.count ?? Int.max
+            guard size <= DatagramHeader.maxPayload else {
+                throw ClientError("message is \(size) bytes; the limit is \(DatagramHeader.maxPayload)", code: .messageTooLarge)
+            }
         }
         return (message.messageID, Outgoing(to: user, message: message))
+    }
+
+    /// At least the serialized size of a message as the client sends it (with its clientSeq):
+    /// each of the five strings costs a tag and at most 3 length bytes besides its own, the
+    /// seven scalars at most 11 bytes each with their tags.
+    static func sizeBound(_ message: Simp_Message) -> Int {
+        let text = message.messageID.utf8.count + message.content.utf8.count + message.imageURL.utf8.count
+            + message.fromUser.utf8.count + message.toUser.utf8.count
+        return text + 5 * 4 + 7 * 11
     }
 
     /// Not awaited: the id is already known, the loop keeps the order of sends, and a sender
