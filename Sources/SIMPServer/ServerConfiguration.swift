@@ -11,7 +11,7 @@ public struct ServerConfiguration: Sendable {
     public var redis = RedisConfiguration()
     public var nodeID = "node-1"
     /// Both ends ping after this much silence and drop the peer after three of them.
-    public var heartbeat: TimeAmount = .seconds(10)
+    public var heartbeat: TimeAmount = .seconds(30)
     public var maxFrameLength = Frame.defaultMaxLength
     /// How long to wait for Redis at start-up before giving up.
     public var redisWait: TimeAmount = .seconds(30)

@@ -31,8 +31,8 @@ struct SIMPServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical (env SIMP_LOG_LEVEL). Default info.")
     var logLevel: String?
 
-    @Option(name: .customLong("heartbeat"), help: "Seconds of silence before a ping; a peer silent for three is dropped. Default 10.")
-    var heartbeat: Double = 10
+    @Option(name: .customLong("heartbeat"), help: "Seconds of silence before a ping; a peer silent for three is dropped. Default 30.")
+    var heartbeat: Double = 30
 
     @Option(name: .customLong("redis-wait"), help: "Seconds to wait for Redis at start-up before exiting with status 1. Default 30.")
     var redisWait: Double = 30
