@@ -13,6 +13,8 @@ final class RedisLoopConnection: @unchecked Sendable {
     private var connecting: EventLoopFuture<any Channel>?
     /// Scripts this connection has loaded (their SCRIPT LOAD went ahead of their first use).
     private var loaded: Set<RedisScript> = []
+    /// Every script used so far: a new connection loads them all before it is used.
+    private var known: Set<RedisScript> = []
     private var flushScheduled = false
 
     init(loop: any EventLoop, configuration: RedisConfiguration) {
@@ -61,9 +63,9 @@ final class RedisLoopConnection: @unchecked Sendable {
                 throw RedisError(.connectionFailed, "\(where_): \(Self.reason(error))")
             }
             .flatMap { channel in self.select(on: channel) }
+            .flatMap { channel in self.prepare(channel) }
             .map { channel in
                 self.channel = channel
-                self.loaded = []
                 return channel
             }
     }
@@ -76,6 +78,27 @@ final class RedisLoopConnection: @unchecked Sendable {
         }
     }
 
+    /// A Redis that restarted answers LOADING until its data is back, and has forgotten every
+    /// script. The connection is used only once Redis answers and holds the scripts used so
+    /// far: otherwise a script call would meet NOSCRIPT and run again after calls pipelined
+    /// behind it, out of the order in which they were made (the order of sequence numbers).
+    private func prepare(_ channel: any Channel) -> EventLoopFuture<any Channel> {
+        loaded = []
+        let scripts = Array(known)
+        let commands = [RedisCommand("PING", [])] + scripts.map { RedisCommand("SCRIPT", ["LOAD", $0.source]) }
+        return send(commands, on: channel).flatMapThrowing { replies in
+            for reply in replies { _ = try reply.checked() }
+            self.loaded = Set(scripts)
+            return channel
+        }.flatMapError { error in
+            channel.close(promise: nil)
+            // The caller's own commands were never sent.
+            var failure = error as? RedisError ?? RedisError(.io, "\(error)")
+            failure.mayHaveRun = false
+            return self.loop.makeFailedFuture(failure)
+        }
+    }
+
     private func send(_ commands: [RedisCommand], on channel: any Channel) -> EventLoopFuture<[RedisValue]> {
         var bytes = channel.allocator.buffer(capacity: 64 * commands.count)
         var skip = 0
@@ -83,6 +106,7 @@ final class RedisLoopConnection: @unchecked Sendable {
             guard let script = command.script, !loaded.contains(script) else { continue }
             RedisWire.encode(RedisCommand("SCRIPT", ["LOAD", script.source]).arguments, into: &bytes)
             loaded.insert(script)
+            known.insert(script)
             skip += 1
         }
         for command in commands {

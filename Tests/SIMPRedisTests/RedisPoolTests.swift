@@ -65,6 +65,26 @@ import Testing
         await pool.shutdown()
     }
 
+    /// A restarted Redis has forgotten every script: the new connection loads the scripts used
+    /// so far before any call, so none meets NOSCRIPT (whose retry would run after the calls
+    /// pipelined behind it) and calls made together still run in the order they were made.
+    @Test func aRestartedRedisGetsItsScriptsBeforeAnyCall() async throws {
+        let script = RedisScript("return redis.call('RPUSH', KEYS[1], ARGV[1])")
+        _ = try await pool.run(.script(script, keys: ["order"], args: [0]))
+        server.stop()
+        try server.start()
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        let futures = try await loop.submit {
+            (1...50).map { i in pool.run([.script(script, keys: ["order"], args: [i])], on: loop) }
+        }.get()
+        for future in futures { _ = try await future.get() }
+        let order = try await pool.run(RedisCommand("LRANGE", ["order", 0, -1])).array?.compactMap(\.string)
+        #expect(order == (0...50).map(String.init))
+        let errors = try await pool.run(RedisCommand("INFO", ["errorstats"])).string ?? ""
+        #expect(!errors.contains("NOSCRIPT"), "\(errors)")
+        await pool.shutdown()
+    }
+
     @Test func futureAPICompletesOnTheCallersLoop() async throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let loop = group.next()

@@ -58,7 +58,9 @@ func tally(_ name: String, pairs: [(sent: [String], sentAt: [String: Date], rece
         let expectedOrder = pair.sent.filter { unique.contains($0) }
         var seen = Set<String>()
         let firstArrivals = receivedIDs.filter { seen.insert($0).inserted }
-        if firstArrivals != expectedOrder { r.orderViolations += 1 }
+        if firstArrivals != expectedOrder {
+            r.orderViolations += 1
+        }
         for (id, at) in pair.received {
             if let start = pair.sentAt[id] { latencies.append(at.timeIntervalSince(start) * 1000) }
         }
@@ -210,6 +212,25 @@ func tally(_ name: String, pairs: [(sent: [String], sentAt: [String: Date], rece
                 let got = Set(recipientClients[p].1.messages.map(\.id))
                 for f in senderClients[p].1.failed where got.contains(f.id) {
                     print("failed-but-received \(f.id): \(f.reason) accepted=\(senderClients[p].1.accepted.contains(f.id))")
+                }
+                // Each text carries its send index: show where a later message came before an earlier one.
+                let arrivals = recipientClients[p].1.messages
+                let failed = Set(senderClients[p].1.failed.map(\.id))
+                var highest = -1
+                for (n, m) in arrivals.enumerated() {
+                    guard let index = Int(m.text.dropFirst(2)) else { continue }
+                    if index < highest {
+                        let around = arrivals[max(0, n - 3)...min(arrivals.count - 1, n + 1)].map { "\($0.text)@\($0.seq)\(failed.contains($0.id) ? "(failed)" : "")" }
+                        print("pair \(p): \(m.text) (seq \(m.seq)) after m-\(highest): \(around)")
+                        let life = senderClients[p].1.all.filter {
+                            switch $0 {
+                            case .connected, .disconnected, .reconnecting, .error: return true
+                            default: return false
+                            }
+                        }
+                        print("pair \(p) sender connection events: \(life)")
+                    }
+                    highest = max(highest, index)
                 }
             }
         }
