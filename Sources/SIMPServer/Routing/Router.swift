@@ -37,6 +37,8 @@ final class Router: @unchecked Sendable {
     private var flushScheduled = false
     private var drainWaiters: [EventLoopPromise<Void>] = []
     private var receipts = ReceiptLedger()
+    /// Sessions whose presence is to be written on the next tick.
+    private var presenceDue: [UInt64: Session] = [:]
     /// Sessions with pushes not yet confirmed: the only ones the tick looks at, so idle
     /// sessions cost the tick nothing.
     private var pushing: Set<UInt64> = []
@@ -113,6 +115,7 @@ final class Router: @unchecked Sendable {
 
     private func sessionClosed(_ session: Session) {
         metrics.sessions.set(Int64(sessions.count))
+        presenceDue[session.id] = nil
         store.clearPresence(user: session.user, session: session.id, on: loop).whenFailure { [logger] error in
             logger.debug("presence not cleared", metadata: ["error": "\(error)"])
         }
@@ -191,11 +194,24 @@ final class Router: @unchecked Sendable {
         udp?.flush()
     }
 
+    /// Presence is written on the next tick with every other session's that fell due: an idle
+    /// node with many sessions makes one Redis round trip per tick, not one per keepalive.
     private func refreshPresence(_ session: Session) {
-        guard let address = session.address else { return }
+        guard session.isBound else { return }
         session.lastPresenceWrite = .now()
-        store.setPresence(user: session.user, node: settings.nodeID, address: Self.describe(address),
-                          session: session.id, on: loop).whenFailure { [logger] error in
+        presenceDue[session.id] = session
+        armTick()
+    }
+
+    private func writePresence() {
+        guard !presenceDue.isEmpty else { return }
+        let entries = presenceDue.values.compactMap { session -> MessageStore.Presence? in
+            guard sessions.isCurrent(session), let address = session.address else { return nil }
+            return MessageStore.Presence(user: session.user, address: Self.describe(address), session: session.id)
+        }
+        presenceDue.removeAll(keepingCapacity: true)
+        guard !entries.isEmpty else { return }
+        store.setPresence(entries, node: settings.nodeID, on: loop).whenFailure { [logger] error in
             logger.warning("presence not written", metadata: ["error": "\(error)"])
         }
     }
@@ -500,6 +516,7 @@ final class Router: @unchecked Sendable {
         }
         if wrote { udp.flush() }
         writeReceipts(now: now)
+        writePresence()
     }
 
     // MARK: receipts

@@ -182,12 +182,20 @@ final class MessageStore: Sendable {
         }
     }
 
-    func setPresence(user: String, node: String, address: String, session: UInt64, on loop: any EventLoop) -> EventLoopFuture<Void> {
-        let key = keys.presence(user)
-        return redis.run([
-            RedisCommand("HSET", [key, "node", node, "addr", address, "session", session]),
-            RedisCommand("EXPIRE", [key, settings.presenceTTLSeconds]),
-        ], on: loop).flatMapThrowing { replies in
+    struct Presence {
+        var user: String
+        var address: String
+        var session: UInt64
+    }
+
+    /// Writes the presence of several sessions of `node` in one round trip.
+    func setPresence(_ entries: [Presence], node: String, on loop: any EventLoop) -> EventLoopFuture<Void> {
+        let commands = entries.flatMap { entry in
+            let key = keys.presence(entry.user)
+            return [RedisCommand("HSET", [key, "node", node, "addr", entry.address, "session", entry.session]),
+                    RedisCommand("EXPIRE", [key, settings.presenceTTLSeconds])]
+        }
+        return redis.run(commands, on: loop).flatMapThrowing { replies in
             for reply in replies { _ = try reply.checked() }
         }
     }
