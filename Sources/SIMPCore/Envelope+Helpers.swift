@@ -48,6 +48,7 @@ extension Simp_ErrorCode {
         case .tooManyConnections: return "too_many_connections"
         case .tooManySessions: return "too_many_sessions"
         case .loginThrottled: return "login_throttled"
+        case .inboxShareFull: return "inbox_share_full"
         case .UNRECOGNIZED(let n): return "code_\(n)"
         }
     }

@@ -51,8 +51,9 @@ public final class SIMPServer: Service, @unchecked Sendable {
     /// Binds both sockets once Redis answers; returns where they listen.
     public func start() async throws -> ServerAddresses {
         let secret = try await waitForRedis()
-        let store = MessageStore(redis: redis, settings: StoreSettings(namespace: configuration.namespace,
-                                                                      inboxLimit: configuration.inboxLimit))
+        var storeSettings = StoreSettings(namespace: configuration.namespace, inboxLimit: configuration.inboxLimit)
+        storeSettings.inboxShare = min(configuration.inboxShare, configuration.inboxLimit)
+        let store = MessageStore(redis: redis, settings: storeSettings)
         var hasher = PasswordHasher()
         hasher.rounds = configuration.scryptRounds
         let tls = try makeTLSContext()
@@ -67,9 +68,14 @@ public final class SIMPServer: Service, @unchecked Sendable {
         self.router = router
         let udp = try await bindUDP(router: router, on: loop)
         try await loop.submit { router.udp = udp; router.start() }.get()
-        let node = ControlContext(accounts: accounts, router: router,
-                                  admission: Admission(limits: configuration.limits, metrics: metrics),
-                                  metrics: metrics, logger: logger, unreadGrace: configuration.limits.unreadGrace)
+        let limits = configuration.limits
+        var node = ControlContext(accounts: accounts, router: router,
+                                  admission: Admission(limits: limits, metrics: metrics),
+                                  metrics: metrics, logger: logger, unreadGrace: limits.unreadGrace)
+        node.requests = .init(rate: limits.requestsPerSecond, burst: limits.requestBurst,
+                              maxOutstanding: limits.requestsInProgress)
+        node.loginDeadline = limits.loginDeadline
+        node.maxFrameLength = configuration.maxFrameLength
         let tcp = try await bindTCP(node, tls: tls)
         self.udp = udp
         self.tcp = tcp
@@ -173,10 +179,13 @@ public final class SIMPServer: Service, @unchecked Sendable {
                     let heartbeat = configuration.heartbeat
                     let sync = channel.pipeline.syncOperations
                     if let tls { try sync.addHandler(NIOSSLServerHandler(context: tls)) }
+                    let limits = configuration.limits
+                    let framing = EnvelopeFrameHandler(maxFrameLength: min(limits.anonymousFrameLength, configuration.maxFrameLength),
+                                                       frameDeadline: limits.frameDeadline)
                     try sync.addHandlers([
                         IdleStateHandler(readTimeout: .nanoseconds(heartbeat.nanoseconds * 3), writeTimeout: heartbeat),
-                        EnvelopeFrameHandler(maxFrameLength: configuration.maxFrameLength),
-                        ControlHandler(node),
+                        framing,
+                        ControlHandler(node, framing: framing),
                     ])
                 }
             }

@@ -17,6 +17,9 @@ public struct ServerConfiguration: Sendable {
     public var redisWait: TimeAmount = .seconds(30)
     public var namespace = "simp"
     public var inboxLimit = 10_000
+    /// Unconfirmed messages one sender may have in one recipient's inbox, so one sender
+    /// cannot fill it for everyone.
+    public var inboxShare = 2_500
     public var pushRetransmit = RetransmitPolicy(maxBackoff: .seconds(4), giveUpAfter: .seconds(60))
     /// scrypt cost N; lower it only for tests.
     public var scryptRounds = 16_384
@@ -60,6 +63,20 @@ public struct ServerLimits: Sendable {
     /// A control connection that leaves over 1 MiB of replies unread stops being read, and is
     /// closed if it stays so for this long.
     public var unreadGrace: TimeAmount = .seconds(30)
+    /// Control requests per second per connection, sustained, and the burst above it; over
+    /// it the connection is read more slowly (nothing is refused or dropped).
+    public var requestsPerSecond = 2_000
+    public var requestBurst = 4_000
+    /// Requests of one connection being worked on (Redis, scrypt) at once; the next waits.
+    /// A client asks one thing at a time (log in, connect, a page of history), so 2 leaves
+    /// room and keeps one connection's share of its loop's Redis connection small.
+    public var requestsInProgress = 2
+    /// A control frame must arrive whole this soon after its first byte.
+    public var frameDeadline: TimeAmount = .seconds(10)
+    /// A connection must log in this soon after it opens.
+    public var loginDeadline: TimeAmount = .seconds(30)
+    /// The largest frame before login (register and login requests are small).
+    public var anonymousFrameLength = 4_096
 
     public init() {}
 }

@@ -64,6 +64,24 @@ struct SIMPServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("inbox-limit"), help: "Unconfirmed messages one user's inbox may hold. Default 10000.")
     var inboxLimit = ServerConfiguration().inboxLimit
 
+    @Option(name: .customLong("max-requests-per-sec"), help: "Control requests per second per connection; over it the connection is read more slowly. Default 2000.")
+    var requestsPerSecond = ServerLimits().requestsPerSecond
+
+    @Option(name: .customLong("request-burst"), help: "Control requests a connection may send at once above that rate. Default 4000.")
+    var requestBurst = ServerLimits().requestBurst
+
+    @Option(name: .customLong("frame-deadline"), help: "Seconds a control frame may take to arrive whole. Default 10.")
+    var frameDeadline: Double = 10
+
+    @Option(name: .customLong("login-deadline"), help: "Seconds a connection may stay without logging in. Default 30.")
+    var loginDeadline: Double = 30
+
+    @Option(name: .customLong("unread-grace"), help: "Seconds a connection may leave over 1 MiB of replies unread before it is closed. Default 30.")
+    var unreadGrace: Double = 30
+
+    @Option(name: .customLong("inbox-share"), help: "Unconfirmed messages one sender may have in one user's inbox. Default 2500.")
+    var inboxShare = ServerConfiguration().inboxShare
+
     @Option(name: .customLong("event-loops"), help: "Event loop threads. Default: one per core.")
     var eventLoops = System.coreCount
 
@@ -112,6 +130,7 @@ struct SIMPServerCommand: AsyncParsableCommand {
         config.metricsPort = try metricsPort ?? env["SIMP_METRICS_PORT"].map { try parsePort($0, "SIMP_METRICS_PORT") }
         config.limits = try limits()
         config.inboxLimit = inboxLimit
+        config.inboxShare = inboxShare
         guard eventLoops > 0 else { throw ValidationError("--event-loops must be at least 1") }
         config.eventLoops = eventLoops
         return config
@@ -127,10 +146,18 @@ struct SIMPServerCommand: AsyncParsableCommand {
 
     private func limits() throws -> ServerLimits {
         var limits = ServerLimits()
-        let values = [messagesPerSecond, messageBurst, sessionsPerUser, connectionsPerIP, inboxLimit]
+        let values = [messagesPerSecond, messageBurst, sessionsPerUser, connectionsPerIP, inboxLimit, inboxShare, requestsPerSecond, requestBurst]
         guard values.allSatisfy({ $0 > 0 }) else {
-            throw ValidationError("--max-msgs-per-sec, --msg-burst, --max-sessions-per-user, --max-conns-per-ip and --inbox-limit must be > 0")
+            throw ValidationError("--max-msgs-per-sec, --msg-burst, --max-sessions-per-user, --max-conns-per-ip, --inbox-limit, --inbox-share, --max-requests-per-sec and --request-burst must be > 0")
         }
+        guard [frameDeadline, loginDeadline, unreadGrace].allSatisfy({ $0 > 0 }) else {
+            throw ValidationError("--frame-deadline, --login-deadline and --unread-grace must be > 0")
+        }
+        limits.frameDeadline = .milliseconds(Int64(frameDeadline * 1000))
+        limits.loginDeadline = .milliseconds(Int64(loginDeadline * 1000))
+        limits.unreadGrace = .milliseconds(Int64(unreadGrace * 1000))
+        limits.requestsPerSecond = requestsPerSecond
+        limits.requestBurst = requestBurst
         limits.messagesPerSecond = messagesPerSecond
         limits.messageBurst = messageBurst
         limits.sessionsPerUser = sessionsPerUser

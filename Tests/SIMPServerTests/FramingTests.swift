@@ -35,14 +35,20 @@ import Testing
         await cluster.stop()
     }
 
+    /// Before login the limit is 4 KiB (a login is small), after it 64 KiB.
     @Test func overLimitLengthGetsErrorFrameThenClose() async throws {
         let cluster = try await TestCluster.start()
-        let peer = try RawPeer(tcpPort: cluster.addresses.tcpPort, udpPort: cluster.addresses.udpPort)
-        peer.writeRaw([0x7F, 0xFF, 0xFF, 0xFF])
-        guard case .error(let error)? = try peer.read()?.body else { Issue.record("no error frame"); return }
-        #expect(error.code == .frameTooLarge)
-        #expect(error.reason.contains("exceeds the limit of 65536"))
-        #expect(peer.isClosedByServer())
+        try await cluster.register("framer")
+        for loggedIn in [false, true] {
+            let peer = try RawPeer(tcpPort: cluster.addresses.tcpPort, udpPort: cluster.addresses.udpPort)
+            if loggedIn { _ = try peer.login("framer", "pw-framer") }
+            peer.writeRaw(loggedIn ? [0, 1, 0, 1] : [0, 0, 0x10, 0x01])
+            guard case .error(let error)? = try peer.read()?.body else { Issue.record("no error frame"); return }
+            #expect(error.code == .frameTooLarge)
+            #expect(error.reason.contains(loggedIn ? "of 65537 bytes exceeds the limit of 65536" : "of 4097 bytes exceeds the limit of 4096"),
+                    "\(error.reason)")
+            #expect(peer.isClosedByServer())
+        }
         try await expectServerStillServes(cluster)
         await cluster.stop()
     }

@@ -11,26 +11,89 @@ public final class EnvelopeFrameHandler: ChannelDuplexHandler {
 
     private var parser: FrameParser
     private var failed = false
+    /// A begun frame must be complete this soon after its first byte (nil: no deadline).
+    private let frameDeadline: TimeAmount?
+    private var deadlineTimer: Scheduled<Void>?
+    private var paused = false
+    private var context: ChannelHandlerContext?
 
-    public init(maxFrameLength: Int = Frame.defaultMaxLength) {
+    public init(maxFrameLength: Int = Frame.defaultMaxLength, frameDeadline: TimeAmount? = nil) {
         parser = FrameParser(maxLength: maxFrameLength)
+        self.frameDeadline = frameDeadline
+    }
+
+    /// The limit for the frames still to come (a server allows larger ones after login).
+    public var maxFrameLength: Int {
+        get { parser.maxLength }
+        set { parser.maxLength = newValue }
     }
 
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !failed else { return }
         var bytes = unwrapInboundIn(data)
         parser.append(&bytes)
+        decode(context)
+    }
+
+    public func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+    }
+
+    /// Stops handing out envelopes (the next handler cannot take more now); what arrives
+    /// meanwhile stays in bytes, and the deadline does not run, since the wait is ours.
+    public func pause() {
+        paused = true
+        deadlineTimer?.cancel()
+        deadlineTimer = nil
+    }
+
+    /// Hands out the envelopes that arrived while paused, until paused again.
+    public func resume() {
+        guard paused, let context else { return }
+        paused = false
+        decode(context)
+    }
+
+    private func decode(_ context: ChannelHandlerContext) {
         do {
-            while let envelope = try parser.next() {
+            while !paused, !failed, let envelope = try parser.next() {
+                deadlineTimer?.cancel()
+                deadlineTimer = nil
                 context.fireChannelRead(wrapInboundOut(envelope))
             }
+            if !paused { armDeadline(context) }
         } catch {
-            failed = true
-            let frame = Frame.encode(.error(error.code, error.description), allocator: context.channel.allocator)
-            let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
-            context.writeAndFlush(wrapOutboundOut(frame)).whenComplete { _ in bound.value.close(promise: nil) }
-            context.fireErrorCaught(error)
+            fail(context, error)
         }
+    }
+
+    public func handlerRemoved(context: ChannelHandlerContext) {
+        deadlineTimer?.cancel()
+        self.context = nil
+    }
+
+    public func channelInactive(context: ChannelHandlerContext) {
+        deadlineTimer?.cancel()
+        context.fireChannelInactive()
+    }
+
+    private func armDeadline(_ context: ChannelHandlerContext) {
+        guard let frameDeadline, parser.bufferedBytes > 0, deadlineTimer == nil else { return }
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        deadlineTimer = context.eventLoop.scheduleTask(in: frameDeadline) {
+            let (handler, context) = bound.value
+            handler.fail(context, .incomplete(received: handler.parser.bufferedBytes, within: frameDeadline))
+        }
+    }
+
+    private func fail(_ context: ChannelHandlerContext, _ error: FrameError) {
+        guard !failed else { return }
+        failed = true
+        deadlineTimer?.cancel()
+        let frame = Frame.encode(.error(error.code, error.description), allocator: context.channel.allocator)
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        context.writeAndFlush(wrapOutboundOut(frame)).whenComplete { _ in bound.value.close(promise: nil) }
+        context.fireErrorCaught(error)
     }
 
     public func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {

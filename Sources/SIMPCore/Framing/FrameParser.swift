@@ -9,19 +9,23 @@ public enum FrameError: Error, Equatable, Sendable, CustomStringConvertible {
     case empty
     /// The frame's bytes are not a valid protobuf envelope.
     case malformed(String)
+    /// A frame was begun and not finished in time (a peer holding the server's memory).
+    case incomplete(received: Int, within: TimeAmount)
 
     public var description: String {
         switch self {
         case .tooLarge(let length, let limit): return "frame of \(length) bytes exceeds the limit of \(limit)"
         case .empty: return "frame with zero length"
         case .malformed(let why): return "malformed envelope: \(why)"
+        case .incomplete(let received, let within):
+            return "a frame must arrive whole within \(within.nanoseconds / 1_000_000) ms; \(received) bytes of it came"
         }
     }
 
     public var code: Simp_ErrorCode {
         switch self {
         case .tooLarge: return .frameTooLarge
-        case .empty, .malformed: return .malformedFrame
+        case .empty, .malformed, .incomplete: return .malformedFrame
         }
     }
 }
@@ -49,7 +53,8 @@ public enum Frame {
 /// Pure incremental parser: feed it whatever the socket read, take out whole envelopes.
 /// Split and coalesced reads are the normal case.
 public struct FrameParser: Sendable {
-    public let maxLength: Int
+    /// Checked against each length prefix as it is read, so it may change between frames.
+    public var maxLength: Int
     private var buffer: ByteBuffer
 
     public init(maxLength: Int = Frame.defaultMaxLength) {

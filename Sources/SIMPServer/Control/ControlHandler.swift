@@ -11,6 +11,11 @@ struct ControlContext: Sendable {
     var metrics: ServerMetrics
     var logger: Logger
     var unreadGrace: TimeAmount
+    var requests = RequestGate.Settings()
+    /// A connection must log in (or connect with a token) this soon after it opens.
+    var loginDeadline: TimeAmount = .seconds(30)
+    /// The frame limit once logged in; before that the framing allows only small frames.
+    var maxFrameLength = Frame.defaultMaxLength
 }
 
 /// Serves one control connection: register, login, connect, ping, receipts, history, logout.
@@ -45,17 +50,32 @@ final class ControlHandler: ChannelInboundHandler {
     /// Closes the connection if its peer leaves our replies unread for too long.
     private var stuckTimer: Scheduled<Void>?
     private let unreadGrace: TimeAmount
+    private var gate: RequestGate
+    /// The request the gate did not let run yet; the framing is paused behind it.
+    private var held: Simp_Envelope?
+    private var gateTimer: Scheduled<Void>?
+    private var releasing = false
+    private var releaseAgain = false
+    private var reading = true
+    private var loginTimer: Scheduled<Void>?
+    private let node: ControlContext
+    /// The connection's framing, whose frame limit rises after login.
+    private let framing: EnvelopeFrameHandler
 
-    init(_ node: ControlContext) {
+    init(_ node: ControlContext, framing: EnvelopeFrameHandler) {
+        self.node = node
+        self.framing = framing
         self.accounts = node.accounts
         self.router = node.router
         self.admission = node.admission
         self.metrics = node.metrics
         self.logger = node.logger
         self.unreadGrace = node.unreadGrace
+        self.gate = RequestGate(node.requests, now: .now())
     }
 
     func channelActive(context: ChannelHandlerContext) {
+        armLoginDeadline(context)
         let ip = context.remoteAddress?.ipAddress ?? "unknown"
         if admission.admitConnection(from: ip) {
             admittedIP = ip
@@ -69,6 +89,23 @@ final class ControlHandler: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let envelope = unwrapInboundIn(data)
+        guard held == nil, gate.admit(now: .now()) else {
+            hold(context, envelope)
+            return
+        }
+        handle(context, envelope)
+    }
+
+    private func hold(_ context: ChannelHandlerContext, _ envelope: Simp_Envelope) {
+        assert(held == nil, "the framing hands out nothing while a request is held")
+        held = envelope
+        framing.pause()
+        // Counted once per pause for the rate (not for answers being worked out or unread replies).
+        if gate.rateWait != nil { metrics.exceeded(.controlRequests) }
+        updateReading(context)
+    }
+
+    private func handle(_ context: ChannelHandlerContext, _ envelope: Simp_Envelope) {
         let id = envelope.requestID
         switch envelope.body {
         case .register(let request): register(context, id, request)
@@ -92,6 +129,65 @@ final class ControlHandler: ChannelInboundHandler {
         }
     }
 
+    /// Runs the held request if the gate now lets it, then lets the framing go on; called when
+    /// an answer is written, the rate allows one more, or the peer reads again.
+    private func release(_ context: ChannelHandlerContext) {
+        guard !releasing else {
+            releaseAgain = true
+            return
+        }
+        releasing = true
+        repeat {
+            releaseAgain = false
+            if let envelope = held {
+                guard !closed, gate.admit(now: .now()) else { break }
+                held = nil
+                handle(context, envelope)
+            }
+            if held == nil { framing.resume() }
+        } while releaseAgain && !closed
+        releasing = false
+        updateReading(context)
+    }
+
+    private func updateReading(_ context: ChannelHandlerContext) {
+        guard !closed else { return }
+        let read = held == nil && gate.writable
+        if read != reading {
+            reading = read
+            context.channel.setOption(.autoRead, value: read).whenFailure { _ in }
+        }
+        guard held != nil, gateTimer == nil, let wait = gate.rateWait else { return }
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        gateTimer = context.eventLoop.scheduleTask(in: wait) {
+            let (handler, context) = bound.value
+            handler.gateTimer = nil
+            handler.release(context)
+        }
+    }
+
+    /// A connection that has not logged in by the deadline is closed: an anonymous
+    /// connection costs a descriptor and memory, and gives nothing back.
+    private func armLoginDeadline(_ context: ChannelHandlerContext) {
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        let deadline = node.loginDeadline
+        loginTimer = context.eventLoop.scheduleTask(in: deadline) {
+            let (handler, context) = bound.value
+            guard handler.authenticatedUser == nil else { return }
+            handler.metrics.exceeded(.loginDeadline)
+            let error = Simp_Envelope.error(.notAuthenticated, "log in within \(deadline.nanoseconds / 1_000_000_000) s of connecting; closing")
+            let channel = context.channel
+            context.writeAndFlush(handler.wrapOutboundOut(error)).whenComplete { _ in channel.close(promise: nil) }
+        }
+    }
+
+    /// Once the peer has proven who it is, it may send frames up to the full limit.
+    private func authenticated() {
+        loginTimer?.cancel()
+        loginTimer = nil
+        framing.maxFrameLength = node.maxFrameLength
+    }
+
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         guard let idle = event as? IdleStateHandler.IdleStateEvent else {
             context.fireUserInboundEventTriggered(event)
@@ -112,6 +208,8 @@ final class ControlHandler: ChannelInboundHandler {
     func channelInactive(context: ChannelHandlerContext) {
         closed = true
         stuckTimer?.cancel()
+        gateTimer?.cancel()
+        loginTimer?.cancel()
         endSession()
         releaseSlot()
         if let ip = admittedIP { admission.connectionClosed(from: ip) }
@@ -123,7 +221,8 @@ final class ControlHandler: ChannelInboundHandler {
     /// pile up in memory) and drop it if it stays that way.
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         let writable = context.channel.isWritable
-        context.channel.setOption(.autoRead, value: writable).whenFailure { _ in }
+        gate.writable = writable
+        release(context)
         if writable {
             stuckTimer?.cancel()
             stuckTimer = nil
@@ -141,6 +240,7 @@ final class ControlHandler: ChannelInboundHandler {
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         logger.debug("control connection error", metadata: ["error": "\(error)"])
         if case FrameError.tooLarge = error { metrics.exceeded(.frameSize) }
+        if case FrameError.incomplete = error { metrics.exceeded(.frameDeadline) }
         if !(error is FrameError) { context.close(promise: nil) }
     }
 
@@ -284,16 +384,22 @@ final class ControlHandler: ChannelInboundHandler {
         }
     }
 
+    /// Writes the answer when it is ready; until then the request counts against the gate.
     private func respond(_ context: ChannelHandlerContext, _ id: UInt64, _ future: EventLoopFuture<Simp_Envelope>) {
-        let channel = context.channel
-        future.whenComplete { result in
+        gate.started()
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        future.hop(to: context.eventLoop).whenComplete { result in
+            let (handler, context) = bound.value
+            handler.gate.finished()
+            if handler.authenticatedUser != nil, handler.loginTimer != nil { handler.authenticated() }
             switch result {
             case .success(let envelope):
-                channel.writeAndFlush(envelope, promise: nil)
+                context.channel.writeAndFlush(envelope, promise: nil)
             case .failure(let error):
                 let e = ServerError.wrap(error)
-                channel.writeAndFlush(Simp_Envelope.error(e.code, e.reason, requestID: id), promise: nil)
+                context.channel.writeAndFlush(Simp_Envelope.error(e.code, e.reason, requestID: id), promise: nil)
             }
+            handler.release(context)
         }
     }
 

@@ -13,6 +13,7 @@ enum Limit: String, CaseIterable, Sendable {
     case messagesPerSecond = "messages_per_second", sessionsPerUser = "sessions_per_user"
     case connectionsPerIP = "connections_per_ip", inboxSize = "inbox_size", failedLogins = "failed_logins"
     case outputBacklog = "output_backlog"
+    case inboxShare = "inbox_share", controlRequests = "control_requests", frameDeadline = "frame_deadline", loginDeadline = "login_deadline"
 }
 
 /// Everything the server counts, in one Prometheus registry per server (so several servers

@@ -422,6 +422,10 @@ final class Router: @unchecked Sendable {
         case .inboxFull:
             metrics.exceeded(.inboxSize)
             return [Self.failed(request, .inboxFull, "\(request.to)'s inbox is full")]
+        case .shareFull:
+            metrics.exceeded(.inboxShare)
+            return [Self.failed(request, .inboxShareFull,
+                                "you have \(store.settings.inboxShare) messages \(request.to) has not confirmed yet; wait for them to be read")]
         case .unavailable(let error):
             let doubt = request.ambiguousSince == nil ? "" : "; it may still be delivered"
             return [Self.failed(request, .storeUnavailable, "message store unavailable: \(error.message)\(doubt)")]
@@ -604,12 +608,19 @@ final class Router: @unchecked Sendable {
     }
 
     /// Answers a reconnected sender: Delivered for each message its recipient confirmed.
+    /// Each item of a query is two Redis commands; the client asks about 512 at a time.
+    static let maxQueryItems = 512
+
     func answer(_ query: Simp_DeliveryQuery, sessionID: UInt64) {
         loop.assertInEventLoop()
         guard let session = sessions[sessionID] else { return }
-        let recipients = Array(Set(query.messages.map(\.toUser)))
-        store.confirmedMarks(recipients, on: loop).whenSuccess { [self] marks in
-            for item in query.messages where item.seq > 0 && (marks[item.toUser] ?? 0) >= item.seq {
+        guard query.messages.count <= Self.maxQueryItems else {
+            outbox.send(.error(.badRequest, "a query asks about at most \(Self.maxQueryItems) messages, not \(query.messages.count)"),
+                        on: session.control)
+            return
+        }
+        store.confirmedOf(session.user, query.messages, on: loop).whenSuccess { [self] confirmed in
+            for item in confirmed {
                 outbox.send(Self.delivered(id: item.messageID, to: item.toUser, seq: item.seq), on: session.control)
             }
         }

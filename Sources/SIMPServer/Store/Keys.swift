@@ -7,8 +7,10 @@ struct Keys: Sendable {
     func inbox(_ name: String) -> String { "\(prefix):inbox:\(name)" }
     func acked(_ name: String) -> String { "\(prefix):acked:\(name)" }
     func presence(_ name: String) -> String { "\(prefix):presence:\(name)" }
-    /// Remembers a sender's message id so a retransmitted datagram is stored once.
-    func messageID(_ from: String, _ id: String) -> String { "\(prefix):mid:\(from):\(id)" }
+    /// The ids of the messages one sender stored in one recipient's inbox, scored by their
+    /// seq: a retransmitted datagram is stored once, the sender's share of the inbox is
+    /// counted, and a delivery query is answered only to the message's sender.
+    func messageIDs(to: String, from: String) -> String { "\(prefix):mids:\(to):\(from)" }
     /// The conversation's history, one list per unordered pair of users.
     func history(_ a: String, _ b: String) -> String {
         a < b ? "\(prefix):hist:\(a):\(b)" : "\(prefix):hist:\(b):\(a)"

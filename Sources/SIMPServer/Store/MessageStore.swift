@@ -30,15 +30,22 @@ enum StoreOutcome: Sendable {
     case duplicate(seq: UInt64, delivered: Bool)
     case unknownRecipient
     case inboxFull
+    /// The sender already has its share of the recipient's inbox unconfirmed.
+    case shareFull
     case unavailable(RedisError)
 }
 
 struct StoreSettings: Sendable {
     var namespace = "simp"
-    /// How long a sender's message id is remembered for de-duplication.
+    /// How long a sender's message ids are remembered (for de-duplication and queries) after
+    /// its last message to that recipient.
     var messageIDTTLSeconds = 86_400
     var historyCap = 1000
     var inboxLimit = 10_000
+    /// Unconfirmed messages one sender may have in one recipient's inbox.
+    var inboxShare = 2_500
+    /// Message ids remembered per sender and recipient (at least `inboxShare`).
+    var idsPerSender = 10_000
     var presenceTTLSeconds = 90
 }
 
@@ -93,10 +100,15 @@ final class MessageStore: Sendable {
         let to = requests[0].to
         var keys: [any RedisArgument] = [keys.user(to), keys.seq(to), keys.inbox(to), keys.acked(to)]
         for request in requests {
-            keys.append(self.keys.messageID(request.from, request.id))
+            keys.append(self.keys.messageIDs(to: to, from: request.from))
             keys.append(self.keys.history(request.from, to))
         }
-        let args: [any RedisArgument] = [settings.messageIDTTLSeconds, settings.historyCap, settings.inboxLimit] + requests.map(\.bytes)
+        var args: [any RedisArgument] = [settings.messageIDTTLSeconds, settings.historyCap, settings.inboxLimit,
+                                         settings.inboxShare, max(settings.idsPerSender, settings.inboxShare)]
+        for request in requests {
+            args.append(request.id)
+            args.append(request.bytes)
+        }
         return RedisCommand.script(Scripts.store, keys: keys, args: args)
     }
 
@@ -121,6 +133,7 @@ final class MessageStore: Sendable {
             return .duplicate(seq: UInt64(seq), delivered: confirmed >= seq)
         case -1: return .unknownRecipient
         case -2: return .inboxFull
+        case -3: return .shareFull
         default: break
         }
         return .unavailable(RedisError(.protocolViolation, "store script returned \(reply)"))
@@ -205,14 +218,22 @@ final class MessageStore: Sendable {
         return redis.run([command], on: loop).flatMapThrowing { _ = try $0[0].checked() }
     }
 
-    /// The highest confirmed seq of each user.
-    func confirmedMarks(_ users: [String], on loop: any EventLoop) -> EventLoopFuture<[String: UInt64]> {
-        guard !users.isEmpty else { return loop.makeSucceededFuture([:]) }
-        return redis.run([RedisCommand("MGET", users.map { keys.acked($0) })], on: loop).flatMapThrowing { replies in
-            let values = try replies[0].checked().array ?? []
-            var marks: [String: UInt64] = [:]
-            for (user, value) in zip(users, values) { marks[user] = UInt64(value.int ?? 0) }
-            return marks
+    /// Which of `asker`'s messages (recipient, id, seq) their recipients have confirmed.
+    /// Only the sender of a message learns this, so nobody can watch another user read.
+    func confirmedOf(_ asker: String, _ items: [Simp_Accepted], on loop: any EventLoop) -> EventLoopFuture<[Simp_Accepted]> {
+        guard !items.isEmpty else { return loop.makeSucceededFuture([]) }
+        let commands = items.flatMap { item in
+            [RedisCommand("ZSCORE", [keys.messageIDs(to: item.toUser, from: asker), item.messageID]),
+             RedisCommand("GET", [keys.acked(item.toUser)])]
+        }
+        return redis.run(commands, on: loop).flatMapThrowing { replies in
+            var confirmed: [Simp_Accepted] = []
+            for (index, item) in items.enumerated() {
+                let seq = try replies[2 * index].checked().int.map { UInt64($0) }
+                let mark = UInt64(try replies[2 * index + 1].checked().int ?? 0)
+                if item.seq > 0, seq == item.seq, mark >= item.seq { confirmed.append(item) }
+            }
+            return confirmed
         }
     }
 

@@ -4,32 +4,39 @@ import SIMPRedis
 enum Scripts {
     /// Stores several messages for ONE recipient in one call (a script call costs Redis about
     /// 10 µs of its own, more than the commands it runs). KEYS: the recipient's user, seq,
-    /// inbox and confirmed mark, then per message its sender's message-id key and the
-    /// conversation's history. ARGV: id TTL, history cap, inbox limit, then the messages.
+    /// inbox and confirmed mark, then per message the ids its sender stored in this inbox and
+    /// the conversation's history. ARGV: id TTL, history cap, inbox limit, a sender's share
+    /// of the inbox, ids kept per sender, then per message its id and its bytes.
     /// Each message is stored unless its sender's id was seen before; its sequence number is
     /// appended to the serialized protobuf as field 10 (varint): a later occurrence of a scalar
     /// field wins, so the stored bytes carry their seq (the caller appends the same bytes).
     /// Returns per message {1, seq} stored, {0, seq, confirmed} duplicate (with the confirmed
     /// mark, so a resent message already delivered is answered as such), {-1} unknown
-    /// recipient, {-2} inbox full. History grows 10% past its cap before it is trimmed.
+    /// recipient, {-2} inbox full, {-3} the sender's share of the inbox full. History grows
+    /// 10% past its cap before it is trimmed; a sender's ids past theirs, oldest first.
     static let store = RedisScript("""
     local known = redis.call('EXISTS', KEYS[1]) == 1
     local ttl, cap, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+    local share, idcap = tonumber(ARGV[4]), tonumber(ARGV[5])
     local slack = cap + math.floor(cap / 10)
+    local confirmed = tonumber(redis.call('GET', KEYS[4]) or '0')
     local count = nil
     local out = {}
-    for i = 4, #ARGV do
-      local n = i - 3
-      local mid, hist = KEYS[3 + 2 * n], KEYS[4 + 2 * n]
-      local prior = redis.call('GET', mid)
+    local n = 0
+    for i = 6, #ARGV, 2 do
+      n = n + 1
+      local ids, hist, id = KEYS[3 + 2 * n], KEYS[4 + 2 * n], ARGV[i]
+      local prior = redis.call('ZSCORE', ids, id)
       if prior then
-        out[n] = {0, tonumber(prior), tonumber(redis.call('GET', KEYS[4]) or '0')}
+        out[n] = {0, tonumber(prior), confirmed}
       elseif not known then
         out[n] = {-1}
       else
         count = count or redis.call('ZCARD', KEYS[3])
         if count >= limit then
           out[n] = {-2}
+        elseif redis.call('ZCOUNT', ids, '(' .. confirmed, '+inf') >= share then
+          out[n] = {-3}
         else
           local seq = redis.call('INCR', KEYS[2])
           local v = seq
@@ -39,11 +46,14 @@ enum Scripts {
             v = math.floor(v / 128)
           end
           table.insert(tail, string.char(v))
-          local stored = ARGV[i] .. table.concat(tail)
+          local stored = ARGV[i + 1] .. table.concat(tail)
           redis.call('ZADD', KEYS[3], seq, stored)
           count = count + 1
           if redis.call('RPUSH', hist, stored) > slack then redis.call('LTRIM', hist, -cap, -1) end
-          redis.call('SET', mid, seq, 'EX', ttl)
+          if redis.call('ZADD', ids, seq, id) > 0 and redis.call('ZCARD', ids) > idcap then
+            redis.call('ZREMRANGEBYRANK', ids, 0, -idcap - 1)
+          end
+          redis.call('EXPIRE', ids, ttl)
           out[n] = {1, seq}
         end
       end
