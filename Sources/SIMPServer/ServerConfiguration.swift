@@ -60,6 +60,12 @@ public struct ServerLimits: Sendable {
     /// A control connection that leaves over 1 MiB of replies unread stops being read, and is
     /// closed if it stays so for this long.
     public var unreadGrace: TimeAmount = .seconds(30)
+    /// Registrations one source IP may attempt per hour.
+    public var registrationsPerIP = 10
+    /// Password hashing jobs (scrypt) waiting or running on the node; more are refused at once.
+    public var hashingQueue = 64
+    /// Of those, the jobs one source IP may have.
+    public var hashingPerIP = 8
 
     public init() {}
 }

@@ -116,3 +116,17 @@ private struct SimulatedThrottle {
         #expect(queue.total == 1)
     }
 }
+
+@Suite struct SourceAddressTests {
+    @Test func ipv6AddressesCountByTheirSlash64() {
+        #expect(SourceAddress.bucket("2001:db8:1:2:aaaa:bbbb:cccc:dddd") == "2001:db8:1:2::/64")
+        #expect(SourceAddress.bucket("2001:db8:1:2::1") == SourceAddress.bucket("2001:db8:1:2:ffff::9"))
+        #expect(SourceAddress.bucket("2001:db8:1:3::1") != SourceAddress.bucket("2001:db8:1:2::1"))
+    }
+
+    @Test func ipv4AndMappedIPv4CountByTheAddress() {
+        #expect(SourceAddress.bucket("192.0.2.7") == "192.0.2.7")
+        #expect(SourceAddress.bucket("::ffff:192.0.2.7") == "192.0.2.7")
+        #expect(SourceAddress.bucket("unknown") == "unknown")
+    }
+}

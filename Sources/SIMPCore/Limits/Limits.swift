@@ -120,6 +120,26 @@ public enum LoginThrottle {
     }
 }
 
+/// The unit that per-source login and registration limits count: an IPv4 address, or the /64
+/// prefix of an IPv6 address (a subscriber usually gets a whole /64, so counting single IPv6
+/// addresses would hand an attacker countless fresh sources). An IPv4-mapped IPv6 address
+/// counts as its IPv4 address; anything unparsable as itself.
+public enum SourceAddress {
+    public static func bucket(_ ip: String) -> String {
+        guard ip.contains(":"), case .v6(let v6)? = try? SocketAddress(ipAddress: ip, port: 0) else { return ip }
+        var address = v6.address
+        let bytes = withUnsafeBytes(of: address.sin6_addr) { Array($0) }
+        if bytes.prefix(12).elementsEqual([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff]) {
+            return bytes.suffix(4).map(String.init).joined(separator: ".")
+        }
+        withUnsafeMutableBytes(of: &address.sin6_addr) { prefix in
+            for i in 8..<16 { prefix[i] = 0 }
+        }
+        guard let network = SocketAddress(address, host: "").ipAddress else { return ip }
+        return network + "/64"
+    }
+}
+
 /// Password hashing jobs (scrypt, slow on purpose) waiting or running, in all and per source
 /// address. Over either bound a job is refused at once instead of queued, so a flood cannot
 /// make a real user's login wait without bound, and one source cannot take the whole queue.

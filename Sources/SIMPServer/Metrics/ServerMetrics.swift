@@ -13,6 +13,7 @@ enum Limit: String, CaseIterable, Sendable {
     case messagesPerSecond = "messages_per_second", sessionsPerUser = "sessions_per_user"
     case connectionsPerIP = "connections_per_ip", inboxSize = "inbox_size", failedLogins = "failed_logins"
     case outputBacklog = "output_backlog"
+    case passwordHashing = "password_hashing", registrations
 }
 
 /// Everything the server counts, in one Prometheus registry per server (so several servers
@@ -28,6 +29,7 @@ final class ServerMetrics: Sendable {
     let retransmits: Counter
     let pushesGivenUp: Counter
     let loginsFailed: Counter
+    let loginsSucceeded: Counter
     let tokensRevoked: Counter
     let sessions: Gauge
     let controlConnections: Gauge
@@ -54,6 +56,7 @@ final class ServerMetrics: Sendable {
         retransmits = counter("retransmits", "Pushes sent again")
         pushesGivenUp = counter("pushes_given_up", "Pushes given up until the client's next keepalive or session")
         loginsFailed = counter("logins_failed", "Logins with a wrong name or password")
+        loginsSucceeded = counter("logins", "Logins with the right password")
         tokensRevoked = counter("tokens_revoked", "Tokens revoked by logout")
         sessions = gauge("sessions", "Sessions open on this node")
         controlConnections = gauge("control_connections", "Open control connections")
