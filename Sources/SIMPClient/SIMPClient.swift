@@ -26,6 +26,9 @@ public final class SIMPClient: @unchecked Sendable {
 
     // Confined to `loop`.
     private var credentials: (user: String, password: String)?
+    /// The token of the last login (expiry in ms since 1970): reconnects present it instead of
+    /// the password while it is valid.
+    private var token: (value: String, expiresAt: Int64)?
     private var control: (any Channel)?
     private var udp: (any Channel)?
     private var serverUDP: SocketAddress?
@@ -103,6 +106,7 @@ public final class SIMPClient: @unchecked Sendable {
             try await loop.flatSubmit { [self] in
                 if let restored { restore(restored) }
                 credentials = (user, password)
+                token = nil
                 userDisconnected = false
                 startTicking()
                 return establish()
@@ -332,21 +336,10 @@ public final class SIMPClient: @unchecked Sendable {
         guard let credentials else { return loop.makeFailedFuture(ClientError("no credentials")) }
         return ensureUDP().flatMap { [self] in
             openControl()
-        }.flatMap { [self] () -> EventLoopFuture<Simp_Envelope> in
-            var login = Simp_LoginRequest()
-            login.user = credentials.user
-            login.password = credentials.password
-            return request(.login(login))
-        }.flatMap { [self] (reply: Simp_Envelope) -> EventLoopFuture<Simp_Envelope> in
-            guard case .loginOk(let ok) = reply.body else { return loop.makeFailedFuture(ClientError("unexpected reply to login")) }
-            var connect = Simp_ConnectRequest()
-            connect.token = ok.token
-            connect.udpPort = UInt32(udp?.localAddress?.port ?? 0)
-            connect.lastSeq = confirmable
-            return request(.connect(connect))
-        }.flatMap { [self] (reply: Simp_Envelope) -> EventLoopFuture<Void> in
-            guard case .connected(let response) = reply.body else { return loop.makeFailedFuture(ClientError("unexpected reply to connect")) }
-            return startSession(response)
+        }.flatMap { [self] in
+            openSession()
+        }.flatMap { [self] response in
+            startSession(response)
         }.map { [self] in
             backoff.reset()
             emit(.connected(user: credentials.user))
@@ -357,6 +350,45 @@ public final class SIMPClient: @unchecked Sendable {
             control?.close(promise: nil)
             return loop.makeFailedFuture(error)
         }
+    }
+
+    /// CONNECTs with the token of the last login while it is valid, so a reconnect needs no
+    /// password and a login throttle (others' failed guesses) cannot stop it; logs in with the
+    /// password only when there is no such token or the server refuses it.
+    private func openSession() -> EventLoopFuture<Simp_ConnectResponse> {
+        guard let token, token.expiresAt > Self.nowMillis() + 60_000 else { return logInAndConnect() }
+        return connectSession(token: token.value).flatMapError { [self] error in
+            guard Self.clientError(error).code == .invalidToken else { return loop.makeFailedFuture(error) }
+            self.token = nil
+            return logInAndConnect()
+        }
+    }
+
+    private func logInAndConnect() -> EventLoopFuture<Simp_ConnectResponse> {
+        guard let credentials else { return loop.makeFailedFuture(ClientError("no credentials")) }
+        var login = Simp_LoginRequest()
+        login.user = credentials.user
+        login.password = credentials.password
+        return request(.login(login)).flatMap { [self] (reply: Simp_Envelope) -> EventLoopFuture<Simp_ConnectResponse> in
+            guard case .loginOk(let ok) = reply.body else { return loop.makeFailedFuture(ClientError("unexpected reply to login")) }
+            token = (ok.token, ok.expiresAt)
+            return connectSession(token: ok.token)
+        }
+    }
+
+    private func connectSession(token: String) -> EventLoopFuture<Simp_ConnectResponse> {
+        var connect = Simp_ConnectRequest()
+        connect.token = token
+        connect.udpPort = UInt32(udp?.localAddress?.port ?? 0)
+        connect.lastSeq = confirmable
+        return request(.connect(connect)).flatMapThrowing { reply in
+            guard case .connected(let response) = reply.body else { throw ClientError("unexpected reply to connect") }
+            return response
+        }
+    }
+
+    private static func nowMillis() -> Int64 {
+        Int64(Date().timeIntervalSince1970 * 1000)
     }
 
     private func startSession(_ response: Simp_ConnectResponse) -> EventLoopFuture<Void> {

@@ -58,7 +58,7 @@ public final class SIMPServer: Service, @unchecked Sendable {
         hasher.rounds = configuration.scryptRounds
         let tls = try makeTLSContext()
         let accounts = Accounts(store: store, hasher: hasher, tokens: TokenSigner(secret: secret), workers: workers,
-                                metrics: metrics)
+                                metrics: metrics, limits: configuration.limits)
         let loop = group.next()
         var settings = RouterSettings(nodeID: configuration.nodeID, heartbeat: configuration.heartbeat,
                                       retransmit: configuration.pushRetransmit)

@@ -77,6 +77,12 @@ public struct ServerLimits: Sendable {
     public var loginDeadline: TimeAmount = .seconds(30)
     /// The largest frame before login (register and login requests are small).
     public var anonymousFrameLength = 4_096
+    /// Registrations one source IP may attempt per hour.
+    public var registrationsPerIP = 10
+    /// Password hashing jobs (scrypt) waiting or running on the node; more are refused at once.
+    public var hashingQueue = 64
+    /// Of those, the jobs one source IP may have.
+    public var hashingPerIP = 8
 
     public init() {}
 }

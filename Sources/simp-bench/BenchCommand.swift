@@ -127,7 +127,8 @@ struct BenchCommand: AsyncParsableCommand {
             stack = try await SpawnedStack.start(serverBinary: serverBinary ?? sibling("simp-server"), serverArguments: [
                 // A benchmark measures the engine, not the abuse limits.
                 "--max-msgs-per-sec", "10000000", "--msg-burst", "1000000", "--scrypt-rounds", "1024", "--log-level", "warning",
-                "--max-conns-per-ip", "100000",
+                "--max-conns-per-ip", "100000", "--max-registrations-per-ip", "1000000",
+                "--max-hashing-queue", "1024", "--max-hashing-per-ip", "1024",
             ] + (serverEventLoops.map { ["--event-loops", "\($0)"] } ?? []))
         }
         var configuration = ClientConfiguration()

@@ -61,6 +61,15 @@ struct SIMPServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-conns-per-ip"), help: "Open control connections per source IP. Default 256.")
     var connectionsPerIP = ServerLimits().connectionsPerIP
 
+    @Option(name: .customLong("max-registrations-per-ip"), help: "Registrations one source IP may attempt per hour. Default 10.")
+    var registrationsPerIP = ServerLimits().registrationsPerIP
+
+    @Option(name: .customLong("max-hashing-queue"), help: "Password checks (scrypt) waiting or running; more are refused with RATE_LIMITED. Default 64.")
+    var hashingQueue = ServerLimits().hashingQueue
+
+    @Option(name: .customLong("max-hashing-per-ip"), help: "Of those, the ones one source IP may have. Default 8.")
+    var hashingPerIP = ServerLimits().hashingPerIP
+
     @Option(name: .customLong("inbox-limit"), help: "Unconfirmed messages one user's inbox may hold. Default 10000.")
     var inboxLimit = ServerConfiguration().inboxLimit
 
@@ -146,9 +155,14 @@ struct SIMPServerCommand: AsyncParsableCommand {
 
     private func limits() throws -> ServerLimits {
         var limits = ServerLimits()
-        let values = [messagesPerSecond, messageBurst, sessionsPerUser, connectionsPerIP, inboxLimit, inboxShare, requestsPerSecond, requestBurst]
+        let values = [messagesPerSecond, messageBurst, sessionsPerUser, connectionsPerIP, inboxLimit, inboxShare,
+                      requestsPerSecond, requestBurst, registrationsPerIP, hashingQueue, hashingPerIP]
         guard values.allSatisfy({ $0 > 0 }) else {
-            throw ValidationError("--max-msgs-per-sec, --msg-burst, --max-sessions-per-user, --max-conns-per-ip, --inbox-limit, --inbox-share, --max-requests-per-sec and --request-burst must be > 0")
+            throw ValidationError("""
+                --max-msgs-per-sec, --msg-burst, --max-sessions-per-user, --max-conns-per-ip, --inbox-limit, \
+                --inbox-share, --max-requests-per-sec, --request-burst, --max-registrations-per-ip, \
+                --max-hashing-queue and --max-hashing-per-ip must be > 0
+                """)
         }
         guard [frameDeadline, loginDeadline, unreadGrace].allSatisfy({ $0 > 0 }) else {
             throw ValidationError("--frame-deadline, --login-deadline and --unread-grace must be > 0")
@@ -162,6 +176,9 @@ struct SIMPServerCommand: AsyncParsableCommand {
         limits.messageBurst = messageBurst
         limits.sessionsPerUser = sessionsPerUser
         limits.connectionsPerIP = connectionsPerIP
+        limits.registrationsPerIP = registrationsPerIP
+        limits.hashingQueue = hashingQueue
+        limits.hashingPerIP = hashingPerIP
         return limits
     }
 

@@ -222,8 +222,16 @@ final class Attack: @unchecked Sendable {
         [UInt8(n >> 24 & 0xff), UInt8(n >> 16 & 0xff), UInt8(n >> 8 & 0xff), UInt8(n & 0xff)]
     }
 
+    /// From an address of its own (127.0.0.2), as an attacker would be: its garbage includes
+    /// failed logins, which throttle their source address for every name it has not logged
+    /// in to, and the new user at the end comes from 127.0.0.1.
     private func connectTCP(_ port: Int) -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var local = RawPeer.loopback(0)
+        local.sin_addr.s_addr = inet_addr("127.0.0.2")
+        _ = withUnsafePointer(to: &local) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
         var addr = RawPeer.loopback(port)
         _ = withUnsafePointer(to: &addr) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }

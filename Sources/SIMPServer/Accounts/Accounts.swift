@@ -1,32 +1,40 @@
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import SIMPCore
 import SIMPRedis
 
 /// Registration, login, token checks and logout. Hashing runs on its own thread pool (scrypt is
-/// deliberately slow) and Redis on the store's; results complete on the caller's event loop.
-/// No Swift concurrency here, so a busy cooperative pool cannot stall a login.
+/// deliberately slow) behind a bounded queue, and Redis on the store's; results complete on the
+/// caller's event loop. No Swift concurrency here, so a busy cooperative pool cannot stall a login.
 final class Accounts: Sendable {
     let store: MessageStore
     let hasher: PasswordHasher
     let tokens: TokenSigner
     let metrics: ServerMetrics
     private let workers: NIOThreadPool
-    /// Failed logins are counted until this long after the last one.
-    let failureWindowSeconds = 900
+    private let hashing: NIOLockedValueBox<HashingAdmission>
+    /// Registrations one source address may attempt per `registrationWindow`.
+    let registrationsPerSource: Int
+    let registrationWindow: TimeAmount = .hours(1)
     /// Hashed when the user does not exist, so the answer takes as long as for a wrong password.
     private let decoySalt = PasswordHasher.newSalt()
 
-    init(store: MessageStore, hasher: PasswordHasher, tokens: TokenSigner, workers: NIOThreadPool, metrics: ServerMetrics) {
+    init(store: MessageStore, hasher: PasswordHasher, tokens: TokenSigner, workers: NIOThreadPool, metrics: ServerMetrics,
+         limits: ServerLimits = ServerLimits()) {
         self.store = store
         self.hasher = hasher
         self.tokens = tokens
         self.workers = workers
         self.metrics = metrics
+        hashing = NIOLockedValueBox(HashingAdmission(limit: limits.hashingQueue, perSource: limits.hashingPerIP))
+        registrationsPerSource = limits.registrationsPerIP
     }
 
-    func register(user: String, password: String, on loop: any EventLoop) -> EventLoopFuture<Void> {
+    /// Creates the account, unless `source` (the client's IP address; an IPv6 one counts by its
+    /// /64) has registered too often lately or the hashing queue is full.
+    func register(user: String, password: String, source: String, on loop: any EventLoop) -> EventLoopFuture<Void> {
         guard UserName.isValid(user) else {
             return loop.makeFailedFuture(ServerError(.invalidName, "user name must be 1-32 characters of a-z 0-9 _ . - and start with a letter or digit"))
         }
@@ -35,8 +43,14 @@ final class Accounts: Sendable {
         }
         let salt = PasswordHasher.newSalt()
         let hasher = self.hasher
-        return workers.runIfActive(eventLoop: loop) {
-            try hasher.hash(password, salt: salt)
+        let source = SourceAddress.bucket(source)
+        return store.recordRegistration(source: source, window: registrationWindow, on: loop).flatMap { [self] attempts in
+            guard attempts.count <= registrationsPerSource else {
+                metrics.exceeded(.registrations)
+                return loop.makeFailedFuture(ServerError(.rateLimited,
+                    "more than \(registrationsPerSource) registrations from this address within an hour; try again in \(Self.seconds(attempts.left)) s"))
+            }
+            return hash(for: source, on: loop) { try hasher.hash(password, salt: salt) }
         }.flatMap { [store] hash in
             store.createAccount(user: user, salt: salt, hash: hash, kdf: hasher.kdfName, on: loop)
         }.flatMapThrowing { created in
@@ -44,38 +58,44 @@ final class Accounts: Sendable {
         }
     }
 
-    /// A token for the user, unless the password is wrong or failed logins locked the user out
-    /// (from `source`, the client's IP address, or from everywhere).
+    /// A token for the user, unless the password is wrong or failed logins made this attempt
+    /// wait. Every valid name is treated alike, registered or not: the same counts, answers and
+    /// hashing work, so neither the answer nor its timing says whether the user exists.
+    /// `source` is the client's IP address (an IPv6 one counts by its /64).
     func login(user: String, password: String, source: String, on loop: any EventLoop) -> EventLoopFuture<(token: String, expiresAt: Int64)> {
         guard UserName.isValid(user), password.utf8.count <= 1024 else {
             return loop.makeFailedFuture(ServerError(.invalidCredentials, "wrong user name or password"))
         }
-        return store.loginState(user: user, source: source, on: loop).flatMap { [self] stored, lock in
-            if let refusal = Self.throttled(user, lock) {
+        let source = SourceAddress.bucket(source)
+        return store.loginState(user: user, source: source, nowMillis: Self.nowMillis(), on: loop).flatMap { [self] state in
+            if let refusal = LoginThrottle.refusal(state.waits, knownSource: state.knownSource) {
                 metrics.exceeded(.failedLogins)
-                return loop.makeFailedFuture(refusal)
+                return loop.makeFailedFuture(Self.throttled(user, refusal.lock, refusal.wait))
             }
-            return check(password, against: stored, on: loop).flatMap { valid in
-                valid ? self.succeeded(user, source: source, on: loop) : self.failed(user, source: source, exists: stored != nil, on: loop)
+            return check(password, against: state.credentials, source: source, on: loop).flatMap { valid in
+                valid ? self.succeeded(user, source: source, on: loop) : self.failed(user, source: source, on: loop)
             }
         }
     }
 
-    private static func throttled(_ user: String, _ lock: LoginLock) -> ServerError? {
-        func wait(_ millis: Int64) -> String { "try again in \((millis + 999) / 1000) s" }
-        if lock.sourceMillis > 0 {
-            return ServerError(.loginThrottled, "too many failed logins for \(user) from this address; \(wait(lock.sourceMillis))")
+    private static func throttled(_ user: String, _ lock: LoginThrottle.Lock, _ wait: TimeAmount) -> ServerError {
+        let whose = switch lock {
+        case .nameFromSource: "for \(user) from this address"
+        case .source: "from this address"
+        case .name: "for \(user)"
         }
-        if lock.userMillis > 0 {
-            return ServerError(.loginThrottled, "too many failed logins for \(user); \(wait(lock.userMillis))")
-        }
-        return nil
+        return ServerError(.loginThrottled, "too many failed logins \(whose); try again in \(seconds(wait)) s")
     }
 
-    private func check(_ password: String, against stored: StoredCredentials?, on loop: any EventLoop) -> EventLoopFuture<Bool> {
+    /// Whole seconds, rounded up, for a reason a person reads.
+    private static func seconds(_ amount: TimeAmount) -> Int64 {
+        (max(0, amount.nanoseconds) + 999_999_999) / 1_000_000_000
+    }
+
+    private func check(_ password: String, against stored: StoredCredentials?, source: String, on loop: any EventLoop) -> EventLoopFuture<Bool> {
         let hasher = self.hasher
         let decoySalt = self.decoySalt
-        return workers.runIfActive(eventLoop: loop) { () -> Bool in
+        return hash(for: source, on: loop) { () -> Bool in
             guard let stored else {
                 _ = try? hasher.hash(password, salt: decoySalt)
                 return false
@@ -84,26 +104,46 @@ final class Accounts: Sendable {
         }
     }
 
+    /// Runs a hashing job on the hashing threads if the queue has room for it (in all and for
+    /// `source`); otherwise refuses at once, so a flood can neither grow the queue nor make a
+    /// real user's login wait behind it.
+    private func hash<T: Sendable>(for source: String, on loop: any EventLoop,
+                                   _ job: @escaping @Sendable () throws -> T) -> EventLoopFuture<T> {
+        if let refusal = hashing.withLockedValue({ $0.admit(source) }) {
+            metrics.exceeded(.passwordHashing)
+            let reason = switch refusal {
+            case .full: "the server is busy checking passwords; try again in a few seconds"
+            case .sourceFull: "too many password checks under way from this address; wait for their answers"
+            }
+            return loop.makeFailedFuture(ServerError(.rateLimited, reason))
+        }
+        let result = workers.runIfActive(eventLoop: loop, job)
+        result.whenComplete { [hashing] _ in hashing.withLockedValue { $0.release(source) } }
+        return result
+    }
+
     private func succeeded(_ user: String, source: String, on loop: any EventLoop) -> EventLoopFuture<(token: String, expiresAt: Int64)> {
-        store.clearFailedLogins(user: user, source: source, on: loop).map { [tokens] in
-            tokens.issue(user: user, nowMillis: Self.nowMillis())
+        let now = Self.nowMillis()
+        metrics.loginsSucceeded.increment()
+        return store.loginSucceeded(user: user, source: source, nowMillis: now, on: loop).map { [tokens] in
+            tokens.issue(user: user, nowMillis: now)
         }
     }
 
-    /// Counts the failure against an existing user and locks further attempts, from this source
-    /// or from all, once there is one too many.
-    private func failed(_ user: String, source: String, exists: Bool, on loop: any EventLoop) -> EventLoopFuture<(token: String, expiresAt: Int64)> {
+    /// Counts the failure (for the name from this source, for the source, for the name) and sets
+    /// the wait each count has earned.
+    private func failed(_ user: String, source: String, on loop: any EventLoop) -> EventLoopFuture<(token: String, expiresAt: Int64)> {
         metrics.loginsFailed.increment()
-        let refusal = ServerError(.invalidCredentials, "wrong user name or password")
-        guard exists else { return loop.makeFailedFuture(refusal) }
-        return store.recordFailedLogin(user: user, source: source, windowSeconds: failureWindowSeconds, on: loop).flatMap { [store] failures in
-            let locks: [(String?, TimeAmount)] = [
-                (source, LoginThrottle.lockout(afterFailures: failures.fromSource)),
-                (nil, LoginThrottle.lockout(afterFailures: failures.total, free: LoginThrottle.freeAttemptsPerUser)),
+        return store.recordFailedLogin(user: user, source: source, window: LoginThrottle.window, on: loop).flatMap { [store] counts in
+            let locks: [(lock: LoginThrottle.Lock, wait: TimeAmount)] = [
+                (.nameFromSource, LoginThrottle.lockout(afterFailures: counts.nameFromSource.count, windowLeft: counts.nameFromSource.left)),
+                (.source, LoginThrottle.lockout(afterFailures: counts.source.count, free: LoginThrottle.freeAttemptsPerSource,
+                                                windowLeft: counts.source.left)),
+                (.name, LoginThrottle.lockout(afterFailures: counts.name.count, free: LoginThrottle.freeAttemptsPerUser,
+                                              windowLeft: counts.name.left)),
             ]
-            let pending = locks.filter { $0.1 > .zero }.map { store.lockLogins(user: user, from: $0.0, for: $0.1, on: loop) }
-            return EventLoopFuture.andAllSucceed(pending, on: loop)
-        }.flatMapThrowing { throw refusal }
+            return store.lockLogins(locks.filter { $0.wait > .zero }, user: user, source: source, on: loop)
+        }.flatMapThrowing { throw ServerError(.invalidCredentials, "wrong user name or password") }
     }
 
     /// The token's user, if the token is authentic, unexpired and not revoked.

@@ -270,7 +270,8 @@ final class ControlHandler: ChannelInboundHandler {
     // MARK: requests
 
     private func register(_ context: ChannelHandlerContext, _ id: UInt64, _ request: Simp_RegisterRequest) {
-        let future = accounts.register(user: request.user, password: request.password, on: context.eventLoop).map {
+        let future = accounts.register(user: request.user, password: request.password, source: admittedIP ?? "unknown",
+                                       on: context.eventLoop).map {
             Simp_Envelope(requestID: id, .ok(Simp_Ok()))
         }
         respond(context, id, future)

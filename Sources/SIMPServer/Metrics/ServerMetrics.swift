@@ -14,6 +14,7 @@ enum Limit: String, CaseIterable, Sendable {
     case connectionsPerIP = "connections_per_ip", inboxSize = "inbox_size", failedLogins = "failed_logins"
     case outputBacklog = "output_backlog"
     case inboxShare = "inbox_share", controlRequests = "control_requests", frameDeadline = "frame_deadline", loginDeadline = "login_deadline"
+    case passwordHashing = "password_hashing", registrations
 }
 
 /// Everything the server counts, in one Prometheus registry per server (so several servers
@@ -29,6 +30,7 @@ final class ServerMetrics: Sendable {
     let retransmits: Counter
     let pushesGivenUp: Counter
     let loginsFailed: Counter
+    let loginsSucceeded: Counter
     let tokensRevoked: Counter
     let sessions: Gauge
     let controlConnections: Gauge
@@ -55,6 +57,7 @@ final class ServerMetrics: Sendable {
         retransmits = counter("retransmits", "Pushes sent again")
         pushesGivenUp = counter("pushes_given_up", "Pushes given up until the client's next keepalive or session")
         loginsFailed = counter("logins_failed", "Logins with a wrong name or password")
+        loginsSucceeded = counter("logins", "Logins with the right password")
         tokensRevoked = counter("tokens_revoked", "Tokens revoked by logout")
         sessions = gauge("sessions", "Sessions open on this node")
         controlConnections = gauge("control_connections", "Open control connections")

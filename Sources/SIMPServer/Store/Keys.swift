@@ -16,14 +16,21 @@ struct Keys: Sendable {
         a < b ? "\(prefix):hist:\(a):\(b)" : "\(prefix):hist:\(b):\(a)"
     }
     var secret: String { "\(prefix):secret" }
-    /// Consecutive failed logins of a user, from all sources or (a name has no ':') from one
-    /// source address, and the lock they earned (docs/SECURITY.md).
+    /// Failed logins for a name (existing or not), from all sources or (a name has no ':') from
+    /// one source address, and the wait they earned (docs/SECURITY.md).
     func loginFailures(_ name: String, from source: String? = nil) -> String {
         "\(prefix):loginfail:\(name)" + (source.map { ":\($0)" } ?? "")
     }
     func loginLock(_ name: String, from source: String? = nil) -> String {
         "\(prefix):loginlock:\(name)" + (source.map { ":\($0)" } ?? "")
     }
+    /// Failed logins from one source address across all names, and the wait they earned.
+    func sourceFailures(_ source: String) -> String { "\(prefix):loginfailip:\(source)" }
+    func sourceLock(_ source: String) -> String { "\(prefix):loginlockip:\(source)" }
+    /// The source addresses a user logged in from successfully, scored by the time of the last one.
+    func knownSources(_ name: String) -> String { "\(prefix):knownips:\(name)" }
+    /// Registrations attempted from one source address in the current window.
+    func registrations(_ source: String) -> String { "\(prefix):regs:\(source)" }
     /// A token revoked by logout, by its MAC; expires with the token.
     func revoked(_ tokenID: String) -> String { "\(prefix):revoked:\(tokenID)" }
 }

@@ -18,10 +18,19 @@ struct StoredCredentials: Sendable {
     var kdf: String
 }
 
-/// How long failed logins still lock a user out (0 or less: not locked).
-struct LoginLock: Sendable {
-    var sourceMillis: Int64
-    var userMillis: Int64
+/// What a login attempt needs to know before any hashing: the credentials (nil: no such
+/// user), the waits failed logins earned for this name and source, and whether the user logged
+/// in from this source recently.
+struct LoginState: Sendable {
+    var credentials: StoredCredentials?
+    var waits: LoginThrottle.Waits
+    var knownSource: Bool
+}
+
+/// Counts in fixed windows (Scripts.countInWindow): the count and the time its window has left.
+struct WindowCount: Sendable {
+    var count: Int
+    var left: TimeAmount
 }
 
 enum StoreOutcome: Sendable {
@@ -245,47 +254,84 @@ final class MessageStore: Sendable {
         return redis.run([command], on: loop).flatMapThrowing { try $0[0].checked().int == 1 }
     }
 
-    /// The user's credentials (nil: no such user) and how long failed logins still lock them
-    /// out, from this source and from every source.
-    func loginState(user: String, source: String, on loop: any EventLoop) -> EventLoopFuture<(StoredCredentials?, LoginLock)> {
+    /// Everything a login attempt checks before hashing, in one round trip.
+    func loginState(user: String, source: String, nowMillis: Int64, on loop: any EventLoop) -> EventLoopFuture<LoginState> {
         redis.run([
             RedisCommand("HMGET", [keys.user(user), "salt", "hash", "kdf"]),
             RedisCommand("PTTL", [keys.loginLock(user, from: source)]),
+            RedisCommand("PTTL", [keys.sourceLock(source)]),
             RedisCommand("PTTL", [keys.loginLock(user)]),
+            RedisCommand("ZSCORE", [keys.knownSources(user), source]),
         ], on: loop).flatMapThrowing { replies in
-            let lock = LoginLock(sourceMillis: Int64(try replies[1].checked().int ?? 0),
-                                 userMillis: Int64(try replies[2].checked().int ?? 0))
-            guard let fields = try replies[0].checked().array, fields.count == 3,
-                  let salt = fields[0].bytes, let hash = fields[1].bytes, let kdf = fields[2].string else { return (nil, lock) }
-            return (StoredCredentials(salt: salt, hash: hash, kdf: kdf), lock)
+            func wait(_ index: Int) throws -> TimeAmount { .milliseconds(max(0, try replies[index].checked().int ?? 0)) }
+            let waits = LoginThrottle.Waits(nameFromSource: try wait(1), source: try wait(2), name: try wait(3))
+            let lastLogin = try replies[4].checked().int
+            let known = lastLogin.map { nowMillis - $0 < LoginThrottle.knownSourceLifetime.nanoseconds / 1_000_000 } ?? false
+            var credentials: StoredCredentials?
+            if let fields = try replies[0].checked().array, fields.count == 3,
+               let salt = fields[0].bytes, let hash = fields[1].bytes, let kdf = fields[2].string {
+                credentials = StoredCredentials(salt: salt, hash: hash, kdf: kdf)
+            }
+            return LoginState(credentials: credentials, waits: waits, knownSource: known)
         }
     }
 
-    /// Counts a failed login (each count is forgotten `windowSeconds` after the last one) and
-    /// returns the failures in a row from this source and from every source.
-    func recordFailedLogin(user: String, source: String, windowSeconds: Int,
-                           on loop: any EventLoop) -> EventLoopFuture<(fromSource: Int, total: Int)> {
-        let bySource = keys.loginFailures(user, from: source)
-        let byUser = keys.loginFailures(user)
+    /// Counts a failed login for the name from this source, for the source across names and for
+    /// the name from everywhere, each in its fixed window (docs/SECURITY.md).
+    func recordFailedLogin(user: String, source: String, window: TimeAmount,
+                           on loop: any EventLoop) -> EventLoopFuture<(nameFromSource: WindowCount, source: WindowCount, name: WindowCount)> {
+        countInWindow([keys.loginFailures(user, from: source), keys.sourceFailures(source), keys.loginFailures(user)],
+                      window: window, on: loop).map { counts in (counts[0], counts[1], counts[2]) }
+    }
+
+    /// Counts a registration attempt from `source` in its fixed window.
+    func recordRegistration(source: String, window: TimeAmount, on loop: any EventLoop) -> EventLoopFuture<WindowCount> {
+        countInWindow([keys.registrations(source)], window: window, on: loop).map { $0[0] }
+    }
+
+    private func countInWindow(_ counted: [String], window: TimeAmount, on loop: any EventLoop) -> EventLoopFuture<[WindowCount]> {
+        let millis = max(1, window.nanoseconds / 1_000_000)
+        let command = RedisCommand.script(Scripts.countInWindow, keys: counted, args: [millis])
+        return redis.run([command], on: loop).flatMapThrowing { replies in
+            let values = try replies[0].checked().array ?? []
+            guard values.count == counted.count * 2 else {
+                throw RedisError(.protocolViolation, "countInWindow returned \(values.count) values for \(counted.count) keys")
+            }
+            return stride(from: 0, to: values.count, by: 2).map { i in
+                WindowCount(count: Int(values[i].int ?? 0), left: .milliseconds(values[i + 1].int ?? 0))
+            }
+        }
+    }
+
+    /// Makes logins wait: for the name from `source`, from `source` for any name, or for the name everywhere.
+    func lockLogins(_ locks: [(lock: LoginThrottle.Lock, wait: TimeAmount)], user: String, source: String,
+                    on loop: any EventLoop) -> EventLoopFuture<Void> {
+        guard !locks.isEmpty else { return loop.makeSucceededVoidFuture() }
+        let commands = locks.map { lock, wait in
+            let key = switch lock {
+            case .nameFromSource: keys.loginLock(user, from: source)
+            case .source: keys.sourceLock(source)
+            case .name: keys.loginLock(user)
+            }
+            return RedisCommand("SET", [key, 1, "PX", max(1, wait.nanoseconds / 1_000_000)])
+        }
+        return redis.run(commands, on: loop).flatMapThrowing { replies in for reply in replies { _ = try reply.checked() } }
+    }
+
+    /// After a successful login: the name's failure counts and waits are cleared (the source's
+    /// count across names is not: one's own account must not reset a spraying budget) and the
+    /// source becomes one of the user's known sources, of which the newest few are kept.
+    func loginSucceeded(user: String, source: String, nowMillis: Int64, on loop: any EventLoop) -> EventLoopFuture<Void> {
+        let known = keys.knownSources(user)
+        let lifetime = LoginThrottle.knownSourceLifetime.nanoseconds / 1_000_000
         return redis.run([
-            RedisCommand("INCR", [bySource]), RedisCommand("EXPIRE", [bySource, windowSeconds]),
-            RedisCommand("INCR", [byUser]), RedisCommand("EXPIRE", [byUser, windowSeconds]),
-        ], on: loop).flatMapThrowing { replies in
-            (Int(try replies[0].checked().int ?? 0), Int(try replies[2].checked().int ?? 0))
-        }
-    }
-
-    /// Locks the user's logins from `source` (or, with nil, from everywhere) for `amount`.
-    func lockLogins(user: String, from source: String?, for amount: TimeAmount, on loop: any EventLoop) -> EventLoopFuture<Void> {
-        let millis = max(1, amount.nanoseconds / 1_000_000)
-        return redis.run([RedisCommand("SET", [keys.loginLock(user, from: source), 1, "PX", millis])], on: loop)
-            .flatMapThrowing { _ = try $0[0].checked() }
-    }
-
-    func clearFailedLogins(user: String, source: String, on loop: any EventLoop) -> EventLoopFuture<Void> {
-        let doomed = [keys.loginFailures(user, from: source), keys.loginLock(user, from: source),
-                      keys.loginFailures(user), keys.loginLock(user)]
-        return redis.run([RedisCommand("DEL", doomed)], on: loop).flatMapThrowing { _ = try $0[0].checked() }
+            RedisCommand("DEL", [keys.loginFailures(user, from: source), keys.loginLock(user, from: source),
+                                 keys.loginFailures(user), keys.loginLock(user)]),
+            RedisCommand("ZADD", [known, nowMillis, source]),
+            RedisCommand("ZREMRANGEBYSCORE", [known, "-inf", nowMillis - lifetime]),
+            RedisCommand("ZREMRANGEBYRANK", [known, 0, -(LoginThrottle.knownSourcesPerUser + 1)]),
+            RedisCommand("PEXPIRE", [known, lifetime]),
+        ], on: loop).flatMapThrowing { replies in for reply in replies { _ = try reply.checked() } }
     }
 
     /// Marks tokens revoked until they would have expired anyway.
