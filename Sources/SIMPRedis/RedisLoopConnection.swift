@@ -15,6 +15,8 @@ final class RedisLoopConnection: @unchecked Sendable {
     private var loaded: Set<RedisScript> = []
     /// Every script used so far: a new connection loads them all before it is used.
     private var known: Set<RedisScript> = []
+    /// The run id of the Redis this connection reached (see `RedisCommand.runIDArgument`).
+    private var runID: [UInt8] = []
     private var flushScheduled = false
 
     init(loop: any EventLoop, configuration: RedisConfiguration) {
@@ -85,9 +87,14 @@ final class RedisLoopConnection: @unchecked Sendable {
     private func prepare(_ channel: any Channel) -> EventLoopFuture<any Channel> {
         loaded = []
         let scripts = Array(known)
-        let commands = [RedisCommand("PING", [])] + scripts.map { RedisCommand("SCRIPT", ["LOAD", $0.source]) }
+        let commands = [RedisCommand("PING", []), RedisCommand("INFO", ["server"])]
+            + scripts.map { RedisCommand("SCRIPT", ["LOAD", $0.source]) }
         return send(commands, on: channel).flatMapThrowing { replies in
             for reply in replies { _ = try reply.checked() }
+            guard let runID = Self.runID(in: replies[1]) else {
+                throw RedisError(.protocolViolation, "INFO server without a run_id")
+            }
+            self.runID = runID
             self.loaded = Set(scripts)
             return channel
         }.flatMapError { error in
@@ -110,7 +117,9 @@ final class RedisLoopConnection: @unchecked Sendable {
             skip += 1
         }
         for command in commands {
-            let arguments = command.script.map { [Array("EVALSHA".utf8), Array($0.sha.utf8)] + command.arguments } ?? command.arguments
+            var arguments = command.arguments
+            if let index = command.runIDArgument { arguments[index] = runID }
+            if let script = command.script { arguments = [Array("EVALSHA".utf8), Array(script.sha.utf8)] + arguments }
             RedisWire.encode(arguments, into: &bytes)
         }
         let promise = loop.makePromise(of: [RedisValue].self)
@@ -146,13 +155,24 @@ final class RedisLoopConnection: @unchecked Sendable {
         let again = unloaded.map { index -> RedisCommand in
             let script = commands[index].script!
             loaded.remove(script)
-            return RedisCommand([Array("EVAL".utf8), Array(script.source.utf8)] + commands[index].arguments)
+            var eval = RedisCommand([Array("EVAL".utf8), Array(script.source.utf8)] + commands[index].arguments)
+            eval.runIDArgument = commands[index].runIDArgument.map { $0 + 2 }
+            return eval
         }
         return ready().flatMap { channel in self.send(again, on: channel) }.map { retried in
             var result = replies
             for (index, reply) in zip(unloaded, retried) { result[index] = reply }
             return result
         }
+    }
+
+    /// The `run_id:` line of INFO's answer.
+    static func runID(in reply: RedisValue) -> [UInt8]? {
+        guard let text = reply.string else { return nil }
+        for line in text.split(whereSeparator: \.isNewline) where line.hasPrefix("run_id:") {
+            return Array(line.dropFirst("run_id:".count).utf8)
+        }
+        return nil
     }
 
     /// "connection refused" rather than NIO's nested description of every attempt.

@@ -47,6 +47,10 @@ public struct RedisCommand: Sendable {
     public var arguments: [[UInt8]]
     /// When set, `arguments` are numkeys, keys and args, and the connection sends EVALSHA.
     public var script: RedisScript?
+    /// When set, the connection puts the run id of the Redis it talks to (INFO's `run_id`, new
+    /// at every start of the server process) in place of this argument, so a script can tell
+    /// that Redis restarted since it last ran, and may have lost its latest writes.
+    public var runIDArgument: Int?
 
     public init(_ arguments: [[UInt8]]) { self.arguments = arguments }
 

@@ -21,6 +21,20 @@ import Testing
         await pool.shutdown()
     }
 
+    /// A command can carry the run id of the Redis that runs it; a restarted Redis has a new one.
+    @Test func theRunIDArgumentIsTheRedisThatRunsTheCommand() async throws {
+        var echo = RedisCommand("ECHO", ["placeholder"])
+        echo.runIDArgument = 1
+        let first = try await pool.run(echo).string
+        let info = try await pool.run(RedisCommand("INFO", ["server"])).string ?? ""
+        #expect(first != nil && info.contains("run_id:\(first!)"))
+        try server.restart()
+        _ = try? await pool.run(RedisCommand("PING"))
+        let second = try await pool.run(echo).string
+        #expect(second != nil && second != first)
+        await pool.shutdown()
+    }
+
     @Test func pipelineReturnsRepliesInOrder() async throws {
         let commands = (0..<1000).map { _ in RedisCommand("INCR", ["counter"]) }
         let replies = try await pool.run(commands)

@@ -48,6 +48,51 @@ public final class RedisServerProcess: @unchecked Sendable {
         try start()
     }
 
+    /// The AOF file that takes new writes (Redis 7 keeps `appendonlydir/*.incr.aof`).
+    public func writeLog() throws -> URL {
+        let folder = directory.appendingPathComponent("appendonlydir")
+        let names = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".incr.aof") }.sorted()
+        guard let newest = names.last else { throw TestSupportError("no incremental AOF in \(folder.path)") }
+        return folder.appendingPathComponent(newest)
+    }
+
+    /// How many bytes the AOF has written so far (every write is whole once answered, with
+    /// `appendfsync always`).
+    public func writeLogSize() throws -> Int {
+        let attributes = try FileManager.default.attributesOfItem(atPath: try writeLog().path)
+        return (attributes[.size] as? Int) ?? 0
+    }
+
+    /// Cuts the AOF of a stopped Redis back to `size` bytes: it starts again without the writes
+    /// made after that point, as Redis does after losing the tail of an `everysec` AOF.
+    public func dropWrites(after size: Int) throws {
+        precondition(process == nil, "stop Redis before cutting its AOF")
+        let handle = try FileHandle(forWritingTo: try writeLog())
+        try handle.truncate(atOffset: UInt64(size))
+        try handle.close()
+    }
+
+    /// One command over a fresh connection (RESP), for checking what Redis holds.
+    public func command(_ arguments: [String]) throws -> String {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = in_port_t(UInt16(port).bigEndian)
+        let connected = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw TestSupportError("cannot reach Redis on \(port)") }
+        var request = "*\(arguments.count)\r\n"
+        for argument in arguments { request += "$\(argument.utf8.count)\r\n\(argument)\r\n" }
+        let bytes = Array(request.utf8)
+        _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        return n > 0 ? String(decoding: buffer.prefix(n), as: UTF8.self) : ""
+    }
+
     deinit {
         stop()
         try? FileManager.default.removeItem(at: directory)

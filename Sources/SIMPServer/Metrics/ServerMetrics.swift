@@ -32,6 +32,8 @@ final class ServerMetrics: Sendable {
     let loginsFailed: Counter
     let loginsSucceeded: Counter
     let tokensRevoked: Counter
+    /// Inbox entries moved past a client's last seq after Redis lost numbers it had seen.
+    let renumbered: Counter
     let sessions: Gauge
     let controlConnections: Gauge
 
@@ -59,6 +61,7 @@ final class ServerMetrics: Sendable {
         loginsFailed = counter("logins_failed", "Logins with a wrong name or password")
         loginsSucceeded = counter("logins", "Logins with the right password")
         tokensRevoked = counter("tokens_revoked", "Tokens revoked by logout")
+        renumbered = counter("messages_renumbered", "Messages moved past a client's last seq after Redis lost writes")
         sessions = gauge("sessions", "Sessions open on this node")
         controlConnections = gauge("control_connections", "Open control connections")
     }

@@ -87,7 +87,14 @@ final class Router: @unchecked Sendable {
             previous.control.close(promise: nil)
         }
         metrics.sessions.set(Int64(sessions.count))
-        return store.pending(user: user, after: lastSeq, limit: 0, on: loop).map { [self] pending in
+        return store.repairNumbering(user: user, lastSeq: lastSeq, on: loop).flatMap { [self] moved in
+            if moved > 0 {
+                metrics.renumbered.increment(by: Int64(moved))
+                logger.warning("Redis lost numbers \(user) had seen; \(moved) messages stored since moved past seq \(lastSeq)")
+            }
+            session.numberingFloor = lastSeq
+            return store.pending(user: user, after: lastSeq, limit: 0, on: loop)
+        }.map { [self] pending in
             session.syncFloor = max(lastSeq, pending.confirmed)
             // The client has more than the server knows it confirmed: its last receipt was lost
             // with the previous connection (or node). Apply it now.
@@ -352,7 +359,7 @@ final class Router: @unchecked Sendable {
 
     private func flushStores() {
         while let batch = stores.nextBatch() {
-            store.store(batch, on: loop).whenComplete { [self] result in
+            store.store(batch, floor: { [sessions] in sessions.session(of: $0)?.numberingFloor ?? 0 }, on: loop).whenComplete { [self] result in
                 // The store never fails as a whole: an outage is an outcome per message.
                 let outcomes = (try? result.get()) ?? []
                 storeCompleted(batch, outcomes)
@@ -399,8 +406,9 @@ final class Router: @unchecked Sendable {
 
     private func settle(_ request: StoreRequest, _ outcome: StoreOutcome) {
         storesPending.remove(Self.storeKey(request))
-        if case .stored(let seq, let bytes) = outcome, let recipient = sessions.session(of: request.to), recipient.isBound {
-            push(seq, Push(bytes: bytes, from: request.from, id: request.id), to: recipient)
+        if case .stored(let seq, let bytes) = outcome, let recipient = sessions.session(of: request.to) {
+            recipient.raiseNumberingFloor(seq)
+            if recipient.isBound { push(seq, Push(bytes: bytes, from: request.from, id: request.id), to: recipient) }
         }
         let envelopes = answers(request, outcome)
         guard let sender = sessions.session(of: request.from) else { return }
@@ -531,6 +539,7 @@ final class Router: @unchecked Sendable {
         loop.assertInEventLoop()
         guard let session = sessions[sessionID] else { return }
         let confirmed = session.pushes.confirm(upTo: receipt.upToSeq, now: .now())
+        session.raiseNumberingFloor(receipt.upToSeq)
         resendMissing(receipt.missing.prefix(64), to: session)
         for push in confirmed { notifyDelivered(id: push.id, from: push.from, to: session.user, seq: push.seq) }
         let floor = max(session.lastReceipt, session.syncFloor)

@@ -31,6 +31,15 @@ final class Session: TableEntry, SealedPeer, @unchecked Sendable {
     var lastMissingAt: NIODeadline = .distantPast
     /// Highest receipt already passed to the store; repeats are not written again.
     var lastReceipt: UInt64 = 0
+    /// The highest seq this client has seen or will see (its `lastSeq`, then every seq stored
+    /// for it): stores pass it to Redis so numbering never goes below it, even after Redis
+    /// lost its latest writes. Nil until CONNECT's numbering check is done.
+    var numberingFloor: UInt64?
+
+    func raiseNumberingFloor(_ seq: UInt64) {
+        guard let floor = numberingFloor, seq > floor else { return }
+        numberingFloor = seq
+    }
 
     init(id: UInt64, user: String, control: any Channel, bindToken: [UInt8], syncFloor: UInt64, policy: RetransmitPolicy,
          bucket: TokenBucket) {

@@ -6,6 +6,9 @@ struct Keys: Sendable {
     func seq(_ name: String) -> String { "\(prefix):seq:\(name)" }
     func inbox(_ name: String) -> String { "\(prefix):inbox:\(name)" }
     func acked(_ name: String) -> String { "\(prefix):acked:\(name)" }
+    /// Redis' run id at NAME's last store, and the seq numbering restarted from while no
+    /// CONNECT of NAME has checked it (`Scripts.store`).
+    func numbering(_ name: String) -> String { "\(prefix):numbering:\(name)" }
     func presence(_ name: String) -> String { "\(prefix):presence:\(name)" }
     /// The ids of the messages one sender stored in one recipient's inbox, scored by their
     /// seq: a retransmitted datagram is stored once, the sender's share of the inbox is

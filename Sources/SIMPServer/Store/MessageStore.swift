@@ -74,9 +74,10 @@ final class MessageStore: Sendable {
     /// Stores a batch in one pipelined round trip, one script call per recipient; outcomes
     /// come back in batch order. Never fails as a whole: a Redis outage becomes
     /// `.unavailable` for each request.
-    func store(_ batch: [StoreRequest], on loop: any EventLoop) -> EventLoopFuture<[StoreOutcome]> {
+    /// `floor` gives, per recipient, the highest seq its session on this node has seen (0: none).
+    func store(_ batch: [StoreRequest], floor: (String) -> UInt64 = { _ in 0 }, on loop: any EventLoop) -> EventLoopFuture<[StoreOutcome]> {
         let groups = Self.byRecipient(batch)
-        let commands = groups.map { indices in storeCommand(indices.map { batch[$0] }) }
+        let commands = groups.map { indices in storeCommand(indices.map { batch[$0] }, floor: floor(batch[indices[0]].to)) }
         return redis.run(commands, on: loop).map { replies in
             var outcomes = [StoreOutcome](repeating: .unavailable(RedisError(.protocolViolation, "no reply")), count: batch.count)
             for (indices, reply) in zip(groups, replies) {
@@ -105,20 +106,23 @@ final class MessageStore: Sendable {
         return result
     }
 
-    private func storeCommand(_ requests: [StoreRequest]) -> RedisCommand {
+    private func storeCommand(_ requests: [StoreRequest], floor: UInt64) -> RedisCommand {
         let to = requests[0].to
-        var keys: [any RedisArgument] = [keys.user(to), keys.seq(to), keys.inbox(to), keys.acked(to)]
+        var keys: [any RedisArgument] = [keys.user(to), keys.seq(to), keys.inbox(to), keys.acked(to), keys.numbering(to)]
         for request in requests {
             keys.append(self.keys.messageIDs(to: to, from: request.from))
             keys.append(self.keys.history(request.from, to))
         }
         var args: [any RedisArgument] = [settings.messageIDTTLSeconds, settings.historyCap, settings.inboxLimit,
-                                         settings.inboxShare, max(settings.idsPerSender, settings.inboxShare)]
+                                         settings.inboxShare, max(settings.idsPerSender, settings.inboxShare), floor, "run id"]
+        let runIDArgument = 1 + keys.count + args.count - 1
         for request in requests {
             args.append(request.id)
             args.append(request.bytes)
         }
-        return RedisCommand.script(Scripts.store, keys: keys, args: args)
+        var command = RedisCommand.script(Scripts.store, keys: keys, args: args)
+        command.runIDArgument = runIDArgument
+        return command
     }
 
     private static func outcomes(_ reply: RedisValue, count: Int) -> [StoreOutcome] {
@@ -184,6 +188,42 @@ final class MessageStore: Sendable {
         }
     }
 
+    /// Before a session reads its inbox: if Redis lost numbers the client had seen (its
+    /// `lastSeq` is above the seq numbering restarted from), the entries stored since move past
+    /// `lastSeq`, in order, so the client does not drop them as ones it has seen. Tried again
+    /// if a store changes the inbox between the check and the move.
+    func repairNumbering(user: String, lastSeq: UInt64, attempts: Int = 3, on loop: any EventLoop) -> EventLoopFuture<Int> {
+        let check = RedisCommand.script(Scripts.numberingCheck, keys: [keys.seq(user), keys.inbox(user), keys.numbering(user)],
+                                        args: [lastSeq])
+        return redis.run([check], on: loop).flatMap { [self] replies in
+            let parts: [RedisValue]
+            do { parts = try replies[0].checked().array ?? [] } catch { return loop.makeFailedFuture(error) }
+            guard parts.count == 2, let base = parts[0].string, let flat = parts[1].array else { return loop.makeSucceededFuture(0) }
+            let entries = Self.renumbered(flat)
+            let command = RedisCommand.script(
+                Scripts.renumber,
+                keys: [keys.seq(user), keys.inbox(user), keys.numbering(user)] + entries.map { keys.messageIDs(to: user, from: $0.from) },
+                args: [base, lastSeq] + entries.flatMap { [$0.seq, $0.id] as [any RedisArgument] })
+            return redis.run([command], on: loop).flatMap { replies in
+                let moved = (try? replies[0].checked().int).flatMap { $0 } ?? 0
+                if moved > 0 || entries.isEmpty { return loop.makeSucceededFuture(Int(moved)) }
+                guard attempts > 1 else {
+                    return loop.makeFailedFuture(RedisError(.protocolViolation, "\(user)'s inbox kept changing while its numbering was repaired"))
+                }
+                return self.repairNumbering(user: user, lastSeq: lastSeq, attempts: attempts - 1, on: loop)
+            }
+        }
+    }
+
+    /// Entries with their scores (ZRANGEBYSCORE WITHSCORES), as seq, sender and message id.
+    private static func renumbered(_ flat: [RedisValue]) -> [(seq: UInt64, from: String, id: String)] {
+        stride(from: 0, to: flat.count - 1, by: 2).compactMap { index in
+            guard let bytes = flat[index].bytes, let seq = flat[index + 1].int,
+                  let message = try? Simp_Message(serializedBytes: bytes) else { return nil }
+            return (UInt64(seq), message.fromUser, message.messageID)
+        }
+    }
+
     /// Specific unconfirmed inbox entries, by seq (those still in the inbox).
     func inboxEntries(user: String, seqs: [UInt64], on loop: any EventLoop) -> EventLoopFuture<[[UInt8]]> {
         let commands = seqs.map { RedisCommand("ZRANGEBYSCORE", [keys.inbox(user), $0, $0]) }
@@ -240,7 +280,12 @@ final class MessageStore: Sendable {
             for (index, item) in items.enumerated() {
                 let seq = try replies[2 * index].checked().int.map { UInt64($0) }
                 let mark = UInt64(try replies[2 * index + 1].checked().int ?? 0)
-                if item.seq > 0, seq == item.seq, mark >= item.seq { confirmed.append(item) }
+                // The stored seq, not the asker's: a repair after Redis lost writes may have moved it.
+                if let seq, mark >= seq {
+                    var answer = item
+                    answer.seq = seq
+                    confirmed.append(answer)
+                }
             }
             return confirmed
         }

@@ -4,9 +4,16 @@ import SIMPRedis
 enum Scripts {
     /// Stores several messages for ONE recipient in one call (a script call costs Redis about
     /// 10 µs of its own, more than the commands it runs). KEYS: the recipient's user, seq,
-    /// inbox and confirmed mark, then per message the ids its sender stored in this inbox and
-    /// the conversation's history. ARGV: id TTL, history cap, inbox limit, a sender's share
-    /// of the inbox, ids kept per sender, then per message its id and its bytes.
+    /// inbox, confirmed mark and numbering record, then per message the ids its sender stored
+    /// in this inbox and the conversation's history. ARGV: id TTL, history cap, inbox limit, a
+    /// sender's share of the inbox, ids kept per sender, the recipient's numbering floor (the
+    /// highest seq its connected session has seen, 0 when none), Redis' run id, then per
+    /// message its id and its bytes.
+    /// Numbering never runs backwards: a seq below the floor was lost by Redis (the tail of
+    /// its AOF), so numbering goes on above the floor. When Redis has restarted since this
+    /// recipient's last store and nobody connected knows its floor, the numbering record keeps
+    /// the seq it restarted from (`base`): the recipient's next CONNECT moves what was stored
+    /// above it past what the client had seen (`Scripts.renumber`).
     /// Each message is stored unless its sender's id was seen before; its sequence number is
     /// appended to the serialized protobuf as field 10 (varint): a later occurrence of a scalar
     /// field wins, so the stored bytes carry their seq (the caller appends the same bytes).
@@ -14,18 +21,28 @@ enum Scripts {
     /// mark, so a resent message already delivered is answered as such), {-1} unknown
     /// recipient, {-2} inbox full, {-3} the sender's share of the inbox full. History grows
     /// 10% past its cap before it is trimmed; a sender's ids past theirs, oldest first.
-    static let store = RedisScript("""
+    static let store = RedisScript(seqField + """
     local known = redis.call('EXISTS', KEYS[1]) == 1
     local ttl, cap, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-    local share, idcap = tonumber(ARGV[4]), tonumber(ARGV[5])
+    local share, idcap, floor = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
     local slack = cap + math.floor(cap / 10)
     local confirmed = tonumber(redis.call('GET', KEYS[4]) or '0')
+    local top = tonumber(redis.call('GET', KEYS[2]) or '0')
+    if floor > top then redis.call('SET', KEYS[2], floor) end
+    if redis.call('HGET', KEYS[5], 'run') ~= ARGV[7] then
+      if floor > 0 then
+        redis.call('HDEL', KEYS[5], 'base')
+      elseif redis.call('HEXISTS', KEYS[5], 'base') == 0 then
+        redis.call('HSET', KEYS[5], 'base', top)
+      end
+      redis.call('HSET', KEYS[5], 'run', ARGV[7])
+    end
     local count = nil
     local out = {}
     local n = 0
-    for i = 6, #ARGV, 2 do
+    for i = 8, #ARGV, 2 do
       n = n + 1
-      local ids, hist, id = KEYS[3 + 2 * n], KEYS[4 + 2 * n], ARGV[i]
+      local ids, hist, id = KEYS[4 + 2 * n], KEYS[5 + 2 * n], ARGV[i]
       local prior = redis.call('ZSCORE', ids, id)
       if prior then
         out[n] = {0, tonumber(prior), confirmed}
@@ -39,14 +56,7 @@ enum Scripts {
           out[n] = {-3}
         else
           local seq = redis.call('INCR', KEYS[2])
-          local v = seq
-          local tail = {string.char(0x50)}
-          while v >= 128 do
-            table.insert(tail, string.char(v % 128 + 128))
-            v = math.floor(v / 128)
-          end
-          table.insert(tail, string.char(v))
-          local stored = ARGV[i + 1] .. table.concat(tail)
+          local stored = ARGV[i + 1] .. seqfield(seq)
           redis.call('ZADD', KEYS[3], seq, stored)
           count = count + 1
           if redis.call('RPUSH', hist, stored) > slack then redis.call('LTRIM', hist, -cap, -1) end
@@ -59,6 +69,61 @@ enum Scripts {
       end
     end
     return out
+    """)
+
+    /// Lua: protobuf field 10 (varint) holding `seq`, to append to a stored message.
+    static let seqField = """
+    local function seqfield(seq)
+      local v = seq
+      local tail = {string.char(0x50)}
+      while v >= 128 do
+        table.insert(tail, string.char(v % 128 + 128))
+        v = math.floor(v / 128)
+      end
+      table.insert(tail, string.char(v))
+      return table.concat(tail)
+    end
+
+    """
+
+    /// At CONNECT, before the inbox is read: whether Redis lost numbers the client had seen
+    /// (`lastSeq`, ARGV[1], is above the seq numbering restarted from). KEYS: seq, inbox,
+    /// numbering record. Raises the seq to `lastSeq` when it is below; returns the entries
+    /// stored since the restart, with their seqs, when some of them may carry numbers the
+    /// client has seen, else {} (and forgets the restart: nothing collided).
+    static let numberingCheck = RedisScript("""
+    local last = tonumber(ARGV[1])
+    if tonumber(redis.call('GET', KEYS[1]) or '0') < last then redis.call('SET', KEYS[1], last) end
+    local base = redis.call('HGET', KEYS[3], 'base')
+    if not base or last <= tonumber(base) then
+      redis.call('HDEL', KEYS[3], 'base')
+      return {}
+    end
+    return {base, redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. base, '+inf', 'WITHSCORES')}
+    """)
+
+    /// Moves the entries stored since Redis restarted past the client's `lastSeq`, keeping their
+    /// order, so none of them is taken for one the client has already seen. KEYS: seq, inbox,
+    /// numbering record, then per entry the ids its sender stored in this inbox. ARGV: the
+    /// base `numberingCheck` saw, `lastSeq`, then per entry its seq and message id. Returns 0
+    /// (and changes nothing) when the inbox changed since the check, else the number moved.
+    static let renumber = RedisScript(seqField + """
+    local base, last = ARGV[1], tonumber(ARGV[2])
+    local n = (#ARGV - 2) / 2
+    if redis.call('HGET', KEYS[3], 'base') ~= base or redis.call('ZCOUNT', KEYS[2], '(' .. base, '+inf') ~= n then
+      return 0
+    end
+    -- All out first: a new seq may be the old seq of an entry not moved yet.
+    local members = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. base, '+inf')
+    redis.call('ZREMRANGEBYSCORE', KEYS[2], '(' .. base, '+inf')
+    for k = 1, n do
+      local seq = last + k
+      redis.call('ZADD', KEYS[2], seq, members[k] .. seqfield(seq))
+      redis.call('ZADD', KEYS[3 + k], 'XX', seq, ARGV[2 + 2 * k])
+    end
+    if tonumber(redis.call('GET', KEYS[1]) or '0') < last + n then redis.call('SET', KEYS[1], last + n) end
+    redis.call('HDEL', KEYS[3], 'base')
+    return n
     """)
 
     /// Cumulative receipt: removes inbox entries up to ARGV[1] (clamped to the last assigned
