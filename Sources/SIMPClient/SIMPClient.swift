@@ -286,6 +286,9 @@ public final class SIMPClient: @unchecked Sendable {
     /// The message as it will be sent, with its new id; throws what the server would refuse.
     private func outgoing(_ base: Simp_Message, to user: String) throws(ClientError) -> (String, Outgoing) {
         guard UserName.isValid(user) else { throw ClientError("not a valid user name: \(user)", code: .unknownUser) }
+        guard base.imageURL.isEmpty || MessageRules.isAllowedImageURL(base.imageURL) else {
+            throw ClientError("\(MessageRules.imageURLReason), got \(base.imageURL)", code: .badRequest)
+        }
         var message = base
         message.version = 1
         message.messageID = String(UInt64.random(in: 1...UInt64.max))
