@@ -65,6 +65,16 @@ public struct IncomingMessage: Sendable, Equatable {
     }
 }
 
+/// One page of a conversation's history (`SIMPClient.historyPage`).
+public struct HistoryPage: Sendable, Equatable {
+    /// Oldest first.
+    public var messages: [IncomingMessage]
+    /// Older messages are stored: ask for them with `before: nextBefore`.
+    public var more: Bool
+    /// How many messages back from the newest the next older page starts.
+    public var nextBefore: UInt64
+}
+
 public enum ClientEvent: Sendable, Equatable {
     case connected(user: String)
     case disconnected(reason: String)

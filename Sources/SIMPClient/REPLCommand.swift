@@ -19,7 +19,7 @@ public enum REPLCommand: Equatable, Sendable {
     commands:
       /send USER TEXT...    send a text message
       /image USER URL       send an image by URL
-      /history USER [N]     show the last N messages with USER (default 20)
+      /history USER [N]     show the last N messages with USER (default 20, at most 1000)
       /help                 this list
       /logout               revoke this login on the server and leave
       /quit                 leave (after waiting for outstanding receipts)

@@ -136,19 +136,50 @@ public final class SIMPClient: @unchecked Sendable {
         return try await send(message, to: user)
     }
 
-    /// The last `limit` messages between the logged-in user and `peer`, oldest first.
+    /// The last `limit` messages (1-1000) between the logged-in user and `peer`, oldest first,
+    /// fetched page by page (`historyPage`) until there are that many or no older ones.
     public func history(with peer: String, limit: Int = 20) async throws(ClientError) -> [IncomingMessage] {
+        let wanted = max(1, min(limit, 1000))
+        var pages: [[IncomingMessage]] = []
+        var seen = Set<MessageKey>()
+        var count = 0
+        var before: UInt64 = 0
+        while count < wanted {
+            let page = try await historyPage(with: peer, before: before, limit: wanted - count)
+            // A message that arrived meanwhile moves older ones back a position, so this page
+            // may repeat some of the newer page's messages.
+            let fresh = page.messages.filter { seen.insert(MessageKey(from: $0.from, id: $0.id)).inserted }
+            pages.append(fresh)
+            count += fresh.count
+            guard page.more, page.nextBefore > before else { break }
+            before = page.nextBefore
+        }
+        return Array(pages.reversed().joined().suffix(wanted))
+    }
+
+    /// One page of the conversation with `peer`, oldest first: at most `limit` (1-1000)
+    /// messages, fewer when more would not fit one frame, starting `before` messages back
+    /// from the newest (0: the newest page). Pass its `nextBefore` for the next older page.
+    public func historyPage(with peer: String, before: UInt64 = 0, limit: Int = 20) async throws(ClientError) -> HistoryPage {
+        guard UserName.isValid(peer) else { throw ClientError("not a valid user name: \(peer)", code: .badRequest) }
         var request = Simp_HistoryRequest()
         request.peer = peer
+        request.before = before
         request.limit = UInt32(max(1, min(limit, 1000)))
         let body = Simp_Envelope.OneOf_Body.history(request)
         do {
             let reply = try await loop.flatSubmit { [self] in self.request(body) }.get()
             guard case .historyResult(let result) = reply.body else { throw ClientError("unexpected reply to history") }
-            return result.messages.map(IncomingMessage.init)
+            return HistoryPage(messages: result.messages.map(IncomingMessage.init), more: result.more, nextBefore: result.nextBefore)
         } catch {
             throw Self.clientError(error)
         }
+    }
+
+    /// A stored message's identity: message ids are unique per sender.
+    private struct MessageKey: Hashable {
+        var from: String
+        var id: String
     }
 
     /// Messages sent but neither delivered nor failed yet.
@@ -259,6 +290,9 @@ public final class SIMPClient: @unchecked Sendable {
     /// The message as it will be sent, with its new id; throws what the server would refuse.
     private func outgoing(_ base: Simp_Message, to user: String) throws(ClientError) -> (String, Outgoing) {
         guard UserName.isValid(user) else { throw ClientError("not a valid user name: \(user)", code: .unknownUser) }
+        guard base.imageURL.isEmpty || MessageRules.isAllowedImageURL(base.imageURL) else {
+            throw ClientError("\(MessageRules.imageURLReason), got \(base.imageURL)", code: .badRequest)
+        }
         var message = base
         message.version = 1
         message.messageID = String(UInt64.random(in: 1...UInt64.max))

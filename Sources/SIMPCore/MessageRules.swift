@@ -10,9 +10,22 @@ public enum MessageRules {
         if !UserName.isValid(message.toUser) {
             return (.unknownUser, "no such user: \(message.toUser)")
         }
+        if !message.imageURL.isEmpty && !isAllowedImageURL(message.imageURL) {
+            return (.badRequest, imageURLReason)
+        }
         switch message.type {
         case .text, .image, .audio: return nil
         default: return (.badRequest, "message type \(message.type) cannot be sent as data")
         }
+    }
+
+    public static let imageURLReason = "imageURL must start with http:// or https://"
+
+    /// Only web URLs are forwarded: a recipient's application may open the link, and other
+    /// schemes (file:, javascript:, data:, app-specific ones) can do more than fetch an image.
+    /// Schemes are case-insensitive (RFC 3986 section 3.1).
+    public static func isAllowedImageURL(_ url: String) -> Bool {
+        let lower = url.prefix(8).lowercased()
+        return lower.hasPrefix("http://") || lower.hasPrefix("https://")
     }
 }

@@ -2,6 +2,8 @@ import Foundation
 import SIMPClient
 
 /// Everything the REPL prints goes through here: human lines, or one JSON object per line.
+/// Human lines show what others wrote through `safe` (TerminalText), so that no message,
+/// name or server reason can steer the terminal; JSON is escaped by JSONSerialization.
 final class Output: @unchecked Sendable {
     let json: Bool
     private let lock = NSLock()
@@ -13,7 +15,7 @@ final class Output: @unchecked Sendable {
         case .connected(let user):
             emit(["event": "connected", "user": user], human: "connected as \(user)")
         case .disconnected(let reason):
-            emit(["event": "disconnected", "reason": reason], human: "disconnected: \(reason)", toStderr: true)
+            emit(["event": "disconnected", "reason": reason], human: "disconnected: \(safe(reason))", toStderr: true)
         case .reconnecting(let attempt, let delay):
             emit(["event": "reconnecting", "attempt": attempt, "delayMillis": Int(delay)],
                  human: "reconnecting in \(delay) ms (attempt \(attempt))", toStderr: true)
@@ -22,7 +24,7 @@ final class Output: @unchecked Sendable {
         case .delivered(let id, let to, let seq):
             emit(["event": "delivered", "id": id, "to": to, "seq": Int(seq)], human: "[delivered] \(id) -> \(to)")
         case .failed(let id, let to, let reason):
-            emit(["event": "failed", "id": id, "to": to, "reason": reason], human: "[failed] \(id) -> \(to): \(reason)")
+            emit(["event": "failed", "id": id, "to": to, "reason": reason], human: "[failed] \(safe(id)) -> \(safe(to)): \(safe(reason))")
         case .message(let m):
             var object: [String: Any] = ["event": "message", "id": m.id, "from": m.from, "text": m.text, "seq": Int(m.seq),
                                          "sentAt": Int(m.sentAt), "receivedAt": Int(Date().timeIntervalSince1970 * 1000)]
@@ -34,7 +36,7 @@ final class Output: @unchecked Sendable {
     }
 
     func error(_ message: String) {
-        emit(["event": "error", "message": message], human: "error: \(message)", toStderr: true)
+        emit(["event": "error", "message": message], human: "error: \(safe(message))", toStderr: true)
     }
 
     func sent(id: String, to: String) {
@@ -47,7 +49,7 @@ final class Output: @unchecked Sendable {
             if let url = m.imageURL { o["imageURL"] = url }
             return o
         }
-        let human = messages.isEmpty ? "no messages with \(peer)" : messages.map(Self.humanLine).joined(separator: "\n")
+        let human = messages.isEmpty ? "no messages with \(safe(peer))" : messages.map(Self.humanLine).joined(separator: "\n")
         emit(["event": "history", "peer": peer, "messages": list], human: human)
     }
 
@@ -57,9 +59,9 @@ final class Output: @unchecked Sendable {
 
     private static func humanLine(_ m: IncomingMessage) -> String {
         if let url = m.imageURL {
-            return "\(m.from): [image] \(url)\(m.text.isEmpty ? "" : " \(m.text)")"
+            return "\(safe(m.from)): [image] \(safe(url))\(m.text.isEmpty ? "" : " \(safe(m.text))")"
         }
-        return "\(m.from): \(m.text)"
+        return "\(safe(m.from)): \(safe(m.text))"
     }
 
     private func emit(_ object: [String: Any], human: String, toStderr: Bool = false) {
@@ -76,3 +78,6 @@ final class Output: @unchecked Sendable {
         handle.write(Data((line + "\n").utf8))
     }
 }
+
+/// Untrusted text as a terminal may show it.
+private func safe(_ text: String) -> String { TerminalText.escaped(text) }

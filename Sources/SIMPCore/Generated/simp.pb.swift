@@ -529,6 +529,9 @@ public nonisolated struct Simp_Logout: Sendable {
   public init() {}
 }
 
+/// One page of a conversation's history. Pages go from the newest messages back. Positions
+/// count back from the newest stored message: 0 is the newest, 1 the one before it, ...
+/// (docs/PROTOCOL.md, "History pages").
 public nonisolated struct Simp_HistoryRequest: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -536,7 +539,13 @@ public nonisolated struct Simp_HistoryRequest: Sendable {
 
   public var peer: String = String()
 
+  /// At most this many messages in the page (clamped to 1-1000). The server may return fewer
+  /// so that the page fits a frame.
   public var limit: UInt32 = 0
+
+  /// Exclusive cursor: the page starts at position `before`, skipping the `before` newest
+  /// messages. 0 asks for the newest page; later pages pass the previous `nextBefore`.
+  public var before: UInt64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -550,7 +559,14 @@ public nonisolated struct Simp_HistoryResponse: Sendable {
 
   public var peer: String = String()
 
+  /// Oldest first.
   public var messages: [Simp_Message] = []
+
+  /// True when messages older than this page are stored: ask again with before = nextBefore.
+  public var more: Bool = false
+
+  /// The cursor for the next (older) page: `before` plus the positions this page covered.
+  public var nextBefore: UInt64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1522,7 +1538,7 @@ nonisolated extension Simp_Logout: SwiftProtobuf.Message, SwiftProtobuf._Message
 
 nonisolated extension Simp_HistoryRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".HistoryRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}peer\0\u{1}limit\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}peer\0\u{1}limit\0\u{1}before\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1532,6 +1548,7 @@ nonisolated extension Simp_HistoryRequest: SwiftProtobuf.Message, SwiftProtobuf.
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularStringField(value: &self.peer) }()
       case 2: try { try decoder.decodeSingularUInt32Field(value: &self.limit) }()
+      case 3: try { try decoder.decodeSingularUInt64Field(value: &self.before) }()
       default: break
       }
     }
@@ -1544,12 +1561,16 @@ nonisolated extension Simp_HistoryRequest: SwiftProtobuf.Message, SwiftProtobuf.
     if self.limit != 0 {
       try visitor.visitSingularUInt32Field(value: self.limit, fieldNumber: 2)
     }
+    if self.before != 0 {
+      try visitor.visitSingularUInt64Field(value: self.before, fieldNumber: 3)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Simp_HistoryRequest, rhs: Simp_HistoryRequest) -> Bool {
     if lhs.peer != rhs.peer {return false}
     if lhs.limit != rhs.limit {return false}
+    if lhs.before != rhs.before {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1557,7 +1578,7 @@ nonisolated extension Simp_HistoryRequest: SwiftProtobuf.Message, SwiftProtobuf.
 
 nonisolated extension Simp_HistoryResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".HistoryResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}peer\0\u{1}messages\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}peer\0\u{1}messages\0\u{1}more\0\u{1}nextBefore\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1567,6 +1588,8 @@ nonisolated extension Simp_HistoryResponse: SwiftProtobuf.Message, SwiftProtobuf
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularStringField(value: &self.peer) }()
       case 2: try { try decoder.decodeRepeatedMessageField(value: &self.messages) }()
+      case 3: try { try decoder.decodeSingularBoolField(value: &self.more) }()
+      case 4: try { try decoder.decodeSingularUInt64Field(value: &self.nextBefore) }()
       default: break
       }
     }
@@ -1579,12 +1602,20 @@ nonisolated extension Simp_HistoryResponse: SwiftProtobuf.Message, SwiftProtobuf
     if !self.messages.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.messages, fieldNumber: 2)
     }
+    if self.more != false {
+      try visitor.visitSingularBoolField(value: self.more, fieldNumber: 3)
+    }
+    if self.nextBefore != 0 {
+      try visitor.visitSingularUInt64Field(value: self.nextBefore, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Simp_HistoryResponse, rhs: Simp_HistoryResponse) -> Bool {
     if lhs.peer != rhs.peer {return false}
     if lhs.messages != rhs.messages {return false}
+    if lhs.more != rhs.more {return false}
+    if lhs.nextBefore != rhs.nextBefore {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

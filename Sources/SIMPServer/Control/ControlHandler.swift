@@ -368,11 +368,21 @@ final class ControlHandler: ChannelInboundHandler {
             reply(context, .error(.notAuthenticated, "log in first", requestID: id))
             return
         }
+        // The peer is echoed in the answer: an unchecked name could push the page past a frame.
+        guard UserName.isValid(request.peer) else {
+            reply(context, .error(.badRequest, "history peer is not a valid user name", requestID: id))
+            return
+        }
         let limit = Int(min(max(request.limit, 1), 1000))
-        let future = router.store.history(between: user, and: request.peer, limit: limit, on: context.eventLoop).map { items in
+        // Every client reads frames of up to the protocol's default limit, whatever this server accepts.
+        let page = router.store.history(between: user, and: request.peer, before: request.before, limit: limit,
+                                        budget: HistoryPaging.budget(), on: context.eventLoop)
+        let future = page.map { page in
             var response = Simp_HistoryResponse()
             response.peer = request.peer
-            response.messages = items.compactMap { try? Simp_Message(serializedBytes: $0) }
+            response.messages = page.items.compactMap { try? Simp_Message(serializedBytes: $0) }
+            response.more = page.more
+            response.nextBefore = page.nextBefore
             return Simp_Envelope(requestID: id, .historyResult(response))
         }
         respond(context, id, future)

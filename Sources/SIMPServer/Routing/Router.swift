@@ -252,6 +252,8 @@ final class Router: @unchecked Sendable {
         if let problem = MessageRules.problem(in: message) {
             let failed = Simp_Failed(messageID: message.messageID, to: message.toUser, code: problem.code, reason: problem.reason)
             outbox.send(Simp_Envelope(.failed(failed)), on: session.control)
+            // Refused for good: the sender's later messages must not wait for its number.
+            if message.clientSeq > 0 { session.sendOrder.withdraw(message.clientSeq).released.forEach { enqueueStore($0) } }
             return
         }
         let order = message.clientSeq

@@ -232,9 +232,20 @@ final class MessageStore: Sendable {
         }
     }
 
-    func history(between a: String, and b: String, limit: Int, on loop: any EventLoop) -> EventLoopFuture<[[UInt8]]> {
-        redis.run([RedisCommand("LRANGE", [keys.history(a, b), -limit, -1])], on: loop).flatMapThrowing { replies in
-            try (replies[0].checked().array ?? []).compactMap(\.bytes)
+    /// One page of the conversation's history (`HistoryPaging`): at most `limit` stored
+    /// messages from position `before` back, cut to `budget` bytes. The list grows at its
+    /// newest end and is trimmed at its oldest, so a position counted from the newest moves
+    /// only when a message arrives: a later page may then repeat one, never skip one.
+    func history(between a: String, and b: String, before: UInt64, limit: Int, budget: Int,
+                 on loop: any EventLoop) -> EventLoopFuture<HistoryPaging.Page> {
+        let key = keys.history(a, b)
+        let skip = Int(min(before, UInt64(HistoryPaging.maxPosition)))
+        let read = min(limit, HistoryPaging.maxReadPerPage)
+        let commands = [RedisCommand("LRANGE", [key, -(skip + read), -(skip + 1)]), RedisCommand("LLEN", [key])]
+        return redis.run(commands, on: loop).flatMapThrowing { replies in
+            let items = try (replies[0].checked().array ?? []).compactMap(\.bytes)
+            let stored = try Int(replies[1].checked().int ?? 0)
+            return HistoryPaging.page(oldestFirst: items, before: skip, stored: stored, budget: budget)
         }
     }
 
