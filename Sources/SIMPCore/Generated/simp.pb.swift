@@ -48,6 +48,8 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
   case withdrawn // = 16
 
   /// Limits (docs/SECURITY.md): over one, that client gets the error; everyone else is served.
+  /// Over a rate or queue limit: data datagrams per session, the password-hashing queue,
+  /// registrations per source address.
   case rateLimited // = 17
 
   /// control connections from one source IP
