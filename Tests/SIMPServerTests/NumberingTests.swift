@@ -30,6 +30,26 @@ import Testing
         await world.cleanUp()
     }
 
+    /// A restart that lost nothing moves nothing: what bob saw stays seen, the new ones follow.
+    @Test func aRestartThatLostNothingRenumbersNothing() async throws {
+        let world = try await World.start()
+        let seen = try await sendAll(world.alice, to: "bob", prefix: "seen", count: 5)
+        #expect(await world.bobLog.wait { Set($0.messages.map(\.id)).isSuperset(of: seen) })
+        await world.bob.close()
+        try world.cluster.redis.restart()
+        let after = try await sendAll(world.alice, to: "bob", prefix: "after", count: 3)
+        #expect(await world.aliceLog.wait { Set($0.accepted).isSuperset(of: after) })
+        let bob = SIMPClient(configuration: world.bobConfiguration)
+        let bobLog = EventLog(bob)
+        try await bob.connect(user: "bob", password: "pw-bob")
+        #expect(await bobLog.wait { $0.messages.count >= 3 })
+        #expect(bobLog.messages.map(\.id) == after)
+        #expect(bobLog.messages.map(\.seq) == [6, 7, 8])
+        #expect(world.cluster.metric("simp_messages_renumbered_total") == 0)
+        await bob.close()
+        await world.cleanUp()
+    }
+
     @Test func aConnectedRecipientGetsNewNumbersAfterRedisLostWrites() async throws {
         let world = try await World.start()
         try await world.loseTheLastFiveMessagesFromRedis(recipientStaysConnected: true)

@@ -87,12 +87,14 @@ final class Router: @unchecked Sendable {
             previous.control.close(promise: nil)
         }
         metrics.sessions.set(Int64(sessions.count))
+        // Stores made from now on run in Redis after the numbering check (one connection, in
+        // order), so they may already number above what the client has seen.
+        session.numberingFloor = lastSeq
         return store.repairNumbering(user: user, lastSeq: lastSeq, on: loop).flatMap { [self] moved in
             if moved > 0 {
                 metrics.renumbered.increment(by: Int64(moved))
                 logger.warning("Redis lost numbers \(user) had seen; \(moved) messages stored since moved past seq \(lastSeq)")
             }
-            session.numberingFloor = lastSeq
             return store.pending(user: user, after: lastSeq, limit: 0, on: loop)
         }.map { [self] pending in
             session.syncFloor = max(lastSeq, pending.confirmed)
@@ -361,7 +363,7 @@ final class Router: @unchecked Sendable {
 
     private func flushStores() {
         while let batch = stores.nextBatch() {
-            store.store(batch, floor: { [sessions] in sessions.session(of: $0)?.numberingFloor ?? 0 }, on: loop).whenComplete { [self] result in
+            store.store(batch, floor: { [sessions] in sessions.session(of: $0)?.numberingFloor }, on: loop).whenComplete { [self] result in
                 // The store never fails as a whole: an outage is an outcome per message.
                 let outcomes = (try? result.get()) ?? []
                 storeCompleted(batch, outcomes)

@@ -33,7 +33,7 @@ final class Session: TableEntry, SealedPeer, @unchecked Sendable {
     var lastReceipt: UInt64 = 0
     /// The highest seq this client has seen or will see (its `lastSeq`, then every seq stored
     /// for it): stores pass it to Redis so numbering never goes below it, even after Redis
-    /// lost its latest writes. Nil until CONNECT's numbering check is done.
+    /// lost its latest writes. Set at CONNECT, before the numbering check is sent to Redis.
     var numberingFloor: UInt64?
 
     func raiseNumberingFloor(_ seq: UInt64) {

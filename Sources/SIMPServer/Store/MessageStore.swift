@@ -74,8 +74,8 @@ final class MessageStore: Sendable {
     /// Stores a batch in one pipelined round trip, one script call per recipient; outcomes
     /// come back in batch order. Never fails as a whole: a Redis outage becomes
     /// `.unavailable` for each request.
-    /// `floor` gives, per recipient, the highest seq its session on this node has seen (0: none).
-    func store(_ batch: [StoreRequest], floor: (String) -> UInt64 = { _ in 0 }, on loop: any EventLoop) -> EventLoopFuture<[StoreOutcome]> {
+    /// `floor` gives, per recipient, the highest seq its session on this node has seen (nil: no session).
+    func store(_ batch: [StoreRequest], floor: (String) -> UInt64? = { _ in nil }, on loop: any EventLoop) -> EventLoopFuture<[StoreOutcome]> {
         let groups = Self.byRecipient(batch)
         let commands = groups.map { indices in storeCommand(indices.map { batch[$0] }, floor: floor(batch[indices[0]].to)) }
         return redis.run(commands, on: loop).map { replies in
@@ -106,7 +106,7 @@ final class MessageStore: Sendable {
         return result
     }
 
-    private func storeCommand(_ requests: [StoreRequest], floor: UInt64) -> RedisCommand {
+    private func storeCommand(_ requests: [StoreRequest], floor: UInt64?) -> RedisCommand {
         let to = requests[0].to
         var keys: [any RedisArgument] = [keys.user(to), keys.seq(to), keys.inbox(to), keys.acked(to), keys.numbering(to)]
         for request in requests {
@@ -114,7 +114,8 @@ final class MessageStore: Sendable {
             keys.append(self.keys.history(request.from, to))
         }
         var args: [any RedisArgument] = [settings.messageIDTTLSeconds, settings.historyCap, settings.inboxLimit,
-                                         settings.inboxShare, max(settings.idsPerSender, settings.inboxShare), floor, "run id"]
+                                         settings.inboxShare, max(settings.idsPerSender, settings.inboxShare),
+                                         floor.map { Int64($0) } ?? -1, "run id"]
         let runIDArgument = 1 + keys.count + args.count - 1
         for request in requests {
             args.append(request.id)

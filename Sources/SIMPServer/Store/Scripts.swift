@@ -7,8 +7,8 @@ enum Scripts {
     /// inbox, confirmed mark and numbering record, then per message the ids its sender stored
     /// in this inbox and the conversation's history. ARGV: id TTL, history cap, inbox limit, a
     /// sender's share of the inbox, ids kept per sender, the recipient's numbering floor (the
-    /// highest seq its connected session has seen, 0 when none), Redis' run id, then per
-    /// message its id and its bytes.
+    /// highest seq its connected session has seen; -1 when no session of it is connected),
+    /// Redis' run id, then per message its id and its bytes.
     /// Numbering never runs backwards: a seq below the floor was lost by Redis (the tail of
     /// its AOF), so numbering goes on above the floor. When Redis has restarted since this
     /// recipient's last store and nobody connected knows its floor, the numbering record keeps
@@ -30,7 +30,7 @@ enum Scripts {
     local top = tonumber(redis.call('GET', KEYS[2]) or '0')
     if floor > top then redis.call('SET', KEYS[2], floor) end
     if redis.call('HGET', KEYS[5], 'run') ~= ARGV[7] then
-      if floor > 0 then
+      if floor >= 0 then
         redis.call('HDEL', KEYS[5], 'base')
       elseif redis.call('HEXISTS', KEYS[5], 'base') == 0 then
         redis.call('HSET', KEYS[5], 'base', top)
