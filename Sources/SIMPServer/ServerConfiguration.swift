@@ -67,6 +67,9 @@ public struct ServerLimits: Sendable {
     /// it the connection is read more slowly (nothing is refused or dropped).
     public var requestsPerSecond = 2_000
     public var requestBurst = 4_000
+    /// The same over all of one user's connections on the node.
+    public var userRequestsPerSecond = 4_000
+    public var userRequestBurst = 8_000
     /// Requests of one connection being worked on (Redis, scrypt) at once; the next waits.
     /// A client asks one thing at a time (log in, connect, a page of history), so 2 leaves
     /// room and keeps one connection's share of its loop's Redis connection small.

@@ -79,6 +79,12 @@ struct SIMPServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("request-burst"), help: "Control requests a connection may send at once above that rate. Default 4000.")
     var requestBurst = ServerLimits().requestBurst
 
+    @Option(name: .customLong("max-user-requests-per-sec"), help: "Control requests per second of one user over all its connections. Default 4000.")
+    var userRequestsPerSecond = ServerLimits().userRequestsPerSecond
+
+    @Option(name: .customLong("user-request-burst"), help: "Control requests one user may send at once above that rate. Default 8000.")
+    var userRequestBurst = ServerLimits().userRequestBurst
+
     @Option(name: .customLong("frame-deadline"), help: "Seconds a control frame may take to arrive whole. Default 10.")
     var frameDeadline: Double = 10
 
@@ -156,11 +162,13 @@ struct SIMPServerCommand: AsyncParsableCommand {
     private func limits() throws -> ServerLimits {
         var limits = ServerLimits()
         let values = [messagesPerSecond, messageBurst, sessionsPerUser, connectionsPerIP, inboxLimit, inboxShare,
-                      requestsPerSecond, requestBurst, registrationsPerIP, hashingQueue, hashingPerIP]
+                      requestsPerSecond, requestBurst, userRequestsPerSecond, userRequestBurst, registrationsPerIP,
+                      hashingQueue, hashingPerIP]
         guard values.allSatisfy({ $0 > 0 }) else {
             throw ValidationError("""
                 --max-msgs-per-sec, --msg-burst, --max-sessions-per-user, --max-conns-per-ip, --inbox-limit, \
-                --inbox-share, --max-requests-per-sec, --request-burst, --max-registrations-per-ip, \
+                --inbox-share, --max-requests-per-sec, --request-burst, --max-user-requests-per-sec, \
+                --user-request-burst, --max-registrations-per-ip, \
                 --max-hashing-queue and --max-hashing-per-ip must be > 0
                 """)
         }
@@ -171,6 +179,8 @@ struct SIMPServerCommand: AsyncParsableCommand {
         limits.loginDeadline = .milliseconds(Int64(loginDeadline * 1000))
         limits.unreadGrace = .milliseconds(Int64(unreadGrace * 1000))
         limits.requestsPerSecond = requestsPerSecond
+        limits.userRequestsPerSecond = userRequestsPerSecond
+        limits.userRequestBurst = userRequestBurst
         limits.requestBurst = requestBurst
         limits.messagesPerSecond = messagesPerSecond
         limits.messageBurst = messageBurst

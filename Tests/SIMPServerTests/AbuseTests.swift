@@ -67,6 +67,34 @@ import Testing
         await cluster.stop()
     }
 
+    /// One user's requests are paced over all of its connections together: two connections,
+    /// each far under its own rate, together over the user's, are slowed; every ping is answered.
+    @Test func aUsersRequestsArePacedOverAllItsConnections() async throws {
+        let cluster = try await TestCluster.start {
+            $0.limits.userRequestsPerSecond = 100
+            $0.limits.userRequestBurst = 100
+        }
+        try await cluster.register("mallory")
+        let peers = try (0..<2).map { _ in try RawPeer(tcpPort: cluster.addresses.tcpPort, udpPort: cluster.addresses.udpPort) }
+        for peer in peers {
+            _ = try peer.login("mallory", "pw-mallory")
+            peer.writeRaw((1...150).flatMap { n in
+                var ping = Simp_Ping()
+                ping.nonce = UInt64(n)
+                return peer.frame(Simp_Envelope(requestID: 100, .ping(ping)))
+            })
+        }
+        for peer in peers {
+            var pongs = 0
+            while pongs < 150, let envelope = try peer.read() {
+                if case .pong = envelope.body { pongs += 1 }
+            }
+            #expect(pongs == 150, "every ping answered, late rather than never")
+        }
+        #expect(exceeded(cluster, "control_requests") >= 1, "300 requests over a user's burst of 100 were slowed")
+        await cluster.stop()
+    }
+
     /// 200 connections that begin a frame and never finish it, one that announces a frame
     /// too large for a connection that has not logged in, and one that sends nothing: each
     /// is told why and closed; the server's memory stays bounded.
@@ -103,6 +131,50 @@ import Testing
         expectNearQuiet(quiet, during)
         try await talk.expectAllDelivered()
         await talk.close()
+    }
+
+    /// 300 logins for names that do not exist, from one address on 30 connections, and a
+    /// sender posting 3,000 messages to an absent user (past its share of that inbox), while
+    /// alice and bob talk.
+    @Test func aLoginFloodAndAnInboxFillerWhileOthersTalk() async throws {
+        let node = try ServerNode(extra: ["--metrics-port", "0", "--max-registrations-per-ip", "100"])
+        defer { node.stop() }
+        let talk = try await Conversation.start(on: node.server)
+        let filler = try await talk.client("mallory")
+        let carol = SIMPClient(configuration: talk.configuration)
+        try await carol.register(user: "carol", password: "pw-carol")
+        let quiet = try await talk.latencies(20)
+        let rssBefore = try residentKiB(node.server.process.pid)
+
+        let floods = try (0..<30).map { _ in try RawPeer(tcpPort: node.server.tcpPort, udpPort: node.server.udpPort, source: "127.0.0.2") }
+        for (c, flood) in floods.enumerated() {
+            flood.writeRaw((1...10).flatMap { i in
+                var login = Simp_LoginRequest()
+                login.user = "ghost\(c)x\(i)"
+                login.password = "guess"
+                return flood.frame(Simp_Envelope(requestID: UInt64(i), .login(login)))
+            })
+        }
+        for n in 0..<3_000 { _ = try filler.client.post(to: "carol", text: "fill \(n)") }
+        let during = try await talk.latencies(20)
+
+        #expect(await filler.log.wait(timeout: .seconds(60)) { $0.accepted.count + $0.failed.count == 3_000 })
+        #expect(filler.log.accepted.count == 2_500, "the filler's share of carol's inbox")
+        #expect(try processMetric(node.server, limit: "inbox_share") == 500)
+        for flood in floods {
+            var answers = 0
+            while answers < 10, let envelope = try flood.read() {
+                if case .error = envelope.body, envelope.requestID != 0 { answers += 1 }
+            }
+            #expect(answers == 10, "every login of the flood answered")
+        }
+        let rssAfter = try residentKiB(node.server.process.pid)
+        print("login flood and inbox filler: latency p50 \(median(quiet)) ms quiet, \(median(during)) ms during; RSS \(rssBefore / 1024) -> \(rssAfter / 1024) MiB")
+        #expect(rssAfter - rssBefore < 64 * 1024, "server memory grew by \(rssAfter - rssBefore) KiB")
+        expectNearQuiet(quiet, during)
+        try await talk.expectAllDelivered()
+        await talk.close()
+        await filler.client.close()
     }
 
     /// One sender cannot fill a recipient's inbox: past its share it gets INBOX_SHARE_FULL,

@@ -1,4 +1,5 @@
 import NIOConcurrencyHelpers
+import NIOCore
 import SIMPCore
 
 /// Connections per source IP and logged-in connections per user, shared by every control
@@ -6,9 +7,13 @@ import SIMPCore
 final class Admission: Sendable {
     private let perIP: NIOLockedValueBox<SlotCounter<String>>
     private let perUser: NIOLockedValueBox<SlotCounter<String>>
+    /// Control requests of each logged-in user, over all of its connections on this node.
+    private let userRequests = NIOLockedValueBox([String: TokenBucket]())
+    private let userRate: (rate: Int, burst: Int)
     private let metrics: ServerMetrics
 
     init(limits: ServerLimits, metrics: ServerMetrics) {
+        userRate = (limits.userRequestsPerSecond, limits.userRequestBurst)
         perIP = NIOLockedValueBox(SlotCounter(limit: limits.connectionsPerIP))
         perUser = NIOLockedValueBox(SlotCounter(limit: limits.sessionsPerUser))
         self.metrics = metrics
@@ -35,6 +40,20 @@ final class Admission: Sendable {
     }
 
     func loggedOut(_ user: String) {
-        perUser.withLockedValue { $0.release(user) }
+        let remaining = perUser.withLockedValue { counter in
+            counter.release(user)
+            return counter.count(user)
+        }
+        if remaining == 0 { _ = userRequests.withLockedValue { $0.removeValue(forKey: user) } }
+    }
+
+    /// Takes one of the user's control requests, if its rate allows one now.
+    func takeRequest(of user: String, now: NIODeadline) -> Bool {
+        userRequests.withLockedValue { buckets in
+            var bucket = buckets[user] ?? TokenBucket(rate: userRate.rate, burst: userRate.burst, now: now)
+            let taken = bucket.take(now: now)
+            buckets[user] = bucket
+            return taken
+        }
     }
 }

@@ -89,11 +89,18 @@ final class ControlHandler: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let envelope = unwrapInboundIn(data)
-        guard held == nil, gate.admit(now: .now()) else {
+        guard held == nil, admit(now: .now()) else {
             hold(context, envelope)
             return
         }
         handle(context, envelope)
+    }
+
+    /// The connection's gate, then, once logged in, the user's rate over all its connections.
+    private func admit(now: NIODeadline) -> Bool {
+        guard gate.admit(now: now) else { return false }
+        guard let user = heldSlot else { return true }
+        return admission.takeRequest(of: user, now: now)
     }
 
     private func hold(_ context: ChannelHandlerContext, _ envelope: Simp_Envelope) {
@@ -140,7 +147,7 @@ final class ControlHandler: ChannelInboundHandler {
         repeat {
             releaseAgain = false
             if let envelope = held {
-                guard !closed, gate.admit(now: .now()) else { break }
+                guard !closed, admit(now: .now()) else { break }
                 held = nil
                 handle(context, envelope)
             }
