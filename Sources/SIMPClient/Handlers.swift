@@ -51,11 +51,20 @@ final class OneShotHandler: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = Simp_Envelope
     private var promise: EventLoopPromise<Simp_Envelope>?
 
-    func send(_ envelope: Simp_Envelope, on channel: any Channel) -> EventLoopFuture<Simp_Envelope> {
+    /// Fails after `timeout` without an answer (a server that takes the bytes and says
+    /// nothing, such as a TLS server sent plain bytes, would otherwise hold the caller forever).
+    func send(_ envelope: Simp_Envelope, on channel: any Channel, timeout: TimeAmount) -> EventLoopFuture<Simp_Envelope> {
         let promise = channel.eventLoop.makePromise(of: Simp_Envelope.self)
         self.promise = promise
         requestID = envelope.requestID
         channel.writeAndFlush(envelope, promise: nil)
+        let handler = NIOLoopBound(self, eventLoop: channel.eventLoop)
+        let timer = channel.eventLoop.scheduleTask(in: timeout) {
+            handler.value.promise?.fail(ClientError("no answer within \(timeout.nanoseconds / 1_000_000) ms"))
+            handler.value.promise = nil
+            channel.close(promise: nil)
+        }
+        promise.futureResult.whenComplete { _ in timer.cancel() }
         return promise.futureResult
     }
 

@@ -507,8 +507,9 @@ public final class SIMPClient: @unchecked Sendable {
                 }
                 .connect(host: configuration.host, port: configuration.port).get()
             defer { channel.close(promise: nil) }
+            let timeout = configuration.requestTimeout
             let reply = try await channel.pipeline.handler(type: OneShotHandler.self).flatMap { handler in
-                handler.send(Simp_Envelope(requestID: 1, body), on: channel)
+                handler.send(Simp_Envelope(requestID: 1, body), on: channel, timeout: timeout)
             }.get()
             if case .error(let error) = reply.body { throw ClientError.server(error) }
         } catch {
