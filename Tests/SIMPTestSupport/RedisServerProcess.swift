@@ -74,23 +74,9 @@ public final class RedisServerProcess: @unchecked Sendable {
 
     /// One command over a fresh connection (RESP), for checking what Redis holds.
     public func command(_ arguments: [String]) throws -> String {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        addr.sin_port = in_port_t(UInt16(port).bigEndian)
-        let connected = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else { throw TestSupportError("cannot reach Redis on \(port)") }
-        var request = "*\(arguments.count)\r\n"
-        for argument in arguments { request += "$\(argument.utf8.count)\r\n\(argument)\r\n" }
-        let bytes = Array(request.utf8)
-        _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-        return n > 0 ? String(decoding: buffer.prefix(n), as: UTF8.self) : ""
+        let reply = redisReply(port: port, arguments)
+        guard !reply.isEmpty else { throw TestSupportError("no answer from Redis on \(port) to \(arguments)") }
+        return reply
     }
 
     deinit {
@@ -145,6 +131,11 @@ public func waitUntilPong(port: Int, timeout: TimeInterval) throws {
 }
 
 func pingReply(port: Int) -> String {
+    redisReply(port: port, ["PING"])
+}
+
+/// The first bytes of Redis' answer to one command on a fresh connection; "" if unreachable.
+func redisReply(port: Int, _ arguments: [String]) -> String {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { return "" }
     defer { close(fd) }
@@ -156,9 +147,11 @@ func pingReply(port: Int) -> String {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
     }
     guard connected else { return "" }
-    let ping = Array("PING\r\n".utf8)
-    _ = ping.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-    var buffer = [UInt8](repeating: 0, count: 64)
+    var request = "*\(arguments.count)\r\n"
+    for argument in arguments { request += "$\(argument.utf8.count)\r\n\(argument)\r\n" }
+    let bytes = Array(request.utf8)
+    _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    var buffer = [UInt8](repeating: 0, count: 4096)
     let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
     return n > 0 ? String(decoding: buffer.prefix(n), as: UTF8.self) : ""
 }
