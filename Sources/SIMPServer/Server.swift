@@ -76,6 +76,7 @@ public final class SIMPServer: Service, @unchecked Sendable {
                               maxOutstanding: limits.requestsInProgress)
         node.loginDeadline = limits.loginDeadline
         node.maxFrameLength = configuration.maxFrameLength
+        node.anonymousFrameLength = min(limits.anonymousFrameLength, configuration.maxFrameLength)
         let tcp = try await bindTCP(node, tls: tls)
         self.udp = udp
         self.tcp = tcp
@@ -180,8 +181,7 @@ public final class SIMPServer: Service, @unchecked Sendable {
                     let sync = channel.pipeline.syncOperations
                     if let tls { try sync.addHandler(NIOSSLServerHandler(context: tls)) }
                     let limits = configuration.limits
-                    let framing = EnvelopeFrameHandler(maxFrameLength: min(limits.anonymousFrameLength, configuration.maxFrameLength),
-                                                       frameDeadline: limits.frameDeadline)
+                    let framing = EnvelopeFrameHandler(maxFrameLength: node.anonymousFrameLength, frameDeadline: limits.frameDeadline)
                     try sync.addHandlers([
                         IdleStateHandler(readTimeout: .nanoseconds(heartbeat.nanoseconds * 3), writeTimeout: heartbeat),
                         framing,

@@ -53,6 +53,20 @@ import Testing
         await cluster.stop()
     }
 
+    /// A connection that logs out is a stranger again: small frames only.
+    @Test func afterLogoutTheSmallLimitIsBack() async throws {
+        let cluster = try await TestCluster.start()
+        try await cluster.register("leaver")
+        let peer = try RawPeer(tcpPort: cluster.addresses.tcpPort, udpPort: cluster.addresses.udpPort)
+        _ = try peer.login("leaver", "pw-leaver")
+        let loggedOut = try peer.request(7, .logout(Simp_Logout()))
+        #expect(loggedOut?.body == .ok(Simp_Ok()))
+        peer.writeRaw([0, 0, 0x10, 0x01])
+        guard case .error(let error)? = try peer.read()?.body else { Issue.record("no error frame"); return }
+        #expect(error.reason.contains("of 4097 bytes exceeds the limit of 4096"), "\(error.reason)")
+        await cluster.stop()
+    }
+
     @Test func garbageFrameGetsErrorFrameThenClose() async throws {
         let cluster = try await TestCluster.start()
         let peer = try RawPeer(tcpPort: cluster.addresses.tcpPort, udpPort: cluster.addresses.udpPort)

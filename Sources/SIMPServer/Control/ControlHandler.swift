@@ -14,8 +14,9 @@ struct ControlContext: Sendable {
     var requests = RequestGate.Settings()
     /// A connection must log in (or connect with a token) this soon after it opens.
     var loginDeadline: TimeAmount = .seconds(30)
-    /// The frame limit once logged in; before that the framing allows only small frames.
+    /// The frame limit once logged in; before that (and after logout) only small frames.
     var maxFrameLength = Frame.defaultMaxLength
+    var anonymousFrameLength = 4_096
 }
 
 /// Serves one control connection: register, login, connect, ping, receipts, history, logout.
@@ -353,6 +354,9 @@ final class ControlHandler: ChannelInboundHandler {
         endSession()
         releaseSlot()
         state = .anonymous
+        // Anonymous again: small frames and a deadline to log in, as for a new connection.
+        framing.maxFrameLength = node.anonymousFrameLength
+        armLoginDeadline(context)
         let revoked = tokens
         tokens = []
         let future = accounts.revoke(revoked, on: context.eventLoop).map { Simp_Envelope(requestID: id, .ok(Simp_Ok())) }
