@@ -29,11 +29,42 @@ import Testing
         await cluster.stop()
     }
 
-    func message(id: String, clientSeq: UInt64, type: Simp_Message.MessageType) throws -> [UInt8] {
+    /// A resend of a number the session already processed is answered from what was stored,
+    /// never stored now: its first attempt failed (the sender was told so) and later messages
+    /// may have been stored since, so storing it would break their order.
+    @Test func aLateResendOfAFailedMessageIsAnsweredNotStored() async throws {
+        let cluster = try await TestCluster.start()
+        try await cluster.register("mallory")
+        let peer = try RawPeer(tcpPort: cluster.addresses.tcpPort, udpPort: cluster.addresses.udpPort)
+        try peer.connectAndBind(token: try peer.login("mallory", "pw-mallory"))
+        let first = try message(id: "first", clientSeq: 1, type: .text, to: "carol")
+
+        peer.sendDatagram(.data, first)
+        #expect(try failure(of: "first", on: peer)?.code == .unknownUser, "carol does not exist yet")
+        try await cluster.register("carol")
+        peer.sendDatagram(.data, first)
+        #expect(try failure(of: "first", on: peer)?.code == .storeUnavailable, "the resend is answered, not stored")
+        peer.sendDatagram(.data, try message(id: "second", clientSeq: 2, type: .text, to: "carol"))
+
+        let (carol, carolLog) = try await cluster.connectedClient("carol", register: false)
+        #expect(await carolLog.wait { $0.messages.map(\.id) == ["second"] })
+        await carol.close()
+        await cluster.stop()
+    }
+
+    private func failure(of id: String, on peer: RawPeer) throws -> Simp_Failed? {
+        while let envelope = try peer.read() {
+            if case .failed(let failed) = envelope.body, failed.messageID == id { return failed }
+            if case .accepted(let accepted) = envelope.body, accepted.messageID == id { return nil }
+        }
+        return nil
+    }
+
+    func message(id: String, clientSeq: UInt64, type: Simp_Message.MessageType, to: String = "bob") throws -> [UInt8] {
         var message = Simp_Message()
         message.version = 1
         message.messageID = id
-        message.toUser = "bob"
+        message.toUser = to
         message.type = type
         message.content = "hello"
         message.clientSeq = clientSeq

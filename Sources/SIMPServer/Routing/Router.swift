@@ -272,7 +272,9 @@ final class Router: @unchecked Sendable {
         }
         switch session.sendOrder.receive(order, request) {
         case .release(let ready): ready.forEach { enqueueStore($0) }
-        case .late(let again): enqueueStore(again)
+        case .late(var again):
+            again.answerOnly = true
+            enqueueStore(again)
         case .withdrawn: sendWithdrawn(session, id: request.id, to: request.to)
         case .held: reportMissing(session)
         case .dropped: break
@@ -434,6 +436,8 @@ final class Router: @unchecked Sendable {
         case .inboxFull:
             metrics.exceeded(.inboxSize)
             return [Self.failed(request, .inboxFull, "\(request.to)'s inbox is full")]
+        case .notStored:
+            return [Self.failed(request, .storeUnavailable, "not stored: an earlier attempt of this message failed")]
         case .shareFull:
             metrics.exceeded(.inboxShare)
             return [Self.failed(request, .inboxShareFull,

@@ -10,6 +10,10 @@ struct StoreRequest: Sendable {
     var bytes: [UInt8]
     /// Set when an attempt may have run in Redis without us seeing the answer.
     var ambiguousSince: NIODeadline?
+    /// A resend of a message whose number the session already processed: answered from what
+    /// was stored, never stored now (its first attempt failed, and later messages of the
+    /// session were stored since; storing it now would put it after them).
+    var answerOnly = false
 }
 
 struct StoredCredentials: Sendable {
@@ -41,6 +45,8 @@ enum StoreOutcome: Sendable {
     case inboxFull
     /// The sender already has its share of the recipient's inbox unconfirmed.
     case shareFull
+    /// An answer-only request whose message was never stored.
+    case notStored
     case unavailable(RedisError)
 }
 
@@ -119,7 +125,7 @@ final class MessageStore: Sendable {
         let runIDArgument = 1 + keys.count + args.count - 1
         for request in requests {
             args.append(request.id)
-            args.append(request.bytes)
+            args.append(request.answerOnly ? [] : request.bytes)
         }
         var command = RedisCommand.script(Scripts.store, keys: keys, args: args)
         command.runIDArgument = runIDArgument
@@ -148,6 +154,7 @@ final class MessageStore: Sendable {
         case -1: return .unknownRecipient
         case -2: return .inboxFull
         case -3: return .shareFull
+        case -4: return .notStored
         default: break
         }
         return .unavailable(RedisError(.protocolViolation, "store script returned \(reply)"))

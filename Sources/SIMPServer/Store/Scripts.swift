@@ -19,7 +19,8 @@ enum Scripts {
     /// field wins, so the stored bytes carry their seq (the caller appends the same bytes).
     /// Returns per message {1, seq} stored, {0, seq, confirmed} duplicate (with the confirmed
     /// mark, so a resent message already delivered is answered as such), {-1} unknown
-    /// recipient, {-2} inbox full, {-3} the sender's share of the inbox full. History grows
+    /// recipient, {-2} inbox full, {-3} the sender's share of the inbox full, {-4} not stored
+    /// before (for a message sent with no bytes: a late resend, to be answered, never stored). History grows
     /// 10% past its cap before it is trimmed; a sender's ids past theirs, oldest first.
     static let store = RedisScript(seqField + """
     local known = redis.call('EXISTS', KEYS[1]) == 1
@@ -46,6 +47,8 @@ enum Scripts {
       local prior = redis.call('ZSCORE', ids, id)
       if prior then
         out[n] = {0, tonumber(prior), confirmed}
+      elseif ARGV[i + 1] == '' then
+        out[n] = {-4}
       elseif not known then
         out[n] = {-1}
       else
