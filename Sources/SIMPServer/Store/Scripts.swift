@@ -29,7 +29,6 @@ enum Scripts {
     local slack = cap + math.floor(cap / 10)
     local confirmed = tonumber(redis.call('GET', KEYS[4]) or '0')
     local top = tonumber(redis.call('GET', KEYS[2]) or '0')
-    if floor > top then redis.call('SET', KEYS[2], floor) end
     if redis.call('HGET', KEYS[5], 'run') ~= ARGV[7] then
       if floor >= 0 then
         redis.call('HDEL', KEYS[5], 'base')
@@ -38,13 +37,18 @@ enum Scripts {
       end
       redis.call('HSET', KEYS[5], 'run', ARGV[7])
     end
-    local count = nil
-    local out = {}
-    local n = 0
+    local first = top
+    if floor > top then top = floor end
+    -- Writes are gathered and made once per key at the end: a command costs Redis more than
+    -- the Lua around it. `stored` answers a second copy of an id within this call (a key has
+    -- no space, so key .. " " .. id names one pair).
+    local count, out, n = nil, {}, 0
+    local inbox, stored, mine = {}, {}, {}
+    local lists, listKeys, idArgs, idKeys = {}, {}, {}, {}
     for i = 8, #ARGV, 2 do
       n = n + 1
       local ids, hist, id = KEYS[4 + 2 * n], KEYS[5 + 2 * n], ARGV[i]
-      local prior = redis.call('ZSCORE', ids, id)
+      local prior = stored[ids .. ' ' .. id] or redis.call('ZSCORE', ids, id)
       if prior then
         out[n] = {0, tonumber(prior), confirmed}
       elseif ARGV[i + 1] == '' then
@@ -53,23 +57,38 @@ enum Scripts {
         out[n] = {-1}
       else
         count = count or redis.call('ZCARD', KEYS[3])
+        mine[ids] = mine[ids] or redis.call('ZCOUNT', ids, '(' .. confirmed, '+inf')
         if count >= limit then
           out[n] = {-2}
-        elseif redis.call('ZCOUNT', ids, '(' .. confirmed, '+inf') >= share then
+        elseif mine[ids] >= share then
           out[n] = {-3}
         else
-          local seq = redis.call('INCR', KEYS[2])
-          local stored = ARGV[i + 1] .. seqfield(seq)
-          redis.call('ZADD', KEYS[3], seq, stored)
+          top = top + 1
+          local bytes = ARGV[i + 1] .. seqfield(top)
+          table.insert(inbox, top)
+          table.insert(inbox, bytes)
+          if not lists[hist] then lists[hist] = {}; table.insert(listKeys, hist) end
+          table.insert(lists[hist], bytes)
+          if not idArgs[ids] then idArgs[ids] = {}; table.insert(idKeys, ids) end
+          table.insert(idArgs[ids], top)
+          table.insert(idArgs[ids], id)
+          stored[ids .. ' ' .. id] = top
           count = count + 1
-          if redis.call('RPUSH', hist, stored) > slack then redis.call('LTRIM', hist, -cap, -1) end
-          if redis.call('ZADD', ids, seq, id) > 0 and redis.call('ZCARD', ids) > idcap then
-            redis.call('ZREMRANGEBYRANK', ids, 0, -idcap - 1)
-          end
-          redis.call('EXPIRE', ids, ttl)
-          out[n] = {1, seq}
+          mine[ids] = mine[ids] + 1
+          out[n] = {1, top}
         end
       end
+    end
+    if top ~= first then redis.call('SET', KEYS[2], top) end
+    if #inbox > 0 then redis.call('ZADD', KEYS[3], unpack(inbox)) end
+    for _, hist in ipairs(listKeys) do
+      if redis.call('RPUSH', hist, unpack(lists[hist])) > slack then redis.call('LTRIM', hist, -cap, -1) end
+    end
+    for _, ids in ipairs(idKeys) do
+      if redis.call('ZADD', ids, unpack(idArgs[ids])) > 0 and redis.call('ZCARD', ids) > idcap then
+        redis.call('ZREMRANGEBYRANK', ids, 0, -idcap - 1)
+      end
+      redis.call('EXPIRE', ids, ttl)
     end
     return out
     """)
