@@ -25,7 +25,7 @@ public final class SIMPServer: Service, @unchecked Sendable {
     private var tcp: (any Channel)?
     private var udp: (any Channel)?
     private var metricsChannel: (any Channel)?
-    let metrics = ServerMetrics()
+    let metrics: ServerMetrics
     private var router: Router?
     private let controls = ChannelRegistry()
 
@@ -35,7 +35,11 @@ public final class SIMPServer: Service, @unchecked Sendable {
         self.logger = logger
         self.onReady = onReady
         self.group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, configuration.eventLoops))
-        self.redis = RedisPool(configuration: configuration.redis, logger: logger)
+        let metrics = ServerMetrics()
+        self.metrics = metrics
+        self.redis = RedisPool(configuration: configuration.redis, logger: logger) { roundTrip in
+            metrics.redisRoundTrip.record(roundTrip)
+        }
         self.workers = NIOThreadPool(numberOfThreads: 2)
         workers.start()
     }

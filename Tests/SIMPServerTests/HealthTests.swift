@@ -81,3 +81,35 @@ import Glibc
         await cluster.stop()
     }
 }
+
+/// simp_redis_round_trip_seconds: every answered batch of Redis commands is timed.
+@Suite(.serialized) struct RedisRoundTripMetricTests {
+    func count(_ cluster: TestCluster) -> Double {
+        metricValue(cluster.server.metricsText(), "simp_redis_round_trip_seconds_count")
+    }
+
+    @Test func histogramCountsEveryBatchOfTraffic() async throws {
+        let cluster = try await TestCluster.start()
+        // Start-up already asked Redis (the shared secret).
+        let atStart = count(cluster)
+        #expect(atStart > 0)
+        let (alice, _) = try await cluster.connectedClient("alice")
+        let (bob, bobLog) = try await cluster.connectedClient("bob")
+        for i in 0..<20 { _ = try await alice.send(to: "bob", text: "hello \(i)") }
+        #expect(await bobLog.wait { $0.messages.count == 20 })
+        let afterTraffic = count(cluster)
+        // Two registrations and two logins made a batch each at least; the twenty stores made
+        // some more (the router pipelines stores that wait together into one batch).
+        #expect(afterTraffic >= atStart + 5, "count went from \(atStart) to \(afterTraffic)")
+        let text = cluster.server.metricsText()
+        #expect(text.contains("# TYPE simp_redis_round_trip_seconds histogram"))
+        #expect(metricValue(text, "simp_redis_round_trip_seconds_sum") > 0)
+        let total = metricValue(text, "simp_redis_round_trip_seconds_count")
+        #expect(metricValue(text, #"simp_redis_round_trip_seconds_bucket{le="+Inf"}"#) == total)
+        // On loopback most batches answer within 25 ms even on a loaded machine.
+        #expect(metricValue(text, #"simp_redis_round_trip_seconds_bucket{le="0.025"}"#) > 0)
+        await alice.disconnect()
+        await bob.disconnect()
+        await cluster.stop()
+    }
+}
