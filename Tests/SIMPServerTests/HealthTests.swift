@@ -72,6 +72,26 @@ import Glibc
         await cluster.stop()
     }
 
+    /// CLIENT PAUSE holds every command, PING too, as a Redis stuck on a slow script or disk
+    /// would; /ready gives up after its 1 s deadline and /health is not held up meanwhile.
+    @Test func redisThatDoesNotAnswerMakesTheNodeNotReady() async throws {
+        let (cluster, port) = try await cluster()
+        #expect(try get("/ready", port: port).status == 200)
+        // Shorter than the pool's 2 s command timeout, so the connection survives the pause.
+        #expect(try cluster.redis.command(["CLIENT", "PAUSE", "1600", "ALL"]).hasPrefix("+OK"))
+        let started = ContinuousClock.now
+        let paused = try get("/ready", port: port)
+        #expect(paused.status == 503)
+        #expect(paused.body == "redis: no answer to PING within 1000 ms\n")
+        #expect(ContinuousClock.now - started < .milliseconds(1500), "answered at the deadline")
+        let healthStart = ContinuousClock.now
+        #expect(try get("/health", port: port).status == 200)
+        #expect(ContinuousClock.now - healthStart < .milliseconds(500), "health waits for nothing")
+        let back = try await poll("/ready", port: port, until: 200)
+        #expect(back.status == 200, "ready after the pause: \(back.body)")
+        await cluster.stop()
+    }
+
     @Test func unknownPathsAndOtherMethodsAreRefused() async throws {
         let (cluster, port) = try await cluster()
         #expect(try get("/", port: port).status == 404)
