@@ -4,7 +4,8 @@
 # Tests start their own redis-server on free ports; nothing else needs to be running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh mosquitto
+# systemd: its systemd-analyze checks deploy/simp-server.service (the service is not started).
+scripts/install-deps.sh mosquitto systemd
 swift build --build-tests
 # Serial: several tests wait on child processes and sockets with blocking calls, and on a
 # 2-core machine parallel suites would starve the cooperative thread pool they share.

@@ -18,10 +18,12 @@ final class RedisLoopConnection: @unchecked Sendable {
     /// The run id of the Redis this connection reached (see `RedisCommand.runIDArgument`).
     private var runID: [UInt8] = []
     private var flushScheduled = false
+    private let observeRoundTrip: RedisPool.RoundTripObserver?
 
-    init(loop: any EventLoop, configuration: RedisConfiguration) {
+    init(loop: any EventLoop, configuration: RedisConfiguration, observeRoundTrip: RedisPool.RoundTripObserver? = nil) {
         self.loop = loop
         self.configuration = configuration
+        self.observeRoundTrip = observeRoundTrip
     }
 
     func run(_ commands: [RedisCommand]) -> EventLoopFuture<[RedisValue]> {
@@ -131,7 +133,16 @@ final class RedisLoopConnection: @unchecked Sendable {
         }
         channel.write(RedisRequest(bytes: bytes, replies: commands.count, skip: skip, promise: promise), promise: written)
         scheduleFlush(channel)
+        observe(promise.futureResult)
         return promise.futureResult
+    }
+
+    /// Only answered batches count: a failure's time is the timeout or the moment the
+    /// connection broke, not how long Redis took.
+    private func observe(_ replies: EventLoopFuture<[RedisValue]>) {
+        guard let observeRoundTrip else { return }
+        let start = ContinuousClock.now
+        replies.whenSuccess { _ in observeRoundTrip(ContinuousClock.now - start) }
     }
 
     /// One flush, so one syscall, for everything written in this loop tick.

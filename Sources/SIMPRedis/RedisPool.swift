@@ -12,10 +12,17 @@ public final class RedisPool: Sendable {
     private let connections = NIOLockedValueBox<[ObjectIdentifier: RedisLoopConnection]>([:])
     private let isShutDown = NIOLockedValueBox(false)
     private let logger: Logger
+    private let observeRoundTrip: RoundTripObserver?
 
-    public init(configuration: RedisConfiguration, logger: Logger = Logger(label: "simp.redis")) {
+    /// Told how long each pipelined batch took from being written to its last reply, on the
+    /// connection's loop; it must return quickly (a metrics histogram, say).
+    public typealias RoundTripObserver = @Sendable (Duration) -> Void
+
+    public init(configuration: RedisConfiguration, logger: Logger = Logger(label: "simp.redis"),
+                observeRoundTrip: RoundTripObserver? = nil) {
         self.configuration = configuration
         self.logger = logger
+        self.observeRoundTrip = observeRoundTrip
     }
 
     /// Runs the commands as one pipeline on `loop`'s connection; completes on `loop`.
@@ -61,7 +68,7 @@ public final class RedisPool: Sendable {
             let key = ObjectIdentifier(loop)
             // A loop of a group shut down since may share an address with a new one.
             if let known = boxes[key], known.loop === loop { return known }
-            let connection = RedisLoopConnection(loop: loop, configuration: configuration)
+            let connection = RedisLoopConnection(loop: loop, configuration: configuration, observeRoundTrip: observeRoundTrip)
             boxes[key] = connection
             return connection
         }

@@ -25,7 +25,7 @@ public final class SIMPServer: Service, @unchecked Sendable {
     private var tcp: (any Channel)?
     private var udp: (any Channel)?
     private var metricsChannel: (any Channel)?
-    let metrics = ServerMetrics()
+    let metrics: ServerMetrics
     private var router: Router?
     private let controls = ChannelRegistry()
 
@@ -35,7 +35,11 @@ public final class SIMPServer: Service, @unchecked Sendable {
         self.logger = logger
         self.onReady = onReady
         self.group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, configuration.eventLoops))
-        self.redis = RedisPool(configuration: configuration.redis, logger: logger)
+        let metrics = ServerMetrics()
+        self.metrics = metrics
+        self.redis = RedisPool(configuration: configuration.redis, logger: logger) { roundTrip in
+            metrics.redisRoundTrip.record(roundTrip)
+        }
         self.workers = NIOThreadPool(numberOfThreads: 2)
         workers.start()
     }
@@ -80,7 +84,10 @@ public final class SIMPServer: Service, @unchecked Sendable {
         let tcp = try await bindTCP(node, tls: tls)
         self.udp = udp
         self.tcp = tcp
-        if let port = configuration.metricsPort { metricsChannel = try await bindMetrics(port: port) }
+        if let port = configuration.metricsPort {
+            let readiness = Readiness(redis: redis, listeners: [("tcp", tcp), ("udp", udp)])
+            metricsChannel = try await bindMetrics(port: port, readiness: readiness)
+        }
         return ServerAddresses(host: configuration.host, tcpPort: tcp.localAddress?.port ?? 0,
                                udpPort: udp.localAddress?.port ?? 0, nodeID: configuration.nodeID, tls: tls != nil,
                                metricsPort: metricsChannel?.localAddress?.port)
@@ -193,13 +200,13 @@ public final class SIMPServer: Service, @unchecked Sendable {
             .get()
     }
 
-    private func bindMetrics(port: Int) async throws -> any Channel {
+    private func bindMetrics(port: Int, readiness: Readiness) async throws -> any Channel {
         let metrics = self.metrics
         return try await ServerBootstrap(group: group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
                 channel.pipeline.configureHTTPServerPipeline().flatMapThrowing {
-                    try channel.pipeline.syncOperations.addHandler(MetricsHTTPHandler(metrics: metrics))
+                    try channel.pipeline.syncOperations.addHandler(MetricsHTTPHandler(metrics: metrics, readiness: readiness))
                 }
             }
             .bind(host: configuration.host, port: port)

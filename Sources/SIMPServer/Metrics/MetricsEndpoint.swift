@@ -1,16 +1,19 @@
 import NIOCore
 import NIOHTTP1
 
-/// Answers GET /metrics with the Prometheus text format; anything else gets 404 or 405.
+/// The operator's HTTP port: GET /metrics (Prometheus text), /health (the process answers)
+/// and /ready (listeners bound and Redis answers PING); anything else gets 404 or 405.
 final class MetricsHTTPHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
 
     private let metrics: ServerMetrics
+    private let readiness: Readiness
     private var request: HTTPRequestHead?
 
-    init(metrics: ServerMetrics) {
+    init(metrics: ServerMetrics, readiness: Readiness) {
         self.metrics = metrics
+        self.readiness = readiness
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -20,21 +23,41 @@ final class MetricsHTTPHandler: ChannelInboundHandler {
         case .end:
             guard let head = request else { return }
             request = nil
-            respond(context, to: head)
+            answer(context, to: head)
         }
     }
 
-    private func respond(_ context: ChannelHandlerContext, to head: HTTPRequestHead) {
-        let (status, body): (HTTPResponseStatus, String)
-        if head.uri.split(separator: "?").first != "/metrics" {
-            (status, body) = (.notFound, "only /metrics is served here\n")
-        } else if head.method != .GET {
-            (status, body) = (.methodNotAllowed, "use GET\n")
-        } else {
-            (status, body) = (.ok, metrics.render())
+    private func answer(_ context: ChannelHandlerContext, to head: HTTPRequestHead) {
+        let path = head.uri.split(separator: "?", omittingEmptySubsequences: false).first ?? ""
+        guard ["/metrics", "/health", "/ready"].contains(path) else {
+            return respond(context, to: head, .notFound, "only /metrics, /health and /ready are served here\n")
         }
+        guard head.method == .GET else { return respond(context, to: head, .methodNotAllowed, "use GET\n") }
+        switch path {
+        case "/metrics": respond(context, to: head, .ok, metrics.render(), contentType: "text/plain; version=0.0.4")
+        case "/health": respond(context, to: head, .ok, "ok\n")
+        default: answerReady(context, to: head)
+        }
+    }
+
+    /// The Redis check completes later on this channel's loop; the HTTP pipeline handler
+    /// holds back a pipelined next request until this answer is written.
+    private func answerReady(_ context: ChannelHandlerContext, to head: HTTPRequestHead) {
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        readiness.problem(on: context.eventLoop).whenSuccess { problem in
+            let (handler, context) = bound.value
+            if let problem {
+                handler.respond(context, to: head, .serviceUnavailable, problem + "\n")
+            } else {
+                handler.respond(context, to: head, .ok, "ready\n")
+            }
+        }
+    }
+
+    private func respond(_ context: ChannelHandlerContext, to head: HTTPRequestHead, _ status: HTTPResponseStatus,
+                         _ body: String, contentType: String = "text/plain") {
         var headers = HTTPHeaders()
-        headers.add(name: "Content-Type", value: status == .ok ? "text/plain; version=0.0.4" : "text/plain")
+        headers.add(name: "Content-Type", value: contentType)
         headers.add(name: "Content-Length", value: "\(body.utf8.count)")
         let keepAlive = head.isKeepAlive
         if !keepAlive { headers.add(name: "Connection", value: "close") }

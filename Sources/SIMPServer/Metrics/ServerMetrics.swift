@@ -36,6 +36,8 @@ final class ServerMetrics: Sendable {
     let renumbered: Counter
     let sessions: Gauge
     let controlConnections: Gauge
+    /// How long each pipelined batch of Redis commands took, written to answered.
+    let redisRoundTrip: DurationHistogram
 
     init() {
         let registry = self.registry
@@ -64,6 +66,15 @@ final class ServerMetrics: Sendable {
         renumbered = counter("messages_renumbered", "Messages moved past a client's last seq after Redis lost writes")
         sessions = gauge("sessions", "Sessions open on this node")
         controlConnections = gauge("control_connections", "Open control connections")
+        // From 100 us (an idle loopback Redis) to 2.5 s (near the command timeout).
+        let buckets: [Duration] = [.microseconds(100), .microseconds(250), .microseconds(500), .milliseconds(1),
+                                   .milliseconds(2.5), .milliseconds(5), .milliseconds(10), .milliseconds(25),
+                                   .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500),
+                                   .seconds(1), .seconds(2.5)]
+        redisRoundTrip = registry.makeDurationHistogram(
+            descriptor: MetricNameDescriptor(namespace: "simp", subsystem: "redis", metricName: "round_trip", unitName: "seconds",
+                                             helpText: "Time from writing a pipelined batch of Redis commands to its last reply"),
+            buckets: buckets)
     }
 
     func dropped(_ reason: DropReason) {

@@ -1,0 +1,45 @@
+import NIOCore
+import SIMPRedis
+
+/// Whether this node can serve: its listeners are bound and Redis answers. `/ready` asks it.
+struct Readiness: Sendable {
+    let redis: RedisPool
+    /// The control (TCP) and datagram (UDP) sockets, by the name a reason gives them.
+    let listeners: [(name: String, channel: any Channel)]
+    /// How long Redis may take to answer PING before the node counts as not ready.
+    var redisDeadline: TimeAmount = .seconds(1)
+
+    /// nil when ready, otherwise one line saying why not. Completes on `loop` without blocking it.
+    func problem(on loop: any EventLoop) -> EventLoopFuture<String?> {
+        if let closed = listeners.first(where: { !$0.channel.isActive }) {
+            return loop.makeSucceededFuture("\(closed.name) listener is closed")
+        }
+        return pingRedis(on: loop)
+    }
+
+    /// The pool's own command timeout is longer (it covers slow scripts); a readiness probe
+    /// wants a quick answer, so the PING races a shorter deadline of its own.
+    private func pingRedis(on loop: any EventLoop) -> EventLoopFuture<String?> {
+        let answer = loop.makePromise(of: String?.self)
+        let deadline = redisDeadline
+        let timer = loop.scheduleTask(in: deadline) {
+            answer.succeed("redis: no answer to PING within \(deadline.nanoseconds / 1_000_000) ms")
+        }
+        redis.run([RedisCommand("PING")], on: loop).whenComplete { result in
+            timer.cancel()
+            answer.succeed(Self.problem(in: result))
+        }
+        return answer.futureResult
+    }
+
+    private static func problem(in result: Result<[RedisValue], any Error>) -> String? {
+        do {
+            _ = try result.get()[0].checked()
+            return nil
+        } catch let error as RedisError {
+            return "redis: \(error.message)"
+        } catch {
+            return "redis: \(error)"
+        }
+    }
+}
