@@ -105,3 +105,16 @@ public struct ClientError: Error, Sendable, Equatable, CustomStringConvertible {
         ClientError(error.reason.isEmpty ? error.code.name : error.reason, code: error.code)
     }
 }
+
+/// A login token and its expiry (ms since 1970): a later `connect(user:token:)` logs in with
+/// it instead of the password. It is a secret: whoever holds it is that user until it expires
+/// or `logout()` revokes it.
+public struct LoginToken: Sendable, Equatable, Codable {
+    public var value: String
+    public var expiresAt: Int64
+
+    public init(value: String, expiresAt: Int64) {
+        self.value = value
+        self.expiresAt = expiresAt
+    }
+}

@@ -25,7 +25,8 @@ public final class SIMPClient: @unchecked Sendable {
     private let tlsContext: Result<NIOSSLContext, ClientError>?
 
     // Confined to `loop`.
-    private var credentials: (user: String, password: String)?
+    /// No password when connected with a saved token (`connect(user:token:)`).
+    private var credentials: (user: String, password: String?)?
     /// The token of the last login (expiry in ms since 1970): reconnects present it instead of
     /// the password while it is valid.
     private var token: (value: String, expiresAt: Int64)?
@@ -101,12 +102,28 @@ public final class SIMPClient: @unchecked Sendable {
     /// Logs in, opens a session and validates the UDP path. Throws if any step is refused;
     /// after success, connection losses are repaired in the background.
     public func connect(user: String, password: String) async throws(ClientError) {
+        try await start(user: user, password: password, token: nil)
+    }
+
+    /// Connects with the token of an earlier login (`loginToken()`, saved by the application)
+    /// instead of a password. Throws with code `.invalidToken` when the token has expired or
+    /// the server refuses it: the application must then ask for the password.
+    public func connect(user: String, token: LoginToken) async throws(ClientError) {
+        try await start(user: user, password: nil, token: token)
+    }
+
+    /// The token of the current login, to keep for `connect(user:token:)`; nil before a login.
+    public func loginToken() async -> LoginToken? {
+        try? await loop.submit { [self] in token.map { LoginToken(value: $0.value, expiresAt: $0.expiresAt) } }.get()
+    }
+
+    private func start(user: String, password: String?, token saved: LoginToken?) async throws(ClientError) {
         do {
             let restored = try await openStore(user: user)
             try await loop.flatSubmit { [self] in
                 if let restored { restore(restored) }
                 credentials = (user, password)
-                token = nil
+                token = saved.map { ($0.value, $0.expiresAt) }
                 userDisconnected = false
                 startTicking()
                 return establish()
@@ -400,9 +417,12 @@ public final class SIMPClient: @unchecked Sendable {
 
     private func logInAndConnect() -> EventLoopFuture<Simp_ConnectResponse> {
         guard let credentials else { return loop.makeFailedFuture(ClientError("no credentials")) }
+        guard let password = credentials.password else {
+            return loop.makeFailedFuture(ClientError("the login token has expired or was refused, and no password is known", code: .invalidToken))
+        }
         var login = Simp_LoginRequest()
         login.user = credentials.user
-        login.password = credentials.password
+        login.password = password
         return request(.login(login)).flatMap { [self] (reply: Simp_Envelope) -> EventLoopFuture<Simp_ConnectResponse> in
             guard case .loginOk(let ok) = reply.body else { return loop.makeFailedFuture(ClientError("unexpected reply to login")) }
             token = (ok.token, ok.expiresAt)

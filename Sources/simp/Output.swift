@@ -57,6 +57,38 @@ final class Output: @unchecked Sendable {
         emit(["event": "info", "message": text], human: text)
     }
 
+    /// One line on stderr in both modes: for the subcommands, stdout holds only the result.
+    func problem(_ message: String) {
+        note("error: " + message)
+    }
+
+    /// A status line on stderr, out of the way of the results on stdout.
+    func note(_ text: String) {
+        lock.lock()
+        defer { lock.unlock() }
+        FileHandle.standardError.write(Data((safe(text) + "\n").utf8))
+    }
+
+    /// What `simp send` prints on stdout: the message id, or with --json its fate as one object.
+    func sendOutcome(id: String, to: String, _ fate: Fate) {
+        guard json else {
+            emit([:], human: id)
+            return
+        }
+        var object: [String: Any] = ["id": id, "to": to]
+        switch fate {
+        case .accepted(let seq):
+            object.merge(["event": "accepted", "seq": Int(seq)]) { $1 }
+        case .delivered(let seq):
+            object.merge(["event": "delivered", "seq": Int(seq)]) { $1 }
+        case .failed(let reason):
+            object.merge(["event": "failed", "reason": reason]) { $1 }
+        case .timedOut(let accepted):
+            object.merge(["event": "timeout", "accepted": accepted]) { $1 }
+        }
+        emit(object, human: id)
+    }
+
     private static func humanLine(_ m: IncomingMessage) -> String {
         if let url = m.imageURL {
             return "\(safe(m.from)): [image] \(safe(url))\(m.text.isEmpty ? "" : " \(safe(m.text))")"

@@ -2,21 +2,51 @@ import ArgumentParser
 import Foundation
 import SIMPClient
 
+/// Exit statuses of the one-shot subcommands (the REPL exits 0, or 1 when it cannot log in).
+enum ExitStatus {
+    static let failure: Int32 = 1
+    static let usage: Int32 = 2
+    static let timeout: Int32 = 3
+    static let refused: Int32 = 4
+    static let authentication: Int32 = 5
+    static let unreachable: Int32 = 6
+}
+
+/// Parses like ArgumentParser's own `main`, but a usage error exits 2 (not EX_USAGE, 64),
+/// the status scripts expect of a command line tool.
 @main
+enum SIMPMain {
+    static func main() async {
+        do {
+            var command = try SIMPCommand.parseAsRoot()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            guard SIMPCommand.exitCode(for: error) == .validationFailure else { SIMPCommand.exit(withError: error) }
+            FileHandle.standardError.write(Data((SIMPCommand.fullMessage(for: error) + "\n").utf8))
+            exit(ExitStatus.usage)
+        }
+    }
+}
+
 struct SIMPCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "simp",
-        abstract: "SIMP client: reads commands from stdin (a terminal or a pipe), prints messages and each sent message's fate.",
+        abstract: "SIMP client: the REPL when no subcommand is given, or one command for a script.",
+        subcommands: [REPL.self, Send.self, Listen.self, History.self, Login.self],
+        defaultSubcommand: REPL.self)
+}
+
+struct REPL: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "repl",
+        abstract: "Reads commands from stdin (a terminal or a pipe), prints messages and each sent message's fate.",
         discussion: REPLCommand.usage)
 
-    @Option(help: "Server control address HOST:PORT (env SIMP_SERVER). Default 127.0.0.1:7700.")
-    var server: String?
-
-    @Option(help: "Your user name.")
-    var user: String
-
-    @Option(help: "Password; else SIMP_PASSWORD; else a prompt on a terminal.")
-    var password: String?
+    @OptionGroup var connection: ConnectionOptions
 
     @Flag(help: "Create the account first; fails if the name is taken.")
     var register = false
@@ -30,30 +60,18 @@ struct SIMPCommand: AsyncParsableCommand {
     @Option(name: .customLong("data-dir"), help: "Keep the outbox, receipts and received messages in DIR/USER.sqlite: a restarted client resends what was not accepted and shows nothing twice.")
     var dataDir: String?
 
-    @Option(help: "Seconds between UDP keepalives, which hold a NAT mapping open. Default 15.")
-    var keepalive: Double = 15
-
-    @Flag(help: "Talk TLS on the control channel (a server started with --tls-cert).")
-    var tls = false
-
-    @Option(help: "PEM file of the CA or self-signed certificate to trust with --tls. Default: the system's roots.")
-    var ca: String?
-
-    @Option(name: .customLong("server-name"), help: "Name the server's certificate must carry with --tls. Default: the --server host.")
-    var serverName: String?
-
-    @Option(name: .customLong("reconnect-base"), help: .hidden)
-    var reconnectBase: Double = 2
-
     func run() async throws {
         let output = Output(json: json)
-        let client = try SIMPClient(configuration: makeConfiguration())
-        let pass = try resolvePassword()
+        guard linger >= 0 else { throw ValidationError("--linger must be >= 0") }
+        let plan = try connection.loginPlan(needsPassword: register)
+        let client = try SIMPClient(configuration: connection.configuration(server: plan.server, dataDirectory: dataDir))
         do {
-            if register { try await client.register(user: user, password: pass) }
-            try await client.connect(user: user, password: pass)
+            if register, case .password(let password) = plan.method {
+                try await client.register(user: plan.user, password: password)
+            }
+            try await connection.connect(client, plan)
         } catch {
-            output.error(error.message)
+            output.error(describe(error))
             throw ExitCode(1)
         }
         let printer = Task { for await event in client.events { output.event(event) } }
@@ -114,34 +132,6 @@ struct SIMPCommand: AsyncParsableCommand {
         while Date() < deadline, await client.outstandingCount() > 0 {
             try? await Task.sleep(for: .milliseconds(50))
         }
-    }
-
-    private func makeConfiguration() throws -> ClientConfiguration {
-        let address = server ?? ProcessInfo.processInfo.environment["SIMP_SERVER"] ?? "127.0.0.1:7700"
-        guard let colon = address.lastIndex(of: ":"), let port = Int(address[address.index(after: colon)...]),
-              (1...65535).contains(port) else {
-            throw ValidationError("--server must be HOST:PORT, got \(address)")
-        }
-        var host = String(address[..<colon])
-        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        guard linger >= 0 else { throw ValidationError("--linger must be >= 0") }
-        var config = ClientConfiguration(host: host, port: port)
-        config.reconnectBase = .milliseconds(Int64(reconnectBase * 1000))
-        guard keepalive > 0 else { throw ValidationError("--keepalive must be > 0") }
-        config.keepaliveInterval = .milliseconds(Int64(keepalive * 1000))
-        config.dataDirectory = dataDir
-        guard tls || (ca == nil && serverName == nil) else { throw ValidationError("--ca and --server-name need --tls") }
-        if tls { config.tls = ClientTLS(caFile: ca, serverName: serverName) }
-        return config
-    }
-
-    private func resolvePassword() throws -> String {
-        if let password { return password }
-        if let env = ProcessInfo.processInfo.environment["SIMP_PASSWORD"] { return env }
-        if isatty(STDIN_FILENO) == 1, let typed = getpass("password for \(user): ") {
-            return String(cString: typed)
-        }
-        throw ValidationError("no password: pass --password, set SIMP_PASSWORD, or run on a terminal")
     }
 }
 

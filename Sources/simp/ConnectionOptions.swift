@@ -1,0 +1,127 @@
+import ArgumentParser
+import Foundation
+import SIMPClient
+
+/// How `simp` reaches the server and logs in: the same flags for the REPL and every subcommand.
+struct ConnectionOptions: ParsableArguments {
+    @Option(help: "Server control address HOST:PORT (env SIMP_SERVER). Default: the saved login's, else 127.0.0.1:7700.")
+    var server: String?
+
+    @Option(help: "Your user name. Default: the saved login's.")
+    var user: String?
+
+    @Option(help: "Password; else SIMP_PASSWORD; else the saved login; else a prompt on a terminal.")
+    var password: String?
+
+    @Flag(name: .customLong("save-login"), help: "After logging in with the password, save the login token (not the password) in the credentials file.")
+    var saveLogin = false
+
+    @Option(help: "Seconds between UDP keepalives, which hold a NAT mapping open. Default 15.")
+    var keepalive: Double = 15
+
+    @Flag(help: "Talk TLS on the control channel (a server started with --tls-cert).")
+    var tls = false
+
+    @Option(help: "PEM file of the CA or self-signed certificate to trust with --tls. Default: the system's roots.")
+    var ca: String?
+
+    @Option(name: .customLong("server-name"), help: "Name the server's certificate must carry with --tls. Default: the --server host.")
+    var serverName: String?
+
+    @Option(name: .customLong("reconnect-base"), help: .hidden)
+    var reconnectBase: Double = 2
+
+    /// How this run logs in: the password when one is given, else the saved login for this
+    /// server and user, else a password typed on a terminal.
+    func loginPlan(needsPassword: Bool = false) throws -> LoginPlan {
+        let explicitServer = server ?? ProcessInfo.processInfo.environment["SIMP_SERVER"]
+        let saved = CredentialsFile.load().flatMap { login in
+            (explicitServer ?? login.server) == login.server && (user ?? login.user) == login.user ? login : nil
+        }
+        let address = explicitServer ?? saved?.server ?? "127.0.0.1:7700"
+        guard let name = user ?? saved?.user else {
+            throw ValidationError("no user: pass --user, or save a login with simp login")
+        }
+        if let given = password ?? ProcessInfo.processInfo.environment["SIMP_PASSWORD"] {
+            return LoginPlan(server: address, user: name, method: .password(given))
+        }
+        if let saved, !needsPassword {
+            // A token obtained over TLS must not cross the network in clear.
+            guard tls || !saved.tls else { throw ValidationError("the saved login for \(name) was made over TLS: add --tls") }
+            return LoginPlan(server: address, user: name, method: .saved(saved))
+        }
+        guard let typed = Self.typedPassword(for: name) else {
+            throw ValidationError("no password: pass --password, set SIMP_PASSWORD, run on a terminal, or save a login with simp login")
+        }
+        return LoginPlan(server: address, user: name, method: .password(typed))
+    }
+
+    func configuration(server address: String, dataDirectory: String? = nil) throws -> ClientConfiguration {
+        guard let colon = address.lastIndex(of: ":"), let port = Int(address[address.index(after: colon)...]),
+              (1...65535).contains(port) else {
+            throw ValidationError("--server must be HOST:PORT, got \(address)")
+        }
+        var host = String(address[..<colon])
+        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        var config = ClientConfiguration(host: host, port: port)
+        config.reconnectBase = .milliseconds(Int64(reconnectBase * 1000))
+        guard keepalive > 0 else { throw ValidationError("--keepalive must be > 0") }
+        config.keepaliveInterval = .milliseconds(Int64(keepalive * 1000))
+        config.dataDirectory = dataDirectory
+        guard tls || (ca == nil && serverName == nil) else { throw ValidationError("--ca and --server-name need --tls") }
+        if tls { config.tls = ClientTLS(caFile: ca, serverName: serverName) }
+        return config
+    }
+
+    /// Logs in as planned. A saved token that has expired or was revoked falls back to a
+    /// password typed on a terminal; without a terminal that is an error saying what to do.
+    /// Saves the login when asked to (`save`, `--save-login`) or when a typed password
+    /// replaced a stale saved one.
+    func connect(_ client: SIMPClient, _ plan: LoginPlan, save: Bool = false) async throws {
+        switch plan.method {
+        case .password(let password):
+            try await client.connect(user: plan.user, password: password)
+            if save || saveLogin { try await saveLogin(of: client, plan) }
+        case .saved(let saved):
+            try await connect(client, plan, saved)
+        }
+    }
+
+    private func connect(_ client: SIMPClient, _ plan: LoginPlan, _ saved: SavedLogin) async throws {
+        do {
+            try await client.connect(user: plan.user, token: saved.loginToken)
+            return
+        } catch {
+            guard error.code == .invalidToken else { throw error }
+        }
+        await client.disconnect()
+        guard let typed = Self.typedPassword(for: plan.user) else {
+            throw ClientError("the saved login for \(plan.user) on \(plan.server) has expired or was revoked: "
+                              + "run simp login, or give --password or SIMP_PASSWORD", code: .invalidToken)
+        }
+        try await client.connect(user: plan.user, password: typed)
+        try await saveLogin(of: client, plan)
+    }
+
+    private func saveLogin(of client: SIMPClient, _ plan: LoginPlan) async throws {
+        guard let token = await client.loginToken() else { return }
+        try CredentialsFile.save(SavedLogin(server: plan.server, user: plan.user, tls: tls,
+                                            token: token.value, expiresAt: token.expiresAt))
+    }
+
+    private static func typedPassword(for user: String) -> String? {
+        guard isatty(STDIN_FILENO) == 1, let typed = getpass("password for \(user): ") else { return nil }
+        return String(cString: typed)
+    }
+}
+
+struct LoginPlan {
+    enum Method {
+        case password(String)
+        case saved(SavedLogin)
+    }
+
+    var server: String
+    var user: String
+    var method: Method
+}

@@ -1,0 +1,240 @@
+import ArgumentParser
+import Foundation
+import SIMPClient
+
+/// `simp send --to USER TEXT...`: sends one message and exits with a status that says its fate.
+struct Send: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Send one message; exit 0 once it is delivered (or accepted, with --accepted).",
+        discussion: "Prints the message id (with --json, one JSON object with its fate). Exit status: 0 delivered "
+            + "(or accepted with --accepted), 1 other failure, 2 usage, 3 timeout, 4 refused by the server, "
+            + "5 authentication failed, 6 server unreachable.")
+
+    @OptionGroup var connection: ConnectionOptions
+
+    @Option(help: "The recipient.")
+    var to: String
+
+    @Argument(help: "The message text; several words are joined with spaces.")
+    var words: [String]
+
+    @Flag(help: "Stop once the server has stored the message; do not wait for delivery.")
+    var accepted = false
+
+    @Option(help: "Seconds to wait for delivery (or acceptance, with --accepted). Default 30.")
+    var timeout: Double = 30
+
+    @Flag(help: "Print the outcome as one JSON object.")
+    var json = false
+
+    func validate() throws {
+        guard !words.isEmpty else { throw ValidationError("no message text") }
+        guard timeout > 0 else { throw ValidationError("--timeout must be > 0") }
+    }
+
+    func run() async throws {
+        let output = Output(json: json)
+        let client = try await openSession(connection, output)
+        let id: String
+        do {
+            id = try await client.send(to: to, text: words.joined(separator: " "))
+        } catch {
+            await client.close()
+            output.problem(error.message)
+            throw ExitCode(ExitStatus.refused)
+        }
+        let fate = await Fate.awaited(id: id, in: client.events, timeout: timeout, untilAccepted: accepted)
+        await client.close()
+        let status = report(fate, id: id, output)
+        if status != 0 { throw ExitCode(status) }
+    }
+
+    /// Prints the fate and returns the exit status for it.
+    private func report(_ fate: Fate, id: String, _ output: Output) -> Int32 {
+        output.sendOutcome(id: id, to: to, fate)
+        switch fate {
+        case .accepted, .delivered:
+            return 0
+        case .failed(let reason):
+            output.problem("message \(id) to \(to) failed: \(reason)")
+            return ExitStatus.refused
+        case .timedOut(accepted: true):
+            output.problem("message \(id) to \(to) was accepted (stored) but not delivered within \(timeout)s; "
+                           + "it will be delivered when \(to) connects")
+            return ExitStatus.timeout
+        case .timedOut(accepted: false):
+            output.problem("message \(id) to \(to) was not accepted by the server within \(timeout)s")
+            return ExitStatus.timeout
+        }
+    }
+}
+
+/// What became of a sent message by the time `simp send` stopped waiting.
+enum Fate {
+    case accepted(seq: UInt64)
+    case delivered(seq: UInt64)
+    case failed(reason: String)
+    case timedOut(accepted: Bool)
+
+    /// Watches the events for `id` until its fate is known or `timeout` seconds have passed.
+    static func awaited(id: String, in events: AsyncStream<ClientEvent>, timeout: Double, untilAccepted: Bool) async -> Fate {
+        await withTaskGroup(of: Fate?.self) { group in
+            group.addTask { await watch(id: id, in: events, untilAccepted: untilAccepted) }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(timeout))
+                return nil
+            }
+            // The timer ends first with nil; cancelling the watcher then makes it report what it saw.
+            var fate: Fate?
+            for await result in group {
+                group.cancelAll()
+                if fate == nil { fate = result }
+            }
+            return fate ?? .timedOut(accepted: false)
+        }
+    }
+
+    /// Returns the message's fate; when cancelled (the events stream ends), what is known so far.
+    private static func watch(id: String, in events: AsyncStream<ClientEvent>, untilAccepted: Bool) async -> Fate {
+        var accepted = false
+        for await event in events {
+            switch event {
+            case .accepted(id, _, let seq):
+                if untilAccepted { return .accepted(seq: seq) }
+                accepted = true
+            case .delivered(id, _, let seq):
+                return .delivered(seq: seq)
+            case .failed(id, _, let reason):
+                return .failed(reason: reason)
+            default:
+                continue
+            }
+        }
+        return .timedOut(accepted: accepted)
+    }
+}
+
+/// `simp listen`: prints incoming messages until SIGINT or SIGTERM. The library confirms each
+/// message it hands over, so a message printed here is delivered for its sender.
+struct Listen: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print incoming messages until SIGINT or SIGTERM (then exit 0).")
+
+    @OptionGroup var connection: ConnectionOptions
+
+    @Flag(help: "Print one JSON object per line.")
+    var json = false
+
+    func run() async throws {
+        let output = Output(json: json)
+        let client = try await openSession(connection, output)
+        // Closing the client ends the events stream, so the loop below ends and we exit 0.
+        let stop = StopSignals { Task { await client.close() } }
+        for await event in client.events {
+            if case .connected(let user) = event, !json {
+                output.note("connected as \(user)")
+            } else {
+                output.event(event)
+            }
+        }
+        withExtendedLifetime(stop) {}
+    }
+}
+
+/// `simp history USER`: prints the conversation with USER, oldest first, and exits.
+struct History: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print the last messages between you and USER, oldest first.")
+
+    @OptionGroup var connection: ConnectionOptions
+
+    @Argument(help: "The other user.")
+    var peer: String
+
+    @Option(help: "How many messages, 1-1000. Default 20.")
+    var limit = 20
+
+    @Flag(help: "Print one JSON object.")
+    var json = false
+
+    func validate() throws {
+        guard (1...1000).contains(limit) else { throw ValidationError("--limit must be 1-1000") }
+    }
+
+    func run() async throws {
+        let output = Output(json: json)
+        let client = try await openSession(connection, output)
+        do {
+            output.history(peer: peer, try await client.history(with: peer, limit: limit))
+            await client.close()
+        } catch {
+            await client.close()
+            output.problem(error.message)
+            throw ExitCode(error.code == nil ? ExitStatus.failure : ExitStatus.refused)
+        }
+    }
+}
+
+/// `simp login`: logs in with the password and saves the token for later commands.
+struct Login: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Log in with the password and save the login token (not the password) in the credentials file.")
+
+    @OptionGroup var connection: ConnectionOptions
+
+    func run() async throws {
+        let output = Output(json: false)
+        let client = try await openSession(connection, output, needsPassword: true, save: true)
+        await client.close()
+        output.info("login saved in \(CredentialsFile.path)")
+    }
+}
+
+/// Connects for a subcommand; on failure prints one line on stderr and exits with the status
+/// for it: 5 when the login was refused, 6 when the server cannot be reached.
+func openSession(_ connection: ConnectionOptions, _ output: Output,
+                 needsPassword: Bool = false, save: Bool = false) async throws -> SIMPClient {
+    let plan = try connection.loginPlan(needsPassword: needsPassword)
+    let client = SIMPClient(configuration: try connection.configuration(server: plan.server))
+    do {
+        try await connection.connect(client, plan, save: save)
+        return client
+    } catch {
+        await client.close()
+        output.problem(describe(error))
+        throw ExitCode(exitStatus(forLogin: error))
+    }
+}
+
+private func exitStatus(forLogin error: any Error) -> Int32 {
+    guard let error = error as? ClientError else { return ExitStatus.failure }
+    switch error.code {
+    case .invalidCredentials?, .invalidToken?, .loginThrottled?:
+        return ExitStatus.authentication
+    case nil:
+        // The client's own failures: no connection, no answer, no UDP path, TLS.
+        return ExitStatus.unreachable
+    default:
+        return ExitStatus.failure
+    }
+}
+
+/// A client error's own message; anything else as it describes itself.
+func describe(_ error: any Error) -> String {
+    (error as? ClientError)?.message ?? "\(error)"
+}
+
+/// Turns SIGINT and SIGTERM into a call to `handler` instead of the default death.
+final class StopSignals {
+    private let sources: [any DispatchSourceSignal]
+
+    init(_ handler: @escaping @Sendable () -> Void) {
+        sources = [SIGINT, SIGTERM].map { number in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler(handler: handler)
+            source.resume()
+            return source
+        }
+    }
+}

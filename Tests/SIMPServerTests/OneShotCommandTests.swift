@@ -1,0 +1,189 @@
+import Foundation
+import SIMPClient
+import SIMPTestSupport
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `simp send`, `listen`, `history` and `login` as a script runs them: real server and Redis
+/// processes, the built `simp` binary, exit statuses and what lands on stdout and stderr.
+@Suite(.serialized) struct OneShotCommandTests {
+    /// A credentials directory of the test's own, so no test reads or writes the user's.
+    let configHome = FileManager.default.temporaryDirectory.appendingPathComponent("simp-config-\(UUID().uuidString)").path
+
+    func simp(_ node: ServerNode, _ command: String, _ args: [String]) throws -> ChildProcess {
+        try simp(command, ["--server", "127.0.0.1:\(node.server.tcpPort)"] + args)
+    }
+
+    func simp(_ command: String, _ args: [String]) throws -> ChildProcess {
+        try ChildProcess(try productPath("simp"), [command] + args, environment: ["XDG_CONFIG_HOME": configHome])
+    }
+
+    func register(_ node: ServerNode, _ users: String...) async throws {
+        let client = SIMPClient(configuration: ClientConfiguration(host: "127.0.0.1", port: node.server.tcpPort))
+        for user in users { try await client.register(user: user, password: "pw-\(user)") }
+    }
+
+    func jsonLines(_ text: String) -> [[String: Any]] {
+        text.split(separator: "\n").compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }
+    }
+
+    func trimmed(_ text: String) -> String { text.trimmingCharacters(in: .whitespacesAndNewlines) }
+
+    @Test func sendExitsZeroWhenAListenerGotItAndListenStopsOnSIGINT() async throws {
+        let node = try ServerNode()
+        defer { node.stop() }
+        try await register(node, "alice", "bob")
+        let bob = try simp(node, "listen", ["--user", "bob", "--password", "pw-bob", "--json"])
+        #expect(bob.waitForLine(timeout: 20) { $0.contains(#""event":"connected""#) } != nil)
+
+        let send = try simp(node, "send", ["--user", "alice", "--password", "pw-alice", "--to", "bob", "hello", "bob"])
+        #expect(send.waitForExit(timeout: 30) == 0, "stderr: \(send.stderr)")
+        let id = trimmed(send.stdout)
+        #expect(!id.isEmpty && send.stderr.isEmpty)
+
+        #expect(bob.waitForLine(timeout: 10) { $0.contains(#""event":"message""#) } != nil)
+        let message = jsonLines(bob.stdout).first { $0["event"] as? String == "message" }
+        #expect(message?["id"] as? String == id)
+        #expect(message?["from"] as? String == "alice")
+        #expect(message?["text"] as? String == "hello bob")
+        bob.signal(SIGINT)
+        #expect(bob.waitForExit(timeout: 10) == 0)
+    }
+
+    @Test func listenPrintsEscapedTextAndStopsOnSIGTERM() async throws {
+        let node = try ServerNode()
+        defer { node.stop() }
+        try await register(node, "alice", "bob")
+        let bob = try simp(node, "listen", ["--user", "bob", "--password", "pw-bob"])
+        // Human mode: the status line goes to stderr, stdout holds only messages.
+        try await waitFor(timeout: 20) { bob.stderr.contains("connected as bob") }
+        let send = try simp(node, "send", ["--user", "alice", "--password", "pw-alice", "--to", "bob", "bell\u{07}here"])
+        #expect(send.waitForExit(timeout: 30) == 0, "stderr: \(send.stderr)")
+        #expect(bob.waitForLine(timeout: 10) { $0.hasPrefix("alice: ") } == "alice: bell\\x07here")
+        bob.signal(SIGTERM)
+        #expect(bob.waitForExit(timeout: 10) == 0)
+        #expect(!bob.stdout.contains("\u{07}"))
+    }
+
+    @Test func sendExitStatusesForEachOutcome() async throws {
+        let node = try ServerNode()
+        defer { node.stop() }
+        try await register(node, "alice", "carol")
+        let alice = ["--user", "alice", "--password", "pw-alice"]
+
+        // carol is offline: stored, but nobody confirms it.
+        let offline = try simp(node, "send", alice + ["--to", "carol", "--timeout", "1", "are you there"])
+        #expect(offline.waitForExit(timeout: 30) == 3)
+        #expect(offline.stderr.contains("was accepted (stored) but not delivered within 1.0s"))
+        #expect(!trimmed(offline.stdout).isEmpty, "the id is printed even so")
+
+        let stored = try simp(node, "send", alice + ["--to", "carol", "--accepted", "--json", "later"])
+        #expect(stored.waitForExit(timeout: 30) == 0, "stderr: \(stored.stderr)")
+        let outcome = jsonLines(stored.stdout)
+        #expect(outcome.count == 1)
+        #expect(outcome.first?["event"] as? String == "accepted")
+        #expect(outcome.first?["to"] as? String == "carol")
+        #expect(outcome.first?["seq"] is Int)
+
+        let unknown = try simp(node, "send", alice + ["--to", "nobody", "hi"])
+        #expect(unknown.waitForExit(timeout: 30) == 4)
+        #expect(unknown.stderr.contains("failed: no such user: nobody"))
+
+        let wrong = try simp(node, "send", ["--user", "alice", "--password", "nope", "--to", "carol", "hi"])
+        #expect(wrong.waitForExit(timeout: 30) == 5)
+        #expect(wrong.stderr == "error: wrong user name or password\n")
+        #expect(wrong.stdout.isEmpty)
+
+        let port = try freeTCPPort()
+        let down = try simp("send", ["--server", "127.0.0.1:\(port)"] + alice + ["--to", "carol", "hi"])
+        #expect(down.waitForExit(timeout: 30) == 6)
+        #expect(down.stderr == "error: cannot reach 127.0.0.1:\(port): connection refused\n")
+
+        let usage = try simp(node, "send", alice + ["no recipient"])
+        #expect(usage.waitForExit(timeout: 30) == 2)
+        #expect(usage.stderr.contains("--to"))
+    }
+
+    @Test func historyPrintsTheConversationOldestFirst() async throws {
+        let node = try ServerNode()
+        defer { node.stop() }
+        try await register(node, "alice", "bob")
+        for text in ["one", "two", "three"] {
+            let send = try simp(node, "send", ["--user", "alice", "--password", "pw-alice", "--to", "bob", "--accepted", text])
+            #expect(send.waitForExit(timeout: 30) == 0, "stderr: \(send.stderr)")
+        }
+        let json = try simp(node, "history", ["--user", "alice", "--password", "pw-alice", "bob", "--limit", "2", "--json"])
+        #expect(json.waitForExit(timeout: 30) == 0, "stderr: \(json.stderr)")
+        let history = jsonLines(json.stdout).first
+        #expect(history?["peer"] as? String == "bob")
+        #expect((history?["messages"] as? [[String: Any]])?.compactMap { $0["text"] as? String } == ["two", "three"])
+
+        let human = try simp(node, "history", ["--user", "bob", "--password", "pw-bob", "alice"])
+        #expect(human.waitForExit(timeout: 30) == 0, "stderr: \(human.stderr)")
+        #expect(human.stdout == "alice: one\nalice: two\nalice: three\n")
+    }
+
+    @Test func savedLoginIsPrivateAndServesTheNextCommands() async throws {
+        let node = try ServerNode()
+        defer { node.stop() }
+        try await register(node, "alice", "bob")
+        let login = try simp(node, "login", ["--user", "alice", "--password", "pw-alice"])
+        #expect(login.waitForExit(timeout: 30) == 0, "stderr: \(login.stderr)")
+
+        let file = configHome + "/simp/credentials"
+        #expect(try permissions(file) == 0o600)
+        #expect(try permissions(configHome + "/simp") == 0o700)
+        let saved = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: file))) as? [String: Any])
+        #expect(saved["user"] as? String == "alice")
+        #expect(saved["server"] as? String == "127.0.0.1:\(node.server.tcpPort)")
+        #expect((saved["token"] as? String)?.isEmpty == false)
+        #expect((saved["expiresAt"] as? Int ?? 0) > Int(Date().timeIntervalSince1970 * 1000))
+        #expect(!(try String(contentsOfFile: file, encoding: .utf8)).contains("pw-alice"), "the password is never saved")
+
+        // No --server, --user or password: all from the saved login, twice.
+        for text in ["first", "second"] {
+            let send = try simp("send", ["--to", "bob", "--accepted", text])
+            #expect(send.waitForExit(timeout: 30) == 0, "stderr: \(send.stderr)")
+        }
+
+        // A token the server refuses: a clear error (no terminal to ask on) and status 5.
+        var forged = saved
+        forged["token"] = "alice.\(Int64(Date().timeIntervalSince1970 * 1000) + 3_600_000).1.00"
+        try JSONSerialization.data(withJSONObject: forged).write(to: URL(fileURLWithPath: file))
+        let refused = try simp("send", ["--to", "bob", "--accepted", "third"])
+        #expect(refused.waitForExit(timeout: 30) == 5)
+        #expect(refused.stderr.contains("the saved login for alice on 127.0.0.1:\(node.server.tcpPort) has expired or was revoked: run simp login"))
+
+        // An expired one is not even offered to the server.
+        var expired = saved
+        expired["expiresAt"] = Int64(Date().timeIntervalSince1970 * 1000) - 1000
+        try JSONSerialization.data(withJSONObject: expired).write(to: URL(fileURLWithPath: file))
+        let late = try simp("history", ["bob"])
+        #expect(late.waitForExit(timeout: 30) == 5)
+        #expect(late.stderr.contains("has expired or was revoked: run simp login, or give --password or SIMP_PASSWORD"))
+
+        // --save-login on any command replaces the saved login.
+        let bob = try simp(node, "send", ["--user", "bob", "--password", "pw-bob", "--save-login", "--to", "alice", "--accepted", "hi"])
+        #expect(bob.waitForExit(timeout: 30) == 0, "stderr: \(bob.stderr)")
+        let history = try simp("history", ["alice"])
+        #expect(history.waitForExit(timeout: 30) == 0, "stderr: \(history.stderr)")
+        #expect(history.stdout.contains("bob: hi"))
+        #expect(try permissions(file) == 0o600)
+    }
+
+    private func permissions(_ path: String) throws -> Int {
+        ((try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int) ?? 0) & 0o777
+    }
+
+    private func waitFor(timeout: Double, _ condition: () -> Bool) async throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while !condition() {
+            guard Date() < deadline else { throw TestSupportError("condition not met within \(timeout)s") }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+}
