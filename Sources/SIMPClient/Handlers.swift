@@ -54,6 +54,8 @@ final class OneShotHandler: ChannelInboundHandler, @unchecked Sendable {
     /// Fails after `timeout` without an answer (a server that takes the bytes and says
     /// nothing, such as a TLS server sent plain bytes, would otherwise hold the caller forever).
     func send(_ envelope: Simp_Envelope, on channel: any Channel, timeout: TimeAmount) -> EventLoopFuture<Simp_Envelope> {
+        // A TLS handshake can fail (or the server close) before there is a request to fail.
+        if let early { return channel.eventLoop.makeFailedFuture(early) }
         let promise = channel.eventLoop.makePromise(of: Simp_Envelope.self)
         self.promise = promise
         requestID = envelope.requestID
@@ -78,14 +80,25 @@ final class OneShotHandler: ChannelInboundHandler, @unchecked Sendable {
         promise = nil
     }
 
+    /// Why the connection ended before `send` was called, to answer that call with.
+    private var early: ClientError?
+
     func channelInactive(context: ChannelHandlerContext) {
-        promise?.fail(ClientError("server closed the connection"))
-        promise = nil
+        fail(ClientError("server closed the connection"))
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        promise?.fail(ClientError("connection failed: \(SIMPClient.reason(error))"))
-        promise = nil
+        fail(ClientError("connection failed: \(SIMPClient.reason(error))"))
         context.close(promise: nil)
+    }
+
+    /// The first failure wins: a TLS error is followed by the close it causes.
+    private func fail(_ error: ClientError) {
+        if let promise {
+            promise.fail(error)
+            self.promise = nil
+        } else if early == nil {
+            early = error
+        }
     }
 }
