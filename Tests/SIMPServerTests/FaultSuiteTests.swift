@@ -229,6 +229,10 @@ func tally(_ name: String, pairs: [(sent: [String], sentAt: [String: Date], rece
                             }
                         }
                         print("pair \(p) sender connection events: \(life)")
+                        print("pair \(p) all: \(arrivals.map { "\($0.text)@\($0.seq)" })")
+                        print("pair \(p) failed: \(senderClients[p].1.failed.map { "\($0.id): \($0.reason)" })")
+                        let ids = Dictionary(arrivals.map { ($0.id, $0.text) }, uniquingKeysWith: { a, _ in a })
+                        print("pair \(p) sender events: \(senderClients[p].1.all.suffix(400).map { e -> String in switch e { case .accepted(let id, _, let seq): return "A \(ids[id] ?? id)@\(seq)"; case .failed(let id, _, let r): return "F \(ids[id] ?? id) \(r)"; default: return "" } }.filter { !$0.isEmpty })")
                     }
                     highest = max(highest, index)
                 }
