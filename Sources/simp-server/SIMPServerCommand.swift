@@ -11,7 +11,7 @@ struct SIMPServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "simp-server",
         abstract: "The SIMP messaging server: TCP control channel, UDP datagrams, Redis through hiredis.",
-        discussion: "Every option can also come from the environment: SIMP_HOST, SIMP_PORT, SIMP_UDP_PORT, SIMP_REDIS_URL, SIMP_NODE_ID, SIMP_LOG_LEVEL, SIMP_TLS_CERT, SIMP_TLS_KEY, SIMP_METRICS_PORT.")
+        discussion: "Every option can also come from the environment: SIMP_HOST, SIMP_PORT, SIMP_UDP_PORT, SIMP_REDIS_URL, SIMP_NODE_ID, SIMP_LOG_LEVEL, SIMP_TLS_CERT, SIMP_TLS_KEY, SIMP_METRICS_PORT, SIMP_LOG_FORMAT.")
 
     @Option(help: "Address to listen on (env SIMP_HOST).")
     var host: String?
@@ -31,14 +31,20 @@ struct SIMPServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical (env SIMP_LOG_LEVEL). Default info.")
     var logLevel: String?
 
+    @Option(name: .customLong("log-format"), help: "text (for a terminal) or json (one object per line, for a log collector) on stderr (env SIMP_LOG_FORMAT). Default text.")
+    var logFormat: String?
+
+    @Flag(name: .customLong("print-config"), help: "Print every setting, its value and where it came from (flag, env or default), then exit without starting.")
+    var printConfig = false
+
     @Option(name: .customLong("heartbeat"), help: "Seconds of silence before a ping; a peer silent for three is dropped. Default 30.")
-    var heartbeat: Double = 30
+    var heartbeat: Double?
 
     @Option(name: .customLong("redis-wait"), help: "Seconds to wait for Redis at start-up before exiting with status 1. Default 30.")
-    var redisWait: Double = 30
+    var redisWait: Double?
 
     @Option(name: .customLong("scrypt-rounds"), help: .hidden)
-    var scryptRounds: Int = 16_384
+    var scryptRounds: Int?
 
     @Option(name: .customLong("tls-cert"), help: "PEM certificate chain: serve the control channel over TLS (env SIMP_TLS_CERT). Needs --tls-key.")
     var tlsCert: String?
@@ -50,65 +56,68 @@ struct SIMPServerCommand: AsyncParsableCommand {
     var metricsPort: Int?
 
     @Option(name: .customLong("max-msgs-per-sec"), help: "Data datagrams per second one session may send, sustained. Default 1000.")
-    var messagesPerSecond = ServerLimits().messagesPerSecond
+    var messagesPerSecond: Int?
 
     @Option(name: .customLong("msg-burst"), help: "Datagrams a session may send at once above that rate. Default 2000.")
-    var messageBurst = ServerLimits().messageBurst
+    var messageBurst: Int?
 
     @Option(name: .customLong("max-sessions-per-user"), help: "Logged-in control connections per user. Default 8.")
-    var sessionsPerUser = ServerLimits().sessionsPerUser
+    var sessionsPerUser: Int?
 
     @Option(name: .customLong("max-conns-per-ip"), help: "Open control connections per source IP. Default 256.")
-    var connectionsPerIP = ServerLimits().connectionsPerIP
+    var connectionsPerIP: Int?
 
     @Option(name: .customLong("max-registrations-per-ip"), help: "Registrations one source IP may attempt per hour. Default 10.")
-    var registrationsPerIP = ServerLimits().registrationsPerIP
+    var registrationsPerIP: Int?
 
     @Option(name: .customLong("max-hashing-queue"), help: "Password checks (scrypt) waiting or running; more are refused with RATE_LIMITED. Default 64.")
-    var hashingQueue = ServerLimits().hashingQueue
+    var hashingQueue: Int?
 
     @Option(name: .customLong("max-hashing-per-ip"), help: "Of those, the ones one source IP may have. Default 8.")
-    var hashingPerIP = ServerLimits().hashingPerIP
+    var hashingPerIP: Int?
 
     @Option(name: .customLong("inbox-limit"), help: "Unconfirmed messages one user's inbox may hold. Default 10000.")
-    var inboxLimit = ServerConfiguration().inboxLimit
+    var inboxLimit: Int?
 
     @Option(name: .customLong("max-requests-per-sec"), help: "Control requests per second per connection; over it the connection is read more slowly. Default 2000.")
-    var requestsPerSecond = ServerLimits().requestsPerSecond
+    var requestsPerSecond: Int?
 
     @Option(name: .customLong("request-burst"), help: "Control requests a connection may send at once above that rate. Default 4000.")
-    var requestBurst = ServerLimits().requestBurst
+    var requestBurst: Int?
 
     @Option(name: .customLong("max-user-requests-per-sec"), help: "Control requests per second of one user over all its connections. Default 4000.")
-    var userRequestsPerSecond = ServerLimits().userRequestsPerSecond
+    var userRequestsPerSecond: Int?
 
     @Option(name: .customLong("user-request-burst"), help: "Control requests one user may send at once above that rate. Default 8000.")
-    var userRequestBurst = ServerLimits().userRequestBurst
+    var userRequestBurst: Int?
 
     @Option(name: .customLong("frame-deadline"), help: "Seconds a control frame may take to arrive whole. Default 10.")
-    var frameDeadline: Double = 10
+    var frameDeadline: Double?
 
     @Option(name: .customLong("login-deadline"), help: "Seconds a connection may stay without logging in. Default 30.")
-    var loginDeadline: Double = 30
+    var loginDeadline: Double?
 
     @Option(name: .customLong("unread-grace"), help: "Seconds a connection may leave over 1 MiB of replies unread before it is closed. Default 30.")
-    var unreadGrace: Double = 30
+    var unreadGrace: Double?
 
     @Option(name: .customLong("inbox-share"), help: "Unconfirmed messages one sender may have in one user's inbox. Default 2500.")
-    var inboxShare = ServerConfiguration().inboxShare
+    var inboxShare: Int?
 
     @Option(name: .customLong("event-loops"), help: "Event loop threads. Default: one per core.")
-    var eventLoops = System.coreCount
+    var eventLoops: Int?
 
     func run() async throws {
-        let env = ProcessInfo.processInfo.environment
-        let level = try parseLevel(logLevel ?? env["SIMP_LOG_LEVEL"] ?? "info")
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
+        var settings = SettingsReader(environment: ProcessInfo.processInfo.environment)
+        let config = try makeConfiguration(&settings)
+        let level = try settings.read("log-level", flag: logLevel.map(parseLevel), env: "SIMP_LOG_LEVEL", default: .info,
+                                      parse: parseLevel, show: \.rawValue)
+        let format = try settings.read("log-format", flag: logFormat.map(parseFormat), env: "SIMP_LOG_FORMAT", default: .text,
+                                       parse: parseFormat, show: \.rawValue)
+        if printConfig {
+            FileHandle.standardOutput.write(Data((settings.text + "\n").utf8))
+            return
         }
-        let config = try makeConfiguration(env)
+        bootstrapLogging(level: level, format: format)
         let logger = Logger(label: "simp.server")
         let server = SIMPServer(configuration: config, logger: logger) { addresses in
             FileHandle.standardOutput.write(Data((addresses.description + "\n").utf8))
@@ -122,74 +131,104 @@ struct SIMPServerCommand: AsyncParsableCommand {
         }
     }
 
-    private func makeConfiguration(_ env: [String: String]) throws -> ServerConfiguration {
+    private func bootstrapLogging(level: Logger.Level, format: LogFormat) {
+        LoggingSystem.bootstrap { label in
+            var handler: any LogHandler = switch format {
+            case .text: StreamLogHandler.standardError(label: label)
+            case .json: JSONLogHandler(label: label)
+            }
+            handler.logLevel = level
+            return handler
+        }
+    }
+
+    private func makeConfiguration(_ settings: inout SettingsReader) throws -> ServerConfiguration {
         var config = ServerConfiguration()
-        config.host = host ?? env["SIMP_HOST"] ?? config.host
-        config.port = try port ?? env["SIMP_PORT"].map { try parsePort($0, "SIMP_PORT") } ?? config.port
-        config.udpPort = try udpPort ?? env["SIMP_UDP_PORT"].map { try parsePort($0, "SIMP_UDP_PORT") }
+        config.host = try settings.read("host", flag: host, env: "SIMP_HOST", default: config.host, parse: { $0 })
+        config.port = try settings.read("port", flag: port, env: "SIMP_PORT", default: config.port,
+                                        parse: { try parsePort($0, "SIMP_PORT") })
+        let derivedUDP = config.port == 0 ? "a free port (port is 0)" : "\(config.port + 1) (port + 1)"
+        config.udpPort = try settings.readOptional("udp-port", flag: udpPort, env: "SIMP_UDP_PORT", absent: derivedUDP,
+                                                   parse: { try parsePort($0, "SIMP_UDP_PORT") })
         for p in [config.port] + (config.udpPort.map { [$0] } ?? []) where !(0...65535).contains(p) {
             throw ValidationError("port \(p) is outside 0-65535")
         }
-        let url = redis ?? env["SIMP_REDIS_URL"] ?? "redis://127.0.0.1:6379"
+        let url = try settings.read("redis", flag: redis, env: "SIMP_REDIS_URL", default: "redis://127.0.0.1:6379",
+                                    parse: { $0 }, show: maskingPassword)
         do {
             config.redis = try RedisConfiguration(url: url)
         } catch {
-            throw ValidationError(error.message)
+            throw ValidationError(maskingPassword(error.message))
         }
-        config.nodeID = nodeID ?? env["SIMP_NODE_ID"] ?? config.nodeID
+        config.nodeID = try settings.read("node-id", flag: nodeID, env: "SIMP_NODE_ID", default: config.nodeID, parse: { $0 })
+        let heartbeat = settings.read("heartbeat", flag: heartbeat, default: 30, show: seconds)
+        let redisWait = settings.read("redis-wait", flag: redisWait, default: 30, show: seconds)
         guard heartbeat > 0, redisWait >= 0 else { throw ValidationError("--heartbeat must be > 0 and --redis-wait >= 0") }
         config.heartbeat = .milliseconds(Int64(heartbeat * 1000))
         config.redisWait = .milliseconds(Int64(redisWait * 1000))
-        config.scryptRounds = scryptRounds
-        config.tls = try tlsConfiguration(env)
-        config.metricsPort = try metricsPort ?? env["SIMP_METRICS_PORT"].map { try parsePort($0, "SIMP_METRICS_PORT") }
-        config.limits = try limits()
-        config.inboxLimit = inboxLimit
-        config.inboxShare = inboxShare
-        guard eventLoops > 0 else { throw ValidationError("--event-loops must be at least 1") }
-        config.eventLoops = eventLoops
+        config.scryptRounds = settings.read("scrypt-rounds", flag: scryptRounds, default: config.scryptRounds)
+        config.tls = try tlsConfiguration(&settings)
+        config.metricsPort = try settings.readOptional("metrics-port", flag: metricsPort, env: "SIMP_METRICS_PORT", absent: "off",
+                                                       parse: { try parsePort($0, "SIMP_METRICS_PORT") })
+        config.limits = try limits(&settings)
+        config.inboxLimit = settings.read("inbox-limit", flag: inboxLimit, default: config.inboxLimit)
+        config.inboxShare = settings.read("inbox-share", flag: inboxShare, default: config.inboxShare)
+        guard config.inboxLimit > 0, config.inboxShare > 0 else { throw ValidationError("--inbox-limit and --inbox-share must be > 0") }
+        config.eventLoops = settings.read("event-loops", flag: eventLoops, default: config.eventLoops)
+        guard config.eventLoops > 0 else { throw ValidationError("--event-loops must be at least 1") }
         return config
     }
 
-    private func tlsConfiguration(_ env: [String: String]) throws -> ServerTLS? {
-        switch (tlsCert ?? env["SIMP_TLS_CERT"], tlsKey ?? env["SIMP_TLS_KEY"]) {
+    /// Paths only: the key file is not read here, so `--print-config` never sees its content.
+    private func tlsConfiguration(_ settings: inout SettingsReader) throws -> ServerTLS? {
+        let cert = try settings.readOptional("tls-cert", flag: tlsCert, env: "SIMP_TLS_CERT", absent: "none (plain TCP)", parse: { $0 })
+        let key = try settings.readOptional("tls-key", flag: tlsKey, env: "SIMP_TLS_KEY", absent: "none", parse: { $0 })
+        switch (cert, key) {
         case (nil, nil): return nil
         case (let cert?, let key?): return ServerTLS(certificateChainPath: cert, privateKeyPath: key)
         default: throw ValidationError("--tls-cert and --tls-key go together")
         }
     }
 
-    private func limits() throws -> ServerLimits {
+    private func limits(_ settings: inout SettingsReader) throws -> ServerLimits {
         var limits = ServerLimits()
-        let values = [messagesPerSecond, messageBurst, sessionsPerUser, connectionsPerIP, inboxLimit, inboxShare,
-                      requestsPerSecond, requestBurst, userRequestsPerSecond, userRequestBurst, registrationsPerIP,
-                      hashingQueue, hashingPerIP]
-        guard values.allSatisfy({ $0 > 0 }) else {
+        limits.messagesPerSecond = settings.read("max-msgs-per-sec", flag: messagesPerSecond, default: limits.messagesPerSecond)
+        limits.messageBurst = settings.read("msg-burst", flag: messageBurst, default: limits.messageBurst)
+        limits.sessionsPerUser = settings.read("max-sessions-per-user", flag: sessionsPerUser, default: limits.sessionsPerUser)
+        limits.connectionsPerIP = settings.read("max-conns-per-ip", flag: connectionsPerIP, default: limits.connectionsPerIP)
+        limits.registrationsPerIP = settings.read("max-registrations-per-ip", flag: registrationsPerIP, default: limits.registrationsPerIP)
+        limits.hashingQueue = settings.read("max-hashing-queue", flag: hashingQueue, default: limits.hashingQueue)
+        limits.hashingPerIP = settings.read("max-hashing-per-ip", flag: hashingPerIP, default: limits.hashingPerIP)
+        limits.requestsPerSecond = settings.read("max-requests-per-sec", flag: requestsPerSecond, default: limits.requestsPerSecond)
+        limits.requestBurst = settings.read("request-burst", flag: requestBurst, default: limits.requestBurst)
+        limits.userRequestsPerSecond = settings.read("max-user-requests-per-sec", flag: userRequestsPerSecond,
+                                                     default: limits.userRequestsPerSecond)
+        limits.userRequestBurst = settings.read("user-request-burst", flag: userRequestBurst, default: limits.userRequestBurst)
+        let counts = [limits.messagesPerSecond, limits.messageBurst, limits.sessionsPerUser, limits.connectionsPerIP,
+                      limits.registrationsPerIP, limits.hashingQueue, limits.hashingPerIP, limits.requestsPerSecond,
+                      limits.requestBurst, limits.userRequestsPerSecond, limits.userRequestBurst]
+        guard counts.allSatisfy({ $0 > 0 }) else {
             throw ValidationError("""
-                --max-msgs-per-sec, --msg-burst, --max-sessions-per-user, --max-conns-per-ip, --inbox-limit, \
-                --inbox-share, --max-requests-per-sec, --request-burst, --max-user-requests-per-sec, \
+                --max-msgs-per-sec, --msg-burst, --max-sessions-per-user, --max-conns-per-ip, \
+                --max-requests-per-sec, --request-burst, --max-user-requests-per-sec, \
                 --user-request-burst, --max-registrations-per-ip, \
                 --max-hashing-queue and --max-hashing-per-ip must be > 0
                 """)
         }
+        let frameDeadline = settings.read("frame-deadline", flag: frameDeadline, default: 10, show: seconds)
+        let loginDeadline = settings.read("login-deadline", flag: loginDeadline, default: 30, show: seconds)
+        let unreadGrace = settings.read("unread-grace", flag: unreadGrace, default: 30, show: seconds)
         guard [frameDeadline, loginDeadline, unreadGrace].allSatisfy({ $0 > 0 }) else {
             throw ValidationError("--frame-deadline, --login-deadline and --unread-grace must be > 0")
         }
         limits.frameDeadline = .milliseconds(Int64(frameDeadline * 1000))
         limits.loginDeadline = .milliseconds(Int64(loginDeadline * 1000))
         limits.unreadGrace = .milliseconds(Int64(unreadGrace * 1000))
-        limits.requestsPerSecond = requestsPerSecond
-        limits.userRequestsPerSecond = userRequestsPerSecond
-        limits.userRequestBurst = userRequestBurst
-        limits.requestBurst = requestBurst
-        limits.messagesPerSecond = messagesPerSecond
-        limits.messageBurst = messageBurst
-        limits.sessionsPerUser = sessionsPerUser
-        limits.connectionsPerIP = connectionsPerIP
-        limits.registrationsPerIP = registrationsPerIP
-        limits.hashingQueue = hashingQueue
-        limits.hashingPerIP = hashingPerIP
         return limits
+    }
+
+    private func seconds(_ value: Double) -> String {
+        value == value.rounded() ? "\(Int(value)) s" : "\(value) s"
     }
 
     private func parsePort(_ text: String, _ name: String) throws -> Int {
@@ -202,5 +241,12 @@ struct SIMPServerCommand: AsyncParsableCommand {
             throw ValidationError("unknown log level \(text)")
         }
         return level
+    }
+
+    private func parseFormat(_ text: String) throws -> LogFormat {
+        guard let format = LogFormat(rawValue: text.lowercased()) else {
+            throw ValidationError("unknown log format \(text): text or json")
+        }
+        return format
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import NIOCore
 import SIMPClient
 import SIMPRedis
@@ -37,7 +38,7 @@ final class TestCluster: @unchecked Sendable {
         }
     }
 
-    static func start(heartbeat: TimeAmount = .seconds(10),
+    static func start(heartbeat: TimeAmount = .seconds(10), logger: Logger = Logger(label: "simp.server"),
                       configure: (inout ServerConfiguration) -> Void = { _ in }) async throws -> TestCluster {
         let redis = try RedisServerProcess()
         var config = ServerConfiguration()
@@ -48,7 +49,7 @@ final class TestCluster: @unchecked Sendable {
         config.scryptRounds = 1024
         config.redisWait = .seconds(5)
         configure(&config)
-        let server = SIMPServer(configuration: config)
+        let server = SIMPServer(configuration: config, logger: logger)
         let addresses = try await server.start()
         return TestCluster(redis: redis, server: server, addresses: addresses)
     }

@@ -207,7 +207,7 @@ final class ControlHandler: ChannelInboundHandler {
             ping.nonce = UInt64.random(in: 0...UInt64.max)
             context.writeAndFlush(wrapOutboundOut(Simp_Envelope(.ping(ping))), promise: nil)
         case .read:
-            logger.info("control peer silent for three heartbeats; closing")
+            logger.info("control peer silent for three heartbeats; closing", metadata: logMetadata)
             context.close(promise: nil)
         case .all: break
         }
@@ -246,7 +246,7 @@ final class ControlHandler: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        logger.debug("control connection error", metadata: ["error": "\(error)"])
+        logger.debug("control connection error", metadata: logMetadata.merging(["error": "\(error)"]) { $1 })
         if case FrameError.tooLarge = error { metrics.exceeded(.frameSize) }
         if case FrameError.incomplete = error { metrics.exceeded(.frameDeadline) }
         if !(error is FrameError) { context.close(promise: nil) }
@@ -397,6 +397,15 @@ final class ControlHandler: ChannelInboundHandler {
             return Simp_Envelope(requestID: id, .historyResult(response))
         }
         respond(context, id, future)
+    }
+
+    /// Who this connection is, for its log lines: the user once known, the session once connected.
+    private var logMetadata: Logger.Metadata {
+        switch state {
+        case .anonymous: return [:]
+        case .authenticated(let user): return ["user": "\(user)"]
+        case .connected(let user, let session): return ["user": "\(user)", "session": "\(session)"]
+        }
     }
 
     private var authenticatedUser: String? {

@@ -87,13 +87,15 @@ final class Router: @unchecked Sendable {
             previous.control.close(promise: nil)
         }
         metrics.sessions.set(Int64(sessions.count))
+        logger.info("session opened", metadata: session.logMetadata)
         // Stores made from now on run in Redis after the numbering check (one connection, in
         // order), so they may already number above what the client has seen.
         session.numberingFloor = lastSeq
         return store.repairNumbering(user: user, lastSeq: lastSeq, on: loop).flatMap { [self] moved in
             if moved > 0 {
                 metrics.renumbered.increment(by: Int64(moved))
-                logger.warning("Redis lost numbers \(user) had seen; \(moved) messages stored since moved past seq \(lastSeq)")
+                logger.warning("Redis lost numbers \(user) had seen; \(moved) messages stored since moved past seq \(lastSeq)",
+                               metadata: session.logMetadata)
             }
             return store.pending(user: user, after: lastSeq, limit: 0, on: loop)
         }.map { [self] pending in
@@ -125,8 +127,10 @@ final class Router: @unchecked Sendable {
     private func sessionClosed(_ session: Session) {
         metrics.sessions.set(Int64(sessions.count))
         presenceDue[session.id] = nil
+        let metadata = session.logMetadata
+        logger.info("session closed", metadata: metadata)
         store.clearPresence(user: session.user, session: session.id, on: loop).whenFailure { [logger] error in
-            logger.debug("presence not cleared", metadata: ["error": "\(error)"])
+            logger.debug("presence not cleared", metadata: metadata.merging(["error": "\(error)"]) { $1 })
         }
     }
 
@@ -480,7 +484,7 @@ final class Router: @unchecked Sendable {
             case .success(let pending):
                 pushStored(pending.items, to: session)
             case .failure(let error):
-                logger.warning("sync failed; retrying", metadata: ["user": "\(session.user)", "error": "\(error)"])
+                logger.warning("sync failed; retrying", metadata: session.logMetadata.merging(["error": "\(error)"]) { $1 })
                 loop.scheduleTask(in: .seconds(1)) { [self] in sync(session) }
             }
         }

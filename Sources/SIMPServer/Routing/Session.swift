@@ -1,4 +1,5 @@
 import Crypto
+import Logging
 import NIOCore
 import SIMPCore
 
@@ -59,5 +60,13 @@ final class Session: TableEntry, SealedPeer, @unchecked Sendable {
     func takePacketNumber() -> UInt64 {
         defer { nextPacketNumber += 1 }
         return nextPacketNumber
+    }
+}
+
+extension Session {
+    /// Who a log line is about. Only the user name and the session id: the bind token and
+    /// the key are secrets and never go to a log.
+    var logMetadata: Logger.Metadata {
+        ["user": "\(user)", "session": "\(id)"]
     }
 }
