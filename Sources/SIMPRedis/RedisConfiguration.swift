@@ -24,6 +24,10 @@ public struct RedisConfiguration: Sendable, Equatable {
             throw RedisError(.protocolViolation, "Redis URL must start with redis://, got \(url)")
         }
         var rest = Substring(url.dropFirst(prefix.count))
+        // The URL is not repeated here: it would hold the password.
+        guard !rest.contains("@") else {
+            throw RedisError(.protocolViolation, "a Redis URL with a user or password is not supported (SIMP sends no AUTH); keep Redis on loopback or a private network")
+        }
         var database = 0
         if let slash = rest.firstIndex(of: "/") {
             let db = rest[rest.index(after: slash)...]
