@@ -367,20 +367,8 @@ private func exceeded(_ cluster: TestCluster, _ limit: String) -> Double {
 
 /// A limit counter of a server process, read from its /metrics endpoint.
 private func processMetric(_ server: ServerProcess, limit: String) throws -> Double {
-    guard let range = server.readyLine.range(of: #"metrics=[^ ]+:(\d+)"#, options: .regularExpression),
-          let port = Int(server.readyLine[range].split(separator: ":").last!) else {
-        throw TestSupportError("no metrics port in \(server.readyLine)")
-    }
-    let peer = try RawPeer(tcpPort: port, udpPort: 0)
-    peer.writeRaw(Array("GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
-    var text = [UInt8]()
-    var chunk = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let n = chunk.withUnsafeMutableBytes { recv(peer.tcp, $0.baseAddress, $0.count, 0) }
-        guard n > 0 else { break }
-        text += chunk.prefix(n)
-    }
-    return metricValue(String(decoding: text, as: UTF8.self), #"simp_limit_exceeded_total{limit="\#(limit)"}"#)
+    let text = try httpExchange(port: try server.metricsPort(), path: "/metrics")
+    return metricValue(text, #"simp_limit_exceeded_total{limit="\#(limit)"}"#)
 }
 
 /// Polls for up to 30 s.

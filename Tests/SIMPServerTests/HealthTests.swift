@@ -16,16 +16,7 @@ import Glibc
 
     /// One GET over a fresh connection (Connection: close), read until the server closes.
     func get(_ path: String, port: Int, method: String = "GET") throws -> Response {
-        let peer = try RawPeer(tcpPort: port, udpPort: 0)
-        peer.writeRaw(Array("\(method) \(path) HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
-        var bytes = [UInt8]()
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { recv(peer.tcp, $0.baseAddress, $0.count, 0) }
-            guard n > 0 else { break }
-            bytes += chunk.prefix(n)
-        }
-        let text = String(decoding: bytes, as: UTF8.self)
+        let text = try httpExchange(port: port, path: path, method: method)
         guard let statusLine = text.split(separator: "\r\n").first,
               let status = Int(statusLine.split(separator: " ").dropFirst().first ?? ""),
               let split = text.range(of: "\r\n\r\n") else {

@@ -44,21 +44,7 @@ import Glibc
         let node = try ServerNode(extra: ["--metrics-port", "0"])
         defer { node.stop() }
         let server = node.server
-        guard let range = server.readyLine.range(of: #"metrics=127\.0\.0\.1:\d+"#, options: .regularExpression),
-              let port = Int(server.readyLine[range].split(separator: ":").last!) else {
-            Issue.record("no metrics address in \(server.readyLine)")
-            return
-        }
-        let peer = try RawPeer(tcpPort: port, udpPort: 0)
-        peer.writeRaw(Array("GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
-        var response = [UInt8]()
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { recv(peer.tcp, $0.baseAddress, $0.count, 0) }
-            guard n > 0 else { break }
-            response += chunk.prefix(n)
-        }
-        let text = String(decoding: response, as: UTF8.self)
+        let text = try httpExchange(port: try server.metricsPort(), path: "/metrics")
         #expect(text.hasPrefix("HTTP/1.1 200 OK"))
         #expect(text.contains("text/plain; version=0.0.4"))
         #expect(text.contains("# TYPE simp_datagrams_received_total counter"))
