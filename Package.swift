@@ -13,6 +13,7 @@ let package = Package(
         .executable(name: "simp", targets: ["simp"]),
         .executable(name: "simp-fuzz", targets: ["simp-fuzz"]),
         .executable(name: "simp-bench", targets: ["simp-bench"]),
+        .executable(name: "simp-admin", targets: ["simp-admin"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.81.0"),
@@ -91,6 +92,14 @@ let package = Package(
                 "SIMPServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .executableTarget(
+            name: "simp-admin",
+            dependencies: [
+                "SIMPServer",
+                "SIMPRedis",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .executableTarget(

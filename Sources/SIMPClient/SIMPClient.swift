@@ -46,6 +46,8 @@ public final class SIMPClient: @unchecked Sendable {
     private var userDisconnected = false
     private var backoff: ReconnectBackoff
     private var reconnectPending = false
+    /// The server said SESSION_CLOSED: the session ends here, with no reconnect.
+    private var closedByAdministrator = false
     private var timers: ClientTimers
     private var tick: Scheduled<Void>?
     private var controlError: String?
@@ -125,6 +127,7 @@ public final class SIMPClient: @unchecked Sendable {
                 credentials = (user, password)
                 token = saved.map { ($0.value, $0.expiresAt) }
                 userDisconnected = false
+                closedByAdministrator = false
                 startTicking()
                 return establish()
             }.get()
@@ -593,6 +596,7 @@ public final class SIMPClient: @unchecked Sendable {
             pong.nonce = ping.nonce
             control?.writeAndFlush(Simp_Envelope(.pong(pong)), promise: nil)
         case .error(let error):
+            if error.code == .sessionClosed { closedByAdministrator = true }
             emit(.error("server: \(error.reason.isEmpty ? error.code.name : error.reason)"))
         default:
             break
@@ -618,6 +622,12 @@ public final class SIMPClient: @unchecked Sendable {
         for (_, promise) in requests { promise.fail(ClientError(why)) }
         requests.removeAll()
         guard !userDisconnected, credentials != nil else { return }
+        guard !closedByAdministrator else {
+            // Reconnecting would undo what the administrator did.
+            userDisconnected = true
+            emit(.disconnected(reason: "an administrator closed this session"))
+            return
+        }
         emit(.disconnected(reason: "control connection closed"))
         scheduleReconnect()
     }

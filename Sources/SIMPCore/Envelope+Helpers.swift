@@ -49,6 +49,7 @@ extension Simp_ErrorCode {
         case .tooManySessions: return "too_many_sessions"
         case .loginThrottled: return "login_throttled"
         case .inboxShareFull: return "inbox_share_full"
+        case .sessionClosed: return "session_closed"
         case .UNRECOGNIZED(let n): return "code_\(n)"
         }
     }

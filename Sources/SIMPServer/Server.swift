@@ -27,6 +27,7 @@ public final class SIMPServer: Service, @unchecked Sendable {
     private var metricsChannel: (any Channel)?
     let metrics: ServerMetrics
     private var router: Router?
+    private var adminListener: RedisSubscriber?
     private let controls = ChannelRegistry()
 
     public init(configuration: ServerConfiguration, logger: Logger = Logger(label: "simp.server"),
@@ -57,7 +58,9 @@ public final class SIMPServer: Service, @unchecked Sendable {
         let secret = try await waitForRedis()
         var storeSettings = StoreSettings(namespace: configuration.namespace, inboxLimit: configuration.inboxLimit)
         storeSettings.inboxShare = min(configuration.inboxShare, configuration.inboxLimit)
-        let store = MessageStore(redis: redis, settings: storeSettings)
+        let store = MessageStore(redis: redis, settings: storeSettings) { [metrics] depth in
+            metrics.inboxDepth.record(Double(depth))
+        }
         var hasher = PasswordHasher()
         hasher.rounds = configuration.scryptRounds
         let tls = try makeTLSContext()
@@ -72,6 +75,7 @@ public final class SIMPServer: Service, @unchecked Sendable {
         self.router = router
         let udp = try await bindUDP(router: router, on: loop)
         try await loop.submit { router.udp = udp; router.start() }.get()
+        try await listenForAdministrators(router: router, channel: store.keys.adminChannel)
         let limits = configuration.limits
         var node = ControlContext(accounts: accounts, router: router,
                                   admission: Admission(limits: limits, metrics: metrics),
@@ -111,8 +115,29 @@ public final class SIMPServer: Service, @unchecked Sendable {
         }
     }
 
+    /// Requests of `simp-admin` reach every node through Redis pub/sub; the node acts on those
+    /// about its own sessions.
+    private func listenForAdministrators(router: Router, channel: String) async throws {
+        let logger = logger
+        let listener = RedisSubscriber(configuration: configuration.redis, channels: [channel], loop: router.loop,
+                                       logger: logger) { _, payload in
+            guard let request = AdminRequest(String(decoding: payload, as: UTF8.self)) else {
+                logger.warning("unreadable request on the admin channel", metadata: ["bytes": "\(payload.count)"])
+                return
+            }
+            switch request {
+            case .disconnect(let user, let session):
+                router.closeByAdministrator(user: user, session: session)
+            }
+        }
+        adminListener = listener
+        listener.start()
+        try await listener.subscribed.get()
+    }
+
     /// Stops accepting, answers every queued store, then closes everything.
     public func stop() async {
+        try? await adminListener?.stop().get()
         try? await tcp?.close()
         try? await metricsChannel?.close()
         if let router {

@@ -63,6 +63,9 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
 
   /// the sender's share of the recipient's inbox is unconfirmed
   case inboxShareFull // = 21
+
+  /// an administrator closed the session: do not reconnect
+  case sessionClosed // = 22
   case UNRECOGNIZED(Int)
 
   public init() {
@@ -93,6 +96,7 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     case 19: self = .tooManySessions
     case 20: self = .loginThrottled
     case 21: self = .inboxShareFull
+    case 22: self = .sessionClosed
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -121,6 +125,7 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     case .tooManySessions: return 19
     case .loginThrottled: return 20
     case .inboxShareFull: return 21
+    case .sessionClosed: return 22
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -149,6 +154,7 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     .tooManySessions,
     .loginThrottled,
     .inboxShareFull,
+    .sessionClosed,
   ]
 
 }
@@ -788,7 +794,7 @@ public nonisolated struct Simp_Envelope: Sendable {
 fileprivate nonisolated let _protobuf_package = "simp"
 
 nonisolated extension Simp_ErrorCode: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_UNSPECIFIED\0\u{1}FRAME_TOO_LARGE\0\u{1}MALFORMED_FRAME\0\u{1}BAD_REQUEST\0\u{1}NOT_AUTHENTICATED\0\u{1}USER_EXISTS\0\u{1}INVALID_CREDENTIALS\0\u{1}UNKNOWN_USER\0\u{1}INVALID_TOKEN\0\u{1}MESSAGE_TOO_LARGE\0\u{1}STORE_UNAVAILABLE\0\u{1}INVALID_NAME\0\u{1}NOT_CONNECTED\0\u{1}INTERNAL\0\u{1}INBOX_FULL\0\u{1}SESSION_REPLACED\0\u{1}WITHDRAWN\0\u{1}RATE_LIMITED\0\u{1}TOO_MANY_CONNECTIONS\0\u{1}TOO_MANY_SESSIONS\0\u{1}LOGIN_THROTTLED\0\u{1}INBOX_SHARE_FULL\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_UNSPECIFIED\0\u{1}FRAME_TOO_LARGE\0\u{1}MALFORMED_FRAME\0\u{1}BAD_REQUEST\0\u{1}NOT_AUTHENTICATED\0\u{1}USER_EXISTS\0\u{1}INVALID_CREDENTIALS\0\u{1}UNKNOWN_USER\0\u{1}INVALID_TOKEN\0\u{1}MESSAGE_TOO_LARGE\0\u{1}STORE_UNAVAILABLE\0\u{1}INVALID_NAME\0\u{1}NOT_CONNECTED\0\u{1}INTERNAL\0\u{1}INBOX_FULL\0\u{1}SESSION_REPLACED\0\u{1}WITHDRAWN\0\u{1}RATE_LIMITED\0\u{1}TOO_MANY_CONNECTIONS\0\u{1}TOO_MANY_SESSIONS\0\u{1}LOGIN_THROTTLED\0\u{1}INBOX_SHARE_FULL\0\u{1}SESSION_CLOSED\0")
 }
 
 nonisolated extension Simp_Message: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {

@@ -151,8 +151,12 @@ final class Accounts: Sendable {
         guard let verified = tokens.verify(token, nowMillis: Self.nowMillis()) else {
             return loop.makeFailedFuture(ServerError(.invalidToken, "token is invalid or expired; log in again"))
         }
-        return store.isRevoked(tokenID: verified.id, on: loop).flatMapThrowing { revoked in
-            guard !revoked else { throw ServerError(.invalidToken, "token was revoked by logout; log in again") }
+        let issuedAt = verified.expiresAt - tokens.lifetimeMillis
+        return store.tokenState(tokenID: verified.id, user: verified.user, on: loop).flatMapThrowing { state in
+            guard !state.revoked else { throw ServerError(.invalidToken, "token was revoked by logout; log in again") }
+            guard issuedAt >= state.validFromMillis else {
+                throw ServerError(.invalidToken, "the password was reset since this token was issued; log in again")
+            }
             return verified
         }
     }

@@ -38,6 +38,9 @@ final class ServerMetrics: Sendable {
     let controlConnections: Gauge
     /// How long each pipelined batch of Redis commands took, written to answered.
     let redisRoundTrip: DurationHistogram
+    /// Unconfirmed entries in a recipient's inbox after each store into it. One series for
+    /// all users: a gauge per user would make a series per user.
+    let inboxDepth: ValueHistogram
 
     init() {
         let registry = self.registry
@@ -75,6 +78,10 @@ final class ServerMetrics: Sendable {
             descriptor: MetricNameDescriptor(namespace: "simp", subsystem: "redis", metricName: "round_trip", unitName: "seconds",
                                              helpText: "Time from writing a pipelined batch of Redis commands to its last reply"),
             buckets: buckets)
+        inboxDepth = registry.makeValueHistogram(
+            descriptor: MetricNameDescriptor(namespace: "simp", metricName: "inbox_depth", unitName: "",
+                                             helpText: "Unconfirmed messages in the recipient's inbox after each store into it"),
+            buckets: [1, 2, 5, 10, 50, 100, 500, 1_000, 2_500, 5_000, 10_000, 50_000])
     }
 
     func dropped(_ reason: DropReason) {

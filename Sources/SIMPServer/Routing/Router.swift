@@ -136,6 +136,19 @@ final class Router: @unchecked Sendable {
 
     var sessionCount: Int { sessions.count }
 
+    /// An administrator closes the user's session on this node (only if it is `session`, when
+    /// given): the client is told not to reconnect. Returns whether a session was closed.
+    @discardableResult
+    func closeByAdministrator(user: String, session id: UInt64?) -> Bool {
+        loop.assertInEventLoop()
+        guard let session = sessions.session(of: user), id == nil || session.id == id else { return false }
+        logger.notice("session closed by an administrator", metadata: session.logMetadata)
+        closeSession(session.id)
+        session.control.writeAndFlush(Simp_Envelope.error(.sessionClosed, "an administrator closed this session"), promise: nil)
+        session.control.close(promise: nil)
+        return true
+    }
+
     // MARK: datagrams in
 
     func receive(_ envelope: AddressedEnvelope<ByteBuffer>) {

@@ -71,10 +71,14 @@ final class MessageStore: Sendable {
     let keys: Keys
     let settings: StoreSettings
 
-    init(redis: RedisPool, settings: StoreSettings) {
+    /// Told each recipient's inbox depth (unconfirmed entries) after a store added to it.
+    let observeInboxDepth: @Sendable (Int) -> Void
+
+    init(redis: RedisPool, settings: StoreSettings, observeInboxDepth: @escaping @Sendable (Int) -> Void = { _ in }) {
         self.redis = redis
         self.keys = Keys(prefix: settings.namespace)
         self.settings = settings
+        self.observeInboxDepth = observeInboxDepth
     }
 
     /// Stores a batch in one pipelined round trip, one script call per recipient; outcomes
@@ -87,6 +91,7 @@ final class MessageStore: Sendable {
         return redis.run(commands, on: loop).map { replies in
             var outcomes = [StoreOutcome](repeating: .unavailable(RedisError(.protocolViolation, "no reply")), count: batch.count)
             for (indices, reply) in zip(groups, replies) {
+                if let depth = Self.inboxDepth(reply) { self.observeInboxDepth(depth) }
                 let parts = Self.outcomes(reply, count: indices.count)
                 for (index, outcome) in zip(indices, parts) { outcomes[index] = Self.withStoredBytes(outcome, batch[index]) }
             }
@@ -140,13 +145,21 @@ final class MessageStore: Sendable {
         return parts.map(outcome)
     }
 
+    /// The depth after the last message the script stored (nil: it stored none).
+    static func inboxDepth(_ reply: RedisValue) -> Int? {
+        reply.array?.compactMap { entry -> Int? in
+            guard let parts = entry.array, parts.count == 3, parts[0].int == 1 else { return nil }
+            return parts[2].int.map { Int($0) }
+        }.max()
+    }
+
     private static func outcome(_ reply: RedisValue) -> StoreOutcome {
         guard let parts = reply.array, let status = parts.first?.int else {
             return .unavailable(RedisError(.protocolViolation, "store script returned \(reply)"))
         }
         switch status {
         case 1:
-            guard parts.count == 2, let seq = parts[1].int else { break }
+            guard parts.count == 3, let seq = parts[1].int else { break }
             return .stored(seq: UInt64(seq), bytes: [])
         case 0:
             guard parts.count == 3, let seq = parts[1].int, let confirmed = parts[2].int else { break }
@@ -406,9 +419,13 @@ final class MessageStore: Sendable {
             .flatMapThrowing { replies in for reply in replies { _ = try reply.checked() } }
     }
 
-    func isRevoked(tokenID: String, on loop: any EventLoop) -> EventLoopFuture<Bool> {
-        redis.run([RedisCommand("EXISTS", [keys.revoked(tokenID)])], on: loop)
-            .flatMapThrowing { try $0[0].checked().int == 1 }
+    /// Whether logout revoked the token, and since when the user's tokens count (an
+    /// administrator's password reset makes every token issued before it invalid; 0: always).
+    func tokenState(tokenID: String, user: String, on loop: any EventLoop) -> EventLoopFuture<(revoked: Bool, validFromMillis: Int64)> {
+        redis.run([RedisCommand("EXISTS", [keys.revoked(tokenID)]), RedisCommand("HGET", [keys.user(user), "tokensFrom"])], on: loop)
+            .flatMapThrowing { replies in
+                (try replies[0].checked().int == 1, try replies[1].checked().int ?? 0)
+            }
     }
 
     /// The token-signing key every node shares; the first node to start creates it.

@@ -17,7 +17,7 @@ enum Scripts {
     /// Each message is stored unless its sender's id was seen before; its sequence number is
     /// appended to the serialized protobuf as field 10 (varint): a later occurrence of a scalar
     /// field wins, so the stored bytes carry their seq (the caller appends the same bytes).
-    /// Returns per message {1, seq} stored, {0, seq, confirmed} duplicate (with the confirmed
+    /// Returns per message {1, seq, depth} stored (depth: the inbox's entries after it), {0, seq, confirmed} duplicate (with the confirmed
     /// mark, so a resent message already delivered is answered as such), {-1} unknown
     /// recipient, {-2} inbox full, {-3} the sender's share of the inbox full, {-4} not stored
     /// before (for a message sent with no bytes: a late resend, to be answered, never stored). History grows
@@ -75,7 +75,7 @@ enum Scripts {
           stored[ids .. ' ' .. id] = top
           count = count + 1
           mine[ids] = mine[ids] + 1
-          out[n] = {1, top}
+          out[n] = {1, top, count}
         end
       end
     end

@@ -1,0 +1,154 @@
+import Logging
+import NIOCore
+import NIOPosix
+
+/// A connection that only listens: it SUBSCRIBEs to channels and hands every message
+/// published on them to `onMessage`, on its event loop. When the connection breaks it connects
+/// and subscribes again, waiting longer after each failure (up to 5 s). Pub/sub keeps nothing:
+/// what is published while it is away is lost, so it carries only notices whose loss delays
+/// work and never undoes it (the state itself is in Redis' keys).
+public final class RedisSubscriber: @unchecked Sendable {
+    public typealias MessageHandler = @Sendable (_ channel: String, _ payload: [UInt8]) -> Void
+
+    public let loop: any EventLoop
+    private let configuration: RedisConfiguration
+    private let channels: [String]
+    private let onMessage: MessageHandler
+    private let logger: Logger
+    private var channel: (any Channel)?
+    private var stopped = false
+    private var failures = 0
+    private let firstSubscription: EventLoopPromise<Void>
+
+    public init(configuration: RedisConfiguration, channels: [String], loop: any EventLoop,
+                logger: Logger = Logger(label: "simp.redis.subscriber"), onMessage: @escaping MessageHandler) {
+        self.configuration = configuration
+        self.channels = channels
+        self.loop = loop
+        self.logger = logger
+        self.onMessage = onMessage
+        self.firstSubscription = loop.makePromise()
+    }
+
+    /// Succeeds once Redis confirmed every channel the first time.
+    public var subscribed: EventLoopFuture<Void> { firstSubscription.futureResult }
+
+    public func start() {
+        loop.execute { self.connect() }
+    }
+
+    public func stop() -> EventLoopFuture<Void> {
+        loop.flatSubmit {
+            self.stopped = true
+            self.firstSubscription.fail(RedisError(.closed, "subscriber stopped"))
+            return self.channel?.close() ?? self.loop.makeSucceededVoidFuture()
+        }
+    }
+
+    private func connect() {
+        guard !stopped else { return }
+        let channels = channels
+        let onMessage = onMessage
+        ClientBootstrap(group: loop)
+            .connectTimeout(configuration.connectTimeout)
+            .channelInitializer { [self] channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let handler = SubscriptionHandler(channels: channels, onMessage: onMessage) {
+                        self.failures = 0
+                        self.firstSubscription.succeed(())
+                    }
+                    try channel.pipeline.syncOperations.addHandler(handler)
+                }
+            }
+            .connect(host: configuration.host, port: configuration.port)
+            .whenComplete { [self] result in
+                switch result {
+                case .success(let channel):
+                    self.channel = channel
+                    if stopped { channel.close(promise: nil) }
+                    channel.closeFuture.whenComplete { _ in self.lost("connection closed") }
+                case .failure(let error):
+                    lost("\(error)")
+                }
+            }
+    }
+
+    private func lost(_ reason: String) {
+        channel = nil
+        guard !stopped else { return }
+        failures += 1
+        let delay = TimeAmount.milliseconds(min(5_000, 100 << min(failures - 1, 6)))
+        logger.warning("Redis subscription lost; subscribing again", metadata: ["reason": "\(reason)", "in_ms": "\(delay.nanoseconds / 1_000_000)"])
+        loop.scheduleTask(in: delay) { self.connect() }
+    }
+}
+
+/// Sends SUBSCRIBE when the connection opens, then reads the replies: confirmations, and
+/// messages for `onMessage`. Anything else closes the connection (and so subscribes again).
+final class SubscriptionHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private let channels: [String]
+    private let onMessage: RedisSubscriber.MessageHandler
+    private let onSubscribed: () -> Void
+    private let reader = RedisReplyReader()
+    private var confirmed = 0
+
+    init(channels: [String], onMessage: @escaping RedisSubscriber.MessageHandler, onSubscribed: @escaping () -> Void) {
+        self.channels = channels
+        self.onMessage = onMessage
+        self.onSubscribed = onSubscribed
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        var bytes = context.channel.allocator.buffer(capacity: 64)
+        RedisWire.encode(RedisCommand("SUBSCRIBE", channels).arguments, into: &bytes)
+        context.writeAndFlush(wrapOutboundOut(bytes), promise: nil)
+        context.fireChannelActive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        do {
+            try reader.feed(unwrapInboundIn(data))
+            while let reply = try reader.next() { try handle(PubSubReply(reply)) }
+        } catch {
+            context.close(promise: nil)
+        }
+    }
+
+    private func handle(_ reply: PubSubReply) throws {
+        switch reply {
+        case .subscribed:
+            confirmed += 1
+            if confirmed == channels.count { onSubscribed() }
+        case .message(let channel, let payload):
+            onMessage(channel, payload)
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
+}
+
+/// What a subscribed connection receives (RESP2): ["subscribe", channel, count] or
+/// ["message", channel, payload].
+enum PubSubReply: Equatable {
+    case subscribed(channel: String)
+    case message(channel: String, payload: [UInt8])
+
+    init(_ reply: RedisValue) throws(RedisError) {
+        guard let parts = reply.array, parts.count == 3, let kind = parts[0].string, let channel = parts[1].string else {
+            throw RedisError(.protocolViolation, "unexpected reply on a subscribed connection: \(reply)")
+        }
+        switch kind {
+        case "subscribe": self = .subscribed(channel: channel)
+        case "message":
+            guard let payload = parts[2].bytes else { throw RedisError(.protocolViolation, "pub/sub message without a payload") }
+            self = .message(channel: channel, payload: payload)
+        default:
+            throw RedisError(.protocolViolation, "unexpected pub/sub reply \(kind)")
+        }
+    }
+}

@@ -1,0 +1,170 @@
+import Foundation
+import SIMPCore
+import SIMPRedis
+
+/// A session with a datagram address, as its node records it in Redis (presence).
+public struct OnlineSession: Codable, Sendable, Equatable {
+    public var user: String
+    public var node: String
+    public var address: String
+    public var session: UInt64
+    /// Seconds until the record expires unless the node renews it (it does while the client
+    /// sends keepalives).
+    public var expiresInSeconds: Int64
+}
+
+/// A recipient's inbox: what it holds that the recipient has not confirmed.
+public struct InboxDepth: Codable, Sendable, Equatable {
+    public var user: String
+    public var unconfirmed: Int
+    /// The last seq given to a message for this user, and the highest it confirmed.
+    public var lastSeq: UInt64
+    public var confirmedSeq: UInt64
+    /// The oldest unconfirmed message: its seq, sender and the sender's clock (ms since 1970).
+    public var oldestSeq: UInt64?
+    public var oldestFrom: String?
+    public var oldestSentAtMillis: Int64?
+}
+
+public enum DisconnectOutcome: Sendable, Equatable {
+    /// The session closed (its presence record is gone or names another session now).
+    case closed(OnlineSession)
+    /// No session of the user had a datagram address; the nodes were asked anyway (a session
+    /// still logging in would be closed too).
+    case notOnline(nodesAsked: Int)
+}
+
+public struct AdminError: Error, Sendable, CustomStringConvertible {
+    public enum Kind: Sendable { case unknownUser, noNodeListening, notClosed, badPassword }
+    public var kind: Kind
+    public var description: String
+}
+
+/// What `simp-admin` does, on Redis: the state every node shares, and the admin channel every
+/// node listens on (`AdminRequest`) for what only a node can do, closing a session.
+public struct Administration: Sendable {
+    let redis: RedisPool
+    let keys: Keys
+
+    public init(redis: RedisPool, namespace: String = "simp") {
+        self.redis = redis
+        self.keys = Keys(prefix: namespace)
+    }
+
+    public func sessions() async throws(RedisError) -> [OnlineSession] {
+        let prefix = keys.presence("").count
+        let users = try await scan(pattern: keys.presence("*")).map { String($0.dropFirst(prefix)) }
+        return try await sessions(of: users).sorted { ($0.user, $0.session) < ($1.user, $1.session) }
+    }
+
+    public func session(of user: String) async throws(RedisError) -> OnlineSession? {
+        try await sessions(of: [user]).first
+    }
+
+    /// Asks every node to close the user's session (only `session`, when given), and waits up
+    /// to `wait` for it to close.
+    public func disconnect(user: String, session: UInt64? = nil, wait: Duration = .seconds(5)) async throws -> DisconnectOutcome {
+        try await requireUser(user)
+        let online = try await self.session(of: user).flatMap { session == nil || $0.session == session ? $0 : nil }
+        let nodes = try await redis.run(RedisCommand("PUBLISH", [keys.adminChannel, AdminRequest.disconnect(user: user, session: session).text]))
+        guard let nodes = nodes.int, nodes > 0 else {
+            throw AdminError(kind: .noNodeListening, description: "no simp-server is listening on Redis channel \(keys.adminChannel) (is one running against this Redis and namespace?)")
+        }
+        guard let online else { return .notOnline(nodesAsked: Int(nodes)) }
+        let deadline = ContinuousClock.now + wait
+        while ContinuousClock.now < deadline {
+            if try await self.session(of: user)?.session != online.session { return .closed(online) }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw AdminError(kind: .notClosed, description: "session \(online.session) of \(user) on node \(online.node) did not close within \(wait)")
+    }
+
+    /// Sets a new password, makes every token issued before now invalid, lifts the name's login
+    /// waits, and closes the user's session: the next login needs the new password.
+    public func resetPassword(user: String, to password: String) async throws {
+        guard !password.isEmpty, password.utf8.count <= 1024 else {
+            throw AdminError(kind: .badPassword, description: "password must be 1-1024 bytes")
+        }
+        try await requireUser(user)
+        let hasher = PasswordHasher()
+        let salt = PasswordHasher.newSalt()
+        let hash = try hasher.hash(password, salt: salt)
+        // Tokens carry their issue time in ms; one issued in this very ms must not survive.
+        let validFrom = Int64(Date().timeIntervalSince1970 * 1000) + 1
+        _ = try await redis.run([
+            RedisCommand("HSET", [keys.user(user), "salt", salt, "hash", hash, "kdf", hasher.kdfName, "tokensFrom", validFrom]),
+            RedisCommand("DEL", [keys.loginFailures(user), keys.loginLock(user)]),
+        ]).map { try $0.checked() }
+        if try await session(of: user) != nil { _ = try await disconnect(user: user) }
+    }
+
+    public func inbox(of user: String) async throws -> InboxDepth {
+        try await requireUser(user)
+        let replies = try await redis.run([
+            RedisCommand("ZCARD", [keys.inbox(user)]),
+            RedisCommand("GET", [keys.seq(user)]),
+            RedisCommand("GET", [keys.acked(user)]),
+            RedisCommand("ZRANGE", [keys.inbox(user), 0, 0, "WITHSCORES"]),
+        ]).map { try $0.checked() }
+        var depth = InboxDepth(user: user, unconfirmed: Int(replies[0].int ?? 0), lastSeq: UInt64(replies[1].int ?? 0),
+                               confirmedSeq: UInt64(replies[2].int ?? 0))
+        if let oldest = replies[3].array, oldest.count == 2, let bytes = oldest[0].bytes, let seq = oldest[1].int {
+            depth.oldestSeq = UInt64(seq)
+            let message = try? Simp_Message(serializedBytes: bytes)
+            depth.oldestFrom = message?.fromUser
+            depth.oldestSentAtMillis = message?.time
+        }
+        return depth
+    }
+
+    /// The deepest inboxes, deepest first.
+    public func deepestInboxes(top: Int) async throws -> [InboxDepth] {
+        let names = try await scan(pattern: keys.inbox("*"))
+        guard !names.isEmpty else { return [] }
+        let counts = try await redis.run(names.map { RedisCommand("ZCARD", [$0]) })
+        let prefix = keys.inbox("").count
+        var sized: [(user: String, count: Int64)] = []
+        for (name, count) in zip(names, counts) where (count.int ?? 0) > 0 {
+            sized.append((String(name.dropFirst(prefix)), count.int ?? 0))
+        }
+        sized.sort { $0.count != $1.count ? $0.count > $1.count : $0.user < $1.user }
+        var depths: [InboxDepth] = []
+        for entry in sized.prefix(top) { depths.append(try await inbox(of: entry.user)) }
+        return depths
+    }
+
+    /// The presence records of these users, in one pipelined round trip.
+    private func sessions(of users: [String]) async throws(RedisError) -> [OnlineSession] {
+        guard !users.isEmpty else { return [] }
+        let replies = try await redis.run(users.flatMap { user in
+            [RedisCommand("HMGET", [keys.presence(user), "node", "addr", "session"]), RedisCommand("TTL", [keys.presence(user)])]
+        })
+        return users.indices.compactMap { index in
+            guard let fields = replies[2 * index].array, fields.count == 3, let node = fields[0].string,
+                  let session = fields[2].string.flatMap({ UInt64($0) }) else { return nil }
+            return OnlineSession(user: users[index], node: node, address: fields[1].string ?? "", session: session,
+                                 expiresInSeconds: replies[2 * index + 1].int ?? -1)
+        }
+    }
+
+    private func requireUser(_ user: String) async throws {
+        guard UserName.isValid(user), try await redis.run(RedisCommand("EXISTS", [keys.user(user)])).int == 1 else {
+            throw AdminError(kind: .unknownUser, description: "no user named \(user)")
+        }
+    }
+
+    /// Every key matching `pattern` (SCAN: Redis keeps serving others while it walks).
+    private func scan(pattern: String) async throws(RedisError) -> [String] {
+        var cursor = "0"
+        var found: [String] = []
+        repeat {
+            let reply = try await redis.run(RedisCommand("SCAN", [cursor, "MATCH", pattern, "COUNT", 1000]))
+            guard let parts = reply.array, parts.count == 2, let next = parts[0].string, let keys = parts[1].array else {
+                throw RedisError(.protocolViolation, "SCAN returned \(reply)")
+            }
+            cursor = next
+            found += keys.compactMap(\.string)
+        } while cursor != "0"
+        return found
+    }
+}
