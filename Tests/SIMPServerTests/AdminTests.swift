@@ -2,6 +2,7 @@ import Foundation
 import SIMPClient
 import SIMPTestSupport
 import Testing
+import SIMPServer
 
 /// `simp-admin` against real Redis and simp-server processes, with clients connected through
 /// the library: what it lists, what it closes, and what a password reset takes away.
@@ -149,5 +150,21 @@ import Testing
         let run = try ChildProcess(try productPath("simp-admin"), ["sessions", "--redis", "redis://127.0.0.1:1"])
         #expect(run.waitForExit(timeout: 20) == 1)
         #expect(run.stderr.hasPrefix("simp-admin: Redis: 127.0.0.1:1: connection refused"), "\(run.stderr)")
+    }
+}
+
+/// The admin channel's one line of text, both ways.
+struct AdminRequestTests {
+    @Test func readsWhatItWrites() {
+        for request in [AdminRequest.disconnect(user: "bob", session: nil),
+                        .disconnect(user: "bob.x-1", session: UInt64.max)] {
+            #expect(AdminRequest(request.text) == request)
+        }
+    }
+
+    @Test func refusesAnythingElse() {
+        for text in ["", "disconnect", "disconnect Bob!", "disconnect bob 12x", "disconnect bob 1 2", "shutdown bob"] {
+            #expect(AdminRequest(text) == nil, "\(text)")
+        }
     }
 }
