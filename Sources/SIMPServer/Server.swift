@@ -58,6 +58,7 @@ public final class SIMPServer: Service, @unchecked Sendable {
         let secret = try await waitForRedis()
         var storeSettings = StoreSettings(namespace: configuration.namespace, inboxLimit: configuration.inboxLimit)
         storeSettings.inboxShare = min(configuration.inboxShare, configuration.inboxLimit)
+        storeSettings.nodeID = configuration.nodeID
         let store = MessageStore(redis: redis, settings: storeSettings) { [metrics] depth in
             metrics.inboxDepth.record(Double(depth))
         }
@@ -75,7 +76,7 @@ public final class SIMPServer: Service, @unchecked Sendable {
         self.router = router
         let udp = try await bindUDP(router: router, on: loop)
         try await loop.submit { router.udp = udp; router.start() }.get()
-        try await listenForAdministrators(router: router, channel: store.keys.adminChannel)
+        try await listen(router: router, admin: store.keys.adminChannel, node: store.keys.nodeChannel(configuration.nodeID))
         let limits = configuration.limits
         var node = ControlContext(accounts: accounts, router: router,
                                   admission: Admission(limits: limits, metrics: metrics),
@@ -115,19 +116,21 @@ public final class SIMPServer: Service, @unchecked Sendable {
         }
     }
 
-    /// Requests of `simp-admin` reach every node through Redis pub/sub; the node acts on those
-    /// about its own sessions.
-    private func listenForAdministrators(router: Router, channel: String) async throws {
+    /// Other nodes' notices and `simp-admin`'s requests reach this node through Redis pub/sub,
+    /// on the router's loop.
+    private func listen(router: Router, admin: String, node: String) async throws {
         let logger = logger
-        let listener = RedisSubscriber(configuration: configuration.redis, channels: [channel], loop: router.loop,
-                                       logger: logger) { _, payload in
-            guard let request = AdminRequest(String(decoding: payload, as: UTF8.self)) else {
-                logger.warning("unreadable request on the admin channel", metadata: ["bytes": "\(payload.count)"])
-                return
-            }
-            switch request {
-            case .disconnect(let user, let session):
-                router.closeByAdministrator(user: user, session: session)
+        let listener = RedisSubscriber(configuration: configuration.redis, channels: [node, admin], loop: router.loop,
+                                       logger: logger) { channel, payload in
+            if channel == node, let notice = NodeNotice(payload: payload) {
+                router.received(notice)
+            } else if channel == admin, let request = AdminRequest(String(decoding: payload, as: UTF8.self)) {
+                switch request {
+                case .disconnect(let user, let session):
+                    router.closeByAdministrator(user: user, session: session)
+                }
+            } else {
+                logger.warning("unreadable notice", metadata: ["channel": "\(channel)", "bytes": "\(payload.count)"])
             }
         }
         adminListener = listener

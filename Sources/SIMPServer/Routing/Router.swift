@@ -47,6 +47,8 @@ final class Router: @unchecked Sendable {
     private var tickTask: Scheduled<Void>?
     private var stopped = false
     private let outbox: ControlOutbox
+    /// Delivered notices for senders with no session here, published once per loop tick.
+    private var remoteDelivered: [String: [Simp_Accepted]] = [:]
 
     init(loop: any EventLoop, store: MessageStore, settings: RouterSettings, metrics: ServerMetrics, logger: Logger) {
         self.loop = loop
@@ -186,7 +188,12 @@ final class Router: @unchecked Sendable {
         switch session.path.bind(token: token, from: address) {
         case .bound:
             sendBound(session)
-            refreshPresence(session)
+            // Presence is written before the inbox is read, on the same connection: a store on
+            // another node either ran before the write (the read sees it) or after it (it finds
+            // this node in presence, and notifies it).
+            session.lastPresenceWrite = .now()
+            presenceDue[session.id] = session
+            writePresence()
             sync(session)
         case .answerAgain:
             sendBound(session)
@@ -515,6 +522,7 @@ final class Router: @unchecked Sendable {
     private func push(_ seq: UInt64, _ push: Push, to session: Session) {
         guard !session.pushes.contains(seq), sendDatagram(to: session, kind: .data, payload: push.bytes, flush: false) else { return }
         metrics.pushes.increment()
+        session.highestPushed = max(session.highestPushed, seq)
         _ = session.pushes.push(seq, push, now: .now())
         pushing.insert(session.id)
         armTick()
@@ -627,10 +635,73 @@ final class Router: @unchecked Sendable {
         notifyDelivered(id: message.messageID, from: message.fromUser, to: recipient, seq: message.seq)
     }
 
-    /// Tells an online sender; an offline one asks with DeliveryQuery when it connects.
+    /// Tells an online sender: here, or through its node (presence says which). One whose
+    /// session is nowhere, or whose notice is lost, asks with DeliveryQuery when it connects
+    /// and now and then.
     private func notifyDelivered(id: String, from sender: String, to recipient: String, seq: UInt64) {
-        guard let session = sessions.session(of: sender) else { return }
+        guard let session = sessions.session(of: sender) else {
+            var item = Simp_Accepted()
+            item.messageID = id
+            item.toUser = recipient
+            item.seq = seq
+            if remoteDelivered.isEmpty { loop.execute { [self] in publishDelivered() } }
+            remoteDelivered[sender, default: []].append(item)
+            return
+        }
         outbox.send(Self.delivered(id: id, to: recipient, seq: seq), on: session.control)
+    }
+
+    /// This tick's delivered notices for senders not connected here, in one round trip to
+    /// find their nodes and one to tell them.
+    private func publishDelivered() {
+        let notices = remoteDelivered
+        remoteDelivered.removeAll(keepingCapacity: true)
+        guard !notices.isEmpty else { return }
+        store.publishDelivered(notices, on: loop).whenFailure { [logger] error in
+            logger.debug("delivered notices not published; the senders will ask", metadata: ["error": "\(error)"])
+        }
+    }
+
+    // MARK: other nodes
+
+    /// What another node told this one.
+    func received(_ notice: NodeNotice) {
+        loop.assertInEventLoop()
+        switch notice {
+        case .inbox(let user):
+            guard let session = sessions.session(of: user), session.isBound else { return }
+            catchUp(session)
+        case .delivered(let sender, let messages):
+            guard let session = sessions.session(of: sender) else { return }
+            for item in messages { outbox.send(Self.delivered(id: item.messageID, to: item.toUser, seq: item.seq), on: session.control) }
+        }
+    }
+
+    /// Pushes what another node stored for this session since its last push. One read at a
+    /// time per session: notices that arrive meanwhile make one more read after it.
+    private func catchUp(_ session: Session) {
+        guard !session.catchingUp else {
+            session.catchUpAgain = true
+            return
+        }
+        session.catchingUp = true
+        let after = max(session.syncFloor, session.lastReceipt, session.highestPushed)
+        store.pending(user: session.user, after: after, limit: settings.syncLimit, on: loop).whenComplete { [self] result in
+            session.catchingUp = false
+            guard sessions.isCurrent(session) else { return }
+            var wait = TimeAmount.zero
+            switch result {
+            case .success(let pending):
+                pushStored(pending.items, to: session)
+            case .failure(let error):
+                logger.warning("catch-up read failed; retrying", metadata: session.logMetadata.merging(["error": "\(error)"]) { $1 })
+                session.catchUpAgain = true
+                wait = .seconds(1)
+            }
+            guard session.catchUpAgain else { return }
+            session.catchUpAgain = false
+            loop.scheduleTask(in: wait) { [self] in catchUp(session) }
+        }
     }
 
     private static func delivered(id: String, to: String, seq: UInt64) -> Simp_Envelope {

@@ -32,6 +32,13 @@ final class Session: TableEntry, SealedPeer, @unchecked Sendable {
     var lastMissingAt: NIODeadline = .distantPast
     /// Highest receipt already passed to the store; repeats are not written again.
     var lastReceipt: UInt64 = 0
+    /// The highest seq pushed to this session. Seqs are given in Redis in commit order, so
+    /// an inbox read that saw this one saw every lower one too: catching up after another
+    /// node's notice reads only above it.
+    var highestPushed: UInt64 = 0
+    /// A catch-up read is in flight; `catchUpAgain` asks for one more after it.
+    var catchingUp = false
+    var catchUpAgain = false
     /// The highest seq this client has seen or will see (its `lastSeq`, then every seq stored
     /// for it): stores pass it to Redis so numbering never goes below it, even after Redis
     /// lost its latest writes. Set at CONNECT, before the numbering check is sent to Redis.

@@ -19,6 +19,8 @@ struct Keys: Sendable {
         a < b ? "\(prefix):hist:\(a):\(b)" : "\(prefix):hist:\(b):\(a)"
     }
     var secret: String { "\(prefix):secret" }
+    /// The pub/sub channel of one node: what other nodes tell it (`NodeNotice`).
+    func nodeChannel(_ node: String) -> String { "\(prefix):to-node:\(node)" }
     /// The pub/sub channel every node listens on for administrators' requests (`simp-admin`).
     var adminChannel: String { "\(prefix):admin" }
     /// Failed logins for a name (existing or not), from all sources or (a name has no ':') from

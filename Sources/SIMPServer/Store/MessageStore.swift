@@ -62,6 +62,8 @@ struct StoreSettings: Sendable {
     /// Message ids remembered per sender and recipient (at least `inboxShare`).
     var idsPerSender = 10_000
     var presenceTTLSeconds = 90
+    /// This node's id, as presence records name it.
+    var nodeID = "node-1"
 }
 
 /// SIMP's data in Redis: accounts, inboxes, sequence numbers, receipts, presence, history.
@@ -119,15 +121,18 @@ final class MessageStore: Sendable {
 
     private func storeCommand(_ requests: [StoreRequest], floor: UInt64?) -> RedisCommand {
         let to = requests[0].to
-        var keys: [any RedisArgument] = [keys.user(to), keys.seq(to), keys.inbox(to), keys.acked(to), keys.numbering(to)]
+        var keys: [any RedisArgument] = [keys.user(to), keys.seq(to), keys.inbox(to), keys.acked(to), keys.numbering(to),
+                                         keys.presence(to)]
         for request in requests {
             keys.append(self.keys.messageIDs(to: to, from: request.from))
             keys.append(self.keys.history(request.from, to))
         }
         var args: [any RedisArgument] = [settings.messageIDTTLSeconds, settings.historyCap, settings.inboxLimit,
                                          settings.inboxShare, max(settings.idsPerSender, settings.inboxShare),
-                                         floor.map { Int64($0) } ?? -1, "run id"]
-        let runIDArgument = 1 + keys.count + args.count - 1
+                                         floor.map { Int64($0) } ?? -1, "run id",
+                                         settings.nodeID, self.keys.nodeChannel(""), NodeNotice.inbox(user: to).payload]
+        // After numkeys and the keys, the 7th argument.
+        let runIDArgument = 1 + keys.count + 6
         for request in requests {
             args.append(request.id)
             args.append(request.answerOnly ? [] : request.bytes)
@@ -291,6 +296,22 @@ final class MessageStore: Sendable {
         }
         return redis.run(commands, on: loop).flatMapThrowing { replies in
             for reply in replies { _ = try reply.checked() }
+        }
+    }
+
+    /// Tells the nodes of these senders (their presence) which of their messages were
+    /// confirmed; senders with no presence, or present on this node, are skipped.
+    func publishDelivered(_ bySender: [String: [Simp_Accepted]], on loop: any EventLoop) -> EventLoopFuture<Void> {
+        let senders = Array(bySender.keys)
+        let lookups = senders.map { RedisCommand("HGET", [keys.presence($0), "node"]) }
+        return redis.run(lookups, on: loop).flatMap { [self] nodes in
+            var publishes: [RedisCommand] = []
+            for (sender, node) in zip(senders, nodes) {
+                guard let node = node.string, node != settings.nodeID, let messages = bySender[sender] else { continue }
+                publishes.append(RedisCommand("PUBLISH", [keys.nodeChannel(node), NodeNotice.delivered(sender: sender, messages: messages).payload]))
+            }
+            guard !publishes.isEmpty else { return loop.makeSucceededVoidFuture() }
+            return redis.run(publishes, on: loop).map { _ in }
         }
     }
 

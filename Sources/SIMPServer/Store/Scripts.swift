@@ -4,11 +4,15 @@ import SIMPRedis
 enum Scripts {
     /// Stores several messages for ONE recipient in one call (a script call costs Redis about
     /// 10 µs of its own, more than the commands it runs). KEYS: the recipient's user, seq,
-    /// inbox, confirmed mark and numbering record, then per message the ids its sender stored
-    /// in this inbox and the conversation's history. ARGV: id TTL, history cap, inbox limit, a
-    /// sender's share of the inbox, ids kept per sender, the recipient's numbering floor (the
-    /// highest seq its connected session has seen; -1 when no session of it is connected),
-    /// Redis' run id, then per message its id and its bytes.
+    /// inbox, confirmed mark, numbering record and presence, then per message the ids its
+    /// sender stored in this inbox and the conversation's history. ARGV: id TTL, history cap,
+    /// inbox limit, a sender's share of the inbox, ids kept per sender, the recipient's
+    /// numbering floor (the highest seq its connected session has seen; -1 when no session of
+    /// it is connected), Redis' run id, this node's id, the prefix of the nodes' notice
+    /// channels and the notice, then per message its id and its bytes.
+    /// When it stored something for a recipient whose presence names another node, it
+    /// publishes the notice on that node's channel, so that node pushes it (a notice lost on
+    /// the way only delays: the inbox holds the message).
     /// Numbering never runs backwards: a seq below the floor was lost by Redis (the tail of
     /// its AOF), so numbering goes on above the floor. When Redis has restarted since this
     /// recipient's last store and nobody connected knows its floor, the numbering record keeps
@@ -45,9 +49,9 @@ enum Scripts {
     local count, out, n = nil, {}, 0
     local inbox, stored, mine = {}, {}, {}
     local lists, listKeys, idArgs, idKeys = {}, {}, {}, {}
-    for i = 8, #ARGV, 2 do
+    for i = 11, #ARGV, 2 do
       n = n + 1
-      local ids, hist, id = KEYS[4 + 2 * n], KEYS[5 + 2 * n], ARGV[i]
+      local ids, hist, id = KEYS[5 + 2 * n], KEYS[6 + 2 * n], ARGV[i]
       local prior = stored[ids .. ' ' .. id] or redis.call('ZSCORE', ids, id)
       if prior then
         out[n] = {0, tonumber(prior), confirmed}
@@ -89,6 +93,10 @@ enum Scripts {
         redis.call('ZREMRANGEBYRANK', ids, 0, -idcap - 1)
       end
       redis.call('EXPIRE', ids, ttl)
+    end
+    if #inbox > 0 then
+      local node = redis.call('HGET', KEYS[6], 'node')
+      if node and node ~= ARGV[8] then redis.call('PUBLISH', ARGV[9] .. node, ARGV[10]) end
     end
     return out
     """)

@@ -1,0 +1,44 @@
+import SIMPCore
+
+/// What one node tells another over that node's pub/sub channel (`Keys.nodeChannel`). A
+/// notice only hurries work along: the inbox and the confirmed marks in Redis stay the truth,
+/// so a lost notice delays a push or a `delivered`, and loses nothing.
+enum NodeNotice: Equatable, Sendable {
+    /// Something was stored in the user's inbox (the store script publishes this): push what
+    /// the user's session here has not been sent.
+    case inbox(user: String)
+    /// Recipients confirmed these messages of `sender`, whose session is on the receiving node.
+    case delivered(sender: String, messages: [Simp_Accepted])
+
+    /// `inbox USER`, or `delivered SENDER ` and a serialized `DeliveryQuery` listing the messages.
+    var payload: [UInt8] {
+        switch self {
+        case .inbox(let user):
+            return Array("inbox \(user)".utf8)
+        case .delivered(let sender, let messages):
+            var list = Simp_DeliveryQuery()
+            list.messages = messages
+            return Array("delivered \(sender) ".utf8) + ((try? list.serializedBytes()) ?? [])
+        }
+    }
+
+    init?(payload: [UInt8]) {
+        guard let space = payload.firstIndex(of: UInt8(ascii: " ")) else { return nil }
+        let kind = String(decoding: payload[..<space], as: UTF8.self)
+        let rest = payload[(space + 1)...]
+        switch kind {
+        case "inbox":
+            let user = String(decoding: rest, as: UTF8.self)
+            guard UserName.isValid(user) else { return nil }
+            self = .inbox(user: user)
+        case "delivered":
+            guard let end = rest.firstIndex(of: UInt8(ascii: " ")) else { return nil }
+            let sender = String(decoding: rest[..<end], as: UTF8.self)
+            guard UserName.isValid(sender),
+                  let list = try? Simp_DeliveryQuery(serializedBytes: Array(rest[(end + 1)...])) else { return nil }
+            self = .delivered(sender: sender, messages: list.messages)
+        default:
+            return nil
+        }
+    }
+}

@@ -1,0 +1,137 @@
+import Foundation
+import SIMPClient
+import SIMPTestSupport
+import Testing
+
+/// Several simp-server processes on one Redis: users on different nodes talk with the
+/// guarantees of one node (delivered once, in order, a delivered receipt at the sender).
+@Suite(.serialized) struct MultiNodeTests {
+    /// A Redis and `count` nodes on it, stopped together.
+    final class Nodes {
+        let redis: RedisServerProcess
+        var servers: [ServerProcess] = []
+
+        init(count: Int) throws {
+            redis = try RedisServerProcess()
+            do {
+                for index in 1...count {
+                    servers.append(try ServerProcess(redisURL: redis.url, extra: ["--node-id", "node-\(index)", "--max-registrations-per-ip", "100"]))
+                }
+            } catch {
+                stop()
+                throw error
+            }
+        }
+
+        func client(on index: Int) -> SIMPClient {
+            var config = ClientConfiguration(host: "127.0.0.1", port: servers[index].tcpPort)
+            config.reconnectBase = .milliseconds(50)
+            config.reconnectCap = .milliseconds(500)
+            return SIMPClient(configuration: config)
+        }
+
+        func stop() {
+            for server in servers {
+                server.process.signal(SIGTERM)
+                _ = server.process.waitForExit(timeout: 10)
+            }
+            redis.stop()
+        }
+    }
+
+    struct User {
+        let name: String
+        let client: SIMPClient
+        let log: EventLog
+    }
+
+    func connect(_ name: String, on node: Int, of nodes: Nodes) async throws -> User {
+        let client = nodes.client(on: node)
+        try await client.register(user: name, password: "pw-\(name)")
+        let log = EventLog(client)
+        try await client.connect(user: name, password: "pw-\(name)")
+        return User(name: name, client: client, log: log)
+    }
+
+    /// "FROM>TO#K": the k-th message from FROM to TO.
+    func text(_ from: String, _ to: String, _ k: Int) -> String { "\(from)>\(to)#\(k)" }
+
+    /// Each conversation's texts as received, in arrival order.
+    func received(_ user: User) -> [String: [Int]] {
+        var byConversation: [String: [Int]] = [:]
+        for message in user.log.messages {
+            guard let hash = message.text.firstIndex(of: "#"), let k = Int(message.text[message.text.index(after: hash)...]) else { continue }
+            byConversation[String(message.text[..<hash]), default: []].append(k)
+        }
+        return byConversation
+    }
+
+    @Test func usersOnTwoNodesTalkBothWays() async throws {
+        let nodes = try Nodes(count: 2)
+        defer { nodes.stop() }
+        let alice = try await connect("alice", on: 0, of: nodes)
+        let bob = try await connect("bob", on: 1, of: nodes)
+        try await waitForPresence(of: ["alice", "bob"], redis: nodes.redis)
+        for k in 0..<100 {
+            _ = try await alice.client.send(to: "bob", text: text("alice", "bob", k))
+            _ = try await bob.client.send(to: "alice", text: text("bob", "alice", k))
+        }
+        #expect(await bob.log.wait { $0.messages.count >= 100 })
+        #expect(await alice.log.wait { $0.messages.count >= 100 })
+        #expect(received(bob) == ["alice>bob": Array(0..<100)])
+        #expect(received(alice) == ["bob>alice": Array(0..<100)])
+        // Each sender hears "delivered" from the other node, for every message.
+        #expect(await alice.log.wait { Set($0.delivered).count == 100 })
+        #expect(await bob.log.wait { Set($0.delivered).count == 100 })
+        await alice.client.close()
+        await bob.client.close()
+    }
+
+    @Test func thirtyUsersOnThreeNodesExchangeThreeThousandMessages() async throws {
+        let nodes = try Nodes(count: 3)
+        defer { nodes.stop() }
+        var users: [User] = []
+        for index in 0..<30 { users.append(try await connect("user\(index)", on: index % 3, of: nodes)) }
+        try await waitForPresence(of: users.map(\.name), redis: nodes.redis)
+
+        var generator = SystemRandomNumberGenerator()
+        var sent: [String: Int] = [:]  // conversation -> messages sent
+        var sentBy: [String: Int] = [:]
+        for _ in 0..<3_000 {
+            let from = users.randomElement(using: &generator)!
+            var to = users.randomElement(using: &generator)!
+            while to.name == from.name { to = users.randomElement(using: &generator)! }
+            let conversation = "\(from.name)>\(to.name)"
+            let k = sent[conversation, default: 0]
+            sent[conversation] = k + 1
+            sentBy[from.name, default: 0] += 1
+            _ = try await from.client.send(to: to.name, text: text(from.name, to.name, k))
+        }
+
+        for user in users {
+            let expected = sent.filter { $0.key.hasSuffix(">\(user.name)") }.mapValues { Array(0..<$0) }
+            let total = expected.values.reduce(0) { $0 + $1.count }
+            #expect(await user.log.wait(timeout: .seconds(60)) { $0.messages.count >= total }, "\(user.name)")
+            #expect(received(user) == expected, "\(user.name): once each, in order per conversation")
+        }
+        for user in users {
+            let count = sentBy[user.name, default: 0]
+            #expect(await user.log.wait(timeout: .seconds(60)) { Set($0.delivered).count == count },
+                    "\(user.name) heard delivered for \(Set(user.log.delivered).count) of \(count)")
+            #expect(user.log.failed.isEmpty)
+        }
+        for user in users { await user.client.close() }
+    }
+
+    /// Presence is written when a client binds its datagram address; until then a store on
+    /// another node cannot know where the recipient is.
+    func waitForPresence(of users: [String], redis: RedisServerProcess) async throws {
+        let deadline = ContinuousClock.now + .seconds(15)
+        for user in users {
+            while try redis.command(["EXISTS", "simp:presence:\(user)"]) != ":1\r\n" {
+                guard ContinuousClock.now < deadline else { throw TestSupportError("no presence for \(user)") }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        }
+    }
+}
