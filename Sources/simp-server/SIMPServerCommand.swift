@@ -5,6 +5,7 @@ import NIOCore
 import ServiceLifecycle
 import SIMPRedis
 import SIMPServer
+import UnixSignals
 
 @main
 struct SIMPServerCommand: AsyncParsableCommand {
@@ -14,7 +15,9 @@ struct SIMPServerCommand: AsyncParsableCommand {
         discussion: """
             Every option can also come from the environment, as SIMP_ and its name upper-cased with _ for - \
             (--max-conns-per-ip: SIMP_MAX_CONNS_PER_IP; --redis: SIMP_REDIS_URL), or from the JSON file of \
-            --config, under its name ("max-conns-per-ip": 64). A flag beats the environment, which beats the file.
+            --config, under its name ("max-conns-per-ip": 64). A flag beats the environment, which beats the file. \
+            SIGHUP reads the environment and the file again and applies the TLS certificate and the limits \
+            that can change while running (docs/OPERATIONS.md).
             """)
 
     @Option(help: "JSON file of settings, keyed by the flag names without -- (env SIMP_CONFIG).")
@@ -131,7 +134,18 @@ struct SIMPServerCommand: AsyncParsableCommand {
         let server = SIMPServer(configuration: loaded.configuration, logger: logger) { addresses in
             FileHandle.standardOutput.write(Data((addresses.description + "\n").utf8))
         }
-        let group = ServiceGroup(configuration: .init(services: [server], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        // Trapped before the server starts, so a SIGHUP after the ready line never kills it.
+        let hangups = await UnixSignalsSequence(trapping: .sighup)
+        let flags = self
+        let reloader = Reloader(server: server, running: loaded.settings.entries, logger: logger) {
+            try flags.load(ProcessInfo.processInfo.environment)
+        }
+        let services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            .init(service: server),
+            // It returns at graceful shutdown; that must not cancel the server's own shutdown.
+            .init(service: ReloadOnHangup(signals: hangups, reloader: reloader), successTerminationBehavior: .ignore),
+        ]
+        let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
             try await group.run()
         } catch let error as StartupError {
