@@ -5,7 +5,9 @@ import Foundation
 /// the settings' names, the long flags without their dashes (`"max-conns-per-ip": 64`).
 /// swift-configuration's `JSONSnapshot` parses it and converts each value to the type asked
 /// for; the file is read once, so a reload never sees half of an old file and half of a new one.
-struct ConfigFile {
+/// (swift-configuration needs macOS 15; this package still builds for 14, hence the annotation.)
+@available(macOS 15, *)
+struct ConfigFile: SettingsFile {
     let path: String
     /// The top-level names, in order: SettingsReader refuses those no setting reads.
     let keys: [String]
@@ -63,6 +65,15 @@ struct ConfigFile {
     private static func reason(_ error: any Error) -> String {
         (error as NSError).localizedDescription
     }
+}
+
+/// The config file as SettingsReader sees it.
+protocol SettingsFile: Sendable {
+    var path: String { get }
+    var keys: [String] { get }
+    func int(_ key: String) throws(SettingError) -> Int?
+    func double(_ key: String) throws(SettingError) -> Double?
+    func string(_ key: String) throws(SettingError) -> String?
 }
 
 /// A setting that cannot be used: its name, where it came from, and why.

@@ -157,7 +157,10 @@ struct SIMPServerCommand: AsyncParsableCommand {
     /// Every setting from the flags, `environment` and the config file, checked.
     func load(_ environment: [String: String]) throws -> LoadedSettings {
         let path = config ?? environment["SIMP_CONFIG"]
-        let file = try path.map { path throws(SettingError) in try ConfigFile(path: path) }
+        let file = try path.map { path throws(SettingError) -> any SettingsFile in
+            guard #available(macOS 15, *) else { throw SettingError("--config needs macOS 15 or later") }
+            return try ConfigFile(path: path)
+        }
         var settings = SettingsReader(environment: environment, file: file)
         settings.note("config", value: path ?? "none",
                       source: config != nil ? "flag" : path != nil ? "env SIMP_CONFIG" : "default")

@@ -13,10 +13,10 @@ struct SettingsReader {
     }
 
     let environment: [String: String]
-    let file: ConfigFile?
+    let file: (any SettingsFile)?
     private(set) var entries: [Entry] = []
 
-    init(environment: [String: String], file: ConfigFile?) {
+    init(environment: [String: String], file: (any SettingsFile)?) {
         self.environment = environment
         self.file = file
     }
@@ -90,26 +90,26 @@ struct SettingsReader {
 /// the config file.
 protocol SettingValue {
     init?(settingText: String)
-    static func read(from file: ConfigFile, key: String) throws(SettingError) -> Self?
+    static func read(from file: any SettingsFile, key: String) throws(SettingError) -> Self?
     /// What a bad value should have been, for the error message.
     static var expected: String { get }
 }
 
 extension Int: SettingValue {
     init?(settingText: String) { self.init(settingText) }
-    static func read(from file: ConfigFile, key: String) throws(SettingError) -> Int? { try file.int(key) }
+    static func read(from file: any SettingsFile, key: String) throws(SettingError) -> Int? { try file.int(key) }
     static var expected: String { "a whole number" }
 }
 
 extension Double: SettingValue {
     init?(settingText: String) { self.init(settingText) }
-    static func read(from file: ConfigFile, key: String) throws(SettingError) -> Double? { try file.double(key) }
+    static func read(from file: any SettingsFile, key: String) throws(SettingError) -> Double? { try file.double(key) }
     static var expected: String { "a number" }
 }
 
 extension String: SettingValue {
     init?(settingText: String) { self = settingText }
-    static func read(from file: ConfigFile, key: String) throws(SettingError) -> String? { try file.string(key) }
+    static func read(from file: any SettingsFile, key: String) throws(SettingError) -> String? { try file.string(key) }
     static var expected: String { "a string" }
 }
 
@@ -119,7 +119,7 @@ protocol TextSettingValue: SettingValue, RawRepresentable<String>, CaseIterable 
 extension TextSettingValue {
     init?(settingText: String) { self.init(rawValue: settingText.lowercased()) }
 
-    static func read(from file: ConfigFile, key: String) throws(SettingError) -> Self? {
+    static func read(from file: any SettingsFile, key: String) throws(SettingError) -> Self? {
         guard let text = try file.string(key) else { return nil }
         guard let value = Self(settingText: text) else {
             throw SettingError("config file \(file.path): \"\(key)\" must be \(expected)")
