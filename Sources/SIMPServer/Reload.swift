@@ -9,13 +9,8 @@ struct LiveTLS: Sendable {
 
     /// The leaf certificate's serial number in hex, for the log.
     var serial: String {
-        chain.first.map { $0.serialNumber.map { String(format2: $0) }.joined() } ?? "none"
-    }
-}
-
-private extension String {
-    init(format2 byte: UInt8) {
-        self = byte < 16 ? "0" + String(byte, radix: 16) : String(byte, radix: 16)
+        let bytes = chain.first?.serialNumber ?? []
+        return bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
     }
 }
 

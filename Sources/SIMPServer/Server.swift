@@ -188,6 +188,7 @@ public final class SIMPServer: Service, @unchecked Sendable {
                 // the handlers of this one.
                 let settings = live.withLockedValue { $0 }
                 return channel.eventLoop.makeCompletedFuture {
+                    // start() sets it before binding, so this only guards against a future reorder.
                     guard let settings else { throw ChannelError.ioOnClosedChannel }
                     let heartbeat = configuration.heartbeat
                     let sync = channel.pipeline.syncOperations

@@ -134,10 +134,22 @@ struct SIMPServerCommand: AsyncParsableCommand {
         let server = SIMPServer(configuration: loaded.configuration, logger: logger) { addresses in
             FileHandle.standardOutput.write(Data((addresses.description + "\n").utf8))
         }
+        let group = await serviceGroup(server, loaded: loaded, logger: logger)
+        do {
+            try await group.run()
+        } catch let error as StartupError {
+            FileHandle.standardError.write(Data("simp-server: \(error.description)\n".utf8))
+            throw ExitCode(1)
+        }
+    }
+
+    /// The server, and a service that reloads its settings on SIGHUP, stopped by SIGTERM or SIGINT.
+    private func serviceGroup(_ server: SIMPServer, loaded: LoadedSettings, logger: Logger) async -> ServiceGroup {
         // Trapped before the server starts, so a SIGHUP after the ready line never kills it.
         let hangups = await UnixSignalsSequence(trapping: .sighup)
         let flags = self
         let reloader = Reloader(server: server, running: loaded.settings.entries, logger: logger) {
+            // The flags as given at start; the environment and the file as they are now.
             try flags.load(ProcessInfo.processInfo.environment)
         }
         let services: [ServiceGroupConfiguration.ServiceConfiguration] = [
@@ -145,13 +157,7 @@ struct SIMPServerCommand: AsyncParsableCommand {
             // It returns at graceful shutdown; that must not cancel the server's own shutdown.
             .init(service: ReloadOnHangup(signals: hangups, reloader: reloader), successTerminationBehavior: .ignore),
         ]
-        let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-        do {
-            try await group.run()
-        } catch let error as StartupError {
-            FileHandle.standardError.write(Data("simp-server: \(error.description)\n".utf8))
-            throw ExitCode(1)
-        }
+        return ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
     }
 
     /// Every setting from the flags, `environment` and the config file, checked.
