@@ -138,6 +138,22 @@ import Testing
         withExtendedLifetime((open, admitted)) {}
     }
 
+    /// A per-connection limit from the file (login-deadline, 30 s -> 1 s): a connection opened
+    /// after the reload that never logs in is closed at the new deadline, well inside the 15 s
+    /// the raw peer waits (at 30 s it would still be open then).
+    @Test func aShorterLoginDeadlineAppliesToNewConnections() async throws {
+        let config = try ConfigFileFixture(#"{"login-deadline": 30}"#)
+        let node = try Node(config: config)
+        defer { node.stop() }
+        try config.write(#"{"login-deadline": 1}"#)
+        try await node.hangUp(expecting: "ok")
+        #expect(node.server.process.stderr.contains("login-deadline 30 s -> 1 s"), "\(node.server.process.stderr)")
+        let silent = try RawPeer(tcpPort: node.server.tcpPort, udpPort: node.server.udpPort)
+        let error = try silent.read()
+        #expect(error?.error.code == .notAuthenticated && silent.isClosedByServer(), "\(String(describing: error))")
+        #expect(try node.metric(#"simp_limit_exceeded_total{limit="login_deadline"}"#) == 1)
+    }
+
     func clientConfiguration(_ node: Node, trusting certificate: DevCertificate) -> ClientConfiguration {
         var config = ClientConfiguration(host: "127.0.0.1", port: node.server.tcpPort)
         config.requestTimeout = .seconds(5)
