@@ -29,6 +29,8 @@ public final class SIMPServer: Service, @unchecked Sendable {
     private var router: Router?
     private var adminListener: RedisSubscriber?
     private let controls = ChannelRegistry()
+    /// What each new control connection is built from; a reload replaces it.
+    let live = NIOLockedValueBox<LiveSettings?>(nil)
 
     public init(configuration: ServerConfiguration, logger: Logger = Logger(label: "simp.server"),
                 onReady: @escaping @Sendable (ServerAddresses) -> Void = { _ in }) {
@@ -64,7 +66,7 @@ public final class SIMPServer: Service, @unchecked Sendable {
         }
         var hasher = PasswordHasher()
         hasher.rounds = configuration.scryptRounds
-        let tls = try makeTLSContext()
+        let tls = try configuration.tls.map(Self.makeTLS)
         let accounts = Accounts(store: store, hasher: hasher, tokens: TokenSigner(secret: secret), workers: workers,
                                 metrics: metrics, limits: configuration.limits)
         let loop = group.next()
@@ -77,16 +79,13 @@ public final class SIMPServer: Service, @unchecked Sendable {
         let udp = try await bindUDP(router: router, on: loop)
         try await loop.submit { router.udp = udp; router.start() }.get()
         try await listen(router: router, admin: store.keys.adminChannel, node: store.keys.nodeChannel(configuration.nodeID))
-        let limits = configuration.limits
         var node = ControlContext(accounts: accounts, router: router,
-                                  admission: Admission(limits: limits, metrics: metrics),
-                                  metrics: metrics, logger: logger, unreadGrace: limits.unreadGrace)
-        node.requests = .init(rate: limits.requestsPerSecond, burst: limits.requestBurst,
-                              maxOutstanding: limits.requestsInProgress)
-        node.loginDeadline = limits.loginDeadline
+                                  admission: Admission(limits: configuration.limits, metrics: metrics),
+                                  metrics: metrics, logger: logger, unreadGrace: configuration.limits.unreadGrace)
         node.maxFrameLength = configuration.maxFrameLength
-        node.anonymousFrameLength = min(limits.anonymousFrameLength, configuration.maxFrameLength)
-        let tcp = try await bindTCP(node, tls: tls)
+        node.anonymousFrameLength = min(configuration.limits.anonymousFrameLength, configuration.maxFrameLength)
+        live.withLockedValue { $0 = LiveSettings(control: node, limits: configuration.limits, tls: tls) }
+        let tcp = try await bindTCP()
         self.udp = udp
         self.tcp = tcp
         if let port = configuration.metricsPort {
@@ -103,14 +102,15 @@ public final class SIMPServer: Service, @unchecked Sendable {
         metrics.render()
     }
 
-    private func makeTLSContext() throws -> NIOSSLContext? {
-        guard let tls = configuration.tls else { return nil }
+    /// Reads the certificate chain and key from their files (again, on a reload).
+    static func makeTLS(_ tls: ServerTLS) throws(StartupError) -> LiveTLS {
         do {
-            let chain = try NIOSSLCertificate.fromPEMFile(tls.certificateChainPath).map { NIOSSLCertificateSource.certificate($0) }
+            let chain = try NIOSSLCertificate.fromPEMFile(tls.certificateChainPath)
             let key = try NIOSSLPrivateKey(file: tls.privateKeyPath, format: .pem)
-            var settings = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
+            var settings = TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) },
+                                                                     privateKey: .privateKey(key))
             settings.minimumTLSVersion = .tlsv12
-            return try NIOSSLContext(configuration: settings)
+            return LiveTLS(context: try NIOSSLContext(configuration: settings), chain: chain)
         } catch {
             throw StartupError(description: "cannot use TLS certificate \(tls.certificateChainPath) with key \(tls.privateKeyPath): \(error)")
         }
@@ -198,9 +198,10 @@ public final class SIMPServer: Service, @unchecked Sendable {
             .get()
     }
 
-    private func bindTCP(_ node: ControlContext, tls: NIOSSLContext?) async throws -> any Channel {
+    private func bindTCP() async throws -> any Channel {
         let configuration = self.configuration
         let controls = self.controls
+        let live = self.live
         return try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -211,16 +212,21 @@ public final class SIMPServer: Service, @unchecked Sendable {
             .childChannelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 256, maximum: 64 << 10))
             .childChannelInitializer { channel in
                 controls.add(channel)
+                // Read once per connection: a reload changes what later connections get, never
+                // the handlers of this one.
+                let settings = live.withLockedValue { $0 }
                 return channel.eventLoop.makeCompletedFuture {
+                    // start() sets it before binding, so this only guards against a future reorder.
+                    guard let settings else { throw ChannelError.ioOnClosedChannel }
                     let heartbeat = configuration.heartbeat
                     let sync = channel.pipeline.syncOperations
-                    if let tls { try sync.addHandler(NIOSSLServerHandler(context: tls)) }
-                    let limits = configuration.limits
-                    let framing = EnvelopeFrameHandler(maxFrameLength: node.anonymousFrameLength, frameDeadline: limits.frameDeadline)
+                    if let tls = settings.tls { try sync.addHandler(NIOSSLServerHandler(context: tls.context)) }
+                    let framing = EnvelopeFrameHandler(maxFrameLength: settings.control.anonymousFrameLength,
+                                                       frameDeadline: settings.limits.frameDeadline)
                     try sync.addHandlers([
                         IdleStateHandler(readTimeout: .nanoseconds(heartbeat.nanoseconds * 3), writeTimeout: heartbeat),
                         framing,
-                        ControlHandler(node, framing: framing),
+                        ControlHandler(settings.control, framing: framing),
                     ])
                 }
             }

@@ -5,13 +5,23 @@ import NIOCore
 import ServiceLifecycle
 import SIMPRedis
 import SIMPServer
+import UnixSignals
 
 @main
 struct SIMPServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "simp-server",
         abstract: "The SIMP messaging server: TCP control channel, UDP datagrams, Redis through hiredis.",
-        discussion: "Every option can also come from the environment: SIMP_HOST, SIMP_PORT, SIMP_UDP_PORT, SIMP_REDIS_URL, SIMP_NODE_ID, SIMP_LOG_LEVEL, SIMP_TLS_CERT, SIMP_TLS_KEY, SIMP_METRICS_PORT, SIMP_LOG_FORMAT.")
+        discussion: """
+            Every option can also come from the environment, as SIMP_ and its name upper-cased with _ for - \
+            (--max-conns-per-ip: SIMP_MAX_CONNS_PER_IP; --redis: SIMP_REDIS_URL), or from the JSON file of \
+            --config, under its name ("max-conns-per-ip": 64). A flag beats the environment, which beats the file. \
+            SIGHUP reads the environment and the file again and applies the TLS certificate and the limits \
+            that can change while running (docs/OPERATIONS.md).
+            """)
+
+    @Option(help: "JSON file of settings, keyed by the flag names without -- (env SIMP_CONFIG).")
+    var config: String?
 
     @Option(help: "Address to listen on (env SIMP_HOST).")
     var host: String?
@@ -34,7 +44,7 @@ struct SIMPServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("log-format"), help: "text (for a terminal) or json (one object per line, for a log collector) on stderr (env SIMP_LOG_FORMAT). Default text.")
     var logFormat: String?
 
-    @Flag(name: .customLong("print-config"), help: "Print every setting, its value and where it came from (flag, env or default), then exit without starting.")
+    @Flag(name: .customLong("print-config"), help: "Print every setting, its value and where it came from (flag, env, file or default), then exit without starting.")
     var printConfig = false
 
     @Option(name: .customLong("heartbeat"), help: "Seconds of silence before a ping; a peer silent for three is dropped. Default 30.")
@@ -107,28 +117,71 @@ struct SIMPServerCommand: AsyncParsableCommand {
     var eventLoops: Int?
 
     func run() async throws {
-        var settings = SettingsReader(environment: ProcessInfo.processInfo.environment)
-        let config = try makeConfiguration(&settings)
-        let level = try settings.read("log-level", flag: logLevel.map(parseLevel), env: "SIMP_LOG_LEVEL", default: .info,
-                                      parse: parseLevel, show: \.rawValue)
-        let format = try settings.read("log-format", flag: logFormat.map(parseFormat), env: "SIMP_LOG_FORMAT", default: .text,
-                                       parse: parseFormat, show: \.rawValue)
+        let environment = ProcessInfo.processInfo.environment
+        let loaded: LoadedSettings
+        do {
+            loaded = try load(environment)
+        } catch {
+            FileHandle.standardError.write(Data("simp-server: \(error)\n".utf8))
+            throw ExitCode(1)
+        }
         if printConfig {
-            FileHandle.standardOutput.write(Data((settings.text + "\n").utf8))
+            FileHandle.standardOutput.write(Data((loaded.settings.text + "\n").utf8))
             return
         }
-        bootstrapLogging(level: level, format: format)
+        bootstrapLogging(level: loaded.logLevel, format: loaded.logFormat)
         let logger = Logger(label: "simp.server")
-        let server = SIMPServer(configuration: config, logger: logger) { addresses in
+        let server = SIMPServer(configuration: loaded.configuration, logger: logger) { addresses in
             FileHandle.standardOutput.write(Data((addresses.description + "\n").utf8))
         }
-        let group = ServiceGroup(configuration: .init(services: [server], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        let group = await serviceGroup(server, loaded: loaded, logger: logger)
         do {
             try await group.run()
         } catch let error as StartupError {
             FileHandle.standardError.write(Data("simp-server: \(error.description)\n".utf8))
             throw ExitCode(1)
         }
+    }
+
+    /// The server, and a service that reloads its settings on SIGHUP, stopped by SIGTERM or SIGINT.
+    private func serviceGroup(_ server: SIMPServer, loaded: LoadedSettings, logger: Logger) async -> ServiceGroup {
+        // Trapped before the server starts, so a SIGHUP after the ready line never kills it.
+        let hangups = await UnixSignalsSequence(trapping: .sighup)
+        let flags = self
+        let reloader = Reloader(server: server, running: loaded.settings.entries, logger: logger) {
+            // The flags as given at start; the environment and the file as they are now.
+            try flags.load(ProcessInfo.processInfo.environment)
+        }
+        let services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            .init(service: server),
+            // It returns at graceful shutdown; that must not cancel the server's own shutdown.
+            .init(service: ReloadOnHangup(signals: hangups, reloader: reloader), successTerminationBehavior: .ignore),
+        ]
+        return ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+    }
+
+    /// Every setting from the flags, `environment` and the config file, checked.
+    func load(_ environment: [String: String]) throws -> LoadedSettings {
+        let path = config ?? environment["SIMP_CONFIG"]
+        let file = try path.map { path throws(SettingError) -> any SettingsFile in
+            guard #available(macOS 15, *) else { throw SettingError("--config needs macOS 15 or later") }
+            return try ConfigFile(path: path)
+        }
+        var settings = SettingsReader(environment: environment, file: file)
+        settings.note("config", value: path ?? "none",
+                      source: config != nil ? "flag" : path != nil ? "env SIMP_CONFIG" : "default")
+        let configuration = try makeConfiguration(&settings)
+        let level = try settings.read("log-level", flag: try textFlag(logLevel, "log-level") as Logger.Level?, default: .info)
+        let format = try settings.read("log-format", flag: try textFlag(logFormat, "log-format") as LogFormat?, default: .text)
+        try settings.checkFileKeys()
+        return LoadedSettings(configuration: configuration, logLevel: level, logFormat: format, settings: settings)
+    }
+
+    /// A flag with a fixed set of spellings; ArgumentParser gives it as text.
+    private func textFlag<T: TextSettingValue>(_ text: String?, _ name: String) throws(SettingError) -> T? {
+        guard let text else { return nil }
+        guard let value = T(settingText: text) else { throw SettingError("--\(name) \(text): must be \(T.expected)") }
+        return value
     }
 
     private func bootstrapLogging(level: Logger.Level, format: LogFormat) {
@@ -144,109 +197,80 @@ struct SIMPServerCommand: AsyncParsableCommand {
 
     private func makeConfiguration(_ settings: inout SettingsReader) throws -> ServerConfiguration {
         var config = ServerConfiguration()
-        config.host = try settings.read("host", flag: host, env: "SIMP_HOST", default: config.host, parse: { $0 })
-        config.port = try settings.read("port", flag: port, env: "SIMP_PORT", default: config.port,
-                                        parse: { try parsePort($0, "SIMP_PORT") })
+        config.host = try settings.read("host", flag: host, default: config.host)
+        config.port = try settings.read("port", flag: port, default: config.port, rule: .port)
         let derivedUDP = config.port == 0 ? "a free port (port is 0)" : "\(config.port + 1) (port + 1)"
-        config.udpPort = try settings.readOptional("udp-port", flag: udpPort, env: "SIMP_UDP_PORT", absent: derivedUDP,
-                                                   parse: { try parsePort($0, "SIMP_UDP_PORT") })
-        for p in [config.port] + (config.udpPort.map { [$0] } ?? []) where !(0...65535).contains(p) {
-            throw ValidationError("port \(p) is outside 0-65535")
-        }
-        let url = try settings.read("redis", flag: redis, env: "SIMP_REDIS_URL", default: "redis://127.0.0.1:6379",
-                                    parse: { $0 }, show: maskingPassword)
+        config.udpPort = try settings.readOptional("udp-port", flag: udpPort, absent: derivedUDP, rule: .port)
+        let url = try settings.read("redis", flag: redis, default: "redis://127.0.0.1:6379", show: maskingPassword)
         do {
             config.redis = try RedisConfiguration(url: url)
         } catch {
-            throw ValidationError(maskingPassword(error.message))
+            throw SettingError(maskingPassword(error.message))
         }
-        config.nodeID = try settings.read("node-id", flag: nodeID, env: "SIMP_NODE_ID", default: config.nodeID, parse: { $0 })
-        let heartbeat = settings.read("heartbeat", flag: heartbeat, default: 30, show: seconds)
-        let redisWait = settings.read("redis-wait", flag: redisWait, default: 30, show: seconds)
-        guard heartbeat > 0, redisWait >= 0 else { throw ValidationError("--heartbeat must be > 0 and --redis-wait >= 0") }
+        config.nodeID = try settings.read("node-id", flag: nodeID, default: config.nodeID)
+        let heartbeat = try settings.read("heartbeat", flag: heartbeat, default: 30, rule: .positive, show: seconds)
+        let redisWait = try settings.read("redis-wait", flag: redisWait, default: 30, rule: .notNegative, show: seconds)
         config.heartbeat = .milliseconds(Int64(heartbeat * 1000))
         config.redisWait = .milliseconds(Int64(redisWait * 1000))
-        config.scryptRounds = settings.read("scrypt-rounds", flag: scryptRounds, default: config.scryptRounds)
+        config.scryptRounds = try settings.read("scrypt-rounds", flag: scryptRounds, default: config.scryptRounds, rule: .positive)
         config.tls = try tlsConfiguration(&settings)
-        config.metricsPort = try settings.readOptional("metrics-port", flag: metricsPort, env: "SIMP_METRICS_PORT", absent: "off",
-                                                       parse: { try parsePort($0, "SIMP_METRICS_PORT") })
+        config.metricsPort = try settings.readOptional("metrics-port", flag: metricsPort, absent: "off", rule: .port)
         config.limits = try limits(&settings)
-        config.inboxLimit = settings.read("inbox-limit", flag: inboxLimit, default: config.inboxLimit)
-        config.inboxShare = settings.read("inbox-share", flag: inboxShare, default: config.inboxShare)
-        guard config.inboxLimit > 0, config.inboxShare > 0 else { throw ValidationError("--inbox-limit and --inbox-share must be > 0") }
-        config.eventLoops = settings.read("event-loops", flag: eventLoops, default: config.eventLoops)
-        guard config.eventLoops > 0 else { throw ValidationError("--event-loops must be at least 1") }
+        config.inboxLimit = try settings.read("inbox-limit", flag: inboxLimit, default: config.inboxLimit, rule: .positive)
+        config.inboxShare = try settings.read("inbox-share", flag: inboxShare, default: config.inboxShare, rule: .positive)
+        config.eventLoops = try settings.read("event-loops", flag: eventLoops, default: config.eventLoops, rule: .positive)
         return config
     }
 
     /// Paths only: the key file is not read here, so `--print-config` never sees its content.
     private func tlsConfiguration(_ settings: inout SettingsReader) throws -> ServerTLS? {
-        let cert = try settings.readOptional("tls-cert", flag: tlsCert, env: "SIMP_TLS_CERT", absent: "none (plain TCP)", parse: { $0 })
-        let key = try settings.readOptional("tls-key", flag: tlsKey, env: "SIMP_TLS_KEY", absent: "none", parse: { $0 })
+        let cert = try settings.readOptional("tls-cert", flag: tlsCert, absent: "none (plain TCP)")
+        let key = try settings.readOptional("tls-key", flag: tlsKey, absent: "none")
         switch (cert, key) {
         case (nil, nil): return nil
         case (let cert?, let key?): return ServerTLS(certificateChainPath: cert, privateKeyPath: key)
-        default: throw ValidationError("--tls-cert and --tls-key go together")
+        default: throw SettingError("--tls-cert and --tls-key go together (flags, SIMP_TLS_CERT and SIMP_TLS_KEY, or tls-cert and tls-key in the file)")
         }
     }
 
     private func limits(_ settings: inout SettingsReader) throws -> ServerLimits {
         var limits = ServerLimits()
-        limits.messagesPerSecond = settings.read("max-msgs-per-sec", flag: messagesPerSecond, default: limits.messagesPerSecond)
-        limits.messageBurst = settings.read("msg-burst", flag: messageBurst, default: limits.messageBurst)
-        limits.sessionsPerUser = settings.read("max-sessions-per-user", flag: sessionsPerUser, default: limits.sessionsPerUser)
-        limits.connectionsPerIP = settings.read("max-conns-per-ip", flag: connectionsPerIP, default: limits.connectionsPerIP)
-        limits.registrationsPerIP = settings.read("max-registrations-per-ip", flag: registrationsPerIP, default: limits.registrationsPerIP)
-        limits.hashingQueue = settings.read("max-hashing-queue", flag: hashingQueue, default: limits.hashingQueue)
-        limits.hashingPerIP = settings.read("max-hashing-per-ip", flag: hashingPerIP, default: limits.hashingPerIP)
-        limits.requestsPerSecond = settings.read("max-requests-per-sec", flag: requestsPerSecond, default: limits.requestsPerSecond)
-        limits.requestBurst = settings.read("request-burst", flag: requestBurst, default: limits.requestBurst)
-        limits.userRequestsPerSecond = settings.read("max-user-requests-per-sec", flag: userRequestsPerSecond,
-                                                     default: limits.userRequestsPerSecond)
-        limits.userRequestBurst = settings.read("user-request-burst", flag: userRequestBurst, default: limits.userRequestBurst)
-        let counts = [limits.messagesPerSecond, limits.messageBurst, limits.sessionsPerUser, limits.connectionsPerIP,
-                      limits.registrationsPerIP, limits.hashingQueue, limits.hashingPerIP, limits.requestsPerSecond,
-                      limits.requestBurst, limits.userRequestsPerSecond, limits.userRequestBurst]
-        guard counts.allSatisfy({ $0 > 0 }) else {
-            throw ValidationError("""
-                --max-msgs-per-sec, --msg-burst, --max-sessions-per-user, --max-conns-per-ip, \
-                --max-requests-per-sec, --request-burst, --max-user-requests-per-sec, \
-                --user-request-burst, --max-registrations-per-ip, \
-                --max-hashing-queue and --max-hashing-per-ip must be > 0
-                """)
+        func count(_ name: String, _ flag: Int?, _ value: inout Int) throws {
+            value = try settings.read(name, flag: flag, default: value, rule: .positive)
         }
-        let frameDeadline = settings.read("frame-deadline", flag: frameDeadline, default: 10, show: seconds)
-        let loginDeadline = settings.read("login-deadline", flag: loginDeadline, default: 30, show: seconds)
-        let unreadGrace = settings.read("unread-grace", flag: unreadGrace, default: 30, show: seconds)
-        guard [frameDeadline, loginDeadline, unreadGrace].allSatisfy({ $0 > 0 }) else {
-            throw ValidationError("--frame-deadline, --login-deadline and --unread-grace must be > 0")
+        try count("max-msgs-per-sec", messagesPerSecond, &limits.messagesPerSecond)
+        try count("msg-burst", messageBurst, &limits.messageBurst)
+        try count("max-sessions-per-user", sessionsPerUser, &limits.sessionsPerUser)
+        try count("max-conns-per-ip", connectionsPerIP, &limits.connectionsPerIP)
+        try count("max-registrations-per-ip", registrationsPerIP, &limits.registrationsPerIP)
+        try count("max-hashing-queue", hashingQueue, &limits.hashingQueue)
+        try count("max-hashing-per-ip", hashingPerIP, &limits.hashingPerIP)
+        try count("max-requests-per-sec", requestsPerSecond, &limits.requestsPerSecond)
+        try count("request-burst", requestBurst, &limits.requestBurst)
+        try count("max-user-requests-per-sec", userRequestsPerSecond, &limits.userRequestsPerSecond)
+        try count("user-request-burst", userRequestBurst, &limits.userRequestBurst)
+        func deadline(_ name: String, _ flag: Double?, _ value: inout TimeAmount) throws {
+            let amount = try settings.read(name, flag: flag, default: Double(value.nanoseconds) / 1e9, rule: .positive, show: seconds)
+            value = .milliseconds(Int64(amount * 1000))
         }
-        limits.frameDeadline = .milliseconds(Int64(frameDeadline * 1000))
-        limits.loginDeadline = .milliseconds(Int64(loginDeadline * 1000))
-        limits.unreadGrace = .milliseconds(Int64(unreadGrace * 1000))
+        try deadline("frame-deadline", frameDeadline, &limits.frameDeadline)
+        try deadline("login-deadline", loginDeadline, &limits.loginDeadline)
+        try deadline("unread-grace", unreadGrace, &limits.unreadGrace)
         return limits
     }
 
     private func seconds(_ value: Double) -> String {
         value == value.rounded() ? "\(Int(value)) s" : "\(value) s"
     }
-
-    private func parsePort(_ text: String, _ name: String) throws -> Int {
-        guard let value = Int(text) else { throw ValidationError("\(name)=\(text) is not a port number") }
-        return value
-    }
-
-    private func parseLevel(_ text: String) throws -> Logger.Level {
-        guard let level = Logger.Level(rawValue: text.lowercased()) else {
-            throw ValidationError("unknown log level \(text)")
-        }
-        return level
-    }
-
-    private func parseFormat(_ text: String) throws -> LogFormat {
-        guard let format = LogFormat(rawValue: text.lowercased()) else {
-            throw ValidationError("unknown log format \(text): text or json")
-        }
-        return format
-    }
 }
+
+/// What `load` read: the configuration, how to log, and every setting with its source.
+struct LoadedSettings: Sendable {
+    let configuration: ServerConfiguration
+    let logLevel: Logger.Level
+    let logFormat: LogFormat
+    let settings: SettingsReader
+}
+
+extension Logger.Level: TextSettingValue {}
+extension LogFormat: TextSettingValue {}

@@ -36,6 +36,8 @@ final class ServerMetrics: Sendable {
     let renumbered: Counter
     let sessions: Gauge
     let controlConnections: Gauge
+    /// SIGHUP reloads of the configuration, by result ("ok" or "failed").
+    private let reloads: [Bool: Counter]
     /// How long each pipelined batch of Redis commands took, written to answered.
     let redisRoundTrip: DurationHistogram
     /// Unconfirmed entries in a recipient's inbox after each store into it. One series for
@@ -67,6 +69,8 @@ final class ServerMetrics: Sendable {
         loginsSucceeded = counter("logins", "Logins with the right password")
         tokensRevoked = counter("tokens_revoked", "Tokens revoked by logout")
         renumbered = counter("messages_renumbered", "Messages moved past a client's last seq after Redis lost writes")
+        reloads = [true: counter("config_reloads", "Configuration reloads (SIGHUP)", [("result", "ok")]),
+                   false: counter("config_reloads", "Configuration reloads (SIGHUP)", [("result", "failed")])]
         sessions = gauge("sessions", "Sessions open on this node")
         controlConnections = gauge("control_connections", "Open control connections")
         // From 100 us (an idle loopback Redis) to 2.5 s (near the command timeout).
@@ -82,6 +86,10 @@ final class ServerMetrics: Sendable {
             descriptor: MetricNameDescriptor(namespace: "simp", metricName: "inbox_depth", unitName: "",
                                              helpText: "Unconfirmed messages in the recipient's inbox after each store into it"),
             buckets: [1, 2, 5, 10, 50, 100, 500, 1_000, 2_500, 5_000, 10_000, 50_000])
+    }
+
+    func configReloaded(ok: Bool) {
+        reloads[ok]?.increment()
     }
 
     func dropped(_ reason: DropReason) {
