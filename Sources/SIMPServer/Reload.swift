@@ -66,6 +66,11 @@ extension SIMPServer {
         let tls = try new.tls.map(Self.makeTLS)
         let limits = current.limits.reloading(from: new.limits)
         current.control.admission.update(limits)
+        store?.bounds = .init(limit: new.inboxLimit, share: new.inboxShare)
+        if let router {
+            let (rate, burst) = (new.limits.messagesPerSecond, new.limits.messageBurst)
+            router.loop.execute { router.setMessageRate(perSecond: rate, burst: burst) }
+        }
         live.withLockedValue { $0 = LiveSettings(control: current.control, limits: limits, tls: tls) }
         let changed = tls.map { $0.chain != current.tls?.chain } ?? false
         return ReloadOutcome(newCertificate: changed ? tls?.serial : nil)
@@ -74,9 +79,9 @@ extension SIMPServer {
 
 extension ServerLimits {
     /// These limits with the ones a reload may change taken from `new`: per source IP and per
-    /// user (at once), and per connection (for connections opened after the reload). The
-    /// others (datagram rate, registrations, password hashing) are fixed at start, because
-    /// the router and the accounts hold them; so are the inbox limits, in the message store.
+    /// user (at once), per connection (for connections opened after the reload), and the data
+    /// rate of sessions opened after it. Registrations and password hashing are fixed at
+    /// start, because the accounts hold them. (The inbox limits are the store's: `apply`.)
     public func reloading(from new: ServerLimits) -> ServerLimits {
         var limits = self
         limits.connectionsPerIP = new.connectionsPerIP
@@ -88,6 +93,8 @@ extension ServerLimits {
         limits.frameDeadline = new.frameDeadline
         limits.loginDeadline = new.loginDeadline
         limits.unreadGrace = new.unreadGrace
+        limits.messagesPerSecond = new.messagesPerSecond
+        limits.messageBurst = new.messageBurst
         return limits
     }
 }

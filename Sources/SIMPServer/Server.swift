@@ -26,7 +26,8 @@ public final class SIMPServer: Service, @unchecked Sendable {
     private var udp: (any Channel)?
     private var metricsChannel: (any Channel)?
     let metrics: ServerMetrics
-    private var router: Router?
+    var router: Router?
+    var store: MessageStore?
     private var adminListener: RedisSubscriber?
     private let controls = ChannelRegistry()
     /// What each new control connection is built from; a reload replaces it.
@@ -64,6 +65,7 @@ public final class SIMPServer: Service, @unchecked Sendable {
         let store = MessageStore(redis: redis, settings: storeSettings) { [metrics] depth in
             metrics.inboxDepth.record(Double(depth))
         }
+        self.store = store
         var hasher = PasswordHasher()
         hasher.rounds = configuration.scryptRounds
         let tls = try configuration.tls.map(Self.makeTLS)

@@ -13,6 +13,7 @@ final class Reloader: Sendable {
     static let live: Set<String> = [
         "tls-cert", "tls-key", "max-conns-per-ip", "max-sessions-per-user", "max-user-requests-per-sec",
         "user-request-burst", "max-requests-per-sec", "request-burst", "frame-deadline", "login-deadline", "unread-grace",
+        "inbox-limit", "inbox-share", "max-msgs-per-sec", "msg-burst",
     ]
 
     private let server: SIMPServer

@@ -124,11 +124,11 @@ import Testing
         #expect(try third.read()?.error.code == .tooManyConnections)
         #expect(try node.metric(refused) == 1)
 
-        try config.write(#"{"max-conns-per-ip": 3, "inbox-share": 10}"#)
+        try config.write(#"{"max-conns-per-ip": 3, "heartbeat": 7}"#)
         try await node.hangUp(expecting: "ok")
         let stderr = node.server.process.stderr
         #expect(stderr.contains("max-conns-per-ip 2 -> 3 (file \(config.path))"), "\(stderr)")
-        #expect(stderr.contains("only applied at the next restart: inbox-share 2500 -> 10"), "\(stderr)")
+        #expect(stderr.contains("only applied at the next restart: heartbeat"), "\(stderr)")
 
         let admitted = try RawPeer(tcpPort: tcp, udpPort: udp)
         #expect(await eventually { try node.metric("simp_control_connections") == 3 })
@@ -152,6 +152,27 @@ import Testing
         let error = try silent.read()
         #expect(error?.error.code == .notAuthenticated && silent.isClosedByServer(), "\(String(describing: error))")
         #expect(try node.metric(#"simp_limit_exceeded_total{limit="login_deadline"}"#) == 1)
+    }
+
+    /// The inbox limits are the store's: after the reload the fourth unconfirmed message from
+    /// one sender is refused with the new share.
+    @Test func aLowerInboxShareAppliesToTheNextStore() async throws {
+        let config = try ConfigFileFixture(#"{"inbox-share": 2500}"#)
+        let node = try Node(config: config)
+        defer { node.stop() }
+        try config.write(#"{"inbox-share": 3}"#)
+        try await node.hangUp(expecting: "ok")
+        #expect(node.server.process.stderr.contains("inbox-share 2500 -> 3"), "\(node.server.process.stderr)")
+        let alice = SIMPClient(configuration: ClientConfiguration(host: "127.0.0.1", port: node.server.tcpPort))
+        try await alice.register(user: "alice", password: "pw-alice")
+        try await alice.register(user: "bob", password: "pw-bob")
+        let log = EventLog(alice)
+        try await alice.connect(user: "alice", password: "pw-alice")
+        for k in 0..<4 { _ = try await alice.send(to: "bob", text: "m\(k)") }
+        #expect(await log.wait { $0.accepted.count + $0.failed.count == 4 })
+        #expect(log.accepted.count == 3)
+        #expect(log.failed.map(\.reason).allSatisfy { $0.contains("3 messages bob has not confirmed") }, "\(log.failed)")
+        await alice.close()
     }
 
     func clientConfiguration(_ node: Node, trusting certificate: DevCertificate) -> ClientConfiguration {

@@ -25,7 +25,7 @@ struct RouterSettings: Sendable {
 final class Router: @unchecked Sendable {
     let loop: any EventLoop
     let store: MessageStore
-    let settings: RouterSettings
+    private(set) var settings: RouterSettings
     let logger: Logger
     let metrics: ServerMetrics
     var udp: (any Channel)?
@@ -137,6 +137,13 @@ final class Router: @unchecked Sendable {
     }
 
     var sessionCount: Int { sessions.count }
+
+    /// A reload's data rate: sessions opened from now on get it.
+    func setMessageRate(perSecond rate: Int, burst: Int) {
+        loop.assertInEventLoop()
+        settings.messagesPerSecond = rate
+        settings.messageBurst = burst
+    }
 
     /// An administrator closes the user's session on this node (only if it is `session`, when
     /// given): the client is told not to reconnect. Returns whether a session was closed.
@@ -465,7 +472,7 @@ final class Router: @unchecked Sendable {
         case .shareFull:
             metrics.exceeded(.inboxShare)
             return [Self.failed(request, .inboxShareFull,
-                                "you have \(store.settings.inboxShare) messages \(request.to) has not confirmed yet; wait for them to be read")]
+                                "you have \(store.bounds.share) messages \(request.to) has not confirmed yet; wait for them to be read")]
         case .unavailable(let error):
             let doubt = request.ambiguousSince == nil ? "" : "; it may still be delivered"
             return [Self.failed(request, .storeUnavailable, "message store unavailable: \(error.message)\(doubt)")]

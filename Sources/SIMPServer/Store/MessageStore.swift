@@ -1,3 +1,4 @@
+import NIOConcurrencyHelpers
 import NIOCore
 import SIMPCore
 import SIMPRedis
@@ -75,12 +76,25 @@ final class MessageStore: Sendable {
 
     /// Told each recipient's inbox depth (unconfirmed entries) after a store added to it.
     let observeInboxDepth: @Sendable (Int) -> Void
+    /// The inbox limit and a sender's share of an inbox, which a reload may change.
+    private let inboxBounds: NIOLockedValueBox<InboxBounds>
+
+    struct InboxBounds: Sendable {
+        var limit: Int
+        var share: Int
+    }
+
+    var bounds: InboxBounds {
+        get { inboxBounds.withLockedValue { $0 } }
+        set { inboxBounds.withLockedValue { $0 = InboxBounds(limit: newValue.limit, share: min(newValue.share, newValue.limit)) } }
+    }
 
     init(redis: RedisPool, settings: StoreSettings, observeInboxDepth: @escaping @Sendable (Int) -> Void = { _ in }) {
         self.redis = redis
         self.keys = Keys(prefix: settings.namespace)
         self.settings = settings
         self.observeInboxDepth = observeInboxDepth
+        self.inboxBounds = NIOLockedValueBox(InboxBounds(limit: settings.inboxLimit, share: min(settings.inboxShare, settings.inboxLimit)))
     }
 
     /// Stores a batch in one pipelined round trip, one script call per recipient; outcomes
@@ -127,8 +141,9 @@ final class MessageStore: Sendable {
             keys.append(self.keys.messageIDs(to: to, from: request.from))
             keys.append(self.keys.history(request.from, to))
         }
-        var args: [any RedisArgument] = [settings.messageIDTTLSeconds, settings.historyCap, settings.inboxLimit,
-                                         settings.inboxShare, max(settings.idsPerSender, settings.inboxShare),
+        let bounds = self.bounds
+        var args: [any RedisArgument] = [settings.messageIDTTLSeconds, settings.historyCap, bounds.limit,
+                                         bounds.share, max(settings.idsPerSender, bounds.share),
                                          floor.map { Int64($0) } ?? -1, "run id",
                                          settings.nodeID, self.keys.nodeChannel(""), NodeNotice.inbox(user: to).payload]
         // After numkeys and the keys, the 7th argument.
