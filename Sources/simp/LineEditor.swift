@@ -48,6 +48,8 @@ final class LineEditor: @unchecked Sendable {
         history = simp_history_open(1000)
         if let history, let historyPath { _ = simp_history_load(history, historyPath) }
         let entries = historyEntries()
+        // libedit reads multibyte characters by the locale; Swift's runtime leaves it at "C".
+        setlocale(LC_CTYPE, "")
         // fdopen, not the C globals stdin/stdout, which Swift 6 sees as shared mutable state.
         editLine = el_init("simp", fdopen(STDIN_FILENO, "r"), fdopen(STDOUT_FILENO, "w"), fdopen(STDERR_FILENO, "w"))
         guard let editLine else { return entries }

@@ -24,6 +24,14 @@ import Testing
         #expect(await bobLog.wait { $0.messages.map(\.text) == ["hello"] })
         try screen.waitFor("→ bob: hello  #1")
         try screen.waitFor("#1 ✓✓ delivered")
+
+        screen.type("/send nobody hi")
+        screen.keys("Enter")
+        try screen.waitFor("#2 ✗ failed: no such user: nobody")
+        screen.type("/status")
+        screen.keys("Enter")
+        try screen.waitFor("server 127.0.0.1:\(cluster.addresses.tcpPort), TLS off (plain TCP), user alice (connected)")
+        try screen.waitFor("sent this run: 2, pending (not yet delivered or failed): 0")
         await bob.close()
     }
 
@@ -84,9 +92,9 @@ import Testing
         #expect(lines.last == "alice> /send bob half", "the half-typed line is intact, below the message: \(lines)")
         #expect(lines.firstIndex(of: "alice> /send bob half")! > message)
 
-        screen.type(" done")
+        screen.type(" dóne ✓")
         screen.keys("Enter")
-        #expect(await bobLog.wait { $0.messages.map(\.text) == ["half done"] })
+        #expect(await bobLog.wait { $0.messages.map(\.text) == ["half dóne ✓"] })
         await bob.close()
     }
 
