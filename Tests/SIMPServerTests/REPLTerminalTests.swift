@@ -84,6 +84,8 @@ import Testing
         screen.keys("Tab")
         try screen.waitFor("alice> /send bob ")
         screen.type("half")
+        screen.keys("Left", "Left")
+        try screen.waitFor("alice> /send bob half")
 
         _ = try await bob.send(to: "alice", text: "interrupting")
         try screen.waitFor("bob: interrupting")
@@ -92,9 +94,12 @@ import Testing
         #expect(lines.last == "alice> /send bob half", "the half-typed line is intact, below the message: \(lines)")
         #expect(lines.firstIndex(of: "alice> /send bob half")! > message)
 
+        screen.type("-")
+        try screen.waitFor("alice> /send bob ha-lf", "the cursor is back where it was")
+        screen.keys("End")
         screen.type(" dóne ✓")
         screen.keys("Enter")
-        #expect(await bobLog.wait { $0.messages.map(\.text) == ["half dóne ✓"] })
+        #expect(await bobLog.wait { $0.messages.map(\.text) == ["ha-lf dóne ✓"] })
         await bob.close()
     }
 
