@@ -120,6 +120,25 @@ import Testing
     }
 }
 
+/// Through a pipe the REPL keeps its plain line format; /status is one line there.
+@Suite struct REPLPipeStatusTests {
+    @Test func statusThroughAPipeIsOnePlainLine() async throws {
+        let cluster = try await TestCluster.start()
+        defer { cluster.stopInBackground() }
+        try await cluster.register("alice")
+        let alice = try ChildProcess(try productPath("simp"),
+                                     ["--server", "127.0.0.1:\(cluster.addresses.tcpPort)", "--user", "alice", "--password", "pw-alice"],
+                                     environment: ["XDG_CONFIG_HOME": FileManager.default.temporaryDirectory.appendingPathComponent("simp-config-\(UUID().uuidString)").path])
+        #expect(alice.waitForLine(timeout: 20) { $0 == "connected as alice" } != nil)
+        alice.write("/status\n")
+        let line = alice.waitForLine(timeout: 20) { $0.hasPrefix("server ") }
+        #expect(line == "server 127.0.0.1:\(cluster.addresses.tcpPort), TLS off, user alice, pending sends 0")
+        alice.closeStdin()
+        #expect(alice.waitForExit(timeout: 20) == 0)
+        #expect(!alice.stdout.contains("\u{1B}"), "no colour through a pipe")
+    }
+}
+
 extension TestCluster {
     /// For a `defer`: a thrown error must not leave the server and Redis running.
     func stopInBackground() {
