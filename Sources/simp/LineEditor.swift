@@ -34,6 +34,8 @@ final class LineEditor: @unchecked Sendable {
         promptText = strdup(prompt)
         var fds: [Int32] = [0, 0]
         if pipe(&fds) != 0 { fds = [-1, -1] }
+        // A full pipe already means "wake up": a writer must never block on it.
+        _ = fcntl(fds[1], F_SETFL, O_NONBLOCK)
         wake = (fds[0], fds[1])
     }
 
@@ -105,7 +107,11 @@ final class LineEditor: @unchecked Sendable {
                    pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0)]
         while !isStopping() {
             drainQueue()
-            guard poll(&fds, 2, -1) >= 0 || errno == EINTR else { break }
+            if poll(&fds, 2, -1) < 0 {
+                // Interrupted (SIGWINCH): revents are not to be trusted, poll again.
+                if errno == EINTR { continue }
+                break
+            }
             if fds[1].revents != 0 { drainWakeups() }
             if fds[0].revents & Int16(POLLERR | POLLNVAL) != 0 { break }
             if fds[0].revents & Int16(POLLIN | POLLHUP) != 0, !readKey(editLine) { break }
