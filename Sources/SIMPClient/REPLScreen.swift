@@ -24,7 +24,11 @@ public struct REPLScreen: Sendable {
     public private(set) var marks = SentMarks()
     public private(set) var users = KnownUsers()
     public private(set) var receivedCount = 0
-    public private(set) var connection = "connected"
+    public private(set) var connection = Connection.connected
+
+    public enum Connection: String, Sendable {
+        case connected, reconnecting, disconnected
+    }
 
     public init(session: Session, style: ANSIStyle, timeZone: TimeZone = .current) {
         self.session = session
@@ -63,23 +67,22 @@ public struct REPLScreen: Sendable {
     }
 
     func changeLine(_ change: SentMarks.Change) -> String {
-        let number = style.paint("#\(change.number)", .dim)
-        switch change.stage {
-        case .sent: return number + " sent"
-        case .accepted: return number + " " + style.paint("✓ accepted", .green)
-        case .delivered: return number + " " + style.paint("✓✓ delivered", .green, .bold)
-        case .failed: return number + " " + style.paint("✗ failed: " + safe(change.reason ?? "unknown reason"), .red)
-        }
+        style.paint("#\(change.number)", .dim) + " " + stageText(change.stage, reason: change.reason)
     }
 
     /// Status changes of messages this run did not send (resent from the data directory).
     public mutating func unregisteredChanges() -> [String] {
         marks.takeUnregistered().map { id, stage, reason in
-            let label = style.paint("message " + safe(String(id.prefix(6))), .dim)
-            switch stage {
-            case .failed: return label + " " + style.paint("✗ failed: " + safe(reason ?? "unknown reason"), .red)
-            default: return label + " " + style.paint(stage == .delivered ? "✓✓ delivered" : "✓ accepted", .green)
-            }
+            style.paint("message " + safe(String(id.prefix(6))), .dim) + " " + stageText(stage, reason: reason)
+        }
+    }
+
+    private func stageText(_ stage: SentMarks.Stage, reason: String?) -> String {
+        switch stage {
+        case .sent: return "sent"
+        case .accepted: return style.paint("✓ accepted", .green)
+        case .delivered: return style.paint("✓✓ delivered", .green, .bold)
+        case .failed: return style.paint("✗ failed: " + safe(reason ?? "unknown reason"), .red)
         }
     }
 
@@ -90,13 +93,13 @@ public struct REPLScreen: Sendable {
         switch event {
         case .connected(let user):
             // The banner already said so for the first login; a reconnect is worth a line.
-            defer { connection = "connected" }
-            return connection == "connected" ? [] : [style.paint("connected as \(safe(user))", .dim)]
+            defer { connection = .connected }
+            return connection == .connected ? [] : [style.paint("connected as \(safe(user))", .dim)]
         case .disconnected(let reason):
-            connection = "disconnected"
+            connection = .disconnected
             return [style.paint("disconnected: \(safe(reason))", .yellow)]
         case .reconnecting(let attempt, let delay):
-            connection = "reconnecting"
+            connection = .reconnecting
             return [style.paint("reconnecting in \(delay) ms (attempt \(attempt))", .yellow)]
         case .accepted(let id, _, _):
             return marks.update(id: id, to: .accepted).map { [changeLine($0)] } ?? []
@@ -139,7 +142,7 @@ public struct REPLScreen: Sendable {
     // MARK: commands
 
     public func status() -> [String] {
-        ["server \(safe(session.server)), " + tlsText + ", user " + style.paint(safe(session.user), .bold) + " (\(connection))",
+        ["server \(safe(session.server)), " + tlsText + ", user " + style.paint(safe(session.user), .bold) + " (\(connection.rawValue))",
          "sent this run: \(marks.sentCount), pending (not yet delivered or failed): \(marks.pendingCount)",
          "received this run: \(receivedCount)"]
     }

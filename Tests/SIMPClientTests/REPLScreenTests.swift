@@ -119,6 +119,13 @@ import Testing
         #expect(screen.sent(id: "x", to: "b", text: "t").last?.contains("r\\e]0;t\\x07") == true)
     }
 
+    @Test func fatesOfMessagesFromAnEarlierRunShowTheStartOfTheirId() {
+        var screen = REPLScreen(session: session, style: ANSIStyle(enabled: false), timeZone: utc)
+        #expect(screen.handle(.delivered(id: "1208829999", to: "bob", seq: 1), now: Date()).isEmpty)
+        #expect(screen.unregisteredChanges().isEmpty)
+        #expect(screen.unregisteredChanges() == ["message 120882 ✓✓ delivered"])
+    }
+
     @Test func firstConnectIsTheBannersAndAReconnectIsShown() {
         var screen = REPLScreen(session: session, style: ANSIStyle(enabled: false), timeZone: utc)
         #expect(screen.banner().first == "simp connected to 127.0.0.1:7700 as alice, TLS off (plain TCP)")
