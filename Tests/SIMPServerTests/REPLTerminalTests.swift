@@ -8,149 +8,157 @@ import Testing
 /// polling until what it expects appears.
 @Suite(.serialized) struct REPLTerminalTests {
     @Test func bannerPromptColourAndArrowKeyEditing() async throws {
-        let cluster = try await TestCluster.start()
-        defer { cluster.stopInBackground() }
-        try await cluster.register("alice")
-        let (bob, bobLog) = try await cluster.connectedClient("bob")
-        let screen = try Terminal(cluster, user: "alice")
-        defer { screen.kill() }
+        try await withCluster { cluster in
+            try await cluster.register("alice")
+            let (bob, bobLog) = try await cluster.connectedClient("bob")
+            let screen = try Terminal(cluster, user: "alice")
+            defer { screen.kill() }
 
-        try screen.waitFor("simp connected to 127.0.0.1:\(cluster.addresses.tcpPort) as alice, TLS off (plain TCP)")
-        try screen.waitFor("alice> ")
-        #expect(screen.capture(escapes: true).contains("\u{1B}["), "colour on a terminal")
+            try screen.waitFor("simp connected to 127.0.0.1:\(cluster.addresses.tcpPort) as alice, TLS off (plain TCP)")
+            try screen.waitFor("alice> ")
+            #expect(screen.capture(escapes: true).contains("\u{1B}["), "colour on a terminal")
 
-        screen.type("/send bob helo")
-        screen.keys("Left", "l", "Enter")
-        #expect(await bobLog.wait { $0.messages.map(\.text) == ["hello"] })
-        try screen.waitFor("→ bob: hello  #1")
-        try screen.waitFor("#1 ✓✓ delivered")
+            screen.type("/send bob helo")
+            screen.keys("Left", "l", "Enter")
+            #expect(await bobLog.wait { $0.messages.map(\.text) == ["hello"] })
+            try screen.waitFor("→ bob: hello  #1")
+            try screen.waitFor("#1 ✓✓ delivered")
 
-        screen.type("/send nobody hi")
-        screen.keys("Enter")
-        try screen.waitFor("#2 ✗ failed: no such user: nobody")
-        screen.type("/status")
-        screen.keys("Enter")
-        try screen.waitFor("server 127.0.0.1:\(cluster.addresses.tcpPort), TLS off (plain TCP), user alice (connected)")
-        try screen.waitFor("sent this run: 2, pending (not yet delivered or failed): 0")
-        await bob.close()
+            screen.type("/send nobody hi")
+            screen.keys("Enter")
+            try screen.waitFor("#2 ✗ failed: no such user: nobody")
+            screen.type("/status")
+            screen.keys("Enter")
+            try screen.waitFor("server 127.0.0.1:\(cluster.addresses.tcpPort), TLS off (plain TCP), user alice (connected)")
+            try screen.waitFor("sent this run: 2, pending (not yet delivered or failed): 0")
+            await bob.close()
+        }
     }
 
     @Test func historyIsRecalledAfterARestart() async throws {
-        let cluster = try await TestCluster.start()
-        defer { cluster.stopInBackground() }
-        try await cluster.register("alice")
-        let state = FileManager.default.temporaryDirectory.appendingPathComponent("simp-state-\(UUID().uuidString)").path
-        let first = try Terminal(cluster, user: "alice", environment: ["XDG_STATE_HOME": state])
-        defer { first.kill() }
-        try first.waitFor("alice> ")
-        first.type("/history carol 3")
-        first.keys("Enter")
-        try first.waitFor("no messages with carol")
-        first.type("/quit")
-        first.keys("Enter")
-        try first.waitForExit()
-        let file = state + "/simp/history"
-        let mode = (try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? Int) ?? 0
-        #expect(mode & 0o777 == 0o600)
+        try await withCluster { cluster in
+            try await cluster.register("alice")
+            let state = FileManager.default.temporaryDirectory.appendingPathComponent("simp-state-\(UUID().uuidString)").path
+            defer { try? FileManager.default.removeItem(atPath: state) }
+            let first = try Terminal(cluster, user: "alice", environment: ["XDG_STATE_HOME": state])
+            defer { first.kill() }
+            try first.waitFor("alice> ")
+            first.type("/history carol 3")
+            first.keys("Enter")
+            try first.waitFor("no messages with carol")
+            first.type("/quit")
+            first.keys("Enter")
+            try first.waitForExit()
+            let file = state + "/simp/history"
+            let mode = (try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? Int) ?? 0
+            #expect(mode & 0o777 == 0o600)
 
-        let second = try Terminal(cluster, user: "alice", environment: ["XDG_STATE_HOME": state])
-        defer { second.kill() }
-        try second.waitFor("alice> ")
-        second.keys("Up")
-        try second.waitFor("alice> /quit")
-        second.keys("Up")
-        try second.waitFor("alice> /history carol 3")
-        second.keys("C-u")
-        second.type("/send ca")
-        second.keys("Tab")
-        try second.waitFor("alice> /send carol ", "a name from the history completes")
+            let second = try Terminal(cluster, user: "alice", environment: ["XDG_STATE_HOME": state])
+            defer { second.kill() }
+            try second.waitFor("alice> ")
+            second.keys("Up")
+            try second.waitFor("alice> /quit")
+            second.keys("Up")
+            try second.waitFor("alice> /history carol 3")
+            second.keys("C-u")
+            second.type("/send ca")
+            second.keys("Tab")
+            try second.waitFor("alice> /send carol ", "a name from the history completes")
+        }
     }
 
     @Test func tabCompletesCommandsAndUsersAndAMessageWaitsAboveTheHalfTypedLine() async throws {
-        let cluster = try await TestCluster.start()
-        defer { cluster.stopInBackground() }
-        try await cluster.register("alice")
-        let (bob, bobLog) = try await cluster.connectedClient("bob")
-        let screen = try Terminal(cluster, user: "alice")
-        defer { screen.kill() }
-        try screen.waitFor("alice> ")
+        try await withCluster { cluster in
+            try await cluster.register("alice")
+            let (bob, bobLog) = try await cluster.connectedClient("bob")
+            let screen = try Terminal(cluster, user: "alice")
+            defer { screen.kill() }
+            try screen.waitFor("alice> ")
 
-        _ = try await bob.send(to: "alice", text: "hi alice")
-        try screen.waitFor("bob: hi alice")
-        screen.type("/se")
-        screen.keys("Tab")
-        try screen.waitFor("alice> /send ")
-        screen.type("b")
-        screen.keys("Tab")
-        try screen.waitFor("alice> /send bob ")
-        screen.type("half")
-        screen.keys("Left", "Left")
-        try screen.waitFor("alice> /send bob half")
+            _ = try await bob.send(to: "alice", text: "hi alice")
+            try screen.waitFor("bob: hi alice")
+            screen.type("/se")
+            screen.keys("Tab")
+            try screen.waitFor("alice> /send ")
+            screen.type("b")
+            screen.keys("Tab")
+            try screen.waitFor("alice> /send bob ")
+            screen.type("half")
+            screen.keys("Left", "Left")
+            try screen.waitFor("alice> /send bob half")
 
-        _ = try await bob.send(to: "alice", text: "interrupting")
-        try screen.waitFor("bob: interrupting")
-        let lines = screen.lines()
-        let message = try #require(lines.firstIndex { $0.hasSuffix("bob: interrupting") })
-        #expect(lines.last == "alice> /send bob half", "the half-typed line is intact, below the message: \(lines)")
-        #expect(lines.firstIndex(of: "alice> /send bob half")! > message)
+            _ = try await bob.send(to: "alice", text: "interrupting")
+            try screen.waitFor("bob: interrupting")
+            let lines = screen.lines()
+            let message = try #require(lines.firstIndex { $0.hasSuffix("bob: interrupting") })
+            #expect(lines.last == "alice> /send bob half", "the half-typed line is intact, below the message: \(lines)")
+            #expect(lines.firstIndex(of: "alice> /send bob half")! > message)
 
-        screen.type("-")
-        try screen.waitFor("alice> /send bob ha-lf", "the cursor is back where it was")
-        screen.keys("End")
-        screen.type(" dóne ✓")
-        screen.keys("Enter")
-        #expect(await bobLog.wait { $0.messages.map(\.text) == ["ha-lf dóne ✓"] })
-        await bob.close()
+            screen.type("-")
+            try screen.waitFor("alice> /send bob ha-lf", "the cursor is back where it was")
+            screen.keys("End")
+            screen.type(" dóne ✓")
+            screen.keys("Enter")
+            #expect(await bobLog.wait { $0.messages.map(\.text) == ["ha-lf dóne ✓"] })
+            await bob.close()
+        }
     }
 
     @Test func noColourWithNO_COLORAndHostileTextShownEscaped() async throws {
-        let cluster = try await TestCluster.start()
-        defer { cluster.stopInBackground() }
-        try await cluster.register("alice")
-        let (bob, _) = try await cluster.connectedClient("bob")
-        let screen = try Terminal(cluster, user: "alice", environment: ["NO_COLOR": "1"])
-        defer { screen.kill() }
-        try screen.waitFor("alice> ")
+        try await withCluster { cluster in
+            try await cluster.register("alice")
+            let (bob, _) = try await cluster.connectedClient("bob")
+            let screen = try Terminal(cluster, user: "alice", environment: ["NO_COLOR": "1"])
+            defer { screen.kill() }
+            try screen.waitFor("alice> ")
 
-        _ = try await bob.send(to: "alice", text: "\u{1B}[2J\u{1B}[31mred\u{07}")
-        try screen.waitFor(#"bob: \e[2J\e[31mred\x07"#)
-        #expect(screen.lines().contains { $0.contains("simp connected to") }, "the screen was not cleared")
-        #expect(!screen.capture(escapes: true).contains("\u{1B}"), "no colour with NO_COLOR")
-        await bob.close()
+            _ = try await bob.send(to: "alice", text: "\u{1B}[2J\u{1B}[31mred\u{07}")
+            try screen.waitFor(#"bob: \e[2J\e[31mred\x07"#)
+            #expect(screen.lines().contains { $0.contains("simp connected to") }, "the screen was not cleared")
+            #expect(!screen.capture(escapes: true).contains("\u{1B}"), "no colour with NO_COLOR")
+            await bob.close()
+        }
     }
 }
 
 /// Through a pipe the REPL keeps its plain line format; /status is one line there.
 @Suite struct REPLPipeStatusTests {
     @Test func statusThroughAPipeIsOnePlainLine() async throws {
-        let cluster = try await TestCluster.start()
-        defer { cluster.stopInBackground() }
-        try await cluster.register("alice")
-        let alice = try ChildProcess(try productPath("simp"),
-                                     ["--server", "127.0.0.1:\(cluster.addresses.tcpPort)", "--user", "alice", "--password", "pw-alice"],
-                                     environment: ["XDG_CONFIG_HOME": FileManager.default.temporaryDirectory.appendingPathComponent("simp-config-\(UUID().uuidString)").path])
-        #expect(alice.waitForLine(timeout: 20) { $0 == "connected as alice" } != nil)
-        alice.write("/status\n")
-        let line = alice.waitForLine(timeout: 20) { $0.hasPrefix("server ") }
-        #expect(line == "server 127.0.0.1:\(cluster.addresses.tcpPort), TLS off, user alice, pending sends 0")
-        alice.closeStdin()
-        #expect(alice.waitForExit(timeout: 20) == 0)
-        #expect(!alice.stdout.contains("\u{1B}"), "no colour through a pipe")
+        try await withCluster { cluster in
+            try await cluster.register("alice")
+            let alice = try ChildProcess(try productPath("simp"),
+                                         ["--server", "127.0.0.1:\(cluster.addresses.tcpPort)", "--user", "alice", "--password", "pw-alice"],
+                                         environment: ["XDG_CONFIG_HOME": FileManager.default.temporaryDirectory.appendingPathComponent("simp-config-\(UUID().uuidString)").path])
+            #expect(alice.waitForLine(timeout: 20) { $0 == "connected as alice" } != nil)
+            alice.write("/status\n")
+            let line = alice.waitForLine(timeout: 20) { $0.hasPrefix("server ") }
+            #expect(line == "server 127.0.0.1:\(cluster.addresses.tcpPort), TLS off, user alice, pending sends 0")
+            alice.closeStdin()
+            #expect(alice.waitForExit(timeout: 20) == 0)
+            #expect(!alice.stdout.contains("\u{1B}"), "no colour through a pipe")
+        }
     }
 }
 
-extension TestCluster {
-    /// For a `defer`: a thrown error must not leave the server and Redis running.
-    func stopInBackground() {
-        Task { await stop() }
+/// A cluster for the body, stopped (Redis too) even when the body throws: a `defer` cannot
+/// await, and a stop left to a detached task does not run once the test process exits.
+func withCluster(_ body: (TestCluster) async throws -> Void) async throws {
+    let cluster = try await TestCluster.start()
+    do {
+        try await body(cluster)
+    } catch {
+        await cluster.stop()
+        throw error
     }
+    await cluster.stop()
 }
 
-/// One tmux server of its own (its own socket) running `simp` in a 120x30 window.
+/// One tmux server of its own (its own socket, in a directory removed at the end) running
+/// `simp` in a 120x30 window.
 final class Terminal {
-    let socket = "simp-test-\(UUID().uuidString.prefix(8))"
     let session = "repl"
     let home = FileManager.default.temporaryDirectory.appendingPathComponent("simp-home-\(UUID().uuidString)").path
+    var socket: String { home + "/tmux" }
 
     init(_ cluster: TestCluster, user: String, environment: [String: String] = [:]) throws {
         try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
@@ -210,7 +218,7 @@ final class Terminal {
     /// Runs one tmux command on this terminal's socket; its stdout, or an error if it failed.
     @discardableResult
     private func tmux(_ args: [String]) throws -> String {
-        let process = try ChildProcess("/usr/bin/tmux", ["-L", socket] + args)
+        let process = try ChildProcess("/usr/bin/tmux", ["-S", socket] + args)
         guard process.waitForExit(timeout: 10) == 0 else { throw TestSupportError("tmux \(args.first ?? "") failed: \(process.stderr)") }
         return process.stdout
     }
