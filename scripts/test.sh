@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # systemd: its systemd-analyze checks deploy/simp-server.service (the service is not started).
-scripts/install-deps.sh mosquitto systemd
+scripts/install-deps.sh mosquitto systemd tmux libedit-dev
 swift build --build-tests
 # Serial: several tests wait on child processes and sockets with blocking calls, and on a
 # 2-core machine parallel suites would starve the cooperative thread pool they share.

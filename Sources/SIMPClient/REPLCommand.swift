@@ -5,6 +5,7 @@ public enum REPLCommand: Equatable, Sendable {
     case send(to: String, text: String)
     case image(to: String, url: String)
     case history(peer: String, limit: Int)
+    case status
     case help
     case logout
     case quit
@@ -16,10 +17,13 @@ public enum REPLCommand: Equatable, Sendable {
     }
 
     public static let usage = """
-    commands:
+    messages:
       /send USER TEXT...    send a text message
       /image USER URL       send an image by URL
+    history:
       /history USER [N]     show the last N messages with USER (default 20, at most 1000)
+    session:
+      /status               server, TLS, user, messages pending and received in this run
       /help                 this list
       /logout               revoke this login on the server and leave
       /quit                 leave (after waiting for outstanding receipts)
@@ -46,6 +50,7 @@ public enum REPLCommand: Equatable, Sendable {
                 throw ParseError(message: "N must be a number from 1 to 1000")
             }
             return .history(peer: parts[1], limit: n)
+        case "/status": return .status
         case "/help": return .help
         case "/quit": return .quit
         case "/logout": return .logout

@@ -74,29 +74,40 @@ struct REPL: AsyncParsableCommand {
             output.error(describe(error))
             throw ExitCode(1)
         }
-        let printer = Task { for await event in client.events { output.event(event) } }
-        for await line in StandardInputLines.stream() {
+        // On a terminal: line editing, history, completion, colour; else today's line reader.
+        let terminal = TerminalREPL.wanted(json: json)
+            ? TerminalREPL(client: client, session: REPLScreen.Session(server: plan.server, user: plan.user, tls: connection.tls))
+            : nil
+        let printer = terminal?.start() ?? Task { for await event in client.events { output.event(event) } }
+        for await line in terminal?.lines ?? StandardInputLines.stream() {
+            terminal?.learn(line)
             let command: REPLCommand
             do {
                 command = try REPLCommand.parse(line)
             } catch {
-                output.error(error.message)
+                if let terminal { terminal.error(error.message) } else { output.error(error.message) }
                 continue
             }
             if command == .quit { break }
             if command == .logout {
+                terminal?.stop()
                 await logout(client, output)
                 await printer.value
                 return
             }
-            await execute(command, client: client, output: output)
+            if let terminal {
+                await terminal.execute(command)
+            } else {
+                await execute(command, client: client, user: plan.user, output: output)
+            }
         }
+        terminal?.stop()
         await waitForOutstanding(client)
         await client.close()
         await printer.value
     }
 
-    private func execute(_ command: REPLCommand, client: SIMPClient, output: Output) async {
+    private func execute(_ command: REPLCommand, client: SIMPClient, user: String, output: Output) async {
         do {
             switch command {
             case .send(let to, let text):
@@ -107,6 +118,10 @@ struct REPL: AsyncParsableCommand {
                 output.history(peer: peer, try await client.history(with: peer, limit: limit))
             case .help:
                 output.info(REPLCommand.usage)
+            case .status:
+                let tls = connection.tls ? "on" : "off"
+                let server = "\(client.configuration.host):\(client.configuration.port)"
+                output.info("server \(server), TLS \(tls), user \(user), pending sends \(await client.outstandingCount())")
             case .quit, .empty, .logout:
                 break
             }

@@ -1,0 +1,69 @@
+import SIMPCore
+
+/// Tab completion for the REPL: the command in the first word, a user name in the second
+/// (after /send, /image, /history). Pure: the line editor asks with the text before the cursor.
+public enum REPLCompletion {
+    public static let commands = ["/send", "/image", "/history", "/status", "/help", "/logout", "/quit"]
+    static let commandsTakingUser: Set<String> = ["/send", "/image", "/history"]
+
+    public struct Result: Sendable, Equatable {
+        /// Text to insert at the cursor (the common part of all candidates, past the typed part,
+        /// plus a space when there is exactly one candidate).
+        public var insert: String
+        /// Every candidate when there is more than one, to show the user; else empty.
+        public var alternatives: [String]
+
+        public init(insert: String, alternatives: [String]) {
+            self.insert = insert
+            self.alternatives = alternatives
+        }
+    }
+
+    /// What Tab does with `before` (the line up to the cursor), given the known user names.
+    public static func complete(_ before: String, users: [String]) -> Result {
+        let words = before.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
+        let endsWord = before.isEmpty || before.hasSuffix(" ")
+        let index = endsWord ? words.count : words.count - 1
+        let typed = endsWord ? "" : words[words.count - 1]
+        let pool: [String]
+        switch index {
+        case 0: pool = commands
+        case 1 where commandsTakingUser.contains(words[0]): pool = users
+        default: pool = []
+        }
+        let candidates = Array(Set(pool.filter { $0.hasPrefix(typed) })).sorted()
+        guard let first = candidates.first else { return Result(insert: "", alternatives: []) }
+        if candidates.count == 1 { return Result(insert: String(first.dropFirst(typed.count)) + " ", alternatives: []) }
+        let common = candidates.dropFirst().reduce(first) { commonPrefix($0, $1) }
+        return Result(insert: String(common.dropFirst(typed.count)), alternatives: candidates)
+    }
+
+    static func commonPrefix(_ a: String, _ b: String) -> String {
+        String(zip(a, b).prefix { $0 == $1 }.map(\.0))
+    }
+}
+
+/// The user names Tab offers: the own user, senders of messages received and recipients of
+/// messages sent in this run, and names in the history of earlier lines.
+public struct KnownUsers: Sendable {
+    public private(set) var names: Set<String> = []
+
+    public init() {}
+
+    public mutating func add(_ name: String) {
+        // Only names that could be real: a network-provided name never reaches the line editor raw.
+        guard UserName.isValid(name) else { return }
+        names.insert(name)
+    }
+
+    /// The user a typed line named (`/send bob ...` -> bob), if it names one.
+    public mutating func learn(fromLine line: String) {
+        switch try? REPLCommand.parse(line) {
+        case .send(let to, _), .image(let to, _): add(to)
+        case .history(let peer, _): add(peer)
+        default: break
+        }
+    }
+
+    public var sorted: [String] { names.sorted() }
+}

@@ -1,0 +1,174 @@
+import Foundation
+
+/// What the REPL shows on a terminal, as lines of text: the banner, the prompt, incoming
+/// messages with their time, one line per sent message with a short number (`#3`) and one
+/// short line per status change, `/status`. It keeps the state those need (numbers and
+/// stages, known users, counts). Pure: the terminal layer prints what it returns. Everything
+/// others wrote (names, text, URLs, reasons) is escaped with TerminalText before styling.
+public struct REPLScreen: Sendable {
+    public struct Session: Sendable, Equatable {
+        public var server: String
+        public var user: String
+        public var tls: Bool
+
+        public init(server: String, user: String, tls: Bool) {
+            self.server = server
+            self.user = user
+            self.tls = tls
+        }
+    }
+
+    public let session: Session
+    public let style: ANSIStyle
+    private let calendar: Calendar
+    public private(set) var marks = SentMarks()
+    public private(set) var users = KnownUsers()
+    public private(set) var receivedCount = 0
+    public private(set) var connection = Connection.connected
+
+    public enum Connection: String, Sendable {
+        case connected, reconnecting, disconnected
+    }
+
+    public init(session: Session, style: ANSIStyle, timeZone: TimeZone = .current) {
+        self.session = session
+        self.style = style
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = timeZone
+        self.calendar = calendar
+        users.add(session.user)
+    }
+
+    /// The prompt for libedit: colour sequences between \u{1} marks, so they take no column.
+    public var prompt: String {
+        let name = safe(session.user) + ">"
+        guard style.enabled else { return name + " " }
+        return "\u{1}\u{1B}[1;34m\u{1}" + name + "\u{1}\u{1B}[0m\u{1} "
+    }
+
+    public func banner() -> [String] {
+        [style.paint("simp", .bold) + " connected to \(safe(session.server)) as " + style.paint(safe(session.user), .bold)
+            + ", " + tlsText,
+         style.paint("Tab completes commands and names, Up recalls earlier lines, /help lists the commands", .dim)]
+    }
+
+    private var tlsText: String {
+        session.tls ? style.paint("TLS on", .green) : style.paint("TLS off (plain TCP)", .yellow)
+    }
+
+    // MARK: sent messages
+
+    /// The line for a message just sent, then any status change that overtook it.
+    public mutating func sent(id: String, to: String, text: String) -> [String] {
+        users.add(to)
+        let (number, changes) = marks.register(id: id, to: to)
+        let line = style.paint("→ " + safe(to) + ":", .green) + " " + safe(text) + "  " + style.paint("#\(number) …", .dim)
+        return [line] + changes.map(changeLine)
+    }
+
+    func changeLine(_ change: SentMarks.Change) -> String {
+        style.paint("#\(change.number)", .dim) + " " + stageText(change.stage, reason: change.reason)
+    }
+
+    /// Status changes of messages this run did not send (resent from the data directory).
+    public mutating func unregisteredChanges() -> [String] {
+        marks.takeUnregistered().map { id, stage, reason in
+            style.paint("message " + safe(String(id.prefix(6))), .dim) + " " + stageText(stage, reason: reason)
+        }
+    }
+
+    private func stageText(_ stage: SentMarks.Stage, reason: String?) -> String {
+        switch stage {
+        case .sent: return "sent"
+        case .accepted: return style.paint("✓ accepted", .green)
+        case .delivered: return style.paint("✓✓ delivered", .green, .bold)
+        case .failed: return style.paint("✗ failed: " + safe(reason ?? "unknown reason"), .red)
+        }
+    }
+
+    // MARK: events
+
+    /// The lines for one client event; `now` stamps a message that carries no time.
+    public mutating func handle(_ event: ClientEvent, now: Date) -> [String] {
+        switch event {
+        case .connected(let user):
+            // The banner already said so for the first login; a reconnect is worth a line.
+            defer { connection = .connected }
+            return connection == .connected ? [] : [style.paint("connected as \(safe(user))", .dim)]
+        case .disconnected(let reason):
+            connection = .disconnected
+            return [style.paint("disconnected: \(safe(reason))", .yellow)]
+        case .reconnecting(let attempt, let delay):
+            connection = .reconnecting
+            return [style.paint("reconnecting in \(delay) ms (attempt \(attempt))", .yellow)]
+        case .accepted(let id, _, _):
+            return marks.update(id: id, to: .accepted).map { [changeLine($0)] } ?? []
+        case .delivered(let id, _, _):
+            return marks.update(id: id, to: .delivered).map { [changeLine($0)] } ?? []
+        case .failed(let id, _, let reason):
+            return marks.update(id: id, to: .failed, reason: reason).map { [changeLine($0)] } ?? []
+        case .message(let m):
+            receivedCount += 1
+            users.add(m.from)
+            return [messageLine(m, now: now)]
+        case .error(let message):
+            return [error(message)]
+        }
+    }
+
+    /// `14:05 bob: hello`, the time the server stored it (else the sender's, else now).
+    public func messageLine(_ m: IncomingMessage, now: Date) -> String {
+        let millis = m.storedAt > 0 ? m.storedAt : (m.sentAt > 0 ? m.sentAt : Int64(now.timeIntervalSince1970 * 1000))
+        let time = style.paint(clock(Date(timeIntervalSince1970: Double(millis) / 1000)), .dim)
+        let own = m.from == session.user
+        let name = style.paint(safe(m.from) + ":", own ? .green : .cyan, .bold)
+        guard let url = m.imageURL else { return time + " " + name + " " + safe(m.text) }
+        return time + " " + name + " " + style.paint("[image]", .magenta) + " " + safe(url) + (m.text.isEmpty ? "" : " " + safe(m.text))
+    }
+
+    func clock(_ date: Date) -> String {
+        let parts = calendar.dateComponents([.hour, .minute], from: date)
+        return String(format: "%02d:%02d", parts.hour ?? 0, parts.minute ?? 0)
+    }
+
+    public mutating func history(peer: String, _ messages: [IncomingMessage], now: Date) -> [String] {
+        users.add(peer)
+        guard !messages.isEmpty else { return [style.paint("no messages with \(safe(peer))", .dim)] }
+        return messages.map { messageLine($0, now: now) }
+    }
+
+    public mutating func learn(fromLine line: String) { users.learn(fromLine: line) }
+
+    // MARK: commands
+
+    public func status() -> [String] {
+        ["server \(safe(session.server)), " + tlsText + ", user " + style.paint(safe(session.user), .bold) + " (\(connection.rawValue))",
+         "sent this run: \(marks.sentCount), pending (not yet delivered or failed): \(marks.pendingCount)",
+         "received this run: \(receivedCount)"]
+    }
+
+    public func help() -> [String] {
+        REPLCommand.usage.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+            + [style.paint("keys: Tab completes a command or user name; Up and Down recall earlier lines (kept across runs)", .dim)]
+    }
+
+    public func error(_ message: String) -> String {
+        style.paint("error: " + safe(message), .red)
+    }
+
+    public func info(_ message: String) -> String {
+        style.paint(safe(message), .dim)
+    }
+
+    private func safe(_ text: String) -> String { TerminalText.escaped(text) }
+}
+
+/// Where the REPL keeps the lines typed on a terminal, across runs.
+public enum REPLHistoryFile {
+    /// `$XDG_STATE_HOME/simp/history`, else `~/.local/state/simp/history`; nil without either.
+    public static func path(environment: [String: String]) -> String? {
+        if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") { return state + "/simp/history" }
+        guard let home = environment["HOME"], !home.isEmpty else { return nil }
+        return home + "/.local/state/simp/history"
+    }
+}

@@ -1,0 +1,97 @@
+import Foundation
+import SIMPClient
+
+/// The REPL when stdin and stdout are a terminal: lines come from the line editor, and every
+/// line shown goes through it, so messages arriving while a line is typed appear above it.
+/// What the lines say is REPLScreen's business; this type only connects the client, the
+/// screen state and the editor.
+final class TerminalREPL: @unchecked Sendable {
+    private let client: SIMPClient
+    private let lock = NSLock()
+    private var screen: REPLScreen
+    private var editor: LineEditor!
+
+    static func wanted(json: Bool) -> Bool {
+        !json && isatty(STDIN_FILENO) == 1 && isatty(STDOUT_FILENO) == 1
+    }
+
+    init(client: SIMPClient, session: REPLScreen.Session) {
+        self.client = client
+        let environment = ProcessInfo.processInfo.environment
+        screen = REPLScreen(session: session, style: .forOutput(isTerminal: true, environment: environment))
+        let historyPath = REPLHistoryFile.path(environment: environment)
+        if let historyPath {
+            try? FileManager.default.createDirectory(atPath: (historyPath as NSString).deletingLastPathComponent,
+                                                     withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        }
+        editor = LineEditor(prompt: screen.prompt, promptColumns: TerminalText.escaped(session.user).count + 2,
+                            historyPath: historyPath) { [unowned self] before in
+            let result = REPLCompletion.complete(before, users: withScreen { $0.users.sorted })
+            return (result.insert, result.alternatives)
+        }
+    }
+
+    var lines: AsyncStream<String> { editor.lines }
+
+    /// Starts the editor, shows the banner, and prints the client's events until they end.
+    func start() -> Task<Void, Never> {
+        let earlier = editor.start()
+        withScreen { screen in earlier.forEach { screen.learn(fromLine: $0) } }
+        show(withScreen { $0.banner() })
+        return Task { [self] in
+            let sweeper = Task { await sweepUnregistered() }
+            for await event in client.events {
+                show(withScreen { $0.handle(event, now: Date()) })
+            }
+            sweeper.cancel()
+        }
+    }
+
+    /// Puts the terminal back; later lines are printed plainly.
+    func stop() { editor.stop() }
+
+    func learn(_ line: String) { withScreen { $0.learn(fromLine: line) } }
+
+    func error(_ message: String) { show([withScreen { $0.error(message) }]) }
+
+    func execute(_ command: REPLCommand) async {
+        do {
+            switch command {
+            case .send(let to, let text):
+                let id = try await client.send(to: to, text: text)
+                show(withScreen { $0.sent(id: id, to: to, text: text) })
+            case .image(let to, let url):
+                let id = try await client.send(to: to, imageURL: url)
+                show(withScreen { $0.sent(id: id, to: to, text: "[image] " + url) })
+            case .history(let peer, let limit):
+                let messages = try await client.history(with: peer, limit: limit)
+                show(withScreen { $0.history(peer: peer, messages, now: Date()) })
+            case .status:
+                show(withScreen { $0.status() })
+            case .help:
+                show(withScreen { $0.help() })
+            case .quit, .empty, .logout:
+                break
+            }
+        } catch {
+            self.error(error.message)
+        }
+    }
+
+    /// Fates of messages this run did not send (resent from --data-dir) would otherwise wait
+    /// for a registration that never comes; a second is far longer than a send takes to return.
+    private func sweepUnregistered() async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .seconds(1))
+            show(withScreen { $0.unregisteredChanges() })
+        }
+    }
+
+    private func show(_ lines: [String]) { editor.print(lines) }
+
+    private func withScreen<T>(_ body: (inout REPLScreen) -> T) -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return body(&screen)
+    }
+}

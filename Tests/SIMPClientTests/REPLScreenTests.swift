@@ -1,0 +1,154 @@
+import Foundation
+import SIMPClient
+import Testing
+
+@Suite struct ANSIStyleTests {
+    @Test func paintsOnlyWhenEnabled() {
+        #expect(ANSIStyle(enabled: true).paint("hi", .bold, .red) == "\u{1B}[1;31mhi\u{1B}[0m")
+        #expect(ANSIStyle(enabled: false).paint("hi", .bold, .red) == "hi")
+        #expect(ANSIStyle(enabled: true).paint("", .red) == "")
+    }
+
+    @Test func colourNeedsATerminalAndNoNoColor() {
+        #expect(ANSIStyle.forOutput(isTerminal: true, environment: [:]).enabled)
+        #expect(ANSIStyle.forOutput(isTerminal: true, environment: ["NO_COLOR": ""]).enabled, "empty NO_COLOR does not count")
+        #expect(!ANSIStyle.forOutput(isTerminal: true, environment: ["NO_COLOR": "1"]).enabled)
+        #expect(!ANSIStyle.forOutput(isTerminal: false, environment: [:]).enabled)
+    }
+}
+
+@Suite struct SentMarksTests {
+    @Test func numbersMessagesAndShowsEachStepOnce() {
+        var marks = SentMarks()
+        #expect(marks.register(id: "a", to: "bob").number == 1)
+        #expect(marks.register(id: "b", to: "carol").number == 2)
+        #expect(marks.update(id: "a", to: .accepted) == .init(number: 1, to: "bob", stage: .accepted))
+        #expect(marks.update(id: "a", to: .accepted) == nil, "a repeat")
+        #expect(marks.update(id: "a", to: .delivered)?.stage == .delivered)
+        #expect(marks.update(id: "a", to: .accepted) == nil, "never backwards")
+        #expect(marks.update(id: "b", to: .failed, reason: "no such user")?.reason == "no such user")
+        #expect(marks.update(id: "b", to: .delivered) == nil, "failed is final")
+        #expect(marks.pendingCount == 0)
+        #expect(marks.sentCount == 2)
+    }
+
+    @Test func aChangeThatOvertakesTheSendWaitsForIt() {
+        var marks = SentMarks()
+        #expect(marks.update(id: "a", to: .accepted) == nil)
+        let (number, changes) = marks.register(id: "a", to: "bob")
+        #expect(number == 1)
+        #expect(changes == [.init(number: 1, to: "bob", stage: .accepted)])
+        #expect(marks.pendingCount == 1)
+    }
+
+    @Test func changesOfUnsentMessagesAreHandedOverAtTheSecondSweep() {
+        var marks = SentMarks()
+        _ = marks.update(id: "old", to: .delivered)
+        #expect(marks.takeUnregistered().isEmpty, "give the send a moment to return")
+        let taken = marks.takeUnregistered()
+        #expect(taken.map(\.id) == ["old"] && taken.first?.stage == .delivered)
+        #expect(marks.takeUnregistered().isEmpty)
+    }
+}
+
+@Suite struct REPLCompletionTests {
+    let users = ["alice", "bob", "bobby"]
+
+    @Test func completesTheCommand() {
+        #expect(REPLCompletion.complete("/se", users: users) == .init(insert: "nd ", alternatives: []))
+        #expect(REPLCompletion.complete("/h", users: users) == .init(insert: "", alternatives: ["/help", "/history"]))
+        #expect(REPLCompletion.complete("", users: users).alternatives == REPLCompletion.commands.sorted())
+        #expect(REPLCompletion.complete("/x", users: users) == .init(insert: "", alternatives: []))
+    }
+
+    @Test func completesTheUserAfterACommandThatTakesOne() {
+        #expect(REPLCompletion.complete("/send al", users: users) == .init(insert: "ice ", alternatives: []))
+        #expect(REPLCompletion.complete("/history b", users: users) == .init(insert: "ob", alternatives: ["bob", "bobby"]))
+        #expect(REPLCompletion.complete("/send bob", users: users) == .init(insert: "", alternatives: ["bob", "bobby"]))
+        #expect(REPLCompletion.complete("/status a", users: users) == .init(insert: "", alternatives: []))
+        #expect(REPLCompletion.complete("/send bob he", users: users) == .init(insert: "", alternatives: []), "text is not completed")
+    }
+
+    @Test func knownUsersComeFromLinesAndOnlyValidNames() {
+        var known = KnownUsers()
+        known.learn(fromLine: "/send bob hi")
+        known.learn(fromLine: "/history carol 5")
+        known.learn(fromLine: "/image dave https://x/y.png")
+        known.learn(fromLine: "/help")
+        known.add("evil\u{1B}[2J")
+        known.add("Upper")
+        #expect(known.sorted == ["bob", "carol", "dave"])
+    }
+}
+
+@Suite struct REPLScreenTests {
+    let utc = TimeZone(identifier: "UTC")!
+    let session = REPLScreen.Session(server: "127.0.0.1:7700", user: "alice", tls: false)
+
+    func message(from: String, text: String, at millis: Int64 = 1_700_000_000_000, image: String? = nil) -> IncomingMessage {
+        IncomingMessage(id: "1", from: from, to: "alice", text: text, imageURL: image, seq: 1, sentAt: millis, storedAt: millis)
+    }
+
+    @Test func plainLinesWithoutColour() {
+        var screen = REPLScreen(session: session, style: ANSIStyle(enabled: false), timeZone: utc)
+        #expect(screen.prompt == "alice> ")
+        #expect(screen.sent(id: "9", to: "bob", text: "hello") == ["→ bob: hello  #1 …"])
+        #expect(screen.handle(.accepted(id: "9", to: "bob", seq: 3), now: Date()) == ["#1 ✓ accepted"])
+        #expect(screen.handle(.delivered(id: "9", to: "bob", seq: 3), now: Date()) == ["#1 ✓✓ delivered"])
+        #expect(screen.sent(id: "10", to: "nobody", text: "hi") == ["→ nobody: hi  #2 …"])
+        #expect(screen.handle(.failed(id: "10", to: "nobody", reason: "no such user: nobody"), now: Date())
+                == ["#2 ✗ failed: no such user: nobody"])
+        // 1_700_000_000 s is 22:13:20 UTC.
+        #expect(screen.handle(.message(message(from: "bob", text: "hi")), now: Date()) == ["22:13 bob: hi"])
+        #expect(screen.handle(.message(message(from: "bob", text: "look", image: "https://x/c.png")), now: Date())
+                == ["22:13 bob: [image] https://x/c.png look"])
+        #expect(screen.status() == ["server 127.0.0.1:7700, TLS off (plain TCP), user alice (connected)",
+                                    "sent this run: 2, pending (not yet delivered or failed): 0",
+                                    "received this run: 2"])
+        #expect(screen.users.sorted == ["alice", "bob", "nobody"])
+    }
+
+    @Test func untrustedTextIsEscapedEvenInColour() {
+        var screen = REPLScreen(session: session, style: ANSIStyle(enabled: true), timeZone: utc)
+        let line = screen.handle(.message(message(from: "bob", text: "\u{1B}[2Jgone")), now: Date())[0]
+        #expect(line.contains("\\e[2Jgone"))
+        #expect(!line.contains("\u{1B}[2J"))
+        #expect(line.contains("\u{1B}[2m22:13\u{1B}[0m"), "the time is dim")
+        let failed = screen.handle(.failed(id: "x", to: "b", reason: "r\u{1B}]0;t\u{07}"), now: Date())
+        #expect(failed.isEmpty, "held until the send registers")
+        #expect(screen.sent(id: "x", to: "b", text: "t").last?.contains("r\\e]0;t\\x07") == true)
+    }
+
+    @Test func fatesOfMessagesFromAnEarlierRunShowTheStartOfTheirId() {
+        var screen = REPLScreen(session: session, style: ANSIStyle(enabled: false), timeZone: utc)
+        #expect(screen.handle(.delivered(id: "1208829999", to: "bob", seq: 1), now: Date()).isEmpty)
+        #expect(screen.unregisteredChanges().isEmpty)
+        #expect(screen.unregisteredChanges() == ["message 120882 ✓✓ delivered"])
+    }
+
+    @Test func firstConnectIsTheBannersAndAReconnectIsShown() {
+        var screen = REPLScreen(session: session, style: ANSIStyle(enabled: false), timeZone: utc)
+        #expect(screen.banner().first == "simp connected to 127.0.0.1:7700 as alice, TLS off (plain TCP)")
+        #expect(screen.handle(.connected(user: "alice"), now: Date()).isEmpty)
+        #expect(screen.handle(.reconnecting(attempt: 1, delayMillis: 100), now: Date()) == ["reconnecting in 100 ms (attempt 1)"])
+        #expect(screen.status()[0].hasSuffix("(reconnecting)"))
+        #expect(screen.handle(.connected(user: "alice"), now: Date()) == ["connected as alice"])
+    }
+
+    @Test func colourPromptHidesItsSequencesFromLibedit() {
+        let screen = REPLScreen(session: session, style: ANSIStyle(enabled: true), timeZone: utc)
+        #expect(screen.prompt == "\u{1}\u{1B}[1;34m\u{1}alice>\u{1}\u{1B}[0m\u{1} ")
+    }
+
+    @Test func helpIsGroupedByTopic() {
+        let help = REPLScreen(session: session, style: ANSIStyle(enabled: false)).help()
+        #expect(help.contains("messages:") && help.contains("history:") && help.contains("session:"))
+        #expect(help.contains { $0.contains("/status") })
+    }
+
+    @Test func historyFileFollowsXDG() {
+        #expect(REPLHistoryFile.path(environment: ["XDG_STATE_HOME": "/s", "HOME": "/h"]) == "/s/simp/history")
+        #expect(REPLHistoryFile.path(environment: ["XDG_STATE_HOME": "relative", "HOME": "/h"]) == "/h/.local/state/simp/history")
+        #expect(REPLHistoryFile.path(environment: [:]) == nil)
+    }
+}
