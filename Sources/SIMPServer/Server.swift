@@ -28,6 +28,7 @@ public final class SIMPServer: Service, @unchecked Sendable {
     let metrics: ServerMetrics
     var router: Router?
     var store: MessageStore?
+    private var nodeRecord: NodeRecord?
     private var adminListener: RedisSubscriber?
     private let controls = ChannelRegistry()
     /// What each new control connection is built from; a reload replaces it.
@@ -59,6 +60,10 @@ public final class SIMPServer: Service, @unchecked Sendable {
     /// Binds both sockets once Redis answers; returns where they listen.
     public func start() async throws -> ServerAddresses {
         let secret = try await waitForRedis()
+        let record = NodeRecord(redis: redis, keys: Keys(prefix: configuration.namespace), nodeID: configuration.nodeID, logger: logger)
+        try await record.claim()
+        record.keepRenewing(on: group.next())
+        nodeRecord = record
         var storeSettings = StoreSettings(namespace: configuration.namespace, inboxLimit: configuration.inboxLimit)
         storeSettings.inboxShare = min(configuration.inboxShare, configuration.inboxLimit)
         storeSettings.nodeID = configuration.nodeID
@@ -151,6 +156,7 @@ public final class SIMPServer: Service, @unchecked Sendable {
         }
         await controls.closeAll()
         try? await udp?.close()
+        await nodeRecord?.release()
         await redis.shutdown()
         try? await workers.shutdownGracefully()
         try? await group.shutdownGracefully()

@@ -88,7 +88,7 @@ struct Sessions: AsyncParsableCommand {
         let sessions = try await options.with { try await $0.sessions() }
         if options.json { return try options.printJSON(sessions) }
         guard !sessions.isEmpty else { return print("no sessions") }
-        let rows = sessions.map { [$0.user, String($0.session), $0.node, $0.address, "\($0.expiresInSeconds) s"] }
+        let rows = sessions.map { [$0.user, String($0.session), $0.node + ($0.nodeAlive ? "" : " (gone)"), $0.address, "\($0.expiresInSeconds) s"] }
         print(Table.render(header: ["USER", "SESSION", "NODE", "ADDRESS", "EXPIRES"], rows: rows))
     }
 }

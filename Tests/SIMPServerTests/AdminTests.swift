@@ -59,6 +59,7 @@ import SIMPServer
         let listed = try await sessions(node) { users($0) == ["alice", "bob"] }
         #expect(users(listed) == ["alice", "bob"])
         #expect(listed.allSatisfy { $0["node"] as? String == "node-1" && ($0["address"] as? String ?? "").hasPrefix("127.0.0.1:") })
+        #expect(listed.allSatisfy { $0["nodeAlive"] as? Bool == true })
         let text = try admin(node, ["sessions"])
         #expect(text.waitForExit(timeout: 10) == 0)
         #expect(text.stdout.hasPrefix("USER "), "\(text.stdout)")

@@ -2,6 +2,7 @@ import Foundation
 import SIMPClient
 import SIMPTestSupport
 import Testing
+@testable import SIMPServer
 
 /// Several simp-server processes on one Redis: users on different nodes talk with the
 /// guarantees of one node (delivered once, in order, a delivered receipt at the sender).
@@ -133,5 +134,64 @@ import Testing
                 try await Task.sleep(for: .milliseconds(20))
             }
         }
+    }
+}
+
+/// A node's claim on its id: one live node per id; a killed node's id is free again within
+/// the record's lifetime, and a stopped one's at once.
+@Suite(.serialized) struct NodeIDTests {
+    func start(_ redis: RedisServerProcess, _ id: String) throws -> ChildProcess {
+        try ChildProcess(try productPath("simp-server"),
+                         ["--port", "0", "--udp-port", "0", "--redis", redis.url, "--node-id", id, "--scrypt-rounds", "1024"])
+    }
+
+    func ready(_ process: ChildProcess) -> Bool {
+        process.waitForLine(timeout: 20) { $0.hasPrefix("simp-server listening") } != nil
+    }
+
+    @Test func aSecondNodeWithTheSameIDRefusesToStart() throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let first = try start(redis, "node-a")
+        #expect(ready(first))
+        let second = try start(redis, "node-a")
+        #expect(second.waitForExit(timeout: 20) == 1)
+        #expect(second.stderr.contains("node id node-a is in use by a running simp-server on this Redis"), "\(second.stderr)")
+        let other = try start(redis, "node-b")
+        #expect(ready(other))
+        for process in [first, other] {
+            process.signal(SIGTERM)
+            #expect(process.waitForExit(timeout: 10) == 0)
+        }
+    }
+
+    @Test func aKilledNodesIDIsFreeAgainAndAStoppedOnesAtOnce() throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let killed = try start(redis, "node-a")
+        #expect(ready(killed))
+        killed.signal(SIGKILL)
+        _ = killed.waitForExit(timeout: 10)
+        let successor = try start(redis, "node-a")
+        #expect(ready(successor), "\(successor.stderr)")
+        #expect(successor.stderr.contains("node id node-a is held in Redis; waiting"))
+
+        successor.signal(SIGTERM)
+        #expect(successor.waitForExit(timeout: 10) == 0)
+        #expect(try redis.command(["EXISTS", "simp:node:node-a"]) == ":0\r\n")
+        let next = try start(redis, "node-a")
+        #expect(ready(next))
+        #expect(!next.stderr.contains("is held in Redis"))
+        next.signal(SIGTERM)
+        _ = next.waitForExit(timeout: 10)
+    }
+
+    /// A renewal shows as more time left than a moment ago; only running down means no one renews.
+    @Test func verdictsFromTwoConsecutiveReadings() {
+        let held = NodeRecordReading(holder: "t1", millisLeft: 2_500)
+        #expect(NodeIDCheck.verdict(previous: held, now: .init(holder: nil, millisLeft: -2)) == .free)
+        #expect(NodeIDCheck.verdict(previous: held, now: .init(holder: "t1", millisLeft: 2_300)) == .wait)
+        #expect(NodeIDCheck.verdict(previous: held, now: .init(holder: "t1", millisLeft: 2_900)) == .inUse)
+        #expect(NodeIDCheck.verdict(previous: held, now: .init(holder: "t2", millisLeft: 100)) == .inUse)
     }
 }

@@ -8,6 +8,9 @@ public struct OnlineSession: Codable, Sendable, Equatable {
     public var node: String
     public var address: String
     public var session: UInt64
+    /// Whether the node still renews its record (`NodeRecord`); a killed node's sessions stay
+    /// listed until their presence expires.
+    public var nodeAlive: Bool
     /// Seconds until the record expires unless the node renews it (it does while the client
     /// sends keepalives).
     public var expiresInSeconds: Int64
@@ -139,11 +142,20 @@ public struct Administration: Sendable {
         let replies = try await redis.run(users.flatMap { user in
             [RedisCommand("HMGET", [keys.presence(user), "node", "addr", "session"]), RedisCommand("TTL", [keys.presence(user)])]
         })
-        return users.indices.compactMap { index in
+        let found = users.indices.compactMap { index -> OnlineSession? in
             guard let fields = replies[2 * index].array, fields.count == 3, let node = fields[0].string,
                   let session = fields[2].string.flatMap({ UInt64($0) }) else { return nil }
             return OnlineSession(user: users[index], node: node, address: fields[1].string ?? "", session: session,
-                                 expiresInSeconds: replies[2 * index + 1].int ?? -1)
+                                 nodeAlive: false, expiresInSeconds: replies[2 * index + 1].int ?? -1)
+        }
+        let nodes = Array(Set(found.map(\.node)))
+        guard !nodes.isEmpty else { return found }
+        let alive = try await redis.run(nodes.map { RedisCommand("EXISTS", [keys.node($0)]) })
+        let aliveNodes = Set(zip(nodes, alive).filter { $0.1.int == 1 }.map(\.0))
+        return found.map { session in
+            var session = session
+            session.nodeAlive = aliveNodes.contains(session.node)
+            return session
         }
     }
 

@@ -19,6 +19,8 @@ struct Keys: Sendable {
         a < b ? "\(prefix):hist:\(a):\(b)" : "\(prefix):hist:\(b):\(a)"
     }
     var secret: String { "\(prefix):secret" }
+    /// A running node's claim on its id (`NodeRecord`): its instance token, expiring unless renewed.
+    func node(_ id: String) -> String { "\(prefix):node:\(id)" }
     /// The pub/sub channel of one node: what other nodes tell it (`NodeNotice`).
     func nodeChannel(_ node: String) -> String { "\(prefix):to-node:\(node)" }
     /// The pub/sub channel every node listens on for administrators' requests (`simp-admin`).
