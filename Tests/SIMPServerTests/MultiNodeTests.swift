@@ -129,7 +129,7 @@ import Testing
     func waitForPresence(of users: [String], redis: RedisServerProcess) async throws {
         let deadline = ContinuousClock.now + .seconds(15)
         for user in users {
-            while try redis.command(["EXISTS", "simp:presence:\(user)"]) != ":1\r\n" {
+            while try redis.command(["EXISTS", "simp:{\(user)}:presence"]) != ":1\r\n" {
                 guard ContinuousClock.now < deadline else { throw TestSupportError("no presence for \(user)") }
                 try await Task.sleep(for: .milliseconds(20))
             }

@@ -107,7 +107,7 @@ private final class World: @unchecked Sendable {
         cluster.redis.kill9()
         try cluster.redis.dropWrites(after: cut)
         try cluster.redis.start()
-        #expect(try redisInteger(["GET", "simp:seq:bob"]) == 5, "Redis lost the numbers 6 to 10")
+        #expect(try redisInteger(["GET", "simp:{bob}:seq"]) == 5, "Redis lost the numbers 6 to 10")
     }
 
     private func confirmed(_ ids: [String], upTo mark: Int) async throws {
@@ -115,10 +115,10 @@ private final class World: @unchecked Sendable {
         #expect(await aliceLog.wait { Set($0.delivered).isSuperset(of: ids) })
         // The mark is written on the router's next tick; the cut must come after it.
         let deadline = ContinuousClock.now + .seconds(10)
-        while try redisInteger(["GET", "simp:acked:bob"]) != mark, ContinuousClock.now < deadline {
+        while try redisInteger(["GET", "simp:{bob}:acked"]) != mark, ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(20))
         }
-        #expect(try redisInteger(["GET", "simp:acked:bob"]) == mark)
+        #expect(try redisInteger(["GET", "simp:{bob}:acked"]) == mark)
     }
 
     func expectNothingDeliveredThatBobDidNotGet(_ later: EventLog, sourceLocation: SourceLocation = #_sourceLocation) {

@@ -9,7 +9,7 @@ import Testing
         let cluster = try await TestCluster.start()
         let redis = RedisPool(configuration: RedisConfiguration(port: cluster.redis.port))
         func presence(_ user: String) async throws -> [String: String] {
-            let flat = try await redis.run(RedisCommand("HGETALL", ["simp:presence:\(user)"])).array?.compactMap(\.string) ?? []
+            let flat = try await redis.run(RedisCommand("HGETALL", ["simp:{\(user)}:presence"])).array?.compactMap(\.string) ?? []
             return Dictionary(uniqueKeysWithValues: stride(from: 0, to: flat.count - 1, by: 2).map { (flat[$0], flat[$0 + 1]) })
         }
         func waitFor(_ condition: () async throws -> Bool) async throws -> Bool {
@@ -23,7 +23,7 @@ import Testing
         let (carol, _) = try await cluster.connectedClient("carol")
         #expect(try await waitFor { try await presence("bob")["addr"]?.hasPrefix("127.0.0.1:") == true })
         #expect(try await waitFor { try await presence("carol")["node"] != nil })
-        let ttl = try await redis.run(RedisCommand("TTL", ["simp:presence:bob"])).int ?? -2
+        let ttl = try await redis.run(RedisCommand("TTL", ["simp:{bob}:presence"])).int ?? -2
         #expect(ttl > 0 && ttl <= 90)
         await bob.close()
         #expect(try await waitFor { try await presence("bob").isEmpty })

@@ -55,8 +55,7 @@ public struct Administration: Sendable {
     }
 
     public func sessions() async throws(RedisError) -> [OnlineSession] {
-        let prefix = keys.presence("").count
-        let users = try await scan(pattern: keys.presence("*")).map { String($0.dropFirst(prefix)) }
+        let users = try await scan(pattern: keys.presence("*")).compactMap(keys.owner(of:))
         return try await sessions(of: users).sorted { ($0.user, $0.session) < ($1.user, $1.session) }
     }
 
@@ -125,10 +124,10 @@ public struct Administration: Sendable {
         let names = try await scan(pattern: keys.inbox("*"))
         guard !names.isEmpty else { return [] }
         let counts = try await redis.run(names.map { RedisCommand("ZCARD", [$0]) })
-        let prefix = keys.inbox("").count
         var sized: [(user: String, count: Int64)] = []
         for (name, count) in zip(names, counts) where (count.int ?? 0) > 0 {
-            sized.append((String(name.dropFirst(prefix)), count.int ?? 0))
+            guard let user = keys.owner(of: name) else { continue }
+            sized.append((user, count.int ?? 0))
         }
         sized.sort { $0.count != $1.count ? $0.count > $1.count : $0.user < $1.user }
         var depths: [InboxDepth] = []

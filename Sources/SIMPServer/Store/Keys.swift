@@ -1,23 +1,34 @@
-/// Every Redis key SIMP uses, under one namespace prefix (default "simp").
+/// Every Redis key SIMP uses, under one namespace prefix (default "simp"). A user's keys carry
+/// the user's name as a hash tag (`simp:{bob}:inbox`): on a Redis Cluster they share one hash
+/// slot, so every script touches keys of one slot only (a store or an acknowledgement is one
+/// recipient's keys; a login, one name's).
 struct Keys: Sendable {
     let prefix: String
 
-    func user(_ name: String) -> String { "\(prefix):user:\(name)" }
-    func seq(_ name: String) -> String { "\(prefix):seq:\(name)" }
-    func inbox(_ name: String) -> String { "\(prefix):inbox:\(name)" }
-    func acked(_ name: String) -> String { "\(prefix):acked:\(name)" }
+    /// `PREFIX:{NAME}:WHAT`.
+    func of(_ name: String, _ what: String) -> String { "\(prefix):{\(name)}:\(what)" }
+
+    /// The user a key of `of(_:_:)` belongs to (for keys found by SCAN).
+    func owner(of key: String) -> String? {
+        guard key.hasPrefix(prefix + ":{"), let close = key.firstIndex(of: "}") else { return nil }
+        return String(key[key.index(key.startIndex, offsetBy: prefix.count + 2)..<close])
+    }
+
+    func user(_ name: String) -> String { of(name, "user") }
+    func seq(_ name: String) -> String { of(name, "seq") }
+    func inbox(_ name: String) -> String { of(name, "inbox") }
+    func acked(_ name: String) -> String { of(name, "acked") }
     /// Redis' run id at NAME's last store, and the seq numbering restarted from while no
     /// CONNECT of NAME has checked it (`Scripts.store`).
-    func numbering(_ name: String) -> String { "\(prefix):numbering:\(name)" }
-    func presence(_ name: String) -> String { "\(prefix):presence:\(name)" }
+    func numbering(_ name: String) -> String { of(name, "numbering") }
+    func presence(_ name: String) -> String { of(name, "presence") }
     /// The ids of the messages one sender stored in one recipient's inbox, scored by their
     /// seq: a retransmitted datagram is stored once, the sender's share of the inbox is
     /// counted, and a delivery query is answered only to the message's sender.
-    func messageIDs(to: String, from: String) -> String { "\(prefix):mids:\(to):\(from)" }
-    /// The conversation's history, one list per unordered pair of users.
-    func history(_ a: String, _ b: String) -> String {
-        a < b ? "\(prefix):hist:\(a):\(b)" : "\(prefix):hist:\(b):\(a)"
-    }
+    func messageIDs(to: String, from: String) -> String { of(to, "mids:\(from)") }
+    /// OWNER's copy of the conversation with PEER (both directions): the store script writes
+    /// the recipient's copy, a command after it the sender's (each in its owner's slot).
+    func history(of owner: String, with peer: String) -> String { of(owner, "hist:\(peer)") }
     var secret: String { "\(prefix):secret" }
     /// A running node's claim on its id (`NodeRecord`): its instance token, expiring unless renewed.
     func node(_ id: String) -> String { "\(prefix):node:\(id)" }
@@ -28,16 +39,16 @@ struct Keys: Sendable {
     /// Failed logins for a name (existing or not), from all sources or (a name has no ':') from
     /// one source address, and the wait they earned (docs/SECURITY.md).
     func loginFailures(_ name: String, from source: String? = nil) -> String {
-        "\(prefix):loginfail:\(name)" + (source.map { ":\($0)" } ?? "")
+        of(name, "loginfail" + (source.map { ":\($0)" } ?? ""))
     }
     func loginLock(_ name: String, from source: String? = nil) -> String {
-        "\(prefix):loginlock:\(name)" + (source.map { ":\($0)" } ?? "")
+        of(name, "loginlock" + (source.map { ":\($0)" } ?? ""))
     }
     /// Failed logins from one source address across all names, and the wait they earned.
     func sourceFailures(_ source: String) -> String { "\(prefix):loginfailip:\(source)" }
     func sourceLock(_ source: String) -> String { "\(prefix):loginlockip:\(source)" }
     /// The source addresses a user logged in from successfully, scored by the time of the last one.
-    func knownSources(_ name: String) -> String { "\(prefix):knownips:\(name)" }
+    func knownSources(_ name: String) -> String { of(name, "knownips") }
     /// Registrations attempted from one source address in the current window.
     func registrations(_ source: String) -> String { "\(prefix):regs:\(source)" }
     /// A token revoked by logout, by its MAC; expires with the token.

@@ -111,11 +111,31 @@ final class MessageStore: Sendable {
                 let parts = Self.outcomes(reply, count: indices.count)
                 for (index, outcome) in zip(indices, parts) { outcomes[index] = Self.withStoredBytes(outcome, batch[index]) }
             }
+            self.copyToSenders(batch, outcomes, on: loop)
             return outcomes
         }.recover { error in
             let failure = error as? RedisError ?? RedisError(.io, "\(error)")
             return batch.map { _ in .unavailable(failure) }
         }
+    }
+
+    /// The senders' copies of the conversations (the script wrote the recipients'), in each
+    /// sender's slot. Not waited for: the inbox holds the message; a copy lost with a Redis
+    /// failure leaves a gap in the sender's history only.
+    private func copyToSenders(_ batch: [StoreRequest], _ outcomes: [StoreOutcome], on loop: any EventLoop) {
+        var lists: [String: [[UInt8]]] = [:]
+        var order: [String] = []
+        for (request, outcome) in zip(batch, outcomes) where request.from != request.to {
+            guard case .stored(_, let bytes) = outcome else { continue }
+            let key = keys.history(of: request.from, with: request.to)
+            if lists[key] == nil { order.append(key) }
+            lists[key, default: []].append(bytes)
+        }
+        guard !order.isEmpty else { return }
+        let commands = order.flatMap { key in
+            [RedisCommand([Array("RPUSH".utf8), Array(key.utf8)] + lists[key]!), RedisCommand("LTRIM", [key, -settings.historyCap, -1])]
+        }
+        _ = redis.run(commands, on: loop)
     }
 
     /// Positions of the batch's requests, grouped by recipient, each group in batch order.
@@ -139,7 +159,7 @@ final class MessageStore: Sendable {
                                          keys.presence(to)]
         for request in requests {
             keys.append(self.keys.messageIDs(to: to, from: request.from))
-            keys.append(self.keys.history(request.from, to))
+            keys.append(self.keys.history(of: to, with: request.from))
         }
         let bounds = self.bounds
         var args: [any RedisArgument] = [settings.messageIDTTLSeconds, settings.historyCap, bounds.limit,
@@ -277,9 +297,10 @@ final class MessageStore: Sendable {
     /// messages from position `before` back, cut to `budget` bytes. The list grows at its
     /// newest end and is trimmed at its oldest, so a position counted from the newest moves
     /// only when a message arrives: a later page may then repeat one, never skip one.
+    /// A page of A's copy of the conversation with B.
     func history(between a: String, and b: String, before: UInt64, limit: Int, budget: Int,
                  on loop: any EventLoop) -> EventLoopFuture<HistoryPaging.Page> {
-        let key = keys.history(a, b)
+        let key = keys.history(of: a, with: b)
         let skip = Int(min(before, UInt64(HistoryPaging.maxPosition)))
         let read = min(limit, HistoryPaging.maxReadPerPage)
         let commands = [RedisCommand("LRANGE", [key, -(skip + read), -(skip + 1)]), RedisCommand("LLEN", [key])]
@@ -402,16 +423,16 @@ final class MessageStore: Sendable {
         countInWindow([keys.registrations(source)], window: window, on: loop).map { $0[0] }
     }
 
+    /// One script call per key: the keys belong to different names and sources, so to
+    /// different hash slots on a Redis Cluster.
     private func countInWindow(_ counted: [String], window: TimeAmount, on loop: any EventLoop) -> EventLoopFuture<[WindowCount]> {
         let millis = max(1, window.nanoseconds / 1_000_000)
-        let command = RedisCommand.script(Scripts.countInWindow, keys: counted, args: [millis])
-        return redis.run([command], on: loop).flatMapThrowing { replies in
-            let values = try replies[0].checked().array ?? []
-            guard values.count == counted.count * 2 else {
-                throw RedisError(.protocolViolation, "countInWindow returned \(values.count) values for \(counted.count) keys")
-            }
-            return stride(from: 0, to: values.count, by: 2).map { i in
-                WindowCount(count: Int(values[i].int ?? 0), left: .milliseconds(values[i + 1].int ?? 0))
+        let commands = counted.map { RedisCommand.script(Scripts.countInWindow, keys: [$0], args: [millis]) }
+        return redis.run(commands, on: loop).flatMapThrowing { replies in
+            try replies.map { reply in
+                let values = try reply.checked().array ?? []
+                guard values.count == 2 else { throw RedisError(.protocolViolation, "countInWindow returned \(values.count) values") }
+                return WindowCount(count: Int(values[0].int ?? 0), left: .milliseconds(values[1].int ?? 0))
             }
         }
     }

@@ -177,22 +177,17 @@ enum Scripts {
     return 1
     """)
 
-    /// Counts one event in each key's fixed window: the window (ARGV[1] ms) starts with the
+    /// Counts one event in the key's fixed window: the window (ARGV[1] ms) starts with the
     /// key's first count and is not extended by later ones, so a slow stream of events cannot
-    /// keep a count alive. Returns {count, ms left in the window} per key.
+    /// keep a count alive. Returns {count, ms left in the window}.
     static let countInWindow = RedisScript("""
-    local out = {}
-    for i, key in ipairs(KEYS) do
-      local n = redis.call('INCR', key)
-      local left = redis.call('PTTL', key)
-      if left < 0 then
-        redis.call('PEXPIRE', key, ARGV[1])
-        left = tonumber(ARGV[1])
-      end
-      out[#out + 1] = n
-      out[#out + 1] = left
+    local n = redis.call('INCR', KEYS[1])
+    local left = redis.call('PTTL', KEYS[1])
+    if left < 0 then
+      redis.call('PEXPIRE', KEYS[1], ARGV[1])
+      left = tonumber(ARGV[1])
     end
-    return out
+    return {n, left}
     """)
 
     /// Removes presence only if it still names this session (a newer one may have replaced it).
