@@ -254,8 +254,10 @@ final class MessageStore: Sendable {
     /// `lastSeq`, in order, so the client does not drop them as ones it has seen. Tried again
     /// if a store changes the inbox between the check and the move.
     func repairNumbering(user: String, lastSeq: UInt64, attempts: Int = 3, on loop: any EventLoop) -> EventLoopFuture<Int> {
-        let check = RedisCommand.script(Scripts.numberingCheck, keys: [keys.seq(user), keys.inbox(user), keys.numbering(user)],
-                                        args: [lastSeq])
+        var check = RedisCommand.script(Scripts.numberingCheck, keys: [keys.seq(user), keys.inbox(user), keys.numbering(user)],
+                                        args: [lastSeq, "run id"])
+        // After numkeys, the three keys and lastSeq.
+        check.runIDArgument = 5
         return redis.run([check], on: loop).flatMap { [self] replies in
             let parts: [RedisValue]
             do { parts = try replies[0].checked().array ?? [] } catch { return loop.makeFailedFuture(error) }

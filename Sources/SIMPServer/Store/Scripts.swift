@@ -120,10 +120,13 @@ enum Scripts {
     /// (`lastSeq`, ARGV[1], is above the seq numbering restarted from). KEYS: seq, inbox,
     /// numbering record. Raises the seq to `lastSeq` when it is below; returns the entries
     /// stored since the restart, with their seqs, when some of them may carry numbers the
-    /// client has seen, else {} (and forgets the restart: nothing collided).
+    /// client has seen, else {} (and forgets the restart: nothing collided). Records Redis'
+    /// run id (ARGV[2]): numbering is now safe above `lastSeq`, so a later store on a node
+    /// that has no session of this user must not take the user for one nobody has checked.
     static let numberingCheck = RedisScript("""
     local last = tonumber(ARGV[1])
     if tonumber(redis.call('GET', KEYS[1]) or '0') < last then redis.call('SET', KEYS[1], last) end
+    redis.call('HSET', KEYS[3], 'run', ARGV[2])
     local base = redis.call('HGET', KEYS[3], 'base')
     if not base or last <= tonumber(base) then
       redis.call('HDEL', KEYS[3], 'base')
