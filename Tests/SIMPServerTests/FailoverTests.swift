@@ -1,0 +1,264 @@
+import Foundation
+import NIOCore
+import SIMPClient
+import SIMPCore
+import SIMPTestSupport
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Clients given every node of a deployment: when the node they are on is killed, they move
+/// to another one by themselves, and nothing accepted is lost or shown twice.
+@Suite(.serialized) struct FailoverTests {
+    /// A Redis and three nodes on it.
+    final class Deployment {
+        let redis: RedisServerProcess
+        var servers: [ServerProcess] = []
+
+        init(nodes: Int) throws {
+            redis = try RedisServerProcess()
+            do {
+                for index in 1...nodes {
+                    servers.append(try ServerProcess(redisURL: redis.url, extra: ["--node-id", "node-\(index)", "--max-registrations-per-ip", "100"]))
+                }
+            } catch {
+                stop()
+                throw error
+            }
+        }
+
+        /// Every node, starting with `first`: clients given different starting points spread
+        /// over the nodes, and each has the others to move to.
+        func configuration(startingAt first: Int) -> ClientConfiguration {
+            let order = servers.indices.map { servers[(first + $0) % servers.count] }
+            var config = ClientConfiguration(servers: order.map { ServerAddress(host: "127.0.0.1", port: $0.tcpPort) })
+            config.reconnectBase = .milliseconds(50)
+            config.reconnectCap = .milliseconds(500)
+            config.connectTimeout = .seconds(1)
+            config.requestTimeout = .seconds(5)
+            return config
+        }
+
+        /// Which node (0-based) listens on this port.
+        func node(of server: ServerAddress?) -> Int? {
+            servers.firstIndex { $0.tcpPort == server?.port }
+        }
+
+        /// The node the user's presence in Redis names ("node-N"), if any.
+        func presenceNode(of user: String) -> String? {
+            guard let reply = try? redis.command(["HGET", "simp:presence:\(user)", "node"]),
+                  let range = reply.range(of: #"node-\d+"#, options: .regularExpression) else { return nil }
+            return String(reply[range])
+        }
+
+        func stop() {
+            for server in servers where server.process.waitForExit(timeout: 0) == nil {
+                server.process.signal(SIGTERM)
+                _ = server.process.waitForExit(timeout: 10)
+            }
+            redis.stop()
+        }
+    }
+
+    struct User {
+        let name: String
+        let client: SIMPClient
+        let log: EventLog
+    }
+
+    @Test func clientsOfAKilledNodeMoveToTheOthersAndLoseNothing() async throws {
+        let deployment = try Deployment(nodes: 3)
+        defer { deployment.stop() }
+        var users: [User] = []
+        for index in 0..<10 {
+            let name = "fo\(index)"
+            let client = SIMPClient(configuration: deployment.configuration(startingAt: index % 3))
+            try await client.register(user: name, password: "pw-\(name)")
+            let log = EventLog(client)
+            try await client.connect(user: name, password: "pw-\(name)")
+            users.append(User(name: name, client: client, log: log))
+        }
+        try await waitForPresence(of: users.map(\.name), in: deployment)
+        let victims = users.filter { deployment.node(of: $0.client.connectedServer) == 0 }.map(\.name)
+        #expect(victims.count == 4, "users 0, 3, 6, 9 start on node-1")
+
+        // Each conversation's ids in send order.
+        var sent: [String: [String]] = [:]  // "from>to" -> ids
+        var sentAt: [String: Date] = [:]
+        // Each user's first message comes from a user on the same node. Works around a server
+        // bug: a recipient's first store made on a node it is not connected to leaves
+        // `base 0` in simp:numbering:USER, as after a Redis restart; the recipient's next
+        // CONNECT then renumbers its unconfirmed inbox entries past its lastSeq, and it is shown
+        // again the ones it had already received (FailoverTests.firstStoreFromAnotherNode...).
+        for (index, user) in users.enumerated() {
+            let sender = users[index + 3 < users.count ? index + 3 : index % 3]
+            let id = try await sender.client.send(to: user.name, text: "\(sender.name)>\(user.name)#first")
+            sent["\(sender.name)>\(user.name)", default: []].append(id)
+            sentAt[id] = Date()
+            #expect(await sender.log.wait { $0.accepted.contains(id) })
+        }
+        var generator = SystemRandomNumberGenerator()
+        for n in 0..<400 {
+            if n == 150 {
+                deployment.servers[0].process.signal(SIGKILL)
+                _ = deployment.servers[0].process.waitForExit(timeout: 5)
+            }
+            let from = users.randomElement(using: &generator)!
+            var to = users.randomElement(using: &generator)!
+            while to.name == from.name { to = users.randomElement(using: &generator)! }
+            let id = try await from.client.send(to: to.name, text: "\(from.name)>\(to.name)#\(n)")
+            sent["\(from.name)>\(to.name)", default: []].append(id)
+            sentAt[id] = Date()
+            if n % 20 == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        }
+
+        // Every message reaches its recipient and every sender hears "delivered" (after a
+        // failover a notice may be lost; the sender's delivery query catches up).
+        for user in users {
+            let expected = sent.filter { $0.key.hasSuffix(">\(user.name)") }.values.reduce(0) { $0 + $1.count }
+            #expect(await user.log.wait(timeout: .seconds(60)) { Set($0.messages.map(\.id)).count >= expected }, "\(user.name) received")
+        }
+        for user in users {
+            let mine = Set(sent.filter { $0.key.hasPrefix("\(user.name)>") }.values.joined())
+            #expect(await user.log.wait(timeout: .seconds(60)) { Set($0.delivered).union($0.failed.map(\.id)).isSuperset(of: mine) },
+                    "\(user.name) heard the fate of all \(mine.count)")
+        }
+
+        let byName = Dictionary(uniqueKeysWithValues: users.map { ($0.name, $0) })
+        let result = tally("3 nodes, node-1 killed -9 mid-stream, clients fail over", pairs: sent.map { conversation, ids in
+            let names = conversation.split(separator: ">").map(String.init)
+            let sender = byName[names[0]]!.log
+            let recipient = byName[names[1]]!.log
+            let times = recipient.arrivalTimes
+            let received = recipient.messages.filter { $0.from == names[0] }.map { ($0.id, times[$0.id] ?? Date()) }
+            return (ids, sentAt, received, Set(sender.delivered), Set(sender.failed.map(\.id)))
+        })
+        print("\n\(ScenarioResult.header)\n\(result)\n")
+        if ProcessInfo.processInfo.environment["SIMP_FAILOVER_DEBUG"] != nil {
+            for user in users {
+                var seen: [String: IncomingMessage] = [:]
+                for m in user.log.messages {
+                    if let first = seen[m.id] { print("DUP to \(user.name): \(first.text)@\(first.seq) again @\(m.seq) victims=\(victims)") }
+                    seen[m.id] = m
+                }
+                print("\(user.name) events: \(user.log.all.filter { if case .message = $0 { false } else if case .accepted = $0 { false } else if case .delivered = $0 { false } else { true } })")
+                print("\(user.name) seqs: \(user.log.messages.map(\.seq))")
+            }
+        }
+        #expect(result.sent == 410)
+        #expect(result.lost == 0)
+        #expect(result.duplicates == 0)
+        #expect(result.orderViolations == 0)
+        #expect(result.failed == 0)
+        #expect(result.unsettled == 0)
+
+        // The killed node's users are on the others now, as their clients and Redis say.
+        let moved = victims.filter { name in
+            let now = deployment.node(of: byName[name]!.client.connectedServer)
+            return now != nil && now != 0 && deployment.presenceNode(of: name) != "node-1"
+        }
+        print("switched node: \(moved.count) of \(victims.count) on the killed node")
+        #expect(moved.count == victims.count)
+        #expect(moved.count > 0)
+        for name in victims {
+            let events = byName[name]!.log.all
+            #expect(events.contains { if case .disconnected = $0 { true } else { false } }, "\(name) saw its node go")
+            #expect(events.filter { if case .connected = $0 { true } else { false } }.count >= 2, "\(name) connected again")
+        }
+        // Nobody else had a reason to move.
+        for user in users where !victims.contains(user.name) {
+            #expect(!user.log.all.contains { if case .disconnected = $0 { true } else { false } }, "\(user.name) stayed")
+        }
+        for user in users { await user.client.close() }
+    }
+
+    @Test func connectSkipsADeadNodeAndRegistersOnTheNext() async throws {
+        let deployment = try Deployment(nodes: 2)
+        defer { deployment.stop() }
+        deployment.servers[0].process.signal(SIGKILL)
+        _ = deployment.servers[0].process.waitForExit(timeout: 5)
+        let client = SIMPClient(configuration: deployment.configuration(startingAt: 0))
+        let log = EventLog(client)
+        try await client.register(user: "skipper", password: "pw")
+        try await client.connect(user: "skipper", password: "pw")
+        #expect(deployment.node(of: client.connectedServer) == 1)
+        #expect(await log.wait { $0.all.contains(.connected(user: "skipper")) })
+        await client.close()
+    }
+
+    @Test func connectNamesEveryServerWhenNoneAnswers() async throws {
+        let ports = try (0..<2).map { _ in try freeTCPPort() }
+        var config = ClientConfiguration(servers: ports.map { ServerAddress(host: "127.0.0.1", port: $0) })
+        config.connectTimeout = .seconds(1)
+        let client = SIMPClient(configuration: config)
+        do {
+            try await client.connect(user: "nobody", password: "pw")
+            Issue.record("connected to nothing")
+        } catch {
+            #expect(error.code == nil)
+            #expect(error.message == "no server could be reached: cannot reach 127.0.0.1:\(ports[0]): connection refused; "
+                + "cannot reach 127.0.0.1:\(ports[1]): connection refused")
+        }
+        await client.close()
+    }
+
+    @Test func aRefusalIsNotTriedOnTheOtherNodes() async throws {
+        let deployment = try Deployment(nodes: 2)
+        defer { deployment.stop() }
+        let client = SIMPClient(configuration: deployment.configuration(startingAt: 0))
+        try await client.register(user: "refused", password: "right")
+        do {
+            try await client.connect(user: "refused", password: "wrong")
+            Issue.record("logged in with a wrong password")
+        } catch {
+            #expect(error.code == .invalidCredentials)
+            #expect(!error.message.contains("no server could be reached"))
+        }
+        await client.close()
+    }
+
+    /// Server bug, found by the failover test: the store script takes a recipient's first
+    /// store on a node where it has no session for the first store after a Redis restart and
+    /// leaves `base` (0) in its numbering record. The recipient's next CONNECT then moves the
+    /// messages it has already received past its lastSeq (Scripts.renumber), and it is shown
+    /// them again. The failover test sidesteps it; this one fails once the server is fixed
+    /// (then drop `withKnownIssue`).
+    @Test func firstStoreFromAnotherNodeMakesTheNextConnectRenumberSeenMessages() async throws {
+        let deployment = try Deployment(nodes: 2)
+        defer { deployment.stop() }
+        let alice = SIMPClient(configuration: deployment.configuration(startingAt: 0))
+        try await alice.register(user: "alice", password: "pw")
+        try await alice.register(user: "bob", password: "pw")
+        // Bob is on node-2 and takes the pushes without confirming them (a receipt lost with
+        // its node, say).
+        let bob = try RawPeer(tcpPort: deployment.servers[1].tcpPort, udpPort: deployment.servers[1].udpPort)
+        try bob.connectAndBind(token: try bob.login("bob", "pw"))
+        try await waitForPresence(of: ["bob"], in: deployment)
+        let log = EventLog(alice)
+        try await alice.connect(user: "alice", password: "pw")
+        for k in 1...3 { _ = try await alice.send(to: "bob", text: "m\(k)") }
+        #expect(await log.wait { $0.accepted.count == 3 })
+        // Bob's client has seen seqs 1-3 and connects again, to node-1.
+        let again = try RawPeer(tcpPort: deployment.servers[0].tcpPort, udpPort: deployment.servers[0].udpPort)
+        var connect = Simp_ConnectRequest()
+        connect.token = try again.login("bob", "pw")
+        connect.lastSeq = 3
+        guard case .connected? = try again.request(2, .connect(connect))?.body else { throw TestSupportError("connect refused") }
+        let seq = try deployment.redis.command(["GET", "simp:seq:bob"])
+        withKnownIssue("server: the messages bob saw are numbered again past his lastSeq (4-6)") {
+            #expect(seq == "$1\r\n3\r\n")
+        }
+        await alice.close()
+    }
+
+    func waitForPresence(of users: [String], in deployment: Deployment) async throws {
+        let deadline = ContinuousClock.now + .seconds(15)
+        for user in users {
+            while deployment.presenceNode(of: user) == nil {
+                guard ContinuousClock.now < deadline else { throw TestSupportError("no presence for \(user)") }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        }
+    }
+}
