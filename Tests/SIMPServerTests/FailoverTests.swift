@@ -218,6 +218,49 @@ import Glibc
         await client.close()
     }
 
+    /// A node that hangs (SIGSTOP) keeps its sockets open: its clients notice the silence by
+    /// the heartbeat (three beats) and move on, and what they sent meanwhile is delivered.
+    @Test func aFrozenNodeIsLeftWhenItsHeartbeatStops() async throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let nodes = try (1...2).map { index in
+            try ServerProcess(redisURL: redis.url, extra: ["--node-id", "node-\(index)", "--heartbeat", "0.5"])
+        }
+        defer {
+            for node in nodes {
+                node.process.signal(SIGKILL)
+                _ = node.process.waitForExit(timeout: 10)
+            }
+        }
+        let addresses = nodes.map { ServerAddress(host: "127.0.0.1", port: $0.tcpPort) }
+        func client(_ servers: [ServerAddress]) -> SIMPClient {
+            var config = ClientConfiguration(servers: servers)
+            config.reconnectBase = .milliseconds(50)
+            config.reconnectCap = .milliseconds(500)
+            config.requestTimeout = .seconds(2)
+            return SIMPClient(configuration: config)
+        }
+        let alice = client(addresses)
+        let bob = client(addresses.reversed())
+        let aliceLog = EventLog(alice)
+        let bobLog = EventLog(bob)
+        for (user, c) in [("frozen-a", alice), ("frozen-b", bob)] {
+            try await c.register(user: user, password: "pw")
+            try await c.connect(user: user, password: "pw")
+        }
+        #expect(alice.connectedServer == addresses[0])
+        nodes[0].process.signal(SIGSTOP)
+        var ids: [String] = []
+        for k in 0..<20 { ids.append(try await alice.send(to: "frozen-b", text: "m\(k)")) }
+        #expect(await aliceLog.wait { _ in alice.connectedServer == addresses[1] }, "\(aliceLog.all)")
+        #expect(await bobLog.wait { $0.messages.count >= 20 })
+        #expect(bobLog.messages.map(\.text) == (0..<20).map { "m\($0)" })
+        #expect(await aliceLog.wait { Set($0.delivered) == Set(ids) })
+        nodes[0].process.signal(SIGCONT)
+        await alice.close()
+        await bob.close()
+    }
+
     /// Each node's certificate names only its own host: the failover works only if the name
     /// checked follows the server tried.
     @Test func theTLSNameFollowsTheServerTried() async throws {
