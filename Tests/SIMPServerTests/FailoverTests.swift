@@ -203,10 +203,13 @@ import Glibc
         await client.close()
     }
 
-    @Test func aRefusalIsNotTriedOnTheOtherNodes() async throws {
+    @Test func aRefusalIsNotTriedOnTheOtherNodesNorRepeatedInTheBackground() async throws {
         let deployment = try Deployment(nodes: 2)
         defer { deployment.stop() }
-        let client = SIMPClient(configuration: deployment.configuration(startingAt: 0))
+        // Events recorded on the client's loop, as they happen: once `connect` has thrown,
+        // a reconnect it started would already be in the log.
+        let log = EventLog()
+        let client = SIMPClient(configuration: deployment.configuration(startingAt: 0)) { log.record($0) }
         try await client.register(user: "refused", password: "right")
         do {
             try await client.connect(user: "refused", password: "wrong")
@@ -215,6 +218,8 @@ import Glibc
             #expect(error.code == .invalidCredentials)
             #expect(!error.message.contains("no server could be reached"))
         }
+        try await client.eventLoop.submit {}.get()
+        #expect(log.all.isEmpty, "no reconnect in the background after connect threw: \(log.all)")
         await client.close()
     }
 
