@@ -187,6 +187,24 @@ import Glibc
         await client.close()
     }
 
+    /// A host that does not answer at all costs the connect timeout, not the request timeout.
+    @Test func aNodeThatNeverAnswersCostsTheConnectTimeout() async throws {
+        let silent = try SilentListener()
+        let deployment = try Deployment(nodes: 1)
+        defer { deployment.stop() }
+        var config = deployment.configuration(startingAt: 0)
+        config.servers.insert(ServerAddress(host: "127.0.0.1", port: silent.port), at: 0)
+        config.connectTimeout = .milliseconds(500)
+        config.requestTimeout = .seconds(20)
+        let client = SIMPClient(configuration: config)
+        try await client.register(user: "patient", password: "pw")
+        let start = ContinuousClock.now
+        try await client.connect(user: "patient", password: "pw")
+        #expect(ContinuousClock.now - start < .seconds(10), "gave up on the silent node well before the request timeout")
+        #expect(client.connectedServer == config.servers[1])
+        await client.close()
+    }
+
     @Test func connectNamesEveryServerWhenNoneAnswers() async throws {
         let ports = try (0..<2).map { _ in try freeTCPPort() }
         var config = ClientConfiguration(servers: ports.map { ServerAddress(host: "127.0.0.1", port: $0) })
@@ -343,5 +361,40 @@ import Glibc
                 try await Task.sleep(for: .milliseconds(20))
             }
         }
+    }
+}
+
+/// A TCP port whose accept queue is full: the kernel drops further SYNs, as a host that is
+/// down would, so a connect to it waits until its own timeout.
+final class SilentListener {
+    let port: Int
+    private let listener: Int32
+    private let filler: Int32
+
+    init() throws {
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let filler = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        self.listener = listener
+        self.filler = filler
+        var address = RawPeer.loopback(0)
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(listener, $0, length) == 0 && listen(listener, 0) == 0 && getsockname(listener, $0, &length) == 0
+            }
+        }
+        port = Int(UInt16(bigEndian: address.sin_port))
+        guard bound else { throw TestSupportError("cannot listen") }
+        // The one connection a backlog of 0 admits; never accepted.
+        var target = RawPeer.loopback(port)
+        let connected = withUnsafePointer(to: &target) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(filler, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw TestSupportError("cannot fill the accept queue") }
+    }
+
+    deinit {
+        close(filler)
+        close(listener)
     }
 }
