@@ -156,7 +156,8 @@ import Glibc
         // The killed node's users are on the others now, as their clients and Redis say.
         let moved = victims.filter { name in
             let now = deployment.node(of: byName[name]!.client.connectedServer)
-            return now != nil && now != 0 && deployment.presenceNode(of: name) != "node-1"
+            let presence = deployment.presenceNode(of: name)
+            return now != nil && now != 0 && presence != nil && presence != "node-1"
         }
         print("switched node: \(moved.count) of \(victims.count) on the killed node")
         #expect(moved.count == victims.count)
