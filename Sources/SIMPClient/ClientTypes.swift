@@ -1,9 +1,40 @@
 import NIOCore
 import SIMPCore
 
-public struct ClientConfiguration: Sendable {
+/// One server node the client may connect to: its control (TCP) address. The datagram port
+/// is the one the node names when the session opens.
+public struct ServerAddress: Sendable, Hashable, CustomStringConvertible {
     public var host: String
     public var port: Int
+
+    public init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+
+    /// HOST:PORT, with an IPv6 address in brackets.
+    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+}
+
+public struct ClientConfiguration: Sendable {
+    /// The nodes of one deployment (sharing one Redis), tried in this order: `connect` starts
+    /// with the one that last worked; after a lost connection the client tries the next ones
+    /// in turn (see `ServerRotation`). To spread the clients of a lost node over the others,
+    /// give clients the list in different orders. Never empty for a client that connects.
+    public var servers: [ServerAddress]
+    /// The first server's host; setting it changes only the first server.
+    public var host: String {
+        get { servers.first?.host ?? "" }
+        set { setFirst(ServerAddress(host: newValue, port: port)) }
+    }
+    /// The first server's port; setting it changes only the first server.
+    public var port: Int {
+        get { servers.first?.port ?? 0 }
+        set { setFirst(ServerAddress(host: host, port: newValue)) }
+    }
+    /// A TCP connect to a node that does not answer at all (its host is down) gives up after
+    /// this, so the next node is tried soon; long enough for the SYN to be sent three times.
+    public var connectTimeout: TimeAmount = .seconds(5)
     /// Reconnect delays grow as base * 2^attempt up to cap, each scaled by a random 0.5-1.0.
     public var reconnectBase: TimeAmount = .seconds(2)
     public var reconnectCap: TimeAmount = .seconds(64)
@@ -13,7 +44,8 @@ public struct ClientConfiguration: Sendable {
     public var bindRetry: TimeAmount = .milliseconds(250)
     public var requestTimeout: TimeAmount = .seconds(10)
     public var maxFrameLength = Frame.defaultMaxLength
-    /// Send datagrams to this port instead of the one the server names (a relay or a test proxy).
+    /// Send datagrams to this port instead of the one the server names (a relay or a test
+    /// proxy), whichever server the session is on.
     public var udpPortOverride: Int?
     /// Keep the outbox, the confirmed sequence and received messages in DIR/USER.sqlite, so a
     /// restarted client resends what the server never accepted and shows nothing twice.
@@ -21,9 +53,18 @@ public struct ClientConfiguration: Sendable {
     /// TLS on the control channel; nil talks plain TCP (a server for local development).
     public var tls: ClientTLS?
 
+    /// One server.
     public init(host: String = "127.0.0.1", port: Int = 7700) {
-        self.host = host
-        self.port = port
+        servers = [ServerAddress(host: host, port: port)]
+    }
+
+    /// Several nodes of one deployment, in the order to try them.
+    public init(servers: [ServerAddress]) {
+        self.servers = servers
+    }
+
+    private mutating func setFirst(_ server: ServerAddress) {
+        if servers.isEmpty { servers = [server] } else { servers[0] = server }
     }
 }
 
@@ -32,8 +73,8 @@ public struct ClientTLS: Sendable {
     /// PEM file of the certificate authority (or the self-signed certificate) to trust;
     /// nil trusts the system's roots.
     public var caFile: String?
-    /// The name the certificate must carry; nil: the host connected to (an IP address is
-    /// then matched against the certificate's IP entries).
+    /// The name every server's certificate must carry; nil: the host of the server connected
+    /// to (an IP address is then matched against the certificate's IP entries).
     public var serverName: String?
 
     public init(caFile: String? = nil, serverName: String? = nil) {

@@ -7,7 +7,8 @@ import NIOSSL
 import SIMPCore
 
 /// The SIMP client library: log in, send messages and learn each one's fate, receive
-/// messages once and in order. It reconnects by itself until `disconnect()`.
+/// messages once and in order. It reconnects by itself until `disconnect()`, to the next of
+/// the configured servers when the one it was on is lost (`ServerRotation`).
 ///
 /// All mutable state lives on one event loop (`loop`) of the group it is given (by default
 /// NIO's shared singleton group, so a thousand clients in one process share a few threads);
@@ -44,8 +45,17 @@ public final class SIMPClient: @unchecked Sendable {
     private var receiptScheduled = false
     private var udpFlushScheduled = false
     private var userDisconnected = false
-    private var backoff: ReconnectBackoff
+    private var rotation: ServerRotation
     private var reconnectPending = false
+    /// `connect` is trying the servers: a connection it gives up on is not repaired in the
+    /// background (the application gets the error).
+    private var connecting = false
+    /// The server of the connection open or being opened.
+    private var server: ServerAddress
+    /// Whether the datagram socket is an IPv6 one (it must match the server's family).
+    private var udpIsIPv6 = false
+    /// The server a session is open on, readable from any thread.
+    private let connectedBox = ConnectedServer()
     /// The server said SESSION_CLOSED: the session ends here, with no reconnect.
     private var closedByAdministrator = false
     private var timers: ClientTimers
@@ -69,7 +79,9 @@ public final class SIMPClient: @unchecked Sendable {
         loop = eventLoopGroup.next()
         sending = SendTracker(policy: configuration.sendRetransmit)
         timers = ClientTimers(keepaliveInterval: configuration.keepaliveInterval, bindRetry: configuration.bindRetry)
-        backoff = ReconnectBackoff(base: configuration.reconnectBase, cap: configuration.reconnectCap)
+        rotation = ServerRotation(count: configuration.servers.count,
+                                  backoff: ReconnectBackoff(base: configuration.reconnectBase, cap: configuration.reconnectCap))
+        server = configuration.servers.first ?? ServerAddress(host: "", port: 0)
         (events, eventSink) = AsyncStream.makeStream(of: ClientEvent.self)
         tlsContext = configuration.tls.map(Self.makeTLSContext)
     }
@@ -83,10 +95,11 @@ public final class SIMPClient: @unchecked Sendable {
         }.mapError { ClientError("cannot set up TLS (CA file \(tls.caFile ?? "system roots")): \($0)") }
     }
 
-    /// TLS first when configured; its handshake checks the certificate against the host's name.
-    private func addTLS(to channel: any Channel) throws {
+    /// TLS first when configured; its handshake checks the certificate against the name of
+    /// the server tried.
+    private func addTLS(to channel: any Channel, server: ServerAddress) throws {
         guard let tls = configuration.tls, let tlsContext else { return }
-        let name = tls.serverName ?? configuration.host
+        let name = tls.serverName ?? server.host
         let sni = (try? SocketAddress(ipAddress: name, port: 0)) == nil ? name : nil
         try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tlsContext.get(), serverHostname: sni))
     }
@@ -114,6 +127,11 @@ public final class SIMPClient: @unchecked Sendable {
         try await start(user: user, password: nil, token: token)
     }
 
+    /// The server the session is open on; nil while there is none. After a failover it names
+    /// the node the client moved to (the events say when: `.disconnected`, `.reconnecting`,
+    /// then `.connected`).
+    public var connectedServer: ServerAddress? { connectedBox.value }
+
     /// The token of the current login, to keep for `connect(user:token:)`; nil before a login.
     public func loginToken() async -> LoginToken? {
         try? await loop.submit { [self] in token.map { LoginToken(value: $0.value, expiresAt: $0.expiresAt) } }.get()
@@ -129,7 +147,7 @@ public final class SIMPClient: @unchecked Sendable {
                 userDisconnected = false
                 closedByAdministrator = false
                 startTicking()
-                return establish()
+                return connectInTurn(rotation.connectOrder[...], failures: [])
             }.get()
         } catch {
             throw withTLSHint(Self.clientError(error))
@@ -213,6 +231,7 @@ public final class SIMPClient: @unchecked Sendable {
     public func disconnect() async {
         _ = try? await loop.flatSubmit { [self] () -> EventLoopFuture<Void> in
             userDisconnected = true
+            connectedBox.value = nil
             timers.stop()
             tick?.cancel()
             tick = nil
@@ -253,7 +272,7 @@ public final class SIMPClient: @unchecked Sendable {
                 let old = udp
                 udp = nil
                 old?.close(promise: nil)
-                return ensureUDP().map { [self] in sendKeepalive(now: .now()) }
+                return ensureUDP(for: server).map { [self] in sendKeepalive(now: .now()) }
             }.get()
         } catch {
             throw Self.clientError(error)
@@ -386,16 +405,47 @@ public final class SIMPClient: @unchecked Sendable {
 
     // MARK: connection
 
-    private func establish() -> EventLoopFuture<Void> {
+    /// `connect`: the servers in `order` in turn until one opens a session. A refusal (an
+    /// error code) is the answer of the whole deployment, whose nodes share one Redis, so it
+    /// ends the search; only a node that cannot be reached or fails makes way for the next.
+    private func connectInTurn(_ order: ArraySlice<Int>, failures: [ClientError]) -> EventLoopFuture<Void> {
+        guard let index = order.first else { return loop.makeFailedFuture(Self.combined(failures)) }
+        connecting = true
+        return establish(index).flatMapError { [self] error in
+            let failure = Self.clientError(error)
+            guard failure.code == nil else { return loop.makeFailedFuture(failure) }
+            let named = configuration.servers.count > 1 ? Self.naming(configuration.servers[index], in: failure) : failure
+            guard !userDisconnected, order.count > 1 else { return loop.makeFailedFuture(Self.combined(failures + [named])) }
+            return connectInTurn(order.dropFirst(), failures: failures + [named])
+        }.always { [self] _ in connecting = false }
+    }
+
+    /// The failure with the server it happened on, unless it says so already.
+    static func naming(_ server: ServerAddress, in failure: ClientError) -> ClientError {
+        failure.message.contains(server.description) ? failure : ClientError("\(server): \(failure.message)", code: failure.code)
+    }
+
+    /// One failure as it is; several (one per server) in one message.
+    static func combined(_ failures: [ClientError]) -> ClientError {
+        guard failures.count > 1 else { return failures.first ?? ClientError("no server configured") }
+        return ClientError("no server could be reached: " + failures.map(\.message).joined(separator: "; "))
+    }
+
+    /// Logs in on the server at `index` and opens a session there.
+    private func establish(_ index: Int) -> EventLoopFuture<Void> {
         guard let credentials else { return loop.makeFailedFuture(ClientError("no credentials")) }
-        return ensureUDP().flatMap { [self] in
-            openControl()
+        guard configuration.servers.indices.contains(index) else { return loop.makeFailedFuture(ClientError("no server configured")) }
+        let target = configuration.servers[index]
+        server = target
+        return ensureUDP(for: target).flatMap { [self] in
+            openControl(target)
         }.flatMap { [self] in
             openSession()
         }.flatMap { [self] response in
-            startSession(response)
+            startSession(response, on: target)
         }.map { [self] in
-            backoff.reset()
+            rotation.connected(to: index)
+            connectedBox.value = target
             emit(.connected(user: credentials.user))
             let now = NIODeadline.now()
             perform(sending.resendAll(now: now, bound: bound))
@@ -448,11 +498,11 @@ public final class SIMPClient: @unchecked Sendable {
         Int64(Date().timeIntervalSince1970 * 1000)
     }
 
-    private func startSession(_ response: Simp_ConnectResponse) -> EventLoopFuture<Void> {
+    private func startSession(_ response: Simp_ConnectResponse, on target: ServerAddress) -> EventLoopFuture<Void> {
         do {
-            serverUDP = try SocketAddress.makeAddressResolvingHost(configuration.host, port: configuration.udpPortOverride ?? Int(response.udpPort))
+            serverUDP = try SocketAddress.makeAddressResolvingHost(target.host, port: configuration.udpPortOverride ?? Int(response.udpPort))
         } catch {
-            return loop.makeFailedFuture(ClientError("cannot resolve \(configuration.host): \(error)"))
+            return loop.makeFailedFuture(ClientError("cannot resolve \(target.host): \(error)"))
         }
         session = response
         sessionKey = SymmetricKey(data: response.sessionKey)
@@ -482,9 +532,13 @@ public final class SIMPClient: @unchecked Sendable {
         sendDatagram(.bind, Array(session.bindToken))
     }
 
-    private func ensureUDP() -> EventLoopFuture<Void> {
-        if udp != nil { return loop.makeSucceededVoidFuture() }
-        let bindHost = configuration.host.contains(":") ? "::" : "0.0.0.0"
+    /// A datagram socket of the family of `target`'s address (a new one when the family changes).
+    private func ensureUDP(for target: ServerAddress) -> EventLoopFuture<Void> {
+        let ipv6 = target.host.contains(":")
+        if udp != nil, udpIsIPv6 == ipv6 { return loop.makeSucceededVoidFuture() }
+        udp?.close(promise: nil)
+        udp = nil
+        udpIsIPv6 = ipv6
         return DatagramBootstrap(group: loop)
             .channelOption(.datagramVectorReadMessageCount, value: 16)
             // Vector reads split the receive buffer evenly: room for 16 datagrams of the largest size.
@@ -494,41 +548,33 @@ public final class SIMPClient: @unchecked Sendable {
                     try channel.pipeline.syncOperations.addHandler(ClientDatagramHandler(client: self))
                 }
             }
-            .bind(host: bindHost, port: 0)
+            .bind(host: ipv6 ? "::" : "0.0.0.0", port: 0)
             .map { [self] channel in udp = channel }
     }
 
-    private func openControl() -> EventLoopFuture<Void> {
+    private func openControl(_ target: ServerAddress) -> EventLoopFuture<Void> {
         ClientBootstrap(group: loop)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
-            .connectTimeout(configuration.requestTimeout)
+            .connectTimeout(configuration.connectTimeout)
             .channelInitializer { [self] channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try addTLS(to: channel)
+                    try addTLS(to: channel, server: target)
                     try channel.pipeline.syncOperations.addHandlers([
                         EnvelopeFrameHandler(maxFrameLength: configuration.maxFrameLength),
                         ClientControlHandler(client: self),
                     ])
                 }
             }
-            .connect(host: configuration.host, port: configuration.port)
+            .connect(host: target.host, port: target.port)
             .map { [self] channel in control = channel }
-            .flatMapErrorThrowing { [self] error in
-                throw ClientError("cannot reach \(configuration.host):\(configuration.port): \(Self.reason(error))")
+            .flatMapErrorThrowing { error in
+                throw ClientError("cannot reach \(target): \(Self.reason(error))")
             }
     }
 
     private func oneShot(_ body: Simp_Envelope.OneOf_Body) async throws(ClientError) {
         do {
-            let channel = try await ClientBootstrap(group: loop)
-                .connectTimeout(configuration.requestTimeout)
-                .channelInitializer { [self] channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        try addTLS(to: channel)
-                        try channel.pipeline.syncOperations.addHandlers([EnvelopeFrameHandler(), OneShotHandler()])
-                    }
-                }
-                .connect(host: configuration.host, port: configuration.port).get()
+            let channel = try await oneShotChannel()
             defer { channel.close(promise: nil) }
             let timeout = configuration.requestTimeout
             let reply = try await channel.pipeline.handler(type: OneShotHandler.self).flatMap { handler in
@@ -538,6 +584,28 @@ public final class SIMPClient: @unchecked Sendable {
         } catch {
             throw withTLSHint(Self.clientError(error))
         }
+    }
+
+    /// A connection to the first server that takes one. Only a failed connect moves on: once
+    /// a request is sent, another node would only repeat (or contradict) what this one did.
+    private func oneShotChannel() async throws(ClientError) -> any Channel {
+        var failures: [ClientError] = []
+        for target in configuration.servers {
+            do {
+                return try await ClientBootstrap(group: loop)
+                    .connectTimeout(configuration.connectTimeout)
+                    .channelInitializer { [self] channel in
+                        channel.eventLoop.makeCompletedFuture {
+                            try addTLS(to: channel, server: target)
+                            try channel.pipeline.syncOperations.addHandlers([EnvelopeFrameHandler(), OneShotHandler()])
+                        }
+                    }
+                    .connect(host: target.host, port: target.port).get()
+            } catch {
+                failures.append(ClientError("cannot reach \(target): \(Self.reason(error))"))
+            }
+        }
+        throw Self.combined(failures)
     }
 
     /// A TLS server drops a plain client's first frame without a word: say what may be wrong.
@@ -615,20 +683,21 @@ public final class SIMPClient: @unchecked Sendable {
         let why = "control connection closed" + (controlError.map { ": \($0)" } ?? "")
         controlError = nil
         control = nil
+        connectedBox.value = nil
         session = nil
         bound = false
         boundPromise?.fail(ClientError(why))
         boundPromise = nil
         for (_, promise) in requests { promise.fail(ClientError(why)) }
         requests.removeAll()
-        guard !userDisconnected, credentials != nil else { return }
+        guard !userDisconnected, !connecting, credentials != nil else { return }
         guard !closedByAdministrator else {
             // Reconnecting would undo what the administrator did.
             userDisconnected = true
             emit(.disconnected(reason: "an administrator closed this session"))
             return
         }
-        emit(.disconnected(reason: "control connection closed"))
+        emit(.disconnected(reason: "control connection to \(server) closed"))
         scheduleReconnect()
     }
 
@@ -638,15 +707,17 @@ public final class SIMPClient: @unchecked Sendable {
         control?.writeAndFlush(Simp_Envelope(.ping(ping)), promise: nil)
     }
 
+    /// The next attempt of the rotation: the next server, at once within a round, after the
+    /// backoff before a new one.
     private func scheduleReconnect() {
         guard !reconnectPending, !userDisconnected else { return }
         reconnectPending = true
-        let delay = backoff.nextDelay(jitter: Double.random(in: 0...1))
-        emit(.reconnecting(attempt: backoff.attempt, delayMillis: delay.nanoseconds / 1_000_000))
-        loop.scheduleTask(in: delay) { [self] in
+        let attempt = rotation.nextAttempt(jitter: Double.random(in: 0...1))
+        emit(.reconnecting(attempt: attempt.number, delayMillis: attempt.delay.nanoseconds / 1_000_000))
+        loop.scheduleTask(in: attempt.delay) { [self] in
             reconnectPending = false
             guard !userDisconnected, control == nil else { return }
-            establish().whenFailure { [self] error in
+            establish(attempt.index).whenFailure { [self] error in
                 emit(.error("reconnect failed: \(Self.clientError(error).message)"))
                 if control == nil { scheduleReconnect() }
             }
@@ -804,5 +875,24 @@ public final class SIMPClient: @unchecked Sendable {
     static func clientError(_ error: any Error) -> ClientError {
         if let e = error as? ClientError { return e }
         return ClientError("\(error)")
+    }
+}
+
+/// The server a session is open on, behind a lock: set on the client's loop, read anywhere.
+private final class ConnectedServer: @unchecked Sendable {
+    private let lock = NSLock()
+    private var server: ServerAddress?
+
+    var value: ServerAddress? {
+        get {
+            lock.lock()
+            defer { lock.unlock() }
+            return server
+        }
+        set {
+            lock.lock()
+            server = newValue
+            lock.unlock()
+        }
     }
 }
