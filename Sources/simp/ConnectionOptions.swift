@@ -4,7 +4,7 @@ import SIMPClient
 
 /// How `simp` reaches the server and logs in: the same flags for the REPL and every subcommand.
 struct ConnectionOptions: ParsableArguments {
-    @Option(help: "Server control address HOST:PORT (env SIMP_SERVER). Default: the saved login's, else 127.0.0.1:7700.")
+    @Option(help: "Server control address HOST:PORT, or several nodes of one deployment HOST:PORT,HOST:PORT,... to fail over between (env SIMP_SERVER). Default: the saved login's, else 127.0.0.1:7700.")
     var server: String?
 
     @Option(help: "Your user name. Default: the saved login's.")
@@ -56,14 +56,9 @@ struct ConnectionOptions: ParsableArguments {
         return LoginPlan(server: address, user: name, method: .password(typed))
     }
 
-    func configuration(server address: String, dataDirectory: String? = nil) throws -> ClientConfiguration {
-        guard let colon = address.lastIndex(of: ":"), let port = Int(address[address.index(after: colon)...]),
-              (1...65535).contains(port) else {
-            throw ValidationError("--server must be HOST:PORT, got \(address)")
-        }
-        var host = String(address[..<colon])
-        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        var config = ClientConfiguration(host: host, port: port)
+    func configuration(server addresses: String, dataDirectory: String? = nil) throws -> ClientConfiguration {
+        let servers = try addresses.split(separator: ",", omittingEmptySubsequences: false).map { try Self.address(String($0)) }
+        var config = ClientConfiguration(servers: servers)
         config.reconnectBase = .milliseconds(Int64(reconnectBase * 1000))
         guard keepalive > 0 else { throw ValidationError("--keepalive must be > 0") }
         config.keepaliveInterval = .milliseconds(Int64(keepalive * 1000))
@@ -71,6 +66,18 @@ struct ConnectionOptions: ParsableArguments {
         guard tls || (ca == nil && serverName == nil) else { throw ValidationError("--ca and --server-name need --tls") }
         if tls { config.tls = ClientTLS(caFile: ca, serverName: serverName) }
         return config
+    }
+
+    /// One `HOST:PORT` (an IPv6 host in brackets).
+    static func address(_ text: String) throws -> ServerAddress {
+        let text = text.trimmingCharacters(in: .whitespaces)
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
+              (1...65535).contains(port), colon > text.startIndex else {
+            throw ValidationError("--server must be HOST:PORT[,HOST:PORT...], got \(text)")
+        }
+        var host = String(text[..<colon])
+        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        return ServerAddress(host: host, port: port)
     }
 
     /// Logs in as planned. A saved token that has expired or was revoked falls back to a

@@ -69,6 +69,21 @@ import Glibc
         #expect(!bob.stdout.contains("\u{07}"))
     }
 
+    /// Several nodes in --server: a dead first one is skipped; a malformed list is a usage error.
+    @Test func sendTriesTheNextServerInTheList() async throws {
+        let node = try ServerNode()
+        defer { node.stop() }
+        try await register(node, "alice", "bob")
+        let dead = try freeTCPPort()
+        let send = try simp("send", ["--server", "127.0.0.1:\(dead),127.0.0.1:\(node.server.tcpPort)", "--user", "alice",
+                                     "--password", "pw-alice", "--to", "bob", "--accepted", "hi"])
+        #expect(send.waitForExit(timeout: 30) == 0, "stderr: \(send.stderr)")
+        let bad = try simp("send", ["--server", "127.0.0.1:\(node.server.tcpPort),nonsense", "--user", "alice",
+                                    "--password", "pw-alice", "--to", "bob", "hi"])
+        #expect(bad.waitForExit(timeout: 30) == 2)
+        #expect(bad.stderr.contains("--server must be HOST:PORT[,HOST:PORT...], got nonsense"), "\(bad.stderr)")
+    }
+
     @Test func sendExitStatusesForEachOutcome() async throws {
         let node = try ServerNode()
         defer { node.stop() }
