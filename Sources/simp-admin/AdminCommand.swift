@@ -42,7 +42,7 @@ struct AdminCommand: AsyncParsableCommand {
         commandName: "simp-admin",
         abstract: "Looks after a SIMP deployment through its Redis: sessions, passwords, inboxes.",
         discussion: "Exit status: 0 done, 1 failed, 2 usage error, 3 no such user or session.",
-        subcommands: [Sessions.self, Disconnect.self, ResetPassword.self, Inbox.self])
+        subcommands: [Sessions.self, Disconnect.self, ResetPassword.self, Inbox.self, MigrateKeys.self])
 }
 
 struct AdminOptions: ParsableArguments {
@@ -187,6 +187,25 @@ struct Inbox: AsyncParsableCommand {
         case ..<120: return ", \(seconds) s ago"
         case ..<7200: return ", \(seconds / 60) min ago"
         default: return ", \(seconds / 3600) h ago"
+        }
+    }
+}
+
+struct MigrateKeys: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "migrate-keys",
+        abstract: "Moves data written by a SIMP from before 2026-11-23 to the keys a Redis Cluster needs (simp:inbox:bob -> simp:{bob}:inbox).",
+        discussion: "Run it once against the single Redis, with every simp-server stopped.")
+
+    @OptionGroup var options: AdminOptions
+
+    func run() async throws {
+        let result = try await options.with { try await $0.migrateKeys() }
+        if options.json { return try options.printJSON(result) }
+        print("renamed \(result.renamed) keys, split \(result.historiesSplit) conversation histories, dropped \(result.dropped) failed-login counters")
+        guard result.conflicts.isEmpty else {
+            AdminMain.fail("left \(result.conflicts.count) old keys whose new name exists already: \(result.conflicts.prefix(10).joined(separator: ", "))",
+                           AdminExit.failure)
         }
     }
 }

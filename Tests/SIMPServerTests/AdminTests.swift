@@ -147,6 +147,52 @@ import SIMPServer
         await alice.close()
     }
 
+    /// Data in the layout from before hash tags is moved, and a server then serves it: bob
+    /// logs in with his password and gets the message alice sent before.
+    @Test func migrateKeysMovesTheOldLayout() async throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        var server = try ServerProcess(redisURL: redis.url)
+        let before = SIMPClient(configuration: ClientConfiguration(host: "127.0.0.1", port: server.tcpPort))
+        for user in ["alice", "bob"] { try await before.register(user: user, password: "pw-\(user)") }
+        let log = EventLog(before)
+        try await before.connect(user: "alice", password: "pw-alice")
+        _ = try await before.send(to: "bob", text: "from before")
+        #expect(await log.wait { $0.accepted.count == 1 })
+        await before.close()
+        server.process.signal(SIGTERM)
+        _ = server.process.waitForExit(timeout: 10)
+
+        // The old server's names: one key per kind and user, one history per pair.
+        _ = try redis.command(["DEL", "simp:{alice}:hist:bob"])
+        for (new, old) in [("{alice}:user", "user:alice"), ("{bob}:user", "user:bob"), ("{bob}:seq", "seq:bob"),
+                           ("{bob}:inbox", "inbox:bob"), ("{bob}:mids:alice", "mids:bob:alice"),
+                           ("{bob}:hist:alice", "hist:alice:bob")] {
+            #expect(try redis.command(["RENAME", "simp:\(new)", "simp:\(old)"]) == "+OK\r\n")
+        }
+        _ = try redis.command(["SET", "simp:loginfail:bob", "3"])
+
+        let run = try ChildProcess(try productPath("simp-admin"), ["migrate-keys", "--redis", redis.url])
+        #expect(run.waitForExit(timeout: 20) == 0, "stderr: \(run.stderr)")
+        #expect(run.stdout == "renamed 5 keys, split 1 conversation histories, dropped 1 failed-login counters\n", "\(run.stdout)")
+        #expect(try redis.command(["EXISTS", "simp:inbox:bob", "simp:hist:alice:bob", "simp:loginfail:bob"]) == ":0\r\n")
+
+        server = try ServerProcess(redisURL: redis.url)
+        defer {
+            server.process.signal(SIGTERM)
+            _ = server.process.waitForExit(timeout: 10)
+        }
+        let bob = SIMPClient(configuration: ClientConfiguration(host: "127.0.0.1", port: server.tcpPort))
+        let bobLog = EventLog(bob)
+        try await bob.connect(user: "bob", password: "pw-bob")
+        #expect(await bobLog.wait { $0.messages.map(\.text) == ["from before"] })
+        let alice = SIMPClient(configuration: ClientConfiguration(host: "127.0.0.1", port: server.tcpPort))
+        try await alice.connect(user: "alice", password: "pw-alice")
+        #expect(try await alice.history(with: "bob", limit: 10).map(\.text) == ["from before"])
+        await alice.close()
+        await bob.close()
+    }
+
     @Test func redisUnreachableIsAClearFailure() throws {
         let run = try ChildProcess(try productPath("simp-admin"), ["sessions", "--redis", "redis://127.0.0.1:1"])
         #expect(run.waitForExit(timeout: 20) == 1)

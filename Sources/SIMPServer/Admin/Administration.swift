@@ -179,3 +179,65 @@ public struct Administration: Sendable {
         return found
     }
 }
+
+/// What `migrateKeys` did.
+public struct KeyMigration: Codable, Sendable, Equatable {
+    public var renamed = 0
+    /// Conversation histories (one shared list before) copied into both users' lists.
+    public var historiesSplit = 0
+    /// Failed-login counters and waits, dropped rather than moved: they expire within minutes.
+    public var dropped = 0
+    /// Old keys left alone because their new name already exists.
+    public var conflicts: [String] = []
+}
+
+extension Administration {
+    /// Moves data written before the keys carried hash tags (`simp:inbox:bob`) to the tagged
+    /// names (`simp:{bob}:inbox`). For a single Redis, with every simp-server stopped.
+    public func migrateKeys() async throws -> KeyMigration {
+        var result = KeyMigration()
+        let p = keys.prefix
+        for kind in ["user", "seq", "inbox", "acked", "numbering", "presence", "knownips"] {
+            for old in try await scan(pattern: "\(p):\(kind):*") {
+                let name = String(old.dropFirst("\(p):\(kind):".count))
+                guard UserName.isValid(name) else { continue }
+                try await move(old, to: keys.of(name, kind), &result)
+            }
+        }
+        for old in try await scan(pattern: "\(p):mids:*") {
+            let parts = old.dropFirst("\(p):mids:".count).split(separator: ":").map(String.init)
+            guard parts.count == 2 else { continue }
+            try await move(old, to: keys.messageIDs(to: parts[0], from: parts[1]), &result)
+        }
+        for old in try await scan(pattern: "\(p):hist:*") {
+            let parts = old.dropFirst("\(p):hist:".count).split(separator: ":").map(String.init)
+            guard parts.count == 2 else { continue }
+            try await split(old, between: parts[0], and: parts[1], &result)
+        }
+        for pattern in ["\(p):loginfail:*", "\(p):loginlock:*"] {
+            let old = try await scan(pattern: pattern)
+            if !old.isEmpty { _ = try await redis.run(RedisCommand("DEL", old)) }
+            result.dropped += old.count
+        }
+        return result
+    }
+
+    private func move(_ old: String, to new: String, _ result: inout KeyMigration) async throws {
+        if try await redis.run(RedisCommand("RENAMENX", [old, new])).int == 1 {
+            result.renamed += 1
+        } else {
+            result.conflicts.append(old)
+        }
+    }
+
+    private func split(_ old: String, between a: String, and b: String, _ result: inout KeyMigration) async throws {
+        let (first, second) = (keys.history(of: a, with: b), keys.history(of: b, with: a))
+        let exists = try await redis.run([RedisCommand("EXISTS", [first]), RedisCommand("EXISTS", [second])])
+        guard exists.allSatisfy({ $0.int == 0 }) else {
+            result.conflicts.append(old)
+            return
+        }
+        _ = try await redis.run([RedisCommand("COPY", [old, first]), RedisCommand("RENAME", [old, second])]).map { try $0.checked() }
+        result.historiesSplit += 1
+    }
+}
