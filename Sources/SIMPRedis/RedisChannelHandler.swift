@@ -43,7 +43,24 @@ final class RedisChannelHandler: ChannelDuplexHandler {
         }
         waiting.append(Waiting(request: request, deadline: .now() + timeout))
         if waiting.count == 1 { armTimer(context) }
-        context.write(wrapOutboundOut(request.bytes), promise: promise)
+        context.write(wrapOutboundOut(request.bytes), promise: watched(promise, context))
+    }
+
+    /// A failed write breaks the connection, and NIO fails the writes still in its buffer
+    /// before it reports the channel inactive: the later requests first. Failing every waiting
+    /// request at the first failed write, oldest first, keeps the failures in the order the
+    /// requests were made (the store pipeline sends unknown outcomes again in that order).
+    private func watched(_ promise: EventLoopPromise<Void>?, _ context: ChannelHandlerContext) -> EventLoopPromise<Void> {
+        let written = context.eventLoop.makePromise(of: Void.self)
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        written.futureResult.whenComplete { result in
+            if case .failure(let error) = result {
+                let (handler, context) = bound.value
+                handler.fail(context, RedisError(.io, "write to Redis failed: \(error)", mayHaveRun: true))
+            }
+            promise?.completeWith(result)
+        }
+        return written
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {

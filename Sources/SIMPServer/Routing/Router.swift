@@ -396,7 +396,7 @@ final class Router: @unchecked Sendable {
 
     private func flushStores() {
         while let batch = stores.nextBatch() {
-            store.store(batch, floor: { [sessions] in sessions.session(of: $0)?.numberingFloor }, on: loop).whenComplete { [self] result in
+            store.store(batch.items, floor: { [sessions] in sessions.session(of: $0)?.numberingFloor }, on: loop).whenComplete { [self] result in
                 // The store never fails as a whole: an outage is an outcome per message.
                 let outcomes = (try? result.get()) ?? []
                 storeCompleted(batch, outcomes)
@@ -405,13 +405,13 @@ final class Router: @unchecked Sendable {
         if stores.isIdle { finishDrain() }
     }
 
-    private func storeCompleted(_ batch: [StoreRequest], _ outcomes: [StoreOutcome]) {
+    private func storeCompleted(_ batch: StorePipeline<StoreRequest>.Batch, _ outcomes: [StoreOutcome]) {
         var retry: [StoreRequest] = []
-        for (request, outcome) in zip(batch, outcomes) {
+        for (request, outcome) in zip(batch.items, outcomes) {
             if let again = unsettled(request, outcome) { retry.append(again) } else { settle(request, outcome) }
         }
         udp?.flush()
-        switch stores.completed(retry: retry) {
+        switch stores.completed(batch.ticket, retry: retry) {
         case .proceed: flushStores()
         case .waitForInFlight: break
         case .pause:
