@@ -11,56 +11,6 @@ import Glibc
 /// Clients given every node of a deployment: when the node they are on is killed, they move
 /// to another one by themselves, and nothing accepted is lost or shown twice.
 @Suite(.serialized) struct FailoverTests {
-    /// A Redis and three nodes on it.
-    final class Deployment {
-        let redis: RedisServerProcess
-        var servers: [ServerProcess] = []
-
-        init(nodes: Int) throws {
-            redis = try RedisServerProcess()
-            do {
-                for index in 1...nodes {
-                    servers.append(try ServerProcess(redisURL: redis.url, extra: ["--node-id", "node-\(index)", "--max-registrations-per-ip", "100"]))
-                }
-            } catch {
-                stop()
-                throw error
-            }
-        }
-
-        /// Every node, starting with `first`: clients given different starting points spread
-        /// over the nodes, and each has the others to move to.
-        func configuration(startingAt first: Int) -> ClientConfiguration {
-            let order = servers.indices.map { servers[(first + $0) % servers.count] }
-            var config = ClientConfiguration(servers: order.map { ServerAddress(host: "127.0.0.1", port: $0.tcpPort) })
-            config.reconnectBase = .milliseconds(50)
-            config.reconnectCap = .milliseconds(500)
-            config.connectTimeout = .seconds(1)
-            config.requestTimeout = .seconds(5)
-            return config
-        }
-
-        /// Which node (0-based) listens on this port.
-        func node(of server: ServerAddress?) -> Int? {
-            servers.firstIndex { $0.tcpPort == server?.port }
-        }
-
-        /// The node the user's presence in Redis names ("node-N"), if any.
-        func presenceNode(of user: String) -> String? {
-            guard let reply = try? redis.command(["HGET", "simp:{\(user)}:presence", "node"]),
-                  let range = reply.range(of: #"node-\d+"#, options: .regularExpression) else { return nil }
-            return String(reply[range])
-        }
-
-        func stop() {
-            for server in servers where server.process.waitForExit(timeout: 0) == nil {
-                server.process.signal(SIGTERM)
-                _ = server.process.waitForExit(timeout: 10)
-            }
-            redis.stop()
-        }
-    }
-
     struct User {
         let name: String
         let client: SIMPClient
@@ -79,7 +29,7 @@ import Glibc
             try await client.connect(user: name, password: "pw-\(name)")
             users.append(User(name: name, client: client, log: log))
         }
-        try await waitForPresence(of: users.map(\.name), in: deployment)
+        try await deployment.waitForPresence(of: users.map(\.name))
         let victims = users.filter { deployment.node(of: $0.client.connectedServer) == 0 }.map(\.name)
         #expect(victims.count == 4, "users 0, 3, 6, 9 start on node-1")
 
@@ -323,7 +273,7 @@ import Glibc
         // its node, say).
         let bob = try RawPeer(tcpPort: deployment.servers[1].tcpPort, udpPort: deployment.servers[1].udpPort)
         try bob.connectAndBind(token: try bob.login("bob", "pw"))
-        try await waitForPresence(of: ["bob"], in: deployment)
+        try await deployment.waitForPresence(of: ["bob"])
         let log = EventLog(alice)
         try await alice.connect(user: "alice", password: "pw")
         for k in 1...3 { _ = try await alice.send(to: "bob", text: "m\(k)") }
@@ -339,15 +289,6 @@ import Glibc
         await alice.close()
     }
 
-    func waitForPresence(of users: [String], in deployment: Deployment) async throws {
-        let deadline = ContinuousClock.now + .seconds(15)
-        for user in users {
-            while deployment.presenceNode(of: user) == nil {
-                guard ContinuousClock.now < deadline else { throw TestSupportError("no presence for \(user)") }
-                try await Task.sleep(for: .milliseconds(20))
-            }
-        }
-    }
 }
 
 /// A TCP port whose accept queue is full: the kernel drops further SYNs, as a host that is

@@ -226,3 +226,65 @@ final class ServerNode {
         redis.stop()
     }
 }
+
+/// A Redis and several simp-server nodes on it (`--node-id node-N`), stopped together.
+final class Deployment {
+    let redis: RedisServerProcess
+    var servers: [ServerProcess] = []
+
+    init(nodes: Int) throws {
+        redis = try RedisServerProcess()
+        do {
+            for index in 1...nodes {
+                servers.append(try ServerProcess(redisURL: redis.url, extra: ["--node-id", "node-\(index)", "--max-registrations-per-ip", "100"]))
+            }
+        } catch {
+            stop()
+            throw error
+        }
+    }
+
+    /// Every node, starting with `first`: clients given different starting points spread
+    /// over the nodes, and each has the others to move to.
+    func configuration(startingAt first: Int) -> ClientConfiguration {
+        let order = servers.indices.map { servers[(first + $0) % servers.count] }
+        var config = ClientConfiguration(servers: order.map { ServerAddress(host: "127.0.0.1", port: $0.tcpPort) })
+        config.reconnectBase = .milliseconds(50)
+        config.reconnectCap = .milliseconds(500)
+        config.connectTimeout = .seconds(1)
+        config.requestTimeout = .seconds(5)
+        return config
+    }
+
+    /// Which node (0-based) listens on this port.
+    func node(of server: ServerAddress?) -> Int? {
+        servers.firstIndex { $0.tcpPort == server?.port }
+    }
+
+    /// The node the user's presence in Redis names ("node-N"), if any.
+    func presenceNode(of user: String) -> String? {
+        guard let reply = try? redis.command(["HGET", "simp:{\(user)}:presence", "node"]),
+              let range = reply.range(of: #"node-\d+"#, options: .regularExpression) else { return nil }
+        return String(reply[range])
+    }
+
+    func stop() {
+        for server in servers where server.process.waitForExit(timeout: 0) == nil {
+            server.process.signal(SIGTERM)
+            _ = server.process.waitForExit(timeout: 10)
+        }
+        redis.stop()
+    }
+
+    /// Presence is written when a client binds its datagram address; until then a store on
+    /// another node cannot know where the recipient is.
+    func waitForPresence(of users: [String]) async throws {
+        let deadline = ContinuousClock.now + .seconds(15)
+        for user in users {
+            while presenceNode(of: user) == nil {
+                guard ContinuousClock.now < deadline else { throw TestSupportError("no presence for \(user)") }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        }
+    }
+}

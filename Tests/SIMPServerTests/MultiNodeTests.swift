@@ -7,47 +7,14 @@ import Testing
 /// Several simp-server processes on one Redis: users on different nodes talk with the
 /// guarantees of one node (delivered once, in order, a delivered receipt at the sender).
 @Suite(.serialized) struct MultiNodeTests {
-    /// A Redis and `count` nodes on it, stopped together.
-    final class Nodes {
-        let redis: RedisServerProcess
-        var servers: [ServerProcess] = []
-
-        init(count: Int) throws {
-            redis = try RedisServerProcess()
-            do {
-                for index in 1...count {
-                    servers.append(try ServerProcess(redisURL: redis.url, extra: ["--node-id", "node-\(index)", "--max-registrations-per-ip", "100"]))
-                }
-            } catch {
-                stop()
-                throw error
-            }
-        }
-
-        func client(on index: Int) -> SIMPClient {
-            var config = ClientConfiguration(host: "127.0.0.1", port: servers[index].tcpPort)
-            config.reconnectBase = .milliseconds(50)
-            config.reconnectCap = .milliseconds(500)
-            return SIMPClient(configuration: config)
-        }
-
-        func stop() {
-            for server in servers {
-                server.process.signal(SIGTERM)
-                _ = server.process.waitForExit(timeout: 10)
-            }
-            redis.stop()
-        }
-    }
-
     struct User {
         let name: String
         let client: SIMPClient
         let log: EventLog
     }
 
-    func connect(_ name: String, on node: Int, of nodes: Nodes) async throws -> User {
-        let client = nodes.client(on: node)
+    func connect(_ name: String, on node: Int, of nodes: Deployment) async throws -> User {
+        let client = SIMPClient(configuration: nodes.configuration(startingAt: node))
         try await client.register(user: name, password: "pw-\(name)")
         let log = EventLog(client)
         try await client.connect(user: name, password: "pw-\(name)")
@@ -68,11 +35,11 @@ import Testing
     }
 
     @Test func usersOnTwoNodesTalkBothWays() async throws {
-        let nodes = try Nodes(count: 2)
+        let nodes = try Deployment(nodes: 2)
         defer { nodes.stop() }
         let alice = try await connect("alice", on: 0, of: nodes)
         let bob = try await connect("bob", on: 1, of: nodes)
-        try await waitForPresence(of: ["alice", "bob"], redis: nodes.redis)
+        try await nodes.waitForPresence(of: ["alice", "bob"])
         for k in 0..<100 {
             _ = try await alice.client.send(to: "bob", text: text("alice", "bob", k))
             _ = try await bob.client.send(to: "alice", text: text("bob", "alice", k))
@@ -89,11 +56,11 @@ import Testing
     }
 
     @Test func thirtyUsersOnThreeNodesExchangeThreeThousandMessages() async throws {
-        let nodes = try Nodes(count: 3)
+        let nodes = try Deployment(nodes: 3)
         defer { nodes.stop() }
         var users: [User] = []
         for index in 0..<30 { users.append(try await connect("user\(index)", on: index % 3, of: nodes)) }
-        try await waitForPresence(of: users.map(\.name), redis: nodes.redis)
+        try await nodes.waitForPresence(of: users.map(\.name))
 
         var generator = SystemRandomNumberGenerator()
         var sent: [String: Int] = [:]  // conversation -> messages sent
@@ -122,18 +89,6 @@ import Testing
             #expect(user.log.failed.isEmpty)
         }
         for user in users { await user.client.close() }
-    }
-
-    /// Presence is written when a client binds its datagram address; until then a store on
-    /// another node cannot know where the recipient is.
-    func waitForPresence(of users: [String], redis: RedisServerProcess) async throws {
-        let deadline = ContinuousClock.now + .seconds(15)
-        for user in users {
-            while try redis.command(["EXISTS", "simp:{\(user)}:presence"]) != ":1\r\n" {
-                guard ContinuousClock.now < deadline else { throw TestSupportError("no presence for \(user)") }
-                try await Task.sleep(for: .milliseconds(20))
-            }
-        }
     }
 }
 
