@@ -8,45 +8,15 @@ import Testing
 /// certificate and the limits that can change while running, without dropping anyone.
 @Suite(.serialized) struct ReloadTests {
     /// A redis-server and a simp-server started with `--config` and a metrics port.
-    final class Node {
-        let redis: RedisServerProcess
-        let server: ServerProcess
-
-        init(config: ConfigFileFixture) throws {
-            redis = try RedisServerProcess()
-            do {
-                server = try ServerProcess(redisURL: redis.url, extra: ["--config", config.path, "--metrics-port", "0"])
-            } catch {
-                redis.stop()
-                throw error
-            }
-        }
-
-        func stop() {
-            server.process.signal(SIGTERM)
-            _ = server.process.waitForExit(timeout: 10)
-            redis.stop()
-        }
-
-        func metric(_ name: String) throws -> Double {
-            metricValue(try httpExchange(port: try server.metricsPort(), path: "/metrics"), name)
-        }
-
-        /// Sends SIGHUP and waits until the reload is counted under `result`.
-        func hangUp(expecting result: String) async throws {
-            let name = #"simp_config_reloads_total{result="\#(result)"}"#
-            let before = try metric(name)
-            server.process.signal(SIGHUP)
-            let counted = await eventually { try metric(name) == before + 1 }
-            #expect(counted, "no \(result) reload counted; stderr: \(server.process.stderr)")
-        }
+    func node(_ config: ConfigFileFixture) throws -> ServerNode {
+        try ServerNode(extra: ["--config", config.path, "--metrics-port", "0"])
     }
 
     @Test func aNewCertificateServesNewConnectionsAndOpenSessionsCarryOn() async throws {
         let (certA, certB) = (try DevCertificate(), try DevCertificate())
         let live = try LiveCertificate(certA)
         let config = try ConfigFileFixture(#"{"tls-cert": "\#(live.certificate)", "tls-key": "\#(live.key)"}"#)
-        let node = try Node(config: config)
+        let node = try node(config)
         defer { node.stop() }
         let trustingA = clientConfiguration(node, trusting: certA)
         let alice = SIMPClient(configuration: trustingA), bob = SIMPClient(configuration: trustingA)
@@ -89,7 +59,7 @@ import Testing
         let certA = try DevCertificate()
         let live = try LiveCertificate(certA)
         let config = try ConfigFileFixture(#"{"tls-cert": "\#(live.certificate)", "tls-key": "\#(live.key)", "max-conns-per-ip": 50}"#)
-        let node = try Node(config: config)
+        let node = try node(config)
         defer { node.stop() }
 
         try Data("not a certificate".utf8).write(to: URL(fileURLWithPath: live.certificate), options: .atomic)
@@ -114,7 +84,7 @@ import Testing
     /// without restarting, and the open ones stay. A setting that needs a restart is reported.
     @Test func aRaisedConnectionLimitAppliesAfterSighup() async throws {
         let config = try ConfigFileFixture(#"{"max-conns-per-ip": 2}"#)
-        let node = try Node(config: config)
+        let node = try node(config)
         defer { node.stop() }
         let (tcp, udp) = (node.server.tcpPort, node.server.udpPort)
         let refused = #"simp_limit_exceeded_total{limit="connections_per_ip"}"#
@@ -143,7 +113,7 @@ import Testing
     /// the raw peer waits (at 30 s it would still be open then).
     @Test func aShorterLoginDeadlineAppliesToNewConnections() async throws {
         let config = try ConfigFileFixture(#"{"login-deadline": 30}"#)
-        let node = try Node(config: config)
+        let node = try node(config)
         defer { node.stop() }
         try config.write(#"{"login-deadline": 1}"#)
         try await node.hangUp(expecting: "ok")
@@ -158,7 +128,7 @@ import Testing
     /// one sender is refused with the new share.
     @Test func aLowerInboxShareAppliesToTheNextStore() async throws {
         let config = try ConfigFileFixture(#"{"inbox-share": 2500}"#)
-        let node = try Node(config: config)
+        let node = try node(config)
         defer { node.stop() }
         try config.write(#"{"inbox-share": 3}"#)
         try await node.hangUp(expecting: "ok")
@@ -175,7 +145,7 @@ import Testing
         await alice.close()
     }
 
-    func clientConfiguration(_ node: Node, trusting certificate: DevCertificate) -> ClientConfiguration {
+    func clientConfiguration(_ node: ServerNode, trusting certificate: DevCertificate) -> ClientConfiguration {
         var config = ClientConfiguration(host: "127.0.0.1", port: node.server.tcpPort)
         config.requestTimeout = .seconds(5)
         config.tls = ClientTLS(caFile: certificate.certificate)
@@ -210,4 +180,19 @@ private func eventually(_ condition: () throws -> Bool) async -> Bool {
         try? await Task.sleep(for: .milliseconds(50))
     }
     return false
+}
+
+extension ServerNode {
+    func metric(_ name: String) throws -> Double {
+        metricValue(try httpExchange(port: try server.metricsPort(), path: "/metrics"), name)
+    }
+
+    /// Sends SIGHUP and waits until the reload is counted under `result`.
+    func hangUp(expecting result: String) async throws {
+        let name = #"simp_config_reloads_total{result="\#(result)"}"#
+        let before = try metric(name)
+        server.process.signal(SIGHUP)
+        let counted = await eventually { try metric(name) == before + 1 }
+        #expect(counted, "no \(result) reload counted; stderr: \(server.process.stderr)")
+    }
 }
