@@ -67,6 +67,8 @@ public final class SIMPServer: Service, @unchecked Sendable {
         var storeSettings = StoreSettings(namespace: configuration.namespace, inboxLimit: configuration.inboxLimit)
         storeSettings.inboxShare = min(configuration.inboxShare, configuration.inboxLimit)
         storeSettings.nodeID = configuration.nodeID
+        storeSettings.minReplicas = configuration.redisMinReplicas
+        storeSettings.replicaTimeoutMillis = configuration.redisReplicaTimeout.nanoseconds / 1_000_000
         let store = MessageStore(redis: redis, settings: storeSettings) { [metrics] depth in
             metrics.inboxDepth.record(Double(depth))
         }

@@ -15,6 +15,12 @@ public struct ServerConfiguration: Sendable {
     public var maxFrameLength = Frame.defaultMaxLength
     /// How long to wait for Redis at start-up before giving up.
     public var redisWait: TimeAmount = .seconds(30)
+    /// "accepted" only once this many replicas have the store (Redis WAIT); 0: once the
+    /// master has it.
+    public var redisMinReplicas = 0
+    /// How long a store waits for those replicas before its outcome counts as unknown (it is
+    /// then stored again, idempotently, until the replicas have it or 30 s pass).
+    public var redisReplicaTimeout: TimeAmount = .seconds(1)
     public var namespace = "simp"
     public var inboxLimit = 10_000
     /// Unconfirmed messages one sender may have in one recipient's inbox, so one sender

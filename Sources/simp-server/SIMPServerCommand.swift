@@ -50,6 +50,12 @@ struct SIMPServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("heartbeat"), help: "Seconds of silence before a ping; a peer silent for three is dropped. Default 30.")
     var heartbeat: Double?
 
+    @Option(name: .customLong("redis-min-replicas"), help: "Send 'accepted' only once this many Redis replicas have the message (WAIT). Default 0: once the master has it.")
+    var redisMinReplicas: Int?
+
+    @Option(name: .customLong("redis-replica-timeout"), help: "Seconds a store waits for those replicas before it is tried again. Default 1.")
+    var redisReplicaTimeout: Double?
+
     @Option(name: .customLong("redis-wait"), help: "Seconds to wait for Redis at start-up before exiting with status 1. Default 30.")
     var redisWait: Double?
 
@@ -212,6 +218,9 @@ struct SIMPServerCommand: AsyncParsableCommand {
         let redisWait = try settings.read("redis-wait", flag: redisWait, default: 30, rule: .notNegative, show: seconds)
         config.heartbeat = .milliseconds(Int64(heartbeat * 1000))
         config.redisWait = .milliseconds(Int64(redisWait * 1000))
+        config.redisMinReplicas = try settings.read("redis-min-replicas", flag: redisMinReplicas, default: 0, rule: .notNegative)
+        let replicaTimeout = try settings.read("redis-replica-timeout", flag: redisReplicaTimeout, default: 1, rule: .positive, show: seconds)
+        config.redisReplicaTimeout = .milliseconds(Int64(replicaTimeout * 1000))
         config.scryptRounds = try settings.read("scrypt-rounds", flag: scryptRounds, default: config.scryptRounds, rule: .positive)
         config.tls = try tlsConfiguration(&settings)
         config.metricsPort = try settings.readOptional("metrics-port", flag: metricsPort, absent: "off", rule: .port)

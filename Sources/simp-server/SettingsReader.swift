@@ -143,6 +143,7 @@ struct Rule<T> {
 
 extension Rule where T == Int {
     static var positive: Rule<Int> { Rule(allows: { $0 > 0 }, text: "must be at least 1") }
+    static var notNegative: Rule<Int> { Rule(allows: { $0 >= 0 }, text: "must be 0 or more") }
     static var port: Rule<Int> { Rule(allows: { (0...65535).contains($0) }, text: "must be a port number, 0 to 65535") }
 }
 

@@ -65,6 +65,9 @@ struct StoreSettings: Sendable {
     var presenceTTLSeconds = 90
     /// This node's id, as presence records name it.
     var nodeID = "node-1"
+    /// Replicas that must have a store before it counts as done (WAIT), and how long to wait.
+    var minReplicas = 0
+    var replicaTimeoutMillis: Int64 = 1_000
 }
 
 /// SIMP's data in Redis: accounts, inboxes, sequence numbers, receipts, presence, history.
@@ -103,7 +106,8 @@ final class MessageStore: Sendable {
     /// `floor` gives, per recipient, the highest seq its session on this node has seen (nil: no session).
     func store(_ batch: [StoreRequest], floor: (String) -> UInt64? = { _ in nil }, on loop: any EventLoop) -> EventLoopFuture<[StoreOutcome]> {
         let groups = Self.byRecipient(batch)
-        let commands = groups.map { indices in storeCommand(indices.map { batch[$0] }, floor: floor(batch[indices[0]].to)) }
+        var commands = groups.map { indices in storeCommand(indices.map { batch[$0] }, floor: floor(batch[indices[0]].to)) }
+        if settings.minReplicas > 0 { commands.append(RedisCommand("WAIT", [settings.minReplicas, settings.replicaTimeoutMillis])) }
         return redis.run(commands, on: loop).map { replies in
             var outcomes = [StoreOutcome](repeating: .unavailable(RedisError(.protocolViolation, "no reply")), count: batch.count)
             for (indices, reply) in zip(groups, replies) {
@@ -112,10 +116,27 @@ final class MessageStore: Sendable {
                 for (index, outcome) in zip(indices, parts) { outcomes[index] = Self.withStoredBytes(outcome, batch[index]) }
             }
             self.copyToSenders(batch, outcomes, on: loop)
-            return outcomes
+            return self.replicated(outcomes, wait: self.settings.minReplicas > 0 ? replies.last : nil)
         }.recover { error in
             let failure = error as? RedisError ?? RedisError(.io, "\(error)")
             return batch.map { _ in .unavailable(failure) }
+        }
+    }
+
+    /// With `minReplicas`, a store the replicas did not confirm in time is in doubt: the
+    /// master has it, a failover may lose it. It is stored again (found as a duplicate) and
+    /// waited for again, like any store whose answer was lost.
+    private func replicated(_ outcomes: [StoreOutcome], wait: RedisValue?) -> [StoreOutcome] {
+        guard let wait else { return outcomes }
+        let replicas = wait.int ?? 0
+        guard replicas < Int64(settings.minReplicas) else { return outcomes }
+        let doubt = RedisError(.notReady, "stored, but \(replicas) of \(settings.minReplicas) Redis replicas confirmed it within \(settings.replicaTimeoutMillis) ms",
+                               mayHaveRun: true)
+        return outcomes.map { outcome in
+            switch outcome {
+            case .stored, .duplicate: return .unavailable(doubt)
+            default: return outcome
+            }
         }
     }
 
