@@ -1,0 +1,189 @@
+import NIOCore
+import NIOPosix
+@testable import SIMPRedis
+import SIMPTestSupport
+import Testing
+
+/// Against a real Redis Cluster of 6 processes (3 masters, 3 replicas), one per test.
+@Suite(.serialized) struct RedisClusterPoolTests {
+    let cluster: RedisClusterProcess
+    let pool: RedisClusterPool
+
+    init() throws {
+        cluster = try RedisClusterProcess()
+        pool = RedisClusterPool(seeds: [RedisConfiguration(port: cluster.ports[0], connectTimeout: .milliseconds(500), commandTimeout: .seconds(2))])
+    }
+
+    /// Keys whose slots cover all three masters.
+    private func keysOnEveryShard(_ count: Int) throws -> [String] {
+        let keys = (0..<count).map { "key:\($0)" }
+        let masters = Set(keys.compactMap { cluster.masterPort(forSlot: RedisCluster.hashSlot($0)) })
+        #expect(masters.count == 3)
+        return keys
+    }
+
+    /// (Replicas are listed by CLUSTER SLOTS only once every node has heard of them: not checked.)
+    @Test func theSlotMapHasTheClustersThreeMasters() async throws {
+        _ = try await pool.run(RedisCommand("PING"))
+        let map = pool.slotMap
+        #expect(map.shards.count == 3)
+        for slot in [0, 5000, 5461, 12182, 16383] {
+            #expect(map.master(forSlot: slot)?.port == cluster.masterPort(forSlot: slot))
+        }
+        await pool.shutdown()
+    }
+
+    /// Our hash slots are the cluster's own.
+    @Test func slotsAgreeWithClusterKeyslot() throws {
+        for key in ["foo", "{user1000}.following", "foo{}{bar}", "simp:{bob}:inbox", "a{b}c{d}"] {
+            let reply = try cluster.command(port: cluster.ports[0], ["CLUSTER", "KEYSLOT", key])
+            #expect(reply == ":\(RedisCluster.hashSlot(key))\r\n", "\(key)")
+        }
+    }
+
+    @Test func onePipelineOverAllShardsAnswersInOrder() async throws {
+        let keys = try keysOnEveryShard(60)
+        let sets = keys.enumerated().map { RedisCommand("SET", [$0.element, "v\($0.offset)"]) }
+        let gets = keys.map { RedisCommand("GET", [$0]) }
+        let replies = try await pool.run(sets + [RedisCommand("PING")] + gets)
+        #expect(replies.prefix(keys.count).allSatisfy { $0 == .status("OK") })
+        #expect(replies[keys.count] == .status("PONG"))
+        #expect(replies.suffix(keys.count).map(\.string) == keys.indices.map { "v\($0)" })
+        // Each key is on its own slot's master.
+        for key in keys.prefix(6) {
+            let port = try #require(cluster.masterPort(forSlot: RedisCluster.hashSlot(key)))
+            #expect(try cluster.command(port: port, ["GET", key]).contains("v"))
+        }
+        await pool.shutdown()
+    }
+
+    @Test func aScriptOnKeysOfOneHashTag() async throws {
+        let script = RedisScript("redis.call('RPUSH', KEYS[1], ARGV[1]); return redis.call('INCR', KEYS[2])")
+        var replies: [RedisValue] = []
+        for user in ["alice", "bob", "carol", "dave"] {
+            replies += try await pool.run([.script(script, keys: ["simp:{\(user)}:inbox", "simp:{\(user)}:seq"], args: ["m"]),
+                                           .script(script, keys: ["simp:{\(user)}:inbox", "simp:{\(user)}:seq"], args: ["n"])])
+        }
+        #expect(replies.map(\.int) == Array(repeating: [Int64(1), 2], count: 4).flatMap { $0 })
+        let inbox = try await pool.run(RedisCommand("LRANGE", ["simp:{bob}:inbox", 0, -1]))
+        #expect(inbox.array?.compactMap(\.string) == ["m", "n"])
+        await pool.shutdown()
+    }
+
+    /// A map that puts every slot on one master: the others answer MOVED, the commands are
+    /// sent again to the right master, the map is corrected, and replies stay in order.
+    @Test func movedRepliesAreFollowedAndCorrectTheMap() async throws {
+        _ = try await pool.run(RedisCommand("PING"))
+        let right = pool.slotMap
+        var wrong = RedisSlotMap()
+        wrong.assign(0...16383, to: right.shards[0])
+        pool.replaceSlotMap(wrong)
+        let keys = try keysOnEveryShard(30)
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        let replies = try await pool.run(keys.map { RedisCommand("INCR", [$0]) } + keys.map { RedisCommand("INCR", [$0]) }, on: loop).get()
+        #expect(replies.map(\.int) == Array(repeating: Int64(1), count: keys.count) + Array(repeating: Int64(2), count: keys.count))
+        for key in keys {
+            let slot = RedisCluster.hashSlot(key)
+            #expect(pool.slotMap.master(forSlot: slot) == right.master(forSlot: slot))
+        }
+        await pool.shutdown()
+    }
+
+    /// Requests made on one loop, over several shards, run in the order they were made, also
+    /// while MOVED redirects are being followed.
+    @Test func ordered200IncrsFromOneLoopAcrossShards() async throws {
+        _ = try await pool.run(RedisCommand("PING"))
+        var wrong = RedisSlotMap()
+        wrong.assign(0...16383, to: pool.slotMap.shards[1])
+        pool.replaceSlotMap(wrong)
+        let keys = try keysOnEveryShard(12)
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        let futures = try await loop.submit {
+            (0..<200).map { i in
+                pool.run([RedisCommand("INCR", ["ordered"]), RedisCommand("INCR", [keys[i % keys.count]])], on: loop)
+            }
+        }.get()
+        var values: [Int64] = []
+        for future in futures { values.append(try await future.get()[0].int ?? -1) }
+        #expect(values == (1...200).map { Int64($0) })
+        await pool.shutdown()
+    }
+
+    /// A slot being migrated: the source answers ASK for a key it does not hold; the command
+    /// goes to the target after ASKING, and the map is left as it was.
+    @Test func askRedirectsAreFollowedOnceWithoutChangingTheMap() async throws {
+        _ = try await pool.run(RedisCommand("PING"))
+        let key = "{migrating}:x"
+        let slot = RedisCluster.hashSlot(key)
+        let source = try #require(cluster.masterPort(forSlot: slot))
+        let target = try #require(cluster.ports.first { $0 != source && cluster.masterPort(forSlot: slot) != $0 && isMaster($0) })
+        let sourceID = try nodeID(source), targetID = try nodeID(target)
+        #expect(try cluster.command(port: target, ["CLUSTER", "SETSLOT", "\(slot)", "IMPORTING", sourceID]).hasPrefix("+OK"))
+        #expect(try cluster.command(port: source, ["CLUSTER", "SETSLOT", "\(slot)", "MIGRATING", targetID]).hasPrefix("+OK"))
+        let replies = try await pool.run([RedisCommand("SET", [key, "moved-in"]), RedisCommand("GET", [key])])
+        #expect(replies == [.status("OK"), .bulk(Array("moved-in".utf8))])
+        #expect(pool.slotMap.master(forSlot: slot)?.port == source)
+        // The source never held it (it still sends it on): it went to the target.
+        #expect(try cluster.command(port: source, ["EXISTS", key]).hasPrefix("-ASK"))
+        await pool.shutdown()
+    }
+
+    /// SIGKILL a master: while its slots have no master, commands for them fail with a clear
+    /// error; once its replica took over, the pool serves them again (the map is read again).
+    @Test func aKilledMasterIsReplacedByItsReplica() async throws {
+        let key = "{failover}:n"
+        let slot = RedisCluster.hashSlot(key)
+        #expect(try await pool.run(RedisCommand("SET", [key, "kept"])) == .status("OK"))
+        // The replica has it before its master dies.
+        #expect(try await pool.run(RedisCommand("WAIT", [1, 2000])) == .integer(1))
+        let master = try #require(cluster.masterPort(forSlot: slot))
+        cluster.kill9(port: master)
+        var failures: [RedisError] = []
+        let deadline = ContinuousClock.now + .seconds(20)
+        var value: RedisValue?
+        while ContinuousClock.now < deadline {
+            do {
+                value = try await pool.run(RedisCommand("GET", [key]))
+                break
+            } catch {
+                failures.append(error)
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+        #expect(value == .bulk(Array("kept".utf8)), "cluster: \(cluster.masterPort(forSlot: slot).map(String.init) ?? "no master"), pool: \(pool.slotMap.master(forSlot: slot).map(String.init(describing:)) ?? "none")")
+        #expect(!failures.isEmpty)
+        #expect(failures.allSatisfy { $0.isUnavailable }, "\(failures)")
+        #expect(pool.slotMap.master(forSlot: slot)?.port != master)
+        #expect(try await pool.run(RedisCommand("INCR", ["{failover}:m"])) == .integer(1))
+        await pool.shutdown()
+    }
+
+    @Test func afterShutdownCallsFailClearly() async throws {
+        _ = try await pool.run(RedisCommand("PING"))
+        await pool.shutdown()
+        await #expect(throws: RedisError.self) { try await pool.run(RedisCommand("GET", ["k"])) }
+    }
+
+    /// No seed answers: a clear error, not a hang.
+    @Test func unreachableSeedsAreAnError() async throws {
+        let nowhere = RedisClusterPool(seeds: [RedisConfiguration(port: try freeTCPPort(), connectTimeout: .milliseconds(300))])
+        do {
+            _ = try await nowhere.run(RedisCommand("GET", ["k"]))
+            Issue.record("no error without a cluster")
+        } catch {
+            #expect(error.isUnavailable)
+            #expect(error.message.contains("CLUSTER SLOTS"), "\(error)")
+        }
+        await nowhere.shutdown()
+        await pool.shutdown()
+    }
+
+    private func nodeID(_ port: Int) throws -> String {
+        let reply = try cluster.command(port: port, ["CLUSTER", "MYID"])
+        return String(reply.split(separator: "\r\n")[1])
+    }
+
+    private func isMaster(_ port: Int) -> Bool {
+        (try? cluster.command(port: port, ["ROLE"]))?.contains("master") ?? false
+    }
+}
