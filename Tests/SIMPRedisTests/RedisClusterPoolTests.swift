@@ -158,6 +158,25 @@ import Testing
         await pool.shutdown()
     }
 
+    /// WAIT follows each master's share of the pipeline: with one replica each, 1 is confirmed
+    /// and 2 is not (the writes are done either way).
+    @Test func waitingForReplicasOnEveryShard() async throws {
+        let keys = try keysOnEveryShard(12)
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        let one = RedisReplicaWait(replicas: 1, timeout: .seconds(2))
+        let replies = try await pool.run(keys.map { RedisCommand("SET", [$0, "w"]) }, on: loop, waitingFor: one).get()
+        #expect(replies == Array(repeating: .status("OK"), count: keys.count))
+        let two = RedisReplicaWait(replicas: 2, timeout: .milliseconds(100))
+        do {
+            _ = try await pool.run(keys.map { RedisCommand("SET", [$0, "x"]) }, on: loop, waitingFor: two).get()
+            Issue.record("WAIT for 2 replicas succeeded with 1 each")
+        } catch let error as RedisError {
+            #expect(error.kind == .notReady && error.mayHaveRun, "\(error)")
+        }
+        #expect(try await pool.run(keys.map { RedisCommand("GET", [$0]) }).map(\.string) == Array(repeating: "x", count: keys.count))
+        await pool.shutdown()
+    }
+
     @Test func afterShutdownCallsFailClearly() async throws {
         _ = try await pool.run(RedisCommand("PING"))
         await pool.shutdown()

@@ -142,6 +142,22 @@ import Testing
         await pool.shutdown()
     }
 
+    /// A standalone Redis has no replica: WAIT for one fails after its timeout, the write done.
+    @Test func waitingForReplicasThatAreNotThereIsAClearError() async throws {
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        let none = try await pool.run([RedisCommand("SET", ["w", "0"])], on: loop, waitingFor: RedisReplicaWait(replicas: 0, timeout: .milliseconds(100))).get()
+        #expect(none == [.status("OK")])
+        do {
+            _ = try await pool.run([RedisCommand("SET", ["w", "1"])], on: loop, waitingFor: RedisReplicaWait(replicas: 1, timeout: .milliseconds(100))).get()
+            Issue.record("WAIT for a missing replica succeeded")
+        } catch let error as RedisError {
+            #expect(error.kind == .notReady && error.mayHaveRun)
+            #expect(error.message.contains("0 of 1 replicas"), "\(error)")
+        }
+        #expect(try await pool.run(RedisCommand("GET", ["w"])).string == "1")
+        await pool.shutdown()
+    }
+
     @Test func manyConcurrentCallersShareThePool() async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for i in 0..<50 {
@@ -189,5 +205,6 @@ import Testing
         #expect(RedisError.reply("BUSY Redis is busy running a script").isUnavailable)
         #expect(RedisError.reply("ERR wrong number of arguments").kind == .server)
         #expect(!RedisError.reply("WRONGTYPE Operation against a key").isUnavailable)
+        #expect(RedisError.reply("CLUSTERDOWN The cluster is down").kind == .notReady)
     }
 }
