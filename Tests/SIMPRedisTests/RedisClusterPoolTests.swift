@@ -93,8 +93,10 @@ import Testing
     /// while MOVED redirects are being followed.
     @Test func ordered200IncrsFromOneLoopAcrossShards() async throws {
         _ = try await pool.run(RedisCommand("PING"))
+        // Every slot on a master that does not hold "ordered": its INCRs all meet MOVED first.
+        let right = pool.slotMap.master(forSlot: RedisCluster.hashSlot("ordered"))
         var wrong = RedisSlotMap()
-        wrong.assign(0...16383, to: pool.slotMap.shards[1])
+        wrong.assign(0...16383, to: try #require(pool.slotMap.shards.first { $0.master != right }))
         pool.replaceSlotMap(wrong)
         let keys = try keysOnEveryShard(12)
         let loop = MultiThreadedEventLoopGroup.singleton.next()
@@ -106,6 +108,33 @@ import Testing
         var values: [Int64] = []
         for future in futures { values.append(try await future.get()[0].int ?? -1) }
         #expect(values == (1...200).map { Int64($0) })
+        #expect(pool.slotMap.master(forSlot: RedisCluster.hashSlot("ordered")) == right)
+        await pool.shutdown()
+    }
+
+    /// A request made after the first MOVED came back, while an earlier request for the same
+    /// slot still waits for its own MOVED, must not overtake it. (The earlier one went to a
+    /// second wrong master, busy with a slow script.)
+    @Test func aRequestMadeDuringRedirectsWaitsForEarlierOnes() async throws {
+        _ = try await pool.run(RedisCommand("PING"))
+        let right = pool.slotMap.master(forSlot: RedisCluster.hashSlot("ordered"))
+        let others = pool.slotMap.shards.filter { $0.master != right }
+        let wrong = Self.everySlot(on: others[0]), alsoWrong = Self.everySlot(on: others[1])
+        let busy = "local t = redis.call('TIME') repeat local n = redis.call('TIME') until (n[1] - t[1]) * 1000000 + (n[2] - t[2]) > 200000"
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        let (first, slow, second) = try await loop.submit {
+            pool.replaceSlotMap(wrong)
+            let first = pool.run([RedisCommand("INCR", ["ordered"])], on: loop)
+            pool.replaceSlotMap(alsoWrong)
+            return (first, pool.run([RedisCommand("EVAL", [busy, 0])], on: loop), pool.run([RedisCommand("INCR", ["ordered"])], on: loop))
+        }.get()
+        #expect(try await first.get()[0] == .integer(1))
+        // The map is right by now; the second INCR is still behind the script on a wrong master.
+        #expect(pool.slotMap.master(forSlot: RedisCluster.hashSlot("ordered")) == right)
+        let third = pool.run([RedisCommand("INCR", ["ordered"])], on: loop)
+        _ = try await slow.get()
+        #expect(try await second.get()[0] == .integer(2))
+        #expect(try await third.get()[0] == .integer(3))
         await pool.shutdown()
     }
 
@@ -195,6 +224,12 @@ import Testing
         }
         await nowhere.shutdown()
         await pool.shutdown()
+    }
+
+    private static func everySlot(on shard: RedisShard) -> RedisSlotMap {
+        var map = RedisSlotMap()
+        map.assign(0...16383, to: shard)
+        return map
     }
 
     private func nodeID(_ port: Int) throws -> String {
