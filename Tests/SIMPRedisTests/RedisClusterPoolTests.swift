@@ -1,3 +1,4 @@
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 @testable import SIMPRedis
@@ -203,6 +204,27 @@ import Testing
             #expect(error.kind == .notReady && error.mayHaveRun, "\(error)")
         }
         #expect(try await pool.run(keys.map { RedisCommand("GET", [$0]) }).map(\.string) == Array(repeating: "x", count: keys.count))
+        await pool.shutdown()
+    }
+
+    /// The cluster carries a PUBLISH to every node: a subscriber on any node hears it. The
+    /// subscriber tries its nodes in turn (the first one here is not there).
+    @Test func aPublishReachesASubscriberOnAnotherNode() async throws {
+        let received = NIOLockedValueBox<[String]>([])
+        let nowhere = RedisConfiguration(port: try freeTCPPort(), connectTimeout: .milliseconds(200))
+        let subscriber = RedisSubscriber(configurations: [nowhere, RedisConfiguration(port: cluster.ports[5])], channels: ["node:1"],
+                                         loop: MultiThreadedEventLoopGroup.singleton.next()) { channel, payload in
+            received.withLockedValue { $0.append("\(channel) \(String(decoding: payload, as: UTF8.self))") }
+        }
+        subscriber.start()
+        try await subscriber.subscribed.get()
+        _ = try await pool.run([RedisCommand("SET", ["{bob}:inbox", "x"]), RedisCommand("PUBLISH", ["node:1", "for bob"])])
+        let deadline = ContinuousClock.now + .seconds(5)
+        while received.withLockedValue({ $0.isEmpty }) && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(received.withLockedValue { $0 } == ["node:1 for bob"])
+        try await subscriber.stop().get()
         await pool.shutdown()
     }
 
