@@ -128,7 +128,7 @@ public final class RedisClusterPool: RedisClient {
         let map = state.withLockedValue { $0.map }
         let groups: [(node: RedisNodeAddress, indices: [Int])]
         do {
-            groups = try Self.split(commands, by: map)
+            groups = try ClusterSplit.split(commands, by: map)
         } catch {
             if let mapError = lane.mapError { return lane.loop.makeFailedFuture(mapError) }
             refreshSoon()
@@ -141,63 +141,8 @@ public final class RedisClusterPool: RedisClient {
         return EventLoopFuture.whenAllComplete(sent, on: lane.loop).flatMapThrowing { results in
             lane.inFlight -= 1
             defer { self.release(lane) }
-            return try Self.assemble(results, groups, count: commands.count)
+            return try ClusterSplit.assemble(results, groups, count: commands.count)
         }
-    }
-
-    /// Which master gets which commands, in the order of the commands.
-    static func split(_ commands: [RedisCommand], by map: RedisSlotMap) throws(RedisError) -> [(node: RedisNodeAddress, indices: [Int])] {
-        var targets: [RedisNodeAddress?] = []
-        targets.reserveCapacity(commands.count)
-        for command in commands {
-            guard case .slot(let slot) = command.route else { targets.append(nil); continue }
-            guard let master = map.master(forSlot: slot) else {
-                throw RedisError(.notReady, map.isEmpty ? "no Redis Cluster slot map yet" : "no master serves slot \(slot) in the Redis Cluster")
-            }
-            targets.append(master)
-        }
-        // A keyless command rides with the keyed one before it, else the one after it.
-        let fallback = targets.first(where: { $0 != nil }) ?? map.shards.first?.master
-        guard let fallback else { throw RedisError(.notReady, "no Redis Cluster slot map yet") }
-        var previous = fallback
-        var groups: [(node: RedisNodeAddress, indices: [Int])] = []
-        var position: [RedisNodeAddress: Int] = [:]
-        for (index, target) in targets.enumerated() {
-            let node = target ?? previous
-            previous = node
-            if let at = position[node] {
-                groups[at].indices.append(index)
-            } else {
-                position[node] = groups.count
-                groups.append((node, [index]))
-            }
-        }
-        return groups
-    }
-
-    /// The replies in the order of the commands. When a shard failed, the whole pipeline fails
-    /// with its error, marked "may have run" when any of it was sent.
-    static func assemble(_ results: [Result<[RedisValue], any Error>], _ groups: [(node: RedisNodeAddress, indices: [Int])],
-                         count: Int) throws(RedisError) -> [RedisValue] {
-        var replies = [RedisValue](repeating: .null, count: count)
-        var failure: RedisError?
-        var anySent = false
-        for (result, group) in zip(results, groups) {
-            switch result {
-            case .success(let values):
-                anySent = true
-                for (index, value) in zip(group.indices, values) { replies[index] = value }
-            case .failure(let error):
-                let redisError = error as? RedisError ?? RedisError(.io, "\(error)", mayHaveRun: true)
-                anySent = anySent || redisError.mayHaveRun
-                if failure == nil { failure = redisError }
-            }
-        }
-        if var failure {
-            failure.mayHaveRun = anySent
-            throw failure
-        }
-        return replies
     }
 
     // MARK: One node, redirects
@@ -334,6 +279,7 @@ public final class RedisClusterPool: RedisClient {
 
     private func readMap(from candidates: ArraySlice<RedisNodeAddress>, _ lane: ClusterLane,
                          lastError: RedisError?) -> EventLoopFuture<RedisSlotMap> {
+        guard !lane.closed else { return lane.loop.makeFailedFuture(RedisError(.closed, "redis pool is shut down")) }
         guard let node = candidates.first else {
             let reason = lastError.map { ": \($0.message)" } ?? ""
             return lane.loop.makeFailedFuture(RedisError(lastError?.kind ?? .connectionFailed, "no Redis Cluster node answered CLUSTER SLOTS\(reason)"))
@@ -393,5 +339,64 @@ final class ClusterLane: @unchecked Sendable {
         held = []
         for release in waiting { release() }
         return EventLoopFuture.andAllComplete(open.map { $0.close() }, on: loop)
+    }
+}
+
+/// The pure part of running a pipeline on a cluster: which master gets which commands, and
+/// the replies put back in the order of the commands.
+enum ClusterSplit {
+    /// Which master gets which commands, in the order of the commands.
+    static func split(_ commands: [RedisCommand], by map: RedisSlotMap) throws(RedisError) -> [(node: RedisNodeAddress, indices: [Int])] {
+        var targets: [RedisNodeAddress?] = []
+        targets.reserveCapacity(commands.count)
+        for command in commands {
+            guard case .slot(let slot) = command.route else { targets.append(nil); continue }
+            guard let master = map.master(forSlot: slot) else {
+                throw RedisError(.notReady, map.isEmpty ? "no Redis Cluster slot map yet" : "no master serves slot \(slot) in the Redis Cluster")
+            }
+            targets.append(master)
+        }
+        // A keyless command rides with the keyed one before it, else the one after it.
+        let fallback = targets.first(where: { $0 != nil }) ?? map.shards.first?.master
+        guard let fallback else { throw RedisError(.notReady, "no Redis Cluster slot map yet") }
+        var previous = fallback
+        var groups: [(node: RedisNodeAddress, indices: [Int])] = []
+        var position: [RedisNodeAddress: Int] = [:]
+        for (index, target) in targets.enumerated() {
+            let node = target ?? previous
+            previous = node
+            if let at = position[node] {
+                groups[at].indices.append(index)
+            } else {
+                position[node] = groups.count
+                groups.append((node, [index]))
+            }
+        }
+        return groups
+    }
+
+    /// The replies in the order of the commands. When a shard failed, the whole pipeline fails
+    /// with its error, marked "may have run" when any of it was sent.
+    static func assemble(_ results: [Result<[RedisValue], any Error>], _ groups: [(node: RedisNodeAddress, indices: [Int])],
+                         count: Int) throws(RedisError) -> [RedisValue] {
+        var replies = [RedisValue](repeating: .null, count: count)
+        var failure: RedisError?
+        var anySent = false
+        for (result, group) in zip(results, groups) {
+            switch result {
+            case .success(let values):
+                anySent = true
+                for (index, value) in zip(group.indices, values) { replies[index] = value }
+            case .failure(let error):
+                let redisError = error as? RedisError ?? RedisError(.io, "\(error)", mayHaveRun: true)
+                anySent = anySent || redisError.mayHaveRun
+                if failure == nil { failure = redisError }
+            }
+        }
+        if var failure {
+            failure.mayHaveRun = anySent
+            throw failure
+        }
+        return replies
     }
 }

@@ -1,4 +1,4 @@
-import SIMPRedis
+@testable import SIMPRedis
 import Testing
 
 @Suite struct RedisClusterSlotsTests {
@@ -127,5 +127,65 @@ import Testing
             #expect(RedisCommand(name, ["x"]).route == .anyNode, "\(name)")
         }
         #expect(RedisCommand("DEL").route == .anyNode)
+    }
+}
+
+@Suite struct RedisClusterSplitTests {
+    let a = RedisNodeAddress(host: "a", port: 1), b = RedisNodeAddress(host: "b", port: 1)
+
+    private func map() -> RedisSlotMap {
+        var map = RedisSlotMap()
+        map.assign(0...8191, to: RedisShard(master: a))
+        map.assign(8192...16383, to: RedisShard(master: b))
+        return map
+    }
+
+    private func key(on node: RedisNodeAddress, _ n: Int) -> String {
+        var i = n
+        while true {
+            let key = "k\(i)"
+            if (RedisCluster.hashSlot(key) < 8192) == (node == a) { return key }
+            i += 1
+        }
+    }
+
+    /// Each master's commands keep their order; a keyless command rides with the keyed one
+    /// before it (else after it).
+    @Test func aPipelineSplitsByMasterInOrder() throws {
+        let commands = [
+            RedisCommand("PING"),
+            RedisCommand("SET", [key(on: b, 0), "1"]),
+            RedisCommand("SET", [key(on: a, 0), "2"]),
+            RedisCommand("PUBLISH", ["chan", "x"]),
+            RedisCommand("GET", [key(on: b, 100)]),
+        ]
+        let groups = try ClusterSplit.split(commands, by: map())
+        #expect(groups.map(\.node) == [b, a])
+        #expect(groups.map(\.indices) == [[0, 1, 4], [2, 3]])
+    }
+
+    @Test func keylessAloneGoesToTheFirstMasterAndNoMapIsAnError() throws {
+        #expect(try ClusterSplit.split([RedisCommand("PING")], by: map()).map(\.node) == [a])
+        #expect(throws: RedisError.self) { try ClusterSplit.split([RedisCommand("GET", ["k"])], by: RedisSlotMap()) }
+        var partial = RedisSlotMap()
+        partial.assign(0...10, to: RedisShard(master: a))
+        do {
+            _ = try ClusterSplit.split([RedisCommand("GET", [key(on: b, 0)])], by: partial)
+            Issue.record("a slot without a master was routed")
+        } catch {
+            #expect(error.kind == .notReady && error.message.contains("no master serves slot"))
+        }
+    }
+
+    @Test func repliesAreReassembledAndAFailedShardFailsThePipeline() throws {
+        let groups: [(node: RedisNodeAddress, indices: [Int])] = [(a, [0, 2]), (b, [1])]
+        let replies = try ClusterSplit.assemble([.success([.integer(0), .integer(2)]), .success([.integer(1)])], groups, count: 3)
+        #expect(replies == [.integer(0), .integer(1), .integer(2)])
+        do {
+            _ = try ClusterSplit.assemble([.success([.integer(0), .integer(2)]), .failure(RedisError(.connectionFailed, "b: refused"))], groups, count: 3)
+            Issue.record("no failure")
+        } catch {
+            #expect(error.kind == .connectionFailed && error.mayHaveRun)
+        }
     }
 }
