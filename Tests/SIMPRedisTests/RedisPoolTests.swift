@@ -183,6 +183,13 @@ import Testing
         #expect(d.port == 6379 && d.database == 0)
     }
 
+    @Test func parsesClusterSeeds() throws {
+        let seeds = try RedisConfiguration.clusterSeeds("redis://a:7000, redis://b:7001/0,")
+        #expect(seeds.map(\.host) == ["a", "b"] && seeds.map(\.port) == [7000, 7001])
+        #expect(throws: RedisError.self) { try RedisConfiguration.clusterSeeds("redis://a:7000/2") }
+        #expect(throws: RedisError.self) { try RedisConfiguration.clusterSeeds(" , ") }
+    }
+
     @Test(arguments: ["http://x:1", "redis://:80", "redis://h:99999", "redis://h:1/x"])
     func rejectsBadURLs(url: String) {
         #expect(throws: RedisError.self) { try RedisConfiguration(url: url) }
