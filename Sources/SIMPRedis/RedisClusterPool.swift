@@ -116,9 +116,16 @@ public final class RedisClusterPool: RedisClient {
     private func release(_ lane: ClusterLane) {
         guard lane.holding, lane.inFlight == 0, !lane.awaitingMap else { return }
         lane.holding = false
-        while !lane.holding, !lane.held.isEmpty {
-            lane.held.removeFirst()()
+        let waiting = lane.held
+        lane.held = []
+        var next = 0
+        // (Sending never completes synchronously with a redirect, but if it ever held the loop
+        // again, the rest would stay queued, ahead of anything queued meanwhile.)
+        while next < waiting.count, !lane.holding {
+            waiting[next]()
+            next += 1
         }
+        lane.held = Array(waiting[next...]) + lane.held
         lane.mapError = nil
     }
 
