@@ -90,6 +90,32 @@ import Testing
         await pool.shutdown()
     }
 
+    /// Futures complete on the caller's loop, also after redirects; many tasks on many loops
+    /// share the pool.
+    @Test func callersLoopsAndManyConcurrentCallers() async throws {
+        _ = try await pool.run(RedisCommand("PING"))
+        pool.replaceSlotMap(Self.everySlot(on: pool.slotMap.shards[0]))
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+        let loop = group.next()
+        let keys = try keysOnEveryShard(9)
+        let inLoop = try await pool.run(keys.map { RedisCommand("SET", [$0, "1"]) }, on: loop).map { _ in loop.inEventLoop }.get()
+        #expect(inLoop)
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            for i in 0..<60 {
+                tasks.addTask {
+                    _ = try await pool.run([RedisCommand("SADD", ["{set}", i]), RedisCommand("INCR", [keys[i % keys.count]])],
+                                           on: group.next()).get()
+                }
+            }
+            try await tasks.waitForAll()
+        }
+        #expect(try await pool.run(RedisCommand("SCARD", ["{set}"])).int == 60)
+        let total = try await pool.run(keys.map { RedisCommand("GET", [$0]) }).compactMap(\.int).reduce(0, +)
+        #expect(total == Int64(keys.count + 60))
+        await pool.shutdown()
+        try await group.shutdownGracefully()
+    }
+
     /// Requests made on one loop, over several shards, run in the order they were made, also
     /// while MOVED redirects are being followed.
     @Test func ordered200IncrsFromOneLoopAcrossShards() async throws {
