@@ -51,4 +51,20 @@ public struct RedisConfiguration: Sendable, Equatable {
     }
 
     public var url: String { "redis://\(host):\(port)/\(database)" }
+
+    /// Seeds of a Redis Cluster from comma-separated URLs (`redis://a:7000,redis://b:7001`),
+    /// for `RedisClusterPool(seeds:)`. A cluster has only database 0: another one is refused.
+    public static func clusterSeeds(_ urls: String) throws(RedisError) -> [RedisConfiguration] {
+        // No Foundation here: spaces are trimmed by hand.
+        let parts = urls.split(separator: ",").map { String($0.drop(while: { $0 == " " }).reversed().drop(while: { $0 == " " }).reversed()) }
+            .filter { !$0.isEmpty }
+        guard !parts.isEmpty else { throw RedisError(.protocolViolation, "no Redis Cluster node given") }
+        var seeds: [RedisConfiguration] = []
+        for part in parts {
+            let seed = try RedisConfiguration(url: part)
+            guard seed.database == 0 else { throw RedisError(.protocolViolation, "a Redis Cluster has only database 0, got \(part)") }
+            seeds.append(seed)
+        }
+        return seeds
+    }
 }

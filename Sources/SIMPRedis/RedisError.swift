@@ -10,7 +10,8 @@ public struct RedisError: Error, Sendable, Equatable, CustomStringConvertible {
         /// Redis answered with an error reply.
         case server
         /// Redis is up but cannot serve yet: LOADING (reading its AOF), BUSY (a script runs),
-        /// MASTERDOWN, TRYAGAIN. Temporary, like an outage.
+        /// MASTERDOWN, TRYAGAIN, CLUSTERDOWN (a cluster slot without a master). Temporary, like
+        /// an outage.
         case notReady
         /// The pool was shut down.
         case closed
@@ -37,7 +38,7 @@ public struct RedisError: Error, Sendable, Equatable, CustomStringConvertible {
 
     /// Classifies an error reply: temporary conditions are not the caller's fault.
     public static func reply(_ message: String) -> RedisError {
-        let temporary = ["LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN"]
+        let temporary = ["LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN"]
         let code = message.prefix(while: { $0 != " " })
         return RedisError(temporary.contains(String(code)) ? .notReady : .server, message)
     }

@@ -11,7 +11,11 @@ public final class RedisSubscriber: @unchecked Sendable {
     public typealias MessageHandler = @Sendable (_ channel: String, _ payload: [UInt8]) -> Void
 
     public let loop: any EventLoop
-    private let configuration: RedisConfiguration
+    /// Where to subscribe: one Redis, or any nodes of a cluster (which carries a PUBLISH to
+    /// every node); after a failure the next one is tried.
+    private let configurations: [RedisConfiguration]
+    private var current = 0
+    private var configuration: RedisConfiguration { configurations[current] }
     private let channels: [String]
     private let onMessage: MessageHandler
     private let logger: Logger
@@ -20,9 +24,16 @@ public final class RedisSubscriber: @unchecked Sendable {
     private var failures = 0
     private let firstSubscription: EventLoopPromise<Void>
 
-    public init(configuration: RedisConfiguration, channels: [String], loop: any EventLoop,
+    public convenience init(configuration: RedisConfiguration, channels: [String], loop: any EventLoop,
+                            logger: Logger = Logger(label: "simp.redis.subscriber"), onMessage: @escaping MessageHandler) {
+        self.init(configurations: [configuration], channels: channels, loop: loop, logger: logger, onMessage: onMessage)
+    }
+
+    /// Subscribes on the first node that answers, in turn (nodes of one Redis Cluster).
+    public init(configurations: [RedisConfiguration], channels: [String], loop: any EventLoop,
                 logger: Logger = Logger(label: "simp.redis.subscriber"), onMessage: @escaping MessageHandler) {
-        self.configuration = configuration
+        precondition(!configurations.isEmpty, "a subscriber needs at least one Redis")
+        self.configurations = configurations
         self.channels = channels
         self.loop = loop
         self.logger = logger
@@ -77,6 +88,7 @@ public final class RedisSubscriber: @unchecked Sendable {
         channel = nil
         guard !stopped else { return }
         failures += 1
+        current = (current + 1) % configurations.count
         let delay = TimeAmount.milliseconds(min(5_000, 100 << min(failures - 1, 6)))
         logger.warning("Redis subscription lost; subscribing again", metadata: ["reason": "\(reason)", "in_ms": "\(delay.nanoseconds / 1_000_000)"])
         loop.scheduleTask(in: delay) { self.connect() }

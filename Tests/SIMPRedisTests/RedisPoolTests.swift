@@ -142,6 +142,22 @@ import Testing
         await pool.shutdown()
     }
 
+    /// A standalone Redis has no replica: WAIT for one fails after its timeout, the write done.
+    @Test func waitingForReplicasThatAreNotThereIsAClearError() async throws {
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        let none = try await pool.run([RedisCommand("SET", ["w", "0"])], on: loop, waitingFor: RedisReplicaWait(replicas: 0, timeout: .milliseconds(100))).get()
+        #expect(none == [.status("OK")])
+        do {
+            _ = try await pool.run([RedisCommand("SET", ["w", "1"])], on: loop, waitingFor: RedisReplicaWait(replicas: 1, timeout: .milliseconds(100))).get()
+            Issue.record("WAIT for a missing replica succeeded")
+        } catch let error as RedisError {
+            #expect(error.kind == .notReady && error.mayHaveRun)
+            #expect(error.message.contains("0 of 1 replicas"), "\(error)")
+        }
+        #expect(try await pool.run(RedisCommand("GET", ["w"])).string == "1")
+        await pool.shutdown()
+    }
+
     @Test func manyConcurrentCallersShareThePool() async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for i in 0..<50 {
@@ -167,6 +183,13 @@ import Testing
         #expect(d.port == 6379 && d.database == 0)
     }
 
+    @Test func parsesClusterSeeds() throws {
+        let seeds = try RedisConfiguration.clusterSeeds("redis://a:7000, redis://b:7001/0,")
+        #expect(seeds.map(\.host) == ["a", "b"] && seeds.map(\.port) == [7000, 7001])
+        #expect(throws: RedisError.self) { try RedisConfiguration.clusterSeeds("redis://a:7000/2") }
+        #expect(throws: RedisError.self) { try RedisConfiguration.clusterSeeds(" , ") }
+    }
+
     @Test(arguments: ["http://x:1", "redis://:80", "redis://h:99999", "redis://h:1/x"])
     func rejectsBadURLs(url: String) {
         #expect(throws: RedisError.self) { try RedisConfiguration(url: url) }
@@ -189,5 +212,6 @@ import Testing
         #expect(RedisError.reply("BUSY Redis is busy running a script").isUnavailable)
         #expect(RedisError.reply("ERR wrong number of arguments").kind == .server)
         #expect(!RedisError.reply("WRONGTYPE Operation against a key").isUnavailable)
+        #expect(RedisError.reply("CLUSTERDOWN The cluster is down").kind == .notReady)
     }
 }

@@ -153,7 +153,22 @@ func redisReply(port: Int, _ arguments: [String]) -> String {
     _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
     var buffer = [UInt8](repeating: 0, count: 4096)
     let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-    return n > 0 ? String(decoding: buffer.prefix(n), as: UTF8.self) : ""
+    guard n > 0 else { return "" }
+    var received = Array(buffer.prefix(n))
+    // A long bulk reply (CLUSTER NODES) may come in several reads: read until it is whole.
+    while let missing = bulkBytesMissing(received), missing > 0 {
+        let more = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, min($0.count, missing), 0) }
+        guard more > 0 else { break }
+        received += buffer.prefix(more)
+    }
+    return String(decoding: received, as: UTF8.self)
+}
+
+/// How many bytes a `$N` bulk reply still lacks; nil for other replies.
+private func bulkBytesMissing(_ received: [UInt8]) -> Int? {
+    guard received.first == UInt8(ascii: "$"), let end = received.firstIndex(of: UInt8(ascii: "\r")),
+          let length = Int(String(decoding: received[1..<end], as: UTF8.self)), length >= 0 else { return nil }
+    return (end + 2 + length + 2) - received.count
 }
 
 public func canConnect(port: Int) -> Bool {
