@@ -35,21 +35,6 @@ public final class RedisPool: Sendable {
         return connection.run(commands)
     }
 
-    public func run(_ commands: [RedisCommand]) async throws(RedisError) -> [RedisValue] {
-        do {
-            return try await run(commands, on: MultiThreadedEventLoopGroup.singleton.next()).get()
-        } catch let error as RedisError {
-            throw error
-        } catch {
-            throw RedisError(.closed, "redis pool is shut down")
-        }
-    }
-
-    /// One command; an error reply is thrown as `RedisError` of kind `.server`.
-    public func run(_ command: RedisCommand) async throws(RedisError) -> RedisValue {
-        try await run([command])[0].checked()
-    }
-
     /// Closes every connection; later calls fail with `.closed`.
     public func shutdown() async {
         let open = connections.withLockedValue { boxes -> [RedisLoopConnection] in
