@@ -12,26 +12,13 @@ import Glibc
 /// message is "accepted" only once a replica has it, so every accepted message outlives the
 /// master; the sends of the failover window are delivered or failed with a reason.
 @Suite(.serialized) struct RedisMasterFailoverTests {
-    struct User {
-        let name: String
-        let client: SIMPClient
-        let log: EventLog
-    }
-
     @Test func acceptedMessagesOutliveAKilledMaster() async throws {
         let deployment = try Deployment(nodes: 3, cluster: true, extra: ["--redis-min-replicas", "1"])
         defer { deployment.stop() }
         guard case .cluster(let cluster) = deployment.redis else { throw TestSupportError("not a cluster") }
-        var users: [User] = []
+        var users: [NodeUser] = []
         for index in 0..<10 {
-            let name = "rm\(index)"
-            var config = deployment.configuration(startingAt: index % 3)
-            config.requestTimeout = .seconds(10)
-            let client = SIMPClient(configuration: config)
-            try await client.register(user: name, password: "pw-\(name)")
-            let log = EventLog(client)
-            try await client.connect(user: name, password: "pw-\(name)")
-            users.append(User(name: name, client: client, log: log))
+            users.append(try await deployment.connect("rm\(index)", startingAt: index % 3) { $0.requestTimeout = .seconds(10) })
         }
         try await deployment.waitForPresence(of: users.map(\.name))
 
@@ -40,9 +27,7 @@ import Glibc
         let onVictim = users.filter { cluster.masterPort(forSlot: RedisCluster.hashSlot("simp:{\($0.name)}:inbox")) == victim }.map(\.name)
         print("killing the Redis master on \(victim), which holds the inboxes of \(onVictim)")
 
-        var sent: [String: [String]] = [:]  // "from>to" -> ids, in send order
-        var sentAt: [String: Date] = [:]
-        var generator = SystemRandomNumberGenerator()
+        var traffic = RandomTraffic(users)
         for n in 0..<400 {
             if n == 100 { cluster.kill9(port: victim) }
             if n == 200 {
@@ -52,46 +37,21 @@ import Glibc
                 try cluster.restart(port: victim)
                 try cluster.waitUntilHealthy(timeout: 30)
             }
-            let from = users.randomElement(using: &generator)!
-            var to = users.randomElement(using: &generator)!
-            while to.name == from.name { to = users.randomElement(using: &generator)! }
-            let id = try await from.client.send(to: to.name, text: "\(from.name)>\(to.name)#\(n)")
-            sent["\(from.name)>\(to.name)", default: []].append(id)
-            sentAt[id] = Date()
-            if n % 20 == 0 { try await Task.sleep(for: .milliseconds(10)) }
+            try await traffic.send(n)
         }
 
-        let byName = Dictionary(uniqueKeysWithValues: users.map { ($0.name, $0) })
         // Every sender hears each message's fate: delivered, or failed with a reason.
-        for user in users {
-            let mine = Set(sent.filter { $0.key.hasPrefix("\(user.name)>") }.values.joined())
-            #expect(await user.log.wait(timeout: .seconds(90)) { Set($0.delivered).union($0.failed.map(\.id)).isSuperset(of: mine) },
-                    "\(user.name) heard the fate of all \(mine.count)")
-        }
-        for user in users {
-            // Received once each: the recipient shows what the senders were told was accepted.
-            let accepted = Set(user.log.accepted)
-            let mine = Set(sent.filter { $0.key.hasPrefix("\(user.name)>") }.values.joined())
-            for id in mine.intersection(accepted) {
-                let recipient = byName[sent.first { $0.value.contains(id) }!.key.split(separator: ">").map(String.init)[1]]!
-                #expect(await recipient.log.wait(timeout: .seconds(30)) { $0.messages.contains { $0.id == id } },
-                        "accepted message \(id) of \(user.name) reached \(recipient.name)")
-            }
-            for failure in user.log.failed {
-                #expect(!failure.reason.isEmpty, "a failed send says why")
-                print("failed \(failure.id): \(failure.reason)")
-            }
+        #expect(await traffic.waitForEveryFate(timeout: .seconds(90)) == [], "senders that did not hear every message's fate")
+        // Every message a sender was told was accepted is shown to its recipient.
+        let accepted = Set(users.flatMap(\.log.accepted))
+        #expect(await eventually { accepted.isSubset(of: Set(users.flatMap { $0.log.messages.map(\.id) })) },
+                "accepted, never shown: \(accepted.subtracting(users.flatMap { $0.log.messages.map(\.id) }))")
+        for failure in users.flatMap(\.log.failed) {
+            #expect(!failure.reason.isEmpty, "a failed send says why")
+            print("failed \(failure.id): \(failure.reason)")
         }
 
-        let result = tally("3 nodes on a Redis Cluster, a master killed -9 mid-stream, --redis-min-replicas 1", pairs: sent.map { conversation, ids in
-            let names = conversation.split(separator: ">").map(String.init)
-            let sender = byName[names[0]]!.log
-            let recipient = byName[names[1]]!.log
-            let times = recipient.arrivalTimes
-            let received = recipient.messages.filter { $0.from == names[0] }.map { ($0.id, times[$0.id] ?? Date()) }
-            return (ids, sentAt, received, Set(sender.delivered), Set(sender.failed.map(\.id)))
-        })
-        print("\n\(ScenarioResult.header)\n\(result)\n")
+        let result = traffic.tally("3 nodes on a Redis Cluster, a master killed -9 mid-stream, --redis-min-replicas 1")
         #expect(result.sent == 400)
         #expect(result.lost == 0, "neither received nor reported failed")
         #expect(result.duplicates == 0)
@@ -100,7 +60,7 @@ import Glibc
         #expect(result.unsettled == 0)
         // The shard had no master for a while; the nodes kept serving the others and followed
         // the new map (a message to a user on the victim's shard was accepted after the kill).
-        let late = sent.filter { onVictim.contains(String($0.key.split(separator: ">")[1])) }.values.flatMap { $0.suffix(5) }
+        let late = traffic.sent.filter { onVictim.contains(String($0.key.split(separator: ">")[1])) }.values.flatMap { $0.suffix(5) }
         #expect(late.contains { id in users.contains { $0.log.accepted.contains(id) } }, "stores on the promoted replica")
         for user in users { await user.client.close() }
     }

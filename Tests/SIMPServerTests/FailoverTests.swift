@@ -11,70 +11,36 @@ import Glibc
 /// Clients given every node of a deployment: when the node they are on is killed, they move
 /// to another one by themselves, and nothing accepted is lost or shown twice.
 @Suite(.serialized) struct FailoverTests {
-    struct User {
-        let name: String
-        let client: SIMPClient
-        let log: EventLog
-    }
-
     /// On one Redis, and on a Redis Cluster of 3 masters with a replica each.
     @Test(arguments: [false, true])
     func clientsOfAKilledNodeMoveToTheOthersAndLoseNothing(onACluster cluster: Bool) async throws {
         let deployment = try Deployment(nodes: 3, cluster: cluster)
         defer { deployment.stop() }
-        var users: [User] = []
-        for index in 0..<10 {
-            let name = "fo\(index)"
-            let client = SIMPClient(configuration: deployment.configuration(startingAt: index % 3))
-            try await client.register(user: name, password: "pw-\(name)")
-            let log = EventLog(client)
-            try await client.connect(user: name, password: "pw-\(name)")
-            users.append(User(name: name, client: client, log: log))
-        }
+        var users: [NodeUser] = []
+        for index in 0..<10 { users.append(try await deployment.connect("fo\(index)", startingAt: index % 3)) }
         try await deployment.waitForPresence(of: users.map(\.name))
         let victims = users.filter { deployment.node(of: $0.client.connectedServer) == 0 }.map(\.name)
         #expect(victims.count == 4, "users 0, 3, 6, 9 start on node-1")
 
-        // Each conversation's ids in send order.
-        var sent: [String: [String]] = [:]  // "from>to" -> ids
-        var sentAt: [String: Date] = [:]
-        var generator = SystemRandomNumberGenerator()
+        var traffic = RandomTraffic(users)
         for n in 0..<400 {
             if n == 150 {
                 deployment.servers[0].process.signal(SIGKILL)
                 _ = deployment.servers[0].process.waitForExit(timeout: 5)
             }
-            let from = users.randomElement(using: &generator)!
-            var to = users.randomElement(using: &generator)!
-            while to.name == from.name { to = users.randomElement(using: &generator)! }
-            let id = try await from.client.send(to: to.name, text: "\(from.name)>\(to.name)#\(n)")
-            sent["\(from.name)>\(to.name)", default: []].append(id)
-            sentAt[id] = Date()
-            if n % 20 == 0 { try await Task.sleep(for: .milliseconds(10)) }
+            try await traffic.send(n)
         }
 
         // Every message reaches its recipient and every sender hears "delivered" (after a
         // failover a notice may be lost; the sender's delivery query catches up).
         for user in users {
-            let expected = sent.filter { $0.key.hasSuffix(">\(user.name)") }.values.reduce(0) { $0 + $1.count }
+            let expected = traffic.sent.filter { $0.key.hasSuffix(">\(user.name)") }.values.reduce(0) { $0 + $1.count }
             #expect(await user.log.wait(timeout: .seconds(60)) { Set($0.messages.map(\.id)).count >= expected }, "\(user.name) received")
         }
-        for user in users {
-            let mine = Set(sent.filter { $0.key.hasPrefix("\(user.name)>") }.values.joined())
-            #expect(await user.log.wait(timeout: .seconds(60)) { Set($0.delivered).union($0.failed.map(\.id)).isSuperset(of: mine) },
-                    "\(user.name) heard the fate of all \(mine.count)")
-        }
+        #expect(await traffic.waitForEveryFate(timeout: .seconds(60)) == [], "senders that did not hear every message's fate")
 
         let byName = Dictionary(uniqueKeysWithValues: users.map { ($0.name, $0) })
-        let result = tally("3 nodes\(cluster ? " on a Redis Cluster" : ""), node-1 killed -9 mid-stream, clients fail over", pairs: sent.map { conversation, ids in
-            let names = conversation.split(separator: ">").map(String.init)
-            let sender = byName[names[0]]!.log
-            let recipient = byName[names[1]]!.log
-            let times = recipient.arrivalTimes
-            let received = recipient.messages.filter { $0.from == names[0] }.map { ($0.id, times[$0.id] ?? Date()) }
-            return (ids, sentAt, received, Set(sender.delivered), Set(sender.failed.map(\.id)))
-        })
-        print("\n\(ScenarioResult.header)\n\(result)\n")
+        let result = traffic.tally("3 nodes\(cluster ? " on a Redis Cluster" : ""), node-1 killed -9 mid-stream, clients fail over")
         if ProcessInfo.processInfo.environment["SIMP_FAILOVER_DEBUG"] != nil {
             for user in users {
                 var seen: [String: IncomingMessage] = [:]

@@ -345,3 +345,75 @@ func eventually(_ condition: () throws -> Bool) async -> Bool {
     }
     return false
 }
+
+/// A user of a multi-node test: a client given every node, logged in, and what it was told.
+struct NodeUser {
+    let name: String
+    let client: SIMPClient
+    let log: EventLog
+}
+
+extension Deployment {
+    /// Registers and logs in `name`, starting at node `first` (0-based).
+    func connect(_ name: String, startingAt first: Int,
+                 adjusting adjust: (inout ClientConfiguration) -> Void = { _ in }) async throws -> NodeUser {
+        var config = configuration(startingAt: first)
+        adjust(&config)
+        let client = SIMPClient(configuration: config)
+        try await client.register(user: name, password: "pw-\(name)")
+        let log = EventLog(client)
+        try await client.connect(user: name, password: "pw-\(name)")
+        return NodeUser(name: name, client: client, log: log)
+    }
+}
+
+/// Messages between random pairs of users, each text "FROM>TO#N", and what became of them.
+struct RandomTraffic {
+    let users: [NodeUser]
+    /// Each conversation ("from>to") its ids in send order.
+    private(set) var sent: [String: [String]] = [:]
+    private(set) var sentAt: [String: Date] = [:]
+    private var generator = SystemRandomNumberGenerator()
+
+    init(_ users: [NodeUser]) { self.users = users }
+
+    /// Sends the n-th message, from one random user to another; a pause every 20.
+    mutating func send(_ n: Int) async throws {
+        let from = users.randomElement(using: &generator)!
+        var to = users.randomElement(using: &generator)!
+        while to.name == from.name { to = users.randomElement(using: &generator)! }
+        let id = try await from.client.send(to: to.name, text: "\(from.name)>\(to.name)#\(n)")
+        sent["\(from.name)>\(to.name)", default: []].append(id)
+        sentAt[id] = Date()
+        if n % 20 == 0 { try await Task.sleep(for: .milliseconds(10)) }
+    }
+
+    /// What `user` sent.
+    func ids(from user: String) -> Set<String> { Set(sent.filter { $0.key.hasPrefix("\(user)>") }.values.joined()) }
+
+    /// Until every sender has heard each of its messages' fate (delivered or failed).
+    func waitForEveryFate(timeout: Duration) async -> [String] {
+        var silent: [String] = []
+        for user in users {
+            let mine = ids(from: user.name)
+            let told = await user.log.wait(timeout: timeout) { Set($0.delivered).union($0.failed.map(\.id)).isSuperset(of: mine) }
+            if !told { silent.append(user.name) }
+        }
+        return silent
+    }
+
+    /// The tally of every conversation, printed as a row of the scenario table.
+    func tally(_ name: String) -> ScenarioResult {
+        let byName = Dictionary(uniqueKeysWithValues: users.map { ($0.name, $0) })
+        let result = SIMPServerTests.tally(name, pairs: sent.map { conversation, ids in
+            let names = conversation.split(separator: ">").map(String.init)
+            let sender = byName[names[0]]!.log
+            let recipient = byName[names[1]]!.log
+            let times = recipient.arrivalTimes
+            let received = recipient.messages.filter { $0.from == names[0] }.map { ($0.id, times[$0.id] ?? Date()) }
+            return (ids, sentAt, received, Set(sender.delivered), Set(sender.failed.map(\.id)))
+        })
+        print("\n\(ScenarioResult.header)\n\(result)\n")
+        return result
+    }
+}

@@ -7,25 +7,11 @@ import Testing
 /// Several simp-server processes on one Redis: users on different nodes talk with the
 /// guarantees of one node (delivered once, in order, a delivered receipt at the sender).
 @Suite(.serialized) struct MultiNodeTests {
-    struct User {
-        let name: String
-        let client: SIMPClient
-        let log: EventLog
-    }
-
-    func connect(_ name: String, on node: Int, of nodes: Deployment) async throws -> User {
-        let client = SIMPClient(configuration: nodes.configuration(startingAt: node))
-        try await client.register(user: name, password: "pw-\(name)")
-        let log = EventLog(client)
-        try await client.connect(user: name, password: "pw-\(name)")
-        return User(name: name, client: client, log: log)
-    }
-
     /// "FROM>TO#K": the k-th message from FROM to TO.
     func text(_ from: String, _ to: String, _ k: Int) -> String { "\(from)>\(to)#\(k)" }
 
     /// Each conversation's texts as received, in arrival order.
-    func received(_ user: User) -> [String: [Int]] {
+    func received(_ user: NodeUser) -> [String: [Int]] {
         var byConversation: [String: [Int]] = [:]
         for message in user.log.messages {
             guard let hash = message.text.firstIndex(of: "#"), let k = Int(message.text[message.text.index(after: hash)...]) else { continue }
@@ -37,8 +23,8 @@ import Testing
     @Test func usersOnTwoNodesTalkBothWays() async throws {
         let nodes = try Deployment(nodes: 2)
         defer { nodes.stop() }
-        let alice = try await connect("alice", on: 0, of: nodes)
-        let bob = try await connect("bob", on: 1, of: nodes)
+        let alice = try await nodes.connect("alice", startingAt: 0)
+        let bob = try await nodes.connect("bob", startingAt: 1)
         try await nodes.waitForPresence(of: ["alice", "bob"])
         for k in 0..<100 {
             _ = try await alice.client.send(to: "bob", text: text("alice", "bob", k))
@@ -60,8 +46,8 @@ import Testing
     func thirtyUsersOnThreeNodesExchangeThreeThousandMessages(onACluster cluster: Bool) async throws {
         let nodes = try Deployment(nodes: 3, cluster: cluster)
         defer { nodes.stop() }
-        var users: [User] = []
-        for index in 0..<30 { users.append(try await connect("user\(index)", on: index % 3, of: nodes)) }
+        var users: [NodeUser] = []
+        for index in 0..<30 { users.append(try await nodes.connect("user\(index)", startingAt: index % 3)) }
         try await nodes.waitForPresence(of: users.map(\.name))
 
         var generator = SystemRandomNumberGenerator()

@@ -21,15 +21,25 @@ import Testing
         return Int(info[range].split(separator: "=")[1]) ?? 0
     }
 
-    @Test func acceptedWaitsForAReplica() async throws {
+    /// Two redis-servers, the second a replica of the first, in sync.
+    func masterAndReplica() async throws -> (RedisServerProcess, RedisServerProcess) {
         let master = try RedisServerProcess()
         let replica = try RedisServerProcess()
-        defer { replica.stop(); master.stop() }
         // A replica's full sync starts at once rather than after the default 5 s.
         _ = try master.command(["CONFIG", "SET", "repl-diskless-sync-delay", "0"])
+        _ = try replica.command(["REPLICAOF", "127.0.0.1", "\(master.port)"])
+        guard try await waitFor({ try replica.command(["ROLE"]).contains("connected") }) else {
+            replica.stop()
+            master.stop()
+            throw TestSupportError("the replica did not sync")
+        }
+        return (master, replica)
+    }
+
+    @Test func acceptedWaitsForAReplica() async throws {
+        let (master, replica) = try await masterAndReplica()
+        defer { replica.stop(); master.stop() }
         let follow = ["REPLICAOF", "127.0.0.1", "\(master.port)"]
-        _ = try replica.command(follow)
-        #expect(try await waitFor { try replica.command(["ROLE"]).contains("connected") })
         let server = try ServerProcess(redisURL: master.url, extra: ["--redis-min-replicas", "1", "--redis-replica-timeout", "0.2"])
         defer {
             server.process.signal(SIGTERM)
@@ -65,13 +75,9 @@ import Testing
     /// A message the master has but no replica does is not sent to its recipient on another
     /// node either: shown, then lost with the master, its seq would go to another message.
     @Test func aRecipientOnAnotherNodeIsSentOnlyWhatAReplicaHas() async throws {
-        let master = try RedisServerProcess()
-        let replica = try RedisServerProcess()
+        let (master, replica) = try await masterAndReplica()
         defer { replica.stop(); master.stop() }
-        _ = try master.command(["CONFIG", "SET", "repl-diskless-sync-delay", "0"])
         let follow = ["REPLICAOF", "127.0.0.1", "\(master.port)"]
-        _ = try replica.command(follow)
-        #expect(try await waitFor { try replica.command(["ROLE"]).contains("connected") })
         let options = ["--redis-min-replicas", "1", "--redis-replica-timeout", "0.2"]
         let nodes = try [1, 2].map { try ServerProcess(redisURL: master.url, extra: options + ["--node-id", "node-\($0)"]) }
         defer {
