@@ -12,6 +12,9 @@ public protocol RedisClient: Sendable {
     func run(_ commands: [RedisCommand], on loop: any EventLoop, waitingFor wait: RedisReplicaWait?) -> EventLoopFuture<[RedisValue]>
     /// The nodes that hold keys: the one instance, or every master of a cluster. Completes on `loop`.
     func masters(on loop: any EventLoop) -> EventLoopFuture<[RedisNodeAddress]>
+    /// The node that serves `key`'s slot: the one instance, or that slot's master as the
+    /// cluster says now (its map read again). For sharded pub/sub. Completes on `loop`.
+    func master(forKey key: String, on loop: any EventLoop) -> EventLoopFuture<RedisNodeAddress>
     /// Runs the commands on that node itself, whatever their keys (SCAN walks one node).
     func run(_ commands: [RedisCommand], at node: RedisNodeAddress, on loop: any EventLoop) -> EventLoopFuture<[RedisValue]>
     /// Closes every connection; later calls fail with `.closed`.
@@ -62,6 +65,10 @@ extension RedisClient {
 extension RedisPool {
     public func masters(on loop: any EventLoop) -> EventLoopFuture<[RedisNodeAddress]> {
         loop.makeSucceededFuture([RedisNodeAddress(host: configuration.host, port: configuration.port)])
+    }
+
+    public func master(forKey key: String, on loop: any EventLoop) -> EventLoopFuture<RedisNodeAddress> {
+        loop.makeSucceededFuture(RedisNodeAddress(host: configuration.host, port: configuration.port))
     }
 
     /// The pool has one node: `node` is where it is.

@@ -77,6 +77,17 @@ public final class RedisClusterPool: RedisClient {
         return refresh(on: lane).map { map in map.shards.map(\.master) }
     }
 
+    public func master(forKey key: String, on loop: any EventLoop) -> EventLoopFuture<RedisNodeAddress> {
+        guard let lane = lane(for: loop) else {
+            return loop.makeFailedFuture(RedisError(.closed, "redis pool is shut down"))
+        }
+        let slot = RedisCluster.hashSlot(key)
+        return refresh(on: lane).flatMapThrowing { map in
+            guard let master = map.master(forSlot: slot) else { throw RedisError(.notReady, "no master serves slot \(slot) in the Redis Cluster") }
+            return master
+        }
+    }
+
     public func run(_ commands: [RedisCommand], at node: RedisNodeAddress, on loop: any EventLoop) -> EventLoopFuture<[RedisValue]> {
         guard let lane = lane(for: loop) else {
             return loop.makeFailedFuture(RedisError(.closed, "redis pool is shut down"))

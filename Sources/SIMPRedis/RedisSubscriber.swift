@@ -9,13 +9,20 @@ import NIOPosix
 /// work and never undoes it (the state itself is in Redis' keys).
 public final class RedisSubscriber: @unchecked Sendable {
     public typealias MessageHandler = @Sendable (_ channel: String, _ payload: [UInt8]) -> Void
+    /// Where to subscribe, asked before every connection (after a failure too); completes on `loop`.
+    public typealias Locator = @Sendable (_ loop: any EventLoop) -> EventLoopFuture<RedisConfiguration>
 
     public let loop: any EventLoop
-    /// Where to subscribe: one Redis, or any nodes of a cluster (which carries a PUBLISH to
-    /// every node); after a failure the next one is tried.
-    private let configurations: [RedisConfiguration]
+    private enum Source {
+        /// One Redis, or any nodes of a cluster (which carries a PUBLISH to every node); after
+        /// a failure the next one is tried.
+        case rotating([RedisConfiguration])
+        case located(Locator)
+    }
+    private let source: Source
     private var current = 0
-    private var configuration: RedisConfiguration { configurations[current] }
+    /// SSUBSCRIBE (sharded channels) rather than SUBSCRIBE.
+    private let sharded: Bool
     private let channels: [String]
     private let onMessage: MessageHandler
     private let logger: Logger
@@ -33,8 +40,25 @@ public final class RedisSubscriber: @unchecked Sendable {
     public init(configurations: [RedisConfiguration], channels: [String], loop: any EventLoop,
                 logger: Logger = Logger(label: "simp.redis.subscriber"), onMessage: @escaping MessageHandler) {
         precondition(!configurations.isEmpty, "a subscriber needs at least one Redis")
-        self.configurations = configurations
+        self.source = .rotating(configurations)
+        self.sharded = false
         self.channels = channels
+        self.loop = loop
+        self.logger = logger
+        self.onMessage = onMessage
+        self.firstSubscription = loop.makePromise()
+    }
+
+    /// Subscribes to sharded channels (SSUBSCRIBE, Redis 7) on the node `locate` names: the
+    /// master of the channels' slot (they must share one). A sharded message stays on its
+    /// slot's nodes, where a classic one is broadcast over a cluster's bus to every node, and
+    /// that bus holds small messages back (Nagle) for up to 40 ms. When the slot moves, Redis
+    /// ends the subscription; it is made again where `locate` then says.
+    public init(shardedChannels: [String], locate: @escaping Locator, loop: any EventLoop,
+                logger: Logger = Logger(label: "simp.redis.subscriber"), onMessage: @escaping MessageHandler) {
+        self.source = .located(locate)
+        self.sharded = true
+        self.channels = shardedChannels
         self.loop = loop
         self.logger = logger
         self.onMessage = onMessage
@@ -58,13 +82,29 @@ public final class RedisSubscriber: @unchecked Sendable {
 
     private func connect() {
         guard !stopped else { return }
+        let target: EventLoopFuture<RedisConfiguration>
+        switch source {
+        case .rotating(let configurations): target = loop.makeSucceededFuture(configurations[current])
+        case .located(let locate): target = locate(loop).hop(to: loop)
+        }
+        target.whenComplete { [self] result in
+            switch result {
+            case .success(let configuration): open(configuration)
+            case .failure(let error): lost("\(error)")
+            }
+        }
+    }
+
+    private func open(_ configuration: RedisConfiguration) {
+        guard !stopped else { return }
         let channels = channels
         let onMessage = onMessage
+        let command = sharded ? "SSUBSCRIBE" : "SUBSCRIBE"
         ClientBootstrap(group: loop)
             .connectTimeout(configuration.connectTimeout)
             .channelInitializer { [self] channel in
                 channel.eventLoop.makeCompletedFuture {
-                    let handler = SubscriptionHandler(channels: channels, onMessage: onMessage) {
+                    let handler = SubscriptionHandler(command: command, channels: channels, onMessage: onMessage) {
                         self.failures = 0
                         self.firstSubscription.succeed(())
                     }
@@ -88,7 +128,7 @@ public final class RedisSubscriber: @unchecked Sendable {
         channel = nil
         guard !stopped else { return }
         failures += 1
-        current = (current + 1) % configurations.count
+        if case .rotating(let configurations) = source { current = (current + 1) % configurations.count }
         let delay = TimeAmount.milliseconds(min(5_000, 100 << min(failures - 1, 6)))
         logger.warning("Redis subscription lost; subscribing again", metadata: ["reason": "\(reason)", "in_ms": "\(delay.nanoseconds / 1_000_000)"])
         loop.scheduleTask(in: delay) { self.connect() }
@@ -101,13 +141,16 @@ final class SubscriptionHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
+    private let command: String
     private let channels: [String]
     private let onMessage: RedisSubscriber.MessageHandler
     private let onSubscribed: () -> Void
     private let reader = RedisReplyReader()
     private var confirmed = 0
 
-    init(channels: [String], onMessage: @escaping RedisSubscriber.MessageHandler, onSubscribed: @escaping () -> Void) {
+    init(command: String = "SUBSCRIBE", channels: [String], onMessage: @escaping RedisSubscriber.MessageHandler,
+         onSubscribed: @escaping () -> Void) {
+        self.command = command
         self.channels = channels
         self.onMessage = onMessage
         self.onSubscribed = onSubscribed
@@ -115,7 +158,7 @@ final class SubscriptionHandler: ChannelInboundHandler {
 
     func channelActive(context: ChannelHandlerContext) {
         var bytes = context.channel.allocator.buffer(capacity: 64)
-        RedisWire.encode(RedisCommand("SUBSCRIBE", channels).arguments, into: &bytes)
+        RedisWire.encode(RedisCommand(command, channels).arguments, into: &bytes)
         context.writeAndFlush(wrapOutboundOut(bytes), promise: nil)
         context.fireChannelActive()
     }
@@ -145,7 +188,9 @@ final class SubscriptionHandler: ChannelInboundHandler {
 }
 
 /// What a subscribed connection receives (RESP2): ["subscribe", channel, count] or
-/// ["message", channel, payload].
+/// ["message", channel, payload], and for sharded channels "ssubscribe" and "smessage".
+/// Anything else ("sunsubscribe": Redis ended a sharded subscription because its slot moved)
+/// is refused, so the connection closes and subscribes again.
 enum PubSubReply: Equatable {
     case subscribed(channel: String)
     case message(channel: String, payload: [UInt8])
@@ -155,8 +200,8 @@ enum PubSubReply: Equatable {
             throw RedisError(.protocolViolation, "unexpected reply on a subscribed connection: \(reply)")
         }
         switch kind {
-        case "subscribe": self = .subscribed(channel: channel)
-        case "message":
+        case "subscribe", "ssubscribe": self = .subscribed(channel: channel)
+        case "message", "smessage":
             guard let payload = parts[2].bytes else { throw RedisError(.protocolViolation, "pub/sub message without a payload") }
             self = .message(channel: channel, payload: payload)
         default:

@@ -30,7 +30,7 @@ public final class SIMPServer: Service, @unchecked Sendable {
     var router: Router?
     var store: MessageStore?
     private var nodeRecord: NodeRecord?
-    private var adminListener: RedisSubscriber?
+    private var subscribers: [RedisSubscriber] = []
     private let controls = ChannelRegistry()
     /// What each new control connection is built from; a reload replaces it.
     let live = NIOLockedValueBox<LiveSettings?>(nil)
@@ -85,7 +85,7 @@ public final class SIMPServer: Service, @unchecked Sendable {
         self.router = router
         let udp = try await bindUDP(router: router, on: loop)
         try await loop.submit { router.udp = udp; router.start() }.get()
-        try await listen(router: router, admin: store.keys.adminChannel, node: store.keys.nodeChannel(configuration.nodeID))
+        try await listen(router: router, redis: redis, admin: store.keys.adminChannel, node: store.keys.nodeChannel(configuration.nodeID))
         var node = ControlContext(accounts: accounts, router: router,
                                   admission: Admission(limits: configuration.limits, metrics: metrics),
                                   metrics: metrics, logger: logger, unreadGrace: configuration.limits.unreadGrace)
@@ -123,31 +123,48 @@ public final class SIMPServer: Service, @unchecked Sendable {
         }
     }
 
-    /// Other nodes' notices and `simp-admin`'s requests reach this node through Redis pub/sub,
-    /// on the router's loop.
-    private func listen(router: Router, admin: String, node: String) async throws {
+    /// Other nodes' notices and `simp-admin`'s requests reach this node through Redis' sharded
+    /// pub/sub (each channel on the master of its slot), on the router's loop.
+    private func listen(router: Router, redis: any RedisClient, admin: String, node: String) async throws {
         let logger = logger
-        let listener = RedisSubscriber(configurations: configuration.redis.nodes, channels: [node, admin], loop: router.loop,
-                                       logger: logger) { channel, payload in
-            if channel == node, let notice = NodeNotice(payload: payload) {
-                router.received(notice)
-            } else if channel == admin, let request = AdminRequest(String(decoding: payload, as: UTF8.self)) {
-                switch request {
-                case .disconnect(let user, let session):
-                    router.closeByAdministrator(user: user, session: session)
-                }
-            } else {
-                logger.warning("unreadable notice", metadata: ["channel": "\(channel)", "bytes": "\(payload.count)"])
+        let notices = subscriber(node, redis: redis, loop: router.loop) { payload in
+            guard let notice = NodeNotice(payload: payload) else {
+                logger.warning("unreadable notice", metadata: ["channel": "\(node)", "bytes": "\(payload.count)"])
+                return
+            }
+            router.received(notice)
+        }
+        let requests = subscriber(admin, redis: redis, loop: router.loop) { payload in
+            guard let request = AdminRequest(String(decoding: payload, as: UTF8.self)) else {
+                logger.warning("unreadable admin request", metadata: ["channel": "\(admin)", "bytes": "\(payload.count)"])
+                return
+            }
+            switch request {
+            case .disconnect(let user, let session):
+                router.closeByAdministrator(user: user, session: session)
             }
         }
-        adminListener = listener
-        listener.start()
-        try await listener.subscribed.get()
+        subscribers = [notices, requests]
+        for listener in subscribers { listener.start() }
+        for listener in subscribers { try await listener.subscribed.get() }
+    }
+
+    private func subscriber(_ channel: String, redis: any RedisClient, loop: any EventLoop,
+                            onMessage: @escaping @Sendable ([UInt8]) -> Void) -> RedisSubscriber {
+        let template = configuration.redis.nodes[0]
+        return RedisSubscriber(shardedChannels: [channel], locate: { loop in
+            redis.master(forKey: channel, on: loop).map { node in
+                var configuration = template
+                configuration.host = node.host
+                configuration.port = node.port
+                return configuration
+            }
+        }, loop: loop, logger: logger) { _, payload in onMessage(payload) }
     }
 
     /// Stops accepting, answers every queued store, then closes everything.
     public func stop() async {
-        try? await adminListener?.stop().get()
+        for listener in subscribers { try? await listener.stop().get() }
         try? await tcp?.close()
         try? await metricsChannel?.close()
         if let router {

@@ -282,6 +282,42 @@ import Testing
         await pool.shutdown()
     }
 
+    /// A sharded channel lives on its slot's master: the subscriber finds it through the pool,
+    /// an SPUBLISH routed by the channel reaches it without the cluster bus, and when that
+    /// master dies the subscriber follows the slot to the promoted replica.
+    @Test func aShardedSubscriptionFollowsItsSlotToTheNewMaster() async throws {
+        let channel = "simp:to-node:node-7"
+        let received = NIOLockedValueBox<[String]>([])
+        let pool = pool
+        let subscriber = RedisSubscriber(shardedChannels: [channel], locate: { loop in
+            pool.master(forKey: channel, on: loop).map { RedisConfiguration(host: $0.host, port: $0.port, connectTimeout: .milliseconds(300)) }
+        }, loop: MultiThreadedEventLoopGroup.singleton.next()) { _, payload in
+            received.withLockedValue { $0.append(String(decoding: payload, as: UTF8.self)) }
+        }
+        subscriber.start()
+        try await subscriber.subscribed.get()
+        #expect(try await pool.run(RedisCommand("SPUBLISH", [channel, "one"])).int == 1, "one subscriber, on the slot's master")
+
+        let master = try #require(cluster.masterPort(forSlot: RedisCluster.hashSlot(channel)))
+        cluster.kill9(port: master)
+        // Until the replica is promoted and the subscriber has found it, nobody hears.
+        let deadline = ContinuousClock.now + .seconds(30)
+        var heard: Int64 = 0
+        while heard == 0, ContinuousClock.now < deadline {
+            heard = (try? await pool.run(RedisCommand("SPUBLISH", [channel, "two"])).int) ?? 0
+            if heard == 0 { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(heard == 1)
+        #expect(cluster.masterPort(forSlot: RedisCluster.hashSlot(channel)) != master)
+        while !received.withLockedValue({ $0.contains("two") }), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(received.withLockedValue { $0.first } == "one")
+        #expect(received.withLockedValue { $0.contains("two") })
+        try await subscriber.stop().get()
+        await pool.shutdown()
+    }
+
     @Test func afterShutdownCallsFailClearly() async throws {
         _ = try await pool.run(RedisCommand("PING"))
         await pool.shutdown()

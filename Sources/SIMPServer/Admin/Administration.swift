@@ -68,7 +68,7 @@ public struct Administration: Sendable {
     public func disconnect(user: String, session: UInt64? = nil, wait: Duration = .seconds(5)) async throws -> DisconnectOutcome {
         try await requireUser(user)
         let online = try await self.session(of: user).flatMap { session == nil || $0.session == session ? $0 : nil }
-        let nodes = try await redis.run(RedisCommand("PUBLISH", [keys.adminChannel, AdminRequest.disconnect(user: user, session: session).text]))
+        let nodes = try await redis.run(RedisCommand("SPUBLISH", [keys.adminChannel, AdminRequest.disconnect(user: user, session: session).text]))
         guard let nodes = nodes.int, nodes > 0 else {
             throw AdminError(kind: .noNodeListening, description: "no simp-server is listening on Redis channel \(keys.adminChannel) (is one running against this Redis and namespace?)")
         }

@@ -110,13 +110,18 @@ final class MessageStore: Sendable {
         if settings.minReplicas > 0 { commands.append(RedisCommand("WAIT", [settings.minReplicas, settings.replicaTimeoutMillis])) }
         return redis.run(commands, on: loop).map { replies in
             var outcomes = [StoreOutcome](repeating: .unavailable(RedisError(.protocolViolation, "no reply")), count: batch.count)
+            var notices: [(node: String, user: String)] = []
             for (indices, reply) in zip(groups, replies) {
                 if let depth = Self.inboxDepth(reply) { self.observeInboxDepth(depth) }
+                if let node = Self.recipientNode(reply) { notices.append((node, batch[indices[0]].to)) }
                 let parts = Self.outcomes(reply, count: indices.count)
                 for (index, outcome) in zip(indices, parts) { outcomes[index] = Self.withStoredBytes(outcome, batch[index]) }
             }
-            self.copyToSenders(batch, outcomes, on: loop)
-            return self.replicated(outcomes, wait: self.settings.minReplicas > 0 ? replies.last : nil)
+            let wait = self.settings.minReplicas > 0 ? replies.last : nil
+            // A store the replicas did not confirm is not announced: it will be stored again.
+            let replicated = (wait?.int ?? Int64(self.settings.minReplicas)) >= Int64(self.settings.minReplicas)
+            self.followUp(batch, outcomes, notices: replicated ? notices : [], on: loop)
+            return self.replicated(outcomes, wait: wait)
         }.recover { error in
             let failure = error as? RedisError ?? RedisError(.io, "\(error)")
             return batch.map { _ in .unavailable(failure) }
@@ -140,10 +145,28 @@ final class MessageStore: Sendable {
         }
     }
 
-    /// The senders' copies of the conversations (the script wrote the recipients'), in each
-    /// sender's slot. Not waited for: the inbox holds the message; a copy lost with a Redis
-    /// failure leaves a gap in the sender's history only.
-    private func copyToSenders(_ batch: [StoreRequest], _ outcomes: [StoreOutcome], on loop: any EventLoop) {
+    /// After a store: the senders' copies of the conversations (the script wrote the
+    /// recipients'), in each sender's slot, and a notice to each recipient's node when that is
+    /// another node (sent once the store counts as done: with `minReplicas`, once replicated).
+    /// Not waited for: the inbox holds the message; a copy lost with a Redis failure leaves a
+    /// gap in the sender's history only, and a lost notice delays the push (`NodeNotice`).
+    private func followUp(_ batch: [StoreRequest], _ outcomes: [StoreOutcome], notices: [(node: String, user: String)],
+                          on loop: any EventLoop) {
+        let commands = historyCopies(batch, outcomes) + notices.map { notice in
+            RedisCommand("SPUBLISH", [keys.nodeChannel(notice.node), NodeNotice.inbox(user: notice.user).payload])
+        }
+        if !commands.isEmpty { _ = redis.run(commands, on: loop) }
+    }
+
+    /// The node named in a recipient's store answer: where its session is, when not here.
+    static func recipientNode(_ reply: RedisValue) -> String? {
+        reply.array?.lazy.compactMap { entry -> String? in
+            guard let parts = entry.array, parts.count == 4, parts[0].int == 1 else { return nil }
+            return parts[3].string
+        }.first
+    }
+
+    private func historyCopies(_ batch: [StoreRequest], _ outcomes: [StoreOutcome]) -> [RedisCommand] {
         var lists: [String: [[UInt8]]] = [:]
         var order: [String] = []
         for (request, outcome) in zip(batch, outcomes) where request.from != request.to {
@@ -152,11 +175,9 @@ final class MessageStore: Sendable {
             if lists[key] == nil { order.append(key) }
             lists[key, default: []].append(bytes)
         }
-        guard !order.isEmpty else { return }
-        let commands = order.flatMap { key in
+        return order.flatMap { key in
             [RedisCommand([Array("RPUSH".utf8), Array(key.utf8)] + lists[key]!), RedisCommand("LTRIM", [key, -settings.historyCap, -1])]
         }
-        _ = redis.run(commands, on: loop)
     }
 
     /// Positions of the batch's requests, grouped by recipient, each group in batch order.
@@ -186,7 +207,7 @@ final class MessageStore: Sendable {
         var args: [any RedisArgument] = [settings.messageIDTTLSeconds, settings.historyCap, bounds.limit,
                                          bounds.share, max(settings.idsPerSender, bounds.share),
                                          floor.map { Int64($0) } ?? -1, "run id",
-                                         settings.nodeID, self.keys.nodeChannel(""), NodeNotice.inbox(user: to).payload]
+                                         settings.nodeID]
         // After numkeys and the keys, the 7th argument.
         let runIDArgument = 1 + keys.count + 6
         for request in requests {
@@ -209,7 +230,7 @@ final class MessageStore: Sendable {
     /// The depth after the last message the script stored (nil: it stored none).
     static func inboxDepth(_ reply: RedisValue) -> Int? {
         reply.array?.compactMap { entry -> Int? in
-            guard let parts = entry.array, parts.count == 3, parts[0].int == 1 else { return nil }
+            guard let parts = entry.array, parts.count >= 3, parts[0].int == 1 else { return nil }
             return parts[2].int.map { Int($0) }
         }.max()
     }
@@ -220,7 +241,7 @@ final class MessageStore: Sendable {
         }
         switch status {
         case 1:
-            guard parts.count == 3, let seq = parts[1].int else { break }
+            guard parts.count >= 3, let seq = parts[1].int else { break }
             return .stored(seq: UInt64(seq), bytes: [])
         case 0:
             guard parts.count == 3, let seq = parts[1].int, let confirmed = parts[2].int else { break }
@@ -390,7 +411,7 @@ final class MessageStore: Sendable {
             var publishes: [RedisCommand] = []
             for (sender, node) in zip(senders, nodes) {
                 guard let node = node.string, node != settings.nodeID, let messages = bySender[sender] else { continue }
-                publishes.append(RedisCommand("PUBLISH", [keys.nodeChannel(node), NodeNotice.delivered(sender: sender, messages: messages).payload]))
+                publishes.append(RedisCommand("SPUBLISH", [keys.nodeChannel(node), NodeNotice.delivered(sender: sender, messages: messages).payload]))
             }
             guard !publishes.isEmpty else { return loop.makeSucceededVoidFuture() }
             return redis.run(publishes, on: loop).map { _ in }

@@ -8,11 +8,10 @@ enum Scripts {
     /// sender stored in this inbox and the conversation's history. ARGV: id TTL, history cap,
     /// inbox limit, a sender's share of the inbox, ids kept per sender, the recipient's
     /// numbering floor (the highest seq its connected session has seen; -1 when no session of
-    /// it is connected), Redis' run id, this node's id, the prefix of the nodes' notice
-    /// channels and the notice, then per message its id and its bytes.
-    /// When it stored something for a recipient whose presence names another node, it
-    /// publishes the notice on that node's channel, so that node pushes it (a notice lost on
-    /// the way only delays: the inbox holds the message).
+    /// it is connected), Redis' run id, this node's id, then per message its id and its bytes.
+    /// When it stored something for a recipient whose presence names another node, each stored
+    /// message's answer names that node, so the caller tells it (`NodeNotice.inbox`; in the
+    /// script a PUBLISH would go to every node of a cluster, and the notice to another slot).
     /// Numbering never runs backwards: a seq below the floor was lost by Redis (the tail of
     /// its AOF), so numbering goes on above the floor. When Redis has restarted since this
     /// recipient's last store and nobody connected knows its floor, the numbering record keeps
@@ -21,7 +20,7 @@ enum Scripts {
     /// Each message is stored unless its sender's id was seen before; its sequence number is
     /// appended to the serialized protobuf as field 10 (varint): a later occurrence of a scalar
     /// field wins, so the stored bytes carry their seq (the caller appends the same bytes).
-    /// Returns per message {1, seq, depth} stored (depth: the inbox's entries after it), {0, seq, confirmed} duplicate (with the confirmed
+    /// Returns per message {1, seq, depth[, node]} stored (depth: the inbox's entries after it; node: where the recipient is, when another node), {0, seq, confirmed} duplicate (with the confirmed
     /// mark, so a resent message already delivered is answered as such), {-1} unknown
     /// recipient, {-2} inbox full, {-3} the sender's share of the inbox full, {-4} not stored
     /// before (for a message sent with no bytes: a late resend, to be answered, never stored). History grows
@@ -49,7 +48,7 @@ enum Scripts {
     local count, out, n = nil, {}, 0
     local inbox, stored, mine = {}, {}, {}
     local lists, listKeys, idArgs, idKeys = {}, {}, {}, {}
-    for i = 11, #ARGV, 2 do
+    for i = 9, #ARGV, 2 do
       n = n + 1
       local ids, hist, id = KEYS[5 + 2 * n], KEYS[6 + 2 * n], ARGV[i]
       local prior = stored[ids .. ' ' .. id] or redis.call('ZSCORE', ids, id)
@@ -96,7 +95,11 @@ enum Scripts {
     end
     if #inbox > 0 then
       local node = redis.call('HGET', KEYS[6], 'node')
-      if node and node ~= ARGV[8] then redis.call('PUBLISH', ARGV[9] .. node, ARGV[10]) end
+      if node and node ~= ARGV[8] then
+        for _, answer in ipairs(out) do
+          if answer[1] == 1 then table.insert(answer, node) end
+        end
+      end
     end
     return out
     """)
