@@ -1,0 +1,116 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import MQTTLoad
+
+public struct BenchError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// Starting and stopping the child processes of `simp-bench --spawn`.
+enum Spawn {
+    /// A fresh directory under the system's temporary one, for Redis data and logs.
+    static func directory() throws -> URL {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("simp-bench-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        return directory
+    }
+
+    /// `count` distinct free loopback ports.
+    static func freePorts(_ count: Int) async throws -> [Int] {
+        var ports: [Int] = []
+        while ports.count < count {
+            let port = try await LocalPorts.free()
+            if !ports.contains(port) { ports.append(port) }
+        }
+        return ports
+    }
+
+    /// `stdout` and `stderr` (a Pipe or a FileHandle) default to this process's own.
+    static func launch(_ path: String, _ arguments: [String], stdout: Any? = nil, stderr: Any? = nil) throws -> Process {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = arguments
+        if let stdout { process.standardOutput = stdout }
+        if let stderr { process.standardError = stderr }
+        do {
+            try process.run()
+        } catch {
+            throw BenchError("cannot start \(path): \(error)")
+        }
+        return process
+    }
+
+    /// SIGTERM to all, then SIGKILL to those still running after 4 s. (Foundation's
+    /// waitUntilExit can hang off the main thread.)
+    static func terminate(_ processes: [Process]) async {
+        let pids = processes.map(\.processIdentifier)
+        for pid in pids { kill(pid, SIGTERM) }
+        var running = pids
+        for _ in 0..<200 where !running.isEmpty {
+            running.removeAll(where: exited)
+            if !running.isEmpty { try? await Task.sleep(for: .milliseconds(20)) }
+        }
+        for pid in running {
+            kill(pid, SIGKILL)
+            _ = exited(pid)
+        }
+    }
+
+    /// Waits up to `seconds` for a process to end by itself; false if it is still running.
+    static func waitForExit(_ process: Process, seconds: Double) async -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if exited(process.processIdentifier) { return true }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return false
+    }
+
+    /// Reaps the child if it has exited. (Foundation's isRunning can lag far behind.)
+    private static func exited(_ pid: Int32) -> Bool {
+        var status: Int32 = 0
+        return waitpid(pid, &status, WNOHANG) != 0
+    }
+
+    /// A short command's standard output (redis-cli asking one node something).
+    static func output(_ path: String, _ arguments: [String]) throws -> String {
+        let pipe = Pipe()
+        let process = try launch(path, arguments, stdout: pipe, stderr: FileHandle.nullDevice)
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        _ = exited(process.processIdentifier)
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// The last lines of a log file, for an error message (the directory is gone after the run).
+    static func tail(_ file: URL, lines: Int = 8) -> String {
+        let text = (try? String(contentsOf: file, encoding: .utf8)) ?? ""
+        return text.split(whereSeparator: \.isNewline).suffix(lines).joined(separator: " | ")
+    }
+
+    /// Reads simp-server's ready line ("simp-server listening tcp=HOST:PORT ...") for its port.
+    static func readyPort(_ server: Process) throws -> Int {
+        guard let pipe = server.standardOutput as? Pipe else { throw BenchError("simp-server has no stdout pipe") }
+        var text = ""
+        while !text.contains("\n") {
+            let chunk = pipe.fileHandleForReading.availableData
+            guard !chunk.isEmpty else { throw BenchError("simp-server exited before it was ready (see its stderr above)") }
+            text += String(decoding: chunk, as: UTF8.self)
+        }
+        guard let field = text.split(separator: " ").first(where: { $0.hasPrefix("tcp=") }),
+              let port = field.split(separator: ":").last.flatMap({ Int($0) }) else {
+            throw BenchError("unexpected ready line from simp-server: \(text)")
+        }
+        return port
+    }
+
+    static func executable(_ name: String) throws -> String {
+        let path = (ProcessInfo.processInfo.environment["PATH"] ?? "") + ":/usr/bin:/usr/sbin"
+        for dir in path.split(separator: ":") where FileManager.default.isExecutableFile(atPath: "\(dir)/\(name)") {
+            return "\(dir)/\(name)"
+        }
+        throw BenchError("\(name) not found; install it (scripts/bench.sh does: apt-get install -y redis-server mosquitto)")
+    }
+}
