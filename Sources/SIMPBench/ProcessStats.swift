@@ -81,7 +81,10 @@ public struct UsageWindow: Sendable {
             var window = UsageWindow(seconds: seconds)
             for ((name, pids), start) in zip(groups, starts) {
                 // Only processes seen at both ends count (one gone by the end has no figure).
-                let both = zip(start, pids.map(ProcessSample.read)).compactMap { start, end in start.flatMap { s in end.map { (s, $0) } } }
+                let both = zip(start, pids.map(ProcessSample.read)).compactMap { start, end -> (ProcessSample, ProcessSample)? in
+                    guard let start, let end else { return nil }
+                    return (start, end)
+                }
                 guard let start = ProcessSample.sum(both.map(\.0)), let end = ProcessSample.sum(both.map(\.1)) else { continue }
                 window.samples[name] = (start, end)
             }

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Foundation
 import MQTTLoad
+import NIOConcurrencyHelpers
 
 public struct BenchError: Error, CustomStringConvertible {
     public let description: String
@@ -15,7 +16,13 @@ enum Spawn {
     static func directory() throws -> URL {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("simp-bench-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        directories.withLockedValue { $0.append(directory) }
         return directory
+    }
+
+    static func removeDirectory(_ directory: URL) {
+        directories.withLockedValue { $0.removeAll { $0 == directory } }
+        try? FileManager.default.removeItem(at: directory)
     }
 
     /// `count` distinct free loopback ports.
@@ -35,13 +42,45 @@ enum Spawn {
         process.arguments = arguments
         if let stdout { process.standardOutput = stdout }
         if let stderr { process.standardError = stderr }
+        _ = stopChildrenOnSignal
+        // The child inherits this thread's signal mask, and Dispatch's threads block nearly all
+        // signals: redis-server would never see SIGTERM.
+        var none = sigset_t()
+        var mask = sigset_t()
+        sigemptyset(&none)
+        pthread_sigmask(SIG_SETMASK, &none, &mask)
+        defer { pthread_sigmask(SIG_SETMASK, &mask, nil) }
         do {
             try process.run()
         } catch {
             throw BenchError("cannot start \(path): \(error)")
         }
+        children.withLockedValue { _ = $0.insert(process.processIdentifier) }
         return process
     }
+
+    /// Children not yet seen to exit.
+    private static let children = NIOLockedValueBox<Set<Int32>>([])
+    /// Made by `directory()`, removed by the stack's `stop()` or on a signal.
+    private static let directories = NIOLockedValueBox<[URL]>([])
+
+    /// Set up with the first child: on SIGINT or SIGTERM every child still running gets SIGTERM
+    /// before this process exits, so an interrupted bench leaves no Redis or server behind.
+    /// (Each child has a process group of its own, so a Ctrl-C does not reach it.)
+    private static let stopChildrenOnSignal: Void = {
+        for number in [SIGINT, SIGTERM] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler {
+                for pid in children.withLockedValue({ $0 }) { kill(pid, SIGTERM) }
+                for directory in directories.withLockedValue({ $0 }) { try? FileManager.default.removeItem(at: directory) }
+                exit(128 + number)
+            }
+            source.resume()
+            // Kept for the life of the process.
+            _ = Unmanaged.passRetained(source as AnyObject)
+        }
+    }()
 
     /// SIGTERM to all, then SIGKILL to those still running after 4 s. (Foundation's
     /// waitUntilExit can hang off the main thread.)
@@ -64,7 +103,7 @@ enum Spawn {
         let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline {
             if exited(process.processIdentifier) { return true }
-            try? await Task.sleep(for: .milliseconds(50))
+            try? await Task.sleep(for: .milliseconds(10))
         }
         return false
     }
@@ -72,15 +111,17 @@ enum Spawn {
     /// Reaps the child if it has exited. (Foundation's isRunning can lag far behind.)
     private static func exited(_ pid: Int32) -> Bool {
         var status: Int32 = 0
-        return waitpid(pid, &status, WNOHANG) != 0
+        guard waitpid(pid, &status, WNOHANG) != 0 else { return false }
+        children.withLockedValue { _ = $0.remove(pid) }
+        return true
     }
 
     /// A short command's standard output (redis-cli asking one node something).
-    static func output(_ path: String, _ arguments: [String]) throws -> String {
+    static func output(_ path: String, _ arguments: [String]) async throws -> String {
         let pipe = Pipe()
         let process = try launch(path, arguments, stdout: pipe, stderr: FileHandle.nullDevice)
         let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        _ = exited(process.processIdentifier)
+        if await !waitForExit(process, seconds: 5) { await terminate([process]) }
         return String(decoding: data, as: UTF8.self)
     }
 

@@ -98,8 +98,12 @@ enum SpawnedCluster {
         let deadline = Date().addingTimeInterval(seconds)
         var states: [String] = []
         while Date() < deadline {
-            let clusterInfo = try ports.map { try Spawn.output(cli, ["-p", "\($0)", "CLUSTER", "INFO"]) }
-            let replication = try ports.map { try Spawn.output(cli, ["-p", "\($0)", "INFO", "replication"]) }
+            var clusterInfo: [String] = []
+            var replication: [String] = []
+            for port in ports {
+                clusterInfo.append(try await Spawn.output(cli, ["-p", "\(port)", "CLUSTER", "INFO"]))
+                replication.append(try await Spawn.output(cli, ["-p", "\(port)", "INFO", "replication"]))
+            }
             if let replicas = replicasWhenHealthy(clusterInfo: clusterInfo, replication: replication) { return replicas }
             states = zip(ports, zip(clusterInfo, replication)).map { port, info in
                 "\(port): " + Self.fields(["cluster_state", "role", "master_link_status"], in: info.0 + info.1)

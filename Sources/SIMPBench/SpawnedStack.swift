@@ -33,7 +33,7 @@ public final class SpawnedStack: @unchecked Sendable {
         do {
             redis = try await options.redisCluster ? SpawnedCluster.start(in: directory) : SpawnedRedis.single(in: directory)
         } catch {
-            try? FileManager.default.removeItem(at: directory)
+            Spawn.removeDirectory(directory)
             throw error
         }
         var servers: [(process: Process, port: Int)] = []
@@ -43,7 +43,7 @@ public final class SpawnedStack: @unchecked Sendable {
             }
         } catch {
             await Spawn.terminate(servers.map(\.process) + redis.processes)
-            try? FileManager.default.removeItem(at: directory)
+            Spawn.removeDirectory(directory)
             throw error
         }
         return SpawnedStack(servers: servers, redis: redis, minReplicas: options.minReplicas, directory: directory)
@@ -78,6 +78,6 @@ public final class SpawnedStack: @unchecked Sendable {
     public func stop() async {
         await Spawn.terminate(servers)
         await Spawn.terminate(redis)
-        try? FileManager.default.removeItem(at: directory)
+        Spawn.removeDirectory(directory)
     }
 }

@@ -94,7 +94,7 @@ struct BenchCommand: AsyncParsableCommand {
         }
         if let problem = Self.replicaProblem(minReplicas: redisMinReplicas, cluster: redisCluster) {
             // Exit 2, the bench's usage status, rather than ArgumentParser's 64.
-            FileHandle.standardError.write(Data("Error: \(problem)\n".utf8))
+            FileHandle.standardError.write(Data("Error: \(problem)\n  See 'simp-bench --help' for more information.\n".utf8))
             throw ExitCode(2)
         }
     }
