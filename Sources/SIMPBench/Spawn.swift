@@ -11,7 +11,7 @@ public struct BenchError: Error, CustomStringConvertible {
 }
 
 /// Starting and stopping the child processes of `simp-bench --spawn`.
-enum Spawn {
+public enum Spawn {
     /// A fresh directory under the system's temporary one, for Redis data and logs.
     static func directory() throws -> URL {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("simp-bench-\(UUID().uuidString)")
@@ -57,6 +57,17 @@ enum Spawn {
         }
         children.withLockedValue { _ = $0.insert(process.processIdentifier) }
         return process
+    }
+
+    /// A child started elsewhere (Mosquitto) that a SIGINT or SIGTERM should stop too, until
+    /// `release`d once it is stopped.
+    public static func watch(_ pid: Int32) {
+        _ = stopChildrenOnSignal
+        children.withLockedValue { _ = $0.insert(pid) }
+    }
+
+    public static func release(_ pid: Int32) {
+        children.withLockedValue { _ = $0.remove(pid) }
     }
 
     /// Children not yet seen to exit.

@@ -191,6 +191,8 @@ struct BenchCommand: AsyncParsableCommand {
     private func runMosquitto(_ pattern: LoadPattern, group: MultiThreadedEventLoopGroup) async throws -> SystemReport {
         Self.progress("starting mosquitto")
         let broker = try await MosquittoProcess.start()
+        Spawn.watch(broker.pid)
+        defer { Spawn.release(broker.pid) }
         let window = UsageWindow.measure([("bench", [getpid()]), ("server", [broker.pid])], after: pattern.warmup, seconds: pattern.duration)
         let mqtt: MQTTLoadResult
         do {
