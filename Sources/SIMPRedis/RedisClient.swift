@@ -10,24 +10,63 @@ public protocol RedisClient: Sendable {
     /// The same, and with `wait` set, only once enough replicas have the writes (see
     /// `RedisReplicaWait`); nil is `run(_:on:)`.
     func run(_ commands: [RedisCommand], on loop: any EventLoop, waitingFor wait: RedisReplicaWait?) -> EventLoopFuture<[RedisValue]>
+    /// The nodes that hold keys: the one instance, or every master of a cluster. Completes on `loop`.
+    func masters(on loop: any EventLoop) -> EventLoopFuture<[RedisNodeAddress]>
+    /// Runs the commands on that node itself, whatever their keys (SCAN walks one node).
+    func run(_ commands: [RedisCommand], at node: RedisNodeAddress, on loop: any EventLoop) -> EventLoopFuture<[RedisValue]>
     /// Closes every connection; later calls fail with `.closed`.
     func shutdown() async
 }
 
 extension RedisClient {
     public func run(_ commands: [RedisCommand]) async throws(RedisError) -> [RedisValue] {
+        try await Self.value(of: run(commands, on: MultiThreadedEventLoopGroup.singleton.next()))
+    }
+
+    /// One command; an error reply is thrown as `RedisError`.
+    public func run(_ command: RedisCommand) async throws(RedisError) -> RedisValue {
+        try await run([command])[0].checked()
+    }
+
+    /// Every key matching `pattern`, from every node that holds keys (SCAN: Redis keeps
+    /// serving others while it walks).
+    public func scan(matching pattern: String) async throws(RedisError) -> [String] {
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        var found: [String] = []
+        for node in try await Self.value(of: masters(on: loop)) {
+            var cursor = "0"
+            repeat {
+                let command = RedisCommand("SCAN", [cursor, "MATCH", pattern, "COUNT", 1000])
+                let reply = try await Self.value(of: run([command], at: node, on: loop))[0].checked()
+                guard let parts = reply.array, parts.count == 2, let next = parts[0].string, let keys = parts[1].array else {
+                    throw RedisError(.protocolViolation, "SCAN on \(node) returned \(reply)")
+                }
+                cursor = next
+                found += keys.compactMap(\.string)
+            } while cursor != "0"
+        }
+        return found
+    }
+
+    private static func value<T: Sendable>(of future: EventLoopFuture<T>) async throws(RedisError) -> T {
         do {
-            return try await run(commands, on: MultiThreadedEventLoopGroup.singleton.next()).get()
+            return try await future.get()
         } catch let error as RedisError {
             throw error
         } catch {
             throw RedisError(.closed, "redis pool is shut down")
         }
     }
+}
 
-    /// One command; an error reply is thrown as `RedisError`.
-    public func run(_ command: RedisCommand) async throws(RedisError) -> RedisValue {
-        try await run([command])[0].checked()
+extension RedisPool {
+    public func masters(on loop: any EventLoop) -> EventLoopFuture<[RedisNodeAddress]> {
+        loop.makeSucceededFuture([RedisNodeAddress(host: configuration.host, port: configuration.port)])
+    }
+
+    /// The pool has one node: `node` is where it is.
+    public func run(_ commands: [RedisCommand], at node: RedisNodeAddress, on loop: any EventLoop) -> EventLoopFuture<[RedisValue]> {
+        run(commands, on: loop)
     }
 }
 

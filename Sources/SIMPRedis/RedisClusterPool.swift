@@ -68,6 +68,22 @@ public final class RedisClusterPool: RedisClient {
         return enqueue(commands, wait, lane)
     }
 
+    /// Read from the cluster each time, so a walk over every master (SCAN) misses none that
+    /// took over since.
+    public func masters(on loop: any EventLoop) -> EventLoopFuture<[RedisNodeAddress]> {
+        guard let lane = lane(for: loop) else {
+            return loop.makeFailedFuture(RedisError(.closed, "redis pool is shut down"))
+        }
+        return refresh(on: lane).map { map in map.shards.map(\.master) }
+    }
+
+    public func run(_ commands: [RedisCommand], at node: RedisNodeAddress, on loop: any EventLoop) -> EventLoopFuture<[RedisValue]> {
+        guard let lane = lane(for: loop) else {
+            return loop.makeFailedFuture(RedisError(.closed, "redis pool is shut down"))
+        }
+        return loop.flatSubmit { lane.connection(to: node).run(commands) }
+    }
+
     public func shutdown() async {
         let lanes = state.withLockedValue { shared -> [ClusterLane] in
             shared.isShutDown = true

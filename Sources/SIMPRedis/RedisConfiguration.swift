@@ -55,9 +55,7 @@ public struct RedisConfiguration: Sendable, Equatable {
     /// Seeds of a Redis Cluster from comma-separated URLs (`redis://a:7000,redis://b:7001`),
     /// for `RedisClusterPool(seeds:)`. A cluster has only database 0: another one is refused.
     public static func clusterSeeds(_ urls: String) throws(RedisError) -> [RedisConfiguration] {
-        // No Foundation here: spaces are trimmed by hand.
-        let parts = urls.split(separator: ",").map { String($0.drop(while: { $0 == " " }).reversed().drop(while: { $0 == " " }).reversed()) }
-            .filter { !$0.isEmpty }
+        let parts = listed(urls)
         guard !parts.isEmpty else { throw RedisError(.protocolViolation, "no Redis Cluster node given") }
         var seeds: [RedisConfiguration] = []
         for part in parts {
@@ -66,5 +64,14 @@ public struct RedisConfiguration: Sendable, Equatable {
             seeds.append(seed)
         }
         return seeds
+    }
+
+    /// The entries of a comma-separated list of nodes, each with the `redis://` scheme (the
+    /// issue's form `redis://h1:p1,h2:p2` names it once).
+    static func listed(_ urls: String) -> [String] {
+        // No Foundation here: spaces are trimmed by hand.
+        urls.split(separator: ",").map { String($0.drop(while: { $0 == " " }).reversed().drop(while: { $0 == " " }).reversed()) }
+            .filter { !$0.isEmpty }
+            .map { $0.contains("://") ? $0 : "redis://" + $0 }
     }
 }

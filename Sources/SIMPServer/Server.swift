@@ -20,7 +20,8 @@ public final class SIMPServer: Service, @unchecked Sendable {
     private let logger: Logger
     private let onReady: @Sendable (ServerAddresses) -> Void
     private let group: MultiThreadedEventLoopGroup
-    private let redis: RedisPool
+    /// Made by `start()`, once Redis answered and said whether it is a cluster.
+    private var redis: (any RedisClient)?
     private let workers: NIOThreadPool
     private var tcp: (any Channel)?
     private var udp: (any Channel)?
@@ -42,9 +43,6 @@ public final class SIMPServer: Service, @unchecked Sendable {
         self.group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, configuration.eventLoops))
         let metrics = ServerMetrics()
         self.metrics = metrics
-        self.redis = RedisPool(configuration: configuration.redis, logger: logger) { roundTrip in
-            metrics.redisRoundTrip.record(roundTrip)
-        }
         self.workers = NIOThreadPool(numberOfThreads: 2)
         workers.start()
     }
@@ -59,7 +57,7 @@ public final class SIMPServer: Service, @unchecked Sendable {
 
     /// Binds both sockets once Redis answers; returns where they listen.
     public func start() async throws -> ServerAddresses {
-        let secret = try await waitForRedis()
+        let (redis, secret) = try await waitForRedis()
         let record = NodeRecord(redis: redis, keys: Keys(prefix: configuration.namespace), nodeID: configuration.nodeID, logger: logger)
         try await record.claim()
         record.keepRenewing(on: group.next())
@@ -129,7 +127,7 @@ public final class SIMPServer: Service, @unchecked Sendable {
     /// on the router's loop.
     private func listen(router: Router, admin: String, node: String) async throws {
         let logger = logger
-        let listener = RedisSubscriber(configuration: configuration.redis, channels: [node, admin], loop: router.loop,
+        let listener = RedisSubscriber(configurations: configuration.redis.nodes, channels: [node, admin], loop: router.loop,
                                        logger: logger) { channel, payload in
             if channel == node, let notice = NodeNotice(payload: payload) {
                 router.received(notice)
@@ -159,7 +157,7 @@ public final class SIMPServer: Service, @unchecked Sendable {
         await controls.closeAll()
         try? await udp?.close()
         await nodeRecord?.release()
-        await redis.shutdown()
+        await redis?.shutdown()
         try? await workers.shutdownGracefully()
         try? await group.shutdownGracefully()
     }
@@ -170,24 +168,41 @@ public final class SIMPServer: Service, @unchecked Sendable {
         return (try? await router.loop.submit { router.sessionCount }.get()) ?? 0
     }
 
-    private func waitForRedis() async throws -> [UInt8] {
+    /// The Redis client, once Redis answers, and the token secret all nodes share.
+    private func waitForRedis() async throws -> (any RedisClient, [UInt8]) {
         let deadline = NIODeadline.now() + configuration.redisWait
         var lastMessage = ""
+        var deployment = configuration.redis
         while true {
             do {
-                return try await MessageStore(redis: redis, settings: StoreSettings(namespace: configuration.namespace))
+                deployment = try await deployment.resolved()
+                let redis = redis ?? makeClient(deployment)
+                let secret = try await MessageStore(redis: redis, settings: StoreSettings(namespace: configuration.namespace))
                     .sharedSecret(candidate: randomBytes(32))
+                if deployment.isCluster { logger.info("using a Redis Cluster", metadata: ["seeds": "\(deployment)"]) }
+                return (redis, secret)
             } catch {
+                if error.message.contains("cluster support disabled") {
+                    let nodes = deployment.nodes.map { "\($0.host):\($0.port)" }.joined(separator: ",")
+                    throw StartupError(description: "--redis-cluster given, but Redis at \(nodes) is not a cluster node (its cluster-enabled is no): \(error.message)")
+                }
                 if error.message != lastMessage {
-                    logger.error("waiting for Redis at \(configuration.redis.url): \(error)")
+                    logger.error("waiting for Redis at \(deployment): \(error)")
                     lastMessage = error.message
                 }
                 guard NIODeadline.now() < deadline else {
-                    throw StartupError(description: "Redis at \(configuration.redis.url) unreachable for \(configuration.redisWait.nanoseconds / 1_000_000_000)s: \(error)")
+                    throw StartupError(description: "Redis at \(deployment) unreachable for \(configuration.redisWait.nanoseconds / 1_000_000_000)s: \(error)")
                 }
                 try await Task.sleep(for: .milliseconds(500))
             }
         }
+    }
+
+    private func makeClient(_ deployment: RedisDeployment) -> any RedisClient {
+        let metrics = metrics
+        let client = deployment.makeClient(logger: logger) { roundTrip in metrics.redisRoundTrip.record(roundTrip) }
+        redis = client
+        return client
     }
 
     private func bindUDP(router: Router, on loop: any EventLoop) async throws -> any Channel {

@@ -8,7 +8,8 @@ public struct ServerConfiguration: Sendable {
     public var port = 7700
     /// nil: port + 1 (or a free port when port is 0); 0: a free port.
     public var udpPort: Int?
-    public var redis = RedisConfiguration()
+    /// One Redis, or a Redis Cluster; one address without saying is asked at start.
+    public var redis = RedisDeployment.detect(RedisConfiguration())
     public var nodeID = "node-1"
     /// Both ends ping after this much silence and drop the peer after three of them.
     public var heartbeat: TimeAmount = .seconds(30)

@@ -46,27 +46,27 @@ struct AdminCommand: AsyncParsableCommand {
 }
 
 struct AdminOptions: ParsableArguments {
-    @Option(help: "Redis URL redis://HOST:PORT[/DB] (env SIMP_REDIS_URL). Default redis://127.0.0.1:6379.")
+    @Option(help: "Redis URL redis://HOST:PORT[/DB], or a Redis Cluster's nodes redis://H1:P1,H2:P2,... (env SIMP_REDIS_URL). Default redis://127.0.0.1:6379.")
     var redis: String?
+
+    @Flag(name: .customLong("redis-cluster"), inversion: .prefixedNo,
+          help: "Redis is a Redis Cluster. Default: several nodes are a cluster, one is asked.")
+    var redisCluster: Bool?
 
     @Flag(help: "Print JSON instead of text.")
     var json = false
 
-    func administration() throws -> (Administration, RedisPool) {
-        let url = redis ?? ProcessInfo.processInfo.environment["SIMP_REDIS_URL"] ?? "redis://127.0.0.1:6379"
-        let pool = RedisPool(configuration: try RedisConfiguration(url: url))
-        return (Administration(redis: pool), pool)
-    }
-
-    /// Runs `body` against Redis and closes the connection whatever happens.
+    /// Runs `body` against Redis and closes the connections whatever happens.
     func with<T>(_ body: (Administration) async throws -> T) async throws -> T {
-        let (admin, pool) = try administration()
+        let url = redis ?? ProcessInfo.processInfo.environment["SIMP_REDIS_URL"] ?? "redis://127.0.0.1:6379"
+        let deployment = try await RedisDeployment(urls: url, cluster: redisCluster).resolved()
+        let client = deployment.makeClient()
         do {
-            let result = try await body(admin)
-            await pool.shutdown()
+            let result = try await body(Administration(redis: client))
+            await client.shutdown()
             return result
         } catch {
-            await pool.shutdown()
+            await client.shutdown()
             throw error
         }
     }

@@ -32,8 +32,12 @@ struct SIMPServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("udp-port"), help: "UDP data port; 0 picks a free one (env SIMP_UDP_PORT). Default: port + 1.")
     var udpPort: Int?
 
-    @Option(help: "Redis URL redis://HOST:PORT[/DB] (env SIMP_REDIS_URL). Default redis://127.0.0.1:6379.")
+    @Option(help: "Redis URL redis://HOST:PORT[/DB], or a Redis Cluster's nodes redis://H1:P1,H2:P2,... (env SIMP_REDIS_URL). Default redis://127.0.0.1:6379.")
     var redis: String?
+
+    @Flag(name: .customLong("redis-cluster"), inversion: .prefixedNo,
+          help: "Redis is a Redis Cluster (env SIMP_REDIS_CLUSTER=yes|no|auto). Default auto: several nodes are a cluster, one is asked (INFO cluster).")
+    var redisCluster: Bool?
 
     @Option(name: .customLong("node-id"), help: "This node's name in presence records (env SIMP_NODE_ID). Default node-1.")
     var nodeID: String?
@@ -208,8 +212,9 @@ struct SIMPServerCommand: AsyncParsableCommand {
         let derivedUDP = config.port == 0 ? "a free port (port is 0)" : "\(config.port + 1) (port + 1)"
         config.udpPort = try settings.readOptional("udp-port", flag: udpPort, absent: derivedUDP, rule: .port)
         let url = try settings.read("redis", flag: redis, default: "redis://127.0.0.1:6379", show: maskingPassword)
+        let cluster = try settings.read("redis-cluster", flag: redisCluster.map { $0 ? RedisClusterSetting.yes : .no }, default: .auto)
         do {
-            config.redis = try RedisConfiguration(url: url)
+            config.redis = try RedisDeployment(urls: url, cluster: cluster.isCluster)
         } catch {
             throw SettingError(maskingPassword(error.message))
         }

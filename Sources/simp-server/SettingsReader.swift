@@ -160,3 +160,16 @@ func maskingPassword(_ url: String) -> String {
     let user = userInfo.firstIndex(of: ":").map { userInfo[..<$0] + ":" } ?? ""
     return url[..<scheme.upperBound] + user + "***" + url[at...]
 }
+
+/// Whether `--redis` names a Redis Cluster; `auto` asks it.
+enum RedisClusterSetting: String, TextSettingValue {
+    case auto, yes, no
+
+    var isCluster: Bool? {
+        switch self {
+        case .auto: nil
+        case .yes: true
+        case .no: false
+        }
+    }
+}

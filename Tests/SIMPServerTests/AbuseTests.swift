@@ -371,12 +371,3 @@ private func processMetric(_ server: ServerProcess, limit: String) throws -> Dou
     return metricValue(text, #"simp_limit_exceeded_total{limit="\#(limit)"}"#)
 }
 
-/// Polls for up to 30 s.
-private func eventually(_ condition: () throws -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + .seconds(30)
-    while ContinuousClock.now < deadline {
-        if (try? condition()) == true { return true }
-        try? await Task.sleep(for: .milliseconds(100))
-    }
-    return false
-}

@@ -17,8 +17,10 @@ import Glibc
         let log: EventLog
     }
 
-    @Test func clientsOfAKilledNodeMoveToTheOthersAndLoseNothing() async throws {
-        let deployment = try Deployment(nodes: 3)
+    /// On one Redis, and on a Redis Cluster of 3 masters with a replica each.
+    @Test(arguments: [false, true])
+    func clientsOfAKilledNodeMoveToTheOthersAndLoseNothing(onACluster cluster: Bool) async throws {
+        let deployment = try Deployment(nodes: 3, cluster: cluster)
         defer { deployment.stop() }
         var users: [User] = []
         for index in 0..<10 {
@@ -64,7 +66,7 @@ import Glibc
         }
 
         let byName = Dictionary(uniqueKeysWithValues: users.map { ($0.name, $0) })
-        let result = tally("3 nodes, node-1 killed -9 mid-stream, clients fail over", pairs: sent.map { conversation, ids in
+        let result = tally("3 nodes\(cluster ? " on a Redis Cluster" : ""), node-1 killed -9 mid-stream, clients fail over", pairs: sent.map { conversation, ids in
             let names = conversation.split(separator: ">").map(String.init)
             let sender = byName[names[0]]!.log
             let recipient = byName[names[1]]!.log

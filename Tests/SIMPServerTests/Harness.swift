@@ -44,7 +44,7 @@ final class TestCluster: @unchecked Sendable {
         var config = ServerConfiguration()
         config.port = 0
         config.udpPort = 0
-        config.redis = RedisConfiguration(port: redis.port, commandTimeout: .seconds(2))
+        config.redis = .single(RedisConfiguration(port: redis.port, commandTimeout: .seconds(2)))
         config.heartbeat = heartbeat
         config.scryptRounds = 1024
         config.redisWait = .seconds(5)
@@ -173,10 +173,16 @@ final class ServerProcess {
     let udpPort: Int
     let readyLine: String
 
-    init(redisURL: String, tcpPort: Int = 0, udpPort: Int = 0, extra: [String] = [], environment: [String: String] = [:],
+    convenience init(redisURL: String, tcpPort: Int = 0, udpPort: Int = 0, extra: [String] = [], environment: [String: String] = [:],
+                     wrapper: [String] = []) throws {
+        try self.init(redis: ["--redis", redisURL], tcpPort: tcpPort, udpPort: udpPort, extra: extra, environment: environment, wrapper: wrapper)
+    }
+
+    /// `redis`: the arguments that say where Redis is (`--redis URL`, `--redis-cluster`).
+    init(redis: [String], tcpPort: Int = 0, udpPort: Int = 0, extra: [String] = [], environment: [String: String] = [:],
          wrapper: [String] = []) throws {
         let binary = try productPath("simp-server")
-        let args = ["--port", "\(tcpPort)", "--udp-port", "\(udpPort)", "--redis", redisURL, "--scrypt-rounds", "1024"] + extra
+        let args = ["--port", "\(tcpPort)", "--udp-port", "\(udpPort)", "--scrypt-rounds", "1024"] + redis + extra
         process = wrapper.isEmpty
             ? try ChildProcess(binary, args, environment: environment)
             : try ChildProcess(wrapper[0], Array(wrapper.dropFirst()) + [binary] + args, environment: environment)
@@ -227,16 +233,57 @@ final class ServerNode {
     }
 }
 
-/// A Redis and several simp-server nodes on it (`--node-id node-N`), stopped together.
+/// The Redis a deployment's nodes share: one redis-server, or a Redis Cluster of 3 masters
+/// with a replica each.
+enum SharedRedis {
+    case single(RedisServerProcess)
+    case cluster(RedisClusterProcess)
+
+    init(cluster: Bool) throws {
+        self = cluster ? .cluster(try RedisClusterProcess()) : .single(try RedisServerProcess())
+    }
+
+    /// What simp-server and simp-admin are given to find it.
+    var arguments: [String] {
+        switch self {
+        case .single(let redis): ["--redis", redis.url]
+        case .cluster(let cluster): ["--redis", cluster.ports.map { "redis://127.0.0.1:\($0)" }.joined(separator: ","), "--redis-cluster"]
+        }
+    }
+
+    /// One command, sent to the node that holds its key (`arguments[1]`).
+    func command(_ arguments: [String]) throws -> String {
+        switch self {
+        case .single(let redis):
+            return try redis.command(arguments)
+        case .cluster(let cluster):
+            guard let port = cluster.masterPort(forSlot: RedisCluster.hashSlot(arguments[1])) else {
+                throw TestSupportError("no master serves the slot of \(arguments[1])")
+            }
+            return try cluster.command(port: port, arguments)
+        }
+    }
+
+    func stop() {
+        switch self {
+        case .single(let redis): redis.stop()
+        case .cluster(let cluster): cluster.stopAll()
+        }
+    }
+}
+
+/// A Redis (or a Redis Cluster) and several simp-server nodes on it (`--node-id node-N`),
+/// stopped together.
 final class Deployment {
-    let redis: RedisServerProcess
+    let redis: SharedRedis
     var servers: [ServerProcess] = []
 
-    init(nodes: Int) throws {
-        redis = try RedisServerProcess()
+    init(nodes: Int, cluster: Bool = false, extra: [String] = []) throws {
+        redis = try SharedRedis(cluster: cluster)
         do {
             for index in 1...nodes {
-                servers.append(try ServerProcess(redisURL: redis.url, extra: ["--node-id", "node-\(index)", "--max-registrations-per-ip", "100"]))
+                servers.append(try ServerProcess(redis: redis.arguments,
+                                                 extra: ["--node-id", "node-\(index)", "--max-registrations-per-ip", "100"] + extra))
             }
         } catch {
             stop()
@@ -287,4 +334,14 @@ final class Deployment {
             }
         }
     }
+}
+
+/// Polls every 50 ms for up to 30 s; a throwing condition counts as not yet.
+func eventually(_ condition: () throws -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + .seconds(30)
+    while ContinuousClock.now < deadline {
+        if (try? condition()) == true { return true }
+        try? await Task.sleep(for: .milliseconds(50))
+    }
+    return false
 }

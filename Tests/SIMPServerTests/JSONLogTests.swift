@@ -95,12 +95,4 @@ final class LogCapture: @unchecked Sendable {
             #expect(!all.contains(secret), "the log holds a secret: \(secret)")
         }
     }
-
-    private func eventually(_ condition: () -> Bool) async -> Bool {
-        for _ in 0..<100 {
-            if condition() { return true }
-            try? await Task.sleep(for: .milliseconds(50))
-        }
-        return condition()
-    }
 }

@@ -55,8 +55,10 @@ import Testing
         await bob.client.close()
     }
 
-    @Test func thirtyUsersOnThreeNodesExchangeThreeThousandMessages() async throws {
-        let nodes = try Deployment(nodes: 3)
+    /// On one Redis, and on a Redis Cluster of 3 masters with a replica each.
+    @Test(arguments: [false, true])
+    func thirtyUsersOnThreeNodesExchangeThreeThousandMessages(onACluster cluster: Bool) async throws {
+        let nodes = try Deployment(nodes: 3, cluster: cluster)
         defer { nodes.stop() }
         var users: [User] = []
         for index in 0..<30 { users.append(try await connect("user\(index)", on: index % 3, of: nodes)) }

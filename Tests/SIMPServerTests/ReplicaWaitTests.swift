@@ -61,4 +61,48 @@ import Testing
         #expect(log.failed.isEmpty)
         await alice.close()
     }
+
+    /// A message the master has but no replica does is not sent to its recipient on another
+    /// node either: shown, then lost with the master, its seq would go to another message.
+    @Test func aRecipientOnAnotherNodeIsSentOnlyWhatAReplicaHas() async throws {
+        let master = try RedisServerProcess()
+        let replica = try RedisServerProcess()
+        defer { replica.stop(); master.stop() }
+        _ = try master.command(["CONFIG", "SET", "repl-diskless-sync-delay", "0"])
+        let follow = ["REPLICAOF", "127.0.0.1", "\(master.port)"]
+        _ = try replica.command(follow)
+        #expect(try await waitFor { try replica.command(["ROLE"]).contains("connected") })
+        let options = ["--redis-min-replicas", "1", "--redis-replica-timeout", "0.2"]
+        let nodes = try [1, 2].map { try ServerProcess(redisURL: master.url, extra: options + ["--node-id", "node-\($0)"]) }
+        defer {
+            for node in nodes {
+                node.process.signal(SIGTERM)
+                _ = node.process.waitForExit(timeout: 10)
+            }
+        }
+        let alice = SIMPClient(configuration: ClientConfiguration(host: "127.0.0.1", port: nodes[0].tcpPort))
+        let bob = SIMPClient(configuration: ClientConfiguration(host: "127.0.0.1", port: nodes[1].tcpPort))
+        try await alice.register(user: "alice", password: "pw-alice")
+        try await bob.register(user: "bob", password: "pw-bob")
+        let aliceLog = EventLog(alice)
+        let bobLog = EventLog(bob)
+        try await alice.connect(user: "alice", password: "pw-alice")
+        try await bob.connect(user: "bob", password: "pw-bob")
+        #expect(try await waitFor { try master.command(["HGET", "simp:{bob}:presence", "node"]).contains("node-2") })
+
+        _ = try replica.command(["REPLICAOF", "NO", "ONE"])
+        let before = try waits(master)
+        let id = try await alice.send(to: "bob", text: "only once a replica has it")
+        #expect(try await waitFor { try master.command(["ZCARD", "simp:{bob}:inbox"]) == ":1\r\n" }, "the master has it")
+        // node-2 was told and reads bob's inbox again and again (a WAIT each time, with
+        // node-1's stores), and sends him nothing meanwhile.
+        #expect(try await waitFor { try waits(master) >= before + 10 })
+        #expect(bobLog.messages.isEmpty && !aliceLog.accepted.contains(id))
+
+        _ = try replica.command(follow)
+        #expect(await bobLog.wait { $0.messages.map(\.id) == [id] })
+        #expect(await aliceLog.wait { $0.accepted.contains(id) && $0.delivered.contains(id) })
+        await alice.close()
+        await bob.close()
+    }
 }

@@ -11,6 +11,7 @@ public final class RedisClusterProcess: @unchecked Sendable {
     public let ports: [Int]
     public let directory: URL
     private var processes: [Int: ChildProcess] = [:]
+    private var busPorts: [Int: Int] = [:]
 
     public init(nodes: Int = 6, replicas: Int = 1) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("simp-cluster-\(UUID().uuidString)")
@@ -39,6 +40,7 @@ public final class RedisClusterProcess: @unchecked Sendable {
     public var addresses: [String] { ports.map { "127.0.0.1:\($0)" } }
 
     private func start(port: Int, busPort: Int) throws {
+        busPorts[port] = busPort
         let folder = directory.appendingPathComponent("\(port)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let redis = try findExecutable("redis-server").path
@@ -122,6 +124,13 @@ public final class RedisClusterProcess: @unchecked Sendable {
         guard let process = processes.removeValue(forKey: port) else { return }
         process.signal(SIGKILL)
         _ = process.waitForExit(timeout: 5)
+    }
+
+    /// Starts a killed node again with its data and cluster config: it rejoins, as a replica
+    /// of whichever node took over its slots.
+    public func restart(port: Int) throws {
+        guard processes[port] == nil, let bus = busPorts[port] else { return }
+        try start(port: port, busPort: bus)
     }
 
     /// One command over a fresh connection to `port` (RESP as received).

@@ -46,16 +46,16 @@ public struct AdminError: Error, Sendable, CustomStringConvertible {
 /// What `simp-admin` does, on Redis: the state every node shares, and the admin channel every
 /// node listens on (`AdminRequest`) for what only a node can do, closing a session.
 public struct Administration: Sendable {
-    let redis: RedisPool
+    let redis: any RedisClient
     let keys: Keys
 
-    public init(redis: RedisPool, namespace: String = "simp") {
+    public init(redis: any RedisClient, namespace: String = "simp") {
         self.redis = redis
         self.keys = Keys(prefix: namespace)
     }
 
     public func sessions() async throws(RedisError) -> [OnlineSession] {
-        let users = try await scan(pattern: keys.presence("*")).compactMap(keys.owner(of:))
+        let users = try await redis.scan(matching: keys.presence("*")).compactMap(keys.owner(of:))
         return try await sessions(of: users).sorted { ($0.user, $0.session) < ($1.user, $1.session) }
     }
 
@@ -121,7 +121,7 @@ public struct Administration: Sendable {
 
     /// The deepest inboxes, deepest first.
     public func deepestInboxes(top: Int) async throws -> [InboxDepth] {
-        let names = try await scan(pattern: keys.inbox("*"))
+        let names = try await redis.scan(matching: keys.inbox("*"))
         guard !names.isEmpty else { return [] }
         let counts = try await redis.run(names.map { RedisCommand("ZCARD", [$0]) })
         var sized: [(user: String, count: Int64)] = []
@@ -163,21 +163,6 @@ public struct Administration: Sendable {
             throw AdminError(kind: .unknownUser, description: "no user named \(user)")
         }
     }
-
-    /// Every key matching `pattern` (SCAN: Redis keeps serving others while it walks).
-    private func scan(pattern: String) async throws(RedisError) -> [String] {
-        var cursor = "0"
-        var found: [String] = []
-        repeat {
-            let reply = try await redis.run(RedisCommand("SCAN", [cursor, "MATCH", pattern, "COUNT", 1000]))
-            guard let parts = reply.array, parts.count == 2, let next = parts[0].string, let keys = parts[1].array else {
-                throw RedisError(.protocolViolation, "SCAN returned \(reply)")
-            }
-            cursor = next
-            found += keys.compactMap(\.string)
-        } while cursor != "0"
-        return found
-    }
 }
 
 /// What `migrateKeys` did.
@@ -198,24 +183,24 @@ extension Administration {
         var result = KeyMigration()
         let p = keys.prefix
         for kind in ["user", "seq", "inbox", "acked", "numbering", "presence", "knownips"] {
-            for old in try await scan(pattern: "\(p):\(kind):*") {
+            for old in try await redis.scan(matching: "\(p):\(kind):*") {
                 let name = String(old.dropFirst("\(p):\(kind):".count))
                 guard UserName.isValid(name) else { continue }
                 try await move(old, to: keys.of(name, kind), &result)
             }
         }
-        for old in try await scan(pattern: "\(p):mids:*") {
+        for old in try await redis.scan(matching: "\(p):mids:*") {
             let parts = old.dropFirst("\(p):mids:".count).split(separator: ":").map(String.init)
             guard parts.count == 2 else { continue }
             try await move(old, to: keys.messageIDs(to: parts[0], from: parts[1]), &result)
         }
-        for old in try await scan(pattern: "\(p):hist:*") {
+        for old in try await redis.scan(matching: "\(p):hist:*") {
             let parts = old.dropFirst("\(p):hist:".count).split(separator: ":").map(String.init)
             guard parts.count == 2 else { continue }
             try await split(old, between: parts[0], and: parts[1], &result)
         }
         for pattern in ["\(p):loginfail:*", "\(p):loginlock:*"] {
-            let old = try await scan(pattern: pattern)
+            let old = try await redis.scan(matching: pattern)
             if !old.isEmpty { _ = try await redis.run(RedisCommand("DEL", old)) }
             result.dropped += old.count
         }

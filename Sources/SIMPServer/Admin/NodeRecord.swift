@@ -30,14 +30,14 @@ final class NodeRecord: @unchecked Sendable {
     static let ttl: TimeAmount = .seconds(3)
     static let renewEvery: TimeAmount = .seconds(1)
 
-    private let redis: RedisPool
+    private let redis: any RedisClient
     private let key: String
     private let nodeID: String
     private let token = randomBytes(16).map { String($0, radix: 16) }.joined()
     private let logger: Logger
     private var renewal: RepeatedTask?
 
-    init(redis: RedisPool, keys: Keys, nodeID: String, logger: Logger) {
+    init(redis: any RedisClient, keys: Keys, nodeID: String, logger: Logger) {
         self.redis = redis
         self.key = keys.node(nodeID)
         self.nodeID = nodeID

@@ -3,7 +3,7 @@ import SIMPRedis
 
 /// Whether this node can serve: its listeners are bound and Redis answers. `/ready` asks it.
 struct Readiness: Sendable {
-    let redis: RedisPool
+    let redis: any RedisClient
     /// The control (TCP) and datagram (UDP) sockets, by the name a reason gives them.
     let listeners: [(name: String, channel: any Channel)]
     /// How long Redis may take to answer PING before the node counts as not ready.

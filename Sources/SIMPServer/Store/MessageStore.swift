@@ -73,7 +73,7 @@ struct StoreSettings: Sendable {
 /// SIMP's data in Redis: accounts, inboxes, sequence numbers, receipts, presence, history.
 /// Every call goes through the pool, so none blocks an event loop.
 final class MessageStore: Sendable {
-    let redis: RedisPool
+    let redis: any RedisClient
     let keys: Keys
     let settings: StoreSettings
 
@@ -92,7 +92,7 @@ final class MessageStore: Sendable {
         set { inboxBounds.withLockedValue { $0 = InboxBounds(limit: newValue.limit, share: min(newValue.share, newValue.limit)) } }
     }
 
-    init(redis: RedisPool, settings: StoreSettings, observeInboxDepth: @escaping @Sendable (Int) -> Void = { _ in }) {
+    init(redis: any RedisClient, settings: StoreSettings, observeInboxDepth: @escaping @Sendable (Int) -> Void = { _ in }) {
         self.redis = redis
         self.keys = Keys(prefix: settings.namespace)
         self.settings = settings
@@ -259,11 +259,42 @@ final class MessageStore: Sendable {
 
     /// The confirmed mark and the unconfirmed inbox entries after `after`, oldest first.
     func pending(user: String, after: UInt64, limit: Int, on loop: any EventLoop) -> EventLoopFuture<(confirmed: UInt64, items: [[UInt8]])> {
-        let commands = [
-            RedisCommand("GET", [keys.acked(user)]),
-            RedisCommand("ZRANGEBYSCORE", [keys.inbox(user), "(\(after)", "+inf", "LIMIT", "0", limit]),
-        ]
-        return redis.run(commands, on: loop).flatMapThrowing { replies in
+        readInbox(user: user, after: after, upto: nil, limit: limit, on: loop)
+    }
+
+    /// Specific unconfirmed inbox entries, by seq (those still in the inbox).
+    func inboxEntries(user: String, seqs: [UInt64], on loop: any EventLoop) -> EventLoopFuture<[[UInt8]]> {
+        guard let low = seqs.min(), let high = seqs.max() else { return loop.makeSucceededFuture([]) }
+        let wanted = Set(seqs)
+        return readInbox(user: user, after: low - 1, upto: high, limit: Int(high - low + 1), on: loop).map { read in
+            read.items.filter { bytes in (try? Simp_Message(serializedBytes: bytes)).map { wanted.contains($0.seq) } ?? false }
+        }
+    }
+
+    /// With `minReplicas`, only what the replicas have is read for a session: a message shown
+    /// and then lost with its master would see its seq given to another message, which the
+    /// client would take for one it has seen. The read is then a script that also writes (so
+    /// the replication stream holds everything it saw by that point), followed by WAIT.
+    private func readInbox(user: String, after: UInt64, upto: UInt64?, limit: Int,
+                           on loop: any EventLoop) -> EventLoopFuture<(confirmed: UInt64, items: [[UInt8]])> {
+        let top = upto.map { "\($0)" } ?? "+inf"
+        // A read of the mark alone (limit 0) sends nothing to the session.
+        let replicated = settings.minReplicas > 0 && limit > 0
+        let commands = replicated
+            ? [RedisCommand.script(Scripts.readReplicated, keys: [keys.acked(user), keys.inbox(user), keys.numbering(user)], args: [after, top, limit]),
+               RedisCommand("WAIT", [settings.minReplicas, settings.replicaTimeoutMillis])]
+            : [RedisCommand("GET", [keys.acked(user)]),
+               RedisCommand("ZRANGEBYSCORE", [keys.inbox(user), "(\(after)", top, "LIMIT", "0", limit])]
+        return redis.run(commands, on: loop).flatMapThrowing { [settings] replies in
+            var replies = replies
+            if replicated {
+                let confirmedBy = try replies[1].checked().int ?? 0
+                guard confirmedBy >= settings.minReplicas else {
+                    throw RedisError(.notReady, "\(user)'s inbox read, but only \(confirmedBy) of \(settings.minReplicas) replicas confirmed it (WAIT)")
+                }
+                replies = try replies[0].checked().array ?? []
+            }
+            guard replies.count == 2 else { throw RedisError(.protocolViolation, "inbox read returned \(replies)") }
             let confirmed = UInt64(try replies[0].checked().int ?? 0)
             let items = try (replies[1].checked().array ?? []).compactMap(\.bytes)
             return (confirmed, items)
@@ -305,14 +336,6 @@ final class MessageStore: Sendable {
             guard let bytes = flat[index].bytes, let seq = flat[index + 1].int,
                   let message = try? Simp_Message(serializedBytes: bytes) else { return nil }
             return (UInt64(seq), message.fromUser, message.messageID)
-        }
-    }
-
-    /// Specific unconfirmed inbox entries, by seq (those still in the inbox).
-    func inboxEntries(user: String, seqs: [UInt64], on loop: any EventLoop) -> EventLoopFuture<[[UInt8]]> {
-        let commands = seqs.map { RedisCommand("ZRANGEBYSCORE", [keys.inbox(user), $0, $0]) }
-        return redis.run(commands, on: loop).flatMapThrowing { replies in
-            try replies.flatMap { try ($0.checked().array ?? []).compactMap(\.bytes) }
         }
     }
 

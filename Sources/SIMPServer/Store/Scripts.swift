@@ -173,6 +173,16 @@ enum Scripts {
     return items or removed
     """)
 
+    /// The confirmed mark and the inbox entries above ARGV[1] up to ARGV[2], at most ARGV[3],
+    /// read at one point of the replication stream: the HSET is a write (always propagated,
+    /// even unchanged), so a WAIT after this call covers every entry it returned.
+    /// KEYS: confirmed mark, inbox, numbering record.
+    static let readReplicated = RedisScript("""
+    redis.call('HSET', KEYS[3], 'read', 1)
+    local confirmed = redis.call('GET', KEYS[1]) or '0'
+    return {tonumber(confirmed), redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. ARGV[1], ARGV[2], 'LIMIT', 0, ARGV[3])}
+    """)
+
     /// Creates an account only if the name is free. Returns 1 created, 0 taken.
     static let register = RedisScript("""
     if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end

@@ -1,0 +1,74 @@
+import Logging
+import NIOCore
+
+/// Where a process finds Redis: one instance, the seed nodes of a Redis Cluster, or one
+/// address whose kind is asked at start (`resolved()`).
+public enum RedisDeployment: Sendable, Equatable, CustomStringConvertible {
+    case single(RedisConfiguration)
+    case cluster(seeds: [RedisConfiguration])
+    /// One address given without saying whether it is a cluster node.
+    case detect(RedisConfiguration)
+
+    /// From the `--redis` text: `redis://h1:p1` or several nodes (`redis://h1:p1,h2:p2` or
+    /// `redis://h1:p1,redis://h2:p2`). `cluster` nil: several nodes mean a cluster, one is
+    /// asked at start.
+    public init(urls: String, cluster: Bool?) throws(RedisError) {
+        let parts = RedisConfiguration.listed(urls)
+        guard let first = parts.first else { throw RedisError(.protocolViolation, "no Redis URL given") }
+        if cluster == true || (cluster == nil && parts.count > 1) {
+            self = .cluster(seeds: try RedisConfiguration.clusterSeeds(urls))
+            return
+        }
+        guard parts.count == 1 else {
+            throw RedisError(.protocolViolation, "several Redis nodes given (\(parts.count)) but cluster mode is off; a single Redis has one address")
+        }
+        let configuration = try RedisConfiguration(url: first)
+        self = cluster == false ? .single(configuration) : .detect(configuration)
+    }
+
+    /// The nodes to try, in order: the instance, or the seeds.
+    public var nodes: [RedisConfiguration] {
+        switch self {
+        case .single(let configuration), .detect(let configuration): [configuration]
+        case .cluster(let seeds): seeds
+        }
+    }
+
+    public var isCluster: Bool {
+        if case .cluster = self { return true }
+        return false
+    }
+
+    public var description: String {
+        switch self {
+        case .single(let configuration), .detect(let configuration): configuration.url
+        case .cluster(let seeds): "Redis Cluster seeds " + seeds.map { "\($0.host):\($0.port)" }.joined(separator: ",")
+        }
+    }
+
+    /// `.detect` becomes `.single` or `.cluster` by asking the node (`INFO cluster`); the
+    /// others are returned as they are. Fails while the node does not answer.
+    public func resolved() async throws(RedisError) -> RedisDeployment {
+        guard case .detect(let configuration) = self else { return self }
+        let probe = RedisPool(configuration: configuration)
+        defer { Task { await probe.shutdown() } }
+        let info = try await probe.run(RedisCommand("INFO", ["cluster"]))
+        guard let text = info.string else { throw RedisError(.protocolViolation, "INFO cluster returned \(info)") }
+        if text.contains("cluster_enabled:1") {
+            var seed = configuration
+            seed.database = 0
+            return .cluster(seeds: [seed])
+        }
+        return .single(configuration)
+    }
+
+    /// The client for this deployment; `.detect` must be resolved first.
+    public func makeClient(logger: Logger = Logger(label: "simp.redis"), observeRoundTrip: RedisPool.RoundTripObserver? = nil) -> any RedisClient {
+        switch self {
+        case .single(let configuration), .detect(let configuration):
+            RedisPool(configuration: configuration, logger: logger, observeRoundTrip: observeRoundTrip)
+        case .cluster(let seeds):
+            RedisClusterPool(seeds: seeds, logger: logger, observeRoundTrip: observeRoundTrip)
+        }
+    }
+}
