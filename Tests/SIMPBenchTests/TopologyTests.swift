@@ -75,10 +75,8 @@ import Testing
         let topology = Topology(nodes: 3, redis: "single", redisMasters: 1, redisReplicas: 0, minReplicas: 0)
         let report = BenchReport(pattern: LoadPattern(pairs: 1, window: 1), topology: topology,
                                  systems: [SystemReport(system: "SIMP", simp), SystemReport(system: "M", mosquitto)])
-        let table = report.table()
-        #expect(table.contains("SIMP: 3 nodes, one redis-server"))
-        let line = table.split(separator: "\n").first { $0.hasPrefix("server (3/1 processes) cores, us/msg") }
-        #expect(line?.contains("1.00, 2000.0") == true)
+        #expect(report.table().contains("SIMP: 3 nodes, one redis-server"))
+        #expect(line("server (3/1 processes) cores, us/msg", of: report)?.contains("1.00, 2000.0") == true)
         #expect(report.json().contains("\"nodes\":3"))
         #expect(report.json().contains("\"processes\":3"))
     }
