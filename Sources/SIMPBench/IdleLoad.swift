@@ -7,7 +7,7 @@ public struct IdleReport: Sendable, Codable {
     public var clients: Int
     public var seconds: Double
     public var usage: [String: ProcessUsage]
-    /// Growth of the server's RSS from before the first client to after the last, per session.
+    /// Growth of the server's RSS (all nodes') from before the first client to after the last, per session.
     public var serverBytesPerSession: Int?
     /// The same for this process, per client.
     public var benchBytesPerClient: Int?
@@ -15,7 +15,8 @@ public struct IdleReport: Sendable, Codable {
     public func table() -> String {
         var lines = ["\(clients) idle clients, \(Int(seconds)) s measured"]
         for (name, use) in usage.sorted(by: { $0.key < $1.key }) {
-            lines.append("\(name): \(String(format: "%.2f", use.cores * 100))% of a core, RSS \(use.rssBytes / 1024) KiB")
+            let processes = use.processes > 1 ? " (\(use.processes) processes)" : ""
+            lines.append("\(name)\(processes): \(String(format: "%.2f", use.cores * 100))% of a core, RSS \(use.rssBytes / 1024) KiB")
         }
         if let bytes = serverBytesPerSession { lines.append("server RSS per session: \(bytes / 1024) KiB (\(bytes) bytes)") }
         if let bytes = benchBytesPerClient { lines.append("bench RSS per client: \(bytes / 1024) KiB (\(bytes) bytes)") }
@@ -25,13 +26,14 @@ public struct IdleReport: Sendable, Codable {
 
 public enum IdleLoad {
     /// The users are bench-idleN for N from `first`.
-    public static func run(clients count: Int, from first: Int = 0, seconds: Double, configuration: ClientConfiguration,
+    /// Client N starts on node N % nodes (see `Placement`).
+    public static func run(clients count: Int, from first: Int = 0, seconds: Double, placement: Placement,
                            group: any EventLoopGroup,
-                           processes: [(name: String, pid: Int32)],
+                           processes: ProcessGroups,
                            progress: @Sendable (String) -> Void = { _ in }) async throws -> IdleReport {
-        let before = processes.map { ProcessSample.read(pid: $0.pid)?.rssBytes }
+        let before = processes.map { ProcessSample.sum($0.pids.compactMap(ProcessSample.read))?.rssBytes }
         progress("connecting \(count) clients")
-        let clients = try await connectAll(first..<(first + count), configuration, group)
+        let clients = try await connectAll(first..<(first + count), placement, group)
         // Let logins, binds and presence writes settle before measuring rest.
         try await Task.sleep(for: .seconds(2))
         progress("measuring \(seconds) s at rest")
@@ -48,7 +50,7 @@ public enum IdleLoad {
     }
 
     /// 32 at a time: each registers and logs in (scrypt on the server), then binds its UDP path.
-    private static func connectAll(_ users: Range<Int>, _ configuration: ClientConfiguration,
+    private static func connectAll(_ users: Range<Int>, _ placement: Placement,
                                    _ group: any EventLoopGroup) async throws -> [SIMPClient] {
         var clients: [SIMPClient] = []
         var next = users.lowerBound
@@ -57,6 +59,7 @@ public enum IdleLoad {
             next = range.upperBound
             try await withThrowingTaskGroup(of: SIMPClient.self) { tasks in
                 for i in range {
+                    let configuration = placement.configuration(startingAt: i)
                     tasks.addTask { try await SIMPLoad.connectedClient("bench-idle\(i)", configuration, group) }
                 }
                 for try await client in tasks { clients.append(client) }

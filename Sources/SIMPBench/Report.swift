@@ -52,12 +52,47 @@ public struct Percentiles: Sendable, Codable {
     }
 }
 
+/// The SIMP deployment measured: its nodes and, when the bench spawned it, its Redis.
+public struct Topology: Sendable, Codable, CustomStringConvertible {
+    public var nodes: Int
+    /// "single" (one redis-server) or "cluster"; nil for servers the bench did not start.
+    public var redis: String?
+    public var redisMasters: Int?
+    public var redisReplicas: Int?
+    public var minReplicas: Int?
+
+    public init(nodes: Int, redis: String? = nil, redisMasters: Int? = nil, redisReplicas: Int? = nil, minReplicas: Int? = nil) {
+        self.nodes = nodes
+        self.redis = redis
+        self.redisMasters = redisMasters
+        self.redisReplicas = redisReplicas
+        self.minReplicas = minReplicas
+    }
+
+    /// "3 nodes, Redis Cluster 3 masters + 3 replicas, min-replicas 1".
+    public var description: String {
+        let nodes = self.nodes == 1 ? "1 node" : "\(self.nodes) nodes"
+        let minReplicas = self.minReplicas.map { ", min-replicas \($0)" } ?? ""
+        switch redis {
+        case "cluster":
+            return "\(nodes), Redis Cluster \(redisMasters ?? 0) masters + \(redisReplicas ?? 0) replicas\(minReplicas)"
+        case "single":
+            return "\(nodes), one redis-server\(minReplicas)"
+        default:
+            return "\(nodes) (--server), Redis not known"
+        }
+    }
+}
+
 public struct BenchReport: Sendable, Codable {
     public var pattern: LoadPattern
+    /// SIMP's deployment (Mosquitto, when compared, is one broker).
+    public var topology: Topology?
     public var systems: [SystemReport]
 
-    public init(pattern: LoadPattern, systems: [SystemReport]) {
+    public init(pattern: LoadPattern, topology: Topology? = nil, systems: [SystemReport]) {
         self.pattern = pattern
+        self.topology = topology
         self.systems = systems
     }
 
@@ -80,10 +115,11 @@ public struct BenchReport: Sendable, Codable {
         row("sent/received") { "\($0.sent)/\($0.received)" }
         row("lost/dup/failed") { "\($0.lost)/\($0.duplicates)/\($0.failed)" }
         for process in Set(systems.flatMap { $0.usage.keys }).sorted() {
-            row("\(process) cores, us/msg") { s in
+            let name = processLabel(process)
+            row("\(name) cores, us/msg") { s in
                 s.usage[process].map { String(format: "%.2f, %.1f", $0.cores, $0.microsPerMessage) } ?? "-"
             }
-            row("\(process) RSS MiB") { s in s.usage[process].map { String(format: "%.1f", Double($0.rssBytes) / 1_048_576) } ?? "-" }
+            row("\(name) RSS MiB") { s in s.usage[process].map { String(format: "%.1f", Double($0.rssBytes) / 1_048_576) } ?? "-" }
         }
         var header = ["", ] + systems.map(\.system)
         if systems.count == 2 { header.append("\(systems[0].system)/\(systems[1].system)") }
@@ -95,7 +131,16 @@ public struct BenchReport: Sendable, Codable {
         }
         let p = pattern
         let title = "\(p.pairs) pairs x \(p.window) in flight, \(p.payloadBytes)-byte texts, \(Self.seconds(p.duration)) s measured after \(Self.seconds(p.warmup)) s warm-up"
-        return title + "\n" + Self.align(lines)
+        return title + (topology.map { "\nSIMP: \($0)" } ?? "") + "\n" + Self.align(lines)
+    }
+
+    /// "server (3 processes)" when a figure sums several processes; "server (3/1 processes)"
+    /// when the systems differ (in column order).
+    private func processLabel(_ process: String) -> String {
+        let counts = systems.compactMap { $0.usage[process]?.processes }
+        guard counts.contains(where: { $0 > 1 }) else { return process }
+        let shown = Set(counts).count == 1 ? "\(counts[0])" : counts.map(String.init).joined(separator: "/")
+        return "\(process) (\(shown) processes)"
     }
 
     private func ratio(_ row: String) -> String {

@@ -48,16 +48,17 @@ public enum SIMPLoad {
     public static let password = "simp-bench-password"
 
     /// `processes` are sampled for CPU and memory over the measured window ("bench" is this process).
-    public static func run(_ pattern: LoadPattern, configuration: ClientConfiguration, group: any EventLoopGroup,
-                           processes: [(name: String, pid: Int32)],
+    public static func run(_ pattern: LoadPattern, placement: Placement, group: any EventLoopGroup,
+                           processes: ProcessGroups,
                            progress: @Sendable (String) -> Void = { _ in }) async throws -> LoadResult {
-        progress("connecting \(pattern.pairs * 2) clients to \(configuration.host):\(configuration.port)")
+        progress("connecting \(pattern.pairs * 2) clients to \(placement.nodes.map(\.description).joined(separator: ", "))")
         var pairs: [(sender: Sender, receiver: Receiver)] = []
         for i in 0..<pattern.pairs {
             let sender = Sender(to: "bench-r\(i)", counter: UInt64(i) << 40, pattern: pattern)
             let receiver = Receiver()
-            sender.client = try await connectedClient("bench-s\(i)", configuration, group, eventHandler: sender.handle)
-            receiver.client = try await connectedClient("bench-r\(i)", configuration, group, eventHandler: receiver.handle)
+            sender.client = try await connectedClient("bench-s\(i)", placement.sender(pair: i), group, eventHandler: sender.handle)
+            receiver.client = try await connectedClient("bench-r\(i)", placement.receiver(pair: i), group,
+                                                         eventHandler: receiver.handle)
             pairs.append((sender, receiver))
         }
         progress("running: \(pattern.warmup) s warm-up, \(pattern.duration) s measured")

@@ -13,25 +13,37 @@ struct BenchCommand: AsyncParsableCommand {
         discussion: """
         A sender's slot is freed by the delivered receipt (the recipient confirmed the message). \
         Prints delivered msg/s, latencies (send to receive, to accepted, to delivered), lost, duplicate \
-        and failed counts, and the CPU and memory of the server, Redis and the bench itself. \
+        and failed counts, and the CPU and memory of the server, Redis and the bench itself (summed \
+        over all server nodes and all Redis processes). \
+        With several nodes (--nodes, or a list for --server), pair i's sender connects to node i mod N \
+        and its receiver to the next node, so every message crosses from one node to another. \
         With --compare-mosquitto the same pattern runs through a private Mosquitto (QoS 1; a slot is \
         freed once the publisher has its PUBACK and the subscriber has the message) in the same run.
         """)
 
-    @Option(help: "A running server's control address HOST:PORT (ignored with --spawn).")
+    @Option(help: "A running server's control address HOST:PORT, or the nodes of one deployment as HOST:PORT,HOST:PORT,... (ignored with --spawn).")
     var server = "127.0.0.1:7700"
 
-    @Flag(help: "Start a private redis-server (AOF everysec) and simp-server for this run.")
+    @Flag(help: "Start a private Redis (AOF everysec) and simp-server for this run (see --nodes, --redis-cluster).")
     var spawn = false
+
+    @Option(help: "With --spawn: how many simp-servers (node-1 ... node-N) to start, all on the same Redis.")
+    var nodes = 1
+
+    @Flag(name: .customLong("redis-cluster"), help: "With --spawn: start a Redis Cluster (6 redis-servers: 3 masters, 3 replicas) instead of one redis-server.")
+    var redisCluster = false
+
+    @Option(name: .customLong("redis-min-replicas"), help: "With --spawn and --redis-cluster: the servers' --redis-min-replicas (a message is accepted once this many replicas have it: Redis WAIT).")
+    var redisMinReplicas = 0
 
     @Option(name: .customLong("server-binary"), help: "simp-server to start with --spawn. Default: the one next to simp-bench.")
     var serverBinary: String?
 
-    @Option(name: .customLong("server-pid"), help: "PID of a running simp-server, to report its CPU and memory.")
-    var serverPID: Int32?
+    @Option(name: .customLong("server-pid"), help: "PID of a running simp-server, to report its CPU and memory (repeat it for several nodes: summed).")
+    var serverPIDs: [Int32] = []
 
-    @Option(name: .customLong("redis-pid"), help: "PID of the running redis-server, to report its CPU and memory.")
-    var redisPID: Int32?
+    @Option(name: .customLong("redis-pid"), help: "PID of the running redis-server, to report its CPU and memory (repeat it for several: summed).")
+    var redisPIDs: [Int32] = []
 
     @Option(name: .customLong("server-event-loops"), help: "With --spawn: simp-server's --event-loops. Default: its own.")
     var serverEventLoops: Int?
@@ -73,6 +85,30 @@ struct BenchCommand: AsyncParsableCommand {
         guard pairs > 0, window > 0, threads > 0 else { throw ValidationError("--pairs, --window and --threads must be positive") }
         guard size >= 32, size <= 1000 else { throw ValidationError("--size must be 32...1000 bytes (the text carries a counter and a timestamp)") }
         guard duration > 0, warmup >= 0, drain >= 0 else { throw ValidationError("--duration must be positive, --warmup and --drain not negative") }
+        guard nodes > 0, redisMinReplicas >= 0 else { throw ValidationError("--nodes must be positive, --redis-min-replicas not negative") }
+        guard spawn || (nodes == 1 && !redisCluster && redisMinReplicas == 0) else {
+            throw ValidationError("--nodes, --redis-cluster and --redis-min-replicas need --spawn (for running nodes, list them: --server A,B,C)")
+        }
+        if !spawn {
+            do { _ = try Placement.parse(server) } catch { throw ValidationError("\(error)") }
+        }
+        if let problem = Self.replicaProblem(minReplicas: redisMinReplicas, cluster: redisCluster) {
+            // Exit 2, the bench's usage status, rather than ArgumentParser's 64.
+            FileHandle.standardError.write(Data("Error: \(problem)\n  See 'simp-bench --help' for more information.\n".utf8))
+            throw ExitCode(2)
+        }
+    }
+
+    /// Why --redis-min-replicas cannot be met by the spawned Redis: every store would wait for
+    /// replicas that do not exist.
+    private static func replicaProblem(minReplicas: Int, cluster: Bool) -> String? {
+        if minReplicas > 0, !cluster {
+            return "--redis-min-replicas \(minReplicas) needs replicas, and a single spawned redis-server has none: add --redis-cluster"
+        }
+        if minReplicas > 1 {
+            return "--redis-min-replicas \(minReplicas): the spawned Redis Cluster has one replica per master"
+        }
+        return nil
     }
 
     func run() async throws {
@@ -84,72 +120,80 @@ struct BenchCommand: AsyncParsableCommand {
             print(json ? String(decoding: try JSONEncoder().encode(report), as: UTF8.self) : report.table())
             return
         }
-        var systems = [try await runSIMP(pattern, group: group)]
+        let (simp, topology) = try await runSIMP(pattern, group: group)
+        var systems = [simp]
         if compareMosquitto { systems.append(try await runMosquitto(pattern, group: group)) }
         try await group.shutdownGracefully()
-        let report = BenchReport(pattern: pattern, systems: systems)
+        let report = BenchReport(pattern: pattern, topology: topology, systems: systems)
         print(json ? report.json() : report.table())
         if systems.contains(where: { $0.lost > 0 || $0.duplicates > 0 }) { throw ExitCode(2) }
     }
 
-    private func runSIMP(_ pattern: LoadPattern, group: MultiThreadedEventLoopGroup) async throws -> SystemReport {
-        let (stack, configuration, processes) = try await target()
-        do {
-            let result = try await SIMPLoad.run(pattern, configuration: configuration, group: group, processes: processes,
+    private func runSIMP(_ pattern: LoadPattern, group: MultiThreadedEventLoopGroup) async throws -> (SystemReport, Topology) {
+        try await withTarget { target in
+            let result = try await SIMPLoad.run(pattern, placement: target.placement, group: group, processes: target.processes,
                                                progress: Self.progress)
-            await stack?.stop()
-            return SystemReport(system: "SIMP", result)
-        } catch {
-            await stack?.stop()
-            throw error
+            return (SystemReport(system: "SIMP", result), target.topology)
         }
     }
 
     private func runIdle(_ clients: Int, group: MultiThreadedEventLoopGroup) async throws -> IdleReport {
-        let (stack, configuration, processes) = try await target()
+        try await withTarget { target in
+            try await IdleLoad.run(clients: clients, from: idleFrom, seconds: duration, placement: target.placement,
+                                   group: group, processes: target.processes, progress: Self.progress)
+        }
+    }
+
+    private typealias Target = (stack: SpawnedStack?, placement: Placement, topology: Topology, processes: ProcessGroups)
+
+    /// Runs `body` against the target; spawned processes are stopped afterwards, also when it fails.
+    private func withTarget<T>(_ body: (Target) async throws -> T) async throws -> T {
+        let target = try await target()
         do {
-            let report = try await IdleLoad.run(clients: clients, from: idleFrom, seconds: duration, configuration: configuration,
-                                                group: group, processes: processes, progress: Self.progress)
-            await stack?.stop()
-            return report
+            let value = try await body(target)
+            await target.stack?.stop()
+            return value
         } catch {
-            await stack?.stop()
+            await target.stack?.stop()
             throw error
         }
     }
 
-    /// The server to load (a spawned one or --server), the client settings for it, and the
+    /// The servers to load (spawned ones or --server), where each client goes, and the
     /// processes whose CPU and memory to report.
-    private func target() async throws -> (SpawnedStack?, ClientConfiguration, [(name: String, pid: Int32)]) {
-        var stack: SpawnedStack?
-        if spawn {
-            Self.progress("starting redis-server and simp-server")
-            stack = try await SpawnedStack.start(serverBinary: serverBinary ?? sibling("simp-server"), serverArguments: [
-                // A benchmark measures the engine, not the abuse limits.
-                "--max-msgs-per-sec", "10000000", "--msg-burst", "1000000", "--scrypt-rounds", "1024", "--log-level", "warning",
-                "--max-conns-per-ip", "100000", "--max-registrations-per-ip", "1000000",
-                "--max-hashing-queue", "1024", "--max-hashing-per-ip", "1024",
-            ] + (serverEventLoops.map { ["--event-loops", "\($0)"] } ?? []))
+    private func target() async throws -> Target {
+        let bench: ProcessGroups = [("bench", [getpid()])]
+        guard spawn else {
+            let nodes = try Placement.parse(server)
+            return (nil, Placement(nodes: nodes), Topology(nodes: nodes.count),
+                    bench + [("server", serverPIDs), ("redis", redisPIDs)].filter { !$0.pids.isEmpty })
         }
-        var configuration = ClientConfiguration()
-        if let stack {
-            configuration.port = stack.serverPort
-        } else {
-            let parts = server.split(separator: ":")
-            guard parts.count == 2, let port = Int(parts[1]) else { throw ValidationError("--server takes HOST:PORT") }
-            configuration.host = String(parts[0])
-            configuration.port = port
-        }
-        var processes: [(name: String, pid: Int32)] = [("bench", getpid())]
-        if let pid = stack?.serverPID ?? serverPID { processes.append(("server", pid)) }
-        if let pid = stack?.redisPID ?? redisPID { processes.append(("redis", pid)) }
-        return (stack, configuration, processes)
+        let stack = try await SpawnedStack.start(spawnOptions())
+        Self.progress("started \(stack.topology)")
+        return (stack, Placement(nodes: stack.serverAddresses), stack.topology,
+                bench + [("server", stack.serverPIDs), ("redis", stack.redisPIDs)])
+    }
+
+    private func spawnOptions() -> SpawnOptions {
+        Self.progress("starting \(redisCluster ? "a Redis Cluster" : "redis-server") and \(nodes) simp-server\(nodes == 1 ? "" : "s")")
+        var options = SpawnOptions(serverBinary: serverBinary ?? sibling("simp-server"), serverArguments: [
+            // A benchmark measures the engine, not the abuse limits.
+            "--max-msgs-per-sec", "10000000", "--msg-burst", "1000000", "--scrypt-rounds", "1024", "--log-level", "warning",
+            "--max-conns-per-ip", "100000", "--max-registrations-per-ip", "1000000",
+            "--max-hashing-queue", "1024", "--max-hashing-per-ip", "1024",
+        ] + (serverEventLoops.map { ["--event-loops", "\($0)"] } ?? []))
+        options.nodes = nodes
+        options.redisCluster = redisCluster
+        options.minReplicas = redisMinReplicas
+        return options
     }
 
     private func runMosquitto(_ pattern: LoadPattern, group: MultiThreadedEventLoopGroup) async throws -> SystemReport {
         Self.progress("starting mosquitto")
         let broker = try await MosquittoProcess.start()
-        let window = UsageWindow.measure([("bench", getpid()), ("server", broker.pid)], after: pattern.warmup, seconds: pattern.duration)
+        Spawn.watch(broker.pid)
+        defer { Spawn.release(broker.pid) }
+        let window = UsageWindow.measure([("bench", [getpid()]), ("server", [broker.pid])], after: pattern.warmup, seconds: pattern.duration)
         let mqtt: MQTTLoadResult
         do {
             mqtt = try await MQTTLoad.run(pattern, host: "127.0.0.1", port: broker.port, group: group)

@@ -43,10 +43,13 @@ import Testing
         slow.measuredSeconds = 1
         let report = BenchReport(pattern: LoadPattern(pairs: 1, window: 1),
                                  systems: [SystemReport(system: "A", fast), SystemReport(system: "B", slow)])
-        let table = report.table()
-        #expect(table.contains("A/B"))
-        let throughput = table.split(separator: "\n").first { $0.hasPrefix("delivered msg/s") }
-        #expect(throughput?.hasSuffix("3.00x") == true)
+        #expect(report.table().contains("A/B"))
+        #expect(line("delivered msg/s", of: report)?.hasSuffix("3.00x") == true)
         #expect(report.json().contains("\"messagesPerSecond\":300"))
     }
+}
+
+/// The table row that starts with `name`.
+func line(_ name: String, of report: BenchReport) -> Substring? {
+    report.table().split(separator: "\n").first { $0.hasPrefix(name) }
 }

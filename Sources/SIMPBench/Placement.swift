@@ -1,0 +1,41 @@
+import Foundation
+import SIMPClient
+
+/// Which node each client connects to first. Pair i's sender starts on node i % N and its
+/// receiver on node (i + 1) % N, so with several nodes every message crosses from one node to
+/// another. Every client is given all nodes, its own first, so it can fail over.
+public struct Placement: Sendable {
+    public let nodes: [ServerAddress]
+
+    public init(nodes: [ServerAddress]) {
+        precondition(!nodes.isEmpty, "a placement needs a node")
+        self.nodes = nodes
+    }
+
+    public func sender(pair: Int) -> ClientConfiguration { configuration(startingAt: pair) }
+
+    public func receiver(pair: Int) -> ClientConfiguration { configuration(startingAt: pair + 1) }
+
+    /// All nodes, from node `index % N` on and round to the one before it.
+    public func configuration(startingAt index: Int) -> ClientConfiguration {
+        let first = index % nodes.count
+        return ClientConfiguration(servers: Array(nodes[first...] + nodes[..<first]))
+    }
+
+    /// `--server`'s value: HOST:PORT, or several nodes of one deployment as HOST:PORT,HOST:PORT,...
+    /// (an IPv6 host in brackets: [::1]:7700).
+    public static func parse(_ list: String) throws -> [ServerAddress] {
+        let nodes = try list.split(separator: ",").map { entry in
+            let text = entry.trimmingCharacters(in: .whitespaces)
+            guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
+                  (1...65535).contains(port), colon > text.startIndex else {
+                throw BenchError("--server takes HOST:PORT[,HOST:PORT...], not \"\(text)\"")
+            }
+            var host = text[..<colon]
+            if host.hasPrefix("["), host.hasSuffix("]") { host = host.dropFirst().dropLast() }
+            return ServerAddress(host: String(host), port: port)
+        }
+        guard !nodes.isEmpty else { throw BenchError("--server takes HOST:PORT[,HOST:PORT...]") }
+        return nodes
+    }
+}
