@@ -43,7 +43,7 @@ public final class MosquittoProcess: Sendable {
         process.executableURL = URL(fileURLWithPath: binary)
         process.arguments = ["-c", directory + "/mosquitto.conf"]
         process.standardError = FileHandle(forWritingAtPath: directory + "/stderr")
-        try runWithNoSignalsBlocked(process)
+        try ChildProcesses.runWithNoSignalsBlocked(process)
         let broker = MosquittoProcess(port: port, pid: process.processIdentifier, directory: directory)
         do {
             try await broker.waitUntilListening()
@@ -74,17 +74,6 @@ public final class MosquittoProcess: Sendable {
         """
     }
 
-    /// Swift's concurrency threads block SIGTERM and SIGINT, and a child inherits its spawner's mask:
-    /// mosquitto would then sit out stop()'s SIGTERM until the SIGKILL. Spawn with nothing blocked.
-    private static func runWithNoSignalsBlocked(_ process: Process) throws {
-        var none = sigset_t()
-        var saved = sigset_t()
-        sigemptyset(&none)
-        pthread_sigmask(SIG_SETMASK, &none, &saved)
-        defer { pthread_sigmask(SIG_SETMASK, &saved, nil) }
-        try process.run()
-    }
-
     private init(port: Int, pid: Int32, directory: String) {
         self.port = port
         self.pid = pid
@@ -94,16 +83,7 @@ public final class MosquittoProcess: Sendable {
     /// SIGTERM, then SIGKILL after 4 s; the child is reaped either way. Only the first call does anything.
     public func stop() async {
         guard markStopped() else { return }
-        kill(pid, SIGTERM)
-        for _ in 0..<200 {
-            if exited() { break }
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        if !exited() {
-            kill(pid, SIGKILL)
-            var status: Int32 = 0
-            _ = waitpid(pid, &status, 0)
-        }
+        await ChildProcesses.terminate([pid])
         try? FileManager.default.removeItem(atPath: directory)
     }
 
@@ -114,16 +94,10 @@ public final class MosquittoProcess: Sendable {
         }
     }
 
-    /// Reaps the child if it has exited; Foundation may have reaped it already (then waitpid fails).
-    private func exited() -> Bool {
-        var status: Int32 = 0
-        return waitpid(pid, &status, WNOHANG) != 0
-    }
-
     private func waitUntilListening() async throws {
         let deadline = ContinuousClock.now + .seconds(5)
         while ContinuousClock.now < deadline {
-            if exited() { throw Exit.early(stderr()) }
+            if ChildProcesses.exited(pid) { throw Exit.early(stderr()) }
             if try await LocalPorts.waitUntilListening(port, seconds: 0.1) { return }
         }
         throw MQTTLoadError.mosquittoDidNotStart("not listening on 127.0.0.1:\(port) after 5 s. \(stderr())")

@@ -43,15 +43,8 @@ public enum Spawn {
         if let stdout { process.standardOutput = stdout }
         if let stderr { process.standardError = stderr }
         _ = stopChildrenOnSignal
-        // The child inherits this thread's signal mask, and Dispatch's threads block nearly all
-        // signals: redis-server would never see SIGTERM.
-        var none = sigset_t()
-        var mask = sigset_t()
-        sigemptyset(&none)
-        pthread_sigmask(SIG_SETMASK, &none, &mask)
-        defer { pthread_sigmask(SIG_SETMASK, &mask, nil) }
         do {
-            try process.run()
+            try ChildProcesses.runWithNoSignalsBlocked(process)
         } catch {
             throw BenchError("cannot start \(path): \(error)")
         }
@@ -96,17 +89,7 @@ public enum Spawn {
     /// SIGTERM to all, then SIGKILL to those still running after 4 s. (Foundation's
     /// waitUntilExit can hang off the main thread.)
     static func terminate(_ processes: [Process]) async {
-        let pids = processes.map(\.processIdentifier)
-        for pid in pids { kill(pid, SIGTERM) }
-        var running = pids
-        for _ in 0..<200 where !running.isEmpty {
-            running.removeAll(where: exited)
-            if !running.isEmpty { try? await Task.sleep(for: .milliseconds(20)) }
-        }
-        for pid in running {
-            kill(pid, SIGKILL)
-            _ = exited(pid)
-        }
+        await ChildProcesses.terminate(processes.map(\.processIdentifier), reaped: forget)
     }
 
     /// Waits up to `seconds` for a process to end by itself; false if it is still running.
@@ -119,12 +102,12 @@ public enum Spawn {
         return false
     }
 
-    /// Reaps the child if it has exited. (Foundation's isRunning can lag far behind.)
     private static func exited(_ pid: Int32) -> Bool {
-        var status: Int32 = 0
-        guard waitpid(pid, &status, WNOHANG) != 0 else { return false }
+        ChildProcesses.exited(pid, reaped: forget)
+    }
+
+    private static func forget(_ pid: Int32) {
         children.withLockedValue { _ = $0.remove(pid) }
-        return true
     }
 
     /// A short command's standard output (redis-cli asking one node something).

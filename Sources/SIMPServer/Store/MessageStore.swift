@@ -158,10 +158,11 @@ final class MessageStore: Sendable {
         if !commands.isEmpty { _ = redis.run(commands, on: loop) }
     }
 
-    /// The node named in a recipient's store answer: where its session is, when not here.
+    /// The node named in a recipient's store answer (stored, or a duplicate not yet confirmed):
+    /// where its session is, when not here.
     static func recipientNode(_ reply: RedisValue) -> String? {
         reply.array?.lazy.compactMap { entry -> String? in
-            guard let parts = entry.array, parts.count == 4, parts[0].int == 1 else { return nil }
+            guard let parts = entry.array, parts.count == 4 else { return nil }
             return parts[3].string
         }.first
     }
@@ -244,7 +245,7 @@ final class MessageStore: Sendable {
             guard parts.count >= 3, let seq = parts[1].int else { break }
             return .stored(seq: UInt64(seq), bytes: [])
         case 0:
-            guard parts.count == 3, let seq = parts[1].int, let confirmed = parts[2].int else { break }
+            guard parts.count >= 3, let seq = parts[1].int, let confirmed = parts[2].int else { break }
             return .duplicate(seq: UInt64(seq), delivered: confirmed >= seq)
         case -1: return .unknownRecipient
         case -2: return .inboxFull

@@ -20,7 +20,7 @@ enum Scripts {
     /// Each message is stored unless its sender's id was seen before; its sequence number is
     /// appended to the serialized protobuf as field 10 (varint): a later occurrence of a scalar
     /// field wins, so the stored bytes carry their seq (the caller appends the same bytes).
-    /// Returns per message {1, seq, depth[, node]} stored (depth: the inbox's entries after it; node: where the recipient is, when another node), {0, seq, confirmed} duplicate (with the confirmed
+    /// Returns per message {1, seq, depth[, node]} stored (depth: the inbox's entries after it; node: where the recipient is, when another node), {0, seq, confirmed[, node]} duplicate (with the confirmed
     /// mark, so a resent message already delivered is answered as such), {-1} unknown
     /// recipient, {-2} inbox full, {-3} the sender's share of the inbox full, {-4} not stored
     /// before (for a message sent with no bytes: a late resend, to be answered, never stored). History grows
@@ -93,12 +93,13 @@ enum Scripts {
       end
       redis.call('EXPIRE', ids, ttl)
     end
-    if #inbox > 0 then
-      local node = redis.call('HGET', KEYS[6], 'node')
-      if node and node ~= ARGV[8] then
-        for _, answer in ipairs(out) do
-          if answer[1] == 1 then table.insert(answer, node) end
-        end
+    -- A duplicate not yet confirmed is named too: it may be the retry of a store whose first
+    -- answer was lost (or not replicated in time), and nobody has told that node yet.
+    local node, looked = false, false
+    for _, answer in ipairs(out) do
+      if answer[1] == 1 or (answer[1] == 0 and answer[3] < answer[2]) then
+        if not looked then node, looked = redis.call('HGET', KEYS[6], 'node'), true end
+        if node and node ~= ARGV[8] then table.insert(answer, node) end
       end
     end
     return out
