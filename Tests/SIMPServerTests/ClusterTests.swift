@@ -164,6 +164,14 @@ import Glibc
             #expect(await log.wait { $0.messages.map(\.text) == ["hello from \(from)"] })
             #expect(await log.wait { $0.delivered.count == 1 })
         }
+        // Each user keeps a copy of the conversation in their own slot: the sender's is written
+        // after the store (another slot), the recipient's by it.
+        for (index, (client, _)) in clients.enumerated() {
+            let to = names[(index + 1) % names.count]
+            #expect(try await client.history(with: to).map(\.text) == ["hello from \(names[index])"], "\(names[index])'s copy")
+            let from = names[(index + names.count - 1) % names.count]
+            #expect(try await client.history(with: from).map(\.text) == ["hello from \(from)"], "\(names[index])'s copy")
+        }
         for (client, _) in clients { await client.close() }
     }
 
