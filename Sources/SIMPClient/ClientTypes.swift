@@ -119,6 +119,9 @@ public struct HistoryPage: Sendable, Equatable {
 public enum ClientEvent: Sendable, Equatable {
     case connected(user: String)
     case disconnected(reason: String)
+    /// The session is over and the client will not resume it (an administrator closed it);
+    /// `connect` would start a new one.
+    case ended(reason: String)
     case reconnecting(attempt: Int, delayMillis: Int64)
     /// The server stored the message durably and gave it a sequence number.
     case accepted(id: String, to: String, seq: UInt64)

@@ -98,6 +98,9 @@ public struct REPLScreen: Sendable {
         case .disconnected(let reason):
             connection = .disconnected
             return [style.paint("disconnected: \(safe(reason))", .yellow)]
+        case .ended(let reason):
+            connection = .disconnected
+            return [style.paint("session ended: \(safe(reason))", .yellow)]
         case .reconnecting(let attempt, let delay):
             connection = .reconnecting
             return [style.paint("reconnecting in \(delay) ms (attempt \(attempt))", .yellow)]

@@ -694,7 +694,7 @@ public final class SIMPClient: @unchecked Sendable {
         guard !closedByAdministrator else {
             // Reconnecting would undo what the administrator did.
             userDisconnected = true
-            emit(.disconnected(reason: "an administrator closed this session"))
+            emit(.ended(reason: "an administrator closed this session"))
             return
         }
         emit(.disconnected(reason: "control connection to \(server) closed"))

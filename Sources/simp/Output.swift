@@ -16,6 +16,8 @@ final class Output: @unchecked Sendable {
             emit(["event": "connected", "user": user], human: "connected as \(user)")
         case .disconnected(let reason):
             emit(["event": "disconnected", "reason": reason], human: "disconnected: \(safe(reason))", toStderr: true)
+        case .ended(let reason):
+            emit(["event": "ended", "reason": reason], human: "session ended: \(safe(reason))", toStderr: true)
         case .reconnecting(let attempt, let delay):
             emit(["event": "reconnecting", "attempt": attempt, "delayMillis": Int(delay)],
                  human: "reconnecting in \(delay) ms (attempt \(attempt))", toStderr: true)

@@ -78,7 +78,37 @@ struct REPL: AsyncParsableCommand {
         let terminal = TerminalREPL.wanted(json: json)
             ? TerminalREPL(client: client, session: REPLScreen.Session(server: plan.server, user: plan.user, tls: connection.tls))
             : nil
-        let printer = terminal?.start() ?? Task { for await event in client.events { output.event(event) } }
+        let printer = terminal?.start() ?? Task {
+            for await event in client.events {
+                output.event(event)
+                if case .ended = event { break }
+            }
+        }
+        let reader = Task { await readCommands(terminal: terminal, client: client, user: plan.user, output: output) }
+        if await Self.endsFirst(printer, before: reader) {
+            // The session is over for good (an administrator closed it): stop reading and say so
+            // with the exit status too.
+            reader.cancel()
+            terminal?.stop()
+            _ = await reader.value
+            await client.close()
+            throw ExitCode(1)
+        }
+        terminal?.stop()
+        if await reader.value == .logout {
+            await logout(client, output)
+            await printer.value
+            return
+        }
+        await waitForOutstanding(client)
+        await client.close()
+        await printer.value
+    }
+
+    private enum Ending { case quit, logout }
+
+    /// Reads and runs commands until /quit, /logout or the end of input.
+    private func readCommands(terminal: TerminalREPL?, client: SIMPClient, user: String, output: Output) async -> Ending {
         for await line in terminal?.lines ?? StandardInputLines.stream() {
             terminal?.learn(line)
             let command: REPLCommand
@@ -89,22 +119,23 @@ struct REPL: AsyncParsableCommand {
                 continue
             }
             if command == .quit { break }
-            if command == .logout {
-                terminal?.stop()
-                await logout(client, output)
-                await printer.value
-                return
-            }
+            if command == .logout { return .logout }
             if let terminal {
                 await terminal.execute(command)
             } else {
-                await execute(command, client: client, user: plan.user, output: output)
+                await execute(command, client: client, user: user, output: output)
             }
         }
-        terminal?.stop()
-        await waitForOutstanding(client)
-        await client.close()
-        await printer.value
+        return .quit
+    }
+
+    /// Whether `printer` (the client's events) ends before `reader` (the user's input).
+    private static func endsFirst(_ printer: Task<Void, Never>, before reader: Task<Ending, Never>) async -> Bool {
+        let (first, sink) = AsyncStream.makeStream(of: Bool.self)
+        Task { await printer.value; sink.yield(true) }
+        Task { _ = await reader.value; sink.yield(false) }
+        for await printerFirst in first { return printerFirst }
+        return false
     }
 
     private func execute(_ command: REPLCommand, client: SIMPClient, user: String, output: Output) async {

@@ -33,7 +33,8 @@ final class TerminalREPL: @unchecked Sendable {
 
     var lines: AsyncStream<String> { editor.lines }
 
-    /// Starts the editor, shows the banner, and prints the client's events until they end.
+    /// Starts the editor, shows the banner, and prints the client's events until they end or
+    /// the session does.
     func start() -> Task<Void, Never> {
         let earlier = editor.start()
         withScreen { screen in earlier.forEach { screen.learn(fromLine: $0) } }
@@ -42,6 +43,7 @@ final class TerminalREPL: @unchecked Sendable {
             let sweeper = Task { await sweepUnregistered() }
             for await event in client.events {
                 show(withScreen { $0.handle(event, now: Date()) })
+                if case .ended = event { break }
             }
             sweeper.cancel()
         }

@@ -67,7 +67,7 @@ import SIMPServer
         let close = try admin(node, ["disconnect", "bob"])
         #expect(close.waitForExit(timeout: 15) == 0, "stderr: \(close.stderr)")
         #expect(close.stdout.contains("closed session") && close.stdout.contains("of bob on node node-1"))
-        #expect(await bobLog.wait { $0.all.contains(.disconnected(reason: "an administrator closed this session")) })
+        #expect(await bobLog.wait { $0.all.contains(.ended(reason: "an administrator closed this session")) })
         // The client's own record: it was told not to come back, and scheduled no reconnect.
         #expect(!bobLog.all.contains { if case .reconnecting = $0 { return true } else { return false } })
         #expect(users(try await sessions(node) { users($0) == ["alice"] }) == ["alice"])
@@ -77,6 +77,22 @@ import SIMPServer
         #expect(again.stderr.contains("bob has no session online"))
         await alice.close()
         await bob.close()
+    }
+
+    /// The REPL does not sit there with a dead session: it says so and exits 1.
+    @Test func theREPLEndsWhenAnAdministratorClosesItsSession() async throws {
+        let node = try ServerNode()
+        defer { node.stop() }
+        try await register(node, "carol")
+        let repl = try ChildProcess(try productPath("simp"), ["--server", "127.0.0.1:\(node.server.tcpPort)", "--user", "carol",
+                                                             "--password", "pw-carol"])
+        // Its standard input stays open: only the session's end can stop it.
+        #expect(repl.waitForLine(timeout: 20) { $0 == "connected as carol" } != nil, "stderr: \(repl.stderr)")
+        _ = try await sessions(node) { users($0) == ["carol"] }
+        let close = try admin(node, ["disconnect", "carol"])
+        #expect(close.waitForExit(timeout: 15) == 0, "stderr: \(close.stderr)")
+        #expect(repl.waitForExit(timeout: 15) == 1)
+        #expect(repl.stderr.contains("session ended: an administrator closed this session"), "\(repl.stderr)")
     }
 
     @Test func showsInboxDepthAndTheDeepestInboxes() async throws {
@@ -130,7 +146,7 @@ import SIMPServer
         let reset = try admin(node, ["reset-password", "alice", "--password-stdin"], stdin: "new secret\n")
         #expect(reset.waitForExit(timeout: 20) == 0, "stderr: \(reset.stderr)")
         #expect(reset.stdout == "password of alice reset\n")
-        #expect(await aliceLog.wait { $0.all.contains(.disconnected(reason: "an administrator closed this session")) },
+        #expect(await aliceLog.wait { $0.all.contains(.ended(reason: "an administrator closed this session")) },
                 "\(aliceLog.all)")
 
         await #expect(throws: ClientError.self) { try await client(node).connect(user: "alice", password: "pw-alice") }
