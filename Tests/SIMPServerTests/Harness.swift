@@ -411,7 +411,9 @@ struct RandomTraffic {
             let recipient = byName[names[1]]!.log
             let times = recipient.arrivalTimes
             let received = recipient.messages.filter { $0.from == names[0] }.map { ($0.id, times[$0.id] ?? Date()) }
-            return (ids, sentAt, received, Set(sender.delivered), Set(sender.failed.map(\.id)))
+            // The sender's outcomes of this conversation only (it has others).
+            let mine = Set(ids)
+            return (ids, sentAt, received, Set(sender.delivered).intersection(mine), Set(sender.failed.map(\.id)).intersection(mine))
         })
         print("\n\(ScenarioResult.header)\n\(result)\n")
         return result
