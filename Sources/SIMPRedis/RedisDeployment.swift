@@ -50,14 +50,18 @@ public enum RedisDeployment: Sendable, Equatable, CustomStringConvertible {
     /// others are returned as they are. Fails while the node does not answer.
     public func resolved() async throws(RedisError) -> RedisDeployment {
         guard case .detect(let configuration) = self else { return self }
-        let probe = RedisPool(configuration: configuration)
+        // Database 0: a cluster node refuses SELECT, and INFO is the same in every database.
+        var asked = configuration
+        asked.database = 0
+        let probe = RedisPool(configuration: asked)
         defer { Task { await probe.shutdown() } }
         let info = try await probe.run(RedisCommand("INFO", ["cluster"]))
         guard let text = info.string else { throw RedisError(.protocolViolation, "INFO cluster returned \(info)") }
         if text.contains("cluster_enabled:1") {
-            var seed = configuration
-            seed.database = 0
-            return .cluster(seeds: [seed])
+            guard configuration.database == 0 else {
+                throw RedisError(.protocolViolation, "\(configuration.url) is a Redis Cluster node, and a cluster has only database 0")
+            }
+            return .cluster(seeds: [configuration])
         }
         return .single(configuration)
     }

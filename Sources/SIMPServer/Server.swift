@@ -203,6 +203,11 @@ public final class SIMPServer: Service, @unchecked Sendable {
                     let nodes = deployment.nodes.map { "\($0.host):\($0.port)" }.joined(separator: ",")
                     throw StartupError(description: "--redis-cluster given, but Redis at \(nodes) is not a cluster node (its cluster-enabled is no): \(error.message)")
                 }
+                // A misconfiguration (a cluster node given a database number, say) or a reply
+                // that makes no sense will not mend by waiting.
+                if error.kind == .protocolViolation {
+                    throw StartupError(description: "Redis at \(deployment): \(error.message)")
+                }
                 if error.message != lastMessage {
                     logger.error("waiting for Redis at \(deployment): \(error)")
                     lastMessage = error.message

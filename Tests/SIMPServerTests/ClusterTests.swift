@@ -175,6 +175,14 @@ import Glibc
         for (client, _) in clients { await client.close() }
     }
 
+    @Test func aDatabaseNumberOnAClusterNodeIsAClearError() throws {
+        let cluster = try RedisClusterProcess()
+        defer { cluster.stopAll() }
+        let server = try start(["--redis", "redis://127.0.0.1:\(cluster.ports[0])/2"])
+        #expect(server.waitForExit(timeout: 20) == 1)
+        #expect(server.stderr.contains("is a Redis Cluster node, and a cluster has only database 0"), "\(server.stderr)")
+    }
+
     @Test func clusterModeOnAPlainRedisIsAClearError() throws {
         let redis = try RedisServerProcess()
         defer { redis.stop() }
