@@ -18,7 +18,8 @@ work=$(mktemp -d)
 redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" >"$work/redis.log" 2>&1 &
 redis=$!
 "$bin/simp-server" --redis "redis://127.0.0.1:$redis_port" --port "$tcp_port" --udp-port 0 --metrics-port "$metrics_port" \
-  --max-conns-per-ip 100000 --scrypt-rounds 1024 --log-level warning ${SERVER_ARGS:-} >"$work/server.log" 2>&1 &
+  --max-conns-per-ip 100000 --max-registrations-per-ip 1000000 --max-hashing-queue 1024 --max-hashing-per-ip 1024 \
+  --scrypt-rounds 1024 --log-level warning ${SERVER_ARGS:-} >"$work/server.log" 2>&1 &
 server=$!
 trap 'kill $server $redis 2>/dev/null; kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
 sleep 2
@@ -30,15 +31,25 @@ sessions() {
 }
 before=$(rss $server)
 benches=$(( (total + per - 1) / per ))
+bench_pids=()
 for i in $(seq 0 $((benches - 1))); do
   n=$(( i == benches - 1 ? total - i * per : per ))
   "$bin/simp-bench" --server "127.0.0.1:$tcp_port" --idle "$n" --idle-from $((i * per)) --duration 600 >"$work/bench$i.log" 2>&1 &
+  bench_pids+=($!)
 done
 for _ in $(seq 1 600); do
   [ "$(sessions)" = "$total" ] && break
+  for i in "${!bench_pids[@]}"; do
+    if ! kill -0 "${bench_pids[$i]}" 2>/dev/null; then
+      echo "simp-bench $i ended before its sessions were up:" >&2
+      cat "$work/bench$i.log" >&2
+      exit 1
+    fi
+  done
   sleep 1
 done
 echo "sessions: $(sessions) of $total" >&2
+[ "$(sessions)" = "$total" ] || { echo "only $(sessions) of $total sessions came up" >&2; exit 1; }
 sleep 5
 ticks=$(getconf CLK_TCK)
 c0=$(cpu $server); sleep 20; c1=$(cpu $server)
