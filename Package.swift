@@ -37,6 +37,7 @@ let package = Package(
             name: "SIMPCore",
             dependencies: [
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ]
@@ -168,7 +169,9 @@ let package = Package(
             name: "SIMPBenchTests",
             dependencies: ["SIMPBench", "MQTTLoad", .product(name: "Histogram", package: "hdrhistogram-swift")]
         ),
-        .testTarget(name: "SIMPCoreTests", dependencies: ["SIMPCore", "SIMPFuzzTargets", "SIMPTestSupport"]),
+        .testTarget(name: "SIMPCoreTests", dependencies: [
+            "SIMPCore", "SIMPFuzzTargets", "SIMPTestSupport", .product(name: "NIOEmbedded", package: "swift-nio"),
+        ]),
         .testTarget(
             name: "SIMPClientTests",
             dependencies: ["SIMPClient", "SIMPCore", .product(name: "NIOCore", package: "swift-nio")]

@@ -512,8 +512,8 @@ public final class SIMPClient: @unchecked Sendable {
         inbox.advance(to: response.confirmedSeq)
         let heartbeat = TimeAmount.milliseconds(Int64(max(response.heartbeatMillis, 100)))
         if let control {
-            try? control.pipeline.syncOperations.addHandler(
-                IdleStateHandler(readTimeout: .nanoseconds(heartbeat.nanoseconds * 3), writeTimeout: heartbeat), position: .first)
+            let wheel = HeartbeatWheels.shared.wheel(on: control.eventLoop, heartbeat: Heartbeat(interval: heartbeat))
+            try? control.pipeline.syncOperations.addHandler(HeartbeatHandler(wheel: wheel), position: .first)
         }
         let promise = loop.makePromise(of: Void.self)
         boundPromise = promise

@@ -20,6 +20,7 @@ public final class SIMPServer: Service, @unchecked Sendable {
     private let logger: Logger
     private let onReady: @Sendable (ServerAddresses) -> Void
     private let group: MultiThreadedEventLoopGroup
+    private let heartbeats = HeartbeatWheels()
     /// Made by `start()`, once Redis answered and said whether it is a cluster.
     private var redis: (any RedisClient)?
     private let workers: NIOThreadPool
@@ -249,6 +250,7 @@ public final class SIMPServer: Service, @unchecked Sendable {
         let configuration = self.configuration
         let controls = self.controls
         let live = self.live
+        let heartbeats = self.heartbeats
         return try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -265,13 +267,13 @@ public final class SIMPServer: Service, @unchecked Sendable {
                 return channel.eventLoop.makeCompletedFuture {
                     // start() sets it before binding, so this only guards against a future reorder.
                     guard let settings else { throw ChannelError.ioOnClosedChannel }
-                    let heartbeat = configuration.heartbeat
+                    let heartbeat = heartbeats.wheel(on: channel.eventLoop, heartbeat: Heartbeat(interval: configuration.heartbeat))
                     let sync = channel.pipeline.syncOperations
                     if let tls = settings.tls { try sync.addHandler(NIOSSLServerHandler(context: tls.context)) }
                     let framing = EnvelopeFrameHandler(maxFrameLength: settings.control.anonymousFrameLength,
                                                        frameDeadline: settings.limits.frameDeadline)
                     try sync.addHandlers([
-                        IdleStateHandler(readTimeout: .nanoseconds(heartbeat.nanoseconds * 3), writeTimeout: heartbeat),
+                        HeartbeatHandler(wheel: heartbeat),
                         framing,
                         ControlHandler(settings.control, framing: framing),
                     ])

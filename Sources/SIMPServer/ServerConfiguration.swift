@@ -12,7 +12,7 @@ public struct ServerConfiguration: Sendable {
     public var redis = RedisDeployment.detect(RedisConfiguration())
     public var nodeID = "node-1"
     /// Both ends ping after this much silence and drop the peer after three of them.
-    public var heartbeat: TimeAmount = .seconds(30)
+    public var heartbeat: TimeAmount = .seconds(60)
     public var maxFrameLength = Frame.defaultMaxLength
     /// How long to wait for Redis at start-up before giving up.
     public var redisWait: TimeAmount = .seconds(30)

@@ -51,7 +51,7 @@ struct SIMPServerCommand: AsyncParsableCommand {
     @Flag(name: .customLong("print-config"), help: "Print every setting, its value and where it came from (flag, env, file or default), then exit without starting.")
     var printConfig = false
 
-    @Option(name: .customLong("heartbeat"), help: "Seconds of silence before a ping; a peer silent for three is dropped. Default 30.")
+    @Option(name: .customLong("heartbeat"), help: "Seconds without writing before a ping; a peer silent for 1.5 times this (at least this plus 1 s) is dropped. Default 60.")
     var heartbeat: Double?
 
     @Option(name: .customLong("redis-min-replicas"), help: "Send 'accepted' only once this many Redis replicas have the message (WAIT). Default 0: once the master has it.")
@@ -219,7 +219,7 @@ struct SIMPServerCommand: AsyncParsableCommand {
             throw SettingError(maskingPassword(error.message))
         }
         config.nodeID = try settings.read("node-id", flag: nodeID, default: config.nodeID)
-        let heartbeat = try settings.read("heartbeat", flag: heartbeat, default: 30, rule: .positive, show: seconds)
+        let heartbeat = try settings.read("heartbeat", flag: heartbeat, default: 60, rule: .positive, show: seconds)
         let redisWait = try settings.read("redis-wait", flag: redisWait, default: 30, rule: .notNegative, show: seconds)
         config.heartbeat = .milliseconds(Int64(heartbeat * 1000))
         config.redisWait = .milliseconds(Int64(redisWait * 1000))

@@ -26,7 +26,7 @@ import Testing
         #expect(settings["port"]?.value == "7700" && settings["port"]?.source == "default")
         #expect(settings["udp-port"]?.value == "7701 (port + 1)")
         #expect(settings["redis"]?.value == "redis://127.0.0.1:6379")
-        #expect(settings["heartbeat"]?.value == "30 s")
+        #expect(settings["heartbeat"]?.value == "60 s")
         #expect(settings["max-msgs-per-sec"]?.value == "1000")
         #expect(settings["metrics-port"]?.value == "off")
         #expect(settings["log-format"]?.value == "text" && settings["log-format"]?.source == "default")

@@ -207,7 +207,7 @@ final class ControlHandler: ChannelInboundHandler {
             ping.nonce = UInt64.random(in: 0...UInt64.max)
             context.writeAndFlush(wrapOutboundOut(Simp_Envelope(.ping(ping))), promise: nil)
         case .read:
-            logger.info("control peer silent for three heartbeats; closing", metadata: logMetadata)
+            logger.info("control peer silent for longer than the heartbeat allows; closing", metadata: logMetadata)
             context.close(promise: nil)
         case .all: break
         }

@@ -9,6 +9,8 @@ struct RouterSettings: Sendable {
     var heartbeat: TimeAmount
     var retransmit: RetransmitPolicy
     var tick: TimeAmount = .milliseconds(10)
+    /// How long keepalive-driven presence refreshes gather before one write carries them all.
+    var presenceGathering: TimeAmount = .seconds(1)
     var syncLimit = 10_000
     var maxStoreBatch = 512
     /// Store batches in Redis at once (one pipelined connection keeps their order).
@@ -45,6 +47,7 @@ final class Router: @unchecked Sendable {
     /// Armed only while something waits for a deadline (unconfirmed pushes, receipts to write
     /// again): an idle node wakes for nothing.
     private var tickTask: Scheduled<Void>?
+    private var presenceTask: Scheduled<Void>?
     private var stopped = false
     private let outbox: ControlOutbox
     /// Delivered notices for senders with no session here, published once per loop tick.
@@ -187,7 +190,7 @@ final class Router: @unchecked Sendable {
         loop.assertInEventLoop()
         guard let session = sessions[sessionID], session.path.respond(token: token) != nil else { return }
         sendBound(session)
-        refreshPresence(session)
+        refreshPresence(session, promptly: true)
         session.pushes.expediteAll(now: .now())
     }
 
@@ -219,11 +222,12 @@ final class Router: @unchecked Sendable {
         sendDatagram(to: session, kind: .pong, payload: [])
     }
 
+    /// A keepalive is not answered: it holds the client's NAT mapping outbound, and an answer
+    /// for every one was a tenth of an idle server's CPU. A client checks its path with BIND.
     private func keepalive(_ session: Session) {
-        sendDatagram(to: session, kind: .pong, payload: [])
         unpark(session)
         if NIODeadline.now() - session.lastPresenceWrite > .seconds(Int64(store.settings.presenceTTLSeconds / 3)) {
-            refreshPresence(session)
+            refreshPresence(session, promptly: false)
         }
     }
 
@@ -234,13 +238,22 @@ final class Router: @unchecked Sendable {
         udp?.flush()
     }
 
-    /// Presence is written on the next tick with every other session's that fell due: an idle
-    /// node with many sessions makes one Redis round trip per tick, not one per keepalive.
-    private func refreshPresence(_ session: Session) {
+    /// Presence is written with every other session's that fell due: a new address on the next
+    /// tick, a keepalive's refresh (90 s of TTL left, 60 s to spare) within `presenceGathering`,
+    /// so an idle node with 20,000 sessions makes one Redis round trip a second for them all.
+    private func refreshPresence(_ session: Session, promptly: Bool) {
         guard session.isBound else { return }
         session.lastPresenceWrite = .now()
         presenceDue[session.id] = session
-        armTick()
+        if promptly { armTick() } else { armPresenceWrite() }
+    }
+
+    private func armPresenceWrite() {
+        guard presenceTask == nil, !stopped else { return }
+        presenceTask = loop.scheduleTask(in: settings.presenceGathering) { [self] in
+            presenceTask = nil
+            writePresence()
+        }
     }
 
     private func writePresence() {
@@ -745,6 +758,8 @@ final class Router: @unchecked Sendable {
         stopped = true
         tickTask?.cancel()
         tickTask = nil
+        presenceTask?.cancel()
+        presenceTask = nil
     }
 
     static func describe(_ address: SocketAddress) -> String {

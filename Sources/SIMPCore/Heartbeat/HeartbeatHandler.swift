@@ -1,0 +1,167 @@
+import NIOConcurrencyHelpers
+import NIOCore
+
+/// The heartbeats of every control connection on one event loop, run from one repeating task
+/// and a `DeadlineWheel` instead of two scheduled tasks per connection (what NIO's
+/// `IdleStateHandler` costs). It ticks only while it watches a connection.
+public final class HeartbeatWheel {
+    public let loop: any EventLoop
+    public let heartbeat: Heartbeat
+    private var wheel: DeadlineWheel<UInt64>
+    private var watched: [UInt64: HeartbeatHandler] = [:]
+    private var lastToken: UInt64 = 0
+    private var ticking: RepeatedTask?
+
+    public init(loop: any EventLoop, heartbeat: Heartbeat) {
+        self.loop = loop
+        self.heartbeat = heartbeat
+        wheel = DeadlineWheel(resolution: heartbeat.resolution, now: loop.now)
+    }
+
+    public var watchedCount: Int { watched.count }
+
+    func watch(_ handler: HeartbeatHandler) -> UInt64 {
+        loop.preconditionInEventLoop()
+        lastToken += 1
+        watched[lastToken] = handler
+        if ticking == nil { startTicking(now: loop.now) }
+        wheel.schedule(lastToken, at: min(handler.lastWrite + heartbeat.interval, handler.lastRead + heartbeat.silenceLimit))
+        return lastToken
+    }
+
+    func unwatch(_ token: UInt64) {
+        loop.preconditionInEventLoop()
+        guard watched.removeValue(forKey: token) != nil, watched.isEmpty else { return }
+        ticking?.cancel()
+        ticking = nil
+    }
+
+    private func startTicking(now: NIODeadline) {
+        // Entries of connections gone while it was stopped would only be skipped; start afresh.
+        wheel = DeadlineWheel(resolution: heartbeat.resolution, now: now)
+        let bound = NIOLoopBound(self, eventLoop: loop)
+        ticking = loop.scheduleRepeatedTask(initialDelay: heartbeat.resolution, delay: heartbeat.resolution) { _ in
+            bound.value.tick()
+        }
+    }
+
+    private func tick() {
+        let now = loop.now
+        for token in wheel.advance(to: now) {
+            guard let handler = watched[token] else { continue }
+            switch heartbeat.check(lastRead: handler.lastRead, lastWrite: handler.lastWrite, now: now) {
+            case .wait(let until):
+                wheel.schedule(token, at: until)
+            case .ping(let next):
+                wheel.schedule(token, at: next)
+                handler.fire(.write)
+            case .close:
+                unwatch(token)
+                handler.fire(.read)
+            }
+        }
+    }
+}
+
+/// One `HeartbeatWheel` per event loop and heartbeat, made on first use on that loop.
+public final class HeartbeatWheels: Sendable {
+    private struct Entry {
+        weak var loop: (any EventLoop)?
+        var wheel: NIOLoopBound<HeartbeatWheel>
+    }
+
+    private struct Key: Hashable {
+        var loop: ObjectIdentifier
+        var heartbeat: Int64
+    }
+
+    private let wheels = NIOLockedValueBox([Key: Entry]())
+
+    public init() {}
+
+    /// The wheels of every client in this process.
+    public static let shared = HeartbeatWheels()
+
+    /// Call on `loop`.
+    public func wheel(on loop: any EventLoop, heartbeat: Heartbeat) -> HeartbeatWheel {
+        let key = Key(loop: ObjectIdentifier(loop), heartbeat: heartbeat.interval.nanoseconds)
+        return wheels.withLockedValue { wheels in
+            // A loop that has gone may leave its identifier to a new one: check it is the same.
+            if let entry = wheels[key], entry.loop === loop, entry.wheel.value.heartbeat == heartbeat {
+                return entry.wheel.value
+            }
+            wheels = wheels.filter { $0.value.loop != nil }
+            let wheel = HeartbeatWheel(loop: loop, heartbeat: heartbeat)
+            wheels[key] = Entry(loop: loop, wheel: NIOLoopBound(wheel, eventLoop: loop))
+            return wheel
+        }
+    }
+}
+
+/// Keeps a control connection's last read and write times and lets its loop's `HeartbeatWheel`
+/// raise NIO's `IdleStateHandler.IdleStateEvent`s: `.write` when a ping is due, `.read` when
+/// the peer has been silent too long. Place it where `IdleStateHandler` would go.
+public final class HeartbeatHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    public typealias InboundIn = NIOAny
+    public typealias InboundOut = NIOAny
+    public typealias OutboundIn = NIOAny
+    public typealias OutboundOut = NIOAny
+
+    private let wheel: HeartbeatWheel
+    private(set) var lastRead = NIODeadline.distantPast
+    private(set) var lastWrite = NIODeadline.distantPast
+    private var token: UInt64?
+    private var context: ChannelHandlerContext?
+
+    public init(wheel: HeartbeatWheel) {
+        self.wheel = wheel
+    }
+
+    public func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        if context.channel.isActive { start() }
+    }
+
+    public func handlerRemoved(context: ChannelHandlerContext) {
+        stop()
+        self.context = nil
+    }
+
+    public func channelActive(context: ChannelHandlerContext) {
+        start()
+        context.fireChannelActive()
+    }
+
+    public func channelInactive(context: ChannelHandlerContext) {
+        stop()
+        context.fireChannelInactive()
+    }
+
+    public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        lastRead = wheel.loop.now
+        context.fireChannelRead(data)
+    }
+
+    public func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        lastWrite = wheel.loop.now
+        context.write(data, promise: promise)
+    }
+
+    func fire(_ event: IdleStateHandler.IdleStateEvent) {
+        context?.fireUserInboundEventTriggered(event)
+    }
+
+    private func start() {
+        guard token == nil else { return }
+        let now = wheel.loop.now
+        lastRead = now
+        lastWrite = now
+        token = wheel.watch(self)
+    }
+
+    private func stop() {
+        guard let token else { return }
+        self.token = nil
+        wheel.unwatch(token)
+    }
+}
