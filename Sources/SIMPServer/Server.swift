@@ -64,6 +64,7 @@ public final class SIMPServer: Service, @unchecked Sendable {
         record.keepRenewing(on: group.next())
         nodeRecord = record
         var storeSettings = StoreSettings(namespace: configuration.namespace, inboxLimit: configuration.inboxLimit)
+        storeSettings.presenceTTLSeconds = configuration.presenceTTLSeconds
         storeSettings.inboxShare = min(configuration.inboxShare, configuration.inboxLimit)
         storeSettings.nodeID = configuration.nodeID
         storeSettings.minReplicas = configuration.redisMinReplicas

@@ -13,6 +13,8 @@ public struct ServerConfiguration: Sendable {
     public var nodeID = "node-1"
     /// Both ends ping after this much silence and drop the peer after three of them.
     public var heartbeat: TimeAmount = .seconds(60)
+    /// Seconds a session's presence lives in Redis without a renewal; renewed after a third.
+    public var presenceTTLSeconds = 90
     public var maxFrameLength = Frame.defaultMaxLength
     /// How long to wait for Redis at start-up before giving up.
     public var redisWait: TimeAmount = .seconds(30)

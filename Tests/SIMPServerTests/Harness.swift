@@ -346,6 +346,16 @@ func eventually(_ condition: () throws -> Bool) async -> Bool {
     return false
 }
 
+/// As `eventually`, for a condition that asks a server or Redis.
+func eventually(_ condition: () async throws -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + .seconds(30)
+    while ContinuousClock.now < deadline {
+        if (try? await condition()) == true { return true }
+        try? await Task.sleep(for: .milliseconds(50))
+    }
+    return false
+}
+
 /// A user of a multi-node test: a client given every node, logged in, and what it was told.
 struct NodeUser {
     let name: String

@@ -32,4 +32,31 @@ import Testing
         await redis.shutdown()
         await cluster.stop()
     }
+
+    /// Keepalives renew the TTL alone; a presence that vanished (a Redis restarted without it)
+    /// is written whole again by the next renewal.
+    @Test func keepalivesRenewPresenceAndRestoreItWhenGone() async throws {
+        let cluster = try await TestCluster.start { $0.presenceTTLSeconds = 3 }
+        let redis = RedisPool(configuration: RedisConfiguration(port: cluster.redis.port))
+        var config = cluster.clientConfiguration()
+        config.keepaliveInterval = .milliseconds(200)
+        let bob = SIMPClient(configuration: config)
+        try await bob.register(user: "bob", password: "pw-bob")
+        try await bob.connect(user: "bob", password: "pw-bob")
+        func ttl() async throws -> Int64 { try await redis.run(RedisCommand("TTL", ["simp:{bob}:presence"])).int ?? -2 }
+        func fields() async throws -> [String] {
+            try await redis.run(RedisCommand("HKEYS", ["simp:{bob}:presence"])).array?.compactMap(\.string).sorted() ?? []
+        }
+        #expect(await eventually { try await fields() == ["addr", "node", "session"] })
+        // Set far above the server's TTL: only a renewal brings it back to 3 s or less.
+        _ = try await redis.run(RedisCommand("EXPIRE", ["simp:{bob}:presence", 1_000]))
+        #expect(await eventually { try await ttl() <= 3 })
+        #expect(try await fields() == ["addr", "node", "session"])
+        _ = try await redis.run(RedisCommand("DEL", ["simp:{bob}:presence"]))
+        #expect(await eventually { try await fields() == ["addr", "node", "session"] })
+        #expect(try await ttl() > 0)
+        await bob.close()
+        await redis.shutdown()
+        await cluster.stop()
+    }
 }

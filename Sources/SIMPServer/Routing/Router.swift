@@ -41,6 +41,8 @@ final class Router: @unchecked Sendable {
     private var receipts = ReceiptLedger()
     /// Sessions whose presence is to be written on the next tick.
     private var presenceDue: [UInt64: Session] = [:]
+    /// Sessions whose presence is only to live longer: its fields are as written.
+    private var presenceRenewals: [UInt64: Session] = [:]
     /// Sessions with pushes not yet confirmed: the only ones the tick looks at, so idle
     /// sessions cost the tick nothing.
     private var pushing: Set<UInt64> = []
@@ -132,6 +134,7 @@ final class Router: @unchecked Sendable {
     private func sessionClosed(_ session: Session) {
         metrics.sessions.set(Int64(sessions.count))
         presenceDue[session.id] = nil
+        presenceRenewals[session.id] = nil
         let metadata = session.logMetadata
         logger.info("session closed", metadata: metadata)
         store.clearPresence(user: session.user, session: session.id, on: loop).whenFailure { [logger] error in
@@ -239,20 +242,44 @@ final class Router: @unchecked Sendable {
     }
 
     /// Presence is written with every other session's that fell due: a new address on the next
-    /// tick, a keepalive's refresh (90 s of TTL left, 60 s to spare) within `presenceGathering`,
-    /// so an idle node with 20,000 sessions makes one Redis round trip a second for them all.
+    /// tick; a keepalive's renewal (only the TTL: 60 s of it left to spare) within
+    /// `presenceGathering`, so an idle node with 20,000 sessions makes one Redis round trip a
+    /// second for them all.
     private func refreshPresence(_ session: Session, promptly: Bool) {
         guard session.isBound else { return }
         session.lastPresenceWrite = .now()
-        presenceDue[session.id] = session
-        if promptly { armTick() } else { armPresenceWrite() }
+        if promptly {
+            presenceDue[session.id] = session
+            armTick()
+        } else {
+            presenceRenewals[session.id] = session
+            armPresenceWrite()
+        }
     }
 
     private func armPresenceWrite() {
         guard presenceTask == nil, !stopped else { return }
         presenceTask = loop.scheduleTask(in: settings.presenceGathering) { [self] in
             presenceTask = nil
-            writePresence()
+            renewPresence()
+        }
+    }
+
+    /// A presence that is gone (Redis restarted without it, or the TTL ran out) is written whole.
+    private func renewPresence() {
+        let renewals = presenceRenewals.values.filter { sessions.isCurrent($0) }
+        presenceRenewals.removeAll(keepingCapacity: true)
+        guard !renewals.isEmpty else { return }
+        store.renewPresence(users: renewals.map(\.user), on: loop).whenComplete { [self] result in
+            switch result {
+            case .success(let renewed):
+                for (session, done) in zip(renewals, renewed) where !done && sessions.isCurrent(session) {
+                    presenceDue[session.id] = session
+                }
+                writePresence()
+            case .failure(let error):
+                logger.warning("presence not renewed", metadata: ["error": "\(error)"])
+            }
         }
     }
 

@@ -403,6 +403,14 @@ final class MessageStore: Sendable {
         }
     }
 
+    /// Extends the presence of these users by a TTL; false for each whose presence is gone.
+    func renewPresence(users: [String], on loop: any EventLoop) -> EventLoopFuture<[Bool]> {
+        let commands = users.map { RedisCommand("EXPIRE", [keys.presence($0), settings.presenceTTLSeconds]) }
+        return redis.run(commands, on: loop).flatMapThrowing { replies in
+            try replies.map { try $0.checked().int == 1 }
+        }
+    }
+
     /// Tells the nodes of these senders (their presence) which of their messages were
     /// confirmed; senders with no presence, or present on this node, are skipped.
     func publishDelivered(_ bySender: [String: [Simp_Accepted]], on loop: any EventLoop) -> EventLoopFuture<Void> {
