@@ -3,7 +3,8 @@
 # Every session holds one of the server's descriptors (20,000 per process on this machine), so
 # the default stays just under that; the clients are spread over several simp-bench processes,
 # since each client holds two descriptors of its own.
-# Usage: [SERVER_ARGS="--heartbeat 30"] scripts/bench-idle.sh [SESSIONS] [PER_BENCH_PROCESS]
+# The CPU is measured over a whole heartbeat (60 s), the longest period of an idle session.
+# Usage: [SERVER_ARGS="--heartbeat 30"] [MEASURE_SECONDS=60] scripts/bench-idle.sh [SESSIONS] [PER_BENCH_PROCESS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh python3
@@ -52,8 +53,9 @@ echo "sessions: $(sessions) of $total" >&2
 [ "$(sessions)" = "$total" ] || { echo "only $(sessions) of $total sessions came up" >&2; exit 1; }
 sleep 5
 ticks=$(getconf CLK_TCK)
-c0=$(cpu $server); sleep 20; c1=$(cpu $server)
+measure=${MEASURE_SECONDS:-60}
+c0=$(cpu $server); sleep "$measure"; c1=$(cpu $server)
 after=$(rss $server)
 echo "$total idle sessions on one simp-server"
 echo "server RSS: $((before / 1024)) MiB before, $((after / 1024)) MiB with the sessions: $(( (after - before) * 1024 / total )) bytes per session"
-echo "server CPU at rest: $(awk -v d=$((c1 - c0)) -v t=$ticks 'BEGIN {printf "%.2f", d / t / 20 * 100}')% of a core"
+echo "server CPU at rest: $(awk -v d=$((c1 - c0)) -v t=$ticks -v m="$measure" 'BEGIN {printf "%.2f", d / t / m * 100}')% of a core"

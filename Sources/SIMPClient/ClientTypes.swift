@@ -40,7 +40,7 @@ public struct ClientConfiguration: Sendable {
     public var reconnectCap: TimeAmount = .seconds(64)
     /// Unaccepted datagrams are resent with backoff; after giveUpAfter the message failed.
     public var sendRetransmit = RetransmitPolicy(maxBackoff: .seconds(4), giveUpAfter: .seconds(30))
-    public var keepaliveInterval: TimeAmount = .seconds(15)
+    public var keepaliveInterval: TimeAmount = .seconds(25)
     public var bindRetry: TimeAmount = .milliseconds(250)
     public var requestTimeout: TimeAmount = .seconds(10)
     public var maxFrameLength = Frame.defaultMaxLength

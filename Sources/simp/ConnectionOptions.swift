@@ -16,8 +16,8 @@ struct ConnectionOptions: ParsableArguments {
     @Flag(name: .customLong("save-login"), help: "After logging in with the password, save the login token (not the password) in the credentials file.")
     var saveLogin = false
 
-    @Option(help: "Seconds between UDP keepalives, which hold a NAT mapping open. Default 15.")
-    var keepalive: Double = 15
+    @Option(help: "Seconds between UDP keepalives, which hold a NAT mapping open. Default 25.")
+    var keepalive: Double = 25
 
     @Flag(help: "Talk TLS on the control channel (a server started with --tls-cert).")
     var tls = false
