@@ -78,6 +78,20 @@ import Testing
         #expect(accepted([3000, 3000 - w + 1, 3000 - w, 10_000, 3000]) == [true, true, false, true, false])
     }
 
+    /// An in-order run keeps no bitmap; the first gap makes one that counts the run as seen
+    /// and the gap as not, wherever in a word the run ended (bit 63 included).
+    @Test func theFirstGapAfterAnInOrderRunKeepsTheRunAndTheGapApart() {
+        for runEnd: UInt64 in [1, 62, 63, 64, 127, 128, 3000] {
+            var w = ReplayWindow()
+            var refused: [UInt64] = []
+            for number in 1...runEnd where !w.accept(number) { refused.append(number) }
+            #expect(refused.isEmpty)
+            let next: [UInt64] = [runEnd, runEnd + 3, runEnd + 1, runEnd, runEnd + 1, runEnd + 2, max(1, runEnd - 1), runEnd + 3]
+            let answers = next.map { w.accept($0) }
+            #expect(answers == [false, true, true, false, false, true, false, false], "gap after \(runEnd)")
+        }
+    }
+
     /// A resend burst of 500, reordered: its first datagram arrives last and is still taken.
     @Test func theHeadOfAReorderedBurstIsAccepted() {
         let burst = Array(UInt64(1)...500)

@@ -32,11 +32,6 @@ final class ControlHandler: ChannelInboundHandler {
         case connected(user: String, session: UInt64)
     }
 
-    private let accounts: Accounts
-    private let router: Router
-    private let admission: Admission
-    private let metrics: ServerMetrics
-    private let logger: Logger
     private var state = State.anonymous
     /// The source IP counted against its connection limit, once admitted.
     private var admittedIP: String?
@@ -50,7 +45,6 @@ final class ControlHandler: ChannelInboundHandler {
     private var closed = false
     /// Closes the connection if its peer leaves our replies unread for too long.
     private var stuckTimer: Scheduled<Void>?
-    private let unreadGrace: TimeAmount
     private var gate: RequestGate
     /// The request the gate did not let run yet; the framing is paused behind it.
     private var held: Simp_Envelope?
@@ -59,19 +53,21 @@ final class ControlHandler: ChannelInboundHandler {
     private var releaseAgain = false
     private var reading = true
     private var loginTimer: Scheduled<Void>?
+    /// The node's parts, read through `node` rather than copied: a connection's handler is
+    /// held for every session, and each copy cost it a few words.
     private let node: ControlContext
+    private var accounts: Accounts { node.accounts }
+    private var router: Router { node.router }
+    private var admission: Admission { node.admission }
+    private var metrics: ServerMetrics { node.metrics }
+    private var logger: Logger { node.logger }
+    private var unreadGrace: TimeAmount { node.unreadGrace }
     /// The connection's framing, whose frame limit rises after login.
     private let framing: EnvelopeFrameHandler
 
     init(_ node: ControlContext, framing: EnvelopeFrameHandler) {
         self.node = node
         self.framing = framing
-        self.accounts = node.accounts
-        self.router = node.router
-        self.admission = node.admission
-        self.metrics = node.metrics
-        self.logger = node.logger
-        self.unreadGrace = node.unreadGrace
         self.gate = RequestGate(node.requests, now: .now())
     }
 
