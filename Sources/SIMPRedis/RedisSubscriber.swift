@@ -37,16 +37,11 @@ public final class RedisSubscriber: @unchecked Sendable {
     }
 
     /// Subscribes on the first node that answers, in turn (nodes of one Redis Cluster).
-    public init(configurations: [RedisConfiguration], channels: [String], loop: any EventLoop,
+    public convenience init(configurations: [RedisConfiguration], channels: [String], loop: any EventLoop,
                 logger: Logger = Logger(label: "simp.redis.subscriber"), onMessage: @escaping MessageHandler) {
         precondition(!configurations.isEmpty, "a subscriber needs at least one Redis")
-        self.source = .rotating(configurations)
-        self.sharded = false
-        self.channels = channels
-        self.loop = loop
-        self.logger = logger
-        self.onMessage = onMessage
-        self.firstSubscription = loop.makePromise()
+        self.init(source: .rotating(configurations), sharded: false, channels: channels, loop: loop, logger: logger,
+                  onMessage: onMessage)
     }
 
     /// Subscribes to sharded channels (SSUBSCRIBE, Redis 7) on the node `locate` names: the
@@ -54,11 +49,17 @@ public final class RedisSubscriber: @unchecked Sendable {
     /// slot's nodes, where a classic one is broadcast over a cluster's bus to every node, and
     /// that bus holds small messages back (Nagle) for up to 40 ms. When the slot moves, Redis
     /// ends the subscription; it is made again where `locate` then says.
-    public init(shardedChannels: [String], locate: @escaping Locator, loop: any EventLoop,
+    public convenience init(shardedChannels: [String], locate: @escaping Locator, loop: any EventLoop,
                 logger: Logger = Logger(label: "simp.redis.subscriber"), onMessage: @escaping MessageHandler) {
-        self.source = .located(locate)
-        self.sharded = true
-        self.channels = shardedChannels
+        self.init(source: .located(locate), sharded: true, channels: shardedChannels, loop: loop, logger: logger,
+                  onMessage: onMessage)
+    }
+
+    private init(source: Source, sharded: Bool, channels: [String], loop: any EventLoop, logger: Logger,
+                 onMessage: @escaping MessageHandler) {
+        self.source = source
+        self.sharded = sharded
+        self.channels = channels
         self.loop = loop
         self.logger = logger
         self.onMessage = onMessage
