@@ -272,12 +272,8 @@ public final class SIMPServer: Service, @unchecked Sendable {
                     let sync = channel.pipeline.syncOperations
                     if let tls = settings.tls { try sync.addHandler(NIOSSLServerHandler(context: tls.context)) }
                     let framing = EnvelopeFrameHandler(maxFrameLength: settings.control.anonymousFrameLength,
-                                                       frameDeadline: settings.limits.frameDeadline)
-                    try sync.addHandlers([
-                        HeartbeatHandler(wheel: heartbeat),
-                        framing,
-                        ControlHandler(settings.control, framing: framing),
-                    ])
+                                                       frameDeadline: settings.limits.frameDeadline, heartbeat: heartbeat)
+                    try sync.addHandlers([framing, ControlHandler(settings.control, framing: framing)])
                 }
             }
             .bind(host: configuration.host, port: configuration.port)

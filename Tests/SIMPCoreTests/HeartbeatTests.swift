@@ -84,17 +84,69 @@ import Testing
     }
 }
 
-/// Records the idle events a `HeartbeatHandler` raises and answers `.write` with a ping, as
-/// the control handlers do, and closes on `.read`.
+/// Where the heartbeat is kept: its own handler (the client), or inside the framing (the server).
+enum HeartbeatPlace: CaseIterable, Sendable {
+    case handler
+    case framing
+
+    func handlers(_ wheel: HeartbeatWheel) -> [any ChannelHandler] {
+        switch self {
+        case .handler: [HeartbeatHandler(wheel: wheel)]
+        case .framing: [EnvelopeFrameHandler(heartbeat: wheel)]
+        }
+    }
+
+    /// What the next handler writes: bytes behind the heartbeat handler, envelopes behind the framing.
+    func outbound(_ text: String) -> NIOAny {
+        switch self {
+        case .handler: NIOAny(ByteBuffer(string: text))
+        case .framing: NIOAny(Self.envelope(text))
+        }
+    }
+
+    func write(_ text: String, to channel: EmbeddedChannel) throws {
+        switch self {
+        case .handler: try channel.writeOutbound(ByteBuffer(string: text))
+        case .framing: try channel.writeOutbound(Self.envelope(text))
+        }
+    }
+
+    /// What the peer sends: a whole frame, which both pass on.
+    func inbound(_ text: String) -> ByteBuffer {
+        Frame.encode(Self.envelope(text))
+    }
+
+    /// What reaches the socket for `outbound(text)`.
+    func wire(_ text: String) -> ByteBuffer {
+        switch self {
+        case .handler: ByteBuffer(string: text)
+        case .framing: Frame.encode(Self.envelope(text))
+        }
+    }
+
+    private static func envelope(_ text: String) -> Simp_Envelope {
+        var ping = Simp_Ping()
+        ping.nonce = UInt64(text.utf8.count)
+        return Simp_Envelope(requestID: 1, .ping(ping))
+    }
+}
+
+/// Records the idle events a heartbeat raises and answers `.write` with a ping, as the control
+/// handlers do, and closes on `.read`.
 private final class IdleRecorder: ChannelInboundHandler {
-    typealias InboundIn = ByteBuffer
+    typealias InboundIn = NIOAny
+    let place: HeartbeatPlace
     var events: [IdleStateHandler.IdleStateEvent] = []
+
+    init(place: HeartbeatPlace) {
+        self.place = place
+    }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         guard let idle = event as? IdleStateHandler.IdleStateEvent else { return }
         events.append(idle)
         switch idle {
-        case .write: context.writeAndFlush(NIOAny(ByteBuffer(string: "ping")), promise: nil)
+        case .write: context.writeAndFlush(place.outbound("ping"), promise: nil)
         case .read: context.close(promise: nil)
         case .all: break
         }
@@ -104,23 +156,25 @@ private final class IdleRecorder: ChannelInboundHandler {
 @Suite struct HeartbeatHandlerTests {
     let heartbeat = Heartbeat(interval: .seconds(1))
 
-    private func connection(on loop: EmbeddedEventLoop, wheel: HeartbeatWheel) throws -> (EmbeddedChannel, IdleRecorder) {
-        let recorder = IdleRecorder()
+    private func connection(_ place: HeartbeatPlace, on loop: EmbeddedEventLoop,
+                            wheel: HeartbeatWheel) throws -> (EmbeddedChannel, IdleRecorder) {
+        let recorder = IdleRecorder(place: place)
         let channel = EmbeddedChannel(loop: loop)
-        try channel.pipeline.syncOperations.addHandlers([HeartbeatHandler(wheel: wheel), recorder])
+        try channel.pipeline.syncOperations.addHandlers(place.handlers(wheel) + [recorder])
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
         return (channel, recorder)
     }
 
-    @Test func aSilentPeerIsPingedAfterAnIntervalThenDroppedAfterOneAndAHalf() throws {
+    @Test(arguments: HeartbeatPlace.allCases)
+    func aSilentPeerIsPingedAfterAnIntervalThenDroppedAfterOneAndAHalf(_ place: HeartbeatPlace) throws {
         let loop = EmbeddedEventLoop()
         let wheel = HeartbeatWheel(loop: loop, heartbeat: Heartbeat(interval: .seconds(2)))
-        let (channel, recorder) = try connection(on: loop, wheel: wheel)
+        let (channel, recorder) = try connection(place, on: loop, wheel: wheel)
         loop.advanceTime(by: .milliseconds(1_990))
         #expect(recorder.events == [])
         loop.advanceTime(by: .milliseconds(150))
         #expect(recorder.events == [.write])
-        #expect(try channel.readOutbound(as: ByteBuffer.self) == ByteBuffer(string: "ping"))
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == place.wire("ping"))
         loop.advanceTime(by: .milliseconds(800))
         #expect(recorder.events == [.write])
         loop.advanceTime(by: .milliseconds(200))
@@ -129,14 +183,15 @@ private final class IdleRecorder: ChannelInboundHandler {
         #expect(wheel.watchedCount == 0)
     }
 
-    @Test func aPeerThatKeepsTalkingIsKeptAndAWriterIsNotPinged() throws {
+    @Test(arguments: HeartbeatPlace.allCases)
+    func aPeerThatKeepsTalkingIsKeptAndAWriterIsNotPinged(_ place: HeartbeatPlace) throws {
         let loop = EmbeddedEventLoop()
         let wheel = HeartbeatWheel(loop: loop, heartbeat: heartbeat)
-        let (channel, recorder) = try connection(on: loop, wheel: wheel)
+        let (channel, recorder) = try connection(place, on: loop, wheel: wheel)
         for _ in 0..<50 {
             loop.advanceTime(by: .milliseconds(400))
-            try channel.writeInbound(ByteBuffer(string: "frame"))
-            try channel.writeOutbound(ByteBuffer(string: "reply"))
+            try channel.writeInbound(place.inbound("frame"))
+            try place.write("reply", to: channel)
         }
         #expect(recorder.events == [])
         #expect(wheel.watchedCount == 1)
@@ -144,11 +199,12 @@ private final class IdleRecorder: ChannelInboundHandler {
         #expect(wheel.watchedCount == 0)
     }
 
-    @Test func connectionsOnOneWheelAreWatchedOnlyWhileOpen() throws {
+    @Test(arguments: HeartbeatPlace.allCases)
+    func connectionsOnOneWheelAreWatchedOnlyWhileOpen(_ place: HeartbeatPlace) throws {
         let loop = EmbeddedEventLoop()
         let wheel = HeartbeatWheel(loop: loop, heartbeat: heartbeat)
         var channels: [(EmbeddedChannel, IdleRecorder)] = []
-        for _ in 0..<100 { channels.append(try connection(on: loop, wheel: wheel)) }
+        for _ in 0..<100 { channels.append(try connection(place, on: loop, wheel: wheel)) }
         #expect(wheel.watchedCount == 100)
         for (channel, _) in channels.prefix(60) { try channel.close().wait() }
         #expect(wheel.watchedCount == 40)
@@ -157,5 +213,15 @@ private final class IdleRecorder: ChannelInboundHandler {
         #expect(channels.suffix(40).map { $0.1.events } == Array(repeating: [.write], count: 40))
         for (channel, _) in channels.suffix(40) { try channel.close().wait() }
         #expect(wheel.watchedCount == 0)
+    }
+
+    @Test func framingWithoutAWheelKeepsNoHeartbeat() throws {
+        let loop = EmbeddedEventLoop()
+        let recorder = IdleRecorder(place: .framing)
+        let channel = EmbeddedChannel(loop: loop)
+        try channel.pipeline.syncOperations.addHandlers([EnvelopeFrameHandler(), recorder])
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        loop.advanceTime(by: .seconds(600))
+        #expect(recorder.events == [])
     }
 }

@@ -3,7 +3,9 @@ import NIOCore
 /// Thin NIO adapter over `FrameParser`: bytes in, envelopes out, and the reverse.
 /// A framing violation gets an Error frame with the reason, then the connection is closed,
 /// because after a bad length prefix the stream cannot be resynchronised.
-public final class EnvelopeFrameHandler: ChannelDuplexHandler {
+/// Given a `HeartbeatWheel`, it also keeps the connection's heartbeat (what `HeartbeatHandler`
+/// does), saving a server connection one handler and its pipeline context.
+public final class EnvelopeFrameHandler: ChannelDuplexHandler, HeartbeatWatched {
     public typealias InboundIn = ByteBuffer
     public typealias InboundOut = Simp_Envelope
     public typealias OutboundIn = Simp_Envelope
@@ -16,10 +18,20 @@ public final class EnvelopeFrameHandler: ChannelDuplexHandler {
     private var deadlineTimer: Scheduled<Void>?
     private var paused = false
     private var context: ChannelHandlerContext?
+    private var heartbeat: HeartbeatMarks?
 
-    public init(maxFrameLength: Int = Frame.defaultMaxLength, frameDeadline: TimeAmount? = nil) {
+    public init(maxFrameLength: Int = Frame.defaultMaxLength, frameDeadline: TimeAmount? = nil,
+                heartbeat: HeartbeatWheel? = nil) {
         parser = FrameParser(maxLength: maxFrameLength)
         self.frameDeadline = frameDeadline
+        self.heartbeat = heartbeat.map(HeartbeatMarks.init)
+    }
+
+    var lastRead: NIODeadline { heartbeat?.lastRead ?? .distantPast }
+    var lastWrite: NIODeadline { heartbeat?.lastWrite ?? .distantPast }
+
+    func heartbeatDue(_ event: IdleStateHandler.IdleStateEvent) {
+        context?.fireUserInboundEventTriggered(event)
     }
 
     /// The limit for the frames still to come (a server allows larger ones after login).
@@ -29,6 +41,7 @@ public final class EnvelopeFrameHandler: ChannelDuplexHandler {
     }
 
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        heartbeat?.read()
         guard !failed else { return }
         var bytes = unwrapInboundIn(data)
         parser.append(&bytes)
@@ -37,6 +50,12 @@ public final class EnvelopeFrameHandler: ChannelDuplexHandler {
 
     public func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        if context.channel.isActive { heartbeat?.start(self) }
+    }
+
+    public func channelActive(context: ChannelHandlerContext) {
+        heartbeat?.start(self)
+        context.fireChannelActive()
     }
 
     /// Stops handing out envelopes (the next handler cannot take more now); what arrives
@@ -69,11 +88,13 @@ public final class EnvelopeFrameHandler: ChannelDuplexHandler {
 
     public func handlerRemoved(context: ChannelHandlerContext) {
         deadlineTimer?.cancel()
+        heartbeat?.stop()
         self.context = nil
     }
 
     public func channelInactive(context: ChannelHandlerContext) {
         deadlineTimer?.cancel()
+        heartbeat?.stop()
         context.fireChannelInactive()
     }
 
@@ -97,6 +118,7 @@ public final class EnvelopeFrameHandler: ChannelDuplexHandler {
     }
 
     public func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        heartbeat?.wrote()
         let envelope = unwrapOutboundIn(data)
         var buffer = context.channel.allocator.buffer(capacity: 64)
         Frame.encode(envelope, into: &buffer)

@@ -8,7 +8,7 @@ public final class HeartbeatWheel {
     public let loop: any EventLoop
     public let heartbeat: Heartbeat
     private var wheel: DeadlineWheel<UInt64>
-    private var watched: [UInt64: HeartbeatHandler] = [:]
+    private var watched: [UInt64: any HeartbeatWatched] = [:]
     private var lastToken: UInt64 = 0
     private var ticking: RepeatedTask?
 
@@ -20,12 +20,14 @@ public final class HeartbeatWheel {
 
     public var watchedCount: Int { watched.count }
 
-    func watch(_ handler: HeartbeatHandler) -> UInt64 {
+    /// Starts watching a connection that has just read and written (its times are now).
+    func watch(_ connection: any HeartbeatWatched) -> UInt64 {
         loop.preconditionInEventLoop()
         lastToken += 1
-        watched[lastToken] = handler
-        if ticking == nil { startTicking(now: loop.now) }
-        wheel.schedule(lastToken, at: min(handler.lastWrite + heartbeat.interval, handler.lastRead + heartbeat.silenceLimit))
+        watched[lastToken] = connection
+        let now = loop.now
+        if ticking == nil { startTicking(now: now) }
+        wheel.schedule(lastToken, at: now + min(heartbeat.interval, heartbeat.silenceLimit))
         return lastToken
     }
 
@@ -48,16 +50,16 @@ public final class HeartbeatWheel {
     private func tick() {
         let now = loop.now
         for token in wheel.advance(to: now) {
-            guard let handler = watched[token] else { continue }
-            switch heartbeat.check(lastRead: handler.lastRead, lastWrite: handler.lastWrite, now: now) {
+            guard let connection = watched[token] else { continue }
+            switch heartbeat.check(lastRead: connection.lastRead, lastWrite: connection.lastWrite, now: now) {
             case .wait(let until):
                 wheel.schedule(token, at: until)
             case .ping(let next):
                 wheel.schedule(token, at: next)
-                handler.fire(.write)
+                connection.heartbeatDue(.write)
             case .close:
                 unwatch(token)
-                handler.fire(.read)
+                connection.heartbeatDue(.read)
             }
         }
     }
@@ -98,70 +100,101 @@ public final class HeartbeatWheels: Sendable {
     }
 }
 
+/// A connection a `HeartbeatWheel` watches: when it last read and wrote, and where its idle
+/// events go.
+protocol HeartbeatWatched: AnyObject {
+    var lastRead: NIODeadline { get }
+    var lastWrite: NIODeadline { get }
+    /// `.write` when a ping is due, `.read` when the peer has been silent too long.
+    func heartbeatDue(_ event: IdleStateHandler.IdleStateEvent)
+}
+
+/// A connection's part of the heartbeat: its last read and write times and its place on the
+/// wheel. Embedded in a handler that conforms to `HeartbeatWatched`.
+struct HeartbeatMarks {
+    let wheel: HeartbeatWheel
+    private(set) var lastRead = NIODeadline.distantPast
+    private(set) var lastWrite = NIODeadline.distantPast
+    private var token: UInt64?
+
+    init(wheel: HeartbeatWheel) {
+        self.wheel = wheel
+    }
+
+    mutating func read() {
+        lastRead = wheel.loop.now
+    }
+
+    mutating func wrote() {
+        lastWrite = wheel.loop.now
+    }
+
+    /// Call when the connection becomes active (again: it is watched once).
+    mutating func start(_ connection: any HeartbeatWatched) {
+        guard token == nil else { return }
+        let now = wheel.loop.now
+        lastRead = now
+        lastWrite = now
+        token = wheel.watch(connection)
+    }
+
+    mutating func stop() {
+        guard let token else { return }
+        self.token = nil
+        wheel.unwatch(token)
+    }
+}
+
 /// Keeps a control connection's last read and write times and lets its loop's `HeartbeatWheel`
 /// raise NIO's `IdleStateHandler.IdleStateEvent`s: `.write` when a ping is due, `.read` when
 /// the peer has been silent too long. Place it where `IdleStateHandler` would go.
-public final class HeartbeatHandler: ChannelDuplexHandler, RemovableChannelHandler {
+public final class HeartbeatHandler: ChannelDuplexHandler, RemovableChannelHandler, HeartbeatWatched {
     public typealias InboundIn = NIOAny
     public typealias InboundOut = NIOAny
     public typealias OutboundIn = NIOAny
     public typealias OutboundOut = NIOAny
 
-    private let wheel: HeartbeatWheel
-    private(set) var lastRead = NIODeadline.distantPast
-    private(set) var lastWrite = NIODeadline.distantPast
-    private var token: UInt64?
+    private var marks: HeartbeatMarks
     private var context: ChannelHandlerContext?
 
     public init(wheel: HeartbeatWheel) {
-        self.wheel = wheel
+        marks = HeartbeatMarks(wheel: wheel)
     }
+
+    var lastRead: NIODeadline { marks.lastRead }
+    var lastWrite: NIODeadline { marks.lastWrite }
 
     public func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
-        if context.channel.isActive { start() }
+        if context.channel.isActive { marks.start(self) }
     }
 
     public func handlerRemoved(context: ChannelHandlerContext) {
-        stop()
+        marks.stop()
         self.context = nil
     }
 
     public func channelActive(context: ChannelHandlerContext) {
-        start()
+        marks.start(self)
         context.fireChannelActive()
     }
 
     public func channelInactive(context: ChannelHandlerContext) {
-        stop()
+        marks.stop()
         context.fireChannelInactive()
     }
 
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        lastRead = wheel.loop.now
+        marks.read()
         context.fireChannelRead(data)
     }
 
     public func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        lastWrite = wheel.loop.now
+        marks.wrote()
         context.write(data, promise: promise)
     }
 
-    func fire(_ event: IdleStateHandler.IdleStateEvent) {
+    func heartbeatDue(_ event: IdleStateHandler.IdleStateEvent) {
         context?.fireUserInboundEventTriggered(event)
-    }
-
-    private func start() {
-        guard token == nil else { return }
-        let now = wheel.loop.now
-        lastRead = now
-        lastWrite = now
-        token = wheel.watch(self)
-    }
-
-    private func stop() {
-        guard let token else { return }
-        self.token = nil
-        wheel.unwatch(token)
     }
 }
