@@ -16,18 +16,21 @@ struct LiveTLS: Sendable {
 
 /// Everything a new control connection is built from that a reload may change.
 struct LiveSettings: Sendable {
-    var control: ControlContext
+    /// Shared by every connection made with these settings: each handler holds a reference,
+    /// not a copy, since it is kept for every session.
+    let control: SharedControlContext
     var limits: ServerLimits
     var tls: LiveTLS?
 
     init(control: ControlContext, limits: ServerLimits, tls: LiveTLS?) {
-        self.control = control
+        var control = control
+        control.requests = .init(rate: limits.requestsPerSecond, burst: limits.requestBurst,
+                                 maxOutstanding: limits.requestsInProgress)
+        control.loginDeadline = limits.loginDeadline
+        control.unreadGrace = limits.unreadGrace
+        self.control = SharedControlContext(control)
         self.limits = limits
         self.tls = tls
-        self.control.requests = .init(rate: limits.requestsPerSecond, burst: limits.requestBurst,
-                                      maxOutstanding: limits.requestsInProgress)
-        self.control.loginDeadline = limits.loginDeadline
-        self.control.unreadGrace = limits.unreadGrace
     }
 }
 
@@ -71,7 +74,7 @@ extension SIMPServer {
             let (rate, burst) = (new.limits.messagesPerSecond, new.limits.messageBurst)
             router.loop.execute { router.setMessageRate(perSecond: rate, burst: burst) }
         }
-        live.withLockedValue { $0 = LiveSettings(control: current.control, limits: limits, tls: tls) }
+        live.withLockedValue { $0 = LiveSettings(control: current.control.value, limits: limits, tls: tls) }
         let changed = tls.map { $0.chain != current.tls?.chain } ?? false
         return ReloadOutcome(newCertificate: changed ? tls?.serial : nil)
     }

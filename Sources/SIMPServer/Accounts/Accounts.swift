@@ -152,7 +152,7 @@ final class Accounts: Sendable {
             return loop.makeFailedFuture(ServerError(.invalidToken, "token is invalid or expired; log in again"))
         }
         let issuedAt = verified.expiresAt - tokens.lifetimeMillis
-        return store.tokenState(tokenID: verified.id, user: verified.user, on: loop).flatMapThrowing { state in
+        return store.tokenState(tokenID: verified.id.hex, user: verified.user, on: loop).flatMapThrowing { state in
             guard !state.revoked else { throw ServerError(.invalidToken, "token was revoked by logout; log in again") }
             guard issuedAt >= state.validFromMillis else {
                 throw ServerError(.invalidToken, "the password was reset since this token was issued; log in again")
@@ -165,7 +165,7 @@ final class Accounts: Sendable {
     func revoke(_ revoked: [VerifiedToken], on loop: any EventLoop) -> EventLoopFuture<Void> {
         let now = Self.nowMillis()
         metrics.tokensRevoked.increment(by: Int64(revoked.count))
-        return store.revoke(revoked.map { ($0.id, $0.expiresAt - now) }, on: loop)
+        return store.revoke(revoked.map { ($0.id.hex, $0.expiresAt - now) }, on: loop)
     }
 
     /// Verifies a token this node just issued (to remember it for logout).

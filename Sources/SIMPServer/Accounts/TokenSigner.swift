@@ -5,8 +5,31 @@ import Foundation
 struct VerifiedToken: Sendable, Equatable {
     var user: String
     var expiresAt: Int64
-    /// The token's MAC in hex: unique per login (a random nonce is signed with it).
-    var id: String
+    /// The token's MAC: unique per login (a random nonce is signed with it).
+    var id: TokenID
+}
+
+/// A token's 32-byte MAC, kept inline: every logged-in connection holds the ids of its tokens,
+/// and a hex string would be one more allocation each. Redis keys spell it in hex.
+struct TokenID: Sendable, Hashable {
+    private let words: SIMD4<UInt64>
+
+    /// nil unless `mac` is 32 bytes.
+    init?(mac: some Collection<UInt8>) {
+        guard mac.count == 32 else { return nil }
+        var words = SIMD4<UInt64>()
+        for (index, byte) in mac.enumerated() {
+            words[index / 8] = words[index / 8] << 8 | UInt64(byte)
+        }
+        self.words = words
+    }
+
+    var hex: String {
+        (0..<4).map { word in
+            let digits = String(words[word], radix: 16)
+            return String(repeating: "0", count: 16 - digits.count) + digits
+        }.joined()
+    }
 }
 
 /// Login tokens: "USER.EXPIRES_MS.NONCE.MAC" where MAC is HMAC-SHA256 over the rest with a key
@@ -31,12 +54,12 @@ struct TokenSigner: Sendable {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 4, let expires = Int64(parts[1]), expires > nowMillis else { return nil }
         let body = parts[0..<3].joined(separator: ".")
-        guard let given = Data(hexString: String(parts[3])),
+        guard let given = Data(hexString: String(parts[3])), let id = TokenID(mac: given),
               HMAC<SHA256>.isValidAuthenticationCode(given, authenticating: Data(body.utf8), using: key) else {
             return nil
         }
         // The id comes from the decoded bytes: another spelling of the same MAC is the same token.
-        return VerifiedToken(user: String(parts[0]), expiresAt: expires, id: Self.hex(given))
+        return VerifiedToken(user: String(parts[0]), expiresAt: expires, id: id)
     }
 
     private func mac(_ body: String) -> HashedAuthenticationCode<SHA256> {

@@ -19,12 +19,30 @@ struct ControlContext: Sendable {
     var anonymousFrameLength = 4_096
 }
 
+/// A `ControlContext` held by reference, so a connection's handler keeps one word of it.
+@dynamicMemberLookup
+final class SharedControlContext: Sendable {
+    let value: ControlContext
+
+    init(_ value: ControlContext) {
+        self.value = value
+    }
+
+    subscript<T>(dynamicMember path: KeyPath<ControlContext, T>) -> T { value[keyPath: path] }
+}
+
 /// Serves one control connection: register, login, connect, ping, receipts, history, logout.
 /// Lives on its channel's event loop; slow work (scrypt, Redis) runs elsewhere and its
 /// results come back to the loop.
 final class ControlHandler: ChannelInboundHandler {
     typealias InboundIn = Simp_Envelope
     typealias OutboundOut = Simp_Envelope
+
+    /// Boxed, since an envelope is 120 bytes inline and a request is held only while the
+    /// gate says wait.
+    private indirect enum HeldRequest {
+        case request(Simp_Envelope)
+    }
 
     private enum State {
         case anonymous
@@ -47,7 +65,7 @@ final class ControlHandler: ChannelInboundHandler {
     private var stuckTimer: Scheduled<Void>?
     private var gate: RequestGate
     /// The request the gate did not let run yet; the framing is paused behind it.
-    private var held: Simp_Envelope?
+    private var held: HeldRequest?
     private var gateTimer: Scheduled<Void>?
     private var releasing = false
     private var releaseAgain = false
@@ -55,7 +73,7 @@ final class ControlHandler: ChannelInboundHandler {
     private var loginTimer: Scheduled<Void>?
     /// The node's parts, read through `node` rather than copied: a connection's handler is
     /// held for every session, and each copy cost it a few words.
-    private let node: ControlContext
+    private let node: SharedControlContext
     private var accounts: Accounts { node.accounts }
     private var router: Router { node.router }
     private var admission: Admission { node.admission }
@@ -65,7 +83,7 @@ final class ControlHandler: ChannelInboundHandler {
     /// The connection's framing, whose frame limit rises after login.
     private let framing: EnvelopeFrameHandler
 
-    init(_ node: ControlContext, framing: EnvelopeFrameHandler) {
+    init(_ node: SharedControlContext, framing: EnvelopeFrameHandler) {
         self.node = node
         self.framing = framing
         self.gate = RequestGate(node.requests, now: .now())
@@ -102,7 +120,7 @@ final class ControlHandler: ChannelInboundHandler {
 
     private func hold(_ context: ChannelHandlerContext, _ envelope: Simp_Envelope) {
         assert(held == nil, "the framing hands out nothing while a request is held")
-        held = envelope
+        held = .request(envelope)
         framing.pause()
         // Counted once per pause for the rate (not for answers being worked out or unread replies).
         if gate.rateWait != nil { metrics.exceeded(.controlRequests) }
@@ -143,7 +161,7 @@ final class ControlHandler: ChannelInboundHandler {
         releasing = true
         repeat {
             releaseAgain = false
-            if let envelope = held {
+            if case .request(let envelope)? = held {
                 guard !closed, admit(now: .now()) else { break }
                 held = nil
                 handle(context, envelope)

@@ -85,7 +85,9 @@ final class Router: @unchecked Sendable {
     func openSession(user: String, control: any Channel, lastSeq: UInt64) -> EventLoopFuture<Simp_ConnectResponse> {
         loop.assertInEventLoop()
         var rng = SystemRandomNumberGenerator()
-        let session = Session(id: sessions.newID(using: &rng), user: user, control: control, bindToken: randomBytes(16),
+        // The session's path validator forgets it once used; only the answer below needs it too.
+        let bindToken = randomBytes(16)
+        let session = Session(id: sessions.newID(using: &rng), user: user, control: control, bindToken: bindToken,
                               syncFloor: lastSeq, policy: settings.retransmit,
                               bucket: TokenBucket(rate: settings.messagesPerSecond, burst: settings.messageBurst, now: .now()))
         if let previous = sessions.insert(session) {
@@ -112,7 +114,7 @@ final class Router: @unchecked Sendable {
             if lastSeq > pending.confirmed { recordReceipt(.init(user: user, upTo: lastSeq, needsEntries: true)) }
             var response = Simp_ConnectResponse()
             response.sessionID = session.id
-            response.bindToken = Data(session.bindToken)
+            response.bindToken = Data(bindToken)
             response.confirmedSeq = pending.confirmed
             response.heartbeatMillis = UInt32(settings.heartbeat.nanoseconds / 1_000_000)
             response.user = user

@@ -12,8 +12,6 @@ final class Session: TableEntry, SealedPeer, @unchecked Sendable {
     let control: any Channel
     /// The validated source address (nothing is sent before there is one) and its challenges.
     var path: PathValidator
-    /// The single-use token a bind datagram must present; handed to the client over TCP.
-    let bindToken: [UInt8]
     /// The client's highest confirmed seq when it connected; sync starts after it.
     var syncFloor: UInt64
     /// Seals every datagram of this session, both ways; handed to the client over TCP.
@@ -49,13 +47,13 @@ final class Session: TableEntry, SealedPeer, @unchecked Sendable {
         numberingFloor = seq
     }
 
+    /// `bindToken` is the single-use token a bind datagram must present; handed to the client over TCP.
     init(id: UInt64, user: String, control: any Channel, bindToken: [UInt8], syncFloor: UInt64, policy: RetransmitPolicy,
          bucket: TokenBucket) {
         self.bucket = bucket
         self.id = id
         self.user = user
         self.control = control
-        self.bindToken = bindToken
         self.path = PathValidator(bindToken: bindToken)
         self.syncFloor = syncFloor
         self.pushes = PushQueue(policy: policy)
