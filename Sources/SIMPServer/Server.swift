@@ -88,7 +88,7 @@ public final class SIMPServer: Service, @unchecked Sendable {
         let udp = try await bindUDP(router: router, on: loop)
         try await loop.submit { router.udp = udp; router.start() }.get()
         try await listen(router: router, redis: redis, admin: store.keys.adminChannel, node: store.keys.nodeChannel(configuration.nodeID))
-        var node = ControlContext(accounts: accounts, router: router,
+        var node = ControlContext(accounts: accounts, router: router, connections: controls,
                                   admission: Admission(limits: configuration.limits, metrics: metrics),
                                   metrics: metrics, logger: logger, unreadGrace: configuration.limits.unreadGrace)
         node.maxFrameLength = configuration.maxFrameLength
@@ -249,7 +249,6 @@ public final class SIMPServer: Service, @unchecked Sendable {
 
     private func bindTCP() async throws -> any Channel {
         let configuration = self.configuration
-        let controls = self.controls
         let live = self.live
         let heartbeats = self.heartbeats
         return try await ServerBootstrap(group: group)
@@ -261,7 +260,6 @@ public final class SIMPServer: Service, @unchecked Sendable {
             // it starts small and grows only for a connection that reads more at once.
             .childChannelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 256, maximum: 64 << 10))
             .childChannelInitializer { channel in
-                controls.add(channel)
                 // Read once per connection: a reload changes what later connections get, never
                 // the handlers of this one.
                 let settings = live.withLockedValue { $0 }
@@ -271,9 +269,9 @@ public final class SIMPServer: Service, @unchecked Sendable {
                     let heartbeat = heartbeats.wheel(on: channel.eventLoop, heartbeat: Heartbeat(interval: configuration.heartbeat))
                     let sync = channel.pipeline.syncOperations
                     if let tls = settings.tls { try sync.addHandler(NIOSSLServerHandler(context: tls.context)) }
-                    let framing = EnvelopeFrameHandler(maxFrameLength: settings.control.anonymousFrameLength,
-                                                       frameDeadline: settings.limits.frameDeadline, heartbeat: heartbeat)
-                    try sync.addHandlers([framing, ControlHandler(settings.control, framing: framing)])
+                    let framing = EnvelopeFraming(maxFrameLength: settings.control.anonymousFrameLength,
+                                                  frameDeadline: settings.limits.frameDeadline, heartbeat: heartbeat)
+                    try sync.addHandler(ControlHandler(settings.control, framing: framing))
                 }
             }
             .bind(host: configuration.host, port: configuration.port)
@@ -298,12 +296,14 @@ public final class SIMPServer: Service, @unchecked Sendable {
 final class ChannelRegistry: Sendable {
     private let channels = NIOLockedValueBox([ObjectIdentifier: any Channel]())
 
+    /// Its owner removes it when it closes: a callback on its close future would cost every
+    /// connection another allocation or two.
     func add(_ channel: any Channel) {
-        let key = ObjectIdentifier(channel)
-        channels.withLockedValue { $0[key] = channel }
-        channel.closeFuture.whenComplete { [channels] _ in
-            _ = channels.withLockedValue { $0.removeValue(forKey: key) }
-        }
+        channels.withLockedValue { $0[ObjectIdentifier(channel)] = channel }
+    }
+
+    func remove(_ channel: any Channel) {
+        _ = channels.withLockedValue { $0.removeValue(forKey: ObjectIdentifier(channel)) }
     }
 
     func closeAll() async {

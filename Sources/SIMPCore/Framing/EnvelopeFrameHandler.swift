@@ -1,24 +1,19 @@
 import NIOCore
 
-/// Thin NIO adapter over `FrameParser`: bytes in, envelopes out, and the reverse.
-/// A framing violation gets an Error frame with the reason, then the connection is closed,
-/// because after a bad length prefix the stream cannot be resynchronised.
-/// Given a `HeartbeatWheel`, it also keeps the connection's heartbeat (what `HeartbeatHandler`
-/// does), saving a server connection one handler and its pipeline context.
-public final class EnvelopeFrameHandler: ChannelDuplexHandler, HeartbeatWatched {
-    public typealias InboundIn = ByteBuffer
-    public typealias InboundOut = Simp_Envelope
-    public typealias OutboundIn = Simp_Envelope
-    public typealias OutboundOut = ByteBuffer
-
-    private var parser: FrameParser
-    private var failed = false
+/// The framing of one control connection: bytes in, envelopes out, and the reverse, with a
+/// deadline for a begun frame and, given a `HeartbeatWheel`, the connection's heartbeat.
+/// Embedded in the handler that uses the envelopes (`EnvelopeFramed`), so a server
+/// connection needs no handler (and pipeline context) of its own for it.
+public struct EnvelopeFraming {
+    var parser: FrameParser
+    var failed = false
+    var paused = false
     /// A begun frame must be complete this soon after its first byte (nil: no deadline).
-    private let frameDeadline: TimeAmount?
-    private var deadlineTimer: Scheduled<Void>?
-    private var paused = false
-    private var context: ChannelHandlerContext?
-    private var heartbeat: HeartbeatMarks?
+    let frameDeadline: TimeAmount?
+    var deadlineTimer: Scheduled<Void>?
+    var heartbeat: HeartbeatMarks?
+    /// The handler's context while it is in a pipeline.
+    public internal(set) var context: ChannelHandlerContext?
 
     public init(maxFrameLength: Int = Frame.defaultMaxLength, frameDeadline: TimeAmount? = nil,
                 heartbeat: HeartbeatWheel? = nil) {
@@ -27,101 +22,180 @@ public final class EnvelopeFrameHandler: ChannelDuplexHandler, HeartbeatWatched 
         self.heartbeat = heartbeat.map(HeartbeatMarks.init)
     }
 
-    var lastRead: NIODeadline { heartbeat?.lastRead ?? .distantPast }
-    var lastWrite: NIODeadline { heartbeat?.lastWrite ?? .distantPast }
-
-    func heartbeatDue(_ event: IdleStateHandler.IdleStateEvent) {
-        context?.fireUserInboundEventTriggered(event)
-    }
-
     /// The limit for the frames still to come (a server allows larger ones after login).
     public var maxFrameLength: Int {
         get { parser.maxLength }
         set { parser.maxLength = newValue }
     }
+}
 
-    public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        heartbeat?.read()
-        guard !failed else { return }
-        var bytes = unwrapInboundIn(data)
-        parser.append(&bytes)
-        decode(context)
+/// A channel handler that frames its connection with `EnvelopeFraming`: its handler methods
+/// call the `framing…` methods below, and whole envelopes arrive in `received`.
+/// A framing violation gets an Error frame with the reason, then the connection is closed,
+/// because after a bad length prefix the stream cannot be resynchronised.
+public protocol EnvelopeFramed: HeartbeatWatched, SendableMetatype {
+    var framing: EnvelopeFraming { get set }
+    /// One whole envelope from the peer.
+    func received(_ envelope: Simp_Envelope, context: ChannelHandlerContext)
+    /// The peer broke the framing; the Error frame is written and the connection closes after it.
+    func framingFailed(_ error: FrameError, context: ChannelHandlerContext)
+}
+
+extension EnvelopeFramed {
+    public var lastRead: NIODeadline { framing.heartbeat?.lastRead ?? .distantPast }
+    public var lastWrite: NIODeadline { framing.heartbeat?.lastWrite ?? .distantPast }
+
+    /// From `handlerAdded`.
+    public func framingAdded(_ context: ChannelHandlerContext) {
+        framing.context = context
+        if context.channel.isActive { framing.heartbeat?.start(self) }
     }
 
-    public func handlerAdded(context: ChannelHandlerContext) {
-        self.context = context
-        if context.channel.isActive { heartbeat?.start(self) }
+    /// From `handlerRemoved`.
+    public func framingRemoved() {
+        framingInactive()
+        framing.context = nil
     }
 
-    public func channelActive(context: ChannelHandlerContext) {
-        heartbeat?.start(self)
-        context.fireChannelActive()
+    /// From `channelActive`.
+    public func framingActive() {
+        framing.heartbeat?.start(self)
     }
 
-    /// Stops handing out envelopes (the next handler cannot take more now); what arrives
-    /// meanwhile stays in bytes, and the deadline does not run, since the wait is ours.
-    public func pause() {
-        paused = true
-        deadlineTimer?.cancel()
-        deadlineTimer = nil
+    /// From `channelInactive`.
+    public func framingInactive() {
+        framing.deadlineTimer?.cancel()
+        framing.heartbeat?.stop()
+    }
+
+    /// From `channelRead`: the bytes the socket read.
+    public func framingRead(_ context: ChannelHandlerContext, _ bytes: ByteBuffer) {
+        framing.heartbeat?.read()
+        guard !framing.failed else { return }
+        var bytes = bytes
+        framing.parser.append(&bytes)
+        decodeFrames(context)
+    }
+
+    /// Writes one envelope as a frame.
+    public func send(_ context: ChannelHandlerContext, _ envelope: Simp_Envelope, flush: Bool = true,
+                     promise: EventLoopPromise<Void>? = nil) {
+        framing.heartbeat?.wrote()
+        var buffer = context.channel.allocator.buffer(capacity: 64)
+        Frame.encode(envelope, into: &buffer)
+        if flush {
+            context.writeAndFlush(NIOAny(buffer), promise: promise)
+        } else {
+            context.write(NIOAny(buffer), promise: promise)
+        }
+    }
+
+    /// Stops handing out envelopes (the handler cannot take more now); what arrives meanwhile
+    /// stays in bytes, and the deadline does not run, since the wait is ours.
+    public func pauseFraming() {
+        framing.paused = true
+        framing.deadlineTimer?.cancel()
+        framing.deadlineTimer = nil
     }
 
     /// Hands out the envelopes that arrived while paused, until paused again.
-    public func resume() {
-        guard paused, let context else { return }
-        paused = false
-        decode(context)
+    public func resumeFraming() {
+        guard framing.paused, let context = framing.context else { return }
+        framing.paused = false
+        decodeFrames(context)
     }
 
-    private func decode(_ context: ChannelHandlerContext) {
+    private func decodeFrames(_ context: ChannelHandlerContext) {
         do {
-            while !paused, !failed, let envelope = try parser.next() {
-                deadlineTimer?.cancel()
-                deadlineTimer = nil
-                context.fireChannelRead(wrapInboundOut(envelope))
+            while let envelope = try nextEnvelope() {
+                received(envelope, context: context)
             }
-            if !paused { armDeadline(context) }
+            if !framing.paused { armFrameDeadline(context) }
         } catch {
-            fail(context, error)
+            failFraming(context, error)
         }
     }
 
-    public func handlerRemoved(context: ChannelHandlerContext) {
-        deadlineTimer?.cancel()
-        heartbeat?.stop()
-        self.context = nil
+    private func nextEnvelope() throws(FrameError) -> Simp_Envelope? {
+        guard !framing.paused, !framing.failed, let envelope = try framing.parser.next() else { return nil }
+        framing.deadlineTimer?.cancel()
+        framing.deadlineTimer = nil
+        return envelope
+    }
+
+    private func armFrameDeadline(_ context: ChannelHandlerContext) {
+        guard let deadline = framing.frameDeadline, framing.parser.bufferedBytes > 0, framing.deadlineTimer == nil else { return }
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        framing.deadlineTimer = context.eventLoop.scheduleTask(in: deadline) {
+            let (handler, context) = bound.value
+            handler.failFraming(context, .incomplete(received: handler.framing.parser.bufferedBytes, within: deadline))
+        }
+    }
+
+    private func failFraming(_ context: ChannelHandlerContext, _ error: FrameError) {
+        guard !framing.failed else { return }
+        framing.failed = true
+        framing.deadlineTimer?.cancel()
+        let frame = Frame.encode(.error(error.code, error.description), allocator: context.channel.allocator)
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        context.writeAndFlush(NIOAny(frame)).whenComplete { _ in bound.value.close(promise: nil) }
+        framingFailed(error, context: context)
+    }
+}
+
+/// The framing as a handler of its own, for pipelines (the client's) whose next handler
+/// takes envelopes: bytes in, envelopes out, and the reverse.
+public final class EnvelopeFrameHandler: ChannelDuplexHandler, EnvelopeFramed {
+    public typealias InboundIn = ByteBuffer
+    public typealias InboundOut = Simp_Envelope
+    public typealias OutboundIn = Simp_Envelope
+    public typealias OutboundOut = ByteBuffer
+
+    public var framing: EnvelopeFraming
+
+    public init(maxFrameLength: Int = Frame.defaultMaxLength, frameDeadline: TimeAmount? = nil,
+                heartbeat: HeartbeatWheel? = nil) {
+        framing = EnvelopeFraming(maxFrameLength: maxFrameLength, frameDeadline: frameDeadline, heartbeat: heartbeat)
+    }
+
+    public var maxFrameLength: Int {
+        get { framing.maxFrameLength }
+        set { framing.maxFrameLength = newValue }
+    }
+
+    public func pause() { pauseFraming() }
+    public func resume() { resumeFraming() }
+
+    public func handlerAdded(context: ChannelHandlerContext) { framingAdded(context) }
+    public func handlerRemoved(context: ChannelHandlerContext) { framingRemoved() }
+
+    public func channelActive(context: ChannelHandlerContext) {
+        framingActive()
+        context.fireChannelActive()
     }
 
     public func channelInactive(context: ChannelHandlerContext) {
-        deadlineTimer?.cancel()
-        heartbeat?.stop()
+        framingInactive()
         context.fireChannelInactive()
     }
 
-    private func armDeadline(_ context: ChannelHandlerContext) {
-        guard let frameDeadline, parser.bufferedBytes > 0, deadlineTimer == nil else { return }
-        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        deadlineTimer = context.eventLoop.scheduleTask(in: frameDeadline) {
-            let (handler, context) = bound.value
-            handler.fail(context, .incomplete(received: handler.parser.bufferedBytes, within: frameDeadline))
-        }
-    }
-
-    private func fail(_ context: ChannelHandlerContext, _ error: FrameError) {
-        guard !failed else { return }
-        failed = true
-        deadlineTimer?.cancel()
-        let frame = Frame.encode(.error(error.code, error.description), allocator: context.channel.allocator)
-        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
-        context.writeAndFlush(wrapOutboundOut(frame)).whenComplete { _ in bound.value.close(promise: nil) }
-        context.fireErrorCaught(error)
+    public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        framingRead(context, unwrapInboundIn(data))
     }
 
     public func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        heartbeat?.wrote()
-        let envelope = unwrapOutboundIn(data)
-        var buffer = context.channel.allocator.buffer(capacity: 64)
-        Frame.encode(envelope, into: &buffer)
-        context.write(wrapOutboundOut(buffer), promise: promise)
+        send(context, unwrapOutboundIn(data), flush: false, promise: promise)
+    }
+
+    public func received(_ envelope: Simp_Envelope, context: ChannelHandlerContext) {
+        context.fireChannelRead(wrapInboundOut(envelope))
+    }
+
+    public func framingFailed(_ error: FrameError, context: ChannelHandlerContext) {
+        context.fireErrorCaught(error)
+    }
+
+    public func heartbeatDue(_ event: IdleStateHandler.IdleStateEvent) {
+        framing.context?.fireUserInboundEventTriggered(event)
     }
 }

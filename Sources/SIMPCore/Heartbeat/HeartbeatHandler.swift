@@ -102,7 +102,7 @@ public final class HeartbeatWheels: Sendable {
 
 /// A connection a `HeartbeatWheel` watches: when it last read and wrote, and where its idle
 /// events go.
-protocol HeartbeatWatched: AnyObject {
+public protocol HeartbeatWatched: AnyObject {
     var lastRead: NIODeadline { get }
     var lastWrite: NIODeadline { get }
     /// `.write` when a ping is due, `.read` when the peer has been silent too long.
@@ -161,8 +161,8 @@ public final class HeartbeatHandler: ChannelDuplexHandler, RemovableChannelHandl
         marks = HeartbeatMarks(wheel: wheel)
     }
 
-    var lastRead: NIODeadline { marks.lastRead }
-    var lastWrite: NIODeadline { marks.lastWrite }
+    public var lastRead: NIODeadline { marks.lastRead }
+    public var lastWrite: NIODeadline { marks.lastWrite }
 
     public func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
@@ -194,7 +194,7 @@ public final class HeartbeatHandler: ChannelDuplexHandler, RemovableChannelHandl
         context.write(data, promise: promise)
     }
 
-    func heartbeatDue(_ event: IdleStateHandler.IdleStateEvent) {
+    public func heartbeatDue(_ event: IdleStateHandler.IdleStateEvent) {
         context?.fireUserInboundEventTriggered(event)
     }
 }

@@ -7,6 +7,8 @@ import SIMPCore
 struct ControlContext: Sendable {
     var accounts: Accounts
     var router: Router
+    /// The open control connections, for closing them at shutdown.
+    var connections: ChannelRegistry
     var admission: Admission
     var metrics: ServerMetrics
     var logger: Logger
@@ -33,10 +35,13 @@ final class SharedControlContext: Sendable {
 
 /// Serves one control connection: register, login, connect, ping, receipts, history, logout.
 /// Lives on its channel's event loop; slow work (scrypt, Redis) runs elsewhere and its
-/// results come back to the loop.
-final class ControlHandler: ChannelInboundHandler {
-    typealias InboundIn = Simp_Envelope
-    typealias OutboundOut = Simp_Envelope
+/// results come back to the loop. It frames the connection itself (`EnvelopeFramed`) and
+/// keeps its heartbeat, so a connection has this one handler: each handler more cost every
+/// session a pipeline context.
+final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundIn = Simp_Envelope
+    typealias OutboundOut = ByteBuffer
 
     /// Boxed, since an envelope is 120 bytes inline and a request is held only while the
     /// gate says wait.
@@ -81,15 +86,25 @@ final class ControlHandler: ChannelInboundHandler {
     private var logger: Logger { node.logger }
     private var unreadGrace: TimeAmount { node.unreadGrace }
     /// The connection's framing, whose frame limit rises after login.
-    private let framing: EnvelopeFrameHandler
+    var framing: EnvelopeFraming
 
-    init(_ node: SharedControlContext, framing: EnvelopeFrameHandler) {
+    init(_ node: SharedControlContext, framing: EnvelopeFraming) {
         self.node = node
         self.framing = framing
         self.gate = RequestGate(node.requests, now: .now())
     }
 
+    func handlerAdded(context: ChannelHandlerContext) {
+        framingAdded(context)
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        framingRemoved()
+    }
+
     func channelActive(context: ChannelHandlerContext) {
+        framingActive()
+        node.connections.add(context.channel)
         armLoginDeadline(context)
         let ip = context.remoteAddress?.ipAddress ?? "unknown"
         if admission.admitConnection(from: ip) {
@@ -97,13 +112,23 @@ final class ControlHandler: ChannelInboundHandler {
         } else {
             let error = Simp_Envelope.error(.tooManyConnections, "more than \(admission.connectionsPerIP) connections from \(ip)")
             let channel = context.channel
-            context.writeAndFlush(wrapOutboundOut(error)).whenComplete { _ in channel.close(promise: nil) }
+            let sent = context.eventLoop.makePromise(of: Void.self)
+            send(context, error, promise: sent)
+            sent.futureResult.whenComplete { _ in channel.close(promise: nil) }
         }
         context.fireChannelActive()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let envelope = unwrapInboundIn(data)
+        framingRead(context, unwrapInboundIn(data))
+    }
+
+    /// Replies and pushes from elsewhere (the router) are framed here too.
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        send(context, unwrapOutboundIn(data), flush: false, promise: promise)
+    }
+
+    func received(_ envelope: Simp_Envelope, context: ChannelHandlerContext) {
         guard held == nil, admit(now: .now()) else {
             hold(context, envelope)
             return
@@ -121,7 +146,7 @@ final class ControlHandler: ChannelInboundHandler {
     private func hold(_ context: ChannelHandlerContext, _ envelope: Simp_Envelope) {
         assert(held == nil, "the framing hands out nothing while a request is held")
         held = .request(envelope)
-        framing.pause()
+        pauseFraming()
         // Counted once per pause for the rate (not for answers being worked out or unread replies).
         if gate.rateWait != nil { metrics.exceeded(.controlRequests) }
         updateReading(context)
@@ -136,7 +161,7 @@ final class ControlHandler: ChannelInboundHandler {
         case .ping(let ping):
             var pong = Simp_Pong()
             pong.nonce = ping.nonce
-            context.writeAndFlush(wrapOutboundOut(Simp_Envelope(requestID: id, .pong(pong))), promise: nil)
+            send(context, Simp_Envelope(requestID: id, .pong(pong)))
         case .pong: break
         case .receipt(let receipt): forSession(context, id, "receipt") { $0.receipt(sessionID: $1, receipt) }
         case .history(let request): history(context, id, request)
@@ -166,7 +191,7 @@ final class ControlHandler: ChannelInboundHandler {
                 held = nil
                 handle(context, envelope)
             }
-            if held == nil { framing.resume() }
+            if held == nil { resumeFraming() }
         } while releaseAgain && !closed
         releasing = false
         updateReading(context)
@@ -199,7 +224,9 @@ final class ControlHandler: ChannelInboundHandler {
             handler.metrics.exceeded(.loginDeadline)
             let error = Simp_Envelope.error(.notAuthenticated, "log in within \(deadline.nanoseconds / 1_000_000_000) s of connecting; closing")
             let channel = context.channel
-            context.writeAndFlush(handler.wrapOutboundOut(error)).whenComplete { _ in channel.close(promise: nil) }
+            let sent = context.eventLoop.makePromise(of: Void.self)
+            handler.send(context, error, promise: sent)
+            sent.futureResult.whenComplete { _ in channel.close(promise: nil) }
         }
     }
 
@@ -210,16 +237,13 @@ final class ControlHandler: ChannelInboundHandler {
         framing.maxFrameLength = node.maxFrameLength
     }
 
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        guard let idle = event as? IdleStateHandler.IdleStateEvent else {
-            context.fireUserInboundEventTriggered(event)
-            return
-        }
-        switch idle {
+    func heartbeatDue(_ event: IdleStateHandler.IdleStateEvent) {
+        guard let context = framing.context else { return }
+        switch event {
         case .write:
             var ping = Simp_Ping()
             ping.nonce = UInt64.random(in: 0...UInt64.max)
-            context.writeAndFlush(wrapOutboundOut(Simp_Envelope(.ping(ping))), promise: nil)
+            send(context, Simp_Envelope(.ping(ping)))
         case .read:
             logger.info("control peer silent for longer than the heartbeat allows; closing", metadata: logMetadata)
             context.close(promise: nil)
@@ -228,6 +252,8 @@ final class ControlHandler: ChannelInboundHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        framingInactive()
+        node.connections.remove(context.channel)
         closed = true
         stuckTimer?.cancel()
         gateTimer?.cancel()
@@ -261,9 +287,13 @@ final class ControlHandler: ChannelInboundHandler {
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         logger.debug("control connection error", metadata: logMetadata.merging(["error": "\(error)"]) { $1 })
-        if case FrameError.tooLarge = error { metrics.exceeded(.frameSize) }
-        if case FrameError.incomplete = error { metrics.exceeded(.frameDeadline) }
-        if !(error is FrameError) { context.close(promise: nil) }
+        context.close(promise: nil)
+    }
+
+    func framingFailed(_ error: FrameError, context: ChannelHandlerContext) {
+        logger.debug("control connection error", metadata: logMetadata.merging(["error": "\(error)"]) { $1 })
+        if case .tooLarge = error { metrics.exceeded(.frameSize) }
+        if case .incomplete = error { metrics.exceeded(.frameDeadline) }
     }
 
     private func endSession() {
@@ -449,7 +479,7 @@ final class ControlHandler: ChannelInboundHandler {
     }
 
     private func reply(_ context: ChannelHandlerContext, _ envelope: Simp_Envelope) {
-        context.writeAndFlush(wrapOutboundOut(envelope), promise: nil)
+        send(context, envelope)
     }
 
     private static func name(_ body: Simp_Envelope.OneOf_Body?) -> String {

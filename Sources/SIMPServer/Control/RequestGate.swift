@@ -18,20 +18,21 @@ struct RequestGate {
         var maxOutstanding = 2
     }
 
-    private let settings: Settings
+    private let maxOutstanding: Int
+    /// Holds the rate and burst too: a gate is kept for every connection, so they are not copied.
     private var bucket: TokenBucket
     private(set) var outstanding = 0
     /// False while the peer does not read what was written to it.
     var writable = true
 
     init(_ settings: Settings, now: NIODeadline) {
-        self.settings = settings
+        self.maxOutstanding = settings.maxOutstanding
         self.bucket = TokenBucket(rate: settings.rate, burst: settings.burst, now: now)
     }
 
     /// Takes the right to run one request now, if there is one.
     mutating func admit(now: NIODeadline) -> Bool {
-        writable && outstanding < settings.maxOutstanding && bucket.take(now: now)
+        writable && outstanding < maxOutstanding && bucket.take(now: now)
     }
 
     /// Marks a request as started whose answer comes later; `finished` ends it.
@@ -46,7 +47,7 @@ struct RequestGate {
     /// How long a held request waits for the rate: nil when it waits for something else (an
     /// answer, or the peer reading), which will release it when it happens.
     var rateWait: TimeAmount? {
-        guard writable, outstanding < settings.maxOutstanding else { return nil }
-        return .nanoseconds(max(1, 1_000_000_000 / Int64(settings.rate)))
+        guard writable, outstanding < maxOutstanding else { return nil }
+        return .nanoseconds(max(1, 1_000_000_000 / Int64(bucket.rate)))
     }
 }
