@@ -161,8 +161,8 @@ final class Accounts: Sendable {
         }
     }
 
-    /// Revokes tokens (by their verified form) on every node until they expire.
-    func revoke(_ revoked: [VerifiedToken], on loop: any EventLoop) -> EventLoopFuture<Void> {
+    /// Revokes tokens on every node until they expire.
+    func revoke(_ revoked: [RevocableToken], on loop: any EventLoop) -> EventLoopFuture<Void> {
         let now = Self.nowMillis()
         metrics.tokensRevoked.increment(by: Int64(revoked.count))
         return store.revoke(revoked.map { ($0.id.hex, $0.expiresAt - now) }, on: loop)

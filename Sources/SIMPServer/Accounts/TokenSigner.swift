@@ -7,6 +7,14 @@ struct VerifiedToken: Sendable, Equatable {
     var expiresAt: Int64
     /// The token's MAC: unique per login (a random nonce is signed with it).
     var id: TokenID
+
+    var revocable: RevocableToken { RevocableToken(id: id, expiresAt: expiresAt) }
+}
+
+/// What revoking a token needs: its id, and how long the revocation must last.
+struct RevocableToken: Sendable, Equatable {
+    var id: TokenID
+    var expiresAt: Int64
 }
 
 /// A token's 32-byte MAC, kept inline: every logged-in connection holds the ids of its tokens,

@@ -61,7 +61,7 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
     /// The user whose logged-in slot this connection holds.
     private var heldSlot: String?
     /// Tokens this connection logged in or connected with: logout revokes them.
-    private var tokens: [VerifiedToken] = []
+    private var tokens: [RevocableToken] = []
     private var connecting = false
     /// Set when the channel went inactive: answers that arrive later must not take a slot
     /// or open a session nobody would release.
@@ -339,7 +339,7 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
             let handler = loop.value
             try handler.takeSlot(for: request.user)
             if case .anonymous = handler.state { handler.state = .authenticated(user: request.user) }
-            if let verified = handler.accounts.parse(token: token.token) { handler.tokens.append(verified) }
+            if let verified = handler.accounts.parse(token: token.token) { handler.tokens.append(verified.revocable) }
             var response = Simp_LoginResponse()
             response.token = token.token
             response.expiresAt = token.expiresAt
@@ -386,7 +386,7 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
             throw ServerError(.invalidToken, "token belongs to another user than \(user), who is logged in on this connection")
         }
         try takeSlot(for: token.user)
-        if !tokens.contains(token) { tokens.append(token) }
+        if !tokens.contains(token.revocable) { tokens.append(token.revocable) }
     }
 
     /// Revokes this connection's tokens everywhere, ends its session and frees its slot.
