@@ -90,6 +90,16 @@ extension EnvelopeFramed {
         }
     }
 
+    /// Writes envelopes as frames in one buffer, and flushes: one write for many frames costs
+    /// one pass down the pipeline and one iovec instead of one each.
+    public func sendAll(_ context: ChannelHandlerContext, _ envelopes: [Simp_Envelope]) {
+        guard !envelopes.isEmpty else { return }
+        framing.heartbeat?.wrote()
+        var buffer = context.channel.allocator.buffer(capacity: 64 * envelopes.count)
+        for envelope in envelopes { Frame.encode(envelope, into: &buffer) }
+        context.writeAndFlush(NIOAny(buffer), promise: nil)
+    }
+
     /// Stops handing out envelopes (the handler cannot take more now); what arrives meanwhile
     /// stays in bytes, and the deadline does not run, since the wait is ours.
     public func pauseFraming() {

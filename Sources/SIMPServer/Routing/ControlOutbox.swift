@@ -35,7 +35,14 @@ final class ControlOutbox {
         }
     }
 
+    /// Framed into one buffer by the connection's handler; through the pipeline one by one
+    /// only if the handler is gone (the channel is closing, so they go nowhere anyway).
     private static func write(_ envelopes: [Simp_Envelope], on channel: any Channel) {
+        if let handler = try? channel.pipeline.syncOperations.handler(type: ControlHandler.self),
+           let context = handler.framing.context {
+            handler.sendAll(context, envelopes)
+            return
+        }
         for envelope in envelopes { channel.write(envelope, promise: nil) }
         channel.flush()
     }
