@@ -6,30 +6,37 @@ import NIOCore
 public enum RedisWire {
     /// Appends one command in RESP, as hiredis formats it.
     public static func encode(_ arguments: [[UInt8]], into buffer: inout ByteBuffer) {
-        let lengths = arguments.map(\.count)
+        guard !arguments.isEmpty else { return }
         var target: UnsafeMutablePointer<CChar>?
-        let length = withPointers(arguments) { argv in
-            lengths.withUnsafeBufferPointer { argvlen in
-                redisFormatCommandArgv(&target, Int32(arguments.count), argv, argvlen.baseAddress)
-            }
+        let length = withArgv(arguments) { argv, argvlen in
+            redisFormatCommandArgv(&target, Int32(arguments.count), argv, argvlen)
         }
         guard let target, length > 0 else { return }
         buffer.writeBytes(UnsafeRawBufferPointer(start: target, count: Int(length)))
         redisFreeCommand(target)
     }
 
-    /// Calls `body` with C pointers into one contiguous copy of the arguments, valid for the call only.
-    private static func withPointers<R>(_ arguments: [[UInt8]], _ body: (UnsafeMutablePointer<UnsafePointer<CChar>?>) -> R) -> R {
-        let flat = arguments.flatMap { $0 }
-        return flat.withUnsafeBufferPointer { base in
-            var offset = 0
-            // An empty argument still needs a non-null pointer; its length says 0.
-            let origin = base.baseAddress.map { UnsafeRawPointer($0) } ?? UnsafeRawPointer(bitPattern: 1)!
-            var pointers: [UnsafePointer<CChar>?] = arguments.map { argument in
-                defer { offset += argument.count }
-                return (origin + (base.isEmpty ? 0 : offset)).assumingMemoryBound(to: CChar.self)
+    /// Calls `body` with hiredis' argv and argvlen over one contiguous copy of the arguments,
+    /// valid for the call only. Scratch space, not arrays: this runs for every Redis command,
+    /// and small commands then allocate nothing.
+    private static func withArgv<R>(_ arguments: [[UInt8]],
+                                    _ body: (UnsafeMutablePointer<UnsafePointer<CChar>?>, UnsafePointer<Int>) -> R) -> R {
+        let total = arguments.reduce(0) { $0 + $1.count }
+        // An empty argument still needs a non-null pointer; its length says 0.
+        return withUnsafeTemporaryAllocation(of: CChar.self, capacity: max(total, 1)) { bytes in
+            withUnsafeTemporaryAllocation(of: UnsafePointer<CChar>?.self, capacity: arguments.count) { argv in
+                withUnsafeTemporaryAllocation(of: Int.self, capacity: arguments.count) { argvlen in
+                    var offset = 0
+                    for (index, argument) in arguments.enumerated() {
+                        let start = bytes.baseAddress! + offset
+                        argument.withUnsafeBytes { UnsafeMutableRawPointer(start).copyMemory(from: $0.baseAddress ?? UnsafeRawPointer(start), byteCount: $0.count) }
+                        argv[index] = UnsafePointer(start)
+                        argvlen[index] = argument.count
+                        offset += argument.count
+                    }
+                    return body(argv.baseAddress!, UnsafePointer(argvlen.baseAddress!))
+                }
             }
-            return pointers.withUnsafeMutableBufferPointer { body($0.baseAddress!) }
         }
     }
 }
