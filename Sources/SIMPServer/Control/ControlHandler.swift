@@ -36,7 +36,7 @@ final class SharedControlContext: Sendable {
 /// Serves one control connection: register, login, connect, ping, receipts, history, logout.
 /// Lives on its channel's event loop; slow work (scrypt, Redis) runs elsewhere and its
 /// results come back to the loop. It frames the connection itself (`EnvelopeFramed`) and
-/// keeps its heartbeat, so a connection has this one handler: each handler more cost every
+/// keeps its heartbeat, so a connection needs no other handler of ours: each one cost every
 /// session a pipeline context.
 final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
     typealias InboundIn = ByteBuffer
