@@ -574,10 +574,10 @@ public final class SIMPClient: @unchecked Sendable {
 
     private func oneShot(_ body: Simp_Envelope.OneOf_Body) async throws(ClientError) {
         do {
-            let channel = try await oneShotChannel()
+            let (channel, handler) = try await oneShotChannel()
             defer { channel.close(promise: nil) }
             let timeout = configuration.requestTimeout
-            let reply = try await channel.pipeline.handler(type: OneShotHandler.self).flatMap { handler in
+            let reply = try await channel.eventLoop.flatSubmit {
                 handler.send(Simp_Envelope(requestID: 1, body), on: channel, timeout: timeout)
             }.get()
             if case .error(let error) = reply.body { throw ClientError.server(error) }
@@ -586,21 +586,26 @@ public final class SIMPClient: @unchecked Sendable {
         }
     }
 
-    /// A connection to the first server that takes one. Only a failed connect moves on: once
-    /// a request is sent, another node would only repeat (or contradict) what this one did.
-    private func oneShotChannel() async throws(ClientError) -> any Channel {
+    /// A connection to the first server that takes one, and its handler. Only a failed connect
+    /// moves on: once a request is sent, another node would only repeat (or contradict) what
+    /// this one did. The handler is kept rather than looked up in the pipeline: a TLS handshake
+    /// that fails at once empties the pipeline before the caller looks, and the handler
+    /// keeps why (its `early` error).
+    private func oneShotChannel() async throws(ClientError) -> (any Channel, OneShotHandler) {
         var failures: [ClientError] = []
         for target in configuration.servers {
+            let handler = OneShotHandler()
             do {
-                return try await ClientBootstrap(group: loop)
+                let channel = try await ClientBootstrap(group: loop)
                     .connectTimeout(configuration.connectTimeout)
                     .channelInitializer { [self] channel in
                         channel.eventLoop.makeCompletedFuture {
                             try addTLS(to: channel, server: target)
-                            try channel.pipeline.syncOperations.addHandlers([EnvelopeFrameHandler(), OneShotHandler()])
+                            try channel.pipeline.syncOperations.addHandlers([EnvelopeFrameHandler(), handler])
                         }
                     }
                     .connect(host: target.host, port: target.port).get()
+                return (channel, handler)
             } catch {
                 failures.append(ClientError("cannot reach \(target): \(Self.reason(error))"))
             }
