@@ -35,15 +35,11 @@ final class ControlOutbox {
         }
     }
 
-    /// Framed into one buffer by the connection's handler; through the pipeline one by one
-    /// only if the handler is gone (the channel is closing, so they go nowhere anyway).
+    /// Framed into one buffer by the connection's handler. A connection without one is
+    /// closing: what it was sent would go nowhere.
     private static func write(_ envelopes: [Simp_Envelope], on channel: any Channel) {
-        if let handler = try? channel.pipeline.syncOperations.handler(type: ControlHandler.self),
-           let context = handler.framing.context {
-            handler.sendAll(context, envelopes)
-            return
-        }
-        for envelope in envelopes { channel.write(envelope, promise: nil) }
-        channel.flush()
+        guard let handler = try? channel.pipeline.syncOperations.handler(type: ControlHandler.self),
+              let context = handler.framing.context else { return }
+        handler.sendAll(context, envelopes)
     }
 }
