@@ -511,9 +511,8 @@ public final class SIMPClient: @unchecked Sendable {
         sending.startSession(now: .now())
         inbox.advance(to: response.confirmedSeq)
         let heartbeat = TimeAmount.milliseconds(Int64(max(response.heartbeatMillis, 100)))
-        if let control {
-            let wheel = HeartbeatWheels.shared.wheel(on: control.eventLoop, heartbeat: Heartbeat(interval: heartbeat))
-            try? control.pipeline.syncOperations.addHandler(HeartbeatHandler(wheel: wheel), position: .first)
+        if let control, let framing = try? control.pipeline.syncOperations.handler(type: EnvelopeFrameHandler.self) {
+            framing.watchHeartbeat(on: HeartbeatWheels.shared.wheel(on: control.eventLoop, heartbeat: Heartbeat(interval: heartbeat)))
         }
         let promise = loop.makePromise(of: Void.self)
         boundPromise = promise

@@ -84,44 +84,22 @@ import Testing
     }
 }
 
-/// Where the heartbeat is kept: its own handler (the client), or inside the framing (the server).
-enum HeartbeatPlace: CaseIterable, Sendable {
-    case handler
-    case framing
+/// When the framing gets its wheel: at once (the server), or once connected (the client,
+/// which learns the interval from the server).
+enum HeartbeatStart: CaseIterable, Sendable {
+    case atInit
+    case afterConnect
 
-    func handlers(_ wheel: HeartbeatWheel) -> [any ChannelHandler] {
-        switch self {
-        case .handler: [HeartbeatHandler(wheel: wheel)]
-        case .framing: [EnvelopeFrameHandler(heartbeat: wheel)]
-        }
+    /// What the next handler writes.
+    static func outbound(_ text: String) -> NIOAny { NIOAny(envelope(text)) }
+
+    static func write(_ text: String, to channel: EmbeddedChannel) throws {
+        try channel.writeOutbound(envelope(text))
     }
 
-    /// What the next handler writes: bytes behind the heartbeat handler, envelopes behind the framing.
-    func outbound(_ text: String) -> NIOAny {
-        switch self {
-        case .handler: NIOAny(ByteBuffer(string: text))
-        case .framing: NIOAny(Self.envelope(text))
-        }
-    }
-
-    func write(_ text: String, to channel: EmbeddedChannel) throws {
-        switch self {
-        case .handler: try channel.writeOutbound(ByteBuffer(string: text))
-        case .framing: try channel.writeOutbound(Self.envelope(text))
-        }
-    }
-
-    /// What the peer sends: a whole frame, which both pass on.
-    func inbound(_ text: String) -> ByteBuffer {
-        Frame.encode(Self.envelope(text))
-    }
-
-    /// What reaches the socket for `outbound(text)`.
-    func wire(_ text: String) -> ByteBuffer {
-        switch self {
-        case .handler: ByteBuffer(string: text)
-        case .framing: Frame.encode(Self.envelope(text))
-        }
+    /// What the peer sends, and what reaches the socket for `outbound(text)`: a whole frame.
+    static func frame(_ text: String) -> ByteBuffer {
+        Frame.encode(envelope(text))
     }
 
     private static func envelope(_ text: String) -> Simp_Envelope {
@@ -135,46 +113,43 @@ enum HeartbeatPlace: CaseIterable, Sendable {
 /// handlers do, and closes on `.read`.
 private final class IdleRecorder: ChannelInboundHandler {
     typealias InboundIn = NIOAny
-    let place: HeartbeatPlace
     var events: [IdleStateHandler.IdleStateEvent] = []
-
-    init(place: HeartbeatPlace) {
-        self.place = place
-    }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         guard let idle = event as? IdleStateHandler.IdleStateEvent else { return }
         events.append(idle)
         switch idle {
-        case .write: context.writeAndFlush(place.outbound("ping"), promise: nil)
+        case .write: context.writeAndFlush(HeartbeatStart.outbound("ping"), promise: nil)
         case .read: context.close(promise: nil)
         case .all: break
         }
     }
 }
 
-@Suite struct HeartbeatHandlerTests {
+@Suite struct FramingHeartbeatTests {
     let heartbeat = Heartbeat(interval: .seconds(1))
 
-    private func connection(_ place: HeartbeatPlace, on loop: EmbeddedEventLoop,
+    private func connection(_ start: HeartbeatStart, on loop: EmbeddedEventLoop,
                             wheel: HeartbeatWheel) throws -> (EmbeddedChannel, IdleRecorder) {
-        let recorder = IdleRecorder(place: place)
+        let recorder = IdleRecorder()
         let channel = EmbeddedChannel(loop: loop)
-        try channel.pipeline.syncOperations.addHandlers(place.handlers(wheel) + [recorder])
+        let framing = EnvelopeFrameHandler(heartbeat: start == .atInit ? wheel : nil)
+        try channel.pipeline.syncOperations.addHandlers([framing, recorder])
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        if start == .afterConnect { framing.watchHeartbeat(on: wheel) }
         return (channel, recorder)
     }
 
-    @Test(arguments: HeartbeatPlace.allCases)
-    func aSilentPeerIsPingedAfterAnIntervalThenDroppedAfterOneAndAHalf(_ place: HeartbeatPlace) throws {
+    @Test(arguments: HeartbeatStart.allCases)
+    func aSilentPeerIsPingedAfterAnIntervalThenDroppedAfterOneAndAHalf(_ start: HeartbeatStart) throws {
         let loop = EmbeddedEventLoop()
         let wheel = HeartbeatWheel(loop: loop, heartbeat: Heartbeat(interval: .seconds(2)))
-        let (channel, recorder) = try connection(place, on: loop, wheel: wheel)
+        let (channel, recorder) = try connection(start, on: loop, wheel: wheel)
         loop.advanceTime(by: .milliseconds(1_990))
         #expect(recorder.events == [])
         loop.advanceTime(by: .milliseconds(150))
         #expect(recorder.events == [.write])
-        #expect(try channel.readOutbound(as: ByteBuffer.self) == place.wire("ping"))
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == HeartbeatStart.frame("ping"))
         loop.advanceTime(by: .milliseconds(800))
         #expect(recorder.events == [.write])
         loop.advanceTime(by: .milliseconds(200))
@@ -183,15 +158,15 @@ private final class IdleRecorder: ChannelInboundHandler {
         #expect(wheel.watchedCount == 0)
     }
 
-    @Test(arguments: HeartbeatPlace.allCases)
-    func aPeerThatKeepsTalkingIsKeptAndAWriterIsNotPinged(_ place: HeartbeatPlace) throws {
+    @Test(arguments: HeartbeatStart.allCases)
+    func aPeerThatKeepsTalkingIsKeptAndAWriterIsNotPinged(_ start: HeartbeatStart) throws {
         let loop = EmbeddedEventLoop()
         let wheel = HeartbeatWheel(loop: loop, heartbeat: heartbeat)
-        let (channel, recorder) = try connection(place, on: loop, wheel: wheel)
+        let (channel, recorder) = try connection(start, on: loop, wheel: wheel)
         for _ in 0..<50 {
             loop.advanceTime(by: .milliseconds(400))
-            try channel.writeInbound(place.inbound("frame"))
-            try place.write("reply", to: channel)
+            try channel.writeInbound(HeartbeatStart.frame("frame"))
+            try HeartbeatStart.write("reply", to: channel)
         }
         #expect(recorder.events == [])
         #expect(wheel.watchedCount == 1)
@@ -199,12 +174,12 @@ private final class IdleRecorder: ChannelInboundHandler {
         #expect(wheel.watchedCount == 0)
     }
 
-    @Test(arguments: HeartbeatPlace.allCases)
-    func connectionsOnOneWheelAreWatchedOnlyWhileOpen(_ place: HeartbeatPlace) throws {
+    @Test(arguments: HeartbeatStart.allCases)
+    func connectionsOnOneWheelAreWatchedOnlyWhileOpen(_ start: HeartbeatStart) throws {
         let loop = EmbeddedEventLoop()
         let wheel = HeartbeatWheel(loop: loop, heartbeat: heartbeat)
         var channels: [(EmbeddedChannel, IdleRecorder)] = []
-        for _ in 0..<100 { channels.append(try connection(place, on: loop, wheel: wheel)) }
+        for _ in 0..<100 { channels.append(try connection(start, on: loop, wheel: wheel)) }
         #expect(wheel.watchedCount == 100)
         for (channel, _) in channels.prefix(60) { try channel.close().wait() }
         #expect(wheel.watchedCount == 40)
@@ -217,7 +192,7 @@ private final class IdleRecorder: ChannelInboundHandler {
 
     @Test func framingWithoutAWheelKeepsNoHeartbeat() throws {
         let loop = EmbeddedEventLoop()
-        let recorder = IdleRecorder(place: .framing)
+        let recorder = IdleRecorder()
         let channel = EmbeddedChannel(loop: loop)
         try channel.pipeline.syncOperations.addHandlers([EnvelopeFrameHandler(), recorder])
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()

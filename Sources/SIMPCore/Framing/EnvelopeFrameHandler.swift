@@ -51,6 +51,14 @@ extension EnvelopeFramed {
         if context.channel.isActive { framing.heartbeat?.start(self) }
     }
 
+    /// Starts keeping the connection's heartbeat on `wheel` (a client learns the interval only
+    /// once connected), in place of any it kept before.
+    public func watchHeartbeat(on wheel: HeartbeatWheel) {
+        framing.heartbeat?.stop()
+        framing.heartbeat = HeartbeatMarks(wheel: wheel)
+        if framing.context?.channel.isActive == true { framing.heartbeat?.start(self) }
+    }
+
     /// From `handlerRemoved`.
     public func framingRemoved() {
         framingInactive()
