@@ -32,10 +32,13 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0"),
     ],
     targets: [
+        // ChaCha20-Poly1305 from OpenSSL's libcrypto (Debian `libssl-dev`), for the datagram seal.
+        .target(name: "CAEAD", linkerSettings: [.linkedLibrary("crypto")]),
         // Wire schema, framing, datagram codec, retransmit and de-duplication state machines. No I/O.
         .target(
             name: "SIMPCore",
             dependencies: [
+                "CAEAD",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -171,6 +174,7 @@ let package = Package(
         ),
         .testTarget(name: "SIMPCoreTests", dependencies: [
             "SIMPCore", "SIMPFuzzTargets", "SIMPTestSupport", .product(name: "NIOEmbedded", package: "swift-nio"),
+            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
         ]),
         .testTarget(
             name: "SIMPClientTests",

@@ -1,5 +1,6 @@
 import Foundation
 import Crypto
+import NIOConcurrencyHelpers
 import NIOCore
 import SIMPCore
 import SIMPTestSupport
@@ -31,6 +32,56 @@ import Testing
         var buffer = sealed
         let decoded = try Datagram.decodeHeader(&buffer)
         #expect(try DatagramSeal.open(decoded, sealed: buffer, key: key, direction: .toServer) == Array("hello simp".utf8))
+    }
+
+    /// The seal calls OpenSSL; what it makes swift-crypto opens, and the other way round, at
+    /// every size a datagram can carry.
+    @Test(arguments: [0, 1, 64, 1000, DatagramHeader.maxPayload])
+    func interoperatesWithSwiftCrypto(size: Int) throws {
+        let payload = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        var buffer = try DatagramSeal.seal(header, payload: payload, key: key, direction: .toClient)
+        let aad = Array(buffer.readableBytesView.prefix(DatagramHeader.size))
+        let decoded = try Datagram.decodeHeader(&buffer)
+        let sealed = Array(buffer.readableBytesView)
+        let box = try ChaChaPoly.SealedBox(combined: nonce(packet: 7, direction: .toClient) + sealed)
+        #expect(Array(try ChaChaPoly.open(box, using: key, authenticating: aad)) == payload)
+
+        let theirs = try ChaChaPoly.seal(payload, using: key, nonce: ChaChaPoly.Nonce(data: nonce(packet: 7, direction: .toClient)),
+                                         authenticating: aad)
+        #expect(try DatagramSeal.open(decoded, sealed: ByteBuffer(bytes: theirs.ciphertext + theirs.tag), key: key,
+                                      direction: .toClient) == payload)
+    }
+
+    private func nonce(packet: UInt64, direction: DatagramDirection) -> [UInt8] {
+        withUnsafeBytes(of: direction.rawValue.bigEndian) { Array($0) } + withUnsafeBytes(of: packet.bigEndian) { Array($0) }
+    }
+
+    @Test func aKeyOfAnotherSizeIsRefused() throws {
+        let short = SymmetricKey(size: .bits128)
+        #expect(throws: DatagramError.unsealable) {
+            try DatagramSeal.seal(header, payload: [1], key: short, direction: .toServer)
+        }
+        #expect(throws: DatagramError.unsealable) { try open(try sealed(), key: short) }
+    }
+
+    /// Each thread keeps its own cipher context: threads sealing and opening at once under
+    /// different keys never mix them up.
+    @Test func threadsSealAndOpenAtOnce() throws {
+        let failures = NIOLockedValueBox(0)
+        DispatchQueue.concurrentPerform(iterations: 8) { thread in
+            let key = DatagramSeal.newKey()
+            for packet in 1...2_000 {
+                let header = DatagramHeader(kind: .data, sessionID: UInt64(thread), packetNumber: UInt64(packet))
+                let payload = Array("thread \(thread) packet \(packet)".utf8)
+                guard var buffer = try? DatagramSeal.seal(header, payload: payload, key: key, direction: .toServer),
+                      let decoded = try? Datagram.decodeHeader(&buffer),
+                      (try? DatagramSeal.open(decoded, sealed: buffer, key: key, direction: .toServer)) == payload else {
+                    failures.withLockedValue { $0 += 1 }
+                    continue
+                }
+            }
+        }
+        #expect(failures.withLockedValue { $0 } == 0)
     }
 
     @Test func roundTripAddsOnlyTheTag() throws {

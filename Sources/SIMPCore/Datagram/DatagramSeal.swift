@@ -1,5 +1,5 @@
+import CAEAD
 import Crypto
-import Foundation
 import NIOCore
 
 /// Which way a datagram travels; part of the nonce, so the two directions never share one.
@@ -8,7 +8,7 @@ public enum DatagramDirection: UInt32, Sendable {
     case toClient = 1
 }
 
-/// Every datagram after the header is sealed with ChaCha20-Poly1305 under the session key:
+/// Every datagram after the header is sealed with ChaCha20-Poly1305 (RFC 8439, OpenSSL's) under the session key:
 /// header (20 bytes, authenticated, in clear) | ciphertext | 16-byte tag.
 /// Nonce: direction (4 bytes BE) then packet number (8 bytes BE): unique per key as long as
 /// a sender never reuses a packet number, which is why a retransmission is sealed again with
@@ -20,34 +20,52 @@ public enum DatagramSeal {
     public static func seal(_ header: DatagramHeader, payload: [UInt8], key: SymmetricKey,
                             direction: DatagramDirection, allocator: ByteBufferAllocator = .init()) throws(DatagramError) -> ByteBuffer {
         guard payload.count <= DatagramHeader.maxPayload else { throw .payloadTooLarge(payload.count) }
+        guard key.bitCount == keySize * 8 else { throw .unsealable }
         var buffer = allocator.buffer(capacity: DatagramHeader.size + payload.count + tagSize)
         try Datagram.encode(header, payload: EmptyCollection(), into: &buffer)
-        // The header just written is the authenticated data; read in place, not copied.
-        let box = buffer.withUnsafeReadableBytes { aad in
-            try? ChaChaPoly.seal(payload, using: key, nonce: nonce(header.packetNumber, direction), authenticating: aad)
+        let sealed = withAEADInputs(header, key: key, direction: direction) { key, nonce, aad in
+            buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: payload.count + tagSize) { out in
+                let done = payload.withUnsafeBufferPointer { plain in
+                    simp_aead_seal(key, nonce, aad.baseAddress, aad.count, plain.baseAddress, plain.count,
+                                   out.baseAddress!.assumingMemoryBound(to: UInt8.self))
+                }
+                return done == 1 ? payload.count + tagSize : 0
+            }
         }
-        guard let box else { throw .unsealable }
-        buffer.writeBytes(box.ciphertext)
-        buffer.writeBytes(box.tag)
+        guard sealed > 0 else { throw .unsealable }
         return buffer
     }
 
     /// Opens what follows the header (the buffer's reader index is at the ciphertext).
     public static func open(_ header: DatagramHeader, sealed buffer: ByteBuffer, key: SymmetricKey,
                             direction: DatagramDirection) throws(DatagramError) -> [UInt8] {
-        guard buffer.readableBytes >= tagSize else { throw .unsealable }
-        // One buffer of nonce, ciphertext and tag: `SealedBox(nonce:ciphertext:tag:)` joins them
-        // with two generic concatenations, which were most of the cost of opening a keepalive.
         let sealedCount = buffer.readableBytes
-        var combined = Data(capacity: nonceSize + sealedCount)
-        withNonceBytes(header.packetNumber, direction) { combined.append($0.bindMemory(to: UInt8.self)) }
-        buffer.withUnsafeReadableBytes { combined.append($0.bindMemory(to: UInt8.self)) }
-        let opened: Data? = withHeaderBytes(header) { aad in
-            guard let box = try? ChaChaPoly.SealedBox(combined: combined) else { return nil }
-            return try? ChaChaPoly.open(box, using: key, authenticating: aad)
+        guard sealedCount >= tagSize, key.bitCount == keySize * 8 else { throw .unsealable }
+        var opened = false
+        let payload = [UInt8](unsafeUninitializedCapacity: sealedCount - tagSize) { out, count in
+            opened = withAEADInputs(header, key: key, direction: direction) { key, nonce, aad in
+                buffer.withUnsafeReadableBytes { sealed in
+                    simp_aead_open(key, nonce, aad.baseAddress, aad.count, sealed.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                                   sealed.count, out.baseAddress) == 1
+                }
+            }
+            count = opened ? sealedCount - tagSize : 0
         }
-        guard let opened else { throw .unsealable }
-        return [UInt8](opened)
+        guard opened else { throw .unsealable }
+        return payload
+    }
+
+    /// The key, nonce and authenticated header, as the C calls take them.
+    private static func withAEADInputs<R>(_ header: DatagramHeader, key: SymmetricKey, direction: DatagramDirection,
+                                          _ body: (UnsafePointer<UInt8>, UnsafePointer<UInt8>, UnsafeBufferPointer<UInt8>) -> R) -> R {
+        key.withUnsafeBytes { key in
+            withNonceBytes(header.packetNumber, direction) { nonce in
+                withHeaderBytes(header) { aad in
+                    body(key.baseAddress!.assumingMemoryBound(to: UInt8.self), nonce.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                         aad.bindMemory(to: UInt8.self))
+                }
+            }
+        }
     }
 
     /// The header as the seal authenticated it, re-encoded from its fields on the stack.
@@ -65,13 +83,7 @@ public enum DatagramSeal {
 
     public static func newKey() -> SymmetricKey { SymmetricKey(size: .bits256) }
 
-    private static let nonceSize = 12
-
     /// Direction then packet number, big-endian: 12 bytes built on the stack.
-    private static func nonce(_ packet: UInt64, _ direction: DatagramDirection) -> ChaChaPoly.Nonce {
-        withNonceBytes(packet, direction) { try! ChaChaPoly.Nonce(data: $0) }
-    }
-
     private static func withNonceBytes<R>(_ packet: UInt64, _ direction: DatagramDirection,
                                           _ body: (UnsafeRawBufferPointer) -> R) -> R {
         let words = (direction.rawValue.bigEndian, UInt32(truncatingIfNeeded: packet >> 32).bigEndian,
