@@ -44,6 +44,8 @@ public final class SIMPClient: @unchecked Sendable {
     private var inbox = InboundSequencer<IncomingMessage>()
     private var receiptScheduled = false
     private var udpFlushScheduled = false
+    /// Serialized messages waiting for the tick's flush.
+    private var unsentPayloads: [[UInt8]] = []
     private var userDisconnected = false
     private var rotation: ServerRotation
     private var reconnectPending = false
@@ -378,19 +380,25 @@ public final class SIMPClient: @unchecked Sendable {
         }
     }
 
+    /// Messages leave at the end of the loop tick, together in bundles when the server takes them.
     private func transmit(_ message: Simp_Message) {
         guard let payload: [UInt8] = try? message.serializedBytes() else { return }
-        sendDatagram(.data, payload)
+        unsentPayloads.append(payload)
+        scheduleUDPFlush()
     }
 
     private func sendDatagram(_ kind: DatagramKind, _ payload: [UInt8]) {
+        writeDatagram(kind, payload)
+        scheduleUDPFlush()
+    }
+
+    private func writeDatagram(_ kind: DatagramKind, _ payload: [UInt8]) {
         guard let udp, let serverUDP, let session else { return }
         let header = DatagramHeader(kind: kind, sessionID: session.sessionID, packetNumber: nextPacketNumber)
         nextPacketNumber += 1
         guard let key = sessionKey,
               let buffer = try? DatagramSeal.seal(header, payload: payload, key: key, direction: .toServer, allocator: udp.allocator) else { return }
         udp.write(AddressedEnvelope(remoteAddress: serverUDP, data: buffer), promise: nil)
-        scheduleUDPFlush()
     }
 
     /// One flush per loop tick: the datagrams of a burst of sends leave in one sendmmsg.
@@ -399,8 +407,20 @@ public final class SIMPClient: @unchecked Sendable {
         udpFlushScheduled = true
         loop.execute { [self] in
             udpFlushScheduled = false
+            writeUnsent()
             udp?.flush()
         }
+    }
+
+    private func writeUnsent() {
+        guard !unsentPayloads.isEmpty else { return }
+        let payloads = unsentPayloads
+        unsentPayloads.removeAll(keepingCapacity: true)
+        guard session?.bundles == true else {
+            for payload in payloads { writeDatagram(.data, payload) }
+            return
+        }
+        for datagram in DatagramBundle.pack(payloads) { writeDatagram(datagram.kind, datagram.payload) }
     }
 
     // MARK: connection
@@ -488,6 +508,7 @@ public final class SIMPClient: @unchecked Sendable {
         connect.token = token
         connect.udpPort = UInt32(udp?.localAddress?.port ?? 0)
         connect.lastSeq = confirmable
+        connect.bundles = true
         return request(.connect(connect)).flatMapThrowing { reply in
             guard case .connected(let response) = reply.body else { throw ClientError("unexpected reply to connect") }
             return response
@@ -741,32 +762,50 @@ public final class SIMPClient: @unchecked Sendable {
             control?.writeAndFlush(Simp_Envelope(.pathResponse(response)), promise: nil)
             return
         }
-        guard header.kind == .data else { return }
-        guard let message = try? Simp_Message(serializedBytes: payload), message.seq > 0 else { return }
-        switch inbox.receive(seq: message.seq, item: IncomingMessage(message)) {
-        case .deliver(let ready):
-            guard let store else {
+        switch header.kind {
+        case .data: received([payload])
+        case .bundle:
+            guard let messages = try? DatagramBundle.split(payload) else { return }
+            received(messages)
+        default: return
+        }
+    }
+
+    /// The messages of one datagram: what they make ready is delivered (and stored) together.
+    private func received(_ payloads: [[UInt8]]) {
+        var ready: [IncomingMessage] = []
+        var answer = false
+        var gap = false
+        for payload in payloads {
+            guard let message = try? Simp_Message(serializedBytes: payload), message.seq > 0 else { continue }
+            switch inbox.receive(seq: message.seq, item: IncomingMessage(message)) {
+            case .deliver(let items): ready += items
+            case .duplicate: answer = true
+            case .buffered: gap = true
+            case .dropped: break
+            }
+        }
+        if !ready.isEmpty { deliver(ready) } else if answer { scheduleReceipt() }
+        guard gap else { return }
+        let now = NIODeadline.now()
+        reportGap(now: now)
+        armTick(at: now + ClientTimers.gapRetry)
+    }
+
+    private func deliver(_ ready: [IncomingMessage]) {
+        guard let store else {
+            for item in ready { emit(.message(item)) }
+            scheduleReceipt()
+            return
+        }
+        // On disk first: a client killed after showing a message must not show it again.
+        let floor = inbox.lastDelivered
+        store.receive(ready, lastDelivered: floor) { [self] in
+            loop.execute { [self] in
+                persistedFloor = max(persistedFloor, floor)
                 for item in ready { emit(.message(item)) }
                 scheduleReceipt()
-                return
             }
-            // On disk first: a client killed after showing a message must not show it again.
-            let floor = inbox.lastDelivered
-            store.receive(ready, lastDelivered: floor) { [self] in
-                loop.execute { [self] in
-                    persistedFloor = max(persistedFloor, floor)
-                    for item in ready { emit(.message(item)) }
-                    scheduleReceipt()
-                }
-            }
-        case .duplicate:
-            scheduleReceipt()
-        case .buffered:
-            let now = NIODeadline.now()
-            reportGap(now: now)
-            armTick(at: now + ClientTimers.gapRetry)
-        case .dropped:
-            break
         }
     }
 

@@ -53,7 +53,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     static let key = SymmetricKey(data: [UInt8](repeating: 7, count: DatagramSeal.keySize))
 
     /// The datagram header decoder, the AEAD opener and the replay window on raw bytes (even
-    /// first byte), and the message parser and rules behind a valid seal (odd first byte).
+    /// first byte), and the bundle splitter, message parser and rules behind a valid seal (odd first byte).
     static func datagrams(_ data: [UInt8]) {
         guard let mode = data.first else { return }
         let body = Array(data.dropFirst())
@@ -73,6 +73,16 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         }
     }
 
+    /// The payload read as a client reads a BUNDLE: what splits packs back to the same bytes.
+    private static func splitBundle(_ payload: [UInt8]) {
+        guard let messages = try? DatagramBundle.split(payload) else { return }
+        precondition(messages.allSatisfy { !$0.isEmpty }, "a bundle split into an empty message")
+        let packed = DatagramBundle.pack(messages, limit: .max)
+        precondition(packed.count == 1, "one bundle's messages did not pack into one datagram")
+        precondition(messages.count == 1 ? packed[0].payload == messages[0] : packed[0].payload == payload,
+                     "a bundle does not round-trip")
+    }
+
     private static func parseSealed(_ payload: [UInt8], packet: UInt64) {
         let header = DatagramHeader(kind: .data, sessionID: 1, packetNumber: packet)
         guard let sealed = try? DatagramSeal.seal(header, payload: payload, key: key, direction: .toServer) else {
@@ -86,6 +96,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         precondition(opened == payload, "a sealed payload did not open to itself")
         precondition((try? DatagramSeal.open(header, sealed: buffer, key: key, direction: .toClient)) == nil,
                      "a datagram opened in the wrong direction")
+        splitBundle(payload)
         guard let message = try? Simp_Message(serializedBytes: payload) else { return }
         _ = MessageRules.problem(in: message)
         let reencoded: [UInt8]? = try? message.serializedBytes()

@@ -116,9 +116,10 @@ final class RawPeer {
         return ok.token
     }
 
-    func connectAndBind(token: String) throws {
+    func connectAndBind(token: String, bundles: Bool = false) throws {
         var connect = Simp_ConnectRequest()
         connect.token = token
+        connect.bundles = bundles
         writeRaw(frame(Simp_Envelope(requestID: 2, .connect(connect))))
         guard case .connected(let response)? = try response(to: 2)?.body else { throw TestSupportError("connect refused") }
         session = response
@@ -143,6 +144,19 @@ final class RawPeer {
         let key = sealKey ?? SymmetricKey(data: session?.sessionKey ?? Data(count: 32))
         let bytes = Array(try! DatagramSeal.seal(header, payload: payload, key: key, direction: .toServer).readableBytesView)
         sendRaw(bytes)
+    }
+
+    /// The next datagram from the server, opened under the session key; nil after `seconds` of silence.
+    func receiveDatagram(seconds: Int = 5) throws -> (header: DatagramHeader, payload: [UInt8])? {
+        var timeout = timeval(tv_sec: seconds, tv_usec: 0)
+        setsockopt(udp, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var bytes = [UInt8](repeating: 0, count: Datagram.maxSize)
+        let n = bytes.withUnsafeMutableBytes { recv(udp, $0.baseAddress, $0.count, 0) }
+        guard n > 0 else { return nil }
+        var buffer = ByteBuffer(bytes: bytes.prefix(n))
+        let header = try Datagram.decodeHeader(&buffer)
+        let key = SymmetricKey(data: session?.sessionKey ?? Data(count: 32))
+        return (header, try DatagramSeal.open(header, sealed: buffer, key: key, direction: .toClient))
     }
 
     /// Sends bytes exactly as given (to replay or tamper with a captured datagram).

@@ -12,6 +12,9 @@ public enum DatagramKind: UInt8, Sendable {
     case pong = 4
     /// Server -> client, to a new source address: a 16-byte token the client returns over TCP.
     case challenge = 5
+    /// Server -> client, only to a client that asked for them at CONNECT: several serialized
+    /// `Simp_Message`s for one session (`DatagramBundle`), one seal and one send for them all.
+    case bundle = 6
 }
 
 public enum DatagramError: Error, Equatable, Sendable, CustomStringConvertible {

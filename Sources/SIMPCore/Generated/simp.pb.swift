@@ -328,6 +328,9 @@ public nonisolated struct Simp_ConnectRequest: Sendable {
   /// highest sequence the client has confirmed
   public var lastSeq: UInt64 = 0
 
+  /// the client takes BUNDLE datagrams (several messages in one)
+  public var bundles: Bool = false
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -355,6 +358,9 @@ public nonisolated struct Simp_ConnectResponse: Sendable {
 
   /// 32 bytes: ChaCha20-Poly1305 key sealing this session's datagrams
   public var sessionKey: Data = Data()
+
+  /// the server takes BUNDLE datagrams from this client
+  public var bundles: Bool = false
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1047,7 +1053,7 @@ nonisolated extension Simp_LoginResponse: SwiftProtobuf.Message, SwiftProtobuf._
 
 nonisolated extension Simp_ConnectRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ConnectRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}token\0\u{1}udpPort\0\u{1}lastSeq\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}token\0\u{1}udpPort\0\u{1}lastSeq\0\u{1}bundles\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1058,6 +1064,7 @@ nonisolated extension Simp_ConnectRequest: SwiftProtobuf.Message, SwiftProtobuf.
       case 1: try { try decoder.decodeSingularStringField(value: &self.token) }()
       case 2: try { try decoder.decodeSingularUInt32Field(value: &self.udpPort) }()
       case 3: try { try decoder.decodeSingularUInt64Field(value: &self.lastSeq) }()
+      case 4: try { try decoder.decodeSingularBoolField(value: &self.bundles) }()
       default: break
       }
     }
@@ -1073,6 +1080,9 @@ nonisolated extension Simp_ConnectRequest: SwiftProtobuf.Message, SwiftProtobuf.
     if self.lastSeq != 0 {
       try visitor.visitSingularUInt64Field(value: self.lastSeq, fieldNumber: 3)
     }
+    if self.bundles != false {
+      try visitor.visitSingularBoolField(value: self.bundles, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1080,6 +1090,7 @@ nonisolated extension Simp_ConnectRequest: SwiftProtobuf.Message, SwiftProtobuf.
     if lhs.token != rhs.token {return false}
     if lhs.udpPort != rhs.udpPort {return false}
     if lhs.lastSeq != rhs.lastSeq {return false}
+    if lhs.bundles != rhs.bundles {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1087,7 +1098,7 @@ nonisolated extension Simp_ConnectRequest: SwiftProtobuf.Message, SwiftProtobuf.
 
 nonisolated extension Simp_ConnectResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ConnectResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sessionId\0\u{1}bindToken\0\u{1}confirmedSeq\0\u{1}heartbeatMillis\0\u{1}user\0\u{1}udpPort\0\u{1}sessionKey\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sessionId\0\u{1}bindToken\0\u{1}confirmedSeq\0\u{1}heartbeatMillis\0\u{1}user\0\u{1}udpPort\0\u{1}sessionKey\0\u{1}bundles\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1102,6 +1113,7 @@ nonisolated extension Simp_ConnectResponse: SwiftProtobuf.Message, SwiftProtobuf
       case 5: try { try decoder.decodeSingularStringField(value: &self.user) }()
       case 6: try { try decoder.decodeSingularUInt32Field(value: &self.udpPort) }()
       case 7: try { try decoder.decodeSingularBytesField(value: &self.sessionKey) }()
+      case 8: try { try decoder.decodeSingularBoolField(value: &self.bundles) }()
       default: break
       }
     }
@@ -1129,6 +1141,9 @@ nonisolated extension Simp_ConnectResponse: SwiftProtobuf.Message, SwiftProtobuf
     if !self.sessionKey.isEmpty {
       try visitor.visitSingularBytesField(value: self.sessionKey, fieldNumber: 7)
     }
+    if self.bundles != false {
+      try visitor.visitSingularBoolField(value: self.bundles, fieldNumber: 8)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1140,6 +1155,7 @@ nonisolated extension Simp_ConnectResponse: SwiftProtobuf.Message, SwiftProtobuf
     if lhs.user != rhs.user {return false}
     if lhs.udpPort != rhs.udpPort {return false}
     if lhs.sessionKey != rhs.sessionKey {return false}
+    if lhs.bundles != rhs.bundles {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

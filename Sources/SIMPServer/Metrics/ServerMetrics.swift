@@ -27,6 +27,7 @@ final class ServerMetrics: Sendable {
     let stored: Counter
     let duplicates: Counter
     let pushes: Counter
+    let bundles: Counter
     let retransmits: Counter
     let pushesGivenUp: Counter
     let loginsFailed: Counter
@@ -64,6 +65,7 @@ final class ServerMetrics: Sendable {
         duplicates = counter("messages_duplicate", "Resent messages that were already stored")
         pushes = counter("pushes", "Messages pushed to recipients")
         retransmits = counter("retransmits", "Pushes sent again")
+        bundles = counter("push_bundles", "BUNDLE datagrams sent: several pushes for one session in one datagram")
         pushesGivenUp = counter("pushes_given_up", "Pushes given up until the client's next keepalive or session")
         loginsFailed = counter("logins_failed", "Logins with a wrong name or password")
         loginsSucceeded = counter("logins", "Logins with the right password")

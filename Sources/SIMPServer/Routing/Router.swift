@@ -54,6 +54,9 @@ final class Router: @unchecked Sendable {
     private let outbox: ControlOutbox
     /// Delivered notices for senders with no session here, published once per loop tick.
     private var remoteDelivered: [String: [Simp_Accepted]] = [:]
+    /// Payloads for each session's datagrams, gathered until the next `sendDatagrams`, so
+    /// those for one session share bundles.
+    private var outgoing: [UInt64: (session: Session, payloads: [[UInt8]])] = [:]
 
     init(loop: any EventLoop, store: MessageStore, settings: RouterSettings, metrics: ServerMetrics, logger: Logger) {
         self.loop = loop
@@ -82,7 +85,7 @@ final class Router: @unchecked Sendable {
     // MARK: sessions
 
     /// Opens a session for a user who presented a valid token; replaces their older one on this node.
-    func openSession(user: String, control: any Channel, lastSeq: UInt64) -> EventLoopFuture<Simp_ConnectResponse> {
+    func openSession(user: String, control: any Channel, lastSeq: UInt64, takesBundles: Bool = false) -> EventLoopFuture<Simp_ConnectResponse> {
         loop.assertInEventLoop()
         var rng = SystemRandomNumberGenerator()
         // The session's path validator forgets it once used; only the answer below needs it too.
@@ -90,6 +93,7 @@ final class Router: @unchecked Sendable {
         let session = Session(id: sessions.newID(using: &rng), user: user, control: control, bindToken: bindToken,
                               syncFloor: lastSeq, policy: settings.retransmit,
                               bucket: TokenBucket(rate: settings.messagesPerSecond, burst: settings.messageBurst, now: .now()))
+        session.takesBundles = takesBundles
         if let previous = sessions.insert(session) {
             sessionClosed(previous)
             previous.control.writeAndFlush(Simp_Envelope.error(.sessionReplaced, "a newer session for \(user) connected"), promise: nil)
@@ -120,6 +124,7 @@ final class Router: @unchecked Sendable {
             response.user = user
             response.udpPort = UInt32(udp?.localAddress?.port ?? 0)
             response.sessionKey = session.key.withUnsafeBytes { Data($0) }
+            response.bundles = true
             return response
         }.flatMapErrorThrowing { [self] error in
             closeSession(session.id)
@@ -184,6 +189,13 @@ final class Router: @unchecked Sendable {
         case .open(let session, .data, let payload):
             guard fromValidatedAddress(session, envelope.remoteAddress, size: size) else { return }
             data(session, payload: payload)
+        case .open(let session, .bundle, let payload):
+            guard fromValidatedAddress(session, envelope.remoteAddress, size: size) else { return }
+            guard let messages = try? DatagramBundle.split(payload) else {
+                metrics.dropped(.malformed)
+                return
+            }
+            for message in messages { data(session, payload: message) }
         case .open(let session, _, _):
             guard fromValidatedAddress(session, envelope.remoteAddress, size: size) else { return }
             keepalive(session)
@@ -240,7 +252,7 @@ final class Router: @unchecked Sendable {
     private func unpark(_ session: Session) {
         guard session.pushes.hasParked else { return }
         for (seq, push) in session.pushes.unpark() { self.push(seq, push, to: session) }
-        udp?.flush()
+        sendDatagrams()
     }
 
     /// Presence is written with every other session's that fell due: a new address on the next
@@ -452,7 +464,7 @@ final class Router: @unchecked Sendable {
         for (request, outcome) in zip(batch.items, outcomes) {
             if let again = unsettled(request, outcome) { retry.append(again) } else { settle(request, outcome) }
         }
-        udp?.flush()
+        sendDatagrams()
         switch stores.completed(batch.ticket, retry: retry) {
         case .proceed: flushStores()
         case .waitForInFlight: break
@@ -565,16 +577,38 @@ final class Router: @unchecked Sendable {
             guard let message = try? Simp_Message(serializedBytes: bytes) else { continue }
             push(message.seq, Push(bytes: bytes, from: message.fromUser, id: message.messageID), to: session)
         }
-        udp?.flush()
+        sendDatagrams()
     }
 
+    /// Queues the push for the next `sendDatagrams`.
     private func push(_ seq: UInt64, _ push: Push, to session: Session) {
-        guard !session.pushes.contains(seq), sendDatagram(to: session, kind: .data, payload: push.bytes, flush: false) else { return }
+        guard !session.pushes.contains(seq), udp != nil, session.address != nil else { return }
+        queueDatagram(push.bytes, to: session)
         metrics.pushes.increment()
         session.highestPushed = max(session.highestPushed, seq)
         _ = session.pushes.push(seq, push, now: .now())
         pushing.insert(session.id)
         armTick()
+    }
+
+    private func queueDatagram(_ payload: [UInt8], to session: Session) {
+        outgoing[session.id, default: (session, [])].payloads.append(payload)
+    }
+
+    /// Sends the queued payloads, a session's together in bundles when it takes them, and flushes.
+    private func sendDatagrams() {
+        for (session, payloads) in outgoing.values {
+            guard session.takesBundles else {
+                for payload in payloads { sendDatagram(to: session, kind: .data, payload: payload, flush: false) }
+                continue
+            }
+            for datagram in DatagramBundle.pack(payloads) {
+                sendDatagram(to: session, kind: datagram.kind, payload: datagram.payload, flush: false)
+                if datagram.kind == .bundle { metrics.bundles.increment() }
+            }
+        }
+        outgoing.removeAll(keepingCapacity: true)
+        udp?.flush()
     }
 
     /// Seals under a fresh packet number and sends, to the validated address unless told otherwise.
@@ -591,7 +625,7 @@ final class Router: @unchecked Sendable {
     }
 
     private func retransmitDue(now: NIODeadline) {
-        guard let udp else { return }
+        guard udp != nil else { return }
         var wrote = false
         for id in pushing {
             guard let session = sessions[id], !session.pushes.isEmpty else {
@@ -601,14 +635,14 @@ final class Router: @unchecked Sendable {
             guard session.isBound else { continue }
             let due = session.pushes.due(now: now)
             for bytes in due.resend {
-                sendDatagram(to: session, kind: .data, payload: bytes, flush: false)
+                queueDatagram(bytes, to: session)
                 metrics.retransmits.increment()
                 wrote = true
             }
             // Given up on this path for now: pushed again after the client's next keepalive.
             metrics.pushesGivenUp.increment(by: Int64(due.parked))
         }
-        if wrote { udp.flush() }
+        if wrote { sendDatagrams() }
         writeReceipts(now: now)
         writePresence()
     }
@@ -637,13 +671,13 @@ final class Router: @unchecked Sendable {
     /// Resends what the receiver reports missing. A seq this session never pushed (its store
     /// reply was lost with a Redis connection, say) is fetched from the inbox, so no gap stays.
     private func resendMissing(_ seqs: ArraySlice<UInt64>, to session: Session) {
-        guard let udp, !seqs.isEmpty else { return }
+        guard udp != nil, !seqs.isEmpty else { return }
         let (resend, unknown) = session.pushes.missing(seqs)
         for bytes in resend {
-            sendDatagram(to: session, kind: .data, payload: bytes, flush: false)
+            queueDatagram(bytes, to: session)
             metrics.retransmits.increment()
         }
-        udp.flush()
+        sendDatagrams()
         guard !unknown.isEmpty else { return }
         store.inboxEntries(user: session.user, seqs: unknown, on: loop).whenSuccess { [self] items in
             guard sessions.isCurrent(session) else { return }

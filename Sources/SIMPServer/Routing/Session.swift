@@ -37,6 +37,8 @@ final class Session: TableEntry, SealedPeer, @unchecked Sendable {
     /// A catch-up read is in flight; `catchUpAgain` asks for one more after it.
     var catchingUp = false
     var catchUpAgain = false
+    /// The client said at CONNECT that it reads BUNDLE datagrams.
+    var takesBundles = false
     /// The highest seq this client has seen or will see (its `lastSeq`, then every seq stored
     /// for it): stores pass it to Redis so numbering never goes below it, even after Redis
     /// lost its latest writes. Set at CONNECT, before the numbering check is sent to Redis.

@@ -1,0 +1,47 @@
+import SIMPCore
+import Testing
+
+@Suite struct DatagramBundleTests {
+    @Test func oneMessageGoesAsPlainData() {
+        let datagrams = DatagramBundle.pack([[1, 2, 3]])
+        #expect(datagrams.count == 1)
+        #expect(datagrams[0].kind == .data)
+        #expect(datagrams[0].payload == [1, 2, 3])
+    }
+
+    @Test func severalMessagesShareABundleAndSplitBackInOrder() throws {
+        let messages: [[UInt8]] = [[1], [2, 2], Array(repeating: 3, count: 300)]
+        let datagrams = DatagramBundle.pack(messages)
+        #expect(datagrams.count == 1)
+        #expect(datagrams[0].kind == .bundle)
+        #expect(datagrams[0].payload.prefix(3) == [0, 1, 1], "2-byte big-endian length, then the bytes")
+        #expect(datagrams[0].payload.count == messages.reduce(0) { $0 + 2 + $1.count })
+        #expect(try DatagramBundle.split(datagrams[0].payload) == messages)
+    }
+
+    /// Every datagram stays within the payload limit; a message too big to share one goes alone
+    /// as DATA; the order across datagrams is the order given.
+    @Test func bundlesStayWithinTheLimit() throws {
+        let sizes = [500, 500, 500, 1200, 10, 1199, 20, 30]
+        let messages = sizes.enumerated().map { index, size in [UInt8](repeating: UInt8(index), count: size) }
+        let datagrams = DatagramBundle.pack(messages)
+        var back: [[UInt8]] = []
+        for datagram in datagrams {
+            #expect(datagram.payload.count <= DatagramHeader.maxPayload)
+            back += datagram.kind == .bundle ? try DatagramBundle.split(datagram.payload) : [datagram.payload]
+        }
+        #expect(back == messages)
+        #expect(datagrams.map(\.kind) == [.bundle, .data, .data, .data, .data, .bundle])
+    }
+
+    @Test(arguments: [
+        ([], DatagramBundleError.empty),
+        ([0, 0], .emptyEntry(at: 0)),
+        ([0], .truncated(at: 0)),
+        ([0, 3, 1, 2], .truncated(at: 0)),
+        ([0, 1, 9, 0], .truncated(at: 3)),
+    ] as [([UInt8], DatagramBundleError)])
+    func malformedBundlesAreRefused(payload: [UInt8], error: DatagramBundleError) {
+        #expect(throws: error) { try DatagramBundle.split(payload) }
+    }
+}
