@@ -23,13 +23,15 @@ enum Scripts {
     /// Returns per message {1, seq, depth[, node]} stored (depth: the inbox's entries after it; node: where the recipient is, when another node), {0, seq, confirmed[, node]} duplicate (with the confirmed
     /// mark, so a resent message already delivered is answered as such), {-1} unknown
     /// recipient, {-2} inbox full, {-3} the sender's share of the inbox full, {-4} not stored
-    /// before (for a message sent with no bytes: a late resend, to be answered, never stored). History grows
-    /// 10% past its cap before it is trimmed; a sender's ids past theirs, oldest first.
+    /// before (for a message sent with no bytes: a late resend, to be answered, never stored). History
+    /// and a sender's ids grow 10% past their caps before they are trimmed, oldest first (a trim
+    /// on every call was the most expensive command the script ran).
     static let store = RedisScript(seqField + """
     local known = redis.call('EXISTS', KEYS[1]) == 1
     local ttl, cap, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
     local share, idcap, floor = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
     local slack = cap + math.floor(cap / 10)
+    local idslack = idcap + math.floor(idcap / 10)
     local confirmed = tonumber(redis.call('GET', KEYS[4]) or '0')
     local top = tonumber(redis.call('GET', KEYS[2]) or '0')
     if redis.call('HGET', KEYS[5], 'run') ~= ARGV[7] then
@@ -48,10 +50,26 @@ enum Scripts {
     local count, out, n = nil, {}, 0
     local inbox, stored, mine = {}, {}, {}
     local lists, listKeys, idArgs, idKeys = {}, {}, {}, {}
+    -- Which ids each sender stored before: one ZMSCORE per sender, not a ZSCORE per message.
+    local priors, asked, askedKeys = {}, {}, {}
+    for i = 9, #ARGV, 2 do
+      n = n + 1
+      local ids = KEYS[5 + 2 * n]
+      if not asked[ids] then asked[ids] = {}; table.insert(askedKeys, ids) end
+      table.insert(asked[ids], ARGV[i])
+    end
+    for _, ids in ipairs(askedKeys) do
+      local scores, known = redis.call('ZMSCORE', ids, unpack(asked[ids])), {}
+      for k, id in ipairs(asked[ids]) do
+        if scores[k] then known[id] = scores[k] end
+      end
+      priors[ids] = known
+    end
+    n = 0
     for i = 9, #ARGV, 2 do
       n = n + 1
       local ids, hist, id = KEYS[5 + 2 * n], KEYS[6 + 2 * n], ARGV[i]
-      local prior = stored[ids .. ' ' .. id] or redis.call('ZSCORE', ids, id)
+      local prior = stored[ids .. ' ' .. id] or priors[ids][id]
       if prior then
         out[n] = {0, tonumber(prior), confirmed}
       elseif ARGV[i + 1] == '' then
@@ -88,7 +106,7 @@ enum Scripts {
       if redis.call('RPUSH', hist, unpack(lists[hist])) > slack then redis.call('LTRIM', hist, -cap, -1) end
     end
     for _, ids in ipairs(idKeys) do
-      if redis.call('ZADD', ids, unpack(idArgs[ids])) > 0 and redis.call('ZCARD', ids) > idcap then
+      if redis.call('ZADD', ids, unpack(idArgs[ids])) > 0 and redis.call('ZCARD', ids) > idslack then
         redis.call('ZREMRANGEBYRANK', ids, 0, -idcap - 1)
       end
       redis.call('EXPIRE', ids, ttl)
@@ -108,6 +126,8 @@ enum Scripts {
     /// Lua: protobuf field 10 (varint) holding `seq`, to append to a stored message.
     static let seqField = """
     local function seqfield(seq)
+      if seq < 128 then return string.char(0x50, seq) end
+      if seq < 16384 then return string.char(0x50, seq % 128 + 128, math.floor(seq / 128)) end
       local v = seq
       local tail = {string.char(0x50)}
       while v >= 128 do
