@@ -77,7 +77,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     private static func splitBundle(_ payload: [UInt8]) {
         guard let messages = try? DatagramBundle.split(payload) else { return }
         precondition(messages.allSatisfy { !$0.isEmpty }, "a bundle split into an empty message")
-        let packed = DatagramBundle.pack(messages, limit: .max)
+        let packed = DatagramBundle.pack(messages, limit: .max, spread: 1)
         precondition(packed.count == 1, "one bundle's messages did not pack into one datagram")
         precondition(messages.count == 1 ? packed[0].payload == messages[0] : packed[0].payload == payload,
                      "a bundle does not round-trip")

@@ -11,7 +11,7 @@ import Testing
 
     @Test func severalMessagesShareABundleAndSplitBackInOrder() throws {
         let messages: [[UInt8]] = [[1], [2, 2], Array(repeating: 3, count: 300)]
-        let datagrams = DatagramBundle.pack(messages)
+        let datagrams = DatagramBundle.pack(messages, spread: 1)
         #expect(datagrams.count == 1)
         #expect(datagrams[0].kind == .bundle)
         #expect(datagrams[0].payload.prefix(3) == [0, 1, 1], "2-byte big-endian length, then the bytes")
@@ -24,7 +24,7 @@ import Testing
     @Test func bundlesStayWithinTheLimit() throws {
         let sizes = [500, 500, 500, 1200, 10, 1199, 20, 30]
         let messages = sizes.enumerated().map { index, size in [UInt8](repeating: UInt8(index), count: size) }
-        let datagrams = DatagramBundle.pack(messages)
+        let datagrams = DatagramBundle.pack(messages, spread: 1)
         var back: [[UInt8]] = []
         for datagram in datagrams {
             #expect(datagram.payload.count <= DatagramHeader.maxPayload)
@@ -32,6 +32,19 @@ import Testing
         }
         #expect(back == messages)
         #expect(datagrams.map(\.kind) == [.bundle, .data, .data, .data, .data, .bundle])
+    }
+
+    /// A flush's messages go in at least `spread` datagrams, so one lost datagram leaves
+    /// others after it to show the gap; beyond that, as few as the size limit allows.
+    @Test func messagesAreSpreadOverAtLeastFourDatagrams() throws {
+        let small = (0..<4).map { [UInt8](repeating: UInt8($0), count: 10) }
+        #expect(DatagramBundle.pack(small).map(\.kind) == [.data, .data, .data, .data])
+        let ten = (0..<10).map { [UInt8](repeating: UInt8($0), count: 10) }
+        let spread = DatagramBundle.pack(ten)
+        #expect(spread.map(\.kind) == [.bundle, .bundle, .bundle, .data], "three, three, three and one")
+        #expect(try spread.flatMap { $0.kind == .bundle ? try DatagramBundle.split($0.payload) : [$0.payload] } == ten)
+        let many = (0..<40).map { [UInt8](repeating: UInt8($0), count: 200) }
+        #expect(DatagramBundle.pack(many).count == 8, "40 messages of 202 bytes: five to a 1,200-byte bundle")
     }
 
     @Test(arguments: [

@@ -30,8 +30,8 @@ import Testing
         #expect(received.map(\.messageID) == ids)
         #expect(received.map(\.seq) == Array(1...20))
         if bundles {
-            // 20 messages of about 170 bytes: six or seven to a 1,200-byte bundle.
-            #expect(kinds.allSatisfy { $0 == .bundle } && kinds.count <= 4, "datagram kinds: \(kinds)")
+            // 20 messages of about 170 bytes in one read: spread over four bundles of five.
+            #expect(kinds == Array(repeating: .bundle, count: DatagramBundle.spread), "datagram kinds: \(kinds)")
         } else {
             #expect(!kinds.contains(.bundle), "datagram kinds: \(kinds)")
         }
@@ -49,11 +49,11 @@ import Testing
         try peer.connectAndBind(token: try peer.login("mallory", "pw-mallory"))
         #expect(peer.session?.bundles == true, "the server says it takes bundles")
 
-        let malformed = DatagramBundle.pack([try message("lost-1"), try message("lost-2")])[0].payload.dropLast()
+        let malformed = DatagramBundle.pack([try message("lost-1"), try message("lost-2")], spread: 1)[0].payload.dropLast()
         peer.sendDatagram(.bundle, Array(malformed))
         #expect(await waitFor { cluster.metric(#"simp_datagrams_dropped_total{reason="malformed"}"#) == 1 })
 
-        let bundle = DatagramBundle.pack(try ["one", "two", "three"].map(message))
+        let bundle = DatagramBundle.pack(try ["one", "two", "three"].map(message), spread: 1)
         #expect(bundle.count == 1 && bundle[0].kind == .bundle)
         peer.sendDatagram(.bundle, bundle[0].payload)
         var accepted: [String] = []

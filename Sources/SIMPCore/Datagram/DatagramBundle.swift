@@ -4,16 +4,26 @@
 /// receiver's read are paid once per datagram, and that was a fifth of the server's CPU.
 public enum DatagramBundle {
     static let prefixSize = 2
+    /// The fewest datagrams a flush's messages for one session go in, when there are that
+    /// many messages. A receiver finds a lost datagram from a later one (a gap in the seqs or
+    /// the send order) and asks for it at once; a loss with nothing after it waits for the
+    /// retransmit timeout. When the whole window went in one bundle, every loss was such a
+    /// loss: at 8 x 4 with 10% of datagrams dropped, p99 went from 30 to 69 ms. Spread over
+    /// four, it is back to 30 ms, and 8 x 32 is as fast as with one bundle (PERFORMANCE).
+    public static let spread = 4
 
-    /// Groups payloads, in order, into datagrams of at most `limit` bytes: a group of one goes
-    /// as a plain DATA datagram (its payload as is), a longer one as a BUNDLE.
-    public static func pack(_ payloads: [[UInt8]], limit: Int = DatagramHeader.maxPayload) -> [(kind: DatagramKind, payload: [UInt8])] {
+    /// Groups payloads, in order, into datagrams of at most `limit` bytes and at least
+    /// `spread` of them (fewer only when there are fewer payloads): a group of one goes as a
+    /// plain DATA datagram (its payload as is), a longer one as a BUNDLE.
+    public static func pack(_ payloads: [[UInt8]], limit: Int = DatagramHeader.maxPayload,
+                            spread: Int = spread) -> [(kind: DatagramKind, payload: [UInt8])] {
         var datagrams: [(kind: DatagramKind, payload: [UInt8])] = []
         var group: [[UInt8]] = []
         var size = 0
+        let most = (payloads.count + max(spread, 1) - 1) / max(spread, 1)
         for payload in payloads {
             let cost = prefixSize + payload.count
-            if !group.isEmpty, size + cost > limit {
+            if !group.isEmpty, size + cost > limit || group.count == most {
                 datagrams.append(datagram(group))
                 group.removeAll(keepingCapacity: true)
                 size = 0
