@@ -15,55 +15,72 @@ public struct RetransmitPolicy: Sendable, Equatable {
 
 /// Pure retransmit state: which packets wait for an acknowledgement, when each is due again,
 /// and which have given up. The caller supplies the time; nothing here reads a clock.
+/// Inlinable, so that each user of it is specialised for its key and payload: generic code
+/// called across modules looked up type metadata on every call.
 public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Sendable {
+    @usableFromInline
     struct Entry: Sendable {
-        var payload: Payload
-        var firstSent: NIODeadline
-        var lastSent: NIODeadline
-        var timeout: TimeAmount
-        var attempts: Int
-        var order: UInt64
+        @usableFromInline var payload: Payload
+        @usableFromInline var firstSent: NIODeadline
+        @usableFromInline var lastSent: NIODeadline
+        @usableFromInline var timeout: TimeAmount
+        @usableFromInline var attempts: Int
+        @usableFromInline var order: UInt64
+
+        @inlinable
+        init(payload: Payload, firstSent: NIODeadline, lastSent: NIODeadline, timeout: TimeAmount, attempts: Int, order: UInt64) {
+            self.payload = payload
+            self.firstSent = firstSent
+            self.lastSent = lastSent
+            self.timeout = timeout
+            self.attempts = attempts
+            self.order = order
+        }
     }
 
     public var policy: RetransmitPolicy
-    public private(set) var estimator: RTTEstimator
-    private var entries: [Key: Entry] = [:]
-    private var tracked: UInt64 = 0
+    public var estimator: RTTEstimator { rtt }
+    @usableFromInline var rtt: RTTEstimator
+    @usableFromInline var entries: [Key: Entry] = [:]
+    @usableFromInline var tracked: UInt64 = 0
 
+    @inlinable
     public init(policy: RetransmitPolicy = .init(), estimator: RTTEstimator = .init()) {
         self.policy = policy
-        self.estimator = estimator
+        self.rtt = estimator
     }
 
-    public var count: Int { entries.count }
-    public var isEmpty: Bool { entries.isEmpty }
-    public func contains(_ key: Key) -> Bool { entries[key] != nil }
-    public var pendingKeys: [Key] { Array(entries.keys) }
+    @inlinable public var count: Int { entries.count }
+    @inlinable public var isEmpty: Bool { entries.isEmpty }
+    @inlinable public func contains(_ key: Key) -> Bool { entries[key] != nil }
+    @inlinable public var pendingKeys: [Key] { Array(entries.keys) }
 
     /// Records a first send. Tracking a key twice keeps the first send's times.
+    @inlinable
     public mutating func track(_ key: Key, payload: Payload, now: NIODeadline) {
         guard entries[key] == nil else { return }
         tracked += 1
-        entries[key] = Entry(payload: payload, firstSent: now, lastSent: now, timeout: estimator.rto, attempts: 1, order: tracked)
+        entries[key] = Entry(payload: payload, firstSent: now, lastSent: now, timeout: rtt.rto, attempts: 1, order: tracked)
     }
 
     /// Removes an acknowledged entry and returns its payload; nil when it was not pending.
-    @discardableResult
+    @inlinable @discardableResult
     public mutating func acknowledge(_ key: Key, now: NIODeadline) -> Payload? {
         guard let entry = entries.removeValue(forKey: key) else { return nil }
         if entry.attempts == 1 {
-            estimator.sample(now - entry.firstSent)
+            rtt.sample(now - entry.firstSent)
         }
         return entry.payload
     }
 
     /// The payload of a pending entry, without changing its timers.
+    @inlinable
     public func peek(_ key: Key) -> Payload? {
         entries[key]?.payload
     }
 
     /// Removes an entry without taking an RTT sample.
-    @discardableResult
+    @inlinable @discardableResult
     public mutating func remove(_ key: Key) -> Payload? {
         entries.removeValue(forKey: key)?.payload
     }
@@ -71,11 +88,14 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
     public struct Due: Sendable {
         public var resend: [(key: Key, payload: Payload)] = []
         public var expired: [(key: Key, payload: Payload)] = []
+
+        @inlinable init() {}
     }
 
     /// The entries to send again now (their timeouts doubled) and those that gave up (removed),
     /// each list in the order the entries were first tracked, so a burst resent after an
     /// outage reaches the receiver in the order it was sent.
+    @inlinable
     public mutating func due(now: NIODeadline) -> Due {
         var result = Due()
         // The usual tick finds nothing due: answer that without building any collection.
@@ -98,6 +118,7 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
     }
 
     /// Marks every entry as due at once, e.g. after a reconnect on a new path.
+    @inlinable
     public mutating func expediteAll(now: NIODeadline) {
         for key in entries.keys {
             entries[key]!.lastSent = now - entries[key]!.timeout
@@ -105,6 +126,7 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
     }
 
     /// The earliest time an entry becomes due; nil when nothing is pending.
+    @inlinable
     public var nextDeadline: NIODeadline? {
         entries.values.map { $0.lastSent + $0.timeout }.min()
     }
