@@ -29,6 +29,8 @@ static EVP_CIPHER_CTX *context(void) {
     return made;
 }
 
+int simp_aead_prepare(void) { return context() != NULL; }
+
 int simp_aead_seal(const uint8_t *key, const uint8_t *nonce, const uint8_t *aad, size_t aad_length,
                    const uint8_t *plaintext, size_t length, uint8_t *out) {
     EVP_CIPHER_CTX *ctx = context();

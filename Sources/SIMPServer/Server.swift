@@ -56,8 +56,19 @@ public final class SIMPServer: Service, @unchecked Sendable {
         await stop()
     }
 
+    /// OpenSSL sets itself up on first use: done now, on every loop, so a node's first
+    /// datagrams do not wait for it and its memory is not taken for the sessions'.
+    private func prepareSealing() async throws {
+        for loop in group.makeIterator() {
+            guard try await loop.submit({ DatagramSeal.prepareThread() }).get() else {
+                throw StartupError(description: "OpenSSL cannot make a ChaCha20-Poly1305 context; datagrams cannot be sealed")
+            }
+        }
+    }
+
     /// Binds both sockets once Redis answers; returns where they listen.
     public func start() async throws -> ServerAddresses {
+        try await prepareSealing()
         let (redis, secret) = try await waitForRedis()
         let record = NodeRecord(redis: redis, keys: Keys(prefix: configuration.namespace), nodeID: configuration.nodeID, logger: logger)
         try await record.claim()

@@ -17,4 +17,8 @@ int simp_aead_seal(const uint8_t *key, const uint8_t *nonce, const uint8_t *aad,
 int simp_aead_open(const uint8_t *key, const uint8_t *nonce, const uint8_t *aad, size_t aad_length,
                    const uint8_t *sealed, size_t sealed_length, uint8_t *out);
 
+/// Makes the calling thread's context now (and with it OpenSSL's own set-up), so the first
+/// datagram does not pay for it. Returns 1, or 0 when the context cannot be made.
+int simp_aead_prepare(void);
+
 #endif

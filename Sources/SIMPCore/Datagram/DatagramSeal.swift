@@ -83,6 +83,10 @@ public enum DatagramSeal {
 
     public static func newKey() -> SymmetricKey { SymmetricKey(size: .bits256) }
 
+    /// Sets up the calling thread's cipher context ahead of the first datagram; false when
+    /// OpenSSL cannot make one (every seal and open on this thread would then fail).
+    public static func prepareThread() -> Bool { simp_aead_prepare() == 1 }
+
     /// Direction then packet number, big-endian: 12 bytes built on the stack.
     private static func withNonceBytes<R>(_ packet: UInt64, _ direction: DatagramDirection,
                                           _ body: (UnsafeRawBufferPointer) -> R) -> R {
