@@ -6,10 +6,13 @@ import SIMPClient
 /// another. Every client is given all nodes, its own first, so it can fail over.
 public struct Placement: Sendable {
     public let nodes: [ServerAddress]
+    /// Every client takes messages before they are stored (`ClientConfiguration.earlyDelivery`).
+    public let earlyDelivery: Bool
 
-    public init(nodes: [ServerAddress]) {
+    public init(nodes: [ServerAddress], earlyDelivery: Bool = false) {
         precondition(!nodes.isEmpty, "a placement needs a node")
         self.nodes = nodes
+        self.earlyDelivery = earlyDelivery
     }
 
     public func sender(pair: Int) -> ClientConfiguration { configuration(startingAt: pair) }
@@ -19,7 +22,9 @@ public struct Placement: Sendable {
     /// All nodes, from node `index % N` on and round to the one before it.
     public func configuration(startingAt index: Int) -> ClientConfiguration {
         let first = index % nodes.count
-        return ClientConfiguration(servers: Array(nodes[first...] + nodes[..<first]))
+        var configuration = ClientConfiguration(servers: Array(nodes[first...] + nodes[..<first]))
+        configuration.earlyDelivery = earlyDelivery
+        return configuration
     }
 
     /// `--server`'s value: HOST:PORT, or several nodes of one deployment as HOST:PORT,HOST:PORT,...

@@ -60,8 +60,12 @@ public struct Topology: Sendable, Codable, CustomStringConvertible {
     public var redisMasters: Int?
     public var redisReplicas: Int?
     public var minReplicas: Int?
+    /// Receivers took messages before they were stored (`--early`).
+    public var earlyDelivery: Bool?
 
-    public init(nodes: Int, redis: String? = nil, redisMasters: Int? = nil, redisReplicas: Int? = nil, minReplicas: Int? = nil) {
+    public init(nodes: Int, redis: String? = nil, redisMasters: Int? = nil, redisReplicas: Int? = nil, minReplicas: Int? = nil,
+                earlyDelivery: Bool = false) {
+        self.earlyDelivery = earlyDelivery ? true : nil
         self.nodes = nodes
         self.redis = redis
         self.redisMasters = redisMasters
@@ -69,10 +73,16 @@ public struct Topology: Sendable, Codable, CustomStringConvertible {
         self.minReplicas = minReplicas
     }
 
+    public func withEarlyDelivery(_ early: Bool) -> Topology {
+        var topology = self
+        topology.earlyDelivery = early ? true : nil
+        return topology
+    }
+
     /// "3 nodes, Redis Cluster 3 masters + 3 replicas, min-replicas 1".
     public var description: String {
         let nodes = self.nodes == 1 ? "1 node" : "\(self.nodes) nodes"
-        let minReplicas = self.minReplicas.map { ", min-replicas \($0)" } ?? ""
+        let minReplicas = (self.minReplicas.map { ", min-replicas \($0)" } ?? "") + (earlyDelivery == true ? ", early delivery" : "")
         switch redis {
         case "cluster":
             return "\(nodes), Redis Cluster \(redisMasters ?? 0) masters + \(redisReplicas ?? 0) replicas\(minReplicas)"

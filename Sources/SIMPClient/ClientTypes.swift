@@ -52,6 +52,12 @@ public struct ClientConfiguration: Sendable {
     public var dataDirectory: String?
     /// TLS on the control channel; nil talks plain TCP (a server for local development).
     public var tls: ClientTLS?
+    /// Take a message before the server has stored it, when nothing else is under way for
+    /// this client (docs/PROTOCOL.md, Early delivery): it arrives a Redis round trip sooner,
+    /// with `seq` 0, and is not handed over again when its numbered copy follows. If its
+    /// store then fails, `.retracted` says so. Not with a `dataDirectory`, which keeps
+    /// received messages by seq.
+    public var earlyDelivery = false
 
     /// One server.
     public init(host: String = "127.0.0.1", port: Int = 7700) {
@@ -83,7 +89,8 @@ public struct ClientTLS: Sendable {
     }
 }
 
-/// A message handed to the application: once, in order of `seq`.
+/// A message handed to the application: once, in order of `seq`; with `earlyDelivery`, an
+/// early one has `seq` 0 and comes as soon as it reached the server.
 public struct IncomingMessage: Sendable, Equatable {
     public var id: String
     public var from: String
@@ -130,6 +137,9 @@ public enum ClientEvent: Sendable, Equatable {
     /// It will not be delivered; the reason says why.
     case failed(id: String, to: String, reason: String)
     case message(IncomingMessage)
+    /// A message handed over early (`seq` 0) was not stored and will not come again; its
+    /// sender was told it failed, for the same reason.
+    case retracted(id: String, from: String, reason: String)
     case error(String)
 }
 

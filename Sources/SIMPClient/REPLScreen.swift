@@ -114,6 +114,8 @@ public struct REPLScreen: Sendable {
             receivedCount += 1
             users.add(m.from)
             return [messageLine(m, now: now)]
+        case .retracted(_, let from, let reason):
+            return [style.paint("\(safe(from))'s last message was not stored and is withdrawn: \(safe(reason))", .yellow)]
         case .error(let message):
             return [error(message)]
         }

@@ -42,6 +42,8 @@ public final class SIMPClient: @unchecked Sendable {
     private var nextPacketNumber: UInt64 = 1
     private var sending: SendTracker
     private var inbox = InboundSequencer<IncomingMessage>()
+    /// Messages handed over before they were numbered, until their numbered copy comes.
+    private var early = EarlyLedger()
     private var receiptScheduled = false
     private var udpFlushScheduled = false
     /// Serialized messages waiting for the tick's flush.
@@ -509,6 +511,7 @@ public final class SIMPClient: @unchecked Sendable {
         connect.udpPort = UInt32(udp?.localAddress?.port ?? 0)
         connect.lastSeq = confirmable
         connect.bundles = true
+        connect.early = configuration.earlyDelivery && configuration.dataDirectory == nil
         return request(.connect(connect)).flatMapThrowing { reply in
             guard case .connected(let response) = reply.body else { throw ClientError("unexpected reply to connect") }
             return response
@@ -680,6 +683,10 @@ public final class SIMPClient: @unchecked Sendable {
             emit(event)
         case .missing(let missing):
             for message in sending.missing(missing) { transmit(message) }
+        case .retracted(let retracted):
+            guard early.retracted(.init(from: retracted.fromUser, id: retracted.messageID)) else { return }
+            emit(.retracted(id: retracted.messageID, from: retracted.fromUser,
+                            reason: retracted.reason.isEmpty ? retracted.code.name : retracted.reason))
         case .bound:
             bound = true
             boundPromise?.succeed(())
@@ -764,6 +771,7 @@ public final class SIMPClient: @unchecked Sendable {
         }
         switch header.kind {
         case .data: received([payload])
+        case .early: receivedEarly(payload)
         case .bundle:
             guard let messages = try? DatagramBundle.split(payload) else { return }
             received(messages)
@@ -785,11 +793,28 @@ public final class SIMPClient: @unchecked Sendable {
             case .dropped: break
             }
         }
-        if !ready.isEmpty { deliver(ready) } else if answer { scheduleReceipt() }
+        if !ready.isEmpty {
+            // Numbered copies of early messages are confirmed with the rest, not handed over again.
+            if early.count > 0 { ready.removeAll { early.numbered(.init(from: $0.from, id: $0.id)) } }
+            deliver(ready)
+        } else if answer {
+            scheduleReceipt()
+        }
         guard gap else { return }
         let now = NIODeadline.now()
         reportGap(now: now)
         armTick(at: now + ClientTimers.gapRetry)
+    }
+
+    /// An EARLY datagram: handed over at once when it overtakes nothing (`EarlyLedger.admit`);
+    /// otherwise dropped, and its numbered copy brings it.
+    private func receivedEarly(_ payload: [UInt8]) {
+        guard let pushed = try? EarlyPayload(decoding: payload),
+              let message = try? Simp_Message(serializedBytes: pushed.message), message.seq == 0 else { return }
+        let key = EarlyLedger.Key(from: message.fromUser, id: message.messageID)
+        guard early.admit(key, afterSeq: pushed.afterSeq, lastDelivered: inbox.lastDelivered,
+                          holding: inbox.bufferedCount > 0, now: .now()) else { return }
+        emit(.message(IncomingMessage(message)))
     }
 
     private func deliver(_ ready: [IncomingMessage]) {

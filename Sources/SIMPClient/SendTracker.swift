@@ -22,6 +22,9 @@ struct SendTracker: Sendable {
     private var sessionOrder: [String: UInt64] = [:]
     private var orderToID: [UInt64: String] = [:]
     private var nextClientSeq: UInt64 = 1
+    /// Messages that went out on an earlier session (or an earlier process): the server may
+    /// have stored them, so they are never marked `fresh` again.
+    private var sentBefore: Set<String> = []
 
     init(policy: RetransmitPolicy, estimator: RTTEstimator = .init()) {
         outbox = RetransmitQueue(policy: policy, estimator: estimator)
@@ -37,6 +40,7 @@ struct SendTracker: Sendable {
     /// What a previous process left on disk: the unaccepted go out again, the accepted are asked about.
     mutating func restore(_ saved: ClientStore.Saved, now: NIODeadline) {
         for item in saved.pending {
+            sentBefore.insert(item.id)
             outbox.track(item.id, payload: Outgoing(to: item.to, message: item.message), now: now)
         }
         for item in saved.accepted { awaitingDelivery[item.id] = (item.to, item.seq) }
@@ -51,6 +55,7 @@ struct SendTracker: Sendable {
     private mutating func numbered(_ id: String, _ item: Outgoing) -> Simp_Message {
         var message = item.message
         message.clientSeq = order(of: id)
+        message.fresh = !sentBefore.contains(id)
         return message
     }
 
@@ -69,6 +74,7 @@ struct SendTracker: Sendable {
     /// number is dropped, so a long session keeps one entry per message in flight, not per
     /// message ever sent.
     private mutating func forgetOrder(of id: String) {
+        if !sentBefore.isEmpty { sentBefore.remove(id) }
         guard let order = sessionOrder.removeValue(forKey: id) else { return }
         orderToID[order] = nil
     }
@@ -127,6 +133,7 @@ struct SendTracker: Sendable {
         for order in notice.clientSeqs.prefix(64) {
             guard let id = orderToID[order], var message = outbox.peek(id)?.message else { continue }
             message.clientSeq = order
+            message.fresh = !sentBefore.contains(id)
             resend.append(message)
         }
         return resend
@@ -149,6 +156,7 @@ struct SendTracker: Sendable {
         if bound {
             for index in due.resend.indices {
                 due.resend[index].payload.message.clientSeq = order(of: due.resend[index].key)
+                due.resend[index].payload.message.fresh = !sentBefore.contains(due.resend[index].key)
             }
             result.transmit = due.resend
         }
@@ -193,6 +201,7 @@ struct SendTracker: Sendable {
     /// A new session numbers from 1 again. Withdrawn messages' fate was for the old session
     /// to tell; on this one they are simply sent again (the server de-duplicates by id).
     mutating func startSession(now: NIODeadline) {
+        sentBefore.formUnion(sessionOrder.keys)
         sessionOrder.removeAll()
         orderToID.removeAll()
         nextClientSeq = 1
@@ -210,6 +219,7 @@ struct SendTracker: Sendable {
             ClientEvent.failed(id: id, to: item.to, reason: "client disconnected before the server confirmed it")
         }
         withdrawing.removeAll()
+        sentBefore.removeAll()
         return failed
     }
 }

@@ -83,6 +83,15 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
                      "a bundle does not round-trip")
     }
 
+    /// The payload read as a client reads an EARLY datagram: what decodes encodes back to it.
+    private static func decodeEarly(_ payload: [UInt8]) {
+        guard let early = try? EarlyPayload(decoding: payload) else { return }
+        precondition(!early.message.isEmpty, "an early payload decoded to an empty message")
+        if payload.count <= DatagramHeader.maxPayload {
+            precondition(early.encoded() == payload, "an early payload does not round-trip")
+        }
+    }
+
     private static func parseSealed(_ payload: [UInt8], packet: UInt64) {
         let header = DatagramHeader(kind: .data, sessionID: 1, packetNumber: packet)
         guard let sealed = try? DatagramSeal.seal(header, payload: payload, key: key, direction: .toServer) else {
@@ -97,6 +106,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         precondition((try? DatagramSeal.open(header, sealed: buffer, key: key, direction: .toClient)) == nil,
                      "a datagram opened in the wrong direction")
         splitBundle(payload)
+        decodeEarly(payload)
         guard let message = try? Simp_Message(serializedBytes: payload) else { return }
         _ = MessageRules.problem(in: message)
         let reencoded: [UInt8]? = try? message.serializedBytes()

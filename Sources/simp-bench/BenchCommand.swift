@@ -78,6 +78,9 @@ struct BenchCommand: AsyncParsableCommand {
     @Flag(name: .customLong("compare-mosquitto"), help: "Run the same pattern through a local Mosquitto and print the ratio.")
     var compareMosquitto = false
 
+    @Flag(help: "The receivers take a message before it is stored, when nothing else is under way for them (ClientConfiguration.earlyDelivery).")
+    var early = false
+
     @Flag(help: "Print the report as one JSON object.")
     var json = false
 
@@ -165,12 +168,12 @@ struct BenchCommand: AsyncParsableCommand {
         let bench: ProcessGroups = [("bench", [getpid()])]
         guard spawn else {
             let nodes = try Placement.parse(server)
-            return (nil, Placement(nodes: nodes), Topology(nodes: nodes.count),
+            return (nil, Placement(nodes: nodes, earlyDelivery: early), Topology(nodes: nodes.count, earlyDelivery: early),
                     bench + [("server", serverPIDs), ("redis", redisPIDs)].filter { !$0.pids.isEmpty })
         }
         let stack = try await SpawnedStack.start(spawnOptions())
         Self.progress("started \(stack.topology)")
-        return (stack, Placement(nodes: stack.serverAddresses), stack.topology,
+        return (stack, Placement(nodes: stack.serverAddresses, earlyDelivery: early), stack.topology.withEarlyDelivery(early),
                 bench + [("server", stack.serverPIDs), ("redis", stack.redisPIDs)])
     }
 

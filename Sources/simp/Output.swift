@@ -32,6 +32,9 @@ final class Output: @unchecked Sendable {
                                          "sentAt": Int(m.sentAt), "receivedAt": Int(Date().timeIntervalSince1970 * 1000)]
             if let url = m.imageURL { object["imageURL"] = url }
             emit(object, human: Self.humanLine(m))
+        case .retracted(let id, let from, let reason):
+            emit(["event": "retracted", "id": id, "from": from, "reason": reason],
+                 human: "[retracted] \(safe(id)) from \(safe(from)): \(safe(reason))")
         case .error(let message):
             error(message)
         }

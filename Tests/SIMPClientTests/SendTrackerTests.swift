@@ -301,3 +301,54 @@ import Testing
         #expect(tracker.delivered(delivered("q", seq: 8, to: "carol")).delivered == .delivered(id: "q", to: "carol", seq: 8))
     }
 }
+
+@Suite struct FreshMarkTests {
+    let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000)
+
+    func tracker() -> SendTracker {
+        SendTracker(policy: RetransmitPolicy(maxBackoff: .seconds(2), giveUpAfter: .seconds(30)),
+                    estimator: RTTEstimator(initialRTO: .milliseconds(500), minRTO: .milliseconds(100), maxRTO: .seconds(8)))
+    }
+
+    func item(_ id: String) -> Outgoing {
+        var message = Simp_Message()
+        message.messageID = id
+        message.toUser = "bob"
+        return Outgoing(to: "bob", message: message)
+    }
+
+    /// Fresh on the session it first goes out on, resends there included; never again after.
+    @Test func aMessageIsFreshOnlyOnTheSessionItFirstWentOutOn() {
+        var tracker = tracker()
+        #expect(tracker.send(item("a"), id: "a", now: t0, bound: true)?.fresh == true)
+        let resend = tracker.resends(now: t0 + .seconds(1), bound: true).transmit
+        #expect(resend.map(\.payload.message.fresh) == [true])
+        var missing = Simp_Missing()
+        missing.clientSeqs = [1]
+        #expect(tracker.missing(missing).map(\.fresh) == [true])
+
+        tracker.startSession(now: t0 + .seconds(2))
+        let again = tracker.resendAll(now: t0 + .seconds(2), bound: true).transmit
+        #expect(again.map(\.key) == ["a"])
+        #expect(again.map(\.payload.message.fresh) == [false], "the first session may have stored it")
+        #expect(tracker.send(item("b"), id: "b", now: t0 + .seconds(2), bound: true)?.fresh == true)
+    }
+
+    /// Queued while unbound, it never went out: fresh on the session that sends it first.
+    @Test func aMessageHeldUntilTheFirstBindIsFresh() {
+        var tracker = tracker()
+        #expect(tracker.send(item("a"), id: "a", now: t0, bound: false) == nil)
+        tracker.startSession(now: t0)
+        let first = tracker.resendAll(now: t0, bound: true).transmit
+        #expect(first.map(\.payload.message.fresh) == [true])
+    }
+
+    @Test func aMessageRestoredFromDiskIsNeverFresh() {
+        var tracker = tracker()
+        var message = Simp_Message()
+        message.messageID = "a"
+        tracker.restore(ClientStore.Saved(lastDelivered: 0, pending: [("a", "bob", message)], accepted: []), now: t0)
+        tracker.startSession(now: t0)
+        #expect(tracker.resendAll(now: t0, bound: true).transmit.map(\.payload.message.fresh) == [false])
+    }
+}

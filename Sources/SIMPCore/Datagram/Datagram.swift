@@ -15,6 +15,9 @@ public enum DatagramKind: UInt8, Sendable {
     /// Server -> client, only to a client that asked for them at CONNECT: several serialized
     /// `Simp_Message`s for one session (`DatagramBundle`), one seal and one send for them all.
     case bundle = 6
+    /// Server -> client, only to a client that asked for them at CONNECT: one message pushed
+    /// before its store answered (`EarlyPayload`), so it has no seq yet.
+    case early = 7
 }
 
 public enum DatagramError: Error, Equatable, Sendable, CustomStringConvertible {

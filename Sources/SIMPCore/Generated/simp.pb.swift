@@ -197,6 +197,11 @@ public nonisolated struct Simp_Message: Sendable {
   /// session's messages in this order. 0: unordered (stored in arrival order).
   public var clientSeq: UInt64 = 0
 
+  /// Sender -> server: this session is the first the sender transmits this message on (it
+  /// cannot have been stored before), so the server may push it to its recipient before the
+  /// store answers (EARLY datagram). Never set in what the server stores or pushes.
+  public var fresh: Bool = false
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum MessageType: SwiftProtobuf.Enum, Swift.CaseIterable {
@@ -331,6 +336,9 @@ public nonisolated struct Simp_ConnectRequest: Sendable {
   /// the client takes BUNDLE datagrams (several messages in one)
   public var bundles: Bool = false
 
+  /// the client takes EARLY datagrams (a message before it is stored)
+  public var early: Bool = false
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -361,6 +369,9 @@ public nonisolated struct Simp_ConnectResponse: Sendable {
 
   /// the server takes BUNDLE datagrams from this client
   public var bundles: Bool = false
+
+  /// the server will send EARLY datagrams to this client
+  public var early: Bool = false
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -501,6 +512,26 @@ public nonisolated struct Simp_DeliveryQuery: Sendable {
 
 /// The sender gave up on a message it numbered clientSeq on this session. The server answers
 /// Failed{WITHDRAWN} if it never got it, or nothing (Accepted/Failed already follow) if it did.
+/// Server -> recipient: a message it had pushed early (EARLY datagram) was not stored and will
+/// not come numbered; code and reason say why (the sender got Failed with the same).
+public nonisolated struct Simp_Retracted: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var fromUser: String = String()
+
+  public var messageID: String = String()
+
+  public var code: Simp_ErrorCode = .errorUnspecified
+
+  public var reason: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 public nonisolated struct Simp_Withdraw: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -765,6 +796,14 @@ public nonisolated struct Simp_Envelope: Sendable {
     set {body = .logout(newValue)}
   }
 
+  public var retracted: Simp_Retracted {
+    get {
+      if case .retracted(let v)? = body {return v}
+      return Simp_Retracted()
+    }
+    set {body = .retracted(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Body: Equatable, Sendable {
@@ -789,6 +828,7 @@ public nonisolated struct Simp_Envelope: Sendable {
     case query(Simp_DeliveryQuery)
     case pathResponse(Simp_PathResponse)
     case logout(Simp_Logout)
+    case retracted(Simp_Retracted)
 
   }
 
@@ -805,7 +845,7 @@ nonisolated extension Simp_ErrorCode: SwiftProtobuf._ProtoNameProviding {
 
 nonisolated extension Simp_Message: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Message"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}version\0\u{1}messageId\0\u{1}time\0\u{1}content\0\u{1}imageURL\0\u{1}fromUser\0\u{1}toUser\0\u{1}type\0\u{1}imageScale\0\u{1}seq\0\u{1}serverTime\0\u{1}clientSeq\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}version\0\u{1}messageId\0\u{1}time\0\u{1}content\0\u{1}imageURL\0\u{1}fromUser\0\u{1}toUser\0\u{1}type\0\u{1}imageScale\0\u{1}seq\0\u{1}serverTime\0\u{1}clientSeq\0\u{1}fresh\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -825,6 +865,7 @@ nonisolated extension Simp_Message: SwiftProtobuf.Message, SwiftProtobuf._Messag
       case 10: try { try decoder.decodeSingularUInt64Field(value: &self.seq) }()
       case 11: try { try decoder.decodeSingularInt64Field(value: &self.serverTime) }()
       case 12: try { try decoder.decodeSingularUInt64Field(value: &self.clientSeq) }()
+      case 13: try { try decoder.decodeSingularBoolField(value: &self.fresh) }()
       default: break
       }
     }
@@ -867,6 +908,9 @@ nonisolated extension Simp_Message: SwiftProtobuf.Message, SwiftProtobuf._Messag
     if self.clientSeq != 0 {
       try visitor.visitSingularUInt64Field(value: self.clientSeq, fieldNumber: 12)
     }
+    if self.fresh != false {
+      try visitor.visitSingularBoolField(value: self.fresh, fieldNumber: 13)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -883,6 +927,7 @@ nonisolated extension Simp_Message: SwiftProtobuf.Message, SwiftProtobuf._Messag
     if lhs.seq != rhs.seq {return false}
     if lhs.serverTime != rhs.serverTime {return false}
     if lhs.clientSeq != rhs.clientSeq {return false}
+    if lhs.fresh != rhs.fresh {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1053,7 +1098,7 @@ nonisolated extension Simp_LoginResponse: SwiftProtobuf.Message, SwiftProtobuf._
 
 nonisolated extension Simp_ConnectRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ConnectRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}token\0\u{1}udpPort\0\u{1}lastSeq\0\u{1}bundles\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}token\0\u{1}udpPort\0\u{1}lastSeq\0\u{1}bundles\0\u{1}early\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1065,6 +1110,7 @@ nonisolated extension Simp_ConnectRequest: SwiftProtobuf.Message, SwiftProtobuf.
       case 2: try { try decoder.decodeSingularUInt32Field(value: &self.udpPort) }()
       case 3: try { try decoder.decodeSingularUInt64Field(value: &self.lastSeq) }()
       case 4: try { try decoder.decodeSingularBoolField(value: &self.bundles) }()
+      case 5: try { try decoder.decodeSingularBoolField(value: &self.early) }()
       default: break
       }
     }
@@ -1083,6 +1129,9 @@ nonisolated extension Simp_ConnectRequest: SwiftProtobuf.Message, SwiftProtobuf.
     if self.bundles != false {
       try visitor.visitSingularBoolField(value: self.bundles, fieldNumber: 4)
     }
+    if self.early != false {
+      try visitor.visitSingularBoolField(value: self.early, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1091,6 +1140,7 @@ nonisolated extension Simp_ConnectRequest: SwiftProtobuf.Message, SwiftProtobuf.
     if lhs.udpPort != rhs.udpPort {return false}
     if lhs.lastSeq != rhs.lastSeq {return false}
     if lhs.bundles != rhs.bundles {return false}
+    if lhs.early != rhs.early {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1098,7 +1148,7 @@ nonisolated extension Simp_ConnectRequest: SwiftProtobuf.Message, SwiftProtobuf.
 
 nonisolated extension Simp_ConnectResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ConnectResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sessionId\0\u{1}bindToken\0\u{1}confirmedSeq\0\u{1}heartbeatMillis\0\u{1}user\0\u{1}udpPort\0\u{1}sessionKey\0\u{1}bundles\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sessionId\0\u{1}bindToken\0\u{1}confirmedSeq\0\u{1}heartbeatMillis\0\u{1}user\0\u{1}udpPort\0\u{1}sessionKey\0\u{1}bundles\0\u{1}early\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1114,6 +1164,7 @@ nonisolated extension Simp_ConnectResponse: SwiftProtobuf.Message, SwiftProtobuf
       case 6: try { try decoder.decodeSingularUInt32Field(value: &self.udpPort) }()
       case 7: try { try decoder.decodeSingularBytesField(value: &self.sessionKey) }()
       case 8: try { try decoder.decodeSingularBoolField(value: &self.bundles) }()
+      case 9: try { try decoder.decodeSingularBoolField(value: &self.early) }()
       default: break
       }
     }
@@ -1144,6 +1195,9 @@ nonisolated extension Simp_ConnectResponse: SwiftProtobuf.Message, SwiftProtobuf
     if self.bundles != false {
       try visitor.visitSingularBoolField(value: self.bundles, fieldNumber: 8)
     }
+    if self.early != false {
+      try visitor.visitSingularBoolField(value: self.early, fieldNumber: 9)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1156,6 +1210,7 @@ nonisolated extension Simp_ConnectResponse: SwiftProtobuf.Message, SwiftProtobuf
     if lhs.udpPort != rhs.udpPort {return false}
     if lhs.sessionKey != rhs.sessionKey {return false}
     if lhs.bundles != rhs.bundles {return false}
+    if lhs.early != rhs.early {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1471,6 +1526,51 @@ nonisolated extension Simp_DeliveryQuery: SwiftProtobuf.Message, SwiftProtobuf._
   }
 }
 
+nonisolated extension Simp_Retracted: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".Retracted"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}fromUser\0\u{1}messageId\0\u{1}code\0\u{1}reason\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.fromUser) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.messageID) }()
+      case 3: try { try decoder.decodeSingularEnumField(value: &self.code) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.reason) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.fromUser.isEmpty {
+      try visitor.visitSingularStringField(value: self.fromUser, fieldNumber: 1)
+    }
+    if !self.messageID.isEmpty {
+      try visitor.visitSingularStringField(value: self.messageID, fieldNumber: 2)
+    }
+    if self.code != .errorUnspecified {
+      try visitor.visitSingularEnumField(value: self.code, fieldNumber: 3)
+    }
+    if !self.reason.isEmpty {
+      try visitor.visitSingularStringField(value: self.reason, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_Retracted, rhs: Simp_Retracted) -> Bool {
+    if lhs.fromUser != rhs.fromUser {return false}
+    if lhs.messageID != rhs.messageID {return false}
+    if lhs.code != rhs.code {return false}
+    if lhs.reason != rhs.reason {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
 nonisolated extension Simp_Withdraw: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Withdraw"
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}messageId\0\u{1}clientSeq\0\u{1}toUser\0")
@@ -1647,7 +1747,7 @@ nonisolated extension Simp_HistoryResponse: SwiftProtobuf.Message, SwiftProtobuf
 
 nonisolated extension Simp_Envelope: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Envelope"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}requestId\0\u{2}\u{9}error\0\u{1}ok\0\u{1}register\0\u{1}login\0\u{1}loginOk\0\u{1}connect\0\u{1}connected\0\u{1}bound\0\u{1}ping\0\u{1}pong\0\u{1}accepted\0\u{1}delivered\0\u{1}failed\0\u{1}receipt\0\u{1}history\0\u{1}historyResult\0\u{1}withdraw\0\u{1}missing\0\u{1}query\0\u{1}pathResponse\0\u{1}logout\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}requestId\0\u{2}\u{9}error\0\u{1}ok\0\u{1}register\0\u{1}login\0\u{1}loginOk\0\u{1}connect\0\u{1}connected\0\u{1}bound\0\u{1}ping\0\u{1}pong\0\u{1}accepted\0\u{1}delivered\0\u{1}failed\0\u{1}receipt\0\u{1}history\0\u{1}historyResult\0\u{1}withdraw\0\u{1}missing\0\u{1}query\0\u{1}pathResponse\0\u{1}logout\0\u{1}retracted\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1929,6 +2029,19 @@ nonisolated extension Simp_Envelope: SwiftProtobuf.Message, SwiftProtobuf._Messa
           self.body = .logout(v)
         }
       }()
+      case 31: try {
+        var v: Simp_Retracted?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .retracted(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .retracted(v)
+        }
+      }()
       default: break
       }
     }
@@ -2026,6 +2139,10 @@ nonisolated extension Simp_Envelope: SwiftProtobuf.Message, SwiftProtobuf._Messa
     case .logout?: try {
       guard case .logout(let v)? = self.body else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 30)
+    }()
+    case .retracted?: try {
+      guard case .retracted(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 31)
     }()
     case nil: break
     }

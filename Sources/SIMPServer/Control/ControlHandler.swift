@@ -366,7 +366,7 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
             return token
         }.flatMap { token in
             router.loop.flatSubmit {
-                router.openSession(user: token.user, control: channel, lastSeq: request.lastSeq, takesBundles: request.bundles)
+                router.openSession(user: token.user, control: channel, lastSeq: request.lastSeq, takesBundles: request.bundles, takesEarly: request.early)
             }.hop(to: channel.eventLoop).flatMapThrowing { response -> Simp_Envelope in
                 guard !loop.value.closed else {
                     router.loop.execute { router.closeSession(response.sessionID) }

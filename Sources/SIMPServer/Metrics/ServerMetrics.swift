@@ -28,6 +28,8 @@ final class ServerMetrics: Sendable {
     let duplicates: Counter
     let pushes: Counter
     let bundles: Counter
+    let earlyPushes: Counter
+    let earlyRetracted: Counter
     let retransmits: Counter
     let pushesGivenUp: Counter
     let loginsFailed: Counter
@@ -66,6 +68,8 @@ final class ServerMetrics: Sendable {
         pushes = counter("pushes", "Messages pushed to recipients")
         retransmits = counter("retransmits", "Pushes sent again")
         bundles = counter("push_bundles", "BUNDLE datagrams sent: several pushes for one session in one datagram")
+        earlyPushes = counter("early_pushes", "Messages pushed to an idle recipient before their store answered (EARLY)")
+        earlyRetracted = counter("early_retracted", "Early pushes whose store failed: the recipient was told they were retracted")
         pushesGivenUp = counter("pushes_given_up", "Pushes given up until the client's next keepalive or session")
         loginsFailed = counter("logins_failed", "Logins with a wrong name or password")
         loginsSucceeded = counter("logins", "Logins with the right password")

@@ -36,7 +36,7 @@ enum DatagramIntake<Peer: SealedPeer> {
         guard peer.replay.accept(header.packetNumber) else { return .drop(.replayed) }
         switch header.kind {
         case .bind, .data, .keepalive, .bundle: return .open(peer, header.kind, payload: payload)
-        case .pong, .challenge: return .drop(.malformed)
+        case .pong, .challenge, .early: return .drop(.malformed)
         }
     }
 }

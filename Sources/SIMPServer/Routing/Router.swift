@@ -36,6 +36,8 @@ final class Router: @unchecked Sendable {
     private var stores: StorePipeline<StoreRequest>
     /// (sender, message id) of every store queued, in flight or being retried.
     private var storesPending: Set<StoreKey> = []
+    /// How many of those are for each recipient: one with none may get a message early.
+    private var storesPendingFor: [String: Int] = [:]
     private var flushScheduled = false
     private var drainWaiters: [EventLoopPromise<Void>] = []
     private var receipts = ReceiptLedger()
@@ -85,7 +87,8 @@ final class Router: @unchecked Sendable {
     // MARK: sessions
 
     /// Opens a session for a user who presented a valid token; replaces their older one on this node.
-    func openSession(user: String, control: any Channel, lastSeq: UInt64, takesBundles: Bool = false) -> EventLoopFuture<Simp_ConnectResponse> {
+    func openSession(user: String, control: any Channel, lastSeq: UInt64, takesBundles: Bool = false,
+                     takesEarly: Bool = false) -> EventLoopFuture<Simp_ConnectResponse> {
         loop.assertInEventLoop()
         var rng = SystemRandomNumberGenerator()
         // The session's path validator forgets it once used; only the answer below needs it too.
@@ -94,6 +97,7 @@ final class Router: @unchecked Sendable {
                               syncFloor: lastSeq, policy: settings.retransmit,
                               bucket: TokenBucket(rate: settings.messagesPerSecond, burst: settings.messageBurst, now: .now()))
         session.takesBundles = takesBundles
+        session.takesEarly = takesEarly
         if let previous = sessions.insert(session) {
             sessionClosed(previous)
             previous.control.writeAndFlush(Simp_Envelope.error(.sessionReplaced, "a newer session for \(user) connected"), promise: nil)
@@ -125,6 +129,7 @@ final class Router: @unchecked Sendable {
             response.udpPort = UInt32(udp?.localAddress?.port ?? 0)
             response.sessionKey = session.key.withUnsafeBytes { Data($0) }
             response.bundles = true
+            response.early = takesEarly
             return response
         }.flatMapErrorThrowing { [self] error in
             closeSession(session.id)
@@ -344,13 +349,18 @@ final class Router: @unchecked Sendable {
             return
         }
         let order = message.clientSeq
+        let fresh = message.fresh
         // The sender is the session the datagram came on, whatever the datagram claims.
         message.fromUser = session.user
         message.seq = 0
         message.clientSeq = 0
+        message.fresh = false
         message.serverTime = Int64(Date().timeIntervalSince1970 * 1000)
         let bytes: [UInt8] = (try? message.serializedBytes()) ?? []
-        let request = StoreRequest(from: session.user, id: message.messageID, to: message.toUser, bytes: bytes)
+        var request = StoreRequest(from: session.user, id: message.messageID, to: message.toUser, bytes: bytes)
+        // Unordered messages are stored on every arrival: only a numbered one reaches the
+        // store once per session, so only it may go early.
+        request.fresh = fresh && order > 0
         guard order > 0 else {
             enqueueStore(request)
             return
@@ -427,8 +437,31 @@ final class Router: @unchecked Sendable {
         // A resend of a message whose store is still queued, in flight or being retried is
         // answered by that store's outcome; a second copy could contradict it.
         guard storesPending.insert(Self.storeKey(request)).inserted else { return }
+        var request = request
+        if let recipient = earlyRecipient(of: request) { request.pushedEarly = pushEarly(request, to: recipient) }
+        storesPendingFor[request.to, default: 0] += 1
         stores.enqueue(request)
         scheduleFlush()
+    }
+
+    /// The recipient's session when the message may be pushed before its store answers: the
+    /// recipient asked for that, is here and bound, has confirmed every push (none waits, none
+    /// was given up on, its inbox was read) and nothing else is being stored for it here. So
+    /// the early message cannot overtake one stored before it on this node, and at most one
+    /// early message per recipient waits for its store: under load everything goes numbered.
+    private func earlyRecipient(of request: StoreRequest) -> Session? {
+        guard request.fresh, !request.answerOnly, storesPendingFor[request.to] == nil,
+              let recipient = sessions.session(of: request.to), recipient.takesEarly, recipient.isBound, recipient.synced,
+              !recipient.catchingUp, recipient.pushes.isEmpty, !recipient.pushes.hasParked else { return nil }
+        return recipient
+    }
+
+    private func pushEarly(_ request: StoreRequest, to recipient: Session) -> Bool {
+        let afterSeq = max(recipient.syncFloor, recipient.highestPushed, recipient.lastReceipt)
+        guard let payload = EarlyPayload(afterSeq: afterSeq, message: request.bytes).encoded(),
+              sendDatagram(to: recipient, kind: .early, payload: payload) else { return false }
+        metrics.earlyPushes.increment()
+        return true
     }
 
     private struct StoreKey: Hashable {
@@ -497,13 +530,35 @@ final class Router: @unchecked Sendable {
 
     private func settle(_ request: StoreRequest, _ outcome: StoreOutcome) {
         storesPending.remove(Self.storeKey(request))
+        if let left = storesPendingFor[request.to] { storesPendingFor[request.to] = left > 1 ? left - 1 : nil }
         if case .stored(let seq, let bytes) = outcome, let recipient = sessions.session(of: request.to) {
             recipient.raiseNumberingFloor(seq)
             if recipient.isBound { push(seq, Push(bytes: bytes, from: request.from, id: request.id), to: recipient) }
         }
         let envelopes = answers(request, outcome)
+        if request.pushedEarly { retractIfNotStored(request, outcome, answers: envelopes) }
         guard let sender = sessions.session(of: request.from) else { return }
         for envelope in envelopes { outbox.send(envelope, on: sender.control) }
+    }
+
+    /// An early message that was not stored will not come numbered: its recipient is told why,
+    /// with the reason its sender got. (A duplicate was stored before; only a sender that
+    /// marked a resend `fresh` can cause one, and its recipient then saw that message twice.)
+    private func retractIfNotStored(_ request: StoreRequest, _ outcome: StoreOutcome, answers: [Simp_Envelope]) {
+        if case .stored = outcome { return }
+        guard let recipient = sessions.session(of: request.to) else { return }
+        var retracted = Simp_Retracted()
+        retracted.fromUser = request.from
+        retracted.messageID = request.id
+        if case .failed(let failed) = answers.first?.body {
+            retracted.code = failed.code
+            retracted.reason = failed.reason
+        } else {
+            retracted.code = .badRequest
+            retracted.reason = "the sender had sent this message before"
+        }
+        metrics.earlyRetracted.increment()
+        outbox.send(Simp_Envelope(.retracted(retracted)), on: recipient.control)
     }
 
     /// What the sender is told about its message's store.
@@ -563,6 +618,7 @@ final class Router: @unchecked Sendable {
             guard sessions.isCurrent(session) else { return }
             switch result {
             case .success(let pending):
+                session.synced = true
                 pushStored(pending.items, to: session)
             case .failure(let error):
                 logger.warning("sync failed; retrying", metadata: session.logMetadata.merging(["error": "\(error)"]) { $1 })

@@ -39,6 +39,10 @@ final class Session: TableEntry, SealedPeer, @unchecked Sendable {
     var catchUpAgain = false
     /// The client said at CONNECT that it reads BUNDLE datagrams.
     var takesBundles = false
+    /// The client said at CONNECT that it takes EARLY datagrams.
+    var takesEarly = false
+    /// The inbox read after the bind came back: everything stored before it was pushed.
+    var synced = false
     /// The highest seq this client has seen or will see (its `lastSeq`, then every seq stored
     /// for it): stores pass it to Redis so numbering never goes below it, even after Redis
     /// lost its latest writes. Set at CONNECT, before the numbering check is sent to Redis.

@@ -15,6 +15,12 @@ struct StoreRequest: Sendable {
     /// was stored, never stored now (its first attempt failed, and later messages of the
     /// session were stored since; storing it now would put it after them).
     var answerOnly = false
+    /// The sender transmits it first on this session (its `fresh` flag) in send order: it
+    /// cannot have been stored before, so it may be pushed before its store answers.
+    var fresh = false
+    /// Pushed to the recipient before the store answered (EARLY): if it is not stored, the
+    /// recipient is told it was retracted.
+    var pushedEarly = false
 }
 
 struct StoredCredentials: Sendable {
