@@ -91,6 +91,11 @@ func tally(_ name: String, pairs: [(sent: [String], sentAt: [String: Date], rece
         if wanted(5) { rows.append(try await offlineRecipientScenario()) }
         if wanted(6) { rows.append(contentsOf: try netnsScenarios()) }
         if wanted(7) { rows.append(try await restartedClientsScenario()) }
+        // Early delivery (recipients take messages before they are stored): paced, so that
+        // recipients are often idle and many messages go early.
+        if wanted(8) { rows.append(try await proxyScenario("udp proxy: drop 30%, dup 10%, delay 0-50 ms", FaultProfile(drop: 0.3, duplicate: 0.1, maxDelay: .milliseconds(50)), seed: 3, early: true)) }
+        if wanted(9) { rows.append(try await serverKillScenario(early: true)) }
+        if wanted(10) { rows.append(try await redisRestartScenario(early: true)) }
         print("\nDelivery guarantees under faults\n\(ScenarioResult.header)\n" + rows.map(\.description).joined(separator: "\n") + "\n")
         for row in rows { row.check() }
         #expect(!rows.isEmpty)
@@ -98,22 +103,22 @@ func tally(_ name: String, pairs: [(sent: [String], sentAt: [String: Date], rece
 
     // MARK: scenarios
 
-    func proxyScenario(_ name: String, _ profile: FaultProfile, seed: UInt64) async throws -> ScenarioResult {
+    func proxyScenario(_ name: String, _ profile: FaultProfile, seed: UInt64, early: Bool = false) async throws -> ScenarioResult {
         let redis = try RedisServerProcess()
         let server = try ServerProcess(redisURL: redis.url)
         let proxy = try UDPFaultProxy(serverPort: server.udpPort, profile: profile, seed: seed)
         defer { proxy.shutdown() }
-        var config = clientConfiguration(port: server.tcpPort)
+        var config = clientConfiguration(port: server.tcpPort, early: early)
         config.udpPortOverride = proxy.port
         return try await runPairs(name, config: config)
     }
 
-    func serverKillScenario() async throws -> ScenarioResult {
+    func serverKillScenario(early: Bool = false) async throws -> ScenarioResult {
         let redis = try RedisServerProcess()
         let tcp = try freeTCPPort()
         let udp = try freeTCPPort()
         var server = try ServerProcess(redisURL: redis.url, tcpPort: tcp, udpPort: udp)
-        let result = try await runPairs("simp-server kill -9 mid-stream, restarted", config: clientConfiguration(port: tcp)) {
+        let result = try await runPairs("simp-server kill -9 mid-stream, restarted", config: clientConfiguration(port: tcp, early: early)) {
             server.process.signal(SIGKILL)
             _ = server.process.waitForExit(timeout: 5)
             try await Task.sleep(for: .milliseconds(300))
@@ -123,10 +128,10 @@ func tally(_ name: String, pairs: [(sent: [String], sentAt: [String: Date], rece
         return result
     }
 
-    func redisRestartScenario() async throws -> ScenarioResult {
+    func redisRestartScenario(early: Bool = false) async throws -> ScenarioResult {
         let redis = try RedisServerProcess()
         let server = try ServerProcess(redisURL: redis.url)
-        return try await runPairs("redis-server restarted mid-stream", config: clientConfiguration(port: server.tcpPort)) {
+        return try await runPairs("redis-server restarted mid-stream", config: clientConfiguration(port: server.tcpPort, early: early)) {
             redis.stop()
             try await Task.sleep(for: .milliseconds(500))
             try redis.start()
@@ -156,17 +161,22 @@ func tally(_ name: String, pairs: [(sent: [String], sentAt: [String: Date], rece
         print("pair \(p) sender events: \(sender.all.filter { if case .accepted = $0 { false } else if case .delivered = $0 { false } else { true } })")
     }
 
-    func clientConfiguration(port: Int) -> ClientConfiguration {
+    func clientConfiguration(port: Int, early: Bool = false) -> ClientConfiguration {
         var config = ClientConfiguration(host: "127.0.0.1", port: port)
+        config.earlyDelivery = early
         config.reconnectBase = .milliseconds(100)
         config.reconnectCap = .seconds(1)
         config.requestTimeout = .seconds(5)
         return config
     }
 
-    /// Pairs s_i -> r_i each send `perPair` messages; `midway` runs when half are sent.
+    /// Pairs s_i -> r_i each send `perPair` messages; `midway` runs when half are sent. With
+    /// early delivery the rounds are 10 ms apart (recipients are then often idle, so many
+    /// messages go early), and what a recipient was told was retracted does not count as
+    /// received.
     func runPairs(_ name: String, config: ClientConfiguration, recipientsJoinLate: Bool = false,
                   midway: (() async throws -> Void)? = nil) async throws -> ScenarioResult {
+        let name = config.earlyDelivery ? "early delivery, paced: " + name : name
         let tag = String(UInt32.random(in: 0...UInt32.max), radix: 36)
         let senders = (0..<Self.pairs).map { "s\($0)-\(tag)" }
         let recipients = (0..<Self.pairs).map { "r\($0)-\(tag)" }
@@ -189,7 +199,11 @@ func tally(_ name: String, pairs: [(sent: [String], sentAt: [String: Date], rece
                 sent[p].append(id)
                 sentAt[p][id] = Date()
             }
-            if i % 25 == 0 { try await Task.sleep(for: .milliseconds(5)) }
+            if config.earlyDelivery {
+                try await Task.sleep(for: .milliseconds(10))
+            } else if i % 25 == 0 {
+                try await Task.sleep(for: .milliseconds(5))
+            }
         }
         if recipientsJoinLate {
             for p in 0..<Self.pairs {
@@ -204,9 +218,16 @@ func tally(_ name: String, pairs: [(sent: [String], sentAt: [String: Date], rece
         let result = tally(name, pairs: (0..<Self.pairs).map { p in
             let log = recipientClients[p].1
             let times = log.arrivalTimes
-            let received = log.messages.map { ($0.id, times[$0.id] ?? Date()) }
+            let retracted = Set(log.retracted.map(\.id))
+            let received = log.messages.filter { !retracted.contains($0.id) }.map { ($0.id, times[$0.id] ?? Date()) }
             return (sent[p], sentAt[p], received, Set(senderClients[p].1.delivered), Set(senderClients[p].1.failed.map(\.id)))
         })
+        if config.earlyDelivery {
+            let early = recipientClients.map { $0.1.messages.filter { $0.seq == 0 }.count }.reduce(0, +)
+            let retracted = recipientClients.map { $0.1.retracted.count }.reduce(0, +)
+            print("\(name): \(early) messages went early, \(retracted) retracted")
+            #expect(early > 0, "\(name): no message went early, so the scenario did not test early delivery")
+        }
         if ProcessInfo.processInfo.environment["SIMP_FAULT_DEBUG"] != nil {
             for p in 0..<Self.pairs {
                 let got = Set(recipientClients[p].1.messages.map(\.id))
