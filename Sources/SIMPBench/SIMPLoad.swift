@@ -179,6 +179,9 @@ public enum SIMPLoad {
         var client: SIMPClient!
         var counters = Set<UInt64>()
         var duplicates = 0
+        /// Early messages whose store failed: their senders count them failed, so they are
+        /// taken out of what was received.
+        var retracted = 0
         var latencies = LoadResult.histogram()
         var clock: LoadClock?
 
@@ -187,6 +190,7 @@ public enum SIMPLoad {
         }
 
         func handle(_ event: ClientEvent) {
+            if case .retracted = event { retracted += 1 }
             guard case .message(let message) = event, let (counter, sentAt) = SIMPLoad.parse(message.text) else { return }
             let now = LoadClock.now()
             guard counters.insert(counter).inserted else {
@@ -202,9 +206,9 @@ public enum SIMPLoad {
             client.eventLoop.submit { [self] in
                 var pair = LoadResult()
                 pair.sendToReceive = latencies
-                pair.received = counters.count
+                pair.received = counters.count - retracted
                 pair.duplicates = duplicates
-                pair.lost = max(0, sent.sent - sent.failed - counters.count)
+                pair.lost = max(0, sent.sent - sent.failed - pair.received)
                 return pair
             }
         }

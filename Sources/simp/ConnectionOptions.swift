@@ -19,6 +19,9 @@ struct ConnectionOptions: ParsableArguments {
     @Option(help: "Seconds between UDP keepalives, which hold a NAT mapping open. Default 25.")
     var keepalive: Double = 25
 
+    @Flag(help: "Take a message as soon as it reaches the server, before it is stored, when nothing else is on its way to you; a message whose store then fails is shown as retracted. Not with --data-dir.")
+    var early = false
+
     @Flag(help: "Talk TLS on the control channel (a server started with --tls-cert).")
     var tls = false
 
@@ -63,6 +66,8 @@ struct ConnectionOptions: ParsableArguments {
         guard keepalive > 0 else { throw ValidationError("--keepalive must be > 0") }
         config.keepaliveInterval = .milliseconds(Int64(keepalive * 1000))
         config.dataDirectory = dataDirectory
+        guard !early || dataDirectory == nil else { throw ValidationError("--early cannot be used with --data-dir: received messages are kept there by seq") }
+        config.earlyDelivery = early
         guard tls || (ca == nil && serverName == nil) else { throw ValidationError("--ca and --server-name need --tls") }
         if tls { config.tls = ClientTLS(caFile: ca, serverName: serverName) }
         return config

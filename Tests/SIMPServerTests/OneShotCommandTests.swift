@@ -84,6 +84,17 @@ import Glibc
         #expect(bad.stderr.contains("--server must be HOST:PORT[,HOST:PORT...], got nonsense"), "\(bad.stderr)")
     }
 
+    /// Early delivery needs received messages kept by seq only in memory: with a data
+    /// directory the REPL refuses it before connecting.
+    @Test func earlyDeliveryWithADataDirectoryIsRefused() async throws {
+        let node = try ServerNode()
+        defer { node.stop() }
+        let repl = try simp("repl", ["--server", "127.0.0.1:\(node.server.tcpPort)", "--user", "alice", "--password", "pw",
+                                  "--early", "--data-dir", NSTemporaryDirectory()])
+        #expect(repl.waitForExit(timeout: 30) == 2)
+        #expect(repl.stderr.contains("--early cannot be used with --data-dir"), "\(repl.stderr)")
+    }
+
     @Test func sendExitStatusesForEachOutcome() async throws {
         let node = try ServerNode()
         defer { node.stop() }
