@@ -4,7 +4,8 @@
 # the default stays just under that; the clients are spread over several simp-bench processes,
 # since each client holds two descriptors of its own.
 # The CPU is measured over a whole heartbeat (60 s), the longest period of an idle session.
-# Usage: [SERVER_ARGS="--heartbeat 30"] [MEASURE_SECONDS=60] scripts/bench-idle.sh [SESSIONS] [PER_BENCH_PROCESS]
+# Usage: [SERVER_ARGS="--heartbeat 30"] [MEASURE_SECONDS=60] [SERVER_BIN=path/to/simp-server] scripts/bench-idle.sh [SESSIONS] [PER_BENCH_PROCESS]
+# SERVER_BIN runs another build of the server (an A/B comparison in one sitting).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh python3
@@ -18,7 +19,7 @@ redis_port=$(free_port); tcp_port=$(free_port); metrics_port=$(free_port)
 work=$(mktemp -d)
 redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" >"$work/redis.log" 2>&1 &
 redis=$!
-"$bin/simp-server" --redis "redis://127.0.0.1:$redis_port" --port "$tcp_port" --udp-port 0 --metrics-port "$metrics_port" \
+"${SERVER_BIN:-$bin/simp-server}" --redis "redis://127.0.0.1:$redis_port" --port "$tcp_port" --udp-port 0 --metrics-port "$metrics_port" \
   --max-conns-per-ip 100000 --max-registrations-per-ip 1000000 --max-hashing-queue 1024 --max-hashing-per-ip 1024 \
   --scrypt-rounds 1024 --log-level warning ${SERVER_ARGS:-} >"$work/server.log" 2>&1 &
 server=$!
