@@ -58,7 +58,7 @@ import Testing
 
     @Test func aRetractionIsReportedOnlyForWhatWasHandedOver() {
         var ledger = EarlyLedger()
-        let r9 = ledger.retracted(alice1)
+        let r9 = ledger.retracted(.init(from: "alice", id: "never-seen"))
         #expect(!r9)
         let r10 = ledger.admit(alice1, afterSeq: 0, lastDelivered: 0, holding: false, now: t0)
         #expect(r10)
@@ -66,6 +66,18 @@ import Testing
         #expect(r11)
         let r12 = ledger.numbered(alice1)
         #expect(!r12)
+    }
+
+    /// The retraction overtook its early datagram (UDP delayed, the store refused at once):
+    /// the datagram that comes after it is not taken, so nothing retracted stays shown.
+    @Test func anEarlyDatagramAfterItsRetractionIsDropped() {
+        var ledger = EarlyLedger()
+        let told = ledger.retracted(alice1)
+        #expect(!told, "nothing to tell the application: it never saw the message")
+        let taken = ledger.admit(alice1, afterSeq: 0, lastDelivered: 0, holding: false, now: t0)
+        #expect(!taken)
+        let other = ledger.admit(.init(from: "alice", id: "2"), afterSeq: 0, lastDelivered: 0, holding: false, now: t0)
+        #expect(other)
     }
 
     /// Full, it takes nothing more early (those come numbered) and pushes nothing out, so no

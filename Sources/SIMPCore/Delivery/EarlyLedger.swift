@@ -25,6 +25,9 @@ public struct EarlyLedger: Sendable {
     public static let lifetime = TimeAmount.hours(24)
 
     private var handed: [Key: NIODeadline] = [:]
+    /// Retractions that came before their early datagram (it was delayed on the way): that
+    /// datagram, should it still come, is not taken. The newest `capacity` are kept.
+    private var retractedFirst: [Key] = []
 
     public init() {}
 
@@ -36,7 +39,8 @@ public struct EarlyLedger: Sendable {
     /// copy of one already handed over.
     public mutating func admit(_ key: Key, afterSeq: UInt64, lastDelivered: UInt64, holding: Bool, now: NIODeadline) -> Bool {
         forgetExpired(now: now)
-        guard afterSeq == lastDelivered, !holding, handed[key] == nil, handed.count < Self.capacity else { return false }
+        guard afterSeq == lastDelivered, !holding, handed[key] == nil, handed.count < Self.capacity,
+              retractedFirst.isEmpty || !retractedFirst.contains(key) else { return false }
         handed[key] = now
         return true
     }
@@ -50,7 +54,10 @@ public struct EarlyLedger: Sendable {
 
     /// The server says an early message was not stored: true when it was handed over here.
     public mutating func retracted(_ key: Key) -> Bool {
-        handed.removeValue(forKey: key) != nil
+        if handed.removeValue(forKey: key) != nil { return true }
+        if retractedFirst.count == Self.capacity { retractedFirst.removeFirst() }
+        retractedFirst.append(key)
+        return false
     }
 
     private mutating func forgetExpired(now: NIODeadline) {
