@@ -43,6 +43,8 @@ import Testing
             (try sealed(.data, packet: 2, key: DatagramSeal.newKey()), .unsealable),
             (try sealed(.data, packet: 3, direction: .toClient), .unsealable),
             (try sealed(.pong, packet: 4), .malformed),
+            // EARLY goes only server -> client: a client's is opened, then dropped.
+            (try sealed(.early, packet: 5), .malformed),
         ]
         for (datagram, reason) in cases {
             guard case .drop(let got) = decide(datagram) else {
@@ -51,8 +53,9 @@ import Testing
             }
             #expect(got == reason)
         }
-        // Only the pong opened (a kind the server never receives is dropped after opening).
-        #expect(peer.replay.highest == 4)
+        // Only the pong and the early datagram opened (a kind the server never receives is
+        // dropped after opening).
+        #expect(peer.replay.highest == 5)
     }
 
     @Test func anOversizeDatagramIsReportedAsSuch() throws {
