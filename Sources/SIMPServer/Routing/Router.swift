@@ -535,17 +535,30 @@ final class Router: @unchecked Sendable {
             recipient.raiseNumberingFloor(seq)
             if recipient.isBound { push(seq, Push(bytes: bytes, from: request.from, id: request.id), to: recipient) }
         }
+        catchUpIfUnpushed(request, outcome)
         let envelopes = answers(request, outcome)
         if request.pushedEarly { retractIfNotStored(request, outcome, answers: envelopes) }
         guard let sender = sessions.session(of: request.from) else { return }
         for envelope in envelopes { outbox.send(envelope, on: sender.control) }
     }
 
-    /// An early message that was not stored will not come numbered: its recipient is told why,
-    /// with the reason its sender got. (A duplicate was stored before; only a sender that
-    /// marked a resend `fresh` can cause one, and its recipient then saw that message twice.)
+    /// A store found already made (its first answer lost) or given up on while it may have run
+    /// leaves a seq this node has not pushed: the inbox is read back now. While the read is out
+    /// the recipient is `catchingUp`, so no later message goes early past that one.
+    private func catchUpIfUnpushed(_ request: StoreRequest, _ outcome: StoreOutcome) {
+        guard let recipient = sessions.session(of: request.to), recipient.isBound else { return }
+        let pushedUpTo = max(recipient.syncFloor, recipient.lastReceipt, recipient.highestPushed)
+        guard outcome.mayLeaveUnpushed(ambiguous: request.ambiguousSince != nil, pushedUpTo: pushedUpTo) else { return }
+        catchUp(recipient)
+    }
+
+    /// An early message that will not come numbered: its recipient is told why, with the
+    /// reason its sender got. One that may still come is not retracted: a retraction that
+    /// overtook the numbered copy would have it shown twice. (A duplicate the recipient already
+    /// confirmed was stored before; only a sender that marked a resend `fresh` can cause one,
+    /// and its recipient then saw that message twice.)
     private func retractIfNotStored(_ request: StoreRequest, _ outcome: StoreOutcome, answers: [Simp_Envelope]) {
-        if case .stored = outcome { return }
+        guard !outcome.mayComeNumbered(ambiguous: request.ambiguousSince != nil) else { return }
         guard let recipient = sessions.session(of: request.to) else { return }
         var retracted = Simp_Retracted()
         retracted.fromUser = request.from

@@ -57,6 +57,33 @@ enum StoreOutcome: Sendable {
     case unavailable(RedisError)
 }
 
+extension StoreOutcome {
+    /// Whether the message may still reach its recipient numbered, so an early copy of it must
+    /// not be retracted (the recipient's ledger takes the numbered copy instead): it is stored
+    /// now, or was stored before and the recipient has not confirmed it, or this is a give-up
+    /// on an attempt that may have run in Redis (`ambiguous`).
+    func mayComeNumbered(ambiguous: Bool) -> Bool {
+        switch self {
+        case .stored: true
+        case .duplicate(_, let delivered): !delivered
+        case .unavailable: ambiguous
+        case .unknownRecipient, .inboxFull, .shareFull, .notStored: false
+        }
+    }
+
+    /// Whether the recipient may have a stored message this answer does not bring, above the
+    /// highest seq it was pushed: one stored by an earlier attempt whose answer was lost, or an
+    /// attempt given up on that may have run. Its node reads the inbox back rather than wait
+    /// for the next message's gap, and sends nothing early past it meanwhile.
+    func mayLeaveUnpushed(ambiguous: Bool, pushedUpTo: UInt64) -> Bool {
+        switch self {
+        case .duplicate(let seq, let delivered): !delivered && seq > pushedUpTo
+        case .unavailable: ambiguous
+        case .stored, .unknownRecipient, .inboxFull, .shareFull, .notStored: false
+        }
+    }
+}
+
 struct StoreSettings: Sendable {
     var namespace = "simp"
     /// How long a sender's message ids are remembered (for de-duplication and queries) after
