@@ -41,10 +41,27 @@ import Testing
         #expect(DatagramBundle.pack(small).map(\.kind) == [.data, .data, .data, .data])
         let ten = (0..<10).map { [UInt8](repeating: UInt8($0), count: 10) }
         let spread = DatagramBundle.pack(ten)
-        #expect(spread.map(\.kind) == [.bundle, .bundle, .bundle, .data], "three, three, three and one")
+        #expect(try spread.map { try Self.count($0) } == [3, 3, 2, 2])
         #expect(try spread.flatMap { $0.kind == .bundle ? try DatagramBundle.split($0.payload) : [$0.payload] } == ten)
         let many = (0..<40).map { [UInt8](repeating: UInt8($0), count: 200) }
         #expect(DatagramBundle.pack(many).count == 8, "40 messages of 202 bytes: five to a 1,200-byte bundle")
+    }
+
+    /// Every count of small messages: at least four datagrams (or one each when fewer), none
+    /// holding more than one message more than another, all of them back in order.
+    @Test func everyCountIsSpreadEvenly() throws {
+        for n in 1...100 {
+            let messages = (0..<n).map { [UInt8](repeating: UInt8(truncatingIfNeeded: $0), count: 8) }
+            let datagrams = DatagramBundle.pack(messages)
+            let counts = try datagrams.map { try Self.count($0) }
+            #expect(datagrams.count == min(n, DatagramBundle.spread), "\(n) messages: \(counts)")
+            #expect(counts.max()! - counts.min()! <= 1, "\(n) messages: \(counts)")
+            #expect(try datagrams.flatMap { $0.kind == .bundle ? try DatagramBundle.split($0.payload) : [$0.payload] } == messages)
+        }
+    }
+
+    private static func count(_ datagram: (kind: DatagramKind, payload: [UInt8])) throws -> Int {
+        datagram.kind == .bundle ? try DatagramBundle.split(datagram.payload).count : 1
     }
 
     @Test(arguments: [

@@ -13,16 +13,21 @@ public enum DatagramBundle {
     public static let spread = 4
 
     /// Groups payloads, in order, into datagrams of at most `limit` bytes and at least
-    /// `spread` of them (fewer only when there are fewer payloads): a group of one goes as a
-    /// plain DATA datagram (its payload as is), a longer one as a BUNDLE.
+    /// `spread` of them (fewer only when there are fewer payloads), their counts as even as
+    /// the size limit lets them be: a group of one goes as a plain DATA datagram (its payload
+    /// as is), a longer one as a BUNDLE.
     public static func pack(_ payloads: [[UInt8]], limit: Int = DatagramHeader.maxPayload,
                             spread: Int = spread) -> [(kind: DatagramKind, payload: [UInt8])] {
         var datagrams: [(kind: DatagramKind, payload: [UInt8])] = []
         var group: [[UInt8]] = []
         var size = 0
-        let most = (payloads.count + max(spread, 1) - 1) / max(spread, 1)
+        let spread = max(spread, 1)
+        // The first `longer` groups take one more than the rest, so that `spread` groups hold
+        // them all (a ceiling for every group would fill fewer: 2 + 2 + 1 for five).
+        let (each, longer) = payloads.count.quotientAndRemainder(dividingBy: spread)
         for payload in payloads {
             let cost = prefixSize + payload.count
+            let most = datagrams.count < longer ? each + 1 : max(each, 1)
             if !group.isEmpty, size + cost > limit || group.count == most {
                 datagrams.append(datagram(group))
                 group.removeAll(keepingCapacity: true)
