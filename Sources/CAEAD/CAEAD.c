@@ -11,7 +11,12 @@ static pthread_once_t context_once = PTHREAD_ONCE_INIT;
 // The thread's context, also registered under `context_key` so it is freed when the thread ends.
 static __thread EVP_CIPHER_CTX *thread_context;
 
-static void free_context(void *context) { EVP_CIPHER_CTX_free(context); }
+// Runs on the ending thread: a seal in a later destructor of that thread makes a new context
+// rather than use this freed one.
+static void free_context(void *context) {
+    thread_context = NULL;
+    EVP_CIPHER_CTX_free(context);
+}
 
 static void make_key(void) { pthread_key_create(&context_key, free_context); }
 
