@@ -342,10 +342,10 @@ public final class SIMPClient: @unchecked Sendable {
         message.time = Int64(Date().timeIntervalSince1970 * 1000)
         message.toUser = user
         // Serialized only when it may be near the limit: the usual message is far below it.
-        if Self.sizeBound(message) > DatagramHeader.maxPayload {
+        if Self.sizeBound(message) > MessageRules.maxMessageBytes {
             let size = ((try? message.serializedBytes()) as [UInt8]?)?.count ?? Int.max
-            guard size <= DatagramHeader.maxPayload else {
-                throw ClientError("message is \(size) bytes; the limit is \(DatagramHeader.maxPayload)", code: .messageTooLarge)
+            guard size <= MessageRules.maxMessageBytes else {
+                throw ClientError("message is \(size) bytes; the limit is \(MessageRules.maxMessageBytes)", code: .messageTooLarge)
             }
         }
         return (message.messageID, Outgoing(to: user, message: message))

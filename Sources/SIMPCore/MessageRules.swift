@@ -1,6 +1,12 @@
 /// What the server accepts in a data datagram's message. Pure, so the fuzzer reaches it.
 public enum MessageRules {
     public static let maxMessageIDBytes = 64
+    /// The most a message may hold as the server stores it, its sender and time set: its seq
+    /// (a field of at most 11 bytes) is appended for the push, which must fit one datagram.
+    public static let maxStoredBytes = DatagramHeader.maxPayload - 11
+    /// The most a message may hold as a client builds it (no fromUser, clientSeq or seq): the
+    /// server adds its sender (at most 34 bytes) and time (at most 11) to store it.
+    public static let maxMessageBytes = maxStoredBytes - 34 - 11
 
     /// The error code and reason the sender gets, or nil when the message may be stored.
     public static func problem(in message: Simp_Message) -> (code: Simp_ErrorCode, reason: String)? {

@@ -342,10 +342,7 @@ final class Router: @unchecked Sendable {
             return
         }
         if let problem = MessageRules.problem(in: message) {
-            let failed = Simp_Failed(messageID: message.messageID, to: message.toUser, code: problem.code, reason: problem.reason)
-            outbox.send(Simp_Envelope(.failed(failed)), on: session.control)
-            // Refused for good: the sender's later messages must not wait for its number.
-            if message.clientSeq > 0 { session.sendOrder.withdraw(message.clientSeq).released.forEach { enqueueStore($0) } }
+            refuse(message, problem, from: session)
             return
         }
         let order = message.clientSeq
@@ -357,6 +354,13 @@ final class Router: @unchecked Sendable {
         message.fresh = false
         message.serverTime = Int64(Date().timeIntervalSince1970 * 1000)
         let bytes: [UInt8] = (try? message.serializedBytes()) ?? []
+        // Stored, it could never be pushed: its seq would not fit the datagram.
+        guard bytes.count <= MessageRules.maxStoredBytes else {
+            message.clientSeq = order
+            refuse(message, (.messageTooLarge, "message is \(bytes.count) bytes as stored (with its sender and time); "
+                + "the limit is \(MessageRules.maxStoredBytes)"), from: session)
+            return
+        }
         var request = StoreRequest(from: session.user, id: message.messageID, to: message.toUser, bytes: bytes)
         // Unordered messages are stored on every arrival: only a numbered one reaches the
         // store once per session, so only it may go early.
@@ -374,6 +378,13 @@ final class Router: @unchecked Sendable {
         case .held: reportMissing(session)
         case .dropped: break
         }
+    }
+
+    private func refuse(_ message: Simp_Message, _ problem: (code: Simp_ErrorCode, reason: String), from session: Session) {
+        let failed = Simp_Failed(messageID: message.messageID, to: message.toUser, code: problem.code, reason: problem.reason)
+        outbox.send(Simp_Envelope(.failed(failed)), on: session.control)
+        // Refused for good: the sender's later messages must not wait for its number.
+        if message.clientSeq > 0 { session.sendOrder.withdraw(message.clientSeq).released.forEach { enqueueStore($0) } }
     }
 
     /// Over the session's message rate the datagram is dropped unread: the client resends it
