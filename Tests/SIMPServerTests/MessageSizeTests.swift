@@ -49,12 +49,7 @@ import Testing
         #expect(big.count <= DatagramHeader.maxPayload, "the datagram itself is within the limit")
         peer.sendDatagram(.data, big)
         peer.sendDatagram(.data, try message(id: "small-2", clientSeq: 2, text: "after"))
-        var failed: Simp_Failed?
-        var accepted: Simp_Accepted?
-        while failed == nil || accepted == nil, let envelope = try peer.read() {
-            if case .failed(let f) = envelope.body { failed = f }
-            if case .accepted(let a) = envelope.body { accepted = a }
-        }
+        let (failed, accepted) = try peer.readFailedAndAccepted()
         #expect(failed?.messageID == "big-1" && failed?.code == .messageTooLarge)
         #expect(failed?.reason.hasSuffix("the limit is \(MessageRules.maxStoredBytes)") == true, "\(failed?.reason ?? "")")
         #expect(accepted?.messageID == "small-2", "stored without waiting for the refused number")

@@ -159,6 +159,18 @@ final class RawPeer {
         return (header, try DatagramSeal.open(header, sealed: buffer, key: key, direction: .toClient))
     }
 
+    /// Reads control frames until one `failed` and one `accepted` came (or the connection
+    /// went quiet): the answers to a refused message and to the one sent after it.
+    func readFailedAndAccepted() throws -> (failed: Simp_Failed?, accepted: Simp_Accepted?) {
+        var failed: Simp_Failed?
+        var accepted: Simp_Accepted?
+        while failed == nil || accepted == nil, let envelope = try read() {
+            if case .failed(let f) = envelope.body { failed = f }
+            if case .accepted(let a) = envelope.body { accepted = a }
+        }
+        return (failed, accepted)
+    }
+
     /// Sends bytes exactly as given (to replay or tamper with a captured datagram).
     func sendRaw(_ bytes: [UInt8]) {
         var addr = Self.loopback(serverUDPPort)

@@ -16,12 +16,7 @@ import Testing
 
         peer.sendDatagram(.data, try message(id: "bad-1", clientSeq: 1, type: .receipt))
         peer.sendDatagram(.data, try message(id: "good-2", clientSeq: 2, type: .text))
-        var failed: Simp_Failed?
-        var accepted: Simp_Accepted?
-        while failed == nil || accepted == nil, let envelope = try peer.read() {
-            if case .failed(let f) = envelope.body { failed = f }
-            if case .accepted(let a) = envelope.body { accepted = a }
-        }
+        let (failed, accepted) = try peer.readFailedAndAccepted()
         #expect(failed?.messageID == "bad-1" && failed?.code == .badRequest)
         #expect(accepted?.messageID == "good-2", "stored without waiting for the refused number")
         #expect(await bobLog.wait { $0.messages.map(\.id) == ["good-2"] })
