@@ -1,5 +1,7 @@
 import Foundation
 import SIMPClient
+import SIMPCore
+import SIMPTestSupport
 import Testing
 
 /// Early delivery (docs/PROTOCOL.md, section 4): a recipient that asked for it and has
@@ -97,6 +99,57 @@ import Testing
         await alice.disconnect()
         await bob.disconnect()
         await cluster.stop()
+    }
+}
+
+/// A sender that marks a resend `fresh` (against the protocol) has it pushed early again to a
+/// recipient that had confirmed it: the store finds the id delivered, the sender is answered
+/// accepted and delivered, and the recipient is told the second copy was retracted.
+@Suite(.serialized) struct EarlyRepeatTests {
+    @Test func aConfirmedMessageSentAgainAsFreshIsRetracted() async throws {
+        let cluster = try await TestCluster.start()
+        try await cluster.register("mallory")
+        var configuration = cluster.clientConfiguration()
+        configuration.earlyDelivery = true
+        let bobLog = EventLog()
+        let bob = SIMPClient(configuration: configuration, eventHandler: { bobLog.record($0) })
+        try await bob.register(user: "bob", password: "pw-bob")
+        try await bob.connect(user: "bob", password: "pw-bob")
+        let peer = try RawPeer(tcpPort: cluster.addresses.tcpPort, udpPort: cluster.addresses.udpPort)
+        try peer.connectAndBind(token: try peer.login("mallory", "pw-mallory"))
+
+        peer.sendDatagram(.data, try message(clientSeq: 1))
+        #expect(try delivered(on: peer), "bob confirmed it")
+        // Senders are told at once; the confirmed mark reaches Redis with the node's next tick.
+        #expect(await waitFor { (try? cluster.redis.command(["GET", "simp:{bob}:acked"]))?.hasSuffix("\r\n1\r\n") == true })
+        peer.sendDatagram(.data, try message(clientSeq: 2))
+        #expect(try delivered(on: peer), "answered from what was stored")
+        #expect(await bobLog.wait(timeout: .seconds(10)) { $0.retracted.map(\.id) == ["again"] })
+        #expect(bobLog.messages.map(\.id) == ["again", "again"], "shown early twice: the sender said fresh twice")
+        #expect(bobLog.retracted.first?.reason == "the sender had sent this message before")
+        #expect(cluster.metric("simp_early_pushes_total") == 2)
+        #expect(cluster.metric("simp_messages_stored_total") == 1)
+        await bob.disconnect()
+        await cluster.stop()
+    }
+
+    private func message(clientSeq: UInt64) throws -> [UInt8] {
+        var message = Simp_Message()
+        message.version = 1
+        message.messageID = "again"
+        message.toUser = "bob"
+        message.type = .text
+        message.content = "twice"
+        message.clientSeq = clientSeq
+        message.fresh = true
+        return try message.serializedBytes()
+    }
+
+    private func delivered(on peer: RawPeer) throws -> Bool {
+        while let envelope = try peer.read() {
+            if case .delivered(let delivered) = envelope.body, delivered.messageID == "again" { return true }
+        }
+        return false
     }
 }
 

@@ -8,21 +8,25 @@ import Testing
     private let down = StoreOutcome.unavailable(RedisError(.connectionFailed, "connection refused"))
     private let refused: [StoreOutcome] = [.unknownRecipient, .inboxFull, .shareFull, .notStored]
 
-    /// Retracted only when the numbered copy cannot come: a retraction that overtook it would
-    /// take the early copy out of the recipient's ledger, and the numbered copy would be shown again.
+    /// Retracted only when the numbered copy cannot come, or came before this copy (its sender
+    /// sent it again): a retraction that overtook a numbered copy still to come would take the
+    /// early copy out of the recipient's ledger, and the numbered copy would be shown again.
     @Test func anEarlyMessageIsRetractedOnlyWhenItCannotComeNumbered() {
-        #expect(StoreOutcome.stored(seq: 4, bytes: [1]).mayComeNumbered(ambiguous: false))
-        // Stored by an earlier attempt whose answer was lost: its numbered copy is still to come.
-        #expect(StoreOutcome.duplicate(seq: 4, delivered: false).mayComeNumbered(ambiguous: true))
-        #expect(StoreOutcome.duplicate(seq: 4, delivered: false).mayComeNumbered(ambiguous: false))
-        // Confirmed before this copy was pushed early: this copy was a second showing.
-        #expect(!StoreOutcome.duplicate(seq: 4, delivered: true).mayComeNumbered(ambiguous: false))
+        #expect(!StoreOutcome.stored(seq: 4, bytes: [1]).retractsEarlyCopy(ambiguous: false))
+        // Stored and not confirmed: by this store's earlier attempt, or by a resend through
+        // another node; its numbered copy is still to come.
+        #expect(!StoreOutcome.duplicate(seq: 4, delivered: false).retractsEarlyCopy(ambiguous: true))
+        #expect(!StoreOutcome.duplicate(seq: 4, delivered: false).retractsEarlyCopy(ambiguous: false))
+        // Confirmed: before this copy was pushed early (a second showing), or, after an
+        // attempt of this store that ran, as this copy's own numbered one.
+        #expect(StoreOutcome.duplicate(seq: 4, delivered: true).retractsEarlyCopy(ambiguous: false))
+        #expect(!StoreOutcome.duplicate(seq: 4, delivered: true).retractsEarlyCopy(ambiguous: true))
         // Given up on after 30 s while the first attempt may have run in Redis.
-        #expect(down.mayComeNumbered(ambiguous: true))
-        #expect(!down.mayComeNumbered(ambiguous: false))
+        #expect(!down.retractsEarlyCopy(ambiguous: true))
+        #expect(down.retractsEarlyCopy(ambiguous: false))
         for outcome in refused {
-            #expect(!outcome.mayComeNumbered(ambiguous: true), "\(outcome)")
-            #expect(!outcome.mayComeNumbered(ambiguous: false), "\(outcome)")
+            #expect(outcome.retractsEarlyCopy(ambiguous: true), "\(outcome)")
+            #expect(outcome.retractsEarlyCopy(ambiguous: false), "\(outcome)")
         }
     }
 

@@ -463,7 +463,8 @@ final class Router: @unchecked Sendable {
     private func earlyRecipient(of request: StoreRequest) -> Session? {
         guard request.fresh, !request.answerOnly, storesPendingFor[request.to] == nil,
               let recipient = sessions.session(of: request.to), recipient.takesEarly, recipient.isBound, recipient.synced,
-              !recipient.catchingUp, recipient.pushes.isEmpty, !recipient.pushes.hasParked else { return nil }
+              !recipient.catchingUp, !recipient.mayMissPushes, recipient.pushes.isEmpty, !recipient.pushes.hasParked
+        else { return nil }
         return recipient
     }
 
@@ -554,22 +555,20 @@ final class Router: @unchecked Sendable {
     }
 
     /// A store found already made (its first answer lost) or given up on while it may have run
-    /// leaves a seq this node has not pushed: the inbox is read back now. While the read is out
-    /// the recipient is `catchingUp`, so no later message goes early past that one.
+    /// leaves a seq this node has not pushed: the inbox is read back now, and nothing goes early
+    /// to that recipient until a read issued after it has come back (`Session.mayMissPushes`).
     private func catchUpIfUnpushed(_ request: StoreRequest, _ outcome: StoreOutcome) {
         guard let recipient = sessions.session(of: request.to), recipient.isBound else { return }
         let pushedUpTo = max(recipient.syncFloor, recipient.lastReceipt, recipient.highestPushed)
         guard outcome.mayLeaveUnpushed(ambiguous: request.ambiguousSince != nil, pushedUpTo: pushedUpTo) else { return }
+        recipient.doubtsRaised += 1
         catchUp(recipient)
     }
 
-    /// An early message that will not come numbered: its recipient is told why, with the
-    /// reason its sender got. One that may still come is not retracted: a retraction that
-    /// overtook the numbered copy would have it shown twice. (A duplicate the recipient already
-    /// confirmed was stored before; only a sender that marked a resend `fresh` can cause one,
-    /// and its recipient then saw that message twice.)
+    /// An early message that will not come numbered, or that its recipient had confirmed
+    /// before (its sender sent it again), is retracted, with the reason its sender got.
     private func retractIfNotStored(_ request: StoreRequest, _ outcome: StoreOutcome, answers: [Simp_Envelope]) {
-        guard !outcome.mayComeNumbered(ambiguous: request.ambiguousSince != nil) else { return }
+        guard outcome.retractsEarlyCopy(ambiguous: request.ambiguousSince != nil) else { return }
         guard let recipient = sessions.session(of: request.to) else { return }
         var retracted = Simp_Retracted()
         retracted.fromUser = request.from
@@ -849,12 +848,14 @@ final class Router: @unchecked Sendable {
         }
         session.catchingUp = true
         let after = max(session.syncFloor, session.lastReceipt, session.highestPushed)
+        let doubts = session.doubtsRaised
         store.pending(user: session.user, after: after, limit: settings.syncLimit, on: loop).whenComplete { [self] result in
             session.catchingUp = false
             guard sessions.isCurrent(session) else { return }
             var wait = TimeAmount.zero
             switch result {
             case .success(let pending):
+                session.doubtsCleared = max(session.doubtsCleared, doubts)
                 pushStored(pending.items, to: session)
             case .failure(let error):
                 logger.warning("catch-up read failed; retrying", metadata: session.logMetadata.merging(["error": "\(error)"]) { $1 })

@@ -37,6 +37,12 @@ final class Session: TableEntry, SealedPeer, @unchecked Sendable {
     /// A catch-up read is in flight; `catchUpAgain` asks for one more after it.
     var catchingUp = false
     var catchUpAgain = false
+    /// Store answers that left a seq this node may not have pushed, and how many of them an
+    /// inbox read issued after them has covered: until it has, nothing goes early, since an
+    /// early message could overtake that seq.
+    var doubtsRaised: UInt64 = 0
+    var doubtsCleared: UInt64 = 0
+    var mayMissPushes: Bool { doubtsCleared < doubtsRaised }
     /// The client said at CONNECT that it reads BUNDLE datagrams.
     var takesBundles = false
     /// The client said at CONNECT that it takes EARLY datagrams.

@@ -58,16 +58,17 @@ enum StoreOutcome: Sendable {
 }
 
 extension StoreOutcome {
-    /// Whether the message may still reach its recipient numbered, so an early copy of it must
-    /// not be retracted (the recipient's ledger takes the numbered copy instead): it is stored
-    /// now, or was stored before and the recipient has not confirmed it, or this is a give-up
-    /// on an attempt that may have run in Redis (`ambiguous`).
-    func mayComeNumbered(ambiguous: Bool) -> Bool {
+    /// Whether an early copy of the message must be retracted: it will not come numbered (not
+    /// stored, for certain), or it was stored and confirmed before this copy was pushed (sent
+    /// before by its sender). Not when it may still come numbered (the recipient's ledger takes
+    /// that copy instead; a retraction overtaking it would have it shown twice), nor when this
+    /// store's own earlier attempt stored it (`ambiguous`: the copy confirmed was this one's).
+    func retractsEarlyCopy(ambiguous: Bool) -> Bool {
         switch self {
-        case .stored: true
-        case .duplicate(_, let delivered): !delivered
-        case .unavailable: ambiguous
-        case .unknownRecipient, .inboxFull, .shareFull, .notStored: false
+        case .stored: false
+        case .duplicate(_, let delivered): delivered && !ambiguous
+        case .unavailable: !ambiguous
+        case .unknownRecipient, .inboxFull, .shareFull, .notStored: true
         }
     }
 
