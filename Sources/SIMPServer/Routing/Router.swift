@@ -549,7 +549,7 @@ final class Router: @unchecked Sendable {
         }
         catchUpIfUnpushed(request, outcome)
         let envelopes = answers(request, outcome)
-        if request.pushedEarly { retractIfNotStored(request, outcome, answers: envelopes) }
+        if request.pushedEarly { retractEarlyCopyIfDue(request, outcome, answers: envelopes) }
         guard let sender = sessions.session(of: request.from) else { return }
         for envelope in envelopes { outbox.send(envelope, on: sender.control) }
     }
@@ -567,7 +567,7 @@ final class Router: @unchecked Sendable {
 
     /// An early message that will not come numbered, or that its recipient had confirmed
     /// before (its sender sent it again), is retracted, with the reason its sender got.
-    private func retractIfNotStored(_ request: StoreRequest, _ outcome: StoreOutcome, answers: [Simp_Envelope]) {
+    private func retractEarlyCopyIfDue(_ request: StoreRequest, _ outcome: StoreOutcome, answers: [Simp_Envelope]) {
         guard outcome.retractsEarlyCopy(ambiguous: request.ambiguousSince != nil) else { return }
         guard let recipient = sessions.session(of: request.to) else { return }
         var retracted = Simp_Retracted()
