@@ -543,11 +543,14 @@ final class Router: @unchecked Sendable {
     private func settle(_ request: StoreRequest, _ outcome: StoreOutcome) {
         storesPending.remove(Self.storeKey(request))
         if let left = storesPendingFor[request.to] { storesPendingFor[request.to] = left > 1 ? left - 1 : nil }
-        if case .stored(let seq, let bytes) = outcome, let recipient = sessions.session(of: request.to) {
-            recipient.raiseNumberingFloor(seq)
-            if recipient.isBound { push(seq, Push(bytes: bytes, from: request.from, id: request.id), to: recipient) }
+        if case .stored(let seq, let bytes) = outcome {
+            if let recipient = sessions.session(of: request.to) {
+                recipient.raiseNumberingFloor(seq)
+                if recipient.isBound { push(seq, Push(bytes: bytes, from: request.from, id: request.id), to: recipient) }
+            }
+        } else {
+            catchUpIfUnpushed(request, outcome)
         }
-        catchUpIfUnpushed(request, outcome)
         let envelopes = answers(request, outcome)
         if request.pushedEarly { retractEarlyCopyIfDue(request, outcome, answers: envelopes) }
         guard let sender = sessions.session(of: request.from) else { return }
