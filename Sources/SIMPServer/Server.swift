@@ -114,7 +114,7 @@ public final class SIMPServer: Service, @unchecked Sendable {
         }
         return ServerAddresses(host: configuration.host, tcpPort: tcp.localAddress?.port ?? 0,
                                udpPort: udp.localAddress?.port ?? 0, nodeID: configuration.nodeID, tls: tls != nil,
-                               metricsPort: metricsChannel?.localAddress?.port)
+                               metricsPort: metricsChannel?.localAddress?.port, metricsHost: configuration.metricsHost)
     }
 
     /// Every metric in the Prometheus text format (what GET /metrics serves).
@@ -298,7 +298,7 @@ public final class SIMPServer: Service, @unchecked Sendable {
                     try channel.pipeline.syncOperations.addHandler(MetricsHTTPHandler(metrics: metrics, readiness: readiness))
                 }
             }
-            .bind(host: configuration.host, port: port)
+            .bind(host: configuration.metricsHost, port: port)
             .get()
     }
 }

@@ -37,6 +37,9 @@ public struct ServerConfiguration: Sendable {
     public var limits = ServerLimits()
     /// Serves Prometheus metrics over HTTP at /metrics on this port; nil: off, 0: a free port.
     public var metricsPort: Int?
+    /// Where the metrics, /health and /ready listen. Not `host`: a node facing the internet
+    /// should not show its load and its Redis errors to it unless told to.
+    public var metricsHost = "127.0.0.1"
     /// Event loop threads for the control connections, the datagram socket and Redis.
     public var eventLoops = System.coreCount
 
@@ -45,6 +48,28 @@ public struct ServerConfiguration: Sendable {
     var resolvedUDPPort: Int {
         if let udpPort { return udpPort }
         return port == 0 ? 0 : port + 1
+    }
+
+    /// True for an address only this machine can reach: 127.0.0.0/8, ::1 (also written in
+    /// full or IPv4-mapped) and `localhost`. Plain TCP is fine there and nowhere else.
+    public static func isLoopback(_ host: String) -> Bool {
+        var name = host.lowercased()
+        if name.hasPrefix("["), name.hasSuffix("]") { name = String(name.dropFirst().dropLast()) }
+        if name == "localhost" || name.hasSuffix(".localhost") { return true }
+        if let address = try? SocketAddress(ipAddress: name, port: 0) {
+            switch address {
+            case .v4(let v4):
+                return UInt32(bigEndian: v4.address.sin_addr.s_addr) >> 24 == 127
+            case .v6(let v6):
+                let bytes = withUnsafeBytes(of: v6.address.sin6_addr) { Array($0) }
+                if bytes == Array(repeating: 0, count: 15) + [1] { return true }
+                // ::ffff:127.x.x.x
+                return bytes.prefix(12) == Array(repeating: 0, count: 10) + [0xff, 0xff] && bytes[12] == 127
+            default:
+                return false
+            }
+        }
+        return false
     }
 }
 
@@ -108,11 +133,13 @@ public struct ServerAddresses: Sendable, CustomStringConvertible {
     public var tls: Bool
     /// The metrics endpoint's port, when it is on.
     public var metricsPort: Int?
+    /// The metrics endpoint's address (`--metrics-host`), which is not `host`.
+    public var metricsHost = "127.0.0.1"
 
     /// The ready line scripts wait for.
     public var description: String {
         let security = tls ? "tls=on" : "tls=off (plain TCP: for local development only)"
-        let metrics = metricsPort.map { " metrics=\(host):\($0)" } ?? ""
+        let metrics = metricsPort.map { " metrics=\(metricsHost):\($0)" } ?? ""
         return "simp-server listening tcp=\(host):\(tcpPort) udp=\(host):\(udpPort) node=\(nodeID)\(metrics) \(security)"
     }
 }

@@ -52,6 +52,11 @@ struct ConfigFile: SettingsFile {
         return value
     }
 
+    func bool(_ key: String) throws(SettingError) -> Bool? {
+        guard case .bool(let value)? = try content(key, .bool, expected: "true or false") else { return nil }
+        return value
+    }
+
     private func content(_ key: String, _ type: ConfigType, expected: String) throws(SettingError) -> ConfigContent? {
         do {
             return try snapshot.value(forKey: AbsoluteConfigKey([key]), type: type).value?.content
@@ -74,6 +79,7 @@ protocol SettingsFile: Sendable {
     func int(_ key: String) throws(SettingError) -> Int?
     func double(_ key: String) throws(SettingError) -> Double?
     func string(_ key: String) throws(SettingError) -> String?
+    func bool(_ key: String) throws(SettingError) -> Bool?
 }
 
 /// A setting that cannot be used: its name, where it came from, and why.

@@ -23,8 +23,12 @@ struct SIMPServerCommand: AsyncParsableCommand {
     @Option(help: "JSON file of settings, keyed by the flag names without -- (env SIMP_CONFIG).")
     var config: String?
 
-    @Option(help: "Address to listen on (env SIMP_HOST).")
+    @Option(help: "Address to listen on (env SIMP_HOST). Default 127.0.0.1; an address other than loopback needs --tls-cert or --allow-plaintext.")
     var host: String?
+
+    @Flag(name: .customLong("allow-plaintext"),
+          help: "Serve plain TCP (no --tls-cert) on an address other than loopback, e.g. behind a TLS-terminating proxy (env SIMP_ALLOW_PLAINTEXT=yes).")
+    var allowPlaintext = false
 
     @Option(help: "TCP control port; 0 picks a free one (env SIMP_PORT). Default 7700.")
     var port: Int?
@@ -74,6 +78,9 @@ struct SIMPServerCommand: AsyncParsableCommand {
 
     @Option(name: .customLong("metrics-port"), help: "Serve Prometheus metrics at http://HOST:PORT/metrics; 0 picks a free port (env SIMP_METRICS_PORT). Default: off.")
     var metricsPort: Int?
+
+    @Option(name: .customLong("metrics-host"), help: "Address of the metrics, /health and /ready endpoint (env SIMP_METRICS_HOST). Default 127.0.0.1, whatever --host is.")
+    var metricsHost: String?
 
     @Option(name: .customLong("max-msgs-per-sec"), help: "Data datagrams per second one session may send, sustained. Default 1000.")
     var messagesPerSecond: Int?
@@ -228,7 +235,16 @@ struct SIMPServerCommand: AsyncParsableCommand {
         config.redisReplicaTimeout = .milliseconds(Int64(replicaTimeout * 1000))
         config.scryptRounds = try settings.read("scrypt-rounds", flag: scryptRounds, default: config.scryptRounds, rule: .positive)
         config.tls = try tlsConfiguration(&settings)
+        let plaintext = try settings.read("allow-plaintext", flag: allowPlaintext ? true : nil, default: false)
+        if config.tls == nil, !plaintext, !ServerConfiguration.isLoopback(config.host) {
+            // Logins, tokens and datagram keys would cross the network readable by anyone on the path.
+            throw SettingError("""
+                refusing to serve plain TCP on \(config.host), which other machines can reach: give --tls-cert and \
+                --tls-key, or --allow-plaintext (SIMP_ALLOW_PLAINTEXT=yes) if something else encrypts the traffic
+                """)
+        }
         config.metricsPort = try settings.readOptional("metrics-port", flag: metricsPort, absent: "off", rule: .port)
+        config.metricsHost = try settings.read("metrics-host", flag: metricsHost, default: config.metricsHost)
         config.limits = try limits(&settings)
         config.inboxLimit = try settings.read("inbox-limit", flag: inboxLimit, default: config.inboxLimit, rule: .positive)
         config.inboxShare = try settings.read("inbox-share", flag: inboxShare, default: config.inboxShare, rule: .positive)

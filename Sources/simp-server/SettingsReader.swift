@@ -107,6 +107,20 @@ extension Double: SettingValue {
     static var expected: String { "a number" }
 }
 
+extension Bool: SettingValue {
+    /// The spellings environment files and unit files use.
+    init?(settingText: String) {
+        switch settingText.lowercased() {
+        case "1", "true", "yes", "on": self = true
+        case "0", "false", "no", "off": self = false
+        default: return nil
+        }
+    }
+
+    static func read(from file: any SettingsFile, key: String) throws(SettingError) -> Bool? { try file.bool(key) }
+    static var expected: String { "true or false (or yes, no, 1, 0)" }
+}
+
 extension String: SettingValue {
     init?(settingText: String) { self = settingText }
     static func read(from file: any SettingsFile, key: String) throws(SettingError) -> String? { try file.string(key) }
