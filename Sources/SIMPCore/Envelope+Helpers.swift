@@ -50,6 +50,7 @@ extension Simp_ErrorCode {
         case .loginThrottled: return "login_throttled"
         case .inboxShareFull: return "inbox_share_full"
         case .sessionClosed: return "session_closed"
+        case .replicasUnavailable: return "replicas_unavailable"
         case .UNRECOGNIZED(let n): return "code_\(n)"
         }
     }

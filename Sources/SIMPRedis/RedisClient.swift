@@ -10,6 +10,13 @@ public protocol RedisClient: Sendable {
     /// The same, and with `wait` set, only once enough replicas have the writes (see
     /// `RedisReplicaWait`); nil is `run(_:on:)`.
     func run(_ commands: [RedisCommand], on loop: any EventLoop, waitingFor wait: RedisReplicaWait?) -> EventLoopFuture<[RedisValue]>
+    /// Runs the commands, with `WAIT` right after the share of them each node got; every reply
+    /// comes with the acknowledgements of its own node's WAIT. A shard short of replicas marks
+    /// only its own commands, never the others'.
+    func run(_ commands: [RedisCommand], on loop: any EventLoop, countingReplicas wait: RedisReplicaWait) -> EventLoopFuture<[RedisReplicated]>
+    /// The node that holds `key` as last known, without a round trip: the one instance, or its
+    /// slot's master in the cluster's map (nil before the map was read).
+    func node(forKey key: String) -> RedisNodeAddress?
     /// The nodes that hold keys: the one instance, or every master of a cluster. Completes on `loop`.
     func masters(on loop: any EventLoop) -> EventLoopFuture<[RedisNodeAddress]>
     /// The node that serves `key`'s slot: the one instance, or that slot's master as the
@@ -71,6 +78,10 @@ extension RedisPool {
         loop.makeSucceededFuture(RedisNodeAddress(host: configuration.host, port: configuration.port))
     }
 
+    public func node(forKey key: String) -> RedisNodeAddress? {
+        RedisNodeAddress(host: configuration.host, port: configuration.port)
+    }
+
     /// The pool has one node: `node` is where it is.
     public func run(_ commands: [RedisCommand], at node: RedisNodeAddress, on loop: any EventLoop) -> EventLoopFuture<[RedisValue]> {
         run(commands, on: loop)
@@ -79,16 +90,40 @@ extension RedisPool {
 
 extension RedisPool: RedisClient {}
 
+/// A command's reply, and how many replicas of the node that ran it acknowledged the writes
+/// made up to its WAIT.
+public struct RedisReplicated: Sendable {
+    public var reply: RedisValue
+    public var replicas: Int64
+
+    public init(reply: RedisValue, replicas: Int64) {
+        self.reply = reply
+        self.replicas = replicas
+    }
+}
+
 /// Asks that a pipeline's writes reach replicas before it counts as done: `WAIT replicas
 /// timeout` is sent on the same connection right after it, and too few acknowledgements fail
 /// the pipeline (its writes did run on the master: `mayHaveRun`).
 public struct RedisReplicaWait: Sendable, Equatable {
     public var replicas: Int
     public var timeout: TimeAmount
+    /// Set by `run(_:on:countingReplicas:)`: WAIT's reply is kept (as the last) rather than checked.
+    var counting = false
 
     public init(replicas: Int, timeout: TimeAmount) {
         self.replicas = replicas
         self.timeout = timeout
+    }
+
+    /// The replies, checked, or (counting) left with WAIT's reply as the last.
+    func apply(_ replies: [RedisValue]) throws(RedisError) -> [RedisValue] {
+        counting ? replies : try check(replies)
+    }
+
+    /// A WAIT reply as a count; an error reply (a node that refuses WAIT) counts none.
+    static func acknowledged(_ reply: RedisValue?) -> Int64 {
+        (try? reply?.checked().int).flatMap { $0 } ?? 0
     }
 
     var command: RedisCommand {
@@ -111,5 +146,13 @@ extension RedisPool {
     public func run(_ commands: [RedisCommand], on loop: any EventLoop, waitingFor wait: RedisReplicaWait?) -> EventLoopFuture<[RedisValue]> {
         guard let wait else { return run(commands, on: loop) }
         return run(commands + [wait.command], on: loop).flatMapThrowing { replies in try wait.check(replies) }
+    }
+
+    /// One node: every command counts the one WAIT after them all.
+    public func run(_ commands: [RedisCommand], on loop: any EventLoop, countingReplicas wait: RedisReplicaWait) -> EventLoopFuture<[RedisReplicated]> {
+        run(commands + [wait.command], on: loop).map { replies in
+            let acknowledged = RedisReplicaWait.acknowledged(replies.last)
+            return replies.dropLast().map { RedisReplicated(reply: $0, replicas: acknowledged) }
+        }
     }
 }

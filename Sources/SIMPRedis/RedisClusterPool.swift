@@ -34,8 +34,9 @@ public final class RedisClusterPool: RedisClient {
         var isShutDown = false
     }
 
-    /// `seeds` are any nodes of the cluster; their timeouts apply to every node. A cluster has
-    /// only database 0: the seeds' `database` is ignored.
+    /// `seeds` are any nodes of the cluster; the first one's timeouts, user and password apply
+    /// to every node (each node's connection logs in with them). A cluster has only database
+    /// 0: the seeds' `database` is ignored.
     public init(seeds: [RedisConfiguration], logger: Logger = Logger(label: "simp.redis.cluster"),
                 observeRoundTrip: RedisPool.RoundTripObserver? = nil) {
         precondition(!seeds.isEmpty, "a Redis Cluster needs at least one seed node")
@@ -61,11 +62,33 @@ public final class RedisClusterPool: RedisClient {
 
     /// With `wait`, every master that got some of the commands is sent WAIT right after them.
     public func run(_ commands: [RedisCommand], on loop: any EventLoop, waitingFor wait: RedisReplicaWait?) -> EventLoopFuture<[RedisValue]> {
+        run(commands, wait, on: loop).map(\.replies)
+    }
+
+    public func run(_ commands: [RedisCommand], on loop: any EventLoop, countingReplicas wait: RedisReplicaWait) -> EventLoopFuture<[RedisReplicated]> {
+        var counting = wait
+        counting.counting = true
+        return run(commands, counting, on: loop).map { answer in
+            zip(answer.replies, answer.replicas).map { RedisReplicated(reply: $0, replicas: $1) }
+        }
+    }
+
+    public func node(forKey key: String) -> RedisNodeAddress? {
+        slotMap.master(forSlot: RedisCluster.hashSlot(key))
+    }
+
+    private func run(_ commands: [RedisCommand], _ wait: RedisReplicaWait?, on loop: any EventLoop) -> EventLoopFuture<Answer> {
         guard let lane = lane(for: loop) else {
             return loop.makeFailedFuture(RedisError(.closed, "redis pool is shut down"))
         }
         guard loop.inEventLoop else { return loop.flatSubmit { self.enqueue(commands, wait, lane) } }
         return enqueue(commands, wait, lane)
+    }
+
+    /// The replies in the order of the commands, and (counting replicas) each one's node's WAIT.
+    private struct Answer: Sendable {
+        var replies: [RedisValue]
+        var replicas: [Int64] = []
     }
 
     /// Read from the cluster each time, so a walk over every master (SCAN) misses none that
@@ -120,11 +143,11 @@ public final class RedisClusterPool: RedisClient {
     // MARK: Order on one loop
 
     /// Runs the pipeline now, or after the loop's redirected commands (or the first map) are sent.
-    private func enqueue(_ commands: [RedisCommand], _ wait: RedisReplicaWait?, _ lane: ClusterLane) -> EventLoopFuture<[RedisValue]> {
-        if commands.isEmpty { return lane.loop.makeSucceededFuture([]) }
+    private func enqueue(_ commands: [RedisCommand], _ wait: RedisReplicaWait?, _ lane: ClusterLane) -> EventLoopFuture<Answer> {
+        if commands.isEmpty { return lane.loop.makeSucceededFuture(Answer(replies: [])) }
         if !lane.holding && state.withLockedValue({ $0.map.isEmpty }) { waitForMap(lane) }
         guard lane.holding else { return dispatch(commands, wait, lane) }
-        let promise = lane.loop.makePromise(of: [RedisValue].self)
+        let promise = lane.loop.makePromise(of: Answer.self)
         lane.held.append { self.dispatch(commands, wait, lane).cascade(to: promise) }
         return promise.futureResult
     }
@@ -158,7 +181,7 @@ public final class RedisClusterPool: RedisClient {
 
     // MARK: Split and reassemble
 
-    private func dispatch(_ commands: [RedisCommand], _ wait: RedisReplicaWait?, _ lane: ClusterLane) -> EventLoopFuture<[RedisValue]> {
+    private func dispatch(_ commands: [RedisCommand], _ wait: RedisReplicaWait?, _ lane: ClusterLane) -> EventLoopFuture<Answer> {
         let map = state.withLockedValue { $0.map }
         let groups: [(node: RedisNodeAddress, indices: [Int])]
         do {
@@ -175,8 +198,23 @@ public final class RedisClusterPool: RedisClient {
         return EventLoopFuture.whenAllComplete(sent, on: lane.loop).flatMapThrowing { results in
             lane.inFlight -= 1
             defer { self.release(lane) }
-            return try ClusterSplit.assemble(results, groups, count: commands.count)
+            guard wait?.counting == true else { return Answer(replies: try ClusterSplit.assemble(results, groups, count: commands.count)) }
+            return try Self.counted(results, groups, count: commands.count)
         }
+    }
+
+    /// Each group's replies end with its node's WAIT: that count goes to each of its commands.
+    private static func counted(_ results: [Result<[RedisValue], any Error>], _ groups: [(node: RedisNodeAddress, indices: [Int])],
+                                count: Int) throws(RedisError) -> Answer {
+        var replicas = [Int64](repeating: 0, count: count)
+        let replies = results.enumerated().map { position, result in
+            result.map { values in
+                let acknowledged = RedisReplicaWait.acknowledged(values.last)
+                for index in groups[position].indices { replicas[index] = acknowledged }
+                return Array(values.dropLast())
+            }
+        }
+        return Answer(replies: try ClusterSplit.assemble(replies, groups, count: count), replicas: replicas)
     }
 
     // MARK: One node, redirects
@@ -191,7 +229,7 @@ public final class RedisClusterPool: RedisClient {
             self.refreshSoon()
             return lane.loop.makeFailedFuture(error)
         }.flatMapThrowing { replies in
-            try wait?.check(replies) ?? replies
+            try wait?.apply(replies) ?? replies
         }.flatMap { replies in
             self.followRedirects(commands, replies, lane, wait, redirects: redirects)
         }
@@ -213,6 +251,11 @@ public final class RedisClusterPool: RedisClient {
             var result = replies
             for (group, values) in zip(byNode, answers) {
                 for (entry, value) in zip(group.entries, values) { result[entry.index] = value }
+                // Counting: a command sent again counts the fewer of the two nodes' WAITs.
+                if wait?.counting == true {
+                    let fewer = min(RedisReplicaWait.acknowledged(result.last), RedisReplicaWait.acknowledged(values.last))
+                    result[result.count - 1] = .integer(fewer)
+                }
             }
             return result
         }
@@ -242,7 +285,10 @@ public final class RedisClusterPool: RedisClient {
             commands.append(command)
         }
         let positions = indices
-        return send(commands, to: node, lane, wait, redirects: redirects).map { replies in positions.map { replies[$0] } }
+        let counting = wait?.counting == true
+        return send(commands, to: node, lane, wait, redirects: redirects).map { replies in
+            positions.map { replies[$0] } + (counting ? [replies[replies.count - 1]] : [])
+        }
     }
 
     /// MOVED: the slot lives elsewhere from now on; the rest of the map may have changed too.

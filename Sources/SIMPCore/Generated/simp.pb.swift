@@ -66,6 +66,9 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
 
   /// an administrator closed the session: do not reconnect
   case sessionClosed // = 22
+
+  /// not stored: the recipient's Redis shard lacks the replicas --redis-min-replicas asks for
+  case replicasUnavailable // = 23
   case UNRECOGNIZED(Int)
 
   public init() {
@@ -97,6 +100,7 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     case 20: self = .loginThrottled
     case 21: self = .inboxShareFull
     case 22: self = .sessionClosed
+    case 23: self = .replicasUnavailable
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -126,6 +130,7 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     case .loginThrottled: return 20
     case .inboxShareFull: return 21
     case .sessionClosed: return 22
+    case .replicasUnavailable: return 23
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -155,6 +160,7 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     .loginThrottled,
     .inboxShareFull,
     .sessionClosed,
+    .replicasUnavailable,
   ]
 
 }
@@ -840,7 +846,7 @@ public nonisolated struct Simp_Envelope: Sendable {
 fileprivate nonisolated let _protobuf_package = "simp"
 
 nonisolated extension Simp_ErrorCode: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_UNSPECIFIED\0\u{1}FRAME_TOO_LARGE\0\u{1}MALFORMED_FRAME\0\u{1}BAD_REQUEST\0\u{1}NOT_AUTHENTICATED\0\u{1}USER_EXISTS\0\u{1}INVALID_CREDENTIALS\0\u{1}UNKNOWN_USER\0\u{1}INVALID_TOKEN\0\u{1}MESSAGE_TOO_LARGE\0\u{1}STORE_UNAVAILABLE\0\u{1}INVALID_NAME\0\u{1}NOT_CONNECTED\0\u{1}INTERNAL\0\u{1}INBOX_FULL\0\u{1}SESSION_REPLACED\0\u{1}WITHDRAWN\0\u{1}RATE_LIMITED\0\u{1}TOO_MANY_CONNECTIONS\0\u{1}TOO_MANY_SESSIONS\0\u{1}LOGIN_THROTTLED\0\u{1}INBOX_SHARE_FULL\0\u{1}SESSION_CLOSED\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_UNSPECIFIED\0\u{1}FRAME_TOO_LARGE\0\u{1}MALFORMED_FRAME\0\u{1}BAD_REQUEST\0\u{1}NOT_AUTHENTICATED\0\u{1}USER_EXISTS\0\u{1}INVALID_CREDENTIALS\0\u{1}UNKNOWN_USER\0\u{1}INVALID_TOKEN\0\u{1}MESSAGE_TOO_LARGE\0\u{1}STORE_UNAVAILABLE\0\u{1}INVALID_NAME\0\u{1}NOT_CONNECTED\0\u{1}INTERNAL\0\u{1}INBOX_FULL\0\u{1}SESSION_REPLACED\0\u{1}WITHDRAWN\0\u{1}RATE_LIMITED\0\u{1}TOO_MANY_CONNECTIONS\0\u{1}TOO_MANY_SESSIONS\0\u{1}LOGIN_THROTTLED\0\u{1}INBOX_SHARE_FULL\0\u{1}SESSION_CLOSED\0\u{1}REPLICAS_UNAVAILABLE\0")
 }
 
 nonisolated extension Simp_Message: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {

@@ -1,4 +1,6 @@
+import NIOConcurrencyHelpers
 import Prometheus
+import SIMPRedis
 
 /// Why the server dropped a datagram without acting on it.
 enum DropReason: String, CaseIterable, Sendable {
@@ -39,6 +41,12 @@ final class ServerMetrics: Sendable {
     let renumbered: Counter
     let sessions: Gauge
     let controlConnections: Gauge
+    /// Stores refused because the recipient's shard had too few replicas, after their wait.
+    let replicaRefusals: Counter
+    /// Per shard ever held: its replicas online while held, -1 once let go.
+    private let shardReplicas = NIOLockedValueBox<[RedisNodeAddress: Gauge]>([:])
+    /// The shards held now, for /ready.
+    private let heldShards = NIOLockedValueBox<[(shard: RedisNodeAddress, online: Int)]>([])
     /// SIGHUP reloads of the configuration, by result ("ok" or "failed").
     private let reloads: [Bool: Counter]
     /// How long each pipelined batch of Redis commands took, written to answered.
@@ -77,6 +85,7 @@ final class ServerMetrics: Sendable {
         renumbered = counter("messages_renumbered", "Messages moved past a client's last seq after Redis lost writes")
         reloads = [true: counter("config_reloads", "Configuration reloads (SIGHUP)", [("result", "ok")]),
                    false: counter("config_reloads", "Configuration reloads (SIGHUP)", [("result", "failed")])]
+        replicaRefusals = counter("replica_refusals", "Messages failed REPLICAS_UNAVAILABLE: their shard lacked replicas for the whole wait")
         sessions = gauge("sessions", "Sessions open on this node")
         controlConnections = gauge("control_connections", "Open control connections")
         // From 100 us (an idle loopback Redis) to 2.5 s (near the command timeout).
@@ -97,6 +106,25 @@ final class ServerMetrics: Sendable {
     func configReloaded(ok: Bool) {
         reloads[ok]?.increment()
     }
+
+    /// The shards whose stores wait for replicas now (`--redis-min-replicas`).
+    func replicasShort(_ held: [(shard: RedisNodeAddress, online: Int)]) {
+        heldShards.withLockedValue { $0 = held }
+        shardReplicas.withLockedValue { gauges in
+            for (shard, gauge) in gauges where !held.contains(where: { $0.shard == shard }) { gauge.set(Int64(-1)) }
+            for (shard, online) in held {
+                if gauges[shard] == nil {
+                    gauges[shard] = registry.makeGauge(
+                        descriptor: MetricNameDescriptor(namespace: "simp", subsystem: "redis", metricName: "shard_replicas_short", unitName: "",
+                                                         helpText: "Replicas online of a Redis shard whose stores wait for more (--redis-min-replicas); -1 once it has them"),
+                        labels: [("shard", "\(shard.host):\(shard.port)")])
+                }
+                gauges[shard]?.set(Int64(online))
+            }
+        }
+    }
+
+    var shardsShort: [(shard: RedisNodeAddress, online: Int)] { heldShards.withLockedValue { $0 } }
 
     func dropped(_ reason: DropReason) {
         drops[reason]?.increment()

@@ -17,6 +17,10 @@ struct RouterSettings: Sendable {
     var maxStoreBatchesInFlight = 4
     var messagesPerSecond = 1000
     var messageBurst = 2000
+    /// With `--redis-min-replicas`: how long a store waits for its shard's replicas before it
+    /// fails (REPLICAS_UNAVAILABLE), and how often a held shard is asked for them.
+    var replicaHoldLimit: TimeAmount = .seconds(10)
+    var replicaProbeInterval: TimeAmount = .milliseconds(500)
 }
 
 /// The I/O driver of one node's delivery: it feeds datagrams, control frames, store replies and
@@ -34,6 +38,9 @@ final class Router: @unchecked Sendable {
 
     private var sessions = SessionTable<Session>()
     private var stores: StorePipeline<StoreRequest>
+    /// Stores waiting for their shard's replicas (`--redis-min-replicas`).
+    private var replicaHold: ShardHold<StoreRequest>
+    private var probeTask: Scheduled<Void>?
     /// (sender, message id) of every store queued, in flight or being retried.
     private var storesPending: Set<StoreKey> = []
     /// How many of those are for each recipient: one with none may get a message early.
@@ -68,6 +75,7 @@ final class Router: @unchecked Sendable {
         self.logger = logger
         self.outbox = ControlOutbox(loop: loop)
         self.stores = StorePipeline(maxBatch: settings.maxStoreBatch, maxInFlight: settings.maxStoreBatchesInFlight)
+        self.replicaHold = ShardHold(limit: settings.replicaHoldLimit)
     }
 
     func start() {
@@ -451,6 +459,10 @@ final class Router: @unchecked Sendable {
         var request = request
         if let recipient = earlyRecipient(of: request) { request.pushedEarly = pushEarly(request, to: recipient) }
         storesPendingFor[request.to, default: 0] += 1
+        if !replicaHold.isEmpty, let shard = store.shard(of: request.to), replicaHold.holds(shard) {
+            replicaHold.hold(request, shard: shard, now: .now())
+            return
+        }
         stores.enqueue(request)
         scheduleFlush()
     }
@@ -506,7 +518,8 @@ final class Router: @unchecked Sendable {
 
     private func storeCompleted(_ batch: StorePipeline<StoreRequest>.Batch, _ outcomes: [StoreOutcome]) {
         var retry: [StoreRequest] = []
-        for (request, outcome) in zip(batch.items, outcomes) {
+        for (index, (request, outcome)) in zip(batch.items, outcomes).enumerated() {
+            if holdForReplicas(request, outcome, ticket: batch.ticket, index: index) { continue }
             if let again = unsettled(request, outcome) { retry.append(again) } else { settle(request, outcome) }
         }
         sendDatagrams()
@@ -520,6 +533,47 @@ final class Router: @unchecked Sendable {
                 flushStores()
             }
         }
+    }
+
+    /// A store refused for want of replicas waits for its shard (nothing was written).
+    private func holdForReplicas(_ request: StoreRequest, _ outcome: StoreOutcome, ticket: UInt64, index: Int) -> Bool {
+        guard case .replicasShort(let online) = outcome, let shard = store.shard(of: request.to) else { return false }
+        if !replicaHold.holds(shard) {
+            let wait = settings.replicaHoldLimit.nanoseconds / 1_000_000_000
+            logger.warning("Redis shard \(shard) has \(online) of the \(store.settings.minReplicas) replicas --redis-min-replicas asks for; its recipients' messages wait up to \(wait) s")
+        }
+        replicaHold.refused(request, shard: shard, online: online, ticket: ticket, index: index, now: .now())
+        metrics.replicasShort(replicaHold.held)
+        armReplicaProbe()
+        return true
+    }
+
+    private func armReplicaProbe() {
+        guard probeTask == nil, !stopped, !replicaHold.isEmpty else { return }
+        probeTask = loop.scheduleTask(in: settings.replicaProbeInterval) { [self] in
+            probeTask = nil
+            probeHeldShards()
+        }
+    }
+
+    /// Fails what waited too long, asks each held shard for its replicas, and lets go of
+    /// those that have them again.
+    private func probeHeldShards() {
+        for (request, online) in replicaHold.expired(now: .now()) { settle(request, .replicasShort(online: online)) }
+        for (shard, _) in replicaHold.held {
+            store.replicasOnline(at: shard, on: loop).whenComplete { [self] result in
+                let online = (try? result.get()) ?? 0
+                let released = replicaHold.probed(shard, online: online, needed: store.settings.minReplicas)
+                if !released.isEmpty || !replicaHold.holds(shard) {
+                    logger.notice("Redis shard \(shard) has \(online) replicas online again; \(released.count) held messages are stored now")
+                }
+                released.forEach { stores.enqueue($0) }
+                if !released.isEmpty { scheduleFlush() }
+                metrics.replicasShort(replicaHold.held)
+            }
+        }
+        sendDatagrams()
+        armReplicaProbe()
     }
 
     private func finishDrain() {
@@ -544,6 +598,7 @@ final class Router: @unchecked Sendable {
         storesPending.remove(Self.storeKey(request))
         if let left = storesPendingFor[request.to] { storesPendingFor[request.to] = left > 1 ? left - 1 : nil }
         if case .stored(let seq, let bytes) = outcome {
+            answerHeldEarlierOnly(request)
             if let recipient = sessions.session(of: request.to) {
                 recipient.raiseNumberingFloor(seq)
                 if recipient.isBound { push(seq, Push(bytes: bytes, from: request.from, id: request.id), to: recipient) }
@@ -555,6 +610,14 @@ final class Router: @unchecked Sendable {
         if request.pushedEarly { retractEarlyCopyIfDue(request, outcome, answers: envelopes) }
         guard let sender = sessions.session(of: request.from) else { return }
         for envelope in envelopes { outbox.send(envelope, on: sender.control) }
+    }
+
+    /// A later message of the same sender stored while an earlier one waits for replicas (its
+    /// shard's replicas came back between the two): the earlier one may no longer be stored,
+    /// it would follow the later one. It is answered (not stored) when it is let go.
+    private func answerHeldEarlierOnly(_ request: StoreRequest) {
+        guard !replicaHold.isEmpty, let shard = store.shard(of: request.to) else { return }
+        replicaHold.update(shard, matching: { $0.from == request.from && $0.to == request.to }) { $0.answerOnly = true }
     }
 
     /// A store found already made (its first answer lost) or given up on while it may have run
@@ -611,6 +674,11 @@ final class Router: @unchecked Sendable {
         case .unavailable(let error):
             let doubt = request.ambiguousSince == nil ? "" : "; it may still be delivered"
             return [Self.failed(request, .storeUnavailable, "message store unavailable: \(error.message)\(doubt)")]
+        case .replicasShort(let online):
+            metrics.replicaRefusals.increment()
+            return [Self.failed(request, .replicasUnavailable,
+                                "not stored: the Redis shard of \(request.to)'s inbox has \(online) of the \(store.settings.minReplicas) replicas "
+                                + "this server requires (waited \(settings.replicaHoldLimit.nanoseconds / 1_000_000_000) s); send it again later")]
         }
     }
 
@@ -907,6 +975,8 @@ final class Router: @unchecked Sendable {
         tickTask = nil
         presenceTask?.cancel()
         presenceTask = nil
+        probeTask?.cancel()
+        probeTask = nil
     }
 
     static func describe(_ address: SocketAddress) -> String {

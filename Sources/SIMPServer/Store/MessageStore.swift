@@ -54,6 +54,8 @@ enum StoreOutcome: Sendable {
     case shareFull
     /// An answer-only request whose message was never stored.
     case notStored
+    /// Not stored: the recipient's shard has fewer replicas online than `minReplicas`.
+    case replicasShort(online: Int)
     case unavailable(RedisError)
 }
 
@@ -68,7 +70,7 @@ extension StoreOutcome {
         case .stored: false
         case .duplicate(_, let delivered): delivered && !ambiguous
         case .unavailable: !ambiguous
-        case .unknownRecipient, .inboxFull, .shareFull, .notStored: true
+        case .unknownRecipient, .inboxFull, .shareFull, .notStored, .replicasShort: true
         }
     }
 
@@ -80,7 +82,7 @@ extension StoreOutcome {
         switch self {
         case .duplicate(let seq, let delivered): !delivered && seq > pushedUpTo
         case .unavailable: ambiguous
-        case .stored, .unknownRecipient, .inboxFull, .shareFull, .notStored: false
+        case .stored, .unknownRecipient, .inboxFull, .shareFull, .notStored, .replicasShort: false
         }
     }
 }
@@ -102,6 +104,9 @@ struct StoreSettings: Sendable {
     /// Replicas that must have a store before it counts as done (WAIT), and how long to wait.
     var minReplicas = 0
     var replicaTimeoutMillis: Int64 = 1_000
+    /// A replica counts as online (a new message may be stored) while its last acknowledgement
+    /// is at most this old; replicas acknowledge every second.
+    static let replicaMaxLagSeconds = 3
 }
 
 /// SIMP's data in Redis: accounts, inboxes, sequence numbers, receipts, presence, history.
@@ -140,42 +145,62 @@ final class MessageStore: Sendable {
     /// `floor` gives, per recipient, the highest seq its session on this node has seen (nil: no session).
     func store(_ batch: [StoreRequest], floor: (String) -> UInt64? = { _ in nil }, on loop: any EventLoop) -> EventLoopFuture<[StoreOutcome]> {
         let groups = Self.byRecipient(batch)
-        var commands = groups.map { indices in storeCommand(indices.map { batch[$0] }, floor: floor(batch[indices[0]].to)) }
-        if settings.minReplicas > 0 { commands.append(RedisCommand("WAIT", [settings.minReplicas, settings.replicaTimeoutMillis])) }
-        return redis.run(commands, on: loop).map { replies in
-            var outcomes = [StoreOutcome](repeating: .unavailable(RedisError(.protocolViolation, "no reply")), count: batch.count)
+        let commands = groups.map { indices in storeCommand(indices.map { batch[$0] }, floor: floor(batch[indices[0]].to)) }
+        return run(commands, on: loop).map { answers in
+            var made = [StoreOutcome](repeating: .unavailable(RedisError(.protocolViolation, "no reply")), count: batch.count)
+            var outcomes = made
             var notices: [(node: String, user: String)] = []
-            for (indices, reply) in zip(groups, replies) {
-                if let depth = Self.inboxDepth(reply) { self.observeInboxDepth(depth) }
-                if let node = Self.recipientNode(reply) { notices.append((node, batch[indices[0]].to)) }
-                let parts = Self.outcomes(reply, count: indices.count)
-                for (index, outcome) in zip(indices, parts) { outcomes[index] = Self.withStoredBytes(outcome, batch[index]) }
+            for (indices, answer) in zip(groups, answers) {
+                if let depth = Self.inboxDepth(answer.reply) { self.observeInboxDepth(depth) }
+                let replicated = answer.replicas >= Int64(self.settings.minReplicas)
+                // A store the replicas did not confirm is not announced: it will be stored again.
+                if replicated, let node = Self.recipientNode(answer.reply) { notices.append((node, batch[indices[0]].to)) }
+                let parts = Self.outcomes(answer.reply, count: indices.count)
+                for (index, outcome) in zip(indices, parts) {
+                    made[index] = Self.withStoredBytes(outcome, batch[index])
+                    outcomes[index] = replicated ? made[index] : self.unreplicated(made[index], replicas: answer.replicas)
+                }
             }
-            let wait = self.settings.minReplicas > 0 ? replies.last : nil
-            // A store the replicas did not confirm is not announced: it will be stored again.
-            let replicated = (wait?.int ?? Int64(self.settings.minReplicas)) >= Int64(self.settings.minReplicas)
-            self.followUp(batch, outcomes, notices: replicated ? notices : [], on: loop)
-            return self.replicated(outcomes, wait: wait)
+            self.followUp(batch, made, notices: notices, on: loop)
+            return outcomes
         }.recover { error in
             let failure = error as? RedisError ?? RedisError(.io, "\(error)")
             return batch.map { _ in .unavailable(failure) }
         }
     }
 
+    /// The Redis node that holds `user`'s inbox, as last known (no round trip).
+    func shard(of user: String) -> RedisNodeAddress? {
+        redis.node(forKey: keys.inbox(user))
+    }
+
+    /// How many replicas `node` has online, as the store script counts them.
+    func replicasOnline(at node: RedisNodeAddress, on loop: any EventLoop) -> EventLoopFuture<Int> {
+        let probe = RedisCommand.script(Scripts.replicasOnline, keys: [], args: [StoreSettings.replicaMaxLagSeconds])
+        return redis.run([probe], at: node, on: loop).flatMapThrowing { replies in
+            Int(try replies[0].checked().int ?? 0)
+        }
+    }
+
+    /// With `minReplicas`, each store counts the WAIT of its own shard, so a shard short of
+    /// replicas holds back only its own recipients' answers.
+    private func run(_ commands: [RedisCommand], on loop: any EventLoop) -> EventLoopFuture<[RedisReplicated]> {
+        guard settings.minReplicas > 0 else {
+            return redis.run(commands, on: loop).map { replies in replies.map { RedisReplicated(reply: $0, replicas: 0) } }
+        }
+        let wait = RedisReplicaWait(replicas: settings.minReplicas, timeout: .milliseconds(settings.replicaTimeoutMillis))
+        return redis.run(commands, on: loop, countingReplicas: wait)
+    }
+
     /// With `minReplicas`, a store the replicas did not confirm in time is in doubt: the
     /// master has it, a failover may lose it. It is stored again (found as a duplicate) and
     /// waited for again, like any store whose answer was lost.
-    private func replicated(_ outcomes: [StoreOutcome], wait: RedisValue?) -> [StoreOutcome] {
-        guard let wait else { return outcomes }
-        let replicas = wait.int ?? 0
-        guard replicas < Int64(settings.minReplicas) else { return outcomes }
-        let doubt = RedisError(.notReady, "stored, but \(replicas) of \(settings.minReplicas) Redis replicas confirmed it within \(settings.replicaTimeoutMillis) ms",
-                               mayHaveRun: true)
-        return outcomes.map { outcome in
-            switch outcome {
-            case .stored, .duplicate: return .unavailable(doubt)
-            default: return outcome
-            }
+    private func unreplicated(_ outcome: StoreOutcome, replicas: Int64) -> StoreOutcome {
+        switch outcome {
+        case .stored, .duplicate:
+            return .unavailable(RedisError(.notReady, "stored, but \(replicas) of \(settings.minReplicas) Redis replicas confirmed it within \(settings.replicaTimeoutMillis) ms",
+                                           mayHaveRun: true))
+        default: return outcome
         }
     }
 
@@ -242,7 +267,7 @@ final class MessageStore: Sendable {
         var args: [any RedisArgument] = [settings.messageIDTTLSeconds, settings.historyCap, bounds.limit,
                                          bounds.share, max(settings.idsPerSender, bounds.share),
                                          floor.map { Int64($0) } ?? -1, "run id",
-                                         settings.nodeID]
+                                         settings.nodeID, settings.minReplicas, StoreSettings.replicaMaxLagSeconds]
         // After numkeys and the keys, the 7th argument.
         let runIDArgument = 1 + keys.count + 6
         for request in requests {
@@ -285,6 +310,9 @@ final class MessageStore: Sendable {
         case -2: return .inboxFull
         case -3: return .shareFull
         case -4: return .notStored
+        case -5:
+            guard parts.count >= 2, let online = parts[1].int else { break }
+            return .replicasShort(online: Int(online))
         default: break
         }
         return .unavailable(RedisError(.protocolViolation, "store script returned \(reply)"))
@@ -331,13 +359,18 @@ final class MessageStore: Sendable {
     /// and then lost with its master would see its seq given to another message, which the
     /// client would take for one it has seen. The read is then a script that also writes (so
     /// the replication stream holds everything it saw by that point), followed by WAIT.
+    /// A shard with fewer replicas online than `minReplicas` (one failed over and not yet
+    /// given a new replica) is read all the same once its WAIT has timed out: no replica is
+    /// there to take over without what it read, and what it holds was accepted (it stores
+    /// nothing new meanwhile), so holding it back would strand it until an operator acts.
     private func readInbox(user: String, after: UInt64, upto: UInt64?, limit: Int,
                            on loop: any EventLoop) -> EventLoopFuture<(confirmed: UInt64, items: [[UInt8]])> {
         let top = upto.map { "\($0)" } ?? "+inf"
         // A read of the mark alone (limit 0) sends nothing to the session.
         let replicated = settings.minReplicas > 0 && limit > 0
         let commands = replicated
-            ? [RedisCommand.script(Scripts.readReplicated, keys: [keys.acked(user), keys.inbox(user), keys.numbering(user)], args: [after, top, limit]),
+            ? [RedisCommand.script(Scripts.readReplicated, keys: [keys.acked(user), keys.inbox(user), keys.numbering(user)],
+                                   args: [after, top, limit, StoreSettings.replicaMaxLagSeconds]),
                RedisCommand("WAIT", [settings.minReplicas, settings.replicaTimeoutMillis])]
             : [RedisCommand("GET", [keys.acked(user)]),
                RedisCommand("ZRANGEBYSCORE", [keys.inbox(user), "(\(after)", top, "LIMIT", "0", limit])]
@@ -345,10 +378,11 @@ final class MessageStore: Sendable {
             var replies = replies
             if replicated {
                 let confirmedBy = try replies[1].checked().int ?? 0
-                guard confirmedBy >= settings.minReplicas else {
+                replies = try replies[0].checked().array ?? []
+                let online = replies.count == 3 ? replies.removeLast().int ?? 0 : 0
+                guard confirmedBy >= settings.minReplicas || online < settings.minReplicas else {
                     throw RedisError(.notReady, "\(user)'s inbox read, but only \(confirmedBy) of \(settings.minReplicas) replicas confirmed it (WAIT)")
                 }
-                replies = try replies[0].checked().array ?? []
             }
             guard replies.count == 2 else { throw RedisError(.protocolViolation, "inbox read returned \(replies)") }
             let confirmed = UInt64(try replies[0].checked().int ?? 0)

@@ -8,7 +8,11 @@ enum Scripts {
     /// sender stored in this inbox and the conversation's history. ARGV: id TTL, history cap,
     /// inbox limit, a sender's share of the inbox, ids kept per sender, the recipient's
     /// numbering floor (the highest seq its connected session has seen; -1 when no session of
-    /// it is connected), Redis' run id, this node's id, then per message its id and its bytes.
+    /// it is connected), Redis' run id, this node's id, the replicas a new message needs online
+    /// (`--redis-min-replicas`) and the lag in seconds up to which one counts as online, then
+    /// per message its id and its bytes. A new message is not stored while fewer replicas are
+    /// online than it needs (INFO replication): WAIT could only find it unreplicated, and a
+    /// message written but not replicated can neither be accepted nor taken back.
     /// When it stored something for a recipient whose presence names another node, each stored
     /// message's answer names that node, so the caller tells it (`NodeNotice.inbox`; in the
     /// script a PUBLISH would go to every node of a cluster, and the notice to another slot).
@@ -23,10 +27,11 @@ enum Scripts {
     /// Returns per message {1, seq, depth[, node]} stored (depth: the inbox's entries after it; node: where the recipient is, when another node), {0, seq, confirmed[, node]} duplicate (with the confirmed
     /// mark, so a resent message already delivered is answered as such), {-1} unknown
     /// recipient, {-2} inbox full, {-3} the sender's share of the inbox full, {-4} not stored
-    /// before (for a message sent with no bytes: a late resend, to be answered, never stored). History
+    /// before (for a message sent with no bytes: a late resend, to be answered, never stored),
+    /// {-5, online} not stored: too few replicas online. History
     /// and a sender's ids grow 10% past their caps before they are trimmed, oldest first (a trim
     /// on every call was the most expensive command the script ran).
-    static let store = RedisScript(seqField + """
+    static let store = RedisScript(seqField + onlineReplicas + """
     local known = redis.call('EXISTS', KEYS[1]) == 1
     local ttl, cap, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
     local share, idcap, floor = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -44,6 +49,11 @@ enum Scripts {
     end
     local first = top
     if floor > top then top = floor end
+    local need, maxlag, online = tonumber(ARGV[9]), tonumber(ARGV[10]), nil
+    local function short()
+      online = online or onlinereplicas(maxlag)
+      return online < need
+    end
     -- Writes are gathered and made once per key at the end: a command costs Redis more than
     -- the Lua around it. `stored` answers a second copy of an id within this call (a key has
     -- no space, so key .. " " .. id names one pair).
@@ -52,7 +62,7 @@ enum Scripts {
     local lists, listKeys, idArgs, idKeys = {}, {}, {}, {}
     -- Which ids each sender stored before: one ZMSCORE per sender, not a ZSCORE per message.
     local priors, asked, askedKeys = {}, {}, {}
-    for i = 9, #ARGV, 2 do
+    for i = 11, #ARGV, 2 do
       n = n + 1
       local ids = KEYS[5 + 2 * n]
       if not asked[ids] then asked[ids] = {}; table.insert(askedKeys, ids) end
@@ -66,7 +76,7 @@ enum Scripts {
       priors[ids] = known
     end
     n = 0
-    for i = 9, #ARGV, 2 do
+    for i = 11, #ARGV, 2 do
       n = n + 1
       local ids, hist, id = KEYS[5 + 2 * n], KEYS[6 + 2 * n], ARGV[i]
       local prior = stored[ids .. ' ' .. id] or priors[ids][id]
@@ -76,6 +86,8 @@ enum Scripts {
         out[n] = {-4}
       elseif not known then
         out[n] = {-1}
+      elseif need > 0 and short() then
+        out[n] = {-5, online}
       else
         count = count or redis.call('ZCARD', KEYS[3])
         mine[ids] = mine[ids] or redis.call('ZCOUNT', ids, '(' .. confirmed, '+inf')
@@ -122,6 +134,24 @@ enum Scripts {
     end
     return out
     """)
+
+    /// How many replicas the node it runs on has online (ARGV[1]: the lag up to which one counts).
+    static let replicasOnline = RedisScript(onlineReplicas + """
+    return onlinereplicas(tonumber(ARGV[1]))
+    """)
+
+    /// Lua: how many replicas are online with their last acknowledgement at most `maxlag`
+    /// seconds old (INFO replication's `slaveN:` lines).
+    static let onlineReplicas = """
+    local function onlinereplicas(maxlag)
+      local online = 0
+      for lag in string.gmatch(redis.call('INFO', 'replication'), 'state=online,offset=%d+,lag=(%d+)') do
+        if tonumber(lag) <= maxlag then online = online + 1 end
+      end
+      return online
+    end
+
+    """
 
     /// Lua: protobuf field 10 (varint) holding `seq`, to append to a stored message.
     static let seqField = """
@@ -200,11 +230,13 @@ enum Scripts {
     /// The confirmed mark and the inbox entries above ARGV[1] up to ARGV[2], at most ARGV[3],
     /// read at one point of the replication stream: the HSET is a write (always propagated,
     /// even unchanged), so a WAIT after this call covers every entry it returned.
-    /// KEYS: confirmed mark, inbox, numbering record.
-    static let readReplicated = RedisScript("""
+    /// KEYS: confirmed mark, inbox, numbering record. ARGV[4]: the lag up to which a replica
+    /// counts as online. Returns {confirmed, entries, replicas online}.
+    static let readReplicated = RedisScript(onlineReplicas + """
     redis.call('HSET', KEYS[3], 'read', 1)
     local confirmed = redis.call('GET', KEYS[1]) or '0'
-    return {tonumber(confirmed), redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. ARGV[1], ARGV[2], 'LIMIT', 0, ARGV[3])}
+    local entries = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. ARGV[1], ARGV[2], 'LIMIT', 0, ARGV[3])
+    return {tonumber(confirmed), entries, onlinereplicas(tonumber(ARGV[4]))}
     """)
 
     /// Creates an account only if the name is free. Returns 1 created, 0 taken.

@@ -1,0 +1,102 @@
+import Foundation
+import SIMPClient
+import SIMPRedis
+import SIMPTestSupport
+import Testing
+
+/// `--redis-min-replicas 1` on a Redis Cluster whose killed master is not restarted: its replica
+/// takes over and runs without a replica of its own, as it would until an operator adds one.
+/// What was accepted before is still delivered; a new message to a user on that shard waits,
+/// then fails REPLICAS_UNAVAILABLE (never accepted); users on the other shards are not held up.
+@Suite(.serialized) struct ShardWithoutReplicaTests {
+    @Test func acceptedOnesAreDeliveredNewOnesFailAndOtherShardsCarryOn() async throws {
+        // One node: a node notice published while the other node resubscribes after the failover
+        // would be lost (the push then waits for the next message or a reconnect), which is
+        // not what this test is about.
+        let deployment = try Deployment(nodes: 1, cluster: true,
+                                        extra: ["--redis-min-replicas", "1", "--redis-replica-timeout", "0.2", "--metrics-port", "0"])
+        defer { deployment.stop() }
+        guard case .cluster(let cluster) = deployment.redis else { throw TestSupportError("not a cluster") }
+        func master(of user: String) -> Int? { cluster.masterPort(forSlot: RedisCluster.hashSlot("simp:{\(user)}:inbox")) }
+
+        let names = (0..<12).map { "sr\($0)" }
+        let victim = try #require(master(of: names[0]))
+        let onVictim = names.filter { master(of: $0) == victim }
+        let healthy = names.filter { master(of: $0) != victim }
+        try #require(onVictim.count >= 2 && healthy.count >= 3, "users on the victim shard: \(onVictim)")
+        let away = onVictim[0]
+        let awayClient = SIMPClient(configuration: deployment.configuration(startingAt: 0))
+        try await awayClient.register(user: away, password: "pw-\(away)")
+        await awayClient.close()
+        var users: [NodeUser] = []
+        for (index, name) in ([onVictim[1]] + healthy).enumerated() {
+            users.append(try await deployment.connect(name, startingAt: 0) { $0.requestTimeout = .seconds(30) })
+        }
+        try await deployment.waitForPresence(of: users.map(\.name))
+        let stranded = users[0]
+        let others = Array(users.dropFirst())
+
+        // Accepted while the shard had its replica: a replica has them.
+        var before: [String] = []
+        for k in 0..<5 { before.append(try await others[0].client.send(to: away, text: "before #\(k)")) }
+        #expect(await others[0].log.wait { log in before.allSatisfy(log.accepted.contains) })
+
+        cluster.kill9(port: victim)
+        try await waitForPromotion(cluster, of: names[0], replacing: victim)
+        try cluster.waitUntilHealthy(timeout: 30)
+        let promoted = try #require(master(of: names[0]))
+        // The node learns the new slot map when a store meets the dead master (that store
+        // fails, "connection refused"): one message first.
+        let first = try await users[1].client.send(to: away, text: "map")
+        #expect(await users[1].log.wait { $0.accepted.contains(first) || $0.failed.contains { $0.id == first } })
+
+        // Traffic to the shard without a replica, and among the others at the same time.
+        var toStranded: [String] = []
+        for sender in others.prefix(2) {
+            for k in 0..<3 { toStranded.append(try await sender.client.send(to: stranded.name, text: "after #\(k)")) }
+        }
+        var traffic = RandomTraffic(others)
+        for n in 0..<60 { try await traffic.send(n) }
+        // From the stranded user to the others: its own shard is not where these are stored.
+        var fromStranded: [String] = []
+        for (k, other) in others.prefix(3).enumerated() {
+            fromStranded.append(try await stranded.client.send(to: other.name, text: "from stranded #\(k)"))
+        }
+
+        #expect(await traffic.waitForEveryFate(timeout: .seconds(30)) == [], "senders that did not hear every message's fate")
+        let result = traffic.tally("1 node, a shard failed over and left without a replica, --redis-min-replicas 1")
+        #expect(result.sent == 60 && result.lost == 0 && result.duplicates == 0 && result.orderViolations == 0)
+        #expect(others.allSatisfy { $0.log.failed.filter { !toStranded.contains($0.id) && $0.id != first }.isEmpty },
+                "between users of healthy shards nothing fails: \(others.flatMap(\.log.failed))")
+        #expect(await stranded.log.wait { log in fromStranded.allSatisfy(log.delivered.contains) })
+
+        // Never accepted; failed with the code's reason once the wait ran out.
+        let failures = { others.flatMap(\.log.failed).filter { toStranded.contains($0.id) } }
+        #expect(await others[0].log.wait(timeout: .seconds(40)) { _ in failures().count == toStranded.count })
+        #expect(failures().allSatisfy { $0.reason.contains("replicas this server requires") }, "\(failures())")
+        #expect(!others.contains { $0.log.accepted.contains(where: toStranded.contains) })
+        #expect(!stranded.log.messages.contains { toStranded.contains($0.id) })
+
+        // The operator sees which shard: a metric on each node that held stores for it.
+        let metrics = try deployment.servers.map { try httpExchange(port: try $0.metricsPort(), path: "/metrics") }
+        #expect(metrics.contains { $0.contains("simp_redis_shard_replicas_short{shard=\"127.0.0.1:\(promoted)\"} 0") }, "\(metrics)")
+
+        // What was accepted before reaches its recipient from the shard without a replica.
+        let back = SIMPClient(configuration: deployment.configuration(startingAt: 0))
+        let backLog = EventLog(back)
+        try await back.connect(user: away, password: "pw-\(away)")
+        #expect(await backLog.wait { log in Set(log.messages.map(\.id)).isSuperset(of: before) })
+        await back.close()
+        for user in users { await user.client.close() }
+    }
+
+    /// Until a running node serves the slots the killed master had.
+    private func waitForPromotion(_ cluster: RedisClusterProcess, of user: String, replacing victim: Int) async throws {
+        let deadline = ContinuousClock.now + .seconds(30)
+        while ContinuousClock.now < deadline {
+            if let master = cluster.masterPort(forSlot: RedisCluster.hashSlot("simp:{\(user)}:inbox")), master != victim { return }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw TestSupportError("no replica took over from \(victim) within 30 s")
+    }
+}
