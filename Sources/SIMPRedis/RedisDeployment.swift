@@ -26,6 +26,17 @@ public enum RedisDeployment: Sendable, Equatable, CustomStringConvertible {
         self = cluster == false ? .single(configuration) : .detect(configuration)
     }
 
+    /// The same deployment logging in to every node with `password` (read from a file or the
+    /// environment), as the URL's user if it names one. A URL with a password of its own is
+    /// refused: of two passwords one would be silently unused.
+    public func withPassword(_ password: String) throws(RedisError) -> RedisDeployment {
+        switch self {
+        case .single(let configuration): .single(try configuration.withPassword(password))
+        case .detect(let configuration): .detect(try configuration.withPassword(password))
+        case .cluster(let seeds): .cluster(seeds: try seeds.map { seed throws(RedisError) in try seed.withPassword(password) })
+        }
+    }
+
     /// The nodes to try, in order: the instance, or the seeds.
     public var nodes: [RedisConfiguration] {
         switch self {

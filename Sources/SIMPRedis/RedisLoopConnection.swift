@@ -66,7 +66,6 @@ final class RedisLoopConnection: @unchecked Sendable {
             .flatMapErrorThrowing { error in
                 throw RedisError(.connectionFailed, "\(where_): \(Self.reason(error))")
             }
-            .flatMap { channel in self.select(on: channel) }
             .flatMap { channel in self.prepare(channel) }
             .map { channel in
                 self.channel = channel
@@ -74,26 +73,32 @@ final class RedisLoopConnection: @unchecked Sendable {
             }
     }
 
-    private func select(on channel: any Channel) -> EventLoopFuture<any Channel> {
-        guard configuration.database != 0 else { return loop.makeSucceededFuture(channel) }
-        return send([RedisCommand("SELECT", [configuration.database])], on: channel).flatMapThrowing { replies in
-            _ = try replies[0].checked()
-            return channel
-        }
-    }
-
+    /// A new connection logs in (AUTH) and picks its database before anything else, in the
+    /// same write as the rest of its preparation.
+    ///
     /// A Redis that restarted answers LOADING until its data is back, and has forgotten every
     /// script. The connection is used only once Redis answers and holds the scripts used so
     /// far: otherwise a script call would meet NOSCRIPT and run again after calls pipelined
     /// behind it, out of the order in which they were made (the order of sequence numbers).
     private func prepare(_ channel: any Channel) -> EventLoopFuture<any Channel> {
         loaded = []
+        let configuration = configuration
         let scripts = Array(known)
-        let commands = [RedisCommand("PING", []), RedisCommand("INFO", ["server"])]
+        let login = [configuration.authentication, configuration.database != 0 ? RedisCommand("SELECT", [configuration.database]) : nil]
+            .compactMap { $0 }
+        let commands = login + [RedisCommand("PING", []), RedisCommand("INFO", ["server"])]
             + scripts.map { RedisCommand("SCRIPT", ["LOAD", $0.source]) }
-        return send(commands, on: channel).flatMapThrowing { replies in
-            for reply in replies { _ = try reply.checked() }
-            guard let runID = Self.runID(in: replies[1]) else {
+        return loop.makeCompletedFuture {
+            try configuration.checkLogin()
+        }.flatMap {
+            self.send(commands, on: channel)
+        }.flatMapThrowing { replies in
+            for (index, reply) in replies.enumerated() {
+                guard case .error(let message) = reply else { continue }
+                throw configuration.loginRefused(message, toAuth: index == 0 && configuration.authentication != nil)
+                    ?? RedisError.reply(message)
+            }
+            guard let runID = Self.runID(in: replies[login.count + 1]) else {
                 throw RedisError(.protocolViolation, "INFO server without a run_id")
             }
             self.runID = runID

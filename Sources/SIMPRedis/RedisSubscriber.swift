@@ -29,6 +29,8 @@ public final class RedisSubscriber: @unchecked Sendable {
     private var channel: (any Channel)?
     private var stopped = false
     private var failures = 0
+    /// Why the last connection ended, when Redis said why (a refused login).
+    private var refusal: RedisError?
     private let firstSubscription: EventLoopPromise<Void>
 
     public convenience init(configuration: RedisConfiguration, channels: [String], loop: any EventLoop,
@@ -101,11 +103,18 @@ public final class RedisSubscriber: @unchecked Sendable {
         let channels = channels
         let onMessage = onMessage
         let command = sharded ? "SSUBSCRIBE" : "SUBSCRIBE"
+        do {
+            try configuration.checkLogin()
+        } catch {
+            return refused(error)
+        }
+        refusal = nil
         ClientBootstrap(group: loop)
             .connectTimeout(configuration.connectTimeout)
             .channelInitializer { [self] channel in
                 channel.eventLoop.makeCompletedFuture {
-                    let handler = SubscriptionHandler(command: command, channels: channels, onMessage: onMessage) {
+                    let handler = SubscriptionHandler(command: command, channels: channels, login: configuration, onMessage: onMessage,
+                                                      onRefused: { error in self.refusal = error }) {
                         self.failures = 0
                         self.firstSubscription.succeed(())
                     }
@@ -118,11 +127,22 @@ public final class RedisSubscriber: @unchecked Sendable {
                 case .success(let channel):
                     self.channel = channel
                     if stopped { channel.close(promise: nil) }
-                    channel.closeFuture.whenComplete { _ in self.lost("connection closed") }
+                    channel.closeFuture.whenComplete { _ in
+                        if let refusal = self.refusal { return self.refused(refusal) }
+                        self.lost("connection closed")
+                    }
                 case .failure(let error):
                     lost("\(error)")
                 }
             }
+    }
+
+    /// Redis refused the login: whoever waits for the first subscription learns why (a start
+    /// must not hang on it). The subscriber keeps trying, slowly, in case the password is
+    /// being changed on both sides.
+    private func refused(_ error: RedisError) {
+        firstSubscription.fail(error)
+        lost(error.message)
     }
 
     private func lost(_ reason: String) {
@@ -144,21 +164,31 @@ final class SubscriptionHandler: ChannelInboundHandler {
 
     private let command: String
     private let channels: [String]
+    /// Whose login (AUTH) goes ahead of the subscription, and explains a refusal.
+    private let login: RedisConfiguration
     private let onMessage: RedisSubscriber.MessageHandler
+    private let onRefused: (RedisError) -> Void
     private let onSubscribed: () -> Void
     private let reader = RedisReplyReader()
     private var confirmed = 0
+    /// AUTH's reply is still to come (it is the first one).
+    private var authenticating: Bool
 
-    init(command: String = "SUBSCRIBE", channels: [String], onMessage: @escaping RedisSubscriber.MessageHandler,
+    init(command: String = "SUBSCRIBE", channels: [String], login: RedisConfiguration = RedisConfiguration(),
+         onMessage: @escaping RedisSubscriber.MessageHandler, onRefused: @escaping (RedisError) -> Void = { _ in },
          onSubscribed: @escaping () -> Void) {
         self.command = command
         self.channels = channels
+        self.login = login
         self.onMessage = onMessage
+        self.onRefused = onRefused
         self.onSubscribed = onSubscribed
+        self.authenticating = login.authentication != nil
     }
 
     func channelActive(context: ChannelHandlerContext) {
         var bytes = context.channel.allocator.buffer(capacity: 64)
+        if let auth = login.authentication { RedisWire.encode(auth.arguments, into: &bytes) }
         RedisWire.encode(RedisCommand(command, channels).arguments, into: &bytes)
         context.writeAndFlush(wrapOutboundOut(bytes), promise: nil)
         context.fireChannelActive()
@@ -167,7 +197,17 @@ final class SubscriptionHandler: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         do {
             try reader.feed(unwrapInboundIn(data))
-            while let reply = try reader.next() { try handle(PubSubReply(reply)) }
+            while let reply = try reader.next() {
+                if case .error(let message) = reply, let refusal = login.loginRefused(message, toAuth: authenticating) {
+                    onRefused(refusal)
+                    throw refusal
+                }
+                if authenticating {
+                    authenticating = false
+                    continue
+                }
+                try handle(PubSubReply(reply))
+            }
         } catch {
             context.close(promise: nil)
         }

@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import SIMPCore
 import SIMPRedis
@@ -141,5 +142,44 @@ public struct ServerAddresses: Sendable, CustomStringConvertible {
         let security = tls ? "tls=on" : "tls=off (plain TCP: for local development only)"
         let metrics = metricsPort.map { " metrics=\(metricsHost):\($0)" } ?? ""
         return "simp-server listening tcp=\(host):\(tcpPort) udp=\(host):\(udpPort) node=\(nodeID)\(metrics) \(security)"
+    }
+}
+
+extension RedisDeployment {
+    /// This deployment logging in with the password from a file (`--redis-password-file`: its
+    /// content, trailing line breaks dropped) or the environment (`SIMP_REDIS_PASSWORD`), for
+    /// simp-server and simp-admin alike. A password may come from one place only (the URL,
+    /// the file or the environment): with two, one would be silently unused, and an old
+    /// password left beside a new one would go unnoticed. No error repeats a password.
+    public func withPassword(file: String?, environment: String?) throws(RedisError) -> RedisDeployment {
+        // An empty variable is how unit files and shells leave a setting unset.
+        let fromEnvironment = environment.flatMap { $0.isEmpty ? nil : $0 }
+        let deployment: RedisDeployment
+        switch (file, fromEnvironment) {
+        case (nil, nil):
+            deployment = self
+        case (_?, _?):
+            throw RedisError(.protocolViolation, "a Redis password comes from both --redis-password-file and SIMP_REDIS_PASSWORD; give only one")
+        case (nil, let password?):
+            deployment = try withPassword(password)
+        case (let path?, nil):
+            deployment = try withPassword(Self.password(inFile: path))
+        }
+        // Said now, not after the first connection: nothing can mend it.
+        for node in deployment.nodes { try node.checkLogin() }
+        return deployment
+    }
+
+    static func password(inFile path: String) throws(RedisError) -> String {
+        let content: String
+        do {
+            content = try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            throw RedisError(.protocolViolation, "cannot read the Redis password file \(path): \((error as NSError).localizedDescription)")
+        }
+        var password = Substring(content)
+        while let last = password.last, last == "\n" || last == "\r" || last == "\r\n" { password = password.dropLast() }
+        guard !password.isEmpty else { throw RedisError(.protocolViolation, "the Redis password file \(path) is empty") }
+        return String(password)
     }
 }

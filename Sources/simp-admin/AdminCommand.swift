@@ -46,8 +46,12 @@ struct AdminCommand: AsyncParsableCommand {
 }
 
 struct AdminOptions: ParsableArguments {
-    @Option(help: "Redis URL redis://HOST:PORT[/DB], or a Redis Cluster's nodes redis://H1:P1,H2:P2,... (env SIMP_REDIS_URL). Default redis://127.0.0.1:6379.")
+    @Option(help: "Redis URL redis://[[USER]:PASSWORD@]HOST:PORT[/DB], or a Redis Cluster's nodes redis://H1:P1,H2:P2,... (env SIMP_REDIS_URL). Default redis://127.0.0.1:6379.")
     var redis: String?
+
+    @Option(name: .customLong("redis-password-file"),
+            help: "File whose content (trailing newline dropped) is the Redis password (env SIMP_REDIS_PASSWORD_FILE). Or set SIMP_REDIS_PASSWORD, or put it in the --redis URL: one of the three.")
+    var redisPasswordFile: String?
 
     @Flag(name: .customLong("redis-cluster"), inversion: .prefixedNo,
           help: "Redis is a Redis Cluster. Default: several nodes are a cluster, one is asked.")
@@ -58,8 +62,11 @@ struct AdminOptions: ParsableArguments {
 
     /// Runs `body` against Redis and closes the connections whatever happens.
     func with<T>(_ body: (Administration) async throws -> T) async throws -> T {
-        let url = redis ?? ProcessInfo.processInfo.environment["SIMP_REDIS_URL"] ?? "redis://127.0.0.1:6379"
-        let deployment = try await RedisDeployment(urls: url, cluster: redisCluster).resolved()
+        let environment = ProcessInfo.processInfo.environment
+        let url = redis ?? environment["SIMP_REDIS_URL"] ?? "redis://127.0.0.1:6379"
+        let deployment = try await RedisDeployment(urls: url, cluster: redisCluster)
+            .withPassword(file: redisPasswordFile ?? environment["SIMP_REDIS_PASSWORD_FILE"], environment: environment["SIMP_REDIS_PASSWORD"])
+            .resolved()
         let client = deployment.makeClient()
         do {
             let result = try await body(Administration(redis: client))

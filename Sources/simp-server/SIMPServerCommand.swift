@@ -36,8 +36,12 @@ struct SIMPServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("udp-port"), help: "UDP data port; 0 picks a free one (env SIMP_UDP_PORT). Default: port + 1.")
     var udpPort: Int?
 
-    @Option(help: "Redis URL redis://HOST:PORT[/DB], or a Redis Cluster's nodes redis://H1:P1,H2:P2,... (env SIMP_REDIS_URL). Default redis://127.0.0.1:6379.")
+    @Option(help: "Redis URL redis://[[USER]:PASSWORD@]HOST:PORT[/DB], or a Redis Cluster's nodes redis://H1:P1,H2:P2,... (env SIMP_REDIS_URL). Default redis://127.0.0.1:6379.")
     var redis: String?
+
+    @Option(name: .customLong("redis-password-file"),
+            help: "File whose content (trailing newline dropped) is the Redis password, sent with AUTH (env SIMP_REDIS_PASSWORD_FILE). Or set SIMP_REDIS_PASSWORD, or put it in the --redis URL: one of the three.")
+    var redisPasswordFile: String?
 
     @Flag(name: .customLong("redis-cluster"), inversion: .prefixedNo,
           help: "Redis is a Redis Cluster (env SIMP_REDIS_CLUSTER=yes|no|auto). Default auto: several nodes are a cluster, one is asked (INFO cluster).")
@@ -218,12 +222,19 @@ struct SIMPServerCommand: AsyncParsableCommand {
         config.port = try settings.read("port", flag: port, default: config.port, rule: .port)
         let derivedUDP = config.port == 0 ? "a free port (port is 0)" : "\(config.port + 1) (port + 1)"
         config.udpPort = try settings.readOptional("udp-port", flag: udpPort, absent: derivedUDP, rule: .port)
-        let url = try settings.read("redis", flag: redis, default: "redis://127.0.0.1:6379", show: maskingPassword)
+        let url = try settings.read("redis", flag: redis, default: "redis://127.0.0.1:6379", show: RedisConfiguration.masked)
         let cluster = try settings.read("redis-cluster", flag: redisCluster.map { $0 ? RedisClusterSetting.yes : .no }, default: .auto)
+        // A path only: the file is read below and its content never listed.
+        let passwordFile = try settings.readOptional("redis-password-file", flag: redisPasswordFile, absent: "none")
+        // No flag and no file key: a password on a command line or in a config file is too
+        // easily seen. Listed as *** so an operator sees where it comes from.
+        let password = settings.environment[SettingsReader.environmentName(of: "redis-password")]
+        settings.note("redis-password", value: password?.isEmpty == false ? "***" : "none",
+                      source: password?.isEmpty == false ? "env SIMP_REDIS_PASSWORD" : "default")
         do {
-            config.redis = try RedisDeployment(urls: url, cluster: cluster.isCluster)
+            config.redis = try RedisDeployment(urls: url, cluster: cluster.isCluster).withPassword(file: passwordFile, environment: password)
         } catch {
-            throw SettingError(maskingPassword(error.message))
+            throw SettingError(RedisConfiguration.masked(error.message))
         }
         config.nodeID = try settings.read("node-id", flag: nodeID, default: config.nodeID)
         let heartbeat = try settings.read("heartbeat", flag: heartbeat, default: 60, rule: .positive, show: seconds)

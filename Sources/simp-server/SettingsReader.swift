@@ -51,6 +51,9 @@ struct SettingsReader {
     /// this version does not have, and running with the default instead would surprise.
     func checkFileKeys() throws(SettingError) {
         guard let file else { return }
+        if file.keys.contains("redis-password") {
+            throw SettingError("config file \(file.path): \"redis-password\" is not read from a file; name a file holding it with \"redis-password-file\", or set SIMP_REDIS_PASSWORD")
+        }
         // The file cannot name itself.
         let read = Set(entries.map(\.name)).subtracting(["config"])
         if let unknown = file.keys.first(where: { !read.contains($0) }) {
@@ -164,15 +167,6 @@ extension Rule where T == Int {
 extension Rule where T == Double {
     static var positive: Rule<Double> { Rule(allows: { $0 > 0 }, text: "must be more than 0") }
     static var notNegative: Rule<Double> { Rule(allows: { $0 >= 0 }, text: "must be 0 or more") }
-}
-
-/// A URL with the password of its user part (`redis://user:password@host`) replaced by `***`,
-/// so it may be printed or logged.
-func maskingPassword(_ url: String) -> String {
-    guard let scheme = url.range(of: "://"), let at = url[scheme.upperBound...].lastIndex(of: "@") else { return url }
-    let userInfo = url[scheme.upperBound..<at]
-    let user = userInfo.firstIndex(of: ":").map { userInfo[..<$0] + ":" } ?? ""
-    return url[..<scheme.upperBound] + user + "***" + url[at...]
 }
 
 /// Whether `--redis` names a Redis Cluster; `auto` asks it.

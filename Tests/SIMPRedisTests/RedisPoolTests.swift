@@ -194,16 +194,6 @@ import Testing
     func rejectsBadURLs(url: String) {
         #expect(throws: RedisError.self) { try RedisConfiguration(url: url) }
     }
-
-    /// SIMP sends no AUTH; a password in the URL is refused, and the error does not repeat it.
-    @Test func aPasswordInTheURLIsRefusedWithoutRepeatingIt() {
-        do {
-            _ = try RedisConfiguration(url: "redis://admin:hunter2@cache:6380/1")
-            Issue.record("a URL with a password was accepted")
-        } catch {
-            #expect(error.message.contains("not supported") && !error.message.contains("hunter2"))
-        }
-    }
 }
 
 @Suite struct RedisErrorTests {

@@ -6,14 +6,18 @@ import Glibc
 /// A real Redis Cluster: 6 `redis-server` processes on free loopback ports (3 masters, each
 /// with one replica, made by `redis-cli --cluster create`), AOF on, data in a temporary
 /// directory. A short node timeout (1 s) makes a replica take over soon after its master dies.
-/// Every process is killed when the value goes away.
+/// Every process is killed when the value goes away. With a `password`, every node requires
+/// it (`requirepass`) and its replicas sync with it (`masterauth`).
 public final class RedisClusterProcess: @unchecked Sendable {
     public let ports: [Int]
     public let directory: URL
+    /// What AUTH takes for every node; empty: no AUTH.
+    public let auth: [String]
     private var processes: [Int: ChildProcess] = [:]
     private var busPorts: [Int: Int] = [:]
 
-    public init(nodes: Int = 6, replicas: Int = 1) throws {
+    public init(nodes: Int = 6, replicas: Int = 1, password: String? = nil) throws {
+        auth = password.map { [$0] } ?? []
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("simp-cluster-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         var taken = Set<Int>()
@@ -44,19 +48,21 @@ public final class RedisClusterProcess: @unchecked Sendable {
         let folder = directory.appendingPathComponent("\(port)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let redis = try findExecutable("redis-server").path
+        let login = auth.first.map { ["--requirepass", $0, "--masterauth", $0] } ?? []
         processes[port] = try ChildProcess(redis, [
             "--port", "\(port)", "--cluster-port", "\(busPort)", "--bind", "127.0.0.1",
             "--cluster-enabled", "yes", "--cluster-config-file", folder.appendingPathComponent("nodes-\(port).conf").path,
             "--cluster-node-timeout", "1000", "--appendonly", "yes", "--save", "", "--dir", folder.path,
             "--daemonize", "no",
-        ])
+        ] + login)
         try waitUntilListening(port: port, timeout: 10)
-        try waitUntilPong(port: port, timeout: 10)
+        try waitUntilPong(port: port, timeout: 10, auth: auth)
     }
 
     private func create(replicas: Int) throws {
         let cli = try findExecutable("redis-cli").path
-        let create = try ChildProcess(cli, ["--cluster", "create"] + addresses + ["--cluster-replicas", "\(replicas)", "--cluster-yes"])
+        let login = auth.first.map { ["-a", $0, "--no-auth-warning"] } ?? []
+        let create = try ChildProcess(cli, login + ["--cluster", "create"] + addresses + ["--cluster-replicas", "\(replicas)", "--cluster-yes"])
         guard let status = create.waitForExit(timeout: 60) else { throw TestSupportError("redis-cli --cluster create hung") }
         guard status == 0 else { throw TestSupportError("redis-cli --cluster create failed (\(status)): \(create.stdout) \(create.stderr)") }
     }
@@ -73,13 +79,13 @@ public final class RedisClusterProcess: @unchecked Sendable {
 
     private func isHealthy() -> Bool {
         let running = runningPorts
-        guard running.allSatisfy({ redisReply(port: $0, ["CLUSTER", "INFO"]).contains("cluster_state:ok") }) else { return false }
+        guard running.allSatisfy({ redisReply(port: $0, ["CLUSTER", "INFO"], auth: auth).contains("cluster_state:ok") }) else { return false }
         let mastersKnown = running.allSatisfy { port in
             [0, 5461, 10923, 16383].allSatisfy { slot in masterPort(forSlot: slot, askingPort: port).map(running.contains) ?? false }
         }
         // Replicas that have their master's data (else none could take over).
         let replicasSynced = running.allSatisfy { port in
-            let replication = redisReply(port: port, ["INFO", "replication"])
+            let replication = redisReply(port: port, ["INFO", "replication"], auth: auth)
             return replication.contains("role:master") || replication.contains("master_link_status:up")
         }
         return mastersKnown && replicasSynced
@@ -114,7 +120,7 @@ public final class RedisClusterProcess: @unchecked Sendable {
     /// CLUSTER NODES' lines as a node sees them.
     public func clusterNodes(port: Int) -> [String] {
         // The first line is the bulk header `$N` (and "\r\n" is one Character: split on newlines).
-        redisReply(port: port, ["CLUSTER", "NODES"]).split(whereSeparator: \.isNewline).dropFirst().map {
+        redisReply(port: port, ["CLUSTER", "NODES"], auth: auth).split(whereSeparator: \.isNewline).dropFirst().map {
             $0.trimmingCharacters(in: .whitespacesAndNewlines)
         }
     }
@@ -135,7 +141,7 @@ public final class RedisClusterProcess: @unchecked Sendable {
 
     /// One command over a fresh connection to `port` (RESP as received).
     public func command(port: Int, _ arguments: [String]) throws -> String {
-        let reply = redisReply(port: port, arguments)
+        let reply = redisReply(port: port, arguments, auth: auth)
         guard !reply.isEmpty else { throw TestSupportError("no answer from Redis on \(port) to \(arguments)") }
         return reply
     }

@@ -8,23 +8,54 @@ import Glibc
 public final class RedisServerProcess: @unchecked Sendable {
     public let port: Int
     public let directory: URL
+    /// What AUTH takes for this Redis (`[password]` or `[user, password]`); empty: no AUTH.
+    public let auth: [String]
+    private let extraArguments: [String]
     private var process: ChildProcess?
 
-    public init() throws {
+    /// `password` alone: `requirepass`. With `aclUser`: that ACL user has the password and
+    /// `aclRules` (every key, channel and command by default), and the `default` user is off,
+    /// so a connection that does not log in as that user can do nothing. `extraArguments` go
+    /// to redis-server as they are.
+    public init(extraArguments: [String] = [], password: String? = nil, aclUser: String? = nil,
+                aclRules: [String] = ["~*", "&*", "+@all"]) throws {
         port = try freeTCPPort()
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("simp-redis-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        var arguments = extraArguments
+        switch (aclUser, password) {
+        case (let user?, let password?):
+            arguments += ["--user", "default", "off", "--user", user, "on", ">\(password)"] + aclRules
+            auth = [user, password]
+        case (nil, let password?):
+            arguments += ["--requirepass", password]
+            auth = [password]
+        case (_?, nil):
+            throw TestSupportError("an ACL user needs a password")
+        case (nil, nil):
+            auth = []
+        }
+        self.extraArguments = arguments
         try start()
     }
 
     public var url: String { "redis://127.0.0.1:\(port)" }
 
+    /// `url` with this Redis' user and password in it (percent-encoded).
+    public var urlWithCredentials: String {
+        switch auth.count {
+        case 1: "redis://:\(percentEncoded(auth[0]))@127.0.0.1:\(port)"
+        case 2: "redis://\(percentEncoded(auth[0])):\(percentEncoded(auth[1]))@127.0.0.1:\(port)"
+        default: url
+        }
+    }
+
     public func start() throws {
         let redis = try findExecutable("redis-server").path
         process = try ChildProcess(redis, ["--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
-                                           "--appendfsync", "always", "--dir", directory.path, "--daemonize", "no"])
+                                           "--appendfsync", "always", "--dir", directory.path, "--daemonize", "no"] + extraArguments)
         try waitUntilListening(port: port, timeout: 10)
-        try waitUntilPong(port: port, timeout: 10)
+        try waitUntilPong(port: port, timeout: 10, auth: auth)
     }
 
     /// SIGTERM and wait: Redis flushes its AOF on the way out.
@@ -74,7 +105,7 @@ public final class RedisServerProcess: @unchecked Sendable {
 
     /// One command over a fresh connection (RESP), for checking what Redis holds.
     public func command(_ arguments: [String]) throws -> String {
-        let reply = redisReply(port: port, arguments)
+        let reply = redisReply(port: port, arguments, auth: auth)
         guard !reply.isEmpty else { throw TestSupportError("no answer from Redis on \(port) to \(arguments)") }
         return reply
     }
@@ -121,21 +152,32 @@ public func waitUntilListening(port: Int, timeout: TimeInterval) throws {
 }
 
 /// Polls until Redis answers PING with PONG (not LOADING): accepting connections is not enough.
-public func waitUntilPong(port: Int, timeout: TimeInterval) throws {
+/// `auth`: AUTH's arguments, sent first when not empty.
+public func waitUntilPong(port: Int, timeout: TimeInterval, auth: [String] = []) throws {
     let deadline = Date().addingTimeInterval(timeout)
     while Date() < deadline {
-        if pingReply(port: port).hasPrefix("+PONG") { return }
+        if pingReply(port: port, auth: auth).hasPrefix("+PONG") { return }
         usleep(20_000)
     }
     throw TestSupportError("redis on port \(port) not ready after \(timeout)s")
 }
 
-func pingReply(port: Int) -> String {
-    redisReply(port: port, ["PING"])
+func pingReply(port: Int, auth: [String] = []) -> String {
+    redisReply(port: port, ["PING"], auth: auth)
+}
+
+/// RFC 3986's unreserved characters as they are, every other byte as %XX.
+public func percentEncoded(_ text: String) -> String {
+    text.utf8.map { byte in
+        let unreserved = (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
+            || [0x2D, 0x2E, 0x5F, 0x7E].contains(byte)
+        return unreserved ? String(UnicodeScalar(byte)) : String(format: "%%%02X", byte)
+    }.joined()
 }
 
 /// The first bytes of Redis' answer to one command on a fresh connection; "" if unreachable.
-func redisReply(port: Int, _ arguments: [String]) -> String {
+/// With `auth`, AUTH goes first on that connection, and its answer must be OK.
+func redisReply(port: Int, _ arguments: [String], auth: [String] = []) -> String {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { return "" }
     defer { close(fd) }
@@ -147,11 +189,21 @@ func redisReply(port: Int, _ arguments: [String]) -> String {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
     }
     guard connected else { return "" }
-    var request = "*\(arguments.count)\r\n"
-    for argument in arguments { request += "$\(argument.utf8.count)\r\n\(argument)\r\n" }
-    let bytes = Array(request.utf8)
-    _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
     var buffer = [UInt8](repeating: 0, count: 4096)
+    func request(_ arguments: [String]) {
+        var request = "*\(arguments.count)\r\n"
+        for argument in arguments { request += "$\(argument.utf8.count)\r\n\(argument)\r\n" }
+        let bytes = Array(request.utf8)
+        _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+    if !auth.isEmpty {
+        request(["AUTH"] + auth)
+        let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        guard n > 0 else { return "" }
+        let answer = String(decoding: buffer.prefix(n), as: UTF8.self)
+        guard answer.hasPrefix("+OK") else { return answer }
+    }
+    request(arguments)
     let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
     guard n > 0 else { return "" }
     var received = Array(buffer.prefix(n))
