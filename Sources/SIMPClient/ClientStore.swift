@@ -8,9 +8,12 @@ import SIMPCore
 /// learns the fate of what it did accept, and shows no message twice.
 ///
 /// Writes that follow protocol events are queued in order on GRDB's writer and never block
-/// the client's event loop.
+/// the client's event loop. Every write says whether it happened: the client confirms and
+/// reports only what is on disk (a full disk must not cost a message the server was told
+/// was kept).
 final class ClientStore: Sendable {
     private let db: DatabaseQueue
+    let path: String
 
     struct Saved: Sendable {
         var lastDelivered: UInt64
@@ -20,7 +23,8 @@ final class ClientStore: Sendable {
 
     init(directory: String, user: String) throws {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        db = try DatabaseQueue(path: (directory as NSString).appendingPathComponent("\(user).sqlite"))
+        path = (directory as NSString).appendingPathComponent("\(user).sqlite")
+        db = try DatabaseQueue(path: path)
         try db.write { db in
             try db.execute(sql: """
                 CREATE TABLE IF NOT EXISTS outbox (
@@ -51,37 +55,59 @@ final class ClientStore: Sendable {
     }
 
     /// Before `send` returns: the message exists on disk before anyone learns its id.
-    func add(id: String, to: String, message: Simp_Message) async throws {
-        let bytes: [UInt8] = try message.serializedBytes()
-        let payload = Data(bytes)
-        try await db.write { db in
-            let position = (try Int64.fetchOne(db, sql: "SELECT COALESCE(MAX(position), 0) + 1 FROM outbox")) ?? 1
-            try db.execute(sql: "INSERT OR REPLACE INTO outbox (id, recipient, payload, position) VALUES (?, ?, ?, ?)",
-                           arguments: [id, to, payload, position])
+    func add(id: String, to: String, message: Simp_Message) async throws(StoreWriteError) {
+        do {
+            let bytes: [UInt8] = try message.serializedBytes()
+            let payload = Data(bytes)
+            try await db.write { db in
+                let position = (try Int64.fetchOne(db, sql: "SELECT COALESCE(MAX(position), 0) + 1 FROM outbox")) ?? 1
+                try db.execute(sql: "INSERT OR REPLACE INTO outbox (id, recipient, payload, position) VALUES (?, ?, ?, ?)",
+                               arguments: [id, to, payload, position])
+            }
+        } catch {
+            throw StoreWriteError(path: path, error)
         }
     }
 
-    func markAccepted(id: String, seq: UInt64) {
-        enqueue { db in try db.execute(sql: "UPDATE outbox SET seq = ? WHERE id = ?", arguments: [Int64(seq), id]) }
+    func markAccepted(id: String, seq: UInt64, done: @escaping @Sendable (Result<Void, StoreWriteError>) -> Void) {
+        enqueue(done) { db in try db.execute(sql: "UPDATE outbox SET seq = ? WHERE id = ?", arguments: [Int64(seq), id]) }
     }
 
-    func remove(id: String) {
-        enqueue { db in try db.execute(sql: "DELETE FROM outbox WHERE id = ?", arguments: [id]) }
+    func remove(id: String, done: @escaping @Sendable (Result<Void, StoreWriteError>) -> Void) {
+        enqueue(done) { db in try db.execute(sql: "DELETE FROM outbox WHERE id = ?", arguments: [id]) }
     }
 
-    /// Records received messages and the new floor, then calls `done` (on GRDB's queue):
-    /// only after that may they be shown and confirmed.
-    func receive(_ messages: [IncomingMessage], lastDelivered: UInt64, done: @escaping @Sendable () -> Void) {
-        db.asyncWrite({ db in
+    /// Records received messages and the new floor in one transaction, then calls `done` (on
+    /// GRDB's queue) with whether they are on disk: only then may they be shown and confirmed.
+    func receive(_ messages: [IncomingMessage], lastDelivered: UInt64, done: @escaping @Sendable (Result<Void, StoreWriteError>) -> Void) {
+        enqueue(done) { db in
             for m in messages {
                 try db.execute(sql: "INSERT OR IGNORE INTO received (seq, id, sender, text, imageURL, sentAt) VALUES (?, ?, ?, ?, ?, ?)",
                                arguments: [Int64(m.seq), m.id, m.from, m.text, m.imageURL, m.sentAt])
             }
             try db.execute(sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('lastDelivered', ?)", arguments: [Int64(lastDelivered)])
-        }, completion: { _, _ in done() })
+        }
     }
 
-    private func enqueue(_ work: @escaping @Sendable (Database) throws -> Void) {
-        db.asyncWrite({ db in try work(db) }, completion: { _, _ in })
+    private func enqueue(_ done: @escaping @Sendable (Result<Void, StoreWriteError>) -> Void,
+                         _ work: @escaping @Sendable (Database) throws -> Void) {
+        let path = path
+        db.asyncWrite({ db in try work(db) }, completion: { _, result in
+            done(result.mapError { StoreWriteError(path: path, $0) })
+        })
     }
+}
+
+/// A write to the data directory that did not happen (a full disk, say): none of it is on disk.
+struct StoreWriteError: Error, Sendable, CustomStringConvertible {
+    var path: String
+    /// SQLite's own words ("database or disk is full"), without the statement.
+    var reason: String
+
+    init(path: String, _ error: any Error) {
+        self.path = path
+        reason = (error as? DatabaseError)?.message ?? "\(error)"
+    }
+
+    var description: String { "cannot write \(path): \(reason)" }
 }

@@ -49,6 +49,9 @@ public struct ClientConfiguration: Sendable {
     public var udpPortOverride: Int?
     /// Keep the outbox, the confirmed sequence and received messages in DIR/USER.sqlite, so a
     /// restarted client resends what the server never accepted and shows nothing twice.
+    /// What the disk does not take (it is full) is neither sent nor confirmed: `send` throws,
+    /// and a received message is shown and confirmed only once written (an `.error` event
+    /// says it could not be; the server sends it again). Sending needs `connect` first.
     public var dataDirectory: String?
     /// TLS on the control channel; nil talks plain TCP (a server for local development).
     public var tls: ClientTLS?

@@ -68,9 +68,10 @@ public final class SIMPClient: @unchecked Sendable {
     private var store: ClientStore?
     private var sessionKey: SymmetricKey?
     private var replay = ReplayWindow()
-    /// With a store: the highest seq on disk. Receipts never confirm more than that.
-    private var persistedFloor: UInt64 = 0
-    private var confirmable: UInt64 { store == nil ? inbox.lastDelivered : persistedFloor }
+    /// With a store: received messages on their way to disk. Receipts never confirm more
+    /// than its floor.
+    private var saves = ReceivedSaves(savedFloor: 0)
+    private var confirmable: UInt64 { store == nil ? inbox.lastDelivered : saves.savedFloor }
 
     /// `eventLoopGroup` is not owned: the client never shuts it down. With `eventHandler`, every
     /// event is handed to it on the client's event loop, in order, and `events` stays empty:
@@ -300,7 +301,7 @@ public final class SIMPClient: @unchecked Sendable {
 
     private func restore(_ saved: ClientStore.Saved) {
         inbox = InboundSequencer(lastDelivered: saved.lastDelivered)
-        persistedFloor = saved.lastDelivered
+        saves = ReceivedSaves(savedFloor: saved.lastDelivered)
         sending.restore(saved, now: .now())
     }
 
@@ -372,13 +373,16 @@ public final class SIMPClient: @unchecked Sendable {
         armTick(at: now + ClientTimers.fastTick)
     }
 
-    /// Writes the message to the outbox on disk before it is sent (only with a data directory).
+    /// Writes the message to the outbox on disk before it is sent (only with a data directory):
+    /// a send that is not on disk fails, rather than be lost with the process.
     private func persist(_ item: Outgoing, id: String) async throws(ClientError) {
-        guard let store = try? await loop.submit({ [self] in self.store }).get() else { return }
+        guard let store = try? await loop.submit({ [self] in self.store }).get() else {
+            throw ClientError("not connected: the data directory's outbox is opened by connect", code: .notConnected)
+        }
         do {
             try await store.add(id: id, to: item.to, message: item.message)
         } catch {
-            throw ClientError("cannot write the outbox: \(error)")
+            throw ClientError("message not sent: cannot write it to the outbox \(error.path): \(error.reason)")
         }
     }
 
@@ -669,17 +673,26 @@ public final class SIMPClient: @unchecked Sendable {
         switch envelope.body {
         case .accepted(let accepted):
             guard let event = sending.accepted(accepted, now: .now()) else { return }
-            store?.markAccepted(id: accepted.messageID, seq: accepted.seq)
+            store?.markAccepted(id: accepted.messageID, seq: accepted.seq) { [self] result in
+                outboxWritten(result, "record that message \(accepted.messageID) was accepted",
+                              else: "a restart with this data directory sends it again (the server knows it by its id)")
+            }
             emit(event)
         case .delivered(let delivered):
             let news = sending.delivered(delivered)
             if let accepted = news.accepted { emit(accepted) }
             guard let event = news.delivered else { return }
-            store?.remove(id: delivered.messageID)
+            store?.remove(id: delivered.messageID) { [self] result in
+                outboxWritten(result, "remove delivered message \(delivered.messageID) from the outbox",
+                              else: "a restart with this data directory reports it delivered again")
+            }
             emit(event)
         case .failed(let failed):
             guard let event = sending.failed(failed) else { return }
-            store?.remove(id: failed.messageID)
+            store?.remove(id: failed.messageID) { [self] result in
+                outboxWritten(result, "remove failed message \(failed.messageID) from the outbox",
+                              else: "a restart with this data directory sends it again")
+            }
             emit(event)
         case .missing(let missing):
             for message in sending.missing(missing) { transmit(message) }
@@ -700,6 +713,14 @@ public final class SIMPClient: @unchecked Sendable {
             emit(.error("server: \(error.reason.isEmpty ? error.code.name : error.reason)"))
         default:
             break
+        }
+    }
+
+    /// The outbox on disk lags behind what this process knows: say so, and what it costs.
+    private func outboxWritten(_ result: Result<Void, StoreWriteError>, _ what: String, else consequence: String) {
+        guard case .failure(let error) = result else { return }
+        loop.execute { [self] in
+            emit(.error("cannot \(what) in \(error.path): \(error.reason); \(consequence)"))
         }
     }
 
@@ -781,6 +802,7 @@ public final class SIMPClient: @unchecked Sendable {
 
     /// The messages of one datagram: what they make ready is delivered (and stored) together.
     private func received(_ payloads: [[UInt8]]) {
+        let floor = inbox.lastDelivered
         var ready: [IncomingMessage] = []
         var answer = false
         var gap = false
@@ -796,7 +818,7 @@ public final class SIMPClient: @unchecked Sendable {
         if !ready.isEmpty {
             // Numbered copies of early messages are confirmed with the rest, not handed over again.
             if early.count > 0 { ready.removeAll { early.numbered(.init(from: $0.from, id: $0.id)) } }
-            deliver(ready)
+            deliver(ready, after: floor)
         } else if answer {
             scheduleReceipt()
         }
@@ -817,20 +839,41 @@ public final class SIMPClient: @unchecked Sendable {
         emit(.message(IncomingMessage(message)))
     }
 
-    private func deliver(_ ready: [IncomingMessage]) {
+    /// `ready` took the inbox floor from `after` to where it is now.
+    private func deliver(_ ready: [IncomingMessage], after: UInt64) {
         guard let store else {
             for item in ready { emit(.message(item)) }
             scheduleReceipt()
             return
         }
-        // On disk first: a client killed after showing a message must not show it again.
-        let floor = inbox.lastDelivered
-        store.receive(ready, lastDelivered: floor) { [self] in
-            loop.execute { [self] in
-                persistedFloor = max(persistedFloor, floor)
-                for item in ready { emit(.message(item)) }
-                scheduleReceipt()
-            }
+        // On disk first: a client killed after showing a message must not show it again,
+        // and one the disk did not take must come again (ReceivedSaves).
+        if let batch = saves.ready(ready, after: after, upTo: inbox.lastDelivered) { save(batch, in: store) }
+    }
+
+    private func save(_ batch: ReceivedSaves.Batch, in store: ClientStore) {
+        store.receive(batch.messages, lastDelivered: batch.upTo) { [self] result in
+            loop.execute { [self] in saved(result, in: store) }
+        }
+    }
+
+    private func saved(_ result: Result<Void, StoreWriteError>, in store: ClientStore) {
+        switch result {
+        case .success:
+            let (shown, next) = saves.written()
+            for item in shown { emit(.message(item)) }
+            scheduleReceipt()
+            if let next { save(next, in: store) }
+        case .failure(let error):
+            let failure = saves.failed()
+            // Unconfirmed, they are pushed again; what the server had confirmed before this
+            // session does not come again.
+            inbox = InboundSequencer(lastDelivered: failure.rollBackTo)
+            inbox.advance(to: session?.confirmedSeq ?? 0)
+            guard let seqs = failure.report else { return }
+            let which = seqs.count == 1 ? "seq \(seqs.lowerBound)" : "seq \(seqs.lowerBound)-\(seqs.upperBound)"
+            emit(.error("cannot save received messages (\(which)) in \(error.path): \(error.reason); "
+                + "they are not shown or confirmed, and the server sends them again"))
         }
     }
 

@@ -1,0 +1,87 @@
+/// Received messages on their way to the data directory. A message is shown and confirmed
+/// only once it is on disk: shown earlier, a client killed before the write would show it
+/// again after a restart; confirmed earlier, the server would drop a message the client
+/// never kept (a full disk).
+///
+/// One write is in flight at a time; what the inbox hands over meanwhile waits and goes in
+/// the next one. So no write lands after an earlier one failed: its floor would cover
+/// messages that are not on disk. A failed write is given up together with everything
+/// waiting behind it: the inbox goes back to where that write started, and since nothing of
+/// it was confirmed, the server pushes those messages again and they are written then.
+struct ReceivedSaves: Sendable {
+    /// Messages to write in one transaction, with the floor they leave on disk.
+    struct Batch: Sendable, Equatable {
+        /// The inbox floor before these messages: everything up to it is on disk already (or
+        /// the server had it confirmed before this session).
+        var after: UInt64
+        /// The inbox floor after them, written with them.
+        var upTo: UInt64
+        var messages: [IncomingMessage]
+    }
+
+    /// A write that did not happen, and what follows from it.
+    struct Failure: Sendable, Equatable {
+        /// Where the inbox floor goes back to: what is above it comes again and is taken then.
+        var rollBackTo: UInt64
+        /// How many messages were given up (the write's and those waiting behind it).
+        var count: Int
+        /// The seqs the application has not been told about yet; nil when each was reported
+        /// before (a resend of a message that could not be written the first time either).
+        var report: ClosedRange<UInt64>?
+    }
+
+    /// The highest seq on disk: receipts never confirm more.
+    private(set) var savedFloor: UInt64
+    private(set) var writing: Batch?
+    private var waiting: Batch?
+    /// The highest seq a failure was reported for: a disk that stays full is reported once
+    /// per message, not again at each of the server's resends.
+    private var reportedUpTo: UInt64
+
+    init(savedFloor: UInt64) {
+        self.savedFloor = savedFloor
+        reportedUpTo = savedFloor
+    }
+
+    /// Messages the inbox handed over, in order, moving its floor from `after` to `upTo`:
+    /// returns the batch to write now, or nil while a write is in flight.
+    mutating func ready(_ messages: [IncomingMessage], after: UInt64, upTo: UInt64) -> Batch? {
+        if var queued = waiting {
+            queued.messages += messages
+            queued.upTo = upTo
+            waiting = queued
+        } else {
+            waiting = Batch(after: after, upTo: upTo, messages: messages)
+        }
+        return startNext()
+    }
+
+    /// The write in flight is on disk: its messages may be shown and confirmed; returns the
+    /// next batch to write, if any waits.
+    mutating func written() -> (shown: [IncomingMessage], next: Batch?) {
+        guard let done = writing else { return ([], nil) }
+        writing = nil
+        savedFloor = max(savedFloor, done.upTo)
+        return (done.messages, startNext())
+    }
+
+    /// The write in flight did not happen: it and what waits behind it are given up.
+    mutating func failed() -> Failure {
+        guard let lost = writing else { return Failure(rollBackTo: savedFloor, count: 0, report: nil) }
+        writing = nil
+        let dropped = waiting
+        waiting = nil
+        let upTo = dropped?.upTo ?? lost.upTo
+        let from = max(lost.after, reportedUpTo) + 1
+        let report = upTo >= from ? from...upTo : nil
+        reportedUpTo = max(reportedUpTo, upTo)
+        return Failure(rollBackTo: lost.after, count: lost.messages.count + (dropped?.messages.count ?? 0), report: report)
+    }
+
+    private mutating func startNext() -> Batch? {
+        guard writing == nil, let next = waiting else { return nil }
+        waiting = nil
+        writing = next
+        return next
+    }
+}
