@@ -164,6 +164,9 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // The chaos run's pure parts: the seeded fault schedule and the checker over client logs.
+        .target(name: "SIMPChaos"),
+        .testTarget(name: "SIMPChaosTests", dependencies: ["SIMPChaos"]),
         .testTarget(
             name: "MQTTLoadTests",
             dependencies: ["MQTTLoad", .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")]
