@@ -15,26 +15,49 @@ public struct StartupError: Error, CustomStringConvertible {
 /// The SIMP server: a control listener (TCP), a datagram socket (UDP), a router, and Redis.
 /// As a `Service` it runs until graceful shutdown, then stops accepting, finishes the
 /// in-flight Redis writes and closes.
-public final class SIMPServer: Service, @unchecked Sendable {
+///
+/// Checked `Sendable`: `start()`, `stop()`, `sessionCount()` and a reload may run on different
+/// tasks, so what `start()` makes is kept in one locked place (`running`), never in plain vars.
+public final class SIMPServer: Service, Sendable {
     public let configuration: ServerConfiguration
     private let logger: Logger
     private let onReady: @Sendable (ServerAddresses) -> Void
     private let group: MultiThreadedEventLoopGroup
     private let heartbeats = HeartbeatWheels()
-    /// Made by `start()`, once Redis answered and said whether it is a cluster.
-    private var redis: (any RedisClient)?
     private let workers: NIOThreadPool
-    private var tcp: (any Channel)?
-    private var udp: (any Channel)?
-    private var metricsChannel: (any Channel)?
     let metrics: ServerMetrics
-    var router: Router?
-    var store: MessageStore?
-    private var nodeRecord: NodeRecord?
-    private var subscribers: [RedisSubscriber] = []
     private let controls = ChannelRegistry()
     /// What each new control connection is built from; a reload replaces it.
     let live = NIOLockedValueBox<LiveSettings?>(nil)
+    private let running = NIOLockedValueBox(Running())
+
+    /// Everything `start()` makes that `stop()` undoes. `start()` adds each piece as soon as it
+    /// exists, so a start that fails half way is undone too; `stop()` takes it all at once.
+    private struct Running: Sendable {
+        /// Made once Redis answered and said whether it is a cluster.
+        var redis: (any RedisClient)?
+        var nodeRecord: NodeRecord?
+        var store: MessageStore?
+        var router: Router?
+        var subscribers: [RedisSubscriber] = []
+        var udp: (any Channel)?
+        var tcp: (any Channel)?
+        var metricsChannel: (any Channel)?
+        /// Set by `stop()`: a `start()` still under way must not add what nothing would undo.
+        var stopped = false
+    }
+
+    var router: Router? { running.withLockedValue { $0.router } }
+    var store: MessageStore? { running.withLockedValue { $0.store } }
+
+    /// Records a piece `start()` made, for `stop()`; throws once `stop()` has begun (the
+    /// piece then goes with the event loops' shutdown, which closes their channels).
+    private func keep(_ add: (inout Running) -> Void) throws {
+        try running.withLockedValue { state in
+            guard !state.stopped else { throw StartupError(description: "the server was stopped while it was starting") }
+            add(&state)
+        }
+    }
 
     public init(configuration: ServerConfiguration, logger: Logger = Logger(label: "simp.server"),
                 onReady: @escaping @Sendable (ServerAddresses) -> Void = { _ in }) {
@@ -49,7 +72,13 @@ public final class SIMPServer: Service, @unchecked Sendable {
     }
 
     public func run() async throws {
-        let addresses = try await start()
+        let addresses: ServerAddresses
+        do {
+            addresses = try await start()
+        } catch {
+            await stop()
+            throw error
+        }
         onReady(addresses)
         try? await gracefulShutdown()
         logger.info("shutting down")
@@ -69,11 +98,13 @@ public final class SIMPServer: Service, @unchecked Sendable {
     /// Binds both sockets once Redis answers; returns where they listen.
     public func start() async throws -> ServerAddresses {
         try await prepareSealing()
-        let (redis, secret) = try await waitForRedis()
-        let record = NodeRecord(redis: redis, keys: Keys(prefix: configuration.namespace), nodeID: configuration.nodeID, logger: logger)
+        let (redis, secret) = try await connectRedis()
+        let record = NodeRecord(redis: redis, keys: Keys(prefix: configuration.namespace), nodeID: configuration.nodeID,
+                                loop: group.next(), logger: logger)
+        // Kept before the claim, so a stop() while it waits lets go of whatever it took.
+        try keep { $0.nodeRecord = record }
         try await record.claim()
-        record.keepRenewing(on: group.next())
-        nodeRecord = record
+        record.keepRenewing()
         var storeSettings = StoreSettings(namespace: configuration.namespace, inboxLimit: configuration.inboxLimit)
         storeSettings.presenceTTLSeconds = configuration.presenceTTLSeconds
         storeSettings.inboxShare = min(configuration.inboxShare, configuration.inboxLimit)
@@ -83,7 +114,7 @@ public final class SIMPServer: Service, @unchecked Sendable {
         let store = MessageStore(redis: redis, settings: storeSettings) { [metrics] depth in
             metrics.inboxDepth.record(Double(depth))
         }
-        self.store = store
+        try keep { $0.store = store }
         var hasher = PasswordHasher()
         hasher.rounds = configuration.scryptRounds
         let tls = try configuration.tls.map(Self.makeTLS)
@@ -95,8 +126,9 @@ public final class SIMPServer: Service, @unchecked Sendable {
         settings.messagesPerSecond = configuration.limits.messagesPerSecond
         settings.messageBurst = configuration.limits.messageBurst
         let router = Router(loop: loop, store: store, settings: settings, metrics: metrics, logger: logger)
-        self.router = router
+        try keep { $0.router = router }
         let udp = try await bindUDP(router: router, on: loop)
+        try keep { $0.udp = udp }
         try await loop.submit { router.udp = udp; router.start() }.get()
         try await listen(router: router, redis: redis, admin: store.keys.adminChannel, node: store.keys.nodeChannel(configuration.nodeID))
         var node = ControlContext(accounts: accounts, router: router, connections: controls,
@@ -106,11 +138,13 @@ public final class SIMPServer: Service, @unchecked Sendable {
         node.anonymousFrameLength = min(configuration.limits.anonymousFrameLength, configuration.maxFrameLength)
         live.withLockedValue { $0 = LiveSettings(control: node, limits: configuration.limits, tls: tls) }
         let tcp = try await bindTCP()
-        self.udp = udp
-        self.tcp = tcp
+        try keep { $0.tcp = tcp }
+        var metricsChannel: (any Channel)?
         if let port = configuration.metricsPort {
             let readiness = Readiness(redis: redis, listeners: [("tcp", tcp), ("udp", udp)])
-            metricsChannel = try await bindMetrics(port: port, readiness: readiness)
+            let channel = try await bindMetrics(port: port, readiness: readiness)
+            try keep { $0.metricsChannel = channel }
+            metricsChannel = channel
         }
         return ServerAddresses(host: configuration.host, tcpPort: tcp.localAddress?.port ?? 0,
                                udpPort: udp.localAddress?.port ?? 0, nodeID: configuration.nodeID, tls: tls != nil,
@@ -157,7 +191,8 @@ public final class SIMPServer: Service, @unchecked Sendable {
                 router.closeByAdministrator(user: user, session: session)
             }
         }
-        subscribers = [notices, requests]
+        let subscribers = [notices, requests]
+        try keep { $0.subscribers = subscribers }
         for listener in subscribers { listener.start() }
         for listener in subscribers { try await listener.subscribed.get() }
     }
@@ -177,40 +212,60 @@ public final class SIMPServer: Service, @unchecked Sendable {
 
     /// Stops accepting, answers every queued store, then closes everything.
     public func stop() async {
-        for listener in subscribers { try? await listener.stop().get() }
-        try? await tcp?.close()
-        try? await metricsChannel?.close()
-        if let router {
+        let made = running.withLockedValue { state in
+            defer { state = Running(stopped: true) }
+            return state
+        }
+        for listener in made.subscribers { try? await listener.stop().get() }
+        try? await made.tcp?.close()
+        try? await made.metricsChannel?.close()
+        if let router = made.router {
             try? await router.loop.flatSubmit { router.drainStores() }.get()
             try? await router.loop.submit { router.stop() }.get()
         }
         await controls.closeAll()
-        try? await udp?.close()
-        await nodeRecord?.release()
-        await redis?.shutdown()
+        try? await made.udp?.close()
+        await made.nodeRecord?.release()
+        await made.redis?.shutdown()
         try? await workers.shutdownGracefully()
         try? await group.shutdownGracefully()
     }
 
     /// Sessions open on this node (for tests and metrics).
     public func sessionCount() async -> Int {
-        guard let router else { return 0 }
+        guard let router = running.withLockedValue({ $0.router }) else { return 0 }
         return (try? await router.loop.submit { router.sessionCount }.get()) ?? 0
     }
 
-    /// The Redis client, once Redis answers, and the token secret all nodes share.
-    private func waitForRedis() async throws -> (any RedisClient, [UInt8]) {
+    /// The Redis client, once Redis answers, and the token secret all nodes share. Until then
+    /// the client is this function's: one that never got an answer is shut down here.
+    private func connectRedis() async throws -> (any RedisClient, [UInt8]) {
+        var client: (any RedisClient)?
+        do {
+            let secret = try await waitForRedis(&client)
+            guard let client else { throw StartupError(description: "no Redis client was made") }
+            try keep { $0.redis = client }
+            return (client, secret)
+        } catch {
+            await client?.shutdown()
+            throw error
+        }
+    }
+
+    /// Makes `client` once and keeps it for every attempt (it reconnects by itself).
+    private func waitForRedis(_ client: inout (any RedisClient)?) async throws -> [UInt8] {
         let deadline = NIODeadline.now() + configuration.redisWait
         var lastMessage = ""
         var deployment = configuration.redis
         while true {
             do {
                 deployment = try await deployment.resolved()
-                let redis = redis ?? makeClient(deployment)
+                let redis = client ?? makeClient(deployment)
+                client = redis
                 let secret = try await MessageStore(redis: redis, settings: StoreSettings(namespace: configuration.namespace))
                     .sharedSecret(candidate: randomBytes(32))
                 if deployment.isCluster { logger.info("using a Redis Cluster", metadata: ["seeds": "\(deployment)"]) }
-                return (redis, secret)
+                return secret
             } catch {
                 if error.message.contains("cluster support disabled") {
                     let nodes = deployment.nodes.map { "\($0.host):\($0.port)" }.joined(separator: ",")
@@ -235,9 +290,7 @@ public final class SIMPServer: Service, @unchecked Sendable {
 
     private func makeClient(_ deployment: RedisDeployment) -> any RedisClient {
         let metrics = metrics
-        let client = deployment.makeClient(logger: logger) { roundTrip in metrics.redisRoundTrip.record(roundTrip) }
-        redis = client
-        return client
+        return deployment.makeClient(logger: logger) { roundTrip in metrics.redisRoundTrip.record(roundTrip) }
     }
 
     private func bindUDP(router: Router, on loop: any EventLoop) async throws -> any Channel {
@@ -324,7 +377,7 @@ final class ChannelRegistry: Sendable {
 }
 
 /// Hands every datagram to the router; the channel lives on the router's loop.
-final class DatagramHandler: ChannelInboundHandler, @unchecked Sendable {
+final class DatagramHandler: ChannelInboundHandler {
     typealias InboundIn = AddressedEnvelope<ByteBuffer>
     private let router: Router
 

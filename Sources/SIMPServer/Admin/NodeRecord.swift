@@ -26,7 +26,7 @@ enum NodeIDCheck {
 /// renewed): a second node started with the same id refuses to start, and a node that stops
 /// renewing (killed) frees the id within `ttl`. Other nodes and `simp-admin` read it to tell
 /// a live node from a gone one.
-final class NodeRecord: @unchecked Sendable {
+final class NodeRecord: Sendable {
     static let ttl: TimeAmount = .seconds(3)
     static let renewEvery: TimeAmount = .seconds(1)
 
@@ -35,13 +35,25 @@ final class NodeRecord: @unchecked Sendable {
     private let nodeID: String
     private let token = randomBytes(16).map { String($0, radix: 16) }.joined()
     private let logger: Logger
-    private var renewal: RepeatedTask?
+    /// Touched only on `loop` (the box checks that in every build), where the timer runs.
+    private let renewal: NIOLoopBoundBox<Renewal>
 
-    init(redis: any RedisClient, keys: Keys, nodeID: String, logger: Logger) {
+    private struct Renewal: Sendable {
+        var timer: RepeatedTask?
+        /// The renewal Redis has not answered yet. `release` waits for it: the renew script
+        /// writes a missing record back, so one landing after the release's DEL would hold
+        /// the id for another `ttl`.
+        var pending: EventLoopFuture<Void>?
+        var released = false
+    }
+
+    /// `loop` renews the record.
+    init(redis: any RedisClient, keys: Keys, nodeID: String, loop: any EventLoop, logger: Logger) {
         self.redis = redis
         self.key = keys.node(nodeID)
         self.nodeID = nodeID
         self.logger = logger
+        self.renewal = .makeBoxSendingValue(Renewal(), eventLoop: loop)
     }
 
     /// Takes the id, waiting out the record of a holder that stopped without letting go;
@@ -68,21 +80,36 @@ final class NodeRecord: @unchecked Sendable {
         }
     }
 
-    /// Renews the record until `release`, on `loop`.
-    func keepRenewing(on loop: any EventLoop) {
-        renewal = loop.scheduleRepeatedAsyncTask(initialDelay: Self.renewEvery, delay: Self.renewEvery) { [self] _ in
-            let renew = RedisCommand.script(Self.renewScript, keys: [key], args: [token, Self.ttl.nanoseconds / 1_000_000])
-            return redis.run([renew], on: loop).map { [self] replies in
-                if replies[0].int == 0 { logger.error("node id \(nodeID): another node took \(key) (this one did not renew it in time)") }
-            }.recover { [self] error in
-                logger.warning("node record not renewed: \(error)")
+    /// Renews the record every `renewEvery` until `release`.
+    func keepRenewing() {
+        let loop = renewal.eventLoop
+        loop.execute { [self] in
+            guard !renewal.value.released, renewal.value.timer == nil else { return }
+            renewal.value.timer = loop.scheduleRepeatedAsyncTask(initialDelay: Self.renewEvery, delay: Self.renewEvery) { [self] _ in
+                let renew = renewOnce(on: loop)
+                renewal.value.pending = renew
+                return renew
             }
+        }
+    }
+
+    private func renewOnce(on loop: any EventLoop) -> EventLoopFuture<Void> {
+        let renew = RedisCommand.script(Self.renewScript, keys: [key], args: [token, Self.ttl.nanoseconds / 1_000_000])
+        return redis.run([renew], on: loop).map { [self] replies in
+            if replies[0].int == 0 { logger.error("node id \(nodeID): another node took \(key) (this one did not renew it in time)") }
+        }.recover { [self] error in
+            logger.warning("node record not renewed: \(error)")
         }
     }
 
     /// Lets go of the id at a graceful stop, so the next start need not wait.
     func release() async {
-        renewal?.cancel()
+        let pending = renewal.eventLoop.flatSubmit { [renewal] in
+            renewal.value.released = true
+            renewal.value.timer?.cancel()
+            return renewal.value.pending ?? renewal.eventLoop.makeSucceededVoidFuture()
+        }
+        try? await pending.get()
         _ = try? await redis.run([RedisCommand.script(Self.releaseScript, keys: [key], args: [token])])
     }
 
