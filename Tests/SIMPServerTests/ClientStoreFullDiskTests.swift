@@ -102,7 +102,7 @@ struct ClientStoreFullDiskTests {
                                     ["repl", "--json", "--server", "127.0.0.1:\(world.cluster.addresses.tcpPort)",
                                      "--user", "bob", "--password", "pw-bob", "--data-dir", world.disk.path, "--linger", "0"],
                                     environment: ["XDG_CONFIG_HOME": configHome])
-        defer { repl.signal(SIGKILL) }
+        defer { if repl.waitForExit(timeout: 0) == nil { repl.signal(SIGKILL) } }
         #expect(repl.waitForLine(timeout: 20) { $0.contains(#""event":"connected""#) } != nil, "stderr: \(repl.stderr)")
         try world.disk.fill()
 
