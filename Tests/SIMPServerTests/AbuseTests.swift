@@ -63,6 +63,47 @@ import Testing
         await cluster.stop()
     }
 
+    /// 20,000 receipts each naming 64 missing seqs (about 1.4 MB) from a user with 64 messages
+    /// waiting: every receipt is charged what it makes the node do (a unit per 4 seqs), and
+    /// what the receipts get resent stays within the session's data budget, while two others
+    /// talk. Counted by request, this flood made the node resend 64 messages per receipt.
+    @Test func aReceiptFloodAskingForResendsIsPacedByItsCost() async throws {
+        let cluster = try await TestCluster.start()
+        let talk = try await Conversation.start(cluster)
+        let quiet = try await talk.latencies(20)
+        try await cluster.register("mallory")
+        let peer = try RawPeer(tcpPort: cluster.addresses.tcpPort, udpPort: cluster.addresses.udpPort)
+        try peer.connectAndBind(token: try peer.login("mallory", "pw-mallory"))
+        // 64 messages wait for mallory, who confirms none of them.
+        let carol = try await talk.client("carol")
+        for k in 0..<64 { _ = try await carol.client.send(to: "mallory", text: "waiting #\(k)") }
+        #expect(await carol.log.wait { $0.accepted.count == 64 })
+
+        let resentBefore = cluster.metric("simp_retransmits_total")
+        var receipt = Simp_Receipt()
+        receipt.upToSeq = 0
+        receipt.missing = Array(1...64)
+        let flood = Flood(peer, (0..<20_000).flatMap { _ in peer.frame(Simp_Envelope(.receipt(receipt))) })
+        let start = ContinuousClock.now
+        let during = try await talk.latencies(20)
+        flood.stop()
+        let seconds = Double((ContinuousClock.now - start).components.seconds) + 1
+        let resent = cluster.metric("simp_retransmits_total") - resentBefore
+        print("receipt flood: latency p50 \(median(quiet)) ms quiet, \(median(during)) ms during (p99 \(percentile(quiet, 0.99)) / \(percentile(during, 0.99)) ms); "
+              + "\(Int(resent)) datagrams resent in \(seconds) s")
+        #expect(exceeded(cluster, "control_requests") >= 1, "the flood was paced by its cost")
+        #expect(exceeded(cluster, "resend_bytes") >= 1, "the resends met the session's data budget")
+        // The budget (64 KiB a second and as a burst) over datagrams of at least 40 bytes, and
+        // the retransmit timers' own resends of the 64 unconfirmed pushes.
+        #expect(resent <= (seconds + 1) * 64 * 1024 / 40 + 64 * 20, "\(resent) datagrams resent")
+        #expect(!flood.closedByServer, "a flood is slowed, not cut off")
+        expectNearQuiet(quiet, during)
+        try await talk.expectAllDelivered()
+        await carol.client.close()
+        await talk.close()
+        await cluster.stop()
+    }
+
     /// One user's requests are paced over all of its connections together: two connections,
     /// each far under its own rate, together over the user's, are slowed; every ping is answered.
     @Test func aUsersRequestsArePacedOverAllItsConnections() async throws {
@@ -359,6 +400,12 @@ private func median(_ values: [Double]) -> Double {
     guard !values.isEmpty else { return .infinity }
     let sorted = values.sorted()
     return (sorted[sorted.count / 2] * 10).rounded() / 10
+}
+
+private func percentile(_ values: [Double], _ p: Double) -> Double {
+    guard !values.isEmpty else { return .infinity }
+    let sorted = values.sorted()
+    return (sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] * 10).rounded() / 10
 }
 
 private func exceeded(_ cluster: TestCluster, _ limit: String) -> Double {

@@ -20,10 +20,23 @@ public struct TokenBucket: Sendable {
 
     /// Takes one token if there is one.
     public mutating func take(now: NIODeadline) -> Bool {
+        take(1, now: now)
+    }
+
+    /// Takes `tokens` (at most a burst: a larger cost could never be paid) if there are as many.
+    public mutating func take(_ tokens: Int, now: NIODeadline) -> Bool {
         refill(now: now)
-        guard credit >= Self.scale else { return false }
-        credit -= Self.scale
+        let cost = Int64(min(max(tokens, 1), burst)) * Self.scale
+        guard credit >= cost else { return false }
+        credit -= cost
         return true
+    }
+
+    /// How long until `tokens` (at most a burst) are there, if none are taken meanwhile.
+    public mutating func wait(for tokens: Int, now: NIODeadline) -> TimeAmount {
+        refill(now: now)
+        let missing = Int64(min(max(tokens, 1), burst)) * Self.scale - credit
+        return .nanoseconds(max(1, (missing + Int64(rate) - 1) / Int64(rate)))
     }
 
     private mutating func refill(now: NIODeadline) {

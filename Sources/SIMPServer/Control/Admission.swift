@@ -82,10 +82,10 @@ final class Admission: Sendable {
     }
 
     /// Takes one of the user's control requests, if its rate allows one now.
-    func takeRequest(of user: String, now: NIODeadline) -> Bool {
+    func takeRequest(of user: String, cost: Int = 1, now: NIODeadline) -> Bool {
         userRequests.withLockedValue { requests in
             var bucket = requests.buckets[user] ?? TokenBucket(rate: requests.rate, burst: requests.burst, now: now)
-            let taken = bucket.take(now: now)
+            let taken = bucket.take(cost, now: now)
             requests.buckets[user] = bucket
             return taken
         }

@@ -129,18 +129,20 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
     }
 
     func received(_ envelope: Simp_Envelope, context: ChannelHandlerContext) {
-        guard held == nil, admit(now: .now()) else {
+        guard held == nil, admit(envelope, now: .now()) else {
             hold(context, envelope)
             return
         }
         handle(context, envelope)
     }
 
-    /// The connection's gate, then, once logged in, the user's rate over all its connections.
-    private func admit(now: NIODeadline) -> Bool {
-        guard gate.admit(now: now) else { return false }
+    /// The connection's gate, then, once logged in, the user's rate over all its connections;
+    /// both charge the request what it makes the node do.
+    private func admit(_ envelope: Simp_Envelope, now: NIODeadline) -> Bool {
+        let cost = RequestCost.of(envelope)
+        guard gate.admit(cost: cost, now: now) else { return false }
         guard let user = heldSlot else { return true }
-        return admission.takeRequest(of: user, now: now)
+        return admission.takeRequest(of: user, cost: cost, now: now)
     }
 
     private func hold(_ context: ChannelHandlerContext, _ envelope: Simp_Envelope) {
@@ -148,7 +150,7 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
         held = .request(envelope)
         pauseFraming()
         // Counted once per pause for the rate (not for answers being worked out or unread replies).
-        if gate.rateWait != nil { metrics.exceeded(.controlRequests) }
+        if gate.rateWait(cost: RequestCost.of(envelope), now: .now()) != nil { metrics.exceeded(.controlRequests) }
         updateReading(context)
     }
 
@@ -187,7 +189,7 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
         repeat {
             releaseAgain = false
             if case .request(let envelope)? = held {
-                guard !closed, admit(now: .now()) else { break }
+                guard !closed, admit(envelope, now: .now()) else { break }
                 held = nil
                 handle(context, envelope)
             }
@@ -204,7 +206,8 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
             reading = read
             context.channel.setOption(.autoRead, value: read).whenFailure { _ in }
         }
-        guard held != nil, gateTimer == nil, let wait = gate.rateWait else { return }
+        guard case .request(let envelope)? = held, gateTimer == nil,
+              let wait = gate.rateWait(cost: RequestCost.of(envelope), now: .now()) else { return }
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         gateTimer = context.eventLoop.scheduleTask(in: wait) {
             let (handler, context) = bound.value

@@ -3,7 +3,8 @@ import SIMPCore
 
 /// Decides whether a control connection's next request may run now, so that no connection
 /// can make the node do unbounded work for it (docs/SECURITY.md, "Limits"):
-/// - at most `rate` requests a second (bursts of `burst`),
+/// - at most `rate` request units a second (bursts of `burst`), each request charged what it
+///   makes the node do (`RequestCost`),
 /// - at most `maxOutstanding` requests whose answers are still being worked out (Redis,
 ///   scrypt), so one connection holds a bounded share of the Redis connection it shares
 ///   with everyone on its loop,
@@ -30,9 +31,9 @@ struct RequestGate {
         self.bucket = TokenBucket(rate: settings.rate, burst: settings.burst, now: now)
     }
 
-    /// Takes the right to run one request now, if there is one.
-    mutating func admit(now: NIODeadline) -> Bool {
-        writable && outstanding < maxOutstanding && bucket.take(now: now)
+    /// Takes the right to run one request of `cost` (`RequestCost`) now, if there is one.
+    mutating func admit(cost: Int, now: NIODeadline) -> Bool {
+        writable && outstanding < maxOutstanding && bucket.take(cost, now: now)
     }
 
     /// Marks a request as started whose answer comes later; `finished` ends it.
@@ -44,10 +45,10 @@ struct RequestGate {
         outstanding = max(0, outstanding - 1)
     }
 
-    /// How long a held request waits for the rate: nil when it waits for something else (an
-    /// answer, or the peer reading), which will release it when it happens.
-    var rateWait: TimeAmount? {
+    /// How long a held request of `cost` waits for the rate: nil when it waits for something
+    /// else (an answer, or the peer reading), which will release it when it happens.
+    mutating func rateWait(cost: Int, now: NIODeadline) -> TimeAmount? {
         guard writable, outstanding < maxOutstanding else { return nil }
-        return .nanoseconds(max(1, 1_000_000_000 / Int64(bucket.rate)))
+        return bucket.wait(for: cost, now: now)
     }
 }

@@ -16,7 +16,7 @@ enum Limit: String, CaseIterable, Sendable {
     case connectionsPerIP = "connections_per_ip", inboxSize = "inbox_size", failedLogins = "failed_logins"
     case outputBacklog = "output_backlog"
     case inboxShare = "inbox_share", controlRequests = "control_requests", frameDeadline = "frame_deadline", loginDeadline = "login_deadline"
-    case passwordHashing = "password_hashing", registrations
+    case passwordHashing = "password_hashing", registrations, resendBytes = "resend_bytes"
 }
 
 /// Everything the server counts, in one Prometheus registry per server (so several servers

@@ -20,6 +20,9 @@ struct RouterSettings: Sendable {
     /// With `--redis-min-replicas`: how long a store waits for its shard's replicas before it
     /// fails (REPLICAS_UNAVAILABLE), and how often a held shard is asked for them.
     var replicaHoldLimit: TimeAmount = .seconds(10)
+    /// Bytes a session's receipts may have resent a second (and in a burst), over what the
+    /// retransmit timers send.
+    var resendBytesPerSecond = 64 * 1024
     var replicaProbeInterval: TimeAmount = .milliseconds(500)
 }
 
@@ -806,7 +809,7 @@ final class Router: @unchecked Sendable {
         guard let session = sessions[sessionID] else { return }
         let confirmed = session.pushes.confirm(upTo: receipt.upToSeq, now: .now())
         session.raiseNumberingFloor(receipt.upToSeq)
-        resendMissing(receipt.missing.prefix(64), to: session)
+        resendMissing(receipt.missing.prefix(RequestCost.missingPerReceipt), to: session)
         for push in confirmed { notifyDelivered(id: push.id, from: push.from, to: session.user, seq: push.seq) }
         let floor = max(session.lastReceipt, session.syncFloor)
         guard receipt.upToSeq > session.lastReceipt else { return }
@@ -818,19 +821,32 @@ final class Router: @unchecked Sendable {
         recordReceipt(.init(user: session.user, upTo: receipt.upToSeq, needsEntries: needsEntries))
     }
 
-    /// Resends what the receiver reports missing. A seq this session never pushed (its store
-    /// reply was lost with a Redis connection, say) is fetched from the inbox, so no gap stays.
+    /// Resends what the receiver reports missing, within the session's resend budget (what is
+    /// left out is resent by the retransmit timers, or asked for again). A seq this session
+    /// never pushed (its store reply was lost with a Redis connection, say) is fetched from the
+    /// inbox, so no gap stays; one such read at a time per session, however many receipts ask.
     private func resendMissing(_ seqs: ArraySlice<UInt64>, to session: Session) {
         guard udp != nil, !seqs.isEmpty else { return }
         let (resend, unknown) = session.pushes.missing(seqs)
+        let now = NIODeadline.now()
+        var budget = session.resendBudget ?? TokenBucket(rate: settings.resendBytesPerSecond, burst: settings.resendBytesPerSecond, now: now)
+        var overBudget = false
         for bytes in resend {
+            guard budget.take(bytes.count, now: now) else {
+                overBudget = true
+                break
+            }
             queueDatagram(bytes, to: session)
             metrics.retransmits.increment()
         }
+        session.resendBudget = budget
+        if overBudget { metrics.exceeded(.resendBytes) }
         sendDatagrams()
-        guard !unknown.isEmpty else { return }
-        store.inboxEntries(user: session.user, seqs: unknown, on: loop).whenSuccess { [self] items in
-            guard sessions.isCurrent(session) else { return }
+        guard !unknown.isEmpty, !session.readingMissing else { return }
+        session.readingMissing = true
+        store.inboxEntries(user: session.user, seqs: unknown, on: loop).whenComplete { [self] result in
+            session.readingMissing = false
+            guard case .success(let items) = result, sessions.isCurrent(session) else { return }
             pushStored(items, to: session)
         }
     }

@@ -26,6 +26,11 @@ final class Session: TableEntry, SealedPeer, @unchecked Sendable {
     var bucket: TokenBucket
     /// When each kind of limit error was last sent: at most one a second per kind.
     var lastLimitError: [Simp_ErrorCode: NIODeadline] = [:]
+    /// Bytes this session may still have resent on its receipts' `missing` lists (made on the
+    /// first such resend): the resends a receipt asks for cost what they send.
+    var resendBudget: TokenBucket?
+    /// An inbox read for seqs its receipts named and this node never pushed is in flight.
+    var readingMissing = false
     var lastMissingReported: UInt64 = 0
     var lastMissingAt: NIODeadline = .distantPast
     /// Highest receipt already passed to the store; repeats are not written again.

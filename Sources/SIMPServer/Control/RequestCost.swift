@@ -1,0 +1,32 @@
+import SIMPCore
+
+/// What a control request makes the node do, in request units (a ping is 1): what the gate and
+/// the user's budget charge it before it runs, so a stream of cheap-looking frames that each
+/// cause much work is paced by that work, not by its count (docs/SECURITY.md, "Limits").
+enum RequestCost {
+    /// Missing seqs a receipt may name; more are ignored.
+    static let missingPerReceipt = 64
+    /// Missing seqs per unit of a receipt: each may be a datagram resent or an inbox entry read.
+    static let missingPerUnit = 4
+    /// History rows per unit.
+    static let rowsPerUnit = 100
+    /// Login and registration: a password hash (scrypt) and Redis round trips.
+    static let passwordHash = 16
+    /// CONNECT: the numbering check, the confirmed mark's read and the presence write.
+    static let connect = 4
+    /// A delivery query and a withdraw: a Redis read each.
+    static let redisRead = 2
+
+    static func of(_ envelope: Simp_Envelope) -> Int {
+        switch envelope.body {
+        case .receipt(let receipt):
+            1 + min(receipt.missing.count, missingPerReceipt) / missingPerUnit
+        case .history(let request):
+            1 + Int(min(max(request.limit, 1), 1000)) / rowsPerUnit
+        case .login, .register: passwordHash
+        case .connect: connect
+        case .query, .withdraw: redisRead
+        default: 1
+        }
+    }
+}
