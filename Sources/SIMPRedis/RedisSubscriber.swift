@@ -32,6 +32,11 @@ public final class RedisSubscriber: @unchecked Sendable {
     /// Why the last connection ended, when Redis said why (a refused login).
     private var refusal: RedisError?
     private let firstSubscription: EventLoopPromise<Void>
+    private var everSubscribed = false
+    /// Called on `loop` each time the channels are subscribed again after a loss: what was
+    /// published meanwhile is gone, so whoever relies on it looks at the state itself. Set
+    /// before `start()`.
+    public var onResubscribed: (@Sendable () -> Void)?
 
     public convenience init(configuration: RedisConfiguration, channels: [String], loop: any EventLoop,
                             logger: Logger = Logger(label: "simp.redis.subscriber"), onMessage: @escaping MessageHandler) {
@@ -116,6 +121,8 @@ public final class RedisSubscriber: @unchecked Sendable {
                     let handler = SubscriptionHandler(command: command, channels: channels, login: configuration, onMessage: onMessage,
                                                       onRefused: { error in self.refusal = error }) {
                         self.failures = 0
+                        if self.everSubscribed { self.onResubscribed?() }
+                        self.everSubscribed = true
                         self.firstSubscription.succeed(())
                     }
                     try channel.pipeline.syncOperations.addHandler(handler)

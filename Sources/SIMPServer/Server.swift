@@ -181,6 +181,7 @@ public final class SIMPServer: Service, Sendable {
             }
             router.received(notice)
         }
+        notices.onResubscribed = { router.catchUpEverySession() }
         let requests = subscriber(admin, redis: redis, loop: router.loop) { payload in
             guard let request = AdminRequest(String(decoding: payload, as: UTF8.self)) else {
                 logger.warning("unreadable admin request", metadata: ["channel": "\(admin)", "bytes": "\(payload.count)"])
@@ -283,6 +284,8 @@ public final class SIMPServer: Service, Sendable {
                 guard NIODeadline.now() < deadline else {
                     throw StartupError(description: "Redis at \(deployment) unreachable for \(configuration.redisWait.nanoseconds / 1_000_000_000)s: \(error)")
                 }
+                // The client is not in `running` yet, so stop() cannot end this wait for it.
+                try keep { _ in }
                 try await Task.sleep(for: .milliseconds(500))
             }
         }

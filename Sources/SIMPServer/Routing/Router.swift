@@ -928,6 +928,14 @@ final class Router: @unchecked Sendable {
 
     /// Pushes what another node stored for this session since its last push. One read at a
     /// time per session: notices that arrive meanwhile make one more read after it.
+    /// This node's notices may have been lost (its subscription broke and was made again): every
+    /// bound session reads its inbox, so nothing stored meanwhile on another node waits for the
+    /// next message or reconnect to be pushed.
+    func catchUpEverySession() {
+        loop.assertInEventLoop()
+        for session in sessions.all where session.isBound && session.synced { catchUp(session) }
+    }
+
     private func catchUp(_ session: Session) {
         guard !session.catchingUp else {
             session.catchUpAgain = true

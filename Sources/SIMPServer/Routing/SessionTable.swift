@@ -12,6 +12,8 @@ struct SessionTable<Entry: TableEntry> {
     private var byUser: [String: UInt64] = [:]
 
     var count: Int { byID.count }
+    /// Every session, in no particular order.
+    var all: Dictionary<UInt64, Entry>.Values { byID.values }
 
     subscript(id: UInt64) -> Entry? { byID[id] }
 
