@@ -14,6 +14,7 @@ let package = Package(
         .executable(name: "simp-fuzz", targets: ["simp-fuzz"]),
         .executable(name: "simp-bench", targets: ["simp-bench"]),
         .executable(name: "simp-admin", targets: ["simp-admin"]),
+        .executable(name: "simp-chaos", targets: ["simp-chaos"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.81.0"),
@@ -166,6 +167,17 @@ let package = Package(
         ),
         // The chaos run's pure parts: the seeded fault schedule and the checker over client logs.
         .target(name: "SIMPChaos"),
+        // Seeded faults against real simp-server, redis-server and simp processes (issue 24).
+        .executableTarget(
+            name: "simp-chaos",
+            dependencies: [
+                "SIMPChaos",
+                "SIMPClient",
+                "SIMPTestSupport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
+        ),
         .testTarget(name: "SIMPChaosTests", dependencies: ["SIMPChaos"]),
         .testTarget(
             name: "MQTTLoadTests",

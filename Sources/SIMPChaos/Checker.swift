@@ -43,6 +43,8 @@ public struct CheckReport: Equatable, Codable, Sendable {
     /// Accepted and lost where the run said Redis might lose acknowledged writes (an AOF tail
     /// cut): the documented trade-off, not a violation.
     public var excusedLost = 0
+    /// How many messages failed, by the reason's first words (up to its first colon).
+    public var failureReasons: [String: Int] = [:]
     public var violations: [Violation] = []
 
     public func count(_ kind: ViolationKind) -> Int { violations.filter { $0.kind == kind }.count }
@@ -114,6 +116,9 @@ public enum Checker {
             if fate.accepted { report.accepted += 1 }
             if fate.delivered { report.delivered += 1 }
             if certainFailure != nil { report.failed += 1 }
+            if let reason = fate.failures.first {
+                report.failureReasons[String(reason.prefix { $0 != ":" }), default: 0] += 1
+            }
             if ambiguous {
                 report.ambiguousFailed += 1
                 if received { report.ambiguousReceived += 1 }

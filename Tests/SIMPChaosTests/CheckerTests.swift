@@ -89,6 +89,7 @@ import Testing
         let report = check(alice, bob)
         #expect(report.violations == [])
         #expect(report.ambiguousFailed == 2)
+        #expect(report.failureReasons == ["message store unavailable": 2])
         #expect(report.ambiguousReceived == 1)
         #expect(report.failed == 0)
     }

@@ -1,0 +1,189 @@
+import ArgumentParser
+import Foundation
+import SIMPChaos
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@main
+struct ChaosCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "simp-chaos",
+        abstract: "A seeded schedule of faults against real simp-server, redis-server and simp processes, and a check of every client's log.",
+        discussion: """
+        Exits 0 when the checker found no violation, 1 when it found one, 3 when the run could \
+        not be set up. --seed S repeats a run's plan: the users, who sends to whom when, and the \
+        faults with their times.
+        """)
+
+    @Option(help: "The seed of the plan. Default: a random one (printed).")
+    var seed: UInt64?
+
+    @Option(help: "Seconds of traffic and faults; then every fault is healed and the messages settle.")
+    var duration: Double = 60
+
+    @Option(help: "single: one node on one Redis; cluster: 3 nodes on a Redis Cluster of 3 masters and 3 replicas.")
+    var topology: Topology = .single
+
+    @Option(name: .customLong("min-replicas"), help: "Cluster: --redis-min-replicas for the nodes (0 or 1). Default: chosen by the seed.")
+    var minReplicas: Int?
+
+    @Option(help: "Users, one simp process each.")
+    var users = 8
+
+    @Option(help: "Messages per second over all users.")
+    var rate = 10.0
+
+    @Option(help: "Fault kinds to pick from, comma-separated (\(FaultKind.allCases.map(\.rawValue).joined(separator: ", "))). Default: all that apply to the topology.")
+    var faults: String?
+
+    @Option(help: "Seconds after the last fault healed within which every message must be settled.")
+    var settle: Double = 60
+
+    @Flag(help: "Print one JSON summary object on stdout (progress goes to stderr).")
+    var json = false
+
+    @Option(name: .customLong("bin-dir"), help: "Where simp-server and simp are. Default: this executable's directory.")
+    var binDirectory: String?
+
+    @Flag(help: "Keep the run directory (client logs, Redis data) even when no violation was found.")
+    var keep = false
+
+    func validate() throws {
+        guard duration >= 5 else { throw ValidationError("--duration must be at least 5 seconds") }
+        guard users >= 2 else { throw ValidationError("--users must be at least 2") }
+        guard rate > 0 else { throw ValidationError("--rate must be > 0") }
+        if let minReplicas, !(0...1).contains(minReplicas) { throw ValidationError("--min-replicas must be 0 or 1") }
+        if minReplicas ?? 0 > 0 && topology == .single { throw ValidationError("--min-replicas needs --topology cluster") }
+        _ = try kinds()
+    }
+
+    private func kinds() throws -> [FaultKind] {
+        guard let faults else { return FaultKind.allCases }
+        return try faults.split(separator: ",").map { name in
+            guard let kind = FaultKind(rawValue: String(name)) else { throw ValidationError("unknown fault kind \(name)") }
+            return kind
+        }
+    }
+
+    func run() async throws {
+        // A write to the stdin of a client that was just killed must not kill this process.
+        signal(SIGPIPE, SIG_IGN)
+        let seed = seed ?? UInt64.random(in: 0...UInt64(UInt32.max))
+        var planner = ChaosPlanner(seed: seed, duration: duration, topology: topology, minReplicas: minReplicas)
+        planner.users = users
+        planner.rate = rate
+        planner.kinds = try kinds()
+        let plan = planner.plan()
+        let json = json
+        let say: @Sendable (String) -> Void = { line in
+            if json {
+                FileHandle.standardError.write(Data((line + "\n").utf8))
+            } else {
+                FileHandle.standardOutput.write(Data((line + "\n").utf8))
+            }
+        }
+        let reproduce = "simp-chaos --seed \(seed) --duration \(Self.format(duration)) --topology \(topology.rawValue)"
+            + (minReplicas.map { " --min-replicas \($0)" } ?? "") + (users != 8 ? " --users \(users)" : "")
+            + (rate != 10 ? " --rate \(Self.format(rate))" : "") + (faults.map { " --faults \($0)" } ?? "")
+        say("simp-chaos seed=\(seed) topology=\(topology.rawValue) min-replicas=\(plan.minReplicas) duration=\(Self.format(duration))s "
+            + "users=\(plan.users.count) (data-dir: \(plan.dataDirClients.map { plan.users[$0] }.joined(separator: ","))) "
+            + "sends planned=\(plan.sends.count)")
+        say("schedule (\(plan.faults.count) faults):")
+        for fault in plan.faults { say("  \(fault)") }
+
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("simp-chaos-\(seed)-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let binDirectory = binDirectory ?? URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().path
+        let runner = Runner(plan: plan, options: .init(binDirectory: binDirectory, directory: directory, settle: settle, say: say))
+        do {
+            try await runner.setUp()
+        } catch {
+            runner.tearDown()
+            say("simp-chaos: the run could not be set up: \(error) (run directory \(directory.path))")
+            throw ExitCode(3)
+        }
+        await runner.run()
+        let report = runner.check()
+        runner.tearDown()
+
+        let summary = Summary(seed: seed, topology: topology.rawValue, minReplicas: plan.minReplicas, duration: duration,
+                              users: plan.users.count, sendsPlanned: plan.sends.count, sendsSkipped: runner.skippedSends,
+                              messages: report.messages, accepted: report.accepted, delivered: report.delivered,
+                              failed: report.failed, ambiguousFailed: report.ambiguousFailed,
+                              ambiguousReceived: report.ambiguousReceived, unloggedSends: report.unloggedSends,
+                              excusedLost: report.excusedLost, failureReasons: report.failureReasons, faults: runner.injected,
+                              schedule: plan.faults.map(\.description),
+                              violations: report.violations.count,
+                              violationsByKind: Dictionary(uniqueKeysWithValues: ViolationKind.allCases.map { ($0.rawValue, report.count($0)) }),
+                              firstViolations: report.violations.prefix(50).map(\.description),
+                              notes: runner.notes, directory: directory.path, reproduce: reproduce)
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            print(String(decoding: try encoder.encode(summary), as: UTF8.self))
+        } else {
+            print(summary.text)
+        }
+        if report.violations.isEmpty && !keep {
+            try? FileManager.default.removeItem(at: directory)
+        }
+        if !report.violations.isEmpty { throw ExitCode(1) }
+    }
+
+    static func format(_ value: Double) -> String {
+        value == value.rounded() ? String(Int(value)) : String(value)
+    }
+}
+
+extension Topology: ExpressibleByArgument {}
+
+/// What a run prints at the end, as text or (`--json`) one object.
+struct Summary: Codable {
+    var seed: UInt64
+    var topology: String
+    var minReplicas: Int
+    var duration: Double
+    var users: Int
+    var sendsPlanned: Int
+    /// Planned while the sender's process was down (killed).
+    var sendsSkipped: Int
+    var messages: Int
+    var accepted: Int
+    var delivered: Int
+    var failed: Int
+    var ambiguousFailed: Int
+    var ambiguousReceived: Int
+    var unloggedSends: Int
+    var excusedLost: Int
+    var failureReasons: [String: Int]
+    var faults: Int
+    var schedule: [String]
+    var violations: Int
+    var violationsByKind: [String: Int]
+    var firstViolations: [String]
+    var notes: [String]
+    var directory: String
+    var reproduce: String
+
+    var text: String {
+        let kinds = violationsByKind.filter { $0.value > 0 }.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }
+        let fates = "  accepted \(accepted), delivered \(delivered), failed \(failed), failed ambiguously \(ambiguousFailed)"
+            + " (of them received \(ambiguousReceived)), shown without a logged send \(unloggedSends),"
+            + " lost where Redis was let lose writes \(excusedLost)"
+        var lines: [String] = []
+        lines.append("seed \(seed), \(topology) topology, min-replicas \(minReplicas), \(ChaosCommand.format(duration)) s, \(users) users")
+        lines.append("faults injected: \(faults) of \(schedule.count) planned")
+        lines.append("messages checked: \(messages) (sends planned \(sendsPlanned), skipped while the sender was down \(sendsSkipped))")
+        lines.append(fates)
+        if !failureReasons.isEmpty {
+            lines.append("  failed by reason: " + failureReasons.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
+        }
+        lines.append("violations: \(violations)" + (kinds.isEmpty ? "" : " (" + kinds.joined(separator: ", ") + ")"))
+        lines += firstViolations.map { "  " + $0 }
+        lines += notes.map { "note: " + $0 }
+        if violations > 0 { lines.append("logs kept in \(directory)/logs") }
+        lines.append("reproduce: \(reproduce)")
+        return lines.joined(separator: "\n")
+    }
+}

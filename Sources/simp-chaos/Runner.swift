@@ -1,0 +1,289 @@
+import Foundation
+import SIMPChaos
+import SIMPClient
+import SIMPTestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Carries a plan out against real processes: the Redis, the nodes and one `simp` process per
+/// user; a traffic thread types the plan's sends, a nemesis thread injects and heals its
+/// faults. Both block (process starts, sleeps), so they are threads, not tasks on the two
+/// cooperative threads this machine has. Everything they share is behind `lock`.
+final class Runner: @unchecked Sendable {
+    struct Options {
+        var binDirectory: String
+        var directory: URL
+        var settle: Double
+        var say: @Sendable (String) -> Void
+    }
+
+    let plan: ChaosPlan
+    let options: Options
+    private let lock = NSLock()
+    private var redis: RedisStack!
+    private var nodes: [Node] = []
+    private var clients: [ClientSlot] = []
+    private var start = Date()
+    /// Ids Redis was let lose (accepted inside an AOF cut's window).
+    private var excused = Set<String>()
+    private(set) var injected = 0
+    private(set) var notes: [String] = []
+    private(set) var skippedSends = 0
+
+    init(plan: ChaosPlan, options: Options) {
+        self.plan = plan
+        self.options = options
+    }
+
+    private var elapsed: Double { Date().timeIntervalSince(start) }
+
+    /// Before the run starts (setting up), lines carry no time: the plan's times count from
+    /// the start of traffic.
+    private func say(_ text: String) {
+        options.say((running ? String(format: "[%7.2fs] ", elapsed) : "[  setup ] ") + text)
+    }
+
+    private var running: Bool { locked { _running } }
+    private var _running = false
+
+    private func locked<T>(_ body: () throws -> T) rethrows -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body()
+    }
+
+    // MARK: setting up
+
+    func setUp() async throws {
+        redis = try RedisStack.start(plan.topology)
+        say("redis: \(redis.summary)")
+        let server = options.binDirectory + "/simp-server"
+        let redisArguments = redis.serverArguments + (plan.minReplicas > 0 ? ["--redis-min-replicas", "\(plan.minReplicas)"] : [])
+        for index in 0..<plan.topology.nodes {
+            let node = try Node(index: index, binary: server, redisArguments: redisArguments)
+            try node.start()
+            nodes.append(node)
+        }
+        say("nodes: " + nodes.map { "\($0.name) tcp=\($0.address) udp=\($0.udpPort)" }.joined(separator: ", "))
+        for user in plan.users {
+            let client = SIMPClient(configuration: ClientConfiguration(host: "127.0.0.1", port: nodes[0].tcpPort))
+            try await client.register(user: user, password: "pw")
+            await client.close()
+        }
+        var rng = SIMPChaos.SplitMix64(seed: plan.seed ^ 0x5EED)
+        let simp = options.binDirectory + "/simp"
+        for (index, user) in plan.users.enumerated() {
+            let dataDir = plan.dataDirClients.contains(index) ? options.directory.appendingPathComponent("data-\(user)").path : nil
+            if let dataDir { try FileManager.default.createDirectory(atPath: dataDir, withIntermediateDirectories: true) }
+            // Each client has the nodes in an order of its own, so a lost node's clients spread.
+            let servers = nodes.map(\.address).shuffled(using: &rng).joined(separator: ",")
+            let client = ClientSlot(index: index, user: user, dataDirectory: dataDir, binary: simp, servers: servers)
+            try client.start(environment: environment)
+            clients.append(client)
+        }
+        for client in clients where !client.waitUntilConnected(timeout: 30) {
+            throw ChaosError("\(client.user) did not connect: \(client.current?.stderr.suffix(400) ?? "")")
+        }
+        say("clients: " + clients.map { $0.user + ($0.dataDirectory == nil ? "" : " (data-dir)") }.joined(separator: ", "))
+    }
+
+    /// Keeps `simp` away from the user's own credentials file and history.
+    private var environment: [String: String] {
+        ["XDG_CONFIG_HOME": options.directory.path, "XDG_STATE_HOME": options.directory.path]
+    }
+
+    // MARK: running
+
+    /// Traffic and faults for the plan's duration, every fault healed, then up to `settle`
+    /// seconds for every message to reach its end; returns when it has, or the time is up.
+    func run() async {
+        start = Date()
+        locked { _running = true }
+        let traffic = thread("traffic") { self.traffic() }
+        let nemesis = thread("nemesis") { self.nemesis() }
+        let supervisor = thread("supervisor") { self.supervise(until: self.plan.duration + self.options.settle + 5) }
+        await traffic.value
+        await nemesis.value
+        let healed = elapsed
+        say("every fault healed; waiting up to \(Int(options.settle)) s for every message to settle")
+        while elapsed < healed + options.settle {
+            let report = check()
+            let open = report.count(.unresolved) + report.count(.lostAccepted) + report.count(.deliveredNotShown)
+            if open == 0 { break }
+            try? await Task.sleep(for: .seconds(1))
+        }
+        // Late duplicates or late arrivals of what failed would show in this time.
+        try? await Task.sleep(for: .seconds(2))
+        say(String(format: "settled %.1f s after the last fault healed", elapsed - healed))
+        stopSupervising = true
+        await supervisor.value
+    }
+
+    private var stopSupervising: Bool {
+        get { locked { _stop } }
+        set { locked { _stop = newValue } }
+    }
+
+    private var _stop = false
+
+    private func thread(_ name: String, _ body: @escaping @Sendable () -> Void) -> Task<Void, Never> {
+        let (stream, continuation) = AsyncStream.makeStream(of: Void.self)
+        let thread = Thread {
+            body()
+            continuation.finish()
+        }
+        thread.name = name
+        thread.start()
+        return Task { for await _ in stream {} }
+    }
+
+    private func sleep(until t: Double) {
+        let wait = t - elapsed
+        if wait > 0 { usleep(useconds_t(wait * 1_000_000)) }
+    }
+
+    private func traffic() {
+        for send in plan.sends {
+            sleep(until: send.at)
+            locked {
+                let client = clients[send.from]
+                if client.current == nil {
+                    skippedSends += 1
+                } else {
+                    client.send(to: plan.users[send.to])
+                }
+            }
+        }
+    }
+
+    /// A data-directory client that ended by itself (started while no node answered) is started
+    /// again; one without a data directory may not be (it would show its inbox again).
+    private func supervise(until limit: Double) {
+        while elapsed < limit && !stopSupervising {
+            usleep(500_000)
+            locked {
+                for client in clients where client.exited {
+                    if client.dataDirectory != nil {
+                        do { try client.start(environment: environment) } catch { notes.append("restart of \(client.user) failed: \(error)") }
+                    } else if !notes.contains(where: { $0.hasPrefix("\(client.user) exited") }) {
+                        notes.append("\(client.user) exited by itself: \(client.current?.stderr.suffix(300) ?? "")")
+                    }
+                }
+            }
+        }
+    }
+
+    private func nemesis() {
+        var pending: [Fault] = []
+        for fault in plan.faults {
+            sleep(until: fault.at)
+            do {
+                try inject(fault)
+                locked { injected += 1 }
+            } catch {
+                say("cannot inject \(fault.kind.rawValue): \(error)")
+                note("cannot inject \(fault): \(error)")
+                continue
+            }
+            guard let heal = fault.heal else {
+                pending.append(fault)
+                continue
+            }
+            sleep(until: heal)
+            do { try self.heal(fault) } catch { note("cannot heal \(fault): \(error)") }
+        }
+        sleep(until: plan.duration)
+        for fault in pending {
+            do { try heal(fault) } catch { note("cannot heal \(fault): \(error)") }
+        }
+    }
+
+    private func note(_ text: String) {
+        locked { notes.append(text) }
+    }
+
+    private func inject(_ fault: Fault) throws {
+        switch fault.kind {
+        case .nodeKill:
+            say("kill -9 \(nodes[fault.target].name)")
+            nodes[fault.target].kill9()
+        case .nodePause:
+            say("SIGSTOP \(nodes[fault.target].name)")
+            nodes[fault.target].pause()
+        case .clientKill:
+            say("kill -9 client \(plan.users[fault.target])")
+            locked { clients[fault.target].kill9() }
+        case .redisKill, .redisKillNoRestart, .replicaLoss:
+            say("\(fault.kind.rawValue) shard \(fault.target): " + (try redis.kill(fault)))
+        case .aofCut:
+            try cutAOF(fault)
+        }
+    }
+
+    private func heal(_ fault: Fault) throws {
+        switch fault.kind {
+        case .nodeKill:
+            say("start \(nodes[fault.target].name) again")
+            try nodes[fault.target].start()
+        case .nodePause:
+            say("SIGCONT \(nodes[fault.target].name)")
+            nodes[fault.target].resume()
+        case .clientKill:
+            say("start client \(plan.users[fault.target]) again on its data directory")
+            try locked { try clients[fault.target].start(environment: environment) }
+        case .redisKill, .redisKillNoRestart, .replicaLoss, .aofCut:
+            say("heal \(fault.kind.rawValue) shard \(fault.target): " + (try redis.heal(fault)))
+        }
+    }
+
+    /// Redis loses its last writes: the AOF is cut back to its size of a moment ago. What the
+    /// clients logged as accepted between that moment and the kill may be lost: those ids are
+    /// excused, any other loss is still a violation.
+    private func cutAOF(_ fault: Fault) throws {
+        let keep = try redis.aofSize()
+        let before = logLengths()
+        say("AOF at \(keep) bytes; kill -9 Redis in 1 s and cut its AOF back to that")
+        usleep(1_000_000)
+        try redis.kill(fault)
+        // An `accepted` printed after this was stored before the kill.
+        usleep(300_000)
+        let after = logLengths()
+        let logs = locked { clients.map { $0.log() } }
+        var window = Set<String>()
+        for (n, log) in logs.enumerated() {
+            let events = log.events.prefix(after[n]).dropFirst(before[n])
+            for case .accepted(let id, _, _) in events { window.insert(id) }
+        }
+        let cut = try redis.cutAOF(to: keep)
+        locked { excused.formUnion(window) }
+        say("cut \(cut) bytes of AOF; \(window.count) messages accepted in the window may be lost")
+    }
+
+    private func logLengths() -> [Int] {
+        locked { clients.map { $0.log().events.count } }
+    }
+
+    func check() -> CheckReport {
+        let (logs, excused) = locked { (clients.map { $0.log() }, self.excused) }
+        return Checker.check(logs, excused: excused)
+    }
+
+    // MARK: tearing down
+
+    /// Stops everything; keeps each client's log (all its runs, with markers) in the run
+    /// directory.
+    func tearDown() {
+        locked {
+            for client in clients { client.stop() }
+            let logs = options.directory.appendingPathComponent("logs")
+            try? FileManager.default.createDirectory(at: logs, withIntermediateDirectories: true)
+            for client in clients {
+                try? client.logText().write(to: logs.appendingPathComponent("\(client.user).jsonl"), atomically: true, encoding: .utf8)
+                client.removeFiles()
+            }
+        }
+        for node in nodes { node.stop() }
+        redis?.stop()
+    }
+}
