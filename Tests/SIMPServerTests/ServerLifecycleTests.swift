@@ -1,0 +1,50 @@
+import Foundation
+import Logging
+import SIMPRedis
+import SIMPServer
+import SIMPTestSupport
+import Testing
+
+/// `stop()` undoes whatever `start()` made, however far it got, and ends a start still under way.
+@Suite(.serialized) struct ServerLifecycleTests {
+    func configuration(redisPort: Int, nodeID: String) -> ServerConfiguration {
+        var config = ServerConfiguration()
+        config.port = 0
+        config.udpPort = 0
+        config.nodeID = nodeID
+        config.redis = .single(RedisConfiguration(port: redisPort, commandTimeout: .seconds(2)))
+        config.scryptRounds = 1024
+        config.redisWait = .seconds(20)
+        return config
+    }
+
+    /// The second node claims its id, then cannot bind the first one's port: its stop lets go
+    /// of the id at once, so it is not held until the record expires.
+    @Test func aStartThatFailsHalfWayIsUndoneByStop() async throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let first = SIMPServer(configuration: configuration(redisPort: redis.port, nodeID: "node-a"))
+        let addresses = try await first.start()
+        var clashing = configuration(redisPort: redis.port, nodeID: "node-b")
+        clashing.port = addresses.tcpPort
+        let second = SIMPServer(configuration: clashing)
+        await #expect(throws: (any Error).self) { _ = try await second.start() }
+        #expect(try redis.command(["EXISTS", "simp:node:node-b"]) == ":1\r\n")
+        await second.stop()
+        #expect(try redis.command(["EXISTS", "simp:node:node-b"]) == ":0\r\n")
+        #expect(await second.sessionCount() == 0)
+        await first.stop()
+    }
+
+    @Test func stopEndsAStartStillWaitingForRedis() async throws {
+        let server = SIMPServer(configuration: configuration(redisPort: try freeTCPPort(), nodeID: "node-a"))
+        let starting = Task { try await server.start() }
+        try await Task.sleep(for: .milliseconds(300))
+        let clock = ContinuousClock()
+        let stoppedAt = clock.now
+        await server.stop()
+        await #expect(throws: StartupError.self) { _ = try await starting.value }
+        // One retry interval (0.5 s), not the 20 s redisWait.
+        #expect(clock.now - stoppedAt < .seconds(3))
+    }
+}
