@@ -20,10 +20,10 @@ struct RouterSettings: Sendable {
     /// With `--redis-min-replicas`: how long a store waits for its shard's replicas before it
     /// fails (REPLICAS_UNAVAILABLE), and how often a held shard is asked for them.
     var replicaHoldLimit: TimeAmount = .seconds(10)
+    var replicaProbeInterval: TimeAmount = .milliseconds(500)
     /// Bytes a session's receipts may have resent a second (and in a burst), over what the
     /// retransmit timers send.
     var resendBytesPerSecond = 64 * 1024
-    var replicaProbeInterval: TimeAmount = .milliseconds(500)
 }
 
 /// The I/O driver of one node's delivery: it feeds datagrams, control frames, store replies and
@@ -459,13 +459,15 @@ final class Router: @unchecked Sendable {
         // A resend of a message whose store is still queued, in flight or being retried is
         // answered by that store's outcome; a second copy could contradict it.
         guard storesPending.insert(Self.storeKey(request)).inserted else { return }
-        var request = request
-        if let recipient = earlyRecipient(of: request) { request.pushedEarly = pushEarly(request, to: recipient) }
-        storesPendingFor[request.to, default: 0] += 1
+        // Nothing goes early to a recipient whose shard holds its stores: it may well fail.
         if !replicaHold.isEmpty, let shard = store.shard(of: request.to), replicaHold.holds(shard) {
+            storesPendingFor[request.to, default: 0] += 1
             replicaHold.hold(request, shard: shard, now: .now())
             return
         }
+        var request = request
+        if let recipient = earlyRecipient(of: request) { request.pushedEarly = pushEarly(request, to: recipient) }
+        storesPendingFor[request.to, default: 0] += 1
         stores.enqueue(request)
         scheduleFlush()
     }
@@ -926,8 +928,6 @@ final class Router: @unchecked Sendable {
         }
     }
 
-    /// Pushes what another node stored for this session since its last push. One read at a
-    /// time per session: notices that arrive meanwhile make one more read after it.
     /// This node's notices may have been lost (its subscription broke and was made again): every
     /// bound session reads its inbox, so nothing stored meanwhile on another node waits for the
     /// next message or reconnect to be pushed.
@@ -936,6 +936,8 @@ final class Router: @unchecked Sendable {
         for session in sessions.all where session.isBound && session.synced { catchUp(session) }
     }
 
+    /// Pushes what another node stored for this session since its last push. One read at a
+    /// time per session: notices that arrive meanwhile make one more read after it.
     private func catchUp(_ session: Session) {
         guard !session.catchingUp else {
             session.catchUpAgain = true
