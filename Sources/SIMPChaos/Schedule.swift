@@ -29,10 +29,16 @@ public enum FaultKind: String, CaseIterable, Codable, Sendable {
     /// kill -9 of the single Redis, its AOF cut back to where it was some seconds before, and
     /// started again: Redis loses acknowledged writes (the `appendfsync everysec` trade-off).
     case aofCut = "aof-cut"
+    /// 10-30% of the datagrams of some clients dropped, both ways, for the whole run (a relay
+    /// between them and their node: the test suite's UDPFaultProxy).
+    case datagramLoss = "datagram-loss"
+
+    /// Injected at a time and healed later; datagram loss lasts the whole run.
+    public var timed: Bool { self != .datagramLoss }
 
     public func applies(to topology: Topology) -> Bool {
         switch self {
-        case .nodeKill, .nodePause, .redisKill, .clientKill: true
+        case .nodeKill, .nodePause, .redisKill, .clientKill, .datagramLoss: true
         case .redisKillNoRestart, .replicaLoss: topology == .cluster
         case .aofCut: topology == .single
         }
@@ -64,6 +70,7 @@ public struct Fault: Equatable, Codable, Sendable, CustomStringConvertible {
         case .replicaLoss: what = "kill -9 Redis replica of shard \(target)"
         case .clientKill: what = "kill -9 client \(target)"
         case .aofCut: what = "kill -9 Redis, cut its AOF tail"
+        case .datagramLoss: what = "datagram loss for client \(target)"
         }
         return String(format: "t=%6.2fs %@, healed %@", at, what, heal.map { String(format: "at t=%.2fs", $0) } ?? "at the end")
     }
@@ -80,7 +87,16 @@ public struct ChaosPlan: Equatable, Codable, Sendable {
     /// Indexes into `users`: the clients run with `--data-dir` (the only ones a fault kills).
     public var dataDirClients: [Int]
     public var faults: [Fault]
+    /// Clients whose datagrams are dropped at a rate, both ways, for the whole run.
+    public var datagramLoss: [DatagramLoss]
     public var sends: [Send]
+
+    public struct DatagramLoss: Equatable, Codable, Sendable, CustomStringConvertible {
+        public var client: Int
+        public var rate: Double
+
+        public var description: String { "client \(client) loses \(Int((rate * 100).rounded()))% of its datagrams both ways, the whole run" }
+    }
 
     public struct Send: Equatable, Codable, Sendable {
         public var at: Double
@@ -133,15 +149,24 @@ public struct ChaosPlanner: Sendable {
             // Exponential gaps: bursts and lulls around the mean rate.
             t += -log(max(rng.nextDouble(), 1e-9)) / rate
         }
+        // Drawn last, so that the rest of a seed's plan is the same with or without this kind.
+        var lossy: [ChaosPlan.DatagramLoss] = []
+        if kinds.contains(.datagramLoss) {
+            // About a quarter of the clients, at least one.
+            for client in users.indices where rng.next() % 4 == 0 {
+                lossy.append(.init(client: client, rate: 0.1 + 0.2 * rng.nextDouble()))
+            }
+            if lossy.isEmpty { lossy.append(.init(client: Int(rng.next() % UInt64(users.count)), rate: 0.1 + 0.2 * rng.nextDouble())) }
+        }
         return ChaosPlan(seed: seed, duration: duration, topology: topology, minReplicas: replicas, users: users,
-                         dataDirClients: dataDir, faults: faults, sends: sends)
+                         dataDirClients: dataDir, faults: faults, datagramLoss: lossy, sends: sends)
     }
 
     /// One fault after another, each healed before the next starts (a short gap between), so a
     /// violation can be put down to one fault; a cluster shard killed for good stays out of
     /// later Redis faults, so no shard ever loses both its nodes.
     private func faults(_ rng: inout SplitMix64, dataDirClients: [Int]) -> [Fault] {
-        let kinds = kinds.filter { $0.applies(to: topology) }
+        let kinds = kinds.filter { $0.applies(to: topology) && $0.timed }
         guard !kinds.isEmpty else { return [] }
         var degraded = Set<Int>()
         var faults: [Fault] = []
@@ -157,6 +182,8 @@ public struct ChaosPlanner: Sendable {
                 target = Int(rng.next() % UInt64(topology.nodes))
             case .clientKill:
                 target = dataDirClients[Int(rng.next() % UInt64(dataDirClients.count))]
+            case .datagramLoss:
+                preconditionFailure("datagram loss is not a timed fault")
             case .redisKill, .redisKillNoRestart, .replicaLoss, .aofCut:
                 let healthy = (0..<topology.shards).filter { !degraded.contains($0) }
                 guard !healthy.isEmpty else {
@@ -187,6 +214,7 @@ public struct ChaosPlanner: Sendable {
         case .replicaLoss: (3, 10)
         case .clientKill: (0.5, 4)
         case .aofCut: (1, 3)
+        case .datagramLoss: (0, 0)
         }
     }
 }

@@ -14,7 +14,8 @@ struct ChaosCommand: AsyncParsableCommand {
         Exits 0 when the checker found no violation, 1 when it found one, 3 when the run could \
         not be set up. --seed S repeats a run's plan: the users, who sends to whom when, and the \
         faults with their times.
-        """)
+        """,
+        subcommands: [ClientCommand.self])
 
     @Option(help: "The seed of the plan. Default: a random one (printed).")
     var seed: UInt64?
@@ -45,6 +46,9 @@ struct ChaosCommand: AsyncParsableCommand {
 
     @Option(name: .customLong("bin-dir"), help: "Where simp-server and simp are. Default: this executable's directory.")
     var binDirectory: String?
+
+    @Flag(name: .customLong("print-plan"), help: "Print the seed's plan (faults and, with --json, every send) and exit without running it.")
+    var printPlan = false
 
     @Flag(help: "Keep the run directory (client logs, Redis data) even when no violation was found.")
     var keep = false
@@ -91,6 +95,15 @@ struct ChaosCommand: AsyncParsableCommand {
             + "sends planned=\(plan.sends.count)")
         say("schedule (\(plan.faults.count) faults):")
         for fault in plan.faults { say("  \(fault)") }
+        for loss in plan.datagramLoss { say("  \(loss)") }
+        if printPlan {
+            if json {
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.sortedKeys]
+                print(String(decoding: try encoder.encode(plan), as: UTF8.self))
+            }
+            return
+        }
 
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("simp-chaos-\(seed)-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -105,6 +118,7 @@ struct ChaosCommand: AsyncParsableCommand {
         }
         await runner.run()
         let report = runner.check()
+        let relays = runner.relayCounts()
         runner.tearDown()
 
         let summary = Summary(seed: seed, topology: topology.rawValue, minReplicas: plan.minReplicas, duration: duration,
@@ -112,12 +126,13 @@ struct ChaosCommand: AsyncParsableCommand {
                               messages: report.messages, accepted: report.accepted, delivered: report.delivered,
                               failed: report.failed, ambiguousFailed: report.ambiguousFailed,
                               ambiguousReceived: report.ambiguousReceived, unloggedSends: report.unloggedSends,
-                              excusedLost: report.excusedLost, failureReasons: report.failureReasons, faults: runner.injected,
-                              schedule: plan.faults.map(\.description),
+                              excusedLost: report.excusedLost, failureReasons: report.failureReasons,
+                              faults: runner.injected + plan.datagramLoss.count,
+                              schedule: plan.faults.map(\.description) + plan.datagramLoss.map(\.description),
                               violations: report.violations.count,
                               violationsByKind: Dictionary(uniqueKeysWithValues: ViolationKind.allCases.map { ($0.rawValue, report.count($0)) }),
                               firstViolations: report.violations.prefix(50).map(\.description),
-                              notes: runner.notes, directory: directory.path, reproduce: reproduce)
+                              datagramRelays: relays, notes: runner.notes, directory: directory.path, reproduce: reproduce)
         if json {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
@@ -162,6 +177,7 @@ struct Summary: Codable {
     var violations: Int
     var violationsByKind: [String: Int]
     var firstViolations: [String]
+    var datagramRelays: [String]
     var notes: [String]
     var directory: String
     var reproduce: String
@@ -179,6 +195,7 @@ struct Summary: Codable {
         if !failureReasons.isEmpty {
             lines.append("  failed by reason: " + failureReasons.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
         }
+        lines += datagramRelays.map { "  datagram relay of " + $0 }
         lines.append("violations: \(violations)" + (kinds.isEmpty ? "" : " (" + kinds.joined(separator: ", ") + ")"))
         lines += firstViolations.map { "  " + $0 }
         lines += notes.map { "note: " + $0 }

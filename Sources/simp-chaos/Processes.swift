@@ -79,26 +79,36 @@ final class ClientSlot: @unchecked Sendable {
     let index: Int
     let user: String
     let dataDirectory: String?
-    private let binary: String
-    private let servers: String
+    private let executable: String
+    private let arguments: [String]
     private(set) var runs: [(process: ChildProcess, killed: Bool)] = []
     /// The next running count for this sender's texts (across runs).
     var nextIndex = 0
     /// Killed by the nemesis and not yet started again.
     private(set) var down = false
 
-    init(index: Int, user: String, dataDirectory: String?, binary: String, servers: String) {
+    /// `simp` (the REPL, `--json`) on `servers`, the usual client.
+    convenience init(index: Int, user: String, dataDirectory: String?, simp: String, servers: String) {
+        self.init(index: index, user: user, dataDirectory: dataDirectory, executable: simp,
+                  arguments: ["--server", servers, "--user", user, "--password", "pw", "--json", "--reconnect-base", "0.2", "--linger", "0"])
+    }
+
+    /// `simp-chaos client` on one node, its datagrams through a relay on `udpPort`.
+    convenience init(index: Int, user: String, dataDirectory: String?, chaos: String, server: String, udpPort: Int) {
+        self.init(index: index, user: user, dataDirectory: dataDirectory, executable: chaos,
+                  arguments: ["client", "--server", server, "--user", user, "--password", "pw", "--udp-port", "\(udpPort)"])
+    }
+
+    private init(index: Int, user: String, dataDirectory: String?, executable: String, arguments: [String]) {
         self.index = index
         self.user = user
         self.dataDirectory = dataDirectory
-        self.binary = binary
-        self.servers = servers
+        self.executable = executable
+        self.arguments = arguments
     }
 
     func start(environment: [String: String]) throws {
-        let process = try ChildProcess(binary, ["--server", servers, "--user", user, "--password", "pw", "--json",
-                                                "--reconnect-base", "0.2", "--linger", "0"]
-                                           + (dataDirectory.map { ["--data-dir", $0] } ?? []), environment: environment)
+        let process = try ChildProcess(executable, arguments + (dataDirectory.map { ["--data-dir", $0] } ?? []), environment: environment)
         runs.append((process, false))
         down = false
     }

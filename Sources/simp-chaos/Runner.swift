@@ -24,6 +24,7 @@ final class Runner: @unchecked Sendable {
     private var redis: RedisStack!
     private var nodes: [Node] = []
     private var clients: [ClientSlot] = []
+    private var proxies: [(user: String, proxy: UDPFaultProxy)] = []
     private var start = Date()
     /// Ids Redis was let lose (accepted inside an AOF cut's window).
     private var excused = Set<String>()
@@ -78,14 +79,27 @@ final class Runner: @unchecked Sendable {
             if let dataDir { try FileManager.default.createDirectory(atPath: dataDir, withIntermediateDirectories: true) }
             // Each client has the nodes in an order of its own, so a lost node's clients spread.
             let servers = nodes.map(\.address).shuffled(using: &rng).joined(separator: ",")
-            let client = ClientSlot(index: index, user: user, dataDirectory: dataDir, binary: simp, servers: servers)
+            let client: ClientSlot
+            if let loss = plan.datagramLoss.first(where: { $0.client == index }) {
+                // The relay forwards to one node's datagram port: this client stays with that node.
+                let node = nodes[index % nodes.count]
+                let proxy = try UDPFaultProxy(serverPort: node.udpPort, profile: FaultProfile(drop: loss.rate), seed: plan.seed &+ UInt64(index))
+                proxies.append((user, proxy))
+                client = ClientSlot(index: index, user: user, dataDirectory: dataDir, chaos: options.binDirectory + "/simp-chaos",
+                                    server: node.address, udpPort: proxy.port)
+            } else {
+                client = ClientSlot(index: index, user: user, dataDirectory: dataDir, simp: simp, servers: servers)
+            }
             try client.start(environment: environment)
             clients.append(client)
         }
         for client in clients where !client.waitUntilConnected(timeout: 30) {
             throw ChaosError("\(client.user) did not connect: \(client.current?.stderr.suffix(400) ?? "")")
         }
-        say("clients: " + clients.map { $0.user + ($0.dataDirectory == nil ? "" : " (data-dir)") }.joined(separator: ", "))
+        say("clients: " + clients.map { client in
+            let loss = plan.datagramLoss.first { $0.client == client.index }.map { " (\(Int(($0.rate * 100).rounded()))% datagram loss)" }
+            return client.user + (client.dataDirectory == nil ? "" : " (data-dir)") + (loss ?? "")
+        }.joined(separator: ", "))
     }
 
     /// Keeps `simp` away from the user's own credentials file and history.
@@ -223,6 +237,8 @@ final class Runner: @unchecked Sendable {
             say("\(fault.kind.rawValue) shard \(fault.target): " + (try redis.kill(fault)))
         case .aofCut:
             try cutAOF(fault)
+        case .datagramLoss:
+            throw ChaosError("datagram loss lasts the whole run: it is set up with the clients")
         }
     }
 
@@ -239,6 +255,8 @@ final class Runner: @unchecked Sendable {
             try locked { try clients[fault.target].start(environment: environment) }
         case .redisKill, .redisKillNoRestart, .replicaLoss, .aofCut:
             say("heal \(fault.kind.rawValue) shard \(fault.target): " + (try redis.heal(fault)))
+        case .datagramLoss:
+            break
         }
     }
 
@@ -278,6 +296,14 @@ final class Runner: @unchecked Sendable {
         locked { clients.map { $0.log().events.count } }
     }
 
+    /// What each lossy client's relay did, to show the loss was real.
+    func relayCounts() -> [String] {
+        proxies.compactMap { user, proxy in
+            guard let counters = try? proxy.counters() else { return nil }
+            return "\(user): \(counters.dropped) datagrams dropped, \(counters.forwarded) forwarded"
+        }
+    }
+
     func check() -> CheckReport {
         let (logs, excused) = locked { (clients.map { $0.log() }, self.excused) }
         return Checker.check(logs, excused: excused)
@@ -297,6 +323,7 @@ final class Runner: @unchecked Sendable {
                 client.removeFiles()
             }
         }
+        for (_, proxy) in proxies { proxy.shutdown() }
         for node in nodes { node.stop() }
         redis?.stop()
     }

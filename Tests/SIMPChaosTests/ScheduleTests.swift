@@ -64,7 +64,25 @@ import Testing
         for seed in UInt64(0)..<50 {
             seen.formUnion(ChaosPlanner(seed: seed, duration: 60, topology: topology).plan().faults.map(\.kind))
         }
-        #expect(seen == Set(FaultKind.allCases.filter { $0.applies(to: topology) }))
+        #expect(seen == Set(FaultKind.allCases.filter { $0.applies(to: topology) && $0.timed }))
+    }
+
+    @Test func someClientsLoseDatagramsAtTenToThirtyPercent() {
+        for seed in UInt64(0)..<100 {
+            let plan = ChaosPlanner(seed: seed, duration: 30, topology: .single).plan()
+            #expect(!plan.datagramLoss.isEmpty)
+            #expect(plan.datagramLoss.count < plan.users.count)
+            #expect(plan.datagramLoss.allSatisfy { (0.1...0.3).contains($0.rate) && plan.users.indices.contains($0.client) })
+            #expect(Set(plan.datagramLoss.map(\.client)).count == plan.datagramLoss.count)
+        }
+        var planner = ChaosPlanner(seed: 1, duration: 30, topology: .single)
+        planner.kinds = [.nodeKill]
+        #expect(planner.plan().datagramLoss.isEmpty)
+        // Taking it out changes nothing else in the plan.
+        var all = ChaosPlanner(seed: 1, duration: 30, topology: .single).plan()
+        all.datagramLoss = []
+        planner.kinds = FaultKind.allCases.filter { $0 != .datagramLoss }
+        #expect(planner.plan() == all)
     }
 
     @Test func theKindsCanBeNarrowed() {

@@ -1,0 +1,91 @@
+import ArgumentParser
+import Foundation
+import SIMPClient
+
+/// `simp-chaos client`: one SIMPClient in a process of its own, for a client whose datagrams
+/// go through a lossy relay (`simp` has no flag for a datagram port other than the one the
+/// server names). It reads `/send USER TEXT` lines on stdin and prints every event as the JSON
+/// line `simp --json` prints for it, so the checker reads both alike.
+struct ClientCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "client", shouldDisplay: false)
+
+    @Option var server: String
+    @Option var user: String
+    @Option var password: String
+    @Option(name: .customLong("udp-port")) var udpPort: Int
+    @Option(name: .customLong("data-dir")) var dataDirectory: String?
+
+    func run() async throws {
+        let parts = server.split(separator: ":")
+        guard parts.count == 2, let port = Int(parts[1]) else { throw ValidationError("--server must be HOST:PORT") }
+        var config = ClientConfiguration(host: String(parts[0]), port: port)
+        config.reconnectBase = .milliseconds(200)
+        config.udpPortOverride = udpPort
+        config.dataDirectory = dataDirectory
+        let output = JSONLines()
+        let client = SIMPClient(configuration: config)
+        do {
+            try await client.connect(user: user, password: password)
+        } catch {
+            output.emit(["event": "error", "message": "\(error)"])
+            throw ExitCode(1)
+        }
+        let printer = Task {
+            for await event in client.events { output.event(event) }
+        }
+        for await line in Self.standardInputLines() {
+            let words = line.split(separator: " ", maxSplits: 2).map(String.init)
+            guard words.count == 3, words[0] == "/send" else {
+                output.emit(["event": "error", "message": "not a /send line: \(line)"])
+                continue
+            }
+            do {
+                output.emit(["event": "sent", "id": try await client.send(to: words[1], text: words[2]), "to": words[1]])
+            } catch {
+                output.emit(["event": "error", "message": "\(error)"])
+            }
+        }
+        await client.close()
+        await printer.value
+    }
+
+    /// stdin lines; a plain thread does the blocking reads.
+    static func standardInputLines() -> AsyncStream<String> {
+        AsyncStream { continuation in
+            Thread {
+                while let line = readLine(strippingNewline: true) { continuation.yield(line) }
+                continuation.finish()
+            }.start()
+        }
+    }
+}
+
+/// One JSON object per line on stdout, each written whole by one write(2), so that a SIGKILL
+/// leaves at most the line being written cut.
+private final class JSONLines: @unchecked Sendable {
+    private let lock = NSLock()
+
+    func event(_ event: ClientEvent) {
+        switch event {
+        case .connected(let user): emit(["event": "connected", "user": user])
+        case .disconnected(let reason): emit(["event": "disconnected", "reason": reason])
+        case .ended(let reason): emit(["event": "ended", "reason": reason])
+        case .reconnecting(let attempt, let delay): emit(["event": "reconnecting", "attempt": attempt, "delayMillis": Int(delay)])
+        case .accepted(let id, let to, let seq): emit(["event": "accepted", "id": id, "to": to, "seq": Int(seq)])
+        case .delivered(let id, let to, let seq): emit(["event": "delivered", "id": id, "to": to, "seq": Int(seq)])
+        case .failed(let id, let to, let reason): emit(["event": "failed", "id": id, "to": to, "reason": reason])
+        case .message(let m):
+            emit(["event": "message", "id": m.id, "from": m.from, "text": m.text, "seq": Int(m.seq), "sentAt": Int(m.sentAt),
+                  "receivedAt": Int(Date().timeIntervalSince1970 * 1000)])
+        case .retracted(let id, let from, let reason): emit(["event": "retracted", "id": id, "from": from, "reason": reason])
+        case .error(let message): emit(["event": "error", "message": message])
+        }
+    }
+
+    func emit(_ object: [String: Any]) {
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
+        lock.lock()
+        defer { lock.unlock() }
+        FileHandle.standardOutput.write(data + Data("\n".utf8))
+    }
+}
