@@ -20,6 +20,8 @@ final class Node: @unchecked Sendable {
     private let arguments: [String]
     private(set) var process: ChildProcess?
     private(set) var paused = false
+    /// Every run's process, for its stderr after the run.
+    private var runs: [ChildProcess] = []
 
     init(index: Int, binary: String, redisArguments: [String]) throws {
         self.index = index
@@ -39,6 +41,7 @@ final class Node: @unchecked Sendable {
     func start() throws {
         let process = try ChildProcess(binary, arguments)
         self.process = process
+        runs.append(process)
         // The ports were free a moment ago; one held by the killed run's sockets frees soon.
         guard process.waitForLine(timeout: 30, where: { $0.contains("simp-server listening") }) != nil else {
             throw ChaosError("\(name) did not start: \(process.stderr.suffix(600))")
@@ -61,6 +64,15 @@ final class Node: @unchecked Sendable {
     func resume() {
         process?.signal(SIGCONT)
         paused = false
+    }
+
+    /// Every run's stderr (its log at --log-level warning), in order.
+    func logText() -> String {
+        runs.enumerated().map { "--- run \($0.offset + 1)\n" + $0.element.stderr }.joined()
+    }
+
+    func removeFiles() {
+        for run in runs { try? FileManager.default.removeItem(atPath: (run.stdoutPath as NSString).deletingLastPathComponent) }
     }
 
     func stop() {

@@ -311,8 +311,8 @@ final class Runner: @unchecked Sendable {
 
     // MARK: tearing down
 
-    /// Stops everything; keeps each client's log (all its runs, with markers) in the run
-    /// directory.
+    /// Stops everything; keeps each client's log (all its runs, with markers) and each node's
+    /// stderr in the run directory.
     func tearDown() {
         locked {
             for client in clients { client.stop() }
@@ -324,7 +324,11 @@ final class Runner: @unchecked Sendable {
             }
         }
         for (_, proxy) in proxies { proxy.shutdown() }
-        for node in nodes { node.stop() }
+        for node in nodes {
+            node.stop()
+            try? node.logText().write(to: options.directory.appendingPathComponent("logs/\(node.name).log"), atomically: true, encoding: .utf8)
+            node.removeFiles()
+        }
         redis?.stop()
     }
 }
