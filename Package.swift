@@ -176,6 +176,8 @@ let package = Package(
                 "SIMPTestSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                // Reads the received messages a killed client kept in its data directory.
+                .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
         .testTarget(name: "SIMPChaosTests", dependencies: ["SIMPChaos"]),

@@ -43,6 +43,10 @@ public struct CheckReport: Equatable, Codable, Sendable {
     /// Accepted and lost where the run said Redis might lose acknowledged writes (an AOF tail
     /// cut): the documented trade-off, not a violation.
     public var excusedLost = 0
+    /// Delivered and never shown, but in its recipient's data directory: the client was killed
+    /// between writing it and showing it (docs/GUARANTEES.md: "in the local history but was not
+    /// shown"), the documented window, counted here and not as a violation.
+    public var keptNotShown = 0
     /// How many messages failed, by the reason's first words (up to its first colon).
     public var failureReasons: [String: Int] = [:]
     public var violations: [Violation] = []
@@ -58,7 +62,8 @@ public enum Checker {
     static let ambiguity = "may still be delivered"
 
     /// `excused`: ids accepted where the run knowingly let Redis lose acknowledged writes.
-    public static func check(_ logs: [ClientLog], excused: Set<String> = []) -> CheckReport {
+    /// `keptOnDisk`: ids found in the recipients' data directories after the run.
+    public static func check(_ logs: [ClientLog], excused: Set<String> = [], keptOnDisk: Set<String> = []) -> CheckReport {
         var fates: [String: SenderSide] = [:]
         var order: [String] = []
         for log in logs {
@@ -122,6 +127,10 @@ public enum Checker {
             if ambiguous {
                 report.ambiguousFailed += 1
                 if received { report.ambiguousReceived += 1 }
+            }
+            if fate.delivered && !received && keptOnDisk.contains(id) {
+                report.keptNotShown += 1
+                continue
             }
             if let reason = certainFailure, received {
                 report.violations.append(Violation(kind: .failedYetReceived, id: id, detail: "\(where_): failed (\(reason)) yet shown"))

@@ -73,6 +73,7 @@ struct ChaosCommand: AsyncParsableCommand {
     func run() async throws {
         // A write to the stdin of a client that was just killed must not kill this process.
         signal(SIGPIPE, SIG_IGN)
+        Children.killOnSignal()
         let seed = seed ?? UInt64.random(in: 0...UInt64(UInt32.max))
         var planner = ChaosPlanner(seed: seed, duration: duration, topology: topology, minReplicas: minReplicas)
         planner.users = users
@@ -117,7 +118,8 @@ struct ChaosCommand: AsyncParsableCommand {
             throw ExitCode(3)
         }
         await runner.run()
-        let report = runner.check()
+        runner.stopClients()
+        let report = runner.check(final: true)
         let relays = runner.relayCounts()
         runner.tearDown()
 
@@ -126,7 +128,7 @@ struct ChaosCommand: AsyncParsableCommand {
                               messages: report.messages, accepted: report.accepted, delivered: report.delivered,
                               failed: report.failed, ambiguousFailed: report.ambiguousFailed,
                               ambiguousReceived: report.ambiguousReceived, unloggedSends: report.unloggedSends,
-                              excusedLost: report.excusedLost, failureReasons: report.failureReasons,
+                              excusedLost: report.excusedLost, keptNotShown: report.keptNotShown, failureReasons: report.failureReasons,
                               faults: runner.injected + plan.datagramLoss.count,
                               schedule: plan.faults.map(\.description) + plan.datagramLoss.map(\.description),
                               violations: report.violations.count,
@@ -153,6 +155,38 @@ struct ChaosCommand: AsyncParsableCommand {
 
 extension Topology: ExpressibleByArgument {}
 
+/// An interrupted run (Ctrl-C, CI's timeout) must not leave its Redis, nodes and clients
+/// running: on SIGINT or SIGTERM every process whose parent is this one gets SIGKILL, found by
+/// its parent id in /proc (the wrappers that started them keep their pids to themselves).
+enum Children {
+    static func killOnSignal() {
+        for number in [SIGINT, SIGTERM] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler {
+                for pid in ours() { kill(pid, SIGKILL) }
+                FileHandle.standardError.write(Data("simp-chaos: interrupted; its processes were killed\n".utf8))
+                exit(128 + number)
+            }
+            source.resume()
+            // Kept for the life of the process.
+            _ = Unmanaged.passRetained(source as AnyObject)
+        }
+    }
+
+    private static func ours() -> [Int32] {
+        let me = getpid()
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap(Int32.init).filter { pid in
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { return false }
+            // After "pid (comm)": state, then the parent's pid.
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            return fields.count > 1 && Int32(fields[1]) == me
+        }
+    }
+}
+
 /// What a run prints at the end, as text or (`--json`) one object.
 struct Summary: Codable {
     var seed: UInt64
@@ -171,6 +205,7 @@ struct Summary: Codable {
     var ambiguousReceived: Int
     var unloggedSends: Int
     var excusedLost: Int
+    var keptNotShown: Int
     var failureReasons: [String: Int]
     var faults: Int
     var schedule: [String]
@@ -186,7 +221,8 @@ struct Summary: Codable {
         let kinds = violationsByKind.filter { $0.value > 0 }.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }
         let fates = "  accepted \(accepted), delivered \(delivered), failed \(failed), failed ambiguously \(ambiguousFailed)"
             + " (of them received \(ambiguousReceived)), shown without a logged send \(unloggedSends),"
-            + " lost where Redis was let lose writes \(excusedLost)"
+            + " lost where Redis was let lose writes \(excusedLost),"
+            + " delivered and kept on disk by a recipient killed before showing it \(keptNotShown)"
         var lines: [String] = []
         lines.append("seed \(seed), \(topology) topology, min-replicas \(minReplicas), \(ChaosCommand.format(duration)) s, \(users) users")
         lines.append("faults injected: \(faults) of \(schedule.count) planned")

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import SIMPChaos
 import SIMPClient
 import SIMPTestSupport
@@ -304,20 +305,48 @@ final class Runner: @unchecked Sendable {
         }
     }
 
-    func check() -> CheckReport {
+    /// `final`: the clients have stopped; a data directory that cannot be read is noted.
+    func check(final: Bool = false) -> CheckReport {
         let (logs, excused) = locked { (clients.map { $0.log() }, self.excused) }
-        return Checker.check(logs, excused: excused)
+        return Checker.check(logs, excused: excused, keptOnDisk: keptOnDisk(noting: final))
+    }
+
+    /// The ids of the received messages in the clients' data directories (`received`, the
+    /// client store's table), read once the clients have stopped writing them.
+    private func keptOnDisk(noting: Bool) -> Set<String> {
+        var ids = Set<String>()
+        for client in clients {
+            guard let directory = client.dataDirectory else { continue }
+            let path = directory + "/\(client.user).sqlite"
+            var configuration = Configuration()
+            configuration.readonly = true
+            guard FileManager.default.fileExists(atPath: path),
+                  let queue = try? DatabaseQueue(path: path, configuration: configuration),
+                  let kept = try? queue.read({ try String.fetchAll($0, sql: "SELECT id FROM received") }) else {
+                if noting { note("cannot read the received messages in \(path)") }
+                continue
+            }
+            ids.formUnion(kept)
+        }
+        return ids
     }
 
     // MARK: tearing down
 
+    /// Ends every client (end of input), so that the check sees every line they will write.
+    func stopClients() {
+        locked {
+            for client in clients { client.stop() }
+        }
+    }
+
     /// Stops everything; keeps each client's log (all its runs, with markers) and each node's
     /// stderr in the run directory.
     func tearDown() {
+        stopClients()
+        let logs = options.directory.appendingPathComponent("logs")
+        try? FileManager.default.createDirectory(at: logs, withIntermediateDirectories: true)
         locked {
-            for client in clients { client.stop() }
-            let logs = options.directory.appendingPathComponent("logs")
-            try? FileManager.default.createDirectory(at: logs, withIntermediateDirectories: true)
             for client in clients {
                 try? client.logText().write(to: logs.appendingPathComponent("\(client.user).jsonl"), atomically: true, encoding: .utf8)
                 client.removeFiles()
@@ -326,7 +355,7 @@ final class Runner: @unchecked Sendable {
         for (_, proxy) in proxies { proxy.shutdown() }
         for node in nodes {
             node.stop()
-            try? node.logText().write(to: options.directory.appendingPathComponent("logs/\(node.name).log"), atomically: true, encoding: .utf8)
+            try? node.logText().write(to: logs.appendingPathComponent("\(node.name).log"), atomically: true, encoding: .utf8)
             node.removeFiles()
         }
         redis?.stop()

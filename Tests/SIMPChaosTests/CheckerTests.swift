@@ -102,6 +102,19 @@ import Testing
         #expect(report.violations.contains { $0.kind == .deliveredNotShown && $0.id == "a2" })
     }
 
+    @Test func deliveredAndKeptOnDiskButNeverShownIsTheDocumentedWindow() {
+        var (alice, bob) = cleanRun()
+        bob.removeLast()
+        bob.append(.killed)
+        let report = Checker.check([ClientLog(user: "alice", events: alice), ClientLog(user: "bob", events: bob)], keptOnDisk: ["a2"])
+        #expect(report.violations == [])
+        #expect(report.keptNotShown == 1)
+        // Kept on disk does not excuse a message that was never delivered and never shown.
+        alice.removeLast()
+        let lost = Checker.check([ClientLog(user: "alice", events: alice), ClientLog(user: "bob", events: bob)], keptOnDisk: ["a2"])
+        #expect(lost.count(.lostAccepted) == 1)
+    }
+
     @Test func aMessageWithoutAFinalStateIsUnresolved() {
         let alice: [LogEvent] = [.sent(id: "a0", to: "bob")]
         let report = check(alice, [])
