@@ -1,11 +1,25 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, builds once, runs every test, then a short
 # libFuzzer pass over each fuzz target (skipped when arguments filter the tests).
+# `scripts/test.sh --tsan [filters]`: the same tests under ThreadSanitizer, built in .build-tsan, no fuzz pass.
 # Tests start their own redis-server on free ports; nothing else needs to be running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+tsan=false
+if [ "${1:-}" = "--tsan" ]; then
+  tsan=true
+  shift
+fi
 # systemd: its systemd-analyze checks deploy/simp-server.service (the service is not started).
 scripts/install-deps.sh mosquitto systemd tmux libedit-dev
+if $tsan; then
+  # A scratch path of its own: sanitizer flags in .build would rebuild everything there, and
+  # again for the next normal build.
+  swift build --build-tests --sanitize=thread --scratch-path .build-tsan
+  # A race report fails the run (TSan's exit code 66) but does not stop it, so one run lists them all.
+  export TSAN_OPTIONS="suppressions=$PWD/scripts/tsan-suppressions.txt ${TSAN_OPTIONS:-}"
+  exec swift test --skip-build --sanitize=thread --scratch-path .build-tsan --no-parallel "$@"
+fi
 swift build --build-tests
 # Serial: several tests wait on child processes and sockets with blocking calls, and on a
 # 2-core machine parallel suites would starve the cooperative thread pool they share.
