@@ -15,7 +15,7 @@ struct ChaosCommand: AsyncParsableCommand {
         not be set up. --seed S repeats a run's plan: the users, who sends to whom when, and the \
         faults with their times.
         """,
-        subcommands: [ClientCommand.self])
+        subcommands: [CheckCommand.self, ClientCommand.self])
 
     @Option(help: "The seed of the plan. Default: a random one (printed).")
     var seed: UInt64?

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import SIMPChaos
 import SIMPClient
 import SIMPTestSupport
@@ -76,7 +75,7 @@ final class Runner: @unchecked Sendable {
         var rng = SIMPChaos.SplitMix64(seed: plan.seed ^ 0x5EED)
         let simp = options.binDirectory + "/simp"
         for (index, user) in plan.users.enumerated() {
-            let dataDir = plan.dataDirClients.contains(index) ? options.directory.appendingPathComponent("data-\(user)").path : nil
+            let dataDir = plan.dataDirClients.contains(index) ? RunDirectory(options.directory).dataDirectory(of: user).path : nil
             if let dataDir { try FileManager.default.createDirectory(atPath: dataDir, withIntermediateDirectories: true) }
             // Each client has the nodes in an order of its own, so a lost node's clients spread.
             let servers = nodes.map(\.address).shuffled(using: &rng).joined(separator: ",")
@@ -311,22 +310,16 @@ final class Runner: @unchecked Sendable {
         return Checker.check(logs, excused: excused, keptOnDisk: keptOnDisk(noting: final))
     }
 
-    /// The ids of the received messages in the clients' data directories (`received`, the
-    /// client store's table), read once the clients have stopped writing them.
+    /// The ids of the received messages in the clients' data directories, read once the
+    /// clients have stopped writing them.
     private func keptOnDisk(noting: Bool) -> Set<String> {
         var ids = Set<String>()
-        for client in clients {
-            guard let directory = client.dataDirectory else { continue }
-            let path = directory + "/\(client.user).sqlite"
-            var configuration = Configuration()
-            configuration.readonly = true
-            guard FileManager.default.fileExists(atPath: path),
-                  let queue = try? DatabaseQueue(path: path, configuration: configuration),
-                  let kept = try? queue.read({ try String.fetchAll($0, sql: "SELECT id FROM received") }) else {
-                if noting { note("cannot read the received messages in \(path)") }
-                continue
+        for client in clients where client.dataDirectory != nil {
+            do {
+                ids.formUnion(try RunDirectory(options.directory).keptMessages(of: client.user))
+            } catch {
+                if noting { note("cannot read the received messages of \(client.user): \(error)") }
             }
-            ids.formUnion(kept)
         }
         return ids
     }
@@ -344,13 +337,15 @@ final class Runner: @unchecked Sendable {
     /// stderr in the run directory.
     func tearDown() {
         stopClients()
-        let logs = options.directory.appendingPathComponent("logs")
+        let run = RunDirectory(options.directory)
+        let logs = run.logs
         try? FileManager.default.createDirectory(at: logs, withIntermediateDirectories: true)
         locked {
             for client in clients {
-                try? client.logText().write(to: logs.appendingPathComponent("\(client.user).jsonl"), atomically: true, encoding: .utf8)
+                try? client.logText().write(to: run.log(of: client.user), atomically: true, encoding: .utf8)
                 client.removeFiles()
             }
+            try? excused.sorted().map { $0 + "\n" }.joined().write(to: run.excusedFile, atomically: true, encoding: .utf8)
         }
         for (_, proxy) in proxies { proxy.shutdown() }
         for node in nodes {
