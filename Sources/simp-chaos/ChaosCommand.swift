@@ -134,7 +134,8 @@ struct ChaosCommand: AsyncParsableCommand {
                               violations: report.violations.count,
                               violationsByKind: Dictionary(uniqueKeysWithValues: ViolationKind.allCases.map { ($0.rawValue, report.count($0)) }),
                               firstViolations: report.violations.prefix(50).map(\.description),
-                              datagramRelays: relays, notes: runner.notes, directory: directory.path, reproduce: reproduce)
+                              datagramRelays: relays, notes: runner.notes, directory: directory.path,
+                              kept: keep || !report.violations.isEmpty, reproduce: reproduce)
         if json {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
@@ -215,6 +216,8 @@ struct Summary: Codable {
     var datagramRelays: [String]
     var notes: [String]
     var directory: String
+    /// Whether `directory` is left for reading (a violation, or --keep).
+    var kept: Bool
     var reproduce: String
 
     var text: String {
@@ -235,7 +238,7 @@ struct Summary: Codable {
         lines.append("violations: \(violations)" + (kinds.isEmpty ? "" : " (" + kinds.joined(separator: ", ") + ")"))
         lines += firstViolations.map { "  " + $0 }
         lines += notes.map { "note: " + $0 }
-        if violations > 0 { lines.append("logs kept in \(directory)/logs") }
+        if kept { lines.append("run directory kept: \(directory) (simp-chaos check \(directory))") }
         lines.append("reproduce: \(reproduce)")
         return lines.joined(separator: "\n")
     }
