@@ -141,7 +141,9 @@ public final class SIMPServer: Service, Sendable {
         try keep { $0.tcp = tcp }
         var metricsChannel: (any Channel)?
         if let port = configuration.metricsPort {
-            let readiness = Readiness(redis: redis, listeners: [("tcp", tcp), ("udp", udp)])
+            var readiness = Readiness(redis: redis, listeners: [("tcp", tcp), ("udp", udp)])
+            readiness.shardsShort = { [metrics] in metrics.shardsShort }
+            readiness.minReplicas = configuration.redisMinReplicas
             let channel = try await bindMetrics(port: port, readiness: readiness)
             try keep { $0.metricsChannel = channel }
             metricsChannel = channel

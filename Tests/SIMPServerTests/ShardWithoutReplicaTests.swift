@@ -81,6 +81,9 @@ import Testing
         // The operator sees which shard: a metric on each node that held stores for it.
         let metrics = try deployment.servers.map { try httpExchange(port: try $0.metricsPort(), path: "/metrics") }
         #expect(metrics.contains { $0.contains("simp_redis_shard_replicas_short{shard=\"127.0.0.1:\(promoted)\"} 0") }, "\(metrics)")
+        let ready = try deployment.servers.map { try httpExchange(port: try $0.metricsPort(), path: "/ready") }
+        #expect(ready.allSatisfy { $0.contains("200 OK") }, "the nodes still serve: \(ready)")
+        #expect(ready.contains { $0.contains("degraded: Redis shard 127.0.0.1:\(promoted) has 0 of the 1 replicas") }, "\(ready)")
 
         // What was accepted before reaches its recipient from the shard without a replica.
         let back = SIMPClient(configuration: deployment.configuration(startingAt: 1))

@@ -49,7 +49,8 @@ final class MetricsHTTPHandler: ChannelInboundHandler {
             if let problem {
                 handler.respond(context, to: head, .serviceUnavailable, problem + "\n")
             } else {
-                handler.respond(context, to: head, .ok, "ready\n")
+                let notes = handler.readiness.degraded().map { $0 + "\n" }.joined()
+                handler.respond(context, to: head, .ok, "ready\n" + notes)
             }
         }
     }

@@ -8,6 +8,19 @@ struct Readiness: Sendable {
     let listeners: [(name: String, channel: any Channel)]
     /// How long Redis may take to answer PING before the node counts as not ready.
     var redisDeadline: TimeAmount = .seconds(1)
+    /// Redis shards whose stores wait for replicas (`--redis-min-replicas`), with the replicas
+    /// they have online.
+    var shardsShort: @Sendable () -> [(shard: RedisNodeAddress, online: Int)] = { [] }
+    var minReplicas = 0
+
+    /// Ready, yet not all well: one line per Redis shard short of replicas. The node still
+    /// serves (every node sees the same shards), so this does not make it unready.
+    func degraded() -> [String] {
+        shardsShort().map { shard, online in
+            "degraded: Redis shard \(shard.host):\(shard.port) has \(online) of the \(minReplicas) replicas --redis-min-replicas asks for; "
+                + "messages to its users wait, then fail REPLICAS_UNAVAILABLE"
+        }
+    }
 
     /// nil when ready, otherwise one line saying why not. Completes on `loop` without blocking it.
     func problem(on loop: any EventLoop) -> EventLoopFuture<String?> {
