@@ -459,8 +459,9 @@ final class Router: @unchecked Sendable {
         // A resend of a message whose store is still queued, in flight or being retried is
         // answered by that store's outcome; a second copy could contradict it.
         guard storesPending.insert(Self.storeKey(request)).inserted else { return }
-        // Nothing goes early to a recipient whose shard holds its stores: it may well fail.
-        if !replicaHold.isEmpty, let shard = store.shard(of: request.to), replicaHold.holds(shard) {
+        // Behind its recipient's held stores, wherever they were held (the slot map may have
+        // changed since); nothing goes early to it: it may well fail.
+        if let shard = heldShard(for: request.to) {
             storesPendingFor[request.to, default: 0] += 1
             replicaHold.hold(request, shard: shard, now: .now())
             return
@@ -540,14 +541,24 @@ final class Router: @unchecked Sendable {
         }
     }
 
+    private func heldShard(for recipient: String) -> RedisNodeAddress? {
+        guard !replicaHold.isEmpty else { return nil }
+        if let shard = replicaHold.shard(holding: { $0.to == recipient }) { return shard }
+        return store.shard(of: recipient).flatMap { replicaHold.holds($0) ? $0 : nil }
+    }
+
     /// A store refused for want of replicas waits for its shard (nothing was written).
     private func holdForReplicas(_ request: StoreRequest, _ outcome: StoreOutcome, ticket: UInt64, index: Int) -> Bool {
-        guard case .replicasShort(let online) = outcome, let shard = store.shard(of: request.to) else { return false }
+        guard case .replicasShort(let online) = outcome, let shard = heldShard(for: request.to) ?? store.shard(of: request.to) else { return false }
         if !replicaHold.holds(shard) {
             let wait = settings.replicaHoldLimit.nanoseconds / 1_000_000_000
             logger.warning("Redis shard \(shard) has \(online) of the \(store.settings.minReplicas) replicas --redis-min-replicas asks for; its recipients' messages wait up to \(wait) s")
         }
-        replicaHold.refused(request, shard: shard, online: online, ticket: ticket, index: index, now: .now())
+        // A store tried again after its shard was let go keeps the time it first waited from.
+        var request = request
+        let since = request.heldSince ?? .now()
+        request.heldSince = since
+        replicaHold.refused(request, shard: shard, online: online, ticket: ticket, index: index, now: since)
         metrics.replicasShort(replicaHold.held)
         armReplicaProbe()
         return true
@@ -567,10 +578,16 @@ final class Router: @unchecked Sendable {
         for (request, online) in replicaHold.expired(now: .now()) { settle(request, .replicasShort(online: online)) }
         for (shard, _) in replicaHold.held {
             store.replicasOnline(at: shard, on: loop).whenComplete { [self] result in
-                let online = (try? result.get()) ?? 0
-                let released = replicaHold.probed(shard, online: online, needed: store.settings.minReplicas)
-                if !released.isEmpty || !replicaHold.holds(shard) {
-                    logger.notice("Redis shard \(shard) has \(online) replicas online again; \(released.count) held messages are stored now")
+                let released: [StoreRequest]
+                switch result {
+                case .success(let online):
+                    released = replicaHold.probed(shard, online: online, needed: store.settings.minReplicas)
+                    if !replicaHold.holds(shard) {
+                        logger.notice("Redis shard \(shard) has \(online) replicas online again; \(released.count) held messages are stored now")
+                    }
+                case .failure(let error):
+                    released = replicaHold.letGo(shard)
+                    logger.notice("Redis shard \(shard) did not answer (\(error)); its \(released.count) held messages are tried where their slots are now")
                 }
                 released.forEach { stores.enqueue($0) }
                 if !released.isEmpty { scheduleFlush() }
@@ -621,8 +638,8 @@ final class Router: @unchecked Sendable {
     /// shard's replicas came back between the two): the earlier one may no longer be stored,
     /// it would follow the later one. It is answered (not stored) when it is let go.
     private func answerHeldEarlierOnly(_ request: StoreRequest) {
-        guard !replicaHold.isEmpty, let shard = store.shard(of: request.to) else { return }
-        replicaHold.update(shard, matching: { $0.from == request.from && $0.to == request.to }) { $0.answerOnly = true }
+        guard !replicaHold.isEmpty else { return }
+        replicaHold.update(matching: { $0.from == request.from && $0.to == request.to }) { $0.answerOnly = true }
     }
 
     /// A store found already made (its first answer lost) or given up on while it may have run

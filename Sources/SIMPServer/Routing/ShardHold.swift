@@ -42,6 +42,19 @@ struct ShardHold<Item> {
 
     func holds(_ shard: RedisNodeAddress) -> Bool { shards[shard] != nil }
 
+    /// The shard holding an item `matching` picks, wherever it was held: after a failover the
+    /// same recipient's new stores map to another address than its held ones.
+    func shard(holding matching: (Item) -> Bool) -> RedisNodeAddress? {
+        shards.first { $0.value.items.contains { matching($0.item) } }?.key
+    }
+
+    /// A shard that could not be asked (its master gone, say): its items come back to be
+    /// stored, in order, and are held again wherever their shard is now, if it is short too.
+    mutating func letGo(_ shard: RedisNodeAddress) -> [Item] {
+        guard let held = shards.removeValue(forKey: shard) else { return [] }
+        return held.items.sorted { $0.place < $1.place }.map(\.item)
+    }
+
     /// A store its shard refused for want of replicas (from batch `ticket`, at `index`).
     mutating func refused(_ item: Item, shard: RedisNodeAddress, online: Int, ticket: UInt64, index: Int, now: NIODeadline) {
         shards[shard, default: Held(online: online)].online = online
@@ -77,11 +90,13 @@ struct ShardHold<Item> {
         return due.sorted { $0.place < $1.place }.map { ($0.item, $0.online) }
     }
 
-    /// Changes the items held for `shard` that `matching` picks.
-    mutating func update(_ shard: RedisNodeAddress, matching: (Item) -> Bool, _ change: (inout Item) -> Void) {
-        guard var held = shards[shard] else { return }
-        for index in held.items.indices where matching(held.items[index].item) { change(&held.items[index].item) }
-        shards[shard] = held
+    /// Changes the held items that `matching` picks, on every shard.
+    mutating func update(matching: (Item) -> Bool, _ change: (inout Item) -> Void) {
+        for shard in shards.keys {
+            for index in shards[shard]!.items.indices where matching(shards[shard]!.items[index].item) {
+                change(&shards[shard]!.items[index].item)
+            }
+        }
     }
 }
 

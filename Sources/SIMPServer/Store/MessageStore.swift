@@ -21,6 +21,8 @@ struct StoreRequest: Sendable {
     /// Pushed to the recipient before the store answered (EARLY): if it is not stored, the
     /// recipient is told it was retracted.
     var pushedEarly = false
+    /// When its shard first refused it for want of replicas (`--redis-min-replicas`).
+    var heldSince: NIODeadline?
 }
 
 struct StoredCredentials: Sendable {
@@ -211,11 +213,26 @@ final class MessageStore: Sendable {
     /// gap in the sender's history only, and a lost notice delays the push (`NodeNotice`).
     private func followUp(_ batch: [StoreRequest], _ outcomes: [StoreOutcome], notices: [(node: String, user: String)],
                           on loop: any EventLoop) {
-        let commands = historyCopies(batch, outcomes) + notices.map { notice in
+        let copies = historyCopies(batch, outcomes)
+        if !copies.isEmpty { _ = redis.run(copies, on: loop) }
+        let published = notices.map { notice in
             RedisCommand("SPUBLISH", [keys.nodeChannel(notice.node), NodeNotice.inbox(user: notice.user).payload])
         }
-        if !commands.isEmpty { _ = redis.run(commands, on: loop) }
+        if !published.isEmpty { publish(published, on: loop) }
     }
+
+    /// A notice whose SPUBLISH failed (its channel's master just failed over, say) is sent
+    /// again a few times: a lost one leaves the message unpushed until its recipient's next
+    /// message or reconnect. A notice that reached a node twice costs it one more inbox read.
+    private func publish(_ notices: [RedisCommand], attempt: Int = 1, on loop: any EventLoop) {
+        redis.run(notices, on: loop).whenComplete { [self] result in
+            let failed = (try? result.get()).map { replies in zip(notices, replies).filter { (try? $0.1.checked()) == nil }.map(\.0) } ?? notices
+            guard !failed.isEmpty, attempt < Self.noticeAttempts else { return }
+            loop.scheduleTask(in: .milliseconds(250 * Int64(attempt))) { self.publish(failed, attempt: attempt + 1, on: loop) }
+        }
+    }
+
+    static let noticeAttempts = 5
 
     /// The node named in a recipient's store answer (stored, or a duplicate not yet confirmed):
     /// where its session is, when not here.

@@ -47,12 +47,22 @@ import Testing
         #expect(hold.probed(a, online: 1, needed: 1) == ["m3"])
     }
 
-    @Test func updateChangesOnlyTheMatchingItemsOfThatShard() {
+    @Test func updateChangesTheMatchingItemsOnEveryShardAndLetGoReturnsAShardsItems() {
         var hold = ShardHold<String>(limit: .seconds(10))
         hold.refused("alice>bob", shard: a, online: 0, ticket: 1, index: 0, now: start)
         hold.refused("carol>bob", shard: a, online: 0, ticket: 1, index: 1, now: start)
-        hold.update(a, matching: { $0.hasPrefix("alice") }) { $0 += " (answer only)" }
-        hold.update(b, matching: { _ in true }) { $0 = "never" }
+        hold.refused("alice>dave", shard: b, online: 0, ticket: 1, index: 2, now: start)
+        hold.update(matching: { $0.hasPrefix("alice>bob") }) { $0 += " (answer only)" }
         #expect(hold.probed(a, online: 1, needed: 1) == ["alice>bob (answer only)", "carol>bob"])
+        #expect(hold.letGo(b) == ["alice>dave"])
+        #expect(hold.isEmpty)
+    }
+
+    @Test func aRecipientsStoresAreFoundWhereverTheyWereHeld() {
+        var hold = ShardHold<String>(limit: .seconds(10))
+        hold.refused("bob", shard: a, online: 0, ticket: 1, index: 0, now: start)
+        // The slot map changed: bob's shard is b now, yet his next store waits behind this one.
+        #expect(hold.shard(holding: { $0 == "bob" }) == a)
+        #expect(hold.shard(holding: { $0 == "carol" }) == nil)
     }
 }
