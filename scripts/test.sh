@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, builds once, runs every test, then a short
-# libFuzzer pass over each fuzz target (skipped when arguments filter the tests).
+# libFuzzer pass over each fuzz target and a short simp-chaos run (both skipped when arguments
+# filter the tests).
 # `scripts/test.sh --tsan [filters]`: the same tests under ThreadSanitizer, built in .build-tsan, no fuzz pass.
 # Tests start their own redis-server on free ports; nothing else needs to be running.
 set -euo pipefail
@@ -26,4 +27,7 @@ swift build --build-tests
 swift test --skip-build --no-parallel "$@"
 if [ $# -eq 0 ]; then
   scripts/fuzz.sh "${SIMP_FUZZ_SECONDS:-20}"
+  # A short chaos run (about a minute) with a fixed seed, so CI repeats one known plan;
+  # SIMP_CHAOS_SEED picks another.
+  SIMP_CHAOS_SEED="${SIMP_CHAOS_SEED:-2929851673}" scripts/chaos.sh
 fi
