@@ -43,6 +43,12 @@ final class Router: @unchecked Sendable {
     private var stores: StorePipeline<StoreRequest>
     /// Stores waiting for their shard's replicas (`--redis-min-replicas`).
     private var replicaHold: ShardHold<StoreRequest>
+    private var storesHandedOver: UInt64 = 0
+    /// With `--redis-min-replicas`: per conversation, the latest store made (its `order`) and
+    /// when. Batches over several shards come back out of order, so a store refused for want
+    /// of replicas may learn only now that a later message of its conversation was stored.
+    private var latestStored: [Conversation: (order: UInt64, at: NIODeadline)] = [:]
+    private var pruneLatestStoredAt = 10_000
     private var probeTask: Scheduled<Void>?
     /// (sender, message id) of every store queued, in flight or being retried.
     private var storesPending: Set<StoreKey> = []
@@ -459,6 +465,11 @@ final class Router: @unchecked Sendable {
         // A resend of a message whose store is still queued, in flight or being retried is
         // answered by that store's outcome; a second copy could contradict it.
         guard storesPending.insert(Self.storeKey(request)).inserted else { return }
+        var request = request
+        if store.settings.minReplicas > 0 {
+            storesHandedOver += 1
+            request.order = storesHandedOver
+        }
         // Behind its recipient's held stores, wherever they were held (the slot map may have
         // changed since); nothing goes early to it: it may well fail.
         if let shard = heldShard(for: request.to) {
@@ -466,7 +477,6 @@ final class Router: @unchecked Sendable {
             replicaHold.hold(request, shard: shard, now: .now())
             return
         }
-        var request = request
         if let recipient = earlyRecipient(of: request) { request.pushedEarly = pushEarly(request, to: recipient) }
         storesPendingFor[request.to, default: 0] += 1
         stores.enqueue(request)
@@ -497,6 +507,11 @@ final class Router: @unchecked Sendable {
     private struct StoreKey: Hashable {
         let from: String
         let id: String
+    }
+
+    private struct Conversation: Hashable {
+        let from: String
+        let to: String
     }
 
     private static func storeKey(_ request: StoreRequest) -> StoreKey { StoreKey(from: request.from, id: request.id) }
@@ -547,6 +562,11 @@ final class Router: @unchecked Sendable {
         return store.shard(of: recipient).flatMap { replicaHold.holds($0) ? $0 : nil }
     }
 
+    /// A refusal comes back within a store's round trip; a minute covers any batch.
+    private func pruneLatestStored(now: NIODeadline) {
+        latestStored = latestStored.filter { now - $0.value.at < .seconds(60) }
+    }
+
     /// A store refused for want of replicas waits for its shard (nothing was written).
     private func holdForReplicas(_ request: StoreRequest, _ outcome: StoreOutcome, ticket: UInt64, index: Int) -> Bool {
         guard case .replicasShort(let online) = outcome, let shard = heldShard(for: request.to) ?? store.shard(of: request.to) else { return false }
@@ -556,6 +576,7 @@ final class Router: @unchecked Sendable {
         }
         // A store tried again after its shard was let go keeps the time it first waited from.
         var request = request
+        if let later = latestStored[Conversation(from: request.from, to: request.to)], later.order > request.order { request.answerOnly = true }
         let since = request.heldSince ?? .now()
         request.heldSince = since
         replicaHold.refused(request, shard: shard, online: online, ticket: ticket, index: index, now: since)
@@ -575,7 +596,9 @@ final class Router: @unchecked Sendable {
     /// Fails what waited too long, asks each held shard for its replicas, and lets go of
     /// those that have them again.
     private func probeHeldShards() {
-        for (request, online) in replicaHold.expired(now: .now()) { settle(request, .replicasShort(online: online)) }
+        let now = NIODeadline.now()
+        for (request, online) in replicaHold.expired(now: now) { settle(request, .replicasShort(online: online)) }
+        pruneLatestStored(now: now)
         for (shard, _) in replicaHold.held {
             store.replicasOnline(at: shard, on: loop).whenComplete { [self] result in
                 let released: [StoreRequest]
@@ -638,6 +661,14 @@ final class Router: @unchecked Sendable {
     /// shard's replicas came back between the two): the earlier one may no longer be stored,
     /// it would follow the later one. It is answered (not stored) when it is let go.
     private func answerHeldEarlierOnly(_ request: StoreRequest) {
+        guard store.settings.minReplicas > 0 else { return }
+        let conversation = Conversation(from: request.from, to: request.to)
+        let now = NIODeadline.now()
+        if request.order > latestStored[conversation]?.order ?? 0 { latestStored[conversation] = (request.order, now) }
+        if latestStored.count > pruneLatestStoredAt {
+            pruneLatestStored(now: now)
+            pruneLatestStoredAt = max(10_000, latestStored.count * 2)
+        }
         guard !replicaHold.isEmpty else { return }
         replicaHold.update(matching: { $0.from == request.from && $0.to == request.to }) { $0.answerOnly = true }
     }

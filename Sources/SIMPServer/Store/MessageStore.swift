@@ -23,6 +23,9 @@ struct StoreRequest: Sendable {
     var pushedEarly = false
     /// When its shard first refused it for want of replicas (`--redis-min-replicas`).
     var heldSince: NIODeadline?
+    /// Its place among the stores this node was handed (`--redis-min-replicas` only), so a
+    /// refused one can tell whether a later one of its conversation was stored meanwhile.
+    var order: UInt64 = 0
 }
 
 struct StoredCredentials: Sendable {
