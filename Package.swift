@@ -209,6 +209,7 @@ let package = Package(
         .target(
             name: "SIMPTestSupport",
             dependencies: [
+                "SIMPChaos",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

@@ -1,6 +1,7 @@
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import SIMPChaos
 
 /// What the proxy does to each datagram, in each direction.
 public struct FaultProfile: Sendable {
@@ -134,21 +135,5 @@ private final class Relay: ChannelInboundHandler, @unchecked Sendable {
     func errorCaught(context: ChannelHandlerContext, error: any Error) {}
 }
 
-/// A small seeded generator (SplitMix64), so fault runs can be repeated.
-public struct SplitMix64: RandomNumberGenerator, Sendable {
-    private var state: UInt64
-
-    public init(seed: UInt64) { state = seed }
-
-    public mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    public mutating func nextDouble() -> Double {
-        Double(next() >> 11) / Double(1 << 53)
-    }
-}
+/// The seeded generator of the chaos runs, so fault runs here can be repeated as well.
+public typealias SplitMix64 = SIMPChaos.SplitMix64
