@@ -42,14 +42,22 @@ final class ClientStore: Sendable {
         try db.read { db in
             let last = try Int64.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'lastDelivered'") ?? 0
             var saved = Saved(lastDelivered: UInt64(last), pending: [], accepted: [])
-            for row in try Row.fetchAll(db, sql: "SELECT id, recipient, payload, seq FROM outbox ORDER BY position") {
+            // Latest first, so each pending message knows whether a later one to its recipient
+            // was accepted (then it may no longer be stored: `overtaken`).
+            var acceptedTo: Set<String> = []
+            for row in try Row.fetchAll(db, sql: "SELECT id, recipient, payload, seq FROM outbox ORDER BY position DESC") {
                 let seq: Int64 = row["seq"]
+                let recipient: String = row["recipient"]
                 if seq > 0 {
-                    saved.accepted.append((row["id"], row["recipient"], UInt64(seq)))
-                } else if let message = try? Simp_Message(serializedBytes: [UInt8](row["payload"] as Data)) {
-                    saved.pending.append((row["id"], row["recipient"], message))
+                    saved.accepted.append((row["id"], recipient, UInt64(seq)))
+                    acceptedTo.insert(recipient)
+                } else if var message = try? Simp_Message(serializedBytes: [UInt8](row["payload"] as Data)) {
+                    if acceptedTo.contains(recipient) { message.overtaken = true }
+                    saved.pending.append((row["id"], recipient, message))
                 }
             }
+            saved.accepted.reverse()
+            saved.pending.reverse()
             return saved
         }
     }

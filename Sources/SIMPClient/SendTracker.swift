@@ -13,11 +13,13 @@ struct Outgoing: Sendable {
 /// Each method takes what happened and returns what to send or to report; `SIMPClient`
 /// does the sending and the reporting.
 struct SendTracker: Sendable {
-    private var outbox: RetransmitQueue<String, Outgoing>
+    typealias Outbox = RetransmitQueue<String, Outgoing>
+    private var outbox: Outbox
     /// Accepted, waiting for the recipient's confirmation: id -> (recipient, seq).
     private var awaitingDelivery: [String: (to: String, seq: UInt64)] = [:]
     /// Given up on while connected: the server decides (Failed{WITHDRAWN} or Accepted).
-    private var withdrawing: [String: Outgoing] = [:]
+    /// Each keeps its place in the outbox, for a next session that sends it again.
+    private var withdrawing: [String: Outbox.Item] = [:]
     /// clientSeq given to each message on the current session, in send order.
     private var sessionOrder: [String: UInt64] = [:]
     private var orderToID: [UInt64: String] = [:]
@@ -87,8 +89,10 @@ struct SendTracker: Sendable {
     /// Nil when the message was not waiting for it (a repeated notice).
     mutating func accepted(_ notice: Simp_Accepted, now: NIODeadline) -> ClientEvent? {
         let id = notice.messageID
+        let place = outbox.place(of: id) ?? withdrawing[id]?.place
         guard outbox.acknowledge(id, now: now) != nil || withdrawing.removeValue(forKey: id) != nil else { return nil }
         forgetOrder(of: id)
+        if let place { markOvertaken(by: place, to: notice.toUser) }
         awaitingDelivery[id] = (notice.toUser, notice.seq)
         return .accepted(id: id, to: notice.toUser, seq: notice.seq)
     }
@@ -104,8 +108,10 @@ struct SendTracker: Sendable {
     mutating func delivered(_ notice: Simp_Delivered) -> DeliveryNews {
         let id = notice.messageID
         var news = DeliveryNews()
-        if let pending = outbox.remove(id) ?? withdrawing.removeValue(forKey: id) {
+        let place = outbox.place(of: id) ?? withdrawing[id]?.place
+        if let pending = outbox.remove(id) ?? withdrawing.removeValue(forKey: id)?.payload {
             forgetOrder(of: id)
+            if let place { markOvertaken(by: place, to: pending.to) }
             news.accepted = .accepted(id: id, to: pending.to, seq: notice.seq)
             awaitingDelivery[id] = (pending.to, notice.seq)
         }
@@ -113,6 +119,15 @@ struct SendTracker: Sendable {
             news.delivered = .delivered(id: id, to: notice.toUser, seq: notice.seq)
         }
         return news
+    }
+
+    /// A message was stored while ones sent before it to the same recipient were not: those may
+    /// no longer be stored (they would follow it), only answered for if they were already.
+    private mutating func markOvertaken(by place: UInt64, to recipient: String) {
+        outbox.updatePayloads(placedBefore: place, where: { $0.to == recipient }) { $0.message.overtaken = true }
+        for (id, item) in withdrawing where item.place < place && item.payload.to == recipient {
+            withdrawing[id]?.payload.message.overtaken = true
+        }
     }
 
     /// Nil when the message was not waiting for its fate.
@@ -144,36 +159,43 @@ struct SendTracker: Sendable {
     struct Resends: Sendable {
         /// Messages to send again, in the order they were first sent, each numbered for
         /// this session (numbered where the retransmit queue listed them: no copy per tick).
-        var transmit: [(key: String, payload: Outgoing)] = []
+        var transmit: [Outbox.Item] = []
         /// Messages out of time: ask the server to drop them or say it already has them.
         var withdraw: [Simp_Withdraw] = []
     }
 
     /// What the retransmit timers say now. Unbound, nothing goes out and nothing is withdrawn.
     mutating func resends(now: NIODeadline, bound: Bool) -> Resends {
-        var due = outbox.due(now: now)
+        let due = outbox.due(now: now)
         var result = Resends()
-        if bound {
-            for index in due.resend.indices {
-                due.resend[index].payload.message.clientSeq = order(of: due.resend[index].key)
-                due.resend[index].payload.message.fresh = !sentBefore.contains(due.resend[index].key)
-            }
-            result.transmit = due.resend
-        }
-        for (id, item) in due.expired {
-            guard bound, let order = sessionOrder[id] else {
-                // No server to ask: whether it was stored is unknown, so keep trying.
-                outbox.track(id, payload: item, now: now)
+        var transmit = due.resend
+        for expired in due.expired {
+            if bound, let order = sessionOrder[expired.key] {
+                result.withdraw.append(withdraw(expired, order: order))
                 continue
             }
-            withdrawing[id] = item
-            var withdraw = Simp_Withdraw()
-            withdraw.messageID = id
-            withdraw.clientSeq = order
-            withdraw.toUser = item.to
-            result.withdraw.append(withdraw)
+            // Never sent on this session, so no server was asked: keep trying, in its place,
+            // so that after a long outage it is still stored before what was sent after it.
+            outbox.retrack(expired, now: now)
+            if bound { transmit.append(expired) }
         }
+        guard bound else { return result }
+        if transmit.count > due.resend.count { transmit.sort { $0.place < $1.place } }
+        for index in transmit.indices {
+            transmit[index].payload.message.clientSeq = order(of: transmit[index].key)
+            transmit[index].payload.message.fresh = !sentBefore.contains(transmit[index].key)
+        }
+        result.transmit = transmit
         return result
+    }
+
+    private mutating func withdraw(_ expired: Outbox.Item, order: UInt64) -> Simp_Withdraw {
+        withdrawing[expired.key] = expired
+        var withdraw = Simp_Withdraw()
+        withdraw.messageID = expired.key
+        withdraw.clientSeq = order
+        withdraw.toUser = expired.payload.to
+        return withdraw
     }
 
     /// Every unaccepted message at once: the path is new, the old timers say nothing about it.
@@ -205,18 +227,19 @@ struct SendTracker: Sendable {
         sessionOrder.removeAll()
         orderToID.removeAll()
         nextClientSeq = 1
-        for (id, item) in withdrawing { outbox.track(id, payload: item, now: now) }
+        for expired in withdrawing.values { outbox.retrack(expired, now: now) }
         withdrawing.removeAll()
     }
 
     /// The user disconnected and nothing on disk will send them again: every message not
     /// yet accepted has failed. Accepted ones stay, so a later session learns their delivery.
     mutating func abandonUnaccepted() -> [ClientEvent] {
+        var given: [(id: String, to: String)] = withdrawing.values.map { ($0.key, $0.payload.to) }
         for id in outbox.pendingKeys {
-            if let item = outbox.remove(id) { withdrawing[id] = item }
+            if let item = outbox.remove(id) { given.append((id, item.to)) }
         }
-        let failed = withdrawing.map { id, item in
-            ClientEvent.failed(id: id, to: item.to, reason: "client disconnected before the server confirmed it")
+        let failed = given.map { id, to in
+            ClientEvent.failed(id: id, to: to, reason: "client disconnected before the server confirmed it")
         }
         withdrawing.removeAll()
         sentBefore.removeAll()

@@ -51,6 +51,7 @@ extension Simp_ErrorCode {
         case .inboxShareFull: return "inbox_share_full"
         case .sessionClosed: return "session_closed"
         case .replicasUnavailable: return "replicas_unavailable"
+        case .outOfOrder: return "out_of_order"
         case .UNRECOGNIZED(let n): return "code_\(n)"
         }
     }

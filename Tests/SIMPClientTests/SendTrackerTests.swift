@@ -269,6 +269,72 @@ import Testing
         #expect(orders(due) == [1])
     }
 
+    /// A client kept from the server longer than the give-up time (reconnects refused while
+    /// Redis was down) must still have its earlier messages stored first.
+    @Test func aMessageOutOfTimeWhileUnboundKeepsItsPlaceInTheNextSession() {
+        var tracker = tracker()
+        _ = send(["a"], on: &tracker, now: t0, bound: false)
+        _ = send(["b"], on: &tracker, now: t0 + .seconds(2), bound: false)
+        var now = t0
+        while now < t0 + .seconds(10) {
+            now = now + .milliseconds(50)
+            _ = tracker.resends(now: now, bound: false)
+        }
+        tracker.startSession(now: now)
+        let due = tracker.resendAll(now: now, bound: true)
+        #expect(ids(due) == ["a", "b"])
+        #expect(orders(due) == [1, 2])
+    }
+
+    @Test func aWithdrawnMessageKeepsItsPlaceInTheNextSession() {
+        var tracker = tracker()
+        _ = send(["a"], on: &tracker, now: t0)
+        _ = send(["b"], on: &tracker, now: t0 + .seconds(2))
+        let (due, at) = runUntilWithdrawn(&tracker, from: t0)
+        #expect(due.withdraw.map(\.messageID) == ["a"])
+        tracker.startSession(now: at)
+        let again = tracker.resendAll(now: at, bound: true)
+        #expect(ids(again) == ["a", "b"])
+        #expect(orders(again) == [1, 2])
+    }
+
+    /// Once a later message to bob is accepted, an earlier one to bob not yet accepted may no
+    /// longer be stored (it would follow the later one): every copy of it says `overtaken`.
+    /// Messages to others, and later ones, are not touched.
+    @Test func aLaterAcceptanceMarksEarlierMessagesToTheSameRecipientOvertaken() {
+        var tracker = tracker()
+        _ = send(["a"], on: &tracker, now: t0)
+        _ = tracker.send(item("c", to: "carol"), id: "c", now: t0, bound: true)
+        _ = send(["b", "d"], on: &tracker, now: t0)
+        _ = tracker.accepted(accepted("b", seq: 7), now: t0)
+        let due = tracker.resends(now: t0 + .milliseconds(500), bound: true)
+        #expect(ids(due) == ["a", "c", "d"])
+        #expect(due.transmit.map(\.payload.message.overtaken) == [true, false, false])
+        #expect(tracker.missing(missing([1])).map(\.overtaken) == [true])
+    }
+
+    /// A withdrawn message whose answer was lost with its session goes out again on the next
+    /// one; if a later message to the same recipient was accepted meanwhile, as `overtaken`.
+    @Test func aWithdrawnMessageOvertakenMeanwhileSaysSoOnTheNextSession() {
+        var tracker = tracker()
+        _ = send(["a"], on: &tracker, now: t0)
+        _ = send(["b"], on: &tracker, now: t0 + .seconds(2))
+        let (_, at) = runUntilWithdrawn(&tracker, from: t0)
+        _ = tracker.accepted(accepted("b", seq: 3), now: at)
+        tracker.startSession(now: at)
+        let again = tracker.resendAll(now: at, bound: true)
+        #expect(ids(again) == ["a"])
+        #expect(again.transmit.map(\.payload.message.overtaken) == [true])
+    }
+
+    /// Delivered before its acceptance arrived (a retransmitted path): the same holds.
+    @Test func aDeliveryOvertakingItsAcceptanceAlsoMarksEarlierOnes() {
+        var tracker = tracker()
+        _ = send(["a", "b"], on: &tracker, now: t0)
+        _ = tracker.delivered(delivered("b", seq: 4))
+        #expect(tracker.missing(missing([1])).map(\.overtaken) == [true])
+    }
+
     @Test func theDeliveryQueryNamesWhatAwaitsDelivery() {
         var tracker = tracker()
         #expect(tracker.deliveryQuery() == nil)

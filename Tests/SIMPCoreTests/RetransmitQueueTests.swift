@@ -47,6 +47,20 @@ import Testing
         #expect(q.isEmpty)
     }
 
+    @Test func anEntryTrackedAgainAfterGivingUpKeepsItsPlace() {
+        var q = queue(giveUp: .seconds(3))
+        q.track(1, payload: "a", now: t0)
+        q.track(2, payload: "b", now: t0 + .seconds(2))
+        let given = q.due(now: t0 + .seconds(3)).expired
+        #expect(given.map(\.key) == [1])
+        let later = t0 + .seconds(4)
+        for expired in given { q.retrack(expired, now: later) }
+        q.expediteAll(now: later)
+        #expect(q.due(now: later).resend.map(\.key) == [1, 2])
+        // Its times start again: 2 s on, only "b" (tracked at t0 + 2 s) is out of time.
+        #expect(q.due(now: later + .seconds(2)).expired.map(\.key) == [2])
+    }
+
     @Test func acknowledgementRemovesAndSamplesRTT() {
         var q = queue()
         q.track(1, payload: "a", now: t0)

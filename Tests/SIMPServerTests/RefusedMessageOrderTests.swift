@@ -47,6 +47,40 @@ import Testing
         await cluster.stop()
     }
 
+    /// A message the sender marks `overtaken` (a later one to the same recipient was accepted
+    /// first) is never stored now: answered accepted if it was stored before, else failed
+    /// OUT_OF_ORDER. Here "later" was accepted on an earlier session of the sender.
+    @Test func anOvertakenMessageIsAnsweredNeverStored() async throws {
+        let cluster = try await TestCluster.start()
+        try await cluster.register("mallory")
+        try await cluster.register("bob")
+        let peer = try RawPeer(tcpPort: cluster.addresses.tcpPort, udpPort: cluster.addresses.udpPort)
+        try peer.connectAndBind(token: try peer.login("mallory", "pw-mallory"))
+        peer.sendDatagram(.data, try message(id: "later", clientSeq: 1, type: .text))
+        let stored = try #require(try acceptance(of: "later", on: peer))
+
+        peer.sendDatagram(.data, try message(id: "earlier", clientSeq: 2, type: .text, overtaken: true))
+        let refused = try failure(of: "earlier", on: peer)
+        #expect(refused?.code == .outOfOrder)
+        #expect(refused?.reason.contains("a later message of yours to bob was stored first") == true)
+        peer.sendDatagram(.data, try message(id: "later", clientSeq: 3, type: .text, overtaken: true))
+        #expect(try acceptance(of: "later", on: peer)?.seq == stored.seq, "answered from what was stored")
+
+        let (bob, bobLog) = try await cluster.connectedClient("bob", register: false)
+        #expect(await bobLog.wait { $0.messages.map(\.id) == ["later"] })
+        #expect(cluster.metric("simp_messages_stored_total") == 1)
+        await bob.close()
+        await cluster.stop()
+    }
+
+    private func acceptance(of id: String, on peer: RawPeer) throws -> Simp_Accepted? {
+        while let envelope = try peer.read() {
+            if case .accepted(let accepted) = envelope.body, accepted.messageID == id { return accepted }
+            if case .failed(let failed) = envelope.body, failed.messageID == id { return nil }
+        }
+        return nil
+    }
+
     private func failure(of id: String, on peer: RawPeer) throws -> Simp_Failed? {
         while let envelope = try peer.read() {
             if case .failed(let failed) = envelope.body, failed.messageID == id { return failed }
@@ -55,7 +89,8 @@ import Testing
         return nil
     }
 
-    func message(id: String, clientSeq: UInt64, type: Simp_Message.MessageType, to: String = "bob") throws -> [UInt8] {
+    func message(id: String, clientSeq: UInt64, type: Simp_Message.MessageType, to: String = "bob",
+                 overtaken: Bool = false) throws -> [UInt8] {
         var message = Simp_Message()
         message.version = 1
         message.messageID = id
@@ -63,6 +98,7 @@ import Testing
         message.type = type
         message.content = "hello"
         message.clientSeq = clientSeq
+        message.overtaken = overtaken
         return try message.serializedBytes()
     }
 }

@@ -25,16 +25,16 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
         @usableFromInline var lastSent: NIODeadline
         @usableFromInline var timeout: TimeAmount
         @usableFromInline var attempts: Int
-        @usableFromInline var order: UInt64
+        @usableFromInline var place: UInt64
 
         @inlinable
-        init(payload: Payload, firstSent: NIODeadline, lastSent: NIODeadline, timeout: TimeAmount, attempts: Int, order: UInt64) {
+        init(payload: Payload, firstSent: NIODeadline, lastSent: NIODeadline, timeout: TimeAmount, attempts: Int, place: UInt64) {
             self.payload = payload
             self.firstSent = firstSent
             self.lastSent = lastSent
             self.timeout = timeout
             self.attempts = attempts
-            self.order = order
+            self.place = place
         }
     }
 
@@ -60,7 +60,31 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
     public mutating func track(_ key: Key, payload: Payload, now: NIODeadline) {
         guard entries[key] == nil else { return }
         tracked += 1
-        entries[key] = Entry(payload: payload, firstSent: now, lastSent: now, timeout: rtt.rto, attempts: 1, order: tracked)
+        entries[key] = Entry(payload: payload, firstSent: now, lastSent: now, timeout: rtt.rto, attempts: 1, place: tracked)
+    }
+
+    /// Tracks an entry given up on (`Due.expired`) afresh from `now`, in the place it had:
+    /// resent after an outage, it still goes out ahead of what was tracked after it.
+    @inlinable
+    public mutating func retrack(_ expired: Item, now: NIODeadline) {
+        guard entries[expired.key] == nil else { return }
+        entries[expired.key] = Entry(payload: expired.payload, firstSent: now, lastSent: now, timeout: rtt.rto,
+                                     attempts: 1, place: expired.place)
+    }
+
+    /// A pending entry's place among the tracked ones (earlier tracked, lower).
+    @inlinable
+    public func place(of key: Key) -> UInt64? {
+        entries[key]?.place
+    }
+
+    /// Changes the payload of every pending entry tracked before `place` that `matches`.
+    @inlinable
+    public mutating func updatePayloads(placedBefore place: UInt64, where matches: (Payload) -> Bool,
+                                        _ change: (inout Payload) -> Void) {
+        for key in entries.keys where entries[key]!.place < place && matches(entries[key]!.payload) {
+            change(&entries[key]!.payload)
+        }
     }
 
     /// Removes an acknowledged entry and returns its payload; nil when it was not pending.
@@ -85,9 +109,22 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
         entries.removeValue(forKey: key)?.payload
     }
 
+    /// A due or given-up entry, with its place among the tracked ones.
+    public struct Item: Sendable {
+        public var key: Key
+        public var payload: Payload
+        public let place: UInt64
+
+        @inlinable init(key: Key, payload: Payload, place: UInt64) {
+            self.key = key
+            self.payload = payload
+            self.place = place
+        }
+    }
+
     public struct Due: Sendable {
-        public var resend: [(key: Key, payload: Payload)] = []
-        public var expired: [(key: Key, payload: Payload)] = []
+        public var resend: [Item] = []
+        public var expired: [Item] = []
 
         @inlinable init() {}
     }
@@ -100,11 +137,11 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
         var result = Due()
         // The usual tick finds nothing due: answer that without building any collection.
         guard entries.values.contains(where: { now >= $0.lastSent + $0.timeout }) else { return result }
-        let ready = entries.filter { now >= $0.value.lastSent + $0.value.timeout }.sorted { $0.value.order < $1.value.order }
+        let ready = entries.filter { now >= $0.value.lastSent + $0.value.timeout }.sorted { $0.value.place < $1.value.place }
         for (key, entry) in ready {
             if now - entry.firstSent >= policy.giveUpAfter {
                 entries[key] = nil
-                result.expired.append((key, entry.payload))
+                result.expired.append(Item(key: key, payload: entry.payload, place: entry.place))
                 continue
             }
             var next = entry
@@ -112,7 +149,7 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
             next.attempts += 1
             next.timeout = .nanoseconds(min(entry.timeout.nanoseconds * 2, policy.maxBackoff.nanoseconds))
             entries[key] = next
-            result.resend.append((key, entry.payload))
+            result.resend.append(Item(key: key, payload: entry.payload, place: entry.place))
         }
         return result
     }

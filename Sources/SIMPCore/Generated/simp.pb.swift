@@ -69,6 +69,9 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
 
   /// not stored: the recipient's Redis shard lacks the replicas --redis-min-replicas asks for
   case replicasUnavailable // = 23
+
+  /// not stored: a later message of the same sender to the same recipient was stored first
+  case outOfOrder // = 24
   case UNRECOGNIZED(Int)
 
   public init() {
@@ -101,6 +104,7 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     case 21: self = .inboxShareFull
     case 22: self = .sessionClosed
     case 23: self = .replicasUnavailable
+    case 24: self = .outOfOrder
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -131,6 +135,7 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     case .inboxShareFull: return 21
     case .sessionClosed: return 22
     case .replicasUnavailable: return 23
+    case .outOfOrder: return 24
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -161,6 +166,7 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     .inboxShareFull,
     .sessionClosed,
     .replicasUnavailable,
+    .outOfOrder,
   ]
 
 }
@@ -207,6 +213,12 @@ public nonisolated struct Simp_Message: Sendable {
   /// cannot have been stored before), so the server may push it to its recipient before the
   /// store answers (EARLY datagram). Never set in what the server stores or pushes.
   public var fresh: Bool = false
+
+  /// Sender -> server: a later message of this sender to the same recipient was accepted
+  /// while this one was not, so it may no longer be stored (it would follow the later one).
+  /// The server answers Accepted if it stored it before, else Failed OUT_OF_ORDER, and
+  /// stores nothing. Never set in what the server stores or pushes.
+  public var overtaken: Bool = false
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -846,12 +858,12 @@ public nonisolated struct Simp_Envelope: Sendable {
 fileprivate nonisolated let _protobuf_package = "simp"
 
 nonisolated extension Simp_ErrorCode: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_UNSPECIFIED\0\u{1}FRAME_TOO_LARGE\0\u{1}MALFORMED_FRAME\0\u{1}BAD_REQUEST\0\u{1}NOT_AUTHENTICATED\0\u{1}USER_EXISTS\0\u{1}INVALID_CREDENTIALS\0\u{1}UNKNOWN_USER\0\u{1}INVALID_TOKEN\0\u{1}MESSAGE_TOO_LARGE\0\u{1}STORE_UNAVAILABLE\0\u{1}INVALID_NAME\0\u{1}NOT_CONNECTED\0\u{1}INTERNAL\0\u{1}INBOX_FULL\0\u{1}SESSION_REPLACED\0\u{1}WITHDRAWN\0\u{1}RATE_LIMITED\0\u{1}TOO_MANY_CONNECTIONS\0\u{1}TOO_MANY_SESSIONS\0\u{1}LOGIN_THROTTLED\0\u{1}INBOX_SHARE_FULL\0\u{1}SESSION_CLOSED\0\u{1}REPLICAS_UNAVAILABLE\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_UNSPECIFIED\0\u{1}FRAME_TOO_LARGE\0\u{1}MALFORMED_FRAME\0\u{1}BAD_REQUEST\0\u{1}NOT_AUTHENTICATED\0\u{1}USER_EXISTS\0\u{1}INVALID_CREDENTIALS\0\u{1}UNKNOWN_USER\0\u{1}INVALID_TOKEN\0\u{1}MESSAGE_TOO_LARGE\0\u{1}STORE_UNAVAILABLE\0\u{1}INVALID_NAME\0\u{1}NOT_CONNECTED\0\u{1}INTERNAL\0\u{1}INBOX_FULL\0\u{1}SESSION_REPLACED\0\u{1}WITHDRAWN\0\u{1}RATE_LIMITED\0\u{1}TOO_MANY_CONNECTIONS\0\u{1}TOO_MANY_SESSIONS\0\u{1}LOGIN_THROTTLED\0\u{1}INBOX_SHARE_FULL\0\u{1}SESSION_CLOSED\0\u{1}REPLICAS_UNAVAILABLE\0\u{1}OUT_OF_ORDER\0")
 }
 
 nonisolated extension Simp_Message: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Message"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}version\0\u{1}messageId\0\u{1}time\0\u{1}content\0\u{1}imageURL\0\u{1}fromUser\0\u{1}toUser\0\u{1}type\0\u{1}imageScale\0\u{1}seq\0\u{1}serverTime\0\u{1}clientSeq\0\u{1}fresh\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}version\0\u{1}messageId\0\u{1}time\0\u{1}content\0\u{1}imageURL\0\u{1}fromUser\0\u{1}toUser\0\u{1}type\0\u{1}imageScale\0\u{1}seq\0\u{1}serverTime\0\u{1}clientSeq\0\u{1}fresh\0\u{1}overtaken\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -872,6 +884,7 @@ nonisolated extension Simp_Message: SwiftProtobuf.Message, SwiftProtobuf._Messag
       case 11: try { try decoder.decodeSingularInt64Field(value: &self.serverTime) }()
       case 12: try { try decoder.decodeSingularUInt64Field(value: &self.clientSeq) }()
       case 13: try { try decoder.decodeSingularBoolField(value: &self.fresh) }()
+      case 14: try { try decoder.decodeSingularBoolField(value: &self.overtaken) }()
       default: break
       }
     }
@@ -917,6 +930,9 @@ nonisolated extension Simp_Message: SwiftProtobuf.Message, SwiftProtobuf._Messag
     if self.fresh != false {
       try visitor.visitSingularBoolField(value: self.fresh, fieldNumber: 13)
     }
+    if self.overtaken != false {
+      try visitor.visitSingularBoolField(value: self.overtaken, fieldNumber: 14)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -934,6 +950,7 @@ nonisolated extension Simp_Message: SwiftProtobuf.Message, SwiftProtobuf._Messag
     if lhs.serverTime != rhs.serverTime {return false}
     if lhs.clientSeq != rhs.clientSeq {return false}
     if lhs.fresh != rhs.fresh {return false}
+    if lhs.overtaken != rhs.overtaken {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -46,7 +46,7 @@ struct PushQueue {
     /// What to send again now, in push order; what gave up is parked.
     mutating func due(now: NIODeadline) -> Due {
         let due = unconfirmed.due(now: now)
-        for (seq, push) in due.expired { parked[seq] = push }
+        for expired in due.expired { parked[expired.key] = expired.payload }
         return Due(resend: due.resend.map(\.payload.bytes), parked: due.expired.count)
     }
 

@@ -364,6 +364,8 @@ final class Router: @unchecked Sendable {
         }
         let order = message.clientSeq
         let fresh = message.fresh
+        let overtaken = message.overtaken
+        message.overtaken = false
         // The sender is the session the datagram came on, whatever the datagram claims.
         message.fromUser = session.user
         message.seq = 0
@@ -382,6 +384,7 @@ final class Router: @unchecked Sendable {
         // Unordered messages are stored on every arrival: only a numbered one reaches the
         // store once per session, so only it may go early.
         request.fresh = fresh && order > 0
+        request.overtaken = overtaken
         guard order > 0 else {
             enqueueStore(request)
             return
@@ -576,7 +579,7 @@ final class Router: @unchecked Sendable {
         }
         // A store tried again after its shard was let go keeps the time it first waited from.
         var request = request
-        if let later = latestStored[Conversation(from: request.from, to: request.to)], later.order > request.order { request.answerOnly = true }
+        if let later = latestStored[Conversation(from: request.from, to: request.to)], later.order > request.order { request.overtaken = true }
         let since = request.heldSince ?? .now()
         request.heldSince = since
         replicaHold.refused(request, shard: shard, online: online, ticket: ticket, index: index, now: since)
@@ -670,7 +673,7 @@ final class Router: @unchecked Sendable {
             pruneLatestStoredAt = max(10_000, latestStored.count * 2)
         }
         guard !replicaHold.isEmpty else { return }
-        replicaHold.update(matching: { $0.from == request.from && $0.to == request.to }) { $0.answerOnly = true }
+        replicaHold.update(matching: { $0.from == request.from && $0.to == request.to }) { $0.overtaken = true }
     }
 
     /// A store found already made (its first answer lost) or given up on while it may have run
@@ -718,6 +721,9 @@ final class Router: @unchecked Sendable {
         case .inboxFull:
             metrics.exceeded(.inboxSize)
             return [Self.failed(request, .inboxFull, "\(request.to)'s inbox is full")]
+        case .notStored where request.overtaken:
+            return [Self.failed(request, .outOfOrder, "not stored: a later message of yours to \(request.to) was stored first, "
+                                + "and this one would now follow it; send it again as a new message")]
         case .notStored:
             return [Self.failed(request, .storeUnavailable, "not stored: an earlier attempt of this message failed")]
         case .shareFull:

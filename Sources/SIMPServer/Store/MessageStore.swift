@@ -15,6 +15,12 @@ struct StoreRequest: Sendable {
     /// was stored, never stored now (its first attempt failed, and later messages of the
     /// session were stored since; storing it now would put it after them).
     var answerOnly = false
+    /// A later message of the same sender to the same recipient was stored while this one
+    /// was not (the sender says so, or this node saw it): answered only, and if it was never
+    /// stored it fails as out of order.
+    var overtaken = false {
+        didSet { if overtaken { answerOnly = true } }
+    }
     /// The sender transmits it first on this session (its `fresh` flag) in send order: it
     /// cannot have been stored before, so it may be pushed before its store answers.
     var fresh = false
