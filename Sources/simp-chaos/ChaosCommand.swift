@@ -53,6 +53,9 @@ struct ChaosCommand: AsyncParsableCommand {
     @Flag(help: "Keep the run directory (client logs, Redis data) even when no violation was found.")
     var keep = false
 
+    @Option(name: .customLong("node-log-level"), help: "simp-server's --log-level; each node's log is kept in the run directory's logs/.")
+    var nodeLogLevel = "warning"
+
     func validate() throws {
         guard duration >= 5 else { throw ValidationError("--duration must be at least 5 seconds") }
         guard users >= 2 else { throw ValidationError("--users must be at least 2") }
@@ -109,7 +112,8 @@ struct ChaosCommand: AsyncParsableCommand {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("simp-chaos-\(seed)-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let binDirectory = binDirectory ?? URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().path
-        let runner = Runner(plan: plan, options: .init(binDirectory: binDirectory, directory: directory, settle: settle, say: say))
+        let runner = Runner(plan: plan, options: .init(binDirectory: binDirectory, directory: directory, settle: settle,
+                                                             nodeLogLevel: nodeLogLevel, say: say))
         do {
             try await runner.setUp()
         } catch {

@@ -23,7 +23,7 @@ final class Node: @unchecked Sendable {
     /// Every run's process, for its stderr after the run.
     private var runs: [ChildProcess] = []
 
-    init(index: Int, binary: String, redisArguments: [String]) throws {
+    init(index: Int, binary: String, logLevel: String, redisArguments: [String]) throws {
         self.index = index
         self.binary = binary
         tcpPort = try freeTCPPort()
@@ -32,7 +32,7 @@ final class Node: @unchecked Sendable {
         udpPort = udp
         arguments = ["--port", "\(tcpPort)", "--udp-port", "\(udpPort)", "--node-id", "node-\(index + 1)",
                      // Every user registers from 127.0.0.1.
-                     "--max-registrations-per-ip", "1000", "--log-level", "warning"] + redisArguments
+                     "--max-registrations-per-ip", "1000", "--log-level", logLevel] + redisArguments
     }
 
     var name: String { "node-\(index + 1)" }
@@ -66,7 +66,7 @@ final class Node: @unchecked Sendable {
         paused = false
     }
 
-    /// Every run's stderr (its log at --log-level warning), in order.
+    /// Every run's stderr (its log at --node-log-level), in order.
     func logText() -> String {
         runs.enumerated().map { "--- run \($0.offset + 1)\n" + $0.element.stderr }.joined()
     }

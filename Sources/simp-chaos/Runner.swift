@@ -15,6 +15,8 @@ final class Runner: @unchecked Sendable {
         var binDirectory: String
         var directory: URL
         var settle: Double
+        /// simp-server's --log-level (its stderr is kept in logs/node-N.log).
+        var nodeLogLevel = "warning"
         var say: @Sendable (String) -> Void
     }
 
@@ -62,7 +64,7 @@ final class Runner: @unchecked Sendable {
         let server = options.binDirectory + "/simp-server"
         let redisArguments = redis.serverArguments + (plan.minReplicas > 0 ? ["--redis-min-replicas", "\(plan.minReplicas)"] : [])
         for index in 0..<plan.topology.nodes {
-            let node = try Node(index: index, binary: server, redisArguments: redisArguments)
+            let node = try Node(index: index, binary: server, logLevel: options.nodeLogLevel, redisArguments: redisArguments)
             try node.start()
             nodes.append(node)
         }

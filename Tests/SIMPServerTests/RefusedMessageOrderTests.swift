@@ -73,6 +73,37 @@ import Testing
         await cluster.stop()
     }
 
+    /// A sender whose session ended before it heard that its message failed for good sends it
+    /// again on a new session: the same failure comes back, and it is not stored after the
+    /// message that was stored meanwhile.
+    @Test func aMessageThatFailedForGoodFailsTheSameOnANewSession() async throws {
+        let cluster = try await TestCluster.start { $0.inboxLimit = 1 }
+        try await cluster.register("mallory")
+        try await cluster.register("bob")
+        let first = try RawPeer(tcpPort: cluster.addresses.tcpPort, udpPort: cluster.addresses.udpPort)
+        try first.connectAndBind(token: try first.login("mallory", "pw-mallory"))
+        first.sendDatagram(.data, try message(id: "fills", clientSeq: 1, type: .text))
+        #expect(try acceptance(of: "fills", on: first) != nil)
+        first.sendDatagram(.data, try message(id: "refused", clientSeq: 2, type: .text))
+        #expect(try failure(of: "refused", on: first)?.code == .inboxFull)
+        first.closeControl()
+
+        let (bob, bobLog) = try await cluster.connectedClient("bob", register: false)
+        #expect(await bobLog.wait { $0.messages.map(\.id) == ["fills"] })
+        let second = try RawPeer(tcpPort: cluster.addresses.tcpPort, udpPort: cluster.addresses.udpPort)
+        try second.connectAndBind(token: try second.login("mallory", "pw-mallory"))
+        second.sendDatagram(.data, try message(id: "later", clientSeq: 1, type: .text))
+        #expect(try acceptance(of: "later", on: second) != nil)
+        second.sendDatagram(.data, try message(id: "refused", clientSeq: 2, type: .text))
+        let again = try failure(of: "refused", on: second)
+        #expect(again?.code == .inboxFull)
+        #expect(again?.reason.contains("an earlier attempt of it failed") == true)
+        #expect(await bobLog.wait { $0.messages.map(\.id) == ["fills", "later"] })
+        #expect(cluster.metric("simp_messages_stored_total") == 2)
+        await bob.close()
+        await cluster.stop()
+    }
+
     private func acceptance(of id: String, on peer: RawPeer) throws -> Simp_Accepted? {
         while let envelope = try peer.read() {
             if case .accepted(let accepted) = envelope.body, accepted.messageID == id { return accepted }

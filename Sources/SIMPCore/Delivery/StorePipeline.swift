@@ -4,10 +4,12 @@
 ///
 /// When a batch comes back with messages whose outcome is unknown (the connection broke after
 /// they were sent), nothing more leaves until every batch in flight is back; then the pipeline
-/// pauses (the caller waits, Redis may be restarting) and those messages go first, in the
-/// order their batches left, ahead of everything that arrived since. The order they left in,
-/// not the order they came back in: a broken connection may report a later batch first (NIO
-/// fails a write still waiting in its buffer before the requests already sent).
+/// pauses (the caller waits, Redis may be restarting) and those messages go first, ahead of
+/// everything that arrived since. Messages that come back from a wait elsewhere (held for their
+/// shard's replicas) go first too. Whatever goes first leaves in `place` order (the order the
+/// caller handed the messages over), not the order they came back in: a broken connection may
+/// report a later batch first (NIO fails a write still waiting in its buffer before the
+/// requests already sent), and a held message may come back after a later one's retry.
 public struct StorePipeline<Item>: Sendable where Item: Sendable {
     /// A batch on its way to Redis; `ticket` says when it left, for `completed`.
     public struct Batch: Sendable {
@@ -17,6 +19,10 @@ public struct StorePipeline<Item>: Sendable where Item: Sendable {
 
     public let maxBatch: Int
     public let maxInFlight: Int
+    /// Where an item stands in the order it was handed over (lower: earlier).
+    private let place: @Sendable (Item) -> UInt64
+    /// Back from an unknown outcome or a hold: they leave before `queued`, by place.
+    private var returned: [Item] = []
     private var queued: [Item] = []
     /// Unknown outcomes by the ticket of the batch they left in.
     private var recovering: [UInt64: [Item]] = [:]
@@ -25,24 +31,41 @@ public struct StorePipeline<Item>: Sendable where Item: Sendable {
     /// Set from the first unknown outcome until `resume()`.
     public private(set) var isPaused = false
 
-    public init(maxBatch: Int, maxInFlight: Int) {
+    public init(maxBatch: Int, maxInFlight: Int, place: @escaping @Sendable (Item) -> UInt64) {
         precondition(maxBatch > 0 && maxInFlight > 0, "a store pipeline needs room for one batch")
         self.maxBatch = maxBatch
         self.maxInFlight = maxInFlight
+        self.place = place
     }
 
-    public var queuedCount: Int { queued.count }
-    public var isIdle: Bool { queued.isEmpty && recovering.isEmpty && inFlight == 0 }
+    public var queuedCount: Int { returned.count + queued.count }
+    public var isIdle: Bool { returned.isEmpty && queued.isEmpty && recovering.isEmpty && inFlight == 0 }
 
     public mutating func enqueue(_ item: Item) {
         queued.append(item)
     }
 
+    /// Items that waited outside the pipeline (held for their shard's replicas) go ahead of
+    /// everything queued, by place: a later message of the same conversation may have been
+    /// queued, or sent and be waiting to go again, while they were away.
+    public mutating func enqueueFirst(_ items: [Item]) {
+        putBack(items)
+    }
+
+    private mutating func putBack(_ items: [Item]) {
+        guard !items.isEmpty else { return }
+        returned += items
+        returned.sort { place($0) < place($1) }
+    }
+
     /// The next batch to send, or nil when none may leave now.
     public mutating func nextBatch() -> Batch? {
-        guard !isPaused, inFlight < maxInFlight, !queued.isEmpty else { return nil }
-        let items = Array(queued.prefix(maxBatch))
-        queued.removeFirst(items.count)
+        guard !isPaused, inFlight < maxInFlight, !returned.isEmpty || !queued.isEmpty else { return nil }
+        var items = Array(returned.prefix(maxBatch))
+        returned.removeFirst(items.count)
+        let fromQueue = min(queued.count, maxBatch - items.count)
+        items += queued.prefix(fromQueue)
+        queued.removeFirst(fromQueue)
         inFlight += 1
         nextTicket += 1
         return Batch(ticket: nextTicket, items: items)
@@ -70,11 +93,9 @@ public struct StorePipeline<Item>: Sendable where Item: Sendable {
         return inFlight == 0 ? .pause : .waitForInFlight
     }
 
-    /// After the pause: the messages of unknown outcome leave first, in the order their
-    /// batches left, then the rest.
+    /// After the pause: the messages of unknown outcome leave first, by place, then the rest.
     public mutating func resume() {
-        let again = recovering.keys.sorted().flatMap { recovering[$0]! }
-        queued.insert(contentsOf: again, at: 0)
+        putBack(recovering.values.flatMap { $0 })
         recovering.removeAll()
         isPaused = false
     }

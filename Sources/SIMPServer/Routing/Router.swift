@@ -83,7 +83,7 @@ final class Router: @unchecked Sendable {
         self.metrics = metrics
         self.logger = logger
         self.outbox = ControlOutbox(loop: loop)
-        self.stores = StorePipeline(maxBatch: settings.maxStoreBatch, maxInFlight: settings.maxStoreBatchesInFlight)
+        self.stores = StorePipeline(maxBatch: settings.maxStoreBatch, maxInFlight: settings.maxStoreBatchesInFlight, place: { $0.order })
         self.replicaHold = ShardHold(limit: settings.replicaHoldLimit)
     }
 
@@ -469,10 +469,8 @@ final class Router: @unchecked Sendable {
         // answered by that store's outcome; a second copy could contradict it.
         guard storesPending.insert(Self.storeKey(request)).inserted else { return }
         var request = request
-        if store.settings.minReplicas > 0 {
-            storesHandedOver += 1
-            request.order = storesHandedOver
-        }
+        storesHandedOver += 1
+        request.order = storesHandedOver
         // Behind its recipient's held stores, wherever they were held (the slot map may have
         // changed since); nothing goes early to it: it may well fail.
         if let shard = heldShard(for: request.to) {
@@ -588,6 +586,13 @@ final class Router: @unchecked Sendable {
         return true
     }
 
+    /// Its sender may be gone and send it again later, on another session or node.
+    private func keepFailure(_ request: StoreRequest, code: Simp_ErrorCode) {
+        store.markFailed(request, code: code, on: loop).whenFailure { [logger] error in
+            logger.warning("could not record that message \(request.id) from \(request.from) failed for good; a resend of it may be stored after later ones: \(error)")
+        }
+    }
+
     private func armReplicaProbe() {
         guard probeTask == nil, !stopped, !replicaHold.isEmpty else { return }
         probeTask = loop.scheduleTask(in: settings.replicaProbeInterval) { [self] in
@@ -600,7 +605,10 @@ final class Router: @unchecked Sendable {
     /// those that have them again.
     private func probeHeldShards() {
         let now = NIODeadline.now()
-        for (request, online) in replicaHold.expired(now: now) { settle(request, .replicasShort(online: online)) }
+        for (request, online) in replicaHold.expired(now: now) {
+            keepFailure(request, code: .replicasUnavailable)
+            settle(request, .replicasShort(online: online))
+        }
         pruneLatestStored(now: now)
         for (shard, _) in replicaHold.held {
             store.replicasOnline(at: shard, on: loop).whenComplete { [self] result in
@@ -615,7 +623,7 @@ final class Router: @unchecked Sendable {
                     released = replicaHold.letGo(shard)
                     logger.notice("Redis shard \(shard) did not answer (\(error)); its \(released.count) held messages are tried where their slots are now")
                 }
-                released.forEach { stores.enqueue($0) }
+                stores.enqueueFirst(released)
                 if !released.isEmpty { scheduleFlush() }
                 metrics.replicasShort(replicaHold.held)
             }
@@ -733,6 +741,8 @@ final class Router: @unchecked Sendable {
         case .unavailable(let error):
             let doubt = request.ambiguousSince == nil ? "" : "; it may still be delivered"
             return [Self.failed(request, .storeUnavailable, "message store unavailable: \(error.message)\(doubt)")]
+        case .failedBefore(let code):
+            return [Self.failed(request, code, "not stored: an earlier attempt of it failed (\(code.name)), which this one cannot undo")]
         case .replicasShort(let online):
             metrics.replicaRefusals.increment()
             return [Self.failed(request, .replicasUnavailable,

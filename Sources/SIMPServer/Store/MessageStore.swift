@@ -29,8 +29,9 @@ struct StoreRequest: Sendable {
     var pushedEarly = false
     /// When its shard first refused it for want of replicas (`--redis-min-replicas`).
     var heldSince: NIODeadline?
-    /// Its place among the stores this node was handed (`--redis-min-replicas` only), so a
-    /// refused one can tell whether a later one of its conversation was stored meanwhile.
+    /// Its place among the stores this node was handed: one that comes back to be stored again
+    /// (an unknown outcome, a wait for replicas) leaves before later ones, and a refused one can
+    /// tell whether a later one of its conversation was stored meanwhile.
     var order: UInt64 = 0
 }
 
@@ -67,6 +68,9 @@ enum StoreOutcome: Sendable {
     case notStored
     /// Not stored: the recipient's shard has fewer replicas online than `minReplicas`.
     case replicasShort(online: Int)
+    /// An earlier attempt of this message failed for good with `code` (Redis keeps that), and
+    /// its sender may not have heard: answered the same, never stored after later messages.
+    case failedBefore(code: Simp_ErrorCode)
     case unavailable(RedisError)
 }
 
@@ -81,7 +85,7 @@ extension StoreOutcome {
         case .stored: false
         case .duplicate(_, let delivered): delivered && !ambiguous
         case .unavailable: !ambiguous
-        case .unknownRecipient, .inboxFull, .shareFull, .notStored, .replicasShort: true
+        case .unknownRecipient, .inboxFull, .shareFull, .notStored, .replicasShort, .failedBefore: true
         }
     }
 
@@ -93,7 +97,7 @@ extension StoreOutcome {
         switch self {
         case .duplicate(let seq, let delivered): !delivered && seq > pushedUpTo
         case .unavailable: ambiguous
-        case .stored, .unknownRecipient, .inboxFull, .shareFull, .notStored, .replicasShort: false
+        case .stored, .unknownRecipient, .inboxFull, .shareFull, .notStored, .replicasShort, .failedBefore: false
         }
     }
 }
@@ -191,6 +195,14 @@ final class MessageStore: Sendable {
         return redis.run([probe], at: node, on: loop).flatMapThrowing { replies in
             Int(try replies[0].checked().int ?? 0)
         }
+    }
+
+    /// Keeps that `request` failed for good with `code`, so a resend whose sender never heard of
+    /// it (its session gone) is answered the same rather than stored after later messages.
+    func markFailed(_ request: StoreRequest, code: Simp_ErrorCode, on loop: any EventLoop) -> EventLoopFuture<Void> {
+        let command = RedisCommand.script(Scripts.markFailed, keys: [keys.messageIDs(to: request.to, from: request.from)],
+                                          args: [request.id, code.rawValue, settings.messageIDTTLSeconds])
+        return redis.run([command], on: loop).flatMapThrowing { _ = try $0[0].checked() }
     }
 
     /// With `minReplicas`, each store counts the WAIT of its own shard, so a shard short of
@@ -339,6 +351,9 @@ final class MessageStore: Sendable {
         case -5:
             guard parts.count >= 2, let online = parts[1].int else { break }
             return .replicasShort(online: Int(online))
+        case -6:
+            guard parts.count >= 2, let code = parts[1].int else { break }
+            return .failedBefore(code: Simp_ErrorCode(rawValue: Int(code)) ?? .storeUnavailable)
         default: break
         }
         return .unavailable(RedisError(.protocolViolation, "store script returned \(reply)"))
@@ -537,7 +552,8 @@ final class MessageStore: Sendable {
         return redis.run(commands, on: loop).flatMapThrowing { replies in
             var confirmed: [Simp_Accepted] = []
             for (index, item) in items.enumerated() {
-                let seq = try replies[2 * index].checked().int.map { UInt64($0) }
+                // A negative score is a failure kept for the id (Scripts.store), never a seq.
+                let seq = try replies[2 * index].checked().int.flatMap { $0 > 0 ? UInt64($0) : nil }
                 let mark = UInt64(try replies[2 * index + 1].checked().int ?? 0)
                 // The stored seq, not the asker's: a repair after Redis lost writes may have moved it.
                 if let seq, mark >= seq {

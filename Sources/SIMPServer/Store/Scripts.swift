@@ -62,6 +62,15 @@ enum Scripts {
     local lists, listKeys, idArgs, idKeys = {}, {}, {}, {}
     -- Which ids each sender stored before: one ZMSCORE per sender, not a ZSCORE per message.
     local priors, asked, askedKeys = {}, {}, {}
+    -- A failure is kept as the id's score, minus the error code (INBOX_FULL 14, INBOX_SHARE_FULL
+    -- 21), so a resend whose sender never heard of it is answered the same, not stored after
+    -- later messages. Below every seq: trimmed first, and never counted in a share.
+    local function failed(ids, id, code)
+      if not idArgs[ids] then idArgs[ids] = {}; table.insert(idKeys, ids) end
+      table.insert(idArgs[ids], -code)
+      table.insert(idArgs[ids], id)
+      stored[ids .. ' ' .. id] = -code
+    end
     for i = 11, #ARGV, 2 do
       n = n + 1
       local ids = KEYS[5 + 2 * n]
@@ -79,9 +88,11 @@ enum Scripts {
     for i = 11, #ARGV, 2 do
       n = n + 1
       local ids, hist, id = KEYS[5 + 2 * n], KEYS[6 + 2 * n], ARGV[i]
-      local prior = stored[ids .. ' ' .. id] or priors[ids][id]
-      if prior then
-        out[n] = {0, tonumber(prior), confirmed}
+      local prior = tonumber(stored[ids .. ' ' .. id] or priors[ids][id])
+      if prior and prior < 0 then
+        out[n] = {-6, -prior}
+      elseif prior then
+        out[n] = {0, prior, confirmed}
       elseif ARGV[i + 1] == '' then
         out[n] = {-4}
       elseif not known then
@@ -93,8 +104,10 @@ enum Scripts {
         mine[ids] = mine[ids] or redis.call('ZCOUNT', ids, '(' .. confirmed, '+inf')
         if count >= limit then
           out[n] = {-2}
+          failed(ids, id, 14)
         elseif mine[ids] >= share then
           out[n] = {-3}
+          failed(ids, id, 21)
         else
           top = top + 1
           local bytes = ARGV[i + 1] .. seqfield(top)
@@ -133,6 +146,15 @@ enum Scripts {
       end
     end
     return out
+    """)
+
+    /// Keeps a final failure the store script did not decide (a wait for replicas that ran out)
+    /// as the id's score, minus the error code, like the store script's own (ARGV: id, code, ttl).
+    static let markFailed = RedisScript("""
+    if redis.call('ZADD', KEYS[1], 'NX', -tonumber(ARGV[2]), ARGV[1]) == 1 and redis.call('TTL', KEYS[1]) < 0 then
+      redis.call('EXPIRE', KEYS[1], ARGV[3])
+    end
+    return 1
     """)
 
     /// How many replicas the node it runs on has online (ARGV[1]: the lag up to which one counts).

@@ -1,5 +1,6 @@
 import NIOCore
 import NIOPosix
+import SIMPCore
 import SIMPRedis
 import SIMPTestSupport
 import Testing
@@ -60,6 +61,41 @@ import Testing
         #expect(counts == [20, 21, 22, 20])
         #expect(summary(try await store(messages, ["m4", "m3"])) == ["delivered 4", "stored 24"],
                 "m4 is among the newest 20; m3 was trimmed, so it counts as new")
+        await pool.shutdown()
+    }
+
+    /// A failure for good is kept with the id: a resend whose sender never heard of it (its
+    /// session gone) is answered with the same failure, not stored after later messages. A
+    /// failure the router decides (replicas that never came) is kept the same way, and never
+    /// over a stored id; a kept failure is not a confirmed message.
+    @Test func aFailureForGoodIsKeptAndAnsweredTheSame() async throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let pool = RedisPool(configuration: RedisConfiguration(port: redis.port))
+        var settings = StoreSettings()
+        settings.inboxLimit = 1
+        let messages = MessageStore(redis: pool, settings: settings)
+        _ = try await messages.createAccount(user: "bob", salt: [1], hash: [2], kdf: "test", on: loop).get()
+
+        #expect(summary(try await store(messages, ["a", "b", "b"])) == ["stored 1", "inboxFull", "failedBefore(code: SIMPCore.Simp_ErrorCode.inboxFull)"])
+        _ = try await messages.acknowledge([.init(user: "bob", upTo: 1, needsEntries: false)], on: loop).get()
+        #expect(summary(try await store(messages, ["b", "c"])) == ["failedBefore(code: SIMPCore.Simp_ErrorCode.inboxFull)", "stored 2"])
+
+        try await messages.markFailed(request("d"), code: .replicasUnavailable, on: loop).get()
+        try await messages.markFailed(request("c"), code: .replicasUnavailable, on: loop).get()
+        _ = try await messages.acknowledge([.init(user: "bob", upTo: 2, needsEntries: false)], on: loop).get()
+        #expect(summary(try await store(messages, ["d", "c"])) == ["failedBefore(code: SIMPCore.Simp_ErrorCode.replicasUnavailable)", "delivered 2"])
+        let ttl = try await pool.run(RedisCommand("TTL", [messages.keys.messageIDs(to: "bob", from: "ann")])).int ?? -1
+        #expect(ttl > 0, "kept failures expire with the ids")
+
+        let asked = ["b", "c", "d"].map { id in
+            var item = Simp_Accepted()
+            item.messageID = id
+            item.toUser = "bob"
+            item.seq = 2
+            return item
+        }
+        #expect(try await messages.confirmedOf("ann", asked, on: loop).get().map(\.messageID) == ["c"])
         await pool.shutdown()
     }
 
