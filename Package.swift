@@ -151,6 +151,8 @@ let package = Package(
             dependencies: [
                 "SIMPClient",
                 "SIMPCore",
+                // RawPeer: the receipt flood's hand-driven session.
+                "SIMPTestSupport",
                 "MQTTLoad",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -210,6 +212,8 @@ let package = Package(
             name: "SIMPTestSupport",
             dependencies: [
                 "SIMPChaos",
+                "SIMPCore",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

@@ -159,12 +159,21 @@ public struct BenchReport: Sendable, Codable {
         case "delivered msg/s":
             return b.messagesPerSecond > 0 ? String(format: "%.2fx", a.messagesPerSecond / b.messagesPerSecond) : "-"
         case "send->receive p50/p90/p99 ms":
-            let ratios = [(a.sendToReceive.p50, b.sendToReceive.p50), (a.sendToReceive.p90, b.sendToReceive.p90),
-                          (a.sendToReceive.p99, b.sendToReceive.p99)]
-            return ratios.map { $0.1 > 0 ? String(format: "%.2fx", Double($0.0) / Double($0.1)) : "-" }.joined(separator: "/")
+            return Self.ratios(a.sendToReceive, b.sendToReceive)
+        case "send->accepted p50/p90/p99 ms":
+            guard let x = a.sendToAccepted, let y = b.sendToAccepted else { return "" }
+            return Self.ratios(x, y)
+        case "send->delivered p50/p90/p99 ms":
+            guard let x = a.sendToDelivered, let y = b.sendToDelivered else { return "" }
+            return Self.ratios(x, y)
         default:
             return ""
         }
+    }
+
+    private static func ratios(_ a: Percentiles, _ b: Percentiles) -> String {
+        [(a.p50, b.p50), (a.p90, b.p90), (a.p99, b.p99)]
+            .map { $0.1 > 0 ? String(format: "%.2fx", Double($0.0) / Double($0.1)) : "-" }.joined(separator: "/")
     }
 
     private static func millis(_ values: UInt64...) -> String {

@@ -81,6 +81,9 @@ struct BenchCommand: AsyncParsableCommand {
     @Flag(help: "The receivers take a message before it is stored, when nothing else is under way for them (ClientConfiguration.earlyDelivery).")
     var early = false
 
+    @Flag(name: .customLong("receipt-flood"), help: "With --spawn: measure the pattern quiet, then while one session with 64 messages waiting floods the first node with receipts asking for all of them again; prints both, flooded/quiet.")
+    var receiptFlood = false
+
     @Flag(help: "Print the report as one JSON object.")
     var json = false
 
@@ -94,6 +97,9 @@ struct BenchCommand: AsyncParsableCommand {
         }
         if !spawn {
             do { _ = try Placement.parse(server) } catch { throw ValidationError("\(error)") }
+        }
+        guard !receiptFlood || (spawn && idle == nil && !compareMosquitto) else {
+            throw ValidationError("--receipt-flood needs --spawn (its flooding session is on this machine), and neither --idle nor --compare-mosquitto")
         }
         if let problem = Self.replicaProblem(minReplicas: redisMinReplicas, cluster: redisCluster) {
             // Exit 2, the bench's usage status, rather than ArgumentParser's 64.
@@ -123,6 +129,14 @@ struct BenchCommand: AsyncParsableCommand {
             print(json ? String(decoding: try JSONEncoder().encode(report), as: UTF8.self) : report.table())
             return
         }
+        if receiptFlood {
+            let (report, closed) = try await runReceiptFlood(pattern, group: group)
+            try await group.shutdownGracefully()
+            print(json ? report.json() : report.table())
+            if closed { Self.progress("the server closed the flooding connection") }
+            if report.systems.contains(where: { $0.lost > 0 || $0.duplicates > 0 }) { throw ExitCode(2) }
+            return
+        }
         let (simp, topology) = try await runSIMP(pattern, group: group)
         var systems = [simp]
         if compareMosquitto { systems.append(try await runMosquitto(pattern, group: group)) }
@@ -137,6 +151,17 @@ struct BenchCommand: AsyncParsableCommand {
             let result = try await SIMPLoad.run(pattern, placement: target.placement, group: group, processes: target.processes,
                                                progress: Self.progress)
             return (SystemReport(system: "SIMP", result), target.topology)
+        }
+    }
+
+    /// Two columns: flooded first, so the ratio column reads flooded/quiet.
+    private func runReceiptFlood(_ pattern: LoadPattern, group: MultiThreadedEventLoopGroup) async throws -> (BenchReport, Bool) {
+        try await withTarget { target in
+            let result = try await ReceiptFlood.run(pattern, placement: target.placement, group: group, processes: target.processes,
+                                                    progress: Self.progress)
+            Self.progress("flood: \(result.floodBytes / 1024) KiB of receipts written during the flooded run")
+            let systems = [SystemReport(system: "receipt flood", result.flooded), SystemReport(system: "quiet", result.quiet)]
+            return (BenchReport(pattern: pattern, topology: target.topology, systems: systems), result.floodClosedByServer)
         }
     }
 

@@ -52,7 +52,7 @@ import Testing
             ping.nonce = UInt64(n)
             return peer.frame(Simp_Envelope(requestID: 100, .ping(ping)))
         }
-        let flood = Flood(peer, receipts + pings)
+        let flood = FrameFlood(peer, receipts + pings)
         let during = try await talk.latencies(20)
         #expect(exceeded(cluster, "control_requests") >= 1, "the flood was slowed to the request rate")
         flood.stop()
@@ -83,7 +83,7 @@ import Testing
         var receipt = Simp_Receipt()
         receipt.upToSeq = 0
         receipt.missing = Array(1...64)
-        let flood = Flood(peer, (0..<20_000).flatMap { _ in peer.frame(Simp_Envelope(.receipt(receipt))) })
+        let flood = FrameFlood(peer, (0..<20_000).flatMap { _ in peer.frame(Simp_Envelope(.receipt(receipt))) })
         let start = ContinuousClock.now
         let during = try await talk.latencies(20)
         flood.stop()
@@ -348,35 +348,6 @@ private final class SentIDs: @unchecked Sendable {
     var count: Int { all.count }
 }
 
-/// Writes bytes to a peer on a thread of its own (the server may stop reading, and a
-/// blocking send must not hold a thread of the test's cooperative pool).
-private final class Flood: @unchecked Sendable {
-    private let peer: RawPeer
-    private let done = DispatchSemaphore(value: 0)
-    private let lock = NSLock()
-    private var stopped = false
-    private(set) var closedByServer = false
-
-    init(_ peer: RawPeer, _ bytes: [UInt8]) {
-        self.peer = peer
-        var timeout = timeval(tv_sec: 0, tv_usec: 200_000)
-        setsockopt(peer.tcp, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        let fd = peer.tcp
-        Thread { [self] in
-            var offset = 0
-            while offset < bytes.count, !lock.withLock({ stopped }) {
-                let n = bytes[offset...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-                if n > 0 { offset += n } else if errno != EAGAIN && errno != EWOULDBLOCK { closedByServer = true; break }
-            }
-            done.signal()
-        }.start()
-    }
-
-    func stop() {
-        lock.withLock { stopped = true }
-        done.wait()
-    }
-}
 
 /// What the abuse must leave intact: the conversation's latency and messages, and the
 /// server's memory (under 64 MiB of growth).

@@ -1,4 +1,5 @@
 import SIMPCore
+import SIMPTestSupport
 import Testing
 
 /// Framing against a running server: PROTOCOL.md says split and coalesced frames are normal,

@@ -1,4 +1,5 @@
 import SIMPCore
+import SIMPTestSupport
 import Testing
 
 @Suite(.serialized) struct IdentityTests {

@@ -3,6 +3,7 @@ import NIOCore
 import SIMPClient
 import SIMPCore
 import SIMPServer
+import SIMPTestSupport
 import Testing
 
 /// Issue 9, findings 3, 5, 6 and 9 (registration): logins and registrations stay cheap to

@@ -1,5 +1,6 @@
 import Foundation
 import SIMPClient
+import SIMPTestSupport
 import Testing
 
 @Suite(.serialized) struct ReconnectTests {
