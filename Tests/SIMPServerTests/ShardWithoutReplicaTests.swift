@@ -1,5 +1,6 @@
 import Foundation
 import SIMPClient
+import SIMPCore
 import SIMPRedis
 import SIMPTestSupport
 import Testing
@@ -91,6 +92,29 @@ import Testing
         try await back.connect(user: away, password: "pw-\(away)")
         #expect(await backLog.wait { log in Set(log.messages.map(\.id)).isSuperset(of: before) })
         await back.close()
+
+        // The node kept each failure with its id (score minus REPLICAS_UNAVAILABLE's code), and
+        // the sender, on a new session, sending one again (as a client that never heard the
+        // failure would) gets the same failure; nothing is stored.
+        let sender = others[0]
+        let kept = try cluster.command(port: promoted, ["ZSCORE", "simp:{\(stranded.name)}:mids:\(sender.name)", toStranded[0]])
+        #expect(kept.contains("-23"), "\(kept)")
+        await sender.client.close()
+        let peer = try RawPeer(tcpPort: deployment.servers[0].tcpPort, udpPort: 0)
+        try peer.connectAndBind(token: try peer.login(sender.name, "pw-\(sender.name)"))
+        var again = Simp_Message()
+        again.version = 1
+        again.messageID = toStranded[0]
+        again.toUser = stranded.name
+        again.type = .text
+        again.content = "after #0"
+        again.clientSeq = 1
+        peer.sendDatagram(.data, try again.serializedBytes())
+        let (failed, _) = try peer.readFailedAndAccepted()
+        // While the shard stays short its stores wait without asking Redis, so this one waits
+        // and fails the same way; once the shard has its replica, the kept failure answers it.
+        #expect(failed?.messageID == toStranded[0] && failed?.code == .replicasUnavailable, "\(String(describing: failed))")
+        #expect(!stranded.log.messages.contains { toStranded.contains($0.id) })
         for user in users { await user.client.close() }
     }
 
