@@ -82,8 +82,13 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
     @inlinable
     public mutating func updatePayloads(placedBefore place: UInt64, where matches: (Payload) -> Bool,
                                         _ change: (inout Payload) -> Void) {
-        for key in entries.keys where entries[key]!.place < place && matches(entries[key]!.payload) {
-            change(&entries[key]!.payload)
+        // By index: no hashing per entry, and the storage is copied only if one matches.
+        var index = entries.values.startIndex
+        while index != entries.values.endIndex {
+            if entries.values[index].place < place && matches(entries.values[index].payload) {
+                change(&entries.values[index].payload)
+            }
+            entries.values.formIndex(after: &index)
         }
     }
 

@@ -49,10 +49,6 @@ public struct StorePipeline<Item>: Sendable where Item: Sendable {
     /// everything queued, by place: a later message of the same conversation may have been
     /// queued, or sent and be waiting to go again, while they were away.
     public mutating func enqueueFirst(_ items: [Item]) {
-        putBack(items)
-    }
-
-    private mutating func putBack(_ items: [Item]) {
         guard !items.isEmpty else { return }
         returned += items
         returned.sort { place($0) < place($1) }
@@ -95,7 +91,7 @@ public struct StorePipeline<Item>: Sendable where Item: Sendable {
 
     /// After the pause: the messages of unknown outcome leave first, by place, then the rest.
     public mutating func resume() {
-        putBack(recovering.values.flatMap { $0 })
+        enqueueFirst(recovering.values.flatMap { $0 })
         recovering.removeAll()
         isPaused = false
     }
