@@ -16,6 +16,8 @@ final class ClientStore: Sendable {
     let path: String
 
     struct Saved: Sendable {
+        /// The device this installation is (`deviceName`).
+        var device: String
         var lastDelivered: UInt64
         var pending: [(id: String, to: String, message: Simp_Message)]
         var accepted: [(id: String, to: String, seq: UInt64)]
@@ -35,13 +37,23 @@ final class ClientStore: Sendable {
                     imageURL TEXT, sentAt INTEGER NOT NULL);
                 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
                 """)
+            // One installation is one device: its name is made once, at random, and kept.
+            try db.execute(sql: "INSERT OR IGNORE INTO meta (key, value) VALUES ('device', ?)",
+                           arguments: [Int64(UInt32.random(in: 1...UInt32.max))])
         }
+    }
+
+    /// `d-` and 8 hex digits: a valid `DeviceName`.
+    static func deviceName(_ number: Int64) -> String {
+        let hex = String(UInt32(truncatingIfNeeded: number), radix: 16)
+        return "d-" + String(repeating: "0", count: 8 - hex.count) + hex
     }
 
     func load() throws -> Saved {
         try db.read { db in
             let last = try Int64.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'lastDelivered'") ?? 0
-            var saved = Saved(lastDelivered: UInt64(last), pending: [], accepted: [])
+            let device = try Int64.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'device'") ?? 0
+            var saved = Saved(device: Self.deviceName(device), lastDelivered: UInt64(last), pending: [], accepted: [])
             // Latest first, so each pending message knows whether a later one to its recipient
             // was accepted (then it may no longer be stored: `overtaken`).
             var acceptedTo: Set<String> = []

@@ -61,6 +61,11 @@ public struct ClientConfiguration: Sendable {
     /// store then fails, `.retracted` says so. Not with a `dataDirectory`, which keeps
     /// received messages by seq.
     public var earlyDelivery = false
+    /// Which of the user's devices this client is (`DeviceName`: 1-16 of a-z, 0-9, '.', '_',
+    /// '-'). Every device gets every message to its user, and what one sends appears on the
+    /// others; a second client with the same device name replaces the first. nil: the name kept
+    /// in the data directory (made once, so one installation is one device), else "default".
+    public var device: String?
 
     /// One server.
     public init(host: String = "127.0.0.1", port: Int = 7700) {
@@ -97,7 +102,11 @@ public struct ClientTLS: Sendable {
 public struct IncomingMessage: Sendable, Equatable {
     public var id: String
     public var from: String
+    /// The user it was sent to: the receiving user, unless it is a message its user sent from
+    /// another device (then `fromDevice` names that device).
     public var to: String
+    /// For a message its user sent from another device: that device; else empty.
+    public var fromDevice: String
     public var text: String
     public var imageURL: String?
     public var seq: UInt64
@@ -108,11 +117,33 @@ public struct IncomingMessage: Sendable, Equatable {
         id = m.messageID
         from = m.fromUser
         to = m.toUser
+        fromDevice = m.fromDevice
         text = m.content
         imageURL = m.type == .image ? m.imageURL : nil
         seq = m.seq
         sentAt = m.time
         storedAt = m.serverTime
+    }
+}
+
+/// One of the user's devices (`SIMPClient.devices`).
+public struct DeviceInfo: Sendable, Equatable {
+    public var name: String
+    /// A session of it is connected to some node.
+    public var online: Bool
+    /// Its last connect or disconnect, or presence renewal (ms since 1970); 0: never.
+    public var lastSeen: Int64
+    /// The highest seq of the user's inbox it confirmed.
+    public var confirmedSeq: UInt64
+    /// It is the device asking.
+    public var current: Bool
+
+    init(_ device: Simp_Device, current: String) {
+        name = device.name
+        online = device.online
+        lastSeen = device.lastSeen
+        confirmedSeq = device.confirmedSeq
+        self.current = device.name == current
     }
 }
 
@@ -129,8 +160,9 @@ public struct HistoryPage: Sendable, Equatable {
 public enum ClientEvent: Sendable, Equatable {
     case connected(user: String)
     case disconnected(reason: String)
-    /// The session is over and the client will not resume it (an administrator closed it);
-    /// `connect` would start a new one.
+    /// The session is over and the client will not resume it (an administrator closed it, its
+    /// device was revoked, or a newer client of the same device took over); `connect` would
+    /// start a new one.
     case ended(reason: String)
     case reconnecting(attempt: Int, delayMillis: Int64)
     /// The server stored the message durably and gave it a sequence number.

@@ -6,6 +6,8 @@ public enum REPLCommand: Equatable, Sendable {
     case image(to: String, url: String)
     case history(peer: String, limit: Int)
     case status
+    case devices
+    case revokeDevice(name: String)
     case help
     case logout
     case quit
@@ -24,6 +26,8 @@ public enum REPLCommand: Equatable, Sendable {
       /history USER [N]     show the last N messages with USER (default 20, at most 1000)
     session:
       /status               server, TLS, user, messages pending and received in this run
+      /devices              your devices: online, last seen; * marks this one
+      /device revoke NAME   end one of your devices: its session closes, its login stops working
       /help                 this list
       /logout               revoke this login on the server and leave
       /quit                 leave (after waiting for outstanding receipts)
@@ -51,6 +55,14 @@ public enum REPLCommand: Equatable, Sendable {
             }
             return .history(peer: parts[1], limit: n)
         case "/status": return .status
+        case "/devices":
+            guard parts.count == 1 else { throw ParseError(message: "usage: /devices") }
+            return .devices
+        case "/device":
+            guard parts.count == 3, parts[1] == "revoke", !parts[2].contains(" ") else {
+                throw ParseError(message: "usage: /device revoke NAME")
+            }
+            return .revokeDevice(name: parts[2])
         case "/help": return .help
         case "/quit": return .quit
         case "/logout": return .logout

@@ -3,7 +3,7 @@ import SIMPCore
 /// Tab completion for the REPL: the command in the first word, a user name in the second
 /// (after /send, /image, /history). Pure: the line editor asks with the text before the cursor.
 public enum REPLCompletion {
-    public static let commands = ["/send", "/image", "/history", "/status", "/help", "/logout", "/quit"]
+    public static let commands = ["/send", "/image", "/history", "/status", "/devices", "/device", "/help", "/logout", "/quit"]
     static let commandsTakingUser: Set<String> = ["/send", "/image", "/history"]
 
     public struct Result: Sendable, Equatable {

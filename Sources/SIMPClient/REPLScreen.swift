@@ -126,7 +126,9 @@ public struct REPLScreen: Sendable {
         let millis = m.storedAt > 0 ? m.storedAt : (m.sentAt > 0 ? m.sentAt : Int64(now.timeIntervalSince1970 * 1000))
         let time = style.paint(clock(Date(timeIntervalSince1970: Double(millis) / 1000)), .dim)
         let own = m.from == session.user
-        let name = style.paint(safe(m.from) + ":", own ? .green : .cyan, .bold)
+        // What the user sent from another device (or shows in history) names where it went.
+        let who = own && m.to != session.user ? "\(safe(m.from)) → \(safe(m.to))" : safe(m.from)
+        let name = style.paint(who + ":", own ? .green : .cyan, .bold)
         guard let url = m.imageURL else { return time + " " + name + " " + safe(m.text) }
         return time + " " + name + " " + style.paint("[image]", .magenta) + " " + safe(url) + (m.text.isEmpty ? "" : " " + safe(m.text))
     }
@@ -150,6 +152,25 @@ public struct REPLScreen: Sendable {
         ["server \(safe(session.server)), " + tlsText + ", user " + style.paint(safe(session.user), .bold) + " (\(connection.rawValue))",
          "sent this run: \(marks.sentCount), pending (not yet delivered or failed): \(marks.pendingCount)",
          "received this run: \(receivedCount)"]
+    }
+
+    /// One line per device: name (`*` for this one), online or when last seen.
+    public func devices(_ devices: [DeviceInfo], now: Date) -> [String] {
+        guard !devices.isEmpty else { return [info("no devices")] }
+        return devices.map { device in
+            let name = (device.current ? "* " : "  ") + safe(device.name)
+            let state = device.online ? style.paint("online", .green) : style.paint("last seen " + Self.seen(device.lastSeen, now: now), .dim)
+            return name + "  " + state
+        }
+    }
+
+    /// `14:05` today, else the date and time; `never` for 0.
+    static func seen(_ millis: Int64, now: Date) -> String {
+        guard millis > 0 else { return "never" }
+        let date = Date(timeIntervalSince1970: Double(millis) / 1000)
+        let formatter = DateFormatter()
+        formatter.dateFormat = Calendar.current.isDate(date, inSameDayAs: now) ? "HH:mm" : "yyyy-MM-dd HH:mm"
+        return formatter.string(from: date)
     }
 
     public func help() -> [String] {

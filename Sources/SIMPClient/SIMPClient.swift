@@ -44,6 +44,7 @@ public final class SIMPClient: @unchecked Sendable {
     private var inbox = InboundSequencer<IncomingMessage>()
     /// Messages handed over before they were numbered, until their numbered copy comes.
     private var early = EarlyLedger()
+    private var copyReceipts = CopyReceipts()
     private var receiptScheduled = false
     private var udpFlushScheduled = false
     /// Serialized messages waiting for the tick's flush.
@@ -61,11 +62,15 @@ public final class SIMPClient: @unchecked Sendable {
     /// The server a session is open on, readable from any thread.
     private let connectedBox = ConnectedServer()
     /// The server said SESSION_CLOSED: the session ends here, with no reconnect.
-    private var closedByAdministrator = false
+    /// Why the server ended the session for good (an administrator closed it, the device was
+    /// revoked, or a newer client of the same device took over): reconnecting would undo it.
+    private var endedBecause: String?
     private var timers: ClientTimers
     private var tick: Scheduled<Void>?
     private var controlError: String?
     private var store: ClientStore?
+    /// Which of the user's devices this client is (`ClientConfiguration.device`).
+    private var device: String
     private var sessionKey: SymmetricKey?
     private var replay = ReplayWindow()
     /// With a store: received messages on their way to disk. Receipts never confirm more
@@ -83,6 +88,7 @@ public final class SIMPClient: @unchecked Sendable {
         self.eventHandler = eventHandler
         loop = eventLoopGroup.next()
         sending = SendTracker(policy: configuration.sendRetransmit)
+        device = configuration.device ?? DeviceName.unnamed
         timers = ClientTimers(keepaliveInterval: configuration.keepaliveInterval, bindRetry: configuration.bindRetry)
         rotation = ServerRotation(count: configuration.servers.count,
                                   backoff: ReconnectBackoff(base: configuration.reconnectBase, cap: configuration.reconnectCap))
@@ -143,6 +149,10 @@ public final class SIMPClient: @unchecked Sendable {
     }
 
     private func start(user: String, password: String?, token saved: LoginToken?) async throws(ClientError) {
+        if let named = configuration.device, !DeviceName.isValid(named) {
+            throw ClientError("not a valid device name: \(named) (1-\(DeviceName.maxBytes) of a-z, 0-9, '.', '_' and '-', "
+                              + "starting with a letter or digit)", code: .invalidName)
+        }
         do {
             let restored = try await openStore(user: user)
             try await loop.flatSubmit { [self] in
@@ -150,7 +160,7 @@ public final class SIMPClient: @unchecked Sendable {
                 credentials = (user, password)
                 token = saved.map { ($0.value, $0.expiresAt) }
                 userDisconnected = false
-                closedByAdministrator = false
+                endedBecause = nil
                 startTicking()
                 return connectInTurn(rotation.connectOrder[...], failures: [])
             }.get()
@@ -214,6 +224,38 @@ public final class SIMPClient: @unchecked Sendable {
             let reply = try await loop.flatSubmit { [self] in self.request(body) }.get()
             guard case .historyResult(let result) = reply.body else { throw ClientError("unexpected reply to history") }
             return HistoryPage(messages: result.messages.map(IncomingMessage.init), more: result.more, nextBefore: result.nextBefore)
+        } catch {
+            throw Self.clientError(error)
+        }
+    }
+
+    /// The name of this device (`ClientConfiguration.device`; without one, known once the
+    /// data directory is open at `connect`).
+    public func deviceName() async -> String {
+        (try? await loop.submit { [self] in device }.get()) ?? DeviceName.unnamed
+    }
+
+    /// The user's devices, by name: online, when last seen, how far each has confirmed.
+    public func devices() async throws(ClientError) -> [DeviceInfo] {
+        do {
+            let reply = try await loop.flatSubmit { [self] in request(.devices(Simp_DevicesRequest())) }.get()
+            guard case .deviceList(let list) = reply.body else { throw ClientError("unexpected reply to a device list request") }
+            let current = await deviceName()
+            return list.devices.map { DeviceInfo($0, current: current) }
+        } catch {
+            throw Self.clientError(error)
+        }
+    }
+
+    /// Ends one of the user's devices (this one too, if named): its session closes, its login
+    /// tokens stop working for it, and it no longer counts against the user's devices.
+    public func revokeDevice(_ name: String) async throws(ClientError) {
+        var revoke = Simp_RevokeDevice()
+        revoke.name = name
+        let body = Simp_Envelope.OneOf_Body.revokeDevice(revoke)
+        do {
+            let reply = try await loop.flatSubmit { [self] in request(body) }.get()
+            guard case .ok = reply.body else { throw ClientError("unexpected reply to revoke") }
         } catch {
             throw Self.clientError(error)
         }
@@ -300,6 +342,7 @@ public final class SIMPClient: @unchecked Sendable {
     }
 
     private func restore(_ saved: ClientStore.Saved) {
+        device = configuration.device ?? saved.device
         inbox = InboundSequencer(lastDelivered: saved.lastDelivered)
         saves = ReceivedSaves(savedFloor: saved.lastDelivered)
         sending.restore(saved, now: .now())
@@ -516,6 +559,7 @@ public final class SIMPClient: @unchecked Sendable {
         connect.lastSeq = confirmable
         connect.bundles = true
         connect.early = configuration.earlyDelivery && configuration.dataDirectory == nil
+        connect.device = device
         return request(.connect(connect)).flatMapThrowing { reply in
             guard case .connected(let response) = reply.body else { throw ClientError("unexpected reply to connect") }
             return response
@@ -681,7 +725,13 @@ public final class SIMPClient: @unchecked Sendable {
         case .delivered(let delivered):
             let news = sending.delivered(delivered)
             if let accepted = news.accepted { emit(accepted) }
-            guard let event = news.delivered else { return }
+            guard let event = news.delivered else {
+                // Sent from another of the user's devices: this one shows its copy.
+                if news.accepted == nil, let receipt = copyReceipts.delivered(id: delivered.messageID, to: delivered.toUser, seq: delivered.seq) {
+                    emit(.delivered(id: delivered.messageID, to: receipt.to, seq: receipt.seq))
+                }
+                return
+            }
             store?.remove(id: delivered.messageID) { [self] result in
                 outboxWritten(result, "remove delivered message \(delivered.messageID) from the outbox",
                               else: "a restart with this data directory reports it delivered again")
@@ -709,7 +759,9 @@ public final class SIMPClient: @unchecked Sendable {
             pong.nonce = ping.nonce
             control?.writeAndFlush(Simp_Envelope(.pong(pong)), promise: nil)
         case .error(let error):
-            if error.code == .sessionClosed { closedByAdministrator = true }
+            if error.code == .sessionClosed || error.code == .sessionReplaced {
+                endedBecause = error.reason.isEmpty ? error.code.name : error.reason
+            }
             emit(.error("server: \(error.reason.isEmpty ? error.code.name : error.reason)"))
         default:
             break
@@ -744,10 +796,9 @@ public final class SIMPClient: @unchecked Sendable {
         for (_, promise) in requests { promise.fail(ClientError(why)) }
         requests.removeAll()
         guard !userDisconnected, !connecting, credentials != nil else { return }
-        guard !closedByAdministrator else {
-            // Reconnecting would undo what the administrator did.
+        if let endedBecause {
             userDisconnected = true
-            emit(.ended(reason: "an administrator closed this session"))
+            emit(.ended(reason: endedBecause))
             return
         }
         emit(.disconnected(reason: "control connection to \(server) closed"))
@@ -818,6 +869,9 @@ public final class SIMPClient: @unchecked Sendable {
         if !ready.isEmpty {
             // Numbered copies of early messages are confirmed with the rest, not handed over again.
             if early.count > 0 { ready.removeAll { early.numbered(.init(from: $0.from, id: $0.id)) } }
+            // The copy of what this device sent, kept for the user's other devices, is confirmed
+            // here and not shown: the application has it already.
+            ready.removeAll { $0.fromDevice == device && $0.from == credentials?.user }
             deliver(ready, after: floor)
         } else if answer {
             scheduleReceipt()
@@ -842,13 +896,22 @@ public final class SIMPClient: @unchecked Sendable {
     /// `ready` took the inbox floor from `after` to where it is now.
     private func deliver(_ ready: [IncomingMessage], after: UInt64) {
         guard let store else {
-            for item in ready { emit(.message(item)) }
+            for item in ready { show(item) }
             scheduleReceipt()
             return
         }
         // On disk first: a client killed after showing a message must not show it again,
         // and one the disk did not take must come again (ReceivedSaves).
         if let batch = saves.ready(ready, after: after, upTo: inbox.lastDelivered) { save(batch, in: store) }
+    }
+
+    /// Hands a message to the application; the copy of one the user sent from another device
+    /// is followed by its receipt when that came first.
+    private func show(_ message: IncomingMessage) {
+        emit(.message(message))
+        guard !message.fromDevice.isEmpty, message.from == credentials?.user,
+              let receipt = copyReceipts.shown(id: message.id, to: message.to) else { return }
+        emit(.delivered(id: message.id, to: receipt.to, seq: receipt.seq))
     }
 
     private func save(_ batch: ReceivedSaves.Batch, in store: ClientStore) {
@@ -861,7 +924,7 @@ public final class SIMPClient: @unchecked Sendable {
         switch result {
         case .success:
             let (shown, next) = saves.written()
-            for item in shown { emit(.message(item)) }
+            for item in shown { show(item) }
             scheduleReceipt()
             if let next { save(next, in: store) }
         case .failure(let error):

@@ -52,6 +52,8 @@ extension Simp_ErrorCode {
         case .sessionClosed: return "session_closed"
         case .replicasUnavailable: return "replicas_unavailable"
         case .outOfOrder: return "out_of_order"
+        case .tooManyDevices: return "too_many_devices"
+        case .deviceRevoked: return "device_revoked"
         case .UNRECOGNIZED(let n): return "code_\(n)"
         }
     }

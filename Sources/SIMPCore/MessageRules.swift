@@ -5,8 +5,9 @@ public enum MessageRules {
     /// (a field of at most 11 bytes) is appended for the push, which must fit one datagram.
     public static let maxStoredBytes = DatagramHeader.maxPayload - 11
     /// The most a message may hold as a client builds it (no fromUser, clientSeq or seq): the
-    /// server adds its sender (at most 34 bytes) and time (at most 11) to store it.
-    public static let maxMessageBytes = maxStoredBytes - 34 - 11
+    /// server adds its sender (at most 34 bytes) and time (at most 11) to store it, and the
+    /// sender's device (at most 18) to the copy its sender's other devices get.
+    public static let maxMessageBytes = maxStoredBytes - 34 - 11 - (DeviceName.maxBytes + 2)
 
     /// The error code and reason the sender gets, or nil when the message may be stored.
     public static func problem(in message: Simp_Message) -> (code: Simp_ErrorCode, reason: String)? {

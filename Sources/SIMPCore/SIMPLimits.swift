@@ -8,3 +8,16 @@ public enum UserName {
         return name.utf8.allSatisfy(allowed) && first != 0x2e && first != 0x2d && first != 0x5f
     }
 }
+
+/// Which of a user's devices a session is: 1-16 of a-z, 0-9, '.', '_' and '-', not starting
+/// with a symbol. Short, because the copy of a message kept for its sender's other devices
+/// carries it (`Message.fromDevice`) within the datagram budget.
+public enum DeviceName {
+    public static let maxBytes = 16
+    /// The device of a client that names none (as every client did before devices).
+    public static let unnamed = "default"
+
+    public static func isValid(_ name: String) -> Bool {
+        name.utf8.count <= maxBytes && UserName.isValid(name)
+    }
+}

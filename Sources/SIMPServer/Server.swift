@@ -109,6 +109,7 @@ public final class SIMPServer: Service, Sendable {
         storeSettings.presenceTTLSeconds = configuration.presenceTTLSeconds
         storeSettings.inboxShare = min(configuration.inboxShare, configuration.inboxLimit)
         storeSettings.nodeID = configuration.nodeID
+        storeSettings.maxDevicesPerUser = configuration.maxDevicesPerUser
         storeSettings.minReplicas = configuration.redisMinReplicas
         storeSettings.replicaTimeoutMillis = configuration.redisReplicaTimeout.nanoseconds / 1_000_000
         let store = MessageStore(redis: redis, settings: storeSettings) { [metrics] depth in
@@ -192,6 +193,8 @@ public final class SIMPServer: Service, Sendable {
             switch request {
             case .disconnect(let user, let session):
                 router.closeByAdministrator(user: user, session: session)
+            case .endDevice(let user, let device, let by):
+                router.closeRevoked(user: user, device: device, by: by)
             }
         }
         let subscribers = [notices, requests]

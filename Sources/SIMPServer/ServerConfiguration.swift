@@ -30,6 +30,8 @@ public struct ServerConfiguration: Sendable {
     /// Unconfirmed messages one sender may have in one recipient's inbox, so one sender
     /// cannot fill it for everyone.
     public var inboxShare = 2_500
+    /// Devices one user may have at once; each keeps its own confirmed mark in the inbox.
+    public var maxDevicesPerUser = 10
     public var pushRetransmit = RetransmitPolicy(maxBackoff: .seconds(4), giveUpAfter: .seconds(60))
     /// scrypt cost N; lower it only for tests.
     public var scryptRounds = 16_384
@@ -91,8 +93,8 @@ public struct ServerLimits: Sendable {
     /// Data datagrams per second per session, sustained, and the burst above it.
     public var messagesPerSecond = 1000
     public var messageBurst = 2000
-    /// Logged-in control connections per user.
-    public var sessionsPerUser = 8
+    /// Logged-in control connections per user on one node (each device needs one).
+    public var sessionsPerUser = 16
     /// Open control connections per source IP address.
     public var connectionsPerIP = 256
     /// A control connection that leaves over 1 MiB of replies unread stops being read, and is

@@ -42,7 +42,7 @@ struct AdminCommand: AsyncParsableCommand {
         commandName: "simp-admin",
         abstract: "Looks after a SIMP deployment through its Redis: sessions, passwords, inboxes.",
         discussion: "Exit status: 0 done, 1 failed, 2 usage error, 3 no such user or session.",
-        subcommands: [Sessions.self, Disconnect.self, ResetPassword.self, Inbox.self, MigrateKeys.self])
+        subcommands: [Sessions.self, Devices.self, Disconnect.self, ResetPassword.self, Inbox.self, MigrateKeys.self])
 }
 
 struct AdminOptions: ParsableArguments {
@@ -95,8 +95,41 @@ struct Sessions: AsyncParsableCommand {
         let sessions = try await options.with { try await $0.sessions() }
         if options.json { return try options.printJSON(sessions) }
         guard !sessions.isEmpty else { return print("no sessions") }
-        let rows = sessions.map { [$0.user, String($0.session), $0.node + ($0.nodeAlive ? "" : " (gone)"), $0.address, "\($0.expiresInSeconds) s"] }
-        print(Table.render(header: ["USER", "SESSION", "NODE", "ADDRESS", "EXPIRES"], rows: rows))
+        let rows = sessions.map { [$0.user, $0.device, String($0.session), $0.node + ($0.nodeAlive ? "" : " (gone)"), $0.address, "\($0.expiresInSeconds) s"] }
+        print(Table.render(header: ["USER", "DEVICE", "SESSION", "NODE", "ADDRESS", "EXPIRES"], rows: rows))
+    }
+}
+
+struct Devices: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Lists a user's devices: name, online, when last seen, and how far each has confirmed the inbox.")
+
+    @OptionGroup var options: AdminOptions
+
+    @Argument(help: "The user.")
+    var user: String
+
+    func run() async throws {
+        let devices = try await options.with { try await $0.devices(of: user) }
+        if options.json {
+            return try options.printJSON(devices.map { DeviceRow(name: $0.name, online: $0.online, lastSeen: $0.lastSeen, confirmedSeq: $0.confirmedSeq) })
+        }
+        guard !devices.isEmpty else { return print("\(user) has no devices") }
+        let rows = devices.map { [$0.name, $0.online ? "online" : "offline", DeviceRow.describe(millis: $0.lastSeen), String($0.confirmedSeq)] }
+        print(Table.render(header: ["DEVICE", "STATE", "LAST SEEN", "CONFIRMED"], rows: rows))
+    }
+}
+
+/// One device as JSON: `lastSeen` in ms since the epoch.
+struct DeviceRow: Encodable {
+    var name: String
+    var online: Bool
+    var lastSeen: Int64
+    var confirmedSeq: UInt64
+
+    static func describe(millis: Int64) -> String {
+        guard millis > 0 else { return "never" }
+        return ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: Double(millis) / 1000))
     }
 }
 
@@ -117,7 +150,7 @@ struct Disconnect: AsyncParsableCommand {
         switch outcome {
         case .closed(let closed):
             if options.json { return try options.printJSON(["closed": closed]) }
-            print("closed session \(closed.session) of \(closed.user) on node \(closed.node)")
+            for session in closed { print("closed session \(session.session) of \(session.user)'s device \(session.device) on node \(session.node)") }
         case .notOnline(let nodes):
             AdminMain.fail("\(user) has no session online (asked \(nodes) node\(nodes == 1 ? "" : "s") to close any anyway)",
                            AdminExit.notFound)

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import NIOCore
 import ServiceLifecycle
+import SIMPCore
 import SIMPRedis
 import SIMPServer
 import UnixSignals
@@ -134,6 +135,9 @@ struct SIMPServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("inbox-share"), help: "Unconfirmed messages one sender may have in one user's inbox. Default 2500.")
     var inboxShare: Int?
 
+    @Option(name: .customLong("max-devices-per-user"), help: "Devices a user may have (each with its own place in the inbox); a new one beyond is refused until one is revoked. Default 10.")
+    var maxDevicesPerUser: Int?
+
     @Option(name: .customLong("event-loops"), help: "Event loop threads. Default: one per core.")
     var eventLoops: Int?
 
@@ -237,6 +241,10 @@ struct SIMPServerCommand: AsyncParsableCommand {
             throw SettingError(RedisConfiguration.masked(error.message))
         }
         config.nodeID = try settings.read("node-id", flag: nodeID, default: config.nodeID)
+        // Presence entries name the node in a space-separated record (`PresenceEntry`).
+        guard UserName.isValid(config.nodeID) else {
+            throw SettingError("--node-id must be 1-32 of a-z, 0-9, '.', '_' and '-', starting with a letter or digit, not \(config.nodeID)")
+        }
         let heartbeat = try settings.read("heartbeat", flag: heartbeat, default: 60, rule: .positive, show: seconds)
         let redisWait = try settings.read("redis-wait", flag: redisWait, default: 30, rule: .notNegative, show: seconds)
         config.heartbeat = .milliseconds(Int64(heartbeat * 1000))
@@ -259,6 +267,7 @@ struct SIMPServerCommand: AsyncParsableCommand {
         config.limits = try limits(&settings)
         config.inboxLimit = try settings.read("inbox-limit", flag: inboxLimit, default: config.inboxLimit, rule: .positive)
         config.inboxShare = try settings.read("inbox-share", flag: inboxShare, default: config.inboxShare, rule: .positive)
+        config.maxDevicesPerUser = try settings.read("max-devices-per-user", flag: maxDevicesPerUser, default: config.maxDevicesPerUser, rule: .positive)
         config.eventLoops = try settings.read("event-loops", flag: eventLoops, default: config.eventLoops, rule: .positive)
         return config
     }

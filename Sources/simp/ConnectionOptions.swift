@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import SIMPClient
+import SIMPCore
 
 /// How `simp` reaches the server and logs in: the same flags for the REPL and every subcommand.
 struct ConnectionOptions: ParsableArguments {
@@ -15,6 +16,9 @@ struct ConnectionOptions: ParsableArguments {
 
     @Flag(name: .customLong("save-login"), help: "After logging in with the password, save the login token (not the password) in the credentials file.")
     var saveLogin = false
+
+    @Option(help: "Which of your devices this is: 1-16 of a-z, 0-9, '.', '_', '-'. Each device gets every message; what one sends shows on the others; a second client of the same device replaces the first. Default: a name made once for this installation (kept in the config directory, or in --data-dir); `send`, `history` and `login` use it with -cli appended, so they do not end a running REPL.")
+    var device: String?
 
     @Option(help: "Seconds between UDP keepalives, which hold a NAT mapping open. Default 25.")
     var keepalive: Double = 25
@@ -59,7 +63,9 @@ struct ConnectionOptions: ParsableArguments {
         return LoginPlan(server: address, user: name, method: .password(typed))
     }
 
-    func configuration(server addresses: String, dataDirectory: String? = nil) throws -> ClientConfiguration {
+    /// `commandLine`: for a one-shot command that does not listen (send, history, login): by
+    /// default a device of its own beside the installation's, so it does not replace a REPL.
+    func configuration(server addresses: String, dataDirectory: String? = nil, commandLine: Bool = false) throws -> ClientConfiguration {
         let servers = try addresses.split(separator: ",", omittingEmptySubsequences: false).map { try Self.address(String($0)) }
         var config = ClientConfiguration(servers: servers)
         config.reconnectBase = .milliseconds(Int64(reconnectBase * 1000))
@@ -70,7 +76,20 @@ struct ConnectionOptions: ParsableArguments {
         config.earlyDelivery = early
         guard tls || (ca == nil && serverName == nil) else { throw ValidationError("--ca and --server-name need --tls") }
         if tls { config.tls = ClientTLS(caFile: ca, serverName: serverName) }
+        config.device = try deviceName(dataDirectory: dataDirectory, commandLine: commandLine)
         return config
+    }
+
+    /// `--device`, else the installation's (nil: the data directory's, which the library reads).
+    private func deviceName(dataDirectory: String?, commandLine: Bool) throws -> String? {
+        if let device {
+            guard DeviceName.isValid(device) else {
+                throw ValidationError("--device must be 1-\(DeviceName.maxBytes) of a-z, 0-9, '.', '_' and '-', starting with a letter or digit")
+            }
+            return device
+        }
+        if commandLine { return DeviceFile.name() + "-cli" }
+        return dataDirectory == nil ? DeviceFile.name() : nil
     }
 
     /// One `HOST:PORT` (an IPv6 host in brackets).

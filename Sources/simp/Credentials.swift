@@ -1,5 +1,6 @@
 import Foundation
 import SIMPClient
+import SIMPCore
 
 /// A login saved by `simp login` or `--save-login`: the server, the user and the login token,
 /// never the password. The token is as good as the password until it expires or `/logout`
@@ -65,5 +66,27 @@ enum CredentialsFile {
 
     private static func failure(_ what: String, _ file: String) -> CredentialsError {
         CredentialsError(description: "\(what) \(file): \(String(cString: strerror(errno)))")
+    }
+}
+
+/// $XDG_CONFIG_HOME/simp/device (default ~/.config/simp/device): this installation's device
+/// name, made once at random (`d-` and 8 hex digits) so one installation is one device.
+enum DeviceFile {
+    static var path: String {
+        ((CredentialsFile.path as NSString).deletingLastPathComponent as NSString).appendingPathComponent("device")
+    }
+
+    /// The saved name; a new one is made and saved when there is none. Where it cannot be saved
+    /// (a read-only home), the name of a client that names no device, "default".
+    static func name() -> String {
+        if let data = FileManager.default.contents(atPath: path) {
+            let saved = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            if DeviceName.isValid(saved) { return saved }
+        }
+        let made = "d-" + String(format: "%08x", UInt32.random(in: 1...UInt32.max))
+        let directory = (path as NSString).deletingLastPathComponent
+        guard (try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)) != nil,
+              FileManager.default.createFile(atPath: path, contents: Data((made + "\n").utf8)) else { return DeviceName.unnamed }
+        return made
     }
 }

@@ -127,7 +127,7 @@ struct Listen: AsyncParsableCommand {
 
     func run() async throws {
         let output = Output(json: json)
-        let client = try await openSession(connection, output)
+        let client = try await openSession(connection, output, listens: true)
         // Closing the client ends the events stream, so the loop below ends and we exit 0.
         let stop = StopSignals { Task { await client.close() } }
         for await event in client.events {
@@ -192,10 +192,10 @@ struct Login: AsyncParsableCommand {
 
 /// Connects for a subcommand; on failure prints one line on stderr and exits with the status
 /// for it: 5 when the login was refused, 6 when the server cannot be reached.
-func openSession(_ connection: ConnectionOptions, _ output: Output,
+func openSession(_ connection: ConnectionOptions, _ output: Output, listens: Bool = false,
                  needsPassword: Bool = false, save: Bool = false) async throws -> SIMPClient {
     let plan = try connection.loginPlan(needsPassword: needsPassword)
-    let client = SIMPClient(configuration: try connection.configuration(server: plan.server))
+    let client = SIMPClient(configuration: try connection.configuration(server: plan.server, commandLine: !listens))
     do {
         try await connection.connect(client, plan, save: save)
         return client

@@ -28,9 +28,10 @@ final class Output: @unchecked Sendable {
         case .failed(let id, let to, let reason):
             emit(["event": "failed", "id": id, "to": to, "reason": reason], human: "[failed] \(safe(id)) -> \(safe(to)): \(safe(reason))")
         case .message(let m):
-            var object: [String: Any] = ["event": "message", "id": m.id, "from": m.from, "text": m.text, "seq": Int(m.seq),
+            var object: [String: Any] = ["event": "message", "id": m.id, "from": m.from, "to": m.to, "text": m.text, "seq": Int(m.seq),
                                          "sentAt": Int(m.sentAt), "receivedAt": Int(Date().timeIntervalSince1970 * 1000)]
             if let url = m.imageURL { object["imageURL"] = url }
+            if !m.fromDevice.isEmpty { object["fromDevice"] = m.fromDevice }
             emit(object, human: Self.humanLine(m))
         case .retracted(let id, let from, let reason):
             emit(["event": "retracted", "id": id, "from": from, "reason": reason],
@@ -56,6 +57,16 @@ final class Output: @unchecked Sendable {
         }
         let human = messages.isEmpty ? "no messages with \(safe(peer))" : messages.map(Self.humanLine).joined(separator: "\n")
         emit(["event": "history", "peer": peer, "messages": list], human: human)
+    }
+
+    func devices(_ devices: [DeviceInfo]) {
+        let list: [[String: Any]] = devices.map {
+            ["name": $0.name, "online": $0.online, "lastSeen": Int($0.lastSeen), "current": $0.current]
+        }
+        let human = devices.isEmpty ? "no devices" : devices.map { device in
+            (device.current ? "* " : "  ") + safe(device.name) + "  " + (device.online ? "online" : "offline")
+        }.joined(separator: "\n")
+        emit(["event": "devices", "devices": list], human: human)
     }
 
     func info(_ text: String) {
@@ -94,11 +105,13 @@ final class Output: @unchecked Sendable {
         emit(object, human: id)
     }
 
+    /// `bob: hi`; what the user sent from another device, `alice -> bob: hi`.
     private static func humanLine(_ m: IncomingMessage) -> String {
+        let who = m.fromDevice.isEmpty ? safe(m.from) : "\(safe(m.from)) -> \(safe(m.to))"
         if let url = m.imageURL {
-            return "\(safe(m.from)): [image] \(safe(url))\(m.text.isEmpty ? "" : " \(safe(m.text))")"
+            return "\(who): [image] \(safe(url))\(m.text.isEmpty ? "" : " \(safe(m.text))")"
         }
-        return "\(safe(m.from)): \(safe(m.text))"
+        return "\(who): \(safe(m.text))"
     }
 
     private func emit(_ object: [String: Any], human: String, toStderr: Bool = false) {

@@ -147,6 +147,11 @@ struct REPL: AsyncParsableCommand {
                 output.sent(id: try await client.send(to: to, imageURL: url), to: to)
             case .history(let peer, let limit):
                 output.history(peer: peer, try await client.history(with: peer, limit: limit))
+            case .devices:
+                output.devices(try await client.devices())
+            case .revokeDevice(let name):
+                try await client.revokeDevice(name)
+                output.info("device \(name) revoked")
             case .help:
                 output.info(REPLCommand.usage)
             case .status:

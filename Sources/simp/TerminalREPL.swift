@@ -70,6 +70,12 @@ final class TerminalREPL: @unchecked Sendable {
                 show(withScreen { $0.history(peer: peer, messages, now: Date()) })
             case .status:
                 show(withScreen { $0.status() })
+            case .devices:
+                let devices = try await client.devices()
+                show(withScreen { $0.devices(devices, now: Date()) })
+            case .revokeDevice(let name):
+                try await client.revokeDevice(name)
+                show([withScreen { $0.info("device \(name) revoked") }])
             case .help:
                 show(withScreen { $0.help() })
             case .quit, .empty, .logout:

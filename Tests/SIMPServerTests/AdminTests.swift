@@ -66,7 +66,7 @@ import SIMPServer
 
         let close = try admin(node, ["disconnect", "bob"])
         #expect(close.waitForExit(timeout: 15) == 0, "stderr: \(close.stderr)")
-        #expect(close.stdout.contains("closed session") && close.stdout.contains("of bob on node node-1"))
+        #expect(close.stdout.contains("closed session") && close.stdout.contains("of bob's device default on node node-1"))
         #expect(await bobLog.wait { $0.all.contains(.ended(reason: "an administrator closed this session")) })
         // The client's own record: it was told not to come back, and scheduled no reconnect.
         #expect(!bobLog.all.contains { if case .reconnecting = $0 { return true } else { return false } })

@@ -125,7 +125,7 @@ import Glibc
 
         let close = try admin(deployment, ["disconnect", "ca4"])
         #expect(close.waitForExit(timeout: 15) == 0, "stderr: \(close.stderr)")
-        #expect(close.stdout.contains("of ca4 on node node-"), "\(close.stdout)")
+        #expect(close.stdout.contains("of ca4's device default on node node-"), "\(close.stdout)")
         for client in clients { await client.close() }
     }
 }

@@ -308,9 +308,10 @@ final class Deployment {
         servers.firstIndex { $0.tcpPort == server?.port }
     }
 
-    /// The node the user's presence in Redis names ("node-N"), if any.
+    /// The node the user's presence in Redis names ("node-N"; the first, when its devices are
+    /// on several), if any.
     func presenceNode(of user: String) -> String? {
-        guard let reply = try? redis.command(["HGET", "simp:{\(user)}:presence", "node"]),
+        guard let reply = try? redis.command(["HVALS", "simp:{\(user)}:presence"]),
               let range = reply.range(of: #"node-\d+"#, options: .regularExpression) else { return nil }
         return String(reply[range])
     }

@@ -96,7 +96,7 @@ import Testing
         let bobLog = EventLog(bob)
         try await alice.connect(user: "alice", password: "pw-alice")
         try await bob.connect(user: "bob", password: "pw-bob")
-        #expect(try await waitFor { try master.command(["HGET", "simp:{bob}:presence", "node"]).contains("node-2") })
+        #expect(try await waitFor { try master.command(["HVALS", "simp:{bob}:presence"]).contains("node-2 ") })
 
         _ = try replica.command(["REPLICAOF", "NO", "ONE"])
         let probes = try scriptCalls(master)

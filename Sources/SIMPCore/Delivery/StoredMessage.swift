@@ -14,4 +14,12 @@ public enum StoredMessage {
         bytes.append(UInt8(value))
         return bytes
     }
+
+    /// The copy kept for the sender's other devices: the message with `fromDevice` (field 15,
+    /// length-delimited) appended. A device name is at most `DeviceName.maxBytes`, so its
+    /// length is one byte.
+    public static func appending(fromDevice device: String, to message: [UInt8]) -> [UInt8] {
+        let name = Array(device.utf8.prefix(DeviceName.maxBytes))
+        return message + [0x7A, UInt8(name.count)] + name
+    }
 }

@@ -72,6 +72,12 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
 
   /// not stored: a later message of the same sender to the same recipient was stored first
   case outOfOrder // = 24
+
+  /// CONNECT of a new device while the user has --max-devices-per-user
+  case tooManyDevices // = 25
+
+  /// CONNECT with a token issued before the device was revoked: log in again
+  case deviceRevoked // = 26
   case UNRECOGNIZED(Int)
 
   public init() {
@@ -105,6 +111,8 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     case 22: self = .sessionClosed
     case 23: self = .replicasUnavailable
     case 24: self = .outOfOrder
+    case 25: self = .tooManyDevices
+    case 26: self = .deviceRevoked
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -136,6 +144,8 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     case .sessionClosed: return 22
     case .replicasUnavailable: return 23
     case .outOfOrder: return 24
+    case .tooManyDevices: return 25
+    case .deviceRevoked: return 26
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -167,6 +177,8 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     .sessionClosed,
     .replicasUnavailable,
     .outOfOrder,
+    .tooManyDevices,
+    .deviceRevoked,
   ]
 
 }
@@ -219,6 +231,11 @@ public nonisolated struct Simp_Message: Sendable {
   /// The server answers Accepted if it stored it before, else Failed OUT_OF_ORDER, and
   /// stores nothing. Never set in what the server stores or pushes.
   public var overtaken: Bool = false
+
+  /// Set by the server only on the copy of a message stored in its sender's own inbox, so
+  /// the sender's other devices show it (toUser is then not the inbox's owner): the name of
+  /// the device that sent it. That device confirms the copy without showing it again.
+  public var fromDevice: String = String()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -357,6 +374,9 @@ public nonisolated struct Simp_ConnectRequest: Sendable {
   /// the client takes EARLY datagrams (a message before it is stored)
   public var early: Bool = false
 
+  /// which of the user's devices this is; empty: "default"
+  public var device: String = String()
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -390,6 +410,12 @@ public nonisolated struct Simp_ConnectResponse: Sendable {
 
   /// the server will send EARLY datagrams to this client
   public var early: Bool = false
+
+  /// the device name the session is for (as given, or "default")
+  public var device: String = String()
+
+  /// how many devices the user has, this one included
+  public var devices: UInt32 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -636,6 +662,65 @@ public nonisolated struct Simp_HistoryResponse: Sendable {
   public init() {}
 }
 
+/// The user's devices: answered with DeviceList.
+public nonisolated struct Simp_DevicesRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Simp_Device: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var name: String = String()
+
+  /// a session of it is connected to some node
+  public var online: Bool = false
+
+  /// ms since epoch: its last CONNECT or disconnect
+  public var lastSeen: Int64 = 0
+
+  /// the highest seq of the user's inbox it confirmed
+  public var confirmedSeq: UInt64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Simp_DeviceList: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var devices: [Simp_Device] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Ends one of the user's devices: its session is closed (SESSION_CLOSED), its tokens stop
+/// opening sessions for it (DEVICE_REVOKED) and its place among the user's devices is freed.
+/// Answered with Ok, or BAD_REQUEST when the user has no device of that name.
+public nonisolated struct Simp_RevokeDevice: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var name: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 public nonisolated struct Simp_Envelope: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -822,6 +907,30 @@ public nonisolated struct Simp_Envelope: Sendable {
     set {body = .retracted(newValue)}
   }
 
+  public var devices: Simp_DevicesRequest {
+    get {
+      if case .devices(let v)? = body {return v}
+      return Simp_DevicesRequest()
+    }
+    set {body = .devices(newValue)}
+  }
+
+  public var deviceList: Simp_DeviceList {
+    get {
+      if case .deviceList(let v)? = body {return v}
+      return Simp_DeviceList()
+    }
+    set {body = .deviceList(newValue)}
+  }
+
+  public var revokeDevice: Simp_RevokeDevice {
+    get {
+      if case .revokeDevice(let v)? = body {return v}
+      return Simp_RevokeDevice()
+    }
+    set {body = .revokeDevice(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Body: Equatable, Sendable {
@@ -847,6 +956,9 @@ public nonisolated struct Simp_Envelope: Sendable {
     case pathResponse(Simp_PathResponse)
     case logout(Simp_Logout)
     case retracted(Simp_Retracted)
+    case devices(Simp_DevicesRequest)
+    case deviceList(Simp_DeviceList)
+    case revokeDevice(Simp_RevokeDevice)
 
   }
 
@@ -858,12 +970,12 @@ public nonisolated struct Simp_Envelope: Sendable {
 fileprivate nonisolated let _protobuf_package = "simp"
 
 nonisolated extension Simp_ErrorCode: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_UNSPECIFIED\0\u{1}FRAME_TOO_LARGE\0\u{1}MALFORMED_FRAME\0\u{1}BAD_REQUEST\0\u{1}NOT_AUTHENTICATED\0\u{1}USER_EXISTS\0\u{1}INVALID_CREDENTIALS\0\u{1}UNKNOWN_USER\0\u{1}INVALID_TOKEN\0\u{1}MESSAGE_TOO_LARGE\0\u{1}STORE_UNAVAILABLE\0\u{1}INVALID_NAME\0\u{1}NOT_CONNECTED\0\u{1}INTERNAL\0\u{1}INBOX_FULL\0\u{1}SESSION_REPLACED\0\u{1}WITHDRAWN\0\u{1}RATE_LIMITED\0\u{1}TOO_MANY_CONNECTIONS\0\u{1}TOO_MANY_SESSIONS\0\u{1}LOGIN_THROTTLED\0\u{1}INBOX_SHARE_FULL\0\u{1}SESSION_CLOSED\0\u{1}REPLICAS_UNAVAILABLE\0\u{1}OUT_OF_ORDER\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_UNSPECIFIED\0\u{1}FRAME_TOO_LARGE\0\u{1}MALFORMED_FRAME\0\u{1}BAD_REQUEST\0\u{1}NOT_AUTHENTICATED\0\u{1}USER_EXISTS\0\u{1}INVALID_CREDENTIALS\0\u{1}UNKNOWN_USER\0\u{1}INVALID_TOKEN\0\u{1}MESSAGE_TOO_LARGE\0\u{1}STORE_UNAVAILABLE\0\u{1}INVALID_NAME\0\u{1}NOT_CONNECTED\0\u{1}INTERNAL\0\u{1}INBOX_FULL\0\u{1}SESSION_REPLACED\0\u{1}WITHDRAWN\0\u{1}RATE_LIMITED\0\u{1}TOO_MANY_CONNECTIONS\0\u{1}TOO_MANY_SESSIONS\0\u{1}LOGIN_THROTTLED\0\u{1}INBOX_SHARE_FULL\0\u{1}SESSION_CLOSED\0\u{1}REPLICAS_UNAVAILABLE\0\u{1}OUT_OF_ORDER\0\u{1}TOO_MANY_DEVICES\0\u{1}DEVICE_REVOKED\0")
 }
 
 nonisolated extension Simp_Message: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Message"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}version\0\u{1}messageId\0\u{1}time\0\u{1}content\0\u{1}imageURL\0\u{1}fromUser\0\u{1}toUser\0\u{1}type\0\u{1}imageScale\0\u{1}seq\0\u{1}serverTime\0\u{1}clientSeq\0\u{1}fresh\0\u{1}overtaken\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}version\0\u{1}messageId\0\u{1}time\0\u{1}content\0\u{1}imageURL\0\u{1}fromUser\0\u{1}toUser\0\u{1}type\0\u{1}imageScale\0\u{1}seq\0\u{1}serverTime\0\u{1}clientSeq\0\u{1}fresh\0\u{1}overtaken\0\u{1}fromDevice\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -885,6 +997,7 @@ nonisolated extension Simp_Message: SwiftProtobuf.Message, SwiftProtobuf._Messag
       case 12: try { try decoder.decodeSingularUInt64Field(value: &self.clientSeq) }()
       case 13: try { try decoder.decodeSingularBoolField(value: &self.fresh) }()
       case 14: try { try decoder.decodeSingularBoolField(value: &self.overtaken) }()
+      case 15: try { try decoder.decodeSingularStringField(value: &self.fromDevice) }()
       default: break
       }
     }
@@ -933,6 +1046,9 @@ nonisolated extension Simp_Message: SwiftProtobuf.Message, SwiftProtobuf._Messag
     if self.overtaken != false {
       try visitor.visitSingularBoolField(value: self.overtaken, fieldNumber: 14)
     }
+    if !self.fromDevice.isEmpty {
+      try visitor.visitSingularStringField(value: self.fromDevice, fieldNumber: 15)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -951,6 +1067,7 @@ nonisolated extension Simp_Message: SwiftProtobuf.Message, SwiftProtobuf._Messag
     if lhs.clientSeq != rhs.clientSeq {return false}
     if lhs.fresh != rhs.fresh {return false}
     if lhs.overtaken != rhs.overtaken {return false}
+    if lhs.fromDevice != rhs.fromDevice {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1121,7 +1238,7 @@ nonisolated extension Simp_LoginResponse: SwiftProtobuf.Message, SwiftProtobuf._
 
 nonisolated extension Simp_ConnectRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ConnectRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}token\0\u{1}udpPort\0\u{1}lastSeq\0\u{1}bundles\0\u{1}early\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}token\0\u{1}udpPort\0\u{1}lastSeq\0\u{1}bundles\0\u{1}early\0\u{1}device\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1134,6 +1251,7 @@ nonisolated extension Simp_ConnectRequest: SwiftProtobuf.Message, SwiftProtobuf.
       case 3: try { try decoder.decodeSingularUInt64Field(value: &self.lastSeq) }()
       case 4: try { try decoder.decodeSingularBoolField(value: &self.bundles) }()
       case 5: try { try decoder.decodeSingularBoolField(value: &self.early) }()
+      case 6: try { try decoder.decodeSingularStringField(value: &self.device) }()
       default: break
       }
     }
@@ -1155,6 +1273,9 @@ nonisolated extension Simp_ConnectRequest: SwiftProtobuf.Message, SwiftProtobuf.
     if self.early != false {
       try visitor.visitSingularBoolField(value: self.early, fieldNumber: 5)
     }
+    if !self.device.isEmpty {
+      try visitor.visitSingularStringField(value: self.device, fieldNumber: 6)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1164,6 +1285,7 @@ nonisolated extension Simp_ConnectRequest: SwiftProtobuf.Message, SwiftProtobuf.
     if lhs.lastSeq != rhs.lastSeq {return false}
     if lhs.bundles != rhs.bundles {return false}
     if lhs.early != rhs.early {return false}
+    if lhs.device != rhs.device {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1171,7 +1293,7 @@ nonisolated extension Simp_ConnectRequest: SwiftProtobuf.Message, SwiftProtobuf.
 
 nonisolated extension Simp_ConnectResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ConnectResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sessionId\0\u{1}bindToken\0\u{1}confirmedSeq\0\u{1}heartbeatMillis\0\u{1}user\0\u{1}udpPort\0\u{1}sessionKey\0\u{1}bundles\0\u{1}early\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sessionId\0\u{1}bindToken\0\u{1}confirmedSeq\0\u{1}heartbeatMillis\0\u{1}user\0\u{1}udpPort\0\u{1}sessionKey\0\u{1}bundles\0\u{1}early\0\u{1}device\0\u{1}devices\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1188,6 +1310,8 @@ nonisolated extension Simp_ConnectResponse: SwiftProtobuf.Message, SwiftProtobuf
       case 7: try { try decoder.decodeSingularBytesField(value: &self.sessionKey) }()
       case 8: try { try decoder.decodeSingularBoolField(value: &self.bundles) }()
       case 9: try { try decoder.decodeSingularBoolField(value: &self.early) }()
+      case 10: try { try decoder.decodeSingularStringField(value: &self.device) }()
+      case 11: try { try decoder.decodeSingularUInt32Field(value: &self.devices) }()
       default: break
       }
     }
@@ -1221,6 +1345,12 @@ nonisolated extension Simp_ConnectResponse: SwiftProtobuf.Message, SwiftProtobuf
     if self.early != false {
       try visitor.visitSingularBoolField(value: self.early, fieldNumber: 9)
     }
+    if !self.device.isEmpty {
+      try visitor.visitSingularStringField(value: self.device, fieldNumber: 10)
+    }
+    if self.devices != 0 {
+      try visitor.visitSingularUInt32Field(value: self.devices, fieldNumber: 11)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1234,6 +1364,8 @@ nonisolated extension Simp_ConnectResponse: SwiftProtobuf.Message, SwiftProtobuf
     if lhs.sessionKey != rhs.sessionKey {return false}
     if lhs.bundles != rhs.bundles {return false}
     if lhs.early != rhs.early {return false}
+    if lhs.device != rhs.device {return false}
+    if lhs.devices != rhs.devices {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1768,9 +1900,133 @@ nonisolated extension Simp_HistoryResponse: SwiftProtobuf.Message, SwiftProtobuf
   }
 }
 
+nonisolated extension Simp_DevicesRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".DevicesRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap()
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    // Load everything into unknown fields
+    while try decoder.nextFieldNumber() != nil {}
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_DevicesRequest, rhs: Simp_DevicesRequest) -> Bool {
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Simp_Device: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".Device"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{1}online\0\u{1}lastSeen\0\u{1}confirmedSeq\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.name) }()
+      case 2: try { try decoder.decodeSingularBoolField(value: &self.online) }()
+      case 3: try { try decoder.decodeSingularInt64Field(value: &self.lastSeen) }()
+      case 4: try { try decoder.decodeSingularUInt64Field(value: &self.confirmedSeq) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.name.isEmpty {
+      try visitor.visitSingularStringField(value: self.name, fieldNumber: 1)
+    }
+    if self.online != false {
+      try visitor.visitSingularBoolField(value: self.online, fieldNumber: 2)
+    }
+    if self.lastSeen != 0 {
+      try visitor.visitSingularInt64Field(value: self.lastSeen, fieldNumber: 3)
+    }
+    if self.confirmedSeq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.confirmedSeq, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_Device, rhs: Simp_Device) -> Bool {
+    if lhs.name != rhs.name {return false}
+    if lhs.online != rhs.online {return false}
+    if lhs.lastSeen != rhs.lastSeen {return false}
+    if lhs.confirmedSeq != rhs.confirmedSeq {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Simp_DeviceList: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".DeviceList"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}devices\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.devices) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.devices.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.devices, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_DeviceList, rhs: Simp_DeviceList) -> Bool {
+    if lhs.devices != rhs.devices {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Simp_RevokeDevice: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".RevokeDevice"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.name) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.name.isEmpty {
+      try visitor.visitSingularStringField(value: self.name, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_RevokeDevice, rhs: Simp_RevokeDevice) -> Bool {
+    if lhs.name != rhs.name {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
 nonisolated extension Simp_Envelope: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Envelope"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}requestId\0\u{2}\u{9}error\0\u{1}ok\0\u{1}register\0\u{1}login\0\u{1}loginOk\0\u{1}connect\0\u{1}connected\0\u{1}bound\0\u{1}ping\0\u{1}pong\0\u{1}accepted\0\u{1}delivered\0\u{1}failed\0\u{1}receipt\0\u{1}history\0\u{1}historyResult\0\u{1}withdraw\0\u{1}missing\0\u{1}query\0\u{1}pathResponse\0\u{1}logout\0\u{1}retracted\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}requestId\0\u{2}\u{9}error\0\u{1}ok\0\u{1}register\0\u{1}login\0\u{1}loginOk\0\u{1}connect\0\u{1}connected\0\u{1}bound\0\u{1}ping\0\u{1}pong\0\u{1}accepted\0\u{1}delivered\0\u{1}failed\0\u{1}receipt\0\u{1}history\0\u{1}historyResult\0\u{1}withdraw\0\u{1}missing\0\u{1}query\0\u{1}pathResponse\0\u{1}logout\0\u{1}retracted\0\u{1}devices\0\u{1}deviceList\0\u{1}revokeDevice\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2065,6 +2321,45 @@ nonisolated extension Simp_Envelope: SwiftProtobuf.Message, SwiftProtobuf._Messa
           self.body = .retracted(v)
         }
       }()
+      case 32: try {
+        var v: Simp_DevicesRequest?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .devices(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .devices(v)
+        }
+      }()
+      case 33: try {
+        var v: Simp_DeviceList?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .deviceList(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .deviceList(v)
+        }
+      }()
+      case 34: try {
+        var v: Simp_RevokeDevice?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .revokeDevice(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .revokeDevice(v)
+        }
+      }()
       default: break
       }
     }
@@ -2166,6 +2461,18 @@ nonisolated extension Simp_Envelope: SwiftProtobuf.Message, SwiftProtobuf._Messa
     case .retracted?: try {
       guard case .retracted(let v)? = self.body else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 31)
+    }()
+    case .devices?: try {
+      guard case .devices(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 32)
+    }()
+    case .deviceList?: try {
+      guard case .deviceList(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 33)
+    }()
+    case .revokeDevice?: try {
+      guard case .revokeDevice(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 34)
     }()
     case nil: break
     }

@@ -168,6 +168,11 @@ final class Accounts: Sendable {
         return store.revoke(revoked.map { ($0.id.hex, $0.expiresAt - now) }, on: loop)
     }
 
+    /// When the token was issued (ms since the epoch).
+    func issuedMillis(of token: VerifiedToken) -> Int64 {
+        token.expiresAt - tokens.lifetimeMillis
+    }
+
     /// Verifies a token this node just issued (to remember it for logout).
     func parse(token: String) -> VerifiedToken? {
         tokens.verify(token, nowMillis: Self.nowMillis())

@@ -5,6 +5,7 @@ import SIMPRedis
 /// A session with a datagram address, as its node records it in Redis (presence).
 public struct OnlineSession: Codable, Sendable, Equatable {
     public var user: String
+    public var device: String
     public var node: String
     public var address: String
     public var session: UInt64
@@ -30,8 +31,8 @@ public struct InboxDepth: Codable, Sendable, Equatable {
 }
 
 public enum DisconnectOutcome: Sendable, Equatable {
-    /// The session closed (its presence record is gone or names another session now).
-    case closed(OnlineSession)
+    /// The sessions closed (their presence entries are gone or name other sessions now).
+    case closed([OnlineSession])
     /// No session of the user had a datagram address; the nodes were asked anyway (a session
     /// still logging in would be closed too).
     case notOnline(nodesAsked: Int)
@@ -56,29 +57,33 @@ public struct Administration: Sendable {
 
     public func sessions() async throws(RedisError) -> [OnlineSession] {
         let users = try await redis.scan(matching: keys.presence("*")).compactMap(keys.owner(of:))
-        return try await sessions(of: users).sorted { ($0.user, $0.session) < ($1.user, $1.session) }
+        return try await sessions(of: users).sorted { ($0.user, $0.device, $0.session) < ($1.user, $1.device, $1.session) }
     }
 
-    public func session(of user: String) async throws(RedisError) -> OnlineSession? {
-        try await sessions(of: [user]).first
+    /// The user's sessions, one per connected device.
+    public func sessions(of user: String) async throws(RedisError) -> [OnlineSession] {
+        try await sessions(of: [user]).sorted { $0.device < $1.device }
     }
 
-    /// Asks every node to close the user's session (only `session`, when given), and waits up
-    /// to `wait` for it to close.
+    /// Asks every node to close the user's sessions (only `session`, when given), and waits up
+    /// to `wait` for them to close.
     public func disconnect(user: String, session: UInt64? = nil, wait: Duration = .seconds(5)) async throws -> DisconnectOutcome {
         try await requireUser(user)
-        let online = try await self.session(of: user).flatMap { session == nil || $0.session == session ? $0 : nil }
+        let online = try await sessions(of: user).filter { session == nil || $0.session == session }
         let nodes = try await redis.run(RedisCommand("SPUBLISH", [keys.adminChannel, AdminRequest.disconnect(user: user, session: session).text]))
         guard let nodes = nodes.int, nodes > 0 else {
             throw AdminError(kind: .noNodeListening, description: "no simp-server is listening on Redis channel \(keys.adminChannel) (is one running against this Redis and namespace?)")
         }
-        guard let online else { return .notOnline(nodesAsked: Int(nodes)) }
+        guard !online.isEmpty else { return .notOnline(nodesAsked: Int(nodes)) }
+        let closing = Set(online.map(\.session))
         let deadline = ContinuousClock.now + wait
         while ContinuousClock.now < deadline {
-            if try await self.session(of: user)?.session != online.session { return .closed(online) }
+            if try await sessions(of: user).allSatisfy({ !closing.contains($0.session) }) { return .closed(online) }
             try await Task.sleep(for: .milliseconds(20))
         }
-        throw AdminError(kind: .notClosed, description: "session \(online.session) of \(user) on node \(online.node) did not close within \(wait)")
+        let left = try await sessions(of: user).filter { closing.contains($0.session) }
+        let named = left.map { "session \($0.session) (device \($0.device)) on node \($0.node)" }.joined(separator: ", ")
+        throw AdminError(kind: .notClosed, description: "\(named) of \(user) did not close within \(wait)")
     }
 
     /// Sets a new password, makes every token issued before now invalid, lifts the name's login
@@ -97,7 +102,16 @@ public struct Administration: Sendable {
             RedisCommand("HSET", [keys.user(user), "salt", salt, "hash", hash, "kdf", hasher.kdfName, "tokensFrom", validFrom]),
             RedisCommand("DEL", [keys.loginFailures(user), keys.loginLock(user)]),
         ]).map { try $0.checked() }
-        if try await session(of: user) != nil { _ = try await disconnect(user: user) }
+        if try await !sessions(of: user).isEmpty { _ = try await disconnect(user: user) }
+    }
+
+    /// The user's devices: name, online, last seen, confirmed mark. `presenceTTLSeconds`: the
+    /// servers' (`--presence-ttl`), past which a presence entry no node rewrote is a dead node's.
+    public func devices(of user: String, presenceTTLSeconds: Int = 90) async throws -> [Simp_Device] {
+        try await requireUser(user)
+        let replies = try await redis.run(MessageStore.deviceReads(of: user, keys: keys))
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        return try MessageStore.devices(from: replies, liveSince: now - Int64(presenceTTLSeconds) * 1000)
     }
 
     public func inbox(of user: String) async throws -> InboxDepth {
@@ -139,13 +153,15 @@ public struct Administration: Sendable {
     private func sessions(of users: [String]) async throws(RedisError) -> [OnlineSession] {
         guard !users.isEmpty else { return [] }
         let replies = try await redis.run(users.flatMap { user in
-            [RedisCommand("HMGET", [keys.presence(user), "node", "addr", "session"]), RedisCommand("TTL", [keys.presence(user)])]
+            [RedisCommand("HGETALL", [keys.presence(user)]), RedisCommand("TTL", [keys.presence(user)])]
         })
-        let found = users.indices.compactMap { index -> OnlineSession? in
-            guard let fields = replies[2 * index].array, fields.count == 3, let node = fields[0].string,
-                  let session = fields[2].string.flatMap({ UInt64($0) }) else { return nil }
-            return OnlineSession(user: users[index], node: node, address: fields[1].string ?? "", session: session,
-                                 nodeAlive: false, expiresInSeconds: replies[2 * index + 1].int ?? -1)
+        let found = users.indices.flatMap { index -> [OnlineSession] in
+            let flat = replies[2 * index].array ?? []
+            return stride(from: 0, to: flat.count - 1, by: 2).compactMap { field -> OnlineSession? in
+                guard let device = flat[field].string, let entry = flat[field + 1].string.flatMap(PresenceEntry.init) else { return nil }
+                return OnlineSession(user: users[index], device: device, node: entry.node, address: entry.address, session: entry.session,
+                                     nodeAlive: false, expiresInSeconds: replies[2 * index + 1].int ?? -1)
+            }
         }
         let nodes = Array(Set(found.map(\.node)))
         guard !nodes.isEmpty else { return found }

@@ -56,6 +56,8 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
     }
 
     private var state = State.anonymous
+    /// The device of the session this connection opened.
+    private var device: String?
     /// The source IP counted against its connection limit, once admitted.
     private var admittedIP: String?
     /// The user whose logged-in slot this connection holds.
@@ -173,6 +175,8 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
             let token = Array(response.token)
             forSession(context, id, "path response") { $0.pathResponse(sessionID: $1, token: token) }
         case .logout: logout(context, id)
+        case .devices: devices(context, id)
+        case .revokeDevice(let request): revokeDevice(context, id, request)
         case .none: reply(context, .error(.badRequest, "envelope without a body", requestID: id))
         default: reply(context, .error(.badRequest, "a client does not send \(Self.name(envelope.body))", requestID: id))
         }
@@ -360,26 +364,71 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
             reply(context, .error(.badRequest, "a CONNECT is already in progress on this connection", requestID: id))
             return
         }
+        let device = request.device.isEmpty ? DeviceName.unnamed : request.device
+        guard DeviceName.isValid(device) else {
+            reply(context, .error(.invalidName, "a device name is 1-\(DeviceName.maxBytes) of a-z, 0-9, '.', '_' and '-', "
+                                  + "starting with a letter or digit", requestID: id))
+            return
+        }
         connecting = true
         let channel = context.channel
+        let accounts = self.accounts
         let router = self.router
         let loop = NIOLoopBound(self, eventLoop: context.eventLoop)
         let future = accounts.verify(token: request.token, on: context.eventLoop).flatMapThrowing { token -> VerifiedToken in
             try loop.value.admit(token)
             return token
         }.flatMap { token in
-            router.loop.flatSubmit {
-                router.openSession(user: token.user, control: channel, lastSeq: request.lastSeq, takesBundles: request.bundles, takesEarly: request.early)
-            }.hop(to: channel.eventLoop).flatMapThrowing { response -> Simp_Envelope in
+            let wanted = Router.SessionRequest(user: token.user, device: device, tokenIssuedMillis: accounts.issuedMillis(of: token),
+                                               lastSeq: request.lastSeq, takesBundles: request.bundles, takesEarly: request.early)
+            return router.loop.flatSubmit { router.openSession(wanted, control: channel) }.hop(to: channel.eventLoop).flatMapThrowing { response -> Simp_Envelope in
                 guard !loop.value.closed else {
                     router.loop.execute { router.closeSession(response.sessionID) }
                     throw ServerError(.notConnected, "the connection closed")
                 }
                 loop.value.state = .connected(user: token.user, session: response.sessionID)
+                loop.value.device = response.device
                 return Simp_Envelope(requestID: id, .connected(response))
             }
         }
         future.whenComplete { _ in loop.value.connecting = false }
+        respond(context, id, future)
+    }
+
+    private func devices(_ context: ChannelHandlerContext, _ id: UInt64) {
+        guard let user = authenticatedUser else {
+            reply(context, .error(.notAuthenticated, "log in first", requestID: id))
+            return
+        }
+        let future = router.store.devices(of: user, nowMillis: Accounts.nowMillis(), on: context.eventLoop).map { devices in
+            var list = Simp_DeviceList()
+            list.devices = devices
+            return Simp_Envelope(requestID: id, .deviceList(list))
+        }
+        respond(context, id, future)
+    }
+
+    /// Ends one of the user's devices: every node closes its session (if it has it), and a
+    /// token issued before now no longer opens one for it.
+    private func revokeDevice(_ context: ChannelHandlerContext, _ id: UInt64, _ request: Simp_RevokeDevice) {
+        guard let user = authenticatedUser else {
+            reply(context, .error(.notAuthenticated, "log in first", requestID: id))
+            return
+        }
+        guard DeviceName.isValid(request.name) else {
+            reply(context, .error(.badRequest, "\(user) has no device \(request.name)", requestID: id))
+            return
+        }
+        let router = self.router
+        let revoker = device ?? DeviceName.unnamed
+        let future = router.store.revokeDevice(user: user, device: request.name, nowMillis: Accounts.nowMillis(), on: context.eventLoop)
+            .flatMapThrowing { found -> Simp_Envelope in
+                guard found != nil else { throw ServerError(.badRequest, "\(user) has no device \(request.name)") }
+                // Here at once; on every node (this one again, harmlessly) through the admin channel.
+                router.loop.execute { router.closeRevoked(user: user, device: request.name, by: revoker) }
+                router.store.announce(.endDevice(user: user, device: request.name, by: revoker), on: router.loop)
+                return Simp_Envelope(requestID: id, .ok(Simp_Ok()))
+            }
         respond(context, id, future)
     }
 

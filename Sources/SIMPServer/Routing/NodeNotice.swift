@@ -9,12 +9,18 @@ enum NodeNotice: Equatable, Sendable {
     case inbox(user: String)
     /// Recipients confirmed these messages of `sender`, whose session is on the receiving node.
     case delivered(sender: String, messages: [Simp_Accepted])
+    /// The user has this many devices now (one of them just connected elsewhere): a device
+    /// here copies what it sends for the others from now on.
+    case devices(user: String, count: Int)
 
-    /// `inbox USER`, or `delivered SENDER ` and a serialized `DeliveryQuery` listing the messages.
+    /// `inbox USER`, `devices USER COUNT`, or `delivered SENDER ` and a serialized
+    /// `DeliveryQuery` listing the messages.
     var payload: [UInt8] {
         switch self {
         case .inbox(let user):
             return Array("inbox \(user)".utf8)
+        case .devices(let user, let count):
+            return Array("devices \(user) \(count)".utf8)
         case .delivered(let sender, let messages):
             var list = Simp_DeliveryQuery()
             list.messages = messages
@@ -31,6 +37,10 @@ enum NodeNotice: Equatable, Sendable {
             let user = String(decoding: rest, as: UTF8.self)
             guard UserName.isValid(user) else { return nil }
             self = .inbox(user: user)
+        case "devices":
+            let words = String(decoding: rest, as: UTF8.self).split(separator: " ")
+            guard words.count == 2, UserName.isValid(String(words[0])), let count = Int(words[1]), count > 0 else { return nil }
+            self = .devices(user: String(words[0]), count: count)
         case "delivered":
             guard let end = rest.firstIndex(of: UInt8(ascii: " ")) else { return nil }
             let sender = String(decoding: rest[..<end], as: UTF8.self)

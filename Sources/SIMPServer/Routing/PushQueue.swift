@@ -7,6 +7,8 @@ struct Push: Sendable {
     var bytes: [UInt8]
     var from: String
     var id: String
+    /// The copy of a message its sender sent from another device: confirming it tells nobody.
+    var isCopy = false
 }
 
 /// A push the recipient confirmed: the sender is told it was delivered.
@@ -14,6 +16,7 @@ struct ConfirmedPush: Equatable, Sendable {
     var seq: UInt64
     var from: String
     var id: String
+    var isCopy = false
 }
 
 /// One session's pushes not yet confirmed by a receipt, when each is due again, and the ones
@@ -61,12 +64,12 @@ struct PushQueue {
     mutating func confirm(upTo: UInt64, now: NIODeadline) -> [ConfirmedPush] {
         var confirmed: [ConfirmedPush] = []
         for seq in unconfirmed.pendingKeys where seq <= upTo {
-            if let push = unconfirmed.acknowledge(seq, now: now) { confirmed.append(ConfirmedPush(seq: seq, from: push.from, id: push.id)) }
+            if let push = unconfirmed.acknowledge(seq, now: now) { confirmed.append(ConfirmedPush(seq: seq, from: push.from, id: push.id, isCopy: push.isCopy)) }
         }
         if !parked.isEmpty {
             for (seq, push) in parked where seq <= upTo {
                 parked[seq] = nil
-                confirmed.append(ConfirmedPush(seq: seq, from: push.from, id: push.id))
+                confirmed.append(ConfirmedPush(seq: seq, from: push.from, id: push.id, isCopy: push.isCopy))
             }
         }
         return confirmed.sorted { $0.seq < $1.seq }

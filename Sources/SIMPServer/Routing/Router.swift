@@ -103,55 +103,99 @@ final class Router: @unchecked Sendable {
 
     // MARK: sessions
 
-    /// Opens a session for a user who presented a valid token; replaces their older one on this node.
-    func openSession(user: String, control: any Channel, lastSeq: UInt64, takesBundles: Bool = false,
-                     takesEarly: Bool = false) -> EventLoopFuture<Simp_ConnectResponse> {
+    /// What a CONNECT asks for, once its token is verified.
+    struct SessionRequest: Sendable {
+        var user: String
+        var device: String
+        /// When the token was issued (ms since the epoch): a device revoked since refuses it.
+        var tokenIssuedMillis: Int64
+        var lastSeq: UInt64
+        var takesBundles = false
+        var takesEarly = false
+    }
+
+    /// Opens a session for a device of a user who presented a valid token; replaces the same
+    /// device's older session on this node. Its other devices stay.
+    func openSession(_ request: SessionRequest, control: any Channel) -> EventLoopFuture<Simp_ConnectResponse> {
         loop.assertInEventLoop()
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        return store.registerDevice(user: request.user, device: request.device, nowMillis: now,
+                                    issuedMillis: request.tokenIssuedMillis, on: loop).flatMap { [self] registration in
+            switch registration {
+            case .registered(let cursor, let devices, let nodes):
+                return open(request, control: control, cursor: cursor, devices: devices, nodes: nodes)
+            case .tooMany(let devices):
+                return loop.makeFailedFuture(ServerError(.tooManyDevices, "\(request.user) has \(devices) devices, the most this server allows; "
+                                                         + "revoke one first (/device revoke NAME)"))
+            case .revoked:
+                return loop.makeFailedFuture(ServerError(.deviceRevoked, "device \(request.device) of \(request.user) was revoked; log in again"))
+            }
+        }
+    }
+
+    private func open(_ request: SessionRequest, control: any Channel, cursor: UInt64, devices: Int,
+                      nodes: [String]) -> EventLoopFuture<Simp_ConnectResponse> {
         var rng = SystemRandomNumberGenerator()
+        let user = request.user
         // The session's path validator forgets it once used; only the answer below needs it too.
         let bindToken = randomBytes(16)
-        let session = Session(id: sessions.newID(using: &rng), user: user, control: control, bindToken: bindToken,
-                              syncFloor: lastSeq, policy: settings.retransmit,
+        let session = Session(id: sessions.newID(using: &rng), user: user, device: request.device, control: control, bindToken: bindToken,
+                              syncFloor: request.lastSeq, policy: settings.retransmit,
                               bucket: TokenBucket(rate: settings.messagesPerSecond, burst: settings.messageBurst, now: .now()))
-        session.takesBundles = takesBundles
-        session.takesEarly = takesEarly
+        session.takesBundles = request.takesBundles
+        session.takesEarly = request.takesEarly
         if let previous = sessions.insert(session) {
             sessionClosed(previous)
-            previous.control.writeAndFlush(Simp_Envelope.error(.sessionReplaced, "a newer session for \(user) connected"), promise: nil)
+            previous.control.writeAndFlush(Simp_Envelope.error(.sessionReplaced, "a newer session of \(user)'s device \(request.device) connected"), promise: nil)
             previous.control.close(promise: nil)
         }
+        deviceCount(of: user, is: devices)
+        if devices > 1 { announceDevices(of: user, count: devices, to: nodes) }
         metrics.sessions.set(Int64(sessions.count))
         logger.info("session opened", metadata: session.logMetadata)
+        let lastSeq = request.lastSeq
         // Stores made from now on run in Redis after the numbering check (one connection, in
         // order), so they may already number above what the client has seen.
         session.numberingFloor = lastSeq
-        return store.repairNumbering(user: user, lastSeq: lastSeq, on: loop).flatMap { [self] moved in
+        return store.repairNumbering(user: user, lastSeq: lastSeq, on: loop).map { [self] moved in
             if moved > 0 {
                 metrics.renumbered.increment(by: Int64(moved))
                 logger.warning("Redis lost numbers \(user) had seen; \(moved) messages stored since moved past seq \(lastSeq)",
                                metadata: session.logMetadata)
             }
-            return store.pending(user: user, after: lastSeq, limit: 0, on: loop)
-        }.map { [self] pending in
-            session.syncFloor = max(lastSeq, pending.confirmed)
-            // The client has more than the server knows it confirmed: its last receipt was lost
+            session.syncFloor = max(lastSeq, cursor)
+            // The device has more than the server knows it confirmed: its last receipt was lost
             // with the previous connection (or node). Apply it now.
-            if lastSeq > pending.confirmed { recordReceipt(.init(user: user, upTo: lastSeq, needsEntries: true)) }
+            if lastSeq > cursor { recordReceipt(.init(user: user, device: session.device, upTo: lastSeq, needsEntries: true)) }
             var response = Simp_ConnectResponse()
             response.sessionID = session.id
             response.bindToken = Data(bindToken)
-            response.confirmedSeq = pending.confirmed
+            response.confirmedSeq = cursor
             response.heartbeatMillis = UInt32(settings.heartbeat.nanoseconds / 1_000_000)
             response.user = user
             response.udpPort = UInt32(udp?.localAddress?.port ?? 0)
             response.sessionKey = session.key.withUnsafeBytes { Data($0) }
             response.bundles = true
-            response.early = takesEarly
+            response.early = request.takesEarly
+            response.device = session.device
+            response.devices = UInt32(devices)
             return response
         }.flatMapErrorThrowing { [self] error in
             closeSession(session.id)
             throw error
         }
+    }
+
+    /// Every session of the user here learns how many devices the user has.
+    private func deviceCount(of user: String, is count: Int) {
+        for session in sessions.sessions(of: user) { session.devices = count }
+    }
+
+    /// The user's devices on other nodes learn that the user has `count` devices now.
+    private func announceDevices(of user: String, count: Int, to nodes: [String]) {
+        let others = nodes.filter { $0 != settings.nodeID }
+        guard !others.isEmpty else { return }
+        store.publish(.devices(user: user, count: count), to: others, on: loop)
     }
 
     func closeSession(_ id: UInt64) {
@@ -166,7 +210,8 @@ final class Router: @unchecked Sendable {
         presenceRenewals[session.id] = nil
         let metadata = session.logMetadata
         logger.info("session closed", metadata: metadata)
-        store.clearPresence(user: session.user, session: session.id, on: loop).whenFailure { [logger] error in
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        store.clearPresence(user: session.user, device: session.device, session: session.id, nowMillis: now, on: loop).whenFailure { [logger] error in
             logger.debug("presence not cleared", metadata: metadata.merging(["error": "\(error)"]) { $1 })
         }
     }
@@ -180,17 +225,31 @@ final class Router: @unchecked Sendable {
         settings.messageBurst = burst
     }
 
-    /// An administrator closes the user's session on this node (only if it is `session`, when
-    /// given): the client is told not to reconnect. Returns whether a session was closed.
+    /// An administrator closes the user's sessions on this node (only `session`, when given):
+    /// the clients are told not to reconnect. Returns whether a session was closed.
     @discardableResult
     func closeByAdministrator(user: String, session id: UInt64?) -> Bool {
         loop.assertInEventLoop()
-        guard let session = sessions.session(of: user), id == nil || session.id == id else { return false }
-        logger.notice("session closed by an administrator", metadata: session.logMetadata)
+        let closing = sessions.sessions(of: user).filter { id == nil || $0.id == id }
+        for session in closing {
+            logger.notice("session closed by an administrator", metadata: session.logMetadata)
+            end(session, .sessionClosed, "an administrator closed this session")
+        }
+        return !closing.isEmpty
+    }
+
+    /// A device was revoked (from another of its user's devices): its session here ends.
+    func closeRevoked(user: String, device: String, by revoker: String) {
+        loop.assertInEventLoop()
+        guard let session = sessions.session(of: user, device: device) else { return }
+        logger.notice("session of a revoked device closed", metadata: session.logMetadata)
+        end(session, .sessionClosed, "this device was revoked from \(user)'s device \(revoker)")
+    }
+
+    private func end(_ session: Session, _ code: Simp_ErrorCode, _ reason: String) {
         closeSession(session.id)
-        session.control.writeAndFlush(Simp_Envelope.error(.sessionClosed, "an administrator closed this session"), promise: nil)
+        session.control.writeAndFlush(Simp_Envelope.error(code, reason), promise: nil)
         session.control.close(promise: nil)
-        return true
     }
 
     // MARK: datagrams in
@@ -303,10 +362,10 @@ final class Router: @unchecked Sendable {
 
     /// A presence that is gone (Redis restarted without it, or the TTL ran out) is written whole.
     private func renewPresence() {
-        let renewals = presenceRenewals.values.filter { sessions.isCurrent($0) }
+        let renewals = presenceRenewals.values.filter { sessions.isCurrent($0) && $0.address != nil }
         presenceRenewals.removeAll(keepingCapacity: true)
         guard !renewals.isEmpty else { return }
-        store.renewPresence(users: renewals.map(\.user), on: loop).whenComplete { [self] result in
+        store.renewPresence(renewals.compactMap(presence), on: loop).whenComplete { [self] result in
             switch result {
             case .success(let renewed):
                 for (session, done) in zip(renewals, renewed) where !done && sessions.isCurrent(session) {
@@ -321,15 +380,20 @@ final class Router: @unchecked Sendable {
 
     private func writePresence() {
         guard !presenceDue.isEmpty else { return }
-        let entries = presenceDue.values.compactMap { session -> MessageStore.Presence? in
-            guard sessions.isCurrent(session), let address = session.address else { return nil }
-            return MessageStore.Presence(user: session.user, address: Self.describe(address), session: session.id)
-        }
+        let entries = presenceDue.values.filter { sessions.isCurrent($0) }.compactMap(presence)
         presenceDue.removeAll(keepingCapacity: true)
         guard !entries.isEmpty else { return }
-        store.setPresence(entries, node: settings.nodeID, on: loop).whenFailure { [logger] error in
+        store.setPresence(entries, on: loop).whenFailure { [logger] error in
             logger.warning("presence not written", metadata: ["error": "\(error)"])
         }
+    }
+
+    /// The session's presence entry as of now (nil before it has an address).
+    private func presence(_ session: Session) -> MessageStore.Presence? {
+        guard let address = session.address else { return nil }
+        let entry = PresenceEntry(node: settings.nodeID, session: session.id, address: Self.describe(address),
+                                  seenMillis: Int64(Date().timeIntervalSince1970 * 1000))
+        return MessageStore.Presence(user: session.user, device: session.device, entry: entry)
     }
 
     /// True when the datagram came from the session's validated address; otherwise it is
@@ -373,14 +437,19 @@ final class Router: @unchecked Sendable {
         message.fresh = false
         message.serverTime = Int64(Date().timeIntervalSince1970 * 1000)
         let bytes: [UInt8] = (try? message.serializedBytes()) ?? []
-        // Stored, it could never be pushed: its seq would not fit the datagram.
-        guard bytes.count <= MessageRules.maxStoredBytes else {
+        let copied = session.devices > 1 && message.toUser != session.user
+        // Stored, it (or its copy for the sender's other devices) could never be pushed: its
+        // seq would not fit the datagram.
+        let limit = MessageRules.maxStoredBytes - (copied ? session.device.utf8.count + 2 : 0)
+        guard bytes.count <= limit else {
             message.clientSeq = order
             refuse(message, (.messageTooLarge, "message is \(bytes.count) bytes as stored (with its sender and time); "
-                + "the limit is \(MessageRules.maxStoredBytes)"), from: session)
+                + "the limit is \(limit)"), from: session)
             return
         }
         var request = StoreRequest(from: session.user, id: message.messageID, to: message.toUser, bytes: bytes)
+        request.device = session.device
+        request.copiedForSender = copied
         // Unordered messages are stored on every arrival: only a numbered one reaches the
         // store once per session, so only it may go early.
         request.fresh = fresh && order > 0
@@ -485,13 +554,14 @@ final class Router: @unchecked Sendable {
     }
 
     /// The recipient's session when the message may be pushed before its store answers: the
-    /// recipient asked for that, is here and bound, has confirmed every push (none waits, none
+    /// recipient asked for that, is here with one device (so a retraction has one place to go) and bound, has confirmed every push (none waits, none
     /// was given up on, its inbox was read) and nothing else is being stored for it here. So
     /// the early message cannot overtake one stored before it on this node, and at most one
     /// early message per recipient waits for its store: under load everything goes numbered.
     private func earlyRecipient(of request: StoreRequest) -> Session? {
-        guard request.fresh, !request.answerOnly, storesPendingFor[request.to] == nil,
-              let recipient = sessions.session(of: request.to), recipient.takesEarly, recipient.isBound, recipient.synced,
+        let here = sessions.sessions(of: request.to)
+        guard request.fresh, !request.answerOnly, storesPendingFor[request.to] == nil, here.count == 1,
+              let recipient = here.first, recipient.takesEarly, recipient.isBound, recipient.synced,
               !recipient.catchingUp, !recipient.mayMissPushes, recipient.pushes.isEmpty, !recipient.pushes.hasParked
         else { return nil }
         return recipient
@@ -510,9 +580,17 @@ final class Router: @unchecked Sendable {
         let id: String
     }
 
+    /// One sending device's messages to one recipient: the order a sender's device keeps.
     private struct Conversation: Hashable {
         let from: String
+        let device: String
         let to: String
+
+        init(_ request: StoreRequest) {
+            from = request.from
+            device = request.device
+            to = request.to
+        }
     }
 
     private static func storeKey(_ request: StoreRequest) -> StoreKey { StoreKey(from: request.from, id: request.id) }
@@ -529,7 +607,7 @@ final class Router: @unchecked Sendable {
 
     private func flushStores() {
         while let batch = stores.nextBatch() {
-            store.store(batch.items, floor: { [sessions] in sessions.session(of: $0)?.numberingFloor }, on: loop).whenComplete { [self] result in
+            store.store(batch.items, floor: { [sessions] in sessions.sessions(of: $0).compactMap(\.numberingFloor).max() }, on: loop).whenComplete { [self] result in
                 // The store never fails as a whole: an outage is an outcome per message.
                 let outcomes = (try? result.get()) ?? []
                 storeCompleted(batch, outcomes)
@@ -577,7 +655,7 @@ final class Router: @unchecked Sendable {
         }
         // A store tried again after its shard was let go keeps the time it first waited from.
         var request = request
-        if let later = latestStored[Conversation(from: request.from, to: request.to)], later.order > request.order { request.overtaken = true }
+        if let later = latestStored[Conversation(request)], later.order > request.order { request.overtaken = true }
         let since = request.heldSince ?? .now()
         request.heldSince = since
         replicaHold.refused(request, shard: shard, online: online, ticket: ticket, index: index, now: since)
@@ -655,17 +733,51 @@ final class Router: @unchecked Sendable {
         if let left = storesPendingFor[request.to] { storesPendingFor[request.to] = left > 1 ? left - 1 : nil }
         if case .stored(let seq, let bytes) = outcome {
             answerHeldEarlierOnly(request)
-            if let recipient = sessions.session(of: request.to) {
+            let push = Push(bytes: bytes, from: request.from, id: request.id, isCopy: request.copyFor != nil)
+            for recipient in sessions.sessions(of: request.to) {
                 recipient.raiseNumberingFloor(seq)
-                if recipient.isBound { push(seq, Push(bytes: bytes, from: request.from, id: request.id), to: recipient) }
+                if recipient.isBound { self.push(seq, push, to: recipient) }
             }
         } else {
             catchUpIfUnpushed(request, outcome)
         }
+        guard request.copyFor == nil else {
+            copySettled(request, outcome)
+            return
+        }
         let envelopes = answers(request, outcome)
         if request.pushedEarly { retractEarlyCopyIfDue(request, outcome, answers: envelopes) }
-        guard let sender = sessions.session(of: request.from) else { return }
+        if request.copiedForSender, outcome.isStored {
+            enqueueStore(Self.senderCopy(of: request, answers: envelopes))
+            return
+        }
+        answerSender(request, envelopes)
+    }
+
+    private func answerSender(_ request: StoreRequest, _ envelopes: [Simp_Envelope]) {
+        guard let sender = sessions.session(of: request.from, device: request.device) else { return }
         for envelope in envelopes { outbox.send(envelope, on: sender.control) }
+    }
+
+    /// The copy of a stored message for its sender's other devices, in the sender's own inbox.
+    /// The sender hears about the message once the copy is made: until then a crash could
+    /// leave the message stored and the copy never made, while a resend (answered as a
+    /// duplicate) makes it.
+    private static func senderCopy(of request: StoreRequest, answers: [Simp_Envelope]) -> StoreRequest {
+        var copy = StoreRequest(from: request.from, id: request.id, to: request.from,
+                                bytes: StoredMessage.appending(fromDevice: request.device, to: request.bytes))
+        copy.device = request.device
+        copy.copyFor = request.to
+        copy.answersAfterCopy = answers
+        return copy
+    }
+
+    /// The message is stored whatever became of its copy: its sender hears so now.
+    private func copySettled(_ copy: StoreRequest, _ outcome: StoreOutcome) {
+        if !outcome.isStored {
+            logger.warning("message \(copy.id) from \(copy.from) to \(copy.copyFor ?? "?") was stored, but its copy for \(copy.from)'s other devices was not: \(outcome)")
+        }
+        answerSender(copy, copy.answersAfterCopy)
     }
 
     /// A later message of the same sender stored while an earlier one waits for replicas (its
@@ -673,7 +785,7 @@ final class Router: @unchecked Sendable {
     /// it would follow the later one. It is answered (not stored) when it is let go.
     private func answerHeldEarlierOnly(_ request: StoreRequest) {
         guard store.settings.minReplicas > 0 else { return }
-        let conversation = Conversation(from: request.from, to: request.to)
+        let conversation = Conversation(request)
         let now = NIODeadline.now()
         if request.order > latestStored[conversation]?.order ?? 0 { latestStored[conversation] = (request.order, now) }
         if latestStored.count > pruneLatestStoredAt {
@@ -681,25 +793,25 @@ final class Router: @unchecked Sendable {
             pruneLatestStoredAt = max(10_000, latestStored.count * 2)
         }
         guard !replicaHold.isEmpty else { return }
-        replicaHold.update(matching: { $0.from == request.from && $0.to == request.to }) { $0.overtaken = true }
+        replicaHold.update(matching: { Conversation($0) == conversation }) { $0.overtaken = true }
     }
 
     /// A store found already made (its first answer lost) or given up on while it may have run
     /// leaves a seq this node has not pushed: the inbox is read back now, and nothing goes early
     /// to that recipient until a read issued after it has come back (`Session.mayMissPushes`).
     private func catchUpIfUnpushed(_ request: StoreRequest, _ outcome: StoreOutcome) {
-        guard let recipient = sessions.session(of: request.to), recipient.isBound else { return }
-        let pushedUpTo = max(recipient.syncFloor, recipient.lastReceipt, recipient.highestPushed)
-        guard outcome.mayLeaveUnpushed(ambiguous: request.ambiguousSince != nil, pushedUpTo: pushedUpTo) else { return }
-        recipient.doubtsRaised += 1
-        catchUp(recipient)
+        for recipient in sessions.sessions(of: request.to) where recipient.isBound {
+            let pushedUpTo = max(recipient.syncFloor, recipient.lastReceipt, recipient.highestPushed)
+            guard outcome.mayLeaveUnpushed(ambiguous: request.ambiguousSince != nil, pushedUpTo: pushedUpTo) else { continue }
+            recipient.doubtsRaised += 1
+            catchUp(recipient)
+        }
     }
 
     /// An early message that will not come numbered, or that its recipient had confirmed
     /// before (its sender sent it again), is retracted, with the reason its sender got.
     private func retractEarlyCopyIfDue(_ request: StoreRequest, _ outcome: StoreOutcome, answers: [Simp_Envelope]) {
         guard outcome.retractsEarlyCopy(ambiguous: request.ambiguousSince != nil) else { return }
-        guard let recipient = sessions.session(of: request.to) else { return }
         var retracted = Simp_Retracted()
         retracted.fromUser = request.from
         retracted.messageID = request.id
@@ -711,7 +823,7 @@ final class Router: @unchecked Sendable {
             retracted.reason = "the sender had sent this message before"
         }
         metrics.earlyRetracted.increment()
-        outbox.send(Simp_Envelope(.retracted(retracted)), on: recipient.control)
+        for recipient in sessions.sessions(of: request.to) { outbox.send(Simp_Envelope(.retracted(retracted)), on: recipient.control) }
     }
 
     /// What the sender is told about its message's store.
@@ -876,7 +988,11 @@ final class Router: @unchecked Sendable {
         let confirmed = session.pushes.confirm(upTo: receipt.upToSeq, now: .now())
         session.raiseNumberingFloor(receipt.upToSeq)
         resendMissing(receipt.missing.prefix(RequestCost.missingPerReceipt), to: session)
-        for push in confirmed { notifyDelivered(id: push.id, from: push.from, to: session.user, seq: push.seq) }
+        // A message is delivered when the first of its recipient's devices confirms it.
+        let confirmedElsewhere = sessions.sessions(of: session.user).lazy.filter { $0 !== session }.map(\.lastReceipt).max() ?? 0
+        for push in confirmed where !push.isCopy && push.seq > confirmedElsewhere {
+            notifyDelivered(id: push.id, from: push.from, to: session.user, seq: push.seq)
+        }
         let floor = max(session.lastReceipt, session.syncFloor)
         guard receipt.upToSeq > session.lastReceipt else { return }
         session.lastReceipt = receipt.upToSeq
@@ -884,7 +1000,7 @@ final class Router: @unchecked Sendable {
         // say): only the store knows their senders.
         let known = confirmed.lazy.filter { $0.seq > floor }.count
         let needsEntries = receipt.upToSeq > floor && UInt64(known) < receipt.upToSeq - floor
-        recordReceipt(.init(user: session.user, upTo: receipt.upToSeq, needsEntries: needsEntries))
+        recordReceipt(.init(user: session.user, device: session.device, upTo: receipt.upToSeq, needsEntries: needsEntries))
     }
 
     /// Resends what the receiver reports missing, within the session's resend budget (what is
@@ -946,24 +1062,24 @@ final class Router: @unchecked Sendable {
     }
 
     private func notifyDelivered(storedBytes bytes: [UInt8], recipient: String) {
-        guard let message = try? Simp_Message(serializedBytes: bytes) else { return }
+        // A copy for its sender's other devices (addressed to someone else) tells nobody.
+        guard let message = try? Simp_Message(serializedBytes: bytes), message.toUser == recipient else { return }
         notifyDelivered(id: message.messageID, from: message.fromUser, to: recipient, seq: message.seq)
     }
 
-    /// Tells an online sender: here, or through its node (presence says which). One whose
-    /// session is nowhere, or whose notice is lost, asks with DeliveryQuery when it connects
-    /// and now and then.
+    /// Tells the sender's devices: those here at once, those on other nodes through their
+    /// nodes (presence says which). A device whose notice is lost, or that is offline, asks
+    /// with DeliveryQuery when it connects and now and then.
     private func notifyDelivered(id: String, from sender: String, to recipient: String, seq: UInt64) {
-        guard let session = sessions.session(of: sender) else {
-            var item = Simp_Accepted()
-            item.messageID = id
-            item.toUser = recipient
-            item.seq = seq
-            if remoteDelivered.isEmpty { loop.execute { [self] in publishDelivered() } }
-            remoteDelivered[sender, default: []].append(item)
-            return
-        }
-        outbox.send(Self.delivered(id: id, to: recipient, seq: seq), on: session.control)
+        let here = sessions.sessions(of: sender)
+        for session in here { outbox.send(Self.delivered(id: id, to: recipient, seq: seq), on: session.control) }
+        guard here.isEmpty || here.count < here.map(\.devices).max()! else { return }
+        var item = Simp_Accepted()
+        item.messageID = id
+        item.toUser = recipient
+        item.seq = seq
+        if remoteDelivered.isEmpty { loop.execute { [self] in publishDelivered() } }
+        remoteDelivered[sender, default: []].append(item)
     }
 
     /// This tick's delivered notices for senders not connected here, in one round trip to
@@ -984,11 +1100,13 @@ final class Router: @unchecked Sendable {
         loop.assertInEventLoop()
         switch notice {
         case .inbox(let user):
-            guard let session = sessions.session(of: user), session.isBound else { return }
-            catchUp(session)
+            for session in sessions.sessions(of: user) where session.isBound { catchUp(session) }
         case .delivered(let sender, let messages):
-            guard let session = sessions.session(of: sender) else { return }
-            for item in messages { outbox.send(Self.delivered(id: item.messageID, to: item.toUser, seq: item.seq), on: session.control) }
+            for session in sessions.sessions(of: sender) {
+                for item in messages { outbox.send(Self.delivered(id: item.messageID, to: item.toUser, seq: item.seq), on: session.control) }
+            }
+        case .devices(let user, let count):
+            deviceCount(of: user, is: count)
         }
     }
 

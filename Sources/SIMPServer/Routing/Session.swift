@@ -3,13 +3,17 @@ import Logging
 import NIOCore
 import SIMPCore
 
-/// One connected client on this node: its control channel, its validated UDP address,
-/// and the datagrams it has not yet confirmed. Confined to the router's event loop,
+/// One connected device of a user on this node: its control channel, its validated UDP
+/// address, and the datagrams it has not yet confirmed. Confined to the router's event loop,
 /// which is why it may be captured by the future callbacks that run there.
 final class Session: TableEntry, SealedPeer, @unchecked Sendable {
     let id: UInt64
     let user: String
+    let device: String
     let control: any Channel
+    /// How many devices the user has, as last heard (CONNECT, or a notice from another node's
+    /// CONNECT): with more than one, what this device sends is copied for the others.
+    var devices = 1
     /// The validated source address (nothing is sent before there is one) and its challenges.
     var path: PathValidator
     /// The client's highest confirmed seq when it connected; sync starts after it.
@@ -65,11 +69,12 @@ final class Session: TableEntry, SealedPeer, @unchecked Sendable {
     }
 
     /// `bindToken` is the single-use token a bind datagram must present; handed to the client over TCP.
-    init(id: UInt64, user: String, control: any Channel, bindToken: [UInt8], syncFloor: UInt64, policy: RetransmitPolicy,
+    init(id: UInt64, user: String, device: String, control: any Channel, bindToken: [UInt8], syncFloor: UInt64, policy: RetransmitPolicy,
          bucket: TokenBucket) {
         self.bucket = bucket
         self.id = id
         self.user = user
+        self.device = device
         self.control = control
         self.path = PathValidator(bindToken: bindToken)
         self.syncFloor = syncFloor
@@ -89,6 +94,6 @@ extension Session {
     /// Who a log line is about. Only the user name and the session id: the bind token and
     /// the key are secrets and never go to a log.
     var logMetadata: Logger.Metadata {
-        ["user": "\(user)", "session": "\(id)"]
+        ["user": "\(user)", "device": "\(device)", "session": "\(id)"]
     }
 }

@@ -1,15 +1,18 @@
-/// Something the session table holds: found by its id (datagrams, control frames) and by
-/// its user (pushes, notices to senders).
+/// Something the session table holds: found by its id (datagrams, control frames), by its
+/// user (pushes, notices to senders) and by its user's device (answers to a sender).
 protocol TableEntry: AnyObject {
     var id: UInt64 { get }
     var user: String { get }
+    var device: String { get }
 }
 
-/// This node's sessions, by id and by user; one session per user (a newer one replaces the
-/// older). Pure; confined to the router's loop like the sessions themselves.
+/// This node's sessions, by id, by user and by device; one session per device of a user (a
+/// newer one of the same device replaces the older; other devices stay). Pure; confined to
+/// the router's loop like the sessions themselves.
 struct SessionTable<Entry: TableEntry> {
     private var byID: [UInt64: Entry] = [:]
-    private var byUser: [String: UInt64] = [:]
+    /// Per user, per device, its session's id.
+    private var byUser: [String: [String: UInt64]] = [:]
 
     var count: Int { byID.count }
     /// Every session, in no particular order.
@@ -17,24 +20,32 @@ struct SessionTable<Entry: TableEntry> {
 
     subscript(id: UInt64) -> Entry? { byID[id] }
 
-    func session(of user: String) -> Entry? {
-        byUser[user].flatMap { byID[$0] }
+    /// The user's sessions here, one per connected device, in no particular order.
+    func sessions(of user: String) -> [Entry] {
+        byUser[user]?.values.compactMap { byID[$0] } ?? []
     }
 
-    /// Adds a session; returns the user's older session, which is removed.
+    func session(of user: String, device: String) -> Entry? {
+        byUser[user]?[device].flatMap { byID[$0] }
+    }
+
+    /// Adds a session; returns the older session of the same device, which is removed.
     mutating func insert(_ entry: Entry) -> Entry? {
-        let older = session(of: entry.user)
+        let older = session(of: entry.user, device: entry.device)
         if let older { byID[older.id] = nil }
         byID[entry.id] = entry
-        byUser[entry.user] = entry.id
+        byUser[entry.user, default: [:]][entry.device] = entry.id
         return older
     }
 
-    /// Removes the session with this id; a newer session of the same user stays.
+    /// Removes the session with this id; a newer session of the same device stays.
     @discardableResult
     mutating func remove(_ id: UInt64) -> Entry? {
         guard let entry = byID.removeValue(forKey: id) else { return nil }
-        if byUser[entry.user] == id { byUser[entry.user] = nil }
+        if byUser[entry.user]?[entry.device] == id {
+            byUser[entry.user]![entry.device] = nil
+            if byUser[entry.user]!.isEmpty { byUser[entry.user] = nil }
+        }
         return entry
     }
 

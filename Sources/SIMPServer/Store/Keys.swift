@@ -21,7 +21,15 @@ struct Keys: Sendable {
     /// Redis' run id at NAME's last store, and the seq numbering restarted from while no
     /// CONNECT of NAME has checked it (`Scripts.store`).
     func numbering(_ name: String) -> String { of(name, "numbering") }
+    /// Where each connected device of NAME is: field DEVICE, value `PresenceEntry` text.
     func presence(_ name: String) -> String { of(name, "presence") }
+    /// NAME's devices: field DEVICE, value the ms of its last CONNECT or disconnect.
+    func devices(_ name: String) -> String { of(name, "devices") }
+    /// Each device's confirmed mark (field DEVICE, value a seq); `acked` is their highest.
+    func cursors(_ name: String) -> String { of(name, "cursors") }
+    /// Devices revoked: field DEVICE, value the ms of the revocation (tokens issued before it
+    /// open no session for that device).
+    func revokedDevices(_ name: String) -> String { of(name, "revoked") }
     /// The ids of the messages one sender stored in one recipient's inbox, scored by their
     /// seq: a retransmitted datagram is stored once, the sender's share of the inbox is
     /// counted, and a delivery query is answered only to the message's sender.

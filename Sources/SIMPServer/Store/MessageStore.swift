@@ -9,6 +9,16 @@ struct StoreRequest: Sendable {
     var id: String
     var to: String
     var bytes: [UInt8]
+    /// The sender's device: its answer goes there (its other devices never sent it).
+    var device: String = DeviceName.unnamed
+    /// The sender has other devices: once stored, a copy goes to the sender's own inbox
+    /// (`copyFor`), and the sender is answered when that copy is made.
+    var copiedForSender = false
+    /// This is the copy, in its sender's inbox, of a message to this user: it goes into the
+    /// sender's history with that user, and no `delivered` comes of it.
+    var copyFor: String?
+    /// For the copy: what its sender is told once the copy is made.
+    var answersAfterCopy: [Simp_Envelope] = []
     /// Set when an attempt may have run in Redis without us seeing the answer.
     var ambiguousSince: NIODeadline?
     /// A resend of a message whose number the session already processed: answered from what
@@ -80,6 +90,14 @@ extension StoreOutcome {
     /// before by its sender). Not when it may still come numbered (the recipient's ledger takes
     /// that copy instead; a retraction overtaking it would have it shown twice), nor when this
     /// store's own earlier attempt stored it (`ambiguous`: the copy confirmed was this one's).
+    /// The message is in the inbox (stored now, or before).
+    var isStored: Bool {
+        switch self {
+        case .stored, .duplicate: true
+        default: false
+        }
+    }
+
     func retractsEarlyCopy(ambiguous: Bool) -> Bool {
         switch self {
         case .stored: false
@@ -114,6 +132,9 @@ struct StoreSettings: Sendable {
     /// Message ids remembered per sender and recipient (at least `inboxShare`).
     var idsPerSender = 10_000
     var presenceTTLSeconds = 90
+    var maxDevicesPerUser = 10
+    /// How long a token lives: a device revocation is kept that long.
+    var tokenLifetimeMillis: Int64 = 24 * 3600 * 1000
     /// This node's id, as presence records name it.
     var nodeID = "node-1"
     /// Replicas that must have a store before it counts as done (WAIT), and how long to wait.
@@ -169,7 +190,7 @@ final class MessageStore: Sendable {
                 if let depth = Self.inboxDepth(answer.reply) { self.observeInboxDepth(depth) }
                 let replicated = answer.replicas >= Int64(self.settings.minReplicas)
                 // A store the replicas did not confirm is not announced: it will be stored again.
-                if replicated, let node = Self.recipientNode(answer.reply) { notices.append((node, batch[indices[0]].to)) }
+                if replicated { notices += Self.recipientNodes(answer.reply).map { ($0, batch[indices[0]].to) } }
                 let parts = Self.outcomes(answer.reply, count: indices.count)
                 for (index, outcome) in zip(indices, parts) {
                     made[index] = Self.withStoredBytes(outcome, batch[index])
@@ -255,19 +276,28 @@ final class MessageStore: Sendable {
 
     static let noticeAttempts = 5
 
-    /// The node named in a recipient's store answer (stored, or a duplicate not yet confirmed):
-    /// where its session is, when not here.
-    static func recipientNode(_ reply: RedisValue) -> String? {
-        reply.array?.lazy.compactMap { entry -> String? in
-            guard let parts = entry.array, parts.count == 4 else { return nil }
-            return parts[3].string
-        }.first
+    /// Asks every node (not waited for; tried again a few times).
+    func announce(_ request: AdminRequest, on loop: any EventLoop) {
+        publish([RedisCommand("SPUBLISH", [keys.adminChannel, request.text])], on: loop)
+    }
+
+    /// Tells these nodes something (not waited for; tried again a few times).
+    func publish(_ notice: NodeNotice, to nodes: [String], on loop: any EventLoop) {
+        publish(nodes.map { RedisCommand("SPUBLISH", [keys.nodeChannel($0), notice.payload]) }, on: loop)
+    }
+
+    /// The nodes named in a recipient's store answer (stored, or a duplicate not yet
+    /// confirmed): where its devices are, other than here.
+    static func recipientNodes(_ reply: RedisValue) -> [String] {
+        let named = reply.array?.first { ($0.array?.count ?? 0) > 3 }
+        return named?.array?.dropFirst(3).compactMap(\.string) ?? []
     }
 
     private func historyCopies(_ batch: [StoreRequest], _ outcomes: [StoreOutcome]) -> [RedisCommand] {
         var lists: [String: [[UInt8]]] = [:]
         var order: [String] = []
-        for (request, outcome) in zip(batch, outcomes) where request.from != request.to {
+        // A sender with several devices has its copy (and its history) made by a store of its own.
+        for (request, outcome) in zip(batch, outcomes) where request.from != request.to && !request.copiedForSender {
             guard case .stored(_, let bytes) = outcome else { continue }
             let key = keys.history(of: request.from, with: request.to)
             if lists[key] == nil { order.append(key) }
@@ -299,7 +329,7 @@ final class MessageStore: Sendable {
                                          keys.presence(to)]
         for request in requests {
             keys.append(self.keys.messageIDs(to: to, from: request.from))
-            keys.append(self.keys.history(of: to, with: request.from))
+            keys.append(self.keys.history(of: to, with: request.copyFor ?? request.from))
         }
         let bounds = self.bounds
         var args: [any RedisArgument] = [settings.messageIDTTLSeconds, settings.historyCap, bounds.limit,
@@ -365,12 +395,14 @@ final class MessageStore: Sendable {
         return .stored(seq: seq, bytes: StoredMessage.appending(seq: seq, to: request.bytes))
     }
 
-    /// Writes confirmed marks (cumulative receipts) in one pipelined round trip. Per mark: the
-    /// inbox entries it confirmed when it asked for them (else none), or why it failed.
+    /// Writes devices' confirmed marks (cumulative receipts) in one pipelined round trip. Per
+    /// mark: the inbox entries it was first to confirm when it asked for them (else none), or
+    /// why it failed.
     func acknowledge(_ marks: [ReceiptLedger.Mark], on loop: any EventLoop) -> EventLoopFuture<[Result<[[UInt8]], RedisError>]> {
         let commands = marks.map { mark in
-            RedisCommand.script(Scripts.ack, keys: [keys.inbox(mark.user), keys.acked(mark.user), keys.seq(mark.user)],
-                                args: [mark.upTo, mark.needsEntries ? 1 : 0])
+            RedisCommand.script(Scripts.ack, keys: [keys.inbox(mark.user), keys.acked(mark.user), keys.seq(mark.user),
+                                                    keys.cursors(mark.user), keys.devices(mark.user)],
+                                args: [mark.upTo, mark.needsEntries ? 1 : 0, mark.device, bounds.limit])
         }
         return redis.run(commands, on: loop).map { replies in
             replies.map { reply in
@@ -496,48 +528,56 @@ final class MessageStore: Sendable {
 
     struct Presence {
         var user: String
-        var address: String
-        var session: UInt64
+        var device: String
+        var entry: PresenceEntry
     }
 
-    /// Writes the presence of several sessions of `node` in one round trip.
-    func setPresence(_ entries: [Presence], node: String, on loop: any EventLoop) -> EventLoopFuture<Void> {
-        let commands = entries.flatMap { entry in
-            let key = keys.presence(entry.user)
-            return [RedisCommand("HSET", [key, "node", node, "addr", entry.address, "session", entry.session]),
-                    RedisCommand("EXPIRE", [key, settings.presenceTTLSeconds])]
+    /// Writes the presence of several devices in one round trip.
+    func setPresence(_ presences: [Presence], on loop: any EventLoop) -> EventLoopFuture<Void> {
+        let ttl = settings.presenceTTLSeconds
+        let commands = presences.map { presence in
+            RedisCommand.script(Scripts.setPresence, keys: [keys.presence(presence.user)],
+                                args: [presence.device, presence.entry.text, ttl, presence.entry.seenMillis - Int64(ttl) * 1000])
         }
         return redis.run(commands, on: loop).flatMapThrowing { replies in
             for reply in replies { _ = try reply.checked() }
         }
     }
 
-    /// Extends the presence of these users by a TTL; false for each whose presence is gone.
-    func renewPresence(users: [String], on loop: any EventLoop) -> EventLoopFuture<[Bool]> {
-        let commands = users.map { RedisCommand("EXPIRE", [keys.presence($0), settings.presenceTTLSeconds]) }
+    /// Renews these devices' presence; false for each whose entry is gone (to be written whole).
+    func renewPresence(_ presences: [Presence], on loop: any EventLoop) -> EventLoopFuture<[Bool]> {
+        let commands = presences.map { presence in
+            RedisCommand.script(Scripts.renewPresence, keys: [keys.presence(presence.user)],
+                                args: [presence.device, "\(presence.entry.node) \(presence.entry.session) ", presence.entry.text,
+                                       settings.presenceTTLSeconds])
+        }
         return redis.run(commands, on: loop).flatMapThrowing { replies in
             try replies.map { try $0.checked().int == 1 }
         }
     }
 
-    /// Tells the nodes of these senders (their presence) which of their messages were
-    /// confirmed; senders with no presence, or present on this node, are skipped.
+    /// Tells the nodes of these senders' devices (their presence) which of their messages were
+    /// confirmed; this node is skipped (it told its own sessions).
     func publishDelivered(_ bySender: [String: [Simp_Accepted]], on loop: any EventLoop) -> EventLoopFuture<Void> {
         let senders = Array(bySender.keys)
-        let lookups = senders.map { RedisCommand("HGET", [keys.presence($0), "node"]) }
-        return redis.run(lookups, on: loop).flatMap { [self] nodes in
+        let lookups = senders.map { RedisCommand("HVALS", [keys.presence($0)]) }
+        return redis.run(lookups, on: loop).flatMap { [self] entries in
             var publishes: [RedisCommand] = []
-            for (sender, node) in zip(senders, nodes) {
-                guard let node = node.string, node != settings.nodeID, let messages = bySender[sender] else { continue }
-                publishes.append(RedisCommand("SPUBLISH", [keys.nodeChannel(node), NodeNotice.delivered(sender: sender, messages: messages).payload]))
+            for (sender, entries) in zip(senders, entries) {
+                guard let messages = bySender[sender] else { continue }
+                let nodes = Set((entries.array ?? []).compactMap { $0.string.flatMap(PresenceEntry.init)?.node })
+                for node in nodes where node != settings.nodeID {
+                    publishes.append(RedisCommand("SPUBLISH", [keys.nodeChannel(node), NodeNotice.delivered(sender: sender, messages: messages).payload]))
+                }
             }
             guard !publishes.isEmpty else { return loop.makeSucceededVoidFuture() }
             return redis.run(publishes, on: loop).map { _ in }
         }
     }
 
-    func clearPresence(user: String, session: UInt64, on loop: any EventLoop) -> EventLoopFuture<Void> {
-        let command = RedisCommand.script(Scripts.clearPresence, keys: [keys.presence(user)], args: [session])
+    func clearPresence(user: String, device: String, session: UInt64, nowMillis: Int64, on loop: any EventLoop) -> EventLoopFuture<Void> {
+        let command = RedisCommand.script(Scripts.clearPresence, keys: [keys.presence(user), keys.devices(user)],
+                                          args: [device, session, nowMillis])
         return redis.run([command], on: loop).flatMapThrowing { _ = try $0[0].checked() }
     }
 
@@ -564,6 +604,91 @@ final class MessageStore: Sendable {
             }
             return confirmed
         }
+    }
+
+    // MARK: devices
+
+    enum DeviceRegistration: Equatable {
+        /// The device's confirmed mark, how many devices the user has, and the nodes its
+        /// devices are connected to.
+        case registered(cursor: UInt64, devices: Int, nodes: [String])
+        case tooMany(devices: Int)
+        case revoked
+    }
+
+    /// Registers a device at CONNECT, or finds it; `issuedMillis`: when the token was issued.
+    func registerDevice(user: String, device: String, nowMillis: Int64, issuedMillis: Int64,
+                        on loop: any EventLoop) -> EventLoopFuture<DeviceRegistration> {
+        let command = RedisCommand.script(
+            Scripts.registerDevice,
+            keys: [keys.devices(user), keys.cursors(user), keys.acked(user), keys.revokedDevices(user), keys.presence(user)],
+            args: [device, settings.maxDevicesPerUser, nowMillis, issuedMillis])
+        return redis.run([command], on: loop).flatMapThrowing { replies in
+            let parts = try replies[0].checked().array ?? []
+            switch parts.first?.int {
+            case Int64(1)? where parts.count >= 3:
+                return .registered(cursor: UInt64(parts[1].int ?? 0), devices: Int(parts[2].int ?? 1),
+                                   nodes: parts.dropFirst(3).compactMap(\.string))
+            case Int64(-1)?: return .tooMany(devices: Int(parts.count > 2 ? parts[2].int ?? 0 : 0))
+            case Int64(-2)?: return .revoked
+            default: throw RedisError(.protocolViolation, "device registration returned \(parts)")
+            }
+        }
+    }
+
+    /// Ends a device; nil when the user has no such device, else where it is connected (if it is).
+    func revokeDevice(user: String, device: String, nowMillis: Int64, on loop: any EventLoop) -> EventLoopFuture<PresenceEntry??> {
+        let command = RedisCommand.script(
+            Scripts.revokeDevice,
+            keys: [keys.devices(user), keys.cursors(user), keys.presence(user), keys.revokedDevices(user)],
+            args: [device, nowMillis, settings.tokenLifetimeMillis])
+        return redis.run([command], on: loop).flatMapThrowing { replies in
+            let reply = try replies[0].checked()
+            guard let text = reply.string else { return nil }
+            return .some(PresenceEntry(text))
+        }
+    }
+
+    /// The user's devices, by name.
+    func devices(of user: String, nowMillis: Int64, on loop: any EventLoop) -> EventLoopFuture<[Simp_Device]> {
+        redis.run(Self.deviceReads(of: user, keys: keys), on: loop).flatMapThrowing { [settings] replies in
+            try Self.devices(from: replies, liveSince: nowMillis - Int64(settings.presenceTTLSeconds) * 1000)
+        }
+    }
+
+    /// What `devices(from:liveSince:)` reads.
+    static func deviceReads(of user: String, keys: Keys) -> [RedisCommand] {
+        [RedisCommand("HGETALL", [keys.devices(user)]), RedisCommand("HGETALL", [keys.cursors(user)]),
+         RedisCommand("HGETALL", [keys.presence(user)])]
+    }
+
+    /// The devices in the replies to `deviceReads`: online when a node rewrote its presence
+    /// entry since `liveSince` (ms).
+    static func devices(from replies: [RedisValue], liveSince: Int64) throws(RedisError) -> [Simp_Device] {
+        let seen = fields(try replies[0].checked())
+        let cursors = fields(try replies[1].checked())
+        let presence = fields(try replies[2].checked()).compactMapValues(PresenceEntry.init)
+        return seen.keys.sorted().map { name in
+            var device = Simp_Device()
+            device.name = name
+            device.lastSeen = Int64(seen[name] ?? "") ?? 0
+            device.confirmedSeq = UInt64(cursors[name] ?? "") ?? 0
+            if let entry = presence[name], entry.seenMillis >= liveSince {
+                device.online = true
+                device.lastSeen = max(device.lastSeen, entry.seenMillis)
+            }
+            return device
+        }
+    }
+
+    /// A HGETALL reply as a dictionary.
+    private static func fields(_ reply: RedisValue) -> [String: String] {
+        let flat = reply.array ?? []
+        var fields: [String: String] = [:]
+        for index in stride(from: 0, to: flat.count - 1, by: 2) {
+            if let name = flat[index].string, let value = flat[index + 1].string { fields[name] = value }
+        }
+        return fields
     }
 
     // MARK: accounts

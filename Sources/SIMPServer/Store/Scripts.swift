@@ -24,14 +24,14 @@ enum Scripts {
     /// Each message is stored unless its sender's id was seen before; its sequence number is
     /// appended to the serialized protobuf as field 10 (varint): a later occurrence of a scalar
     /// field wins, so the stored bytes carry their seq (the caller appends the same bytes).
-    /// Returns per message {1, seq, depth[, node]} stored (depth: the inbox's entries after it; node: where the recipient is, when another node), {0, seq, confirmed[, node]} duplicate (with the confirmed
+    /// Returns per message {1, seq, depth, node...} stored (depth: the inbox's unconfirmed entries after it; nodes: where the recipient's devices are, other than this one), {0, seq, confirmed, node...} duplicate (with the confirmed
     /// mark, so a resent message already delivered is answered as such), {-1} unknown
     /// recipient, {-2} inbox full, {-3} the sender's share of the inbox full, {-4} not stored
     /// before (for a message sent with no bytes: a late resend, to be answered, never stored),
     /// {-5, online} not stored: too few replicas online. History
     /// and a sender's ids grow 10% past their caps before they are trimmed, oldest first (a trim
     /// on every call was the most expensive command the script ran).
-    static let store = RedisScript(seqField + onlineReplicas + """
+    static let store = RedisScript(seqField + onlineReplicas + presenceNodes + """
     local known = redis.call('EXISTS', KEYS[1]) == 1
     local ttl, cap, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
     local share, idcap, floor = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -100,7 +100,8 @@ enum Scripts {
       elseif need > 0 and short() then
         out[n] = {-5, online}
       else
-        count = count or redis.call('ZCARD', KEYS[3])
+        -- Entries kept only for a device behind the others do not fill the inbox (`ack`).
+        count = count or redis.call('ZCOUNT', KEYS[3], '(' .. confirmed, '+inf')
         mine[ids] = mine[ids] or redis.call('ZCOUNT', ids, '(' .. confirmed, '+inf')
         if count >= limit then
           out[n] = {-2}
@@ -138,11 +139,11 @@ enum Scripts {
     end
     -- A duplicate not yet confirmed is named too: it may be the retry of a store whose first
     -- answer was lost (or not replicated in time), and nobody has told that node yet.
-    local node, looked = false, false
+    local nodes = nil
     for _, answer in ipairs(out) do
       if answer[1] == 1 or (answer[1] == 0 and answer[3] < answer[2]) then
-        if not looked then node, looked = redis.call('HGET', KEYS[6], 'node'), true end
-        if node and node ~= ARGV[8] then table.insert(answer, node) end
+        nodes = nodes or presencenodes(KEYS[6], ARGV[8])
+        for _, node in ipairs(nodes) do table.insert(answer, node) end
       end
     end
     return out
@@ -235,19 +236,133 @@ enum Scripts {
     return n
     """)
 
-    /// Cumulative receipt: removes inbox entries up to ARGV[1] (clamped to the last assigned
-    /// seq) and raises the confirmed mark. Returns the removed entries when ARGV[2] is 1 (the
-    /// caller does not know every confirmed message's sender), else how many were removed.
+    /// Cumulative receipt of one device. KEYS: inbox, confirmed mark, seq, cursors, devices.
+    /// ARGV: the seq confirmed (clamped to the last assigned), 1 when the caller does not know
+    /// every confirmed message's sender, the device, and how many confirmed entries may be kept
+    /// for devices behind (the inbox limit). Raises the device's cursor and the user's confirmed
+    /// mark (the highest cursor: a message is delivered once its first device confirms it), and
+    /// removes the entries every device has confirmed. A device further behind than the kept
+    /// entries has its cursor moved past those removed: it gets the newer ones, the older are in
+    /// the history. A device not registered (revoked) changes nothing. Returns, when ARGV[2] is
+    /// 1, the entries this receipt was the first to confirm (their senders are told), else {}.
     static let ack = RedisScript("""
+    local device = ARGV[3]
     local top = tonumber(redis.call('GET', KEYS[3]) or '0')
     local upto = math.min(tonumber(ARGV[1]), top)
-    local items = nil
-    if ARGV[2] == '1' then items = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', upto) end
-    local removed = redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', upto)
-    local cur = tonumber(redis.call('GET', KEYS[2]) or '0')
-    if upto > cur then redis.call('SET', KEYS[2], upto) end
-    return items or removed
+    local cur = tonumber(redis.call('HGET', KEYS[4], device) or '-1')
+    if cur < 0 and redis.call('HEXISTS', KEYS[5], device) == 0 then return {} end
+    if upto > cur then redis.call('HSET', KEYS[4], device, upto) end
+    local mark = tonumber(redis.call('GET', KEYS[2]) or '0')
+    local items = {}
+    if upto > mark then
+      if ARGV[2] == '1' then items = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. mark, upto) end
+      redis.call('SET', KEYS[2], upto)
+      mark = upto
+    end
+    local cursors = redis.call('HGETALL', KEYS[4])
+    local low = mark
+    for i = 2, #cursors, 2 do low = math.min(low, tonumber(cursors[i])) end
+    if low < mark then
+      local kept, retain = redis.call('ZCOUNT', KEYS[1], '-inf', mark), tonumber(ARGV[4])
+      if kept > retain then
+        local cut = redis.call('ZRANGE', KEYS[1], kept - retain - 1, kept - retain - 1, 'WITHSCORES')
+        low = tonumber(cut[2])
+        for i = 2, #cursors, 2 do
+          if tonumber(cursors[i]) < low then redis.call('HSET', KEYS[4], cursors[i - 1], low) end
+        end
+      end
+    end
+    redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', low)
+    return items
     """)
+
+    /// At CONNECT: registers the device, or finds it registered. KEYS: devices, cursors,
+    /// confirmed mark, revoked devices, presence. ARGV: device, the most devices a user may
+    /// have, now (ms), when the token was issued (ms). A new device starts at the user's
+    /// confirmed mark: it gets what no device has confirmed yet, not the past. Returns {1,
+    /// cursor, devices, node...} (nodes: where the user's other devices are), {-1, 0, devices}
+    /// when the user has the most devices already, {-2} when the token predates the device's
+    /// revocation.
+    static let registerDevice = RedisScript(presenceNodes + """
+    local device = ARGV[1]
+    local revoked = redis.call('HGET', KEYS[4], device)
+    if revoked and tonumber(ARGV[4]) <= tonumber(revoked) then return {-2} end
+    local cursor = redis.call('HGET', KEYS[2], device)
+    local count = redis.call('HLEN', KEYS[1])
+    if not cursor then
+      if redis.call('HEXISTS', KEYS[1], device) == 0 then
+        if count >= tonumber(ARGV[2]) then return {-1, 0, count} end
+        count = count + 1
+      end
+      cursor = redis.call('GET', KEYS[3]) or '0'
+      redis.call('HSET', KEYS[2], device, cursor)
+    end
+    redis.call('HSET', KEYS[1], device, ARGV[3])
+    local out = {1, tonumber(cursor), count}
+    for _, node in ipairs(presencenodes(KEYS[5], '')) do table.insert(out, node) end
+    return out
+    """)
+
+    /// Ends a device. KEYS: devices, cursors, presence, revoked devices. ARGV: device, now
+    /// (ms), how long a revocation is kept (ms: the token lifetime, after which every token
+    /// issued before it has expired). Returns false when the user has no such device, else the
+    /// device's presence entry ('' when it is not connected).
+    static let revokeDevice = RedisScript("""
+    local device, now = ARGV[1], tonumber(ARGV[2])
+    if redis.call('HDEL', KEYS[1], device) == 0 then return false end
+    local presence = redis.call('HGET', KEYS[3], device) or ''
+    redis.call('HDEL', KEYS[2], device)
+    redis.call('HDEL', KEYS[3], device)
+    local revoked = redis.call('HGETALL', KEYS[4])
+    for i = 1, #revoked, 2 do
+      if tonumber(revoked[i + 1]) < now - tonumber(ARGV[3]) then redis.call('HDEL', KEYS[4], revoked[i]) end
+    end
+    redis.call('HSET', KEYS[4], device, now)
+    return presence
+    """)
+
+    /// Writes one device's presence entry (`PresenceEntry`) and drops the entries no node has
+    /// rewritten since ARGV[4] (ms): their nodes died. KEYS: presence. ARGV: device, entry,
+    /// TTL (s), the oldest time a live entry can have.
+    static let setPresence = RedisScript("""
+    redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+    local entries = redis.call('HGETALL', KEYS[1])
+    local oldest = tonumber(ARGV[4])
+    for i = 1, #entries, 2 do
+      local seen = tonumber(string.match(entries[i + 1], ' (%d+)$') or '0')
+      if seen < oldest then redis.call('HDEL', KEYS[1], entries[i]) end
+    end
+    redis.call('EXPIRE', KEYS[1], ARGV[3])
+    return 1
+    """)
+
+    /// Rewrites a device's presence entry with a new time if it is still this session's (ARGV:
+    /// device, its entry's `NODE SESSION ` prefix, the new entry, TTL). Returns 0 when it is
+    /// gone (Redis lost it, or it expired): the caller writes it whole.
+    static let renewPresence = RedisScript("""
+    local entry = redis.call('HGET', KEYS[1], ARGV[1])
+    if not entry or string.sub(entry, 1, #ARGV[2]) ~= ARGV[2] then return 0 end
+    redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+    redis.call('EXPIRE', KEYS[1], ARGV[4])
+    return 1
+    """)
+
+    /// Lua: the distinct nodes named in a presence hash's entries (`PresenceEntry`), other
+    /// than `self`.
+    static let presenceNodes = """
+    local function presencenodes(key, self)
+      local nodes, seen = {}, {}
+      for _, entry in ipairs(redis.call('HVALS', key)) do
+        local node = string.match(entry, '^(%S+) %d+ %S+ %d+$')
+        if node and node ~= self and not seen[node] then
+          seen[node] = true
+          table.insert(nodes, node)
+        end
+      end
+      return nodes
+    end
+
+    """
 
     /// The confirmed mark and the inbox entries above ARGV[1] up to ARGV[2], at most ARGV[3],
     /// read at one point of the replication stream: the HSET is a write (always propagated,
@@ -281,9 +396,13 @@ enum Scripts {
     return {n, left}
     """)
 
-    /// Removes presence only if it still names this session (a newer one may have replaced it).
+    /// Removes a device's presence entry only if it still names this session (a newer one may
+    /// have replaced it), and notes when the device was last seen. KEYS: presence, devices.
+    /// ARGV: device, session, now (ms).
     static let clearPresence = RedisScript("""
-    if redis.call('HGET', KEYS[1], 'session') == ARGV[1] then redis.call('DEL', KEYS[1]) end
+    local entry = redis.call('HGET', KEYS[1], ARGV[1])
+    if entry and string.match(entry, '^%S+ (%d+) ') == ARGV[2] then redis.call('HDEL', KEYS[1], ARGV[1]) end
+    if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then redis.call('HSET', KEYS[2], ARGV[1], ARGV[3]) end
     return 1
     """)
 }

@@ -47,4 +47,14 @@ import Testing
         let later = ledger.take(now: t0 + .seconds(5))
         #expect(later.isEmpty)
     }
+
+    @Test func eachDeviceOfAUserKeepsItsOwnMark() {
+        var ledger = ReceiptLedger()
+        ledger.record(Mark(user: "bob", device: "phone", upTo: 9, needsEntries: false))
+        ledger.record(Mark(user: "bob", device: "laptop", upTo: 4, needsEntries: false))
+        ledger.record(Mark(user: "bob", device: "laptop", upTo: 5, needsEntries: false))
+        let marks = ledger.take(now: t0).sorted { $0.device < $1.device }
+        #expect(marks == [Mark(user: "bob", device: "laptop", upTo: 5, needsEntries: false),
+                          Mark(user: "bob", device: "phone", upTo: 9, needsEntries: false)])
+    }
 }

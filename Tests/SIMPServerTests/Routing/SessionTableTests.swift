@@ -5,13 +5,15 @@ import Testing
     final class Entry: TableEntry {
         let id: UInt64
         let user: String
-        init(_ id: UInt64, _ user: String) {
+        let device: String
+        init(_ id: UInt64, _ user: String, _ device: String = "default") {
             self.id = id
             self.user = user
+            self.device = device
         }
     }
 
-    @Test func aNewerSessionReplacesTheUsersOlderOne() {
+    @Test func aNewerSessionReplacesTheOlderOneOfTheSameDevice() {
         var table = SessionTable<Entry>()
         let first = Entry(1, "bob")
         do {
@@ -25,8 +27,23 @@ import Testing
         }
         #expect(table.count == 1)
         #expect(table[1] == nil)
-        #expect(table.session(of: "bob") === second)
+        #expect(table.session(of: "bob", device: "default") === second)
         #expect(!table.isCurrent(first) && table.isCurrent(second))
+    }
+
+    @Test func twoDevicesOfAUserNeverReplaceEachOther() {
+        var table = SessionTable<Entry>()
+        let phone = Entry(1, "bob", "phone")
+        let laptop = Entry(2, "bob", "laptop")
+        #expect(table.insert(phone) == nil)
+        #expect(table.insert(laptop) == nil)
+        #expect(table.count == 2)
+        #expect(Set(table.sessions(of: "bob").map(\.id)) == [1, 2])
+        #expect(table.session(of: "bob", device: "phone") === phone)
+        table.remove(1)
+        #expect(table.sessions(of: "bob").map(\.id) == [2])
+        table.remove(2)
+        #expect(table.sessions(of: "bob").isEmpty)
     }
 
     @Test func removingAReplacedSessionKeepsTheNewerOne() {
@@ -37,10 +54,10 @@ import Testing
             let got = table.remove(1)
             #expect(got == nil)
         }
-        #expect(table.session(of: "bob")?.id == 2)
+        #expect(table.session(of: "bob", device: "default")?.id == 2)
         let removed = table.remove(2)
         #expect(removed?.id == 2)
-        #expect(table.session(of: "bob") == nil)
+        #expect(table.sessions(of: "bob").isEmpty)
         #expect(table.count == 0)
     }
 

@@ -19,6 +19,12 @@ import Testing
         try await store.store(ids.map(request), on: loop).get()
     }
 
+    /// Bob's account, with his device `default` (receipts of an unregistered device change nothing).
+    func bob(_ messages: MessageStore) async throws {
+        _ = try await messages.createAccount(user: "bob", salt: [1], hash: [2], kdf: "test", on: loop).get()
+        _ = try await messages.registerDevice(user: "bob", device: DeviceName.unnamed, nowMillis: 1, issuedMillis: 1, on: loop).get()
+    }
+
     /// A second copy in the same call and a resend in a later call are duplicates with the
     /// first copy's seq; what the recipient confirmed is reported as delivered.
     @Test func aMessageIdIsStoredOnce() async throws {
@@ -26,7 +32,7 @@ import Testing
         defer { redis.stop() }
         let pool = RedisPool(configuration: RedisConfiguration(port: redis.port))
         let messages = MessageStore(redis: pool, settings: StoreSettings())
-        #expect(try await messages.createAccount(user: "bob", salt: [1], hash: [2], kdf: "test", on: loop).get())
+        try await bob(messages)
 
         let first = try await store(messages, ["a", "b", "a"])
         #expect(summary(first) == ["stored 1", "stored 2", "duplicate 1"])
@@ -45,7 +51,7 @@ import Testing
         settings.idsPerSender = 20
         settings.inboxShare = 20
         let messages = MessageStore(redis: pool, settings: settings)
-        _ = try await messages.createAccount(user: "bob", salt: [1], hash: [2], kdf: "test", on: loop).get()
+        try await bob(messages)
         func remembered() async throws -> Int64 {
             try await pool.run(RedisCommand("ZCARD", [messages.keys.messageIDs(to: "bob", from: "ann")])).int ?? -1
         }
@@ -75,7 +81,7 @@ import Testing
         var settings = StoreSettings()
         settings.inboxLimit = 1
         let messages = MessageStore(redis: pool, settings: settings)
-        _ = try await messages.createAccount(user: "bob", salt: [1], hash: [2], kdf: "test", on: loop).get()
+        try await bob(messages)
 
         #expect(summary(try await store(messages, ["a", "b", "b"])) == ["stored 1", "inboxFull", "failedBefore(code: SIMPCore.Simp_ErrorCode.inboxFull)"])
         _ = try await messages.acknowledge([.init(user: "bob", upTo: 1, needsEntries: false)], on: loop).get()
@@ -96,6 +102,89 @@ import Testing
             return item
         }
         #expect(try await messages.confirmedOf("ann", asked, on: loop).get().map(\.messageID) == ["c"])
+        await pool.shutdown()
+    }
+
+    /// Each device has its own confirmed mark; the user's (the highest) says what was delivered,
+    /// once: only the first device to confirm an entry gets it back for its sender. An entry
+    /// leaves the inbox when every device has confirmed it, and only unconfirmed entries count
+    /// against the inbox limit.
+    @Test func eachDeviceConfirmsOnItsOwnAndTheFirstDelivers() async throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let pool = RedisPool(configuration: RedisConfiguration(port: redis.port))
+        var settings = StoreSettings()
+        settings.inboxLimit = 3
+        let messages = MessageStore(redis: pool, settings: settings)
+        try await bob(messages)
+        let laptop = try await messages.registerDevice(user: "bob", device: "laptop", nowMillis: 2, issuedMillis: 1, on: loop).get()
+        #expect(laptop == .registered(cursor: 0, devices: 2, nodes: []))
+        func ack(_ device: String, _ upTo: UInt64) async throws -> [String] {
+            let written = try await messages.acknowledge([.init(user: "bob", device: device, upTo: upTo, needsEntries: true)], on: loop).get()
+            return try written[0].get().map { String(decoding: $0.prefix(9), as: UTF8.self) }
+        }
+        func inbox() async throws -> Int64 { try await pool.run(RedisCommand("ZCARD", [messages.keys.inbox("bob")])).int ?? -1 }
+
+        #expect(summary(try await store(messages, ["a", "b", "c"])) == ["stored 1", "stored 2", "stored 3"])
+        #expect(summary(try await store(messages, ["d"])) == ["inboxFull"])
+        #expect(try await ack("default", 2) == ["message a", "message b"])
+        #expect(try await ack("laptop", 2) == [], "delivered already: its sender is not told twice")
+        #expect(try await inbox() == 1)
+        #expect(try await ack("laptop", 3) == ["message c"])
+        // The default device is behind: c stays for it, and counts no more against the limit.
+        #expect(try await inbox() == 1)
+        #expect(summary(try await store(messages, ["e", "f"])) == ["stored 4", "stored 5"])
+        let listed = try await messages.devices(of: "bob", nowMillis: 10, on: loop).get()
+        #expect(listed.map(\.name) == ["default", "laptop"])
+        #expect(listed.map(\.confirmedSeq) == [2, 3])
+        await pool.shutdown()
+    }
+
+    /// A device further behind than an inbox's worth of confirmed entries has its mark moved
+    /// past the oldest, which leave the inbox: kept entries are bounded like unconfirmed ones.
+    @Test func aDeviceFarBehindLosesOnlyWhatIsPastTheLimit() async throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let pool = RedisPool(configuration: RedisConfiguration(port: redis.port))
+        var settings = StoreSettings()
+        settings.inboxLimit = 2
+        let messages = MessageStore(redis: pool, settings: settings)
+        try await bob(messages)
+        _ = try await messages.registerDevice(user: "bob", device: "laptop", nowMillis: 2, issuedMillis: 1, on: loop).get()
+        for round in 0..<3 {
+            let ids = ["x\(round)", "y\(round)"]
+            #expect(summary(try await store(messages, ids)).allSatisfy { $0.hasPrefix("stored") })
+            _ = try await messages.acknowledge([.init(user: "bob", device: "laptop", upTo: UInt64(2 * round + 2), needsEntries: false)],
+                                               on: loop).get()
+        }
+        let seqs = try await pool.run(RedisCommand("ZRANGE", [messages.keys.inbox("bob"), 0, -1, "WITHSCORES"])).array?.count ?? -1
+        #expect(seqs == 4, "two entries kept for the device behind")
+        let cursors = try await messages.devices(of: "bob", nowMillis: 10, on: loop).get().map(\.confirmedSeq)
+        #expect(cursors == [4, 6])
+        await pool.shutdown()
+    }
+
+    /// At most `maxDevicesPerUser` devices; a known one always comes back; a revoked one frees
+    /// its place, and tokens issued before the revocation no longer register it.
+    @Test func devicesAreCountedAndRevoked() async throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let pool = RedisPool(configuration: RedisConfiguration(port: redis.port))
+        var settings = StoreSettings()
+        settings.maxDevicesPerUser = 2
+        let messages = MessageStore(redis: pool, settings: settings)
+        try await bob(messages)
+        func register(_ device: String, at now: Int64, issued: Int64 = 1) async throws -> MessageStore.DeviceRegistration {
+            try await messages.registerDevice(user: "bob", device: device, nowMillis: now, issuedMillis: issued, on: loop).get()
+        }
+        #expect(try await register("phone", at: 2) == .registered(cursor: 0, devices: 2, nodes: []))
+        #expect(try await register("tablet", at: 3) == .tooMany(devices: 2))
+        #expect(try await register("phone", at: 4) == .registered(cursor: 0, devices: 2, nodes: []))
+        #expect(try await messages.revokeDevice(user: "bob", device: "tablet", nowMillis: 5, on: loop).get() == nil)
+        #expect(try await messages.revokeDevice(user: "bob", device: "phone", nowMillis: 5, on: loop).get() == .some(nil))
+        #expect(try await register("phone", at: 6, issued: 5) == .revoked)
+        #expect(try await register("tablet", at: 7) == .registered(cursor: 0, devices: 2, nodes: []))
+        #expect(try await register("phone", at: 8, issued: 6) == .tooMany(devices: 2))
         await pool.shutdown()
     }
 
