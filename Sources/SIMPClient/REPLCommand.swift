@@ -1,8 +1,11 @@
 import Foundation
+import SIMPCore
 
 /// One line of `simp` REPL input, parsed. Pure, so it is tested without a server.
 public enum REPLCommand: Equatable, Sendable {
     case send(to: String, text: String)
+    /// `/to USER` sets the conversation plain lines go to; `/to` alone clears it.
+    case converse(with: String?)
     case image(to: String, url: String)
     case history(peer: String, limit: Int)
     case status
@@ -20,6 +23,7 @@ public enum REPLCommand: Equatable, Sendable {
 
     public static let usage = """
     messages:
+      /to USER              talk to USER: plain lines are sent there (/to alone ends it)
       /send USER TEXT...    send a text message
       /image USER URL       send an image by URL
     history:
@@ -33,17 +37,26 @@ public enum REPLCommand: Equatable, Sendable {
       /quit                 leave (after waiting for outstanding receipts)
     """
 
-    public static func parse(_ line: String) throws(ParseError) -> REPLCommand {
+    /// `conversation`: where a plain line (not a command) goes; without one it is refused.
+    public static func parse(_ line: String, conversation: String? = nil) throws(ParseError) -> REPLCommand {
         let trimmed = line.trimmingCharacters(in: .whitespaces)
         guard !trimmed.isEmpty else { return .empty }
         guard trimmed.hasPrefix("/") else {
-            throw ParseError(message: "lines are commands; to send text use /send USER TEXT (try /help)")
+            guard let conversation else {
+                throw ParseError(message: "lines are commands; to send text use /send USER TEXT, or /to USER first (try /help)")
+            }
+            return .send(to: conversation, text: trimmed)
         }
         let parts = trimmed.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: true).map(String.init)
         switch parts[0] {
         case "/send":
             guard parts.count == 3 else { throw ParseError(message: "usage: /send USER TEXT...") }
             return .send(to: parts[1], text: parts[2])
+        case "/to":
+            guard parts.count <= 2 else { throw ParseError(message: "usage: /to USER, or /to alone to end the conversation") }
+            guard parts.count == 2 else { return .converse(with: nil) }
+            guard UserName.isValid(parts[1]) else { throw ParseError(message: "not a user name: \(parts[1])") }
+            return .converse(with: parts[1])
         case "/image":
             guard parts.count == 3, !parts[2].contains(" ") else { throw ParseError(message: "usage: /image USER URL") }
             return .image(to: parts[1], url: parts[2])

@@ -3,8 +3,8 @@ import SIMPCore
 /// Tab completion for the REPL: the command in the first word, a user name in the second
 /// (after /send, /image, /history). Pure: the line editor asks with the text before the cursor.
 public enum REPLCompletion {
-    public static let commands = ["/send", "/image", "/history", "/status", "/devices", "/device", "/help", "/logout", "/quit"]
-    static let commandsTakingUser: Set<String> = ["/send", "/image", "/history"]
+    public static let commands = ["/to", "/send", "/image", "/history", "/status", "/devices", "/device", "/help", "/logout", "/quit"]
+    static let commandsTakingUser: Set<String> = ["/to", "/send", "/image", "/history"]
 
     public struct Result: Sendable, Equatable {
         /// Text to insert at the cursor (the common part of all candidates, past the typed part,
@@ -60,7 +60,7 @@ public struct KnownUsers: Sendable {
     public mutating func learn(fromLine line: String) {
         switch try? REPLCommand.parse(line) {
         case .send(let to, _), .image(let to, _): add(to)
-        case .history(let peer, _): add(peer)
+        case .history(let peer, _), .converse(let peer?): add(peer)
         default: break
         }
     }

@@ -25,6 +25,8 @@ public struct REPLScreen: Sendable {
     public private(set) var users = KnownUsers()
     public private(set) var receivedCount = 0
     public private(set) var connection = Connection.connected
+    /// Where plain lines go (`/to USER`); nil: none, plain lines are refused.
+    public private(set) var conversation: String?
 
     public enum Connection: String, Sendable {
         case connected, reconnecting, disconnected
@@ -39,11 +41,25 @@ public struct REPLScreen: Sendable {
         users.add(session.user)
     }
 
-    /// The prompt for libedit: colour sequences between \u{1} marks, so they take no column.
+    /// The prompt for libedit (`alice> `, or `alice → bob> ` in a conversation): colour
+    /// sequences between \u{1} marks, so they take no column.
     public var prompt: String {
-        let name = safe(session.user) + ">"
+        let name = safe(session.user) + (conversation.map { " → " + safe($0) } ?? "") + ">"
         guard style.enabled else { return name + " " }
         return "\u{1}\u{1B}[1;34m\u{1}" + name + "\u{1}\u{1B}[0m\u{1} "
+    }
+
+    /// The columns the prompt takes on the terminal.
+    public var promptColumns: Int {
+        safe(session.user).count + (conversation.map { 3 + safe($0).count } ?? 0) + 2
+    }
+
+    /// Plain lines go to `peer` from now on (nil: to nobody); the line saying so.
+    public mutating func converse(with peer: String?) -> String {
+        conversation = peer
+        guard let peer else { return info("no conversation: plain lines are refused; /to USER starts one") }
+        users.add(peer)
+        return info("talking to \(safe(peer)): plain lines go there; /to alone ends it")
     }
 
     public func banner() -> [String] {

@@ -23,8 +23,11 @@ final class LineEditor: @unchecked Sendable {
     // Confined to the editor thread (and set before it starts).
     private var editLine: OpaquePointer?
     private var history: OpaquePointer?
-    private let promptText: UnsafeMutablePointer<CChar>
-    private let promptColumns: Int
+    // Confined to the editor thread after start: libedit reads the prompt while it draws.
+    private var promptText: UnsafeMutablePointer<CChar>
+    private var promptColumns: Int
+    /// A new prompt to take between keys (`setPrompt`).
+    private var nextPrompt: (text: String, columns: Int)?
 
     init(prompt: String, promptColumns: Int, historyPath: String?, completer: @escaping Completer) {
         (lines, lineSink) = AsyncStream.makeStream(of: String.self)
@@ -77,6 +80,14 @@ final class LineEditor: @unchecked Sendable {
         }
     }
 
+    /// Shows `prompt` (taking `columns` on the terminal) from now on, for the line being typed too.
+    func setPrompt(_ prompt: String, columns: Int) {
+        lock.lock()
+        nextPrompt = (prompt, columns)
+        lock.unlock()
+        wakeUp()
+    }
+
     /// Stops reading, prints what is queued, puts the terminal back as it was; waits for it.
     func stop() {
         lock.lock()
@@ -106,6 +117,7 @@ final class LineEditor: @unchecked Sendable {
         var fds = [pollfd(fd: STDIN_FILENO, events: Int16(POLLIN), revents: 0),
                    pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0)]
         while !isStopping() {
+            takeNextPrompt()
             drainQueue()
             if poll(&fds, 2, -1) < 0 {
                 // Interrupted (SIGWINCH): revents are not to be trusted, poll again.
@@ -144,6 +156,21 @@ final class LineEditor: @unchecked Sendable {
         guard let historyPath else { return }
         _ = simp_history_save(history, historyPath)
         chmod(historyPath, 0o600)
+    }
+
+    /// Erases the line drawn with the old prompt, and draws it again with the new one.
+    private func takeNextPrompt() {
+        lock.lock()
+        let next = nextPrompt
+        nextPrompt = nil
+        lock.unlock()
+        guard let next, let editLine else { return }
+        let erase = clearPromptRows(editLine)
+        free(promptText)
+        promptText = strdup(next.text)
+        promptColumns = next.columns
+        FileHandle.standardOutput.write(Data(erase.utf8))
+        simp_el_refresh(editLine)
     }
 
     /// Queued lines go above the prompt: erase the prompt's rows, print, draw the prompt again.

@@ -118,7 +118,7 @@ enum Fate {
 /// message it hands over, so a message printed here is delivered for its sender.
 struct Listen: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Print incoming messages until SIGINT or SIGTERM (then exit 0).")
+        abstract: "Print incoming messages until SIGINT or SIGTERM (then exit 0), or until the server ends the session for good (then exit 1).")
 
     @OptionGroup var connection: ConnectionOptions
 
@@ -135,6 +135,12 @@ struct Listen: AsyncParsableCommand {
                 output.note("connected as \(user)")
             } else {
                 output.event(event)
+            }
+            // Closed by an administrator, revoked, or replaced by a newer client of this device:
+            // nothing more will come.
+            if case .ended = event {
+                await client.close()
+                throw ExitCode(ExitStatus.failure)
             }
         }
         withExtendedLifetime(stop) {}

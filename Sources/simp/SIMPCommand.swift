@@ -109,17 +109,24 @@ struct REPL: AsyncParsableCommand {
 
     /// Reads and runs commands until /quit, /logout or the end of input.
     private func readCommands(terminal: TerminalREPL?, client: SIMPClient, user: String, output: Output) async -> Ending {
+        // Where plain lines go without a terminal (`/to`); the terminal keeps its own.
+        var conversation: String?
         for await line in terminal?.lines ?? StandardInputLines.stream() {
             terminal?.learn(line)
             let command: REPLCommand
             do {
-                command = try REPLCommand.parse(line)
+                command = try REPLCommand.parse(line, conversation: terminal?.conversation ?? conversation)
             } catch {
                 if let terminal { terminal.error(error.message) } else { output.error(error.message) }
                 continue
             }
             if command == .quit { break }
             if command == .logout { return .logout }
+            if terminal == nil, case .converse(let peer) = command {
+                conversation = peer
+                output.info(peer.map { "talking to \($0): plain lines go there" } ?? "no conversation")
+                continue
+            }
             if let terminal {
                 await terminal.execute(command)
             } else {
@@ -158,7 +165,7 @@ struct REPL: AsyncParsableCommand {
                 let tls = connection.tls ? "on" : "off"
                 let server = "\(client.configuration.host):\(client.configuration.port)"
                 output.info("server \(server), TLS \(tls), user \(user), pending sends \(await client.outstandingCount())")
-            case .quit, .empty, .logout:
+            case .quit, .empty, .logout, .converse:
                 break
             }
         } catch {

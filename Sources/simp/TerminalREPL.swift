@@ -24,7 +24,7 @@ final class TerminalREPL: @unchecked Sendable {
             try? FileManager.default.createDirectory(atPath: (historyPath as NSString).deletingLastPathComponent,
                                                      withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         }
-        editor = LineEditor(prompt: screen.prompt, promptColumns: TerminalText.escaped(session.user).count + 2,
+        editor = LineEditor(prompt: screen.prompt, promptColumns: screen.promptColumns,
                             historyPath: historyPath) { [unowned self] before in
             let result = REPLCompletion.complete(before, users: withScreen { $0.users.sorted })
             return (result.insert, result.alternatives)
@@ -56,9 +56,18 @@ final class TerminalREPL: @unchecked Sendable {
 
     func error(_ message: String) { show([withScreen { $0.error(message) }]) }
 
+    /// Where plain lines go (`/to`).
+    var conversation: String? { withScreen { $0.conversation } }
+
     func execute(_ command: REPLCommand) async {
         do {
             switch command {
+            case .converse(let peer):
+                let (line, prompt, columns) = withScreen { screen in
+                    (screen.converse(with: peer), screen.prompt, screen.promptColumns)
+                }
+                editor.setPrompt(prompt, columns: columns)
+                show([line])
             case .send(let to, let text):
                 let id = try await client.send(to: to, text: text)
                 show(withScreen { $0.sent(id: id, to: to, text: text) })

@@ -11,6 +11,17 @@ import Testing
         #expect(try REPLCommand.parse("/quit") == .quit)
         #expect(try REPLCommand.parse("/logout") == .logout)
         #expect(try REPLCommand.parse("   ") == .empty)
+        #expect(try REPLCommand.parse("/devices") == .devices)
+        #expect(try REPLCommand.parse("/device revoke laptop") == .revokeDevice(name: "laptop"))
+    }
+
+    /// `/to USER` starts a conversation; plain lines then go there; commands still work.
+    @Test func plainLinesGoToTheConversation() throws {
+        #expect(try REPLCommand.parse("/to bob") == .converse(with: "bob"))
+        #expect(try REPLCommand.parse("/to") == .converse(with: nil))
+        #expect(try REPLCommand.parse("  hello there ", conversation: "bob") == .send(to: "bob", text: "hello there"))
+        #expect(try REPLCommand.parse("/send carol hi", conversation: "bob") == .send(to: "carol", text: "hi"))
+        #expect(try REPLCommand.parse("", conversation: "bob") == .empty)
     }
 
     @Test(arguments: [
@@ -20,7 +31,9 @@ import Testing
         ("/history", "usage: /history USER [N]"),
         ("/history bob lots", "N must be a number from 1 to 1000"),
         ("/frobnicate", "unknown command /frobnicate (try /help)"),
-        ("hello", "lines are commands; to send text use /send USER TEXT (try /help)"),
+        ("hello", "lines are commands; to send text use /send USER TEXT, or /to USER first (try /help)"),
+        ("/to bob carol", "usage: /to USER, or /to alone to end the conversation"),
+        ("/to Bob!", "not a user name: Bob!"),
     ])
     func badInputHasAClearError(line: String, message: String) {
         #expect(throws: REPLCommand.ParseError(message: message)) { try REPLCommand.parse(line) }

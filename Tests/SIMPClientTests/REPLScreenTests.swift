@@ -89,6 +89,21 @@ import Testing
         IncomingMessage(id: "1", from: from, to: "alice", text: text, imageURL: image, seq: 1, sentAt: millis, storedAt: millis)
     }
 
+    /// `/to bob` shows in the prompt; what alice sent to bob from another device names bob.
+    @Test func theConversationIsInThePrompt() {
+        var screen = REPLScreen(session: session, style: ANSIStyle(enabled: false), timeZone: utc)
+        #expect(screen.converse(with: "bob") == "talking to bob: plain lines go there; /to alone ends it")
+        #expect(screen.prompt == "alice → bob> ")
+        #expect(screen.promptColumns == "alice → bob> ".count)
+        #expect(screen.users.sorted.contains("bob"))
+        let copy = IncomingMessage(id: "7", from: "alice", to: "bob", text: "from my phone", seq: 2, sentAt: 1_700_000_000_000,
+                                   storedAt: 1_700_000_000_000, fromDevice: "phone")
+        #expect(screen.handle(.message(copy), now: Date()) == ["22:13 alice → bob: from my phone"])
+        _ = screen.converse(with: nil)
+        #expect(screen.prompt == "alice> ")
+        #expect(screen.promptColumns == "alice> ".count)
+    }
+
     @Test func plainLinesWithoutColour() {
         var screen = REPLScreen(session: session, style: ANSIStyle(enabled: false), timeZone: utc)
         #expect(screen.prompt == "alice> ")

@@ -54,6 +54,45 @@ import Glibc
         #expect(bob.waitForExit(timeout: 10) == 0)
     }
 
+    /// Two `listen`s of bob on two devices both get alice's message; what bob sends from a
+    /// third shows on both with `to`; `/device revoke` from the REPL ends one `listen` (exit 1).
+    @Test func twoDevicesListenAndARevokedOneExits() async throws {
+        let node = try ServerNode()
+        defer { node.stop() }
+        try await register(node, "alice", "bob")
+        let phone = try simp(node, "listen", ["--user", "bob", "--password", "pw-bob", "--device", "phone", "--json"])
+        let laptop = try simp(node, "listen", ["--user", "bob", "--password", "pw-bob", "--device", "laptop", "--json"])
+        for listener in [phone, laptop] {
+            #expect(listener.waitForLine(timeout: 20) { $0.contains(#""event":"connected""#) } != nil)
+        }
+        let send = try simp(node, "send", ["--user", "alice", "--password", "pw-alice", "--to", "bob", "to both"])
+        #expect(send.waitForExit(timeout: 30) == 0, "stderr: \(send.stderr)")
+        let reply = try simp(node, "send", ["--user", "bob", "--password", "pw-bob", "--device", "tablet", "--accepted", "--to", "alice", "from the tablet"])
+        #expect(reply.waitForExit(timeout: 30) == 0, "stderr: \(reply.stderr)")
+        for listener in [phone, laptop] {
+            #expect(listener.waitForLine(timeout: 10) { $0.contains("from the tablet") } != nil)
+            let messages = jsonLines(listener.stdout).filter { $0["event"] as? String == "message" }
+            #expect(messages.map { $0["text"] as? String } == ["to both", "from the tablet"])
+            #expect(messages.map { $0["to"] as? String } == ["bob", "alice"])
+            #expect(messages.last?["fromDevice"] as? String == "tablet")
+        }
+
+        let repl = try ChildProcess(try productPath("simp"), ["--server", "127.0.0.1:\(node.server.tcpPort)", "--user", "bob",
+                                                             "--password", "pw-bob", "--device", "tablet", "--json"],
+                                    environment: ["XDG_CONFIG_HOME": configHome])
+        repl.write("/devices\n/device revoke laptop\n")
+        #expect(repl.waitForLine(timeout: 20) { $0.contains("device laptop revoked") } != nil, "stderr: \(repl.stderr)")
+        let listed = jsonLines(repl.stdout).first { $0["event"] as? String == "devices" }?["devices"] as? [[String: Any]]
+        #expect(listed?.map { $0["name"] as? String } == ["laptop", "phone", "tablet"])
+        #expect(listed?.map { $0["current"] as? Bool } == [false, false, true])
+        #expect(laptop.waitForExit(timeout: 15) == 1)
+        #expect(laptop.stdout.contains(#""event":"ended","reason":"this device was revoked from bob's device tablet""#), "\(laptop.stdout)")
+        repl.closeStdin()
+        #expect(repl.waitForExit(timeout: 20) == 0)
+        phone.signal(SIGINT)
+        #expect(phone.waitForExit(timeout: 10) == 0)
+    }
+
     @Test func listenPrintsEscapedTextAndStopsOnSIGTERM() async throws {
         let node = try ServerNode()
         defer { node.stop() }
