@@ -117,10 +117,17 @@ let package = Package(
             pkgConfig: "libedit",
             providers: [.apt(["libedit-dev"])]
         ),
+        // The terminal client's pure parts (commands, screen, completion, styling): not in the
+        // library an application embeds.
+        .target(
+            name: "SIMPTerminal",
+            dependencies: ["SIMPClient", "SIMPCore"]
+        ),
         .executableTarget(
             name: "simp",
             dependencies: [
                 "SIMPClient",
+                "SIMPTerminal",
                 "CEditLine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
@@ -199,6 +206,7 @@ let package = Package(
             name: "SIMPClientTests",
             dependencies: ["SIMPClient", "SIMPCore", .product(name: "NIOCore", package: "swift-nio")]
         ),
+        .testTarget(name: "SIMPTerminalTests", dependencies: ["SIMPTerminal", "SIMPClient"]),
         .testTarget(name: "SIMPRedisTests", dependencies: ["SIMPRedis", "SIMPTestSupport"]),
         .testTarget(
             name: "SIMPServerTests",

@@ -1,5 +1,6 @@
 import Foundation
 import SIMPClient
+import SIMPTerminal
 
 /// Everything the REPL prints goes through here: human lines, or one JSON object per line.
 /// Human lines show what others wrote through `safe` (TerminalText), so that no message,

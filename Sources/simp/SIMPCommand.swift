@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import SIMPClient
+import SIMPTerminal
 
 /// Exit statuses of the one-shot subcommands (the REPL exits 0, or 1 when it cannot log in).
 enum ExitStatus {

@@ -1,5 +1,6 @@
 import Foundation
 import SIMPClient
+import SIMPTerminal
 
 /// The REPL when stdin and stdout are a terminal: lines come from the line editor, and every
 /// line shown goes through it, so messages arriving while a line is typed appear above it.

@@ -1,3 +1,4 @@
+import SIMPClient
 import Foundation
 
 /// What the REPL shows on a terminal, as lines of text: the banner, the prompt, incoming

@@ -1,3 +1,4 @@
+import SIMPClient
 /// Text from other people (message text, names, image URLs, the server's reasons) made safe
 /// to print on a terminal. A terminal obeys control characters: ESC sequences can clear the
 /// screen or move the cursor, a newline or carriage return can fake a line "from" someone

@@ -1,3 +1,4 @@
+import SIMPClient
 /// The REPL's short numbers for the messages it sent (`#1`, `#2`, ... per run) and how far
 /// each has got, so a status change prints as one short line and never runs backwards.
 /// Pure: the REPL feeds it what it sent and the client's events.

@@ -1,5 +1,6 @@
 import Foundation
 import SIMPClient
+import SIMPTerminal
 import Testing
 
 @Suite struct ANSIStyleTests {

@@ -1,3 +1,4 @@
+import SIMPClient
 import SIMPCore
 
 /// Tab completion for the REPL: the command in the first word, a user name in the second

@@ -1,3 +1,4 @@
+import SIMPClient
 import Foundation
 import SIMPCore
 

@@ -1,3 +1,4 @@
+import SIMPClient
 /// Colour for the REPL on a terminal: plain ANSI SGR sequences around a piece of text, or the
 /// text unchanged when colour is off (output not a terminal, or `NO_COLOR` set). Only text the
 /// REPL itself chose goes into a style; what others wrote is escaped (TerminalText) first.

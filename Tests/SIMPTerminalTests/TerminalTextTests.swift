@@ -1,4 +1,5 @@
 import SIMPClient
+import SIMPTerminal
 import Testing
 
 @Suite struct TerminalTextTests {
