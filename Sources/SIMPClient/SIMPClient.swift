@@ -35,7 +35,7 @@ public final class SIMPClient: @unchecked Sendable {
     private var udp: (any Channel)?
     private var serverUDP: SocketAddress?
     private var session: Simp_ConnectResponse?
-    private var bound = false
+    private var lifecycle = ConnectionLifecycle()
     private var boundPromise: EventLoopPromise<Void>?
     private var nextRequestID: UInt64 = 1
     private var requests: [UInt64: EventLoopPromise<Simp_Envelope>] = [:]
@@ -49,22 +49,13 @@ public final class SIMPClient: @unchecked Sendable {
     private var udpFlushScheduled = false
     /// Serialized messages waiting for the tick's flush.
     private var unsentPayloads: [[UInt8]] = []
-    private var userDisconnected = false
     private var rotation: ServerRotation
-    private var reconnectPending = false
-    /// `connect` is trying the servers: a connection it gives up on is not repaired in the
-    /// background (the application gets the error).
-    private var connecting = false
     /// The server of the connection open or being opened.
     private var server: ServerAddress
     /// Whether the datagram socket is an IPv6 one (it must match the server's family).
     private var udpIsIPv6 = false
     /// The server a session is open on, readable from any thread.
     private let connectedBox = ConnectedServer()
-    /// The server said SESSION_CLOSED: the session ends here, with no reconnect.
-    /// Why the server ended the session for good (an administrator closed it, the device was
-    /// revoked, or a newer client of the same device took over): reconnecting would undo it.
-    private var endedBecause: String?
     private var timers: ClientTimers
     private var tick: Scheduled<Void>?
     private var controlError: String?
@@ -159,10 +150,11 @@ public final class SIMPClient: @unchecked Sendable {
                 if let restored { restore(restored) }
                 credentials = (user, password)
                 token = saved.map { ($0.value, $0.expiresAt) }
-                userDisconnected = false
-                endedBecause = nil
+                lifecycle.connectRequested()
                 startTicking()
-                return connectInTurn(rotation.connectOrder[...], failures: [])
+                return connectInTurn(rotation.connectOrder[...], failures: []).always { [self] result in
+                    if case .failure = result { lifecycle.connectFailed() }
+                }
             }.get()
         } catch {
             throw withTLSHint(Self.clientError(error))
@@ -277,7 +269,7 @@ public final class SIMPClient: @unchecked Sendable {
     /// The events stream stays open for that; `close()` ends it.
     public func disconnect() async {
         _ = try? await loop.flatSubmit { [self] () -> EventLoopFuture<Void> in
-            userDisconnected = true
+            lifecycle.disconnectedByApplication()
             connectedBox.value = nil
             timers.stop()
             tick?.cancel()
@@ -412,7 +404,7 @@ public final class SIMPClient: @unchecked Sendable {
             return
         }
         let now = NIODeadline.now()
-        if let numbered = sending.send(item, id: id, now: now, bound: bound) { transmit(numbered) }
+        if let numbered = sending.send(item, id: id, now: now, bound: lifecycle.isBound) { transmit(numbered) }
         armTick(at: now + ClientTimers.fastTick)
     }
 
@@ -479,14 +471,13 @@ public final class SIMPClient: @unchecked Sendable {
     /// ends the search; only a node that cannot be reached or fails makes way for the next.
     private func connectInTurn(_ order: ArraySlice<Int>, failures: [ClientError]) -> EventLoopFuture<Void> {
         guard let index = order.first else { return loop.makeFailedFuture(Self.combined(failures)) }
-        connecting = true
         return establish(index).flatMapError { [self] error in
             let failure = Self.clientError(error)
             guard failure.code == nil else { return loop.makeFailedFuture(failure) }
             let named = configuration.servers.count > 1 ? Self.naming(configuration.servers[index], in: failure) : failure
-            guard !userDisconnected, order.count > 1 else { return loop.makeFailedFuture(Self.combined(failures + [named])) }
+            guard lifecycle.state == .connecting, order.count > 1 else { return loop.makeFailedFuture(Self.combined(failures + [named])) }
             return connectInTurn(order.dropFirst(), failures: failures + [named])
-        }.always { [self] _ in connecting = false }
+        }
     }
 
     /// The failure with the server it happened on, unless it says so already.
@@ -517,7 +508,7 @@ public final class SIMPClient: @unchecked Sendable {
             connectedBox.value = target
             emit(.connected(user: credentials.user))
             let now = NIODeadline.now()
-            perform(sending.resendAll(now: now, bound: bound))
+            perform(sending.resendAll(now: now, bound: lifecycle.isBound))
             queryDeliveries(now: now)
         }.flatMapError { [self] error in
             control?.close(promise: nil)
@@ -577,6 +568,7 @@ public final class SIMPClient: @unchecked Sendable {
             return loop.makeFailedFuture(ClientError("cannot resolve \(target.host): \(error)"))
         }
         session = response
+        lifecycle.sessionOpened()
         sessionKey = SymmetricKey(data: response.sessionKey)
         replay = ReplayWindow()
         nextPacketNumber = 1
@@ -598,7 +590,7 @@ public final class SIMPClient: @unchecked Sendable {
     }
 
     private func sendBind() {
-        guard let session, !bound else { return }
+        guard let session, !lifecycle.isBound else { return }
         timers.bindSent(at: .now())
         sendDatagram(.bind, Array(session.bindToken))
     }
@@ -751,7 +743,7 @@ public final class SIMPClient: @unchecked Sendable {
             emit(.retracted(id: retracted.messageID, from: retracted.fromUser,
                             reason: retracted.reason.isEmpty ? retracted.code.name : retracted.reason))
         case .bound:
-            bound = true
+            lifecycle.pathBound()
             boundPromise?.succeed(())
             boundPromise = nil
         case .ping(let ping):
@@ -760,7 +752,7 @@ public final class SIMPClient: @unchecked Sendable {
             control?.writeAndFlush(Simp_Envelope(.pong(pong)), promise: nil)
         case .error(let error):
             if error.code == .sessionClosed || error.code == .sessionReplaced {
-                endedBecause = error.reason.isEmpty ? error.code.name : error.reason
+                lifecycle.serverEnds(because: error.reason.isEmpty ? error.code.name : error.reason)
             }
             emit(.error("server: \(error.reason.isEmpty ? error.code.name : error.reason)"))
         default:
@@ -790,19 +782,19 @@ public final class SIMPClient: @unchecked Sendable {
         control = nil
         connectedBox.value = nil
         session = nil
-        bound = false
         boundPromise?.fail(ClientError(why))
         boundPromise = nil
         for (_, promise) in requests { promise.fail(ClientError(why)) }
         requests.removeAll()
-        guard !userDisconnected, !connecting, credentials != nil else { return }
-        if let endedBecause {
-            userDisconnected = true
-            emit(.ended(reason: endedBecause))
-            return
+        switch lifecycle.connectionLost() {
+        case .nothing:
+            break
+        case .end(let reason):
+            emit(.ended(reason: reason))
+        case .reconnect:
+            emit(.disconnected(reason: "control connection to \(server) closed"))
+            scheduleReconnect()
         }
-        emit(.disconnected(reason: "control connection to \(server) closed"))
-        scheduleReconnect()
     }
 
     func sendPing() {
@@ -814,16 +806,14 @@ public final class SIMPClient: @unchecked Sendable {
     /// The next attempt of the rotation: the next server, at once within a round, after the
     /// backoff before a new one.
     private func scheduleReconnect() {
-        guard !reconnectPending, !userDisconnected else { return }
-        reconnectPending = true
+        guard lifecycle.scheduleAttempt() else { return }
         let attempt = rotation.nextAttempt(jitter: Double.random(in: 0...1))
         emit(.reconnecting(attempt: attempt.number, delayMillis: attempt.delay.nanoseconds / 1_000_000))
         loop.scheduleTask(in: attempt.delay) { [self] in
-            reconnectPending = false
-            guard !userDisconnected, control == nil else { return }
+            guard lifecycle.attemptDue() else { return }
             establish(attempt.index).whenFailure { [self] error in
                 emit(.error("reconnect failed: \(Self.clientError(error).message)"))
-                if control == nil { scheduleReconnect() }
+                scheduleReconnect()
             }
         }
     }
@@ -990,7 +980,7 @@ public final class SIMPClient: @unchecked Sendable {
     }
 
     private var waits: ClientTimers.Waits {
-        ClientTimers.Waits(path: session == nil ? .closed : bound ? .bound : .binding,
+        ClientTimers.Waits(path: session == nil ? .closed : lifecycle.isBound ? .bound : .binding,
                            acceptance: sending.awaitsAcceptance,
                            delivery: sending.awaitsDelivery,
                            gap: inbox.bufferedCount > 0)
@@ -998,7 +988,7 @@ public final class SIMPClient: @unchecked Sendable {
 
     private func onTick(now: NIODeadline) {
         let due = timers.due(waits, now: now)
-        if due.resend { perform(sending.resends(now: now, bound: bound)) }
+        if due.resend { perform(sending.resends(now: now, bound: lifecycle.isBound)) }
         if due.bind { sendBind() }
         if due.deliveryQuery { queryDeliveries(now: now) }
         if due.gapReport { reportGap(now: now) }
