@@ -767,8 +767,7 @@ final class Router: @unchecked Sendable {
         var copy = StoreRequest(from: request.from, id: request.id, to: request.from,
                                 bytes: StoredMessage.appending(fromDevice: request.device, to: request.bytes))
         copy.device = request.device
-        copy.copyFor = request.to
-        copy.answersAfterCopy = answers
+        copy.senderCopy = SenderCopy(peer: request.to, answers: answers)
         return copy
     }
 
@@ -777,7 +776,7 @@ final class Router: @unchecked Sendable {
         if !outcome.isStored {
             logger.warning("message \(copy.id) from \(copy.from) to \(copy.copyFor ?? "?") was stored, but its copy for \(copy.from)'s other devices was not: \(outcome)")
         }
-        answerSender(copy, copy.answersAfterCopy)
+        answerSender(copy, copy.senderCopy?.answers ?? [])
     }
 
     /// A later message of the same sender stored while an earlier one waits for replicas (its

@@ -20,9 +20,10 @@ struct SessionTable<Entry: TableEntry> {
 
     subscript(id: UInt64) -> Entry? { byID[id] }
 
-    /// The user's sessions here, one per connected device, in no particular order.
-    func sessions(of user: String) -> [Entry] {
-        byUser[user]?.values.compactMap { byID[$0] } ?? []
+    /// The user's sessions here, one per connected device, in no particular order. Lazy: the
+    /// router asks for every message, and makes no array for it.
+    func sessions(of user: String) -> LazyMapCollection<Dictionary<String, UInt64>.Values, Entry> {
+        (byUser[user] ?? [:]).values.lazy.map { [byID] in byID[$0]! }
     }
 
     func session(of user: String, device: String) -> Entry? {

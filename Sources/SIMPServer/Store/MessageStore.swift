@@ -14,11 +14,11 @@ struct StoreRequest: Sendable {
     /// The sender has other devices: once stored, a copy goes to the sender's own inbox
     /// (`copyFor`), and the sender is answered when that copy is made.
     var copiedForSender = false
-    /// This is the copy, in its sender's inbox, of a message to this user: it goes into the
-    /// sender's history with that user, and no `delivered` comes of it.
-    var copyFor: String?
-    /// For the copy: what its sender is told once the copy is made.
-    var answersAfterCopy: [Simp_Envelope] = []
+    /// Set on the copy, in its sender's inbox, of a message to another user. Boxed: requests are
+    /// copied along the pipeline, and most are not copies.
+    var senderCopy: SenderCopy?
+
+    var copyFor: String? { senderCopy?.peer }
     /// Set when an attempt may have run in Redis without us seeing the answer.
     var ambiguousSince: NIODeadline?
     /// A resend of a message whose number the session already processed: answered from what
@@ -43,6 +43,19 @@ struct StoreRequest: Sendable {
     /// (an unknown outcome, a wait for replicas) leaves before later ones, and a refused one can
     /// tell whether a later one of its conversation was stored meanwhile.
     var order: UInt64 = 0
+}
+
+/// What a copy for the sender's other devices carries: the user the message went to (the copy
+/// goes into the sender's history with that user, and no `delivered` comes of it), and what
+/// the sender is told once the copy is made.
+final class SenderCopy: Sendable {
+    let peer: String
+    let answers: [Simp_Envelope]
+
+    init(peer: String, answers: [Simp_Envelope]) {
+        self.peer = peer
+        self.answers = answers
+    }
 }
 
 struct StoredCredentials: Sendable {
