@@ -140,7 +140,7 @@ final class Router: @unchecked Sendable {
         // The session's path validator forgets it once used; only the answer below needs it too.
         let bindToken = randomBytes(16)
         let session = Session(id: sessions.newID(using: &rng), user: user, device: request.device, control: control, bindToken: bindToken,
-                              syncFloor: request.lastSeq, policy: settings.retransmit,
+                              confirmed: request.lastSeq, policy: settings.retransmit,
                               bucket: TokenBucket(rate: settings.messagesPerSecond, burst: settings.messageBurst, now: .now()))
         session.takesBundles = request.takesBundles
         session.takesEarly = request.takesEarly
@@ -163,7 +163,7 @@ final class Router: @unchecked Sendable {
                 logger.warning("Redis lost numbers \(user) had seen; \(moved) messages stored since moved past seq \(lastSeq)",
                                metadata: session.logMetadata)
             }
-            session.syncFloor = max(lastSeq, cursor)
+            session.confirmed = max(lastSeq, cursor)
             // The device has more than the server knows it confirmed: its last receipt was lost
             // with the previous connection (or node). Apply it now.
             if lastSeq > cursor { recordReceipt(.init(user: user, device: session.device, upTo: lastSeq, needsEntries: true)) }
@@ -568,7 +568,7 @@ final class Router: @unchecked Sendable {
     }
 
     private func pushEarly(_ request: StoreRequest, to recipient: Session) -> Bool {
-        let afterSeq = max(recipient.syncFloor, recipient.highestPushed, recipient.lastReceipt)
+        let afterSeq = max(recipient.confirmed, recipient.highestPushed)
         guard let payload = EarlyPayload(afterSeq: afterSeq, message: request.bytes).encoded(),
               sendDatagram(to: recipient, kind: .early, payload: payload) else { return false }
         metrics.earlyPushes.increment()
@@ -800,7 +800,7 @@ final class Router: @unchecked Sendable {
     /// to that recipient until a read issued after it has come back (`Session.mayMissPushes`).
     private func catchUpIfUnpushed(_ request: StoreRequest, _ outcome: StoreOutcome) {
         for recipient in sessions.sessions(of: request.to) where recipient.isBound {
-            let pushedUpTo = max(recipient.syncFloor, recipient.lastReceipt, recipient.highestPushed)
+            let pushedUpTo = max(recipient.confirmed, recipient.highestPushed)
             guard outcome.mayLeaveUnpushed(ambiguous: request.ambiguousSince != nil, pushedUpTo: pushedUpTo) else { continue }
             recipient.doubtsRaised += 1
             catchUp(recipient)
@@ -888,7 +888,7 @@ final class Router: @unchecked Sendable {
     // MARK: pushes to recipients
 
     private func sync(_ session: Session) {
-        store.pending(user: session.user, after: session.syncFloor, limit: settings.syncLimit, on: loop).whenComplete { [self] result in
+        store.pending(user: session.user, after: session.confirmed, limit: settings.syncLimit, on: loop).whenComplete { [self] result in
             guard sessions.isCurrent(session) else { return }
             switch result {
             case .success(let pending):
@@ -988,13 +988,13 @@ final class Router: @unchecked Sendable {
         session.raiseNumberingFloor(receipt.upToSeq)
         resendMissing(receipt.missing.prefix(RequestCost.missingPerReceipt), to: session)
         // A message is delivered when the first of its recipient's devices confirms it.
-        let confirmedElsewhere = sessions.sessions(of: session.user).lazy.filter { $0 !== session }.map(\.lastReceipt).max() ?? 0
+        let confirmedElsewhere = sessions.sessions(of: session.user).lazy.filter { $0 !== session }.map(\.confirmed).max() ?? 0
         for push in confirmed where !push.isCopy && push.seq > confirmedElsewhere {
             notifyDelivered(id: push.id, from: push.from, to: session.user, seq: push.seq)
         }
-        let floor = max(session.lastReceipt, session.syncFloor)
-        guard receipt.upToSeq > session.lastReceipt else { return }
-        session.lastReceipt = receipt.upToSeq
+        let floor = session.confirmed
+        guard receipt.upToSeq > floor else { return }
+        session.confirmed = receipt.upToSeq
         // Seqs up to the mark that this session never pushed (confirmed before a reconnect,
         // say): only the store knows their senders.
         let known = confirmed.lazy.filter { $0.seq > floor }.count
@@ -1125,7 +1125,7 @@ final class Router: @unchecked Sendable {
             return
         }
         session.catchingUp = true
-        let after = max(session.syncFloor, session.lastReceipt, session.highestPushed)
+        let after = max(session.confirmed, session.highestPushed)
         let doubts = session.doubtsRaised
         store.pending(user: session.user, after: after, limit: settings.syncLimit, on: loop).whenComplete { [self] result in
             session.catchingUp = false

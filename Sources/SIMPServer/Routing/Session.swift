@@ -16,8 +16,10 @@ final class Session: TableEntry, SealedPeer, @unchecked Sendable {
     var devices = 1
     /// The validated source address (nothing is sent before there is one) and its challenges.
     var path: PathValidator
-    /// The client's highest confirmed seq when it connected; sync starts after it.
-    var syncFloor: UInt64
+    /// This device's confirmed mark: the highest seq it has confirmed, as the client said at
+    /// CONNECT or the server had, then raised by its receipts (a repeat is not written again).
+    /// The inbox is read after it.
+    var confirmed: UInt64
     /// Seals every datagram of this session, both ways; handed to the client over TCP.
     let key = DatagramSeal.newKey()
     var replay = ReplayWindow()
@@ -37,8 +39,6 @@ final class Session: TableEntry, SealedPeer, @unchecked Sendable {
     var readingMissing = false
     var lastMissingReported: UInt64 = 0
     var lastMissingAt: NIODeadline = .distantPast
-    /// Highest receipt already passed to the store; repeats are not written again.
-    var lastReceipt: UInt64 = 0
     /// The highest seq pushed to this session. Seqs are given in Redis in commit order, so
     /// an inbox read that saw this one saw every lower one too: catching up after another
     /// node's notice reads only above it.
@@ -69,7 +69,7 @@ final class Session: TableEntry, SealedPeer, @unchecked Sendable {
     }
 
     /// `bindToken` is the single-use token a bind datagram must present; handed to the client over TCP.
-    init(id: UInt64, user: String, device: String, control: any Channel, bindToken: [UInt8], syncFloor: UInt64, policy: RetransmitPolicy,
+    init(id: UInt64, user: String, device: String, control: any Channel, bindToken: [UInt8], confirmed: UInt64, policy: RetransmitPolicy,
          bucket: TokenBucket) {
         self.bucket = bucket
         self.id = id
@@ -77,7 +77,7 @@ final class Session: TableEntry, SealedPeer, @unchecked Sendable {
         self.device = device
         self.control = control
         self.path = PathValidator(bindToken: bindToken)
-        self.syncFloor = syncFloor
+        self.confirmed = confirmed
         self.pushes = PushQueue(policy: policy)
     }
 
