@@ -825,53 +825,22 @@ final class Router: @unchecked Sendable {
         for recipient in sessions.sessions(of: request.to) { outbox.send(Simp_Envelope(.retracted(retracted)), on: recipient.control) }
     }
 
-    /// What the sender is told about its message's store.
+    /// What the sender is told about its message's store; the outcome is counted.
     private func answers(_ request: StoreRequest, _ outcome: StoreOutcome) -> [Simp_Envelope] {
         switch outcome {
-        case .stored(let seq, _):
-            metrics.stored.increment()
-            return [Self.accepted(request, seq: seq)]
-        case .duplicate(let seq, let delivered):
-            metrics.duplicates.increment()
-            let accepted = Self.accepted(request, seq: seq)
-            return delivered ? [accepted, Self.delivered(id: request.id, to: request.to, seq: seq)] : [accepted]
-        case .unknownRecipient:
-            return [Self.failed(request, .unknownUser, "no such user: \(request.to)")]
-        case .inboxFull:
-            metrics.exceeded(.inboxSize)
-            return [Self.failed(request, .inboxFull, "\(request.to)'s inbox is full")]
-        case .notStored where request.overtaken:
-            return [Self.failed(request, .outOfOrder, "not stored: a later message of yours to \(request.to) was stored first, "
-                                + "and this one would now follow it; send it again as a new message")]
-        case .notStored:
-            return [Self.failed(request, .storeUnavailable, "not stored: an earlier attempt of this message failed")]
-        case .shareFull:
-            metrics.exceeded(.inboxShare)
-            return [Self.failed(request, .inboxShareFull,
-                                "you have \(store.bounds.share) messages \(request.to) has not confirmed yet; wait for them to be read")]
-        case .unavailable(let error):
-            let doubt = request.ambiguousSince == nil ? "" : "; it may still be delivered"
-            return [Self.failed(request, .storeUnavailable, "message store unavailable: \(error.message)\(doubt)")]
-        case .failedBefore(let code):
-            return [Self.failed(request, code, "not stored: an earlier attempt of it failed (\(code.name)), which this one cannot undo")]
-        case .replicasShort(let online):
-            metrics.replicaRefusals.increment()
-            return [Self.failed(request, .replicasUnavailable,
-                                "not stored: the Redis shard of \(request.to)'s inbox has \(online) of the \(store.settings.minReplicas) replicas "
-                                + "this server requires (waited \(settings.replicaHoldLimit.nanoseconds / 1_000_000_000) s); send it again later")]
+        case .stored: metrics.stored.increment()
+        case .duplicate: metrics.duplicates.increment()
+        case .inboxFull: metrics.exceeded(.inboxSize)
+        case .shareFull: metrics.exceeded(.inboxShare)
+        case .replicasShort: metrics.replicaRefusals.increment()
+        default: break
         }
+        return DeliveryEngine.answers(request, outcome, limits: limits)
     }
 
-    private static func accepted(_ request: StoreRequest, seq: UInt64) -> Simp_Envelope {
-        var accepted = Simp_Accepted()
-        accepted.messageID = request.id
-        accepted.toUser = request.to
-        accepted.seq = seq
-        return Simp_Envelope(.accepted(accepted))
-    }
-
-    private static func failed(_ request: StoreRequest, _ code: Simp_ErrorCode, _ reason: String) -> Simp_Envelope {
-        Simp_Envelope(.failed(Simp_Failed(messageID: request.id, to: request.to, code: code, reason: reason)))
+    private var limits: DeliveryEngine.Limits {
+        DeliveryEngine.Limits(inboxShare: store.bounds.share, minReplicas: store.settings.minReplicas,
+                              replicaHoldSeconds: settings.replicaHoldLimit.nanoseconds / 1_000_000_000)
     }
 
     /// Completes when every queued and in-flight store has been answered.
@@ -987,19 +956,13 @@ final class Router: @unchecked Sendable {
         let confirmed = session.pushes.confirm(upTo: receipt.upToSeq, now: .now())
         session.raiseNumberingFloor(receipt.upToSeq)
         resendMissing(receipt.missing.prefix(RequestCost.missingPerReceipt), to: session)
-        // A message is delivered when the first of its recipient's devices confirms it.
-        let confirmedElsewhere = sessions.sessions(of: session.user).lazy.filter { $0 !== session }.map(\.confirmed).max() ?? 0
-        for push in confirmed where !push.isCopy && push.seq > confirmedElsewhere {
-            notifyDelivered(id: push.id, from: push.from, to: session.user, seq: push.seq)
-        }
-        let floor = session.confirmed
-        guard receipt.upToSeq > floor else { return }
-        session.confirmed = receipt.upToSeq
-        // Seqs up to the mark that this session never pushed (confirmed before a reconnect,
-        // say): only the store knows their senders.
-        let known = confirmed.lazy.filter { $0.seq > floor }.count
-        let needsEntries = receipt.upToSeq > floor && UInt64(known) < receipt.upToSeq - floor
-        recordReceipt(.init(user: session.user, device: session.device, upTo: receipt.upToSeq, needsEntries: needsEntries))
+        let elsewhere = sessions.sessions(of: session.user).lazy.filter { $0 !== session }.map(\.confirmed).max() ?? 0
+        let effects = DeliveryEngine.receipt(upTo: receipt.upToSeq, pushes: confirmed, confirmed: session.confirmed,
+                                             confirmedElsewhere: elsewhere, user: session.user, device: session.device)
+        for push in effects.delivered { notifyDelivered(id: push.id, from: push.from, to: session.user, seq: push.seq) }
+        guard let mark = effects.mark else { return }
+        session.confirmed = mark.upTo
+        recordReceipt(mark)
     }
 
     /// Resends what the receiver reports missing, within the session's resend budget (what is
@@ -1071,8 +1034,8 @@ final class Router: @unchecked Sendable {
     /// with DeliveryQuery when it connects and now and then.
     private func notifyDelivered(id: String, from sender: String, to recipient: String, seq: UInt64) {
         let here = sessions.sessions(of: sender)
-        for session in here { outbox.send(Self.delivered(id: id, to: recipient, seq: seq), on: session.control) }
-        guard here.isEmpty || here.count < here.map(\.devices).max()! else { return }
+        for session in here { outbox.send(DeliveryEngine.delivered(id: id, to: recipient, seq: seq), on: session.control) }
+        guard DeliveryEngine.tellsOtherNodes(devicesHere: here.count, devicesKnown: here.map(\.devices).max() ?? 0) else { return }
         var item = Simp_Accepted()
         item.messageID = id
         item.toUser = recipient
@@ -1102,7 +1065,7 @@ final class Router: @unchecked Sendable {
             for session in sessions.sessions(of: user) where session.isBound { catchUp(session) }
         case .delivered(let sender, let messages):
             for session in sessions.sessions(of: sender) {
-                for item in messages { outbox.send(Self.delivered(id: item.messageID, to: item.toUser, seq: item.seq), on: session.control) }
+                for item in messages { outbox.send(DeliveryEngine.delivered(id: item.messageID, to: item.toUser, seq: item.seq), on: session.control) }
             }
         case .devices(let user, let count):
             deviceCount(of: user, is: count)
@@ -1146,14 +1109,6 @@ final class Router: @unchecked Sendable {
         }
     }
 
-    private static func delivered(id: String, to: String, seq: UInt64) -> Simp_Envelope {
-        var delivered = Simp_Delivered()
-        delivered.messageID = id
-        delivered.toUser = to
-        delivered.seq = seq
-        return Simp_Envelope(.delivered(delivered))
-    }
-
     /// Answers a reconnected sender: Delivered for each message its recipient confirmed.
     /// Each item of a query is two Redis commands; the client asks about 512 at a time.
     static let maxQueryItems = 512
@@ -1168,7 +1123,7 @@ final class Router: @unchecked Sendable {
         }
         store.confirmedOf(session.user, query.messages, on: loop).whenSuccess { [self] confirmed in
             for item in confirmed {
-                outbox.send(Self.delivered(id: item.messageID, to: item.toUser, seq: item.seq), on: session.control)
+                outbox.send(DeliveryEngine.delivered(id: item.messageID, to: item.toUser, seq: item.seq), on: session.control)
             }
         }
     }
