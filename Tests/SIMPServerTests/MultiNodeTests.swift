@@ -41,6 +41,37 @@ import Testing
         await bob.client.close()
     }
 
+    /// bob's phone on node 1 and laptop on node 2: both get alice's messages, each shows what
+    /// the other sent, alice hears `delivered` once per message, and the receipts of what the
+    /// phone sent reach the laptop through its node.
+    @Test func aUsersDevicesOnTwoNodes() async throws {
+        let nodes = try Deployment(nodes: 2)
+        defer { nodes.stop() }
+        let alice = try await nodes.connect("alice", startingAt: 0)
+        let phone = try await nodes.connect("bob", startingAt: 0) { $0.device = "phone" }
+        try await nodes.waitForPresence(of: ["alice", "bob"])
+        var config = nodes.configuration(startingAt: 1)
+        config.device = "laptop"
+        let laptop = SIMPClient(configuration: config)
+        let laptopLog = EventLog(laptop)
+        try await laptop.connect(user: "bob", password: "pw-bob")
+        #expect(nodes.node(of: laptop.connectedServer) == 1)
+        // The laptop's CONNECT tells node 1 that bob has two devices now.
+        #expect(await eventually { (try? nodes.redis.command(["HLEN", "simp:{bob}:presence"]))?.contains(":2") == true })
+
+        let toBob = try await sendAll(alice.client, to: "bob", prefix: "a", count: 50)
+        let fromPhone = try await sendAll(phone.client, to: "alice", prefix: "p", count: 50)
+        #expect(await phone.log.wait { $0.messages.count >= 50 })
+        #expect(await laptopLog.wait { $0.messages.count >= 100 })
+        expectExactlyOnceInOrder(received: phone.log.messages, sentIDs: toBob, from: "alice", prefix: "a")
+        expectExactlyOnceInOrder(received: laptopLog.messages, sentIDs: toBob, from: "alice", prefix: "a")
+        #expect(laptopLog.messages.filter { $0.from == "bob" }.map(\.id) == fromPhone, "the phone's messages, on the laptop")
+        #expect(await alice.log.wait { Set($0.delivered).isSuperset(of: toBob) && $0.messages.count >= 50 })
+        #expect(alice.log.delivered.count == Set(alice.log.delivered).count, "delivered once per message")
+        #expect(await laptopLog.wait { Set($0.delivered).isSuperset(of: fromPhone) }, "receipts of the phone's messages")
+        for client in [alice.client, phone.client, laptop] { await client.close() }
+    }
+
     /// On one Redis, and on a Redis Cluster of 3 masters with a replica each.
     @Test(arguments: [false, true])
     func thirtyUsersOnThreeNodesExchangeThreeThousandMessages(onACluster cluster: Bool) async throws {

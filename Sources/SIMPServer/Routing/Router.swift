@@ -361,6 +361,7 @@ final class Router: @unchecked Sendable {
     }
 
     /// A presence that is gone (Redis restarted without it, or the TTL ran out) is written whole.
+    /// The renewal also brings each session its user's device count (a notice may be lost).
     private func renewPresence() {
         let renewals = presenceRenewals.values.filter { sessions.isCurrent($0) && $0.address != nil }
         presenceRenewals.removeAll(keepingCapacity: true)
@@ -368,8 +369,9 @@ final class Router: @unchecked Sendable {
         store.renewPresence(renewals.compactMap(presence), on: loop).whenComplete { [self] result in
             switch result {
             case .success(let renewed):
-                for (session, done) in zip(renewals, renewed) where !done && sessions.isCurrent(session) {
-                    presenceDue[session.id] = session
+                for (session, answer) in zip(renewals, renewed) where sessions.isCurrent(session) {
+                    if !answer.renewed { presenceDue[session.id] = session }
+                    if answer.devices > 0 { session.devices = answer.devices }
                 }
                 writePresence()
             case .failure(let error):

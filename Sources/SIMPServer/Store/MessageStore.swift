@@ -557,15 +557,19 @@ final class MessageStore: Sendable {
         }
     }
 
-    /// Renews these devices' presence; false for each whose entry is gone (to be written whole).
-    func renewPresence(_ presences: [Presence], on loop: any EventLoop) -> EventLoopFuture<[Bool]> {
+    /// Renews these devices' presence. Per device: false when its entry is gone (to be written
+    /// whole), and how many devices its user has.
+    func renewPresence(_ presences: [Presence], on loop: any EventLoop) -> EventLoopFuture<[(renewed: Bool, devices: Int)]> {
         let commands = presences.map { presence in
-            RedisCommand.script(Scripts.renewPresence, keys: [keys.presence(presence.user)],
+            RedisCommand.script(Scripts.renewPresence, keys: [keys.presence(presence.user), keys.devices(presence.user)],
                                 args: [presence.device, "\(presence.entry.node) \(presence.entry.session) ", presence.entry.text,
                                        settings.presenceTTLSeconds])
         }
         return redis.run(commands, on: loop).flatMapThrowing { replies in
-            try replies.map { try $0.checked().int == 1 }
+            try replies.map { reply in
+                let parts = try reply.checked().array ?? []
+                return (parts.first?.int == 1, Int(parts.count > 1 ? parts[1].int ?? 1 : 1))
+            }
         }
     }
 

@@ -336,15 +336,18 @@ enum Scripts {
     return 1
     """)
 
-    /// Rewrites a device's presence entry with a new time if it is still this session's (ARGV:
-    /// device, its entry's `NODE SESSION ` prefix, the new entry, TTL). Returns 0 when it is
-    /// gone (Redis lost it, or it expired): the caller writes it whole.
+    /// Rewrites a device's presence entry with a new time if it is still this session's (KEYS:
+    /// presence, devices; ARGV: device, its entry's `NODE SESSION ` prefix, the new entry, TTL).
+    /// Returns {renewed (0: the entry is gone, Redis lost it or it expired, and the caller
+    /// writes it whole), how many devices the user has} (a count missed from another node's
+    /// notice is learnt here).
     static let renewPresence = RedisScript("""
+    local devices = redis.call('HLEN', KEYS[2])
     local entry = redis.call('HGET', KEYS[1], ARGV[1])
-    if not entry or string.sub(entry, 1, #ARGV[2]) ~= ARGV[2] then return 0 end
+    if not entry or string.sub(entry, 1, #ARGV[2]) ~= ARGV[2] then return {0, devices} end
     redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
     redis.call('EXPIRE', KEYS[1], ARGV[4])
-    return 1
+    return {1, devices}
     """)
 
     /// Lua: the distinct nodes named in a presence hash's entries (`PresenceEntry`), other
