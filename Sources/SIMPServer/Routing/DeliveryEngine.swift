@@ -1,3 +1,4 @@
+import NIOCore
 import SIMPCore
 
 /// The delivery decisions of a node, pure: what a sender is told about a store, what a
@@ -71,6 +72,42 @@ enum DeliveryEngine {
     /// here (it has more than are connected here, or none is).
     static func tellsOtherNodes(devicesHere: Int, devicesKnown: Int) -> Bool {
         devicesHere == 0 || devicesHere < devicesKnown
+    }
+
+    /// What early delivery needs to know of the recipient's session.
+    struct EarlyRecipient: Equatable {
+        var takesEarly = true
+        var isBound = true
+        /// Its inbox was read after the bind.
+        var synced = true
+        /// An inbox read is under way, or a store answer left a seq it may not have been pushed.
+        var mayMissPushes = false
+        /// Pushes wait for its receipt, or were given up on until its next keepalive.
+        var pushesOutstanding = false
+    }
+
+    /// Whether a message may be pushed before its store answers (EARLY): its sender sends it
+    /// for the first time (`fresh`, so it cannot have been stored before) and it is not a late
+    /// resend; nothing else is being stored for the recipient here; the recipient has one
+    /// session here (a retraction has one place to go) that asked for it, is bound and has
+    /// confirmed every push. So the early message cannot overtake one stored before it on this
+    /// node, and at most one early message per recipient waits for its store.
+    static func mayPushEarly(fresh: Bool, answerOnly: Bool, othersBeingStored: Bool, sessionsHere: Int,
+                             recipient: EarlyRecipient?) -> Bool {
+        guard fresh, !answerOnly, !othersBeingStored, sessionsHere == 1, let recipient else { return false }
+        return recipient.takesEarly && recipient.isBound && recipient.synced && !recipient.mayMissPushes && !recipient.pushesOutstanding
+    }
+
+    /// A limit error (RATE_LIMITED, MESSAGE_TOO_LARGE) goes to a session at most once a second
+    /// per kind: `lastTold` is when this kind last went.
+    static func mayTellLimit(lastTold: NIODeadline?, now: NIODeadline) -> Bool {
+        now - (lastTold ?? .distantPast) >= .seconds(1)
+    }
+
+    /// A `missing` for the number the session's send order waits for: once per gap, and
+    /// again every 200 ms while it stays open.
+    static func mayReportMissing(next: UInt64, lastReported: UInt64, lastAt: NIODeadline, now: NIODeadline) -> Bool {
+        next != lastReported || now - lastAt >= .milliseconds(200)
     }
 
     static func accepted(_ request: StoreRequest, seq: UInt64) -> Simp_Envelope {

@@ -498,7 +498,7 @@ final class Router: @unchecked Sendable {
 
     private func tellLimit(_ session: Session, _ code: Simp_ErrorCode, _ reason: String) {
         let now = NIODeadline.now()
-        guard now - (session.lastLimitError[code] ?? .distantPast) >= .seconds(1) else { return }
+        guard DeliveryEngine.mayTellLimit(lastTold: session.lastLimitError[code], now: now) else { return }
         session.lastLimitError[code] = now
         outbox.send(Simp_Envelope.error(code, reason), on: session.control)
     }
@@ -508,7 +508,8 @@ final class Router: @unchecked Sendable {
     private func reportMissing(_ session: Session) {
         let now = NIODeadline.now()
         let next = session.sendOrder.next
-        guard next != session.lastMissingReported || now - session.lastMissingAt >= .milliseconds(200) else { return }
+        guard DeliveryEngine.mayReportMissing(next: next, lastReported: session.lastMissingReported, lastAt: session.lastMissingAt,
+                                              now: now) else { return }
         session.lastMissingReported = next
         session.lastMissingAt = now
         var missing = Simp_Missing()
@@ -555,18 +556,20 @@ final class Router: @unchecked Sendable {
         scheduleFlush()
     }
 
-    /// The recipient's session when the message may be pushed before its store answers: the
-    /// recipient asked for that, is here with one device (so a retraction has one place to go) and bound, has confirmed every push (none waits, none
-    /// was given up on, its inbox was read) and nothing else is being stored for it here. So
-    /// the early message cannot overtake one stored before it on this node, and at most one
-    /// early message per recipient waits for its store: under load everything goes numbered.
+    /// The recipient's session when the message may be pushed before its store answers
+    /// (`DeliveryEngine.mayPushEarly`).
     private func earlyRecipient(of request: StoreRequest) -> Session? {
         let here = sessions.sessions(of: request.to)
-        guard request.fresh, !request.answerOnly, storesPendingFor[request.to] == nil, here.count == 1,
-              let recipient = here.first, recipient.takesEarly, recipient.isBound, recipient.synced,
-              !recipient.catchingUp, !recipient.mayMissPushes, recipient.pushes.isEmpty, !recipient.pushes.hasParked
-        else { return nil }
-        return recipient
+        let recipient = here.first
+        let candidate = recipient.map { session in
+            DeliveryEngine.EarlyRecipient(takesEarly: session.takesEarly, isBound: session.isBound, synced: session.synced,
+                                          mayMissPushes: session.catchingUp || session.mayMissPushes,
+                                          pushesOutstanding: !session.pushes.isEmpty || session.pushes.hasParked)
+        }
+        let early = DeliveryEngine.mayPushEarly(fresh: request.fresh, answerOnly: request.answerOnly,
+                                                othersBeingStored: storesPendingFor[request.to] != nil, sessionsHere: here.count,
+                                                recipient: candidate)
+        return early ? recipient : nil
     }
 
     private func pushEarly(_ request: StoreRequest, to recipient: Session) -> Bool {

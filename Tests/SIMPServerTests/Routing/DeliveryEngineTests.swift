@@ -1,3 +1,4 @@
+import NIOCore
 import SIMPCore
 import SIMPRedis
 import Testing
@@ -75,5 +76,41 @@ import Testing
         #expect(!DeliveryEngine.tellsOtherNodes(devicesHere: 1, devicesKnown: 1))
         #expect(DeliveryEngine.tellsOtherNodes(devicesHere: 1, devicesKnown: 2))
         #expect(!DeliveryEngine.tellsOtherNodes(devicesHere: 2, devicesKnown: 2))
+    }
+
+    @Test func earlyOnlyForAFirstSendToOneReadyDeviceWithNothingElseUnderWay() {
+        let ready = DeliveryEngine.EarlyRecipient()
+        func early(fresh: Bool = true, answerOnly: Bool = false, others: Bool = false, here: Int = 1,
+                   _ recipient: DeliveryEngine.EarlyRecipient? = DeliveryEngine.EarlyRecipient()) -> Bool {
+            DeliveryEngine.mayPushEarly(fresh: fresh, answerOnly: answerOnly, othersBeingStored: others, sessionsHere: here, recipient: recipient)
+        }
+        #expect(early(ready))
+        #expect(!early(fresh: false), "a resend on a later session may have been stored")
+        #expect(!early(answerOnly: true))
+        #expect(!early(others: true), "it could overtake a message being stored")
+        #expect(!early(here: 2), "two devices here: a retraction would have two places to go")
+        #expect(!early(here: 0, nil))
+        var recipient = ready
+        recipient.takesEarly = false
+        #expect(!early(recipient))
+        recipient = ready
+        recipient.pushesOutstanding = true
+        #expect(!early(recipient), "an unconfirmed push could be overtaken")
+        recipient = ready
+        recipient.mayMissPushes = true
+        #expect(!early(recipient))
+        recipient = ready
+        recipient.synced = false
+        #expect(!early(recipient), "its inbox was not read yet")
+    }
+
+    @Test func limitErrorsAndMissingReportsAreThrottled() {
+        let t0 = NIODeadline.uptimeNanoseconds(5_000_000_000)
+        #expect(DeliveryEngine.mayTellLimit(lastTold: nil, now: t0))
+        #expect(!DeliveryEngine.mayTellLimit(lastTold: t0, now: t0 + .milliseconds(999)))
+        #expect(DeliveryEngine.mayTellLimit(lastTold: t0, now: t0 + .seconds(1)))
+        #expect(DeliveryEngine.mayReportMissing(next: 4, lastReported: 3, lastAt: t0, now: t0), "a new gap at once")
+        #expect(!DeliveryEngine.mayReportMissing(next: 4, lastReported: 4, lastAt: t0, now: t0 + .milliseconds(199)))
+        #expect(DeliveryEngine.mayReportMissing(next: 4, lastReported: 4, lastAt: t0, now: t0 + .milliseconds(200)))
     }
 }
