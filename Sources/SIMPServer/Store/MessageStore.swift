@@ -146,6 +146,8 @@ struct StoreSettings: Sendable {
     var idsPerSender = 10_000
     var presenceTTLSeconds = 90
     var maxDevicesPerUser = 10
+    /// A device neither connected nor seen for this long is forgotten (30 days).
+    var forgetDevicesAfterMillis: Int64 = 30 * 24 * 3600 * 1000
     /// How long a token lives: a device revocation is kept that long.
     var tokenLifetimeMillis: Int64 = 24 * 3600 * 1000
     /// This node's id, as presence records name it.
@@ -557,13 +559,16 @@ final class MessageStore: Sendable {
         }
     }
 
-    /// Renews these devices' presence. Per device: false when its entry is gone (to be written
+    /// Renews these devices' presence (and forgets their users' devices unseen for
+    /// `forgetDevicesAfterMillis`). Per device: false when its entry is gone (to be written
     /// whole), and how many devices its user has.
     func renewPresence(_ presences: [Presence], on loop: any EventLoop) -> EventLoopFuture<[(renewed: Bool, devices: Int)]> {
         let commands = presences.map { presence in
-            RedisCommand.script(Scripts.renewPresence, keys: [keys.presence(presence.user), keys.devices(presence.user)],
-                                args: [presence.device, "\(presence.entry.node) \(presence.entry.session) ", presence.entry.text,
-                                       settings.presenceTTLSeconds])
+            let now = presence.entry.seenMillis
+            return RedisCommand.script(Scripts.renewPresence,
+                                       keys: [keys.presence(presence.user), keys.devices(presence.user), keys.cursors(presence.user)],
+                                       args: [presence.device, "\(presence.entry.node) \(presence.entry.session) ", presence.entry.text,
+                                              settings.presenceTTLSeconds, now, now - settings.forgetDevicesAfterMillis])
         }
         return redis.run(commands, on: loop).flatMapThrowing { replies in
             try replies.map { reply in

@@ -336,18 +336,31 @@ enum Scripts {
     return 1
     """)
 
-    /// Rewrites a device's presence entry with a new time if it is still this session's (KEYS:
-    /// presence, devices; ARGV: device, its entry's `NODE SESSION ` prefix, the new entry, TTL).
-    /// Returns {renewed (0: the entry is gone, Redis lost it or it expired, and the caller
-    /// writes it whole), how many devices the user has} (a count missed from another node's
-    /// notice is learnt here).
+    /// Rewrites a device's presence entry with a new time if it is still this session's, notes
+    /// the device as seen, and forgets the user's devices seen last before ARGV[6] and not
+    /// connected (their marks would hold back inbox entries and count against the limit for
+    /// ever). KEYS: presence, devices, cursors. ARGV: device, its entry's `NODE SESSION `
+    /// prefix, the new entry, TTL, now (ms), the oldest last-seen time kept (ms). Returns
+    /// {renewed (0: the entry is gone, Redis lost it or it expired, and the caller writes it
+    /// whole), how many devices the user has} (a count missed from another node's notice is
+    /// learnt here).
     static let renewPresence = RedisScript("""
-    local devices = redis.call('HLEN', KEYS[2])
+    local devices, count = redis.call('HGETALL', KEYS[2]), 0
+    for i = 1, #devices, 2 do
+      local name = devices[i]
+      if name ~= ARGV[1] and tonumber(devices[i + 1]) < tonumber(ARGV[6]) and redis.call('HEXISTS', KEYS[1], name) == 0 then
+        redis.call('HDEL', KEYS[2], name)
+        redis.call('HDEL', KEYS[3], name)
+      else
+        count = count + 1
+      end
+    end
+    if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then redis.call('HSET', KEYS[2], ARGV[1], ARGV[5]) end
     local entry = redis.call('HGET', KEYS[1], ARGV[1])
-    if not entry or string.sub(entry, 1, #ARGV[2]) ~= ARGV[2] then return {0, devices} end
+    if not entry or string.sub(entry, 1, #ARGV[2]) ~= ARGV[2] then return {0, count} end
     redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
     redis.call('EXPIRE', KEYS[1], ARGV[4])
-    return {1, devices}
+    return {1, count}
     """)
 
     /// Lua: the distinct nodes named in a presence hash's entries (`PresenceEntry`), other

@@ -188,6 +188,32 @@ import Testing
         await pool.shutdown()
     }
 
+    /// A device neither connected nor seen for `forgetDevicesAfterMillis` is forgotten when
+    /// another device of its user renews its presence: its mark no longer holds entries back,
+    /// and it no longer counts against the limit. A connected one is kept however old.
+    @Test func aDeviceUnseenForLongIsForgotten() async throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let pool = RedisPool(configuration: RedisConfiguration(port: redis.port))
+        var settings = StoreSettings()
+        settings.forgetDevicesAfterMillis = 1_000
+        let messages = MessageStore(redis: pool, settings: settings)
+        try await bob(messages)  // "default", seen at 1 ms
+        _ = try await messages.registerDevice(user: "bob", device: "phone", nowMillis: 5_000, issuedMillis: 1, on: loop).get()
+        _ = try await messages.registerDevice(user: "bob", device: "tablet", nowMillis: 2_000, issuedMillis: 1, on: loop).get()
+        func presence(_ device: String, session: UInt64, at now: Int64) -> MessageStore.Presence {
+            .init(user: "bob", device: device, entry: PresenceEntry(node: "node-1", session: session, address: "127.0.0.1:9", seenMillis: now))
+        }
+        // The tablet is connected (its presence entry is there) though last seen long ago.
+        try await messages.setPresence([presence("tablet", session: 2, at: 2_000)], on: loop).get()
+        try await messages.setPresence([presence("phone", session: 1, at: 5_500)], on: loop).get()
+        let renewed = try await messages.renewPresence([presence("phone", session: 1, at: 5_600)], on: loop).get()
+        #expect(renewed.map(\.renewed) == [true])
+        #expect(renewed.map(\.devices) == [2], "default forgotten, phone and the connected tablet kept")
+        #expect(try await messages.devices(of: "bob", nowMillis: 5_600, on: loop).get().map(\.name) == ["phone", "tablet"])
+        await pool.shutdown()
+    }
+
     private func summary(_ outcomes: [StoreOutcome]) -> [String] {
         outcomes.map { outcome in
             switch outcome {
