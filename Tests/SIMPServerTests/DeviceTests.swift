@@ -17,13 +17,18 @@ import Testing
         return (client, log)
     }
 
-    @Test func twoDevicesGetEverythingOnceInOrderAndSeeEachOthersSends() async throws {
-        let cluster = try await TestCluster.start()
+    /// bob's phone and laptop, and alice on her desk, registered and connected.
+    func bobOnTwoDevicesAndAlice(_ cluster: TestCluster) async throws
+        -> ((SIMPClient, EventLog), (SIMPClient, EventLog), (SIMPClient, EventLog)) {
         try await cluster.register("alice")
         try await cluster.register("bob")
-        let (phone, phoneLog) = try await device(cluster, "bob", "phone")
-        let (laptop, laptopLog) = try await device(cluster, "bob", "laptop")
-        let (alice, aliceLog) = try await device(cluster, "alice", "desk")
+        return (try await device(cluster, "bob", "phone"), try await device(cluster, "bob", "laptop"),
+                try await device(cluster, "alice", "desk"))
+    }
+
+    @Test func twoDevicesGetEverythingOnceInOrderAndSeeEachOthersSends() async throws {
+        let cluster = try await TestCluster.start()
+        let ((phone, phoneLog), (laptop, laptopLog), (alice, aliceLog)) = try await bobOnTwoDevicesAndAlice(cluster)
 
         async let toBob = sendAll(alice, to: "bob", prefix: "a", count: 200)
         async let fromPhone = sendAll(phone, to: "alice", prefix: "p", count: 100)
@@ -55,11 +60,7 @@ import Testing
 
     @Test func aDeviceOfflineDuringABurstCatchesUpAlone() async throws {
         let cluster = try await TestCluster.start()
-        try await cluster.register("alice")
-        try await cluster.register("bob")
-        let (phone, phoneLog) = try await device(cluster, "bob", "phone")
-        let (laptop, laptopLog) = try await device(cluster, "bob", "laptop")
-        let (alice, aliceLog) = try await device(cluster, "alice", "desk")
+        let ((phone, phoneLog), (laptop, laptopLog), (alice, aliceLog)) = try await bobOnTwoDevicesAndAlice(cluster)
         let before = try await sendAll(alice, to: "bob", prefix: "before", count: 20)
         #expect(await laptopLog.wait { $0.messages.count >= 20 })
         await laptop.close()

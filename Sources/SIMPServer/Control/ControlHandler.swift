@@ -396,10 +396,7 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
     }
 
     private func devices(_ context: ChannelHandlerContext, _ id: UInt64) {
-        guard let user = authenticatedUser else {
-            reply(context, .error(.notAuthenticated, "log in first", requestID: id))
-            return
-        }
+        guard let user = loggedIn(context, id) else { return }
         let future = router.store.devices(of: user, nowMillis: Accounts.nowMillis(), on: context.eventLoop).map { devices in
             var list = Simp_DeviceList()
             list.devices = devices
@@ -411,10 +408,7 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
     /// Ends one of the user's devices: every node closes its session (if it has it), and a
     /// token issued before now no longer opens one for it.
     private func revokeDevice(_ context: ChannelHandlerContext, _ id: UInt64, _ request: Simp_RevokeDevice) {
-        guard let user = authenticatedUser else {
-            reply(context, .error(.notAuthenticated, "log in first", requestID: id))
-            return
-        }
+        guard let user = loggedIn(context, id) else { return }
         guard DeviceName.isValid(request.name) else {
             reply(context, .error(.badRequest, "\(user) has no device \(request.name)", requestID: id))
             return
@@ -432,6 +426,15 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
         respond(context, id, future)
     }
 
+    /// The user this connection logged in as; nil, and the request refused, before a login.
+    private func loggedIn(_ context: ChannelHandlerContext, _ id: UInt64) -> String? {
+        guard let user = authenticatedUser else {
+            reply(context, .error(.notAuthenticated, "log in first", requestID: id))
+            return nil
+        }
+        return user
+    }
+
     /// A token opens a session only for the user this connection logged in as (if it did).
     private func admit(_ token: VerifiedToken) throws(ServerError) {
         if let user = authenticatedUser, user != token.user {
@@ -443,10 +446,7 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
 
     /// Revokes this connection's tokens everywhere, ends its session and frees its slot.
     private func logout(_ context: ChannelHandlerContext, _ id: UInt64) {
-        guard authenticatedUser != nil else {
-            reply(context, .error(.notAuthenticated, "log in first", requestID: id))
-            return
-        }
+        guard loggedIn(context, id) != nil else { return }
         endSession()
         releaseSlot()
         state = .anonymous
@@ -471,10 +471,7 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
     }
 
     private func history(_ context: ChannelHandlerContext, _ id: UInt64, _ request: Simp_HistoryRequest) {
-        guard let user = authenticatedUser else {
-            reply(context, .error(.notAuthenticated, "log in first", requestID: id))
-            return
-        }
+        guard let user = loggedIn(context, id) else { return }
         // The peer is echoed in the answer: an unchecked name could push the page past a frame.
         guard UserName.isValid(request.peer) else {
             reply(context, .error(.badRequest, "history peer is not a valid user name", requestID: id))
