@@ -112,6 +112,12 @@ public struct IncomingMessage: Sendable, Equatable {
     public var seq: UInt64
     public var sentAt: Int64
     public var storedAt: Int64
+    /// A group message (`to` is `#NAME`): the group, and its place in the group's order (the
+    /// same on every member's devices). Nil and 0 otherwise.
+    public var group: String?
+    public var groupSeq: UInt64 = 0
+    /// A group's membership change, in the group's order (then `text` is empty).
+    public var groupChange: GroupChange?
 
     init(_ m: Simp_Message) {
         id = m.messageID
@@ -123,6 +129,49 @@ public struct IncomingMessage: Sendable, Equatable {
         seq = m.seq
         sentAt = m.time
         storedAt = m.serverTime
+        group = GroupName.addressed(by: m.toUser)
+        groupSeq = m.groupSeq
+        groupChange = m.hasGroupChange ? GroupChange(m.groupChange) : nil
+    }
+}
+
+/// Someone joined or left a group: `member` was added or removed by `by`, or left.
+public struct GroupChange: Sendable, Equatable {
+    public enum Kind: String, Sendable {
+        case added, removed, left
+    }
+
+    public var kind: Kind
+    public var member: String
+    public var by: String
+
+    public init(kind: Kind, member: String, by: String) {
+        self.kind = kind
+        self.member = member
+        self.by = by
+    }
+
+    init(_ change: Simp_GroupChange) {
+        switch change.kind {
+        case .removed: kind = .removed
+        case .left: kind = .left
+        default: kind = .added
+        }
+        member = change.member
+        by = change.by
+    }
+}
+
+/// A group as `SIMPClient.groupMembers` and the changes answer it: its members and their roles.
+public struct GroupInfo: Sendable, Equatable {
+    public var name: String
+    /// (name, role: "owner", "admin" or "member"), by name.
+    public var members: [(name: String, role: String)]
+    /// The place in the group's order of the last change a request made.
+    public var seq: UInt64
+
+    public static func == (a: GroupInfo, b: GroupInfo) -> Bool {
+        a.name == b.name && a.seq == b.seq && a.members.elementsEqual(b.members) { $0 == $1 }
     }
 }
 
@@ -169,6 +218,13 @@ public enum ClientEvent: Sendable, Equatable {
     case accepted(id: String, to: String, seq: UInt64)
     /// The recipient confirmed it.
     case delivered(id: String, to: String, seq: UInt64)
+    /// A message to a group (`to` is `#NAME`) is in every member's inbox, at `seq` in the
+    /// group's order; `recipients` members other than the sender will confirm it.
+    case groupAccepted(id: String, to: String, seq: UInt64, recipients: Int)
+    /// One member of the group confirmed it (on the first of their devices).
+    case memberDelivered(id: String, to: String, member: String, seq: UInt64)
+    /// A membership change of a group, in the group's order.
+    case groupChanged(group: String, change: GroupChange, seq: UInt64)
     /// It will not be delivered; the reason says why.
     case failed(id: String, to: String, reason: String)
     case message(IncomingMessage)

@@ -206,7 +206,9 @@ public final class SIMPClient: @unchecked Sendable {
     /// messages, fewer when more would not fit one frame, starting `before` messages back
     /// from the newest (0: the newest page). Pass its `nextBefore` for the next older page.
     public func historyPage(with peer: String, before: UInt64 = 0, limit: Int = 20) async throws(ClientError) -> HistoryPage {
-        guard UserName.isValid(peer) else { throw ClientError("not a valid user name: \(peer)", code: .badRequest) }
+        guard UserName.isValid(peer) || GroupName.addressed(by: peer) != nil else {
+            throw ClientError("not a valid user name or #group: \(peer)", code: .badRequest)
+        }
         var request = Simp_HistoryRequest()
         request.peer = peer
         request.before = before
@@ -251,6 +253,66 @@ public final class SIMPClient: @unchecked Sendable {
         } catch {
             throw Self.clientError(error)
         }
+    }
+
+    // MARK: groups
+
+    /// The groups the user is a member of.
+    public func groups() async throws(ClientError) -> [String] {
+        try await groupRequest(.list, "", []).groups
+    }
+
+    /// A new group owned by the user, with these members; its members and roles.
+    @discardableResult
+    public func createGroup(_ name: String, members: [String] = []) async throws(ClientError) -> GroupInfo {
+        Self.groupInfo(try await groupRequest(.create, name, members))
+    }
+
+    /// Adds members (the owner or an admin); every member's devices see the change in the group's order.
+    @discardableResult
+    public func addToGroup(_ name: String, _ users: [String]) async throws(ClientError) -> GroupInfo {
+        Self.groupInfo(try await groupRequest(.add, name, users))
+    }
+
+    /// Removes members (the owner or an admin): they get nothing sent after the removal.
+    @discardableResult
+    public func removeFromGroup(_ name: String, _ users: [String]) async throws(ClientError) -> GroupInfo {
+        Self.groupInfo(try await groupRequest(.remove, name, users))
+    }
+
+    /// Makes members admins (the owner only).
+    @discardableResult
+    public func makeGroupAdmins(_ name: String, _ users: [String]) async throws(ClientError) -> GroupInfo {
+        Self.groupInfo(try await groupRequest(.admin, name, users))
+    }
+
+    /// Leaves the group; an owner who leaves hands it to an admin (or another member).
+    public func leaveGroup(_ name: String) async throws(ClientError) {
+        _ = try await groupRequest(.leave, name, [])
+    }
+
+    /// The group's members and their roles (members only).
+    public func groupMembers(_ name: String) async throws(ClientError) -> GroupInfo {
+        Self.groupInfo(try await groupRequest(.members, name, []))
+    }
+
+    private func groupRequest(_ action: Simp_GroupRequest.Action, _ name: String, _ users: [String]) async throws(ClientError) -> Simp_GroupAnswer {
+        var request = Simp_GroupRequest()
+        request.action = action
+        request.group = name.first == GroupName.marker ? String(name.dropFirst()) : name
+        request.users = users
+        let body = Simp_Envelope.OneOf_Body.groupRequest(request)
+        do {
+            let reply = try await loop.flatSubmit { [self] in self.request(body) }.get()
+            guard case .groupAnswer(let answer) = reply.body else { throw ClientError("unexpected reply to a group request") }
+            return answer
+        } catch {
+            throw Self.clientError(error)
+        }
+    }
+
+    private static func groupInfo(_ answer: Simp_GroupAnswer) -> GroupInfo {
+        GroupInfo(name: answer.group, members: answer.members.map { ($0.name, $0.role) }, seq: answer.groupSeq)
     }
 
     /// A stored message's identity: message ids are unique per sender.
@@ -368,7 +430,9 @@ public final class SIMPClient: @unchecked Sendable {
 
     /// The message as it will be sent, with its new id; throws what the server would refuse.
     private func outgoing(_ base: Simp_Message, to user: String) throws(ClientError) -> (String, Outgoing) {
-        guard UserName.isValid(user) else { throw ClientError("not a valid user name: \(user)", code: .unknownUser) }
+        guard UserName.isValid(user) || GroupName.addressed(by: user) != nil else {
+            throw ClientError("not a valid user name or #group: \(user)", code: .unknownUser)
+        }
         guard base.imageURL.isEmpty || MessageRules.isAllowedImageURL(base.imageURL) else {
             throw ClientError("\(MessageRules.imageURLReason), got \(base.imageURL)", code: .badRequest)
         }
@@ -709,6 +773,14 @@ public final class SIMPClient: @unchecked Sendable {
         switch envelope.body {
         case .accepted(let accepted):
             guard let event = sending.accepted(accepted, now: .now()) else { return }
+            if case .groupAccepted = event {
+                store?.remove(id: accepted.messageID) { [self] result in
+                    outboxWritten(result, "remove accepted group message \(accepted.messageID) from the outbox",
+                                  else: "a restart with this data directory sends it again (the server knows it by its id)")
+                }
+                emit(event)
+                return
+            }
             store?.markAccepted(id: accepted.messageID, seq: accepted.seq) { [self] result in
                 outboxWritten(result, "record that message \(accepted.messageID) was accepted",
                               else: "a restart with this data directory sends it again (the server knows it by its id)")
@@ -898,8 +970,12 @@ public final class SIMPClient: @unchecked Sendable {
     /// Hands a message to the application; the copy of one the user sent from another device
     /// is followed by its receipt when that came first.
     private func show(_ message: IncomingMessage) {
+        if let change = message.groupChange, let group = message.group {
+            emit(.groupChanged(group: group, change: change, seq: message.groupSeq))
+            return
+        }
         emit(.message(message))
-        guard !message.fromDevice.isEmpty, message.from == credentials?.user,
+        guard message.group == nil, !message.fromDevice.isEmpty, message.from == credentials?.user,
               let receipt = copyReceipts.shown(id: message.id, to: message.to) else { return }
         emit(.delivered(id: message.id, to: receipt.to, seq: receipt.seq))
     }

@@ -17,6 +17,11 @@ struct SendTracker: Sendable {
     private var outbox: Outbox
     /// Accepted, waiting for the recipient's confirmation: id -> (recipient, seq).
     private var awaitingDelivery: [String: (to: String, seq: UInt64)] = [:]
+    /// For the latest `groupMemory` group messages this client sent: the members that
+    /// confirmed each (a member's two devices confirming on two nodes may each be reported).
+    private var membersConfirmed: [String: Set<String>] = [:]
+    private var membersConfirmedOrder: [String] = []
+    static let groupMemory = 4096
     /// Given up on while connected: the server decides (Failed{WITHDRAWN} or Accepted).
     /// Each keeps its place in the outbox, for a next session that sends it again.
     private var withdrawing: [String: Outbox.Item] = [:]
@@ -93,6 +98,11 @@ struct SendTracker: Sendable {
         guard outbox.acknowledge(id, now: now) != nil || withdrawing.removeValue(forKey: id) != nil else { return nil }
         forgetOrder(of: id)
         if let place { markOvertaken(by: place, to: notice.toUser) }
+        // A group's members each confirm it (`memberDelivered`): nothing more to wait for here.
+        if notice.toUser.first == GroupName.marker {
+            if notice.recipients > 0 { rememberMembers(of: id) }
+            return .groupAccepted(id: id, to: notice.toUser, seq: notice.seq, recipients: Int(notice.recipients))
+        }
         awaitingDelivery[id] = (notice.toUser, notice.seq)
         return .accepted(id: id, to: notice.toUser, seq: notice.seq)
     }
@@ -108,6 +118,14 @@ struct SendTracker: Sendable {
     mutating func delivered(_ notice: Simp_Delivered) -> DeliveryNews {
         let id = notice.messageID
         var news = DeliveryNews()
+        if !notice.member.isEmpty {
+            // A member may confirm before the sender hears `accepted` (which waits for every
+            // member's copy): the message stays in the outbox until then, for its count.
+            if outbox.place(of: id) != nil || withdrawing[id] != nil { rememberMembers(of: id) }
+            if memberSeenBefore(id, notice.member) { return news }
+            news.delivered = .memberDelivered(id: id, to: notice.toUser, member: notice.member, seq: notice.seq)
+            return news
+        }
         let place = outbox.place(of: id) ?? withdrawing[id]?.place
         if let pending = outbox.remove(id) ?? withdrawing.removeValue(forKey: id)?.payload {
             forgetOrder(of: id)
@@ -119,6 +137,22 @@ struct SendTracker: Sendable {
             news.delivered = .delivered(id: id, to: notice.toUser, seq: notice.seq)
         }
         return news
+    }
+
+    private mutating func rememberMembers(of id: String) {
+        guard membersConfirmed[id] == nil else { return }
+        membersConfirmed[id] = []
+        membersConfirmedOrder.append(id)
+        guard membersConfirmedOrder.count > 2 * Self.groupMemory else { return }
+        let dropped = membersConfirmedOrder.prefix(membersConfirmedOrder.count - Self.groupMemory)
+        membersConfirmedOrder.removeFirst(dropped.count)
+        for old in dropped { membersConfirmed[old] = nil }
+    }
+
+    /// Whether this member's confirmation of a message this client sent was reported already.
+    private mutating func memberSeenBefore(_ id: String, _ member: String) -> Bool {
+        guard membersConfirmed[id] != nil else { return false }
+        return !membersConfirmed[id]!.insert(member).inserted
     }
 
     /// A message was stored while ones sent before it to the same recipient were not: those may

@@ -54,6 +54,11 @@ extension Simp_ErrorCode {
         case .outOfOrder: return "out_of_order"
         case .tooManyDevices: return "too_many_devices"
         case .deviceRevoked: return "device_revoked"
+        case .noSuchGroup: return "no_such_group"
+        case .notAMember: return "not_a_member"
+        case .notGroupAdmin: return "not_group_admin"
+        case .groupExists: return "group_exists"
+        case .groupFull: return "group_full"
         case .UNRECOGNIZED(let n): return "code_\(n)"
         }
     }

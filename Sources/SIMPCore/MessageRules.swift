@@ -6,15 +6,23 @@ public enum MessageRules {
     public static let maxStoredBytes = DatagramHeader.maxPayload - 11
     /// The most a message may hold as a client builds it (no fromUser, clientSeq or seq): the
     /// server adds its sender (at most 34 bytes) and time (at most 11) to store it, and the
-    /// sender's device (at most 18) to the copy its sender's other devices get.
-    public static let maxMessageBytes = maxStoredBytes - 34 - 11 - (DeviceName.maxBytes + 2)
+    /// sender's device (at most 18) to the copy its sender's other devices get, and to a group
+    /// message its place in the group's order (at most 12) and the `#` of its address (1).
+    public static let maxMessageBytes = maxStoredBytes - 34 - 11 - (DeviceName.maxBytes + 2) - groupOverhead
+    /// What a group message's entry holds beyond a message to a user: `Message.groupSeq`.
+    public static let groupSeqBytes = 12
+    static let groupOverhead = groupSeqBytes + 1
 
     /// The error code and reason the sender gets, or nil when the message may be stored.
     public static func problem(in message: Simp_Message) -> (code: Simp_ErrorCode, reason: String)? {
         if message.messageID.isEmpty || message.messageID.utf8.count > maxMessageIDBytes {
             return (.badRequest, "messageId must be 1-\(maxMessageIDBytes) bytes")
         }
-        if !UserName.isValid(message.toUser) {
+        if message.toUser.first == GroupName.marker {
+            if GroupName.addressed(by: message.toUser) == nil {
+                return (.noSuchGroup, "no such group: \(message.toUser)")
+            }
+        } else if !UserName.isValid(message.toUser) {
             return (.unknownUser, "no such user: \(message.toUser)")
         }
         if !message.imageURL.isEmpty && !isAllowedImageURL(message.imageURL) {

@@ -9,6 +9,23 @@ public enum UserName {
     }
 }
 
+/// Names of groups: the rules of user names. On the wire a group is addressed as `#NAME`
+/// (`Message.toUser`), which no user name can be.
+public enum GroupName {
+    public static let marker: Character = "#"
+
+    public static func isValid(_ name: String) -> Bool { UserName.isValid(name) }
+
+    /// The group a message's `toUser` addresses (`#NAME`), or nil when it addresses a user.
+    public static func addressed(by to: String) -> String? {
+        guard to.first == marker else { return nil }
+        let name = String(to.dropFirst())
+        return isValid(name) ? name : nil
+    }
+
+    public static func address(_ name: String) -> String { "#\(name)" }
+}
+
 /// Which of a user's devices a session is: 1-16 of a-z, 0-9, '.', '_' and '-', not starting
 /// with a symbol. Short, because the copy of a message kept for its sender's other devices
 /// carries it (`Message.fromDevice`) within the datagram budget.

@@ -32,6 +32,8 @@ public struct ServerConfiguration: Sendable {
     public var inboxShare = 2_500
     /// Devices one user may have at once; each keeps its own confirmed mark in the inbox.
     public var maxDevicesPerUser = 10
+    /// Members a group may have (each message is copied into every member's inbox).
+    public var maxGroupMembers = 1000
     public var pushRetransmit = RetransmitPolicy(maxBackoff: .seconds(4), giveUpAfter: .seconds(60))
     /// scrypt cost N; lower it only for tests.
     public var scryptRounds = 16_384

@@ -12,10 +12,22 @@ public enum REPLCommand: Equatable, Sendable {
     case status
     case devices
     case revokeDevice(name: String)
+    case group(GroupCommand)
+    case groups
     case help
     case logout
     case quit
     case empty
+
+    /// `/group ...`: a membership change or a look at one group.
+    public enum GroupCommand: Equatable, Sendable {
+        case create(name: String, members: [String])
+        case add(name: String, users: [String])
+        case remove(name: String, users: [String])
+        case admin(name: String, users: [String])
+        case leave(name: String)
+        case members(name: String)
+    }
 
     public struct ParseError: Error, Equatable, Sendable {
         public let message: String
@@ -24,9 +36,18 @@ public enum REPLCommand: Equatable, Sendable {
 
     public static let usage = """
     messages:
+      (USER may be #GROUP, a group)
       /to USER              talk to USER: plain lines are sent there (/to alone ends it)
       /send USER TEXT...    send a text message
       /image USER URL       send an image by URL
+    groups:
+      /groups               the groups you are in
+      /group create NAME [USER...]   a new group you own, with these members
+      /group add NAME USER...        add members (owner or admin)
+      /group remove NAME USER...     remove members (owner or admin)
+      /group admin NAME USER...      make members admins (owner)
+      /group leave NAME     leave the group
+      /group members NAME   its members and their roles
     history:
       /history USER [N]     show the last N messages with USER (default 20, at most 1000)
     session:
@@ -56,7 +77,9 @@ public enum REPLCommand: Equatable, Sendable {
         case "/to":
             guard parts.count <= 2 else { throw ParseError(message: "usage: /to USER, or /to alone to end the conversation") }
             guard parts.count == 2 else { return .converse(with: nil) }
-            guard UserName.isValid(parts[1]) else { throw ParseError(message: "not a user name: \(parts[1])") }
+            guard UserName.isValid(parts[1]) || GroupName.addressed(by: parts[1]) != nil else {
+                throw ParseError(message: "not a user name or #group: \(parts[1])")
+            }
             return .converse(with: parts[1])
         case "/image":
             guard parts.count == 3, !parts[2].contains(" ") else { throw ParseError(message: "usage: /image USER URL") }
@@ -77,11 +100,35 @@ public enum REPLCommand: Equatable, Sendable {
                 throw ParseError(message: "usage: /device revoke NAME")
             }
             return .revokeDevice(name: parts[2])
+        case "/groups":
+            guard parts.count == 1 else { throw ParseError(message: "usage: /groups") }
+            return .groups
+        case "/group": return .group(try parseGroup(trimmed))
         case "/help": return .help
         case "/quit": return .quit
         case "/logout": return .logout
         default:
             throw ParseError(message: "unknown command \(parts[0]) (try /help)")
+        }
+    }
+
+    static let groupUsage = "usage: /group create|add|remove|admin NAME USER..., /group leave|members NAME"
+
+    private static func parseGroup(_ line: String) throws(ParseError) -> GroupCommand {
+        let words = line.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
+        guard words.count >= 3 else { throw ParseError(message: groupUsage) }
+        let name = words[2].first == GroupName.marker ? String(words[2].dropFirst()) : words[2]
+        guard GroupName.isValid(name) else { throw ParseError(message: "not a group name: \(words[2])") }
+        let users = Array(words.dropFirst(3))
+        if let bad = users.first(where: { !UserName.isValid($0) }) { throw ParseError(message: "not a user name: \(bad)") }
+        switch (words[1], users.isEmpty) {
+        case ("create", _): return .create(name: name, members: users)
+        case ("add", false): return .add(name: name, users: users)
+        case ("remove", false): return .remove(name: name, users: users)
+        case ("admin", false): return .admin(name: name, users: users)
+        case ("leave", true): return .leave(name: name)
+        case ("members", true): return .members(name: name)
+        default: throw ParseError(message: groupUsage)
         }
     }
 }

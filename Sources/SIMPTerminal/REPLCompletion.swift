@@ -1,11 +1,14 @@
 import SIMPClient
 import SIMPCore
 
-/// Tab completion for the REPL: the command in the first word, a user name in the second
-/// (after /send, /image, /history). Pure: the line editor asks with the text before the cursor.
+/// Tab completion for the REPL: the command in the first word, a user name or #group in the
+/// second (after /to, /send, /image, /history); after /group its action, the group, then users.
+/// Pure: the line editor asks with the text before the cursor.
 public enum REPLCompletion {
-    public static let commands = ["/to", "/send", "/image", "/history", "/status", "/devices", "/device", "/help", "/logout", "/quit"]
+    public static let commands = ["/to", "/send", "/image", "/history", "/status", "/devices", "/device", "/groups", "/group",
+                                  "/help", "/logout", "/quit"]
     static let commandsTakingUser: Set<String> = ["/to", "/send", "/image", "/history"]
+    static let groupActions = ["create", "add", "remove", "admin", "leave", "members"]
 
     public struct Result: Sendable, Equatable {
         /// Text to insert at the cursor (the common part of all candidates, past the typed part,
@@ -30,6 +33,9 @@ public enum REPLCompletion {
         switch index {
         case 0: pool = commands
         case 1 where commandsTakingUser.contains(words[0]): pool = users
+        case 1 where words[0] == "/group": pool = groupActions
+        case 2 where words[0] == "/group": pool = users.filter { $0.first == GroupName.marker }
+        case 3... where words[0] == "/group": pool = users.filter { $0.first != GroupName.marker }
         default: pool = []
         }
         let candidates = Array(Set(pool.filter { $0.hasPrefix(typed) })).sorted()
@@ -44,8 +50,8 @@ public enum REPLCompletion {
     }
 }
 
-/// The user names Tab offers: the own user, senders of messages received and recipients of
-/// messages sent in this run, and names in the history of earlier lines.
+/// The user names (and #groups) Tab offers: the own user, senders of messages received and
+/// recipients of messages sent in this run, groups seen, and names in earlier lines.
 public struct KnownUsers: Sendable {
     public private(set) var names: Set<String> = []
 
@@ -53,7 +59,7 @@ public struct KnownUsers: Sendable {
 
     public mutating func add(_ name: String) {
         // Only names that could be real: a network-provided name never reaches the line editor raw.
-        guard UserName.isValid(name) else { return }
+        guard UserName.isValid(name) || GroupName.addressed(by: name) != nil else { return }
         names.insert(name)
     }
 
@@ -62,7 +68,18 @@ public struct KnownUsers: Sendable {
         switch try? REPLCommand.parse(line) {
         case .send(let to, _), .image(let to, _): add(to)
         case .history(let peer, _), .converse(let peer?): add(peer)
+        case .group(let command): learn(command)
         default: break
+        }
+    }
+
+    private mutating func learn(_ command: REPLCommand.GroupCommand) {
+        switch command {
+        case .create(let name, let users), .add(let name, let users), .remove(let name, let users), .admin(let name, let users):
+            add(GroupName.address(name))
+            users.forEach { add($0) }
+        case .leave(let name), .members(let name):
+            add(GroupName.address(name))
         }
     }
 

@@ -1,5 +1,6 @@
 import SIMPClient
 import Foundation
+import SIMPCore
 
 /// What the REPL shows on a terminal, as lines of text: the banner, the prompt, incoming
 /// messages with their time, one line per sent message with a short number (`#3`) and one
@@ -53,6 +54,11 @@ public struct REPLScreen: Sendable {
     /// The columns the prompt takes on the terminal.
     public var promptColumns: Int {
         safe(session.user).count + (conversation.map { 3 + safe($0).count } ?? 0) + 2
+    }
+
+    /// The user's groups, for Tab (`#NAME`).
+    public mutating func know(groups: [String]) {
+        groups.forEach { users.add(GroupName.address($0)) }
     }
 
     /// Plain lines go to `peer` from now on (nil: to nobody); the line saying so.
@@ -130,7 +136,17 @@ public struct REPLScreen: Sendable {
         case .message(let m):
             receivedCount += 1
             users.add(m.from)
+            if let group = m.group { users.add(GroupName.address(group)) }
             return [messageLine(m, now: now)]
+        case .groupAccepted(let id, _, _, _):
+            return marks.update(id: id, to: .accepted).map { [changeLine($0)] } ?? []
+        case .memberDelivered(let id, _, _, _):
+            // Marked delivered once the first member has it.
+            return marks.update(id: id, to: .delivered).map { [changeLine($0)] } ?? []
+        case .groupChanged(let group, let change, _):
+            users.add(change.member)
+            users.add(GroupName.address(group))
+            return [style.paint(changeText(group: group, change), .dim)]
         case .retracted(_, let from, let reason):
             return [style.paint("\(safe(from))'s last message was not stored and is withdrawn: \(safe(reason))", .yellow)]
         case .error(let message):
@@ -138,13 +154,25 @@ public struct REPLScreen: Sendable {
         }
     }
 
+    /// `alice added carol to #team`.
+    public func changeText(group: String, _ change: GroupChange) -> String {
+        let where_ = "#" + safe(group)
+        switch change.kind {
+        case .added: return change.by == change.member ? "\(safe(change.member)) created \(where_)" : "\(safe(change.by)) added \(safe(change.member)) to \(where_)"
+        case .removed: return "\(safe(change.by)) removed \(safe(change.member)) from \(where_)"
+        case .left: return "\(safe(change.member)) left \(where_)"
+        }
+    }
+
     /// `14:05 bob: hello`, the time the server stored it (else the sender's, else now).
     public func messageLine(_ m: IncomingMessage, now: Date) -> String {
         let millis = m.storedAt > 0 ? m.storedAt : (m.sentAt > 0 ? m.sentAt : Int64(now.timeIntervalSince1970 * 1000))
         let time = style.paint(clock(Date(timeIntervalSince1970: Double(millis) / 1000)), .dim)
+        if let change = m.groupChange, let group = m.group { return time + " " + style.paint(changeText(group: group, change), .dim) }
         let own = m.from == session.user
-        // What the user sent from another device (or shows in history) names where it went.
-        let who = own && m.to != session.user ? "\(safe(m.from)) → \(safe(m.to))" : safe(m.from)
+        // What the user sent from another device (or shows in history), and what was said in a
+        // group, names where it went.
+        let who = (own && m.to != session.user) || m.group != nil ? "\(safe(m.from)) → \(safe(m.to))" : safe(m.from)
         let name = style.paint(who + ":", own ? .green : .cyan, .bold)
         guard let url = m.imageURL else { return time + " " + name + " " + safe(m.text) }
         return time + " " + name + " " + style.paint("[image]", .magenta) + " " + safe(url) + (m.text.isEmpty ? "" : " " + safe(m.text))

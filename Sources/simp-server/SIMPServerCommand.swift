@@ -138,6 +138,9 @@ struct SIMPServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-devices-per-user"), help: "Devices a user may have (each with its own place in the inbox); a new one beyond is refused until one is revoked. Default 10.")
     var maxDevicesPerUser: Int?
 
+    @Option(name: .customLong("max-group-members"), help: "Members a group may have; adding beyond is refused (GROUP_FULL). Default 1000.")
+    var maxGroupMembers: Int?
+
     @Option(name: .customLong("event-loops"), help: "Event loop threads. Default: one per core.")
     var eventLoops: Int?
 
@@ -268,6 +271,7 @@ struct SIMPServerCommand: AsyncParsableCommand {
         config.inboxLimit = try settings.read("inbox-limit", flag: inboxLimit, default: config.inboxLimit, rule: .positive)
         config.inboxShare = try settings.read("inbox-share", flag: inboxShare, default: config.inboxShare, rule: .positive)
         config.maxDevicesPerUser = try settings.read("max-devices-per-user", flag: maxDevicesPerUser, default: config.maxDevicesPerUser, rule: .positive)
+        config.maxGroupMembers = try settings.read("max-group-members", flag: maxGroupMembers, default: config.maxGroupMembers, rule: .positive)
         config.eventLoops = try settings.read("event-loops", flag: eventLoops, default: config.eventLoops, rule: .positive)
         return config
     }

@@ -1,18 +1,19 @@
 import ArgumentParser
 import Foundation
 import SIMPClient
+import SIMPTerminal
 
 /// `simp send --to USER TEXT...`: sends one message and exits with a status that says its fate.
 struct Send: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Send one message; exit 0 once it is delivered (or accepted, with --accepted).",
+        abstract: "Send one message; exit 0 once it is delivered (or accepted, with --accepted; to a #group, once accepted unless --all-delivered).",
         discussion: "Prints the message id (with --json, one JSON object with its fate). Exit status: 0 delivered "
             + "(or accepted with --accepted), 1 other failure, 2 usage, 3 timeout, 4 refused by the server, "
             + "5 authentication failed, 6 server unreachable.")
 
     @OptionGroup var connection: ConnectionOptions
 
-    @Option(help: "The recipient.")
+    @Option(help: "The recipient: a user, or #GROUP.")
     var to: String
 
     @Argument(help: "The message text; several words are joined with spaces.")
@@ -20,6 +21,9 @@ struct Send: AsyncParsableCommand {
 
     @Flag(help: "Stop once the server has stored the message; do not wait for delivery.")
     var accepted = false
+
+    @Flag(help: "To a #group: wait until every member has confirmed it (else exit once it is accepted).")
+    var allDelivered = false
 
     @Option(help: "Seconds to wait for delivery (or acceptance, with --accepted). Default 30.")
     var timeout: Double = 30
@@ -30,6 +34,8 @@ struct Send: AsyncParsableCommand {
     func validate() throws {
         guard !words.isEmpty else { throw ValidationError("no message text") }
         guard timeout > 0 else { throw ValidationError("--timeout must be > 0") }
+        if allDelivered && !to.hasPrefix("#") { throw ValidationError("--all-delivered is for a #group") }
+        if allDelivered && accepted { throw ValidationError("--all-delivered and --accepted contradict each other") }
     }
 
     func run() async throws {
@@ -43,7 +49,8 @@ struct Send: AsyncParsableCommand {
             output.problem(error.message)
             throw ExitCode(ExitStatus.refused)
         }
-        let fate = await Fate.awaited(id: id, in: client.events, timeout: timeout, untilAccepted: accepted)
+        let untilAccepted = accepted || (to.hasPrefix("#") && !allDelivered)
+        let fate = await Fate.awaited(id: id, in: client.events, timeout: timeout, untilAccepted: untilAccepted)
         await client.close()
         let status = report(fate, id: id, output)
         if status != 0 { throw ExitCode(status) }
@@ -59,8 +66,9 @@ struct Send: AsyncParsableCommand {
             output.problem("message \(id) to \(to) failed: \(reason)")
             return ExitStatus.refused
         case .timedOut(accepted: true):
+            let who = to.hasPrefix("#") ? "every member of \(to)" : to
             output.problem("message \(id) to \(to) was accepted (stored) but not delivered within \(timeout)s; "
-                           + "it will be delivered when \(to) connects")
+                           + "it will be delivered when \(who) connects")
             return ExitStatus.timeout
         case .timedOut(accepted: false):
             output.problem("message \(id) to \(to) was not accepted by the server within \(timeout)s")
@@ -97,11 +105,22 @@ enum Fate {
     /// Returns the message's fate; when cancelled (the events stream ends), what is known so far.
     private static func watch(id: String, in events: AsyncStream<ClientEvent>, untilAccepted: Bool) async -> Fate {
         var accepted = false
+        // A group message: delivered once every member it went to has confirmed it.
+        var members = Set<String>()
+        var recipients: (count: Int, seq: UInt64)?
         for await event in events {
             switch event {
             case .accepted(id, _, let seq):
                 if untilAccepted { return .accepted(seq: seq) }
                 accepted = true
+            case .groupAccepted(id, _, let seq, let count):
+                if untilAccepted { return .accepted(seq: seq) }
+                accepted = true
+                recipients = (count, seq)
+                if members.count >= count { return .delivered(seq: seq) }
+            case .memberDelivered(id, _, let member, _):
+                members.insert(member)
+                if let recipients, members.count >= recipients.count { return .delivered(seq: recipients.seq) }
             case .delivered(id, _, let seq):
                 return .delivered(seq: seq)
             case .failed(id, _, let reason):
@@ -147,6 +166,40 @@ struct Listen: AsyncParsableCommand {
     }
 }
 
+/// `simp group ACTION NAME [USER...]` and `simp group list`: one group request, as in the REPL.
+struct Group: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Make or change a group, or list yours: create|add|remove|admin NAME USER..., leave|members NAME, list.")
+
+    @OptionGroup var connection: ConnectionOptions
+
+    @Argument(help: "create, add, remove, admin, leave, members or list, then the group and the users.")
+    var words: [String]
+
+    @Flag(help: "Print one JSON object.")
+    var json = false
+
+    func run() async throws {
+        let line = words == ["list"] ? "/groups" : "/group " + words.joined(separator: " ")
+        guard case let command? = try? REPLCommand.parse(line), command != .empty else {
+            throw ValidationError("usage: simp group create|add|remove|admin NAME USER..., simp group leave|members NAME, simp group list")
+        }
+        let output = Output(json: json)
+        let client = try await openSession(connection, output)
+        do {
+            switch command {
+            case .group(let group): output.result(try await group.run(on: client))
+            default: output.result(try await GroupListing.run(on: client))
+            }
+            await client.close()
+        } catch {
+            await client.close()
+            output.problem(error.message)
+            throw ExitCode(error.code == nil ? ExitStatus.failure : ExitStatus.refused)
+        }
+    }
+}
+
 /// `simp history USER`: prints the conversation with USER, oldest first, and exits.
 struct History: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -154,7 +207,7 @@ struct History: AsyncParsableCommand {
 
     @OptionGroup var connection: ConnectionOptions
 
-    @Argument(help: "The other user.")
+    @Argument(help: "The other user, or #GROUP.")
     var peer: String
 
     @Option(help: "How many messages, 1-1000. Default 20.")

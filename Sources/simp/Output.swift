@@ -33,7 +33,19 @@ final class Output: @unchecked Sendable {
                                          "sentAt": Int(m.sentAt), "receivedAt": Int(Date().timeIntervalSince1970 * 1000)]
             if let url = m.imageURL { object["imageURL"] = url }
             if !m.fromDevice.isEmpty { object["fromDevice"] = m.fromDevice }
+            if let group = m.group {
+                object["group"] = group
+                object["groupSeq"] = Int(m.groupSeq)
+            }
             emit(object, human: Self.humanLine(m))
+        case .groupAccepted(let id, let to, let seq, let recipients):
+            emit(["event": "accepted", "id": id, "to": to, "seq": Int(seq), "recipients": recipients],
+                 human: "[accepted] \(id) -> \(to) (\(recipients == 1 ? "1 member" : "\(recipients) members"))")
+        case .memberDelivered(let id, let to, let member, let seq):
+            emit(["event": "delivered", "id": id, "to": to, "member": member, "seq": Int(seq)], human: "[delivered] \(id) -> \(to): \(safe(member))")
+        case .groupChanged(let group, let change, let seq):
+            emit(["event": "group", "group": group, "change": change.kind.rawValue, "member": change.member, "by": change.by, "seq": Int(seq)],
+                 human: Self.changeLine(group: group, change))
         case .retracted(let id, let from, let reason):
             emit(["event": "retracted", "id": id, "from": from, "reason": reason],
                  human: "[retracted] \(safe(id)) from \(safe(from)): \(safe(reason))")
@@ -54,6 +66,8 @@ final class Output: @unchecked Sendable {
         let list: [[String: Any]] = messages.map { m in
             var o: [String: Any] = ["id": m.id, "from": m.from, "to": m.to, "text": m.text, "seq": Int(m.seq)]
             if let url = m.imageURL { o["imageURL"] = url }
+            if let group = m.group { o["groupSeq"] = Int(m.groupSeq) ; o["group"] = group }
+            if let change = m.groupChange { o["change"] = change.kind.rawValue; o["member"] = change.member; o["by"] = change.by }
             return o
         }
         let human = messages.isEmpty ? "no messages with \(safe(peer))" : messages.map(Self.humanLine).joined(separator: "\n")
@@ -68,6 +82,10 @@ final class Output: @unchecked Sendable {
             (device.current ? "* " : "  ") + safe(device.name) + "  " + (device.online ? "online" : "offline")
         }.joined(separator: "\n")
         emit(["event": "devices", "devices": list], human: human)
+    }
+
+    func result(_ result: GroupResult) {
+        emit(result.json, human: safe(result.human))
     }
 
     func info(_ text: String) {
@@ -106,9 +124,19 @@ final class Output: @unchecked Sendable {
         emit(object, human: id)
     }
 
-    /// `bob: hi`; what the user sent from another device, `alice -> bob: hi`.
+    private static func changeLine(group: String, _ change: GroupChange) -> String {
+        switch change.kind {
+        case .added where change.by == change.member: return "\(safe(change.by)) created #\(safe(group))"
+        case .added: return "\(safe(change.by)) added \(safe(change.member)) to #\(safe(group))"
+        case .removed: return "\(safe(change.by)) removed \(safe(change.member)) from #\(safe(group))"
+        case .left: return "\(safe(change.member)) left #\(safe(group))"
+        }
+    }
+
+    /// `bob: hi`; what the user sent from another device, or to a group, `alice -> bob: hi`.
     private static func humanLine(_ m: IncomingMessage) -> String {
-        let who = m.fromDevice.isEmpty ? safe(m.from) : "\(safe(m.from)) -> \(safe(m.to))"
+        if let change = m.groupChange, let group = m.group { return changeLine(group: group, change) }
+        let who = m.fromDevice.isEmpty && m.group == nil ? safe(m.from) : "\(safe(m.from)) -> \(safe(m.to))"
         if let url = m.imageURL {
             return "\(who): [image] \(safe(url))\(m.text.isEmpty ? "" : " \(safe(m.text))")"
         }

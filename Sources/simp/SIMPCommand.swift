@@ -37,7 +37,7 @@ struct SIMPCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "simp",
         abstract: "SIMP client: the REPL when no subcommand is given, or one command for a script.",
-        subcommands: [REPL.self, Send.self, Listen.self, History.self, Login.self],
+        subcommands: [REPL.self, Send.self, Listen.self, History.self, Group.self, Login.self],
         defaultSubcommand: REPL.self)
 }
 
@@ -160,6 +160,10 @@ struct REPL: AsyncParsableCommand {
             case .revokeDevice(let name):
                 try await client.revokeDevice(name)
                 output.info("device \(name) revoked")
+            case .group(let group):
+                output.result(try await group.run(on: client))
+            case .groups:
+                output.result(try await GroupListing.run(on: client))
             case .help:
                 output.info(REPLCommand.usage)
             case .status:

@@ -42,6 +42,10 @@ final class TerminalREPL: @unchecked Sendable {
         show(withScreen { $0.banner() })
         return Task { [self] in
             let sweeper = Task { await sweepUnregistered() }
+            // Tab knows the user's groups from the start; without them it learns as it goes.
+            Task { [self] in
+                if let groups = try? await client.groups() { withScreen { $0.know(groups: groups) } }
+            }
             for await event in client.events {
                 show(withScreen { $0.handle(event, now: Date()) })
                 if case .ended = event { break }
@@ -86,6 +90,16 @@ final class TerminalREPL: @unchecked Sendable {
             case .revokeDevice(let name):
                 try await client.revokeDevice(name)
                 show([withScreen { $0.info("device \(name) revoked") }])
+            case .group(let group):
+                let result = try await group.run(on: client)
+                show([withScreen { $0.info(result.human) }])
+            case .groups:
+                let groups = try await client.groups()
+                let result = GroupListing.result(groups)
+                show([withScreen { screen in
+                    screen.know(groups: groups)
+                    return screen.info(result.human)
+                }])
             case .help:
                 show(withScreen { $0.help() })
             case .quit, .empty, .logout:

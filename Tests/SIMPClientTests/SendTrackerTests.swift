@@ -418,3 +418,45 @@ import Testing
         #expect(tracker.resendAll(now: t0, bound: true).transmit.map(\.payload.message.fresh) == [false])
     }
 }
+
+/// A message to a group: accepted once with how many members will confirm, then one
+/// confirmation per member, each reported once.
+@Suite struct GroupSendTrackerTests {
+    let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000)
+
+    func sent(_ id: String) -> SendTracker {
+        var tracker = SendTracker(policy: RetransmitPolicy(maxBackoff: .seconds(2), giveUpAfter: .seconds(3)))
+        var message = Simp_Message()
+        message.messageID = id
+        message.toUser = "#team"
+        _ = tracker.send(Outgoing(to: "#team", message: message), id: id, now: t0, bound: true)
+        return tracker
+    }
+
+    func member(_ id: String, _ member: String) -> Simp_Delivered {
+        .with { $0.messageID = id; $0.toUser = "#team"; $0.seq = 4; $0.member = member }
+    }
+
+    @Test func acceptedOnceThenEachMemberOnce() {
+        var tracker = sent("m1")
+        let accepted = Simp_Accepted.with { $0.messageID = "m1"; $0.toUser = "#team"; $0.seq = 4; $0.recipients = 2 }
+        #expect(tracker.accepted(accepted, now: t0) == .groupAccepted(id: "m1", to: "#team", seq: 4, recipients: 2))
+        #expect(tracker.accepted(accepted, now: t0) == nil)
+        #expect(!tracker.awaitsAcceptance && !tracker.awaitsDelivery, "nothing left to resend nor to ask about")
+        #expect(tracker.delivered(member("m1", "bob")).delivered == .memberDelivered(id: "m1", to: "#team", member: "bob", seq: 4))
+        #expect(tracker.delivered(member("m1", "bob")).delivered == nil, "bob's second device, on another node")
+        #expect(tracker.delivered(member("m1", "carol")).delivered != nil)
+    }
+
+    /// `accepted` waits for every member's copy, so a member may confirm first: the message
+    /// stays unaccepted (and resent) until `accepted` says how many members there are.
+    @Test func aMemberConfirmingBeforeAcceptedLeavesItWaitingForAccepted() {
+        var tracker = sent("m1")
+        let news = tracker.delivered(member("m1", "bob"))
+        #expect(news.accepted == nil && news.delivered == .memberDelivered(id: "m1", to: "#team", member: "bob", seq: 4))
+        #expect(tracker.awaitsAcceptance)
+        let accepted = Simp_Accepted.with { $0.messageID = "m1"; $0.toUser = "#team"; $0.seq = 4; $0.recipients = 2 }
+        #expect(tracker.accepted(accepted, now: t0) == .groupAccepted(id: "m1", to: "#team", seq: 4, recipients: 2))
+        #expect(tracker.delivered(member("m1", "bob")).delivered == nil)
+    }
+}

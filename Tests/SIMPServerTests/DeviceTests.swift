@@ -9,12 +9,7 @@ import Testing
 /// the sender hears `delivered` once, on every device.
 @Suite(.serialized) struct DeviceTests {
     func device(_ cluster: TestCluster, _ user: String, _ name: String) async throws -> (SIMPClient, EventLog) {
-        var config = cluster.clientConfiguration()
-        config.device = name
-        let client = SIMPClient(configuration: config)
-        let log = EventLog(client)
-        try await client.connect(user: user, password: "pw-\(user)")
-        return (client, log)
+        try await cluster.connectedDevice(user, name)
     }
 
     /// bob's phone and laptop, and alice on her desk, registered and connected.

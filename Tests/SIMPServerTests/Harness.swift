@@ -87,6 +87,18 @@ final class TestCluster: @unchecked Sendable {
     }
 }
 
+extension TestCluster {
+    /// A client of an already registered `user` (password `pw-USER`) as device `name`, connected.
+    func connectedDevice(_ user: String, _ name: String) async throws -> (SIMPClient, EventLog) {
+        var config = clientConfiguration()
+        config.device = name
+        let client = SIMPClient(configuration: config)
+        let log = EventLog(client)
+        try await client.connect(user: user, password: "pw-\(user)")
+        return (client, log)
+    }
+}
+
 /// Everything a client reported, for assertions.
 final class EventLog: @unchecked Sendable {
     private let lock = NSLock()

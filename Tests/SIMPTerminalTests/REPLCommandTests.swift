@@ -34,9 +34,45 @@ import Testing
         ("/frobnicate", "unknown command /frobnicate (try /help)"),
         ("hello", "lines are commands; to send text use /send USER TEXT, or /to USER first (try /help)"),
         ("/to bob carol", "usage: /to USER, or /to alone to end the conversation"),
-        ("/to Bob!", "not a user name: Bob!"),
+        ("/to Bob!", "not a user name or #group: Bob!"),
     ])
     func badInputHasAClearError(line: String, message: String) {
         #expect(throws: REPLCommand.ParseError(message: message)) { try REPLCommand.parse(line) }
+    }
+}
+
+@Suite struct GroupCommandTests {
+    @Test func parsesGroupCommands() throws {
+        #expect(try REPLCommand.parse("/groups") == .groups)
+        #expect(try REPLCommand.parse("/group create team bob carol") == .group(.create(name: "team", members: ["bob", "carol"])))
+        #expect(try REPLCommand.parse("/group create #team") == .group(.create(name: "team", members: [])))
+        #expect(try REPLCommand.parse("/group add team dave") == .group(.add(name: "team", users: ["dave"])))
+        #expect(try REPLCommand.parse("/group remove team  dave erin") == .group(.remove(name: "team", users: ["dave", "erin"])))
+        #expect(try REPLCommand.parse("/group admin team bob") == .group(.admin(name: "team", users: ["bob"])))
+        #expect(try REPLCommand.parse("/group leave team") == .group(.leave(name: "team")))
+        #expect(try REPLCommand.parse("/group members #team") == .group(.members(name: "team")))
+        #expect(try REPLCommand.parse("/send #team hi all") == .send(to: "#team", text: "hi all"))
+        #expect(try REPLCommand.parse("/to #team") == .converse(with: "#team"))
+        #expect(try REPLCommand.parse("hello", conversation: "#team") == .send(to: "#team", text: "hello"))
+    }
+
+    @Test(arguments: ["/group", "/group add team", "/group leave team bob", "/group drop team", "/group create Team",
+                      "/group add team Bob", "/groups x", "/to #Bad"])
+    func refusesMalformedGroupCommands(_ line: String) {
+        #expect(throws: REPLCommand.ParseError.self) { try REPLCommand.parse(line) }
+    }
+
+    @Test func completesGroupsAndTheirCommands() {
+        var known = KnownUsers()
+        known.learn(fromLine: "/group create team bob")
+        known.add("#crew")
+        let names = known.sorted
+        #expect(names == ["#crew", "#team", "bob"])
+        #expect(REPLCompletion.complete("/to #t", users: names) == .init(insert: "eam ", alternatives: []))
+        #expect(REPLCompletion.complete("/group m", users: names) == .init(insert: "embers ", alternatives: []))
+        #expect(REPLCompletion.complete("/group add #c", users: names) == .init(insert: "rew ", alternatives: []))
+        #expect(REPLCompletion.complete("/group add #team b", users: names) == .init(insert: "ob ", alternatives: []))
+        #expect(REPLCompletion.complete("/group add #team #", users: names).alternatives.isEmpty, "members are users")
+        #expect(REPLCompletion.complete("/gr", users: names) == .init(insert: "oup", alternatives: ["/group", "/groups"]))
     }
 }

@@ -3,10 +3,20 @@
 /// stored bytes parse with their seq, and the store script and the server append the same bytes.
 public enum StoredMessage {
     public static func appending(seq: UInt64, to message: [UInt8]) -> [UInt8] {
+        appending(varint: seq, tag: [0x50], to: message)  // field 10, wire type 0
+    }
+
+    /// A group message's place in the group's order: `groupSeq` (field 16, varint), as the
+    /// group's store script appends it.
+    public static func appending(groupSeq: UInt64, to message: [UInt8]) -> [UInt8] {
+        appending(varint: groupSeq, tag: [0x80, 0x01], to: message)
+    }
+
+    private static func appending(varint: UInt64, tag: [UInt8], to message: [UInt8]) -> [UInt8] {
         var bytes = message
-        bytes.reserveCapacity(message.count + 11)
-        bytes.append(0x50)  // field 10, wire type 0
-        var value = seq
+        bytes.reserveCapacity(message.count + tag.count + 10)
+        bytes.append(contentsOf: tag)
+        var value = varint
         while value >= 0x80 {
             bytes.append(UInt8(value & 0x7F) | 0x80)
             value >>= 7

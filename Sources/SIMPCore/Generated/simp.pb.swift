@@ -78,6 +78,21 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
 
   /// CONNECT with a token issued before the device was revoked: log in again
   case deviceRevoked // = 26
+
+  /// a group request or message names a group that does not exist
+  case noSuchGroup // = 27
+
+  /// the sender (or the named user) is not a member of the group
+  case notAMember // = 28
+
+  /// adding or removing members needs the group's owner or an admin
+  case notGroupAdmin // = 29
+
+  /// GROUP CREATE of a name already taken
+  case groupExists // = 30
+
+  /// the group would have more than --max-group-members
+  case groupFull // = 31
   case UNRECOGNIZED(Int)
 
   public init() {
@@ -113,6 +128,11 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     case 24: self = .outOfOrder
     case 25: self = .tooManyDevices
     case 26: self = .deviceRevoked
+    case 27: self = .noSuchGroup
+    case 28: self = .notAMember
+    case 29: self = .notGroupAdmin
+    case 30: self = .groupExists
+    case 31: self = .groupFull
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -146,6 +166,11 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     case .outOfOrder: return 24
     case .tooManyDevices: return 25
     case .deviceRevoked: return 26
+    case .noSuchGroup: return 27
+    case .notAMember: return 28
+    case .notGroupAdmin: return 29
+    case .groupExists: return 30
+    case .groupFull: return 31
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -179,63 +204,132 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     .outOfOrder,
     .tooManyDevices,
     .deviceRevoked,
+    .noSuchGroup,
+    .notAMember,
+    .notGroupAdmin,
+    .groupExists,
+    .groupFull,
   ]
 
 }
 
 /// The original "Hey" Message, kept field for field as the compatible core (1-9),
 /// extended with what delivery needs (10+).
-public nonisolated struct Simp_Message: Sendable {
+public nonisolated struct Simp_Message: @unchecked Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  public var version: Int32 = 0
+  public var version: Int32 {
+    get {_storage._version}
+    set {_uniqueStorage()._version = newValue}
+  }
 
   /// Sender-chosen unique id (random 64-bit, never a timestamp), decimal string.
-  public var messageID: String = String()
+  public var messageID: String {
+    get {_storage._messageID}
+    set {_uniqueStorage()._messageID = newValue}
+  }
 
   /// Sender's wall clock, milliseconds since the Unix epoch. Informational only.
-  public var time: Int64 = 0
+  public var time: Int64 {
+    get {_storage._time}
+    set {_uniqueStorage()._time = newValue}
+  }
 
-  public var content: String = String()
+  public var content: String {
+    get {_storage._content}
+    set {_uniqueStorage()._content = newValue}
+  }
 
-  public var imageURL: String = String()
+  public var imageURL: String {
+    get {_storage._imageURL}
+    set {_uniqueStorage()._imageURL = newValue}
+  }
 
   /// Ignored by the server on input: it sets fromUser from the session.
-  public var fromUser: String = String()
+  public var fromUser: String {
+    get {_storage._fromUser}
+    set {_uniqueStorage()._fromUser = newValue}
+  }
 
-  public var toUser: String = String()
+  public var toUser: String {
+    get {_storage._toUser}
+    set {_uniqueStorage()._toUser = newValue}
+  }
 
-  public var type: Simp_Message.MessageType = .text
+  public var type: Simp_Message.MessageType {
+    get {_storage._type}
+    set {_uniqueStorage()._type = newValue}
+  }
 
-  public var imageScale: Float = 0
+  public var imageScale: Float {
+    get {_storage._imageScale}
+    set {_uniqueStorage()._imageScale = newValue}
+  }
 
   /// Per-recipient sequence number, assigned by the server when it stores the message.
-  public var seq: UInt64 = 0
+  public var seq: UInt64 {
+    get {_storage._seq}
+    set {_uniqueStorage()._seq = newValue}
+  }
 
   /// Server time (ms since epoch) when the message was stored.
-  public var serverTime: Int64 = 0
+  public var serverTime: Int64 {
+    get {_storage._serverTime}
+    set {_uniqueStorage()._serverTime = newValue}
+  }
 
   /// Sender's per-session send counter (1, 2, 3 ... on each session). The server stores a
   /// session's messages in this order. 0: unordered (stored in arrival order).
-  public var clientSeq: UInt64 = 0
+  public var clientSeq: UInt64 {
+    get {_storage._clientSeq}
+    set {_uniqueStorage()._clientSeq = newValue}
+  }
 
   /// Sender -> server: this session is the first the sender transmits this message on (it
   /// cannot have been stored before), so the server may push it to its recipient before the
   /// store answers (EARLY datagram). Never set in what the server stores or pushes.
-  public var fresh: Bool = false
+  public var fresh: Bool {
+    get {_storage._fresh}
+    set {_uniqueStorage()._fresh = newValue}
+  }
 
   /// Sender -> server: a later message of this sender to the same recipient was accepted
   /// while this one was not, so it may no longer be stored (it would follow the later one).
   /// The server answers Accepted if it stored it before, else Failed OUT_OF_ORDER, and
   /// stores nothing. Never set in what the server stores or pushes.
-  public var overtaken: Bool = false
+  public var overtaken: Bool {
+    get {_storage._overtaken}
+    set {_uniqueStorage()._overtaken = newValue}
+  }
 
   /// Set by the server only on the copy of a message stored in its sender's own inbox, so
   /// the sender's other devices show it (toUser is then not the inbox's owner): the name of
   /// the device that sent it. That device confirms the copy without showing it again.
-  public var fromDevice: String = String()
+  public var fromDevice: String {
+    get {_storage._fromDevice}
+    set {_uniqueStorage()._fromDevice = newValue}
+  }
+
+  /// Set by the server on a group message (toUser "#NAME"): its place in the group's one order
+  /// (1, 2, 3 ... per group), the same for every member and device. seq stays the place in
+  /// the receiving user's inbox.
+  public var groupSeq: UInt64 {
+    get {_storage._groupSeq}
+    set {_uniqueStorage()._groupSeq = newValue}
+  }
+
+  /// Set by the server on the entry of a membership change in a group's order (then content
+  /// is empty): who joined or left, and who did it.
+  public var groupChange: Simp_GroupChange {
+    get {_storage._groupChange ?? Simp_GroupChange()}
+    set {_uniqueStorage()._groupChange = newValue}
+  }
+  /// Returns true if `groupChange` has been explicitly set.
+  public var hasGroupChange: Bool {_storage._groupChange != nil}
+  /// Clears the value of `groupChange`. Subsequent reads from it will return its default value.
+  public mutating func clearGroupChange() {_uniqueStorage()._groupChange = nil}
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -281,6 +375,68 @@ public nonisolated struct Simp_Message: Sendable {
       .audio,
       .connect,
       .receipt,
+    ]
+
+  }
+
+  public init() {}
+
+  fileprivate var _storage = _StorageClass.defaultInstance
+}
+
+public nonisolated struct Simp_GroupChange: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var kind: Simp_GroupChange.Kind = .added
+
+  public var member: String = String()
+
+  public var by: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public nonisolated enum Kind: SwiftProtobuf.Enum, Swift.CaseIterable {
+    public typealias RawValue = Int
+
+    /// `member` joined, added by `by` (at creation too)
+    case added // = 0
+
+    /// `member` was removed by `by` (an owner or admin)
+    case removed // = 1
+
+    /// `member` left
+    case left // = 2
+    case UNRECOGNIZED(Int)
+
+    public init() {
+      self = .added
+    }
+
+    public init?(rawValue: Int) {
+      switch rawValue {
+      case 0: self = .added
+      case 1: self = .removed
+      case 2: self = .left
+      default: self = .UNRECOGNIZED(rawValue)
+      }
+    }
+
+    public var rawValue: Int {
+      switch self {
+      case .added: return 0
+      case .removed: return 1
+      case .left: return 2
+      case .UNRECOGNIZED(let i): return i
+      }
+    }
+
+    // The compiler won't synthesize support with the UNRECOGNIZED case.
+    public static let allCases: [Simp_GroupChange.Kind] = [
+      .added,
+      .removed,
+      .left,
     ]
 
   }
@@ -468,7 +624,14 @@ public nonisolated struct Simp_Accepted: Sendable {
 
   public var toUser: String = String()
 
+  /// The recipient's inbox seq; for a group message, its place in the group's order.
   public var seq: UInt64 = 0
+
+  /// A group message: how many members other than the sender it went to (each confirms with a
+  /// Delivered naming the member). In a delivered list between nodes: the member.
+  public var recipients: UInt32 = 0
+
+  public var member: String = String()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -485,6 +648,10 @@ public nonisolated struct Simp_Delivered: Sendable {
   public var toUser: String = String()
 
   public var seq: UInt64 = 0
+
+  /// A group message (toUser "#NAME"): the member one of whose devices confirmed it; one
+  /// Delivered per member.
+  public var member: String = String()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -721,6 +888,128 @@ public nonisolated struct Simp_RevokeDevice: Sendable {
   public init() {}
 }
 
+/// One request about groups, answered with GroupAnswer (or an Error: NO_SUCH_GROUP,
+/// NOT_A_MEMBER, NOT_GROUP_ADMIN, GROUP_EXISTS, GROUP_FULL, UNKNOWN_USER, BAD_REQUEST).
+public nonisolated struct Simp_GroupRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var action: Simp_GroupRequest.Action = .list
+
+  public var group: String = String()
+
+  public var users: [String] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public nonisolated enum Action: SwiftProtobuf.Enum, Swift.CaseIterable {
+    public typealias RawValue = Int
+
+    /// the groups the user is a member of (group empty)
+    case list // = 0
+
+    /// a new group, owned by the user, with `users` as members
+    case create // = 1
+
+    /// add `users` (owner or admin)
+    case add // = 2
+
+    /// remove `users` (owner or admin)
+    case remove // = 3
+
+    /// the user leaves
+    case leave // = 4
+
+    /// the members and their roles (members only)
+    case members // = 5
+
+    /// make `users` admins (owner only)
+    case admin // = 6
+    case UNRECOGNIZED(Int)
+
+    public init() {
+      self = .list
+    }
+
+    public init?(rawValue: Int) {
+      switch rawValue {
+      case 0: self = .list
+      case 1: self = .create
+      case 2: self = .add
+      case 3: self = .remove
+      case 4: self = .leave
+      case 5: self = .members
+      case 6: self = .admin
+      default: self = .UNRECOGNIZED(rawValue)
+      }
+    }
+
+    public var rawValue: Int {
+      switch self {
+      case .list: return 0
+      case .create: return 1
+      case .add: return 2
+      case .remove: return 3
+      case .leave: return 4
+      case .members: return 5
+      case .admin: return 6
+      case .UNRECOGNIZED(let i): return i
+      }
+    }
+
+    // The compiler won't synthesize support with the UNRECOGNIZED case.
+    public static let allCases: [Simp_GroupRequest.Action] = [
+      .list,
+      .create,
+      .add,
+      .remove,
+      .leave,
+      .members,
+      .admin,
+    ]
+
+  }
+
+  public init() {}
+}
+
+public nonisolated struct Simp_GroupMember: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var name: String = String()
+
+  /// "owner", "admin" or "member"
+  public var role: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Simp_GroupAnswer: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var group: String = String()
+
+  /// MEMBERS, and after CREATE, ADD, REMOVE
+  public var members: [Simp_GroupMember] = []
+
+  /// LIST
+  public var groups: [String] = []
+
+  /// the place in the group's order of the last change made
+  public var groupSeq: UInt64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 public nonisolated struct Simp_Envelope: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -931,6 +1220,22 @@ public nonisolated struct Simp_Envelope: Sendable {
     set {body = .revokeDevice(newValue)}
   }
 
+  public var groupRequest: Simp_GroupRequest {
+    get {
+      if case .groupRequest(let v)? = body {return v}
+      return Simp_GroupRequest()
+    }
+    set {body = .groupRequest(newValue)}
+  }
+
+  public var groupAnswer: Simp_GroupAnswer {
+    get {
+      if case .groupAnswer(let v)? = body {return v}
+      return Simp_GroupAnswer()
+    }
+    set {body = .groupAnswer(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Body: Equatable, Sendable {
@@ -959,6 +1264,8 @@ public nonisolated struct Simp_Envelope: Sendable {
     case devices(Simp_DevicesRequest)
     case deviceList(Simp_DeviceList)
     case revokeDevice(Simp_RevokeDevice)
+    case groupRequest(Simp_GroupRequest)
+    case groupAnswer(Simp_GroupAnswer)
 
   }
 
@@ -970,104 +1277,186 @@ public nonisolated struct Simp_Envelope: Sendable {
 fileprivate nonisolated let _protobuf_package = "simp"
 
 nonisolated extension Simp_ErrorCode: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_UNSPECIFIED\0\u{1}FRAME_TOO_LARGE\0\u{1}MALFORMED_FRAME\0\u{1}BAD_REQUEST\0\u{1}NOT_AUTHENTICATED\0\u{1}USER_EXISTS\0\u{1}INVALID_CREDENTIALS\0\u{1}UNKNOWN_USER\0\u{1}INVALID_TOKEN\0\u{1}MESSAGE_TOO_LARGE\0\u{1}STORE_UNAVAILABLE\0\u{1}INVALID_NAME\0\u{1}NOT_CONNECTED\0\u{1}INTERNAL\0\u{1}INBOX_FULL\0\u{1}SESSION_REPLACED\0\u{1}WITHDRAWN\0\u{1}RATE_LIMITED\0\u{1}TOO_MANY_CONNECTIONS\0\u{1}TOO_MANY_SESSIONS\0\u{1}LOGIN_THROTTLED\0\u{1}INBOX_SHARE_FULL\0\u{1}SESSION_CLOSED\0\u{1}REPLICAS_UNAVAILABLE\0\u{1}OUT_OF_ORDER\0\u{1}TOO_MANY_DEVICES\0\u{1}DEVICE_REVOKED\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_UNSPECIFIED\0\u{1}FRAME_TOO_LARGE\0\u{1}MALFORMED_FRAME\0\u{1}BAD_REQUEST\0\u{1}NOT_AUTHENTICATED\0\u{1}USER_EXISTS\0\u{1}INVALID_CREDENTIALS\0\u{1}UNKNOWN_USER\0\u{1}INVALID_TOKEN\0\u{1}MESSAGE_TOO_LARGE\0\u{1}STORE_UNAVAILABLE\0\u{1}INVALID_NAME\0\u{1}NOT_CONNECTED\0\u{1}INTERNAL\0\u{1}INBOX_FULL\0\u{1}SESSION_REPLACED\0\u{1}WITHDRAWN\0\u{1}RATE_LIMITED\0\u{1}TOO_MANY_CONNECTIONS\0\u{1}TOO_MANY_SESSIONS\0\u{1}LOGIN_THROTTLED\0\u{1}INBOX_SHARE_FULL\0\u{1}SESSION_CLOSED\0\u{1}REPLICAS_UNAVAILABLE\0\u{1}OUT_OF_ORDER\0\u{1}TOO_MANY_DEVICES\0\u{1}DEVICE_REVOKED\0\u{1}NO_SUCH_GROUP\0\u{1}NOT_A_MEMBER\0\u{1}NOT_GROUP_ADMIN\0\u{1}GROUP_EXISTS\0\u{1}GROUP_FULL\0")
 }
 
 nonisolated extension Simp_Message: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Message"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}version\0\u{1}messageId\0\u{1}time\0\u{1}content\0\u{1}imageURL\0\u{1}fromUser\0\u{1}toUser\0\u{1}type\0\u{1}imageScale\0\u{1}seq\0\u{1}serverTime\0\u{1}clientSeq\0\u{1}fresh\0\u{1}overtaken\0\u{1}fromDevice\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}version\0\u{1}messageId\0\u{1}time\0\u{1}content\0\u{1}imageURL\0\u{1}fromUser\0\u{1}toUser\0\u{1}type\0\u{1}imageScale\0\u{1}seq\0\u{1}serverTime\0\u{1}clientSeq\0\u{1}fresh\0\u{1}overtaken\0\u{1}fromDevice\0\u{1}groupSeq\0\u{1}groupChange\0")
+
+  fileprivate class _StorageClass {
+    var _version: Int32 = 0
+    var _messageID: String = String()
+    var _time: Int64 = 0
+    var _content: String = String()
+    var _imageURL: String = String()
+    var _fromUser: String = String()
+    var _toUser: String = String()
+    var _type: Simp_Message.MessageType = .text
+    var _imageScale: Float = 0
+    var _seq: UInt64 = 0
+    var _serverTime: Int64 = 0
+    var _clientSeq: UInt64 = 0
+    var _fresh: Bool = false
+    var _overtaken: Bool = false
+    var _fromDevice: String = String()
+    var _groupSeq: UInt64 = 0
+    var _groupChange: Simp_GroupChange? = nil
+
+      // This property is used as the initial default value for new instances of the type.
+      // The type itself is protecting the reference to its storage via CoW semantics.
+      // This will force a copy to be made of this reference when the first mutation occurs;
+      // hence, it is safe to mark this as `nonisolated(unsafe)`.
+      static nonisolated(unsafe) let defaultInstance = _StorageClass()
+
+    private init() {}
+
+    init(copying source: _StorageClass) {
+      _version = source._version
+      _messageID = source._messageID
+      _time = source._time
+      _content = source._content
+      _imageURL = source._imageURL
+      _fromUser = source._fromUser
+      _toUser = source._toUser
+      _type = source._type
+      _imageScale = source._imageScale
+      _seq = source._seq
+      _serverTime = source._serverTime
+      _clientSeq = source._clientSeq
+      _fresh = source._fresh
+      _overtaken = source._overtaken
+      _fromDevice = source._fromDevice
+      _groupSeq = source._groupSeq
+      _groupChange = source._groupChange
+    }
+  }
+
+  fileprivate mutating func _uniqueStorage() -> _StorageClass {
+    if !isKnownUniquelyReferenced(&_storage) {
+      _storage = _StorageClass(copying: _storage)
+    }
+    return _storage
+  }
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
-    while let fieldNumber = try decoder.nextFieldNumber() {
-      // The use of inline closures is to circumvent an issue where the compiler
-      // allocates stack space for every case branch when no optimizations are
-      // enabled. https://github.com/apple/swift-protobuf/issues/1034
-      switch fieldNumber {
-      case 1: try { try decoder.decodeSingularInt32Field(value: &self.version) }()
-      case 2: try { try decoder.decodeSingularStringField(value: &self.messageID) }()
-      case 3: try { try decoder.decodeSingularInt64Field(value: &self.time) }()
-      case 4: try { try decoder.decodeSingularStringField(value: &self.content) }()
-      case 5: try { try decoder.decodeSingularStringField(value: &self.imageURL) }()
-      case 6: try { try decoder.decodeSingularStringField(value: &self.fromUser) }()
-      case 7: try { try decoder.decodeSingularStringField(value: &self.toUser) }()
-      case 8: try { try decoder.decodeSingularEnumField(value: &self.type) }()
-      case 9: try { try decoder.decodeSingularFloatField(value: &self.imageScale) }()
-      case 10: try { try decoder.decodeSingularUInt64Field(value: &self.seq) }()
-      case 11: try { try decoder.decodeSingularInt64Field(value: &self.serverTime) }()
-      case 12: try { try decoder.decodeSingularUInt64Field(value: &self.clientSeq) }()
-      case 13: try { try decoder.decodeSingularBoolField(value: &self.fresh) }()
-      case 14: try { try decoder.decodeSingularBoolField(value: &self.overtaken) }()
-      case 15: try { try decoder.decodeSingularStringField(value: &self.fromDevice) }()
-      default: break
+    _ = _uniqueStorage()
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      while let fieldNumber = try decoder.nextFieldNumber() {
+        // The use of inline closures is to circumvent an issue where the compiler
+        // allocates stack space for every case branch when no optimizations are
+        // enabled. https://github.com/apple/swift-protobuf/issues/1034
+        switch fieldNumber {
+        case 1: try { try decoder.decodeSingularInt32Field(value: &_storage._version) }()
+        case 2: try { try decoder.decodeSingularStringField(value: &_storage._messageID) }()
+        case 3: try { try decoder.decodeSingularInt64Field(value: &_storage._time) }()
+        case 4: try { try decoder.decodeSingularStringField(value: &_storage._content) }()
+        case 5: try { try decoder.decodeSingularStringField(value: &_storage._imageURL) }()
+        case 6: try { try decoder.decodeSingularStringField(value: &_storage._fromUser) }()
+        case 7: try { try decoder.decodeSingularStringField(value: &_storage._toUser) }()
+        case 8: try { try decoder.decodeSingularEnumField(value: &_storage._type) }()
+        case 9: try { try decoder.decodeSingularFloatField(value: &_storage._imageScale) }()
+        case 10: try { try decoder.decodeSingularUInt64Field(value: &_storage._seq) }()
+        case 11: try { try decoder.decodeSingularInt64Field(value: &_storage._serverTime) }()
+        case 12: try { try decoder.decodeSingularUInt64Field(value: &_storage._clientSeq) }()
+        case 13: try { try decoder.decodeSingularBoolField(value: &_storage._fresh) }()
+        case 14: try { try decoder.decodeSingularBoolField(value: &_storage._overtaken) }()
+        case 15: try { try decoder.decodeSingularStringField(value: &_storage._fromDevice) }()
+        case 16: try { try decoder.decodeSingularUInt64Field(value: &_storage._groupSeq) }()
+        case 17: try { try decoder.decodeSingularMessageField(value: &_storage._groupChange) }()
+        default: break
+        }
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    if self.version != 0 {
-      try visitor.visitSingularInt32Field(value: self.version, fieldNumber: 1)
-    }
-    if !self.messageID.isEmpty {
-      try visitor.visitSingularStringField(value: self.messageID, fieldNumber: 2)
-    }
-    if self.time != 0 {
-      try visitor.visitSingularInt64Field(value: self.time, fieldNumber: 3)
-    }
-    if !self.content.isEmpty {
-      try visitor.visitSingularStringField(value: self.content, fieldNumber: 4)
-    }
-    if !self.imageURL.isEmpty {
-      try visitor.visitSingularStringField(value: self.imageURL, fieldNumber: 5)
-    }
-    if !self.fromUser.isEmpty {
-      try visitor.visitSingularStringField(value: self.fromUser, fieldNumber: 6)
-    }
-    if !self.toUser.isEmpty {
-      try visitor.visitSingularStringField(value: self.toUser, fieldNumber: 7)
-    }
-    if self.type != .text {
-      try visitor.visitSingularEnumField(value: self.type, fieldNumber: 8)
-    }
-    if self.imageScale.bitPattern != 0 {
-      try visitor.visitSingularFloatField(value: self.imageScale, fieldNumber: 9)
-    }
-    if self.seq != 0 {
-      try visitor.visitSingularUInt64Field(value: self.seq, fieldNumber: 10)
-    }
-    if self.serverTime != 0 {
-      try visitor.visitSingularInt64Field(value: self.serverTime, fieldNumber: 11)
-    }
-    if self.clientSeq != 0 {
-      try visitor.visitSingularUInt64Field(value: self.clientSeq, fieldNumber: 12)
-    }
-    if self.fresh != false {
-      try visitor.visitSingularBoolField(value: self.fresh, fieldNumber: 13)
-    }
-    if self.overtaken != false {
-      try visitor.visitSingularBoolField(value: self.overtaken, fieldNumber: 14)
-    }
-    if !self.fromDevice.isEmpty {
-      try visitor.visitSingularStringField(value: self.fromDevice, fieldNumber: 15)
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every if/case branch local when no optimizations
+      // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+      // https://github.com/apple/swift-protobuf/issues/1182
+      if _storage._version != 0 {
+        try visitor.visitSingularInt32Field(value: _storage._version, fieldNumber: 1)
+      }
+      if !_storage._messageID.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._messageID, fieldNumber: 2)
+      }
+      if _storage._time != 0 {
+        try visitor.visitSingularInt64Field(value: _storage._time, fieldNumber: 3)
+      }
+      if !_storage._content.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._content, fieldNumber: 4)
+      }
+      if !_storage._imageURL.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._imageURL, fieldNumber: 5)
+      }
+      if !_storage._fromUser.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._fromUser, fieldNumber: 6)
+      }
+      if !_storage._toUser.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._toUser, fieldNumber: 7)
+      }
+      if _storage._type != .text {
+        try visitor.visitSingularEnumField(value: _storage._type, fieldNumber: 8)
+      }
+      if _storage._imageScale.bitPattern != 0 {
+        try visitor.visitSingularFloatField(value: _storage._imageScale, fieldNumber: 9)
+      }
+      if _storage._seq != 0 {
+        try visitor.visitSingularUInt64Field(value: _storage._seq, fieldNumber: 10)
+      }
+      if _storage._serverTime != 0 {
+        try visitor.visitSingularInt64Field(value: _storage._serverTime, fieldNumber: 11)
+      }
+      if _storage._clientSeq != 0 {
+        try visitor.visitSingularUInt64Field(value: _storage._clientSeq, fieldNumber: 12)
+      }
+      if _storage._fresh != false {
+        try visitor.visitSingularBoolField(value: _storage._fresh, fieldNumber: 13)
+      }
+      if _storage._overtaken != false {
+        try visitor.visitSingularBoolField(value: _storage._overtaken, fieldNumber: 14)
+      }
+      if !_storage._fromDevice.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._fromDevice, fieldNumber: 15)
+      }
+      if _storage._groupSeq != 0 {
+        try visitor.visitSingularUInt64Field(value: _storage._groupSeq, fieldNumber: 16)
+      }
+      try { if let v = _storage._groupChange {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 17)
+      } }()
     }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Simp_Message, rhs: Simp_Message) -> Bool {
-    if lhs.version != rhs.version {return false}
-    if lhs.messageID != rhs.messageID {return false}
-    if lhs.time != rhs.time {return false}
-    if lhs.content != rhs.content {return false}
-    if lhs.imageURL != rhs.imageURL {return false}
-    if lhs.fromUser != rhs.fromUser {return false}
-    if lhs.toUser != rhs.toUser {return false}
-    if lhs.type != rhs.type {return false}
-    if lhs.imageScale != rhs.imageScale {return false}
-    if lhs.seq != rhs.seq {return false}
-    if lhs.serverTime != rhs.serverTime {return false}
-    if lhs.clientSeq != rhs.clientSeq {return false}
-    if lhs.fresh != rhs.fresh {return false}
-    if lhs.overtaken != rhs.overtaken {return false}
-    if lhs.fromDevice != rhs.fromDevice {return false}
+    if lhs._storage !== rhs._storage {
+      let storagesAreEqual: Bool = withExtendedLifetime((lhs._storage, rhs._storage)) { (_args: (_StorageClass, _StorageClass)) in
+        let _storage = _args.0
+        let rhs_storage = _args.1
+        if _storage._version != rhs_storage._version {return false}
+        if _storage._messageID != rhs_storage._messageID {return false}
+        if _storage._time != rhs_storage._time {return false}
+        if _storage._content != rhs_storage._content {return false}
+        if _storage._imageURL != rhs_storage._imageURL {return false}
+        if _storage._fromUser != rhs_storage._fromUser {return false}
+        if _storage._toUser != rhs_storage._toUser {return false}
+        if _storage._type != rhs_storage._type {return false}
+        if _storage._imageScale != rhs_storage._imageScale {return false}
+        if _storage._seq != rhs_storage._seq {return false}
+        if _storage._serverTime != rhs_storage._serverTime {return false}
+        if _storage._clientSeq != rhs_storage._clientSeq {return false}
+        if _storage._fresh != rhs_storage._fresh {return false}
+        if _storage._overtaken != rhs_storage._overtaken {return false}
+        if _storage._fromDevice != rhs_storage._fromDevice {return false}
+        if _storage._groupSeq != rhs_storage._groupSeq {return false}
+        if _storage._groupChange != rhs_storage._groupChange {return false}
+        return true
+      }
+      if !storagesAreEqual {return false}
+    }
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1075,6 +1464,50 @@ nonisolated extension Simp_Message: SwiftProtobuf.Message, SwiftProtobuf._Messag
 
 nonisolated extension Simp_Message.MessageType: SwiftProtobuf._ProtoNameProviding {
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0TEXT\0\u{1}IMAGE\0\u{1}AUDIO\0\u{1}CONNECT\0\u{1}RECEIPT\0")
+}
+
+nonisolated extension Simp_GroupChange: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".GroupChange"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}kind\0\u{1}member\0\u{1}by\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularEnumField(value: &self.kind) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.member) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.by) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.kind != .added {
+      try visitor.visitSingularEnumField(value: self.kind, fieldNumber: 1)
+    }
+    if !self.member.isEmpty {
+      try visitor.visitSingularStringField(value: self.member, fieldNumber: 2)
+    }
+    if !self.by.isEmpty {
+      try visitor.visitSingularStringField(value: self.by, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_GroupChange, rhs: Simp_GroupChange) -> Bool {
+    if lhs.kind != rhs.kind {return false}
+    if lhs.member != rhs.member {return false}
+    if lhs.by != rhs.by {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Simp_GroupChange.Kind: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ADDED\0\u{1}REMOVED\0\u{1}LEFT\0")
 }
 
 nonisolated extension Simp_Error: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
@@ -1463,7 +1896,7 @@ nonisolated extension Simp_Pong: SwiftProtobuf.Message, SwiftProtobuf._MessageIm
 
 nonisolated extension Simp_Accepted: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Accepted"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}messageId\0\u{1}toUser\0\u{1}seq\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}messageId\0\u{1}toUser\0\u{1}seq\0\u{1}recipients\0\u{1}member\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1474,6 +1907,8 @@ nonisolated extension Simp_Accepted: SwiftProtobuf.Message, SwiftProtobuf._Messa
       case 1: try { try decoder.decodeSingularStringField(value: &self.messageID) }()
       case 2: try { try decoder.decodeSingularStringField(value: &self.toUser) }()
       case 3: try { try decoder.decodeSingularUInt64Field(value: &self.seq) }()
+      case 4: try { try decoder.decodeSingularUInt32Field(value: &self.recipients) }()
+      case 5: try { try decoder.decodeSingularStringField(value: &self.member) }()
       default: break
       }
     }
@@ -1488,6 +1923,12 @@ nonisolated extension Simp_Accepted: SwiftProtobuf.Message, SwiftProtobuf._Messa
     }
     if self.seq != 0 {
       try visitor.visitSingularUInt64Field(value: self.seq, fieldNumber: 3)
+    }
+    if self.recipients != 0 {
+      try visitor.visitSingularUInt32Field(value: self.recipients, fieldNumber: 4)
+    }
+    if !self.member.isEmpty {
+      try visitor.visitSingularStringField(value: self.member, fieldNumber: 5)
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -1496,6 +1937,8 @@ nonisolated extension Simp_Accepted: SwiftProtobuf.Message, SwiftProtobuf._Messa
     if lhs.messageID != rhs.messageID {return false}
     if lhs.toUser != rhs.toUser {return false}
     if lhs.seq != rhs.seq {return false}
+    if lhs.recipients != rhs.recipients {return false}
+    if lhs.member != rhs.member {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1503,7 +1946,7 @@ nonisolated extension Simp_Accepted: SwiftProtobuf.Message, SwiftProtobuf._Messa
 
 nonisolated extension Simp_Delivered: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Delivered"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}messageId\0\u{1}toUser\0\u{1}seq\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}messageId\0\u{1}toUser\0\u{1}seq\0\u{1}member\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1514,6 +1957,7 @@ nonisolated extension Simp_Delivered: SwiftProtobuf.Message, SwiftProtobuf._Mess
       case 1: try { try decoder.decodeSingularStringField(value: &self.messageID) }()
       case 2: try { try decoder.decodeSingularStringField(value: &self.toUser) }()
       case 3: try { try decoder.decodeSingularUInt64Field(value: &self.seq) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.member) }()
       default: break
       }
     }
@@ -1529,6 +1973,9 @@ nonisolated extension Simp_Delivered: SwiftProtobuf.Message, SwiftProtobuf._Mess
     if self.seq != 0 {
       try visitor.visitSingularUInt64Field(value: self.seq, fieldNumber: 3)
     }
+    if !self.member.isEmpty {
+      try visitor.visitSingularStringField(value: self.member, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1536,6 +1983,7 @@ nonisolated extension Simp_Delivered: SwiftProtobuf.Message, SwiftProtobuf._Mess
     if lhs.messageID != rhs.messageID {return false}
     if lhs.toUser != rhs.toUser {return false}
     if lhs.seq != rhs.seq {return false}
+    if lhs.member != rhs.member {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -2024,9 +2472,133 @@ nonisolated extension Simp_RevokeDevice: SwiftProtobuf.Message, SwiftProtobuf._M
   }
 }
 
+nonisolated extension Simp_GroupRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".GroupRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}action\0\u{1}group\0\u{1}users\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularEnumField(value: &self.action) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.group) }()
+      case 3: try { try decoder.decodeRepeatedStringField(value: &self.users) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.action != .list {
+      try visitor.visitSingularEnumField(value: self.action, fieldNumber: 1)
+    }
+    if !self.group.isEmpty {
+      try visitor.visitSingularStringField(value: self.group, fieldNumber: 2)
+    }
+    if !self.users.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.users, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_GroupRequest, rhs: Simp_GroupRequest) -> Bool {
+    if lhs.action != rhs.action {return false}
+    if lhs.group != rhs.group {return false}
+    if lhs.users != rhs.users {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Simp_GroupRequest.Action: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0LIST\0\u{1}CREATE\0\u{1}ADD\0\u{1}REMOVE\0\u{1}LEAVE\0\u{1}MEMBERS\0\u{1}ADMIN\0")
+}
+
+nonisolated extension Simp_GroupMember: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".GroupMember"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{1}role\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.name) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.role) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.name.isEmpty {
+      try visitor.visitSingularStringField(value: self.name, fieldNumber: 1)
+    }
+    if !self.role.isEmpty {
+      try visitor.visitSingularStringField(value: self.role, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_GroupMember, rhs: Simp_GroupMember) -> Bool {
+    if lhs.name != rhs.name {return false}
+    if lhs.role != rhs.role {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Simp_GroupAnswer: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".GroupAnswer"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}group\0\u{1}members\0\u{1}groups\0\u{1}groupSeq\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.group) }()
+      case 2: try { try decoder.decodeRepeatedMessageField(value: &self.members) }()
+      case 3: try { try decoder.decodeRepeatedStringField(value: &self.groups) }()
+      case 4: try { try decoder.decodeSingularUInt64Field(value: &self.groupSeq) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.group.isEmpty {
+      try visitor.visitSingularStringField(value: self.group, fieldNumber: 1)
+    }
+    if !self.members.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.members, fieldNumber: 2)
+    }
+    if !self.groups.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.groups, fieldNumber: 3)
+    }
+    if self.groupSeq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.groupSeq, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_GroupAnswer, rhs: Simp_GroupAnswer) -> Bool {
+    if lhs.group != rhs.group {return false}
+    if lhs.members != rhs.members {return false}
+    if lhs.groups != rhs.groups {return false}
+    if lhs.groupSeq != rhs.groupSeq {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
 nonisolated extension Simp_Envelope: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Envelope"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}requestId\0\u{2}\u{9}error\0\u{1}ok\0\u{1}register\0\u{1}login\0\u{1}loginOk\0\u{1}connect\0\u{1}connected\0\u{1}bound\0\u{1}ping\0\u{1}pong\0\u{1}accepted\0\u{1}delivered\0\u{1}failed\0\u{1}receipt\0\u{1}history\0\u{1}historyResult\0\u{1}withdraw\0\u{1}missing\0\u{1}query\0\u{1}pathResponse\0\u{1}logout\0\u{1}retracted\0\u{1}devices\0\u{1}deviceList\0\u{1}revokeDevice\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}requestId\0\u{2}\u{9}error\0\u{1}ok\0\u{1}register\0\u{1}login\0\u{1}loginOk\0\u{1}connect\0\u{1}connected\0\u{1}bound\0\u{1}ping\0\u{1}pong\0\u{1}accepted\0\u{1}delivered\0\u{1}failed\0\u{1}receipt\0\u{1}history\0\u{1}historyResult\0\u{1}withdraw\0\u{1}missing\0\u{1}query\0\u{1}pathResponse\0\u{1}logout\0\u{1}retracted\0\u{1}devices\0\u{1}deviceList\0\u{1}revokeDevice\0\u{1}groupRequest\0\u{1}groupAnswer\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2360,6 +2932,32 @@ nonisolated extension Simp_Envelope: SwiftProtobuf.Message, SwiftProtobuf._Messa
           self.body = .revokeDevice(v)
         }
       }()
+      case 35: try {
+        var v: Simp_GroupRequest?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .groupRequest(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .groupRequest(v)
+        }
+      }()
+      case 36: try {
+        var v: Simp_GroupAnswer?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .groupAnswer(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .groupAnswer(v)
+        }
+      }()
       default: break
       }
     }
@@ -2473,6 +3071,14 @@ nonisolated extension Simp_Envelope: SwiftProtobuf.Message, SwiftProtobuf._Messa
     case .revokeDevice?: try {
       guard case .revokeDevice(let v)? = self.body else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 34)
+    }()
+    case .groupRequest?: try {
+      guard case .groupRequest(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 35)
+    }()
+    case .groupAnswer?: try {
+      guard case .groupAnswer(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 36)
     }()
     case nil: break
     }

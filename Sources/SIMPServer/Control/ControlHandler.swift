@@ -177,6 +177,7 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
         case .logout: logout(context, id)
         case .devices: devices(context, id)
         case .revokeDevice(let request): revokeDevice(context, id, request)
+        case .groupRequest(let request): group(context, id, request)
         case .none: reply(context, .error(.badRequest, "envelope without a body", requestID: id))
         default: reply(context, .error(.badRequest, "a client does not send \(Self.name(envelope.body))", requestID: id))
         }
@@ -426,6 +427,65 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
         respond(context, id, future)
     }
 
+    /// A group request: LIST and MEMBERS are reads; the changes go through the router's loop,
+    /// which copies their entries into the members' inboxes before the answer.
+    private func group(_ context: ChannelHandlerContext, _ id: UInt64, _ request: Simp_GroupRequest) {
+        guard let user = loggedIn(context, id) else { return }
+        if let problem = GroupRequestRules.problem(in: request, from: user, maxMembers: router.store.settings.maxGroupMembers) {
+            reply(context, .error(problem.code, problem.reason, requestID: id))
+            return
+        }
+        let router = self.router
+        let future: EventLoopFuture<Simp_Envelope>
+        switch request.action {
+        case .list:
+            future = router.store.groups(of: user, on: context.eventLoop).map { groups in
+                var answer = Simp_GroupAnswer()
+                answer.groups = groups
+                return Simp_Envelope(requestID: id, .groupAnswer(answer))
+            }
+        case .members:
+            future = router.store.groupMembers(request.group, on: context.eventLoop).flatMapThrowing { members in
+                guard let members else { throw ServerError(.noSuchGroup, "no such group: #\(request.group)") }
+                guard members.contains(where: { $0.name == user }) else { throw ServerError(.notAMember, "you are not a member of #\(request.group)") }
+                var answer = Simp_GroupAnswer()
+                answer.group = request.group
+                answer.members = members
+                return Simp_Envelope(requestID: id, .groupAnswer(answer))
+            }
+        default:
+            future = changeGroup(request, by: user, id: id)
+        }
+        respond(context, id, future)
+    }
+
+    private func changeGroup(_ request: Simp_GroupRequest, by user: String, id: UInt64) -> EventLoopFuture<Simp_Envelope> {
+        let router = self.router
+        let action = GroupRequestRules.action(of: request)
+        let users = action == .create ? [user] + request.users.filter { $0 != user } : (action == .leave ? [user] : request.users)
+        let max = router.store.settings.maxGroupMembers
+        // Every user named must exist: a member who is no user could never be delivered to.
+        let named = Array(Set(users.filter { $0 != user }))
+        let checks = named.map { router.store.userExists($0, on: router.loop) }
+        return EventLoopFuture.whenAllSucceed(checks, on: router.loop).flatMap { exists -> EventLoopFuture<MessageStore.GroupChangeResult> in
+            if let missing = zip(named, exists).first(where: { !$0.1 })?.0 {
+                return router.loop.makeFailedFuture(ServerError(.unknownUser, "no such user: \(missing)"))
+            }
+            return router.changeGroup(action, group: request.group, by: user, users: users, maxMembers: max)
+        }.flatMapThrowing { (result: MessageStore.GroupChangeResult) -> Simp_Envelope in
+            switch result {
+            case .refused(let code):
+                throw ServerError(code, GroupRequestRules.reason(code, group: request.group, max: max))
+            case .changed(let changes, let members):
+                var answer = Simp_GroupAnswer()
+                answer.group = request.group
+                answer.members = action == .leave ? [] : members
+                answer.groupSeq = changes.map(\.seq).max() ?? 0
+                return Simp_Envelope(requestID: id, .groupAnswer(answer))
+            }
+        }
+    }
+
     /// The user this connection logged in as; nil, and the request refused, before a login.
     private func loggedIn(_ context: ChannelHandlerContext, _ id: UInt64) -> String? {
         guard let user = authenticatedUser else {
@@ -472,6 +532,10 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
 
     private func history(_ context: ChannelHandlerContext, _ id: UInt64, _ request: Simp_HistoryRequest) {
         guard let user = loggedIn(context, id) else { return }
+        if let group = GroupName.addressed(by: request.peer) {
+            groupHistory(context, id, request, group: group, user: user)
+            return
+        }
         // The peer is echoed in the answer: an unchecked name could push the page past a frame.
         guard UserName.isValid(request.peer) else {
             reply(context, .error(.badRequest, "history peer is not a valid user name", requestID: id))
@@ -482,6 +546,22 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
         let page = router.store.history(between: user, and: request.peer, before: request.before, limit: limit,
                                         budget: HistoryPaging.budget(), on: context.eventLoop)
         let future = page.map { page in
+            var response = Simp_HistoryResponse()
+            response.peer = request.peer
+            response.messages = page.items.compactMap { try? Simp_Message(serializedBytes: $0) }
+            response.more = page.more
+            response.nextBefore = page.nextBefore
+            return Simp_Envelope(requestID: id, .historyResult(response))
+        }
+        respond(context, id, future)
+    }
+
+    private func groupHistory(_ context: ChannelHandlerContext, _ id: UInt64, _ request: Simp_HistoryRequest, group: String, user: String) {
+        let limit = Int(min(max(request.limit, 1), 1000))
+        let page = router.store.groupHistory(group, for: user, before: request.before, limit: limit, budget: HistoryPaging.budget(),
+                                             on: context.eventLoop)
+        let future = page.flatMapThrowing { page in
+            guard let page else { throw ServerError(.notAMember, "you are not a member of \(request.peer)") }
             var response = Simp_HistoryResponse()
             response.peer = request.peer
             response.messages = page.items.compactMap { try? Simp_Message(serializedBytes: $0) }

@@ -16,6 +16,9 @@ enum RequestCost {
     static let connect = 4
     /// A delivery query and a withdraw: a Redis read each.
     static let redisRead = 2
+    /// A group's membership change: its entries are copied into every member's inbox (up to
+    /// `--max-group-members` script calls).
+    static let groupChange = 16
 
     static func of(_ envelope: Simp_Envelope) -> Int {
         switch envelope.body {
@@ -26,6 +29,7 @@ enum RequestCost {
         case .login, .register: passwordHash
         case .connect: connect
         case .query, .withdraw: redisRead
+        case .groupRequest(let request): request.action == .list || request.action == .members ? redisRead : groupChange
         default: 1
         }
     }

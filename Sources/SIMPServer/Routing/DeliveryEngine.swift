@@ -118,11 +118,12 @@ enum DeliveryEngine {
         return Simp_Envelope(.accepted(accepted))
     }
 
-    static func delivered(id: String, to: String, seq: UInt64) -> Simp_Envelope {
+    static func delivered(id: String, to: String, seq: UInt64, member: String = "") -> Simp_Envelope {
         var delivered = Simp_Delivered()
         delivered.messageID = id
         delivered.toUser = to
         delivered.seq = seq
+        delivered.member = member
         return Simp_Envelope(.delivered(delivered))
     }
 

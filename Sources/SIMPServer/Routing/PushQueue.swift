@@ -7,8 +7,30 @@ struct Push: Sendable {
     var bytes: [UInt8]
     var from: String
     var id: String
-    /// The copy of a message its sender sent from another device: confirming it tells nobody.
+    /// The copy of a message its sender sent from another device, or a group's membership
+    /// change: confirming it tells nobody.
     var isCopy = false
+    /// A group message: the group and its place in the group's order (its sender hears which
+    /// member confirmed it, by that place).
+    var group: GroupPlace?
+}
+
+struct GroupPlace: Equatable, Sendable {
+    var name: String
+    var seq: UInt64
+}
+
+extension Push {
+    /// The push of an inbox entry read back or copied from a group: what it says of itself.
+    init(stored message: Simp_Message, bytes: [UInt8], recipient: String) {
+        self.init(bytes: bytes, from: message.fromUser, id: message.messageID)
+        guard let group = GroupName.addressed(by: message.toUser) else {
+            isCopy = message.toUser != recipient
+            return
+        }
+        self.group = GroupPlace(name: group, seq: message.groupSeq)
+        isCopy = message.fromUser == recipient || message.hasGroupChange
+    }
 }
 
 /// A push the recipient confirmed: the sender is told it was delivered.
@@ -17,6 +39,7 @@ struct ConfirmedPush: Equatable, Sendable {
     var from: String
     var id: String
     var isCopy = false
+    var group: GroupPlace?
 }
 
 /// One session's pushes not yet confirmed by a receipt, when each is due again, and the ones
@@ -64,12 +87,12 @@ struct PushQueue {
     mutating func confirm(upTo: UInt64, now: NIODeadline) -> [ConfirmedPush] {
         var confirmed: [ConfirmedPush] = []
         for seq in unconfirmed.pendingKeys where seq <= upTo {
-            if let push = unconfirmed.acknowledge(seq, now: now) { confirmed.append(ConfirmedPush(seq: seq, from: push.from, id: push.id, isCopy: push.isCopy)) }
+            if let push = unconfirmed.acknowledge(seq, now: now) { confirmed.append(ConfirmedPush(seq: seq, from: push.from, id: push.id, isCopy: push.isCopy, group: push.group)) }
         }
         if !parked.isEmpty {
             for (seq, push) in parked where seq <= upTo {
                 parked[seq] = nil
-                confirmed.append(ConfirmedPush(seq: seq, from: push.from, id: push.id, isCopy: push.isCopy))
+                confirmed.append(ConfirmedPush(seq: seq, from: push.from, id: push.id, isCopy: push.isCopy, group: push.group))
             }
         }
         return confirmed.sorted { $0.seq < $1.seq }

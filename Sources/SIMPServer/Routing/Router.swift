@@ -75,6 +75,7 @@ final class Router: @unchecked Sendable {
     /// Payloads for each session's datagrams, gathered until the next `sendDatagrams`, so
     /// those for one session share bundles.
     private var outgoing: [UInt64: (session: Session, payloads: [[UInt8]])] = [:]
+    private let groups: GroupRelay
 
     init(loop: any EventLoop, store: MessageStore, settings: RouterSettings, metrics: ServerMetrics, logger: Logger) {
         self.loop = loop
@@ -85,6 +86,20 @@ final class Router: @unchecked Sendable {
         self.outbox = ControlOutbox(loop: loop)
         self.stores = StorePipeline(maxBatch: settings.maxStoreBatch, maxInFlight: settings.maxStoreBatchesInFlight, place: { $0.order })
         self.replicaHold = ShardHold(limit: settings.replicaHoldLimit)
+        self.groups = GroupRelay(store: store, loop: loop, logger: logger)
+        groups.copied = { [unowned self] member, copies in pushGroupCopies(member, copies) }
+        groups.answer = { [unowned self] request, envelopes in answerSender(request, envelopes) }
+        groups.recheck = { [unowned self] member in
+            for session in sessions.sessions(of: member) where session.isBound { catchUp(session) }
+        }
+        groups.floor = { [unowned self] member in sessions.sessions(of: member).compactMap(\.numberingFloor).max() }
+    }
+
+    /// Makes a membership change (a control request); answered once its entries are copied.
+    func changeGroup(_ action: MessageStore.GroupChangeAction, group: String, by: String, users: [String],
+                     maxMembers: Int) -> EventLoopFuture<MessageStore.GroupChangeResult> {
+        loop.assertInEventLoop()
+        return groups.change(action, group: group, by: by, users: users, maxMembers: maxMembers)
     }
 
     func start() {
@@ -438,11 +453,16 @@ final class Router: @unchecked Sendable {
         message.clientSeq = 0
         message.fresh = false
         message.serverTime = Int64(Date().timeIntervalSince1970 * 1000)
+        // A group message goes to its sender's inbox too (a member): the device that sent it
+        // knows it by its name and shows it once.
+        let toGroup = GroupName.addressed(by: message.toUser) != nil
+        if toGroup { message.fromDevice = session.device }
         let bytes: [UInt8] = (try? message.serializedBytes()) ?? []
-        let copied = session.devices > 1 && message.toUser != session.user
+        let copied = session.devices > 1 && message.toUser != session.user && !toGroup
         // Stored, it (or its copy for the sender's other devices) could never be pushed: its
         // seq would not fit the datagram.
         let limit = MessageRules.maxStoredBytes - (copied ? session.device.utf8.count + 2 : 0)
+            - (toGroup ? MessageRules.groupSeqBytes : 0)
         guard bytes.count <= limit else {
             message.clientSeq = order
             refuse(message, (.messageTooLarge, "message is \(bytes.count) bytes as stored (with its sender and time); "
@@ -537,6 +557,10 @@ final class Router: @unchecked Sendable {
     /// Stores leave in batches, several in flight on the loop's one Redis connection, so the
     /// order in which datagrams arrived is the order of their sequence numbers.
     private func enqueueStore(_ request: StoreRequest) {
+        if let group = GroupName.addressed(by: request.to) {
+            groups.enqueue(request, group: group)
+            return
+        }
         // A resend of a message whose store is still queued, in flight or being retried is
         // answered by that store's outcome; a second copy could contradict it.
         guard storesPending.insert(Self.storeKey(request)).inserted else { return }
@@ -875,11 +899,22 @@ final class Router: @unchecked Sendable {
         }
     }
 
+    /// Pushes a group's entries just copied into a member's inbox to the member's sessions here.
+    private func pushGroupCopies(_ member: String, _ copies: [GroupCopy]) {
+        for recipient in sessions.sessions(of: member) {
+            for copy in copies {
+                recipient.raiseNumberingFloor(copy.seq)
+                if recipient.isBound { push(copy.seq, copy.push, to: recipient) }
+            }
+        }
+        sendDatagrams()
+    }
+
     /// Pushes inbox entries read back from the store (each carries its seq and sender).
     private func pushStored(_ items: [[UInt8]], to session: Session) {
         for bytes in items {
             guard let message = try? Simp_Message(serializedBytes: bytes) else { continue }
-            push(message.seq, Push(bytes: bytes, from: message.fromUser, id: message.messageID), to: session)
+            push(message.seq, Push(stored: message, bytes: bytes, recipient: session.user), to: session)
         }
         sendDatagrams()
     }
@@ -964,7 +999,7 @@ final class Router: @unchecked Sendable {
         let elsewhere = sessions.sessions(of: session.user).lazy.filter { $0 !== session }.map(\.confirmed).max() ?? 0
         let effects = DeliveryEngine.receipt(upTo: receipt.upToSeq, pushes: confirmed, confirmed: session.confirmed,
                                              confirmedElsewhere: elsewhere, user: session.user, device: session.device)
-        for push in effects.delivered { notifyDelivered(id: push.id, from: push.from, to: session.user, seq: push.seq) }
+        for push in effects.delivered { notifyDelivered(id: push.id, from: push.from, to: session.user, seq: push.seq, group: push.group) }
         guard let mark = effects.mark else { return }
         session.confirmed = mark.upTo
         recordReceipt(mark)
@@ -1029,22 +1064,29 @@ final class Router: @unchecked Sendable {
     }
 
     private func notifyDelivered(storedBytes bytes: [UInt8], recipient: String) {
-        // A copy for its sender's other devices (addressed to someone else) tells nobody.
-        guard let message = try? Simp_Message(serializedBytes: bytes), message.toUser == recipient else { return }
-        notifyDelivered(id: message.messageID, from: message.fromUser, to: recipient, seq: message.seq)
+        guard let message = try? Simp_Message(serializedBytes: bytes) else { return }
+        let push = Push(stored: message, bytes: [], recipient: recipient)
+        // A copy for its sender's other devices, or a group's change, tells nobody.
+        guard !push.isCopy else { return }
+        notifyDelivered(id: message.messageID, from: message.fromUser, to: recipient, seq: message.seq, group: push.group)
     }
 
     /// Tells the sender's devices: those here at once, those on other nodes through their
     /// nodes (presence says which). A device whose notice is lost, or that is offline, asks
     /// with DeliveryQuery when it connects and now and then.
-    private func notifyDelivered(id: String, from sender: String, to recipient: String, seq: UInt64) {
+    private func notifyDelivered(id: String, from sender: String, to recipient: String, seq: UInt64, group: GroupPlace? = nil) {
+        // A group message's sender hears which member confirmed it, by its place in the group.
+        let to = group.map { GroupName.address($0.name) } ?? recipient
+        let place = group?.seq ?? seq
+        let member = group == nil ? "" : recipient
         let here = sessions.sessions(of: sender)
-        for session in here { outbox.send(DeliveryEngine.delivered(id: id, to: recipient, seq: seq), on: session.control) }
+        for session in here { outbox.send(DeliveryEngine.delivered(id: id, to: to, seq: place, member: member), on: session.control) }
         guard DeliveryEngine.tellsOtherNodes(devicesHere: here.count, devicesKnown: here.map(\.devices).max() ?? 0) else { return }
         var item = Simp_Accepted()
         item.messageID = id
-        item.toUser = recipient
-        item.seq = seq
+        item.toUser = to
+        item.seq = place
+        item.member = member
         if remoteDelivered.isEmpty { loop.execute { [self] in publishDelivered() } }
         remoteDelivered[sender, default: []].append(item)
     }
@@ -1070,7 +1112,9 @@ final class Router: @unchecked Sendable {
             for session in sessions.sessions(of: user) where session.isBound { catchUp(session) }
         case .delivered(let sender, let messages):
             for session in sessions.sessions(of: sender) {
-                for item in messages { outbox.send(DeliveryEngine.delivered(id: item.messageID, to: item.toUser, seq: item.seq), on: session.control) }
+                for item in messages {
+                    outbox.send(DeliveryEngine.delivered(id: item.messageID, to: item.toUser, seq: item.seq, member: item.member), on: session.control)
+                }
             }
         case .devices(let user, let count):
             deviceCount(of: user, is: count)

@@ -1,3 +1,5 @@
+import SIMPCore
+
 /// Every Redis key SIMP uses, under one namespace prefix (default "simp"). A user's keys carry
 /// the user's name as a hash tag (`simp:{bob}:inbox`): on a Redis Cluster they share one hash
 /// slot, so every script touches keys of one slot only (a store or an acknowledgement is one
@@ -37,6 +39,15 @@ struct Keys: Sendable {
     /// OWNER's copy of the conversation with PEER (both directions): the store script writes
     /// the recipient's copy, a command after it the sender's (each in its owner's slot).
     func history(of owner: String, with peer: String) -> String { of(owner, "hist:\(peer)") }
+    /// A group's keys carry `#NAME` as their hash tag (no user name has a '#'): one slot per
+    /// group. Its members (field USER, value the role), its sequence, its log (the entries
+    /// scored by their place in its order) and the ids each sender stored in it.
+    func groupMembers(_ group: String) -> String { of(GroupName.address(group), "members") }
+    func groupSeq(_ group: String) -> String { of(GroupName.address(group), "seq") }
+    func groupLog(_ group: String) -> String { of(GroupName.address(group), "log") }
+    func groupIDs(_ group: String, from: String) -> String { of(GroupName.address(group), "mids:\(from)") }
+    /// NAME's groups: field GROUP, value "MARK IN" (`Scripts.groupDeliver`).
+    func groups(_ name: String) -> String { of(name, "groups") }
     var secret: String { "\(prefix):secret" }
     /// A running node's claim on its id (`NodeRecord`): its instance token, expiring unless renewed.
     func node(_ id: String) -> String { "\(prefix):node:\(id)" }

@@ -146,6 +146,7 @@ struct StoreSettings: Sendable {
     var idsPerSender = 10_000
     var presenceTTLSeconds = 90
     var maxDevicesPerUser = 10
+    var maxGroupMembers = 1000
     /// A device neither connected nor seen for this long is forgotten (30 days).
     var forgetDevicesAfterMillis: Int64 = 30 * 24 * 3600 * 1000
     /// How long a token lives: a device revocation is kept that long.

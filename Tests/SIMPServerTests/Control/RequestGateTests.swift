@@ -86,6 +86,8 @@ import Testing
         #expect(RequestCost.of(Simp_Envelope(.history(history))) == 11)
         #expect(RequestCost.of(Simp_Envelope(.ping(Simp_Ping()))) == 1)
         #expect(RequestCost.of(Simp_Envelope(.login(Simp_LoginRequest()))) == RequestCost.passwordHash)
+        #expect(RequestCost.of(Simp_Envelope(.groupRequest(.with { $0.action = .members }))) == RequestCost.redisRead)
+        #expect(RequestCost.of(Simp_Envelope(.groupRequest(.with { $0.action = .add }))) == RequestCost.groupChange)
     }
 
     @Test func finishedNeverGoesBelowZero() {

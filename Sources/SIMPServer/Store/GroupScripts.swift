@@ -1,0 +1,218 @@
+import SIMPRedis
+
+/// The scripts of groups. A group's keys share its slot (`simp:{#NAME}:...`): its members, its
+/// sequence and its log, the one order every member and device sees. What a member receives
+/// is copied from the log into the member's inbox by a script in the member's slot
+/// (`groupDeliver`), in the group's order, so devices, cursors, catch-up and receipts are the
+/// inbox's own (docs/ARCHITECTURE.md, "Groups").
+extension Scripts {
+    /// Lua: a varint field after its tag bytes.
+    static let varintField = """
+    local function varintfield(tag, v)
+      local out = {tag}
+      while v >= 128 do
+        table.insert(out, string.char(v % 128 + 128))
+        v = math.floor(v / 128)
+      end
+      table.insert(out, string.char(v))
+      return table.concat(out)
+    end
+
+    """
+
+    /// Lua: `groupAppend(bytes)` numbers one entry in the group's order and logs it; `top` is
+    /// the group's sequence, written by the caller at the end. `groupSeq` is field 16 (tag
+    /// bytes 0x80 0x01).
+    static let groupAppend = varintField + """
+    local top = tonumber(redis.call('GET', KEYS[2]) or '0')
+    local first = top
+    local logged, made = {}, {}
+    local function groupappend(bytes)
+      top = top + 1
+      local entry = bytes .. varintfield(string.char(0x80, 0x01), top)
+      table.insert(logged, top)
+      table.insert(logged, entry)
+      made[top] = entry
+      return top
+    end
+    local function groupflush(cap)
+      if top == first then return end
+      redis.call('SET', KEYS[2], top)
+      redis.call('ZADD', KEYS[3], unpack(logged))
+      if redis.call('ZCARD', KEYS[3]) > cap + math.floor(cap / 10) then
+        redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -cap - 1)
+      end
+    end
+
+    """
+
+    /// Stores messages of members in one group's order. KEYS: members, seq, log, then per
+    /// message the ids its sender stored in this group. ARGV: id TTL, log cap, then per message
+    /// its sender, id and bytes (empty: answer only, never stored). Returns {answers, members}
+    /// where an answer is {1, groupSeq} stored, {0, groupSeq, entry} stored before (with the
+    /// entry, so its delivery can be made again), {-1} no such group, {-2} the sender is not
+    /// a member, {-4} not stored before; members: the member names after the batch.
+    static let groupStore = RedisScript(groupAppend + """
+    local ttl, cap = tonumber(ARGV[1]), tonumber(ARGV[2])
+    local out = {}
+    local exists = redis.call('EXISTS', KEYS[1]) == 1
+    local n = 0
+    for i = 3, #ARGV, 3 do
+      n = n + 1
+      local from, id, bytes, ids = ARGV[i], ARGV[i + 1], ARGV[i + 2], KEYS[3 + n]
+      local prior = redis.call('ZSCORE', ids, id)
+      if not exists then
+        out[n] = {-1}
+      elseif redis.call('HEXISTS', KEYS[1], from) == 0 then
+        out[n] = {-2}
+      elseif prior then
+        -- Numbered earlier in this call, its entry is not in the log yet.
+        local entry = made[tonumber(prior)] or redis.call('ZRANGEBYSCORE', KEYS[3], prior, prior)[1] or ''
+        out[n] = {0, tonumber(prior), entry}
+      elseif bytes == '' then
+        out[n] = {-4}
+      else
+        local seq = groupappend(bytes)
+        redis.call('ZADD', ids, seq, id)
+        redis.call('EXPIRE', ids, ttl)
+        out[n] = {1, seq}
+      end
+    end
+    groupflush(cap)
+    return {out, redis.call('HKEYS', KEYS[1])}
+    """)
+
+    /// Changes a group's members; each change is an entry of its order. KEYS: members, seq,
+    /// log. ARGV: action (create, add, remove, leave, admin), the user acting, the most
+    /// members a group may have, the log cap, then per user named its name and the bytes of
+    /// its change entry (create and add: added; remove: removed; leave: left; admin: none).
+    /// Returns {code} refused (27 no such group, 28 not a member, 29 not an owner or admin, 30
+    /// exists, 31 full), else {0, changes, members} where a change is {groupSeq, user, kind}
+    /// (kind a, r: the entry adds or removes that user) and members {name, role, ...} after.
+    static let groupChange = RedisScript(groupAppend + """
+    local action, by, max, cap = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+    local exists = redis.call('EXISTS', KEYS[1]) == 1
+    local role = redis.call('HGET', KEYS[1], by)
+    local changes = {}
+    local function change(user, bytes, kind)
+      table.insert(changes, {groupappend(bytes), user, kind})
+    end
+    if action == 'create' then
+      if exists then return {30} end
+      if (#ARGV - 4) / 2 > max then return {31} end
+      for i = 5, #ARGV, 2 do
+        if redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i] == by and 'owner' or 'member') == 1 then
+          change(ARGV[i], ARGV[i + 1], 'a')
+        end
+      end
+    else
+      if not exists then return {27} end
+      if not role then return {28} end
+      if action == 'leave' then
+        redis.call('HDEL', KEYS[1], by)
+        change(by, ARGV[6], 'r')
+        if role == 'owner' then
+          local rest, heir, admin = redis.call('HGETALL', KEYS[1]), nil, nil
+          for i = 1, #rest, 2 do
+            heir = heir or rest[i]
+            if rest[i + 1] == 'admin' then admin = admin or rest[i] end
+          end
+          heir = admin or heir
+          if heir then redis.call('HSET', KEYS[1], heir, 'owner') end
+        end
+        -- The last member gone, the group is gone; its sequence stays, so a group made again
+        -- under the name never repeats a place in the order a device may have seen.
+        if redis.call('EXISTS', KEYS[1]) == 0 then
+          groupflush(cap)
+          redis.call('DEL', KEYS[3])
+          return {0, changes, {}}
+        end
+      elseif role == 'member' then
+        return {29}
+      elseif action == 'add' then
+        local count = redis.call('HLEN', KEYS[1])
+        for i = 5, #ARGV, 2 do
+          if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 0 then count = count + 1 end
+        end
+        if count > max then return {31} end
+        for i = 5, #ARGV, 2 do
+          if redis.call('HSETNX', KEYS[1], ARGV[i], 'member') == 1 then change(ARGV[i], ARGV[i + 1], 'a') end
+        end
+      elseif action == 'remove' then
+        for i = 5, #ARGV, 2 do
+          local theirs = redis.call('HGET', KEYS[1], ARGV[i])
+          if not theirs then return {28} end
+          if theirs == 'owner' or (theirs == 'admin' and role ~= 'owner') then return {29} end
+        end
+        for i = 5, #ARGV, 2 do
+          redis.call('HDEL', KEYS[1], ARGV[i])
+          change(ARGV[i], ARGV[i + 1], 'r')
+        end
+      elseif action == 'admin' then
+        if role ~= 'owner' then return {29} end
+        for i = 5, #ARGV, 2 do
+          if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 0 then return {28} end
+        end
+        for i = 5, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], 'admin') end
+      end
+    end
+    groupflush(cap)
+    return {0, changes, redis.call('HGETALL', KEYS[1])}
+    """)
+
+    /// Copies group entries into one member's inbox, in the group's order. KEYS: the member's
+    /// user, seq, inbox, presence and groups (field GROUP, value "MARK IN": the last group seq
+    /// copied, and 1 while a member). ARGV: the group, this node's id, the member's numbering
+    /// floor (the highest seq a session of theirs on this node has seen, 0: none; numbering
+    /// never runs below it, as in `store`), then per entry its group
+    /// seq, its kind for this member (a: it adds them, so it may follow a gap while they are
+    /// out; r: it removes them; m: a message or someone else's change; followed by j when the
+    /// log no longer holds what came between: it may follow a gap) and its bytes.
+    /// An entry at or below the mark is skipped (copied before, by this node or another);
+    /// one after a gap stops the copy, so no member's inbox ever holds a group's entries out of
+    /// order. Returns {gap, mark, in, seqs, nodes}: gap 1 when it stopped at a gap (the caller
+    /// reads the log after the mark and copies again), the mark and membership after, per
+    /// entry the inbox seq it got (0: skipped or not reached), and where the member's devices
+    /// are other than here when something was copied or found copied. {-1} when the member is
+    /// no user.
+    static let groupDeliver = RedisScript(seqField + presenceNodes + """
+    if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
+    local state = redis.call('HGET', KEYS[5], ARGV[1]) or '0 0'
+    local mark, member = string.match(state, '^(%d+) (%d)$')
+    mark, member = tonumber(mark), tonumber(member)
+    local top = tonumber(redis.call('GET', KEYS[2]) or '0')
+    local first = top
+    if tonumber(ARGV[3]) > top then top = tonumber(ARGV[3]) end
+    local inbox, seqs, gap, skipped = {}, {}, 0, false
+    for i = 4, #ARGV, 3 do
+      local seq, bytes = tonumber(ARGV[i]), ARGV[i + 2]
+      local kind, jump = string.sub(ARGV[i + 1], 1, 1), string.sub(ARGV[i + 1], 2, 2) == 'j'
+      if gap == 1 then
+        table.insert(seqs, 0)
+      elseif seq <= mark then
+        skipped = true
+        table.insert(seqs, 0)
+      elseif seq == mark + 1 or jump or (kind == 'a' and member == 0) then
+        top = top + 1
+        table.insert(inbox, top)
+        table.insert(inbox, bytes .. seqfield(top))
+        table.insert(seqs, top)
+        mark = seq
+        if kind == 'a' then member = 1 elseif kind == 'r' then member = 0 end
+      else
+        gap = 1
+        table.insert(seqs, 0)
+      end
+    end
+    local nodes = {}
+    if #inbox > 0 then
+      redis.call('SET', KEYS[2], top)
+      redis.call('ZADD', KEYS[3], unpack(inbox))
+      redis.call('HSET', KEYS[5], ARGV[1], mark .. ' ' .. member)
+    end
+    -- An entry found copied already may have been copied by a node that died before it
+    -- pushed it or told the member's nodes: they are named for it too.
+    if #inbox > 0 or skipped then nodes = presencenodes(KEYS[4], ARGV[2]) end
+    return {gap, mark, member, seqs, nodes}
+    """)
+}

@@ -1,0 +1,186 @@
+import NIOCore
+import SIMPCore
+import SIMPRedis
+
+/// A group's Redis operations: its order and members in its slot, the copies of its entries
+/// in each member's slot (`GroupScripts.swift`).
+extension MessageStore {
+    /// What one copy into a member's inbox did (`Scripts.groupDeliver`).
+    struct MemberCopy: Equatable, Sendable {
+        /// It stopped at a gap: the log after `mark` is read and copied again.
+        var gap: Bool
+        var mark: UInt64
+        var isMember: Bool
+        /// Per entry sent, the inbox seq it got (0: skipped or not reached).
+        var seqs: [UInt64]
+        /// Where the member's devices are, other than this node.
+        var nodes: [String]
+    }
+
+    enum GroupChangeAction: String, Sendable {
+        case create, add, remove, leave, admin
+    }
+
+    enum GroupChangeResult: Sendable {
+        case refused(Simp_ErrorCode)
+        case changed([GroupChangeMade], members: [Simp_GroupMember])
+    }
+
+    /// Stores one group's messages in its order, in one script call (`Scripts.groupStore`).
+    /// Outcomes in batch order, and the members after the batch.
+    func storeInGroup(_ group: String, _ batch: [StoreRequest], on loop: any EventLoop)
+        -> EventLoopFuture<(outcomes: [GroupStoreOutcome], members: [String])> {
+        let keys = [self.keys.groupMembers(group), self.keys.groupSeq(group), self.keys.groupLog(group)]
+            + batch.map { self.keys.groupIDs(group, from: $0.from) }
+        var args: [any RedisArgument] = [settings.messageIDTTLSeconds, settings.historyCap]
+        for request in batch {
+            args.append(request.from)
+            args.append(request.id)
+            args.append(request.answerOnly ? [] : request.bytes)
+        }
+        let command = RedisCommand.script(Scripts.groupStore, keys: keys, args: args)
+        return redis.run([command], on: loop).map { replies in
+            do throws(RedisError) {
+                let parts = try replies[0].checked().array ?? []
+                guard parts.count == 2, let answers = parts[0].array, answers.count == batch.count else {
+                    throw RedisError(.protocolViolation, "group store script returned \(replies[0])")
+                }
+                return (answers.map(Self.groupOutcome), (parts[1].array ?? []).compactMap(\.string))
+            } catch {
+                return (batch.map { _ in .unavailable(error) }, [])
+            }
+        }.recover { error in
+            let failure = error as? RedisError ?? RedisError(.io, "\(error)")
+            return (batch.map { _ in .unavailable(failure) }, [])
+        }
+    }
+
+    private static func groupOutcome(_ reply: RedisValue) -> GroupStoreOutcome {
+        guard let parts = reply.array, let status = parts.first?.int else {
+            return .unavailable(RedisError(.protocolViolation, "group store script returned \(reply)"))
+        }
+        switch status {
+        case 1: if let seq = parts.dropFirst().first?.int { return .stored(seq: UInt64(seq), entry: []) }
+        case 0:
+            if parts.count == 3, let seq = parts[1].int { return .duplicate(seq: UInt64(seq), entry: parts[2].bytes ?? []) }
+        case -1: return .noSuchGroup
+        case -2: return .notAMember
+        case -4: return .notStored
+        default: break
+        }
+        return .unavailable(RedisError(.protocolViolation, "group store script returned \(reply)"))
+    }
+
+    /// Copies entries into members' inboxes, one script call per member, in one round trip.
+    /// `floor` gives a member's highest seq a session of theirs here has seen (numbering never
+    /// runs below it).
+    func deliver(group: String, _ plan: [(member: String, entries: [GroupEntry])], floor: (String) -> UInt64?,
+                 on loop: any EventLoop) -> EventLoopFuture<[Result<MemberCopy, RedisError>]> {
+        guard !plan.isEmpty else { return loop.makeSucceededFuture([]) }
+        let commands = plan.map { item in
+            var args: [any RedisArgument] = [group, settings.nodeID, floor(item.member).map { Int64($0) } ?? 0]
+            for entry in item.entries {
+                args.append(entry.seq)
+                args.append(entry.scriptKind)
+                args.append(entry.bytes)
+            }
+            return RedisCommand.script(Scripts.groupDeliver, keys: [keys.user(item.member), keys.seq(item.member), keys.inbox(item.member),
+                                                                    keys.presence(item.member), keys.groups(item.member)], args: args)
+        }
+        return redis.run(commands, on: loop).map { replies in
+            replies.map { reply in Result { () throws(RedisError) in try Self.memberCopy(reply) } }
+        }.recover { error in
+            let failure = error as? RedisError ?? RedisError(.io, "\(error)")
+            return plan.map { _ in .failure(failure) }
+        }
+    }
+
+    private static func memberCopy(_ reply: RedisValue) throws(RedisError) -> MemberCopy {
+        let parts = try reply.checked().array ?? []
+        if parts.count == 1, parts[0].int == -1 { return MemberCopy(gap: false, mark: 0, isMember: false, seqs: [], nodes: []) }
+        guard parts.count == 5, let gap = parts[0].int, let mark = parts[1].int, let member = parts[2].int else {
+            throw RedisError(.protocolViolation, "group deliver script returned \(reply)")
+        }
+        return MemberCopy(gap: gap == 1, mark: UInt64(mark), isMember: member == 1,
+                          seqs: (parts[3].array ?? []).map { UInt64($0.int ?? 0) }, nodes: (parts[4].array ?? []).compactMap(\.string))
+    }
+
+    /// The group's log after `after` up to `upTo`, oldest first.
+    func groupLog(_ group: String, after: UInt64, upTo: UInt64, on loop: any EventLoop) -> EventLoopFuture<[(seq: UInt64, bytes: [UInt8])]> {
+        let read = RedisCommand("ZRANGEBYSCORE", [keys.groupLog(group), "(\(after)", "\(upTo)", "WITHSCORES"])
+        return redis.run([read], on: loop).flatMapThrowing { replies in
+            let flat = try replies[0].checked().array ?? []
+            return stride(from: 0, to: flat.count - 1, by: 2).compactMap { index in
+                guard let bytes = flat[index].bytes, let score = flat[index + 1].string.flatMap(Double.init) else { return nil }
+                return (UInt64(score), bytes)
+            }
+        }
+    }
+
+    /// One membership change (`Scripts.groupChange`); `users` with the bytes of their entries.
+    func changeGroup(_ action: GroupChangeAction, group: String, by: String, users: [(name: String, entry: [UInt8])],
+                     maxMembers: Int, on loop: any EventLoop) -> EventLoopFuture<GroupChangeResult> {
+        var args: [any RedisArgument] = [action.rawValue, by, maxMembers, settings.historyCap]
+        for user in users {
+            args.append(user.name)
+            args.append(user.entry)
+        }
+        let command = RedisCommand.script(Scripts.groupChange, keys: [keys.groupMembers(group), keys.groupSeq(group), keys.groupLog(group)],
+                                          args: args)
+        return redis.run([command], on: loop).flatMapThrowing { replies in
+            let parts = try replies[0].checked().array ?? []
+            guard let status = parts.first?.int else { throw RedisError(.protocolViolation, "group change script returned \(replies[0])") }
+            guard status == 0, parts.count == 3 else { return .refused(Simp_ErrorCode(rawValue: Int(status)) ?? .badRequest) }
+            let changes = (parts[1].array ?? []).compactMap { change -> GroupChangeMade? in
+                guard let fields = change.array, fields.count == 3, let seq = fields[0].int, let user = fields[1].string,
+                      let entry = users.first(where: { $0.name == user })?.entry else { return nil }
+                return GroupChangeMade(seq: UInt64(seq), user: user, removes: fields[2].string == "r",
+                                       bytes: StoredMessage.appending(groupSeq: UInt64(seq), to: entry))
+            }
+            return .changed(changes, members: Self.members(parts[2]))
+        }
+    }
+
+    private static func members(_ reply: RedisValue) -> [Simp_GroupMember] {
+        let flat = (reply.array ?? []).compactMap(\.string)
+        return stride(from: 0, to: flat.count - 1, by: 2).map { index in
+            var member = Simp_GroupMember()
+            member.name = flat[index]
+            member.role = flat[index + 1]
+            return member
+        }.sorted { $0.name < $1.name }
+    }
+
+    /// The members and their roles; nil when there is no such group.
+    func groupMembers(_ group: String, on loop: any EventLoop) -> EventLoopFuture<[Simp_GroupMember]?> {
+        redis.run([RedisCommand("HGETALL", [keys.groupMembers(group)])], on: loop).flatMapThrowing { replies in
+            let members = Self.members(try replies[0].checked())
+            return members.isEmpty ? nil : members
+        }
+    }
+
+    /// The groups the user is a member of, as their copies last recorded.
+    func groups(of user: String, on loop: any EventLoop) -> EventLoopFuture<[String]> {
+        redis.run([RedisCommand("HGETALL", [keys.groups(user)])], on: loop).flatMapThrowing { replies in
+            let flat = try (replies[0].checked().array ?? []).compactMap(\.string)
+            return stride(from: 0, to: flat.count - 1, by: 2).filter { flat[$0 + 1].hasSuffix(" 1") }.map { flat[$0] }.sorted()
+        }
+    }
+
+    /// A page of the group's log, newest pages first (like a conversation's history), for a
+    /// member only: nil when `user` is not one.
+    func groupHistory(_ group: String, for user: String, before: UInt64, limit: Int, budget: Int,
+                      on loop: any EventLoop) -> EventLoopFuture<HistoryPaging.Page?> {
+        let key = keys.groupLog(group)
+        let skip = Int(min(before, UInt64(HistoryPaging.maxPosition)))
+        let read = min(limit, HistoryPaging.maxReadPerPage)
+        let commands = [RedisCommand("HEXISTS", [keys.groupMembers(group), user]),
+                        RedisCommand("ZRANGE", [key, -(skip + read), -(skip + 1)]), RedisCommand("ZCARD", [key])]
+        return redis.run(commands, on: loop).flatMapThrowing { replies in
+            guard try replies[0].checked().int == 1 else { return nil }
+            let items = try (replies[1].checked().array ?? []).compactMap(\.bytes)
+            let stored = try Int(replies[2].checked().int ?? 0)
+            return HistoryPaging.page(oldestFirst: items, before: skip, stored: stored, budget: budget)
+        }
+    }
+}

@@ -1,0 +1,132 @@
+import NIOCore
+import NIOPosix
+import SIMPCore
+import SIMPRedis
+import SIMPTestSupport
+import Testing
+@testable import SIMPServer
+
+/// The group scripts on a real Redis: one order per group, copies into a member's inbox that
+/// never run out of that order, membership rules.
+@Suite(.serialized) struct GroupScriptTests {
+    let loop = MultiThreadedEventLoopGroup.singleton.next()
+
+    /// A private Redis with alice, bob and carol.
+    func start() async throws -> (RedisServerProcess, RedisPool, MessageStore) {
+        let redis = try RedisServerProcess()
+        let pool = RedisPool(configuration: RedisConfiguration(port: redis.port))
+        let store = MessageStore(redis: pool, settings: StoreSettings())
+        for user in ["alice", "bob", "carol"] {
+            _ = try await store.createAccount(user: user, salt: [1], hash: [2], kdf: "test", on: loop).get()
+        }
+        return (redis, pool, store)
+    }
+
+    func message(_ id: String, from: String = "alice") -> StoreRequest {
+        var message = Simp_Message()
+        message.messageID = id
+        message.fromUser = from
+        message.toUser = "#team"
+        message.content = "text \(id)"
+        return StoreRequest(from: from, id: id, to: "#team", bytes: try! message.serializedBytes())
+    }
+
+    func summary(_ outcomes: [GroupStoreOutcome]) -> [String] {
+        outcomes.map { outcome in
+            switch outcome {
+            case .stored(let seq, _): "stored \(seq)"
+            case .duplicate(let seq, let entry): "duplicate \(seq) \(entry.isEmpty ? "without" : "with") entry"
+            case .noSuchGroup: "no group"
+            case .notAMember: "not a member"
+            case .notStored: "not stored"
+            case .unavailable(let error): "unavailable \(error)"
+            }
+        }
+    }
+
+    @Test func messagesAreNumberedInTheGroupsOrderOnceEach() async throws {
+        let (redis, pool, store) = try await start()
+        defer { redis.stop() }
+        do {
+            #expect(summary(try await store.storeInGroup("team", [message("a")], on: loop).get().outcomes) == ["no group"])
+            let made = try await store.changeGroup(.create, group: "team", by: "alice", users: [("alice", [1]), ("bob", [2])],
+                                                   maxMembers: 10, on: loop).get()
+            guard case .changed(let changes, let members) = made else { throw TestSupportError("\(made)") }
+            #expect(changes.map(\.seq) == [1, 2] && members.map(\.name) == ["alice", "bob"])
+            let stored = try await store.storeInGroup("team", [message("a"), message("b"), message("a"), message("c", from: "carol")],
+                                                      on: loop).get()
+            #expect(summary(stored.outcomes) == ["stored 3", "stored 4", "duplicate 3 with entry", "not a member"])
+            #expect(Set(stored.members) == ["alice", "bob"])
+            var late = message("z")
+            late.answerOnly = true
+            #expect(summary(try await store.storeInGroup("team", [late], on: loop).get().outcomes) == ["not stored"])
+            let log = try await store.groupLog("team", after: 0, upTo: 10, on: loop).get()
+            #expect(log.map(\.seq) == [1, 2, 3, 4])
+            #expect(try Simp_Message(serializedBytes: log[2].bytes).groupSeq == 3)
+        }
+        await pool.shutdown()
+    }
+
+    /// A copy that would skip an entry stops there: the caller fills the gap from the log.
+    @Test func aMembersCopiesNeverRunOutOfTheGroupsOrder() async throws {
+        let (redis, pool, store) = try await start()
+        defer { redis.stop() }
+        do {
+            func entry(_ seq: UInt64, _ kind: GroupEntry.Kind = .other) -> GroupEntry {
+                GroupEntry(seq: seq, kind: kind, bytes: Array("e\(seq)".utf8))
+            }
+            func copy(_ entries: [GroupEntry], floor: UInt64? = nil) async throws -> MessageStore.MemberCopy {
+                try await store.deliver(group: "team", [("bob", entries)], floor: { _ in floor }, on: loop).get()[0].get()
+            }
+            // bob joins at 3: his first entry may follow a gap.
+            var made = try await copy([entry(3, .added), entry(4)])
+            #expect(made == .init(gap: false, mark: 4, isMember: true, seqs: [1, 2], nodes: []))
+            // 6 before 5 (two nodes at once): stops, nothing copied.
+            made = try await copy([entry(6)])
+            #expect(made.gap && made.mark == 4 && made.seqs == [0])
+            // The gap filled: 5 and 6 copied, 4 again skipped.
+            made = try await copy([entry(4), entry(5), entry(6)])
+            #expect(made == .init(gap: false, mark: 6, isMember: true, seqs: [0, 3, 4], nodes: []))
+            // Removed at 7, added again at 10: 8 and 9 were not his.
+            made = try await copy([entry(7, .removed)])
+            #expect(!made.isMember)
+            made = try await copy([entry(10, .added), entry(11)], floor: 20)
+            #expect(made == .init(gap: false, mark: 11, isMember: true, seqs: [21, 22], nodes: []), "numbering above the floor")
+            let inbox = try await pool.run(RedisCommand("ZRANGE", [store.keys.inbox("bob"), 0, -1])).array?.compactMap(\.string) ?? []
+            // Each with its inbox seq appended (field 10: a 'P' tag byte).
+            #expect(inbox.map { String($0.prefix { $0 != "P" }) } == ["e3", "e4", "e5", "e6", "e7", "e10", "e11"])
+            #expect(try await store.groups(of: "bob", on: loop).get() == ["team"])
+            let nobody = try await store.deliver(group: "team", [("nobody", [entry(1)])], floor: { _ in nil }, on: loop).get()[0].get()
+            #expect(nobody.seqs.isEmpty)
+        }
+        await pool.shutdown()
+    }
+
+    @Test func onlyOwnersAndAdminsChangeMembers() async throws {
+        let (redis, pool, store) = try await start()
+        defer { redis.stop() }
+        do {
+            func change(_ action: MessageStore.GroupChangeAction, by: String, _ users: [String], max: Int = 3) async throws -> String {
+                let result = try await store.changeGroup(action, group: "team", by: by, users: users.map { ($0, [1]) }, maxMembers: max, on: loop).get()
+                switch result {
+                case .refused(let code): return code.name
+                case .changed(let changes, let members):
+                    return "\(changes.map { "\($0.seq)\($0.removes ? "-" : "+")\($0.user)" }) \(members.map { "\($0.name):\($0.role)" })"
+                }
+            }
+            #expect(try await change(.add, by: "alice", ["bob"]) == "no_such_group")
+            #expect(try await change(.create, by: "alice", ["alice", "bob"]) == #"["1+alice", "2+bob"] ["alice:owner", "bob:member"]"#)
+            #expect(try await change(.create, by: "bob", ["bob"]) == "group_exists")
+            #expect(try await change(.add, by: "bob", ["carol"]) == "not_group_admin")
+            #expect(try await change(.add, by: "carol", ["carol"]) == "not_a_member")
+            #expect(try await change(.add, by: "alice", ["carol", "dave"]) == "group_full")
+            #expect(try await change(.admin, by: "alice", ["bob"]) == #"[] ["alice:owner", "bob:admin"]"#)
+            #expect(try await change(.remove, by: "bob", ["alice"]) == "not_group_admin")
+            #expect(try await change(.leave, by: "alice", ["alice"]) == #"["3-alice"] ["bob:owner"]"#)
+            #expect(try await change(.leave, by: "bob", ["bob"]) == #"["4-bob"] []"#)
+            // Gone with its last member; made again, its order goes on.
+            #expect(try await change(.create, by: "carol", ["carol"]) == #"["5+carol"] ["carol:owner"]"#)
+        }
+        await pool.shutdown()
+    }
+}
