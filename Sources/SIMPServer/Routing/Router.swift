@@ -43,17 +43,8 @@ final class Router: @unchecked Sendable {
     private var stores: StorePipeline<StoreRequest>
     /// Stores waiting for their shard's replicas (`--redis-min-replicas`).
     private var replicaHold: ShardHold<StoreRequest>
-    private var storesHandedOver: UInt64 = 0
-    /// With `--redis-min-replicas`: per conversation, the latest store made (its `order`) and
-    /// when. Batches over several shards come back out of order, so a store refused for want
-    /// of replicas may learn only now that a later message of its conversation was stored.
-    private var latestStored: [Conversation: (order: UInt64, at: NIODeadline)] = [:]
-    private var pruneLatestStoredAt = 10_000
+    private var storeTracker = StoreTracker()
     private var probeTask: Scheduled<Void>?
-    /// (sender, message id) of every store queued, in flight or being retried.
-    private var storesPending: Set<StoreKey> = []
-    /// How many of those are for each recipient: one with none may get a message early.
-    private var storesPendingFor: [String: Int] = [:]
     private var flushScheduled = false
     private var drainWaiters: [EventLoopPromise<Void>] = []
     private var receipts = ReceiptLedger()
@@ -563,19 +554,18 @@ final class Router: @unchecked Sendable {
         }
         // A resend of a message whose store is still queued, in flight or being retried is
         // answered by that store's outcome; a second copy could contradict it.
-        guard storesPending.insert(Self.storeKey(request)).inserted else { return }
+        guard let place = storeTracker.begin(request) else { return }
         var request = request
-        storesHandedOver += 1
-        request.order = storesHandedOver
+        request.order = place
         // Behind its recipient's held stores, wherever they were held (the slot map may have
         // changed since); nothing goes early to it: it may well fail.
         if let shard = heldShard(for: request.to) {
-            storesPendingFor[request.to, default: 0] += 1
+            storeTracker.queued(for: request.to)
             replicaHold.hold(request, shard: shard, now: .now())
             return
         }
         if let recipient = earlyRecipient(of: request) { request.pushedEarly = pushEarly(request, to: recipient) }
-        storesPendingFor[request.to, default: 0] += 1
+        storeTracker.queued(for: request.to)
         stores.enqueue(request)
         scheduleFlush()
     }
@@ -591,7 +581,7 @@ final class Router: @unchecked Sendable {
                                           pushesOutstanding: !session.pushes.isEmpty || session.pushes.hasParked)
         }
         let early = DeliveryEngine.mayPushEarly(fresh: request.fresh, answerOnly: request.answerOnly,
-                                                othersBeingStored: storesPendingFor[request.to] != nil, sessionsHere: here.count,
+                                                othersBeingStored: storeTracker.othersBeingStored(for: request.to), sessionsHere: here.count,
                                                 recipient: candidate)
         return early ? recipient : nil
     }
@@ -603,26 +593,6 @@ final class Router: @unchecked Sendable {
         metrics.earlyPushes.increment()
         return true
     }
-
-    private struct StoreKey: Hashable {
-        let from: String
-        let id: String
-    }
-
-    /// One sending device's messages to one recipient: the order a sender's device keeps.
-    private struct Conversation: Hashable {
-        let from: String
-        let device: String
-        let to: String
-
-        init(_ request: StoreRequest) {
-            from = request.from
-            device = request.device
-            to = request.to
-        }
-    }
-
-    private static func storeKey(_ request: StoreRequest) -> StoreKey { StoreKey(from: request.from, id: request.id) }
 
     /// Batches leave at the end of the loop tick, so one tick's datagrams share a batch.
     private func scheduleFlush() {
@@ -670,11 +640,6 @@ final class Router: @unchecked Sendable {
         return store.shard(of: recipient).flatMap { replicaHold.holds($0) ? $0 : nil }
     }
 
-    /// A refusal comes back within a store's round trip; a minute covers any batch.
-    private func pruneLatestStored(now: NIODeadline) {
-        latestStored = latestStored.filter { now - $0.value.at < .seconds(60) }
-    }
-
     /// A store refused for want of replicas waits for its shard (nothing was written).
     private func holdForReplicas(_ request: StoreRequest, _ outcome: StoreOutcome, ticket: UInt64, index: Int) -> Bool {
         guard case .replicasShort(let online) = outcome, let shard = heldShard(for: request.to) ?? store.shard(of: request.to) else { return false }
@@ -684,7 +649,7 @@ final class Router: @unchecked Sendable {
         }
         // A store tried again after its shard was let go keeps the time it first waited from.
         var request = request
-        if let later = latestStored[Conversation(request)], later.order > request.order { request.overtaken = true }
+        if storeTracker.isOvertaken(request) { request.overtaken = true }
         let since = request.heldSince ?? .now()
         request.heldSince = since
         replicaHold.refused(request, shard: shard, online: online, ticket: ticket, index: index, now: since)
@@ -716,7 +681,7 @@ final class Router: @unchecked Sendable {
             keepFailure(request, code: .replicasUnavailable)
             settle(request, .replicasShort(online: online))
         }
-        pruneLatestStored(now: now)
+        storeTracker.prune(now: now)
         for (shard, _) in replicaHold.held {
             store.replicasOnline(at: shard, on: loop).whenComplete { [self] result in
                 let released: [StoreRequest]
@@ -758,8 +723,7 @@ final class Router: @unchecked Sendable {
     }
 
     private func settle(_ request: StoreRequest, _ outcome: StoreOutcome) {
-        storesPending.remove(Self.storeKey(request))
-        if let left = storesPendingFor[request.to] { storesPendingFor[request.to] = left > 1 ? left - 1 : nil }
+        storeTracker.settled(request)
         if case .stored(let seq, let bytes) = outcome {
             answerHeldEarlierOnly(request)
             let push = Push(bytes: bytes, from: request.from, id: request.id, isCopy: request.copyFor != nil)
@@ -813,15 +777,10 @@ final class Router: @unchecked Sendable {
     /// it would follow the later one. It is answered (not stored) when it is let go.
     private func answerHeldEarlierOnly(_ request: StoreRequest) {
         guard store.settings.minReplicas > 0 else { return }
-        let conversation = Conversation(request)
-        let now = NIODeadline.now()
-        if request.order > latestStored[conversation]?.order ?? 0 { latestStored[conversation] = (request.order, now) }
-        if latestStored.count > pruneLatestStoredAt {
-            pruneLatestStored(now: now)
-            pruneLatestStoredAt = max(10_000, latestStored.count * 2)
-        }
+        storeTracker.stored(request, now: .now())
         guard !replicaHold.isEmpty else { return }
-        replicaHold.update(matching: { Conversation($0) == conversation }) { $0.overtaken = true }
+        let conversation = StoreTracker.Conversation(request)
+        replicaHold.update(matching: { StoreTracker.Conversation($0) == conversation }) { $0.overtaken = true }
     }
 
     /// A store found already made (its first answer lost) or given up on while it may have run
