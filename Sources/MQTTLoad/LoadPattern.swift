@@ -28,11 +28,20 @@ public struct LoadClock: Sendable {
     public let drainUntil: UInt64
 
     public init(_ pattern: LoadPattern, start: UInt64 = now()) {
-        measureFrom = start + UInt64(pattern.warmup * 1e9)
-        measureUntil = measureFrom + UInt64(pattern.duration * 1e9)
-        drainUntil = measureUntil + UInt64(pattern.drain * 1e9)
+        self.init(warmup: pattern.warmup, duration: pattern.duration, drain: pattern.drain, start: start)
     }
 
+    public init(_ pattern: FanOutPattern, start: UInt64 = now()) {
+        self.init(warmup: pattern.warmup, duration: pattern.duration, drain: pattern.drain, start: start)
+    }
+
+    public init(warmup: Double, duration: Double, drain: Double, start: UInt64 = now()) {
+        measureFrom = start + UInt64(warmup * 1e9)
+        measureUntil = measureFrom + UInt64(duration * 1e9)
+        drainUntil = measureUntil + UInt64(drain * 1e9)
+    }
+
+    /// Whether a message sent (or an event seen) at this time falls in the measured window.
     public func measured(_ sentAt: UInt64) -> Bool { sentAt >= measureFrom && sentAt < measureUntil }
     public static func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
 }

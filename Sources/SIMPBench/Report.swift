@@ -125,7 +125,7 @@ public struct BenchReport: Sendable, Codable {
         row("sent/received") { "\($0.sent)/\($0.received)" }
         row("lost/dup/failed") { "\($0.lost)/\($0.duplicates)/\($0.failed)" }
         for process in Set(systems.flatMap { $0.usage.keys }).sorted() {
-            let name = processLabel(process)
+            let name = Self.processLabel(process, systems.map(\.usage))
             row("\(name) cores, us/msg") { s in
                 s.usage[process].map { String(format: "%.2f, %.1f", $0.cores, $0.microsPerMessage) } ?? "-"
             }
@@ -146,8 +146,8 @@ public struct BenchReport: Sendable, Codable {
 
     /// "server (3 processes)" when a figure sums several processes; "server (3/1 processes)"
     /// when the systems differ (in column order).
-    private func processLabel(_ process: String) -> String {
-        let counts = systems.compactMap { $0.usage[process]?.processes }
+    static func processLabel(_ process: String, _ usages: [[String: ProcessUsage]]) -> String {
+        let counts = usages.compactMap { $0[process]?.processes }
         guard counts.contains(where: { $0 > 1 }) else { return process }
         let shown = Set(counts).count == 1 ? "\(counts[0])" : counts.map(String.init).joined(separator: "/")
         return "\(process) (\(shown) processes)"
@@ -171,20 +171,20 @@ public struct BenchReport: Sendable, Codable {
         }
     }
 
-    private static func ratios(_ a: Percentiles, _ b: Percentiles) -> String {
+    static func ratios(_ a: Percentiles, _ b: Percentiles) -> String {
         [(a.p50, b.p50), (a.p90, b.p90), (a.p99, b.p99)]
             .map { $0.1 > 0 ? String(format: "%.2fx", Double($0.0) / Double($0.1)) : "-" }.joined(separator: "/")
     }
 
-    private static func millis(_ values: UInt64...) -> String {
+    static func millis(_ values: UInt64...) -> String {
         values.map { String(format: "%.2f", Double($0) / 1000) }.joined(separator: "/")
     }
 
-    private static func seconds(_ value: Double) -> String {
+    static func seconds(_ value: Double) -> String {
         value == value.rounded() ? String(Int(value)) : String(value)
     }
 
-    private static func align(_ lines: [[String]]) -> String {
+    static func align(_ lines: [[String]]) -> String {
         let widths = (0..<(lines.map(\.count).max() ?? 0)).map { column in
             lines.map { column < $0.count ? $0[column].count : 0 }.max() ?? 0
         }

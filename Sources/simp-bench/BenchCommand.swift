@@ -19,6 +19,13 @@ struct BenchCommand: AsyncParsableCommand {
         and its receiver to the next node, so every message crosses from one node to another. \
         With --compare-mosquitto the same pattern runs through a private Mosquitto (QoS 1; a slot is \
         freed once the publisher has its PUBACK and the subscriber has the message) in the same run.
+
+        With --group-members N the run is a group fan-out instead: one sender and N members in a \
+        group (N + 1 with the sender), W messages to the group in flight (a slot is freed by the \
+        group's accepted: the message is in every member's inbox). Prints deliveries per second \
+        (messages received by the members in the measured window, summed), accepted msg/s and \
+        latencies; with --compare-mosquitto one publisher and N subscribers of one topic, QoS 1, \
+        W unacknowledged PUBLISHes (a PUBACK frees a slot).
         """)
 
     @Option(help: "A running server's control address HOST:PORT, or the nodes of one deployment as HOST:PORT,HOST:PORT,... (ignored with --spawn).")
@@ -48,10 +55,13 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(name: .customLong("server-event-loops"), help: "With --spawn: simp-server's --event-loops. Default: its own.")
     var serverEventLoops: Int?
 
-    @Option(help: "Sender/receiver pairs.")
-    var pairs = 8
+    @Option(help: "Sender/receiver pairs. Default 8.")
+    var pairs: Int?
 
-    @Option(help: "Messages in flight per pair.")
+    @Option(name: .customLong("group-members"), help: "Instead of pairs: one sender to a group of this many other members (the group fan-out).")
+    var groupMembers: Int?
+
+    @Option(help: "Messages in flight per pair (with --group-members: of the one sender).")
     var window = 32
 
     @Option(help: "Text size in bytes.")
@@ -88,7 +98,19 @@ struct BenchCommand: AsyncParsableCommand {
     var json = false
 
     func validate() throws {
-        guard pairs > 0, window > 0, threads > 0 else { throw ValidationError("--pairs, --window and --threads must be positive") }
+        guard pairs ?? 1 > 0, window > 0, threads > 0 else { throw ValidationError("--pairs, --window and --threads must be positive") }
+        if let groupMembers {
+            let others = [(pairs != nil, "--pairs"), (idle != nil, "--idle"), (receiptFlood, "--receipt-flood"), (early, "--early")]
+                .filter(\.0).map(\.1)
+            guard others.isEmpty else {
+                throw ValidationError("--group-members (the group fan-out: one sender, N members) cannot be combined with "
+                                      + others.joined(separator: ", ")
+                                      + (early ? "; a group message is pushed once it is in every member's inbox, never early" : ""))
+            }
+            guard (1...Self.maxGroupMembers).contains(groupMembers) else {
+                throw ValidationError("--group-members must be 1...\(Self.maxGroupMembers) (every member is a client of this process)")
+            }
+        }
         guard size >= 32, size <= 1000 else { throw ValidationError("--size must be 32...1000 bytes (the text carries a counter and a timestamp)") }
         guard duration > 0, warmup >= 0, drain >= 0 else { throw ValidationError("--duration must be positive, --warmup and --drain not negative") }
         guard nodes > 0, redisMinReplicas >= 0 else { throw ValidationError("--nodes must be positive, --redis-min-replicas not negative") }
@@ -120,8 +142,14 @@ struct BenchCommand: AsyncParsableCommand {
         return nil
     }
 
+    /// Every member is a connected client of this one process (a TCP and a UDP socket each).
+    static let maxGroupMembers = 5_000
+
     func run() async throws {
-        let pattern = LoadPattern(pairs: pairs, window: window, payloadBytes: size, duration: duration, warmup: warmup, drain: drain)
+        if let groupMembers {
+            return try await runGroup(groupMembers)
+        }
+        let pattern = LoadPattern(pairs: pairs ?? 8, window: window, payloadBytes: size, duration: duration, warmup: warmup, drain: drain)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
         if let idle {
             let report = try await runIdle(idle, group: group)
@@ -142,6 +170,29 @@ struct BenchCommand: AsyncParsableCommand {
         if compareMosquitto { systems.append(try await runMosquitto(pattern, group: group)) }
         try await group.shutdownGracefully()
         let report = BenchReport(pattern: pattern, topology: topology, systems: systems)
+        print(json ? report.json() : report.table())
+        if systems.contains(where: { $0.lost > 0 || $0.duplicates > 0 }) { throw ExitCode(2) }
+    }
+
+    /// The group fan-out: SIMP, then (with --compare-mosquitto) Mosquitto.
+    private func runGroup(_ members: Int) async throws {
+        let pattern = FanOutPattern(members: members, window: window, payloadBytes: size, duration: duration, warmup: warmup, drain: drain)
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
+        let (simp, topology) = try await withTarget { target in
+            let (result, usage) = try await GroupLoad.run(pattern, placement: target.placement, group: group,
+                                                          processes: target.processes, progress: Self.progress)
+            return (GroupSystemReport(system: "SIMP", result, usage: usage, allDelivered: true), target.topology)
+        }
+        var systems = [simp]
+        if compareMosquitto {
+            let (mqtt, usage) = try await withMosquitto(pattern.warmup, pattern.duration) { broker in
+                try await MQTTFanOut.run(pattern, host: "127.0.0.1", port: broker.port, group: group)
+            }
+            systems.append(GroupSystemReport(system: "Mosquitto", mqtt, usage: usage.usage(messages: mqtt.deliveriesInWindow),
+                                             allDelivered: false))
+        }
+        try await group.shutdownGracefully()
+        let report = GroupBenchReport(pattern: pattern, topology: topology, systems: systems)
         print(json ? report.json() : report.table())
         if systems.contains(where: { $0.lost > 0 || $0.duplicates > 0 }) { throw ExitCode(2) }
     }
@@ -209,7 +260,9 @@ struct BenchCommand: AsyncParsableCommand {
             "--max-msgs-per-sec", "10000000", "--msg-burst", "1000000", "--scrypt-rounds", "1024", "--log-level", "warning",
             "--max-conns-per-ip", "100000", "--max-registrations-per-ip", "1000000",
             "--max-hashing-queue", "1024", "--max-hashing-per-ip", "1024",
-        ] + (serverEventLoops.map { ["--event-loops", "\($0)"] } ?? []))
+        ] + (serverEventLoops.map { ["--event-loops", "\($0)"] } ?? [])
+            // The sender is a member too.
+            + (groupMembers.map { ["--max-group-members", "\(max(1000, $0 + 1))"] } ?? []))
         options.nodes = nodes
         options.redisCluster = redisCluster
         options.minReplicas = redisMinReplicas
@@ -217,22 +270,32 @@ struct BenchCommand: AsyncParsableCommand {
     }
 
     private func runMosquitto(_ pattern: LoadPattern, group: MultiThreadedEventLoopGroup) async throws -> SystemReport {
+        let (mqtt, window) = try await withMosquitto(pattern.warmup, pattern.duration) { broker in
+            try await MQTTLoad.run(pattern, host: "127.0.0.1", port: broker.port, group: group)
+        }
+        var result = LoadResult(mqtt)
+        result.usage = window.usage(messages: result.receivedInWindow)
+        return SystemReport(system: "Mosquitto", result, accepted: true, delivered: false)
+    }
+
+    /// Runs `body` against a private Mosquitto, stopped afterwards also when it fails, and
+    /// samples the bench and the broker over the measured window.
+    private func withMosquitto<T: Sendable>(_ warmup: Double, _ duration: Double,
+                                            _ body: (MosquittoProcess) async throws -> T) async throws -> (T, UsageWindow) {
         Self.progress("starting mosquitto")
         let broker = try await MosquittoProcess.start()
         Spawn.watch(broker.pid)
         defer { Spawn.release(broker.pid) }
-        let window = UsageWindow.measure([("bench", [getpid()]), ("server", [broker.pid])], after: pattern.warmup, seconds: pattern.duration)
-        let mqtt: MQTTLoadResult
+        let window = UsageWindow.measure([("bench", [getpid()]), ("server", [broker.pid])], after: warmup, seconds: duration)
+        let value: T
         do {
-            mqtt = try await MQTTLoad.run(pattern, host: "127.0.0.1", port: broker.port, group: group)
+            value = try await body(broker)
         } catch {
             await broker.stop()
             throw error
         }
         await broker.stop()
-        var result = LoadResult(mqtt)
-        result.usage = await window.value.usage(messages: result.receivedInWindow)
-        return SystemReport(system: "Mosquitto", result, accepted: true, delivered: false)
+        return (value, await window.value)
     }
 
     @Sendable static func progress(_ line: String) {

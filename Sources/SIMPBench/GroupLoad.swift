@@ -1,0 +1,212 @@
+import Foundation
+import MQTTLoad
+import NIOCore
+import SIMPClient
+import SIMPCore
+
+/// The group fan-out through SIMPClient: a sender and `members` receivers in one group (the
+/// sender owns it, so it has members + 1), the sender keeping W messages to `#NAME` in flight,
+/// a slot freed by the group's accepted (the message is in every member's inbox). Every client
+/// shares `group`, one loop each, as in `SIMPLoad`.
+public enum GroupLoad {
+    public static let sender = "bench-gs"
+
+    public static func member(_ index: Int) -> String { "bench-gm\(index)" }
+
+    /// Clients registered and connected at once while the run is being set up.
+    static let connecting = 16
+    static let addedAtOnce = 500
+
+    /// `processes` are sampled for CPU and memory over the measured window ("bench" is this
+    /// process), per delivery in it.
+    public static func run(_ pattern: FanOutPattern, placement: Placement, group: any EventLoopGroup, processes: ProcessGroups,
+                           progress: @Sendable (String) -> Void = { _ in }) async throws -> (FanOutResult, [String: ProcessUsage]) {
+        // A name of its own per run, so a rerun against the same Redis does not find it taken.
+        let name = "bench-g" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
+        progress("connecting 1 sender and \(pattern.members) members of #\(name) to \(placement.nodes.map(\.description).joined(separator: ", "))")
+        let receivers = try await connectReceivers(pattern.members, group: name, placement: placement, loops: group)
+        let sender = Sender(to: GroupName.address(name), members: pattern.members, pattern: pattern)
+        do {
+            sender.client = try await SIMPLoad.connectedClient(Self.sender, placement.configuration(startingAt: 0), group.next(),
+                                                               eventHandler: sender.handle)
+            // Members in requests of at most `addedAtOnce`, each well within a control frame.
+            let names = (0..<pattern.members).map(member)
+            let chunks = stride(from: 0, to: names.count, by: addedAtOnce).map { Array(names[$0..<min($0 + addedAtOnce, names.count)]) }
+            try await sender.client.createGroup(name, members: chunks[0])
+            for chunk in chunks.dropFirst() { try await sender.client.addToGroup(name, chunk) }
+        } catch {
+            await sender.client?.close()
+            for receiver in receivers { await receiver.client.close() }
+            throw error
+        }
+        progress("running: \(pattern.warmup) s warm-up, \(pattern.duration) s measured")
+        let clock = LoadClock(pattern)
+        let window = UsageWindow.measure(processes, after: pattern.warmup, seconds: pattern.duration)
+        for receiver in receivers { try await receiver.count.start(clock).get() }
+        var result = try await sender.start(clock).get()
+        let expected = result.sent - result.failed
+        for receiver in receivers { result.merge(try await receiver.count.settled(expecting: expected, until: clock.drainUntil).get()) }
+        progress("done: \(result.sent) sent, \(result.accepted) accepted, \(result.deliveries) deliveries")
+        result.measuredSeconds = pattern.duration
+        let usage = await window.value.usage(messages: result.deliveriesInWindow)
+        await sender.client.close()
+        for receiver in receivers { await receiver.client.close() }
+        return (result, usage)
+    }
+
+    /// The members, registered and connected, `connecting` at a time; each on its own loop of
+    /// `loops`, round robin.
+    private static func connectReceivers(_ count: Int, group: String, placement: Placement,
+                                         loops: any EventLoopGroup) async throws -> [Receiver] {
+        let receivers = (0..<count).map { _ in Receiver(group: group, loop: loops.next()) }
+        do {
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                for (index, receiver) in receivers.enumerated() {
+                    if index >= connecting { _ = try await tasks.next() }
+                    tasks.addTask {
+                        let client = try await SIMPLoad.connectedClient(member(index), placement.configuration(startingAt: index + 1),
+                                                                        receiver.count.loop, eventHandler: receiver.handle)
+                        try await receiver.count.loop.submit { receiver.client = client }.get()
+                    }
+                }
+                try await tasks.waitForAll()
+            }
+        } catch {
+            for receiver in receivers {
+                let client = (try? await receiver.count.loop.submit { receiver.client as SIMPClient? }.get()) ?? nil
+                await client?.close()
+            }
+            throw error
+        }
+        return receivers
+    }
+
+    /// The sender: keeps `window` messages not yet accepted in flight until the measured window
+    /// ends, then waits until every one is confirmed by every member (or failed); the drain
+    /// deadline ends the wait for whatever never settles. It lives on its client's event loop
+    /// and gets the client's events there, like `SIMPLoad.Sender`.
+    final class Sender: @unchecked Sendable {
+        private struct Pending {
+            let sentAt: UInt64
+            var accepted = false
+            /// Members that will confirm it: known from the group's accepted.
+            var recipients: Int
+            var confirmed = 0
+        }
+
+        var client: SIMPClient!
+        let to: String
+        let members: Int
+        let pattern: FanOutPattern
+        private var counter: UInt64 = 0
+        private var clock: LoadClock?
+        private var result = FanOutResult()
+        /// Messages sent and not yet settled (accepted and confirmed by every member), by id.
+        private var pending: [String: Pending] = [:]
+        private var done: EventLoopPromise<FanOutResult>?
+
+        init(to: String, members: Int, pattern: FanOutPattern) {
+            self.to = to
+            self.members = members
+            self.pattern = pattern
+        }
+
+        /// Starts sending on the client's loop; succeeds once every message settled or the drain ended.
+        func start(_ clock: LoadClock) -> EventLoopFuture<FanOutResult> {
+            let loop = client.eventLoop
+            return loop.flatSubmit { [self] in
+                self.clock = clock
+                let promise = loop.makePromise(of: FanOutResult.self)
+                done = promise
+                let drain = TimeAmount.nanoseconds(Int64(clock.drainUntil - min(clock.drainUntil, LoadClock.now())))
+                loop.scheduleTask(in: drain) { [self] in finish() }
+                for _ in 0..<pattern.window { sendOne() }
+                return promise.futureResult
+            }
+        }
+
+        func handle(_ event: ClientEvent) {
+            guard let clock else { return }
+            let now = LoadClock.now()
+            switch event {
+            case .groupAccepted(let id, _, _, let recipients):
+                accepted(id, recipients: recipients, now, clock)
+            case .accepted(let id, let to, _) where to == self.to:
+                // A member's confirmation overtook the accepted notice: the library reports the
+                // acceptance this way then, without the number of recipients.
+                accepted(id, recipients: nil, now, clock)
+            case .memberDelivered(let id, _, _, _):
+                guard var message = pending[id] else { return }
+                message.confirmed += 1
+                settle(id, message, now, clock)
+            case .failed(let id, _, let reason):
+                guard let message = pending.removeValue(forKey: id) else { return }
+                result.note(failure: reason)
+                // An accepted message's slot was freed already.
+                if !message.accepted, now < clock.measureUntil { sendOne() }
+            default:
+                return
+            }
+            if now >= clock.measureUntil, pending.isEmpty { finish() }
+        }
+
+        private func accepted(_ id: String, recipients: Int?, _ now: UInt64, _ clock: LoadClock) {
+            guard var message = pending[id], !message.accepted else { return }
+            message.accepted = true
+            if let recipients { message.recipients = recipients }
+            result.accepted += 1
+            if clock.measured(now) { result.acceptedInWindow += 1 }
+            if clock.measured(message.sentAt) { _ = result.sendToAccepted.record(FanOutResult.micros(from: message.sentAt, to: now)) }
+            settle(id, message, now, clock)
+            if now < clock.measureUntil { sendOne() }
+        }
+
+        /// Forgets the message once it is accepted and every member confirmed it.
+        private func settle(_ id: String, _ message: Pending, _ now: UInt64, _ clock: LoadClock) {
+            guard message.accepted, message.confirmed >= message.recipients else {
+                pending[id] = message
+                return
+            }
+            pending[id] = nil
+            if clock.measured(message.sentAt) { _ = result.sendToAllDelivered.record(FanOutResult.micros(from: message.sentAt, to: now)) }
+        }
+
+        private func sendOne() {
+            counter += 1
+            let start = LoadClock.now()
+            // Counted as sent either way: a refused post is a failure, neither lost nor left out.
+            result.sent += 1
+            do {
+                let id = try client.post(to: to, text: SIMPLoad.text(counter, start, size: pattern.payloadBytes))
+                pending[id] = Pending(sentAt: start, recipients: members)
+            } catch {
+                result.note(failure: "send: \(error)")
+            }
+        }
+
+        /// Later events (a late confirmation, say) no longer count.
+        private func finish() {
+            clock = nil
+            done?.succeed(result)
+            done = nil
+        }
+    }
+
+    /// One member, on its client's loop: counts the group's messages.
+    final class Receiver: @unchecked Sendable {
+        var client: SIMPClient!
+        let group: String
+        let count: FanOutCount
+
+        init(group: String, loop: any EventLoop) {
+            self.group = group
+            count = FanOutCount(loop: loop)
+        }
+
+        func handle(_ event: ClientEvent) {
+            guard case .message(let message) = event, message.group == group,
+                  let (counter, sentAt) = SIMPLoad.parse(message.text) else { return }
+            count.receive(counter: counter, sentAt: sentAt)
+        }
+    }
+}
