@@ -462,13 +462,16 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
     private func changeGroup(_ request: Simp_GroupRequest, by user: String, id: UInt64) -> EventLoopFuture<Simp_Envelope> {
         let router = self.router
         let action = GroupRequestRules.action(of: request)
-        let users = action == .create ? [user] + request.users.filter { $0 != user } : (action == .leave ? [user] : request.users)
+        // Each user once, in the order named: a name twice would make two entries.
+        var seen = Set<String>()
+        let named = (action == .create ? [user] + request.users : (action == .leave ? [user] : request.users)).filter { seen.insert($0).inserted }
+        let users = named
         let max = router.store.settings.maxGroupMembers
         // Every user named must exist: a member who is no user could never be delivered to.
-        let named = Array(Set(users.filter { $0 != user }))
-        let checks = named.map { router.store.userExists($0, on: router.loop) }
+        let others = users.filter { $0 != user }
+        let checks = others.map { router.store.userExists($0, on: router.loop) }
         return EventLoopFuture.whenAllSucceed(checks, on: router.loop).flatMap { exists -> EventLoopFuture<MessageStore.GroupChangeResult> in
-            if let missing = zip(named, exists).first(where: { !$0.1 })?.0 {
+            if let missing = zip(others, exists).first(where: { !$0.1 })?.0 {
                 return router.loop.makeFailedFuture(ServerError(.unknownUser, "no such user: \(missing)"))
             }
             return router.changeGroup(action, group: request.group, by: user, users: users, maxMembers: max)

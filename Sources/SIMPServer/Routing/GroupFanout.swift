@@ -15,12 +15,16 @@ struct GroupEntry: Equatable, Sendable {
 
     var seq: UInt64
     var kind: Kind
+    /// For an add: the place of the member's latest removal before it (0: none). While they
+    /// are out, it may follow a gap only once their copies reached that place: else an entry
+    /// from their earlier membership would be passed over.
+    var after: UInt64 = 0
     /// The log no longer holds what came before it for this member (trimmed): it may follow a gap.
     var afterTrim = false
     var bytes: [UInt8]
 
     /// The kind as `Scripts.groupDeliver` takes it.
-    var scriptKind: String { kind.rawValue + (afterTrim ? "j" : "") }
+    var scriptKind: String { kind.rawValue + (kind == .added ? " \(after)" : "") + (afterTrim ? "j" : "") }
 }
 
 /// The decisions of a group's delivery, pure: who gets which entries, and what a sender hears.
@@ -45,7 +49,8 @@ enum GroupFanout {
             for change in ordered {
                 let kind: GroupEntry.Kind = change.user == member ? (change.removes ? .removed : .added) : .other
                 if let own, kind == .other, own.removes ? change.seq > own.seq : change.seq < own.seq { continue }
-                plan[member, default: []].append(GroupEntry(seq: change.seq, kind: kind, bytes: change.bytes))
+                plan[member, default: []].append(GroupEntry(seq: change.seq, kind: kind, after: kind == .added ? change.after : 0,
+                                                            bytes: change.bytes))
             }
         }
         return plan
@@ -57,6 +62,8 @@ enum GroupFanout {
     static func missing(for member: String, after mark: UInt64, isMember: Bool, log: [(seq: UInt64, bytes: [UInt8])]) -> [GroupEntry] {
         var inside = isMember
         var out: [GroupEntry] = []
+        // An add in the walk may follow the gap of their time out: the walk has everything before it.
+        var lastOut = mark
         for (seq, bytes) in log.sorted(by: { $0.seq < $1.seq }) where seq > mark {
             let change = (try? Simp_Message(serializedBytes: bytes)).flatMap { $0.hasGroupChange ? $0.groupChange : nil }
             var kind = GroupEntry.Kind.other
@@ -64,8 +71,9 @@ enum GroupFanout {
                 kind = change.kind == .added ? .added : .removed
             }
             guard inside || kind == .added else { continue }
-            out.append(GroupEntry(seq: seq, kind: kind, afterTrim: out.isEmpty && seq != mark + 1 && kind != .added, bytes: bytes))
-            if kind == .added { inside = true } else if kind == .removed { inside = false }
+            out.append(GroupEntry(seq: seq, kind: kind, after: kind == .added ? lastOut : 0,
+                                  afterTrim: out.isEmpty && seq != mark + 1 && kind != .added, bytes: bytes))
+            if kind == .added { inside = true } else if kind == .removed { inside = false; lastOut = seq }
         }
         return out
     }
@@ -113,6 +121,8 @@ struct GroupChangeMade: Equatable, Sendable {
     var seq: UInt64
     var user: String
     var removes: Bool
+    /// For an add: the place of the user's latest removal (0: none).
+    var after: UInt64 = 0
     var bytes: [UInt8]
 }
 

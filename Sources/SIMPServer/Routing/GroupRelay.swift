@@ -32,23 +32,31 @@ final class GroupRelay: @unchecked Sendable {
 
     private var queued: [String: [StoreRequest]] = [:]
     private var busy: Set<String> = []
+    /// Messages queued or being stored here: a resend meanwhile is answered by the first.
+    private var underWay: Set<StoreTracker.Key> = []
+    /// Messages in one group script call (Lua's unpack takes some thousands of values).
+    private let maxBatch: Int
     /// Gap repairs of one copy before it is left to the next message's (or resend's).
     static let gapAttempts = 3
 
-    init(store: MessageStore, loop: any EventLoop, logger: Logger) {
+    init(store: MessageStore, loop: any EventLoop, logger: Logger, maxBatch: Int) {
         self.store = store
         self.loop = loop
         self.logger = logger
+        self.maxBatch = maxBatch
     }
 
     func enqueue(_ request: StoreRequest, group: String) {
+        guard underWay.insert(StoreTracker.Key(request)).inserted else { return }
         queued[group, default: []].append(request)
         guard !busy.contains(group) else { return }
         loop.execute { [self] in flush(group) }
     }
 
     private func flush(_ group: String) {
-        guard !busy.contains(group), let batch = queued.removeValue(forKey: group), !batch.isEmpty else { return }
+        guard !busy.contains(group), let waiting = queued.removeValue(forKey: group), !waiting.isEmpty else { return }
+        let batch = Array(waiting.prefix(maxBatch))
+        if waiting.count > batch.count { queued[group] = Array(waiting.dropFirst(batch.count)) }
         busy.insert(group)
         store.storeInGroup(group, batch, on: loop).whenSuccess { [self] stored in
             let now = NIODeadline.now()
@@ -66,17 +74,22 @@ final class GroupRelay: @unchecked Sendable {
                     settled.append((request, outcome))
                 }
             }
+            // A duplicate whose entry the log no longer holds was copied long ago.
             let entries = settled.compactMap { _, outcome -> (seq: UInt64, bytes: [UInt8])? in
                 switch outcome {
-                case .stored(let seq, let entry), .duplicate(let seq, let entry): (seq, entry)
+                case .stored(let seq, let entry), .duplicate(let seq, let entry): entry.isEmpty ? nil : (seq, entry)
                 default: nil
                 }
             }
             let answered = settled
             let again = retry
-            copyAll(group, GroupFanout.messageEntries(entries, members: stored.members), since: now) { [self] complete in
+            let resent = settled.contains { if case .duplicate = $0.1 { true } else { false } }
+            let plan = GroupFanout.messageEntries(entries, members: stored.members)
+            copyAll(group, plan, since: now, recheckFound: resent) { [self] complete in
                 let recipients = max(0, stored.members.count - 1)
-                for (request, outcome) in answered where complete || !outcome.isNumbered {
+                for (request, outcome) in answered {
+                    underWay.remove(StoreTracker.Key(request))
+                    guard complete || !outcome.isNumbered else { continue }
                     answer(request, GroupFanout.answers(id: request.id, group: group, outcome: outcome, recipients: recipients))
                 }
                 finish(group, retry: again)
@@ -99,11 +112,13 @@ final class GroupRelay: @unchecked Sendable {
 
     /// Copies until every copy is made, or gives up after `GroupFanout.retryFor` (a message not
     /// in every inbox then is not answered: its sender's resend, found stored, copies again).
-    private func copyAll(_ group: String, _ plan: [String: [GroupEntry]], since: NIODeadline,
+    /// Only the members whose copies failed are tried again.
+    private func copyAll(_ group: String, _ plan: [String: [GroupEntry]], since: NIODeadline, recheckFound: Bool = false,
                          done: @escaping @Sendable (Bool) -> Void) {
-        deliver(group, plan) { [self] complete in
-            guard !complete, GroupFanout.retries(since: since, now: .now()) else { return done(complete) }
-            loop.scheduleTask(in: GroupFanout.retryDelay) { [self] in copyAll(group, plan, since: since, done: done) }
+        deliver(group, plan, recheckFound: recheckFound) { [self] incomplete in
+            guard !incomplete.isEmpty, GroupFanout.retries(since: since, now: .now()) else { return done(incomplete.isEmpty) }
+            let rest = plan.filter { incomplete.contains($0.key) }
+            loop.scheduleTask(in: GroupFanout.retryDelay) { [self] in copyAll(group, rest, since: since, recheckFound: recheckFound, done: done) }
         }
     }
 
@@ -139,59 +154,62 @@ final class GroupRelay: @unchecked Sendable {
         return (try? message.serializedBytes()) ?? []
     }
 
-    /// Copies each member's entries; `done(true)` when every copy was made.
-    private func deliver(_ group: String, _ plan: [String: [GroupEntry]], attempt: Int = 1, done: @escaping @Sendable (Bool) -> Void) {
+    /// Copies each member's entries; `done` with the members whose copies are not all made.
+    /// `recheckFound`: entries found copied already make the member's sessions read their inbox
+    /// (a resend of a stored message: the node that copied it may have died before pushing).
+    private func deliver(_ group: String, _ plan: [String: [GroupEntry]], recheckFound: Bool, attempt: Int = 1,
+                         done: @escaping @Sendable (Set<String>) -> Void) {
         let items = plan.map { (member: $0.key, entries: $0.value) }
         store.deliver(group: group, items, floor: floor, on: loop).whenSuccess { [self] results in
-            var complete = true
+            var failed = Set<String>()
             var gaps: [String: (mark: UInt64, isMember: Bool, upTo: UInt64)] = [:]
             for (item, result) in zip(items, results) {
                 switch result {
                 case .success(let copy):
-                    pushCopies(item.member, item.entries, copy)
+                    pushCopies(item.member, item.entries, copy, recheckFound: recheckFound)
                     if copy.gap { gaps[item.member] = (copy.mark, copy.isMember, item.entries.map(\.seq).max() ?? 0) }
                 case .failure(let error):
-                    complete = false
-                    logger.warning("group entries not copied to a member; the next entry or a resend copies them",
+                    failed.insert(item.member)
+                    logger.warning("group entries not copied to a member; tried again",
                                    metadata: ["group": "\(group)", "member": "\(item.member)", "error": "\(error)"])
                 }
             }
-            guard !gaps.isEmpty else { return done(complete) }
+            guard !gaps.isEmpty else { return done(failed) }
             guard attempt < Self.gapAttempts else {
                 logger.warning("group copies still behind after \(attempt) repairs", metadata: ["group": "\(group)"])
-                return done(false)
+                return done(failed.union(gaps.keys))
             }
-            let copiedAll = complete
-            repair(group, gaps, attempt: attempt) { done(copiedAll && $0) }
+            let failedHere = failed
+            repair(group, gaps, recheckFound: recheckFound, attempt: attempt) { done(failedHere.union($0)) }
         }
     }
 
-    /// A member's copy stopped at a gap (another node's entry not copied yet, or lost): the log
-    /// after their mark is read and what was theirs copied again.
-    private func repair(_ group: String, _ gaps: [String: (mark: UInt64, isMember: Bool, upTo: UInt64)], attempt: Int,
-                        done: @escaping @Sendable (Bool) -> Void) {
+    /// A member's copy stopped at a gap (another node's entry not copied yet, or one from while
+    /// they were out): the log after their mark is read and what was theirs copied again.
+    private func repair(_ group: String, _ gaps: [String: (mark: UInt64, isMember: Bool, upTo: UInt64)], recheckFound: Bool,
+                        attempt: Int, done: @escaping @Sendable (Set<String>) -> Void) {
         let low = gaps.values.map(\.mark).min() ?? 0
         let high = gaps.values.map(\.upTo).max() ?? 0
         store.groupLog(group, after: low, upTo: high, on: loop).whenComplete { [self] result in
-            guard case .success(let log) = result else { return done(false) }
+            guard case .success(let log) = result else { return done(Set(gaps.keys)) }
             var plan: [String: [GroupEntry]] = [:]
             for (member, gap) in gaps {
                 let missing = GroupFanout.missing(for: member, after: gap.mark, isMember: gap.isMember, log: log.filter { $0.seq <= gap.upTo })
                 if !missing.isEmpty { plan[member] = missing }
             }
-            guard !plan.isEmpty else { return done(true) }
-            deliver(group, plan, attempt: attempt + 1, done: done)
+            guard !plan.isEmpty else { return done([]) }
+            deliver(group, plan, recheckFound: recheckFound, attempt: attempt + 1, done: done)
         }
     }
 
-    private func pushCopies(_ member: String, _ entries: [GroupEntry], _ copy: MessageStore.MemberCopy) {
+    private func pushCopies(_ member: String, _ entries: [GroupEntry], _ copy: MessageStore.MemberCopy, recheckFound: Bool) {
         var copies: [GroupCopy] = []
         for (entry, seq) in zip(entries, copy.seqs) where seq > 0 {
             guard let message = try? Simp_Message(serializedBytes: entry.bytes) else { continue }
             let bytes = StoredMessage.appending(seq: seq, to: entry.bytes)
             copies.append(GroupCopy(seq: seq, push: Push(stored: message, bytes: bytes, recipient: member)))
         }
-        let foundCopied = zip(entries, copy.seqs).contains { entry, seq in seq == 0 && entry.seq <= copy.mark }
+        let foundCopied = recheckFound && zip(entries, copy.seqs).contains { entry, seq in seq == 0 && entry.seq <= copy.mark }
         if !copies.isEmpty { copied(member, copies) } else if foundCopied { recheck(member) }
         if !copy.nodes.isEmpty { store.publish(.inbox(user: member), to: copy.nodes, on: loop) }
     }

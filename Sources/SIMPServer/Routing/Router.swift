@@ -77,7 +77,7 @@ final class Router: @unchecked Sendable {
         self.outbox = ControlOutbox(loop: loop)
         self.stores = StorePipeline(maxBatch: settings.maxStoreBatch, maxInFlight: settings.maxStoreBatchesInFlight, place: { $0.order })
         self.replicaHold = ShardHold(limit: settings.replicaHoldLimit)
-        self.groups = GroupRelay(store: store, loop: loop, logger: logger)
+        self.groups = GroupRelay(store: store, loop: loop, logger: logger, maxBatch: settings.maxStoreBatch)
         groups.copied = { [unowned self] member, copies in pushGroupCopies(member, copies) }
         groups.answer = { [unowned self] request, envelopes in answerSender(request, envelopes) }
         groups.recheck = { [unowned self] member in

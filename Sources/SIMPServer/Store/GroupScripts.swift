@@ -47,33 +47,36 @@ extension Scripts {
     """
 
     /// Stores messages of members in one group's order. KEYS: members, seq, log, then per
-    /// message the ids its sender stored in this group. ARGV: id TTL, log cap, then per message
-    /// its sender, id and bytes (empty: answer only, never stored). Returns {answers, members}
-    /// where an answer is {1, groupSeq} stored, {0, groupSeq, entry} stored before (with the
-    /// entry, so its delivery can be made again), {-1} no such group, {-2} the sender is not
-    /// a member, {-4} not stored before; members: the member names after the batch.
+    /// message the ids its sender stored in this group. ARGV: id TTL, log cap, ids kept per
+    /// sender, then per message its sender, id and bytes (empty: answer only, never stored).
+    /// Returns {answers, members} where an answer is {1, groupSeq} stored, {0, groupSeq, entry}
+    /// stored before (with the entry, empty once the log no longer holds it, so its delivery
+    /// can be made again; a sender removed since is answered so too), {-1} no such group, {-2}
+    /// the sender is not a member, {-4} not stored before; members: the names after the batch.
     static let groupStore = RedisScript(groupAppend + """
-    local ttl, cap = tonumber(ARGV[1]), tonumber(ARGV[2])
+    local ttl, cap, idcap = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
     local out = {}
     local exists = redis.call('EXISTS', KEYS[1]) == 1
     local n = 0
-    for i = 3, #ARGV, 3 do
+    for i = 4, #ARGV, 3 do
       n = n + 1
       local from, id, bytes, ids = ARGV[i], ARGV[i + 1], ARGV[i + 2], KEYS[3 + n]
       local prior = redis.call('ZSCORE', ids, id)
-      if not exists then
-        out[n] = {-1}
-      elseif redis.call('HEXISTS', KEYS[1], from) == 0 then
-        out[n] = {-2}
-      elseif prior then
+      if prior then
         -- Numbered earlier in this call, its entry is not in the log yet.
         local entry = made[tonumber(prior)] or redis.call('ZRANGEBYSCORE', KEYS[3], prior, prior)[1] or ''
         out[n] = {0, tonumber(prior), entry}
+      elseif not exists then
+        out[n] = {-1}
+      elseif redis.call('HEXISTS', KEYS[1], from) == 0 then
+        out[n] = {-2}
       elseif bytes == '' then
         out[n] = {-4}
       else
         local seq = groupappend(bytes)
-        redis.call('ZADD', ids, seq, id)
+        if redis.call('ZADD', ids, seq, id) > 0 and redis.call('ZCARD', ids) > idcap + math.floor(idcap / 10) then
+          redis.call('ZREMRANGEBYRANK', ids, 0, -idcap - 1)
+        end
         redis.call('EXPIRE', ids, ttl)
         out[n] = {1, seq}
       end
@@ -83,11 +86,15 @@ extension Scripts {
     """)
 
     /// Changes a group's members; each change is an entry of its order. KEYS: members, seq,
-    /// log. ARGV: action (create, add, remove, leave, admin), the user acting, the most
+    /// log, and each user's latest removal (field USER, value the place of their removal or
+    /// leave). ARGV: action (create, add, remove, leave, admin), the user acting, the most
     /// members a group may have, the log cap, then per user named its name and the bytes of
     /// its change entry (create and add: added; remove: removed; leave: left; admin: none).
     /// Returns {code} refused (27 no such group, 28 not a member, 29 not an owner or admin, 30
-    /// exists, 31 full), else {0, changes, members} where a change is {groupSeq, user, kind}
+    /// exists, 31 full), else {0, changes, members} where a change is {groupSeq, user, kind,
+    /// after}: kind a or r (the entry adds or removes that user), and for an add the place of
+    /// that user's latest removal (0: none), which their copies must have reached before the
+    /// add may follow a gap (`groupDeliver`)
     /// (kind a, r: the entry adds or removes that user) and members {name, role, ...} after.
     static let groupChange = RedisScript(groupAppend + """
     local action, by, max, cap = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -95,7 +102,14 @@ extension Scripts {
     local role = redis.call('HGET', KEYS[1], by)
     local changes = {}
     local function change(user, bytes, kind)
-      table.insert(changes, {groupappend(bytes), user, kind})
+      local seq = groupappend(bytes)
+      local after = 0
+      if kind == 'r' then
+        redis.call('HSET', KEYS[4], user, seq)
+      else
+        after = tonumber(redis.call('HGET', KEYS[4], user) or '0')
+      end
+      table.insert(changes, {seq, user, kind, after})
     end
     if action == 'create' then
       if exists then return {30} end
@@ -161,20 +175,22 @@ extension Scripts {
     """)
 
     /// Copies group entries into one member's inbox, in the group's order. KEYS: the member's
-    /// user, seq, inbox, presence and groups (field GROUP, value "MARK IN": the last group seq
-    /// copied, and 1 while a member). ARGV: the group, this node's id, the member's numbering
-    /// floor (the highest seq a session of theirs on this node has seen, 0: none; numbering
-    /// never runs below it, as in `store`), then per entry its group
-    /// seq, its kind for this member (a: it adds them, so it may follow a gap while they are
-    /// out; r: it removes them; m: a message or someone else's change; followed by j when the
-    /// log no longer holds what came between: it may follow a gap) and its bytes.
-    /// An entry at or below the mark is skipped (copied before, by this node or another);
-    /// one after a gap stops the copy, so no member's inbox ever holds a group's entries out of
-    /// order. Returns {gap, mark, in, seqs, nodes}: gap 1 when it stopped at a gap (the caller
-    /// reads the log after the mark and copies again), the mark and membership after, per
-    /// entry the inbox seq it got (0: skipped or not reached), and where the member's devices
-    /// are other than here when something was copied or found copied. {-1} when the member is
-    /// no user.
+    /// user, seq, inbox, presence, groups (field GROUP, value "MARK IN": the last group seq
+    /// copied, and 1 while a member) and numbering record. ARGV: the group, this node's id,
+    /// the member's numbering floor (the highest seq a session of theirs on this node has
+    /// seen, -1: no session here) and Redis' run id (numbering as in `store`: never below the
+    /// floor, and a restart nobody here has checked recorded as `base`), then per entry its
+    /// group seq, its kind for this member and its bytes. The kind: `a AFTER` it adds them
+    /// (while they are out, it may follow a gap once their copies reached AFTER, the place of
+    /// their latest removal); `r` it removes them; `m` a message or someone else's change,
+    /// copied only while they are in; any of them ending in `j` when it comes after a trimmed
+    /// part of the log (it may follow a gap). An entry at or below the mark is skipped (copied before, by this node or
+    /// another); any other that may not be copied stops the copy, so no member's inbox ever
+    /// holds a group's entries out of order, nor one from while they were out. Returns {gap,
+    /// mark, in, seqs, nodes}: gap 1 when it stopped (the caller reads the log after the mark
+    /// and copies again), the mark and membership after, per entry the inbox seq it got (0:
+    /// skipped or not reached), and where the member's devices are other than here when
+    /// something was copied or found copied. {-1} when the member is no user.
     static let groupDeliver = RedisScript(seqField + presenceNodes + """
     if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
     local state = redis.call('HGET', KEYS[5], ARGV[1]) or '0 0'
@@ -182,17 +198,34 @@ extension Scripts {
     mark, member = tonumber(mark), tonumber(member)
     local top = tonumber(redis.call('GET', KEYS[2]) or '0')
     local first = top
-    if tonumber(ARGV[3]) > top then top = tonumber(ARGV[3]) end
+    local floor = tonumber(ARGV[3])
+    if redis.call('HGET', KEYS[6], 'run') ~= ARGV[4] then
+      if floor >= 0 then
+        redis.call('HDEL', KEYS[6], 'base')
+      elseif redis.call('HEXISTS', KEYS[6], 'base') == 0 then
+        redis.call('HSET', KEYS[6], 'base', top)
+      end
+      redis.call('HSET', KEYS[6], 'run', ARGV[4])
+    end
+    if floor > top then top = floor end
     local inbox, seqs, gap, skipped = {}, {}, 0, false
-    for i = 4, #ARGV, 3 do
+    for i = 5, #ARGV, 3 do
       local seq, bytes = tonumber(ARGV[i]), ARGV[i + 2]
-      local kind, jump = string.sub(ARGV[i + 1], 1, 1), string.sub(ARGV[i + 1], 2, 2) == 'j'
+      local kind = string.sub(ARGV[i + 1], 1, 1)
+      local copies = false
+      if string.sub(ARGV[i + 1], -1) == 'j' then
+        copies = true
+      elseif kind == 'a' and member == 0 then
+        copies = seq == mark + 1 or mark >= tonumber(string.match(ARGV[i + 1], '^a (%d+)$') or '0')
+      elseif member == 1 then
+        copies = seq == mark + 1
+      end
       if gap == 1 then
         table.insert(seqs, 0)
       elseif seq <= mark then
         skipped = true
         table.insert(seqs, 0)
-      elseif seq == mark + 1 or jump or (kind == 'a' and member == 0) then
+      elseif copies then
         top = top + 1
         table.insert(inbox, top)
         table.insert(inbox, bytes .. seqfield(top))

@@ -32,7 +32,7 @@ extension MessageStore {
         -> EventLoopFuture<(outcomes: [GroupStoreOutcome], members: [String])> {
         let keys = [self.keys.groupMembers(group), self.keys.groupSeq(group), self.keys.groupLog(group)]
             + batch.map { self.keys.groupIDs(group, from: $0.from) }
-        var args: [any RedisArgument] = [settings.messageIDTTLSeconds, settings.historyCap]
+        var args: [any RedisArgument] = [settings.messageIDTTLSeconds, settings.historyCap, settings.idsPerSender]
         for request in batch {
             args.append(request.from)
             args.append(request.id)
@@ -78,14 +78,18 @@ extension MessageStore {
                  on loop: any EventLoop) -> EventLoopFuture<[Result<MemberCopy, RedisError>]> {
         guard !plan.isEmpty else { return loop.makeSucceededFuture([]) }
         let commands = plan.map { item in
-            var args: [any RedisArgument] = [group, settings.nodeID, floor(item.member).map { Int64($0) } ?? 0]
+            let keys = [keys.user(item.member), keys.seq(item.member), keys.inbox(item.member), keys.presence(item.member),
+                        keys.groups(item.member), keys.numbering(item.member)]
+            var args: [any RedisArgument] = [group, settings.nodeID, floor(item.member).map { Int64($0) } ?? -1, "run id"]
             for entry in item.entries {
                 args.append(entry.seq)
                 args.append(entry.scriptKind)
                 args.append(entry.bytes)
             }
-            return RedisCommand.script(Scripts.groupDeliver, keys: [keys.user(item.member), keys.seq(item.member), keys.inbox(item.member),
-                                                                    keys.presence(item.member), keys.groups(item.member)], args: args)
+            var command = RedisCommand.script(Scripts.groupDeliver, keys: keys, args: args)
+            // ARGV[4], after numkeys and the keys.
+            command.runIDArgument = 1 + keys.count + 3
+            return command
         }
         return redis.run(commands, on: loop).map { replies in
             replies.map { reply in Result { () throws(RedisError) in try Self.memberCopy(reply) } }
@@ -125,16 +129,16 @@ extension MessageStore {
             args.append(user.name)
             args.append(user.entry)
         }
-        let command = RedisCommand.script(Scripts.groupChange, keys: [keys.groupMembers(group), keys.groupSeq(group), keys.groupLog(group)],
-                                          args: args)
+        let command = RedisCommand.script(Scripts.groupChange, keys: [keys.groupMembers(group), keys.groupSeq(group), keys.groupLog(group),
+                                                                      keys.groupRemovals(group)], args: args)
         return redis.run([command], on: loop).flatMapThrowing { replies in
             let parts = try replies[0].checked().array ?? []
             guard let status = parts.first?.int else { throw RedisError(.protocolViolation, "group change script returned \(replies[0])") }
             guard status == 0, parts.count == 3 else { return .refused(Simp_ErrorCode(rawValue: Int(status)) ?? .badRequest) }
             let changes = (parts[1].array ?? []).compactMap { change -> GroupChangeMade? in
-                guard let fields = change.array, fields.count == 3, let seq = fields[0].int, let user = fields[1].string,
-                      let entry = users.first(where: { $0.name == user })?.entry else { return nil }
-                return GroupChangeMade(seq: UInt64(seq), user: user, removes: fields[2].string == "r",
+                guard let fields = change.array, fields.count == 4, let seq = fields[0].int, let user = fields[1].string,
+                      let after = fields[3].int, let entry = users.first(where: { $0.name == user })?.entry else { return nil }
+                return GroupChangeMade(seq: UInt64(seq), user: user, removes: fields[2].string == "r", after: UInt64(after),
                                        bytes: StoredMessage.appending(groupSeq: UInt64(seq), to: entry))
             }
             return .changed(changes, members: Self.members(parts[2]))

@@ -46,6 +46,8 @@ struct Keys: Sendable {
     func groupSeq(_ group: String) -> String { of(GroupName.address(group), "seq") }
     func groupLog(_ group: String) -> String { of(GroupName.address(group), "log") }
     func groupIDs(_ group: String, from: String) -> String { of(GroupName.address(group), "mids:\(from)") }
+    /// Each user's latest removal from the group (or leave): field USER, value its place.
+    func groupRemovals(_ group: String) -> String { of(GroupName.address(group), "removed") }
     /// NAME's groups: field GROUP, value "MARK IN" (`Scripts.groupDeliver`).
     func groups(_ name: String) -> String { of(name, "groups") }
     var secret: String { "\(prefix):secret" }

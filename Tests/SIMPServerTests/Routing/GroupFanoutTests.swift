@@ -4,8 +4,8 @@ import Testing
 
 /// Who gets which entries of a group, decided without Redis.
 @Suite struct GroupFanoutTests {
-    func change(_ seq: UInt64, _ user: String, removes: Bool = false) -> GroupChangeMade {
-        GroupChangeMade(seq: seq, user: user, removes: removes, bytes: Self.changeBytes(user, removes ? .removed : .added, seq: seq))
+    func change(_ seq: UInt64, _ user: String, removes: Bool = false, after: UInt64 = 0) -> GroupChangeMade {
+        GroupChangeMade(seq: seq, user: user, removes: removes, after: after, bytes: Self.changeBytes(user, removes ? .removed : .added, seq: seq))
     }
 
     static func changeBytes(_ member: String, _ kind: Simp_GroupChange.Kind, seq: UInt64) -> [UInt8] {
@@ -37,7 +37,12 @@ import Testing
 
     @Test func someoneAddedGetsTheChangesFromTheirOwnOn() {
         let plan = GroupFanout.changeEntries([change(3, "carol"), change(4, "dave")], members: ["alice", "carol", "dave"])
-        #expect(summary(plan) == ["alice": ["3m", "4m"], "carol": ["3a", "4m"], "dave": ["4a"]])
+        #expect(summary(plan) == ["alice": ["3m", "4m"], "carol": ["3a 0", "4m"], "dave": ["4a 0"]])
+    }
+
+    @Test func anAddCarriesThePlaceOfTheMembersLatestRemoval() {
+        let plan = GroupFanout.changeEntries([change(9, "carol", after: 6)], members: ["alice", "carol"])
+        #expect(summary(plan) == ["alice": ["9m"], "carol": ["9a 6"]])
     }
 
     @Test func someoneRemovedGetsTheChangesUpToTheirOwn() {
@@ -52,7 +57,7 @@ import Testing
             (7, Self.changeBytes("carol", .added, seq: 7)), (8, Self.messageBytes(8)),
         ]
         let carol = GroupFanout.missing(for: "carol", after: 3, isMember: true, log: log)
-        #expect(carol.map { "\($0.seq)\($0.scriptKind)" } == ["4m", "5r", "7a", "8m"])
+        #expect(carol.map { "\($0.seq)\($0.scriptKind)" } == ["4m", "5r", "7a 5", "8m"], "her add follows her removal at 5")
         let bob = GroupFanout.missing(for: "bob", after: 5, isMember: true, log: log)
         #expect(bob.map { "\($0.seq)\($0.scriptKind)" } == ["6m", "7m", "8m"])
         // A member whose mark is below what the log still holds starts at its oldest entry.
