@@ -131,7 +131,7 @@ public struct IncomingMessage: Sendable, Equatable {
         storedAt = m.serverTime
         group = GroupName.addressed(by: m.toUser)
         groupSeq = m.groupSeq
-        groupChange = m.hasGroupChange ? GroupChange(m.groupChange) : nil
+        groupChange = GroupChange(m)
     }
 }
 
@@ -151,14 +151,16 @@ public struct GroupChange: Sendable, Equatable {
         self.by = by
     }
 
-    init(_ change: Simp_GroupChange) {
-        switch change.kind {
-        case .removed: kind = .removed
-        case .left: kind = .left
-        default: kind = .added
+    /// The change a message is the entry of, if it is one.
+    init?(_ message: Simp_Message) {
+        switch message.type {
+        case .groupAdded: kind = .added
+        case .groupRemoved: kind = .removed
+        case .groupLeft: kind = .left
+        default: return nil
         }
-        member = change.member
-        by = change.by
+        member = message.content
+        by = message.fromUser
     }
 }
 

@@ -23,6 +23,16 @@ extension Simp_Failed {
     }
 }
 
+extension Simp_Message {
+    /// The entry of a group's membership change (`content` names the member).
+    public var isGroupChange: Bool {
+        switch type {
+        case .groupAdded, .groupRemoved, .groupLeft: true
+        default: false
+        }
+    }
+}
+
 extension Simp_ErrorCode {
     /// The snake-case name used in docs and JSON output, e.g. "unknown_user".
     public var name: String {

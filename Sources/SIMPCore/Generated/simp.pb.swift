@@ -215,121 +215,62 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
 
 /// The original "Hey" Message, kept field for field as the compatible core (1-9),
 /// extended with what delivery needs (10+).
-public nonisolated struct Simp_Message: @unchecked Sendable {
+public nonisolated struct Simp_Message: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  public var version: Int32 {
-    get {_storage._version}
-    set {_uniqueStorage()._version = newValue}
-  }
+  public var version: Int32 = 0
 
   /// Sender-chosen unique id (random 64-bit, never a timestamp), decimal string.
-  public var messageID: String {
-    get {_storage._messageID}
-    set {_uniqueStorage()._messageID = newValue}
-  }
+  public var messageID: String = String()
 
   /// Sender's wall clock, milliseconds since the Unix epoch. Informational only.
-  public var time: Int64 {
-    get {_storage._time}
-    set {_uniqueStorage()._time = newValue}
-  }
+  public var time: Int64 = 0
 
-  public var content: String {
-    get {_storage._content}
-    set {_uniqueStorage()._content = newValue}
-  }
+  public var content: String = String()
 
-  public var imageURL: String {
-    get {_storage._imageURL}
-    set {_uniqueStorage()._imageURL = newValue}
-  }
+  public var imageURL: String = String()
 
   /// Ignored by the server on input: it sets fromUser from the session.
-  public var fromUser: String {
-    get {_storage._fromUser}
-    set {_uniqueStorage()._fromUser = newValue}
-  }
+  public var fromUser: String = String()
 
-  public var toUser: String {
-    get {_storage._toUser}
-    set {_uniqueStorage()._toUser = newValue}
-  }
+  public var toUser: String = String()
 
-  public var type: Simp_Message.MessageType {
-    get {_storage._type}
-    set {_uniqueStorage()._type = newValue}
-  }
+  public var type: Simp_Message.MessageType = .text
 
-  public var imageScale: Float {
-    get {_storage._imageScale}
-    set {_uniqueStorage()._imageScale = newValue}
-  }
+  public var imageScale: Float = 0
 
   /// Per-recipient sequence number, assigned by the server when it stores the message.
-  public var seq: UInt64 {
-    get {_storage._seq}
-    set {_uniqueStorage()._seq = newValue}
-  }
+  public var seq: UInt64 = 0
 
   /// Server time (ms since epoch) when the message was stored.
-  public var serverTime: Int64 {
-    get {_storage._serverTime}
-    set {_uniqueStorage()._serverTime = newValue}
-  }
+  public var serverTime: Int64 = 0
 
   /// Sender's per-session send counter (1, 2, 3 ... on each session). The server stores a
   /// session's messages in this order. 0: unordered (stored in arrival order).
-  public var clientSeq: UInt64 {
-    get {_storage._clientSeq}
-    set {_uniqueStorage()._clientSeq = newValue}
-  }
+  public var clientSeq: UInt64 = 0
 
   /// Sender -> server: this session is the first the sender transmits this message on (it
   /// cannot have been stored before), so the server may push it to its recipient before the
   /// store answers (EARLY datagram). Never set in what the server stores or pushes.
-  public var fresh: Bool {
-    get {_storage._fresh}
-    set {_uniqueStorage()._fresh = newValue}
-  }
+  public var fresh: Bool = false
 
   /// Sender -> server: a later message of this sender to the same recipient was accepted
   /// while this one was not, so it may no longer be stored (it would follow the later one).
   /// The server answers Accepted if it stored it before, else Failed OUT_OF_ORDER, and
   /// stores nothing. Never set in what the server stores or pushes.
-  public var overtaken: Bool {
-    get {_storage._overtaken}
-    set {_uniqueStorage()._overtaken = newValue}
-  }
+  public var overtaken: Bool = false
 
   /// Set by the server only on the copy of a message stored in its sender's own inbox, so
   /// the sender's other devices show it (toUser is then not the inbox's owner): the name of
   /// the device that sent it. That device confirms the copy without showing it again.
-  public var fromDevice: String {
-    get {_storage._fromDevice}
-    set {_uniqueStorage()._fromDevice = newValue}
-  }
+  public var fromDevice: String = String()
 
   /// Set by the server on a group message (toUser "#NAME"): its place in the group's one order
   /// (1, 2, 3 ... per group), the same for every member and device. seq stays the place in
   /// the receiving user's inbox.
-  public var groupSeq: UInt64 {
-    get {_storage._groupSeq}
-    set {_uniqueStorage()._groupSeq = newValue}
-  }
-
-  /// Set by the server on the entry of a membership change in a group's order (then content
-  /// is empty): who joined or left, and who did it.
-  public var groupChange: Simp_GroupChange {
-    get {_storage._groupChange ?? Simp_GroupChange()}
-    set {_uniqueStorage()._groupChange = newValue}
-  }
-  /// Returns true if `groupChange` has been explicitly set.
-  public var hasGroupChange: Bool {_storage._groupChange != nil}
-  /// Clears the value of `groupChange`. Subsequent reads from it will return its default value.
-  public mutating func clearGroupChange() {_uniqueStorage()._groupChange = nil}
+  public var groupSeq: UInt64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -340,6 +281,16 @@ public nonisolated struct Simp_Message: @unchecked Sendable {
     case audio // = 2
     case connect // = 3
     case receipt // = 4
+
+    /// Set by the server on the entry of a group's membership change, in the group's order:
+    /// `content` is the member concerned, `fromUser` who made the change.
+    case groupAdded // = 5
+
+    /// removed by fromUser (an owner or admin)
+    case groupRemoved // = 6
+
+    /// left
+    case groupLeft // = 7
     case UNRECOGNIZED(Int)
 
     public init() {
@@ -353,6 +304,9 @@ public nonisolated struct Simp_Message: @unchecked Sendable {
       case 2: self = .audio
       case 3: self = .connect
       case 4: self = .receipt
+      case 5: self = .groupAdded
+      case 6: self = .groupRemoved
+      case 7: self = .groupLeft
       default: self = .UNRECOGNIZED(rawValue)
       }
     }
@@ -364,6 +318,9 @@ public nonisolated struct Simp_Message: @unchecked Sendable {
       case .audio: return 2
       case .connect: return 3
       case .receipt: return 4
+      case .groupAdded: return 5
+      case .groupRemoved: return 6
+      case .groupLeft: return 7
       case .UNRECOGNIZED(let i): return i
       }
     }
@@ -375,68 +332,9 @@ public nonisolated struct Simp_Message: @unchecked Sendable {
       .audio,
       .connect,
       .receipt,
-    ]
-
-  }
-
-  public init() {}
-
-  fileprivate var _storage = _StorageClass.defaultInstance
-}
-
-public nonisolated struct Simp_GroupChange: Sendable {
-  // SwiftProtobuf.Message conformance is added in an extension below. See the
-  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
-  // methods supported on all messages.
-
-  public var kind: Simp_GroupChange.Kind = .added
-
-  public var member: String = String()
-
-  public var by: String = String()
-
-  public var unknownFields = SwiftProtobuf.UnknownStorage()
-
-  public nonisolated enum Kind: SwiftProtobuf.Enum, Swift.CaseIterable {
-    public typealias RawValue = Int
-
-    /// `member` joined, added by `by` (at creation too)
-    case added // = 0
-
-    /// `member` was removed by `by` (an owner or admin)
-    case removed // = 1
-
-    /// `member` left
-    case left // = 2
-    case UNRECOGNIZED(Int)
-
-    public init() {
-      self = .added
-    }
-
-    public init?(rawValue: Int) {
-      switch rawValue {
-      case 0: self = .added
-      case 1: self = .removed
-      case 2: self = .left
-      default: self = .UNRECOGNIZED(rawValue)
-      }
-    }
-
-    public var rawValue: Int {
-      switch self {
-      case .added: return 0
-      case .removed: return 1
-      case .left: return 2
-      case .UNRECOGNIZED(let i): return i
-      }
-    }
-
-    // The compiler won't synthesize support with the UNRECOGNIZED case.
-    public static let allCases: [Simp_GroupChange.Kind] = [
-      .added,
-      .removed,
-      .left,
+      .groupAdded,
+      .groupRemoved,
+      .groupLeft,
     ]
 
   }
@@ -1282,193 +1180,7 @@ nonisolated extension Simp_ErrorCode: SwiftProtobuf._ProtoNameProviding {
 
 nonisolated extension Simp_Message: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Message"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}version\0\u{1}messageId\0\u{1}time\0\u{1}content\0\u{1}imageURL\0\u{1}fromUser\0\u{1}toUser\0\u{1}type\0\u{1}imageScale\0\u{1}seq\0\u{1}serverTime\0\u{1}clientSeq\0\u{1}fresh\0\u{1}overtaken\0\u{1}fromDevice\0\u{1}groupSeq\0\u{1}groupChange\0")
-
-  fileprivate class _StorageClass {
-    var _version: Int32 = 0
-    var _messageID: String = String()
-    var _time: Int64 = 0
-    var _content: String = String()
-    var _imageURL: String = String()
-    var _fromUser: String = String()
-    var _toUser: String = String()
-    var _type: Simp_Message.MessageType = .text
-    var _imageScale: Float = 0
-    var _seq: UInt64 = 0
-    var _serverTime: Int64 = 0
-    var _clientSeq: UInt64 = 0
-    var _fresh: Bool = false
-    var _overtaken: Bool = false
-    var _fromDevice: String = String()
-    var _groupSeq: UInt64 = 0
-    var _groupChange: Simp_GroupChange? = nil
-
-      // This property is used as the initial default value for new instances of the type.
-      // The type itself is protecting the reference to its storage via CoW semantics.
-      // This will force a copy to be made of this reference when the first mutation occurs;
-      // hence, it is safe to mark this as `nonisolated(unsafe)`.
-      static nonisolated(unsafe) let defaultInstance = _StorageClass()
-
-    private init() {}
-
-    init(copying source: _StorageClass) {
-      _version = source._version
-      _messageID = source._messageID
-      _time = source._time
-      _content = source._content
-      _imageURL = source._imageURL
-      _fromUser = source._fromUser
-      _toUser = source._toUser
-      _type = source._type
-      _imageScale = source._imageScale
-      _seq = source._seq
-      _serverTime = source._serverTime
-      _clientSeq = source._clientSeq
-      _fresh = source._fresh
-      _overtaken = source._overtaken
-      _fromDevice = source._fromDevice
-      _groupSeq = source._groupSeq
-      _groupChange = source._groupChange
-    }
-  }
-
-  fileprivate mutating func _uniqueStorage() -> _StorageClass {
-    if !isKnownUniquelyReferenced(&_storage) {
-      _storage = _StorageClass(copying: _storage)
-    }
-    return _storage
-  }
-
-  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
-    _ = _uniqueStorage()
-    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
-      while let fieldNumber = try decoder.nextFieldNumber() {
-        // The use of inline closures is to circumvent an issue where the compiler
-        // allocates stack space for every case branch when no optimizations are
-        // enabled. https://github.com/apple/swift-protobuf/issues/1034
-        switch fieldNumber {
-        case 1: try { try decoder.decodeSingularInt32Field(value: &_storage._version) }()
-        case 2: try { try decoder.decodeSingularStringField(value: &_storage._messageID) }()
-        case 3: try { try decoder.decodeSingularInt64Field(value: &_storage._time) }()
-        case 4: try { try decoder.decodeSingularStringField(value: &_storage._content) }()
-        case 5: try { try decoder.decodeSingularStringField(value: &_storage._imageURL) }()
-        case 6: try { try decoder.decodeSingularStringField(value: &_storage._fromUser) }()
-        case 7: try { try decoder.decodeSingularStringField(value: &_storage._toUser) }()
-        case 8: try { try decoder.decodeSingularEnumField(value: &_storage._type) }()
-        case 9: try { try decoder.decodeSingularFloatField(value: &_storage._imageScale) }()
-        case 10: try { try decoder.decodeSingularUInt64Field(value: &_storage._seq) }()
-        case 11: try { try decoder.decodeSingularInt64Field(value: &_storage._serverTime) }()
-        case 12: try { try decoder.decodeSingularUInt64Field(value: &_storage._clientSeq) }()
-        case 13: try { try decoder.decodeSingularBoolField(value: &_storage._fresh) }()
-        case 14: try { try decoder.decodeSingularBoolField(value: &_storage._overtaken) }()
-        case 15: try { try decoder.decodeSingularStringField(value: &_storage._fromDevice) }()
-        case 16: try { try decoder.decodeSingularUInt64Field(value: &_storage._groupSeq) }()
-        case 17: try { try decoder.decodeSingularMessageField(value: &_storage._groupChange) }()
-        default: break
-        }
-      }
-    }
-  }
-
-  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
-      // The use of inline closures is to circumvent an issue where the compiler
-      // allocates stack space for every if/case branch local when no optimizations
-      // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
-      // https://github.com/apple/swift-protobuf/issues/1182
-      if _storage._version != 0 {
-        try visitor.visitSingularInt32Field(value: _storage._version, fieldNumber: 1)
-      }
-      if !_storage._messageID.isEmpty {
-        try visitor.visitSingularStringField(value: _storage._messageID, fieldNumber: 2)
-      }
-      if _storage._time != 0 {
-        try visitor.visitSingularInt64Field(value: _storage._time, fieldNumber: 3)
-      }
-      if !_storage._content.isEmpty {
-        try visitor.visitSingularStringField(value: _storage._content, fieldNumber: 4)
-      }
-      if !_storage._imageURL.isEmpty {
-        try visitor.visitSingularStringField(value: _storage._imageURL, fieldNumber: 5)
-      }
-      if !_storage._fromUser.isEmpty {
-        try visitor.visitSingularStringField(value: _storage._fromUser, fieldNumber: 6)
-      }
-      if !_storage._toUser.isEmpty {
-        try visitor.visitSingularStringField(value: _storage._toUser, fieldNumber: 7)
-      }
-      if _storage._type != .text {
-        try visitor.visitSingularEnumField(value: _storage._type, fieldNumber: 8)
-      }
-      if _storage._imageScale.bitPattern != 0 {
-        try visitor.visitSingularFloatField(value: _storage._imageScale, fieldNumber: 9)
-      }
-      if _storage._seq != 0 {
-        try visitor.visitSingularUInt64Field(value: _storage._seq, fieldNumber: 10)
-      }
-      if _storage._serverTime != 0 {
-        try visitor.visitSingularInt64Field(value: _storage._serverTime, fieldNumber: 11)
-      }
-      if _storage._clientSeq != 0 {
-        try visitor.visitSingularUInt64Field(value: _storage._clientSeq, fieldNumber: 12)
-      }
-      if _storage._fresh != false {
-        try visitor.visitSingularBoolField(value: _storage._fresh, fieldNumber: 13)
-      }
-      if _storage._overtaken != false {
-        try visitor.visitSingularBoolField(value: _storage._overtaken, fieldNumber: 14)
-      }
-      if !_storage._fromDevice.isEmpty {
-        try visitor.visitSingularStringField(value: _storage._fromDevice, fieldNumber: 15)
-      }
-      if _storage._groupSeq != 0 {
-        try visitor.visitSingularUInt64Field(value: _storage._groupSeq, fieldNumber: 16)
-      }
-      try { if let v = _storage._groupChange {
-        try visitor.visitSingularMessageField(value: v, fieldNumber: 17)
-      } }()
-    }
-    try unknownFields.traverse(visitor: &visitor)
-  }
-
-  public static func ==(lhs: Simp_Message, rhs: Simp_Message) -> Bool {
-    if lhs._storage !== rhs._storage {
-      let storagesAreEqual: Bool = withExtendedLifetime((lhs._storage, rhs._storage)) { (_args: (_StorageClass, _StorageClass)) in
-        let _storage = _args.0
-        let rhs_storage = _args.1
-        if _storage._version != rhs_storage._version {return false}
-        if _storage._messageID != rhs_storage._messageID {return false}
-        if _storage._time != rhs_storage._time {return false}
-        if _storage._content != rhs_storage._content {return false}
-        if _storage._imageURL != rhs_storage._imageURL {return false}
-        if _storage._fromUser != rhs_storage._fromUser {return false}
-        if _storage._toUser != rhs_storage._toUser {return false}
-        if _storage._type != rhs_storage._type {return false}
-        if _storage._imageScale != rhs_storage._imageScale {return false}
-        if _storage._seq != rhs_storage._seq {return false}
-        if _storage._serverTime != rhs_storage._serverTime {return false}
-        if _storage._clientSeq != rhs_storage._clientSeq {return false}
-        if _storage._fresh != rhs_storage._fresh {return false}
-        if _storage._overtaken != rhs_storage._overtaken {return false}
-        if _storage._fromDevice != rhs_storage._fromDevice {return false}
-        if _storage._groupSeq != rhs_storage._groupSeq {return false}
-        if _storage._groupChange != rhs_storage._groupChange {return false}
-        return true
-      }
-      if !storagesAreEqual {return false}
-    }
-    if lhs.unknownFields != rhs.unknownFields {return false}
-    return true
-  }
-}
-
-nonisolated extension Simp_Message.MessageType: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0TEXT\0\u{1}IMAGE\0\u{1}AUDIO\0\u{1}CONNECT\0\u{1}RECEIPT\0")
-}
-
-nonisolated extension Simp_GroupChange: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  public static let protoMessageName: String = _protobuf_package + ".GroupChange"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}kind\0\u{1}member\0\u{1}by\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}version\0\u{1}messageId\0\u{1}time\0\u{1}content\0\u{1}imageURL\0\u{1}fromUser\0\u{1}toUser\0\u{1}type\0\u{1}imageScale\0\u{1}seq\0\u{1}serverTime\0\u{1}clientSeq\0\u{1}fresh\0\u{1}overtaken\0\u{1}fromDevice\0\u{1}groupSeq\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1476,38 +1188,103 @@ nonisolated extension Simp_GroupChange: SwiftProtobuf.Message, SwiftProtobuf._Me
       // allocates stack space for every case branch when no optimizations are
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
-      case 1: try { try decoder.decodeSingularEnumField(value: &self.kind) }()
-      case 2: try { try decoder.decodeSingularStringField(value: &self.member) }()
-      case 3: try { try decoder.decodeSingularStringField(value: &self.by) }()
+      case 1: try { try decoder.decodeSingularInt32Field(value: &self.version) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.messageID) }()
+      case 3: try { try decoder.decodeSingularInt64Field(value: &self.time) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.content) }()
+      case 5: try { try decoder.decodeSingularStringField(value: &self.imageURL) }()
+      case 6: try { try decoder.decodeSingularStringField(value: &self.fromUser) }()
+      case 7: try { try decoder.decodeSingularStringField(value: &self.toUser) }()
+      case 8: try { try decoder.decodeSingularEnumField(value: &self.type) }()
+      case 9: try { try decoder.decodeSingularFloatField(value: &self.imageScale) }()
+      case 10: try { try decoder.decodeSingularUInt64Field(value: &self.seq) }()
+      case 11: try { try decoder.decodeSingularInt64Field(value: &self.serverTime) }()
+      case 12: try { try decoder.decodeSingularUInt64Field(value: &self.clientSeq) }()
+      case 13: try { try decoder.decodeSingularBoolField(value: &self.fresh) }()
+      case 14: try { try decoder.decodeSingularBoolField(value: &self.overtaken) }()
+      case 15: try { try decoder.decodeSingularStringField(value: &self.fromDevice) }()
+      case 16: try { try decoder.decodeSingularUInt64Field(value: &self.groupSeq) }()
       default: break
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    if self.kind != .added {
-      try visitor.visitSingularEnumField(value: self.kind, fieldNumber: 1)
+    if self.version != 0 {
+      try visitor.visitSingularInt32Field(value: self.version, fieldNumber: 1)
     }
-    if !self.member.isEmpty {
-      try visitor.visitSingularStringField(value: self.member, fieldNumber: 2)
+    if !self.messageID.isEmpty {
+      try visitor.visitSingularStringField(value: self.messageID, fieldNumber: 2)
     }
-    if !self.by.isEmpty {
-      try visitor.visitSingularStringField(value: self.by, fieldNumber: 3)
+    if self.time != 0 {
+      try visitor.visitSingularInt64Field(value: self.time, fieldNumber: 3)
+    }
+    if !self.content.isEmpty {
+      try visitor.visitSingularStringField(value: self.content, fieldNumber: 4)
+    }
+    if !self.imageURL.isEmpty {
+      try visitor.visitSingularStringField(value: self.imageURL, fieldNumber: 5)
+    }
+    if !self.fromUser.isEmpty {
+      try visitor.visitSingularStringField(value: self.fromUser, fieldNumber: 6)
+    }
+    if !self.toUser.isEmpty {
+      try visitor.visitSingularStringField(value: self.toUser, fieldNumber: 7)
+    }
+    if self.type != .text {
+      try visitor.visitSingularEnumField(value: self.type, fieldNumber: 8)
+    }
+    if self.imageScale.bitPattern != 0 {
+      try visitor.visitSingularFloatField(value: self.imageScale, fieldNumber: 9)
+    }
+    if self.seq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.seq, fieldNumber: 10)
+    }
+    if self.serverTime != 0 {
+      try visitor.visitSingularInt64Field(value: self.serverTime, fieldNumber: 11)
+    }
+    if self.clientSeq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.clientSeq, fieldNumber: 12)
+    }
+    if self.fresh != false {
+      try visitor.visitSingularBoolField(value: self.fresh, fieldNumber: 13)
+    }
+    if self.overtaken != false {
+      try visitor.visitSingularBoolField(value: self.overtaken, fieldNumber: 14)
+    }
+    if !self.fromDevice.isEmpty {
+      try visitor.visitSingularStringField(value: self.fromDevice, fieldNumber: 15)
+    }
+    if self.groupSeq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.groupSeq, fieldNumber: 16)
     }
     try unknownFields.traverse(visitor: &visitor)
   }
 
-  public static func ==(lhs: Simp_GroupChange, rhs: Simp_GroupChange) -> Bool {
-    if lhs.kind != rhs.kind {return false}
-    if lhs.member != rhs.member {return false}
-    if lhs.by != rhs.by {return false}
+  public static func ==(lhs: Simp_Message, rhs: Simp_Message) -> Bool {
+    if lhs.version != rhs.version {return false}
+    if lhs.messageID != rhs.messageID {return false}
+    if lhs.time != rhs.time {return false}
+    if lhs.content != rhs.content {return false}
+    if lhs.imageURL != rhs.imageURL {return false}
+    if lhs.fromUser != rhs.fromUser {return false}
+    if lhs.toUser != rhs.toUser {return false}
+    if lhs.type != rhs.type {return false}
+    if lhs.imageScale != rhs.imageScale {return false}
+    if lhs.seq != rhs.seq {return false}
+    if lhs.serverTime != rhs.serverTime {return false}
+    if lhs.clientSeq != rhs.clientSeq {return false}
+    if lhs.fresh != rhs.fresh {return false}
+    if lhs.overtaken != rhs.overtaken {return false}
+    if lhs.fromDevice != rhs.fromDevice {return false}
+    if lhs.groupSeq != rhs.groupSeq {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
 }
 
-nonisolated extension Simp_GroupChange.Kind: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ADDED\0\u{1}REMOVED\0\u{1}LEFT\0")
+nonisolated extension Simp_Message.MessageType: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0TEXT\0\u{1}IMAGE\0\u{1}AUDIO\0\u{1}CONNECT\0\u{1}RECEIPT\0\u{1}GROUP_ADDED\0\u{1}GROUP_REMOVED\0\u{1}GROUP_LEFT\0")
 }
 
 nonisolated extension Simp_Error: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {

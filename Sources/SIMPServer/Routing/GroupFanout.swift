@@ -65,10 +65,10 @@ enum GroupFanout {
         // An add in the walk may follow the gap of their time out: the walk has everything before it.
         var lastOut = mark
         for (seq, bytes) in log.sorted(by: { $0.seq < $1.seq }) where seq > mark {
-            let change = (try? Simp_Message(serializedBytes: bytes)).flatMap { $0.hasGroupChange ? $0.groupChange : nil }
+            let message = try? Simp_Message(serializedBytes: bytes)
             var kind = GroupEntry.Kind.other
-            if let change, change.member == member {
-                kind = change.kind == .added ? .added : .removed
+            if let message, message.isGroupChange, message.content == member {
+                kind = message.type == .groupAdded ? .added : .removed
             }
             guard inside || kind == .added else { continue }
             out.append(GroupEntry(seq: seq, kind: kind, after: kind == .added ? lastOut : 0,

@@ -136,21 +136,18 @@ final class GroupRelay: @unchecked Sendable {
     }
 
     private static func changeEntry(_ action: MessageStore.GroupChangeAction, group: String, member: String, by: String) -> [UInt8] {
-        var change = Simp_GroupChange()
-        change.member = member
-        change.by = by
+        var message = Simp_Message()
         switch action {
-        case .create, .add: change.kind = .added
-        case .remove: change.kind = .removed
-        case .leave: change.kind = .left
+        case .create, .add: message.type = .groupAdded
+        case .remove: message.type = .groupRemoved
+        case .leave: message.type = .groupLeft
         case .admin: return []
         }
-        var message = Simp_Message()
+        message.content = member
         message.messageID = "g" + randomBytes(8).map { String($0, radix: 16) }.joined()
         message.fromUser = by
         message.toUser = GroupName.address(group)
         message.serverTime = Accounts.nowMillis()
-        message.groupChange = change
         return (try? message.serializedBytes()) ?? []
     }
 

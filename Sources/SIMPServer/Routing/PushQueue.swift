@@ -29,7 +29,7 @@ extension Push {
             return
         }
         self.group = GroupPlace(name: group, seq: message.groupSeq)
-        isCopy = message.fromUser == recipient || message.hasGroupChange
+        isCopy = message.fromUser == recipient || message.isGroupChange
     }
 }
 

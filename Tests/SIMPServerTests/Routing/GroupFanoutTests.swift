@@ -5,15 +5,17 @@ import Testing
 /// Who gets which entries of a group, decided without Redis.
 @Suite struct GroupFanoutTests {
     func change(_ seq: UInt64, _ user: String, removes: Bool = false, after: UInt64 = 0) -> GroupChangeMade {
-        GroupChangeMade(seq: seq, user: user, removes: removes, after: after, bytes: Self.changeBytes(user, removes ? .removed : .added, seq: seq))
+        GroupChangeMade(seq: seq, user: user, removes: removes, after: after, bytes: Self.changeBytes(user, removes ? .groupRemoved : .groupAdded, seq: seq))
     }
 
-    static func changeBytes(_ member: String, _ kind: Simp_GroupChange.Kind, seq: UInt64) -> [UInt8] {
+    static func changeBytes(_ member: String, _ kind: Simp_Message.MessageType, seq: UInt64) -> [UInt8] {
         var message = Simp_Message()
         message.messageID = "c\(seq)"
         message.toUser = "#team"
         message.groupSeq = seq
-        message.groupChange = .with { $0.kind = kind; $0.member = member; $0.by = "alice" }
+        message.type = kind
+        message.content = member
+        message.fromUser = "alice"
         return try! message.serializedBytes()
     }
 
@@ -53,8 +55,8 @@ import Testing
     /// The log read after a gap: a member walks it from whether they were in at their mark.
     @Test func whatAMemberMissedFollowsTheirMembershipThroughTheLog() {
         let log: [(seq: UInt64, bytes: [UInt8])] = [
-            (4, Self.messageBytes(4)), (5, Self.changeBytes("carol", .removed, seq: 5)), (6, Self.messageBytes(6)),
-            (7, Self.changeBytes("carol", .added, seq: 7)), (8, Self.messageBytes(8)),
+            (4, Self.messageBytes(4)), (5, Self.changeBytes("carol", .groupRemoved, seq: 5)), (6, Self.messageBytes(6)),
+            (7, Self.changeBytes("carol", .groupAdded, seq: 7)), (8, Self.messageBytes(8)),
         ]
         let carol = GroupFanout.missing(for: "carol", after: 3, isMember: true, log: log)
         #expect(carol.map { "\($0.seq)\($0.scriptKind)" } == ["4m", "5r", "7a 5", "8m"], "her add follows her removal at 5")
