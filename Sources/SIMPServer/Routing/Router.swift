@@ -577,7 +577,7 @@ final class Router: @unchecked Sendable {
         let recipient = here.first
         let candidate = recipient.map { session in
             DeliveryEngine.EarlyRecipient(takesEarly: session.takesEarly, isBound: session.isBound, synced: session.synced,
-                                          mayMissPushes: session.catchingUp || session.mayMissPushes,
+                                          mayMissPushes: session.catchUp.mayMissPushes,
                                           pushesOutstanding: !session.pushes.isEmpty || session.pushes.hasParked)
         }
         let early = DeliveryEngine.mayPushEarly(fresh: request.fresh, answerOnly: request.answerOnly,
@@ -790,7 +790,7 @@ final class Router: @unchecked Sendable {
         for recipient in sessions.sessions(of: request.to) where recipient.isBound {
             let pushedUpTo = max(recipient.confirmed, recipient.highestPushed)
             guard outcome.mayLeaveUnpushed(ambiguous: request.ambiguousSince != nil, pushedUpTo: pushedUpTo) else { continue }
-            recipient.doubtsRaised += 1
+            recipient.catchUp.doubt()
             catchUp(recipient)
         }
     }
@@ -1091,28 +1091,15 @@ final class Router: @unchecked Sendable {
     /// Pushes what another node stored for this session since its last push. One read at a
     /// time per session: notices that arrive meanwhile make one more read after it.
     private func catchUp(_ session: Session) {
-        guard !session.catchingUp else {
-            session.catchUpAgain = true
-            return
-        }
-        session.catchingUp = true
+        guard let covering = session.catchUp.want() else { return }
         let after = max(session.confirmed, session.highestPushed)
-        let doubts = session.doubtsRaised
         store.pending(user: session.user, after: after, limit: settings.syncLimit, on: loop).whenComplete { [self] result in
-            session.catchingUp = false
             guard sessions.isCurrent(session) else { return }
-            var wait = TimeAmount.zero
-            switch result {
-            case .success(let pending):
-                session.doubtsCleared = max(session.doubtsCleared, doubts)
-                pushStored(pending.items, to: session)
-            case .failure(let error):
+            if case .success(let pending) = result { pushStored(pending.items, to: session) }
+            if case .failure(let error) = result {
                 logger.warning("catch-up read failed; retrying", metadata: session.logMetadata.merging(["error": "\(error)"]) { $1 })
-                session.catchUpAgain = true
-                wait = .seconds(1)
             }
-            guard session.catchUpAgain else { return }
-            session.catchUpAgain = false
+            guard let wait = session.catchUp.finished(covering: covering, succeeded: (try? result.get()) != nil) else { return }
             loop.scheduleTask(in: wait) { [self] in catchUp(session) }
         }
     }

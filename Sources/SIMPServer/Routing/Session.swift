@@ -43,15 +43,9 @@ final class Session: TableEntry, SealedPeer, @unchecked Sendable {
     /// an inbox read that saw this one saw every lower one too: catching up after another
     /// node's notice reads only above it.
     var highestPushed: UInt64 = 0
-    /// A catch-up read is in flight; `catchUpAgain` asks for one more after it.
-    var catchingUp = false
-    var catchUpAgain = false
-    /// Store answers that left a seq this node may not have pushed, and how many of them an
-    /// inbox read issued after them has covered: until it has, nothing goes early, since an
-    /// early message could overtake that seq.
-    var doubtsRaised: UInt64 = 0
-    var doubtsCleared: UInt64 = 0
-    var mayMissPushes: Bool { doubtsCleared < doubtsRaised }
+    /// Its inbox reads after notices and doubts: until one covers a doubt, nothing goes early,
+    /// since an early message could overtake the seq in doubt.
+    var catchUp = CatchUp()
     /// The client said at CONNECT that it reads BUNDLE datagrams.
     var takesBundles = false
     /// The client said at CONNECT that it takes EARLY datagrams.

@@ -191,7 +191,7 @@ extension Scripts {
     /// and copies again), the mark and membership after, per entry the inbox seq it got (0:
     /// skipped or not reached), and where the member's devices are other than here when
     /// something was copied or found copied. {-1} when the member is no user.
-    static let groupDeliver = RedisScript(seqField + presenceNodes + """
+    static let groupDeliver = RedisScript(seqField + numberingRun + presenceNodes + """
     if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
     local state = redis.call('HGET', KEYS[5], ARGV[1]) or '0 0'
     local mark, member = string.match(state, '^(%d+) (%d)$')
@@ -199,14 +199,7 @@ extension Scripts {
     local top = tonumber(redis.call('GET', KEYS[2]) or '0')
     local first = top
     local floor = tonumber(ARGV[3])
-    if redis.call('HGET', KEYS[6], 'run') ~= ARGV[4] then
-      if floor >= 0 then
-        redis.call('HDEL', KEYS[6], 'base')
-      elseif redis.call('HEXISTS', KEYS[6], 'base') == 0 then
-        redis.call('HSET', KEYS[6], 'base', top)
-      end
-      redis.call('HSET', KEYS[6], 'run', ARGV[4])
-    end
+    numberingrun(KEYS[6], floor, ARGV[4], top)
     if floor > top then top = floor end
     local inbox, seqs, gap, skipped = {}, {}, 0, false
     for i = 5, #ARGV, 3 do

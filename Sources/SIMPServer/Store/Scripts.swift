@@ -31,7 +31,7 @@ enum Scripts {
     /// {-5, online} not stored: too few replicas online. History
     /// and a sender's ids grow 10% past their caps before they are trimmed, oldest first (a trim
     /// on every call was the most expensive command the script ran).
-    static let store = RedisScript(seqField + onlineReplicas + presenceNodes + """
+    static let store = RedisScript(seqField + numberingRun + onlineReplicas + presenceNodes + """
     local known = redis.call('EXISTS', KEYS[1]) == 1
     local ttl, cap, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
     local share, idcap, floor = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -39,14 +39,7 @@ enum Scripts {
     local idslack = idcap + math.floor(idcap / 10)
     local confirmed = tonumber(redis.call('GET', KEYS[4]) or '0')
     local top = tonumber(redis.call('GET', KEYS[2]) or '0')
-    if redis.call('HGET', KEYS[5], 'run') ~= ARGV[7] then
-      if floor >= 0 then
-        redis.call('HDEL', KEYS[5], 'base')
-      elseif redis.call('HEXISTS', KEYS[5], 'base') == 0 then
-        redis.call('HSET', KEYS[5], 'base', top)
-      end
-      redis.call('HSET', KEYS[5], 'run', ARGV[7])
-    end
+    numberingrun(KEYS[5], floor, ARGV[7], top)
     local first = top
     if floor > top then top = floor end
     local need, maxlag, online = tonumber(ARGV[9]), tonumber(ARGV[10]), nil
@@ -177,6 +170,22 @@ enum Scripts {
     """
 
     /// Lua: protobuf field 10 (varint) holding `seq`, to append to a stored message.
+    /// Lua: at the first store into an inbox since Redis (re)started (its run id differs from
+    /// the one recorded), the seq numbering went on from is recorded as `base` unless a session
+    /// here knows the floor (`floor` >= 0), for the next CONNECT to check (`numberingCheck`).
+    static let numberingRun = """
+    local function numberingrun(key, floor, run, top)
+      if redis.call('HGET', key, 'run') == run then return end
+      if floor >= 0 then
+        redis.call('HDEL', key, 'base')
+      elseif redis.call('HEXISTS', key, 'base') == 0 then
+        redis.call('HSET', key, 'base', top)
+      end
+      redis.call('HSET', key, 'run', run)
+    end
+
+    """
+
     static let seqField = """
     local function seqfield(seq)
       if seq < 128 then return string.char(0x50, seq) end
