@@ -43,7 +43,7 @@ public struct GroupSystemReport: Sendable, Codable {
     }
 }
 
-public struct GroupBenchReport: Sendable, Codable {
+public struct GroupBenchReport: Sendable, Codable, JSONReport {
     /// "group fan-out", so a reader of the JSON tells it from the pairs' report.
     public var mode = "group fan-out"
     public var pattern: FanOutPattern
@@ -57,11 +57,6 @@ public struct GroupBenchReport: Sendable, Codable {
         self.systems = systems
     }
 
-    public func json() -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        return (try? encoder.encode(self)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
-    }
 
     /// A table with one column per system and, with two systems, the ratio of the first to the second.
     public func table() -> String {

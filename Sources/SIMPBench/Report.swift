@@ -94,7 +94,18 @@ public struct Topology: Sendable, Codable, CustomStringConvertible {
     }
 }
 
-public struct BenchReport: Sendable, Codable {
+/// A report as one JSON object, keys sorted (both modes' reports).
+public protocol JSONReport: Encodable {}
+
+extension JSONReport {
+    public func json() -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return (try? encoder.encode(self)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+    }
+}
+
+public struct BenchReport: Sendable, Codable, JSONReport {
     public var pattern: LoadPattern
     /// SIMP's deployment (Mosquitto, when compared, is one broker).
     public var topology: Topology?
@@ -106,11 +117,6 @@ public struct BenchReport: Sendable, Codable {
         self.systems = systems
     }
 
-    public func json() -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        return (try? encoder.encode(self)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
-    }
 
     /// A table with one column per system and, with two systems, the ratio of the first to the second.
     public func table() -> String {
