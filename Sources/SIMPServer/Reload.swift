@@ -71,8 +71,8 @@ extension SIMPServer {
         current.control.admission.update(limits)
         store?.bounds = .init(limit: new.inboxLimit, share: new.inboxShare)
         if let router {
-            let (rate, burst) = (new.limits.messagesPerSecond, new.limits.messageBurst)
-            router.loop.execute { router.setMessageRate(perSecond: rate, burst: burst) }
+            let (rate, burst, share) = (new.limits.messagesPerSecond, new.limits.messageBurst, min(new.inboxShare, new.inboxLimit))
+            router.loop.execute { router.reload(messagesPerSecond: rate, burst: burst, inboxShare: share) }
         }
         live.withLockedValue { $0 = LiveSettings(control: current.control.value, limits: limits, tls: tls) }
         let changed = tls.map { $0.chain != current.tls?.chain } ?? false

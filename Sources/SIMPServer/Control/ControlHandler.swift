@@ -380,7 +380,7 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
             try loop.value.admit(token)
             return token
         }.flatMap { token in
-            let wanted = Router.SessionRequest(user: token.user, device: device, tokenIssuedMillis: accounts.issuedMillis(of: token),
+            let wanted = DeliveryEngine.SessionRequest(user: token.user, device: device, tokenIssuedMillis: accounts.issuedMillis(of: token),
                                                lastSeq: request.lastSeq, takesBundles: request.bundles, takesEarly: request.early)
             return router.loop.flatSubmit { router.openSession(wanted, control: channel) }.hop(to: channel.eventLoop).flatMapThrowing { response -> Simp_Envelope in
                 guard !loop.value.closed else {

@@ -1,133 +1,188 @@
+import Logging
 import NIOCore
 import SIMPCore
+import SIMPRedis
 
-/// The delivery decisions of a node, pure: what a sender is told about a store, what a
-/// device's receipt confirms and who hears of it. The router feeds it what happened and
-/// carries out what it answers; every decision here has a unit test without sockets or Redis.
-/// (The reshape moves the router's remaining decisions, and its session table, in here.)
-enum DeliveryEngine {
-    /// The limits an answer names.
-    struct Limits: Equatable, Sendable {
-        var inboxShare: Int
+/// The delivery decisions of one node, pure: events in (a datagram, a control request, a store
+/// answer, a timer, another node's notice; each with the time it happened), actions out
+/// (`DeliveryAction`), in the order they are to be carried out. It owns the session table
+/// (by user and device), store tracking, pushes and their retransmits, receipts, presence and
+/// the early-delivery policy; the `Router` is its driver and does the I/O. No socket, no
+/// Redis, no clock: every decision here has a unit test with an injected time.
+/// (It counts and logs through the sinks it is given; those are not decisions.)
+struct DeliveryEngine {
+    /// What the engine is told of its environment.
+    struct Configuration: Sendable {
+        var router: RouterSettings
+        var presenceTTLSeconds: Int
         var minReplicas: Int
-        var replicaHoldSeconds: Int64
+        var inboxShare: Int
     }
 
-    /// What the sender is told about its message's store, in order.
-    static func answers(_ request: StoreRequest, _ outcome: StoreOutcome, limits: Limits) -> [Simp_Envelope] {
-        switch outcome {
-        case .stored(let seq, _):
-            return [accepted(request, seq: seq)]
-        case .duplicate(let seq, let delivered):
-            let accepted = accepted(request, seq: seq)
-            return delivered ? [accepted, self.delivered(id: request.id, to: request.to, seq: seq)] : [accepted]
-        case .unknownRecipient:
-            return [failed(request, .unknownUser, "no such user: \(request.to)")]
-        case .inboxFull:
-            return [failed(request, .inboxFull, "\(request.to)'s inbox is full")]
-        case .notStored where request.overtaken:
-            return [failed(request, .outOfOrder, "not stored: a later message of yours to \(request.to) was stored first, "
-                           + "and this one would now follow it; send it again as a new message")]
-        case .notStored:
-            return [failed(request, .storeUnavailable, "not stored: an earlier attempt of this message failed")]
-        case .shareFull:
-            return [failed(request, .inboxShareFull,
-                           "you have \(limits.inboxShare) messages \(request.to) has not confirmed yet; wait for them to be read")]
-        case .unavailable(let error):
-            let doubt = request.ambiguousSince == nil ? "" : "; it may still be delivered"
-            return [failed(request, .storeUnavailable, "message store unavailable: \(error.message)\(doubt)")]
-        case .failedBefore(let code):
-            return [failed(request, code, "not stored: an earlier attempt of it failed (\(code.name)), which this one cannot undo")]
-        case .replicasShort(let online):
-            return [failed(request, .replicasUnavailable,
-                           "not stored: the Redis shard of \(request.to)'s inbox has \(online) of the \(limits.minReplicas) replicas "
-                           + "this server requires (waited \(limits.replicaHoldSeconds) s); send it again later")]
+    /// A timer or an end-of-tick task the driver was asked to run.
+    enum Due: Hashable, Sendable {
+        /// Retransmits, receipts and prompt presence writes.
+        case tick
+        /// Keepalive-driven presence renewals, gathered.
+        case presenceRenewal
+        case replicaProbe
+        case flushStores
+        case resumeStores
+        case publishDelivered
+        /// A session's inbox read, again after a failure.
+        case read(session: UInt64, InboxRead)
+
+        /// The node's own timers: a stopped node arms none, and the driver cancels them.
+        var isTimer: Bool { self == .tick || self == .presenceRenewal || self == .replicaProbe }
+
+        /// Its bit in `waiting`; nil for a session's read.
+        var bit: UInt8? {
+            switch self {
+            case .tick: 1
+            case .presenceRenewal: 2
+            case .replicaProbe: 4
+            case .flushStores: 8
+            case .resumeStores: 16
+            case .publishDelivered: 32
+            case .read: nil
+            }
         }
     }
 
-    /// What a device's cumulative receipt leads to.
-    struct ReceiptEffects: Equatable {
-        /// Pushes whose senders learn now that they were delivered (first device to confirm).
-        var delivered: [ConfirmedPush]
-        /// The device's new confirmed mark to write, unless the receipt repeats an older one.
-        var mark: ReceiptLedger.Mark?
+    private(set) var configuration: Configuration
+    var settings: RouterSettings { configuration.router }
+    let metrics: ServerMetrics
+    let logger: Logger
+    /// The Redis shard of a user's inbox, as the slot map says now.
+    let shardOf: @Sendable (String) -> RedisNodeAddress?
+    let randomBytes: @Sendable (Int) -> [UInt8]
+
+    /// What to carry out, in order; the driver takes them after each event.
+    var actions: [DeliveryAction] = []
+    /// The driver has a UDP channel: nothing is pushed before.
+    var hasUDP = false
+
+    var sessions = SessionTable<Session>()
+    var stores: StorePipeline<StoreRequest>
+    /// Stores waiting for their shard's replicas (`--redis-min-replicas`).
+    var replicaHold: ShardHold<StoreRequest>
+    var storeTracker = StoreTracker()
+    var receipts = ReceiptLedger()
+    /// Sessions whose presence is to be written on the next tick.
+    var presenceDue: [UInt64: Session] = [:]
+    /// Sessions whose presence is only to live longer: its fields are as written.
+    var presenceRenewals: [UInt64: Session] = [:]
+    /// Sessions with pushes not yet confirmed: the only ones the tick looks at, so idle
+    /// sessions cost the tick nothing.
+    var pushing: Set<UInt64> = []
+    /// Delivered notices for senders with no session here, published once per loop tick.
+    var remoteDelivered: [String: [Simp_Accepted]] = [:]
+    /// Payloads for each session's datagrams, gathered until `sendDatagrams`, so those for one
+    /// session share bundles.
+    var outgoing: [UInt64: (session: Session, payloads: [[UInt8]])] = [:]
+    /// Timers and end-of-tick tasks asked for and not yet due: each is asked for once. The
+    /// node's own are bits (one is asked for with every push); a session's reads, a set.
+    var waiting: UInt8 = 0
+    var waitingReads: Set<Due> = []
+    var stopped = false
+
+    init(configuration: Configuration, metrics: ServerMetrics, logger: Logger,
+         shardOf: @escaping @Sendable (String) -> RedisNodeAddress? = { _ in nil },
+         randomBytes: @escaping @Sendable (Int) -> [UInt8] = { count in (0..<count).map { _ in UInt8.random(in: 0...255) } }) {
+        self.configuration = configuration
+        self.metrics = metrics
+        self.logger = logger
+        self.shardOf = shardOf
+        self.randomBytes = randomBytes
+        let settings = configuration.router
+        stores = StorePipeline(maxBatch: settings.maxStoreBatch, maxInFlight: settings.maxStoreBatchesInFlight, place: { $0.order })
+        replicaHold = ShardHold(limit: settings.replicaHoldLimit)
     }
 
-    /// A receipt `upTo` from a device whose mark was `confirmed`, confirming `pushes` of this
-    /// session; `confirmedElsewhere`: the highest mark of the user's other devices here. A
-    /// message is delivered when the first device confirms it, and a copy of what the user sent
-    /// from another device tells nobody. When the receipt covers seqs this session never
-    /// pushed (confirmed before a reconnect), the store must return their entries: only it
-    /// knows their senders.
-    static func receipt(upTo: UInt64, pushes: [ConfirmedPush], confirmed: UInt64, confirmedElsewhere: UInt64,
-                        user: String, device: String) -> ReceiptEffects {
-        let delivered = pushes.filter { !$0.isCopy && $0.seq > confirmedElsewhere }
-        guard upTo > confirmed else { return ReceiptEffects(delivered: delivered, mark: nil) }
-        let known = pushes.lazy.filter { $0.seq > confirmed }.count
-        let needsEntries = UInt64(known) < upTo - confirmed
-        return ReceiptEffects(delivered: delivered, mark: .init(user: user, device: device, upTo: upTo, needsEntries: needsEntries))
+    /// Hands over what to carry out.
+    mutating func takeActions() -> [DeliveryAction] {
+        defer { actions.removeAll(keepingCapacity: true) }
+        return actions
     }
 
-    /// Whether a sender's devices on other nodes must be told too: some of its devices are not
-    /// here (it has more than are connected here, or none is).
-    static func tellsOtherNodes(devicesHere: Int, devicesKnown: Int) -> Bool {
-        devicesHere == 0 || devicesHere < devicesKnown
+    mutating func act(_ action: DeliveryAction) {
+        actions.append(action)
     }
 
-    /// What early delivery needs to know of the recipient's session.
-    struct EarlyRecipient: Equatable {
-        var takesEarly = true
-        var isBound = true
-        /// Its inbox was read after the bind.
-        var synced = true
-        /// An inbox read is under way, or a store answer left a seq it may not have been pushed.
-        var mayMissPushes = false
-        /// Pushes wait for its receipt, or were given up on until its next keepalive.
-        var pushesOutstanding = false
+    /// Asks for `due` at the end of this loop tick, or after `delay`, unless it is asked for already.
+    mutating func ask(_ due: Due, after delay: TimeAmount? = nil) {
+        guard !(stopped && due.isTimer) else { return }
+        if let bit = due.bit {
+            guard waiting & bit == 0 else { return }
+            waiting |= bit
+        } else {
+            guard waitingReads.insert(due).inserted else { return }
+        }
+        act(delay.map { .after($0, due) } ?? .later(due))
     }
 
-    /// Whether a message may be pushed before its store answers (EARLY): its sender sends it
-    /// for the first time (`fresh`, so it cannot have been stored before) and it is not a late
-    /// resend; nothing else is being stored for the recipient here; the recipient has one
-    /// session here (a retraction has one place to go) that asked for it, is bound and has
-    /// confirmed every push. So the early message cannot overtake one stored before it on this
-    /// node, and at most one early message per recipient waits for its store.
-    static func mayPushEarly(fresh: Bool, answerOnly: Bool, othersBeingStored: Bool, sessionsHere: Int,
-                             recipient: EarlyRecipient?) -> Bool {
-        guard fresh, !answerOnly, !othersBeingStored, sessionsHere == 1, let recipient else { return false }
-        return recipient.takesEarly && recipient.isBound && recipient.synced && !recipient.mayMissPushes && !recipient.pushesOutstanding
+    /// A timer or end-of-tick task the engine asked for has come.
+    mutating func due(_ due: Due, now: Moment) {
+        if let bit = due.bit { waiting &= ~bit } else { waitingReads.remove(due) }
+        switch due {
+        case .tick:
+            tick(now: now)
+        case .presenceRenewal:
+            renewPresence(now: now)
+        case .replicaProbe:
+            probeHeldShards(now: now)
+        case .flushStores:
+            flushStores()
+        case .resumeStores:
+            stores.resume()
+            flushStores()
+        case .publishDelivered:
+            publishDelivered()
+        case .read(let id, let read):
+            guard let session = sessions[id] else { return }
+            switch read {
+            case .sync: sync(session)
+            case .catchUp: catchUp(session)
+            }
+        }
     }
 
-    /// A limit error (RATE_LIMITED, MESSAGE_TOO_LARGE) goes to a session at most once a second
-    /// per kind: `lastTold` is when this kind last went.
-    static func mayTellLimit(lastTold: NIODeadline?, now: NIODeadline) -> Bool {
-        now - (lastTold ?? .distantPast) >= .seconds(1)
+    mutating func start() {
+        stopped = false
     }
 
-    /// A `missing` for the number the session's send order waits for: once per gap, and
-    /// again every 200 ms while it stays open.
-    static func mayReportMissing(next: UInt64, lastReported: UInt64, lastAt: NIODeadline, now: NIODeadline) -> Bool {
-        next != lastReported || now - lastAt >= .milliseconds(200)
+    /// No timer is asked for from now on; the driver cancels those asked for.
+    mutating func stop() {
+        stopped = true
+        for timer in [Due.tick, .presenceRenewal, .replicaProbe] { waiting &= ~timer.bit! }
     }
 
-    static func accepted(_ request: StoreRequest, seq: UInt64) -> Simp_Envelope {
-        var accepted = Simp_Accepted()
-        accepted.messageID = request.id
-        accepted.toUser = request.to
-        accepted.seq = seq
-        return Simp_Envelope(.accepted(accepted))
+    /// A reload's limits: the data rate for sessions opened from now on, the inbox share as
+    /// refusals name it (the store applies it).
+    mutating func reload(messagesPerSecond rate: Int, burst: Int, inboxShare: Int) {
+        configuration.router.messagesPerSecond = rate
+        configuration.router.messageBurst = burst
+        configuration.inboxShare = inboxShare
     }
 
-    static func delivered(id: String, to: String, seq: UInt64, member: String = "") -> Simp_Envelope {
-        var delivered = Simp_Delivered()
-        delivered.messageID = id
-        delivered.toUser = to
-        delivered.seq = seq
-        delivered.member = member
-        return Simp_Envelope(.delivered(delivered))
+    var sessionCount: Int { sessions.count }
+
+    /// The highest numbering floor of the user's sessions here (`Session.numberingFloor`).
+    func numberingFloor(of user: String) -> UInt64? {
+        sessions.sessions(of: user).compactMap(\.numberingFloor).max()
     }
 
-    static func failed(_ request: StoreRequest, _ code: Simp_ErrorCode, _ reason: String) -> Simp_Envelope {
-        Simp_Envelope(.failed(Simp_Failed(messageID: request.id, to: request.to, code: code, reason: reason)))
+    var limits: Limits {
+        Limits(inboxShare: configuration.inboxShare, minReplicas: configuration.minReplicas,
+               replicaHoldSeconds: settings.replicaHoldLimit.nanoseconds / 1_000_000_000)
     }
+
+    static func describe(_ address: SocketAddress) -> String {
+        "\(address.ipAddress ?? "?"):\(address.port ?? 0)"
+    }
+}
+
+func randomBytes(_ count: Int) -> [UInt8] {
+    var rng = SystemRandomNumberGenerator()
+    return (0..<count).map { _ in UInt8.random(in: 0...255, using: &rng) }
 }

@@ -3,14 +3,13 @@ import Logging
 import NIOCore
 import SIMPCore
 
-/// One connected device of a user on this node: its control channel, its validated UDP
-/// address, and the datagrams it has not yet confirmed. Confined to the router's event loop,
-/// which is why it may be captured by the future callbacks that run there.
+/// One connected device of a user on this node: its validated UDP address, and the datagrams
+/// it has not yet confirmed. Held by the delivery engine (its control connection stays with
+/// the router, by the session's id); confined to the router's event loop.
 final class Session: TableEntry, SealedPeer, @unchecked Sendable {
     let id: UInt64
     let user: String
     let device: String
-    let control: any Channel
     /// How many devices the user has, as last heard (CONNECT, or a notice from another node's
     /// CONNECT): with more than one, what this device sends is copied for the others.
     var devices = 1
@@ -27,6 +26,7 @@ final class Session: TableEntry, SealedPeer, @unchecked Sendable {
     /// Puts this session's sends back into the client's order before they are stored.
     var sendOrder = SendOrderGate<StoreRequest>()
     var nextPacketNumber: UInt64 = 1
+    /// When its presence was last written or renewed: a keepalive renews it a third of the TTL later.
     var lastPresenceWrite: NIODeadline = .distantPast
     /// Data datagrams this session may still send now (docs/SECURITY.md, messages per second).
     var bucket: TokenBucket
@@ -63,13 +63,12 @@ final class Session: TableEntry, SealedPeer, @unchecked Sendable {
     }
 
     /// `bindToken` is the single-use token a bind datagram must present; handed to the client over TCP.
-    init(id: UInt64, user: String, device: String, control: any Channel, bindToken: [UInt8], confirmed: UInt64, policy: RetransmitPolicy,
+    init(id: UInt64, user: String, device: String, bindToken: [UInt8], confirmed: UInt64, policy: RetransmitPolicy,
          bucket: TokenBucket) {
         self.bucket = bucket
         self.id = id
         self.user = user
         self.device = device
-        self.control = control
         self.path = PathValidator(bindToken: bindToken)
         self.confirmed = confirmed
         self.pushes = PushQueue(policy: policy)

@@ -1,0 +1,67 @@
+import Crypto
+import NIOCore
+import SIMPCore
+import SIMPRedis
+
+/// What the delivery engine asks its driver (the router) to do, in the order given. The
+/// driver carries each out and feeds what comes back to the engine as an event; it decides
+/// nothing itself.
+enum DeliveryAction {
+    // Control connections, by session id.
+    case send(Simp_Envelope, session: UInt64)
+    /// Writes the envelope, then closes the connection: the session left the table.
+    case end(session: UInt64, Simp_Envelope)
+    /// The session left the table (its connection closed, or a newer one replaced it).
+    case closed(session: UInt64)
+
+    // Datagrams.
+    case datagram(OutgoingDatagram)
+    case flushDatagrams
+
+    // The store; each answer comes back as an event.
+    case store(StorePipeline<StoreRequest>.Batch)
+    case relay(StoreRequest, group: String)
+    case markFailed(StoreRequest, code: Simp_ErrorCode)
+    case probeReplicas(RedisNodeAddress)
+    case readInbox(session: UInt64, user: String, after: UInt64, InboxRead)
+    case readEntries(session: UInt64, user: String, seqs: [UInt64])
+    case writeMarks([ReceiptLedger.Mark])
+    case askConfirmed(session: UInt64, user: String, [Simp_Accepted])
+    case setPresence([MessageStore.Presence])
+    case renewPresence([MessageStore.Presence], sessions: [UInt64])
+    case clearPresence(user: String, device: String, session: UInt64, millis: Int64)
+    case publish(NodeNotice, to: [String])
+    case publishDelivered([String: [Simp_Accepted]])
+
+    // Time: `later` runs at the end of this loop tick, `after` when its time has come; both
+    // come back as `DeliveryEngine.due(_:now:)`.
+    case later(DeliveryEngine.Due)
+    case after(TimeAmount, DeliveryEngine.Due)
+    /// Every queued and in-flight store has been answered.
+    case storesIdle
+}
+
+/// Why a session's inbox is read.
+enum InboxRead: Hashable, Sendable {
+    /// After the bind: everything stored before it.
+    case sync
+    /// After a notice or a doubt: what was stored since the last push (`CatchUp` numbers it).
+    case catchUp(covering: UInt64)
+}
+
+/// A datagram to seal and send: the driver seals it under the session's key.
+struct OutgoingDatagram {
+    var header: DatagramHeader
+    var payload: [UInt8]
+    var key: SymmetricKey
+    var address: SocketAddress
+    /// Flushed at once, not with the others of this turn.
+    var flush: Bool
+}
+
+/// The time an event happened, as the driver read it once: the monotonic deadline for timers
+/// and the wall clock (ms since the epoch) for what is stored or shown.
+struct Moment: Sendable {
+    var deadline: NIODeadline
+    var millis: Int64
+}

@@ -1,0 +1,240 @@
+import NIOCore
+import SIMPCore
+
+/// Datagrams in: binds, paths, keepalives, messages and their send order.
+extension DeliveryEngine {
+    mutating func receive(_ envelope: AddressedEnvelope<ByteBuffer>, now: Moment) {
+        metrics.datagramsIn.increment()
+        let size = envelope.data.readableBytes
+        switch DatagramIntake.decide(envelope.data, peers: { sessions[$0] }) {
+        case .oversize:
+            metrics.dropped(.oversize)
+            metrics.exceeded(.datagramSize)
+            tellOversize(envelope, now: now)
+        case .drop(let reason):
+            metrics.dropped(reason)
+        case .open(let session, .bind, let token):
+            bind(session, token: token, from: envelope.remoteAddress, now: now)
+        case .open(let session, .data, let payload):
+            guard fromValidatedAddress(session, envelope.remoteAddress, size: size, now: now) else { return }
+            data(session, payload: payload, now: now)
+        case .open(let session, .bundle, let payload):
+            guard fromValidatedAddress(session, envelope.remoteAddress, size: size, now: now) else { return }
+            guard let messages = try? DatagramBundle.split(payload) else {
+                metrics.dropped(.malformed)
+                return
+            }
+            for message in messages { data(session, payload: message, now: now) }
+        case .open(let session, _, _):
+            guard fromValidatedAddress(session, envelope.remoteAddress, size: size, now: now) else { return }
+            keepalive(session, now: now)
+        }
+    }
+
+    /// The session's control connection returned the challenge token: the new address is its.
+    mutating func pathResponse(sessionID: UInt64, token: [UInt8], now: Moment) {
+        guard let session = sessions[sessionID], session.path.respond(token: token) != nil else { return }
+        sendBound(session)
+        refreshPresence(session, promptly: true, now: now)
+        session.pushes.expediteAll(now: now.deadline)
+    }
+
+    private mutating func bind(_ session: Session, token: [UInt8], from address: SocketAddress, now: Moment) {
+        switch session.path.bind(token: token, from: address) {
+        case .bound:
+            sendBound(session)
+            // Presence is written before the inbox is read, on the same connection: a store on
+            // another node either ran before the write (the read sees it) or after it (it finds
+            // this node in presence, and notifies it).
+            session.lastPresenceWrite = now.deadline
+            presenceDue[session.id] = session
+            writePresence(now: now)
+            sync(session)
+        case .answerAgain:
+            sendBound(session)
+        case .badToken:
+            metrics.dropped(.badBindToken)
+            act(.send(.error(.invalidToken, "bind token does not belong to this session"), session: session.id))
+        case .ignored:
+            break
+        }
+    }
+
+    private mutating func sendBound(_ session: Session) {
+        var bound = Simp_Bound()
+        bound.address = session.address.map(Self.describe) ?? ""
+        act(.send(Simp_Envelope(.bound(bound)), session: session.id))
+        sendDatagram(to: session, kind: .pong, payload: [])
+    }
+
+    /// A keepalive is not answered: it holds the client's NAT mapping outbound, and an answer
+    /// for every one was a tenth of an idle server's CPU. A client checks its path with BIND.
+    private mutating func keepalive(_ session: Session, now: Moment) {
+        unpark(session, now: now)
+        if presenceAging(session, now: now) { refreshPresence(session, promptly: false, now: now) }
+    }
+
+    /// The path works again (a keepalive came through): push what was given up, in order.
+    private mutating func unpark(_ session: Session, now: Moment) {
+        guard session.pushes.hasParked else { return }
+        for (seq, push) in session.pushes.unpark() { self.push(seq, push, to: session, now: now) }
+        sendDatagrams()
+    }
+
+    /// True when the datagram came from the session's validated address; otherwise it is
+    /// dropped, and a bound session's new address is challenged.
+    private mutating func fromValidatedAddress(_ session: Session, _ address: SocketAddress, size: Int, now: Moment) -> Bool {
+        let verdict = session.path.check(address, size: size, now: now.deadline, newToken: { randomBytes(16) })
+        switch verdict {
+        case .accept:
+            return true
+        case .drop(let reason):
+            metrics.dropped(.unvalidatedAddress)
+            if reason == .amplification { metrics.dropped(.amplification) }
+        case .challenge(let token, let target):
+            metrics.dropped(.unvalidatedAddress)
+            sendDatagram(to: session, kind: .challenge, payload: token, at: target)
+        }
+        return false
+    }
+
+    private mutating func data(_ session: Session, payload: [UInt8], now: Moment) {
+        guard session.bucket.take(now: now.deadline) else {
+            rateLimited(session, now: now)
+            return
+        }
+        guard let message = try? Simp_Message(serializedBytes: payload) else {
+            metrics.dropped(.malformed)
+            return
+        }
+        if let problem = MessageRules.problem(in: message) {
+            refuse(message, problem, from: session, now: now)
+            return
+        }
+        switch Self.storeRequest(for: message, from: session, now: now) {
+        case .refused(let message, let problem):
+            refuse(message, problem, from: session, now: now)
+        case .unordered(let request):
+            enqueueStore(request, now: now)
+        case .ordered(let order, let request):
+            send(request, order: order, from: session, now: now)
+        }
+    }
+
+    /// The session's send order decides when the message goes to the store.
+    private mutating func send(_ request: StoreRequest, order: UInt64, from session: Session, now: Moment) {
+        switch session.sendOrder.receive(order, request) {
+        case .release(let ready): ready.forEach { enqueueStore($0, now: now) }
+        case .late(var again):
+            again.answerOnly = true
+            enqueueStore(again, now: now)
+        case .withdrawn: sendWithdrawn(session, id: request.id, to: request.to)
+        case .held: reportMissing(session, now: now)
+        case .dropped: break
+        }
+    }
+
+    /// What a message datagram becomes.
+    enum Intake {
+        case refused(Simp_Message, (code: Simp_ErrorCode, reason: String))
+        /// No send order (its client number is 0): stored on every arrival.
+        case unordered(StoreRequest)
+        case ordered(UInt64, StoreRequest)
+    }
+
+    /// The store request for a valid message from `session`: the sender is the session the
+    /// datagram came on, whatever the datagram claims, and the server's time is stamped on it.
+    static func storeRequest(for received: Simp_Message, from session: Session, now: Moment) -> Intake {
+        var message = received
+        let order = message.clientSeq
+        let fresh = message.fresh
+        let overtaken = message.overtaken
+        message.overtaken = false
+        message.fromUser = session.user
+        message.seq = 0
+        message.clientSeq = 0
+        message.fresh = false
+        message.serverTime = now.millis
+        // A group message goes to its sender's inbox too (a member): the device that sent it
+        // knows it by its name and shows it once.
+        let toGroup = GroupName.addressed(by: message.toUser) != nil
+        if toGroup { message.fromDevice = session.device }
+        let bytes: [UInt8] = (try? message.serializedBytes()) ?? []
+        let copied = session.devices > 1 && message.toUser != session.user && !toGroup
+        // Stored, it (or its copy for the sender's other devices) could never be pushed: its
+        // seq would not fit the datagram.
+        let limit = MessageRules.maxStoredBytes - (copied ? session.device.utf8.count + 2 : 0)
+            - (toGroup ? MessageRules.groupSeqBytes : 0)
+        guard bytes.count <= limit else {
+            message.clientSeq = order
+            return .refused(message, (.messageTooLarge, "message is \(bytes.count) bytes as stored (with its sender and time); "
+                                      + "the limit is \(limit)"))
+        }
+        var request = StoreRequest(from: session.user, id: message.messageID, to: message.toUser, bytes: bytes)
+        request.device = session.device
+        request.copiedForSender = copied
+        // Unordered messages are stored on every arrival: only a numbered one reaches the
+        // store once per session, so only it may go early.
+        request.fresh = fresh && order > 0
+        request.overtaken = overtaken
+        return order > 0 ? .ordered(order, request) : .unordered(request)
+    }
+
+    private mutating func refuse(_ message: Simp_Message, _ problem: (code: Simp_ErrorCode, reason: String), from session: Session, now: Moment) {
+        let failed = Simp_Failed(messageID: message.messageID, to: message.toUser, code: problem.code, reason: problem.reason)
+        act(.send(Simp_Envelope(.failed(failed)), session: session.id))
+        // Refused for good: the sender's later messages must not wait for its number.
+        if message.clientSeq > 0 { session.sendOrder.withdraw(message.clientSeq).released.forEach { enqueueStore($0, now: now) } }
+    }
+
+    /// Over the session's message rate the datagram is dropped unread: the client resends it
+    /// later (nothing it was told is lost), and is told why at most once a second.
+    private mutating func rateLimited(_ session: Session, now: Moment) {
+        metrics.dropped(.rateLimited)
+        metrics.exceeded(.messagesPerSecond)
+        tellLimit(session, .rateLimited, "more than \(settings.messagesPerSecond) messages per second on this session; slowing down", now: now)
+    }
+
+    /// An oversize datagram cannot be opened, so its session id is unproven: only a datagram
+    /// from the session's validated address gets an error, which a spoofed source can make
+    /// arrive at most once a second.
+    private mutating func tellOversize(_ envelope: AddressedEnvelope<ByteBuffer>, now: Moment) {
+        guard let id = Datagram.sessionID(peeking: envelope.data), let session = sessions[id],
+              session.address == envelope.remoteAddress else { return }
+        let reason = "datagram of \(envelope.data.readableBytes) bytes exceeds the limit of \(Datagram.maxSize); dropped"
+        tellLimit(session, .messageTooLarge, reason, now: now)
+    }
+
+    private mutating func tellLimit(_ session: Session, _ code: Simp_ErrorCode, _ reason: String, now: Moment) {
+        guard Self.mayTellLimit(lastTold: session.lastLimitError[code], now: now.deadline) else { return }
+        session.lastLimitError[code] = now.deadline
+        act(.send(.error(code, reason), session: session.id))
+    }
+
+    /// The session's send order waits for a number: ask for it now rather than after the
+    /// client's timeout. Once per gap, and again every 200 ms while it stays open.
+    private mutating func reportMissing(_ session: Session, now: Moment) {
+        let next = session.sendOrder.next
+        guard Self.mayReportMissing(next: next, lastReported: session.lastMissingReported, lastAt: session.lastMissingAt,
+                                    now: now.deadline) else { return }
+        session.lastMissingReported = next
+        session.lastMissingAt = now.deadline
+        var missing = Simp_Missing()
+        missing.clientSeqs = [next]
+        act(.send(Simp_Envelope(.missing(missing)), session: session.id))
+    }
+
+    /// The sender gave up on a message: stop waiting for it, and tell the sender whether the
+    /// server ever had it (if it did, its Accepted or Failed is already on the way).
+    mutating func withdraw(sessionID: UInt64, _ withdraw: Simp_Withdraw, now: Moment) {
+        guard let session = sessions[sessionID] else { return }
+        let (pending, released) = session.sendOrder.withdraw(withdraw.clientSeq)
+        if pending { sendWithdrawn(session, id: withdraw.messageID, to: withdraw.toUser) }
+        released.forEach { enqueueStore($0, now: now) }
+    }
+
+    private mutating func sendWithdrawn(_ session: Session, id: String, to: String) {
+        let failed = Simp_Failed(messageID: id, to: to, code: .withdrawn, reason: "the server never received it before the sender gave up")
+        act(.send(Simp_Envelope(.failed(failed)), session: session.id))
+    }
+}

@@ -1,0 +1,137 @@
+import NIOCore
+import SIMPCore
+
+/// Pushes to recipients: inbox reads, group copies, datagrams out and their retransmits.
+extension DeliveryEngine {
+    /// The inbox read after the bind: everything stored before it.
+    mutating func sync(_ session: Session) {
+        act(.readInbox(session: session.id, user: session.user, after: session.confirmed, .sync))
+    }
+
+    /// Pushes what another node stored for this session since its last push. One read at a
+    /// time per session: notices that arrive meanwhile make one more read after it.
+    mutating func catchUp(_ session: Session) {
+        guard let covering = session.catchUp.want() else { return }
+        act(.readInbox(session: session.id, user: session.user, after: max(session.confirmed, session.highestPushed), .catchUp(covering: covering)))
+    }
+
+    /// A session's inbox read came back: its entries are pushed; a failed read is tried again.
+    mutating func inboxRead(session id: UInt64, _ read: InboxRead, _ result: Result<[[UInt8]], any Error>, now: Moment) {
+        guard let session = sessions[id] else { return }
+        switch (read, result) {
+        case (.sync, .success(let items)):
+            session.synced = true
+            pushStored(items, to: session, now: now)
+        case (.sync, .failure(let error)):
+            logger.warning("sync failed; retrying", metadata: session.logMetadata.merging(["error": "\(error)"]) { $1 })
+            ask(.read(session: id, .sync), after: .seconds(1))
+        case (.catchUp(let covering), _):
+            if case .success(let items) = result { pushStored(items, to: session, now: now) }
+            if case .failure(let error) = result {
+                logger.warning("catch-up read failed; retrying", metadata: session.logMetadata.merging(["error": "\(error)"]) { $1 })
+            }
+            let succeeded = if case .success = result { true } else { false }
+            guard let wait = session.catchUp.finished(covering: covering, succeeded: succeeded) else { return }
+            ask(.read(session: id, .catchUp(covering: covering)), after: wait)
+        }
+    }
+
+    /// A member's sessions here read their inbox: entries found copied already may never have
+    /// been pushed (the node that copied them died).
+    mutating func recheck(member: String) {
+        for session in sessions.sessions(of: member) where session.isBound { catchUp(session) }
+    }
+
+    /// Pushes a group's entries just copied into a member's inbox to the member's sessions here.
+    mutating func groupCopied(_ member: String, _ copies: [GroupCopy], now: Moment) {
+        for recipient in sessions.sessions(of: member) {
+            for copy in copies {
+                recipient.raiseNumberingFloor(copy.seq)
+                if recipient.isBound { push(copy.seq, copy.push, to: recipient, now: now) }
+            }
+        }
+        sendDatagrams()
+    }
+
+    /// Pushes inbox entries read back from the store (each carries its seq and sender).
+    mutating func pushStored(_ items: [[UInt8]], to session: Session, now: Moment) {
+        for bytes in items {
+            guard let message = try? Simp_Message(serializedBytes: bytes) else { continue }
+            push(message.seq, Push(stored: message, bytes: bytes, recipient: session.user), to: session, now: now)
+        }
+        sendDatagrams()
+    }
+
+    /// Queues the push for the next `sendDatagrams`.
+    mutating func push(_ seq: UInt64, _ push: Push, to session: Session, now: Moment) {
+        guard !session.pushes.contains(seq), hasUDP, session.address != nil else { return }
+        queueDatagram(push.bytes, to: session)
+        metrics.pushes.increment()
+        session.highestPushed = max(session.highestPushed, seq)
+        _ = session.pushes.push(seq, push, now: now.deadline)
+        pushing.insert(session.id)
+        ask(.tick, after: settings.tick)
+    }
+
+    mutating func queueDatagram(_ payload: [UInt8], to session: Session) {
+        outgoing[session.id, default: (session, [])].payloads.append(payload)
+    }
+
+    /// Sends the queued payloads, a session's together in bundles when it takes them, and flushes.
+    mutating func sendDatagrams() {
+        guard !outgoing.isEmpty else { return }
+        for (session, payloads) in outgoing.values {
+            guard session.takesBundles else {
+                for payload in payloads { sendDatagram(to: session, kind: .data, payload: payload, flush: false) }
+                continue
+            }
+            for datagram in DatagramBundle.pack(payloads) {
+                sendDatagram(to: session, kind: datagram.kind, payload: datagram.payload, flush: false)
+                if datagram.kind == .bundle { metrics.bundles.increment() }
+            }
+        }
+        outgoing.removeAll(keepingCapacity: true)
+        act(.flushDatagrams)
+    }
+
+    /// Sends under a fresh packet number, to the validated address unless told otherwise;
+    /// false when there is nowhere to send it.
+    @discardableResult
+    mutating func sendDatagram(to session: Session, kind: DatagramKind, payload: [UInt8], flush: Bool = true,
+                               at target: SocketAddress? = nil) -> Bool {
+        guard hasUDP, let address = target ?? session.address, payload.count <= DatagramHeader.maxPayload else { return false }
+        let header = DatagramHeader(kind: kind, sessionID: session.id, packetNumber: session.takePacketNumber())
+        act(.datagram(OutgoingDatagram(header: header, payload: payload, key: session.key, address: address, flush: flush)))
+        return true
+    }
+
+    /// Retransmits what is due, writes the marks and prompt presence due; asks for the next
+    /// tick while anything waits for one.
+    mutating func tick(now: Moment) {
+        retransmitDue(now: now)
+        writeReceipts(now: now)
+        writePresence(now: now)
+        if !pushing.isEmpty || receipts.hasReady || receipts.failedCount > 0 { ask(.tick, after: settings.tick) }
+    }
+
+    private mutating func retransmitDue(now: Moment) {
+        guard hasUDP else { return }
+        var wrote = false
+        for id in pushing {
+            guard let session = sessions[id], !session.pushes.isEmpty else {
+                pushing.remove(id)
+                continue
+            }
+            guard session.isBound else { continue }
+            let due = session.pushes.due(now: now.deadline)
+            for bytes in due.resend {
+                queueDatagram(bytes, to: session)
+                metrics.retransmits.increment()
+                wrote = true
+            }
+            // Given up on this path for now: pushed again after the client's next keepalive.
+            metrics.pushesGivenUp.increment(by: Int64(due.parked))
+        }
+        if wrote { sendDatagrams() }
+    }
+}

@@ -1,0 +1,214 @@
+import Foundation
+import NIOCore
+import SIMPCore
+
+/// Sessions: opened, replaced, closed, ended by an administrator; presence; other nodes' notices.
+extension DeliveryEngine {
+    /// What a CONNECT asks for, once its token is verified.
+    struct SessionRequest: Sendable {
+        var user: String
+        var device: String
+        /// When the token was issued (ms since the epoch): a device revoked since refuses it.
+        var tokenIssuedMillis: Int64
+        var lastSeq: UInt64
+        var takesBundles = false
+        var takesEarly = false
+    }
+
+    /// Why the store refused the device a session.
+    static func refusal(_ registration: MessageStore.DeviceRegistration, _ request: SessionRequest) -> ServerError? {
+        switch registration {
+        case .registered:
+            return nil
+        case .tooMany(let devices):
+            return ServerError(.tooManyDevices, "\(request.user) has \(devices) devices, the most this server allows; "
+                               + "revoke one first (/device revoke NAME)")
+        case .revoked:
+            return ServerError(.deviceRevoked, "device \(request.device) of \(request.user) was revoked; log in again")
+        }
+    }
+
+    /// A device whose token is valid and whose registration the store took (`devices` of the
+    /// user, connected on `nodes`): its session goes into the table, replacing the same
+    /// device's older one here. Its other devices stay. Its numbering is checked next.
+    mutating func open(_ request: SessionRequest, devices: Int, nodes: [String], now: Moment) -> (session: Session, bindToken: [UInt8]) {
+        var rng = SystemRandomNumberGenerator()
+        let user = request.user
+        // The session's path validator forgets it once used; only the answer needs it too.
+        let bindToken = randomBytes(16)
+        let session = Session(id: sessions.newID(using: &rng), user: user, device: request.device, bindToken: bindToken,
+                              confirmed: request.lastSeq, policy: settings.retransmit,
+                              bucket: TokenBucket(rate: settings.messagesPerSecond, burst: settings.messageBurst, now: now.deadline))
+        session.takesBundles = request.takesBundles
+        session.takesEarly = request.takesEarly
+        if let previous = sessions.insert(session) {
+            act(.end(session: previous.id, .error(.sessionReplaced, "a newer session of \(user)'s device \(request.device) connected")))
+            sessionClosed(previous, now: now)
+        }
+        deviceCount(of: user, is: devices)
+        let others = nodes.filter { $0 != settings.nodeID }
+        if devices > 1, !others.isEmpty { act(.publish(.devices(user: user, count: devices), to: others)) }
+        metrics.sessions.set(Int64(sessions.count))
+        logger.info("session opened", metadata: session.logMetadata)
+        // Stores made from now on run in Redis after the numbering check (one connection, in
+        // order), so they may already number above what the client has seen.
+        session.numberingFloor = request.lastSeq
+        return (session, bindToken)
+    }
+
+    /// The session's numbering was checked (`moved` entries renumbered past the client's
+    /// `lastSeq`); `cursor` is its device's confirmed mark in the store.
+    mutating func numberingChecked(_ session: Session, lastSeq: UInt64, cursor: UInt64, moved: Int) {
+        if moved > 0 {
+            metrics.renumbered.increment(by: Int64(moved))
+            logger.warning("Redis lost numbers \(session.user) had seen; \(moved) messages stored since moved past seq \(lastSeq)",
+                           metadata: session.logMetadata)
+        }
+        session.confirmed = max(lastSeq, cursor)
+        // The device has more than the server knows it confirmed: its last receipt was lost
+        // with the previous connection (or node). Apply it now.
+        if lastSeq > cursor { recordReceipt(.init(user: session.user, device: session.device, upTo: lastSeq, needsEntries: true)) }
+    }
+
+    /// The answer to the CONNECT that opened `session`.
+    func connectResponse(_ session: Session, bindToken: [UInt8], cursor: UInt64, devices: Int, udpPort: Int) -> Simp_ConnectResponse {
+        var response = Simp_ConnectResponse()
+        response.sessionID = session.id
+        response.bindToken = Data(bindToken)
+        response.confirmedSeq = cursor
+        response.heartbeatMillis = UInt32(settings.heartbeat.nanoseconds / 1_000_000)
+        response.user = session.user
+        response.udpPort = UInt32(udpPort)
+        response.sessionKey = session.key.withUnsafeBytes { Data($0) }
+        response.bundles = true
+        response.early = session.takesEarly
+        response.device = session.device
+        response.devices = UInt32(devices)
+        return response
+    }
+
+    /// Every session of the user here learns how many devices the user has.
+    func deviceCount(of user: String, is count: Int) {
+        for session in sessions.sessions(of: user) { session.devices = count }
+    }
+
+    /// The session's control connection closed (or its opening failed).
+    mutating func close(_ id: UInt64, now: Moment) {
+        guard let session = sessions.remove(id) else { return }
+        sessionClosed(session, now: now)
+    }
+
+    private mutating func sessionClosed(_ session: Session, now: Moment) {
+        metrics.sessions.set(Int64(sessions.count))
+        presenceDue[session.id] = nil
+        presenceRenewals[session.id] = nil
+        logger.info("session closed", metadata: session.logMetadata)
+        act(.closed(session: session.id))
+        act(.clearPresence(user: session.user, device: session.device, session: session.id, millis: now.millis))
+    }
+
+    /// An administrator closes the user's sessions on this node (only `session`, when given):
+    /// the clients are told not to reconnect. Returns whether a session was closed.
+    mutating func closeByAdministrator(user: String, session id: UInt64?, now: Moment) -> Bool {
+        let closing = sessions.sessions(of: user).filter { id == nil || $0.id == id }
+        for session in closing {
+            logger.notice("session closed by an administrator", metadata: session.logMetadata)
+            end(session, .sessionClosed, "an administrator closed this session", now: now)
+        }
+        return !closing.isEmpty
+    }
+
+    /// A device was revoked (from another of its user's devices): its session here ends.
+    mutating func closeRevoked(user: String, device: String, by revoker: String, now: Moment) {
+        guard let session = sessions.session(of: user, device: device) else { return }
+        logger.notice("session of a revoked device closed", metadata: session.logMetadata)
+        end(session, .sessionClosed, "this device was revoked from \(user)'s device \(revoker)", now: now)
+    }
+
+    private mutating func end(_ session: Session, _ code: Simp_ErrorCode, _ reason: String, now: Moment) {
+        act(.end(session: session.id, .error(code, reason)))
+        close(session.id, now: now)
+    }
+
+    // MARK: other nodes
+
+    /// What another node told this one.
+    mutating func received(_ notice: NodeNotice) {
+        switch notice {
+        case .inbox(let user):
+            for session in sessions.sessions(of: user) where session.isBound { catchUp(session) }
+        case .delivered(let sender, let messages):
+            for session in sessions.sessions(of: sender) {
+                for item in messages {
+                    act(.send(Self.delivered(id: item.messageID, to: item.toUser, seq: item.seq, member: item.member), session: session.id))
+                }
+            }
+        case .devices(let user, let count):
+            deviceCount(of: user, is: count)
+        }
+    }
+
+    /// This node's notices may have been lost (its subscription broke and was made again): every
+    /// bound session reads its inbox, so nothing stored meanwhile on another node waits for the
+    /// next message or reconnect to be pushed.
+    mutating func catchUpEverySession() {
+        for session in sessions.all where session.isBound && session.synced { catchUp(session) }
+    }
+
+    // MARK: presence
+
+    /// Presence is written with every other session's that fell due: a new address on the next
+    /// tick; a keepalive's renewal (only the TTL: 60 s of it left to spare) within
+    /// `presenceGathering`, so an idle node with 20,000 sessions makes one Redis round trip a
+    /// second for them all.
+    mutating func refreshPresence(_ session: Session, promptly: Bool, now: Moment) {
+        guard session.isBound else { return }
+        session.lastPresenceWrite = now.deadline
+        if promptly {
+            presenceDue[session.id] = session
+            ask(.tick, after: settings.tick)
+        } else {
+            presenceRenewals[session.id] = session
+            ask(.presenceRenewal, after: settings.presenceGathering)
+        }
+    }
+
+    /// A keepalive renews presence a third of its TTL after the last write.
+    func presenceAging(_ session: Session, now: Moment) -> Bool {
+        now.deadline - session.lastPresenceWrite > .seconds(Int64(configuration.presenceTTLSeconds / 3))
+    }
+
+    mutating func renewPresence(now: Moment) {
+        let renewals = presenceRenewals.values.filter { sessions.isCurrent($0) && $0.address != nil }
+        presenceRenewals.removeAll(keepingCapacity: true)
+        guard !renewals.isEmpty else { return }
+        act(.renewPresence(renewals.compactMap { presence($0, now: now) }, sessions: renewals.map(\.id)))
+    }
+
+    /// The renewals' answers: a presence that is gone (Redis restarted without it, or the TTL
+    /// ran out) is written whole. The renewal also brings each session its user's device count
+    /// (a notice may be lost).
+    mutating func presenceRenewed(_ ids: [UInt64], _ answers: [(renewed: Bool, devices: Int)], now: Moment) {
+        for (id, answer) in zip(ids, answers) {
+            guard let session = sessions[id] else { continue }
+            if !answer.renewed { presenceDue[id] = session }
+            if answer.devices > 0 { session.devices = answer.devices }
+        }
+        writePresence(now: now)
+    }
+
+    mutating func writePresence(now: Moment) {
+        guard !presenceDue.isEmpty else { return }
+        let entries = presenceDue.values.filter { sessions.isCurrent($0) }.compactMap { presence($0, now: now) }
+        presenceDue.removeAll(keepingCapacity: true)
+        guard !entries.isEmpty else { return }
+        act(.setPresence(entries))
+    }
+
+    /// The session's presence entry as of now (nil before it has an address).
+    private func presence(_ session: Session, now: Moment) -> MessageStore.Presence? {
+        guard let address = session.address else { return nil }
+        let entry = PresenceEntry(node: settings.nodeID, session: session.id, address: Self.describe(address), seenMillis: now.millis)
+        return MessageStore.Presence(user: session.user, device: session.device, entry: entry)
+    }
+}

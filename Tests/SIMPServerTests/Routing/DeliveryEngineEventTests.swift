@@ -1,0 +1,264 @@
+import Foundation
+import Logging
+import NIOCore
+import SIMPCore
+import SIMPRedis
+import Testing
+@testable import SIMPServer
+
+/// The engine's decisions as events in and actions out, with an injected time: no socket, no
+/// Redis, no clock.
+@Suite struct DeliveryEngineEventTests {
+    static let start = NIODeadline.uptimeNanoseconds(1_000_000_000_000)
+    static let shard = RedisNodeAddress(host: "10.0.0.1", port: 6379)
+
+    /// A node's engine and what it was asked to do since the last look.
+    struct Node {
+        var engine: DeliveryEngine
+        var actions: [DeliveryAction] = []
+        var packets: UInt64 = 1
+
+        static func make(minReplicas: Int = 0, messagesPerSecond: Int = 1000, burst: Int = 2000) -> Node {
+            var settings = RouterSettings(nodeID: "n1", heartbeat: .seconds(15), retransmit: RetransmitPolicy())
+            settings.messagesPerSecond = messagesPerSecond
+            settings.messageBurst = burst
+            let configuration = DeliveryEngine.Configuration(router: settings, presenceTTLSeconds: 90, minReplicas: minReplicas, inboxShare: 2500)
+            var engine = DeliveryEngine(configuration: configuration, metrics: ServerMetrics(),
+                                        logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }),
+                                        shardOf: { _ in DeliveryEngineEventTests.shard }, randomBytes: { Array(repeating: 7, count: $0) })
+            engine.hasUDP = true
+            return Node(engine: engine)
+        }
+
+        /// Feeds an event and keeps the actions it led to.
+        mutating func on(_ event: (inout DeliveryEngine) -> Void) {
+            event(&engine)
+            actions = engine.takeActions()
+        }
+
+        mutating func open(_ user: String, _ device: String = "d1", at now: Moment = at()) -> (session: Session, bindToken: [UInt8]) {
+            let request = DeliveryEngine.SessionRequest(user: user, device: device, tokenIssuedMillis: 0, lastSeq: 0)
+            let opened = engine.open(request, devices: 1, nodes: ["n1"], now: now)
+            engine.numberingChecked(opened.session, lastSeq: 0, cursor: 0, moved: 0)
+            actions = engine.takeActions()
+            return opened
+        }
+
+        /// Opens a session and binds it from `port`, its inbox read back empty.
+        mutating func online(_ user: String, _ device: String = "d1", port: Int, at now: Moment = at()) throws -> Session {
+            let (session, token) = open(user, device, at: now)
+            try datagram(.bind, token, from: session, port: port, at: now)
+            on { $0.inboxRead(session: session.id, .sync, .success([]), now: now) }
+            return session
+        }
+
+        mutating func datagram(_ kind: DatagramKind, _ payload: [UInt8], from session: Session, port: Int, at now: Moment = at()) throws {
+            let header = DatagramHeader(kind: kind, sessionID: session.id, packetNumber: packets)
+            packets += 1
+            let sealed = try DatagramSeal.seal(header, payload: payload, key: session.key, direction: .toServer)
+            let address = try SocketAddress(ipAddress: "192.0.2.1", port: port)
+            on { $0.receive(AddressedEnvelope(remoteAddress: address, data: sealed), now: now) }
+        }
+
+        mutating func send(_ text: String, to user: String, from session: Session, port: Int, order: UInt64, at now: Moment = at()) throws {
+            var message = Simp_Message()
+            message.messageID = "m\(order)"
+            message.toUser = user
+            message.content = text
+            message.clientSeq = order
+            try datagram(.data, try message.serializedBytes(), from: session, port: port, at: now)
+        }
+
+        func sent(to session: Session) -> [Simp_Envelope.OneOf_Body] {
+            actions.compactMap { if case .send(let envelope, session.id) = $0 { envelope.body } else { nil } }
+        }
+
+        func datagrams(to session: Session) -> [DatagramKind] {
+            actions.compactMap { if case .datagram(let out) = $0, out.header.sessionID == session.id { out.header.kind } else { nil } }
+        }
+
+        var asked: [DeliveryEngine.Due] {
+            actions.compactMap {
+                switch $0 {
+                case .later(let due), .after(_, let due): due
+                default: nil
+                }
+            }
+        }
+
+        var batches: [StorePipeline<StoreRequest>.Batch] {
+            actions.compactMap { if case .store(let batch) = $0 { batch } else { nil } }
+        }
+    }
+
+    static func at(_ offset: TimeAmount = .zero) -> Moment {
+        Moment(deadline: start + offset, millis: 1_700_000_000_000 + offset.nanoseconds / 1_000_000)
+    }
+
+    func at(_ offset: TimeAmount = .zero) -> Moment { Self.at(offset) }
+
+    @Test func aBindWritesPresenceBeforeTheInboxIsRead() throws {
+        var node = Node.make()
+        let (bob, token) = node.open("bob")
+        try node.datagram(.bind, token, from: bob, port: 4000, at: at(.seconds(2)))
+        #expect(node.sent(to: bob).count == 1)
+        #expect(node.datagrams(to: bob) == [.pong])
+        let presence = node.actions.firstIndex { if case .setPresence(let entries) = $0 { entries.first?.entry.seenMillis == at(.seconds(2)).millis } else { false } }
+        let read = node.actions.firstIndex { if case .readInbox(bob.id, "bob", 0, .sync) = $0 { true } else { false } }
+        #expect(presence != nil && read != nil && presence! < read!)
+    }
+
+    @Test func aNewerSessionOfADeviceReplacesTheOlderAndOtherDevicesStay() {
+        var node = Node.make()
+        let phone = node.open("bob", "phone").session
+        let laptop = node.open("bob", "laptop").session
+        #expect(node.actions.allSatisfy { if case .end = $0 { false } else { true } })
+        _ = node.open("bob", "phone")
+        let ended = node.actions.compactMap { if case .end(let id, let envelope) = $0 { (id, envelope.body) } else { nil } }
+        #expect(ended.count == 1 && ended.first?.0 == phone.id)
+        guard case .error(let error)? = ended.first?.1 else { Issue.record("no error"); return }
+        #expect(error.code == .sessionReplaced)
+        #expect(node.actions.contains { if case .clearPresence("bob", "phone", phone.id, _) = $0 { true } else { false } })
+        #expect(node.engine.sessionCount == 2 && node.engine.sessions[laptop.id] != nil)
+    }
+
+    @Test func aMessageIsStoredAtTheEndOfTheTickThenPushedAndItsSenderAccepted() throws {
+        var node = Node.make()
+        let alice = try node.online("alice", port: 4000)
+        let bob = try node.online("bob", port: 4001)
+        try node.send("hi", to: "bob", from: alice, port: 4000, order: 1)
+        #expect(node.asked == [.flushStores] && node.batches.isEmpty)
+        node.on { $0.due(.flushStores, now: at()) }
+        let batch = try #require(node.batches.first)
+        #expect(batch.items.map(\.to) == ["bob"] && batch.items.map(\.from) == ["alice"])
+        node.on { $0.storeCompleted(batch, [.stored(seq: 1, bytes: [9])], now: at()) }
+        #expect(node.sent(to: alice) == [.accepted(.with { $0.messageID = "m1"; $0.toUser = "bob"; $0.seq = 1 })])
+        #expect(node.datagrams(to: bob) == [.data])
+        #expect(node.asked.contains(.tick))
+    }
+
+    @Test func aReceiptTellsTheSenderOnceAndItsMarkIsWrittenOnTheTick() throws {
+        var node = Node.make()
+        let alice = try node.online("alice", port: 4000)
+        let bob = try node.online("bob", port: 4001)
+        try node.send("hi", to: "bob", from: alice, port: 4000, order: 1)
+        node.on { $0.due(.flushStores, now: at()) }
+        let batch = try #require(node.batches.first)
+        node.on { $0.storeCompleted(batch, [.stored(seq: 1, bytes: [9])], now: at()) }
+        node.on { $0.receipt(sessionID: bob.id, .with { $0.upToSeq = 1 }, now: at(.milliseconds(5))) }
+        #expect(node.sent(to: alice).count == 1)
+        guard case .delivered(let delivered)? = node.sent(to: alice).first else { Issue.record("no delivered"); return }
+        #expect(delivered.messageID == "m1" && delivered.seq == 1)
+        node.on { $0.receipt(sessionID: bob.id, .with { $0.upToSeq = 1 }, now: at(.milliseconds(6))) }
+        #expect(node.sent(to: alice).isEmpty)
+        node.on { $0.due(.tick, now: at(.milliseconds(10))) }
+        let marks = node.actions.compactMap { if case .writeMarks(let marks) = $0 { marks } else { nil } }.flatMap { $0 }
+        #expect(marks == [ReceiptLedger.Mark(user: "bob", device: "d1", upTo: 1, needsEntries: false)])
+    }
+
+    @Test func anUnconfirmedPushGoesAgainWhenItsTimeComesAndAConfirmedOneDoesNot() throws {
+        var node = Node.make()
+        let alice = try node.online("alice", port: 4000)
+        let bob = try node.online("bob", port: 4001)
+        try node.send("hi", to: "bob", from: alice, port: 4000, order: 1)
+        node.on { $0.due(.flushStores, now: at()) }
+        let batch = try #require(node.batches.first)
+        node.on { $0.storeCompleted(batch, [.stored(seq: 1, bytes: [9])], now: at()) }
+        node.on { $0.due(.tick, now: at(.milliseconds(10))) }
+        #expect(node.datagrams(to: bob).isEmpty)
+        node.on { $0.due(.tick, now: at(.seconds(5))) }
+        #expect(node.datagrams(to: bob) == [.data])
+        node.on { $0.receipt(sessionID: bob.id, .with { $0.upToSeq = 1 }, now: at(.seconds(6))) }
+        node.on { $0.due(.tick, now: at(.seconds(30))) }
+        #expect(node.datagrams(to: bob).isEmpty)
+    }
+
+    @Test func keepalivesRenewPresenceAThirdOfItsLifetimeAfterItWasWritten() throws {
+        var node = Node.make()
+        let bob = try node.online("bob", port: 4001)
+        try node.datagram(.keepalive, [], from: bob, port: 4001, at: at(.seconds(10)))
+        #expect(node.asked.isEmpty)
+        try node.datagram(.keepalive, [], from: bob, port: 4001, at: at(.seconds(31)))
+        #expect(node.asked == [.presenceRenewal])
+        try node.datagram(.keepalive, [], from: bob, port: 4001, at: at(.milliseconds(31_500)))
+        #expect(node.asked.isEmpty)
+        node.on { $0.due(.presenceRenewal, now: at(.seconds(32))) }
+        let renewal = node.actions.compactMap { if case .renewPresence(let entries, let ids) = $0 { (entries, ids) } else { nil } }.first
+        #expect(renewal?.1 == [bob.id] && renewal?.0.first?.entry.seenMillis == at(.seconds(32)).millis)
+        // Gone from Redis: written whole; the answer brings the user's device count.
+        node.on { $0.presenceRenewed([bob.id], [(renewed: false, devices: 3)], now: at(.seconds(33))) }
+        #expect(node.actions.contains { if case .setPresence(let entries) = $0 { entries.map(\.user) == ["bob"] } else { false } })
+        #expect(bob.devices == 3)
+    }
+
+    @Test func aSessionOverItsRateHearsOfItAtMostOnceASecond() throws {
+        var node = Node.make(messagesPerSecond: 1, burst: 1)
+        let alice = try node.online("alice", port: 4000)
+        var errors = 0
+        for order in 1...3 {
+            try node.send("x", to: "bob", from: alice, port: 4000, order: UInt64(order), at: at(.milliseconds(Int64(order))))
+            errors += node.sent(to: alice).filter { if case .error(let error) = $0 { error.code == .rateLimited } else { false } }.count
+        }
+        #expect(errors == 1)
+        try node.send("x", to: "bob", from: alice, port: 4000, order: 4, at: at(.milliseconds(1500)))
+        try node.send("x", to: "bob", from: alice, port: 4000, order: 5, at: at(.milliseconds(1501)))
+        #expect(node.sent(to: alice).contains { if case .error(let error) = $0 { error.code == .rateLimited } else { false } })
+    }
+
+    @Test func aStoreShortOfReplicasWaitsForItsShardThenFailsAfterTheLimit() throws {
+        var node = Node.make(minReplicas: 1)
+        let alice = try node.online("alice", port: 4000)
+        try node.send("hi", to: "bob", from: alice, port: 4000, order: 1)
+        node.on { $0.due(.flushStores, now: at()) }
+        let batch = try #require(node.batches.first)
+        node.on { $0.storeCompleted(batch, [.replicasShort(online: 0)], now: at()) }
+        #expect(node.sent(to: alice).isEmpty && node.asked == [.replicaProbe])
+        node.on { $0.due(.replicaProbe, now: at(.milliseconds(500))) }
+        #expect(node.actions.contains { if case .probeReplicas(Self.shard) = $0 { true } else { false } })
+        node.on { $0.replicasProbed(Self.shard, .success(0)) }
+        #expect(node.asked.isEmpty)
+        node.on { $0.due(.replicaProbe, now: at(.seconds(11))) }
+        #expect(node.actions.contains { if case .markFailed(_, .replicasUnavailable) = $0 { true } else { false } })
+        guard case .failed(let failed)? = node.sent(to: alice).first else { Issue.record("not failed"); return }
+        #expect(failed.code == .replicasUnavailable)
+    }
+
+    @Test func aShardWithItsReplicasBackLetsItsStoresGo() throws {
+        var node = Node.make(minReplicas: 1)
+        let alice = try node.online("alice", port: 4000)
+        try node.send("hi", to: "bob", from: alice, port: 4000, order: 1)
+        node.on { $0.due(.flushStores, now: at()) }
+        let batch = try #require(node.batches.first)
+        node.on { $0.storeCompleted(batch, [.replicasShort(online: 0)], now: at()) }
+        node.on { $0.due(.replicaProbe, now: at(.milliseconds(500))) }
+        node.on { $0.replicasProbed(Self.shard, .success(1)) }
+        #expect(node.asked == [.flushStores])
+        node.on { $0.due(.flushStores, now: at(.milliseconds(501))) }
+        #expect(node.batches.first?.items.map(\.id) == ["m1"])
+    }
+
+    @Test func aStoppedEngineAsksForNoTimer() throws {
+        var node = Node.make()
+        let alice = try node.online("alice", port: 4000)
+        let bob = try node.online("bob", port: 4001)
+        node.on { $0.stop() }
+        try node.send("hi", to: "bob", from: alice, port: 4000, order: 1)
+        node.on { $0.due(.flushStores, now: at()) }
+        let batch = try #require(node.batches.first)
+        node.on { $0.storeCompleted(batch, [.stored(seq: 1, bytes: [9])], now: at()) }
+        #expect(node.datagrams(to: bob) == [.data])
+        #expect(!node.asked.contains(.tick))
+    }
+
+    @Test func aFailedSyncIsReadAgainASecondLater() throws {
+        var node = Node.make()
+        let (bob, token) = node.open("bob")
+        try node.datagram(.bind, token, from: bob, port: 4001)
+        struct Outage: Error {}
+        node.on { $0.inboxRead(session: bob.id, .sync, .failure(Outage()), now: at()) }
+        let retry = node.actions.compactMap { if case .after(let delay, .read(bob.id, .sync)) = $0 { delay } else { nil } }
+        #expect(retry == [.seconds(1)])
+        node.on { $0.due(.read(session: bob.id, .sync), now: at(.seconds(1))) }
+        #expect(node.actions.contains { if case .readInbox(bob.id, _, _, .sync) = $0 { true } else { false } })
+    }
+}
