@@ -18,7 +18,7 @@ final class ClientStore: Sendable {
     struct Saved: Sendable {
         /// The device this installation is (`deviceName`).
         var device: String
-        var lastDelivered: UInt64
+        var savedUpTo: UInt64
         var pending: [(id: String, to: String, message: Simp_Message)]
         var accepted: [(id: String, to: String, seq: UInt64)]
     }
@@ -53,7 +53,7 @@ final class ClientStore: Sendable {
         try db.read { db in
             let last = try Int64.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'lastDelivered'") ?? 0
             let device = try Int64.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'device'") ?? 0
-            var saved = Saved(device: Self.deviceName(device), lastDelivered: UInt64(last), pending: [], accepted: [])
+            var saved = Saved(device: Self.deviceName(device), savedUpTo: UInt64(last), pending: [], accepted: [])
             // Latest first, so each pending message knows whether a later one to its recipient
             // was accepted (then it may no longer be stored: `overtaken`).
             var acceptedTo: Set<String> = []
@@ -97,15 +97,15 @@ final class ClientStore: Sendable {
         enqueue(done) { db in try db.execute(sql: "DELETE FROM outbox WHERE id = ?", arguments: [id]) }
     }
 
-    /// Records received messages and the new floor in one transaction, then calls `done` (on
+    /// Records received messages and the new saved mark in one transaction, then calls `done` (on
     /// GRDB's queue) with whether they are on disk: only then may they be shown and confirmed.
-    func receive(_ messages: [IncomingMessage], lastDelivered: UInt64, done: @escaping @Sendable (Result<Void, StoreWriteError>) -> Void) {
+    func receive(_ messages: [IncomingMessage], savedUpTo: UInt64, done: @escaping @Sendable (Result<Void, StoreWriteError>) -> Void) {
         enqueue(done) { db in
             for m in messages {
                 try db.execute(sql: "INSERT OR IGNORE INTO received (seq, id, sender, text, imageURL, sentAt) VALUES (?, ?, ?, ?, ?, ?)",
                                arguments: [Int64(m.seq), m.id, m.from, m.text, m.imageURL, m.sentAt])
             }
-            try db.execute(sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('lastDelivered', ?)", arguments: [Int64(lastDelivered)])
+            try db.execute(sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('lastDelivered', ?)", arguments: [Int64(savedUpTo)])
         }
     }
 

@@ -4,24 +4,24 @@
 /// never kept (a full disk).
 ///
 /// One write is in flight at a time; what the inbox hands over meanwhile waits and goes in
-/// the next one. So no write lands after an earlier one failed: its floor would cover
+/// the next one. So no write lands after an earlier one failed: its mark would cover
 /// messages that are not on disk. A failed write is given up together with everything
 /// waiting behind it: the inbox goes back to where that write started, and since nothing of
 /// it was confirmed, the server pushes those messages again and they are written then.
 struct ReceivedSaves: Sendable {
-    /// Messages to write in one transaction, with the floor they leave on disk.
+    /// Messages to write in one transaction, with the saved mark they leave on disk.
     struct Batch: Sendable, Equatable {
-        /// The inbox floor before these messages: everything up to it is on disk already (or
+        /// The delivered mark before these messages: everything up to it is on disk already (or
         /// the server had it confirmed before this session).
         var after: UInt64
-        /// The inbox floor after them, written with them.
+        /// The delivered mark after them, written with them.
         var upTo: UInt64
         var messages: [IncomingMessage]
     }
 
     /// A write that did not happen, and what follows from it.
     struct Failure: Sendable, Equatable {
-        /// Where the inbox floor goes back to: what is above it comes again and is taken then.
+        /// Where the delivered mark goes back to: what is above it comes again and is taken then.
         var rollBackTo: UInt64
         /// How many messages were given up (the write's and those waiting behind it).
         var count: Int
@@ -31,19 +31,19 @@ struct ReceivedSaves: Sendable {
     }
 
     /// The highest seq on disk: receipts never confirm more.
-    private(set) var savedFloor: UInt64
+    private(set) var savedUpTo: UInt64
     private(set) var writing: Batch?
     private var waiting: Batch?
     /// The highest seq a failure was reported for: a disk that stays full is reported once
     /// per message, not again at each of the server's resends.
     private var reportedUpTo: UInt64
 
-    init(savedFloor: UInt64) {
-        self.savedFloor = savedFloor
-        reportedUpTo = savedFloor
+    init(savedUpTo: UInt64) {
+        self.savedUpTo = savedUpTo
+        reportedUpTo = savedUpTo
     }
 
-    /// Messages the inbox handed over, in order, moving its floor from `after` to `upTo`:
+    /// Messages the inbox handed over, in order, moving its delivered mark from `after` to `upTo`:
     /// returns the batch to write now, or nil while a write is in flight.
     mutating func ready(_ messages: [IncomingMessage], after: UInt64, upTo: UInt64) -> Batch? {
         if var queued = waiting {
@@ -61,13 +61,13 @@ struct ReceivedSaves: Sendable {
     mutating func written() -> (shown: [IncomingMessage], next: Batch?) {
         guard let done = writing else { return ([], nil) }
         writing = nil
-        savedFloor = max(savedFloor, done.upTo)
+        savedUpTo = max(savedUpTo, done.upTo)
         return (done.messages, startNext())
     }
 
     /// The write in flight did not happen: it and what waits behind it are given up.
     mutating func failed() -> Failure {
-        guard let lost = writing else { return Failure(rollBackTo: savedFloor, count: 0, report: nil) }
+        guard let lost = writing else { return Failure(rollBackTo: savedUpTo, count: 0, report: nil) }
         writing = nil
         let dropped = waiting
         waiting = nil

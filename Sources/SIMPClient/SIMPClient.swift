@@ -65,9 +65,10 @@ public final class SIMPClient: @unchecked Sendable {
     private var sessionKey: SymmetricKey?
     private var replay = ReplayWindow()
     /// With a store: received messages on their way to disk. Receipts never confirm more
-    /// than its floor.
-    private var saves = ReceivedSaves(savedFloor: 0)
-    private var confirmable: UInt64 { store == nil ? inbox.lastDelivered : saves.savedFloor }
+    /// than its saved mark.
+    private var saves = ReceivedSaves(savedUpTo: 0)
+    /// What the next receipt confirms: the delivered mark, or with a store the saved mark.
+    private var confirmUpTo: UInt64 { store == nil ? inbox.deliveredUpTo : saves.savedUpTo }
 
     /// `eventLoopGroup` is not owned: the client never shuts it down. With `eventHandler`, every
     /// event is handed to it on the client's event loop, in order, and `events` stays empty:
@@ -397,8 +398,8 @@ public final class SIMPClient: @unchecked Sendable {
 
     private func restore(_ saved: ClientStore.Saved) {
         device = configuration.device ?? saved.device
-        inbox = InboundSequencer(lastDelivered: saved.lastDelivered)
-        saves = ReceivedSaves(savedFloor: saved.lastDelivered)
+        inbox = InboundSequencer(deliveredUpTo: saved.savedUpTo)
+        saves = ReceivedSaves(savedUpTo: saved.savedUpTo)
         sending.restore(saved, now: .now())
     }
 
@@ -611,7 +612,7 @@ public final class SIMPClient: @unchecked Sendable {
         var connect = Simp_ConnectRequest()
         connect.token = token
         connect.udpPort = UInt32(udp?.localAddress?.port ?? 0)
-        connect.lastSeq = confirmable
+        connect.lastSeq = confirmUpTo
         connect.bundles = true
         connect.early = configuration.earlyDelivery && configuration.dataDirectory == nil
         connect.device = device
@@ -915,7 +916,7 @@ public final class SIMPClient: @unchecked Sendable {
 
     /// The messages of one datagram: what they make ready is delivered (and stored) together.
     private func received(_ payloads: [[UInt8]]) {
-        let floor = inbox.lastDelivered
+        let before = inbox.deliveredUpTo
         var ready: [IncomingMessage] = []
         var answer = false
         var gap = false
@@ -934,7 +935,7 @@ public final class SIMPClient: @unchecked Sendable {
             // The copy of what this device sent, kept for the user's other devices, is confirmed
             // here and not shown: the application has it already.
             ready.removeAll { $0.fromDevice == device && $0.from == credentials?.user }
-            deliver(ready, after: floor)
+            deliver(ready, after: before)
         } else if answer {
             scheduleReceipt()
         }
@@ -950,12 +951,12 @@ public final class SIMPClient: @unchecked Sendable {
         guard let pushed = try? EarlyPayload(decoding: payload),
               let message = try? Simp_Message(serializedBytes: pushed.message), message.seq == 0 else { return }
         let key = EarlyLedger.Key(from: message.fromUser, id: message.messageID)
-        guard early.admit(key, afterSeq: pushed.afterSeq, lastDelivered: inbox.lastDelivered,
+        guard early.admit(key, afterSeq: pushed.afterSeq, deliveredUpTo: inbox.deliveredUpTo,
                           holding: inbox.bufferedCount > 0, now: .now()) else { return }
         emit(.message(IncomingMessage(message)))
     }
 
-    /// `ready` took the inbox floor from `after` to where it is now.
+    /// `ready` took the delivered mark from `after` to where it is now.
     private func deliver(_ ready: [IncomingMessage], after: UInt64) {
         guard let store else {
             for item in ready { show(item) }
@@ -964,7 +965,7 @@ public final class SIMPClient: @unchecked Sendable {
         }
         // On disk first: a client killed after showing a message must not show it again,
         // and one the disk did not take must come again (ReceivedSaves).
-        if let batch = saves.ready(ready, after: after, upTo: inbox.lastDelivered) { save(batch, in: store) }
+        if let batch = saves.ready(ready, after: after, upTo: inbox.deliveredUpTo) { save(batch, in: store) }
     }
 
     /// Hands a message to the application; the copy of one the user sent from another device
@@ -981,7 +982,7 @@ public final class SIMPClient: @unchecked Sendable {
     }
 
     private func save(_ batch: ReceivedSaves.Batch, in store: ClientStore) {
-        store.receive(batch.messages, lastDelivered: batch.upTo) { [self] result in
+        store.receive(batch.messages, savedUpTo: batch.upTo) { [self] result in
             loop.execute { [self] in saved(result, in: store) }
         }
     }
@@ -997,7 +998,7 @@ public final class SIMPClient: @unchecked Sendable {
             let failure = saves.failed()
             // Unconfirmed, they are pushed again; what the server had confirmed before this
             // session does not come again.
-            inbox = InboundSequencer(lastDelivered: failure.rollBackTo)
+            inbox = InboundSequencer(deliveredUpTo: failure.rollBackTo)
             inbox.advance(to: session?.confirmedSeq ?? 0)
             guard let seqs = failure.report else { return }
             let which = seqs.count == 1 ? "seq \(seqs.lowerBound)" : "seq \(seqs.lowerBound)-\(seqs.upperBound)"
@@ -1012,7 +1013,7 @@ public final class SIMPClient: @unchecked Sendable {
         guard let first = gaps.first, timers.mayReportGap(first: first, now: now) else { return }
         timers.gapReported(first: first, at: now)
         var receipt = Simp_Receipt()
-        receipt.upToSeq = confirmable
+        receipt.upToSeq = confirmUpTo
         receipt.missing = gaps
         control?.writeAndFlush(Simp_Envelope(.receipt(receipt)), promise: nil)
     }
@@ -1031,7 +1032,7 @@ public final class SIMPClient: @unchecked Sendable {
         loop.execute { [self] in
             receiptScheduled = false
             var receipt = Simp_Receipt()
-            receipt.upToSeq = confirmable
+            receipt.upToSeq = confirmUpTo
             control?.writeAndFlush(Simp_Envelope(.receipt(receipt)), promise: nil)
         }
     }

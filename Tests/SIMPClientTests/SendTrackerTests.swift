@@ -357,7 +357,7 @@ import Testing
     @Test func restoredMessagesAreResentOrAskedAbout() {
         var tracker = tracker()
         let pending = item("p")
-        let saved = ClientStore.Saved(device: "default", lastDelivered: 0,
+        let saved = ClientStore.Saved(device: "default", savedUpTo: 0,
                                       pending: [(id: "p", to: "bob", message: pending.message)],
                                       accepted: [(id: "q", to: "carol", seq: 8)])
         tracker.restore(saved, now: t0)
@@ -413,7 +413,7 @@ import Testing
         var tracker = tracker()
         var message = Simp_Message()
         message.messageID = "a"
-        tracker.restore(ClientStore.Saved(device: "default", lastDelivered: 0, pending: [("a", "bob", message)], accepted: []), now: t0)
+        tracker.restore(ClientStore.Saved(device: "default", savedUpTo: 0, pending: [("a", "bob", message)], accepted: []), now: t0)
         tracker.startSession(now: t0)
         #expect(tracker.resendAll(now: t0, bound: true).transmit.map(\.payload.message.fresh) == [false])
     }

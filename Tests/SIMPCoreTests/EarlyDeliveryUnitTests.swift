@@ -30,9 +30,9 @@ import Testing
 
     @Test func anEarlyMessageIsHandedOverOnceAndItsNumberedCopyIsNot() {
         var ledger = EarlyLedger()
-        let r1 = ledger.admit(alice1, afterSeq: 4, lastDelivered: 4, holding: false, now: t0)
+        let r1 = ledger.admit(alice1, afterSeq: 4, deliveredUpTo: 4, holding: false, now: t0)
         #expect(r1)
-        let r2 = ledger.admit(alice1, afterSeq: 4, lastDelivered: 4, holding: false, now: t0)
+        let r2 = ledger.admit(alice1, afterSeq: 4, deliveredUpTo: 4, holding: false, now: t0)
         #expect(!r2, "a repeated datagram")
         let r3 = ledger.numbered(alice1)
         #expect(r3, "the numbered copy is confirmed, not handed over")
@@ -45,11 +45,11 @@ import Testing
     /// messages are still on their way; past it, the early copy may be older than its numbered one.
     @Test func anEarlyMessageThatCouldOvertakeOrRepeatIsDropped() {
         var ledger = EarlyLedger()
-        let r5 = ledger.admit(alice1, afterSeq: 5, lastDelivered: 4, holding: false, now: t0)
+        let r5 = ledger.admit(alice1, afterSeq: 5, deliveredUpTo: 4, holding: false, now: t0)
         #expect(!r5)
-        let r6 = ledger.admit(alice1, afterSeq: 4, lastDelivered: 5, holding: false, now: t0)
+        let r6 = ledger.admit(alice1, afterSeq: 4, deliveredUpTo: 5, holding: false, now: t0)
         #expect(!r6)
-        let r7 = ledger.admit(alice1, afterSeq: 4, lastDelivered: 4, holding: true, now: t0)
+        let r7 = ledger.admit(alice1, afterSeq: 4, deliveredUpTo: 4, holding: true, now: t0)
         #expect(!r7, "a gap is open")
         #expect(ledger.count == 0)
         let r8 = ledger.numbered(alice1)
@@ -60,7 +60,7 @@ import Testing
         var ledger = EarlyLedger()
         let r9 = ledger.retracted(.init(from: "alice", id: "never-seen"))
         #expect(!r9)
-        let r10 = ledger.admit(alice1, afterSeq: 0, lastDelivered: 0, holding: false, now: t0)
+        let r10 = ledger.admit(alice1, afterSeq: 0, deliveredUpTo: 0, holding: false, now: t0)
         #expect(r10)
         let r11 = ledger.retracted(alice1)
         #expect(r11)
@@ -74,9 +74,9 @@ import Testing
         var ledger = EarlyLedger()
         let told = ledger.retracted(alice1)
         #expect(!told, "nothing to tell the application: it never saw the message")
-        let taken = ledger.admit(alice1, afterSeq: 0, lastDelivered: 0, holding: false, now: t0)
+        let taken = ledger.admit(alice1, afterSeq: 0, deliveredUpTo: 0, holding: false, now: t0)
         #expect(!taken)
-        let other = ledger.admit(.init(from: "alice", id: "2"), afterSeq: 0, lastDelivered: 0, holding: false, now: t0)
+        let other = ledger.admit(.init(from: "alice", id: "2"), afterSeq: 0, deliveredUpTo: 0, holding: false, now: t0)
         #expect(other)
     }
 
@@ -85,18 +85,18 @@ import Testing
     @Test func fullItTakesNothingEarlyUntilEntriesExpire() {
         var ledger = EarlyLedger()
         for i in 0..<EarlyLedger.capacity {
-            let r13 = ledger.admit(.init(from: "alice", id: "\(i)"), afterSeq: 0, lastDelivered: 0, holding: false, now: t0)
+            let r13 = ledger.admit(.init(from: "alice", id: "\(i)"), afterSeq: 0, deliveredUpTo: 0, holding: false, now: t0)
             #expect(r13)
         }
         let next = EarlyLedger.Key(from: "bob", id: "x")
-        let r14 = ledger.admit(next, afterSeq: 0, lastDelivered: 0, holding: false, now: t0 + .hours(1))
+        let r14 = ledger.admit(next, afterSeq: 0, deliveredUpTo: 0, holding: false, now: t0 + .hours(1))
         #expect(!r14)
         let r15 = ledger.numbered(.init(from: "alice", id: "0"))
         #expect(r15)
-        let r16 = ledger.admit(next, afterSeq: 0, lastDelivered: 0, holding: false, now: t0 + .hours(1))
+        let r16 = ledger.admit(next, afterSeq: 0, deliveredUpTo: 0, holding: false, now: t0 + .hours(1))
         #expect(r16)
         let later = t0 + EarlyLedger.lifetime + .seconds(1)
-        let r17 = ledger.admit(.init(from: "carol", id: "y"), afterSeq: 0, lastDelivered: 0, holding: false, now: later)
+        let r17 = ledger.admit(.init(from: "carol", id: "y"), afterSeq: 0, deliveredUpTo: 0, holding: false, now: later)
         #expect(r17)
         #expect(ledger.count == 2, "the day-old entries are gone; bob's and carol's stay")
     }

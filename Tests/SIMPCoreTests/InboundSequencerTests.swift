@@ -11,7 +11,7 @@ import Testing
         var s = InboundSequencer<String>()
         #expect(delivered(s.receive(seq: 1, item: "a")) == ["a"])
         #expect(delivered(s.receive(seq: 2, item: "b")) == ["b"])
-        #expect(s.lastDelivered == 2)
+        #expect(s.deliveredUpTo == 2)
     }
 
     @Test func duplicatesAreNeverDeliveredTwice() {
@@ -39,12 +39,12 @@ import Testing
     }
 
     @Test func advanceSkipsWhatWasConfirmedEarlierAndNeverGoesBack() {
-        var s = InboundSequencer<String>(lastDelivered: 0)
+        var s = InboundSequencer<String>(deliveredUpTo: 0)
         _ = s.receive(seq: 4, item: "d")
         s.advance(to: 3)
-        #expect(s.lastDelivered == 3)
+        #expect(s.deliveredUpTo == 3)
         s.advance(to: 1)
-        #expect(s.lastDelivered == 3)
+        #expect(s.deliveredUpTo == 3)
         #expect(delivered(s.receive(seq: 5, item: "e")) == nil)
         guard case .duplicate = s.receive(seq: 2, item: "b") else { Issue.record(); return }
     }

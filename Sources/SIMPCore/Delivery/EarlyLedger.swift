@@ -37,9 +37,9 @@ public struct EarlyLedger: Sendable {
     /// receiver has handed over exactly the seqs up to `afterSeq` (the server's view when it
     /// pushed) and holds none above a gap, so it overtakes nothing numbered and is not a late
     /// copy of one already handed over.
-    public mutating func admit(_ key: Key, afterSeq: UInt64, lastDelivered: UInt64, holding: Bool, now: NIODeadline) -> Bool {
+    public mutating func admit(_ key: Key, afterSeq: UInt64, deliveredUpTo: UInt64, holding: Bool, now: NIODeadline) -> Bool {
         forgetExpired(now: now)
-        guard afterSeq == lastDelivered, !holding, handed[key] == nil, handed.count < Self.capacity,
+        guard afterSeq == deliveredUpTo, !holding, handed[key] == nil, handed.count < Self.capacity,
               retractedFirst.isEmpty || !retractedFirst.contains(key) else { return false }
         handed[key] = now
         return true

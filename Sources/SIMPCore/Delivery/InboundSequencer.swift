@@ -12,38 +12,38 @@ public struct InboundSequencer<Item: Sendable>: Sendable {
         case dropped
     }
 
-    public private(set) var lastDelivered: UInt64
+    public private(set) var deliveredUpTo: UInt64
     public let maxBuffered: Int
     private var early: [UInt64: Item] = [:]
 
-    public init(lastDelivered: UInt64 = 0, maxBuffered: Int = 1024) {
-        self.lastDelivered = lastDelivered
+    public init(deliveredUpTo: UInt64 = 0, maxBuffered: Int = 1024) {
+        self.deliveredUpTo = deliveredUpTo
         self.maxBuffered = maxBuffered
     }
 
     public var bufferedCount: Int { early.count }
 
     public mutating func receive(seq: UInt64, item: Item) -> Outcome {
-        if seq <= lastDelivered || early[seq] != nil { return .duplicate }
-        guard seq == lastDelivered + 1 else {
+        if seq <= deliveredUpTo || early[seq] != nil { return .duplicate }
+        guard seq == deliveredUpTo + 1 else {
             guard early.count < maxBuffered else { return .dropped }
             early[seq] = item
             return .buffered
         }
         var ready = [item]
-        lastDelivered = seq
-        while let next = early.removeValue(forKey: lastDelivered + 1) {
+        deliveredUpTo = seq
+        while let next = early.removeValue(forKey: deliveredUpTo + 1) {
             ready.append(next)
-            lastDelivered += 1
+            deliveredUpTo += 1
         }
         return .deliver(ready)
     }
 
-    /// Sequence numbers known to be missing: above the floor and below the highest one held.
+    /// Sequence numbers known to be missing: above the delivered mark and below the highest one held.
     public func gaps(limit: Int = 64) -> [UInt64] {
         guard let highest = early.keys.max() else { return [] }
         var result: [UInt64] = []
-        var seq = lastDelivered + 1
+        var seq = deliveredUpTo + 1
         while seq < highest && result.count < limit {
             if early[seq] == nil { result.append(seq) }
             seq += 1
@@ -51,11 +51,11 @@ public struct InboundSequencer<Item: Sendable>: Sendable {
         return result
     }
 
-    /// Moves the floor up when the server reports receipts this client gave earlier
+    /// Moves the delivered mark up when the server reports receipts this client gave earlier
     /// (e.g. before a restart). Never moves it down.
     public mutating func advance(to seq: UInt64) {
-        guard seq > lastDelivered else { return }
-        lastDelivered = seq
+        guard seq > deliveredUpTo else { return }
+        deliveredUpTo = seq
         early = early.filter { $0.key > seq }
     }
 }
