@@ -12,7 +12,8 @@ struct GroupCopy: Sendable {
 
 /// Carries a node's group messages and membership changes through Redis: a group's messages
 /// are numbered in its order by one script in its slot, then copied into every member's inbox
-/// in that order (`GroupFanout` decides who gets what). The sender is answered once the
+/// in that order (`GroupQueue` decides what goes when, `GroupFanout` who gets what; this
+/// driver carries it out). The sender is answered once the
 /// message is in every member's inbox, so a resend after a crash (found stored before) makes
 /// the copies that are missing. One batch per group is in flight here at a time: a sender's
 /// messages keep their order. Confined to the router's loop.
@@ -30,12 +31,7 @@ final class GroupRelay: @unchecked Sendable {
     /// A member's numbering floor here (`Session.numberingFloor`).
     var floor: @Sendable (_ member: String) -> UInt64? = { _ in nil }
 
-    private var queued: [String: [StoreRequest]] = [:]
-    private var busy: Set<String> = []
-    /// Messages queued or being stored here: a resend meanwhile is answered by the first.
-    private var underWay: Set<StoreTracker.Key> = []
-    /// Messages in one group script call (Lua's unpack takes some thousands of values).
-    private let maxBatch: Int
+    private var queue: GroupQueue
     /// Gap repairs of one copy before it is left to the next message's (or resend's).
     static let gapAttempts = 3
 
@@ -43,69 +39,37 @@ final class GroupRelay: @unchecked Sendable {
         self.store = store
         self.loop = loop
         self.logger = logger
-        self.maxBatch = maxBatch
+        self.queue = GroupQueue(maxBatch: maxBatch)
     }
 
     func enqueue(_ request: StoreRequest, group: String) {
-        guard underWay.insert(StoreTracker.Key(request)).inserted else { return }
-        queued[group, default: []].append(request)
-        guard !busy.contains(group) else { return }
+        guard queue.enqueue(request, group: group) else { return }
         loop.execute { [self] in flush(group) }
     }
 
     private func flush(_ group: String) {
-        guard !busy.contains(group), let waiting = queued.removeValue(forKey: group), !waiting.isEmpty else { return }
-        let batch = Array(waiting.prefix(maxBatch))
-        if waiting.count > batch.count { queued[group] = Array(waiting.dropFirst(batch.count)) }
-        busy.insert(group)
+        guard let batch = queue.nextBatch(group) else { return }
         store.storeInGroup(group, batch, on: loop).whenSuccess { [self] stored in
             let now = NIODeadline.now()
-            var retry: [StoreRequest] = []
-            var settled: [(StoreRequest, GroupStoreOutcome)] = []
-            for (request, outcome) in zip(batch, stored.outcomes) {
-                switch outcome {
-                case .stored(let seq, _):
-                    settled.append((request, .stored(seq: seq, entry: StoredMessage.appending(groupSeq: seq, to: request.bytes))))
-                case .unavailable where GroupFanout.retries(since: request.ambiguousSince, now: now):
-                    var again = request
-                    again.ambiguousSince = request.ambiguousSince ?? now
-                    retry.append(again)
-                default:
-                    settled.append((request, outcome))
-                }
-            }
-            // A duplicate whose entry the log no longer holds was copied long ago.
-            let entries = settled.compactMap { _, outcome -> (seq: UInt64, bytes: [UInt8])? in
-                switch outcome {
-                case .stored(let seq, let entry), .duplicate(let seq, let entry): entry.isEmpty ? nil : (seq, entry)
-                default: nil
-                }
-            }
-            let answered = settled
-            let again = retry
-            let resent = settled.contains { if case .duplicate = $0.1 { true } else { false } }
-            let plan = GroupFanout.messageEntries(entries, members: stored.members)
-            copyAll(group, plan, since: now, recheckFound: resent) { [self] complete in
+            let result = GroupFanout.stored(batch, stored.outcomes, now: now)
+            let plan = GroupFanout.messageEntries(result.entries, members: stored.members)
+            copyAll(group, plan, since: now, recheckFound: result.resent) { [self] complete in
                 let recipients = max(0, stored.members.count - 1)
-                for (request, outcome) in answered {
-                    underWay.remove(StoreTracker.Key(request))
-                    guard complete || !outcome.isNumbered else { continue }
+                for (request, outcome) in result.settled {
+                    queue.answered(request)
+                    guard GroupFanout.answersNow(outcome, copiesComplete: complete) else { continue }
                     answer(request, GroupFanout.answers(id: request.id, group: group, outcome: outcome, recipients: recipients))
                 }
-                finish(group, retry: again)
+                finish(group, retry: result.retry)
             }
         }
     }
 
     /// The next batch of the group goes; what Redis could not take now goes first, a moment later.
     private func finish(_ group: String, retry: [StoreRequest]) {
-        guard !retry.isEmpty else {
-            busy.remove(group)
-            return flush(group)
-        }
-        queued[group] = retry + (queued[group] ?? [])
-        loop.scheduleTask(in: GroupFanout.retryDelay) { [self] in
-            busy.remove(group)
+        guard let wait = queue.finished(group, retry: retry) else { return flush(group) }
+        loop.scheduleTask(in: wait) { [self] in
+            queue.resume(group)
             flush(group)
         }
     }
@@ -158,56 +122,41 @@ final class GroupRelay: @unchecked Sendable {
                          done: @escaping @Sendable (Set<String>) -> Void) {
         let items = plan.map { (member: $0.key, entries: $0.value) }
         store.deliver(group: group, items, floor: floor, on: loop).whenSuccess { [self] results in
-            var failed = Set<String>()
-            var gaps: [String: (mark: UInt64, isMember: Bool, upTo: UInt64)] = [:]
-            for (item, result) in zip(items, results) {
-                switch result {
-                case .success(let copy):
-                    pushCopies(item.member, item.entries, copy, recheckFound: recheckFound)
-                    if copy.gap { gaps[item.member] = (copy.mark, copy.isMember, item.entries.map(\.seq).max() ?? 0) }
-                case .failure(let error):
-                    failed.insert(item.member)
-                    logger.warning("group entries not copied to a member; tried again",
-                                   metadata: ["group": "\(group)", "member": "\(item.member)", "error": "\(error)"])
-                }
-            }
-            guard !gaps.isEmpty else { return done(failed) }
+            let round = GroupFanout.copied(items, results, recheckFound: recheckFound)
+            carryOut(round, group: group, errors: zip(items, results).compactMap { item, result in
+                if case .failure(let error) = result { (item.member, error) } else { nil }
+            })
+            guard !round.gaps.isEmpty else { return done(round.failed) }
             guard attempt < Self.gapAttempts else {
                 logger.warning("group copies still behind after \(attempt) repairs", metadata: ["group": "\(group)"])
-                return done(failed.union(gaps.keys))
+                return done(round.failed.union(round.gaps.keys))
             }
-            let failedHere = failed
-            repair(group, gaps, recheckFound: recheckFound, attempt: attempt) { done(failedHere.union($0)) }
+            let failedHere = round.failed
+            repair(group, round.gaps, recheckFound: recheckFound, attempt: attempt) { done(failedHere.union($0)) }
         }
+    }
+
+    private func carryOut(_ round: GroupFanout.CopyRound, group: String, errors: [(member: String, error: RedisError)]) {
+        for (member, error) in errors {
+            logger.warning("group entries not copied to a member; tried again",
+                           metadata: ["group": "\(group)", "member": "\(member)", "error": "\(error)"])
+        }
+        for (member, copies) in round.copies { copied(member, copies) }
+        for member in round.recheck { recheck(member) }
+        for (member, nodes) in round.notify { store.publish(.inbox(user: member), to: nodes, on: loop) }
     }
 
     /// A member's copy stopped at a gap (another node's entry not copied yet, or one from while
     /// they were out): the log after their mark is read and what was theirs copied again.
-    private func repair(_ group: String, _ gaps: [String: (mark: UInt64, isMember: Bool, upTo: UInt64)], recheckFound: Bool,
+    private func repair(_ group: String, _ gaps: [String: GroupFanout.Gap], recheckFound: Bool,
                         attempt: Int, done: @escaping @Sendable (Set<String>) -> Void) {
         let low = gaps.values.map(\.mark).min() ?? 0
         let high = gaps.values.map(\.upTo).max() ?? 0
         store.groupLog(group, after: low, upTo: high, on: loop).whenComplete { [self] result in
             guard case .success(let log) = result else { return done(Set(gaps.keys)) }
-            var plan: [String: [GroupEntry]] = [:]
-            for (member, gap) in gaps {
-                let missing = GroupFanout.missing(for: member, after: gap.mark, isMember: gap.isMember, log: log.filter { $0.seq <= gap.upTo })
-                if !missing.isEmpty { plan[member] = missing }
-            }
+            let plan = GroupFanout.repairs(gaps, log: log)
             guard !plan.isEmpty else { return done([]) }
             deliver(group, plan, recheckFound: recheckFound, attempt: attempt + 1, done: done)
         }
-    }
-
-    private func pushCopies(_ member: String, _ entries: [GroupEntry], _ copy: MessageStore.MemberCopy, recheckFound: Bool) {
-        var copies: [GroupCopy] = []
-        for (entry, seq) in zip(entries, copy.seqs) where seq > 0 {
-            guard let message = try? Simp_Message(serializedBytes: entry.bytes) else { continue }
-            let bytes = StoredMessage.appending(seq: seq, to: entry.bytes)
-            copies.append(GroupCopy(seq: seq, push: Push(stored: message, bytes: bytes, recipient: member)))
-        }
-        let foundCopied = recheckFound && zip(entries, copy.seqs).contains { entry, seq in seq == 0 && entry.seq <= copy.mark }
-        if !copies.isEmpty { copied(member, copies) } else if foundCopied { recheck(member) }
-        if !copy.nodes.isEmpty { store.publish(.inbox(user: member), to: copy.nodes, on: loop) }
     }
 }
