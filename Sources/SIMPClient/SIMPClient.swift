@@ -916,30 +916,13 @@ public final class SIMPClient: @unchecked Sendable {
 
     /// The messages of one datagram: what they make ready is delivered (and stored) together.
     private func received(_ payloads: [[UInt8]]) {
-        let before = inbox.deliveredUpTo
-        var ready: [IncomingMessage] = []
-        var answer = false
-        var gap = false
-        for payload in payloads {
-            guard let message = try? Simp_Message(serializedBytes: payload), message.seq > 0 else { continue }
-            switch inbox.receive(seq: message.seq, item: IncomingMessage(message)) {
-            case .deliver(let items): ready += items
-            case .duplicate: answer = true
-            case .buffered: gap = true
-            case .dropped: break
-            }
-        }
-        if !ready.isEmpty {
-            // Numbered copies of early messages are confirmed with the rest, not handed over again.
-            if early.count > 0 { ready.removeAll { early.numbered(.init(from: $0.from, id: $0.id)) } }
-            // The copy of what this device sent, kept for the user's other devices, is confirmed
-            // here and not shown: the application has it already.
-            ready.removeAll { $0.fromDevice == device && $0.from == credentials?.user }
-            deliver(ready, after: before)
-        } else if answer {
+        let batch = ReceivedBatch.take(payloads, inbox: &inbox, early: &early, user: credentials?.user, device: device)
+        if batch.advanced {
+            deliver(batch.ready, after: batch.before)
+        } else if batch.repeated {
             scheduleReceipt()
         }
-        guard gap else { return }
+        guard batch.gap else { return }
         let now = NIODeadline.now()
         reportGap(now: now)
         armTick(at: now + ClientTimers.gapRetry)
