@@ -422,22 +422,22 @@ public final class SIMPClient: @unchecked Sendable {
         return message
     }
 
-    private nonisolated(nonsending) func send(_ base: Simp_Message, to user: String) async throws(ClientError) -> String {
-        let (id, item) = try outgoing(base, to: user)
+    private nonisolated(nonsending) func send(_ message: Simp_Message, to user: String) async throws(ClientError) -> String {
+        let (id, item) = try outgoing(message, to: user)
         if configuration.dataDirectory != nil { try await persist(item, id: id) }
         queue(item, id: id)
         return id
     }
 
     /// The message as it will be sent, with its new id; throws what the server would refuse.
-    private func outgoing(_ base: Simp_Message, to user: String) throws(ClientError) -> (String, Outgoing) {
+    private func outgoing(_ given: Simp_Message, to user: String) throws(ClientError) -> (String, Outgoing) {
         guard UserName.isValid(user) || GroupName.addressed(by: user) != nil else {
             throw ClientError("not a valid user name or #group: \(user)", code: .unknownUser)
         }
-        guard base.imageURL.isEmpty || MessageRules.isAllowedImageURL(base.imageURL) else {
-            throw ClientError("\(MessageRules.imageURLReason), got \(base.imageURL)", code: .badRequest)
+        guard given.imageURL.isEmpty || MessageRules.isAllowedImageURL(given.imageURL) else {
+            throw ClientError("\(MessageRules.imageURLReason), got \(given.imageURL)", code: .badRequest)
         }
-        var message = base
+        var message = given
         message.version = 1
         message.messageID = String(UInt64.random(in: 1...UInt64.max))
         message.time = Int64(Date().timeIntervalSince1970 * 1000)

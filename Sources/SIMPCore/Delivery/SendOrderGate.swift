@@ -53,7 +53,7 @@ public struct SendOrderGate<Item: Sendable>: Sendable {
     /// The client gave up on `number`. Returns true when it had not been processed (so the
     /// sender must be told it failed), and the held items this unblocks.
     @inlinable
-    public mutating func withdraw(_ number: UInt64) -> (wasPending: Bool, released: [Item]) {
+    public mutating func withdraw(_ number: UInt64) -> (wasWaiting: Bool, released: [Item]) {
         guard number >= nextNumber else { return (withdrawnBehind.contains(number), []) }
         held[number] = nil
         withdrawnAhead.insert(number)

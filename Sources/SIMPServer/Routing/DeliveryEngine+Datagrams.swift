@@ -228,8 +228,8 @@ extension DeliveryEngine {
     /// server ever had it (if it did, its Accepted or Failed is already on the way).
     mutating func withdraw(sessionID: UInt64, _ withdraw: Simp_Withdraw, now: Moment) {
         guard let session = sessions[sessionID] else { return }
-        let (pending, released) = session.sendOrder.withdraw(withdraw.clientSeq)
-        if pending { sendWithdrawn(session, id: withdraw.messageID, to: withdraw.toUser) }
+        let (waiting, released) = session.sendOrder.withdraw(withdraw.clientSeq)
+        if waiting { sendWithdrawn(session, id: withdraw.messageID, to: withdraw.toUser) }
         released.forEach { enqueueStore($0, now: now) }
     }
 

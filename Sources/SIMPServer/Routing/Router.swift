@@ -256,7 +256,7 @@ final class Router: @unchecked Sendable {
                 feed { engine, _ in engine.replicasProbed(shard, result) }
             }
         case .readInbox(let id, let user, let after, let read):
-            store.pending(user: user, after: after, limit: engine.settings.syncLimit, on: loop).whenComplete { [self] result in
+            store.unconfirmed(of: user, after: after, limit: engine.settings.syncLimit, on: loop).whenComplete { [self] result in
                 feed { $0.inboxRead(session: id, read, result.map(\.items), now: $1) }
             }
         case .readEntries(let id, let user, let seqs):

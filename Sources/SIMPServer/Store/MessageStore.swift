@@ -431,7 +431,7 @@ final class MessageStore: Sendable {
     }
 
     /// The confirmed mark and the unconfirmed inbox entries after `after`, oldest first.
-    func pending(user: String, after: UInt64, limit: Int, on loop: any EventLoop) -> EventLoopFuture<(confirmed: UInt64, items: [[UInt8]])> {
+    func unconfirmed(of user: String, after: UInt64, limit: Int, on loop: any EventLoop) -> EventLoopFuture<(confirmed: UInt64, items: [[UInt8]])> {
         readInbox(user: user, after: after, upto: nil, limit: limit, on: loop)
     }
 
