@@ -56,7 +56,9 @@ extension DeliveryEngine {
             metrics.dropped(.badBindToken)
             act(.send(.error(.invalidToken, "bind token does not belong to this session"), session: session.id))
         case .ignored:
-            break
+            // A bound session's BIND from another address: a new address is taken only
+            // through a challenge.
+            metrics.dropped(.unvalidatedAddress)
         }
     }
 

@@ -17,7 +17,8 @@ struct PathValidator {
     enum BindResult: Equatable {
         /// The token matched: the address is the session's; answer, register presence, sync.
         case bound
-        /// A repeated bind from the validated address: the client missed our answer.
+        /// A bind from the validated address once bound, whatever its token (it opened under
+        /// the session key: it is the client's own): a path check, or our answer was missed.
         case answerAgain
         /// The token is wrong (the datagram opened under the session key, so it is the client's
         /// own mistake and its control connection may be told).

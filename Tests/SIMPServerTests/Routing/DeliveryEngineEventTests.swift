@@ -262,3 +262,30 @@ import Testing
         #expect(node.actions.contains { if case .readInbox(bob.id, _, _, .sync) = $0 { true } else { false } })
     }
 }
+
+extension DeliveryEngineEventTests {
+    func drops(_ node: Node, _ reason: String) -> Double {
+        metricValue(node.engine.metrics.render(), "simp_datagrams_dropped_total{reason=\"\(reason)\"}")
+    }
+
+    /// PROTOCOL section 3: once bound, a BIND from the validated address is answered whatever
+    /// its token; from another address it is dropped and counted, and answers nothing.
+    @Test func aBoundSessionsBindIsAPathCheckFromItsAddressAndDroppedFromAnother() throws {
+        var node = Node.make()
+        let bob = try node.online("bob", port: 4001)
+        try node.datagram(.bind, Array(repeating: 1, count: 16), from: bob, port: 4001)
+        #expect(node.datagrams(to: bob) == [.pong] && node.sent(to: bob).count == 1)
+        try node.datagram(.bind, Array(repeating: 1, count: 16), from: bob, port: 4999)
+        #expect(node.actions.isEmpty)
+        #expect(drops(node, "unvalidated_address") == 1)
+    }
+
+    @Test func aWrongTokenBeforeTheBindIsRefusedAndCounted() throws {
+        var node = Node.make()
+        let (bob, _) = node.open("bob")
+        try node.datagram(.bind, Array(repeating: 1, count: 16), from: bob, port: 4001)
+        guard case .error(let error)? = node.sent(to: bob).first else { Issue.record("no error"); return }
+        #expect(error.code == .invalidToken && drops(node, "bad_bind_token") == 1)
+        #expect(!bob.isBound)
+    }
+}
