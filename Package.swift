@@ -15,6 +15,7 @@ let package = Package(
         .executable(name: "simp-bench", targets: ["simp-bench"]),
         .executable(name: "simp-admin", targets: ["simp-admin"]),
         .executable(name: "simp-chaos", targets: ["simp-chaos"]),
+        .executable(name: "simp-conformance", targets: ["simp-conformance"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.81.0"),
@@ -174,6 +175,12 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // docs/PROTOCOL.md's numbered checks against any SIMP server, on the wire (issue 28).
+        .target(name: "SIMPConformance", dependencies: ["SIMPCore", "SIMPTestSupport"]),
+        .executableTarget(
+            name: "simp-conformance",
+            dependencies: ["SIMPConformance", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
         // The chaos run's pure parts: the seeded fault schedule and the checker over client logs.
         .target(name: "SIMPChaos"),
         // Seeded faults against real simp-server, redis-server and simp processes (issue 24).
@@ -210,7 +217,7 @@ let package = Package(
         .testTarget(name: "SIMPRedisTests", dependencies: ["SIMPRedis", "SIMPTestSupport"]),
         .testTarget(
             name: "SIMPServerTests",
-            dependencies: ["SIMPServer", "SIMPClient", "SIMPCore", "SIMPRedis", "SIMPTestSupport",
+            dependencies: ["SIMPServer", "SIMPClient", "SIMPCore", "SIMPRedis", "SIMPTestSupport", "SIMPConformance",
                            .product(name: "Crypto", package: "swift-crypto"),
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "NIOCore", package: "swift-nio"),

@@ -18,11 +18,14 @@ public final class RawPeer {
     public private(set) var lastSent: [UInt8] = []
     /// 0 until `connectAndBind` learns it, when the peer was made without it.
     public private(set) var serverUDPPort: Int
+    /// The server's IPv4 address.
+    public let host: String
 
     /// `receiveBuffer` fixes the TCP receive buffer before connecting (no autotuning), for a
     /// peer that should hold as little of the server's output as possible. `source` is a
     /// loopback address (127.0.0.2, ...) for the control connection to come from.
-    public init(tcpPort: Int, udpPort: Int, receiveBuffer: Int32? = nil, source: String? = nil) throws {
+    public init(tcpPort: Int, udpPort: Int, receiveBuffer: Int32? = nil, source: String? = nil, host: String = "127.0.0.1") throws {
+        self.host = host
         tcp = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         udp = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
         serverUDPPort = udpPort
@@ -39,11 +42,11 @@ public final class RawPeer {
             }
             guard bound == 0 else { throw TestSupportError("cannot bind to \(source)") }
         }
-        var addr = Self.loopback(tcpPort)
+        var addr = Self.address(host, tcpPort)
         let rc = withUnsafePointer(to: &addr) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(tcp, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        guard rc == 0 else { throw TestSupportError("connect failed") }
+        guard rc == 0 else { throw TestSupportError("cannot connect to \(host):\(tcpPort)") }
     }
 
     /// Closes the control connection once; the descriptor number is forgotten so that deinit
@@ -60,9 +63,13 @@ public final class RawPeer {
     }
 
     public static func loopback(_ port: Int) -> sockaddr_in {
+        address("127.0.0.1", port)
+    }
+
+    public static func address(_ host: String, _ port: Int) -> sockaddr_in {
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_addr.s_addr = inet_addr(host)
         addr.sin_port = in_port_t(UInt16(port).bigEndian)
         return addr
     }
@@ -133,6 +140,11 @@ public final class RawPeer {
 
     private var nextPacket: UInt64 = 1
 
+    /// The server's UDP port, as its `connected` said (for a peer that connects by hand).
+    public func useServerUDPPort(_ port: Int) {
+        serverUDPPort = port
+    }
+
     /// Starts numbering at `number` (a second socket using the same session must not repeat numbers).
     public func skipPacketNumbers(to number: UInt64) {
         nextPacket = number
@@ -174,7 +186,7 @@ public final class RawPeer {
 
     /// Sends bytes exactly as given (to replay or tamper with a captured datagram).
     public func sendRaw(_ bytes: [UInt8]) {
-        var addr = Self.loopback(serverUDPPort)
+        var addr = Self.address(host, serverUDPPort)
         _ = withUnsafePointer(to: &addr) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { to in
                 bytes.withUnsafeBytes { sendto(udp, $0.baseAddress, $0.count, 0, to, socklen_t(MemoryLayout<sockaddr_in>.size)) }

@@ -1,0 +1,141 @@
+import Foundation
+import SIMPCore
+import SIMPTestSupport
+
+/// One numbered check of docs/PROTOCOL.md against a running server: what the section says,
+/// tried on the wire with a hand-driven peer (`RawPeer`), never through SIMP's own client.
+public struct ConformanceCheck: Sendable {
+    /// "SECTION.N", e.g. "2.3".
+    public let id: String
+    /// The section of docs/PROTOCOL.md it tests.
+    public let section: String
+    public let title: String
+    let run: @Sendable (ConformanceTarget) throws -> Void
+
+    init(_ id: String, _ section: String, _ title: String, run: @escaping @Sendable (ConformanceTarget) throws -> Void) {
+        self.id = id
+        self.section = section
+        self.title = title
+        self.run = run
+    }
+}
+
+/// Why a check failed, as the check saw it.
+public struct ConformanceFailure: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// The server under test: where it listens. A run registers two accounts of its own, once
+/// (a server allows few registrations per address an hour), and each check logs them in on
+/// connections of its own.
+public struct ConformanceTarget: Sendable {
+    public var host: String
+    public var port: Int
+    private let accounts = Accounts()
+
+    public init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+
+    /// The run's accounts, registered on first use.
+    final class Accounts: @unchecked Sendable {
+        private let lock = NSLock()
+        private var users: [String: (user: String, password: String)] = [:]
+
+        func account(_ slot: String, register: (String) throws -> (user: String, password: String)) throws -> (user: String, password: String) {
+            try lock.withLock {
+                if let known = users[slot] { return known }
+                let made = try register(slot)
+                users[slot] = made
+                return made
+            }
+        }
+    }
+
+    /// The run's account in `slot` ("a" or "b"): registered once, then reused.
+    public func account(_ slot: String) throws -> (user: String, password: String) {
+        try accounts.account(slot) { try newUser($0) }
+    }
+
+    /// A fresh control connection (its UDP socket learns the port at `connected`).
+    public func peer() throws -> RawPeer {
+        try RawPeer(tcpPort: port, udpPort: 0, host: host)
+    }
+
+    /// Registers a new user with a random name; returns its name and password.
+    public func newUser(_ prefix: String = "c") throws -> (user: String, password: String) {
+        let user = prefix + String(UInt32.random(in: 0...UInt32.max), radix: 36)
+        let password = "pw-" + user
+        let peer = try peer()
+        let reply = try peer.request(1, .register(.with { $0.user = user; $0.password = password }))
+        guard case .ok? = reply?.body else { throw ConformanceFailure("register \(user): \(describe(reply))") }
+        return (user, password)
+    }
+
+    /// The run's account in `slot`, logged in and connected on a new connection, not bound.
+    public func connectedPeer(_ slot: String) throws -> (peer: RawPeer, connected: Simp_ConnectResponse) {
+        let (user, password) = try account(slot)
+        let peer = try peer()
+        let token = try peer.login(user, password)
+        guard case .connected(let connected)? = try peer.request(2, .connect(.with { $0.token = token }))?.body else {
+            throw ConformanceFailure("connect refused")
+        }
+        peer.session = connected
+        peer.useServerUDPPort(Int(connected.udpPort))
+        return (peer, connected)
+    }
+
+    /// The run's account in `slot`, logged in, connected and bound on a new connection (a
+    /// session of it on another connection is replaced).
+    public func boundPeer(_ slot: String) throws -> (peer: RawPeer, user: String) {
+        let (user, password) = try account(slot)
+        let peer = try peer()
+        let token = try peer.login(user, password)
+        try peer.connectAndBind(token: token)
+        return (peer, user)
+    }
+}
+
+/// What one check came to.
+public struct ConformanceResult: Sendable, Codable {
+    public var id: String
+    public var section: String
+    public var title: String
+    public var passed: Bool
+    /// Why it failed (empty when it passed).
+    public var detail: String
+}
+
+public enum Conformance {
+    /// Runs the checks in order; each on connections of its own.
+    public static func run(_ target: ConformanceTarget, checks: [ConformanceCheck] = all,
+                           progress: (ConformanceResult) -> Void = { _ in }) -> [ConformanceResult] {
+        checks.map { check in
+            var result = ConformanceResult(id: check.id, section: check.section, title: check.title, passed: true, detail: "")
+            do {
+                try check.run(target)
+            } catch {
+                result.passed = false
+                result.detail = "\(error)"
+            }
+            progress(result)
+            return result
+        }
+    }
+}
+
+func describe(_ envelope: Simp_Envelope?) -> String {
+    guard let envelope else { return "no answer (the connection closed or stayed silent 15 s)" }
+    return (try? envelope.jsonString()) ?? "\(envelope)"
+}
+
+func expect(_ condition: Bool, _ failure: @autoclosure () -> String) throws {
+    guard condition else { throw ConformanceFailure(failure()) }
+}
+
+/// The error an answer carries, if it is one.
+func errorCode(_ envelope: Simp_Envelope?) -> Simp_ErrorCode? {
+    if case .error(let error)? = envelope?.body { error.code } else { nil }
+}

@@ -1,0 +1,51 @@
+import ArgumentParser
+import Foundation
+import SIMPConformance
+
+@main
+struct ConformanceCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "simp-conformance",
+        abstract: "Checks a SIMP server against docs/PROTOCOL.md on the wire: numbered checks per section, PASS or FAIL each.",
+        discussion: "It registers accounts of its own (random names starting with a, b or c). Exit status 0 when every check passes, 1 when one fails.")
+
+    @Option(name: .long, help: "The server's control address, IPV4:PORT.")
+    var server: String
+
+    @Flag(name: .long, help: "One JSON object per check, then a summary object.")
+    var json = false
+
+    @Option(name: .long, help: "Only the checks whose id starts with this (e.g. 2 or 4.1).")
+    var only: String?
+
+    func validate() throws {
+        guard target != nil else { throw ValidationError("--server must be IPV4:PORT, e.g. 127.0.0.1:7777, not \(server)") }
+    }
+
+    var target: ConformanceTarget? {
+        let parts = server.split(separator: ":")
+        guard parts.count == 2, let port = Int(parts[1]), (1...65535).contains(port) else { return nil }
+        return ConformanceTarget(host: String(parts[0]), port: port)
+    }
+
+    func run() throws {
+        let checks = Conformance.all.filter { only == nil || $0.id.hasPrefix(only!) }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let results = Conformance.run(target!, checks: checks) { result in
+            if json {
+                print(String(decoding: (try? encoder.encode(result)) ?? Data(), as: UTF8.self))
+            } else {
+                print("\(result.passed ? "PASS" : "FAIL") \(result.id) [\(result.section)] \(result.title)"
+                      + (result.passed ? "" : "\n     \(result.detail)"))
+            }
+        }
+        let failed = results.filter { !$0.passed }.count
+        if json {
+            print(#"{"checks":\#(results.count),"failed":\#(failed),"passed":\#(results.count - failed)}"#)
+        } else {
+            print("\(results.count - failed) of \(results.count) checks passed")
+        }
+        if failed > 0 { throw ExitCode(1) }
+    }
+}

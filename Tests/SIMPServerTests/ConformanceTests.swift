@@ -1,0 +1,31 @@
+import Foundation
+import SIMPConformance
+import Testing
+
+/// `simp-conformance`'s checks against this project's server (issue 28): all pass; a server
+/// with one rule changed fails the check of that rule, named by its section.
+@Suite struct ConformanceTests {
+    /// The checks use blocking sockets: they run on a thread of their own, not the test's pool.
+    func run(_ cluster: TestCluster, only prefix: String = "") async -> [ConformanceResult] {
+        let target = ConformanceTarget(host: "127.0.0.1", port: cluster.addresses.tcpPort)
+        let checks = Conformance.all.filter { $0.id.hasPrefix(prefix) }
+        return await withCheckedContinuation { done in
+            Thread { done.resume(returning: Conformance.run(target, checks: checks)) }.start()
+        }
+    }
+
+    @Test func theServerPassesEveryCheck() async throws {
+        let cluster = try await TestCluster.start()
+        let results = await run(cluster)
+        #expect(results.count == Conformance.all.count)
+        #expect(results.allSatisfy { $0.passed }, "\(results.filter { !$0.passed }.map { "\($0.id): \($0.detail)" })")
+        await cluster.stop()
+    }
+
+    @Test func aServerTakingLargerFramesBeforeLoginFailsTheFrameLimitCheck() async throws {
+        let cluster = try await TestCluster.start { $0.limits.anonymousFrameLength = 65_536 }
+        let failed = await run(cluster, only: "1.").filter { !$0.passed }
+        #expect(failed.map(\.id) == ["1.2"] && failed.first?.section == "1. Control frames", "\(failed)")
+        await cluster.stop()
+    }
+}
