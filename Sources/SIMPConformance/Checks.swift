@@ -4,7 +4,7 @@ import SIMPTestSupport
 
 extension Conformance {
     /// Every check, by section of docs/PROTOCOL.md. The suite grows with the protocol.
-    public static let all: [ConformanceCheck] = framing + session + datagrams + messages
+    public static let all: [ConformanceCheck] = framing + session + datagrams + messages + conversations
 
     static let framing: [ConformanceCheck] = [
         ConformanceCheck("1.1", "1. Control frames", "a frame of length 0 is MALFORMED_FRAME, then the connection closes") { target in
@@ -150,6 +150,55 @@ extension Conformance {
             alice.writeRaw(alice.frame(Simp_Envelope(requestID: 5, .withdraw(.with { $0.messageID = "w1"; $0.clientSeq = 1; $0.toUser = bob }))))
             let answers = try alice.answers(until: "w2")
             try expect(answers.contains { $0.id == "w1" && $0.kind == "failed withdrawn" }, "answers: \(answers)")
+        },
+    ]
+
+    static let conversations: [ConformanceCheck] = [
+        ConformanceCheck("4.4", "4. Messages", "query: a reconnected sender learns its confirmed message was delivered") { target in
+            let (alice, _) = try target.boundPeer("a")
+            let (bobPeer, bob) = try target.boundPeer("b")
+            alice.sendDatagram(.data, try message(id: "q1", to: bob, order: 1))
+            guard let accepted = try alice.answers(until: "q1").last, accepted.kind == "accepted" else { throw ConformanceFailure("not accepted") }
+            var pushed: Simp_Message?
+            while pushed == nil, let push = try bobPeer.nextPush() {
+                if push.messageID == "q1" { pushed = push }
+            }
+            guard let push = pushed else { throw ConformanceFailure("not pushed") }
+            bobPeer.writeRaw(bobPeer.frame(Simp_Envelope(requestID: 9, .receipt(.with { $0.upToSeq = push.seq }))))
+            _ = try bobPeer.request(10, .ping(.with { $0.nonce = 1 }))
+            let (again, _) = try target.boundPeer("a")
+            again.writeRaw(again.frame(Simp_Envelope(requestID: 11, .query(.with {
+                $0.messages = [.with { $0.messageID = "q1"; $0.toUser = bob; $0.seq = accepted.seq }]
+            }))))
+            var delivered: Simp_Delivered?
+            while delivered == nil, let envelope = try again.read() {
+                if case .delivered(let d) = envelope.body, d.messageID == "q1" { delivered = d }
+            }
+            try expect(delivered?.seq == accepted.seq, "no delivered for the query")
+        },
+        ConformanceCheck("4.5", "4. Messages, Devices", "every device of the recipient gets the message") { target in
+            let (alice, _) = try target.boundPeer("a")
+            let (phone, bob) = try target.boundPeer("b", device: "phone")
+            let (laptop, _) = try target.boundPeer("b", device: "laptop")
+            alice.sendDatagram(.data, try message(id: "d1", to: bob, order: 1))
+            for (name, device) in [("phone", phone), ("laptop", laptop)] {
+                var found = false
+                while !found, let push = try device.nextPush() { found = push.messageID == "d1" }
+                try expect(found, "bob's \(name) did not get the message")
+            }
+        },
+        ConformanceCheck("4.6", "4. Messages, Groups", "a group message reaches a member with its place in the group's order") { target in
+            let (alice, _) = try target.boundPeer("a")
+            let (bobPeer, bob) = try target.boundPeer("b")
+            let group = "g" + String(UInt32.random(in: 0...UInt32.max), radix: 36)
+            let created = try alice.request(12, .groupRequest(.with { $0.action = .create; $0.group = group; $0.users = [bob] }))
+            guard case .groupAnswer? = created?.body else { throw ConformanceFailure("create: \(describe(created))") }
+            alice.sendDatagram(.data, try message(id: "g1", to: "#" + group, order: 1))
+            guard let accepted = try alice.answers(until: "g1").last, accepted.kind == "accepted" else { throw ConformanceFailure("not accepted") }
+            var found: Simp_Message?
+            while found == nil, let push = try bobPeer.nextPush() { if push.messageID == "g1" { found = push } }
+            try expect(found?.groupSeq == accepted.seq && found?.toUser == "#" + group && found?.fromUser != bob,
+                       "member got \(String(describing: found)), accepted place \(accepted.seq)")
         },
     ]
 

@@ -75,11 +75,11 @@ public struct ConformanceTarget: Sendable {
     }
 
     /// The run's account in `slot`, logged in and connected on a new connection, not bound.
-    public func connectedPeer(_ slot: String) throws -> (peer: RawPeer, connected: Simp_ConnectResponse) {
+    public func connectedPeer(_ slot: String, device: String = "") throws -> (peer: RawPeer, connected: Simp_ConnectResponse) {
         let (user, password) = try account(slot)
         let peer = try peer()
         let token = try peer.login(user, password)
-        guard case .connected(let connected)? = try peer.request(2, .connect(.with { $0.token = token }))?.body else {
+        guard case .connected(let connected)? = try peer.request(2, .connect(.with { $0.token = token; $0.device = device }))?.body else {
             throw ConformanceFailure("connect refused")
         }
         peer.session = connected
@@ -89,12 +89,13 @@ public struct ConformanceTarget: Sendable {
 
     /// The run's account in `slot`, logged in, connected and bound on a new connection (a
     /// session of it on another connection is replaced).
-    public func boundPeer(_ slot: String) throws -> (peer: RawPeer, user: String) {
-        let (user, password) = try account(slot)
-        let peer = try peer()
-        let token = try peer.login(user, password)
-        try peer.connectAndBind(token: token)
-        return (peer, user)
+    public func boundPeer(_ slot: String, device: String = "") throws -> (peer: RawPeer, user: String) {
+        let (peer, connected) = try connectedPeer(slot, device: device)
+        peer.sendDatagram(.bind, Array(connected.bindToken))
+        while let envelope = try peer.read() {
+            if case .bound = envelope.body { return (peer, connected.user) }
+        }
+        throw ConformanceFailure("never bound")
     }
 }
 
