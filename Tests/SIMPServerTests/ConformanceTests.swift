@@ -7,7 +7,11 @@ import Testing
 @Suite struct ConformanceTests {
     /// The checks use blocking sockets: they run on a thread of their own, not the test's pool.
     func run(_ cluster: TestCluster, only prefix: String = "") async -> [ConformanceResult] {
-        let target = ConformanceTarget(host: "127.0.0.1", port: cluster.addresses.tcpPort)
+        await run(port: cluster.addresses.tcpPort, only: prefix)
+    }
+
+    func run(port: Int, only prefix: String = "") async -> [ConformanceResult] {
+        let target = ConformanceTarget(host: "127.0.0.1", port: port)
         let checks = Conformance.all.filter { $0.id.hasPrefix(prefix) }
         return await withCheckedContinuation { done in
             Thread { done.resume(returning: Conformance.run(target, checks: checks)) }.start()
@@ -26,6 +30,29 @@ import Testing
         let cluster = try await TestCluster.start { $0.limits.anonymousFrameLength = 65_536 }
         let failed = await run(cluster, only: "1.").filter { !$0.passed }
         #expect(failed.map(\.id) == ["1.2"] && failed.first?.section == "1. Control frames", "\(failed)")
+        await cluster.stop()
+    }
+
+    /// The proxy forwards everything unchanged when no rule is broken: what fails below is
+    /// the rule, not the proxy.
+    @Test func throughTheTamperingProxyWithNoRuleBrokenEveryCheckPasses() async throws {
+        let cluster = try await TestCluster.start()
+        let proxy = try TamperingProxy(serverTCP: cluster.addresses.tcpPort, serverUDP: cluster.addresses.udpPort, rule: nil)
+        let failed = await run(port: proxy.tcpPort).filter { !$0.passed }
+        #expect(failed.isEmpty, "\(failed.map { "\($0.id): \($0.detail)" })")
+        proxy.stop()
+        await cluster.stop()
+    }
+
+    @Test(arguments: [(TamperingProxy.Rule.acceptsReplays, "2.1", "2. Datagrams"),
+                      (.acceptsForeignBindTokens, "3.3", "3. Session set-up"),
+                      (.boundCarriesARequestID, "3.2", "3. Session set-up")])
+    func aServerBreakingOneRuleFailsThatRulesCheckOnly(rule: TamperingProxy.Rule, check: String, section: String) async throws {
+        let cluster = try await TestCluster.start()
+        let proxy = try TamperingProxy(serverTCP: cluster.addresses.tcpPort, serverUDP: cluster.addresses.udpPort, rule: rule)
+        let failed = await run(port: proxy.tcpPort).filter { !$0.passed }
+        #expect(failed.map(\.id) == [check] && failed.first?.section == section, "\(failed.map { "\($0.id): \($0.detail)" })")
+        proxy.stop()
         await cluster.stop()
     }
 }

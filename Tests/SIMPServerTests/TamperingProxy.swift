@@ -1,0 +1,201 @@
+import Crypto
+import Foundation
+import NIOCore
+import SIMPCore
+import SIMPTestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A server with one rule of docs/PROTOCOL.md broken, for the conformance checks to catch: it
+/// stands between the peers and a real server (plain TCP, so it reads each session's key and
+/// bind token in `connected`) and changes what it forwards so that, seen from the peer, the
+/// server breaks that rule. With no rule it forwards everything unchanged.
+final class TamperingProxy: @unchecked Sendable {
+    enum Rule {
+        /// A replayed datagram is acted on again (the proxy seals it under a fresh number).
+        case acceptsReplays
+        /// A BIND with a wrong token binds (the proxy puts the session's token in).
+        case acceptsForeignBindTokens
+        /// `bound` carries a request id (the proxy sets one).
+        case boundCarriesARequestID
+    }
+
+    let rule: Rule?
+    let tcpPort: Int
+    private let serverTCP: Int
+    private let serverUDP: Int
+    private let listener: Int32
+    private let udp: Int32
+    private let udpPort: Int
+    private let state = Locked(Sessions())
+
+    private struct Sessions {
+        var connected: [UInt64: Simp_ConnectResponse] = [:]
+        var clients: [UInt64: sockaddr_in] = [:]
+        var seen: Set<[UInt64]> = []
+        var nextFresh: UInt64 = 1_000_000
+    }
+
+    init(serverTCP: Int, serverUDP: Int, rule: Rule?) throws {
+        self.rule = rule
+        self.serverTCP = serverTCP
+        self.serverUDP = serverUDP
+        (listener, tcpPort) = try Self.bound(Int32(SOCK_STREAM.rawValue))
+        (udp, udpPort) = try Self.bound(Int32(SOCK_DGRAM.rawValue))
+        guard listen(listener, 16) == 0 else { throw TestSupportError("listen failed") }
+        Thread { [self] in acceptLoop() }.start()
+        Thread { [self] in relayDatagrams() }.start()
+    }
+
+    /// A socket on 127.0.0.1 and a free port, and that port.
+    private static func bound(_ type: Int32) throws -> (Int32, Int) {
+        let fd = socket(AF_INET, type, 0)
+        var addr = RawPeer.loopback(0)
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let ok = withUnsafeMutablePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        guard ok else { throw TestSupportError("cannot bind a proxy socket") }
+        return (fd, Int(UInt16(bigEndian: addr.sin_port)))
+    }
+
+    // MARK: control connections
+
+    private func acceptLoop() {
+        while true {
+            let client = accept(listener, nil, nil)
+            guard client >= 0 else { return }
+            let server = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var addr = RawPeer.loopback(serverTCP)
+            let rc = withUnsafePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(server, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard rc == 0 else { close(client); continue }
+            Thread { Self.pump(from: client, to: server) }.start()
+            Thread { [self] in pumpFrames(from: server, to: client) }.start()
+        }
+    }
+
+    private static func pump(from source: Int32, to target: Int32) {
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { recv(source, $0.baseAddress, $0.count, 0) }
+            guard n > 0, write(chunk.prefix(n), to: target) else { break }
+        }
+        shutdown(target, Int32(SHUT_WR))
+    }
+
+    private static func write(_ bytes: ArraySlice<UInt8>, to fd: Int32) -> Bool {
+        bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } == bytes.count
+    }
+
+    /// The server's frames, each passed through `rewrite`.
+    private func pumpFrames(from server: Int32, to client: Int32) {
+        var parser = FrameParser()
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { recv(server, $0.baseAddress, $0.count, 0) }
+            guard n > 0 else { break }
+            parser.append(contentsOf: chunk.prefix(n))
+            while let envelope = try? parser.next() {
+                guard Self.write(ArraySlice(Frame.encode(rewrite(envelope)).readableBytesView), to: client) else { return }
+            }
+        }
+        shutdown(client, Int32(SHUT_WR))
+    }
+
+    private func rewrite(_ envelope: Simp_Envelope) -> Simp_Envelope {
+        var envelope = envelope
+        switch envelope.body {
+        case .connected(var connected):
+            state.withLockedValue { $0.connected[connected.sessionID] = connected }
+            connected.udpPort = UInt32(udpPort)
+            envelope.body = .connected(connected)
+        case .bound where rule == .boundCarriesARequestID:
+            envelope.requestID = 77
+        default:
+            break
+        }
+        return envelope
+    }
+
+    // MARK: datagrams
+
+    private func relayDatagrams() {
+        var bytes = [UInt8](repeating: 0, count: 2048)
+        while true {
+            var from = sockaddr_in()
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let n = bytes.withUnsafeMutableBytes { buffer in
+                withUnsafeMutablePointer(to: &from) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { recvfrom(udp, buffer.baseAddress, buffer.count, 0, $0, &length) }
+                }
+            }
+            guard n > 0 else { return }
+            let datagram = Array(bytes.prefix(n))
+            guard let id = Datagram.sessionID(peeking: ByteBuffer(bytes: datagram)) else { continue }
+            if Int(UInt16(bigEndian: from.sin_port)) == serverUDP {
+                if let client = state.withLockedValue({ $0.clients[id] }) { forward(datagram, to: client) }
+            } else {
+                state.withLockedValue { $0.clients[id] = from }
+                forward(tamper(datagram, session: id), to: RawPeer.loopback(serverUDP))
+            }
+        }
+    }
+
+    private func forward(_ datagram: [UInt8], to address: sockaddr_in) {
+        var address = address
+        _ = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { to in
+                datagram.withUnsafeBytes { sendto(udp, $0.baseAddress, $0.count, 0, to, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+        }
+    }
+
+    /// A client's datagram as the broken rule would have the server take it.
+    private func tamper(_ datagram: [UInt8], session id: UInt64) -> [UInt8] {
+        guard let rule, rule != .boundCarriesARequestID, let connected = state.withLockedValue({ $0.connected[id] }) else { return datagram }
+        let key = SymmetricKey(data: connected.sessionKey)
+        var buffer = ByteBuffer(bytes: datagram)
+        guard let header = try? Datagram.decodeHeader(&buffer),
+              var payload = try? DatagramSeal.open(header, sealed: buffer, key: key, direction: .toServer) else { return datagram }
+        var resealed = header
+        switch rule {
+        case .acceptsReplays:
+            let replay = state.withLockedValue { !$0.seen.insert([id, header.packetNumber]).inserted }
+            guard replay else { return datagram }
+            resealed.packetNumber = state.withLockedValue { sessions in
+                sessions.nextFresh += 1
+                return sessions.nextFresh
+            }
+        case .acceptsForeignBindTokens:
+            guard header.kind == .bind else { return datagram }
+            payload = Array(connected.bindToken)
+        case .boundCarriesARequestID:
+            return datagram
+        }
+        guard let sealed = try? DatagramSeal.seal(resealed, payload: payload, key: key, direction: .toServer) else { return datagram }
+        return Array(sealed.readableBytesView)
+    }
+
+    /// Closes its sockets; its threads end with them.
+    func stop() {
+        shutdown(listener, Int32(SHUT_RDWR))
+        close(listener)
+        shutdown(udp, Int32(SHUT_RDWR))
+        close(udp)
+    }
+}
+
+/// A value behind a lock, for the proxy's threads.
+final class Locked<Value>: @unchecked Sendable {
+    private var value: Value
+    private let lock = NSLock()
+
+    init(_ value: Value) { self.value = value }
+
+    func withLockedValue<T>(_ body: (inout Value) -> T) -> T {
+        lock.withLock { body(&value) }
+    }
+}
