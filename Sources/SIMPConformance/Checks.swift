@@ -4,7 +4,7 @@ import SIMPTestSupport
 
 extension Conformance {
     /// Every check, by section of docs/PROTOCOL.md. The suite grows with the protocol.
-    public static let all: [ConformanceCheck] = framing + session + datagrams + messages + conversations
+    public static let all: [ConformanceCheck] = framing + logout + session + rebinding + datagrams + messages + conversations
 
     static let framing: [ConformanceCheck] = [
         ConformanceCheck("1.1", "1. Control frames", "a frame of length 0 is MALFORMED_FRAME, then the connection closes") { target in
@@ -50,6 +50,18 @@ extension Conformance {
         },
     ]
 
+    static let logout: [ConformanceCheck] = [
+        ConformanceCheck("1.7", "1. Control frames", "after logout the connection is anonymous: a request that needs a login is NOT_AUTHENTICATED") { target in
+            let (user, password) = try target.account("a")
+            let peer = try target.peer()
+            _ = try peer.login(user, password)
+            let out = try peer.request(3, .logout(Simp_Logout()))
+            guard case .ok? = out?.body else { throw ConformanceFailure("logout: \(describe(out))") }
+            let reply = try peer.request(4, .devices(Simp_DevicesRequest()))
+            try expect(errorCode(reply) == .notAuthenticated, "got \(describe(reply))")
+        },
+    ]
+
     static let session: [ConformanceCheck] = [
         ConformanceCheck("3.1", "3. Session set-up", "connect gives a session id, a 16-byte bind token, a 32-byte key and a UDP port") { target in
             let (user, password) = try target.account("a")
@@ -80,6 +92,56 @@ extension Conformance {
                 if case .bound = envelope.body { answer = envelope; break }
             }
             try expect(errorCode(answer) == .invalidToken, "got \(describe(answer))")
+        },
+    ]
+
+    static let rebinding: [ConformanceCheck] = [
+        ConformanceCheck("3.4", "3. Session set-up", "a second connect on a connected connection is BAD_REQUEST") { target in
+            let (user, password) = try target.account("a")
+            let peer = try target.peer()
+            let token = try peer.login(user, password)
+            _ = try peer.request(2, .connect(.with { $0.token = token }))
+            let again = try peer.request(3, .connect(.with { $0.token = token }))
+            try expect(errorCode(again) == .badRequest, "got \(describe(again))")
+        },
+        ConformanceCheck("3.5", "3. Session set-up", "once bound, a BIND from the bound address is answered again: bound and PONG") { target in
+            let (peer, _) = try target.boundPeer("a")
+            _ = try peer.receiveDatagram()
+            peer.sendDatagram(.bind, [UInt8](repeating: 0x33, count: 16))
+            var bound: Simp_Envelope?
+            while bound == nil, let envelope = try peer.read() {
+                if case .bound = envelope.body { bound = envelope }
+            }
+            try expect(bound != nil, "no bound")
+            let pong = try peer.receiveDatagram()
+            try expect(pong?.header.kind == .pong, "no PONG")
+        },
+        ConformanceCheck("2.3", "2. Datagrams", "a datagram from a new address is challenged there, and the address is taken only after pathResponse") { target in
+            let (alice, _) = try target.boundPeer("a")
+            let (_, bob) = try target.boundPeer("b")
+            // A second socket of alice's session: a new source address.
+            let moved = try target.peer()
+            moved.session = alice.session
+            moved.useServerUDPPort(Int(alice.session?.udpPort ?? 0))
+            moved.skipPacketNumbers(to: 1_000)
+            moved.sendDatagram(.data, try message(id: "n1", to: bob, order: 1))
+            var challenge: [UInt8]?
+            while challenge == nil, let datagram = try moved.receiveDatagram() {
+                if datagram.header.kind == .challenge { challenge = datagram.payload }
+            }
+            guard let token = challenge, token.count == 16 else { throw ConformanceFailure("no 16-byte CHALLENGE at the new address") }
+            alice.writeRaw(alice.frame(Simp_Envelope(requestID: 5, .pathResponse(.with { $0.token = Data(token) }))))
+            var bound: Simp_Envelope?
+            while bound == nil, let envelope = try alice.read() {
+                if case .accepted(let accepted) = envelope.body, accepted.messageID == "n1" {
+                    throw ConformanceFailure("the datagram from the unvalidated address was acted on")
+                }
+                if case .bound = envelope.body { bound = envelope }
+            }
+            try expect(bound?.requestID == 0, "bound after pathResponse: \(describe(bound))")
+            moved.sendDatagram(.data, try message(id: "n1", to: bob, order: 1))
+            let answers = try alice.answers(until: "n1")
+            try expect(answers.last?.kind == "accepted", "from the new address after pathResponse: \(answers)")
         },
     ]
 

@@ -26,13 +26,17 @@ final class TamperingProxy: @unchecked Sendable {
     private let serverTCP: Int
     private let serverUDP: Int
     private let listener: Int32
+    /// The socket the peers send their datagrams to.
     private let udp: Int32
     private let udpPort: Int
     private let state = Locked(Sessions())
 
+    private let stopped = Locked(false)
+
     private struct Sessions {
         var connected: [UInt64: Simp_ConnectResponse] = [:]
-        var clients: [UInt64: sockaddr_in] = [:]
+        /// Per client address, the proxy's socket toward the server.
+        var upstreams: [String: Int32] = [:]
         var seen: Set<[UInt64]> = []
         var nextFresh: UInt64 = 1_000_000
     }
@@ -122,33 +126,51 @@ final class TamperingProxy: @unchecked Sendable {
 
     // MARK: datagrams
 
+    /// Each client address gets a socket of its own toward the server, so that the server sees
+    /// an address change where the client made one.
     private func relayDatagrams() {
         var bytes = [UInt8](repeating: 0, count: 2048)
         while true {
             var from = sockaddr_in()
-            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            let n = bytes.withUnsafeMutableBytes { buffer in
-                withUnsafeMutablePointer(to: &from) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { recvfrom(udp, buffer.baseAddress, buffer.count, 0, $0, &length) }
-                }
+            guard let datagram = Self.receive(on: udp, into: &bytes, from: &from),
+                  let id = Datagram.sessionID(peeking: ByteBuffer(bytes: datagram)) else {
+                if stopped.withLockedValue({ $0 }) { return } else { continue }
             }
-            guard n > 0 else { return }
-            let datagram = Array(bytes.prefix(n))
-            guard let id = Datagram.sessionID(peeking: ByteBuffer(bytes: datagram)) else { continue }
-            if Int(UInt16(bigEndian: from.sin_port)) == serverUDP {
-                if let client = state.withLockedValue({ $0.clients[id] }) { forward(datagram, to: client) }
-            } else {
-                state.withLockedValue { $0.clients[id] = from }
-                forward(tamper(datagram, session: id), to: RawPeer.loopback(serverUDP))
-            }
+            guard let upstream = upstream(for: from) else { continue }
+            Self.sendDatagram(tamper(datagram, session: id), on: upstream, to: RawPeer.loopback(serverUDP))
         }
     }
 
-    private func forward(_ datagram: [UInt8], to address: sockaddr_in) {
+    private func upstream(for client: sockaddr_in) -> Int32? {
+        let key = "\(client.sin_addr.s_addr):\(client.sin_port)"
+        return state.withLockedValue { sessions -> Int32? in
+            if let known = sessions.upstreams[key] { return known }
+            guard let (fd, _) = try? Self.bound(Int32(SOCK_DGRAM.rawValue)) else { return nil }
+            sessions.upstreams[key] = fd
+            Thread { [self] in
+                var bytes = [UInt8](repeating: 0, count: 2048)
+                var from = sockaddr_in()
+                while let datagram = Self.receive(on: fd, into: &bytes, from: &from) { Self.sendDatagram(datagram, on: udp, to: client) }
+            }.start()
+            return fd
+        }
+    }
+
+    private static func receive(on fd: Int32, into bytes: inout [UInt8], from: inout sockaddr_in) -> [UInt8]? {
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let n = bytes.withUnsafeMutableBytes { buffer in
+            withUnsafeMutablePointer(to: &from) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { recvfrom(fd, buffer.baseAddress, buffer.count, 0, $0, &length) }
+            }
+        }
+        return n > 0 ? Array(bytes.prefix(n)) : nil
+    }
+
+    private static func sendDatagram(_ datagram: [UInt8], on fd: Int32, to address: sockaddr_in) {
         var address = address
         _ = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { to in
-                datagram.withUnsafeBytes { sendto(udp, $0.baseAddress, $0.count, 0, to, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                datagram.withUnsafeBytes { sendto(fd, $0.baseAddress, $0.count, 0, to, socklen_t(MemoryLayout<sockaddr_in>.size)) }
             }
         }
     }
@@ -181,10 +203,13 @@ final class TamperingProxy: @unchecked Sendable {
 
     /// Closes its sockets; its threads end with them.
     func stop() {
+        stopped.withLockedValue { $0 = true }
         shutdown(listener, Int32(SHUT_RDWR))
         close(listener)
-        shutdown(udp, Int32(SHUT_RDWR))
-        close(udp)
+        for fd in state.withLockedValue({ Array($0.upstreams.values) }) + [udp] {
+            shutdown(fd, Int32(SHUT_RDWR))
+            close(fd)
+        }
     }
 }
 
