@@ -4,7 +4,7 @@ import SIMPTestSupport
 
 extension Conformance {
     /// Every check, by section of docs/PROTOCOL.md. The suite grows with the protocol.
-    public static let all: [ConformanceCheck] = framing + logout + session + rebinding + datagrams + messages + conversations
+    public static let all: [ConformanceCheck] = framing + logout + names + session + rebinding + datagrams + messages + conversations
 
     static let framing: [ConformanceCheck] = [
         ConformanceCheck("1.1", "1. Control frames", "a frame of length 0 is MALFORMED_FRAME, then the connection closes") { target in
@@ -59,6 +59,15 @@ extension Conformance {
             guard case .ok? = out?.body else { throw ConformanceFailure("logout: \(describe(out))") }
             let reply = try peer.request(4, .devices(Simp_DevicesRequest()))
             try expect(errorCode(reply) == .notAuthenticated, "got \(describe(reply))")
+        },
+    ]
+
+    static let names: [ConformanceCheck] = [
+        ConformanceCheck("1.8", "1. Control frames, Names", "a user name with a dot, a dash and an underscore registers, logs in, connects and binds") { target in
+            let (user, password) = try target.newUser("d.x-y_")
+            let peer = try target.peer()
+            let token = try peer.login(user, password)
+            try peer.connectAndBind(token: token)
         },
     ]
 

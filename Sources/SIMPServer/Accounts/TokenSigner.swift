@@ -52,22 +52,29 @@ struct TokenSigner: Sendable {
     }
 
     func issue(user: String, nowMillis: Int64) -> (token: String, expiresAt: Int64) {
+        issue(user: user, nowMillis: nowMillis, nonce: UInt64.random(in: 0...UInt64.max))
+    }
+
+    /// With a given nonce: the test vectors' tokens (docs/vectors/tokens.json).
+    func issue(user: String, nowMillis: Int64, nonce: UInt64) -> (token: String, expiresAt: Int64) {
         let expires = nowMillis + lifetimeMillis
-        let body = "\(user).\(expires).\(UInt64.random(in: 0...UInt64.max))"
+        let body = "\(user).\(expires).\(nonce)"
         return ("\(body).\(Self.hex(mac(body)))", expires)
     }
 
     /// The token's owner and id when it is authentic and unexpired (revocation is the store's).
     func verify(_ token: String, nowMillis: Int64) -> VerifiedToken? {
+        // A user name may hold dots: the token splits at its last three.
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 4, let expires = Int64(parts[1]), expires > nowMillis else { return nil }
-        let body = parts[0..<3].joined(separator: ".")
-        guard let given = Data(hexString: String(parts[3])), let id = TokenID(mac: given),
+        guard parts.count >= 4, let expires = Int64(parts[parts.count - 3]), expires > nowMillis else { return nil }
+        let user = parts[0..<(parts.count - 3)].joined(separator: ".")
+        let body = parts[0..<(parts.count - 1)].joined(separator: ".")
+        guard let given = Data(hexString: String(parts[parts.count - 1])), let id = TokenID(mac: given),
               HMAC<SHA256>.isValidAuthenticationCode(given, authenticating: Data(body.utf8), using: key) else {
             return nil
         }
         // The id comes from the decoded bytes: another spelling of the same MAC is the same token.
-        return VerifiedToken(user: String(parts[0]), expiresAt: expires, id: id)
+        return VerifiedToken(user: user, expiresAt: expires, id: id)
     }
 
     private func mac(_ body: String) -> HashedAuthenticationCode<SHA256> {
