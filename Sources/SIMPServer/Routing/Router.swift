@@ -182,9 +182,12 @@ final class Router: @unchecked Sendable {
 
     /// Completes when every queued and in-flight store has been answered.
     func drainStores() -> EventLoopFuture<Void> {
+        feed { engine, now in engine.drain(now: now) }
+        // Waited for only when stores are under way; the engine says `storesIdle` when the
+        // last is answered.
+        guard !engine.storesIdle else { return loop.makeSucceededVoidFuture() }
         let promise = loop.makePromise(of: Void.self)
         drainWaiters.append(promise)
-        feed { engine, now in engine.drain(now: now) }
         return promise.futureResult
     }
 
@@ -201,7 +204,8 @@ final class Router: @unchecked Sendable {
             next += 1
             carryOut(action)
         }
-        engine.actions.removeAll(keepingCapacity: true)
+        // A burst (a sync of thousands) does not keep its capacity for good.
+        if engine.actions.capacity > 4_096 { engine.actions = [] } else { engine.actions.removeAll(keepingCapacity: true) }
         performing = false
     }
 
@@ -241,8 +245,10 @@ final class Router: @unchecked Sendable {
         switch action {
         case .store(let batch):
             store.store(batch.items, floor: { [unowned self] in engine.numberingFloor(of: $0) }, on: loop).whenComplete { [self] result in
-                // The store never fails as a whole: an outage is an outcome per message.
-                let outcomes = (try? result.get()) ?? []
+                // An outage is an outcome per message; the whole batch fails only when the
+                // Redis client is shut down, and then each message hears so.
+                let outcomes = (try? result.get())
+                    ?? batch.items.map { _ in .unavailable(RedisError(.closed, "the Redis client is shut down")) }
                 feed { $0.storeCompleted(batch, outcomes, now: $1) }
             }
         case .relay(let request, let group):
