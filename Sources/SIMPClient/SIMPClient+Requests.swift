@@ -1,0 +1,137 @@
+import NIOCore
+import SIMPCore
+
+/// The client's requests that are asked and answered on the control connection: history,
+/// devices, groups. Each is one request and its answer (`ask`).
+extension SIMPClient {
+    /// Sends a request on the control connection and waits for its answer; `expected` takes
+    /// the answer's body apart (nil: an answer of another kind).
+    func ask<Answer>(_ body: Simp_Envelope.OneOf_Body, _ what: String,
+                     _ expected: @escaping @Sendable (Simp_Envelope.OneOf_Body?) -> Answer?) async throws(ClientError) -> Answer {
+        do {
+            let reply = try await loop.flatSubmit { [self] in request(body) }.get()
+            guard let answer = expected(reply.body) else { throw ClientError("unexpected reply to \(what)") }
+            return answer
+        } catch {
+            throw Self.clientError(error)
+        }
+    }
+
+    /// The last `limit` messages (1-1000) between the logged-in user and `peer`, oldest first,
+    /// fetched page by page (`historyPage`) until there are that many or no older ones.
+    public func history(with peer: String, limit: Int = 20) async throws(ClientError) -> [IncomingMessage] {
+        let wanted = max(1, min(limit, 1000))
+        var pages: [[IncomingMessage]] = []
+        var seen = Set<MessageKey>()
+        var count = 0
+        var before: UInt64 = 0
+        while count < wanted {
+            let page = try await historyPage(with: peer, before: before, limit: wanted - count)
+            // A message that arrived meanwhile moves older ones back a position, so this page
+            // may repeat some of the newer page's messages.
+            let fresh = page.messages.filter { seen.insert(MessageKey(from: $0.from, id: $0.id)).inserted }
+            pages.append(fresh)
+            count += fresh.count
+            guard page.more, page.nextBefore > before else { break }
+            before = page.nextBefore
+        }
+        return Array(pages.reversed().joined().suffix(wanted))
+    }
+
+    /// One page of the conversation with `peer`, oldest first: at most `limit` (1-1000)
+    /// messages, fewer when more would not fit one frame, starting `before` messages back
+    /// from the newest (0: the newest page). Pass its `nextBefore` for the next older page.
+    public func historyPage(with peer: String, before: UInt64 = 0, limit: Int = 20) async throws(ClientError) -> HistoryPage {
+        guard UserName.isValid(peer) || GroupName.addressed(by: peer) != nil else {
+            throw ClientError("not a valid user name or #group: \(peer)", code: .badRequest)
+        }
+        var request = Simp_HistoryRequest()
+        request.peer = peer
+        request.before = before
+        request.limit = UInt32(max(1, min(limit, 1000)))
+        return try await ask(.history(request), "history") { body in
+            guard case .historyResult(let result)? = body else { return nil }
+            return HistoryPage(messages: result.messages.map(IncomingMessage.init), more: result.more, nextBefore: result.nextBefore)
+        }
+    }
+
+    /// The user's devices, by name: online, when last seen, how far each has confirmed.
+    public func devices() async throws(ClientError) -> [DeviceInfo] {
+        let list = try await ask(.devices(Simp_DevicesRequest()), "a device list request") { body in
+            if case .deviceList(let list)? = body { list } else { nil }
+        }
+        let current = await deviceName()
+        return list.devices.map { DeviceInfo($0, current: current) }
+    }
+
+    /// Ends one of the user's devices (this one too, if named): its session closes, its login
+    /// tokens stop working for it, and it no longer counts against the user's devices.
+    public func revokeDevice(_ name: String) async throws(ClientError) {
+        var revoke = Simp_RevokeDevice()
+        revoke.name = name
+        _ = try await ask(.revokeDevice(revoke), "revoke") { body in
+            if case .ok? = body { () } else { nil }
+        }
+    }
+
+    // MARK: groups
+
+    /// The groups the user is a member of.
+    public func groups() async throws(ClientError) -> [String] {
+        try await groupRequest(.list, "", []).groups
+    }
+
+    /// A new group owned by the user, with these members; its members and roles.
+    @discardableResult
+    public func createGroup(_ name: String, members: [String] = []) async throws(ClientError) -> GroupInfo {
+        Self.groupInfo(try await groupRequest(.create, name, members))
+    }
+
+    /// Adds members (the owner or an admin); every member's devices see the change in the group's order.
+    @discardableResult
+    public func addToGroup(_ name: String, _ users: [String]) async throws(ClientError) -> GroupInfo {
+        Self.groupInfo(try await groupRequest(.add, name, users))
+    }
+
+    /// Removes members (the owner or an admin): they get nothing sent after the removal.
+    @discardableResult
+    public func removeFromGroup(_ name: String, _ users: [String]) async throws(ClientError) -> GroupInfo {
+        Self.groupInfo(try await groupRequest(.remove, name, users))
+    }
+
+    /// Makes members admins (the owner only).
+    @discardableResult
+    public func makeGroupAdmins(_ name: String, _ users: [String]) async throws(ClientError) -> GroupInfo {
+        Self.groupInfo(try await groupRequest(.admin, name, users))
+    }
+
+    /// Leaves the group; an owner who leaves hands it to an admin (or another member).
+    public func leaveGroup(_ name: String) async throws(ClientError) {
+        _ = try await groupRequest(.leave, name, [])
+    }
+
+    /// The group's members and their roles (members only).
+    public func groupMembers(_ name: String) async throws(ClientError) -> GroupInfo {
+        Self.groupInfo(try await groupRequest(.members, name, []))
+    }
+
+    private func groupRequest(_ action: Simp_GroupRequest.Action, _ name: String, _ users: [String]) async throws(ClientError) -> Simp_GroupAnswer {
+        var request = Simp_GroupRequest()
+        request.action = action
+        request.group = name.first == GroupName.marker ? String(name.dropFirst()) : name
+        request.users = users
+        return try await ask(.groupRequest(request), "a group request") { body in
+            if case .groupAnswer(let answer)? = body { answer } else { nil }
+        }
+    }
+
+    private static func groupInfo(_ answer: Simp_GroupAnswer) -> GroupInfo {
+        GroupInfo(name: answer.group, members: answer.members.map { ($0.name, $0.role) }, seq: answer.groupSeq)
+    }
+
+    /// A stored message's identity: message ids are unique per sender.
+    private struct MessageKey: Hashable {
+        var from: String
+        var id: String
+    }
+}
