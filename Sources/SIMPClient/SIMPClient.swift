@@ -240,7 +240,7 @@ public final class SIMPClient: @unchecked Sendable {
                 let old = udp
                 udp = nil
                 old?.close(promise: nil)
-                return ensureUDP(for: server).map { [self] in sendKeepalive(now: .now()) }
+                return ensureUDP(for: server).map { [self] in sendKeepalive(now: Self.now) }
             }.get()
         } catch {
             throw Self.clientError(error)
@@ -266,7 +266,7 @@ public final class SIMPClient: @unchecked Sendable {
         device = configuration.device ?? saved.device
         inbox = InboundSequencer(deliveredUpTo: saved.savedUpTo)
         saves = ReceivedSaves(savedUpTo: saved.savedUpTo)
-        sending.restore(saved, now: .now())
+        sending.restore(saved, now: Self.now)
     }
 
     // MARK: sending
@@ -306,7 +306,7 @@ public final class SIMPClient: @unchecked Sendable {
         var message = given
         message.version = 1
         message.messageID = String(UInt64.random(in: 1...UInt64.max))
-        message.time = Int64(Date().timeIntervalSince1970 * 1000)
+        message.time = Self.nowMillis
         message.toUser = user
         // Serialized only when it may be near the limit: the usual message is far below it.
         if Self.sizeBound(message) > MessageRules.maxMessageBytes {
@@ -334,7 +334,7 @@ public final class SIMPClient: @unchecked Sendable {
             loop.execute { [self] in queue(item, id: id) }
             return
         }
-        let now = NIODeadline.now()
+        let now = Self.now
         if let numbered = sending.send(item, id: id, now: now, bound: lifecycle.isBound) { transmit(numbered) }
         armTick(at: now + ClientTimers.fastTick)
     }
@@ -438,7 +438,7 @@ public final class SIMPClient: @unchecked Sendable {
             rotation.connected(to: index)
             connectedBox.value = target
             emit(.connected(user: credentials.user))
-            let now = NIODeadline.now()
+            let now = Self.now
             perform(sending.resendAll(now: now, bound: lifecycle.isBound))
             queryDeliveries(now: now)
         }.flatMapError { [self] error in
@@ -451,7 +451,7 @@ public final class SIMPClient: @unchecked Sendable {
     /// password and a login throttle (others' failed guesses) cannot stop it; logs in with the
     /// password only when there is no such token or the server refuses it.
     private func openSession() -> EventLoopFuture<Simp_ConnectResponse> {
-        guard let token, token.expiresAt > Self.nowMillis() + 60_000 else { return logInAndConnect() }
+        guard let token, token.expiresAt > Self.nowMillis + 60_000 else { return logInAndConnect() }
         return connectSession(token: token.value).flatMapError { [self] error in
             guard Self.clientError(error).code == .invalidToken else { return loop.makeFailedFuture(error) }
             self.token = nil
@@ -488,9 +488,12 @@ public final class SIMPClient: @unchecked Sendable {
         }
     }
 
-    private static func nowMillis() -> Int64 {
-        Int64(Date().timeIntervalSince1970 * 1000)
-    }
+    /// The time of an event, read once for it and handed to the pure units: this driver's
+    /// one clock.
+    private static var now: NIODeadline { .now() }
+
+    /// Wall-clock time for what is stored or shown (ms since the epoch).
+    private static var nowMillis: Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
     private func startSession(_ response: Simp_ConnectResponse, on target: ServerAddress) -> EventLoopFuture<Void> {
         do {
@@ -503,7 +506,8 @@ public final class SIMPClient: @unchecked Sendable {
         sessionKey = SymmetricKey(data: response.sessionKey)
         replay = ReplayWindow()
         nextPacketNumber = 1
-        sending.startSession(now: .now())
+        let now = Self.now
+        sending.startSession(now: now)
         inbox.advance(to: response.confirmedSeq)
         let heartbeat = TimeAmount.milliseconds(Int64(max(response.heartbeatMillis, 100)))
         if let control, let framing = try? control.pipeline.syncOperations.handler(type: EnvelopeFrameHandler.self) {
@@ -511,8 +515,8 @@ public final class SIMPClient: @unchecked Sendable {
         }
         let promise = loop.makePromise(of: Void.self)
         boundPromise = promise
-        sendBind()
-        armTick(at: .now() + configuration.bindRetry)
+        sendBind(now: now)
+        armTick(at: now + configuration.bindRetry)
         let timeout = loop.scheduleTask(in: configuration.requestTimeout) {
             promise.fail(ClientError("server did not confirm the UDP path within \(self.configuration.requestTimeout.nanoseconds / 1_000_000_000)s"))
         }
@@ -520,9 +524,9 @@ public final class SIMPClient: @unchecked Sendable {
         return promise.futureResult
     }
 
-    private func sendBind() {
+    private func sendBind(now: NIODeadline) {
         guard let session, !lifecycle.isBound else { return }
-        timers.bindSent(at: .now())
+        timers.bindSent(at: now)
         sendDatagram(.bind, Array(session.bindToken))
     }
 
@@ -639,7 +643,7 @@ public final class SIMPClient: @unchecked Sendable {
         }
         switch envelope.body {
         case .accepted(let accepted):
-            guard let event = sending.accepted(accepted, now: .now()) else { return }
+            guard let event = sending.accepted(accepted, now: Self.now) else { return }
             if case .groupAccepted = event {
                 store?.remove(id: accepted.messageID) { [self] result in
                     outboxWritten(result, "remove accepted group message \(accepted.messageID) from the outbox",
@@ -789,7 +793,7 @@ public final class SIMPClient: @unchecked Sendable {
             scheduleReceipt()
         }
         guard batch.gap else { return }
-        let now = NIODeadline.now()
+        let now = Self.now
         reportGap(now: now)
         armTick(at: now + ClientTimers.gapRetry)
     }
@@ -801,7 +805,7 @@ public final class SIMPClient: @unchecked Sendable {
               let message = try? Simp_Message(serializedBytes: pushed.message), message.seq == 0 else { return }
         let key = EarlyLedger.Key(from: message.fromUser, id: message.messageID)
         guard early.admit(key, afterSeq: pushed.afterSeq, deliveredUpTo: inbox.deliveredUpTo,
-                          holding: inbox.bufferedCount > 0, now: .now()) else { return }
+                          holding: inbox.bufferedCount > 0, now: Self.now) else { return }
         emit(.message(IncomingMessage(message)))
     }
 
@@ -890,7 +894,7 @@ public final class SIMPClient: @unchecked Sendable {
 
     private func startTicking() {
         timers.start()
-        armTick(at: .now() + ClientTimers.fastTick)
+        armTick(at: Self.now + ClientTimers.fastTick)
     }
 
     /// Keeps the one tick task scheduled for the earliest deadline asked for.
@@ -900,8 +904,9 @@ public final class SIMPClient: @unchecked Sendable {
         tick = loop.scheduleTask(deadline: deadline) { [self] in
             tick = nil
             timers.fired()
-            onTick(now: .now())
-            armTick(at: timers.nextTick(waits, now: .now()))
+            let now = Self.now
+            onTick(now: now)
+            armTick(at: timers.nextTick(waits, now: now))
         }
     }
 
@@ -915,7 +920,7 @@ public final class SIMPClient: @unchecked Sendable {
     private func onTick(now: NIODeadline) {
         let due = timers.due(waits, now: now)
         if due.resend { perform(sending.resends(now: now, bound: lifecycle.isBound)) }
-        if due.bind { sendBind() }
+        if due.bind { sendBind(now: now) }
         if due.deliveryQuery { queryDeliveries(now: now) }
         if due.gapReport { reportGap(now: now) }
         if due.keepalive { sendKeepalive(now: now) }

@@ -90,10 +90,13 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
     /// The connection's framing, whose frame limit rises after login.
     var framing: EnvelopeFraming
 
+    /// The time of an event, read once for it and handed to `RequestGate`.
+    static var now: NIODeadline { .now() }
+
     init(_ node: SharedControlContext, framing: EnvelopeFraming) {
         self.node = node
         self.framing = framing
-        self.gate = RequestGate(node.requests, now: .now())
+        self.gate = RequestGate(node.requests, now: Self.now)
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -131,8 +134,9 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
     }
 
     func received(_ envelope: Simp_Envelope, context: ChannelHandlerContext) {
-        guard held == nil, admit(envelope, now: .now()) else {
-            hold(context, envelope)
+        let now = Self.now
+        guard held == nil, admit(envelope, now: now) else {
+            hold(context, envelope, now: now)
             return
         }
         handle(context, envelope)
@@ -147,13 +151,13 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
         return admission.takeRequest(of: user, cost: cost, now: now)
     }
 
-    private func hold(_ context: ChannelHandlerContext, _ envelope: Simp_Envelope) {
+    private func hold(_ context: ChannelHandlerContext, _ envelope: Simp_Envelope, now: NIODeadline) {
         assert(held == nil, "the framing hands out nothing while a request is held")
         held = .request(envelope)
         pauseFraming()
         // Counted once per pause for the rate (not for answers being worked out or unread replies).
-        if gate.rateWait(cost: RequestCost.of(envelope), now: .now()) != nil { metrics.exceeded(.controlRequests) }
-        updateReading(context)
+        if gate.rateWait(cost: RequestCost.of(envelope), now: now) != nil { metrics.exceeded(.controlRequests) }
+        updateReading(context, now: now)
     }
 
     private func handle(_ context: ChannelHandlerContext, _ envelope: Simp_Envelope) {
@@ -191,20 +195,21 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
             return
         }
         releasing = true
+        let now = Self.now
         repeat {
             releaseAgain = false
             if case .request(let envelope)? = held {
-                guard !closed, admit(envelope, now: .now()) else { break }
+                guard !closed, admit(envelope, now: now) else { break }
                 held = nil
                 handle(context, envelope)
             }
             if held == nil { resumeFraming() }
         } while releaseAgain && !closed
         releasing = false
-        updateReading(context)
+        updateReading(context, now: now)
     }
 
-    private func updateReading(_ context: ChannelHandlerContext) {
+    private func updateReading(_ context: ChannelHandlerContext, now: NIODeadline) {
         guard !closed else { return }
         let read = held == nil && gate.writable
         if read != reading {
@@ -212,7 +217,7 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
             context.channel.setOption(.autoRead, value: read).whenFailure { _ in }
         }
         guard case .request(let envelope)? = held, gateTimer == nil,
-              let wait = gate.rateWait(cost: RequestCost.of(envelope), now: .now()) else { return }
+              let wait = gate.rateWait(cost: RequestCost.of(envelope), now: now) else { return }
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         gateTimer = context.eventLoop.scheduleTask(in: wait) {
             let (handler, context) = bound.value
