@@ -144,6 +144,39 @@ func expectOneOrder(_ seen: [IncomingMessage], places: inout [String: UInt64], s
         await cluster.stop()
     }
 
+    /// A member added later reads the group's history from their add on, not what was said
+    /// before; the members before them read it all.
+    @Test func aMemberAddedLaterReadsTheHistoryFromTheirAddOn() async throws {
+        let cluster = try await TestCluster.start()
+        for user in ["alice", "bob", "carol"] { try await cluster.register(user) }
+        let (alice, aliceLog) = try await device(cluster, "alice")
+        let (bob, _) = try await device(cluster, "bob")
+        let (carol, _) = try await device(cluster, "carol")
+        try await alice.createGroup("crew", members: ["bob"])
+        let before = try await Self.sendAll(alice, to: "#crew", prefix: "before", count: 5)
+        #expect(await aliceLog.wait { Set($0.groupAccepted.map(\.id)).isSuperset(of: before) })
+        let added = try await alice.addToGroup("crew", ["carol"])
+        let after = try await Self.sendAll(alice, to: "#crew", prefix: "after", count: 5)
+        #expect(await aliceLog.wait { Set($0.groupAccepted.map(\.id)).isSuperset(of: after) })
+
+        let carols = try await carol.history(with: "#crew", limit: 100)
+        #expect(carols.filter { $0.groupChange == nil }.map(\.id) == after)
+        #expect(carols.first?.groupChange == GroupChange(kind: .added, member: "carol", by: "alice") && carols.first?.groupSeq == added.seq)
+        // Paged two at a time, the pages stop at the add.
+        var paged: [IncomingMessage] = []
+        var page = try await carol.historyPage(with: "#crew", limit: 2)
+        paged = page.messages
+        while page.more {
+            page = try await carol.historyPage(with: "#crew", before: page.nextBefore, limit: 2)
+            paged = page.messages + paged
+        }
+        #expect(paged.map(\.id) == carols.map(\.id))
+        let bobs = try await bob.history(with: "#crew", limit: 100)
+        #expect(bobs.filter { $0.groupChange == nil }.map(\.id) == before + after)
+        for client in [alice, bob, carol] { await client.close() }
+        await cluster.stop()
+    }
+
     @Test func membershipRulesAreEnforced() async throws {
         let cluster = try await TestCluster.start { $0.maxGroupMembers = 3 }
         for user in ["alice", "bob", "carol", "dave"] { try await cluster.register(user) }

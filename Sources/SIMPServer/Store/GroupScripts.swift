@@ -96,6 +96,8 @@ extension Scripts {
     /// that user's latest removal (0: none), which their copies must have reached before the
     /// add may follow a gap (`groupDeliver`)
     /// (kind a, r: the entry adds or removes that user) and members {name, role, ...} after.
+    /// KEYS: the group's members, seq, log, removals (user: the place of their latest removal)
+    /// and joins (user: the place of their latest add, where their history starts).
     static let groupChange = RedisScript(groupAppend + """
     local action, by, max, cap = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
     local exists = redis.call('EXISTS', KEYS[1]) == 1
@@ -108,6 +110,7 @@ extension Scripts {
         redis.call('HSET', KEYS[4], user, seq)
       else
         after = tonumber(redis.call('HGET', KEYS[4], user) or '0')
+        redis.call('HSET', KEYS[5], user, seq)
       end
       table.insert(changes, {seq, user, kind, after})
     end
@@ -138,7 +141,7 @@ extension Scripts {
         -- under the name never repeats a place in the order a device may have seen.
         if redis.call('EXISTS', KEYS[1]) == 0 then
           groupflush(cap)
-          redis.call('DEL', KEYS[3])
+          redis.call('DEL', KEYS[3], KEYS[5])
           return {0, changes, {}}
         end
       elseif role == 'member' then
@@ -172,6 +175,21 @@ extension Scripts {
     end
     groupflush(cap)
     return {0, changes, redis.call('HGETALL', KEYS[1])}
+    """)
+
+    /// A page of the group's history for one member, from the entry that added them on (a
+    /// member sees nothing from before they joined; a member added before joins were recorded
+    /// sees it all). KEYS: members, log, joins. ARGV: the member, how many of the newest
+    /// entries they may see to skip, how many to read. Returns {-1} for a non-member, else
+    /// {count they may see, entries oldest first}.
+    static let groupHistory = RedisScript("""
+    if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return {-1} end
+    local joined = redis.call('HGET', KEYS[3], ARGV[1]) or '0'
+    local visible = redis.call('ZCOUNT', KEYS[2], joined, '+inf')
+    local skip, read = tonumber(ARGV[2]), tonumber(ARGV[3])
+    if skip >= visible or read <= 0 then return {visible, {}} end
+    local oldest = math.min(skip + read, visible)
+    return {visible, redis.call('ZRANGE', KEYS[2], -oldest, -(skip + 1))}
     """)
 
     /// Copies group entries into one member's inbox, in the group's order. KEYS: the member's

@@ -130,7 +130,7 @@ extension MessageStore {
             args.append(user.entry)
         }
         let command = RedisCommand.script(Scripts.groupChange, keys: [keys.groupMembers(group), keys.groupSeq(group), keys.groupLog(group),
-                                                                      keys.groupRemovals(group)], args: args)
+                                                                      keys.groupRemovals(group), keys.groupJoins(group)], args: args)
         return redis.run([command], on: loop).flatMapThrowing { replies in
             let parts = try replies[0].checked().array ?? []
             guard let status = parts.first?.int else { throw RedisError(.protocolViolation, "group change script returned \(replies[0])") }
@@ -172,19 +172,18 @@ extension MessageStore {
     }
 
     /// A page of the group's log, newest pages first (like a conversation's history), for a
-    /// member only: nil when `user` is not one.
+    /// member only (nil when `user` is not one), from the entry that added them on.
     func groupHistory(_ group: String, for user: String, before: UInt64, limit: Int, budget: Int,
                       on loop: any EventLoop) -> EventLoopFuture<HistoryPaging.Page?> {
-        let key = keys.groupLog(group)
         let skip = Int(min(before, UInt64(HistoryPaging.maxPosition)))
         let read = min(limit, HistoryPaging.maxReadPerPage)
-        let commands = [RedisCommand("HEXISTS", [keys.groupMembers(group), user]),
-                        RedisCommand("ZRANGE", [key, -(skip + read), -(skip + 1)]), RedisCommand("ZCARD", [key])]
-        return redis.run(commands, on: loop).flatMapThrowing { replies in
-            guard try replies[0].checked().int == 1 else { return nil }
-            let items = try (replies[1].checked().array ?? []).compactMap(\.bytes)
-            let stored = try Int(replies[2].checked().int ?? 0)
-            return HistoryPaging.page(oldestFirst: items, before: skip, stored: stored, budget: budget)
+        let command = RedisCommand.script(Scripts.groupHistory, keys: [keys.groupMembers(group), keys.groupLog(group), keys.groupJoins(group)],
+                                          args: [user, skip, read])
+        return redis.run([command], on: loop).flatMapThrowing { replies in
+            let parts = try replies[0].checked().array ?? []
+            guard let visible = parts.first?.int, visible >= 0 else { return nil }
+            let items = (parts.count > 1 ? parts[1].array ?? [] : []).compactMap(\.bytes)
+            return HistoryPaging.page(oldestFirst: items, before: skip, stored: Int(visible), budget: budget)
         }
     }
 }

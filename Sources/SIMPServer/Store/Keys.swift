@@ -48,6 +48,8 @@ struct Keys: Sendable {
     func groupIDs(_ group: String, from: String) -> String { of(GroupName.address(group), "mids:\(from)") }
     /// Each user's latest removal from the group (or leave): field USER, value its place.
     func groupRemovals(_ group: String) -> String { of(GroupName.address(group), "removed") }
+    /// Per member, the place of the entry that last added them: their history starts there.
+    func groupJoins(_ group: String) -> String { of(GroupName.address(group), "joined") }
     /// NAME's groups: field GROUP, value "MARK IN" (`Scripts.groupDeliver`).
     func groups(_ name: String) -> String { of(name, "groups") }
     var secret: String { "\(prefix):secret" }
