@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import SIMPCore
 import SIMPTestSupport
 
@@ -37,6 +40,23 @@ public struct ConformanceTarget: Sendable {
     public init(host: String, port: Int) {
         self.host = host
         self.port = port
+    }
+
+    /// The IPv4 address of `host` (a name, or an address already), nil when it has none.
+    public static func ipv4(of host: String) -> String? {
+        var hints = addrinfo()
+        hints.ai_family = AF_INET
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var found: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(host, nil, &hints, &found) == 0, let first = found else { return nil }
+        defer { freeaddrinfo(found) }
+        guard let address = first.pointee.ai_addr else { return nil }
+        return address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { inet4 in
+            var text = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
+            var raw = inet4.pointee.sin_addr
+            guard inet_ntop(AF_INET, &raw, &text, socklen_t(INET_ADDRSTRLEN)) != nil else { return nil }
+            return String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        }
     }
 
     /// The run's accounts, registered on first use.

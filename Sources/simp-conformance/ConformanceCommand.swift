@@ -9,7 +9,7 @@ struct ConformanceCommand: ParsableCommand {
         abstract: "Checks a SIMP server against docs/PROTOCOL.md on the wire: numbered checks per section, PASS or FAIL each.",
         discussion: "It registers accounts of its own (random names starting with a, b or c). Exit status 0 when every check passes, 1 when one fails.")
 
-    @Option(name: .long, help: "The server's control address, IPV4:PORT.")
+    @Option(name: .long, help: "The server's control address, HOST:PORT (a host name or an IPv4 address).")
     var server: String
 
     @Flag(name: .long, help: "One JSON object per check, then a summary object.")
@@ -19,13 +19,16 @@ struct ConformanceCommand: ParsableCommand {
     var only: String?
 
     func validate() throws {
-        guard target != nil else { throw ValidationError("--server must be IPV4:PORT, e.g. 127.0.0.1:7777, not \(server)") }
+        guard target != nil else {
+            throw ValidationError("--server must be HOST:PORT with a host that has an IPv4 address, e.g. localhost:7777, not \(server)")
+        }
     }
 
     var target: ConformanceTarget? {
         let parts = server.split(separator: ":")
-        guard parts.count == 2, let port = Int(parts[1]), (1...65535).contains(port) else { return nil }
-        return ConformanceTarget(host: String(parts[0]), port: port)
+        guard parts.count == 2, let port = Int(parts[1]), (1...65535).contains(port),
+              let address = ConformanceTarget.ipv4(of: String(parts[0])) else { return nil }
+        return ConformanceTarget(host: address, port: port)
     }
 
     func run() throws {

@@ -1,5 +1,6 @@
 import Foundation
 import SIMPConformance
+import SIMPTestSupport
 import Testing
 
 /// `simp-conformance`'s checks against this project's server (issue 28): all pass; a server
@@ -55,6 +56,27 @@ import Testing
         let failed = await run(port: proxy.tcpPort).filter { !$0.passed }
         #expect(failed.map(\.id) == checks && failed.map(\.section) == sections, "\(failed.map { "\($0.id): \($0.detail)" })")
         proxy.stop()
+        await cluster.stop()
+    }
+
+    /// The executable, as an operator runs it: a host name, `--json`, exit 0 when all pass,
+    /// 1 with the failed check named when one fails.
+    @Test func theCommandPrintsEachCheckAndExitsByTheResult() async throws {
+        let cluster = try await TestCluster.start()
+        let binary = try productPath("simp-conformance")
+        let run = try ChildProcess(binary, ["--server", "localhost:\(cluster.addresses.tcpPort)", "--json", "--only", "1."])
+        #expect(run.waitForExit(timeout: 60) == 0, "\(run.stdout)\(run.stderr)")
+        let lines = run.stdout.split(separator: "\n")
+        #expect(lines.count == Conformance.all.filter { $0.id.hasPrefix("1.") }.count + 1)
+        #expect(lines.last == #"{"checks":8,"failed":0,"passed":8}"#)
+
+        let broken = try await TestCluster.start { $0.limits.anonymousFrameLength = 65_536 }
+        let failing = try ChildProcess(binary, ["--server", "127.0.0.1:\(broken.addresses.tcpPort)", "--only", "1.2"])
+        #expect(failing.waitForExit(timeout: 60) == 1)
+        #expect(failing.stdout.contains("FAIL 1.2 [1. Control frames]") && failing.stdout.contains("0 of 1 checks passed"), "\(failing.stdout)")
+        let refused = try ChildProcess(binary, ["--server", "no-such-host.invalid:1"])
+        #expect(refused.waitForExit(timeout: 30) != 0 && refused.stderr.contains("--server must be HOST:PORT"), "\(refused.stderr)")
+        await broken.stop()
         await cluster.stop()
     }
 }
