@@ -137,7 +137,8 @@ import Testing
         #expect(node.asked.contains(.tick))
     }
 
-    @Test func aReceiptTellsTheSenderOnceAndItsMarkIsWrittenOnTheTick() throws {
+    /// alice and bob online; alice's message to bob stored as seq 1 and pushed to him.
+    func aliceStoredAMessageForBob() throws -> (Node, alice: Session, bob: Session) {
         var node = Node.make()
         let alice = try node.online("alice", port: 4000)
         let bob = try node.online("bob", port: 4001)
@@ -145,6 +146,11 @@ import Testing
         node.on { $0.due(.flushStores, now: at()) }
         let batch = try #require(node.batches.first)
         node.on { $0.storeCompleted(batch, [.stored(seq: 1, bytes: [9])], now: at()) }
+        return (node, alice, bob)
+    }
+
+    @Test func aReceiptTellsTheSenderOnceAndItsMarkIsWrittenOnTheTick() throws {
+        var (node, alice, bob) = try aliceStoredAMessageForBob()
         node.on { $0.receipt(sessionID: bob.id, .with { $0.upToSeq = 1 }, now: at(.milliseconds(5))) }
         #expect(node.sent(to: alice).count == 1)
         guard case .delivered(let delivered)? = node.sent(to: alice).first else { Issue.record("no delivered"); return }
@@ -157,13 +163,7 @@ import Testing
     }
 
     @Test func anUnconfirmedPushGoesAgainWhenItsTimeComesAndAConfirmedOneDoesNot() throws {
-        var node = Node.make()
-        let alice = try node.online("alice", port: 4000)
-        let bob = try node.online("bob", port: 4001)
-        try node.send("hi", to: "bob", from: alice, port: 4000, order: 1)
-        node.on { $0.due(.flushStores, now: at()) }
-        let batch = try #require(node.batches.first)
-        node.on { $0.storeCompleted(batch, [.stored(seq: 1, bytes: [9])], now: at()) }
+        var (node, _, bob) = try aliceStoredAMessageForBob()
         node.on { $0.due(.tick, now: at(.milliseconds(10))) }
         #expect(node.datagrams(to: bob).isEmpty)
         node.on { $0.due(.tick, now: at(.seconds(5))) }
