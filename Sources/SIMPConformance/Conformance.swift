@@ -14,6 +14,13 @@ public struct ConformanceCheck: Sendable {
     public let section: String
     public let title: String
     let run: @Sendable (ConformanceTarget) throws -> Void
+    /// Whether this is the check `id`, or one of the section `id` names ("4" or "4." holds 4.10, "4.1" does not).
+    public func isIn(_ id: String) -> Bool {
+        self.id == id || self.id.hasPrefix(id.hasSuffix(".") ? id : id + ".")
+    }
+
+    /// The id's numbers, for running and printing the checks in the document's order.
+    var rank: [Int] { id.split(separator: ".").compactMap { Int($0) } }
 
     init(_ id: String, _ section: String, _ title: String, run: @escaping @Sendable (ConformanceTarget) throws -> Void) {
         self.id = id

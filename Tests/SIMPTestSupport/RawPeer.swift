@@ -29,8 +29,7 @@ public final class RawPeer {
         tcp = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         udp = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
         serverUDPPort = udpPort
-        var timeout = timeval(tv_sec: 15, tv_usec: 0)
-        setsockopt(tcp, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setReadTimeout(seconds: 15)
         if var size = receiveBuffer {
             setsockopt(tcp, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
         }
@@ -47,6 +46,12 @@ public final class RawPeer {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(tcp, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
         guard rc == 0 else { throw TestSupportError("cannot connect to \(host):\(tcpPort)") }
+    }
+
+    /// How long `read()` waits for the server before it answers nil (15 s unless set).
+    public func setReadTimeout(seconds: Int) {
+        var timeout = timeval(tv_sec: seconds, tv_usec: 0)
+        setsockopt(tcp, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     }
 
     /// Closes the control connection once; the descriptor number is forgotten so that deinit

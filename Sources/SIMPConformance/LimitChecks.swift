@@ -1,0 +1,74 @@
+import Foundation
+import NIOCore
+import SIMPCore
+import SIMPTestSupport
+
+extension Conformance {
+    /// Limits of sections 1, 2 and 7, with the server's default settings.
+    static let limits: [ConformanceCheck] = [
+        ConformanceCheck("1.9", "1. Control frames", "login of a user that does not exist is INVALID_CREDENTIALS, as a wrong password is") { target in
+            let peer = try target.peer()
+            let user = "nobody" + String(UInt32.random(in: 0...UInt32.max), radix: 36)
+            let reply = try peer.request(2, .login(.with { $0.user = user; $0.password = "pw" }))
+            try expect(errorCode(reply) == .invalidCredentials, "got \(describe(reply))")
+        },
+        ConformanceCheck("1.10", "1. Control frames", "after login a 5,000-byte frame is read, and one over 65536 bytes is FRAME_TOO_LARGE, then the connection closes") { target in
+            let (user, password) = try target.account("a")
+            let peer = try target.peer()
+            _ = try peer.login(user, password)
+            let long = String(repeating: "x", count: 5_000)
+            let answer = try peer.request(3, .history(.with { $0.peer = long; $0.limit = 1 }))
+            try expect(answer != nil && errorCode(answer) != .frameTooLarge, "a 5,000-byte frame after login got \(describe(answer))")
+            peer.writeRaw([0, 1, 0, 1] + [UInt8](repeating: 0, count: 16))
+            var refusal: Simp_Envelope?
+            while refusal == nil, let envelope = try peer.read() {
+                if case .error = envelope.body { refusal = envelope }
+            }
+            try expect(errorCode(refusal) == .frameTooLarge, "a 65,537-byte length got \(describe(refusal))")
+            try expect(try peer.read() == nil && peer.isClosedByServer(), "the connection stayed open")
+        },
+        ConformanceCheck("2.4", "2. Datagrams", "a datagram over 1236 bytes from the session's address is answered MESSAGE_TOO_LARGE on TCP") { target in
+            let (peer, _) = try target.boundPeer("a")
+            let header = DatagramHeader(kind: .data, sessionID: peer.session?.sessionID ?? 0, packetNumber: 500)
+            let bytes = Array(try Datagram.encode(header, payload: []).readableBytesView) + [UInt8](repeating: 0x42, count: 1_300)
+            peer.sendRaw(bytes)
+            var refusal: Simp_Envelope?
+            while refusal == nil, let envelope = try peer.read() {
+                if case .error = envelope.body { refusal = envelope }
+            }
+            try expect(errorCode(refusal) == .messageTooLarge && refusal?.requestID == 0, "got \(describe(refusal))")
+        },
+        ConformanceCheck("4.7", "4. Messages", "a message over 1189 bytes as stored is failed MESSAGE_TOO_LARGE, and the next one is accepted") { target in
+            let (alice, _) = try target.boundPeer("a")
+            let (_, bob) = try target.boundPeer("b")
+            var large = try message(id: "L1", to: bob, order: 1, text: "")
+            large = try message(id: "L1", to: bob, order: 1, text: String(repeating: "z", count: DatagramHeader.maxPayload - large.count - 3))
+            try expect(large.count <= DatagramHeader.maxPayload, "the check's own message is \(large.count) bytes")
+            alice.sendDatagram(.data, large)
+            alice.sendDatagram(.data, try message(id: "L2", to: bob, order: 2))
+            let answers = try alice.answers(until: "L2")
+            try expect(answers.contains { $0.id == "L1" && $0.kind == "failed message_too_large" }
+                       && answers.last?.kind == "accepted", "answers: \(answers)")
+        },
+        ConformanceCheck("4.8", "4. Messages", "a message to a user that does not exist is failed UNKNOWN_USER") { target in
+            let (alice, _) = try target.boundPeer("a")
+            let nobody = "nobody" + String(UInt32.random(in: 0...UInt32.max), radix: 36)
+            alice.sendDatagram(.data, try message(id: "u1", to: nobody, order: 1))
+            let answers = try alice.answers(until: "u1")
+            try expect(answers.last?.kind == "failed unknown_user", "answers: \(answers)")
+        },
+        ConformanceCheck("7.1", "7. Timers and limits", "over 2,000 DATA datagrams at once: the excess is dropped and the session gets RATE_LIMITED") { target in
+            let (alice, _) = try target.boundPeer("a")
+            let nobody = "nobody" + String(UInt32.random(in: 0...UInt32.max), radix: 36)
+            // To a user that does not exist: the messages cost the server no store.
+            for order in 1...4_000 as ClosedRange<UInt64> {
+                alice.sendDatagram(.data, try message(id: "x\(order)", to: nobody, order: order))
+            }
+            var limited: Simp_Envelope?
+            while limited == nil, let envelope = try alice.read() {
+                if case .error = envelope.body { limited = envelope }
+            }
+            try expect(errorCode(limited) == .rateLimited && limited?.requestID == 0, "got \(describe(limited))")
+        },
+    ]
+}

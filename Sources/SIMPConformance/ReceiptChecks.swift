@@ -1,0 +1,62 @@
+import Foundation
+import SIMPCore
+import SIMPTestSupport
+
+extension Conformance {
+    /// Receipts with `missing`, history and group membership (section 1, History pages, and 4).
+    static let receipts: [ConformanceCheck] = [
+        ConformanceCheck("4.10", "4. Messages", "a receipt naming a seq as missing gets that message pushed again, and confirming it delivers it") { target in
+            let (alice, _) = try target.boundPeer("a")
+            let (bobPeer, bob) = try target.boundPeer("b")
+            alice.sendDatagram(.data, try message(id: "k1", to: bob, order: 1))
+            guard let first = try bobPeer.push(of: "k1") else { throw ConformanceFailure("not pushed") }
+            bobPeer.writeRaw(bobPeer.frame(Simp_Envelope(requestID: 5, .receipt(.with {
+                $0.upToSeq = first.seq - 1
+                $0.missing = [first.seq]
+            }))))
+            guard let again = try bobPeer.push(of: "k1") else { throw ConformanceFailure("not pushed again after the receipt named it missing") }
+            try expect(again.seq == first.seq && again.content == first.content, "pushed again as \(again)")
+            bobPeer.writeRaw(bobPeer.frame(Simp_Envelope(requestID: 6, .receipt(.with { $0.upToSeq = first.seq }))))
+            var delivered: Simp_Delivered?
+            while delivered == nil, let envelope = try alice.read() {
+                if case .delivered(let d) = envelope.body, d.messageID == "k1" { delivered = d }
+            }
+            try expect(delivered?.seq == first.seq, "no delivered after the receipt")
+        },
+        ConformanceCheck("4.11", "1. Control frames, History pages", "history of a conversation holds the accepted messages, oldest first in a page") { target in
+            let (alice, _) = try target.boundPeer("a")
+            let (_, bob) = try target.boundPeer("b")
+            alice.sendDatagram(.data, try message(id: "h1", to: bob, order: 1, text: "first"))
+            alice.sendDatagram(.data, try message(id: "h2", to: bob, order: 2, text: "second"))
+            _ = try alice.answers(until: "h2")
+            let reply = try alice.request(7, .history(.with { $0.peer = bob; $0.limit = 2 }))
+            guard case .historyResult(let page)? = reply?.body else { throw ConformanceFailure("got \(describe(reply))") }
+            try expect(page.messages.map(\.messageID) == ["h1", "h2"] && page.messages.last?.content == "second",
+                       "history: \(page.messages.map(\.messageID))")
+        },
+        ConformanceCheck("4.12", "4. Messages, Groups", "to a group one is not a member of: failed NOT_A_MEMBER; its members: NOT_A_MEMBER; its name taken: GROUP_EXISTS") { target in
+            let (alice, _) = try target.boundPeer("a")
+            let (bobPeer, _) = try target.boundPeer("b")
+            let group = "g" + String(UInt32.random(in: 0...UInt32.max), radix: 36)
+            let created = try alice.request(12, .groupRequest(.with { $0.action = .create; $0.group = group }))
+            guard case .groupAnswer? = created?.body else { throw ConformanceFailure("create: \(describe(created))") }
+            bobPeer.sendDatagram(.data, try message(id: "n1", to: "#" + group, order: 1))
+            let answers = try bobPeer.answers(until: "n1")
+            try expect(answers.last?.kind == "failed not_a_member", "a non-member's message: \(answers)")
+            let members = try bobPeer.request(13, .groupRequest(.with { $0.action = .members; $0.group = group }))
+            try expect(errorCode(members) == .notAMember, "a non-member's MEMBERS: \(describe(members))")
+            let taken = try bobPeer.request(14, .groupRequest(.with { $0.action = .create; $0.group = group }))
+            try expect(errorCode(taken) == .groupExists, "CREATE of a taken name: \(describe(taken))")
+        },
+    ]
+}
+
+extension RawPeer {
+    /// The next push of this message id, past others; nil after 5 s without one.
+    func push(of id: String) throws -> Simp_Message? {
+        while let push = try nextPush() {
+            if push.messageID == id { return push }
+        }
+        return nil
+    }
+}
