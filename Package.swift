@@ -153,6 +153,24 @@ let package = Package(
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
             ]
         ),
+        // librabbitmq (Debian `librabbitmq-dev`): the AMQP 0-9-1 client DurableLoad drives RabbitMQ with.
+        .systemLibrary(
+            name: "CRabbitMQ",
+            pkgConfig: "librabbitmq",
+            providers: [.apt(["librabbitmq-dev"])]
+        ),
+        // The same load pattern through durable brokers: RabbitMQ (persistent messages, publisher
+        // confirms, manual acks) and NATS JetStream (file storage, PubAcks, explicit acks).
+        .target(
+            name: "DurableLoad",
+            dependencies: [
+                "MQTTLoad",
+                "CRabbitMQ",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+            ]
+        ),
         // Load generator: N sender/receiver pairs through SIMPClient, latency histograms, process CPU and RSS.
         .target(
             name: "SIMPBench",
@@ -172,6 +190,7 @@ let package = Package(
             name: "simp-bench",
             dependencies: [
                 "SIMPBench",
+                "DurableLoad",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -203,7 +222,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SIMPBenchTests",
-            dependencies: ["SIMPBench", "MQTTLoad", .product(name: "Histogram", package: "hdrhistogram-swift")]
+            dependencies: ["SIMPBench", "MQTTLoad", "DurableLoad", .product(name: "Histogram", package: "hdrhistogram-swift")]
         ),
         .testTarget(name: "SIMPCoreTests", dependencies: [
             "SIMPCore", "SIMPFuzzTargets", "SIMPTestSupport", .product(name: "NIOEmbedded", package: "swift-nio"),

@@ -3,7 +3,7 @@
 # (the tests and the benchmark add mosquitto). Needs root (or sudo).
 set -euo pipefail
 need=()
-for pkg in redis-server libhiredis-dev libssl-dev libsqlite3-dev libedit-dev pkg-config iproute2 iptables openssl "$@"; do
+for pkg in redis-server libhiredis-dev librabbitmq-dev libssl-dev libsqlite3-dev libedit-dev pkg-config iproute2 iptables openssl "$@"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 [ ${#need[@]} -eq 0 ] && exit 0

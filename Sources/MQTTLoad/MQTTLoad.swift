@@ -16,15 +16,18 @@ public struct MQTTLoadResult: Sendable {
     public var sendToReceive = MQTTLoadResult.histogram()
     public var sendToAck = MQTTLoadResult.histogram()
 
-    static func histogram() -> Histogram<UInt64> {
+    public init() {}
+
+    /// 1 µs to 100 s at three significant digits.
+    public static func histogram() -> Histogram<UInt64> {
         Histogram(lowestDiscernibleValue: 1, highestTrackableValue: 100_000_000, numberOfSignificantValueDigits: .three)
     }
 
-    mutating func note(_ error: String) {
+    public mutating func note(_ error: String) {
         if errors.count < 5 { errors.append(error) }
     }
 
-    mutating func merge(_ part: MQTTLoadResult) {
+    public mutating func merge(_ part: MQTTLoadResult) {
         sent += part.sent
         received += part.received
         duplicates += part.duplicates

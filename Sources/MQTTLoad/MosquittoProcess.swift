@@ -4,7 +4,7 @@ import NIOPosix
 
 /// A private Mosquitto for one run: loopback, a free port, no persistence, no limits on
 /// messages in flight or queued (so the pattern's window is the only throttle).
-public final class MosquittoProcess: Sendable {
+public final class MosquittoProcess: LocalBroker {
     public let port: Int
     public let pid: Int32
     private let directory: String
@@ -107,4 +107,12 @@ public final class MosquittoProcess: Sendable {
         let text = (try? String(contentsOfFile: directory + "/stderr", encoding: .utf8)) ?? ""
         return text.isEmpty ? "(nothing on its stderr)" : text.trimmingCharacters(in: .whitespacesAndNewlines)
     }
+}
+
+/// A broker this process started on a free local port, for a comparison run.
+public protocol LocalBroker: Sendable {
+    var port: Int { get }
+    /// The process whose CPU and memory the bench samples.
+    var pid: Int32 { get }
+    func stop() async
 }

@@ -50,19 +50,23 @@ public enum IdleLoad {
     }
 
     /// 32 at a time: each registers and logs in (scrypt on the server), then binds its UDP path.
-    private static func connectAll(_ users: Range<Int>, _ placement: Placement,
-                                   _ group: any EventLoopGroup) async throws -> [SIMPClient] {
+    /// In the order of `users`; user i is `name(i)`, its events go to `eventHandler(i)`.
+    static func connectAll(_ users: Range<Int>, _ placement: Placement, _ group: any EventLoopGroup,
+                           name: (Int) -> String = { "bench-idle\($0)" },
+                           eventHandler: (Int) -> (@Sendable (ClientEvent) -> Void)? = { _ in nil }) async throws -> [SIMPClient] {
         var clients: [SIMPClient] = []
         var next = users.lowerBound
         while next < users.upperBound {
             let range = next..<min(users.upperBound, next + 32)
             next = range.upperBound
-            try await withThrowingTaskGroup(of: SIMPClient.self) { tasks in
+            try await withThrowingTaskGroup(of: (Int, SIMPClient).self) { tasks in
                 for i in range {
-                    let configuration = placement.configuration(startingAt: i)
-                    tasks.addTask { try await SIMPLoad.connectedClient("bench-idle\(i)", configuration, group) }
+                    let (user, configuration, handler) = (name(i), placement.configuration(startingAt: i), eventHandler(i))
+                    tasks.addTask { (i, try await SIMPLoad.connectedClient(user, configuration, group, eventHandler: handler)) }
                 }
-                for try await client in tasks { clients.append(client) }
+                var batch: [(Int, SIMPClient)] = []
+                for try await connected in tasks { batch.append(connected) }
+                clients += batch.sorted { $0.0 < $1.0 }.map(\.1)
             }
         }
         return clients

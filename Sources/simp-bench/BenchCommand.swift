@@ -1,4 +1,5 @@
 import ArgumentParser
+import DurableLoad
 import Foundation
 import MQTTLoad
 import NIOPosix
@@ -26,6 +27,13 @@ struct BenchCommand: AsyncParsableCommand {
         (messages received by the members in the measured window, summed), accepted msg/s and \
         latencies; with --compare-mosquitto one publisher and N subscribers of one topic, QoS 1, \
         W unacknowledged PUBLISHes (a PUBACK frees a slot).
+
+        With --sessions N --rate R the run is chat traffic instead, open loop: N users, each sending \
+        at Poisson times averaging R messages a second to a uniformly random other user, whatever \
+        became of its earlier messages. Prints the offered rate, messages sent and received in the \
+        window, send-to-receive latencies, CPU per message received and RSS per session, and lost, \
+        duplicate and failed counts after the drain; with --compare-mosquitto N MQTT users, each \
+        subscribed to its own topic and publishing to a peer's, QoS 1 both ways.
         """)
 
     @Option(help: "A running server's control address HOST:PORT, or the nodes of one deployment as HOST:PORT,HOST:PORT,... (ignored with --spawn).")
@@ -61,13 +69,19 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(name: .customLong("group-members"), help: "Instead of pairs: one sender to a group of this many other members (the group fan-out).")
     var groupMembers: Int?
 
+    @Option(help: "Instead of pairs: chat traffic among this many users (see --rate).")
+    var sessions: Int?
+
+    @Option(help: "With --sessions: messages a second each user sends, on average, at Poisson times, each to a random other user.")
+    var rate: Double?
+
     @Option(help: "Messages in flight per pair (with --group-members: of the one sender).")
     var window = 32
 
     @Option(help: "Text size in bytes.")
     var size = 64
 
-    @Option(help: "Measured seconds.")
+    @Option(name: [.customLong("duration"), .customLong("seconds")], help: "Measured seconds.")
     var duration = 10.0
 
     @Option(help: "Seconds of load before measuring.")
@@ -87,6 +101,12 @@ struct BenchCommand: AsyncParsableCommand {
 
     @Flag(name: .customLong("compare-mosquitto"), help: "Run the same pattern through a local Mosquitto and print the ratio.")
     var compareMosquitto = false
+
+    @Option(help: "With the pairs pattern: also run it through these local brokers, comma-separated: mosquitto (QoS 1, persistence off), rabbitmq (durable queues, persistent messages, publisher confirms, manual acks), jetstream (NATS JetStream, file storage, PubAcks, explicit acks). scripts/install-brokers.sh installs rabbitmq-server and nats-server.")
+    var compare: String?
+
+    @Option(help: "With the pairs pattern: how the bench drives SIMPClient: callbacks (eventHandler and post on the client's event loop) or async (for await over events, try await send, a task per side of each pair, as applications do).")
+    var api: BenchAPI = .callbacks
 
     @Flag(help: "The receivers take a message before it is stored, when nothing else is under way for them (ClientConfiguration.earlyDelivery).")
     var early = false
@@ -111,6 +131,7 @@ struct BenchCommand: AsyncParsableCommand {
                 throw ValidationError("--group-members must be 1...\(Self.maxGroupMembers) (every member is a client of this process)")
             }
         }
+        try validateChat()
         guard size >= 32, size <= 1000 else { throw ValidationError("--size must be 32...1000 bytes (the text carries a counter and a timestamp)") }
         guard duration > 0, warmup >= 0, drain >= 0 else { throw ValidationError("--duration must be positive, --warmup and --drain not negative") }
         guard nodes > 0, redisMinReplicas >= 0 else { throw ValidationError("--nodes must be positive, --redis-min-replicas not negative") }
@@ -120,6 +141,14 @@ struct BenchCommand: AsyncParsableCommand {
         if !spawn {
             do { _ = try Placement.parse(server) } catch { throw ValidationError("\(error)") }
         }
+        if let compare {
+            guard ComparedBroker.parse(compare) != nil else {
+                throw ValidationError("--compare takes mosquitto, rabbitmq and jetstream, comma-separated; got \(compare)")
+            }
+            guard sessions == nil, groupMembers == nil, idle == nil, !receiptFlood else {
+                throw ValidationError("--compare runs the pairs pattern (for --sessions and --group-members use --compare-mosquitto)")
+            }
+        }
         guard !receiptFlood || (spawn && idle == nil && !compareMosquitto) else {
             throw ValidationError("--receipt-flood needs --spawn (its flooding session is on this machine), and neither --idle nor --compare-mosquitto")
         }
@@ -127,6 +156,17 @@ struct BenchCommand: AsyncParsableCommand {
             // Exit 2, the bench's usage status, rather than ArgumentParser's 64.
             FileHandle.standardError.write(Data("Error: \(problem)\n  See 'simp-bench --help' for more information.\n".utf8))
             throw ExitCode(2)
+        }
+    }
+
+    private func validateChat() throws {
+        guard sessions != nil || rate != nil else { return }
+        guard let sessions, let rate else { throw ValidationError("--sessions and --rate go together") }
+        guard sessions >= 2, rate > 0 else { throw ValidationError("--sessions must be at least 2 and --rate positive") }
+        let others = [(pairs != nil, "--pairs"), (groupMembers != nil, "--group-members"), (idle != nil, "--idle"),
+                      (receiptFlood, "--receipt-flood")].filter(\.0).map(\.1)
+        guard others.isEmpty else {
+            throw ValidationError("--sessions (the chat pattern) cannot be combined with " + others.joined(separator: ", "))
         }
     }
 
@@ -146,6 +186,9 @@ struct BenchCommand: AsyncParsableCommand {
     static let maxGroupMembers = 5_000
 
     func run() async throws {
+        if let sessions, let rate {
+            return try await runChat(sessions, rate: rate)
+        }
         if let groupMembers {
             return try await runGroup(groupMembers)
         }
@@ -167,7 +210,7 @@ struct BenchCommand: AsyncParsableCommand {
         }
         let (simp, topology) = try await runSIMP(pattern, group: group)
         var systems = [simp]
-        if compareMosquitto { systems.append(try await runMosquitto(pattern, group: group)) }
+        for broker in comparedBrokers { systems.append(try await run(broker, pattern, group: group)) }
         try await group.shutdownGracefully()
         let report = BenchReport(pattern: pattern, topology: topology, systems: systems)
         print(json ? report.json() : report.table())
@@ -197,11 +240,55 @@ struct BenchCommand: AsyncParsableCommand {
         if systems.contains(where: { $0.lost > 0 || $0.duplicates > 0 }) { throw ExitCode(2) }
     }
 
+    /// Chat traffic: SIMP, then (with --compare-mosquitto) Mosquitto.
+    private func runChat(_ sessions: Int, rate: Double) async throws {
+        try checkDescriptors(clients: sessions)
+        let pattern = ChatPattern(sessions: sessions, rate: rate, payloadBytes: size, duration: duration, warmup: warmup, drain: drain)
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
+        let (simp, topology) = try await withTarget { target in
+            let run = try await ChatLoad.run(pattern, placement: target.placement, group: group, processes: target.processes,
+                                             progress: Self.progress)
+            return (ChatSystemReport(system: "SIMP", run, delivered: true), target.topology)
+        }
+        var systems = [simp]
+        if compareMosquitto {
+            let run = try await withBroker(MosquittoProcess.start) { broker in
+                try await ChatLoad.throughBroker(pattern, port: broker.port, pid: broker.pid, group: group, progress: Self.progress)
+            }
+            systems.append(ChatSystemReport(system: "Mosquitto", run, delivered: false))
+        }
+        try await group.shutdownGracefully()
+        let report = ChatBenchReport(pattern: pattern, topology: topology, systems: systems)
+        print(json ? report.json() : report.table())
+        if !report.healthy { throw ExitCode(2) }
+    }
+
+    /// Every client of this process holds descriptors, and running out half way fails as
+    /// obscure connect errors: refuse up front, with the figures.
+    private func checkDescriptors(clients: Int) throws {
+        let limit = Descriptors.raiseLimit()
+        guard Descriptors.needed(clients: clients) > limit else { return }
+        FileHandle.standardError.write(Data("""
+            Error: \(clients) users need about \(Descriptors.needed(clients: clients)) file descriptors in simp-bench \
+            (a TCP and a UDP socket each), and it may open \(limit) (ulimit -n): at most \(Descriptors.maxClients()) users. \
+            Raise the limit (ulimit -n) or lower --sessions.
+
+            """.utf8))
+        throw ExitCode(2)
+    }
+
     private func runSIMP(_ pattern: LoadPattern, group: MultiThreadedEventLoopGroup) async throws -> (SystemReport, Topology) {
         try await withTarget { target in
-            let result = try await SIMPLoad.run(pattern, placement: target.placement, group: group, processes: target.processes,
-                                               progress: Self.progress)
-            return (SystemReport(system: "SIMP", result), target.topology)
+            switch api {
+            case .callbacks:
+                let result = try await SIMPLoad.run(pattern, placement: target.placement, group: group, processes: target.processes,
+                                                   progress: Self.progress)
+                return (SystemReport(system: "SIMP", result), target.topology)
+            case .async:
+                let result = try await AsyncLoad.run(pattern, placement: target.placement, group: group, processes: target.processes,
+                                                    progress: Self.progress)
+                return (SystemReport(system: "SIMP async", result), target.topology)
+            }
         }
     }
 
@@ -256,9 +343,11 @@ struct BenchCommand: AsyncParsableCommand {
     private func spawnOptions() -> SpawnOptions {
         Self.progress("starting \(redisCluster ? "a Redis Cluster" : "redis-server") and \(nodes) simp-server\(nodes == 1 ? "" : "s")")
         var options = SpawnOptions(serverBinary: serverBinary ?? sibling("simp-server"), serverArguments: [
-            // A benchmark measures the engine, not the abuse limits.
+            // A benchmark measures the engine, not the abuse limits. All clients come from one
+            // address: with --sessions each user holds a control connection (and one more while
+            // it registers), and registers and logs in once, 32 at a time (see IdleLoad).
             "--max-msgs-per-sec", "10000000", "--msg-burst", "1000000", "--scrypt-rounds", "1024", "--log-level", "warning",
-            "--max-conns-per-ip", "100000", "--max-registrations-per-ip", "1000000",
+            "--max-conns-per-ip", "\(max(100_000, 2 * (sessions ?? 0)))", "--max-registrations-per-ip", "1000000",
             "--max-hashing-queue", "1024", "--max-hashing-per-ip", "1024",
         ] + (serverEventLoops.map { ["--event-loops", "\($0)"] } ?? [])
             // The sender is a member too.
@@ -269,24 +358,59 @@ struct BenchCommand: AsyncParsableCommand {
         return options
     }
 
-    private func runMosquitto(_ pattern: LoadPattern, group: MultiThreadedEventLoopGroup) async throws -> SystemReport {
-        let (mqtt, window) = try await withMosquitto(pattern.warmup, pattern.duration) { broker in
-            try await MQTTLoad.run(pattern, host: "127.0.0.1", port: broker.port, group: group)
+    /// The brokers of --compare and --compare-mosquitto, each once, in the order given.
+    private var comparedBrokers: [ComparedBroker] {
+        let listed = compare.flatMap(ComparedBroker.parse) ?? []
+        return compareMosquitto && !listed.contains(.mosquitto) ? [.mosquitto] + listed : listed
+    }
+
+    /// The pairs pattern through a local broker (its ack stands where SIMP's accepted does).
+    private func run(_ broker: ComparedBroker, _ pattern: LoadPattern, group: MultiThreadedEventLoopGroup) async throws -> SystemReport {
+        let (mqtt, window): (MQTTLoadResult, UsageWindow)
+        switch broker {
+        case .mosquitto:
+            (mqtt, window) = try await withMosquitto(pattern.warmup, pattern.duration) { broker in
+                try await MQTTLoad.run(pattern, host: "127.0.0.1", port: broker.port, group: group)
+            }
+        case .rabbitmq:
+            (mqtt, window) = try await withBroker(RabbitMQBroker.start, pattern.warmup, pattern.duration) { broker in
+                try await RabbitMQLoad.run(pattern, host: "127.0.0.1", port: broker.port)
+            }
+        case .jetstream:
+            (mqtt, window) = try await withBroker(NATSBroker.start, pattern.warmup, pattern.duration) { broker in
+                try await JetStreamLoad.run(pattern, host: "127.0.0.1", port: broker.port, group: group)
+            }
         }
         var result = LoadResult(mqtt)
         result.usage = window.usage(messages: result.receivedInWindow)
-        return SystemReport(system: "Mosquitto", result, accepted: true, delivered: false)
+        return SystemReport(system: broker.title, result, accepted: true, delivered: false)
     }
 
     /// Runs `body` against a private Mosquitto, stopped afterwards also when it fails, and
     /// samples the bench and the broker over the measured window.
     private func withMosquitto<T: Sendable>(_ warmup: Double, _ duration: Double,
                                             _ body: (MosquittoProcess) async throws -> T) async throws -> (T, UsageWindow) {
-        Self.progress("starting mosquitto")
-        let broker = try await MosquittoProcess.start()
+        try await withBroker(MosquittoProcess.start, warmup, duration, body)
+    }
+
+    /// Runs `body` against a broker `start` starts, and samples the bench and the broker over
+    /// the measured window.
+    private func withBroker<B: LocalBroker, T: Sendable>(_ start: () async throws -> B, _ warmup: Double, _ duration: Double,
+                                                         _ body: (B) async throws -> T) async throws -> (T, UsageWindow) {
+        try await withBroker(start) { broker in
+            let window = UsageWindow.measure([("bench", [getpid()]), ("server", [broker.pid])], after: warmup, seconds: duration)
+            let value = try await body(broker)
+            return (value, await window.value)
+        }
+    }
+
+    /// Runs `body` against a private broker, stopped afterwards also when it fails.
+    private func withBroker<B: LocalBroker, T: Sendable>(_ start: () async throws -> B,
+                                                         _ body: (B) async throws -> T) async throws -> T {
+        Self.progress("starting \(B.self)")
+        let broker = try await start()
         Spawn.watch(broker.pid)
         defer { Spawn.release(broker.pid) }
-        let window = UsageWindow.measure([("bench", [getpid()]), ("server", [broker.pid])], after: warmup, seconds: duration)
         let value: T
         do {
             value = try await body(broker)
@@ -295,7 +419,7 @@ struct BenchCommand: AsyncParsableCommand {
             throw error
         }
         await broker.stop()
-        return (value, await window.value)
+        return value
     }
 
     @Sendable static func progress(_ line: String) {
@@ -306,5 +430,36 @@ struct BenchCommand: AsyncParsableCommand {
     private func sibling(_ name: String) -> String {
         let me = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
         return me.deletingLastPathComponent().appendingPathComponent(name).path
+    }
+}
+
+/// How the bench drives SIMPClient in the pairs pattern.
+enum BenchAPI: String, ExpressibleByArgument, CaseIterable {
+    case callbacks
+    case async
+}
+
+/// A broker the pairs pattern is compared with.
+enum ComparedBroker: String, CaseIterable {
+    case mosquitto
+    case rabbitmq
+    case jetstream
+
+    var title: String {
+        switch self {
+        case .mosquitto: "Mosquitto"
+        case .rabbitmq: "RabbitMQ"
+        case .jetstream: "JetStream"
+        }
+    }
+
+    /// "rabbitmq,jetstream" to the brokers, each once; nil when a name is unknown.
+    static func parse(_ list: String) -> [ComparedBroker]? {
+        var brokers: [ComparedBroker] = []
+        for name in list.split(separator: ",") {
+            guard let broker = ComparedBroker(rawValue: name.trimmingCharacters(in: .whitespaces).lowercased()) else { return nil }
+            if !brokers.contains(broker) { brokers.append(broker) }
+        }
+        return brokers.isEmpty ? nil : brokers
     }
 }
