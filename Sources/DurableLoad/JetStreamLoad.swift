@@ -36,32 +36,13 @@ public enum JetStreamLoad {
         let pairs = (0..<pattern.pairs).map {
             JetStreamPair(names: JetStreamNames(runID: runID, index: $0), pattern: pattern, loop: group.next())
         }
-        try await open(pairs, host: host, port: port)
+        try await LoadPairs.open(pairs, host: host, port: port)
         let clock = LoadClock(pattern)
         for pair in pairs { pair.start(clock) }
         var result = MQTTLoadResult()
         for pair in pairs { result.merge(try await pair.finished.futureResult.get()) }
-        await close(pairs)
+        await LoadPairs.close(pairs)
         result.measuredSeconds = pattern.duration
         return result
-    }
-
-    /// Opens every pair at once; if any fails, all are closed once every attempt has ended.
-    private static func open(_ pairs: [JetStreamPair], host: String, port: Int) async throws {
-        var firstError: (any Error)?
-        for opening in pairs.map({ $0.open(host: host, port: port) }) {
-            do {
-                try await opening.get()
-            } catch {
-                firstError = firstError ?? error
-            }
-        }
-        guard let firstError else { return }
-        await close(pairs)
-        throw firstError
-    }
-
-    private static func close(_ pairs: [JetStreamPair]) async {
-        for closing in pairs.map({ $0.close() }) { try? await closing.get() }
     }
 }

@@ -30,7 +30,7 @@ struct JetStreamNames {
 /// One publisher/subscriber pair through a JetStream stream of its own. Both connections live
 /// on `loop`, and so does all of this state: every method below runs there, which is why it
 /// may be captured by their closures.
-final class JetStreamPair: @unchecked Sendable {
+final class JetStreamPair: LoadPair, @unchecked Sendable {
     static let openTimeout = TimeAmount.seconds(10)
 
     let loop: any EventLoop

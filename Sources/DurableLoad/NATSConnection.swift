@@ -1,3 +1,4 @@
+import MQTTLoad
 import NIOCore
 import NIOPosix
 
@@ -45,7 +46,7 @@ final class NATSHandler: ChannelInboundHandler {
     private let subscriptions: [String]
     private var accepted: EventLoopPromise<Void>?
     private let onEvent: @Sendable (NATSConnectionEvent) -> Void
-    private var buffer = ByteBuffer()
+    private var received = ReadBuffer()
     private var replies = ByteBuffer()
     private var connectSent = false
     private var failed = false
@@ -60,24 +61,13 @@ final class NATSHandler: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var bytes = unwrapInboundIn(data)
-        // The common case, whole operations, parses straight from NIO's read buffer.
-        if buffer.readableBytes == 0 {
-            buffer = bytes
-        } else {
-            buffer.writeBuffer(&bytes)
-        }
+        received.append(&bytes)
         do {
-            while !failed, let op = try NATSParser.next(from: &buffer) { handle(op, context) }
+            while !failed, let op = try NATSParser.next(from: &received.bytes) { handle(op, context) }
         } catch {
             fail(error, context)
         }
-        if buffer.readableBytes == 0 {
-            // Lets NIO reuse its read buffer for the next read.
-            buffer = ByteBuffer()
-        } else if buffer.readerIndex > 0 {
-            // Only part of an operation is left: keep just that, instead of letting the buffer grow.
-            buffer.discardReadBytes()
-        }
+        received.compact()
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {

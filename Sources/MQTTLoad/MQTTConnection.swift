@@ -50,7 +50,7 @@ final class MQTTHandler: ChannelInboundHandler {
     private let clientID: String
     private var accepted: EventLoopPromise<Void>?
     private let onEvent: @Sendable (MQTTConnectionEvent) -> Void
-    private var buffer = ByteBuffer()
+    private var received = ReadBuffer()
     private var acks = ByteBuffer()
     private var failed = false
 
@@ -69,24 +69,13 @@ final class MQTTHandler: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var bytes = unwrapInboundIn(data)
-        // The common case, whole packets, decodes straight from NIO's read buffer.
-        if buffer.readableBytes == 0 {
-            buffer = bytes
-        } else {
-            buffer.writeBuffer(&bytes)
-        }
+        received.append(&bytes)
         do {
-            while !failed, let packet = try MQTTPacket.decode(from: &buffer) { handle(packet, context) }
+            while !failed, let packet = try MQTTPacket.decode(from: &received.bytes) { handle(packet, context) }
         } catch {
             fail(error, context)
         }
-        if buffer.readableBytes == 0 {
-            // Lets NIO reuse its read buffer for the next read.
-            buffer = ByteBuffer()
-        } else if buffer.readerIndex > 0 {
-            // Only part of a packet is left: keep just that, instead of letting the buffer grow.
-            buffer.discardReadBytes()
-        }
+        received.compact()
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {

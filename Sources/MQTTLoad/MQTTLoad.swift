@@ -60,12 +60,12 @@ public enum MQTTLoad {
         try validate(pattern)
         let runID = String(UInt32.random(in: 0...UInt32.max), radix: 16)
         let pairs = (0..<pattern.pairs).map { MQTTPair(index: $0, runID: runID, pattern: pattern, loop: group.next()) }
-        try await open(pairs, host: host, port: port)
+        try await LoadPairs.open(pairs, host: host, port: port)
         let clock = LoadClock(pattern)
         for pair in pairs { pair.start(clock) }
         var result = MQTTLoadResult()
         for pair in pairs { result.merge(try await pair.finished.futureResult.get()) }
-        await close(pairs)
+        await LoadPairs.close(pairs)
         result.measuredSeconds = pattern.duration
         return result
     }
@@ -81,30 +81,11 @@ public enum MQTTLoad {
             throw .invalidPattern("duration must be positive, warmup and drain not negative")
         }
     }
-
-    /// Connects and subscribes every pair at once; if any fails, all are closed once every attempt has ended.
-    private static func open(_ pairs: [MQTTPair], host: String, port: Int) async throws {
-        var firstError: (any Error)?
-        for opening in pairs.map({ $0.open(host: host, port: port) }) {
-            do {
-                try await opening.get()
-            } catch {
-                firstError = firstError ?? error
-            }
-        }
-        guard let firstError else { return }
-        await close(pairs)
-        throw firstError
-    }
-
-    private static func close(_ pairs: [MQTTPair]) async {
-        for closing in pairs.map({ $0.close() }) { try? await closing.get() }
-    }
 }
 
 /// One publisher/subscriber pair. Both connections live on `loop`, and so does all of this
 /// state: every method below runs there, which is why it may be captured by their closures.
-final class MQTTPair: @unchecked Sendable {
+final class MQTTPair: LoadPair, @unchecked Sendable {
     private struct Slot {
         let sentAt: UInt64
         var acked = false
