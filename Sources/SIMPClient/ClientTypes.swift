@@ -118,6 +118,22 @@ public struct IncomingMessage: Sendable, Equatable {
     public var groupSeq: UInt64 = 0
     /// A group's membership change, in the group's order (then `text` is empty).
     public var groupChange: GroupChange?
+    /// A notice about contacts rather than a message (then `text` is empty).
+    public var kind: Kind = .message
+
+    public enum Kind: String, Sendable, Equatable {
+        case message, contactRequest = "contact-request", contactAccepted = "contact-accepted", read
+    }
+
+    /// What a notice says, as a conversation's history shows it (nil for a message).
+    public var noticeText: String? {
+        switch kind {
+        case .message: nil
+        case .contactRequest: "\(from) asked \(to) to be a contact"
+        case .contactAccepted: "\(from) accepted \(to) as a contact"
+        case .read: "\(from) read \(text.split(separator: " ").count) of \(to)'s messages"
+        }
+    }
 
     init(_ m: Simp_Message) {
         id = m.messageID
@@ -132,6 +148,12 @@ public struct IncomingMessage: Sendable, Equatable {
         group = GroupName.addressed(by: m.toUser)
         groupSeq = m.groupSeq
         groupChange = GroupChange(m)
+        kind = switch m.type {
+        case .contactRequest: .contactRequest
+        case .contactAccepted: .contactAccepted
+        case .read: .read
+        default: .message
+        }
     }
 }
 
@@ -227,6 +249,13 @@ public enum ClientEvent: Sendable, Equatable {
     case memberDelivered(id: String, to: String, member: String, seq: UInt64)
     /// A membership change of a group, in the group's order.
     case groupChanged(group: String, change: GroupChange, seq: UInt64)
+    /// `from` asks the user to be a contact (`acceptContact`, `declineContact`).
+    case contactRequest(from: String)
+    /// `by` accepted the user's contact request.
+    case contactAccepted(by: String)
+    /// `by` read the message `id` that `from` sent: on the sender's devices after its
+    /// `delivered`, and on the reader's other devices (then `by` is the user).
+    case read(id: String, from: String, by: String)
     /// It will not be delivered; the reason says why.
     case failed(id: String, to: String, reason: String)
     case message(IncomingMessage)

@@ -636,6 +636,38 @@ public final class SIMPClient: @unchecked Sendable {
 
     // MARK: control channel events (on loop)
 
+    private func handle(_ delivered: Simp_Delivered) {
+        let news = sending.delivered(delivered)
+        if let accepted = news.accepted { emit(accepted) }
+        guard let event = news.delivered else {
+            // Sent from another of the user's devices: this one shows its copy.
+            if news.accepted == nil, let receipt = copyReceipts.delivered(id: delivered.messageID, to: delivered.toUser, seq: delivered.seq) {
+                emit(.delivered(id: delivered.messageID, to: receipt.to, seq: receipt.seq))
+            }
+            return
+        }
+        store?.remove(id: delivered.messageID) { [self] result in
+            outboxWritten(result, "remove delivered message \(delivered.messageID) from the outbox",
+                          else: "a restart with this data directory reports it delivered again")
+        }
+        emit(event)
+    }
+
+    /// A read receipt (a READ notice in the inbox): the sender's devices hear who read which of
+    /// its messages, the reader's other devices what their user read. Never before `delivered`.
+    private func showReads(_ message: IncomingMessage) {
+        let ids = message.text.split(separator: " ").map(String.init)
+        if message.from == credentials?.user {
+            guard message.fromDevice != device else { return }
+            for id in ids { emit(.read(id: id, from: message.to, by: message.from)) }
+            return
+        }
+        for id in ids {
+            if let delivered = sending.deliveryImplied(byReadOf: id) { handle(delivered) }
+            emit(.read(id: id, from: message.to, by: message.from))
+        }
+    }
+
     func controlReceived(_ envelope: Simp_Envelope) {
         if envelope.requestID != 0, let promise = requests.removeValue(forKey: envelope.requestID) {
             if case .error(let error) = envelope.body { promise.fail(ClientError.server(error)) } else { promise.succeed(envelope) }
@@ -658,20 +690,7 @@ public final class SIMPClient: @unchecked Sendable {
             }
             emit(event)
         case .delivered(let delivered):
-            let news = sending.delivered(delivered)
-            if let accepted = news.accepted { emit(accepted) }
-            guard let event = news.delivered else {
-                // Sent from another of the user's devices: this one shows its copy.
-                if news.accepted == nil, let receipt = copyReceipts.delivered(id: delivered.messageID, to: delivered.toUser, seq: delivered.seq) {
-                    emit(.delivered(id: delivered.messageID, to: receipt.to, seq: receipt.seq))
-                }
-                return
-            }
-            store?.remove(id: delivered.messageID) { [self] result in
-                outboxWritten(result, "remove delivered message \(delivered.messageID) from the outbox",
-                              else: "a restart with this data directory reports it delivered again")
-            }
-            emit(event)
+            handle(delivered)
         case .failed(let failed):
             guard let event = sending.failed(failed) else { return }
             store?.remove(id: failed.messageID) { [self] result in
@@ -827,6 +846,12 @@ public final class SIMPClient: @unchecked Sendable {
         if let change = message.groupChange, let group = message.group {
             emit(.groupChanged(group: group, change: change, seq: message.groupSeq))
             return
+        }
+        switch message.kind {
+        case .contactRequest: return emit(.contactRequest(from: message.from))
+        case .contactAccepted: return emit(.contactAccepted(by: message.from))
+        case .read: return showReads(message)
+        case .message: break
         }
         emit(.message(message))
         guard message.group == nil, !message.fromDevice.isEmpty, message.from == credentials?.user,

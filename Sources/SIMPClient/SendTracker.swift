@@ -115,6 +115,18 @@ struct SendTracker: Sendable {
         var delivered: ClientEvent?
     }
 
+    /// The `delivered` a read receipt implies for a message still waiting for one: the server
+    /// tells a read only of a message its reader confirmed, and its `delivered` may still be
+    /// on the way (from another node).
+    func deliveryImplied(byReadOf id: String) -> Simp_Delivered? {
+        guard let waiting = awaitingDelivery[id] else { return nil }
+        var delivered = Simp_Delivered()
+        delivered.messageID = id
+        delivered.toUser = waiting.to
+        delivered.seq = waiting.seq
+        return delivered
+    }
+
     mutating func delivered(_ notice: Simp_Delivered) -> DeliveryNews {
         let id = notice.messageID
         var news = DeliveryNews()

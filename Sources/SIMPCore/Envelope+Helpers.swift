@@ -69,6 +69,7 @@ extension Simp_ErrorCode {
         case .notGroupAdmin: return "not_group_admin"
         case .groupExists: return "group_exists"
         case .groupFull: return "group_full"
+        case .notAContact: return "not_a_contact"
         case .UNRECOGNIZED(let n): return "code_\(n)"
         }
     }

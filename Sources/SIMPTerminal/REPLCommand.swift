@@ -14,6 +14,9 @@ public enum REPLCommand: Equatable, Sendable {
     case revokeDevice(name: String)
     case group(GroupCommand)
     case groups
+    case contact(ContactCommand)
+    /// `/read USER`: mark every message shown from USER read.
+    case read(peer: String)
     case help
     case logout
     case quit
@@ -27,6 +30,22 @@ public enum REPLCommand: Equatable, Sendable {
         case admin(name: String, users: [String])
         case leave(name: String)
         case members(name: String)
+    }
+
+    /// `/contact ...`, `/contacts`, `/block`, `/unblock`, `/blocked`, `/set`.
+    public enum ContactCommand: Equatable, Sendable {
+        case add(String)
+        case accept(String)
+        case decline(String)
+        case remove(String)
+        case list
+        case block(String)
+        case unblock(String)
+        case blocked
+        /// `/set NAME on|off`.
+        case set(UserSetting, Bool)
+        /// `/set` alone: the settings and their values.
+        case settings
     }
 
     public struct ParseError: Error, Equatable, Sendable {
@@ -48,6 +67,15 @@ public enum REPLCommand: Equatable, Sendable {
       /group admin NAME USER...      make members admins (owner)
       /group leave NAME     leave the group
       /group members NAME   its members and their roles
+    contacts:
+      /contacts             your contacts, and requests either way
+      /contact add USER     ask USER to be a contact (they see the request)
+      /contact accept USER  accept USER's request (or decline it: /contact decline USER)
+      /contact remove USER  end the contact, or withdraw your request
+      /block USER           nothing USER sends reaches you (/unblock USER; /blocked lists them)
+      /set contacts-only on|off   take messages from contacts only (/set alone: your settings)
+      /read USER            mark what was shown from USER read (in a /to conversation it is at once)
+      /set read-receipts on|off   tell senders what you read, and hear what they read (default on)
     history:
       /history USER [N]     show the last N messages with USER (default 20, at most 1000)
     session:
@@ -104,12 +132,45 @@ public enum REPLCommand: Equatable, Sendable {
             guard parts.count == 1 else { throw ParseError(message: "usage: /groups") }
             return .groups
         case "/group": return .group(try parseGroup(trimmed))
+        case "/read":
+            guard parts.count == 2 else { throw ParseError(message: "usage: /read USER") }
+            if GroupName.addressed(by: parts[1]) != nil { throw ParseError(message: "group messages are not marked read") }
+            guard UserName.isValid(parts[1]) else { throw ParseError(message: "not a user name: \(parts[1])") }
+            return .read(peer: parts[1])
+        case "/contact", "/contacts", "/block", "/unblock", "/blocked", "/set": return .contact(try parseContact(trimmed))
         case "/help": return .help
         case "/quit": return .quit
         case "/logout": return .logout
         default:
             throw ParseError(message: "unknown command \(parts[0]) (try /help)")
         }
+    }
+
+    public static let contactUsage = "usage: /contact add|accept|decline|remove USER, /contacts, /block USER, /unblock USER, /blocked, /set NAME on|off"
+
+    private static func parseContact(_ line: String) throws(ParseError) -> ContactCommand {
+        let words = line.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
+        if words[0] == "/set" { return try parseSet(Array(words.dropFirst())) }
+        let user = words.count > 1 ? words[words.count - 1] : ""
+        if words.count > 1, !UserName.isValid(user) { throw ParseError(message: "not a user name: \(user)") }
+        switch (words[0], words.count > 2 ? words[1] : nil, words.count) {
+        case ("/contacts", nil, 1): return .list
+        case ("/blocked", nil, 1): return .blocked
+        case ("/block", nil, 2): return .block(user)
+        case ("/unblock", nil, 2): return .unblock(user)
+        case ("/contact", "add"?, 3): return .add(user)
+        case ("/contact", "accept"?, 3): return .accept(user)
+        case ("/contact", "decline"?, 3): return .decline(user)
+        case ("/contact", "remove"?, 3): return .remove(user)
+        default: throw ParseError(message: contactUsage)
+        }
+    }
+
+    private static func parseSet(_ words: [String]) throws(ParseError) -> ContactCommand {
+        if words.isEmpty { return .settings }
+        guard words.count == 2 else { throw ParseError(message: "usage: /set NAME on|off, or /set alone for your settings") }
+        if let problem = UserSetting.problem(name: words[0], value: words[1]) { throw ParseError(message: problem) }
+        return .set(UserSetting(rawValue: words[0])!, words[1] == "on")
     }
 
     static let groupUsage = "usage: /group create|add|remove|admin NAME USER..., /group leave|members NAME"

@@ -2,13 +2,15 @@ import SIMPClient
 import SIMPCore
 
 /// Tab completion for the REPL: the command in the first word, a user name or #group in the
-/// second (after /to, /send, /image, /history); after /group its action, the group, then users.
+/// second (after /to, /send, /image, /history, /block, /unblock); after /group its action, the
+/// group, then users; after /contact its action, then a user; after /set a setting, then on|off.
 /// Pure: the line editor asks with the text before the cursor.
 public enum REPLCompletion {
     public static let commands = ["/to", "/send", "/image", "/history", "/status", "/devices", "/device", "/groups", "/group",
-                                  "/help", "/logout", "/quit"]
-    static let commandsTakingUser: Set<String> = ["/to", "/send", "/image", "/history"]
+                                  "/contacts", "/contact", "/block", "/unblock", "/blocked", "/set", "/read", "/help", "/logout", "/quit"]
+    static let commandsTakingUser: Set<String> = ["/to", "/send", "/image", "/history", "/block", "/unblock", "/read"]
     static let groupActions = ["create", "add", "remove", "admin", "leave", "members"]
+    static let contactActions = ["add", "accept", "decline", "remove"]
 
     public struct Result: Sendable, Equatable {
         /// Text to insert at the cursor (the common part of all candidates, past the typed part,
@@ -36,6 +38,10 @@ public enum REPLCompletion {
         case 1 where words[0] == "/group": pool = groupActions
         case 2 where words[0] == "/group": pool = users.filter { $0.first == GroupName.marker }
         case 3... where words[0] == "/group": pool = users.filter { $0.first != GroupName.marker }
+        case 1 where words[0] == "/contact": pool = contactActions
+        case 2 where words[0] == "/contact": pool = users.filter { $0.first != GroupName.marker }
+        case 1 where words[0] == "/set": pool = UserSetting.allCases.map(\.rawValue)
+        case 2 where words[0] == "/set": pool = UserSetting.values
         default: pool = []
         }
         let candidates = Array(Set(pool.filter { $0.hasPrefix(typed) })).sorted()

@@ -29,6 +29,8 @@ public struct REPLScreen: Sendable {
     public private(set) var connection = Connection.connected
     /// Where plain lines go (`/to USER`); nil: none, plain lines are refused.
     public private(set) var conversation: String?
+    /// Messages shown and not yet marked read.
+    public var reads = ReadTracker()
 
     public enum Connection: String, Sendable {
         case connected, reconnecting, disconnected
@@ -64,6 +66,8 @@ public struct REPLScreen: Sendable {
     /// Plain lines go to `peer` from now on (nil: to nobody); the line saying so.
     public mutating func converse(with peer: String?) -> String {
         conversation = peer
+        // What was shown from the peer is in front of the user now.
+        if let peer { reads.markAll(from: peer) }
         guard let peer else { return info("no conversation: plain lines are refused; /to USER starts one") }
         users.add(peer)
         return info("talking to \(safe(peer)): plain lines go there; /to alone ends it")
@@ -105,6 +109,7 @@ public struct REPLScreen: Sendable {
         case .sent: return "sent"
         case .accepted: return style.paint("✓ accepted", .green)
         case .delivered: return style.paint("✓✓ delivered", .green, .bold)
+        case .read: return style.paint("✓✓ read", .blue, .bold)
         case .failed: return style.paint("✗ failed: " + safe(reason ?? "unknown reason"), .red)
         }
     }
@@ -133,8 +138,15 @@ public struct REPLScreen: Sendable {
             return marks.update(id: id, to: .delivered).map { [changeLine($0)] } ?? []
         case .failed(let id, _, let reason):
             return marks.update(id: id, to: .failed, reason: reason).map { [changeLine($0)] } ?? []
+        case .read(let id, _, let by):
+            if by == session.user {
+                reads.readElsewhere(id)
+                return []
+            }
+            return marks.update(id: id, to: .read).map { [changeLine($0)] } ?? []
         case .message(let m):
             receivedCount += 1
+            reads.shown(m, conversation: conversation)
             users.add(m.from)
             if let group = m.group { users.add(GroupName.address(group)) }
             return [messageLine(m, now: now)]
@@ -149,8 +161,23 @@ public struct REPLScreen: Sendable {
             return [style.paint(changeText(group: group, change), .dim)]
         case .retracted(_, let from, let reason):
             return [style.paint("\(safe(from))'s last message was not stored and is withdrawn: \(safe(reason))", .yellow)]
+        case .contactRequest(let from):
+            users.add(from)
+            return [style.paint(contactText(.contactRequest, from: from), .yellow)]
+        case .contactAccepted(let by):
+            users.add(by)
+            return [style.paint(contactText(.contactAccepted, from: by), .green)]
         case .error(let message):
             return [error(message)]
+        }
+    }
+
+    /// `alice asks to be your contact (/contact accept alice, /contact decline alice)`.
+    public func contactText(_ kind: IncomingMessage.Kind, from: String) -> String {
+        switch kind {
+        case .contactRequest: "\(safe(from)) asks to be your contact (/contact accept \(safe(from)), /contact decline \(safe(from)))"
+        case .contactAccepted: "\(safe(from)) accepted your contact request"
+        case .message, .read: ""
         }
     }
 
@@ -169,6 +196,7 @@ public struct REPLScreen: Sendable {
         let millis = m.storedAt > 0 ? m.storedAt : (m.sentAt > 0 ? m.sentAt : Int64(now.timeIntervalSince1970 * 1000))
         let time = style.paint(clock(Date(timeIntervalSince1970: Double(millis) / 1000)), .dim)
         if let change = m.groupChange, let group = m.group { return time + " " + style.paint(changeText(group: group, change), .dim) }
+        if let notice = m.noticeText { return time + " " + style.paint(safe(notice), .dim) }
         let own = m.from == session.user
         // What the user sent from another device (or shows in history), and what was said in a
         // group, names where it went.

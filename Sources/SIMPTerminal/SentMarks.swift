@@ -4,7 +4,7 @@ import SIMPClient
 /// Pure: the REPL feeds it what it sent and the client's events.
 public struct SentMarks: Sendable {
     public enum Stage: Int, Sendable, Comparable {
-        case sent, accepted, delivered, failed
+        case sent, accepted, delivered, read, failed
 
         public static func < (a: Stage, b: Stage) -> Bool { a.rawValue < b.rawValue }
     }
@@ -56,7 +56,8 @@ public struct SentMarks: Sendable {
             early[id, default: []].append((stage, reason))
             return nil
         }
-        guard stage > entry.stage, entry.stage != .failed, entry.stage != .delivered else { return nil }
+        // Read only follows delivered; nothing follows read or failed.
+        guard stage > entry.stage, entry.stage != .failed, entry.stage != .read, entry.stage != .delivered || stage == .read else { return nil }
         entry.stage = stage
         entries[id] = entry
         return Change(number: entry.number, to: entry.to, stage: stage, reason: reason)

@@ -144,6 +144,9 @@ struct Listen: AsyncParsableCommand {
     @Flag(help: "Print one JSON object per line.")
     var json = false
 
+    @Flag(name: .customLong("mark-read"), help: "Mark each message read once printed (its sender hears it, unless read receipts are off).")
+    var markRead = false
+
     func run() async throws {
         let output = Output(json: json)
         let client = try await openSession(connection, output, listens: true)
@@ -154,6 +157,13 @@ struct Listen: AsyncParsableCommand {
                 output.note("connected as \(user)")
             } else {
                 output.event(event)
+            }
+            if markRead, case .message(let message) = event, ReadTracker.markable(message) {
+                do throws(ClientError) {
+                    try await client.markRead([message])
+                } catch {
+                    output.error("marking read: \(error.message)")
+                }
             }
             // Closed by an administrator, revoked, or replaced by a newer client of this device:
             // nothing more will come.
@@ -184,19 +194,56 @@ struct Group: AsyncParsableCommand {
         guard case let command? = try? REPLCommand.parse(line), command != .empty else {
             throw ValidationError("usage: simp group create|add|remove|admin NAME USER..., simp group leave|members NAME, simp group list")
         }
-        let output = Output(json: json)
-        let client = try await openSession(connection, output)
-        do {
-            switch command {
-            case .group(let group): output.result(try await group.run(on: client))
-            default: output.result(try await GroupListing.run(on: client))
-            }
-            await client.close()
-        } catch {
-            await client.close()
-            output.problem(error.message)
-            throw ExitCode(error.code == nil ? ExitStatus.failure : ExitStatus.refused)
+        try await runRequest(connection, json: json) { client throws(ClientError) in
+            if case .group(let group) = command { try await group.run(on: client) } else { try await GroupListing.run(on: client) }
         }
+    }
+}
+
+/// `simp contact add|accept|decline|remove USER`, `simp contact list|block|unblock|blocked`,
+/// `simp contact set NAME on|off`: one request, its answer printed.
+struct Contact: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Contacts, blocks and settings: add|accept|decline|remove|block|unblock USER, list, blocked, set [NAME on|off].")
+
+    @OptionGroup var connection: ConnectionOptions
+
+    @Argument(help: "add, accept, decline, remove, block or unblock and a user; list; blocked; set, or set NAME on|off.")
+    var words: [String]
+
+    @Flag(help: "Print one JSON object.")
+    var json = false
+
+    static let usage = "usage: simp contact add|accept|decline|remove|block|unblock USER, simp contact list|blocked, simp contact set [NAME on|off]"
+
+    /// The REPL line the words stand for.
+    static func line(_ words: [String]) -> String {
+        switch words.first {
+        case "list": "/contacts" + (words.count > 1 ? " " + words.dropFirst().joined(separator: " ") : "")
+        case "block", "unblock", "blocked", "set": "/" + words.joined(separator: " ")
+        default: "/contact " + words.joined(separator: " ")
+        }
+    }
+
+    func run() async throws {
+        guard case .contact(let command)? = try? REPLCommand.parse(Self.line(words)) else { throw ValidationError(Self.usage) }
+        try await runRequest(connection, json: json) { client throws(ClientError) in try await command.run(on: client) }
+    }
+}
+
+/// One request of a one-shot command: a session, the request, its result printed, the session
+/// closed. A refusal exits `refused`, a failure to ask `failure`.
+func runRequest(_ connection: ConnectionOptions, json: Bool,
+                _ request: (SIMPClient) async throws(ClientError) -> RequestResult) async throws {
+    let output = Output(json: json)
+    let client = try await openSession(connection, output)
+    do throws(ClientError) {
+        output.result(try await request(client))
+        await client.close()
+    } catch {
+        await client.close()
+        output.problem(error.message)
+        throw ExitCode(error.code == nil ? ExitStatus.failure : ExitStatus.refused)
     }
 }
 

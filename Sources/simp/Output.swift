@@ -46,6 +46,12 @@ final class Output: @unchecked Sendable {
         case .groupChanged(let group, let change, let seq):
             emit(["event": "group", "group": group, "change": change.kind.rawValue, "member": change.member, "by": change.by, "seq": Int(seq)],
                  human: Self.changeLine(group: group, change))
+        case .contactRequest(let from):
+            emit(["event": "contact-request", "from": from], human: "[contact request] \(safe(from)) asks to be your contact")
+        case .read(let id, let from, let by):
+            emit(["event": "read", "id": id, "from": from, "by": by], human: "[read] \(safe(id)) by \(safe(by))")
+        case .contactAccepted(let by):
+            emit(["event": "contact-accepted", "by": by], human: "[contact accepted] \(safe(by)) accepted your contact request")
         case .retracted(let id, let from, let reason):
             emit(["event": "retracted", "id": id, "from": from, "reason": reason],
                  human: "[retracted] \(safe(id)) from \(safe(from)): \(safe(reason))")
@@ -68,6 +74,7 @@ final class Output: @unchecked Sendable {
             if let url = m.imageURL { o["imageURL"] = url }
             if let group = m.group { o["groupSeq"] = Int(m.groupSeq) ; o["group"] = group }
             if let change = m.groupChange { o["change"] = change.kind.rawValue; o["member"] = change.member; o["by"] = change.by }
+            if m.kind != .message { o["kind"] = m.kind.rawValue }
             return o
         }
         let human = messages.isEmpty ? "no messages with \(safe(peer))" : messages.map(Self.humanLine).joined(separator: "\n")
@@ -84,7 +91,7 @@ final class Output: @unchecked Sendable {
         emit(["event": "devices", "devices": list], human: human)
     }
 
-    func result(_ result: GroupResult) {
+    func result(_ result: RequestResult) {
         emit(result.json, human: safe(result.human))
     }
 
@@ -136,6 +143,7 @@ final class Output: @unchecked Sendable {
     /// `bob: hi`; what the user sent from another device, or to a group, `alice -> bob: hi`.
     private static func humanLine(_ m: IncomingMessage) -> String {
         if let change = m.groupChange, let group = m.group { return changeLine(group: group, change) }
+        if let notice = m.noticeText { return safe(notice) }
         let who = m.fromDevice.isEmpty && m.group == nil ? safe(m.from) : "\(safe(m.from)) -> \(safe(m.to))"
         if let url = m.imageURL {
             return "\(who): [image] \(safe(url))\(m.text.isEmpty ? "" : " \(safe(m.text))")"
@@ -160,3 +168,27 @@ final class Output: @unchecked Sendable {
 
 /// Untrusted text as a terminal may show it.
 private func safe(_ text: String) -> String { TerminalText.escaped(text) }
+
+/// The messages a line-mode REPL or `simp listen` printed, for marking them read: a
+/// `ReadTracker` shared by the task that prints and the one that reads commands.
+final class ShownMessages: @unchecked Sendable {
+    private let lock = NSLock()
+    private var tracker = ReadTracker()
+
+    func record(_ event: ClientEvent) {
+        lock.lock()
+        defer { lock.unlock() }
+        switch event {
+        case .message(let message): tracker.shown(message, conversation: nil)
+        case .read(let id, _, _): tracker.readElsewhere(id)
+        default: break
+        }
+    }
+
+    func takeAll(from peer: String) -> [IncomingMessage] {
+        lock.lock()
+        defer { lock.unlock() }
+        tracker.markAll(from: peer)
+        return tracker.takeDue()
+    }
+}

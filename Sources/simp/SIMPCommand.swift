@@ -37,7 +37,7 @@ struct SIMPCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "simp",
         abstract: "SIMP client: the REPL when no subcommand is given, or one command for a script.",
-        subcommands: [REPL.self, Send.self, Listen.self, History.self, Group.self, Login.self],
+        subcommands: [REPL.self, Send.self, Listen.self, History.self, Group.self, Contact.self, Login.self],
         defaultSubcommand: REPL.self)
 }
 
@@ -79,13 +79,16 @@ struct REPL: AsyncParsableCommand {
         let terminal = TerminalREPL.wanted(json: json)
             ? TerminalREPL(client: client, session: REPLScreen.Session(server: plan.server, user: plan.user, tls: connection.tls))
             : nil
+        // What the line-mode REPL printed and has not marked read (`/read USER`).
+        let shown = ShownMessages()
         let printer = terminal?.start() ?? Task {
             for await event in client.events {
                 output.event(event)
+                shown.record(event)
                 if case .ended = event { break }
             }
         }
-        let reader = Task { await readCommands(terminal: terminal, client: client, user: plan.user, output: output) }
+        let reader = Task { await readCommands(terminal: terminal, client: client, user: plan.user, output: output, shown: shown) }
         if await Self.endsFirst(printer, before: reader) {
             // The session is over for good (an administrator closed it): stop reading and say so
             // with the exit status too.
@@ -108,8 +111,15 @@ struct REPL: AsyncParsableCommand {
 
     private enum Ending { case quit, logout }
 
+    /// Marks what was printed from `peer` read; how many.
+    private func markShown(from peer: String, _ shown: ShownMessages, client: SIMPClient) async throws(ClientError) -> Int {
+        let due = shown.takeAll(from: peer)
+        try await client.markRead(due)
+        return due.count
+    }
+
     /// Reads and runs commands until /quit, /logout or the end of input.
-    private func readCommands(terminal: TerminalREPL?, client: SIMPClient, user: String, output: Output) async -> Ending {
+    private func readCommands(terminal: TerminalREPL?, client: SIMPClient, user: String, output: Output, shown: ShownMessages) async -> Ending {
         // Where plain lines go without a terminal (`/to`); the terminal keeps its own.
         var conversation: String?
         for await line in terminal?.lines ?? StandardInputLines.stream() {
@@ -131,7 +141,7 @@ struct REPL: AsyncParsableCommand {
             if let terminal {
                 await terminal.execute(command)
             } else {
-                await execute(command, client: client, user: user, output: output)
+                await execute(command, client: client, user: user, output: output, shown: shown)
             }
         }
         return .quit
@@ -146,7 +156,7 @@ struct REPL: AsyncParsableCommand {
         return false
     }
 
-    private func execute(_ command: REPLCommand, client: SIMPClient, user: String, output: Output) async {
+    private func execute(_ command: REPLCommand, client: SIMPClient, user: String, output: Output, shown: ShownMessages) async {
         do {
             switch command {
             case .send(let to, let text):
@@ -164,6 +174,11 @@ struct REPL: AsyncParsableCommand {
                 output.result(try await group.run(on: client))
             case .groups:
                 output.result(try await GroupListing.run(on: client))
+            case .contact(let contact):
+                output.result(try await contact.run(on: client))
+            case .read(let peer):
+                let count = try await markShown(from: peer, shown, client: client)
+                output.info("marked \(count) message\(count == 1 ? "" : "s") from \(peer) read")
             case .help:
                 output.info(REPLCommand.usage)
             case .status:

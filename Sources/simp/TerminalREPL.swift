@@ -48,6 +48,7 @@ final class TerminalREPL: @unchecked Sendable {
             }
             for await event in client.events {
                 show(withScreen { $0.handle(event, now: Date()) })
+                markDueRead()
                 if case .ended = event { break }
             }
             sweeper.cancel()
@@ -73,6 +74,7 @@ final class TerminalREPL: @unchecked Sendable {
                 }
                 editor.setPrompt(prompt, columns: columns)
                 show([line])
+                markDueRead()
             case .send(let to, let text):
                 let id = try await client.send(to: to, text: text)
                 show(withScreen { $0.sent(id: id, to: to, text: text) })
@@ -100,6 +102,13 @@ final class TerminalREPL: @unchecked Sendable {
                     screen.know(groups: groups)
                     return screen.info(result.human)
                 }])
+            case .contact(let contact):
+                let result = try await contact.run(on: client)
+                show([withScreen { $0.info(result.human) }])
+            case .read(let peer):
+                let count = withScreen { $0.reads.markAll(from: peer) }
+                try await client.markRead(withScreen { $0.reads.takeDue() })
+                show([withScreen { $0.info("marked \(count) message\(count == 1 ? "" : "s") from \(peer) read") }])
             case .help:
                 show(withScreen { $0.help() })
             case .quit, .empty, .logout:
@@ -107,6 +116,19 @@ final class TerminalREPL: @unchecked Sendable {
             }
         } catch {
             self.error(error.message)
+        }
+    }
+
+    /// Tells the server what the user has now seen (not waited for: a failure is a line).
+    private func markDueRead() {
+        let due = withScreen { $0.reads.takeDue() }
+        guard !due.isEmpty else { return }
+        Task { [self] in
+            do throws(ClientError) {
+                try await client.markRead(due)
+            } catch {
+                self.error("marking read: \(error.message)")
+            }
         }
     }
 

@@ -77,7 +77,7 @@ import Testing
 
             _ = try await bob.send(to: "alice", text: "hi alice")
             try screen.waitFor("bob: hi alice")
-            screen.type("/se")
+            screen.type("/sen")
             screen.keys("Tab")
             try screen.waitFor("alice> /send ")
             screen.type("b")

@@ -76,3 +76,63 @@ import Testing
         #expect(REPLCompletion.complete("/gr", users: names) == .init(insert: "oup", alternatives: ["/group", "/groups"]))
     }
 }
+
+@Suite struct ContactCommandTests {
+    @Test func parsesContactCommands() throws {
+        #expect(try REPLCommand.parse("/contacts") == .contact(.list))
+        #expect(try REPLCommand.parse("/contact add bob") == .contact(.add("bob")))
+        #expect(try REPLCommand.parse("/contact accept  bob") == .contact(.accept("bob")))
+        #expect(try REPLCommand.parse("/contact decline bob") == .contact(.decline("bob")))
+        #expect(try REPLCommand.parse("/contact remove bob") == .contact(.remove("bob")))
+        #expect(try REPLCommand.parse("/block bob") == .contact(.block("bob")))
+        #expect(try REPLCommand.parse("/unblock bob") == .contact(.unblock("bob")))
+        #expect(try REPLCommand.parse("/blocked") == .contact(.blocked))
+        #expect(try REPLCommand.parse("/set contacts-only on") == .contact(.set(.contactsOnly, true)))
+        #expect(try REPLCommand.parse("/set contacts-only off") == .contact(.set(.contactsOnly, false)))
+        #expect(try REPLCommand.parse("/set") == .contact(.settings))
+        #expect(try REPLCommand.parse("/set read-receipts off") == .contact(.set(.readReceipts, false)))
+        #expect(try REPLCommand.parse("/read bob") == .read(peer: "bob"))
+    }
+
+    @Test(arguments: [
+        ("/contact", REPLCommand.contactUsage),
+        ("/contact add", REPLCommand.contactUsage),
+        ("/contact befriend bob", REPLCommand.contactUsage),
+        ("/contacts bob", REPLCommand.contactUsage),
+        ("/block", REPLCommand.contactUsage),
+        ("/block Bob", "not a user name: Bob"),
+        ("/contact add #team", "not a user name: #team"),
+        ("/set contacts-only maybe", "contacts-only is on or off, not maybe"),
+        ("/set typing off", "no such setting: typing (there are: contacts-only, read-receipts)"),
+        ("/read", "usage: /read USER"),
+        ("/read #team", "group messages are not marked read"),
+        ("/read Bob", "not a user name: Bob"),
+        ("/set contacts-only", "usage: /set NAME on|off, or /set alone for your settings"),
+    ])
+    func refusesMalformedContactCommands(_ line: String, _ message: String) {
+        #expect(throws: REPLCommand.ParseError(message: message)) { try REPLCommand.parse(line) }
+    }
+
+    @Test func completesContactCommands() {
+        let names = ["#team", "bob"]
+        #expect(REPLCompletion.complete("/contact a", users: names) == .init(insert: "", alternatives: ["accept", "add"]))
+        #expect(REPLCompletion.complete("/contact add b", users: names) == .init(insert: "ob ", alternatives: []))
+        #expect(REPLCompletion.complete("/block b", users: names) == .init(insert: "ob ", alternatives: []))
+        #expect(REPLCompletion.complete("/set c", users: names) == .init(insert: "ontacts-only ", alternatives: []))
+        #expect(REPLCompletion.complete("/read b", users: names) == .init(insert: "ob ", alternatives: []))
+        #expect(REPLCompletion.complete("/set contacts-only o", users: names) == .init(insert: "", alternatives: ["off", "on"]))
+    }
+}
+
+@Suite struct ReadMarkTests {
+    @Test func readFollowsOnlyDelivered() {
+        var marks = SentMarks()
+        _ = marks.register(id: "m", to: "bob")
+        #expect(marks.update(id: "m", to: .read) != nil, "a read implies delivery")
+        #expect(marks.update(id: "m", to: .delivered) == nil, "never back")
+        _ = marks.register(id: "n", to: "bob")
+        #expect(marks.update(id: "n", to: .delivered)?.stage == .delivered)
+        #expect(marks.update(id: "n", to: .read)?.stage == .read)
+        #expect(marks.update(id: "n", to: .failed) == nil)
+    }
+}

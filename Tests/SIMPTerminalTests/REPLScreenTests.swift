@@ -56,7 +56,8 @@ import Testing
     let users = ["alice", "bob", "bobby"]
 
     @Test func completesTheCommand() {
-        #expect(REPLCompletion.complete("/se", users: users) == .init(insert: "nd ", alternatives: []))
+        #expect(REPLCompletion.complete("/sen", users: users) == .init(insert: "d ", alternatives: []))
+        #expect(REPLCompletion.complete("/se", users: users) == .init(insert: "", alternatives: ["/send", "/set"]))
         #expect(REPLCompletion.complete("/h", users: users) == .init(insert: "", alternatives: ["/help", "/history"]))
         #expect(REPLCompletion.complete("", users: users).alternatives == REPLCompletion.commands.sorted())
         #expect(REPLCompletion.complete("/x", users: users) == .init(insert: "", alternatives: []))

@@ -18,6 +18,9 @@ public enum DatagramKind: UInt8, Sendable {
     /// Server -> client, only to a client that asked for them at CONNECT: one message pushed
     /// before its store answered (`EarlyPayload`), so it has no seq yet.
     case early = 7
+    /// Either way, never stored nor sent again: the user is typing. Client -> server, the
+    /// user typed to (a user name); server -> client, the user typing (a user name).
+    case typing = 8
 }
 
 public enum DatagramError: Error, Equatable, Sendable, CustomStringConvertible {

@@ -182,6 +182,9 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
         case .devices: devices(context, id)
         case .revokeDevice(let request): revokeDevice(context, id, request)
         case .groupRequest(let request): group(context, id, request)
+        case .contactRequest(let request): contact(context, id, request)
+        case .settingsRequest(let request): settings(context, id, request)
+        case .markRead(let request): markRead(context, id, request)
         case .none: reply(context, .error(.badRequest, "envelope without a body", requestID: id))
         default: reply(context, .error(.badRequest, "a client does not send \(Self.name(envelope.body))", requestID: id))
         }
@@ -492,6 +495,100 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
                 return Simp_Envelope(requestID: id, .groupAnswer(answer))
             }
         }
+    }
+
+    /// A contact request: its steps (`ContactFlow`) run one after another, each on one user's records.
+    private func contact(_ context: ChannelHandlerContext, _ id: UInt64, _ request: Simp_ContactRequest) {
+        guard let user = loggedIn(context, id) else { return }
+        if let (code, reason) = ContactFlow.problem(in: request, from: user) {
+            reply(context, .error(code, reason, requestID: id))
+            return
+        }
+        var flow = ContactFlow(request, user: user)
+        let first = flow.start()
+        let future = Self.carryOut(first, flow, router: router, on: context.eventLoop).map { answer in
+            Simp_Envelope(requestID: id, .contactAnswer(answer))
+        }
+        respond(context, id, future)
+    }
+
+    private static func carryOut(_ next: ContactFlow.Next, _ flow: ContactFlow, router: Router,
+                                 on loop: any EventLoop) -> EventLoopFuture<Simp_ContactAnswer> {
+        var flow = flow
+        switch next {
+        case .run(let step, let owner, let peer):
+            let current = flow
+            return router.store.contactStep(step, owner: owner, peer: peer, on: loop).flatMap { result in
+                var flow = current
+                let next = flow.finished(step, owner: owner, result)
+                return carryOut(next, flow, router: router, on: loop)
+            }
+        case .notify(let type, let from, let to):
+            let notice = ContactFlow.notice(type, from: from, to: to, id: UInt64.random(in: 1...UInt64.max), nowMillis: Accounts.nowMillis())
+            router.loop.execute { router.notify(notice) }
+            let after = flow.next()
+            return carryOut(after, flow, router: router, on: loop)
+        case .filtered(let nodes):
+            let user = flow.user
+            router.loop.execute { router.filtered(user: user, nodes: nodes) }
+            let after = flow.next()
+            return carryOut(after, flow, router: router, on: loop)
+        case .answer(let answer):
+            return loop.makeSucceededFuture(answer)
+        case .refuse(let code, let reason):
+            return loop.makeFailedFuture(ServerError(code, reason))
+        }
+    }
+
+    /// Read marks: those the session confirmed and the store finds genuine are told to their
+    /// senders (and the reader's other devices) as notices; answered once they are queued.
+    private func markRead(_ context: ChannelHandlerContext, _ id: UInt64, _ request: Simp_ReadRequest) {
+        guard case .connected(let user, let session) = state else {
+            reply(context, .error(.notConnected, "markRead before CONNECT", requestID: id))
+            return
+        }
+        if let problem = ReadReceipts.problem(in: request, from: user) {
+            reply(context, .error(.badRequest, problem, requestID: id))
+            return
+        }
+        let router = self.router
+        let future = router.loop.submit { router.reader(of: session) }.flatMap { reader -> EventLoopFuture<Void> in
+            guard let reader else { return router.loop.makeFailedFuture(ServerError(.notConnected, "the session ended")) }
+            let marks = ReadReceipts.delivered(request, reader: reader)
+            return router.store.genuineReads(marks, reader: user, on: router.loop).flatMap { genuine in
+                let senders = Array(Set(genuine.map(\.fromUser)))
+                return router.store.takingReadReceipts(senders, on: router.loop).map { taking in
+                    let notices = ReadReceipts.notices(genuine, reader: reader, sendersTakingReceipts: taking,
+                                                       ids: { UInt64.random(in: 1...UInt64.max) }, nowMillis: Accounts.nowMillis())
+                    for notice in notices { router.notify(notice) }
+                }
+            }
+        }.map { Simp_Envelope(requestID: id, .ok(Simp_Ok())) }
+        respond(context, id, future)
+    }
+
+    /// Reads the user's settings, or changes them; turning contacts-only on stops early pushes.
+    private func settings(_ context: ChannelHandlerContext, _ id: UInt64, _ request: Simp_SettingsRequest) {
+        guard let user = loggedIn(context, id) else { return }
+        if let problem = request.set.lazy.compactMap({ UserSetting.problem(name: $0.name, value: $0.value) }).first {
+            reply(context, .error(.badRequest, problem, requestID: id))
+            return
+        }
+        let router = self.router
+        let changes = request.set.map { ($0.name, Optional($0.value)) }
+        let filtering = request.set.contains { $0.name == UserSetting.contactsOnly.rawValue && $0.value == "on" }
+        let future = router.store.settings(of: user, changing: changes, on: context.eventLoop).map { stored in
+            if filtering { router.loop.execute { router.filtered(user: user, nodes: stored.nodes) } }
+            var answer = Simp_SettingsAnswer()
+            answer.settings = UserSetting.allCases.map { setting in
+                var item = Simp_Setting()
+                item.name = setting.rawValue
+                item.value = stored.settings[setting.rawValue] ?? setting.defaultValue
+                return item
+            }
+            return Simp_Envelope(requestID: id, .settingsAnswer(answer))
+        }
+        respond(context, id, future)
     }
 
     /// The user this connection logged in as; nil, and the request refused, before a login.

@@ -19,6 +19,8 @@ enum RequestCost {
     /// A group's membership change: its entries are copied into every member's inbox (up to
     /// `--max-group-members` script calls).
     static let groupChange = 16
+    /// A contact request's steps: one script call on each side, and a notice stored.
+    static let contactChange = 6
 
     static func of(_ envelope: Simp_Envelope) -> Int {
         switch envelope.body {
@@ -30,6 +32,11 @@ enum RequestCost {
         case .connect: connect
         case .query, .withdraw: redisRead
         case .groupRequest(let request): request.action == .list || request.action == .members ? redisRead : groupChange
+        // Up to four script calls and a notice stored.
+        case .contactRequest(let request): request.action == .list ? redisRead : contactChange
+        case .settingsRequest: redisRead
+        // A script over the marks, a read per sender, and up to two notices per sender.
+        case .markRead(let request): redisRead + request.reads.count / 16
         default: 1
         }
     }

@@ -32,6 +32,7 @@ final class ServerMetrics: Sendable {
     let bundles: Counter
     let earlyPushes: Counter
     let earlyRetracted: Counter
+    let typingRelayed: Counter
     let retransmits: Counter
     let pushesGivenUp: Counter
     let loginsFailed: Counter
@@ -78,6 +79,7 @@ final class ServerMetrics: Sendable {
         bundles = counter("push_bundles", "BUNDLE datagrams sent: several pushes for one session in one datagram")
         earlyPushes = counter("early_pushes", "Messages pushed to an idle recipient before their store answered (EARLY)")
         earlyRetracted = counter("early_retracted", "Early pushes whose store failed: the recipient was told they were retracted")
+        typingRelayed = counter("typing_relayed", "TYPING datagrams sent to a session (never stored)")
         pushesGivenUp = counter("pushes_given_up", "Pushes given up until the client's next keepalive or session")
         loginsFailed = counter("logins_failed", "Logins with a wrong name or password")
         loginsSucceeded = counter("logins", "Logins with the right password")

@@ -31,6 +31,8 @@ enum DeliveryAction {
     case renewPresence([MessageStore.Presence], sessions: [UInt64])
     case clearPresence(user: String, device: String, session: UInt64, millis: Int64)
     case publish(NodeNotice, to: [String])
+    /// Ask the store whether `to` takes `from`'s typing and where its devices are; relay it there.
+    case routeTyping(from: String, to: String)
     case publishDelivered([String: [Simp_Accepted]])
 
     // Time: `later` runs at the end of this loop tick, `after` when its time has come; both

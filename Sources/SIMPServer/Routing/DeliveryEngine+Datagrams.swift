@@ -25,6 +25,9 @@ extension DeliveryEngine {
                 return
             }
             for message in messages { data(session, payload: message, now: now) }
+        case .open(let session, .typing, let payload):
+            guard fromValidatedAddress(session, envelope.remoteAddress, size: size, now: now) else { return }
+            typing(session, to: payload, now: now)
         case .open(let session, _, _):
             guard fromValidatedAddress(session, envelope.remoteAddress, size: size, now: now) else { return }
             keepalive(session, now: now)
@@ -98,6 +101,26 @@ extension DeliveryEngine {
             sendDatagram(to: session, kind: .challenge, payload: token, at: target)
         }
         return false
+    }
+
+    /// The user is typing to another: the store says whether that user takes it and where its
+    /// devices are (`relayTyping`). Counted against the session's data rate; dropped, not
+    /// refused, when over it or malformed: it is never resent.
+    private mutating func typing(_ session: Session, to payload: [UInt8], now: Moment) {
+        let peer = String(decoding: payload, as: UTF8.self)
+        guard UserName.isValid(peer), peer != session.user else {
+            metrics.dropped(.malformed)
+            return
+        }
+        guard session.bucket.take(now: now.deadline) else { return }
+        act(.routeTyping(from: session.user, to: peer))
+    }
+
+    /// `from` is typing to `to`, whose sessions here hear it.
+    mutating func relayTyping(from: String, to: String) {
+        for recipient in sessions.sessions(of: to) where recipient.isBound {
+            if sendDatagram(to: recipient, kind: .typing, payload: Array(from.utf8)) { metrics.typingRelayed.increment() }
+        }
     }
 
     private mutating func data(_ session: Session, payload: [UInt8], now: Moment) {

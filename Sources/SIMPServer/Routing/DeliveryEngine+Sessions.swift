@@ -145,6 +145,10 @@ extension DeliveryEngine {
             }
         case .devices(let user, let count):
             deviceCount(of: user, is: count)
+        case .filtered(let user):
+            for session in sessions.sessions(of: user) { session.takesEarly = false }
+        case .typing(let from, let to):
+            relayTyping(from: from, to: to)
         }
     }
 

@@ -175,7 +175,7 @@ extension DeliveryEngine {
 
     /// The sender's device that sent the request hears `envelopes` (its other devices never sent it).
     mutating func answerSender(_ request: StoreRequest, _ envelopes: [Simp_Envelope]) {
-        guard let sender = sessions.session(of: request.from, device: request.device) else { return }
+        guard !request.notice, let sender = sessions.session(of: request.from, device: request.device) else { return }
         for envelope in envelopes { act(.send(envelope, session: sender.id)) }
     }
 

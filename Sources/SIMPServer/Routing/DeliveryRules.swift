@@ -35,6 +35,10 @@ extension DeliveryEngine {
         case .unavailable(let error):
             let doubt = request.ambiguousSince == nil ? "" : "; it may still be delivered"
             return [failed(request, .storeUnavailable, "message store unavailable: \(error.message)\(doubt)")]
+        case .notAContact:
+            // The same words whether the recipient blocked the sender or takes messages from
+            // contacts only: the sender is not told which (docs/SECURITY.md).
+            return [failed(request, .notAContact, "\(request.to) does not take messages from you")]
         case .failedBefore(let code):
             return [failed(request, code, "not stored: an earlier attempt of it failed (\(code.name)), which this one cannot undo")]
         case .replicasShort(let online):

@@ -12,13 +12,22 @@ enum NodeNotice: Equatable, Sendable {
     /// The user has this many devices now (one of them just connected elsewhere): a device
     /// here copies what it sends for the others from now on.
     case devices(user: String, count: Int)
+    /// The user blocked someone or now takes messages from contacts only: nothing more goes
+    /// early to its sessions (a message refused by the filters must never reach them).
+    case filtered(user: String)
+    /// `from` is typing to `to`, who has a device on the receiving node.
+    case typing(from: String, to: String)
 
-    /// `inbox USER`, `devices USER COUNT`, or `delivered SENDER ` and a serialized
+    /// `inbox USER`, `filtered USER`, `typing FROM TO`, `devices USER COUNT`, or `delivered SENDER ` and a serialized
     /// `DeliveryQuery` listing the messages.
     var payload: [UInt8] {
         switch self {
         case .inbox(let user):
             return Array("inbox \(user)".utf8)
+        case .filtered(let user):
+            return Array("filtered \(user)".utf8)
+        case .typing(let from, let to):
+            return Array("typing \(from) \(to)".utf8)
         case .devices(let user, let count):
             return Array("devices \(user) \(count)".utf8)
         case .delivered(let sender, let messages):
@@ -37,6 +46,14 @@ enum NodeNotice: Equatable, Sendable {
             let user = String(decoding: rest, as: UTF8.self)
             guard UserName.isValid(user) else { return nil }
             self = .inbox(user: user)
+        case "filtered":
+            let user = String(decoding: rest, as: UTF8.self)
+            guard UserName.isValid(user) else { return nil }
+            self = .filtered(user: user)
+        case "typing":
+            let words = String(decoding: rest, as: UTF8.self).split(separator: " ").map(String.init)
+            guard words.count == 2, UserName.isValid(words[0]), UserName.isValid(words[1]) else { return nil }
+            self = .typing(from: words[0], to: words[1])
         case "devices":
             let words = String(decoding: rest, as: UTF8.self).split(separator: " ")
             guard words.count == 2, UserName.isValid(String(words[0])), let count = Int(words[1]), count > 0 else { return nil }

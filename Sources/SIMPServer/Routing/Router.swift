@@ -88,6 +88,28 @@ final class Router: @unchecked Sendable {
         return groups.change(action, group: group, by: by, users: users, maxMembers: maxMembers)
     }
 
+    /// What a read request needs of its session: who reads, and how far it confirmed.
+    func reader(of sessionID: UInt64) -> ReadReceipts.Reader? {
+        loop.assertInEventLoop()
+        guard let session = engine.sessions[sessionID] else { return nil }
+        return ReadReceipts.Reader(user: session.user, device: session.device, confirmed: session.confirmed,
+                                   otherDevices: session.devices > 1)
+    }
+
+    /// Stores a notice of the server's (`StoreRequest.notice`) in its recipient's inbox, pushed
+    /// like any message; nobody is answered.
+    func notify(_ notice: StoreRequest) {
+        feed { engine, now in engine.enqueueStore(notice, now: now) }
+    }
+
+    /// The user blocked someone or turned contacts-only on: its sessions here, and on `nodes`,
+    /// take nothing early from now on.
+    func filtered(user: String, nodes: [String]) {
+        feed { engine, _ in engine.received(.filtered(user: user)) }
+        let others = nodes.filter { $0 != engine.settings.nodeID }
+        if !others.isEmpty { store.publish(.filtered(user: user), to: others, on: loop) }
+    }
+
     func start() {
         feed { engine, _ in engine.start() }
     }
@@ -109,8 +131,10 @@ final class Router: @unchecked Sendable {
         return store.registerDevice(user: request.user, device: request.device, nowMillis: Self.now.millis,
                                     issuedMillis: request.tokenIssuedMillis, on: loop).flatMap { [self] registration in
             if let refusal = DeliveryEngine.refusal(registration, request) { return loop.makeFailedFuture(refusal) }
-            guard case .registered(let cursor, let devices, let nodes) = registration else { preconditionFailure("refused above") }
-            let opened = feed { engine, now in engine.open(request, devices: devices, nodes: nodes, now: now) }
+            guard case .registered(let cursor, let devices, let nodes, let filtered) = registration else { preconditionFailure("refused above") }
+            var wanted = request
+            if filtered { wanted.takesEarly = false }
+            let opened = feed { engine, now in engine.open(wanted, devices: devices, nodes: nodes, now: now) }
             let session = opened.session
             controls[session.id] = control
             return store.repairNumbering(user: request.user, lastSeq: request.lastSeq, on: loop).map { [self] moved in
@@ -301,6 +325,12 @@ final class Router: @unchecked Sendable {
             }
         case .publish(let notice, let nodes):
             store.publish(notice, to: nodes, on: loop)
+        case .routeTyping(let from, let to):
+            store.typingNodes(from: from, to: to, on: loop).whenSuccess { [self] nodes in
+                if nodes.contains(engine.settings.nodeID) { feed { engine, _ in engine.relayTyping(from: from, to: to) } }
+                let others = nodes.filter { $0 != engine.settings.nodeID }
+                if !others.isEmpty { store.publish(.typing(from: from, to: to), to: others, on: loop) }
+            }
         case .publishDelivered(let notices):
             store.publishDelivered(notices, on: loop).whenFailure { [logger] error in
                 logger.debug("delivered notices not published; the senders will ask", metadata: ["error": "\(error)"])

@@ -52,6 +52,15 @@ struct Keys: Sendable {
     func groupJoins(_ group: String) -> String { of(GroupName.address(group), "joined") }
     /// NAME's groups: field GROUP, value "MARK IN" (`Scripts.groupDeliver`).
     func groups(_ name: String) -> String { of(name, "groups") }
+    /// NAME's contacts and requests: field USER, value "contact", "sent" (NAME asked USER) or
+    /// "received" (USER asked NAME). Each side keeps its own record (`Scripts.contact`).
+    func contacts(_ name: String) -> String { of(name, "contacts") }
+    /// The users NAME blocked: nothing they send is stored for NAME.
+    func blocked(_ name: String) -> String { of(name, "blocked") }
+    /// NAME's settings (`UserSettings`): field the setting's name, value its value.
+    func settings(_ name: String) -> String { of(name, "settings") }
+    /// Contact requests NAME made in the current window (`--contact-requests-per-hour`).
+    func contactRequests(_ name: String) -> String { of(name, "contactreqs") }
     var secret: String { "\(prefix):secret" }
     /// A running node's claim on its id (`NodeRecord`): its instance token, expiring unless renewed.
     func node(_ id: String) -> String { "\(prefix):node:\(id)" }

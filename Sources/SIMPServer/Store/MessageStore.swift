@@ -39,6 +39,14 @@ struct StoreRequest: Sendable {
     var pushedEarly = false
     /// When its shard first refused it for want of replicas (`--redis-min-replicas`).
     var heldSince: NIODeadline?
+    /// A notice of the server's (`ContactNotices`): its "sender" is answered nothing, and the
+    /// recipient's filters do not apply to it.
+    var notice = false
+    /// Kept in the conversation's history; a read receipt is not.
+    var inHistory = true
+    /// Whether the recipient's blocks and contacts-only setting apply: not to a copy for the
+    /// sender's own devices, nor to a notice.
+    var filtered: Bool { !notice && copyFor == nil }
     /// Its place among the stores this node was handed: one that comes back to be stored again
     /// (an unknown outcome, a wait for replicas) leaves before later ones, and a refused one can
     /// tell whether a later one of its conversation was stored meanwhile.
@@ -94,6 +102,8 @@ enum StoreOutcome: Sendable {
     /// An earlier attempt of this message failed for good with `code` (Redis keeps that), and
     /// its sender may not have heard: answered the same, never stored after later messages.
     case failedBefore(code: Simp_ErrorCode)
+    /// The recipient blocked the sender, or takes messages from contacts only.
+    case notAContact
     case unavailable(RedisError)
 }
 
@@ -116,7 +126,7 @@ extension StoreOutcome {
         case .stored: false
         case .duplicate(_, let delivered): delivered && !ambiguous
         case .unavailable: !ambiguous
-        case .unknownRecipient, .inboxFull, .shareFull, .notStored, .replicasShort, .failedBefore: true
+        case .unknownRecipient, .inboxFull, .shareFull, .notStored, .replicasShort, .failedBefore, .notAContact: true
         }
     }
 
@@ -128,7 +138,7 @@ extension StoreOutcome {
         switch self {
         case .duplicate(let seq, let delivered): !delivered && seq > pushedUpTo
         case .unavailable: ambiguous
-        case .stored, .unknownRecipient, .inboxFull, .shareFull, .notStored, .replicasShort, .failedBefore: false
+        case .stored, .unknownRecipient, .inboxFull, .shareFull, .notStored, .replicasShort, .failedBefore, .notAContact: false
         }
     }
 }
@@ -147,6 +157,8 @@ struct StoreSettings: Sendable {
     var presenceTTLSeconds = 90
     var maxDevicesPerUser = 10
     var maxGroupMembers = 1000
+    /// Contact requests one user may make in an hour.
+    var contactRequestsPerHour = 30
     /// A device neither connected nor seen for this long is forgotten (30 days).
     var forgetDevicesAfterMillis: Int64 = 30 * 24 * 3600 * 1000
     /// How long a token lives: a device revocation is kept that long.
@@ -313,7 +325,7 @@ final class MessageStore: Sendable {
         var lists: [String: [[UInt8]]] = [:]
         var order: [String] = []
         // A sender with several devices has its copy (and its history) made by a store of its own.
-        for (request, outcome) in zip(batch, outcomes) where request.from != request.to && !request.copiedForSender {
+        for (request, outcome) in zip(batch, outcomes) where request.from != request.to && !request.copiedForSender && request.inHistory {
             guard case .stored(_, let bytes) = outcome else { continue }
             let key = keys.history(of: request.from, with: request.to)
             if lists[key] == nil { order.append(key) }
@@ -342,7 +354,7 @@ final class MessageStore: Sendable {
     private func storeCommand(_ requests: [StoreRequest], floor: UInt64?) -> RedisCommand {
         let to = requests[0].to
         var keys: [any RedisArgument] = [keys.user(to), keys.seq(to), keys.inbox(to), keys.acked(to), keys.numbering(to),
-                                         keys.presence(to)]
+                                         keys.presence(to), keys.contacts(to), keys.blocked(to), keys.settings(to)]
         for request in requests {
             keys.append(self.keys.messageIDs(to: to, from: request.from))
             keys.append(self.keys.history(of: to, with: request.copyFor ?? request.from))
@@ -357,6 +369,7 @@ final class MessageStore: Sendable {
         for request in requests {
             args.append(request.id)
             args.append(request.answerOnly ? [] : request.bytes)
+            args.append(request.filtered ? request.from : (request.inHistory ? "" : "-"))
         }
         var command = RedisCommand.script(Scripts.store, keys: keys, args: args)
         command.runIDArgument = runIDArgument
@@ -400,6 +413,7 @@ final class MessageStore: Sendable {
         case -6:
             guard parts.count >= 2, let code = parts[1].int else { break }
             return .failedBefore(code: Simp_ErrorCode(rawValue: Int(code)) ?? .storeUnavailable)
+        case -7: return .notAContact
         default: break
         }
         return .unavailable(RedisError(.protocolViolation, "store script returned \(reply)"))
@@ -633,8 +647,9 @@ final class MessageStore: Sendable {
 
     enum DeviceRegistration: Equatable {
         /// The device's confirmed mark, how many devices the user has, and the nodes its
-        /// devices are connected to.
-        case registered(cursor: UInt64, devices: Int, nodes: [String])
+        /// devices are connected to; `filtered`: the user blocked someone or takes messages
+        /// from contacts only (nothing is pushed to it before its store answers).
+        case registered(cursor: UInt64, devices: Int, nodes: [String], filtered: Bool = false)
         case tooMany(devices: Int)
         case revoked
     }
@@ -644,14 +659,15 @@ final class MessageStore: Sendable {
                         on loop: any EventLoop) -> EventLoopFuture<DeviceRegistration> {
         let command = RedisCommand.script(
             Scripts.registerDevice,
-            keys: [keys.devices(user), keys.cursors(user), keys.acked(user), keys.revokedDevices(user), keys.presence(user)],
+            keys: [keys.devices(user), keys.cursors(user), keys.acked(user), keys.revokedDevices(user), keys.presence(user),
+                   keys.blocked(user), keys.settings(user)],
             args: [device, settings.maxDevicesPerUser, nowMillis, issuedMillis])
         return redis.run([command], on: loop).flatMapThrowing { replies in
             let parts = try replies[0].checked().array ?? []
             switch parts.first?.int {
-            case Int64(1)? where parts.count >= 3:
+            case Int64(1)? where parts.count >= 4:
                 return .registered(cursor: UInt64(parts[1].int ?? 0), devices: Int(parts[2].int ?? 1),
-                                   nodes: parts.dropFirst(3).compactMap(\.string))
+                                   nodes: parts.dropFirst(4).compactMap(\.string), filtered: parts[3].int == 1)
             case Int64(-1)?: return .tooMany(devices: Int(parts.count > 2 ? parts[2].int ?? 0 : 0))
             case Int64(-2)?: return .revoked
             default: throw RedisError(.protocolViolation, "device registration returned \(parts)")

@@ -4,13 +4,18 @@ import SIMPRedis
 enum Scripts {
     /// Stores several messages for ONE recipient in one call (a script call costs Redis about
     /// 10 µs of its own, more than the commands it runs). KEYS: the recipient's user, seq,
-    /// inbox, confirmed mark, numbering record and presence, then per message the ids its
-    /// sender stored in this inbox and the conversation's history. ARGV: id TTL, history cap,
+    /// inbox, confirmed mark, numbering record, presence, contacts, blocked users and settings,
+    /// then per message the ids its sender stored in this inbox and the conversation's
+    /// history. ARGV: id TTL, history cap,
     /// inbox limit, a sender's share of the inbox, ids kept per sender, the recipient's
     /// numbering floor (the highest seq its connected session has seen; -1 when no session of
     /// it is connected), Redis' run id, this node's id, the replicas a new message needs online
     /// (`--redis-min-replicas`) and the lag in seconds up to which one counts as online, then
-    /// per message its id and its bytes. A new message is not stored while fewer replicas are
+    /// per message its id, its bytes and the sender the recipient's filters apply to ('' for
+    /// none: a copy for the sender's own devices, a notice of the server's; '-' for none, and
+    /// not kept in the history either: a read receipt). A message from a
+    /// sender the recipient blocked, or from a non-contact while the recipient takes messages
+    /// from contacts only, is not stored ({-7}, kept as a failure like the inbox's). A new message is not stored while fewer replicas are
     /// online than it needs (INFO replication): WAIT could only find it unreplicated, and a
     /// message written but not replicated can neither be accepted nor taken back.
     /// When it stored something for a recipient whose presence names another node, each stored
@@ -28,7 +33,8 @@ enum Scripts {
     /// mark, so a resent message already delivered is answered as such), {-1} unknown
     /// recipient, {-2} inbox full, {-3} the sender's share of the inbox full, {-4} not stored
     /// before (for a message sent with no bytes: a late resend, to be answered, never stored),
-    /// {-5, online} not stored: too few replicas online. History
+    /// {-5, online} not stored: too few replicas online, {-7} refused by the recipient's
+    /// filters (NOT_A_CONTACT). History
     /// and a sender's ids grow 10% past their caps before they are trimmed, oldest first (a trim
     /// on every call was the most expensive command the script ran).
     static let store = RedisScript(seqField + numberingRun + onlineReplicas + presenceNodes + """
@@ -64,9 +70,23 @@ enum Scripts {
       table.insert(idArgs[ids], id)
       stored[ids .. ' ' .. id] = -code
     end
-    for i = 11, #ARGV, 2 do
+    -- The recipient's filters are read once per call, and per sender only when it has any.
+    local blocks, only, refusals = nil, nil, {}
+    local function refuses(sender)
+      if sender == '' or sender == '-' then return false end
+      if blocks == nil then
+        blocks = redis.call('SCARD', KEYS[8]) > 0
+        only = redis.call('HGET', KEYS[9], 'contacts-only') == 'on'
+      end
+      if refusals[sender] == nil then
+        refusals[sender] = (blocks and redis.call('SISMEMBER', KEYS[8], sender) == 1)
+          or (only and redis.call('HGET', KEYS[7], sender) ~= 'contact')
+      end
+      return refusals[sender]
+    end
+    for i = 11, #ARGV, 3 do
       n = n + 1
-      local ids = KEYS[5 + 2 * n]
+      local ids = KEYS[8 + 2 * n]
       if not asked[ids] then asked[ids] = {}; table.insert(askedKeys, ids) end
       table.insert(asked[ids], ARGV[i])
     end
@@ -78,9 +98,9 @@ enum Scripts {
       priors[ids] = known
     end
     n = 0
-    for i = 11, #ARGV, 2 do
+    for i = 11, #ARGV, 3 do
       n = n + 1
-      local ids, hist, id = KEYS[5 + 2 * n], KEYS[6 + 2 * n], ARGV[i]
+      local ids, hist, id = KEYS[8 + 2 * n], KEYS[9 + 2 * n], ARGV[i]
       local prior = tonumber(stored[ids .. ' ' .. id] or priors[ids][id])
       if prior and prior < 0 then
         out[n] = {-6, -prior}
@@ -92,6 +112,9 @@ enum Scripts {
         out[n] = {-1}
       elseif need > 0 and short() then
         out[n] = {-5, online}
+      elseif refuses(ARGV[i + 2]) then
+        out[n] = {-7}
+        failed(ids, id, 32)
       else
         -- Entries kept only for a device behind the others do not fill the inbox (`ack`).
         count = count or redis.call('ZCOUNT', KEYS[3], '(' .. confirmed, '+inf')
@@ -107,8 +130,10 @@ enum Scripts {
           local bytes = ARGV[i + 1] .. seqfield(top)
           table.insert(inbox, top)
           table.insert(inbox, bytes)
-          if not lists[hist] then lists[hist] = {}; table.insert(listKeys, hist) end
-          table.insert(lists[hist], bytes)
+          if ARGV[i + 2] ~= '-' then
+            if not lists[hist] then lists[hist] = {}; table.insert(listKeys, hist) end
+            table.insert(lists[hist], bytes)
+          end
           if not idArgs[ids] then idArgs[ids] = {}; table.insert(idKeys, ids) end
           table.insert(idArgs[ids], top)
           table.insert(idArgs[ids], id)
@@ -289,7 +314,9 @@ enum Scripts {
     /// confirmed mark, revoked devices, presence. ARGV: device, the most devices a user may
     /// have, now (ms), when the token was issued (ms). A new device starts at the user's
     /// confirmed mark: it gets what no device has confirmed yet, not the past. Returns {1,
-    /// cursor, devices, node...} (nodes: where the user's other devices are), {-1, 0, devices}
+    /// cursor, devices, filtered, node...} (filtered: 1 when the user blocked someone or takes
+    /// messages from contacts only, KEYS[6] and [7]; nodes: where the user's other devices
+    /// are), {-1, 0, devices}
     /// when the user has the most devices already, {-2} when the token predates the device's
     /// revocation.
     static let registerDevice = RedisScript(presenceNodes + """
@@ -307,7 +334,8 @@ enum Scripts {
       redis.call('HSET', KEYS[2], device, cursor)
     end
     redis.call('HSET', KEYS[1], device, ARGV[3])
-    local out = {1, tonumber(cursor), count}
+    local filtered = redis.call('EXISTS', KEYS[6]) == 1 or redis.call('HGET', KEYS[7], 'contacts-only') == 'on'
+    local out = {1, tonumber(cursor), count, filtered and 1 or 0}
     for _, node in ipairs(presencenodes(KEYS[5], '')) do table.insert(out, node) end
     return out
     """)

@@ -1,0 +1,77 @@
+import SIMPCore
+
+/// Read receipts (docs/PROTOCOL.md, Read receipts), pure: which marks of a `markRead` may be
+/// told, and the notices that tell them.
+enum ReadReceipts {
+    /// Marks one request may carry.
+    static let maxMarks = 256
+
+    /// What the reader's session knows when the request comes.
+    struct Reader: Sendable, Equatable {
+        var user: String
+        var device: String
+        /// The highest seq the session confirmed: a message above it is not delivered yet.
+        var confirmed: UInt64
+        /// The user has other devices, which learn of the read too.
+        var otherDevices: Bool
+    }
+
+    static func problem(in request: Simp_ReadRequest, from user: String) -> String? {
+        if request.reads.count > maxMarks { return "at most \(maxMarks) marks in one request" }
+        if let bad = request.reads.first(where: { !UserName.isValid($0.fromUser) || $0.fromUser == user || $0.seq == 0 || $0.messageID.isEmpty }) {
+            return "not a message of another user's in your inbox: \(bad.fromUser) \(bad.messageID) at seq \(bad.seq)"
+        }
+        return nil
+    }
+
+    /// The marks of messages the session has confirmed: a read is never told before the
+    /// message was delivered.
+    static func delivered(_ request: Simp_ReadRequest, reader: Reader) -> [Simp_ReadMark] {
+        var seen = Set<String>()
+        return request.reads.filter { $0.seq <= reader.confirmed && seen.insert("\($0.fromUser) \($0.messageID)").inserted }
+    }
+
+    /// The notices for marks the store found genuine (`Scripts.readMarks`), by sender: one in
+    /// each sender's inbox whose user takes read receipts, and one in the reader's own for its
+    /// other devices.
+    static func notices(_ marks: [Simp_ReadMark], reader: Reader, sendersTakingReceipts: Set<String>,
+                        ids: () -> UInt64, nowMillis: Int64) -> [StoreRequest] {
+        var bySender: [String: [String]] = [:]
+        var order: [String] = []
+        for mark in marks {
+            if bySender[mark.fromUser] == nil { order.append(mark.fromUser) }
+            bySender[mark.fromUser, default: []].append(mark.messageID)
+        }
+        return order.flatMap { sender -> [StoreRequest] in
+            let content = bySender[sender]!.joined(separator: " ")
+            var out: [StoreRequest] = []
+            if sendersTakingReceipts.contains(sender) {
+                out.append(notice(from: reader.user, to: sender, owner: sender, content: content, device: "", id: ids(), nowMillis: nowMillis))
+            }
+            if reader.otherDevices {
+                out.append(notice(from: reader.user, to: sender, owner: reader.user, content: content, device: reader.device, id: ids(),
+                                  nowMillis: nowMillis))
+            }
+            return out
+        }
+    }
+
+    /// A READ notice in `owner`'s inbox.
+    private static func notice(from: String, to: String, owner: String, content: String, device: String,
+                               id: UInt64, nowMillis: Int64) -> StoreRequest {
+        var message = Simp_Message()
+        message.version = 1
+        message.messageID = String(id)
+        message.time = nowMillis
+        message.serverTime = nowMillis
+        message.fromUser = from
+        message.toUser = to
+        message.type = .read
+        message.content = content
+        message.fromDevice = device
+        var request = StoreRequest(from: from, id: message.messageID, to: owner, bytes: (try? message.serializedBytes()) ?? [])
+        request.notice = true
+        request.inHistory = false
+        return request
+    }
+}

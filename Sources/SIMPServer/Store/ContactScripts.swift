@@ -1,0 +1,102 @@
+import SIMPRedis
+
+extension Scripts {
+    /// One step of a contact request on one user's records, in that user's slot: a request
+    /// touches two users, so it is two steps, each atomic, made in an order that a crash
+    /// between them leaves nothing a later step cannot finish (`ContactFlow`).
+    /// KEYS: the user's account, contacts, blocked users, contact requests made in the current
+    /// window, presence. ARGV: the step, the other user, the window (s), requests per window.
+    /// Steps and what they return first (then the contacts as field/value pairs, the users
+    /// blocked, and the nodes where the user's devices are):
+    /// - ask: the user asks PEER. -1 the user blocked PEER, -2 over the rate, 1 PEER had asked
+    ///   the user (the request is an acceptance), 2 contacts already, 0 asked.
+    /// - receive: PEER asks the user. -3 no such user, 0 the user blocked PEER (nothing is
+    ///   recorded: the request is dropped unseen), 1 recorded as "received", 2 contacts
+    ///   already, 3 the user had asked PEER (now contacts), 4 received before.
+    /// - sent / contact: records PEER as "sent" (unless contacts) or as a contact; 0.
+    /// - accept, decline: PEER's request ("received"), -4 when there is none; 0.
+    /// - remove: -4 when PEER is neither contact nor request; 0.
+    /// - forget: PEER ended it from their side (declined, removed); 0.
+    /// - block: 0 (a request of PEER's is dropped); unblock: -4 when PEER was not blocked.
+    /// - list: 0.
+    static let contact = RedisScript(presenceNodes + """
+    local step, peer = ARGV[1], ARGV[2]
+    local state = redis.call('HGET', KEYS[2], peer)
+    local status = 0
+    if step == 'ask' then
+      if redis.call('SISMEMBER', KEYS[3], peer) == 1 then status = -1
+      elseif state == 'contact' then status = 2
+      elseif state == 'received' then status = 1
+      else
+        local made = redis.call('INCR', KEYS[4])
+        if made == 1 then redis.call('EXPIRE', KEYS[4], ARGV[3]) end
+        if made > tonumber(ARGV[4]) then status = -2 end
+      end
+    elseif step == 'receive' then
+      if redis.call('EXISTS', KEYS[1]) == 0 then status = -3
+      elseif redis.call('SISMEMBER', KEYS[3], peer) == 1 then status = 0
+      elseif state == 'contact' then status = 2
+      elseif state == 'sent' then
+        redis.call('HSET', KEYS[2], peer, 'contact')
+        status = 3
+      elseif state == 'received' then status = 4
+      else
+        redis.call('HSET', KEYS[2], peer, 'received')
+        status = 1
+      end
+    elseif step == 'sent' then
+      if state ~= 'contact' then redis.call('HSET', KEYS[2], peer, 'sent') end
+    elseif step == 'contact' then
+      redis.call('HSET', KEYS[2], peer, 'contact')
+    elseif step == 'accept' or step == 'decline' then
+      if state ~= 'received' then status = -4
+      elseif step == 'accept' then redis.call('HSET', KEYS[2], peer, 'contact')
+      else redis.call('HDEL', KEYS[2], peer) end
+    elseif step == 'remove' then
+      if redis.call('HDEL', KEYS[2], peer) == 0 then status = -4 end
+    elseif step == 'forget' then
+      redis.call('HDEL', KEYS[2], peer)
+    elseif step == 'block' then
+      redis.call('SADD', KEYS[3], peer)
+      if state == 'received' then redis.call('HDEL', KEYS[2], peer) end
+    elseif step == 'unblock' then
+      if redis.call('SREM', KEYS[3], peer) == 0 then status = -4 end
+    end
+    return {status, redis.call('HGETALL', KEYS[2]), redis.call('SMEMBERS', KEYS[3]), presencenodes(KEYS[5], '')}
+    """)
+
+    /// Which read marks name a message of the reader's inbox: the sender's id stored there at
+    /// the seq the mark says. KEYS: the reader's settings, then the ids each sender stored in
+    /// the reader's inbox. ARGV: per mark the index of its sender's key (from 2), its id, its
+    /// seq. Returns {0} when the reader turned read receipts off, else {1, index...} (the marks
+    /// that hold, from 1).
+    static let readMarks = RedisScript("""
+    if redis.call('HGET', KEYS[1], 'read-receipts') == 'off' then return {0} end
+    local out = {1}
+    for i = 1, #ARGV, 3 do
+      if tonumber(redis.call('ZSCORE', KEYS[tonumber(ARGV[i])], ARGV[i + 1]) or '-1') == tonumber(ARGV[i + 2]) then
+        table.insert(out, (i + 2) / 3)
+      end
+    end
+    return out
+    """)
+
+    /// Where a user who takes ARGV[1]'s typing has its devices (every node, this one too), or
+    /// nothing when it blocked ARGV[1] or takes contacts only and ARGV[1] is not one. Reads
+    /// only. KEYS: the user's blocked users, settings, contacts, presence.
+    static let typingNodes = RedisScript(presenceNodes + """
+    if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 1 then return {} end
+    if redis.call('HGET', KEYS[2], 'contacts-only') == 'on' and redis.call('HGET', KEYS[3], ARGV[1]) ~= 'contact' then return {} end
+    return presencenodes(KEYS[4], '')
+    """)
+
+    /// Reads the user's settings, after changing those in ARGV (name, value pairs; value ''
+    /// removes the setting: its default). KEYS: settings, presence. Returns {the settings as
+    /// field/value pairs, the nodes where the user's devices are}.
+    static let settings = RedisScript(presenceNodes + """
+    for i = 1, #ARGV, 2 do
+      if ARGV[i + 1] == '' then redis.call('HDEL', KEYS[1], ARGV[i]) else redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+    end
+    return {redis.call('HGETALL', KEYS[1]), presencenodes(KEYS[2], '')}
+    """)
+}

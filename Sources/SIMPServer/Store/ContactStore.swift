@@ -1,0 +1,95 @@
+import NIOCore
+import SIMPCore
+import SIMPRedis
+
+/// A user's contacts, blocks and settings in Redis (`ContactScripts.swift`).
+extension MessageStore {
+    /// One step of a contact request on `owner`'s records (`Scripts.contact`).
+    func contactStep(_ step: ContactFlow.Step, owner: String, peer: String, on loop: any EventLoop) -> EventLoopFuture<ContactFlow.Result> {
+        let command = RedisCommand.script(Scripts.contact,
+                                          keys: [keys.user(owner), keys.contacts(owner), keys.blocked(owner), keys.contactRequests(owner),
+                                                 keys.presence(owner)],
+                                          args: [step.rawValue, peer, 3600, settings.contactRequestsPerHour])
+        return redis.run([command], on: loop).flatMapThrowing { replies in
+            let parts = try replies[0].checked().array ?? []
+            guard parts.count == 4, let status = parts[0].int else {
+                throw RedisError(.protocolViolation, "contact script returned \(replies[0])")
+            }
+            let pairs = Self.pairs(parts[1])
+            return ContactFlow.Result(status: Int(status), contacts: pairs.map { Simp_Contact(name: $0.0, state: $0.1) },
+                                      blocked: (parts[2].array ?? []).compactMap(\.string), nodes: (parts[3].array ?? []).compactMap(\.string))
+        }
+    }
+
+    /// The user's settings after setting `changes` (a value of nil: back to its default), and
+    /// where its devices are.
+    func settings(of user: String, changing changes: [(name: String, value: String?)], on loop: any EventLoop)
+        -> EventLoopFuture<(settings: [String: String], nodes: [String])> {
+        let args: [any RedisArgument] = changes.flatMap { [$0.name, $0.value ?? ""] as [any RedisArgument] }
+        let command = RedisCommand.script(Scripts.settings, keys: [keys.settings(user), keys.presence(user)], args: args)
+        return redis.run([command], on: loop).flatMapThrowing { replies in
+            let parts = try replies[0].checked().array ?? []
+            guard parts.count == 2 else { throw RedisError(.protocolViolation, "settings script returned \(replies[0])") }
+            return (Dictionary(Self.pairs(parts[0]), uniquingKeysWith: { $1 }), (parts[1].array ?? []).compactMap(\.string))
+        }
+    }
+
+    /// An HGETALL reply's field/value pairs.
+    private static func pairs(_ reply: RedisValue) -> [(String, String)] {
+        let flat = (reply.array ?? []).compactMap(\.string)
+        return stride(from: 0, to: flat.count - 1, by: 2).map { (flat[$0], flat[$0 + 1]) }
+    }
+}
+
+extension Simp_Contact {
+    init(name: String, state: String) {
+        self.init()
+        self.name = name
+        self.state = state
+    }
+}
+
+/// Read receipts in Redis (`Scripts.readMarks`).
+extension MessageStore {
+    /// The marks that name messages in `reader`'s inbox; empty when the reader turned read receipts off.
+    func genuineReads(_ marks: [Simp_ReadMark], reader: String, on loop: any EventLoop) -> EventLoopFuture<[Simp_ReadMark]> {
+        guard !marks.isEmpty else { return loop.makeSucceededFuture([]) }
+        var senders: [String] = []
+        var index: [String: Int] = [:]
+        var args: [any RedisArgument] = []
+        for mark in marks {
+            if index[mark.fromUser] == nil {
+                index[mark.fromUser] = senders.count + 2
+                senders.append(mark.fromUser)
+            }
+            args += [index[mark.fromUser]!, mark.messageID, Int64(mark.seq)] as [any RedisArgument]
+        }
+        let names = [keys.settings(reader)] + senders.map { keys.messageIDs(to: reader, from: $0) }
+        return redis.run([RedisCommand.script(Scripts.readMarks, keys: names, args: args)], on: loop).flatMapThrowing { replies in
+            let parts = try replies[0].checked().array ?? []
+            guard parts.first?.int == 1 else { return [] }
+            return parts.dropFirst().compactMap { $0.int }.compactMap { $0 >= 1 && $0 <= marks.count ? marks[Int($0) - 1] : nil }
+        }
+    }
+
+    /// Which of `users` take read receipts (the setting is not "off").
+    func takingReadReceipts(_ users: [String], on loop: any EventLoop) -> EventLoopFuture<Set<String>> {
+        guard !users.isEmpty else { return loop.makeSucceededFuture([]) }
+        let reads = users.map { RedisCommand("HGET", [keys.settings($0), UserSetting.readReceipts.rawValue]) }
+        return redis.run(reads, on: loop).flatMapThrowing { replies in
+            Set(try zip(users, replies).filter { try $0.1.checked().string != "off" }.map(\.0))
+        }
+    }
+}
+
+/// Typing (`Scripts.typingNodes`).
+extension MessageStore {
+    /// The nodes where `to`'s devices are, if `to` takes `from`'s typing; none otherwise.
+    func typingNodes(from: String, to: String, on loop: any EventLoop) -> EventLoopFuture<[String]> {
+        let command = RedisCommand.script(Scripts.typingNodes, keys: [keys.blocked(to), keys.settings(to), keys.contacts(to), keys.presence(to)],
+                                          args: [from])
+        return redis.run([command], on: loop).flatMapThrowing { replies in
+            (try replies[0].checked().array ?? []).compactMap(\.string)
+        }
+    }
+}
