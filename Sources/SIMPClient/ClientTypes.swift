@@ -249,6 +249,8 @@ public enum ClientEvent: Sendable, Equatable {
     case memberDelivered(id: String, to: String, member: String, seq: UInt64)
     /// A membership change of a group, in the group's order.
     case groupChanged(group: String, change: GroupChange, seq: UInt64)
+    /// `from` is typing to the user (a few seconds' worth; nothing says it stopped).
+    case typing(from: String)
     /// `from` asks the user to be a contact (`acceptContact`, `declineContact`).
     case contactRequest(from: String)
     /// `by` accepted the user's contact request.

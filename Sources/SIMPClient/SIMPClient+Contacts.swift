@@ -44,6 +44,14 @@ extension SIMPClient {
         try await contactRequest(.unblock, user)
     }
 
+    /// Tells `peer` (its devices that are connected) that the user is typing to it: one TYPING
+    /// datagram, never stored nor resent, dropped when not connected. Send it again every few
+    /// seconds while the user types.
+    public func sendTyping(to peer: String) throws(ClientError) {
+        guard UserName.isValid(peer) else { throw ClientError("not a valid user name: \(peer)", code: .badRequest) }
+        loop.execute { [self] in typing(to: peer) }
+    }
+
     /// The user's settings, each with its value ("on" or "off").
     public func settings() async throws(ClientError) -> [UserSetting: String] {
         try await changeSettings([:])

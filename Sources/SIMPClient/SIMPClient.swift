@@ -359,6 +359,12 @@ public final class SIMPClient: @unchecked Sendable {
         scheduleUDPFlush()
     }
 
+    /// A TYPING datagram, if the session is bound.
+    func typing(to peer: String) {
+        guard lifecycle.isBound else { return }
+        sendDatagram(.typing, Array(peer.utf8))
+    }
+
     private func sendDatagram(_ kind: DatagramKind, _ payload: [UInt8]) {
         writeDatagram(kind, payload)
         scheduleUDPFlush()
@@ -796,6 +802,9 @@ public final class SIMPClient: @unchecked Sendable {
         switch header.kind {
         case .data: received([payload])
         case .early: receivedEarly(payload)
+        case .typing:
+            let from = String(decoding: payload, as: UTF8.self)
+            if UserName.isValid(from) { emit(.typing(from: from)) }
         case .bundle:
             guard let messages = try? DatagramBundle.split(payload) else { return }
             received(messages)

@@ -33,6 +33,16 @@ extension Simp_Message {
     }
 }
 
+extension Simp_Message {
+    /// A notice the server stored (contacts, read receipts): nobody hears it was confirmed.
+    public var isNotice: Bool {
+        switch type {
+        case .contactRequest, .contactAccepted, .read: true
+        default: false
+        }
+    }
+}
+
 extension Simp_ErrorCode {
     /// The snake-case name used in docs and JSON output, e.g. "unknown_user".
     public var name: String {

@@ -31,6 +31,15 @@ public struct REPLScreen: Sendable {
     public private(set) var conversation: String?
     /// Messages shown and not yet marked read.
     public var reads = ReadTracker()
+    /// Who was last heard typing to the user, and when.
+    public private(set) var typing: [String: Date] = [:]
+    /// How long `PEER is typing…` stays after the last TYPING from the peer.
+    public static let typingShown: TimeInterval = 4
+    /// When the user last said it is typing to each peer.
+    private var typingSent: [String: Date] = [:]
+    /// How often the user's typing is told: a TYPING datagram is never resent, so a few
+    /// seconds apart while the user types.
+    public static let typingInterval: TimeInterval = 3
 
     public enum Connection: String, Sendable {
         case connected, reconnecting, disconnected
@@ -48,14 +57,36 @@ public struct REPLScreen: Sendable {
     /// The prompt for libedit (`alice> `, or `alice → bob> ` in a conversation): colour
     /// sequences between \u{1} marks, so they take no column.
     public var prompt: String {
-        let name = safe(session.user) + (conversation.map { " → " + safe($0) } ?? "") + ">"
+        let name = safe(session.user) + (conversation.map { " → " + safe($0) } ?? "") + typingText + ">"
         guard style.enabled else { return name + " " }
         return "\u{1}\u{1B}[1;34m\u{1}" + name + "\u{1}\u{1B}[0m\u{1} "
     }
 
     /// The columns the prompt takes on the terminal.
     public var promptColumns: Int {
-        safe(session.user).count + (conversation.map { 3 + safe($0).count } ?? 0) + 2
+        safe(session.user).count + (conversation.map { 3 + safe($0).count } ?? 0) + typingText.count + 2
+    }
+
+    /// ` (bob is typing…)` while the peer of the conversation is heard typing.
+    private var typingText: String {
+        guard let peer = conversation, typing[peer] != nil else { return "" }
+        return " (\(safe(peer)) is typing…)"
+    }
+
+    /// Whether `peer` stopped typing `typingShown` ago: the prompt loses it (true when it changes).
+    public mutating func typingExpired(now: Date) -> Bool {
+        let before = typingText
+        typing = typing.filter { now.timeIntervalSince($0.value) < Self.typingShown }
+        return typingText != before
+    }
+
+    /// The user typed `line` so far: the peer of the conversation to tell, at most every few
+    /// seconds, and not for a command.
+    public mutating func userTyped(_ line: String, now: Date) -> String? {
+        guard let peer = conversation, UserName.isValid(peer), !line.hasPrefix("/"), !line.trimmingCharacters(in: .whitespaces).isEmpty else { return nil }
+        if let last = typingSent[peer], now.timeIntervalSince(last) < Self.typingInterval { return nil }
+        typingSent[peer] = now
+        return peer
     }
 
     /// The user's groups, for Tab (`#NAME`).
@@ -138,6 +169,9 @@ public struct REPLScreen: Sendable {
             return marks.update(id: id, to: .delivered).map { [changeLine($0)] } ?? []
         case .failed(let id, _, let reason):
             return marks.update(id: id, to: .failed, reason: reason).map { [changeLine($0)] } ?? []
+        case .typing(let from):
+            typing[from] = now
+            return []
         case .read(let id, _, let by):
             if by == session.user {
                 reads.readElsewhere(id)

@@ -13,6 +13,8 @@ final class LineEditor: @unchecked Sendable {
     let lines: AsyncStream<String>
     private let lineSink: AsyncStream<String>.Continuation
     private let completer: Completer
+    /// Told the line so far after each key that does not end it (on the editor thread).
+    private let edited: @Sendable (String) -> Void
     private let historyPath: String?
     private let lock = NSLock()
     private var queued: [String] = []
@@ -29,9 +31,11 @@ final class LineEditor: @unchecked Sendable {
     /// A new prompt to take between keys (`setPrompt`).
     private var nextPrompt: (text: String, columns: Int)?
 
-    init(prompt: String, promptColumns: Int, historyPath: String?, completer: @escaping Completer) {
+    init(prompt: String, promptColumns: Int, historyPath: String?, completer: @escaping Completer,
+         edited: @escaping @Sendable (String) -> Void = { _ in }) {
         (lines, lineSink) = AsyncStream.makeStream(of: String.self)
         self.completer = completer
+        self.edited = edited
         self.historyPath = historyPath
         self.promptColumns = promptColumns
         promptText = strdup(prompt)
@@ -140,7 +144,10 @@ final class LineEditor: @unchecked Sendable {
         guard count > 0 else { return true }
         if count == 1 && buffer[0] == 4 { return false }
         let last = buffer[Int(count) - 1]
-        guard last == 0x0A || last == 0x0D else { return true }
+        guard last == 0x0A || last == 0x0D else {
+            edited(String(decoding: UnsafeRawBufferPointer(start: buffer, count: Int(count)), as: UTF8.self))
+            return true
+        }
         let line = String(decoding: UnsafeRawBufferPointer(start: buffer, count: Int(count) - 1), as: UTF8.self)
         // Off and on again: libedit ends the line and starts a fresh one with a new prompt.
         simp_el_unbuffered(editLine, 0)

@@ -48,6 +48,8 @@ final class Output: @unchecked Sendable {
                  human: Self.changeLine(group: group, change))
         case .contactRequest(let from):
             emit(["event": "contact-request", "from": from], human: "[contact request] \(safe(from)) asks to be your contact")
+        case .typing(let from):
+            emit(["event": "typing", "from": from], human: "[typing] \(safe(from))")
         case .read(let id, let from, let by):
             emit(["event": "read", "id": id, "from": from, "by": by], human: "[read] \(safe(id)) by \(safe(by))")
         case .contactAccepted(let by):

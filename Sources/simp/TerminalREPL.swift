@@ -25,11 +25,13 @@ final class TerminalREPL: @unchecked Sendable {
             try? FileManager.default.createDirectory(atPath: (historyPath as NSString).deletingLastPathComponent,
                                                      withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         }
-        editor = LineEditor(prompt: screen.prompt, promptColumns: screen.promptColumns,
-                            historyPath: historyPath) { [unowned self] before in
+        editor = LineEditor(prompt: screen.prompt, promptColumns: screen.promptColumns, historyPath: historyPath, completer: { [unowned self] before in
             let result = REPLCompletion.complete(before, users: withScreen { $0.users.sorted })
             return (result.insert, result.alternatives)
-        }
+        }, edited: { [unowned self] line in
+            // A few seconds apart while the user types in a conversation (REPLScreen.userTyped).
+            if let peer = withScreen({ $0.userTyped(line, now: Date()) }) { try? client.sendTyping(to: peer) }
+        })
     }
 
     var lines: AsyncStream<String> { editor.lines }
@@ -49,6 +51,7 @@ final class TerminalREPL: @unchecked Sendable {
             for await event in client.events {
                 show(withScreen { $0.handle(event, now: Date()) })
                 markDueRead()
+                if case .typing = event { typingChanged() }
                 if case .ended = event { break }
             }
             sweeper.cancel()
@@ -117,6 +120,20 @@ final class TerminalREPL: @unchecked Sendable {
         } catch {
             self.error(error.message)
         }
+    }
+
+    /// Someone was heard typing: the prompt says so for a few seconds (until no more comes).
+    private func typingChanged() {
+        updatePrompt()
+        Task { [self] in
+            try? await Task.sleep(for: .seconds(REPLScreen.typingShown))
+            if withScreen({ $0.typingExpired(now: Date()) }) { updatePrompt() }
+        }
+    }
+
+    private func updatePrompt() {
+        let (prompt, columns) = withScreen { ($0.prompt, $0.promptColumns) }
+        editor.setPrompt(prompt, columns: columns)
     }
 
     /// Tells the server what the user has now seen (not waited for: a failure is a line).

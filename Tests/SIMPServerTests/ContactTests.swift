@@ -154,6 +154,33 @@ extension EventLog {
         await cluster.stop()
     }
 
+    @Test func blockingAContactEndsTheContactOnBothSides() async throws {
+        let cluster = try await TestCluster.start()
+        let (alice, aliceLog) = try await cluster.connectedClient("alice")
+        let (bob, bobLog) = try await cluster.connectedClient("bob")
+        try await alice.addContact("bob")
+        #expect(await bobLog.wait { $0.contactRequests == ["alice"] })
+        try await bob.acceptContact("alice")
+        #expect(await aliceLog.wait { $0.contactAcceptances == ["bob"] })
+        let blocked = try await bob.block("alice")
+        #expect(blocked.contacts.isEmpty && blocked.blocked == ["alice"])
+        // alice sees what a removal would show her: no contact, and her messages refused.
+        #expect(try await alice.contacts().contacts.isEmpty)
+        // A read receipt from a blocked reader is not told either.
+        let id = try await bob.send(to: "alice", text: "still talking to you")
+        #expect(await aliceLog.wait { $0.messages.map(\.id) == [id] })
+        try await alice.markRead(aliceLog.messages)
+        try await bob.unblock("alice")
+        let after = try await bob.send(to: "alice", text: "after")
+        #expect(await aliceLog.wait { $0.messages.map(\.id).contains(after) })
+        try await alice.markRead(aliceLog.messages.filter { $0.id == after })
+        // In inbox order: had the first been told, it would have come first.
+        #expect(await bobLog.wait { !$0.reads.isEmpty })
+        #expect(bobLog.reads.map(\.id) == [after])
+        for client in [alice, bob] { await client.close() }
+        await cluster.stop()
+    }
+
     @Test func contactRequestsAreRateLimitedPerSender() async throws {
         let cluster = try await TestCluster.start { $0.contactRequestsPerHour = 2 }
         for user in ["bob", "carol", "dave"] { try await cluster.register(user) }

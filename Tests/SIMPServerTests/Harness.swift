@@ -116,11 +116,13 @@ final class EventLog: @unchecked Sendable {
     init() {}
 
     private var arrivals: [String: Date] = [:]
+    private var typingHeard: [(from: String, at: Date)] = []
 
     func record(_ event: ClientEvent) {
         lock.lock()
         events.append(event)
         if case .message(let m) = event, arrivals[m.id] == nil { arrivals[m.id] = Date() }
+        if case .typing(let from) = event { typingHeard.append((from, Date())) }
         lock.unlock()
     }
 
@@ -129,6 +131,13 @@ final class EventLog: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         return arrivals
+    }
+
+    /// Who was heard typing, and when.
+    var typing: [(from: String, at: Date)] {
+        lock.lock()
+        defer { lock.unlock() }
+        return typingHeard
     }
 
     var all: [ClientEvent] {

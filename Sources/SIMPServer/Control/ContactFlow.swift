@@ -38,6 +38,8 @@ struct ContactFlow: Sendable {
     let peer: String
     /// What is left to do after the step running now.
     private var pending: [Next] = []
+    /// The user had asked the peer before (its record says "sent"): the peer was told then.
+    private var askedBefore = false
 
     init(_ request: Simp_ContactRequest, user: String) {
         action = request.action
@@ -74,6 +76,7 @@ struct ContactFlow: Sendable {
         case .ask: return asked(result.status)
         case .receive: return received(result.status)
         case .accept:
+            if result.status == 2 { return then([], answer: result) }
             guard result.status == 0 else { return .refuse(.badRequest, "\(peer) has not asked to be your contact") }
             return then([.run(.contact, owner: peer, peer: user), .notify(.contactAccepted, from: user, to: peer)], answer: result)
         case .decline, .remove:
@@ -85,7 +88,19 @@ struct ContactFlow: Sendable {
             guard result.status == 0 else { return .refuse(.badRequest, "\(peer) is not blocked") }
             return then([], answer: result)
         case .block:
-            return then([.filtered(nodes: result.nodes)], answer: result)
+            // A contact or a request ends on both sides, as a REMOVE would: the peer cannot
+            // tell a block from a removal and contacts-only.
+            let forget: [Next] = result.status == 1 ? [.run(.forget, owner: peer, peer: user)] : []
+            return then(forget + [.filtered(nodes: result.nodes)], answer: result)
+        case .contact where owner == peer && result.status == -1:
+            // The peer blocked the user: its side stays as it is, and it is told nothing.
+            pending.removeAll { if case .notify = $0 { true } else { false } }
+            return next()
+        case .sent where result.status == 3:
+            // The peer asked the user meanwhile: both asked, so they are contacts (and the
+            // peer is told that, not of a request).
+            pending.removeAll { if case .notify = $0 { true } else { false } }
+            return then([.run(.contact, owner: peer, peer: user), .notify(.contactAccepted, from: user, to: peer)], answer: result)
         case .sent, .contact, .forget, .list:
             // The user's own records answer; a step on the peer's only moves on.
             return owner == user ? then([], answer: result) : next()
@@ -103,8 +118,11 @@ struct ContactFlow: Sendable {
         case -2: return .refuse(.rateLimited, "too many contact requests; try again later")
         // The peer had asked the user: asking back is accepting.
         case 1: return .run(.accept, owner: user, peer: peer)
-        case 2: return .run(.list, owner: user, peer: "")
-        default: return .run(.receive, owner: peer, peer: user)
+        // Asked before, or contacts already on this side: the peer's side is asked again, which
+        // repairs it if a lost node left it without the request (or the contact).
+        default:
+            askedBefore = status == 3
+            return .run(.receive, owner: peer, peer: user)
         }
     }
 
@@ -112,8 +130,10 @@ struct ContactFlow: Sendable {
         switch status {
         case -3: return .refuse(.unknownUser, "no such user: \(peer)")
         // Blocked: recorded as sent on the user's side, nothing told to the peer.
-        case 0, 4: return .run(.sent, owner: user, peer: peer)
-        case 1:
+        case 0: return .run(.sent, owner: user, peer: peer)
+        // The peer has the request; told already unless the user's side had lost it.
+        case 4 where askedBefore: return .run(.sent, owner: user, peer: peer)
+        case 1, 4:
             pending = [.notify(.contactRequest, from: user, to: peer)]
             return .run(.sent, owner: user, peer: peer)
         case 3:
@@ -141,6 +161,8 @@ struct ContactFlow: Sendable {
         message.type = type
         var request = StoreRequest(from: from, id: message.messageID, to: to, bytes: (try? message.serializedBytes()) ?? [])
         request.notice = true
+        // No device of the user's: tracked apart from what its devices send.
+        request.device = ""
         return request
     }
 

@@ -557,7 +557,7 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
             let marks = ReadReceipts.delivered(request, reader: reader)
             return router.store.genuineReads(marks, reader: user, on: router.loop).flatMap { genuine in
                 let senders = Array(Set(genuine.map(\.fromUser)))
-                return router.store.takingReadReceipts(senders, on: router.loop).map { taking in
+                return router.store.takingReadReceipts(senders, from: user, on: router.loop).map { taking in
                     let notices = ReadReceipts.notices(genuine, reader: reader, sendersTakingReceipts: taking,
                                                        ids: { UInt64.random(in: 1...UInt64.max) }, nowMillis: Accounts.nowMillis())
                     for notice in notices { router.notify(notice) }

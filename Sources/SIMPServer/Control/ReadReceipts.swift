@@ -72,6 +72,7 @@ enum ReadReceipts {
         var request = StoreRequest(from: from, id: message.messageID, to: owner, bytes: (try? message.serializedBytes()) ?? [])
         request.notice = true
         request.inHistory = false
+        request.device = ""
         return request
     }
 }

@@ -152,7 +152,7 @@ extension DeliveryEngine {
         storeTracker.settled(request)
         if case .stored(let seq, let bytes) = outcome {
             answerHeldEarlierOnly(request, now: now)
-            let push = Push(bytes: bytes, from: request.from, id: request.id, isCopy: request.copyFor != nil)
+            let push = Push(bytes: bytes, from: request.from, id: request.id, isCopy: request.copyFor != nil || request.notice)
             for recipient in sessions.sessions(of: request.to) {
                 recipient.raiseNumberingFloor(seq)
                 if recipient.isBound { self.push(seq, push, to: recipient, now: now) }

@@ -7,8 +7,8 @@ struct Push: Sendable {
     var bytes: [UInt8]
     var from: String
     var id: String
-    /// The copy of a message its sender sent from another device, or a group's membership
-    /// change: confirming it tells nobody.
+    /// The copy of a message its sender sent from another device, a group's membership
+    /// change, or a notice of the server's: confirming it tells nobody.
     var isCopy = false
     /// A group message: the group and its place in the group's order (its sender hears which
     /// member confirmed it, by that place).
@@ -25,7 +25,7 @@ extension Push {
     init(stored message: Simp_Message, bytes: [UInt8], recipient: String) {
         self.init(bytes: bytes, from: message.fromUser, id: message.messageID)
         guard let group = GroupName.addressed(by: message.toUser) else {
-            isCopy = message.toUser != recipient
+            isCopy = message.toUser != recipient || message.isNotice
             return
         }
         self.group = GroupPlace(name: group, seq: message.groupSeq)

@@ -8,30 +8,35 @@ extension Scripts {
     /// window, presence. ARGV: the step, the other user, the window (s), requests per window.
     /// Steps and what they return first (then the contacts as field/value pairs, the users
     /// blocked, and the nodes where the user's devices are):
-    /// - ask: the user asks PEER. -1 the user blocked PEER, -2 over the rate, 1 PEER had asked
-    ///   the user (the request is an acceptance), 2 contacts already, 0 asked.
+    /// - ask: the user asks PEER (counted against the rate first, whatever it comes to). -2 over
+    ///   the rate, -1 the user blocked PEER, 1 PEER had asked the user (the request is an
+    ///   acceptance), 2 contacts already, 3 asked before, 0 asked.
     /// - receive: PEER asks the user. -3 no such user, 0 the user blocked PEER (nothing is
     ///   recorded: the request is dropped unseen), 1 recorded as "received", 2 contacts
     ///   already, 3 the user had asked PEER (now contacts), 4 received before.
-    /// - sent / contact: records PEER as "sent" (unless contacts) or as a contact; 0.
-    /// - accept, decline: PEER's request ("received"), -4 when there is none; 0.
+    /// - sent: records PEER as "sent" (unless contacts); 3 when PEER's own request came
+    ///   meanwhile (both asked: now contacts), else 0.
+    /// - contact: records PEER as a contact; -1 (nothing written) when the user blocked PEER.
+    /// - accept, decline: PEER's request ("received"), -4 when there is none, 2 (accept) when
+    ///   contacts already; 0.
     /// - remove: -4 when PEER is neither contact nor request; 0.
     /// - forget: PEER ended it from their side (declined, removed); 0.
-    /// - block: 0 (a request of PEER's is dropped); unblock: -4 when PEER was not blocked.
+    /// - block: the user's record of PEER goes (a contact ends, a request either way is
+    ///   dropped): 1 when there was one (PEER's side is to forget it), else 0. unblock: -4 when
+    ///   PEER was not blocked.
     /// - list: 0.
     static let contact = RedisScript(presenceNodes + """
     local step, peer = ARGV[1], ARGV[2]
     local state = redis.call('HGET', KEYS[2], peer)
     local status = 0
     if step == 'ask' then
-      if redis.call('SISMEMBER', KEYS[3], peer) == 1 then status = -1
+      local made = redis.call('INCR', KEYS[4])
+      if made == 1 then redis.call('EXPIRE', KEYS[4], ARGV[3]) end
+      if made > tonumber(ARGV[4]) then status = -2
+      elseif redis.call('SISMEMBER', KEYS[3], peer) == 1 then status = -1
       elseif state == 'contact' then status = 2
       elseif state == 'received' then status = 1
-      else
-        local made = redis.call('INCR', KEYS[4])
-        if made == 1 then redis.call('EXPIRE', KEYS[4], ARGV[3]) end
-        if made > tonumber(ARGV[4]) then status = -2 end
-      end
+      elseif state == 'sent' then status = 3 end
     elseif step == 'receive' then
       if redis.call('EXISTS', KEYS[1]) == 0 then status = -3
       elseif redis.call('SISMEMBER', KEYS[3], peer) == 1 then status = 0
@@ -45,9 +50,15 @@ extension Scripts {
         status = 1
       end
     elseif step == 'sent' then
-      if state ~= 'contact' then redis.call('HSET', KEYS[2], peer, 'sent') end
+      if state == 'received' then
+        redis.call('HSET', KEYS[2], peer, 'contact')
+        status = 3
+      elseif state ~= 'contact' then redis.call('HSET', KEYS[2], peer, 'sent') end
     elseif step == 'contact' then
-      redis.call('HSET', KEYS[2], peer, 'contact')
+      if redis.call('SISMEMBER', KEYS[3], peer) == 1 then status = -1
+      else redis.call('HSET', KEYS[2], peer, 'contact') end
+    elseif step == 'accept' and state == 'contact' then
+      status = 2
     elseif step == 'accept' or step == 'decline' then
       if state ~= 'received' then status = -4
       elseif step == 'accept' then redis.call('HSET', KEYS[2], peer, 'contact')
@@ -58,7 +69,7 @@ extension Scripts {
       redis.call('HDEL', KEYS[2], peer)
     elseif step == 'block' then
       redis.call('SADD', KEYS[3], peer)
-      if state == 'received' then redis.call('HDEL', KEYS[2], peer) end
+      status = redis.call('HDEL', KEYS[2], peer)
     elseif step == 'unblock' then
       if redis.call('SREM', KEYS[3], peer) == 0 then status = -4 end
     end
@@ -88,6 +99,13 @@ extension Scripts {
     if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 1 then return {} end
     if redis.call('HGET', KEYS[2], 'contacts-only') == 'on' and redis.call('HGET', KEYS[3], ARGV[1]) ~= 'contact' then return {} end
     return presencenodes(KEYS[4], '')
+    """)
+
+    /// Whether a sender takes a read receipt from ARGV[1]: it has read receipts on and did not
+    /// block the reader. KEYS: the sender's settings, blocked users. Returns 1 or 0.
+    static let takesReadReceipt = RedisScript("""
+    if redis.call('HGET', KEYS[1], 'read-receipts') == 'off' or redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then return 0 end
+    return 1
     """)
 
     /// Reads the user's settings, after changing those in ARGV (name, value pairs; value ''

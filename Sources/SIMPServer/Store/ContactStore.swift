@@ -72,12 +72,13 @@ extension MessageStore {
         }
     }
 
-    /// Which of `users` take read receipts (the setting is not "off").
-    func takingReadReceipts(_ users: [String], on loop: any EventLoop) -> EventLoopFuture<Set<String>> {
+    /// Which of `users` take read receipts from `reader` (the setting is not "off", and they
+    /// did not block the reader).
+    func takingReadReceipts(_ users: [String], from reader: String, on loop: any EventLoop) -> EventLoopFuture<Set<String>> {
         guard !users.isEmpty else { return loop.makeSucceededFuture([]) }
-        let reads = users.map { RedisCommand("HGET", [keys.settings($0), UserSetting.readReceipts.rawValue]) }
-        return redis.run(reads, on: loop).flatMapThrowing { replies in
-            Set(try zip(users, replies).filter { try $0.1.checked().string != "off" }.map(\.0))
+        let checks = users.map { RedisCommand.script(Scripts.takesReadReceipt, keys: [keys.settings($0), keys.blocked($0)], args: [reader]) }
+        return redis.run(checks, on: loop).flatMapThrowing { replies in
+            Set(try zip(users, replies).filter { try $0.1.checked().int == 1 }.map(\.0))
         }
     }
 }

@@ -45,8 +45,8 @@ struct StoreRequest: Sendable {
     /// Kept in the conversation's history; a read receipt is not.
     var inHistory = true
     /// Whether the recipient's blocks and contacts-only setting apply: not to a copy for the
-    /// sender's own devices, nor to a notice.
-    var filtered: Bool { !notice && copyFor == nil }
+    /// sender's own devices, nor to a message to oneself, nor to a notice.
+    var filtered: Bool { !notice && copyFor == nil && from != to }
     /// Its place among the stores this node was handed: one that comes back to be stored again
     /// (an unknown outcome, a wait for replicas) leaves before later ones, and a refused one can
     /// tell whether a later one of its conversation was stored meanwhile.

@@ -93,6 +93,49 @@ struct ContactFlowTests {
         #expect(flow.next() == Self.answer([], blocked: ["bob"]))
     }
 
+    @Test func blockingAContactEndsItOnBothSides() {
+        var flow = Self.flow(.block)
+        _ = flow.start()
+        #expect(flow.finished(.block, owner: "alice", Self.result(1, blocked: ["bob"])) == .run(.forget, owner: "bob", peer: "alice"))
+        #expect(flow.finished(.forget, owner: "bob", Self.result(0)) == .filtered(nodes: []))
+        #expect(flow.next() == Self.answer([], blocked: ["bob"]))
+    }
+
+    @Test func twoUsersAskingEachOtherAtOnceBecomeContacts() {
+        var flow = Self.flow(.add)
+        _ = flow.start()
+        _ = flow.finished(.ask, owner: "alice", Self.result(0))
+        _ = flow.finished(.receive, owner: "bob", Self.result(1))
+        // bob's own request reached alice's side meanwhile.
+        #expect(flow.finished(.sent, owner: "alice", Self.result(3, contacts: [("bob", "contact")])) == .run(.contact, owner: "bob", peer: "alice"))
+        #expect(flow.finished(.contact, owner: "bob", Self.result(0)) == .notify(.contactAccepted, from: "alice", to: "bob"))
+        #expect(flow.next() == Self.answer([("bob", "contact")]))
+    }
+
+    @Test func anAcceptanceIsNotToldToAUserWhoBlockedTheAccepter() {
+        var flow = Self.flow(.accept)
+        _ = flow.start()
+        #expect(flow.finished(.accept, owner: "alice", Self.result(0, contacts: [("bob", "contact")])) == .run(.contact, owner: "bob", peer: "alice"))
+        #expect(flow.finished(.contact, owner: "bob", Self.result(-1)) == Self.answer([("bob", "contact")]))
+        var again = Self.flow(.accept)
+        _ = again.start()
+        #expect(again.finished(.accept, owner: "alice", Self.result(2, contacts: [("bob", "contact")])) == Self.answer([("bob", "contact")]),
+                "accepting a contact again is no error")
+    }
+
+    @Test func askingAgainTellsThePeerOnlyIfItsSideLostTheRequest() {
+        var again = Self.flow(.add)
+        _ = again.start()
+        #expect(again.finished(.ask, owner: "alice", Self.result(3)) == .run(.receive, owner: "bob", peer: "alice"))
+        #expect(again.finished(.receive, owner: "bob", Self.result(4)) == .run(.sent, owner: "alice", peer: "bob"))
+        #expect(again.finished(.sent, owner: "alice", Self.result(0)) == Self.answer([]), "told before: no second notice")
+        var lost = Self.flow(.add)
+        _ = lost.start()
+        _ = lost.finished(.ask, owner: "alice", Self.result(0))
+        _ = lost.finished(.receive, owner: "bob", Self.result(4))
+        #expect(lost.finished(.sent, owner: "alice", Self.result(0)) == .notify(.contactRequest, from: "alice", to: "bob"))
+    }
+
     @Test func requestsRefusedBeforeAnythingRuns() {
         var request = Simp_ContactRequest()
         request.action = .add

@@ -124,7 +124,9 @@ extension ContactScriptTests {
         _ = try await messages.settings(of: "bob", changing: [("read-receipts", "off")], on: loop).get()
         #expect(try await messages.genuineReads(marks, reader: "bob", on: loop).get().isEmpty)
         _ = try await messages.settings(of: "ann", changing: [("read-receipts", "off")], on: loop).get()
-        #expect(try await messages.takingReadReceipts(["ann", "cat"], on: loop).get() == ["cat"])
+        #expect(try await messages.takingReadReceipts(["ann", "cat"], from: "bob", on: loop).get() == ["cat"])
+        _ = try await messages.contactStep(.block, owner: "cat", peer: "bob", on: loop).get()
+        #expect(try await messages.takingReadReceipts(["ann", "cat"], from: "bob", on: loop).get().isEmpty, "nor from a user they blocked")
         await pool.shutdown()
     }
 }
