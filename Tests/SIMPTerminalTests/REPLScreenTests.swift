@@ -169,3 +169,55 @@ import Testing
         #expect(REPLHistoryFile.path(environment: [:]) == nil)
     }
 }
+
+@Suite struct REPLTypingTests {
+    let session = REPLScreen.Session(server: "localhost:7777", user: "alice", tls: false)
+
+    @Test func thePeerTypingShowsInThePromptForAFewSeconds() {
+        var screen = REPLScreen(session: session, style: ANSIStyle(enabled: false))
+        _ = screen.converse(with: "bob")
+        let start = Date(timeIntervalSince1970: 1_000)
+        #expect(screen.handle(.typing(from: "bob"), now: start).isEmpty)
+        #expect(screen.prompt == "alice → bob (bob is typing…)> ")
+        #expect(screen.promptColumns == screen.prompt.count)
+        let early = screen.typingExpired(now: start.addingTimeInterval(3))
+        #expect(!early)
+        _ = screen.handle(.typing(from: "carol"), now: start.addingTimeInterval(3))
+        #expect(screen.prompt == "alice → bob (bob is typing…)> ", "only the conversation's peer shows")
+        let expired = screen.typingExpired(now: start.addingTimeInterval(4.5))
+        #expect(expired)
+        #expect(screen.prompt == "alice → bob> ")
+    }
+
+    @Test func typingIsToldAtMostEveryFewSecondsAndNotForCommands() {
+        var screen = REPLScreen(session: session, style: ANSIStyle(enabled: false))
+        let start = Date(timeIntervalSince1970: 1_000)
+        var told: [String?] = [screen.userTyped("hel", now: start)]
+        _ = screen.converse(with: "bob")
+        told.append(screen.userTyped("/his", now: start))
+        told.append(screen.userTyped("h", now: start))
+        told.append(screen.userTyped("he", now: start.addingTimeInterval(1)))
+        told.append(screen.userTyped("hello", now: start.addingTimeInterval(3)))
+        _ = screen.converse(with: "#team")
+        told.append(screen.userTyped("hi all", now: start.addingTimeInterval(10)))
+        // No conversation, a command, then bob, too soon, bob again, and never to a group.
+        #expect(told == [nil, nil, "bob", nil, "bob", nil])
+    }
+
+    @Test func whatTheOpenConversationShowsIsReadAndTheRestOnRead() {
+        var screen = REPLScreen(session: session, style: ANSIStyle(enabled: false))
+        func message(_ id: String, from: String, seq: UInt64) -> IncomingMessage {
+            IncomingMessage(id: id, from: from, to: "alice", text: "t", imageURL: nil, seq: seq, sentAt: 1, storedAt: 1)
+        }
+        _ = screen.converse(with: "bob")
+        _ = screen.handle(.message(message("1", from: "bob", seq: 1)), now: Date())
+        _ = screen.handle(.message(message("2", from: "carol", seq: 2)), now: Date())
+        _ = screen.handle(.message(message("3", from: "carol", seq: 0)), now: Date())
+        #expect(screen.reads.takeDue().map(\.id) == ["1"], "bob's conversation is open")
+        #expect(screen.reads.markAll(from: "carol") == 1, "one never numbered cannot be marked")
+        #expect(screen.reads.takeDue().map(\.id) == ["2"])
+        _ = screen.handle(.message(message("4", from: "carol", seq: 4)), now: Date())
+        _ = screen.handle(.read(id: "4", from: "carol", by: "alice"), now: Date())
+        #expect(screen.reads.markAll(from: "carol") == 0, "read on another device")
+    }
+}
