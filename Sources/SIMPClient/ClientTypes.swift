@@ -199,6 +199,26 @@ public struct GroupInfo: Sendable, Equatable {
     }
 }
 
+/// A contact's or group member's presence, as it lets the user see it (`SIMPClient.presence`).
+public struct PresenceInfo: Sendable, Equatable {
+    public enum State: String, Sendable {
+        case online, offline
+        /// It turned last-seen off, or blocked the user.
+        case hidden
+    }
+
+    public var user: String
+    public var state: State
+    /// Its last connect or disconnect (ms since 1970); 0 when hidden or never.
+    public var lastSeen: Int64
+
+    public init(user: String, state: State, lastSeen: Int64) {
+        self.user = user
+        self.state = state
+        self.lastSeen = lastSeen
+    }
+}
+
 /// One of the user's devices (`SIMPClient.devices`).
 public struct DeviceInfo: Sendable, Equatable {
     public var name: String
@@ -249,6 +269,8 @@ public enum ClientEvent: Sendable, Equatable {
     case memberDelivered(id: String, to: String, member: String, seq: UInt64)
     /// A membership change of a group, in the group's order.
     case groupChanged(group: String, change: GroupChange, seq: UInt64)
+    /// A contact or group member came online or went offline (never stored: only while connected).
+    case presence(PresenceChange)
     /// `from` is typing to the user (a few seconds' worth; nothing says it stopped).
     case typing(from: String)
     /// `from` asks the user to be a contact (`acceptContact`, `declineContact`).

@@ -52,6 +52,14 @@ extension SIMPClient {
         loop.execute { [self] in typing(to: peer) }
     }
 
+    /// Whether each contact and member of the user's groups is online, and when it was last seen.
+    public func presence() async throws(ClientError) -> [PresenceInfo] {
+        let answer = try await ask(.presence(Simp_PresenceRequest()), "a presence request") { body in
+            if case .presenceAnswer(let answer)? = body { answer } else { nil }
+        }
+        return answer.users.map { PresenceInfo(user: $0.user, state: PresenceInfo.State(rawValue: $0.state) ?? .hidden, lastSeen: $0.lastSeen) }
+    }
+
     /// The user's settings, each with its value ("on" or "off").
     public func settings() async throws(ClientError) -> [UserSetting: String] {
         try await changeSettings([:])

@@ -805,6 +805,8 @@ public final class SIMPClient: @unchecked Sendable {
         case .typing:
             let from = String(decoding: payload, as: UTF8.self)
             if UserName.isValid(from) { emit(.typing(from: from)) }
+        case .presence:
+            if let change = PresenceChange(payload: payload) { emit(.presence(change)) }
         case .bundle:
             guard let messages = try? DatagramBundle.split(payload) else { return }
             received(messages)

@@ -4,6 +4,8 @@ public enum UserSetting: String, CaseIterable, Sendable {
     case contactsOnly = "contacts-only"
     /// The user's reads are told to senders, and the user is told of others' reads.
     case readReceipts = "read-receipts"
+    /// Others see whether the user is online and when it was last seen.
+    case lastSeen = "last-seen"
 
     public static let values = ["on", "off"]
 
@@ -11,7 +13,7 @@ public enum UserSetting: String, CaseIterable, Sendable {
     public var defaultValue: String {
         switch self {
         case .contactsOnly: "off"
-        case .readReceipts: "on"
+        case .readReceipts, .lastSeen: "on"
         }
     }
 

@@ -17,6 +17,8 @@ public enum REPLCommand: Equatable, Sendable {
     case contact(ContactCommand)
     /// `/read USER`: mark every message shown from USER read.
     case read(peer: String)
+    /// `/presence`: contacts and group members, online or when last seen.
+    case presence
     case help
     case logout
     case quit
@@ -74,6 +76,8 @@ public enum REPLCommand: Equatable, Sendable {
       /contact remove USER  end the contact, or withdraw your request
       /block USER           nothing USER sends reaches you (/unblock USER; /blocked lists them)
       /set contacts-only on|off   take messages from contacts only (/set alone: your settings)
+      /presence             your contacts and group members: online, or when last seen
+      /set last-seen on|off       let them see yours (default on)
       /read USER            mark what was shown from USER read (in a /to conversation it is at once)
       /set read-receipts on|off   tell senders what you read, and hear what they read (default on)
     history:
@@ -132,6 +136,9 @@ public enum REPLCommand: Equatable, Sendable {
             guard parts.count == 1 else { throw ParseError(message: "usage: /groups") }
             return .groups
         case "/group": return .group(try parseGroup(trimmed))
+        case "/presence":
+            guard parts.count == 1 else { throw ParseError(message: "usage: /presence") }
+            return .presence
         case "/read":
             guard parts.count == 2 else { throw ParseError(message: "usage: /read USER") }
             if GroupName.addressed(by: parts[1]) != nil { throw ParseError(message: "group messages are not marked read") }

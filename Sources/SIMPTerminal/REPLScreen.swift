@@ -172,6 +172,9 @@ public struct REPLScreen: Sendable {
         case .typing(let from):
             typing[from] = now
             return []
+        case .presence(let change):
+            users.add(change.user)
+            return [style.paint(change.online ? "\(safe(change.user)) is online" : "\(safe(change.user)) went offline", .dim)]
         case .read(let id, _, let by):
             if by == session.user {
                 reads.readElsewhere(id)
@@ -204,6 +207,28 @@ public struct REPLScreen: Sendable {
         case .error(let message):
             return [error(message)]
         }
+    }
+
+    /// `/presence`: one line per contact and group member.
+    public func presence(_ users: [PresenceInfo], now: Date) -> [String] {
+        guard !users.isEmpty else { return [info("no contacts or group members")] }
+        return users.map { user in
+            switch user.state {
+            case .online: return style.paint(safe(user.user), .bold) + " " + style.paint("online", .green)
+            case .hidden: return safe(user.user) + " " + style.paint("hidden", .dim)
+            case .offline:
+                let seen = user.lastSeen > 0 ? ", last seen " + lastSeenText(user.lastSeen, now: now) : ""
+                return safe(user.user) + " offline" + seen
+            }
+        }
+    }
+
+    /// `14:05` today, else `2026-11-25 14:05`.
+    func lastSeenText(_ millis: Int64, now: Date) -> String {
+        let date = Date(timeIntervalSince1970: Double(millis) / 1000)
+        guard !calendar.isDate(date, inSameDayAs: now) else { return clock(date) }
+        let day = calendar.dateComponents([.year, .month, .day], from: date)
+        return String(format: "%04d-%02d-%02d ", day.year ?? 0, day.month ?? 0, day.day ?? 0) + clock(date)
     }
 
     /// `alice asks to be your contact (/contact accept alice, /contact decline alice)`.

@@ -48,6 +48,10 @@ final class Output: @unchecked Sendable {
                  human: Self.changeLine(group: group, change))
         case .contactRequest(let from):
             emit(["event": "contact-request", "from": from], human: "[contact request] \(safe(from)) asks to be your contact")
+        case .presence(let change):
+            var object: [String: Any] = ["event": "presence", "user": change.user, "state": change.online ? "online" : "offline"]
+            if !change.online { object["lastSeen"] = Int(change.lastSeen) }
+            emit(object, human: "[presence] \(safe(change.user)) \(change.online ? "online" : "offline")")
         case .typing(let from):
             emit(["event": "typing", "from": from], human: "[typing] \(safe(from))")
         case .read(let id, let from, let by):
@@ -81,6 +85,14 @@ final class Output: @unchecked Sendable {
         }
         let human = messages.isEmpty ? "no messages with \(safe(peer))" : messages.map(Self.humanLine).joined(separator: "\n")
         emit(["event": "history", "peer": peer, "messages": list], human: human)
+    }
+
+    func presence(_ users: [PresenceInfo]) {
+        let list: [[String: Any]] = users.map { ["user": $0.user, "state": $0.state.rawValue, "lastSeen": Int($0.lastSeen)] }
+        let human = users.isEmpty ? "no contacts or group members" : users.map { user in
+            safe(user.user) + " " + user.state.rawValue + (user.state == .offline && user.lastSeen > 0 ? " (last seen \(user.lastSeen))" : "")
+        }.joined(separator: "\n")
+        emit(["event": "presence", "users": list], human: human)
     }
 
     func devices(_ devices: [DeviceInfo]) {

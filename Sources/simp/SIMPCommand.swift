@@ -176,6 +176,8 @@ struct REPL: AsyncParsableCommand {
                 output.result(try await GroupListing.run(on: client))
             case .contact(let contact):
                 output.result(try await contact.run(on: client))
+            case .presence:
+                output.presence(try await client.presence())
             case .read(let peer):
                 let count = try await markShown(from: peer, shown, client: client)
                 output.info("marked \(count) message\(count == 1 ? "" : "s") from \(peer) read")

@@ -108,6 +108,9 @@ final class TerminalREPL: @unchecked Sendable {
             case .contact(let contact):
                 let result = try await contact.run(on: client)
                 show([withScreen { $0.info(result.human) }])
+            case .presence:
+                let users = try await client.presence()
+                show(withScreen { $0.presence(users, now: Date()) })
             case .read(let peer):
                 let count = withScreen { $0.reads.markAll(from: peer) }
                 try await client.markRead(withScreen { $0.reads.takeDue() })

@@ -201,7 +201,7 @@ extension EventLog {
     @Test func badSettingsAndContactRequestsGetClearErrors() async throws {
         let cluster = try await TestCluster.start()
         let (alice, _) = try await cluster.connectedClient("alice")
-        #expect(try await alice.settings() == [.contactsOnly: "off", .readReceipts: "on"])
+        #expect(try await alice.settings() == [.contactsOnly: "off", .readReceipts: "on", .lastSeen: "on"])
         do {
             try await alice.addContact("alice")
             Issue.record("asking oneself is refused")

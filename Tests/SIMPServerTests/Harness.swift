@@ -117,12 +117,14 @@ final class EventLog: @unchecked Sendable {
 
     private var arrivals: [String: Date] = [:]
     private var typingHeard: [(from: String, at: Date)] = []
+    private var presenceHeard: [Date] = []
 
     func record(_ event: ClientEvent) {
         lock.lock()
         events.append(event)
         if case .message(let m) = event, arrivals[m.id] == nil { arrivals[m.id] = Date() }
         if case .typing(let from) = event { typingHeard.append((from, Date())) }
+        if case .presence = event { presenceHeard.append(Date()) }
         lock.unlock()
     }
 
@@ -138,6 +140,13 @@ final class EventLog: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         return typingHeard
+    }
+
+    /// When each presence change arrived.
+    var presenceTimes: [Date] {
+        lock.lock()
+        defer { lock.unlock() }
+        return presenceHeard
     }
 
     var all: [ClientEvent] {

@@ -103,7 +103,7 @@ import Testing
         ("/block Bob", "not a user name: Bob"),
         ("/contact add #team", "not a user name: #team"),
         ("/set contacts-only maybe", "contacts-only is on or off, not maybe"),
-        ("/set typing off", "no such setting: typing (there are: contacts-only, read-receipts)"),
+        ("/set typing off", "no such setting: typing (there are: contacts-only, read-receipts, last-seen)"),
         ("/read", "usage: /read USER"),
         ("/read #team", "group messages are not marked read"),
         ("/read Bob", "not a user name: Bob"),

@@ -21,6 +21,9 @@ public enum DatagramKind: UInt8, Sendable {
     /// Either way, never stored nor sent again: the user is typing. Client -> server, the
     /// user typed to (a user name); server -> client, the user typing (a user name).
     case typing = 8
+    /// Server -> client, never stored nor sent again: a user the client's user may see came
+    /// online or went offline (`PresenceChange`).
+    case presence = 9
 }
 
 public enum DatagramError: Error, Equatable, Sendable, CustomStringConvertible {

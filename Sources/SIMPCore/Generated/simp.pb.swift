@@ -1068,7 +1068,7 @@ public nonisolated struct Simp_Setting: Sendable {
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  /// "contacts-only", "read-receipts"
+  /// "contacts-only", "read-receipts", "last-seen"
   public var name: String = String()
 
   /// "on" or "off"
@@ -1118,6 +1118,49 @@ public nonisolated struct Simp_ReadMark: Sendable {
 
   /// its seq in the reader's inbox
   public var seq: UInt64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// The presence of the user's contacts and of the members of the user's groups (section 4,
+/// Typing and presence); answered with PresenceAnswer.
+public nonisolated struct Simp_PresenceRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Simp_UserPresence: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var user: String = String()
+
+  /// "online", "offline" or "hidden" (last-seen off, or it blocked the asker)
+  public var state: String = String()
+
+  /// ms since epoch: its last connect or disconnect; 0 when hidden or never
+  public var lastSeen: Int64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Simp_PresenceAnswer: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// by name
+  public var users: [Simp_UserPresence] = []
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1390,6 +1433,22 @@ public nonisolated struct Simp_Envelope: Sendable {
     set {body = .markRead(newValue)}
   }
 
+  public var presence: Simp_PresenceRequest {
+    get {
+      if case .presence(let v)? = body {return v}
+      return Simp_PresenceRequest()
+    }
+    set {body = .presence(newValue)}
+  }
+
+  public var presenceAnswer: Simp_PresenceAnswer {
+    get {
+      if case .presenceAnswer(let v)? = body {return v}
+      return Simp_PresenceAnswer()
+    }
+    set {body = .presenceAnswer(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Body: Equatable, Sendable {
@@ -1425,6 +1484,8 @@ public nonisolated struct Simp_Envelope: Sendable {
     case settingsRequest(Simp_SettingsRequest)
     case settingsAnswer(Simp_SettingsAnswer)
     case markRead(Simp_ReadRequest)
+    case presence(Simp_PresenceRequest)
+    case presenceAnswer(Simp_PresenceAnswer)
 
   }
 
@@ -2908,9 +2969,98 @@ nonisolated extension Simp_ReadMark: SwiftProtobuf.Message, SwiftProtobuf._Messa
   }
 }
 
+nonisolated extension Simp_PresenceRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".PresenceRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap()
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    // Load everything into unknown fields
+    while try decoder.nextFieldNumber() != nil {}
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_PresenceRequest, rhs: Simp_PresenceRequest) -> Bool {
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Simp_UserPresence: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".UserPresence"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}user\0\u{1}state\0\u{1}lastSeen\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.user) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.state) }()
+      case 3: try { try decoder.decodeSingularInt64Field(value: &self.lastSeen) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.user.isEmpty {
+      try visitor.visitSingularStringField(value: self.user, fieldNumber: 1)
+    }
+    if !self.state.isEmpty {
+      try visitor.visitSingularStringField(value: self.state, fieldNumber: 2)
+    }
+    if self.lastSeen != 0 {
+      try visitor.visitSingularInt64Field(value: self.lastSeen, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_UserPresence, rhs: Simp_UserPresence) -> Bool {
+    if lhs.user != rhs.user {return false}
+    if lhs.state != rhs.state {return false}
+    if lhs.lastSeen != rhs.lastSeen {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Simp_PresenceAnswer: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".PresenceAnswer"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}users\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.users) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.users.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.users, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_PresenceAnswer, rhs: Simp_PresenceAnswer) -> Bool {
+    if lhs.users != rhs.users {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
 nonisolated extension Simp_Envelope: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Envelope"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}requestId\0\u{2}\u{9}error\0\u{1}ok\0\u{1}register\0\u{1}login\0\u{1}loginOk\0\u{1}connect\0\u{1}connected\0\u{1}bound\0\u{1}ping\0\u{1}pong\0\u{1}accepted\0\u{1}delivered\0\u{1}failed\0\u{1}receipt\0\u{1}history\0\u{1}historyResult\0\u{1}withdraw\0\u{1}missing\0\u{1}query\0\u{1}pathResponse\0\u{1}logout\0\u{1}retracted\0\u{1}devices\0\u{1}deviceList\0\u{1}revokeDevice\0\u{1}groupRequest\0\u{1}groupAnswer\0\u{1}contactRequest\0\u{1}contactAnswer\0\u{1}settingsRequest\0\u{1}settingsAnswer\0\u{1}markRead\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}requestId\0\u{2}\u{9}error\0\u{1}ok\0\u{1}register\0\u{1}login\0\u{1}loginOk\0\u{1}connect\0\u{1}connected\0\u{1}bound\0\u{1}ping\0\u{1}pong\0\u{1}accepted\0\u{1}delivered\0\u{1}failed\0\u{1}receipt\0\u{1}history\0\u{1}historyResult\0\u{1}withdraw\0\u{1}missing\0\u{1}query\0\u{1}pathResponse\0\u{1}logout\0\u{1}retracted\0\u{1}devices\0\u{1}deviceList\0\u{1}revokeDevice\0\u{1}groupRequest\0\u{1}groupAnswer\0\u{1}contactRequest\0\u{1}contactAnswer\0\u{1}settingsRequest\0\u{1}settingsAnswer\0\u{1}markRead\0\u{1}presence\0\u{1}presenceAnswer\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -3335,6 +3485,32 @@ nonisolated extension Simp_Envelope: SwiftProtobuf.Message, SwiftProtobuf._Messa
           self.body = .markRead(v)
         }
       }()
+      case 42: try {
+        var v: Simp_PresenceRequest?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .presence(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .presence(v)
+        }
+      }()
+      case 43: try {
+        var v: Simp_PresenceAnswer?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .presenceAnswer(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .presenceAnswer(v)
+        }
+      }()
       default: break
       }
     }
@@ -3476,6 +3652,14 @@ nonisolated extension Simp_Envelope: SwiftProtobuf.Message, SwiftProtobuf._Messa
     case .markRead?: try {
       guard case .markRead(let v)? = self.body else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 41)
+    }()
+    case .presence?: try {
+      guard case .presence(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 42)
+    }()
+    case .presenceAnswer?: try {
+      guard case .presenceAnswer(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 43)
     }()
     case nil: break
     }

@@ -185,6 +185,7 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
         case .contactRequest(let request): contact(context, id, request)
         case .settingsRequest(let request): settings(context, id, request)
         case .markRead(let request): markRead(context, id, request)
+        case .presence: presence(context, id)
         case .none: reply(context, .error(.badRequest, "envelope without a body", requestID: id))
         default: reply(context, .error(.badRequest, "a client does not send \(Self.name(envelope.body))", requestID: id))
         }
@@ -530,9 +531,12 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
             return carryOut(after, flow, router: router, on: loop)
         case .filtered(let nodes):
             let user = flow.user
-            router.loop.execute { router.filtered(user: user, nodes: nodes) }
             let after = flow.next()
-            return carryOut(after, flow, router: router, on: loop)
+            // Done before the answer: the loop may read a datagram before a task queued
+            // earlier, and the blocked sender's next message must not go early.
+            return router.loop.submit { router.filtered(user: user, nodes: nodes) }.hop(to: loop).flatMap {
+                carryOut(after, flow, router: router, on: loop)
+            }
         case .answer(let answer):
             return loop.makeSucceededFuture(answer)
         case .refuse(let code, let reason):
@@ -567,6 +571,21 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
         respond(context, id, future)
     }
 
+    /// The presence of the user's contacts and group members, as each lets the user see it.
+    private func presence(_ context: ChannelHandlerContext, _ id: UInt64) {
+        guard let user = loggedIn(context, id) else { return }
+        let store = router.store
+        let loop = context.eventLoop
+        let future = store.presenceCircle(of: user, ignoringOwnSetting: true, on: loop).flatMap { circle in
+            store.presence(of: circle, seenBy: user, nowMillis: Accounts.nowMillis(), on: loop)
+        }.map { users in
+            var answer = Simp_PresenceAnswer()
+            answer.users = users
+            return Simp_Envelope(requestID: id, .presenceAnswer(answer))
+        }
+        respond(context, id, future)
+    }
+
     /// Reads the user's settings, or changes them; turning contacts-only on stops early pushes.
     private func settings(_ context: ChannelHandlerContext, _ id: UInt64, _ request: Simp_SettingsRequest) {
         guard let user = loggedIn(context, id) else { return }
@@ -577,8 +596,12 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
         let router = self.router
         let changes = request.set.map { ($0.name, Optional($0.value)) }
         let filtering = request.set.contains { $0.name == UserSetting.contactsOnly.rawValue && $0.value == "on" }
-        let future = router.store.settings(of: user, changing: changes, on: context.eventLoop).map { stored in
-            if filtering { router.loop.execute { router.filtered(user: user, nodes: stored.nodes) } }
+        let future = router.store.settings(of: user, changing: changes, on: context.eventLoop).flatMap { stored in
+            // Before the answer, as for a block (`carryOut`).
+            let applied = filtering ? router.loop.submit { router.filtered(user: user, nodes: stored.nodes) }.hop(to: context.eventLoop)
+                : context.eventLoop.makeSucceededVoidFuture()
+            return applied.map { stored }
+        }.map { stored in
             var answer = Simp_SettingsAnswer()
             answer.settings = UserSetting.allCases.map { setting in
                 var item = Simp_Setting()

@@ -35,6 +35,8 @@ enum RequestCost {
         // Up to four script calls and a notice stored.
         case .contactRequest(let request): request.action == .list ? redisRead : contactChange
         case .settingsRequest: redisRead
+        // A script per contact and group member, up to 2,000.
+        case .presence: groupChange
         // A script over the marks, a read per sender, and up to two notices per sender.
         case .markRead(let request): redisRead + request.reads.count / 16
         default: 1

@@ -33,6 +33,7 @@ final class ServerMetrics: Sendable {
     let earlyPushes: Counter
     let earlyRetracted: Counter
     let typingRelayed: Counter
+    let presenceRelayed: Counter
     let retransmits: Counter
     let pushesGivenUp: Counter
     let loginsFailed: Counter
@@ -80,6 +81,7 @@ final class ServerMetrics: Sendable {
         earlyPushes = counter("early_pushes", "Messages pushed to an idle recipient before their store answered (EARLY)")
         earlyRetracted = counter("early_retracted", "Early pushes whose store failed: the recipient was told they were retracted")
         typingRelayed = counter("typing_relayed", "TYPING datagrams sent to a session (never stored)")
+        presenceRelayed = counter("presence_relayed", "PRESENCE datagrams sent to a session (never stored)")
         pushesGivenUp = counter("pushes_given_up", "Pushes given up until the client's next keepalive or session")
         loginsFailed = counter("logins_failed", "Logins with a wrong name or password")
         loginsSucceeded = counter("logins", "Logins with the right password")

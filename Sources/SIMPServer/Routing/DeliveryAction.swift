@@ -30,6 +30,8 @@ enum DeliveryAction {
     case setPresence([MessageStore.Presence])
     case renewPresence([MessageStore.Presence], sessions: [UInt64])
     case clearPresence(user: String, device: String, session: UInt64, millis: Int64)
+    /// Tell those who may see the user's presence that it came online or went offline.
+    case announcePresence(PresenceChange)
     case publish(NodeNotice, to: [String])
     /// Ask the store whether `to` takes `from`'s typing and where its devices are; relay it there.
     case routeTyping(from: String, to: String)

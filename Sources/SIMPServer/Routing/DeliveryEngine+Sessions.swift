@@ -46,6 +46,9 @@ extension DeliveryEngine {
             sessionClosed(previous, now: now)
         }
         deviceCount(of: user, is: devices)
+        // No device of the user's was present: it comes online (a device here replaced by
+        // this one was present).
+        if nodes.isEmpty, sessions.sessions(of: user).count == 1 { act(.announcePresence(PresenceChange(user: user, online: true))) }
         let others = nodes.filter { $0 != settings.nodeID }
         if devices > 1, !others.isEmpty { act(.publish(.devices(user: user, count: devices), to: others)) }
         metrics.sessions.set(Int64(sessions.count))
@@ -149,6 +152,23 @@ extension DeliveryEngine {
             for session in sessions.sessions(of: user) { session.takesEarly = false }
         case .typing(let from, let to):
             relayTyping(from: from, to: to)
+        case .presence(let change, let watchers):
+            relayPresence(change, to: watchers)
+        }
+    }
+
+    /// The user's device's presence was cleared: with none left the user went offline.
+    mutating func presenceCleared(user: String, devicesPresent: Int, millis: Int64) {
+        guard devicesPresent == 0, sessions.sessions(of: user).isEmpty else { return }
+        act(.announcePresence(PresenceChange(user: user, online: false, lastSeen: millis)))
+    }
+
+    /// `change` to the bound sessions here of those who may see it.
+    mutating func relayPresence(_ change: PresenceChange, to watchers: [String]) {
+        for watcher in watchers {
+            for session in sessions.sessions(of: watcher) where session.isBound {
+                if sendDatagram(to: session, kind: .presence, payload: change.payload) { metrics.presenceRelayed.increment() }
+            }
         }
     }
 

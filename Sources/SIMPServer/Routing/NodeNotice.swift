@@ -17,8 +17,11 @@ enum NodeNotice: Equatable, Sendable {
     case filtered(user: String)
     /// `from` is typing to `to`, who has a device on the receiving node.
     case typing(from: String, to: String)
+    /// A user came online or went offline; `watchers` (who may see it) have devices on the
+    /// receiving node.
+    case presence(PresenceChange, watchers: [String])
 
-    /// `inbox USER`, `filtered USER`, `typing FROM TO`, `devices USER COUNT`, or `delivered SENDER ` and a serialized
+    /// `inbox USER`, `filtered USER`, `typing FROM TO`, `presence WATCHER,... USER online|offline MS`, `devices USER COUNT`, or `delivered SENDER ` and a serialized
     /// `DeliveryQuery` listing the messages.
     var payload: [UInt8] {
         switch self {
@@ -28,6 +31,8 @@ enum NodeNotice: Equatable, Sendable {
             return Array("filtered \(user)".utf8)
         case .typing(let from, let to):
             return Array("typing \(from) \(to)".utf8)
+        case .presence(let change, let watchers):
+            return Array("presence \(watchers.joined(separator: ",")) ".utf8) + change.payload
         case .devices(let user, let count):
             return Array("devices \(user) \(count)".utf8)
         case .delivered(let sender, let messages):
@@ -50,6 +55,12 @@ enum NodeNotice: Equatable, Sendable {
             let user = String(decoding: rest, as: UTF8.self)
             guard UserName.isValid(user) else { return nil }
             self = .filtered(user: user)
+        case "presence":
+            guard let end = rest.firstIndex(of: UInt8(ascii: " ")),
+                  let change = PresenceChange(payload: Array(rest[(end + 1)...])) else { return nil }
+            let watchers = String(decoding: rest[..<end], as: UTF8.self).split(separator: ",").map(String.init)
+            guard !watchers.isEmpty, watchers.allSatisfy(UserName.isValid) else { return nil }
+            self = .presence(change, watchers: watchers)
         case "typing":
             let words = String(decoding: rest, as: UTF8.self).split(separator: " ").map(String.init)
             guard words.count == 2, UserName.isValid(words[0]), UserName.isValid(words[1]) else { return nil }

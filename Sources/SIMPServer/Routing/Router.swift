@@ -96,6 +96,21 @@ final class Router: @unchecked Sendable {
                                    otherDevices: session.devices > 1)
     }
 
+    /// Tells those who may see `change.user`'s presence, on every node where they are.
+    private func announce(_ change: PresenceChange) {
+        store.presenceCircle(of: change.user, on: loop).flatMap { [store, loop] watchers in
+            store.nodes(of: watchers, on: loop)
+        }.whenSuccess { [self] byNode in
+            for (node, watchers) in byNode {
+                if node == engine.settings.nodeID {
+                    feed { engine, _ in engine.relayPresence(change, to: watchers) }
+                } else {
+                    store.publish(.presence(change, watchers: watchers), to: [node], on: loop)
+                }
+            }
+        }
+    }
+
     /// Stores a notice of the server's (`StoreRequest.notice`) in its recipient's inbox, pushed
     /// like any message; nobody is answered.
     func notify(_ notice: StoreRequest) {
@@ -320,9 +335,16 @@ final class Router: @unchecked Sendable {
                 }
             }
         case .clearPresence(let user, let device, let id, let millis):
-            store.clearPresence(user: user, device: device, session: id, nowMillis: millis, on: loop).whenFailure { [logger] error in
-                logger.debug("presence not cleared", metadata: ["user": "\(user)", "device": "\(device)", "session": "\(id)", "error": "\(error)"])
+            store.clearPresence(user: user, device: device, session: id, nowMillis: millis, on: loop).whenComplete { [self] result in
+                switch result {
+                case .success(let present):
+                    feed { engine, _ in engine.presenceCleared(user: user, devicesPresent: present, millis: millis) }
+                case .failure(let error):
+                    logger.debug("presence not cleared", metadata: ["user": "\(user)", "device": "\(device)", "session": "\(id)", "error": "\(error)"])
+                }
             }
+        case .announcePresence(let change):
+            announce(change)
         case .publish(let notice, let nodes):
             store.publish(notice, to: nodes, on: loop)
         case .routeTyping(let from, let to):

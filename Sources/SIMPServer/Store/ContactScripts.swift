@@ -108,6 +108,40 @@ extension Scripts {
     return 1
     """)
 
+    /// Who may see the user's presence: its contacts and the groups it is in (their members
+    /// are read from each group's slot), less the users it blocked; nothing when it turned
+    /// last-seen off (unless ARGV[1] is "any": the user asks whose presence it sees). KEYS:
+    /// contacts, groups, blocked, settings. Returns {contacts, groups, blocked}, or {} when hidden.
+    static let presenceCircle = RedisScript("""
+    if ARGV[1] ~= 'any' and redis.call('HGET', KEYS[4], 'last-seen') == 'off' then return {} end
+    local contacts, groups = {}, {}
+    local records = redis.call('HGETALL', KEYS[1])
+    for i = 1, #records, 2 do
+      if records[i + 1] == 'contact' then table.insert(contacts, records[i]) end
+    end
+    local memberships = redis.call('HGETALL', KEYS[2])
+    for i = 1, #memberships, 2 do
+      if string.sub(memberships[i + 1], -2) == ' 1' then table.insert(groups, memberships[i]) end
+    end
+    return {contacts, groups, redis.call('SMEMBERS', KEYS[3])}
+    """)
+
+    /// A user's presence as ARGV[1] may see it: {state, last seen}; state 2 hidden (last-seen
+    /// off, or it blocked ARGV[1]), 1 online (an entry written since ARGV[2] ms), 0 offline.
+    /// KEYS: settings, blocked, presence, devices. Reads only.
+    static let presenceOf = RedisScript("""
+    if redis.call('HGET', KEYS[1], 'last-seen') == 'off' or redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then return {2, 0} end
+    local online = 0
+    for _, entry in ipairs(redis.call('HVALS', KEYS[3])) do
+      if tonumber(string.match(entry, ' (%d+)$') or '0') >= tonumber(ARGV[2]) then online = 1 end
+    end
+    local seen = 0
+    for _, value in ipairs(redis.call('HVALS', KEYS[4])) do
+      if tonumber(value) and tonumber(value) > seen then seen = tonumber(value) end
+    end
+    return {online, seen}
+    """)
+
     /// Reads the user's settings, after changing those in ARGV (name, value pairs; value ''
     /// removes the setting: its default). KEYS: settings, presence. Returns {the settings as
     /// field/value pairs, the nodes where the user's devices are}.

@@ -94,3 +94,64 @@ extension MessageStore {
         }
     }
 }
+
+/// Presence (`Scripts.presenceCircle`, `Scripts.presenceOf`).
+extension MessageStore {
+    /// Who may see `user`'s presence (its contacts and the members of its groups, less those it
+    /// blocked, at most `limit`); empty when it hides it (last-seen off).
+    /// `ignoringOwnSetting`: the user's own last-seen setting does not matter (it asks to see others').
+    func presenceCircle(of user: String, ignoringOwnSetting: Bool = false, limit: Int = 2_000, on loop: any EventLoop) -> EventLoopFuture<[String]> {
+        let command = RedisCommand.script(Scripts.presenceCircle, keys: [keys.contacts(user), keys.groups(user), keys.blocked(user), keys.settings(user)],
+                                          args: [ignoringOwnSetting ? "any" : "own"])
+        return redis.run([command], on: loop).flatMap { replies in
+            let parts = (try? replies[0].checked().array) ?? nil ?? []
+            guard parts.count == 3 else { return loop.makeSucceededFuture([]) }
+            let contacts = (parts[0].array ?? []).compactMap(\.string)
+            let groups = (parts[1].array ?? []).compactMap(\.string)
+            let blocked = Set((parts[2].array ?? []).compactMap(\.string))
+            let reads = groups.map { RedisCommand("HKEYS", [self.keys.groupMembers($0)]) }
+            let members = reads.isEmpty ? loop.makeSucceededFuture([]) : self.redis.run(reads, on: loop)
+            return members.map { replies in
+                var circle = Set(contacts)
+                for reply in replies { circle.formUnion((reply.array ?? []).compactMap(\.string)) }
+                circle.remove(user)
+                return Array(circle.subtracting(blocked).sorted().prefix(limit))
+            }
+        }
+    }
+
+    /// The presence of each of `users` as `asker` may see it.
+    func presence(of users: [String], seenBy asker: String, nowMillis: Int64, on loop: any EventLoop) -> EventLoopFuture<[Simp_UserPresence]> {
+        guard !users.isEmpty else { return loop.makeSucceededFuture([]) }
+        let oldest = nowMillis - Int64(settings.presenceTTLSeconds) * 1000
+        let commands = users.map { user in
+            RedisCommand.script(Scripts.presenceOf, keys: [keys.settings(user), keys.blocked(user), keys.presence(user), keys.devices(user)],
+                                args: [asker, oldest])
+        }
+        return redis.run(commands, on: loop).flatMapThrowing { replies in
+            try zip(users, replies).map { user, reply in
+                let parts = try reply.checked().array ?? []
+                var presence = Simp_UserPresence()
+                presence.user = user
+                let state = parts.first?.int ?? 0
+                presence.state = state == 2 ? "hidden" : (state == 1 ? "online" : "offline")
+                presence.lastSeen = state == 2 ? 0 : (parts.count > 1 ? parts[1].int ?? 0 : 0)
+                return presence
+            }
+        }
+    }
+
+    /// Where each of `users`' devices are: per node, the users connected there.
+    func nodes(of users: [String], on loop: any EventLoop) -> EventLoopFuture<[String: [String]]> {
+        guard !users.isEmpty else { return loop.makeSucceededFuture([:]) }
+        let reads = users.map { RedisCommand("HVALS", [keys.presence($0)]) }
+        return redis.run(reads, on: loop).map { replies in
+            var byNode: [String: [String]] = [:]
+            for (user, reply) in zip(users, replies) {
+                let nodes = Set((reply.array ?? []).compactMap(\.string).compactMap { PresenceEntry($0)?.node })
+                for node in nodes { byNode[node, default: []].append(user) }
+            }
+            return byNode
+        }
+    }
+}

@@ -612,10 +612,11 @@ final class MessageStore: Sendable {
         }
     }
 
-    func clearPresence(user: String, device: String, session: UInt64, nowMillis: Int64, on loop: any EventLoop) -> EventLoopFuture<Void> {
+    /// Clears a device's presence; how many of the user's devices are still present.
+    func clearPresence(user: String, device: String, session: UInt64, nowMillis: Int64, on loop: any EventLoop) -> EventLoopFuture<Int> {
         let command = RedisCommand.script(Scripts.clearPresence, keys: [keys.presence(user), keys.devices(user)],
                                           args: [device, session, nowMillis])
-        return redis.run([command], on: loop).flatMapThrowing { _ = try $0[0].checked() }
+        return redis.run([command], on: loop).flatMapThrowing { Int(try $0[0].checked().int ?? 0) }
     }
 
     /// Which of `asker`'s messages (recipient, id, seq) their recipients have confirmed.

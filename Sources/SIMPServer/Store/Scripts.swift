@@ -456,6 +456,6 @@ enum Scripts {
     local entry = redis.call('HGET', KEYS[1], ARGV[1])
     if entry and string.match(entry, '^%S+ (%d+) ') == ARGV[2] then redis.call('HDEL', KEYS[1], ARGV[1]) end
     if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then redis.call('HSET', KEYS[2], ARGV[1], ARGV[3]) end
-    return 1
+    return redis.call('HLEN', KEYS[1])
     """)
 }

@@ -1,0 +1,31 @@
+@testable import SIMPServer
+import SIMPCore
+import Testing
+
+/// What one node tells another, as bytes and back; anything else is refused.
+struct NodeNoticeTests {
+    @Test(arguments: [
+        NodeNotice.inbox(user: "bob"),
+        .devices(user: "bob", count: 3),
+        .filtered(user: "bob"),
+        .typing(from: "alice", to: "bob"),
+        .presence(PresenceChange(user: "bob", online: true), watchers: ["alice"]),
+        .presence(PresenceChange(user: "bob", online: false, lastSeen: 1_764_000_000_000), watchers: ["alice", "carol"]),
+    ])
+    func roundTrips(_ notice: NodeNotice) {
+        #expect(NodeNotice(payload: notice.payload) == notice)
+    }
+
+    @Test(arguments: ["typing alice", "typing alice Bob", "filtered", "filtered Bob",
+                      "presence  bob online", "presence alice bob offline", "presence alice,Bad bob online", "presence alice bob away"])
+    func refusesMalformed(_ text: String) {
+        #expect(NodeNotice(payload: Array(text.utf8)) == nil)
+    }
+
+    @Test func presencePayloads() {
+        #expect(PresenceChange(user: "bob", online: true).payload == Array("bob online".utf8))
+        #expect(PresenceChange(user: "bob", online: false, lastSeen: 5).payload == Array("bob offline 5".utf8))
+        #expect(PresenceChange(payload: Array("bob offline -1".utf8)) == nil)
+        #expect(PresenceChange(payload: Array("bob online 5".utf8)) == nil)
+    }
+}
