@@ -1,0 +1,96 @@
+import Foundation
+import SIMPCore
+import SIMPTestSupport
+
+extension Conformance {
+    /// Contacts and blocking, read receipts, typing and presence (section 4 and 2), between the
+    /// run's accounts "c" and "d" (registrations are limited per address), each check starting
+    /// from no contact, no block and contacts-only off (`strangers`).
+    static let conversationsII: [ConformanceCheck] = [
+        ConformanceCheck("4.13", "4. Messages, Contacts and blocking",
+                         "contacts-only refuses a stranger (NOT_A_CONTACT); a request is a CONTACT_REQUEST push; once accepted messages flow; a block refuses again") { target in
+            let (x, xName) = try target.boundPeer("c")
+            let (y, yName) = try target.boundPeer("d")
+            try strangers(x, xName, y, yName)
+            let set = try y.request(20, .settingsRequest(.with { $0.set = [.with { $0.name = "contacts-only"; $0.value = "on" }] }))
+            guard case .settingsAnswer? = set?.body else { throw ConformanceFailure("settings: \(describe(set))") }
+            x.sendDatagram(.data, try message(id: "s1", to: yName, order: 1))
+            try expect(try x.answers(until: "s1").last?.kind == "failed not_a_contact", "a stranger's message was not refused")
+            let asked = try x.request(21, .contactRequest(.with { $0.action = .add; $0.user = yName }))
+            guard case .contactAnswer(let records)? = asked?.body else { throw ConformanceFailure("add: \(describe(asked))") }
+            try expect(records.contacts.map(\.state) == ["sent"], "the asker's record: \(records.contacts)")
+            guard let request = try y.push(of: { $0.type == .contactRequest }) else { throw ConformanceFailure("no CONTACT_REQUEST pushed") }
+            try expect(request.fromUser == xName, "the request's sender: \(request.fromUser)")
+            let accepted = try y.request(22, .contactRequest(.with { $0.action = .accept; $0.user = xName }))
+            guard case .contactAnswer? = accepted?.body else { throw ConformanceFailure("accept: \(describe(accepted))") }
+            guard try x.push(of: { $0.type == .contactAccepted && $0.fromUser == yName }) != nil else {
+                throw ConformanceFailure("no CONTACT_ACCEPTED pushed")
+            }
+            x.sendDatagram(.data, try message(id: "s2", to: yName, order: 2))
+            try expect(try x.answers(until: "s2").last?.kind == "accepted", "a contact's message was not accepted")
+            _ = try y.request(23, .contactRequest(.with { $0.action = .block; $0.user = xName }))
+            x.sendDatagram(.data, try message(id: "s3", to: yName, order: 3))
+            try expect(try x.answers(until: "s3").last?.kind == "failed not_a_contact", "a blocked sender's message was not refused")
+        },
+        ConformanceCheck("4.14", "4. Messages, Read receipts", "a read mark of a confirmed message reaches its sender as a READ push naming it") { target in
+            let (x, xName) = try target.boundPeer("c")
+            let (y, yName) = try target.boundPeer("d")
+            try strangers(x, xName, y, yName)
+            x.sendDatagram(.data, try message(id: "r1", to: yName, order: 1))
+            guard let pushed = try y.push(of: "r1") else { throw ConformanceFailure("not pushed") }
+            y.writeRaw(y.frame(Simp_Envelope(requestID: 30, .receipt(.with { $0.upToSeq = pushed.seq }))))
+            let marked = try y.request(31, .markRead(.with { $0.reads = [.with { $0.fromUser = pushed.fromUser; $0.messageID = "r1"; $0.seq = pushed.seq }] }))
+            guard case .ok? = marked?.body else { throw ConformanceFailure("markRead: \(describe(marked))") }
+            guard let read = try x.push(of: { $0.type == .read }) else { throw ConformanceFailure("no READ pushed") }
+            try expect(read.fromUser == yName && read.content == "r1", "READ: \(read)")
+        },
+        ConformanceCheck("2.5", "2. Datagrams, Typing and presence", "a TYPING datagram naming a user reaches that user as a TYPING datagram naming the typer") { target in
+            let (x, xName) = try target.boundPeer("c")
+            let (y, yName) = try target.boundPeer("d")
+            try strangers(x, xName, y, yName)
+            x.sendDatagram(.typing, Array(yName.utf8))
+            guard let typing = try y.datagram(of: .typing) else { throw ConformanceFailure("no TYPING datagram") }
+            try expect(String(decoding: typing, as: UTF8.self) == xName, "TYPING names \(String(decoding: typing, as: UTF8.self))")
+        },
+        ConformanceCheck("2.6", "2. Datagrams, Typing and presence", "a contact whose last session ends is told as a PRESENCE datagram: USER offline MS") { target in
+            let (x, xName) = try target.boundPeer("c")
+            let (y, yName) = try target.boundPeer("d")
+            try strangers(x, xName, y, yName)
+            _ = try x.request(40, .contactRequest(.with { $0.action = .add; $0.user = yName }))
+            let accepted = try y.request(41, .contactRequest(.with { $0.action = .accept; $0.user = xName }))
+            guard case .contactAnswer? = accepted?.body else { throw ConformanceFailure("accept: \(describe(accepted))") }
+            y.closeControl()
+            guard let presence = try x.datagram(of: .presence) else { throw ConformanceFailure("no PRESENCE datagram") }
+            let words = String(decoding: presence, as: UTF8.self).split(separator: " ")
+            try expect(words.count == 3 && words[0] == yName && words[1] == "offline" && (Int64(words[2]) ?? 0) > 0,
+                       "PRESENCE says \(String(decoding: presence, as: UTF8.self))")
+        },
+    ]
+
+    /// Undoes what an earlier check (or run) left between x and y: contacts-only off, no block,
+    /// no contact or request. Refusals (nothing to undo) are expected.
+    static func strangers(_ x: RawPeer, _ xName: String, _ y: RawPeer, _ yName: String) throws {
+        _ = try y.request(90, .settingsRequest(.with { $0.set = [.with { $0.name = "contacts-only"; $0.value = "off" }] }))
+        _ = try y.request(91, .contactRequest(.with { $0.action = .unblock; $0.user = xName }))
+        _ = try x.request(92, .contactRequest(.with { $0.action = .unblock; $0.user = yName }))
+        _ = try x.request(93, .contactRequest(.with { $0.action = .remove; $0.user = yName }))
+    }
+}
+
+extension RawPeer {
+    /// The next push matching `match`, past others; nil after 5 s without one.
+    func push(of match: (Simp_Message) -> Bool) throws -> Simp_Message? {
+        while let push = try nextPush() {
+            if match(push) { return push }
+        }
+        return nil
+    }
+
+    /// The payload of the next datagram of `kind`, past others; nil after 5 s without one.
+    func datagram(of kind: DatagramKind) throws -> [UInt8]? {
+        while let datagram = try receiveDatagram() {
+            if datagram.header.kind == kind { return datagram.payload }
+        }
+        return nil
+    }
+}
