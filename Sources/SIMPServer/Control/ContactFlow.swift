@@ -151,19 +151,7 @@ struct ContactFlow: Sendable {
 
     /// The notice `notify` asks for, as a store into `to`'s inbox; `id` and the time are the driver's.
     static func notice(_ type: Simp_Message.MessageType, from: String, to: String, id: UInt64, nowMillis: Int64) -> StoreRequest {
-        var message = Simp_Message()
-        message.version = 1
-        message.messageID = String(id)
-        message.time = nowMillis
-        message.serverTime = nowMillis
-        message.fromUser = from
-        message.toUser = to
-        message.type = type
-        var request = StoreRequest(from: from, id: message.messageID, to: to, bytes: (try? message.serializedBytes()) ?? [])
-        request.notice = true
-        // No device of the user's: tracked apart from what its devices send.
-        request.device = ""
-        return request
+        StoreRequest.notice(type, from: from, to: to, owner: to, id: id, nowMillis: nowMillis)
     }
 
     static func answer(_ result: Result) -> Simp_ContactAnswer {

@@ -532,10 +532,11 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
         case .filtered(let nodes):
             let user = flow.user
             let after = flow.next()
+            let rest = flow
             // Done before the answer: the loop may read a datagram before a task queued
             // earlier, and the blocked sender's next message must not go early.
             return router.loop.submit { router.filtered(user: user, nodes: nodes) }.hop(to: loop).flatMap {
-                carryOut(after, flow, router: router, on: loop)
+                carryOut(after, rest, router: router, on: loop)
             }
         case .answer(let answer):
             return loop.makeSucceededFuture(answer)
@@ -596,10 +597,11 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
         let router = self.router
         let changes = request.set.map { ($0.name, Optional($0.value)) }
         let filtering = request.set.contains { $0.name == UserSetting.contactsOnly.rawValue && $0.value == "on" }
-        let future = router.store.settings(of: user, changing: changes, on: context.eventLoop).flatMap { stored in
+        let loop = context.eventLoop
+        let future = router.store.settings(of: user, changing: changes, on: loop).flatMap { stored in
             // Before the answer, as for a block (`carryOut`).
-            let applied = filtering ? router.loop.submit { router.filtered(user: user, nodes: stored.nodes) }.hop(to: context.eventLoop)
-                : context.eventLoop.makeSucceededVoidFuture()
+            let applied = filtering ? router.loop.submit { router.filtered(user: user, nodes: stored.nodes) }.hop(to: loop)
+                : loop.makeSucceededVoidFuture()
             return applied.map { stored }
         }.map { stored in
             var answer = Simp_SettingsAnswer()

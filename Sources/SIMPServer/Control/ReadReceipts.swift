@@ -56,9 +56,20 @@ enum ReadReceipts {
         }
     }
 
-    /// A READ notice in `owner`'s inbox.
+    /// A READ notice in `owner`'s inbox, kept out of the history.
     private static func notice(from: String, to: String, owner: String, content: String, device: String,
                                id: UInt64, nowMillis: Int64) -> StoreRequest {
+        var request = StoreRequest.notice(.read, from: from, to: to, owner: owner, content: content, device: device, id: id, nowMillis: nowMillis)
+        request.inHistory = false
+        return request
+    }
+}
+
+extension StoreRequest {
+    /// A notice of the server's (`notice`): a message of `type` from `from` to `to`, stored in
+    /// `owner`'s inbox; `id` and the time are the driver's.
+    static func notice(_ type: Simp_Message.MessageType, from: String, to: String, owner: String, content: String = "",
+                       device: String = "", id: UInt64, nowMillis: Int64) -> StoreRequest {
         var message = Simp_Message()
         message.version = 1
         message.messageID = String(id)
@@ -66,12 +77,12 @@ enum ReadReceipts {
         message.serverTime = nowMillis
         message.fromUser = from
         message.toUser = to
-        message.type = .read
+        message.type = type
         message.content = content
         message.fromDevice = device
         var request = StoreRequest(from: from, id: message.messageID, to: owner, bytes: (try? message.serializedBytes()) ?? [])
         request.notice = true
-        request.inHistory = false
+        // No device of the user's: tracked apart from what its devices send.
         request.device = ""
         return request
     }
