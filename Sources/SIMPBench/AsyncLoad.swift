@@ -7,13 +7,17 @@ import SIMPClient
 /// Swift's own executors. Its figures beside `SIMPLoad`'s show what that path costs.
 public enum AsyncLoad {
     public static func run(_ pattern: LoadPattern, placement: Placement, group: any EventLoopGroup,
-                           processes: ProcessGroups,
+                           processes: ProcessGroups, batched: Bool = false,
                            progress: @Sendable (String) -> Void = { _ in }) async throws -> LoadResult {
         progress("connecting \(pattern.pairs * 2) clients (async API) to \(placement.nodes.map(\.description).joined(separator: ", "))")
         var pairs: [(sender: SIMPClient, receiver: SIMPClient)] = []
         for i in 0..<pattern.pairs {
-            let sender = try await SIMPLoad.connectedClient("bench-s\(i)", placement.sender(pair: i), group)
-            let receiver = try await SIMPLoad.connectedClient("bench-r\(i)", placement.receiver(pair: i), group)
+            var senderConfiguration = placement.sender(pair: i)
+            var receiverConfiguration = placement.receiver(pair: i)
+            senderConfiguration.eventBatches = batched
+            receiverConfiguration.eventBatches = batched
+            let sender = try await SIMPLoad.connectedClient("bench-s\(i)", senderConfiguration, group)
+            let receiver = try await SIMPLoad.connectedClient("bench-r\(i)", receiverConfiguration, group)
             pairs.append((sender, receiver))
         }
         progress("running: \(pattern.warmup) s warm-up, \(pattern.duration) s measured")
@@ -41,7 +45,7 @@ public enum AsyncLoad {
     /// message settled, or the drain deadline passed), then the pair's figures are counted.
     static func conversation(_ sender: SIMPClient, to user: String, receiver: SIMPClient, counter: UInt64,
                              _ pattern: LoadPattern, _ clock: LoadClock) async -> LoadResult {
-        let receiving = Task { await receive(receiver.events, clock) }
+        let receiving = Task { await receive(receiver, clock) }
         var sent = await withTaskGroup(of: LoadResult?.self) { tasks in
             tasks.addTask { await send(sender, to: user, counter: counter, pattern, clock) }
             tasks.addTask {
@@ -69,28 +73,41 @@ public enum AsyncLoad {
                      _ pattern: LoadPattern, _ clock: LoadClock) async -> LoadResult? {
         var outbox = AsyncOutbox(client: client, to: user, counter: counter, size: pattern.payloadBytes)
         for _ in 0..<pattern.window { await outbox.sendOne() }
-        for await event in client.events {
+        await forEachEvent(of: client) { event in
             let now = LoadClock.now()
-            guard outbox.settle(event, now: now, clock) else { continue }
+            guard outbox.settle(event, now: now, clock) else { return true }
             if now < clock.measureUntil { await outbox.sendOne() }
-            if now >= clock.measureUntil, outbox.sentAt.isEmpty { break }
+            return now < clock.measureUntil || !outbox.sentAt.isEmpty
         }
         return outbox.result
     }
 
-    static func receive(_ events: AsyncStream<ClientEvent>, _ clock: LoadClock) async -> LoadResult {
+    /// Hands each of the client's events to `body` until it says stop (false): from
+    /// `eventBatches` when the client delivers them so, else from `events`.
+    static func forEachEvent(of client: SIMPClient, _ body: (ClientEvent) async -> Bool) async {
+        guard client.configuration.eventBatches else {
+            for await event in client.events { guard await body(event) else { return } }
+            return
+        }
+        for await batch in client.eventBatches {
+            for event in batch { guard await body(event) else { return } }
+        }
+    }
+
+    static func receive(_ client: SIMPClient, _ clock: LoadClock) async -> LoadResult {
         var counters = Set<UInt64>()
         var result = LoadResult()
         var retracted = 0
-        for await event in events {
+        await forEachEvent(of: client) { event in
             if case .retracted = event { retracted += 1 }
-            guard case .message(let message) = event, let (counter, sentAt) = SIMPLoad.parse(message.text) else { continue }
+            guard case .message(let message) = event, let (counter, sentAt) = SIMPLoad.parse(message.text) else { return true }
             let now = LoadClock.now()
             guard counters.insert(counter).inserted else {
                 result.duplicates += 1
-                continue
+                return true
             }
             if clock.measured(sentAt) { _ = result.sendToReceive.record((now - sentAt) / 1000) }
+            return true
         }
         result.received = counters.count - retracted
         return result

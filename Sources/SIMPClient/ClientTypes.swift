@@ -61,6 +61,10 @@ public struct ClientConfiguration: Sendable {
     /// store then fails, `.retracted` says so. Not with a `dataDirectory`, which keeps
     /// received messages by seq.
     public var earlyDelivery = false
+    /// Events come in `eventBatches`, everything one turn of the client's event loop made in
+    /// one array, instead of one at a time in `events`: a consumer busy with many events is
+    /// woken once per batch, not once per event.
+    public var eventBatches = false
     /// Which of the user's devices this client is (`DeviceName`: 1-16 of a-z, 0-9, '.', '_',
     /// '-'). Every device gets every message to its user, and what one sends appears on the
     /// others; a second client with the same device name replaces the first. nil: the name kept

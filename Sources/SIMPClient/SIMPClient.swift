@@ -16,9 +16,14 @@ import SIMPCore
 public final class SIMPClient: @unchecked Sendable {
     public let configuration: ClientConfiguration
     public let events: AsyncStream<ClientEvent>
+    /// With `configuration.eventBatches`, the events instead of `events`, a loop turn's at a time.
+    public let eventBatches: AsyncStream<[ClientEvent]>
 
     let loop: any EventLoop
     private let eventSink: AsyncStream<ClientEvent>.Continuation
+    private let batchSink: AsyncStream<[ClientEvent]>.Continuation
+    /// Events of this loop turn, handed over at its end (`eventBatches`). Confined to `loop`.
+    private var pendingEvents: [ClientEvent] = []
     /// Called on `loop` with each event instead of `events`, when given.
     private let eventHandler: (@Sendable (ClientEvent) -> Void)?
     private let logger = Logger(label: "simp.client")
@@ -86,6 +91,7 @@ public final class SIMPClient: @unchecked Sendable {
                                   backoff: ReconnectBackoff(base: configuration.reconnectBase, cap: configuration.reconnectCap))
         server = configuration.servers.first ?? ServerAddress(host: "", port: 0)
         (events, eventSink) = AsyncStream.makeStream(of: ClientEvent.self)
+        (eventBatches, batchSink) = AsyncStream.makeStream(of: [ClientEvent].self)
         tlsContext = configuration.tls.map(Self.makeTLSContext)
     }
 
@@ -229,7 +235,9 @@ public final class SIMPClient: @unchecked Sendable {
     /// Disconnects and ends the events stream.
     public func close() async {
         await disconnect()
+        try? await loop.submit { [self] in flushEvents() }.get()
         eventSink.finish()
+        batchSink.finish()
     }
 
     /// Replaces the UDP socket with a new one on a new port, as a NAT rebinding or a network
@@ -975,7 +983,19 @@ public final class SIMPClient: @unchecked Sendable {
     }
 
     private func emit(_ event: ClientEvent) {
-        if let eventHandler { eventHandler(event) } else { eventSink.yield(event) }
+        if let eventHandler { return eventHandler(event) }
+        guard configuration.eventBatches else {
+            eventSink.yield(event)
+            return
+        }
+        if pendingEvents.isEmpty { loop.execute { [self] in flushEvents() } }
+        pendingEvents.append(event)
+    }
+
+    private func flushEvents() {
+        guard !pendingEvents.isEmpty else { return }
+        batchSink.yield(pendingEvents)
+        pendingEvents.removeAll(keepingCapacity: true)
     }
 
     /// "connection refused" rather than NIO's nested description of every attempt.

@@ -105,7 +105,7 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(help: "With the pairs pattern: also run it through these local brokers, comma-separated: mosquitto (QoS 1, persistence off), rabbitmq (durable queues, persistent messages, publisher confirms, manual acks), jetstream (NATS JetStream, file storage, PubAcks, explicit acks). scripts/install-brokers.sh installs rabbitmq-server and nats-server.")
     var compare: String?
 
-    @Option(help: "With the pairs pattern: how the bench drives SIMPClient: callbacks (eventHandler and post on the client's event loop) or async (for await over events, try await send, a task per side of each pair, as applications do).")
+    @Option(help: "With the pairs pattern: how the bench drives SIMPClient: callbacks (eventHandler and post on the client's event loop) async (for await over events, try await send, a task per side of each pair, as applications do), or batches (the same over eventBatches).")
     var api: BenchAPI = .callbacks
 
     @Flag(help: "The receivers take a message before it is stored, when nothing else is under way for them (ClientConfiguration.earlyDelivery).")
@@ -284,10 +284,10 @@ struct BenchCommand: AsyncParsableCommand {
                 let result = try await SIMPLoad.run(pattern, placement: target.placement, group: group, processes: target.processes,
                                                    progress: Self.progress)
                 return (SystemReport(system: "SIMP", result), target.topology)
-            case .async:
+            case .async, .batches:
                 let result = try await AsyncLoad.run(pattern, placement: target.placement, group: group, processes: target.processes,
-                                                    progress: Self.progress)
-                return (SystemReport(system: "SIMP async", result), target.topology)
+                                                    batched: api == .batches, progress: Self.progress)
+                return (SystemReport(system: api == .batches ? "SIMP batches" : "SIMP async", result), target.topology)
             }
         }
     }
@@ -437,6 +437,8 @@ struct BenchCommand: AsyncParsableCommand {
 enum BenchAPI: String, ExpressibleByArgument, CaseIterable {
     case callbacks
     case async
+    /// As `async`, over `eventBatches`.
+    case batches
 }
 
 /// A broker the pairs pattern is compared with.

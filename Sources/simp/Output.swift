@@ -90,9 +90,14 @@ final class Output: @unchecked Sendable {
     func presence(_ users: [PresenceInfo]) {
         let list: [[String: Any]] = users.map { ["user": $0.user, "state": $0.state.rawValue, "lastSeen": Int($0.lastSeen)] }
         let human = users.isEmpty ? "no contacts or group members" : users.map { user in
-            safe(user.user) + " " + user.state.rawValue + (user.state == .offline && user.lastSeen > 0 ? " (last seen \(user.lastSeen))" : "")
+            safe(user.user) + " " + user.state.rawValue + (user.state == .offline && user.lastSeen > 0 ? " (last seen \(Self.time(user.lastSeen)))" : "")
         }.joined(separator: "\n")
         emit(["event": "presence", "users": list], human: human)
+    }
+
+    /// `2026-11-26T19:21:13Z` for ms since 1970.
+    static func time(_ millis: Int64) -> String {
+        ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: Double(millis) / 1000))
     }
 
     func devices(_ devices: [DeviceInfo]) {
