@@ -235,9 +235,12 @@ public final class SIMPClient: @unchecked Sendable {
     /// Disconnects and ends the events stream.
     public func close() async {
         await disconnect()
-        try? await loop.submit { [self] in flushEvents() }.get()
-        eventSink.finish()
-        batchSink.finish()
+        // On the loop, so no event emitted there falls between the last batch and the end.
+        try? await loop.submit { [self] in
+            flushEvents()
+            eventSink.finish()
+            batchSink.finish()
+        }.get()
     }
 
     /// Replaces the UDP socket with a new one on a new port, as a NAT rebinding or a network

@@ -67,10 +67,12 @@ extension Conformance {
         },
     ]
 
-    /// Undoes what an earlier check (or run) left between x and y: contacts-only off, no block,
-    /// no contact or request. Refusals (nothing to undo) are expected.
+    /// Undoes what an earlier check (or run) left between x and y: contacts-only off, last-seen
+    /// on, no block, no contact or request. Refusals (nothing to undo) are expected.
     static func strangers(_ x: RawPeer, _ xName: String, _ y: RawPeer, _ yName: String) throws {
-        _ = try y.request(90, .settingsRequest(.with { $0.set = [.with { $0.name = "contacts-only"; $0.value = "off" }] }))
+        _ = try y.request(90, .settingsRequest(.with {
+            $0.set = [.with { $0.name = "contacts-only"; $0.value = "off" }, .with { $0.name = "last-seen"; $0.value = "on" }]
+        }))
         _ = try y.request(91, .contactRequest(.with { $0.action = .unblock; $0.user = xName }))
         _ = try x.request(92, .contactRequest(.with { $0.action = .unblock; $0.user = yName }))
         _ = try x.request(93, .contactRequest(.with { $0.action = .remove; $0.user = yName }))

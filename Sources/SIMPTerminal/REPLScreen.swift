@@ -183,6 +183,8 @@ public struct REPLScreen: Sendable {
             return marks.update(id: id, to: .read).map { [changeLine($0)] } ?? []
         case .message(let m):
             receivedCount += 1
+            // What they were typing has come.
+            typing[m.from] = nil
             reads.shown(m, conversation: conversation)
             users.add(m.from)
             if let group = m.group { users.add(GroupName.address(group)) }

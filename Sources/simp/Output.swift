@@ -49,8 +49,8 @@ final class Output: @unchecked Sendable {
         case .contactRequest(let from):
             emit(["event": "contact-request", "from": from], human: "[contact request] \(safe(from)) asks to be your contact")
         case .presence(let change):
-            var object: [String: Any] = ["event": "presence", "user": change.user, "state": change.online ? "online" : "offline"]
-            if !change.online { object["lastSeen"] = Int(change.lastSeen) }
+            let object: [String: Any] = ["event": "presence", "user": change.user, "state": change.online ? "online" : "offline",
+                                         "since": Int(change.since)]
             emit(object, human: "[presence] \(safe(change.user)) \(change.online ? "online" : "offline")")
         case .typing(let from):
             emit(["event": "typing", "from": from], human: "[typing] \(safe(from))")

@@ -1146,7 +1146,7 @@ public nonisolated struct Simp_UserPresence: Sendable {
   /// "online", "offline" or "hidden" (last-seen off, or it blocked the asker)
   public var state: String = String()
 
-  /// ms since epoch: its last connect or disconnect; 0 when hidden or never
+  /// ms since epoch: its last connect, disconnect or presence renewal; 0 when hidden or never
   public var lastSeen: Int64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()

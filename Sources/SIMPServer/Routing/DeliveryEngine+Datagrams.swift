@@ -103,16 +103,25 @@ extension DeliveryEngine {
         return false
     }
 
+    /// TYPING a session may have relayed: a client sends one every few seconds while its user
+    /// types, so 2 a second (bursts of 4) leave room for several conversations.
+    static let typingRate = (perSecond: 2, burst: 4)
+
     /// The user is typing to another: the store says whether that user takes it and where its
-    /// devices are (`relayTyping`). Counted against the session's data rate; dropped, not
-    /// refused, when over it or malformed: it is never resent.
+    /// devices are (`relayTyping`). Dropped, not refused, when malformed or over `typingRate`:
+    /// it is never resent.
     private mutating func typing(_ session: Session, to payload: [UInt8], now: Moment) {
         let peer = String(decoding: payload, as: UTF8.self)
         guard UserName.isValid(peer), peer != session.user else {
             metrics.dropped(.malformed)
             return
         }
-        guard session.bucket.take(now: now.deadline) else { return }
+        var bucket = session.typingBucket ?? TokenBucket(rate: Self.typingRate.perSecond, burst: Self.typingRate.burst, now: now.deadline)
+        defer { session.typingBucket = bucket }
+        guard bucket.take(now: now.deadline) else {
+            metrics.dropped(.rateLimited)
+            return
+        }
         act(.routeTyping(from: session.user, to: peer))
     }
 

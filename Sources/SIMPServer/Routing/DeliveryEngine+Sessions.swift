@@ -46,9 +46,6 @@ extension DeliveryEngine {
             sessionClosed(previous, now: now)
         }
         deviceCount(of: user, is: devices)
-        // No device of the user's was present: it comes online (a device here replaced by
-        // this one was present).
-        if nodes.isEmpty, sessions.sessions(of: user).count == 1 { act(.announcePresence(PresenceChange(user: user, online: true))) }
         let others = nodes.filter { $0 != settings.nodeID }
         if devices > 1, !others.isEmpty { act(.publish(.devices(user: user, count: devices), to: others)) }
         metrics.sessions.set(Int64(sessions.count))
@@ -157,10 +154,17 @@ extension DeliveryEngine {
         }
     }
 
+    /// Presence entries were written: a user none of whose other devices was present came online.
+    mutating func presenceWritten(_ entries: [MessageStore.Presence], first: [Bool]) {
+        for (entry, first) in zip(entries, first) where first {
+            act(.announcePresence(PresenceChange(user: entry.user, online: true, since: entry.entry.seenMillis)))
+        }
+    }
+
     /// The user's device's presence was cleared: with none left the user went offline.
     mutating func presenceCleared(user: String, devicesPresent: Int, millis: Int64) {
         guard devicesPresent == 0, sessions.sessions(of: user).isEmpty else { return }
-        act(.announcePresence(PresenceChange(user: user, online: false, lastSeen: millis)))
+        act(.announcePresence(PresenceChange(user: user, online: false, since: millis)))
     }
 
     /// `change` to the bound sessions here of those who may see it.

@@ -99,7 +99,7 @@ final class Router: @unchecked Sendable {
     /// Tells those who may see `change.user`'s presence, on every node where they are.
     private func announce(_ change: PresenceChange) {
         store.presenceCircle(of: change.user, on: loop).flatMap { [store, loop] watchers in
-            store.nodes(of: watchers, on: loop)
+            store.nodes(of: watchers, watching: change.user, on: loop)
         }.whenSuccess { [self] byNode in
             for (node, watchers) in byNode {
                 if node == engine.settings.nodeID {
@@ -324,8 +324,11 @@ final class Router: @unchecked Sendable {
     private func carryOutElsewhere(_ action: DeliveryAction) {
         switch action {
         case .setPresence(let entries):
-            store.setPresence(entries, on: loop).whenFailure { [logger] error in
-                logger.warning("presence not written", metadata: ["error": "\(error)"])
+            store.setPresence(entries, on: loop).whenComplete { [self] result in
+                switch result {
+                case .success(let first): feed { engine, _ in engine.presenceWritten(entries, first: first) }
+                case .failure(let error): logger.warning("presence not written", metadata: ["error": "\(error)"])
+                }
             }
         case .renewPresence(let entries, let ids):
             store.renewPresence(entries, on: loop).whenComplete { [self] result in

@@ -30,6 +30,8 @@ final class Session: TableEntry, SealedPeer, @unchecked Sendable {
     var lastPresenceWrite: NIODeadline = .distantPast
     /// Data datagrams this session may still send now (docs/SECURITY.md, messages per second).
     var bucket: TokenBucket
+    /// TYPING datagrams it may still relay now (`DeliveryEngine.typingRate`); made at its first.
+    var typingBucket: TokenBucket?
     /// When each kind of limit error was last sent: at most one a second per kind.
     var lastLimitError: [Simp_ErrorCode: NIODeadline] = [:]
     /// Bytes this session may still have resent on its receipts' `missing` lists (made on the

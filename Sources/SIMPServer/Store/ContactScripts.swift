@@ -126,6 +126,13 @@ extension Scripts {
     return {contacts, groups, redis.call('SMEMBERS', KEYS[3])}
     """)
 
+    /// Where a watcher's devices are, unless it blocked ARGV[1] (then nowhere: it is told nothing
+    /// of ARGV[1]). KEYS: the watcher's presence, blocked users. Reads only.
+    static let watcherNodes = RedisScript(presenceNodes + """
+    if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then return {} end
+    return presencenodes(KEYS[1], '')
+    """)
+
     /// A user's presence as ARGV[1] may see it: {state, last seen}; state 2 hidden (last-seen
     /// off, or it blocked ARGV[1]), 1 online (an entry written since ARGV[2] ms), 0 offline.
     /// KEYS: settings, blocked, presence, devices. Reads only.

@@ -112,10 +112,12 @@ extension MessageStore {
             let reads = groups.map { RedisCommand("HKEYS", [self.keys.groupMembers($0)]) }
             let members = reads.isEmpty ? loop.makeSucceededFuture([]) : self.redis.run(reads, on: loop)
             return members.map { replies in
-                var circle = Set(contacts)
-                for reply in replies { circle.formUnion((reply.array ?? []).compactMap(\.string)) }
-                circle.remove(user)
-                return Array(circle.subtracting(blocked).sorted().prefix(limit))
+                // Contacts first: past the limit, group members are left out before them.
+                var members = Set<String>()
+                for reply in replies { members.formUnion((reply.array ?? []).compactMap(\.string)) }
+                let first = Set(contacts).subtracting(blocked).subtracting([user])
+                let rest = members.subtracting(first).subtracting(blocked).subtracting([user])
+                return Array((first.sorted() + rest.sorted()).prefix(limit)).sorted()
             }
         }
     }
@@ -141,15 +143,14 @@ extension MessageStore {
         }
     }
 
-    /// Where each of `users`' devices are: per node, the users connected there.
-    func nodes(of users: [String], on loop: any EventLoop) -> EventLoopFuture<[String: [String]]> {
-        guard !users.isEmpty else { return loop.makeSucceededFuture([:]) }
-        let reads = users.map { RedisCommand("HVALS", [keys.presence($0)]) }
+    /// Where each of `watchers`' devices are, per node, leaving out those who blocked `user`.
+    func nodes(of watchers: [String], watching user: String, on loop: any EventLoop) -> EventLoopFuture<[String: [String]]> {
+        guard !watchers.isEmpty else { return loop.makeSucceededFuture([:]) }
+        let reads = watchers.map { RedisCommand.script(Scripts.watcherNodes, keys: [keys.presence($0), keys.blocked($0)], args: [user]) }
         return redis.run(reads, on: loop).map { replies in
             var byNode: [String: [String]] = [:]
-            for (user, reply) in zip(users, replies) {
-                let nodes = Set((reply.array ?? []).compactMap(\.string).compactMap { PresenceEntry($0)?.node })
-                for node in nodes { byNode[node, default: []].append(user) }
+            for (watcher, reply) in zip(watchers, replies) {
+                for node in Set((reply.array ?? []).compactMap(\.string)) { byNode[node, default: []].append(watcher) }
             }
             return byNode
         }

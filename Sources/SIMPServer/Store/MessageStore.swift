@@ -562,15 +562,16 @@ final class MessageStore: Sendable {
         var entry: PresenceEntry
     }
 
-    /// Writes the presence of several devices in one round trip.
-    func setPresence(_ presences: [Presence], on loop: any EventLoop) -> EventLoopFuture<Void> {
+    /// Writes the presence of several devices in one round trip; per device, whether it was the
+    /// only one of its user present (the user came online).
+    func setPresence(_ presences: [Presence], on loop: any EventLoop) -> EventLoopFuture<[Bool]> {
         let ttl = settings.presenceTTLSeconds
         let commands = presences.map { presence in
             RedisCommand.script(Scripts.setPresence, keys: [keys.presence(presence.user)],
                                 args: [presence.device, presence.entry.text, ttl, presence.entry.seenMillis - Int64(ttl) * 1000])
         }
         return redis.run(commands, on: loop).flatMapThrowing { replies in
-            for reply in replies { _ = try reply.checked() }
+            try replies.map { try $0.checked().int == 1 }
         }
     }
 
@@ -615,7 +616,7 @@ final class MessageStore: Sendable {
     /// Clears a device's presence; how many of the user's devices are still present.
     func clearPresence(user: String, device: String, session: UInt64, nowMillis: Int64, on loop: any EventLoop) -> EventLoopFuture<Int> {
         let command = RedisCommand.script(Scripts.clearPresence, keys: [keys.presence(user), keys.devices(user)],
-                                          args: [device, session, nowMillis])
+                                          args: [device, session, nowMillis, nowMillis - Int64(settings.presenceTTLSeconds) * 1000])
         return redis.run([command], on: loop).flatMapThrowing { Int(try $0[0].checked().int ?? 0) }
     }
 

@@ -360,17 +360,21 @@ enum Scripts {
 
     /// Writes one device's presence entry (`PresenceEntry`) and drops the entries no node has
     /// rewritten since ARGV[4] (ms): their nodes died. KEYS: presence. ARGV: device, entry,
-    /// TTL (s), the oldest time a live entry can have.
+    /// TTL (s), the oldest time a live entry can have. Returns 1 when no other device of the
+    /// user was present (it comes online now), else 0.
     static let setPresence = RedisScript("""
-    redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
     local entries = redis.call('HGETALL', KEYS[1])
     local oldest = tonumber(ARGV[4])
+    local others = 0
     for i = 1, #entries, 2 do
       local seen = tonumber(string.match(entries[i + 1], ' (%d+)$') or '0')
-      if seen < oldest then redis.call('HDEL', KEYS[1], entries[i]) end
+      if seen < oldest then redis.call('HDEL', KEYS[1], entries[i])
+      elseif entries[i] ~= ARGV[1] then others = others + 1 end
     end
+    redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
     redis.call('EXPIRE', KEYS[1], ARGV[3])
-    return 1
+    if others == 0 then return 1 end
+    return 0
     """)
 
     /// Rewrites a device's presence entry with a new time if it is still this session's, notes
@@ -456,6 +460,11 @@ enum Scripts {
     local entry = redis.call('HGET', KEYS[1], ARGV[1])
     if entry and string.match(entry, '^%S+ (%d+) ') == ARGV[2] then redis.call('HDEL', KEYS[1], ARGV[1]) end
     if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then redis.call('HSET', KEYS[2], ARGV[1], ARGV[3]) end
-    return redis.call('HLEN', KEYS[1])
+    -- Devices still present: entries of dead nodes (not rewritten within the TTL) do not count.
+    local live = 0
+    for _, value in ipairs(redis.call('HVALS', KEYS[1])) do
+      if tonumber(string.match(value, ' (%d+)$') or '0') >= tonumber(ARGV[4]) then live = live + 1 end
+    end
+    return live
     """)
 }

@@ -9,23 +9,24 @@ struct NodeNoticeTests {
         .devices(user: "bob", count: 3),
         .filtered(user: "bob"),
         .typing(from: "alice", to: "bob"),
-        .presence(PresenceChange(user: "bob", online: true), watchers: ["alice"]),
-        .presence(PresenceChange(user: "bob", online: false, lastSeen: 1_764_000_000_000), watchers: ["alice", "carol"]),
+        .presence(PresenceChange(user: "bob", online: true, since: 5), watchers: ["alice"]),
+        .presence(PresenceChange(user: "bob", online: false, since: 1_764_000_000_000), watchers: ["alice", "carol"]),
     ])
     func roundTrips(_ notice: NodeNotice) {
         #expect(NodeNotice(payload: notice.payload) == notice)
     }
 
-    @Test(arguments: ["typing alice", "typing alice Bob", "filtered", "filtered Bob",
+    @Test(arguments: ["typing alice", "typing alice Bob", "filtered", "filtered Bob", "presence alice bob online",
                       "presence  bob online", "presence alice bob offline", "presence alice,Bad bob online", "presence alice bob away"])
     func refusesMalformed(_ text: String) {
         #expect(NodeNotice(payload: Array(text.utf8)) == nil)
     }
 
     @Test func presencePayloads() {
-        #expect(PresenceChange(user: "bob", online: true).payload == Array("bob online".utf8))
-        #expect(PresenceChange(user: "bob", online: false, lastSeen: 5).payload == Array("bob offline 5".utf8))
+        #expect(PresenceChange(user: "bob", online: true, since: 7).payload == Array("bob online 7".utf8))
+        #expect(PresenceChange(user: "bob", online: false, since: 5).payload == Array("bob offline 5".utf8))
         #expect(PresenceChange(payload: Array("bob offline -1".utf8)) == nil)
-        #expect(PresenceChange(payload: Array("bob online 5".utf8)) == nil)
+        #expect(PresenceChange(payload: Array("bob online".utf8)) == nil)
+        #expect(PresenceChange(payload: Array("bob online 5".utf8)) == PresenceChange(user: "bob", online: true, since: 5))
     }
 }
