@@ -60,7 +60,12 @@ extension Conformance {
             let accepted = try y.request(41, .contactRequest(.with { $0.action = .accept; $0.user = xName }))
             guard case .contactAnswer? = accepted?.body else { throw ConformanceFailure("accept: \(describe(accepted))") }
             y.closeControl()
-            guard let presence = try x.datagram(of: .presence) else { throw ConformanceFailure("no PRESENCE datagram") }
+            // y's own "online" may come first: its presence is written just after its bind.
+            var presence: [UInt8]?
+            while presence == nil, let next = try x.datagram(of: .presence) {
+                if !String(decoding: next, as: UTF8.self).hasPrefix(yName + " online ") { presence = next }
+            }
+            guard let presence else { throw ConformanceFailure("no PRESENCE datagram saying offline") }
             let words = String(decoding: presence, as: UTF8.self).split(separator: " ")
             try expect(words.count == 3 && words[0] == yName && words[1] == "offline" && (Int64(words[2]) ?? 0) > 0,
                        "PRESENCE says \(String(decoding: presence, as: UTF8.self))")

@@ -13,16 +13,23 @@ extension EventLog {
 /// come online and go offline, over UDP, with nothing written for it; `/presence` lists them;
 /// last-seen off hides a user.
 @Suite(.serialized) struct PresenceEventTests {
+    /// A device is present once its session is bound: a message to oneself, delivered, shows it is.
+    static func bound(_ client: SIMPClient, _ log: EventLog, as user: String) async throws {
+        let id = try await client.send(to: user, text: "bound")
+        #expect(await log.wait { $0.delivered.contains(id) })
+    }
+
     /// bob's contact alice and his group co-member carol; dave is neither.
     static func circle(_ cluster: TestCluster) async throws -> [String: (SIMPClient, EventLog)] {
         for user in ["alice", "bob", "carol", "dave"] { try await cluster.register(user) }
         var clients: [String: (SIMPClient, EventLog)] = [:]
         for user in ["alice", "carol", "dave"] { clients[user] = try await cluster.connectedDevice(user, "main") }
         let (bob, bobLog) = try await cluster.connectedDevice("bob", "main")
+        // Present before anyone may see it: the only change alice and carol hear is its end.
+        try await bound(bob, bobLog, as: "bob")
         try await bob.addContact("alice")
         try await clients["alice"]!.0.acceptContact("bob")
         try await clients["carol"]!.0.createGroup("crew", members: ["bob"])
-        _ = bobLog
         await bob.close()
         return clients
     }
@@ -75,7 +82,8 @@ extension EventLog {
         let relayed = cluster.metric("simp_presence_relayed_total")
         await bob.close()
         // carol's own change is told (she is bob's co-member, not alice's): bob's is not.
-        let (again, _) = try await cluster.connectedDevice("bob", "laptop")
+        let (again, againLog) = try await cluster.connectedDevice("bob", "laptop")
+        try await Self.bound(again, againLog, as: "bob")
         try await again.set(.lastSeen, true)
         await again.close()
         #expect(await aliceLog.wait { $0.presenceChanges.count == 3 })
