@@ -147,7 +147,7 @@ public final class SIMPServer: Service, Sendable {
             var readiness = Readiness(redis: redis, listeners: [("tcp", tcp), ("udp", udp)])
             readiness.shardsShort = { [metrics] in metrics.shardsShort }
             readiness.minReplicas = configuration.redisMinReplicas
-            let channel = try await bindMetrics(port: port, readiness: readiness)
+            let channel = try await bindMetrics(port: port, readiness: readiness, sessions: { router.pathReport() })
             try keep { $0.metricsChannel = channel }
             metricsChannel = channel
         }
@@ -352,13 +352,14 @@ public final class SIMPServer: Service, Sendable {
             .get()
     }
 
-    private func bindMetrics(port: Int, readiness: Readiness) async throws -> any Channel {
+    private func bindMetrics(port: Int, readiness: Readiness,
+                             sessions: @escaping @Sendable () -> EventLoopFuture<String>) async throws -> any Channel {
         let metrics = self.metrics
         return try await ServerBootstrap(group: group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
                 channel.pipeline.configureHTTPServerPipeline().flatMapThrowing {
-                    try channel.pipeline.syncOperations.addHandler(MetricsHTTPHandler(metrics: metrics, readiness: readiness))
+                    try channel.pipeline.syncOperations.addHandler(MetricsHTTPHandler(metrics: metrics, readiness: readiness, sessions: sessions))
                 }
             }
             .bind(host: configuration.metricsHost, port: port)

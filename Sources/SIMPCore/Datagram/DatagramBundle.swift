@@ -3,7 +3,7 @@
 /// together for one session share a datagram: the kernel's send path, the seal and the
 /// receiver's read are paid once per datagram, and that was a fifth of the server's CPU.
 public enum DatagramBundle {
-    static let prefixSize = 2
+    public static let prefixSize = 2
     /// The fewest datagrams a flush's messages for one session go in, when there are that
     /// many messages. A receiver finds a lost datagram from a later one (a gap in the seqs or
     /// the send order) and asks for it at once; a loss with nothing after it waits for the

@@ -108,6 +108,18 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
         entries[key]?.payload
     }
 
+    /// Feeds an RTT sample the caller took (entries it removes with `remove` give none).
+    @inlinable
+    public mutating func sampleRTT(_ sample: TimeAmount) {
+        rtt.sample(sample)
+    }
+
+    /// When a pending entry was last sent (or found due).
+    @inlinable
+    public func lastSent(of key: Key) -> NIODeadline? {
+        entries[key]?.lastSent
+    }
+
     /// Removes an entry without taking an RTT sample.
     @inlinable @discardableResult
     public mutating func remove(_ key: Key) -> Payload? {
@@ -119,11 +131,14 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
         public var key: Key
         public var payload: Payload
         public let place: UInt64
+        /// When it was last sent before it became due.
+        public let sentAt: NIODeadline
 
-        @inlinable init(key: Key, payload: Payload, place: UInt64) {
+        @inlinable init(key: Key, payload: Payload, place: UInt64, sentAt: NIODeadline) {
             self.key = key
             self.payload = payload
             self.place = place
+            self.sentAt = sentAt
         }
     }
 
@@ -146,7 +161,7 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
         for (key, entry) in ready {
             if now - entry.firstSent >= policy.giveUpAfter {
                 entries[key] = nil
-                result.expired.append(Item(key: key, payload: entry.payload, place: entry.place))
+                result.expired.append(Item(key: key, payload: entry.payload, place: entry.place, sentAt: entry.lastSent))
                 continue
             }
             var next = entry
@@ -154,7 +169,7 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
             next.attempts += 1
             next.timeout = .nanoseconds(min(entry.timeout.nanoseconds * 2, policy.maxBackoff.nanoseconds))
             entries[key] = next
-            result.resend.append(Item(key: key, payload: entry.payload, place: entry.place))
+            result.resend.append(Item(key: key, payload: entry.payload, place: entry.place, sentAt: entry.lastSent))
         }
         return result
     }

@@ -1,19 +1,23 @@
 import NIOCore
 import NIOHTTP1
 
-/// The operator's HTTP port: GET /metrics (Prometheus text), /health (the process answers)
-/// and /ready (listeners bound and Redis answers PING); anything else gets 404 or 405.
+/// The operator's HTTP port: GET /metrics (Prometheus text), /health (the process answers),
+/// /ready (listeners bound and Redis answers PING) and /sessions (each session's congestion
+/// window, RTT and losses: one line each, so not a Prometheus series per session); anything
+/// else gets 404 or 405.
 final class MetricsHTTPHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
 
     private let metrics: ServerMetrics
     private let readiness: Readiness
+    private let sessions: @Sendable () -> EventLoopFuture<String>
     private var request: HTTPRequestHead?
 
-    init(metrics: ServerMetrics, readiness: Readiness) {
+    init(metrics: ServerMetrics, readiness: Readiness, sessions: @escaping @Sendable () -> EventLoopFuture<String>) {
         self.metrics = metrics
         self.readiness = readiness
+        self.sessions = sessions
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -29,14 +33,26 @@ final class MetricsHTTPHandler: ChannelInboundHandler {
 
     private func answer(_ context: ChannelHandlerContext, to head: HTTPRequestHead) {
         let path = head.uri.split(separator: "?", omittingEmptySubsequences: false).first ?? ""
-        guard ["/metrics", "/health", "/ready"].contains(path) else {
-            return respond(context, to: head, .notFound, "only /metrics, /health and /ready are served here\n")
+        guard ["/metrics", "/health", "/ready", "/sessions"].contains(path) else {
+            return respond(context, to: head, .notFound, "only /metrics, /health, /ready and /sessions are served here\n")
         }
         guard head.method == .GET else { return respond(context, to: head, .methodNotAllowed, "use GET\n") }
         switch path {
         case "/metrics": respond(context, to: head, .ok, metrics.render(), contentType: "text/plain; version=0.0.4")
         case "/health": respond(context, to: head, .ok, "ok\n")
+        case "/sessions": answerSessions(context, to: head)
         default: answerReady(context, to: head)
+        }
+    }
+
+    private func answerSessions(_ context: ChannelHandlerContext, to head: HTTPRequestHead) {
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        sessions().hop(to: context.eventLoop).whenComplete { result in
+            let (handler, context) = bound.value
+            switch result {
+            case .success(let text): handler.respond(context, to: head, .ok, text)
+            case .failure(let error): handler.respond(context, to: head, .serviceUnavailable, "\(error)\n")
+            }
         }
     }
 

@@ -36,6 +36,8 @@ final class ServerMetrics: Sendable {
     let presenceRelayed: Counter
     let retransmits: Counter
     let pushesGivenUp: Counter
+    let pushesLost: Counter
+    let congestionEvents: Counter
     let loginsFailed: Counter
     let loginsSucceeded: Counter
     let tokensRevoked: Counter
@@ -83,6 +85,8 @@ final class ServerMetrics: Sendable {
         typingRelayed = counter("typing_relayed", "TYPING datagrams sent to a session (never stored)")
         presenceRelayed = counter("presence_relayed", "PRESENCE datagrams sent to a session (never stored)")
         pushesGivenUp = counter("pushes_given_up", "Pushes given up until the client's next keepalive or session")
+        pushesLost = counter("pushes_lost", "Pushes found lost (timed out, or reported missing by a receipt)")
+        congestionEvents = counter("congestion_events", "Losses that halved a session's congestion window")
         loginsFailed = counter("logins_failed", "Logins with a wrong name or password")
         loginsSucceeded = counter("logins", "Logins with the right password")
         tokensRevoked = counter("tokens_revoked", "Tokens revoked by logout")

@@ -39,7 +39,9 @@ extension DeliveryEngine {
         guard let session = sessions[sessionID], session.path.respond(token: token) != nil else { return }
         sendBound(session)
         refreshPresence(session, promptly: true, now: now)
-        session.pushes.expediteAll(now: now.deadline)
+        metrics.pushesGivenUp.increment(by: Int64(session.pushes.expediteAll(now: now.deadline)))
+        releasing.insert(session.id)
+        sendDatagrams(now: now)
     }
 
     private mutating func bind(_ session: Session, token: [UInt8], from address: SocketAddress, now: Moment) {
@@ -83,7 +85,7 @@ extension DeliveryEngine {
     private mutating func unpark(_ session: Session, now: Moment) {
         guard session.pushes.hasParked else { return }
         for (seq, push) in session.pushes.unpark() { self.push(seq, push, to: session, now: now) }
-        sendDatagrams()
+        sendDatagrams(now: now)
     }
 
     /// True when the datagram came from the session's validated address; otherwise it is

@@ -50,7 +50,7 @@ extension DeliveryEngine {
                 if recipient.isBound { push(copy.seq, copy.push, to: recipient, now: now) }
             }
         }
-        sendDatagrams()
+        sendDatagrams(now: now)
     }
 
     /// Pushes inbox entries read back from the store (each carries its seq and sender).
@@ -59,39 +59,48 @@ extension DeliveryEngine {
             guard let message = try? Simp_Message(serializedBytes: bytes) else { continue }
             push(message.seq, Push(stored: message, bytes: bytes, recipient: session.user), to: session, now: now)
         }
-        sendDatagrams()
+        sendDatagrams(now: now)
     }
 
     /// Queues the push for the next `sendDatagrams`.
     mutating func push(_ seq: UInt64, _ push: Push, to session: Session, now: Moment) {
-        guard !session.pushes.contains(seq), hasUDP, session.address != nil else { return }
-        queueDatagram(push.bytes, to: session)
+        guard hasUDP, session.address != nil, session.pushes.push(seq, push) else { return }
         metrics.pushes.increment()
         session.highestPushed = max(session.highestPushed, seq)
-        _ = session.pushes.push(seq, push, now: now.deadline)
         pushing.insert(session.id)
+        releasing.insert(session.id)
         ask(.tick, after: settings.tick)
     }
 
-    mutating func queueDatagram(_ payload: [UInt8], to session: Session) {
-        outgoing[session.id, default: (session, [])].payloads.append(payload)
-    }
-
-    /// Sends the queued payloads, a session's together in bundles when it takes them, and flushes.
-    mutating func sendDatagrams() {
-        guard !outgoing.isEmpty else { return }
-        for (session, payloads) in outgoing.values {
-            guard session.takesBundles else {
-                for payload in payloads { sendDatagram(to: session, kind: .data, payload: payload, flush: false) }
+    /// Sends what each session with queued pushes may send now (its congestion window and
+    /// pacing say how much), together in bundles when it takes them, and flushes. A session
+    /// held back stays queued for the next tick or receipt.
+    mutating func sendDatagrams(now: Moment) {
+        guard !releasing.isEmpty else { return }
+        var wrote = false
+        for id in releasing {
+            guard let session = sessions[id], session.isBound else {
+                releasing.remove(id)
                 continue
             }
-            for datagram in DatagramBundle.pack(payloads) {
-                sendDatagram(to: session, kind: datagram.kind, payload: datagram.payload, flush: false)
-                if datagram.kind == .bundle { metrics.bundles.increment() }
-            }
+            let release = session.pushes.release(now: now.deadline, bundles: session.takesBundles)
+            if !session.pushes.hasQueued { releasing.remove(id) }
+            metrics.retransmits.increment(by: Int64(release.resent))
+            for group in release.datagrams { send(group, to: session) }
+            wrote = wrote || !release.datagrams.isEmpty
         }
-        outgoing.removeAll(keepingCapacity: true)
-        act(.flushDatagrams)
+        if wrote { act(.flushDatagrams) }
+        if !releasing.isEmpty { ask(.tick, after: settings.tick) }
+    }
+
+    /// One datagram: DATA for one message, a BUNDLE for more.
+    private mutating func send(_ group: [[UInt8]], to session: Session) {
+        guard group.count > 1, let bundle = DatagramBundle.pack(group, spread: 1).first else {
+            sendDatagram(to: session, kind: .data, payload: group[0], flush: false)
+            return
+        }
+        sendDatagram(to: session, kind: bundle.kind, payload: bundle.payload, flush: false)
+        metrics.bundles.increment()
     }
 
     /// Sends under a fresh packet number, to the validated address unless told otherwise;
@@ -105,33 +114,37 @@ extension DeliveryEngine {
         return true
     }
 
-    /// Retransmits what is due, writes the marks and prompt presence due; asks for the next
-    /// tick while anything waits for one.
+    /// Finds lost what timed out, sends what the windows let go, writes the marks and prompt
+    /// presence due; asks for the next tick while anything waits for one.
     mutating func tick(now: Moment) {
-        retransmitDue(now: now)
+        findTimedOut(now: now)
+        sendDatagrams(now: now)
         writeReceipts(now: now)
         writePresence(now: now)
         if !pushing.isEmpty || receipts.hasReady || receipts.failedCount > 0 { ask(.tick, after: settings.tick) }
     }
 
-    private mutating func retransmitDue(now: Moment) {
+    private mutating func findTimedOut(now: Moment) {
         guard hasUDP else { return }
-        var wrote = false
         for id in pushing {
             guard let session = sessions[id], !session.pushes.isEmpty else {
                 pushing.remove(id)
                 continue
             }
             guard session.isBound else { continue }
-            let due = session.pushes.due(now: now.deadline)
-            for bytes in due.resend {
-                queueDatagram(bytes, to: session)
-                metrics.retransmits.increment()
-                wrote = true
-            }
+            let before = session.pushes.congestion
             // Given up on this path for now: pushed again after the client's next keepalive.
-            metrics.pushesGivenUp.increment(by: Int64(due.parked))
+            metrics.pushesGivenUp.increment(by: Int64(session.pushes.due(now: now.deadline)))
+            countLosses(session, since: before)
+            if session.pushes.hasQueued { releasing.insert(id) }
         }
-        if wrote { sendDatagrams() }
+    }
+
+    /// Counts what a session's controller found lost since `before`.
+    mutating func countLosses(_ session: Session, since before: CongestionController) {
+        let after = session.pushes.congestion
+        guard after.lost > before.lost else { return }
+        metrics.pushesLost.increment(by: Int64(after.lost - before.lost))
+        metrics.congestionEvents.increment(by: Int64(after.congestionEvents - before.congestionEvents))
     }
 }

@@ -11,6 +11,8 @@ extension DeliveryEngine {
         let confirmed = session.pushes.confirm(upTo: receipt.upToSeq, now: now.deadline)
         session.raiseNumberingFloor(receipt.upToSeq)
         resendMissing(receipt.missing.prefix(RequestCost.missingPerReceipt), to: session, now: now)
+        if session.pushes.hasQueued { releasing.insert(session.id) }
+        sendDatagrams(now: now)
         let elsewhere = sessions.sessions(of: session.user).lazy.filter { $0 !== session }.map(\.confirmed).max() ?? 0
         let effects = Self.receipt(upTo: receipt.upToSeq, pushes: confirmed, confirmed: session.confirmed,
                                    confirmedElsewhere: elsewhere, user: session.user, device: session.device)
@@ -26,24 +28,17 @@ extension DeliveryEngine {
     /// inbox, so no gap stays; one such read at a time per session, however many receipts ask.
     private mutating func resendMissing(_ seqs: ArraySlice<UInt64>, to session: Session, now: Moment) {
         guard hasUDP, !seqs.isEmpty else { return }
-        let (resend, unknown) = session.pushes.missing(seqs)
         let rate = settings.resendBytesPerSecond
         var budget = session.resendBudget ?? TokenBucket(rate: rate, burst: rate, now: now.deadline)
-        var overBudget = false
-        for bytes in resend {
-            guard budget.take(bytes.count, now: now.deadline) else {
-                overBudget = true
-                break
-            }
-            queueDatagram(bytes, to: session)
-            metrics.retransmits.increment()
-        }
+        let before = session.pushes.congestion
+        let found = session.pushes.missing(seqs, budget: &budget, now: now.deadline)
         session.resendBudget = budget
-        if overBudget { metrics.exceeded(.resendBytes) }
-        sendDatagrams()
-        guard !unknown.isEmpty, !session.readingMissing else { return }
+        countLosses(session, since: before)
+        if found.overBudget { metrics.exceeded(.resendBytes) }
+        if found.queued > 0 { releasing.insert(session.id) }
+        guard !found.unknown.isEmpty, !session.readingMissing else { return }
         session.readingMissing = true
-        act(.readEntries(session: session.id, user: session.user, seqs: unknown))
+        act(.readEntries(session: session.id, user: session.user, seqs: found.unknown))
     }
 
     /// The entries a session's receipt named and this node never pushed.

@@ -240,3 +240,17 @@ extension DeliveryEngine {
         return MessageStore.Presence(user: session.user, device: session.device, entry: entry)
     }
 }
+
+extension DeliveryEngine {
+    /// Each session's path as its congestion controller sees it (GET /sessions), by user.
+    func pathReport() -> String {
+        var lines = ["user device session window_bytes in_flight_bytes srtt_ms lost congestion_events ceiling_bytes_per_s"]
+        for session in sessions.all.sorted(by: { ($0.user, $0.id) < ($1.user, $1.id) }) {
+            let c = session.pushes.congestion
+            let srtt = session.pushes.smoothedRTT.map { String(format: "%.2f", Double($0.nanoseconds) / 1e6) } ?? "-"
+            let ceiling = c.ceiling.map { String(Int($0)) } ?? "-"
+            lines.append("\(session.user) \(session.device) \(session.id) \(c.window) \(c.bytesInFlight) \(srtt) \(c.lost) \(c.congestionEvents) \(ceiling)")
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+}

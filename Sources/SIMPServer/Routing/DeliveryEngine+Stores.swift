@@ -71,7 +71,7 @@ extension DeliveryEngine {
             if holdForReplicas(request, outcome, ticket: batch.ticket, index: index, now: now) { continue }
             if let again = Self.unsettled(request, outcome, now: now.deadline) { retry.append(again) } else { settle(request, outcome, now: now) }
         }
-        sendDatagrams()
+        sendDatagrams(now: now)
         switch stores.completed(batch.ticket, retry: retry) {
         case .proceed: flushStores()
         case .waitForInFlight: break
@@ -113,7 +113,7 @@ extension DeliveryEngine {
         }
         storeTracker.prune(now: now.deadline)
         for (shard, _) in replicaHold.held { act(.probeReplicas(shard)) }
-        sendDatagrams()
+        sendDatagrams(now: now)
         if !replicaHold.isEmpty { ask(.replicaProbe, after: settings.replicaProbeInterval) }
     }
 

@@ -77,9 +77,9 @@ struct DeliveryEngine {
     var pushing: Set<UInt64> = []
     /// Delivered notices for senders with no session here, published once per loop tick.
     var remoteDelivered: [String: [Simp_Accepted]] = [:]
-    /// Payloads for each session's datagrams, gathered until `sendDatagrams`, so those for one
-    /// session share bundles.
-    var outgoing: [UInt64: (session: Session, payloads: [[UInt8]])] = [:]
+    /// Sessions with pushes queued for their congestion window or pacing: `sendDatagrams`
+    /// sends what each may, those for one session together in bundles.
+    var releasing: Set<UInt64> = []
     /// Timers and end-of-tick tasks asked for and not yet due: each is asked for once. The
     /// node's own are bits (one is asked for with every push); a session's reads, a set.
     var waiting: UInt8 = 0

@@ -96,6 +96,11 @@ final class Router: @unchecked Sendable {
                                    otherDevices: session.devices > 1)
     }
 
+    /// Each session's congestion window, RTT and losses, as text (GET /sessions).
+    func pathReport() -> EventLoopFuture<String> {
+        loop.submit { [self] in engine.pathReport() }
+    }
+
     /// Tells those who may see `change.user`'s presence, on every node where they are.
     private func announce(_ change: PresenceChange) {
         store.presenceCircle(of: change.user, on: loop).flatMap { [store, loop] watchers in
