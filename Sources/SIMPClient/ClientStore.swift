@@ -76,13 +76,20 @@ final class ClientStore: Sendable {
 
     /// Before `send` returns: the message exists on disk before anyone learns its id.
     func add(id: String, to: String, message: Simp_Message) async throws(StoreWriteError) {
+        try await add([(id, to, message)])
+    }
+
+    /// Several messages in one transaction (the parts of a long message): all or none.
+    func add(_ items: [(id: String, to: String, message: Simp_Message)]) async throws(StoreWriteError) {
         do {
-            let bytes: [UInt8] = try message.serializedBytes()
-            let payload = Data(bytes)
+            let rows = try items.map { item in (item.id, item.to, Data(try item.message.serializedBytes() as [UInt8])) }
             try await db.write { db in
-                let position = (try Int64.fetchOne(db, sql: "SELECT COALESCE(MAX(position), 0) + 1 FROM outbox")) ?? 1
-                try db.execute(sql: "INSERT OR REPLACE INTO outbox (id, recipient, payload, position) VALUES (?, ?, ?, ?)",
-                               arguments: [id, to, payload, position])
+                var position = (try Int64.fetchOne(db, sql: "SELECT COALESCE(MAX(position), 0) + 1 FROM outbox")) ?? 1
+                for (id, to, payload) in rows {
+                    try db.execute(sql: "INSERT OR REPLACE INTO outbox (id, recipient, payload, position) VALUES (?, ?, ?, ?)",
+                                   arguments: [id, to, payload, position])
+                    position += 1
+                }
             }
         } catch {
             throw StoreWriteError(path: path, error)

@@ -124,6 +124,15 @@ public struct IncomingMessage: Sendable, Equatable {
     public var groupChange: GroupChange?
     /// A notice about contacts rather than a message (then `text` is empty).
     public var kind: Kind = .message
+    /// How many parts a long message came in (docs/PROTOCOL.md, Long messages); 1 for others.
+    public var parts = 1
+    /// A part of a long message, not yet put together with the others (`Reassembly`).
+    var part: LongText.PartID?
+
+    /// The id a read mark names: a long message's last part (the entry at `seq`).
+    var markID: String {
+        parts > 1 ? LongText.PartID(base: id, index: parts, count: parts).description : id
+    }
 
     public enum Kind: String, Sendable, Equatable {
         case message, contactRequest = "contact-request", contactAccepted = "contact-accepted", read
@@ -152,6 +161,7 @@ public struct IncomingMessage: Sendable, Equatable {
         group = GroupName.addressed(by: m.toUser)
         groupSeq = m.groupSeq
         groupChange = GroupChange(m)
+        part = m.type == .textPart ? LongText.PartID(m.messageID) : nil
         kind = switch m.type {
         case .contactRequest: .contactRequest
         case .contactAccepted: .contactAccepted

@@ -79,7 +79,7 @@ extension SIMPClient {
         let marks = messages.filter { $0.kind == .message && $0.group == nil && $0.seq > 0 && $0.fromDevice.isEmpty }.map { message in
             var mark = Simp_ReadMark()
             mark.fromUser = message.from
-            mark.messageID = message.id
+            mark.messageID = message.markID
             mark.seq = message.seq
             return mark
         }

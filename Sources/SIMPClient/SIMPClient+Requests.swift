@@ -18,30 +18,38 @@ extension SIMPClient {
     }
 
     /// The last `limit` messages (1-1000) between the logged-in user and `peer`, oldest first,
-    /// fetched page by page (`historyPage`) until there are that many or no older ones.
+    /// fetched page by page until there are that many or no older ones. A long message whose
+    /// parts span pages is put together across them.
     public func history(with peer: String, limit: Int = 20) async throws(ClientError) -> [IncomingMessage] {
         let wanted = max(1, min(limit, 1000))
         var pages: [[IncomingMessage]] = []
         var seen = Set<MessageKey>()
-        var count = 0
+        var messages: [IncomingMessage] = []
         var before: UInt64 = 0
-        while count < wanted {
-            let page = try await historyPage(with: peer, before: before, limit: wanted - count)
+        while messages.count < wanted {
+            let page = try await storedPage(with: peer, before: before, limit: wanted - messages.count)
             // A message that arrived meanwhile moves older ones back a position, so this page
             // may repeat some of the newer page's messages.
-            let fresh = page.messages.filter { seen.insert(MessageKey(from: $0.from, id: $0.id)).inserted }
-            pages.append(fresh)
-            count += fresh.count
+            pages.append(page.messages.filter { seen.insert(MessageKey(from: $0.from, id: $0.id)).inserted })
+            messages = Reassembly.joined(Array(pages.reversed().joined()))
             guard page.more, page.nextBefore > before else { break }
             before = page.nextBefore
         }
-        return Array(pages.reversed().joined().suffix(wanted))
+        return Array(messages.suffix(wanted))
     }
 
     /// One page of the conversation with `peer`, oldest first: at most `limit` (1-1000)
     /// messages, fewer when more would not fit one frame, starting `before` messages back
     /// from the newest (0: the newest page). Pass its `nextBefore` for the next older page.
+    /// A long message is in it when all its parts are (each part counts towards `limit`).
     public func historyPage(with peer: String, before: UInt64 = 0, limit: Int = 20) async throws(ClientError) -> HistoryPage {
+        var page = try await storedPage(with: peer, before: before, limit: limit)
+        page.messages = Reassembly.joined(page.messages)
+        return page
+    }
+
+    /// A page of the entries as stored, parts of long messages as they are.
+    private func storedPage(with peer: String, before: UInt64, limit: Int) async throws(ClientError) -> HistoryPage {
         guard UserName.isValid(peer) || GroupName.addressed(by: peer) != nil else {
             throw ClientError("not a valid user name or #group: \(peer)", code: .badRequest)
         }

@@ -50,6 +50,10 @@ public final class SIMPClient: @unchecked Sendable {
     /// Messages handed over before they were numbered, until their numbered copy comes.
     private var early = EarlyLedger()
     private var copyReceipts = CopyReceipts()
+    /// Parts of long messages received, until each message is whole.
+    private var reassembly = Reassembly()
+    /// Turns the events of the parts of long messages sent into the messages' events.
+    private var longSends = LongSends()
     private var receiptScheduled = false
     private var udpFlushScheduled = false
     /// Serialized messages waiting for the tick's flush.
@@ -60,7 +64,9 @@ public final class SIMPClient: @unchecked Sendable {
     /// Whether the datagram socket is an IPv6 one (it must match the server's family).
     private var udpIsIPv6 = false
     /// The server a session is open on, readable from any thread.
-    private let connectedBox = ConnectedServer()
+    private let connectedBox = Locked<ServerAddress?>(nil)
+    /// The longest text the server takes (its `--max-message-bytes`, told at connect).
+    private let textLimit = Locked(LongText.defaultMaxBytes)
     private var timers: ClientTimers
     private var tick: Scheduled<Void>?
     private var controlError: String?
@@ -173,9 +179,16 @@ public final class SIMPClient: @unchecked Sendable {
     public var eventLoop: any EventLoop { loop }
 
     /// Queues a text message and returns its id; its fate arrives as events. Runs on the
-    /// caller's executor (no hop to the global one).
+    /// caller's executor (no hop to the global one). A text over one datagram goes in parts
+    /// and arrives whole (docs/PROTOCOL.md, Long messages); one over the server's limit
+    /// (65,536 bytes unless it says otherwise) throws `.messageTooLarge` and nothing is sent.
     public nonisolated(nonsending) func send(to user: String, text: String) async throws(ClientError) -> String {
-        try await send(Self.text(text), to: user)
+        let parts = try textParts(text)
+        guard parts.count > 1 else { return try await send(Self.text(text), to: user) }
+        let (id, items) = try outgoing(parts: parts, to: user)
+        if configuration.dataDirectory != nil { try await persist(items) }
+        queue(items)
+        return id
     }
 
     /// Queues an image message (the image travels as a URL) and returns its id.
@@ -287,16 +300,43 @@ public final class SIMPClient: @unchecked Sendable {
     /// first write the message to disk.
     public func post(to user: String, text: String) throws(ClientError) -> String {
         guard configuration.dataDirectory == nil else { throw ClientError("post cannot write the outbox on disk; use send") }
-        let (id, item) = try outgoing(Self.text(text), to: user)
-        queue(item, id: id)
+        let parts = try textParts(text)
+        guard parts.count > 1 else {
+            let (id, item) = try outgoing(Self.text(text), to: user)
+            queue(item, id: id)
+            return id
+        }
+        let (id, items) = try outgoing(parts: parts, to: user)
+        queue(items)
         return id
     }
 
-    private static func text(_ text: String) -> Simp_Message {
+    private static func text(_ text: String, type: Simp_Message.MessageType = .text) -> Simp_Message {
         var message = Simp_Message()
-        message.type = .text
+        message.type = type
         message.content = text
         return message
+    }
+
+    /// The text as it goes: whole when it fits one part, else in parts; over the limit, refused.
+    private func textParts(_ text: String) throws(ClientError) -> [String] {
+        let size = text.utf8.count
+        let limit = textLimit.value
+        guard size <= limit else {
+            throw ClientError("message is \(size) bytes; the limit is \(limit)", code: .messageTooLarge)
+        }
+        return size <= LongText.partBytes ? [text] : LongText.split(text)
+    }
+
+    /// The parts of a long text as they will be sent, and the message's new id.
+    private func outgoing(parts: [String], to user: String) throws(ClientError) -> (String, [(String, Outgoing)]) {
+        let base = String(UInt64.random(in: 1...UInt64.max))
+        var items: [(String, Outgoing)] = []
+        for (index, text) in parts.enumerated() {
+            let id = LongText.PartID(base: base, index: index + 1, count: parts.count)
+            items.append(try outgoing(Self.text(text, type: .textPart), to: user, id: id.description))
+        }
+        return (base, items)
     }
 
     private nonisolated(nonsending) func send(_ message: Simp_Message, to user: String) async throws(ClientError) -> String {
@@ -307,7 +347,7 @@ public final class SIMPClient: @unchecked Sendable {
     }
 
     /// The message as it will be sent, with its new id; throws what the server would refuse.
-    private func outgoing(_ given: Simp_Message, to user: String) throws(ClientError) -> (String, Outgoing) {
+    private func outgoing(_ given: Simp_Message, to user: String, id: String? = nil) throws(ClientError) -> (String, Outgoing) {
         guard UserName.isValid(user) || GroupName.addressed(by: user) != nil else {
             throw ClientError("not a valid user name or #group: \(user)", code: .unknownUser)
         }
@@ -316,7 +356,7 @@ public final class SIMPClient: @unchecked Sendable {
         }
         var message = given
         message.version = 1
-        message.messageID = String(UInt64.random(in: 1...UInt64.max))
+        message.messageID = id ?? String(UInt64.random(in: 1...UInt64.max))
         message.time = Self.nowMillis
         message.toUser = user
         // Serialized only when it may be near the limit: the usual message is far below it.
@@ -348,6 +388,28 @@ public final class SIMPClient: @unchecked Sendable {
         let now = Self.now
         if let numbered = sending.send(item, id: id, now: now, bound: lifecycle.isBound) { transmit(numbered) }
         armTick(at: now + ClientTimers.fastTick)
+    }
+
+    /// The parts of a long message, in order, on the loop.
+    private func queue(_ items: [(String, Outgoing)]) {
+        guard loop.inEventLoop else {
+            loop.execute { [self] in queue(items) }
+            return
+        }
+        for (id, item) in items { queue(item, id: id) }
+    }
+
+    /// All parts of a long message go to the outbox in one write: a crash never leaves some of
+    /// them to be sent without the others.
+    private func persist(_ items: [(String, Outgoing)]) async throws(ClientError) {
+        guard let store = try? await loop.submit({ [self] in self.store }).get() else {
+            throw ClientError("not connected: the data directory's outbox is opened by connect", code: .notConnected)
+        }
+        do {
+            try await store.add(items.map { ($0.0, $0.1.to, $0.1.message) })
+        } catch {
+            throw ClientError("message not sent: cannot write it to the outbox \(error.path): \(error.reason)")
+        }
     }
 
     /// Writes the message to the outbox on disk before it is sent (only with a data directory):
@@ -519,6 +581,7 @@ public final class SIMPClient: @unchecked Sendable {
             return loop.makeFailedFuture(ClientError("cannot resolve \(target.host): \(error)"))
         }
         session = response
+        textLimit.value = response.maxMessageBytes == 0 ? LongText.defaultMaxBytes : Int(response.maxMessageBytes)
         lifecycle.sessionOpened()
         sessionKey = SymmetricKey(data: response.sessionKey)
         replay = ReplayWindow()
@@ -658,8 +721,9 @@ public final class SIMPClient: @unchecked Sendable {
         if let accepted = news.accepted { emit(accepted) }
         guard let event = news.delivered else {
             // Sent from another of the user's devices: this one shows its copy.
-            if news.accepted == nil, let receipt = copyReceipts.delivered(id: delivered.messageID, to: delivered.toUser, seq: delivered.seq) {
-                emit(.delivered(id: delivered.messageID, to: receipt.to, seq: receipt.seq))
+            if news.accepted == nil, let id = LongText.shownID(of: delivered.messageID),
+               let receipt = copyReceipts.delivered(id: id, to: delivered.toUser, seq: delivered.seq) {
+                emit(.delivered(id: id, to: receipt.to, seq: receipt.seq))
             }
             return
         }
@@ -843,7 +907,8 @@ public final class SIMPClient: @unchecked Sendable {
     /// otherwise dropped, and its numbered copy brings it.
     private func receivedEarly(_ payload: [UInt8]) {
         guard let pushed = try? EarlyPayload(decoding: payload),
-              let message = try? Simp_Message(serializedBytes: pushed.message), message.seq == 0 else { return }
+              let message = try? Simp_Message(serializedBytes: pushed.message), message.seq == 0,
+              message.type != .textPart else { return }
         let key = EarlyLedger.Key(from: message.fromUser, id: message.messageID)
         guard early.admit(key, afterSeq: pushed.afterSeq, deliveredUpTo: inbox.deliveredUpTo,
                           holding: inbox.bufferedCount > 0, now: Self.now) else { return }
@@ -864,7 +929,12 @@ public final class SIMPClient: @unchecked Sendable {
 
     /// Hands a message to the application; the copy of one the user sent from another device
     /// is followed by its receipt when that came first.
-    private func show(_ message: IncomingMessage) {
+    private func show(_ given: IncomingMessage) {
+        var message = given
+        if let part = given.part {
+            guard let whole = reassembly.add(given, as: part) else { return }
+            message = whole
+        }
         if let change = message.groupChange, let group = message.group {
             emit(.groupChanged(group: group, change: change, seq: message.groupSeq))
             return
@@ -985,7 +1055,8 @@ public final class SIMPClient: @unchecked Sendable {
         sendDatagram(.keepalive, [])
     }
 
-    private func emit(_ event: ClientEvent) {
+    private func emit(_ given: ClientEvent) {
+        guard let event = longSends.fold(given) else { return }
         if let eventHandler { return eventHandler(event) }
         guard configuration.eventBatches else {
             eventSink.yield(event)
@@ -1032,20 +1103,24 @@ public final class SIMPClient: @unchecked Sendable {
     }
 }
 
-/// The server a session is open on, behind a lock: set on the client's loop, read anywhere.
-private final class ConnectedServer: @unchecked Sendable {
+/// A value behind a lock: set on the client's loop, read anywhere.
+private final class Locked<Value: Sendable>: @unchecked Sendable {
     private let lock = NSLock()
-    private var server: ServerAddress?
+    private var stored: Value
 
-    var value: ServerAddress? {
+    init(_ value: Value) {
+        stored = value
+    }
+
+    var value: Value {
         get {
             lock.lock()
             defer { lock.unlock() }
-            return server
+            return stored
         }
         set {
             lock.lock()
-            server = newValue
+            stored = newValue
             lock.unlock()
         }
     }

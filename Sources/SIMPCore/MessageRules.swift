@@ -14,7 +14,9 @@ public enum MessageRules {
     static let groupOverhead = groupSeqBytes + 1
 
     /// The error code and reason the sender gets, or nil when the message may be stored.
-    public static func problem(in message: Simp_Message) -> (code: Simp_ErrorCode, reason: String)? {
+    /// `maxTextBytes`: the longest text the server takes (`--max-message-bytes`), whole or in parts.
+    public static func problem(in message: Simp_Message, maxTextBytes: Int = LongText.defaultMaxBytes)
+        -> (code: Simp_ErrorCode, reason: String)? {
         if message.messageID.isEmpty || message.messageID.utf8.count > maxMessageIDBytes {
             return (.badRequest, "messageId must be 1-\(maxMessageIDBytes) bytes")
         }
@@ -29,7 +31,10 @@ public enum MessageRules {
             return (.badRequest, imageURLReason)
         }
         switch message.type {
+        case .text where message.content.utf8.count > maxTextBytes:
+            return (.messageTooLarge, "text of \(message.content.utf8.count) bytes is over the limit of \(maxTextBytes)")
         case .text, .image, .audio: return nil
+        case .textPart: return LongText.problem(inPart: message, maxBytes: maxTextBytes)
         default: return (.badRequest, "message type \(message.type) cannot be sent as data")
         }
     }

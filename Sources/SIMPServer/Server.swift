@@ -128,6 +128,7 @@ public final class SIMPServer: Service, Sendable {
                                       retransmit: configuration.pushRetransmit)
         settings.messagesPerSecond = configuration.limits.messagesPerSecond
         settings.messageBurst = configuration.limits.messageBurst
+        settings.maxMessageBytes = configuration.limits.maxMessageBytes
         let router = Router(loop: loop, store: store, settings: settings, metrics: metrics, logger: logger)
         try keep { $0.router = router }
         let udp = try await bindUDP(router: router, on: loop)

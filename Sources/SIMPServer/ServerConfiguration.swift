@@ -97,6 +97,9 @@ public struct ServerLimits: Sendable {
     /// Data datagrams per second per session, sustained, and the burst above it.
     public var messagesPerSecond = 1000
     public var messageBurst = 2000
+    /// The longest text a message may carry, in bytes of UTF-8; past one datagram it goes in
+    /// parts (docs/PROTOCOL.md, Long messages).
+    public var maxMessageBytes = LongText.defaultMaxBytes
     /// Logged-in control connections per user on one node (each device needs one).
     public var sessionsPerUser = 16
     /// Open control connections per source IP address.

@@ -93,6 +93,9 @@ struct SIMPServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("msg-burst"), help: "Datagrams a session may send at once above that rate. Default 2000.")
     var messageBurst: Int?
 
+    @Option(name: .customLong("max-message-bytes"), help: "The longest text a message may carry, in bytes (UTF-8); a text over one datagram goes in parts. Default 65536.")
+    var maxMessageBytes: Int?
+
     @Option(name: .customLong("max-sessions-per-user"), help: "Logged-in control connections per user. Default 8.")
     var sessionsPerUser: Int?
 
@@ -299,6 +302,7 @@ struct SIMPServerCommand: AsyncParsableCommand {
         }
         try count("max-msgs-per-sec", messagesPerSecond, &limits.messagesPerSecond)
         try count("msg-burst", messageBurst, &limits.messageBurst)
+        try count("max-message-bytes", maxMessageBytes, &limits.maxMessageBytes)
         try count("max-sessions-per-user", sessionsPerUser, &limits.sessionsPerUser)
         try count("max-conns-per-ip", connectionsPerIP, &limits.connectionsPerIP)
         try count("max-registrations-per-ip", registrationsPerIP, &limits.registrationsPerIP)

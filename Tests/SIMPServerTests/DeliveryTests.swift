@@ -201,7 +201,10 @@ import Testing
         let id = try await alice.send(to: "nobody", text: "hello?")
         #expect(await aliceLog.wait { $0.failed.map(\.id) == [id] })
         #expect(aliceLog.failed.first?.reason == "no such user: nobody")
-        await #expect(throws: ClientError.self) { try await alice.send(to: "bob", text: String(repeating: "x", count: 1300)) }
+        let oversized = await #expect(throws: ClientError.self) {
+            try await alice.send(to: "bob", text: String(repeating: "x", count: LongText.defaultMaxBytes + 1))
+        }
+        #expect(oversized?.code == .messageTooLarge)
         await alice.disconnect()
         await cluster.stop()
     }

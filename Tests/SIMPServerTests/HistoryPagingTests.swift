@@ -7,8 +7,8 @@ import Testing
 /// Issue 9, finding 2: a history larger than the frame limit was sent in one frame anyway, and
 /// the client dropped the connection. Now it comes in pages that each fit a frame.
 @Suite(.serialized) struct HistoryPagingLiveTests {
-    /// About 1 KB (as large as a message may be, with room for its id), numbered so that order shows.
-    static func text(_ i: Int) -> String { "m-\(i)-" + String(repeating: "x", count: 1_050) }
+    /// About 1 KB (as large as a text going as one message may be), numbered so that order shows.
+    static func text(_ i: Int) -> String { "m-\(i)-" + String(repeating: "x", count: LongText.partBytes - 12) }
 
     /// alice sends texts `range` to bob and waits until every one is stored.
     func send(_ alice: SIMPClient, _ log: EventLog, _ range: Range<Int>) async throws {

@@ -308,6 +308,11 @@ public nonisolated struct Simp_Message: Sendable {
     /// the messages of `toUser` whose ids `content` lists, space-separated. In the reader's own
     /// inbox (for its other devices) `fromDevice` names the device that read them.
     case read // = 10
+
+    /// One part of a long text (section 4, Long messages): `content` holds the part's text and
+    /// `messageId` is "<id>/<i>/<n>", the whole message's id, the part's place (1..n) and the
+    /// number of parts (2..). The recipient shows the whole message, once all n are in.
+    case textPart // = 11
     case UNRECOGNIZED(Int)
 
     public init() {
@@ -327,6 +332,7 @@ public nonisolated struct Simp_Message: Sendable {
       case 8: self = .contactRequest
       case 9: self = .contactAccepted
       case 10: self = .read
+      case 11: self = .textPart
       default: self = .UNRECOGNIZED(rawValue)
       }
     }
@@ -344,6 +350,7 @@ public nonisolated struct Simp_Message: Sendable {
       case .contactRequest: return 8
       case .contactAccepted: return 9
       case .read: return 10
+      case .textPart: return 11
       case .UNRECOGNIZED(let i): return i
       }
     }
@@ -361,6 +368,7 @@ public nonisolated struct Simp_Message: Sendable {
       .contactRequest,
       .contactAccepted,
       .read,
+      .textPart,
     ]
 
   }
@@ -496,6 +504,9 @@ public nonisolated struct Simp_ConnectResponse: Sendable {
 
   /// how many devices the user has, this one included
   public var devices: UInt32 = 0
+
+  /// the longest text the server takes (--max-message-bytes); 0: 65536
+  public var maxMessageBytes: UInt32 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1606,7 +1617,7 @@ nonisolated extension Simp_Message: SwiftProtobuf.Message, SwiftProtobuf._Messag
 }
 
 nonisolated extension Simp_Message.MessageType: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0TEXT\0\u{1}IMAGE\0\u{1}AUDIO\0\u{1}CONNECT\0\u{1}RECEIPT\0\u{1}GROUP_ADDED\0\u{1}GROUP_REMOVED\0\u{1}GROUP_LEFT\0\u{1}CONTACT_REQUEST\0\u{1}CONTACT_ACCEPTED\0\u{1}READ\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0TEXT\0\u{1}IMAGE\0\u{1}AUDIO\0\u{1}CONNECT\0\u{1}RECEIPT\0\u{1}GROUP_ADDED\0\u{1}GROUP_REMOVED\0\u{1}GROUP_LEFT\0\u{1}CONTACT_REQUEST\0\u{1}CONTACT_ACCEPTED\0\u{1}READ\0\u{1}TEXT_PART\0")
 }
 
 nonisolated extension Simp_Error: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
@@ -1825,7 +1836,7 @@ nonisolated extension Simp_ConnectRequest: SwiftProtobuf.Message, SwiftProtobuf.
 
 nonisolated extension Simp_ConnectResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ConnectResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sessionId\0\u{1}bindToken\0\u{1}confirmedSeq\0\u{1}heartbeatMillis\0\u{1}user\0\u{1}udpPort\0\u{1}sessionKey\0\u{1}bundles\0\u{1}early\0\u{1}device\0\u{1}devices\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sessionId\0\u{1}bindToken\0\u{1}confirmedSeq\0\u{1}heartbeatMillis\0\u{1}user\0\u{1}udpPort\0\u{1}sessionKey\0\u{1}bundles\0\u{1}early\0\u{1}device\0\u{1}devices\0\u{1}maxMessageBytes\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1844,6 +1855,7 @@ nonisolated extension Simp_ConnectResponse: SwiftProtobuf.Message, SwiftProtobuf
       case 9: try { try decoder.decodeSingularBoolField(value: &self.early) }()
       case 10: try { try decoder.decodeSingularStringField(value: &self.device) }()
       case 11: try { try decoder.decodeSingularUInt32Field(value: &self.devices) }()
+      case 12: try { try decoder.decodeSingularUInt32Field(value: &self.maxMessageBytes) }()
       default: break
       }
     }
@@ -1883,6 +1895,9 @@ nonisolated extension Simp_ConnectResponse: SwiftProtobuf.Message, SwiftProtobuf
     if self.devices != 0 {
       try visitor.visitSingularUInt32Field(value: self.devices, fieldNumber: 11)
     }
+    if self.maxMessageBytes != 0 {
+      try visitor.visitSingularUInt32Field(value: self.maxMessageBytes, fieldNumber: 12)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1898,6 +1913,7 @@ nonisolated extension Simp_ConnectResponse: SwiftProtobuf.Message, SwiftProtobuf
     if lhs.early != rhs.early {return false}
     if lhs.device != rhs.device {return false}
     if lhs.devices != rhs.devices {return false}
+    if lhs.maxMessageBytes != rhs.maxMessageBytes {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

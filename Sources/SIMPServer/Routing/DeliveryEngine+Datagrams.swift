@@ -143,7 +143,7 @@ extension DeliveryEngine {
             metrics.dropped(.malformed)
             return
         }
-        if let problem = MessageRules.problem(in: message) {
+        if let problem = MessageRules.problem(in: message, maxTextBytes: settings.maxMessageBytes) {
             refuse(message, problem, from: session, now: now)
             return
         }

@@ -84,6 +84,7 @@ extension DeliveryEngine {
         response.early = session.takesEarly
         response.device = session.device
         response.devices = UInt32(devices)
+        response.maxMessageBytes = UInt32(settings.maxMessageBytes)
         return response
     }
 

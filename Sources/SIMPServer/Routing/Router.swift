@@ -17,6 +17,7 @@ struct RouterSettings: Sendable {
     var maxStoreBatchesInFlight = 4
     var messagesPerSecond = 1000
     var messageBurst = 2000
+    var maxMessageBytes = LongText.defaultMaxBytes
     /// With `--redis-min-replicas`: how long a store waits for its shard's replicas before it
     /// fails (REPLICAS_UNAVAILABLE), and how often a held shard is asked for them.
     var replicaHoldLimit: TimeAmount = .seconds(10)
