@@ -17,7 +17,10 @@ struct Send: AsyncParsableCommand {
     var to: String
 
     @Argument(help: "The message text; several words are joined with spaces.")
-    var words: [String]
+    var words: [String] = []
+
+    @Option(help: "Send the contents of this UTF-8 file as the text (- reads standard input), up to the server's limit (65,536 bytes unless set).")
+    var file: String?
 
     @Flag(help: "Stop once the server has stored the message; do not wait for delivery.")
     var accepted = false
@@ -32,18 +35,38 @@ struct Send: AsyncParsableCommand {
     var json = false
 
     func validate() throws {
-        guard !words.isEmpty else { throw ValidationError("no message text") }
+        guard words.isEmpty != (file == nil) else { throw ValidationError(file == nil ? "no message text" : "give the text or --file, not both") }
         guard timeout > 0 else { throw ValidationError("--timeout must be > 0") }
         if allDelivered && !to.hasPrefix("#") { throw ValidationError("--all-delivered is for a #group") }
         if allDelivered && accepted { throw ValidationError("--all-delivered and --accepted contradict each other") }
     }
 
+    /// The text of `--file`: a file, or standard input for "-"; it must be UTF-8.
+    private static func read(_ path: String, _ output: Output) throws -> String {
+        let data: Data?
+        if path == "-" {
+            data = FileHandle.standardInput.readDataToEndOfFile()
+        } else {
+            data = FileManager.default.contents(atPath: path)
+        }
+        guard let data else {
+            output.problem("cannot read \(path)")
+            throw ExitCode(ExitStatus.failure)
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
+            output.problem("\(path) is not UTF-8 text")
+            throw ExitCode(ExitStatus.failure)
+        }
+        return text
+    }
+
     func run() async throws {
         let output = Output(json: json)
+        let text = try file.map { try Self.read($0, output) } ?? words.joined(separator: " ")
         let client = try await openSession(connection, output)
         let id: String
         do {
-            id = try await client.send(to: to, text: words.joined(separator: " "))
+            id = try await client.send(to: to, text: text)
         } catch {
             await client.close()
             output.problem(error.message)

@@ -18,27 +18,43 @@ struct CongestionTests {
     /// that reach the policer are dropped, and the catch-up takes at most 10 s. (Without
     /// congestion control 72% were dropped and it took 15.7 s.)
     @Test func aCatchUpThroughAPolicerLosesLittleAndKeepsPace() throws {
+        try catchUpThroughAPolicer(longMessageAt: nil)
+    }
+
+    /// The same with a 60 KiB message (63 parts, each a full datagram) among the 1,500.
+    @Test func aCatchUpWithALongMessageInItLosesLittleAndKeepsPace() throws {
+        try catchUpThroughAPolicer(longMessageAt: 700)
+    }
+
+    private func catchUpThroughAPolicer(longMessageAt long: Int?) throws {
         let stack = try NamespaceStack()
         try stack.register("bob")
         // bob is offline: alice's messages are accepted (stored), never delivered, so she
         // leaves once all are accepted rather than lingering for receipts.
         let alice = try stack.client("alice", ["--register", "--linger", "0"])
         let filler = String(repeating: "x", count: 200)
-        alice.write((0..<Self.waiting).map { "/send bob \($0) \(filler)\n" }.joined())
+        let longText = String(repeating: "long message, ünïcödé; ", count: 60 * 1024 / 27) + "end"
+        let count = Self.waiting + (long == nil ? 0 : 1)
+        alice.write((0..<Self.waiting).map { i in
+            "/send bob \(i) \(filler)\n" + (i == long ? "/send bob \(longText)\n" : "")
+        }.joined())
         let stored = Date().addingTimeInterval(60)
-        while Date() < stored, stack.count(of: "accepted", in: alice) < Self.waiting { usleep(50_000) }
+        while Date() < stored, stack.count(of: "accepted", in: alice) < count { usleep(50_000) }
         alice.closeStdin()
         #expect(alice.waitForExit(timeout: 30) == 0, "alice: \(alice.stderr)")
         let sent = stack.events(alice).filter { $0["event"] as? String == "accepted" }.compactMap { $0["id"] as? String }
-        #expect(sent.count == Self.waiting, "alice's messages were all stored")
+        #expect(sent.count == count, "alice's messages were all stored")
 
         try stack.police(rate: Self.policedRate)
         let start = Date()
         let bob = try stack.client("bob", [])
         defer { bob.closeStdin(); _ = bob.waitForExit(timeout: 20) }
         let deadline = Date().addingTimeInterval(60)
-        while Date() < deadline, stack.count(of: "message", in: bob) < Self.waiting { usleep(100_000) }
+        while Date() < deadline, stack.count(of: "message", in: bob) < count { usleep(100_000) }
         let received = stack.events(bob).filter { $0["event"] as? String == "message" }
+        if long != nil {
+            #expect(received.filter { $0["text"] as? String == longText }.count == 1, "the long message arrived whole, once")
+        }
         let ids = received.compactMap { $0["id"] as? String }
         let times = received.compactMap { $0["receivedAt"] as? Double }
         let (reached, dropped) = try stack.policerCounts()

@@ -54,6 +54,44 @@ import Glibc
         #expect(bob.waitForExit(timeout: 10) == 0)
     }
 
+    /// `send --file` sends a file's text, in parts past one datagram, and `listen` prints it
+    /// whole, once; a file over the server's limit is refused (exit 4) and nothing arrives; a
+    /// file that cannot be read exits 1, and text with --file is a usage error (exit 2).
+    @Test func sendFileDeliversALongTextWholeAndRefusesOneOverTheLimit() async throws {
+        let node = try ServerNode(extra: ["--max-message-bytes", "20000"])
+        defer { node.stop() }
+        try await register(node, "alice", "bob")
+        let bob = try simp(node, "listen", ["--user", "bob", "--password", "pw-bob", "--json"])
+        #expect(bob.waitForLine(timeout: 20) { $0.contains(#""event":"connected""#) } != nil)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("simp-file-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let text = (1...300).map { "line \($0): ünïcödé\n" }.joined()
+        let notes = directory.appendingPathComponent("notes.txt").path
+        try text.write(toFile: notes, atomically: true, encoding: .utf8)
+        let tooLong = directory.appendingPathComponent("too-long.txt").path
+        try String(repeating: "x", count: 20_001).write(toFile: tooLong, atomically: true, encoding: .utf8)
+
+        let refused = try simp(node, "send", ["--user", "alice", "--password", "pw-alice", "--to", "bob", "--file", tooLong])
+        #expect(refused.waitForExit(timeout: 30) == 4)
+        #expect(refused.stderr.contains("message is 20001 bytes; the limit is 20000"), "stderr: \(refused.stderr)")
+        let unreadable = try simp(node, "send", ["--user", "alice", "--password", "pw-alice", "--to", "bob", "--file", directory.path + "/none"])
+        #expect(unreadable.waitForExit(timeout: 30) == 1)
+        let both = try simp(node, "send", ["--user", "alice", "--password", "pw-alice", "--to", "bob", "--file", notes, "hi"])
+        #expect(both.waitForExit(timeout: 30) == 2)
+
+        let send = try simp(node, "send", ["--user", "alice", "--password", "pw-alice", "--to", "bob", "--file", notes])
+        #expect(send.waitForExit(timeout: 30) == 0, "stderr: \(send.stderr)")
+        let id = trimmed(send.stdout)
+        #expect(bob.waitForLine(timeout: 10) { $0.contains(id) } != nil)
+        let messages = jsonLines(bob.stdout).filter { $0["event"] as? String == "message" }
+        #expect(messages.count == 1, "only the file that fits arrived, once")
+        #expect(messages.first?["id"] as? String == id)
+        #expect(messages.first?["text"] as? String == text)
+        bob.signal(SIGINT)
+        #expect(bob.waitForExit(timeout: 10) == 0)
+    }
+
     /// Two `listen`s of bob on two devices both get alice's message; what bob sends from a
     /// third shows on both with `to`; `/device revoke` from the REPL ends one `listen` (exit 1).
     @Test func twoDevicesListenAndARevokedOneExits() async throws {
