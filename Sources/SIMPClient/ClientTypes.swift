@@ -61,6 +61,12 @@ public struct ClientConfiguration: Sendable {
     /// store then fails, `.retracted` says so. Not with a `dataDirectory`, which keeps
     /// received messages by seq.
     public var earlyDelivery = false
+    /// Send under a congestion window and pacing (docs/PROTOCOL.md, Congestion control): what
+    /// the path does not take waits in the client, and a loss the server reports slows it.
+    /// Off by default for now: the server stores one session's burst in the order it comes,
+    /// so a burst paced over many round trips holds up other users' messages for longer
+    /// (docs/PERFORMANCE.md). On for a client behind a link that polices its datagrams.
+    public var congestionControl = false
     /// Events come in `eventBatches`, everything one turn of the client's event loop made in
     /// one array, instead of one at a time in `events`: a consumer busy with many events is
     /// woken once per batch, not once per event.

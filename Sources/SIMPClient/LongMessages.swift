@@ -17,6 +17,10 @@ struct Reassembly {
         var texts: [Int: String] = [:]
     }
 
+    /// History pages (of up to 1,000 entries) searched for the earlier parts of a message
+    /// whose first parts this client did not see (`SIMPClient.recoverParts`).
+    static let recoveryPages = 3
+
     let capacity: Int
     private var held: [Key: Held] = [:]
     private var order: [Key] = []
@@ -27,6 +31,12 @@ struct Reassembly {
 
     /// Incomplete messages held.
     var count: Int { held.count }
+
+    /// Whether the parts before this one must be read back: it is not the first, and nothing
+    /// of its message is held (this client started after confirming them).
+    func needsEarlierParts(_ message: IncomingMessage, as part: LongText.PartID) -> Bool {
+        part.index > 1 && held[Key(from: message.from, to: message.to, base: part.base)] == nil
+    }
 
     /// Takes a part; returns the whole message when this was its last missing part. The
     /// whole takes the place (seq, group order, store time) of the part that completed it.

@@ -49,7 +49,7 @@ extension SIMPClient {
     }
 
     /// A page of the entries as stored, parts of long messages as they are.
-    private func storedPage(with peer: String, before: UInt64, limit: Int) async throws(ClientError) -> HistoryPage {
+    func storedPage(with peer: String, before: UInt64, limit: Int) async throws(ClientError) -> HistoryPage {
         guard UserName.isValid(peer) || GroupName.addressed(by: peer) != nil else {
             throw ClientError("not a valid user name or #group: \(peer)", code: .badRequest)
         }

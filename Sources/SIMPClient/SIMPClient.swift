@@ -56,8 +56,10 @@ public final class SIMPClient: @unchecked Sendable {
     private var longSends = LongSends()
     private var receiptScheduled = false
     private var udpFlushScheduled = false
-    /// Serialized messages waiting for the tick's flush.
-    private var unsentPayloads: [[UInt8]] = []
+    /// Messages on their way to the server, under its congestion window and pacing.
+    private var uplink = Uplink()
+    /// When the pacing lets the next queued message go.
+    private var releaseTask: Scheduled<Void>?
     private var rotation: ServerRotation
     /// The server of the connection open or being opened.
     private var server: ServerAddress
@@ -91,6 +93,7 @@ public final class SIMPClient: @unchecked Sendable {
         self.eventHandler = eventHandler
         loop = eventLoopGroup.next()
         sending = SendTracker(policy: configuration.sendRetransmit)
+        uplink = Uplink(windowed: configuration.congestionControl)
         device = configuration.device ?? DeviceName.unnamed
         timers = ClientTimers(keepaliveInterval: configuration.keepaliveInterval, bindRetry: configuration.bindRetry)
         rotation = ServerRotation(count: configuration.servers.count,
@@ -225,6 +228,7 @@ public final class SIMPClient: @unchecked Sendable {
             // With a data directory, unconfirmed messages wait on disk for the next start.
             if store == nil {
                 for event in sending.abandonUnaccepted() { emit(event) }
+                uplink.newPath()
             }
             let closing = [control?.close(), udp?.close()].compactMap { $0 }
             control = nil
@@ -386,7 +390,7 @@ public final class SIMPClient: @unchecked Sendable {
             return
         }
         let now = Self.now
-        if let numbered = sending.send(item, id: id, now: now, bound: lifecycle.isBound) { transmit(numbered) }
+        if let numbered = sending.send(item, id: id, now: now, bound: lifecycle.isBound) { transmit(numbered, .first, now: now) }
         armTick(at: now + ClientTimers.fastTick)
     }
 
@@ -425,10 +429,12 @@ public final class SIMPClient: @unchecked Sendable {
         }
     }
 
-    /// Messages leave at the end of the loop tick, together in bundles when the server takes them.
-    private func transmit(_ message: Simp_Message) {
+    /// Messages wait in the uplink; what its window and pacing let go leaves at the end of the
+    /// loop tick, together in bundles when the server takes them.
+    private func transmit(_ message: Simp_Message, _ reason: Uplink.Reason, now: NIODeadline) {
         guard let payload: [UInt8] = try? message.serializedBytes() else { return }
-        unsentPayloads.append(payload)
+        uplink.send(message.messageID, payload, now: now, reason: reason)
+        if uplink.windowed { sending.waiting(message.messageID) }
         scheduleUDPFlush()
     }
 
@@ -463,15 +469,25 @@ public final class SIMPClient: @unchecked Sendable {
         }
     }
 
+    /// What the window and the pacing let go; the rest waits for an acknowledgement or the
+    /// pacing's next moment.
     private func writeUnsent() {
-        guard !unsentPayloads.isEmpty else { return }
-        let payloads = unsentPayloads
-        unsentPayloads.removeAll(keepingCapacity: true)
-        guard session?.bundles == true else {
-            for payload in payloads { writeDatagram(.data, payload) }
-            return
+        guard uplink.hasQueued else { return }
+        let now = Self.now
+        let release = uplink.release(now: now, bundles: session?.bundles == true)
+        for id in release.ids { sending.left(id, now: now) }
+        for datagram in release.datagrams { writeDatagram(datagram.kind, datagram.payload) }
+        guard releaseTask == nil, let next = uplink.nextRelease(now: now) else { return }
+        releaseTask = loop.scheduleTask(deadline: next) { [self] in
+            releaseTask = nil
+            scheduleUDPFlush()
         }
-        for datagram in DatagramBundle.pack(payloads) { writeDatagram(datagram.kind, datagram.payload) }
+    }
+
+    /// The server answered for a message: the window has room for what waits.
+    private func acknowledged(_ id: String) {
+        uplink.acknowledged(id, now: Self.now)
+        if uplink.hasQueued { scheduleUDPFlush() }
     }
 
     // MARK: connection
@@ -518,7 +534,8 @@ public final class SIMPClient: @unchecked Sendable {
             connectedBox.value = target
             emit(.connected(user: credentials.user))
             let now = Self.now
-            perform(sending.resendAll(now: now, bound: lifecycle.isBound))
+            uplink.newPath()
+            perform(sending.resendAll(now: now, bound: lifecycle.isBound), .first, now: now)
             queryDeliveries(now: now)
         }.flatMapError { [self] error in
             control?.close(promise: nil)
@@ -756,6 +773,7 @@ public final class SIMPClient: @unchecked Sendable {
         }
         switch envelope.body {
         case .accepted(let accepted):
+            acknowledged(accepted.messageID)
             guard let event = sending.accepted(accepted, now: Self.now) else { return }
             if case .groupAccepted = event {
                 store?.remove(id: accepted.messageID) { [self] result in
@@ -773,6 +791,7 @@ public final class SIMPClient: @unchecked Sendable {
         case .delivered(let delivered):
             handle(delivered)
         case .failed(let failed):
+            acknowledged(failed.messageID)
             guard let event = sending.failed(failed) else { return }
             store?.remove(id: failed.messageID) { [self] result in
                 outboxWritten(result, "remove failed message \(failed.messageID) from the outbox",
@@ -780,7 +799,8 @@ public final class SIMPClient: @unchecked Sendable {
             }
             emit(event)
         case .missing(let missing):
-            for message in sending.missing(missing) { transmit(message) }
+            let now = Self.now
+            for message in sending.missing(missing) { transmit(message, .reported, now: now) }
         case .retracted(let retracted):
             guard early.retracted(.init(from: retracted.fromUser, id: retracted.messageID)) else { return }
             emit(.retracted(id: retracted.messageID, from: retracted.fromUser,
@@ -932,6 +952,8 @@ public final class SIMPClient: @unchecked Sendable {
     private func show(_ given: IncomingMessage) {
         var message = given
         if let part = given.part {
+            // Its earlier parts came before this client started, and were confirmed then.
+            if reassembly.needsEarlierParts(given, as: part) { recoverParts(before: part, of: given) }
             guard let whole = reassembly.add(given, as: part) else { return }
             message = whole
         }
@@ -949,6 +971,31 @@ public final class SIMPClient: @unchecked Sendable {
         guard message.group == nil, !message.fromDevice.isEmpty, message.from == credentials?.user,
               let receipt = copyReceipts.shown(id: message.id, to: message.to) else { return }
         emit(.delivered(id: message.id, to: receipt.to, seq: receipt.seq))
+    }
+
+    /// The parts of a long message before `part`, read back from the conversation's history:
+    /// a client restarted after confirming them (its reassembly gone with the process) still
+    /// shows the message whole, once its last part comes.
+    private func recoverParts(before part: LongText.PartID, of message: IncomingMessage) {
+        let peer = message.group.map(GroupName.address) ?? (message.from == credentials?.user ? message.to : message.from)
+        Task { [self] in
+            var found: [IncomingMessage] = []
+            var before: UInt64 = 0
+            for _ in 0..<Reassembly.recoveryPages {
+                guard let page = try? await storedPage(with: peer, before: before, limit: 1000) else { break }
+                found += page.messages.filter {
+                    $0.from == message.from && $0.part?.base == part.base && ($0.part?.index ?? 0) < part.index
+                }
+                guard found.count < part.index - 1, page.more, page.nextBefore > before else { break }
+                before = page.nextBefore
+            }
+            loop.execute { [self, found] in
+                for recovered in found {
+                    guard let piece = recovered.part, let whole = reassembly.add(recovered, as: piece) else { continue }
+                    show(whole)
+                }
+            }
+        }
     }
 
     private func save(_ batch: ReceivedSaves.Batch, in store: ClientStore) {
@@ -1036,16 +1083,17 @@ public final class SIMPClient: @unchecked Sendable {
 
     private func onTick(now: NIODeadline) {
         let due = timers.due(waits, now: now)
-        if due.resend { perform(sending.resends(now: now, bound: lifecycle.isBound)) }
+        if due.resend { perform(sending.resends(now: now, bound: lifecycle.isBound), .timeout, now: now) }
         if due.bind { sendBind(now: now) }
         if due.deliveryQuery { queryDeliveries(now: now) }
         if due.gapReport { reportGap(now: now) }
         if due.keepalive { sendKeepalive(now: now) }
     }
 
-    private func perform(_ resends: SendTracker.Resends) {
-        for due in resends.transmit { transmit(due.payload.message) }
+    private func perform(_ resends: SendTracker.Resends, _ reason: Uplink.Reason, now: NIODeadline) {
+        for due in resends.transmit { transmit(due.payload.message, reason, now: now) }
         for withdraw in resends.withdraw {
+            uplink.forget(withdraw.messageID)
             control?.writeAndFlush(Simp_Envelope(.withdraw(withdraw)), promise: nil)
         }
     }

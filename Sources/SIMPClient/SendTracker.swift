@@ -91,6 +91,16 @@ struct SendTracker: Sendable {
 
     // MARK: the server's notices
 
+    /// The message waits in the uplink for the window: its retransmit timer stops until it
+    /// leaves, and runs from then.
+    mutating func waiting(_ id: String) {
+        outbox.hold(id)
+    }
+
+    mutating func left(_ id: String, now: NIODeadline) {
+        outbox.left(id, now: now)
+    }
+
     /// Nil when the message was not waiting for it (a repeated notice).
     mutating func accepted(_ notice: Simp_Accepted, now: NIODeadline) -> ClientEvent? {
         let id = notice.messageID

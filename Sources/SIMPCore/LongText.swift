@@ -12,9 +12,10 @@ public enum LongText {
     /// What `--max-message-bytes` is unless set: 64 KiB of UTF-8 text.
     public static let defaultMaxBytes = 65_536
 
-    /// The most parts a text of at most `maxBytes` is cut into.
+    /// The most parts a text of at most `maxBytes` is cut into; under 2 (no long message)
+    /// when the limit is within one part.
     public static func maxParts(forMaxBytes maxBytes: Int) -> Int {
-        max(2, (maxBytes + fullPartBytes - 1) / fullPartBytes)
+        max(0, maxBytes - 1) / fullPartBytes + 1
     }
 
     /// `text` cut into parts of at most `partBytes` bytes, each ending where a character
@@ -45,7 +46,8 @@ public enum LongText {
             self.count = count
         }
 
-        /// Nil unless `id` has the form, with 1 <= index <= count and count >= 2.
+        /// Nil unless `id` has the form, with 1 <= index <= count and count >= 2, written as
+        /// `description` writes it (no sign, no leading zero): one part, one id.
         public init?(_ id: String) {
             let fields = id.split(separator: "/", omittingEmptySubsequences: false)
             guard fields.count >= 3, let count = Int(fields[fields.count - 1]), let index = Int(fields[fields.count - 2]),
@@ -53,6 +55,7 @@ public enum LongText {
             let base = fields.dropLast(2).joined(separator: "/")
             guard !base.isEmpty else { return nil }
             self.init(base: base, index: index, count: count)
+            guard description == id else { return nil }
         }
 
         public var description: String { "\(base)/\(index)/\(count)" }
@@ -67,8 +70,11 @@ public enum LongText {
         return part.isLast ? part.base : nil
     }
 
-    /// The error code and reason for a part the server must refuse, or nil: its id has the
-    /// form, it is one of at most `maxParts(forMaxBytes:)` parts and holds 1-`partBytes` bytes.
+    /// The error code and reason for a part the server must refuse, or nil. Its id has the
+    /// form; it holds 1-`partBytes` bytes, and at least `fullPartBytes` unless it is the last;
+    /// so the parts before it hold at least `fullPartBytes` each, and the text up to its end
+    /// at least that much more than it: that may not pass the limit. The text is then at most
+    /// 3 bytes a part over the limit, however its sender cut it, and nothing need be kept.
     public static func problem(inPart message: Simp_Message, maxBytes: Int) -> (code: Simp_ErrorCode, reason: String)? {
         guard let part = PartID(message.messageID) else {
             return (.badRequest, "a TEXT_PART's messageId must be <id>/<index>/<count> with 1 <= index <= count and count >= 2")
@@ -79,6 +85,12 @@ public enum LongText {
         }
         let size = message.content.utf8.count
         if size == 0 || size > partBytes { return (.badRequest, "a part holds 1-\(partBytes) bytes of text, not \(size)") }
+        if !part.isLast, size < fullPartBytes {
+            return (.badRequest, "every part but the last holds at least \(fullPartBytes) bytes, not \(size)")
+        }
+        if (part.index - 1) * fullPartBytes + size > maxBytes {
+            return (.messageTooLarge, "a message with part \(part.index) of \(size) bytes is over the limit of \(maxBytes) bytes")
+        }
         return nil
     }
 }

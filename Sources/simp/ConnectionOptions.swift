@@ -26,6 +26,9 @@ struct ConnectionOptions: ParsableArguments {
     @Flag(help: "Take a message as soon as it reaches the server, before it is stored, when nothing else is on its way to you; a message whose store then fails is shown as retracted. Not with --data-dir.")
     var early = false
 
+    @Flag(name: .customLong("congestion-control"), help: "Send under a congestion window and pacing, for a link that polices or drops bursts of datagrams.")
+    var congestionControl = false
+
     @Flag(help: "Talk TLS on the control channel (a server started with --tls-cert).")
     var tls = false
 
@@ -74,6 +77,7 @@ struct ConnectionOptions: ParsableArguments {
         config.dataDirectory = dataDirectory
         guard !early || dataDirectory == nil else { throw ValidationError("--early cannot be used with --data-dir: received messages are kept there by seq") }
         config.earlyDelivery = early
+        config.congestionControl = congestionControl
         guard tls || (ca == nil && serverName == nil) else { throw ValidationError("--ca and --server-name need --tls") }
         if tls { config.tls = ClientTLS(caFile: ca, serverName: serverName) }
         config.device = try deviceName(dataDirectory: dataDirectory, commandLine: commandLine)

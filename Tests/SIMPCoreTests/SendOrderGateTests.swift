@@ -62,4 +62,22 @@ import Testing
         _ = g.receive(6, "f")
         guard case .dropped = g.receive(7, "g") else { Issue.record(); return }
     }
+
+    /// Every number missing below the highest held, not the withdrawn ones, at most the limit.
+    @Test func gapsListEveryMissingNumberBelowTheHighestHeld() {
+        var g = SendOrderGate<String>()
+        #expect(g.gaps().isEmpty)
+        _ = g.receive(3, "c")
+        #expect(g.gaps() == [1, 2])
+        _ = g.receive(6, "f")
+        _ = g.withdraw(5)
+        #expect(g.gaps() == [1, 2, 4])
+        #expect(g.gaps(limit: 2) == [1, 2])
+        _ = g.receive(1, "a")
+        #expect(g.gaps() == [2, 4])
+        _ = g.receive(2, "b")
+        #expect(g.gaps() == [4])
+        _ = g.receive(4, "d")
+        #expect(g.gaps().isEmpty)
+    }
 }

@@ -26,6 +26,39 @@ struct CongestionTests {
         try catchUpThroughAPolicer(longMessageAt: 700)
     }
 
+    /// The client's path (`--congestion-control`): alice sends 1,500 messages and a 60 KiB
+    /// one through a policer of her datagrams to the server at 100 a second. Every message is stored once, in order
+    /// (bob, online, gets them so), and at most a tenth of what reaches the policer is dropped.
+    @Test func aSenderThroughAPolicerLosesLittle() throws {
+        let stack = try NamespaceStack()
+        try stack.register("bob")
+        let bob = try stack.client("bob", [])
+        defer { bob.closeStdin(); _ = bob.waitForExit(timeout: 20) }
+        #expect(bob.waitForLine(timeout: 30) { $0.contains(#""event":"connected""#) } != nil)
+        let alice = try stack.client("alice", ["--register", "--linger", "0", "--congestion-control"])
+        #expect(alice.waitForLine(timeout: 30) { $0.contains(#""event":"connected""#) } != nil)
+        try stack.police(rate: Self.policedRate, toServer: true)
+        let filler = String(repeating: "x", count: 200)
+        let longText = String(repeating: "long message, ünïcödé; ", count: 60 * 1024 / 27) + "end"
+        let count = Self.waiting + 1
+        let start = Date()
+        alice.write((0..<Self.waiting).map { i in "/send bob \(i) \(filler)\n" + (i == 700 ? "/send bob \(longText)\n" : "") }.joined())
+        let deadline = Date().addingTimeInterval(90)
+        while Date() < deadline, stack.count(of: "message", in: bob) < count { usleep(100_000) }
+        let took = Date().timeIntervalSince(start)
+        alice.closeStdin()
+        #expect(alice.waitForExit(timeout: 30) == 0, "alice: \(alice.stderr)")
+        let sent = stack.events(alice).filter { $0["event"] as? String == "accepted" }.compactMap { $0["id"] as? String }
+        let received = stack.events(bob).filter { $0["event"] as? String == "message" }
+        let (reached, dropped) = try stack.policerCounts()
+        print("sending through a \(Self.policedRate)/s policer: \(received.count) messages in \(String(format: "%.1f", took)) s; "
+              + "\(reached) datagrams reached the policer, \(dropped) dropped (\(reached > 0 ? dropped * 100 / reached : 0)%)")
+        #expect(sent.count == count, "every message accepted once")
+        #expect(received.compactMap { $0["id"] as? String } == sent, "stored once, in the order sent")
+        #expect(received.filter { $0["text"] as? String == longText }.count == 1, "the long message arrived whole, once")
+        #expect(dropped * 10 <= reached, "at most 10% of what reached the policer dropped")
+    }
+
     private func catchUpThroughAPolicer(longMessageAt long: Int?) throws {
         let stack = try NamespaceStack()
         try stack.register("bob")
@@ -131,11 +164,12 @@ final class NamespaceStack {
 
     /// From now on the server's datagrams to its clients pass a policer of `rate` a second
     /// (bursts of 5, hashlimit's default): the first rule counts what reaches it.
-    func police(rate: Int) throws {
+    /// `toServer`: the clients' datagrams to the server instead.
+    func police(rate: Int, toServer: Bool = false) throws {
         try ns.run("iptables", "-N", policeChain)
-        try ns.run("iptables", "-A", "INPUT", "-p", "udp", "--sport", "\(server.udpPort)", "-j", policeChain)
+        try ns.run("iptables", "-A", "INPUT", "-p", "udp", toServer ? "--dport" : "--sport", "\(server.udpPort)", "-j", policeChain)
         try ns.run("iptables", "-A", policeChain, "-m", "hashlimit", "--hashlimit-above", "\(rate)/sec", "--hashlimit-burst", "5",
-                   "--hashlimit-mode", "srcport", "--hashlimit-name", "simp-\(server.udpPort)", "-j", "DROP")
+                   "--hashlimit-mode", toServer ? "dstport" : "srcport", "--hashlimit-name", "simp-\(server.udpPort)", "-j", "DROP")
     }
 
     /// Datagrams that reached the policer, and those it dropped.

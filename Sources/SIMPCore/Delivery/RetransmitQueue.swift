@@ -26,6 +26,8 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
         @usableFromInline var timeout: TimeAmount
         @usableFromInline var attempts: Int
         @usableFromInline var place: UInt64
+        /// Waiting to leave (`hold`): no timer runs, only the give-up one.
+        @usableFromInline var held = false
 
         @inlinable
         init(payload: Payload, firstSent: NIODeadline, lastSent: NIODeadline, timeout: TimeAmount, attempts: Int, place: UInt64) {
@@ -70,6 +72,27 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
         guard entries[expired.key] == nil else { return }
         entries[expired.key] = Entry(payload: expired.payload, firstSent: now, lastSent: now, timeout: rtt.rto,
                                      attempts: 1, place: expired.place)
+    }
+
+    /// The entry waits to leave (for a congestion window): its retransmit timer stops until
+    /// `left`; it still gives up `giveUpAfter` after it was first tracked.
+    @inlinable
+    public mutating func hold(_ key: Key) {
+        entries[key]?.held = true
+    }
+
+    /// The entry actually left at `now`: its timer, and the RTT sample its acknowledgement
+    /// gives, run from then.
+    @inlinable
+    public mutating func left(_ key: Key, now: NIODeadline) {
+        guard entries[key] != nil else { return }
+        entries[key]!.held = false
+        entries[key]!.lastSent = now
+    }
+
+    @inlinable
+    func deadline(of entry: Entry) -> NIODeadline {
+        entry.held ? entry.firstSent + policy.giveUpAfter : entry.lastSent + entry.timeout
     }
 
     /// A pending entry's place among the tracked ones (earlier tracked, lower).
@@ -156,8 +179,8 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
     public mutating func due(now: NIODeadline) -> Due {
         var result = Due()
         // The usual tick finds nothing due: answer that without building any collection.
-        guard entries.values.contains(where: { now >= $0.lastSent + $0.timeout }) else { return result }
-        let ready = entries.filter { now >= $0.value.lastSent + $0.value.timeout }.sorted { $0.value.place < $1.value.place }
+        guard entries.values.contains(where: { now >= deadline(of: $0) }) else { return result }
+        let ready = entries.filter { now >= deadline(of: $0.value) }.sorted { $0.value.place < $1.value.place }
         for (key, entry) in ready {
             if now - entry.firstSent >= policy.giveUpAfter {
                 entries[key] = nil
@@ -178,6 +201,7 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
     @inlinable
     public mutating func expediteAll(now: NIODeadline) {
         for key in entries.keys {
+            entries[key]!.held = false
             entries[key]!.lastSent = now - entries[key]!.timeout
         }
     }
@@ -185,6 +209,6 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
     /// The earliest time an entry becomes due; nil when nothing is pending.
     @inlinable
     public var nextDeadline: NIODeadline? {
-        entries.values.map { $0.lastSent + $0.timeout }.min()
+        entries.values.map { deadline(of: $0) }.min()
     }
 }

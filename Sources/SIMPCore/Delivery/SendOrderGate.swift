@@ -50,6 +50,20 @@ public struct SendOrderGate<Item: Sendable>: Sendable {
         return .release(released)
     }
 
+    /// The numbers waited for below the highest one held, lowest first, at most `limit`:
+    /// what the sender should resend (a burst loses several at once).
+    @inlinable
+    public func gaps(limit: Int = 64) -> [UInt64] {
+        guard let highest = held.keys.max(), highest > nextNumber else { return held.isEmpty ? [] : [nextNumber] }
+        var gaps: [UInt64] = []
+        var number = nextNumber
+        while number < highest, gaps.count < limit {
+            if held[number] == nil, !withdrawnAhead.contains(number) { gaps.append(number) }
+            number += 1
+        }
+        return gaps
+    }
+
     /// The client gave up on `number`. Returns true when it had not been processed (so the
     /// sender must be told it failed), and the held items this unblocks.
     @inlinable

@@ -160,7 +160,10 @@ extension DeliveryEngine {
     /// The session's send order decides when the message goes to the store.
     private mutating func send(_ request: StoreRequest, order: UInt64, from session: Session, now: Moment) {
         switch session.sendOrder.receive(order, request) {
-        case .release(let ready): ready.forEach { enqueueStore($0, now: now) }
+        case .release(let ready):
+            ready.forEach { enqueueStore($0, now: now) }
+            // It filled a gap, and another is open above it.
+            if session.sendOrder.heldCount > 0 { reportMissing(session, now: now) }
         case .late(var again):
             again.answerOnly = true
             enqueueStore(again, now: now)
@@ -247,8 +250,9 @@ extension DeliveryEngine {
         act(.send(.error(code, reason), session: session.id))
     }
 
-    /// The session's send order waits for a number: ask for it now rather than after the
-    /// client's timeout. Once per gap, and again every 200 ms while it stays open.
+    /// The session's send order waits for numbers: ask for them (every gap below the highest
+    /// held, at most 64) now rather than after the client's timeout. Once per first gap, and
+    /// again every 200 ms while it stays open.
     private mutating func reportMissing(_ session: Session, now: Moment) {
         let next = session.sendOrder.next
         guard Self.mayReportMissing(next: next, lastReported: session.lastMissingReported, lastAt: session.lastMissingAt,
@@ -256,7 +260,7 @@ extension DeliveryEngine {
         session.lastMissingReported = next
         session.lastMissingAt = now.deadline
         var missing = Simp_Missing()
-        missing.clientSeqs = [next]
+        missing.clientSeqs = session.sendOrder.gaps()
         act(.send(Simp_Envelope(.missing(missing)), session: session.id))
     }
 
