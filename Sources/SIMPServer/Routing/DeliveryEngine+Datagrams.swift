@@ -160,10 +160,7 @@ extension DeliveryEngine {
     /// The session's send order decides when the message goes to the store.
     private mutating func send(_ request: StoreRequest, order: UInt64, from session: Session, now: Moment) {
         switch session.sendOrder.receive(order, request) {
-        case .release(let ready):
-            ready.forEach { enqueueStore($0, now: now) }
-            // It filled a gap, and another is open above it.
-            if session.sendOrder.heldCount > 0 { reportMissing(session, now: now) }
+        case .release(let ready): ready.forEach { enqueueStore($0, now: now) }
         case .late(var again):
             again.answerOnly = true
             enqueueStore(again, now: now)
