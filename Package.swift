@@ -222,10 +222,11 @@ let package = Package(
         ),
         .testTarget(
             name: "SIMPBenchTests",
-            dependencies: ["SIMPBench", "MQTTLoad", "DurableLoad", .product(name: "Histogram", package: "hdrhistogram-swift")]
+            dependencies: ["SIMPBench", "MQTTLoad", "DurableLoad", "SIMPChaos", .product(name: "Histogram", package: "hdrhistogram-swift")]
         ),
         .testTarget(name: "SIMPCoreTests", dependencies: [
-            "SIMPCore", "SIMPFuzzTargets", "SIMPTestSupport", .product(name: "NIOEmbedded", package: "swift-nio"),
+            // SIMPChaos: its seeded generator, so randomized tests replay.
+            "SIMPCore", "SIMPFuzzTargets", "SIMPTestSupport", "SIMPChaos", .product(name: "NIOEmbedded", package: "swift-nio"),
             .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
         ]),
         .testTarget(

@@ -8,11 +8,14 @@ public struct Placement: Sendable {
     public let nodes: [ServerAddress]
     /// Every client takes messages before they are stored (`ClientConfiguration.earlyDelivery`).
     public let earlyDelivery: Bool
+    /// Every client sends through a congestion window (`ClientConfiguration.congestionControl`).
+    public let congestionControl: Bool
 
-    public init(nodes: [ServerAddress], earlyDelivery: Bool = false) {
+    public init(nodes: [ServerAddress], earlyDelivery: Bool = false, congestionControl: Bool = true) {
         precondition(!nodes.isEmpty, "a placement needs a node")
         self.nodes = nodes
         self.earlyDelivery = earlyDelivery
+        self.congestionControl = congestionControl
     }
 
     public func sender(pair: Int) -> ClientConfiguration { configuration(startingAt: pair) }
@@ -24,6 +27,7 @@ public struct Placement: Sendable {
         let first = index % nodes.count
         var configuration = ClientConfiguration(servers: Array(nodes[first...] + nodes[..<first]))
         configuration.earlyDelivery = earlyDelivery
+        configuration.congestionControl = congestionControl
         return configuration
     }
 

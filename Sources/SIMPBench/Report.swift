@@ -110,11 +110,14 @@ public struct BenchReport: Sendable, Codable, JSONReport {
     /// SIMP's deployment (Mosquitto, when compared, is one broker).
     public var topology: Topology?
     public var systems: [SystemReport]
+    /// The table's first line when the pattern is not pairs in flight (`--long-messages`).
+    public var title: String?
 
-    public init(pattern: LoadPattern, topology: Topology? = nil, systems: [SystemReport]) {
+    public init(pattern: LoadPattern, topology: Topology? = nil, systems: [SystemReport], title: String? = nil) {
         self.pattern = pattern
         self.topology = topology
         self.systems = systems
+        self.title = title
     }
 
 
@@ -146,7 +149,7 @@ public struct BenchReport: Sendable, Codable, JSONReport {
             lines.append(line)
         }
         let p = pattern
-        let title = "\(p.pairs) pairs x \(p.window) in flight, \(p.payloadBytes)-byte texts, \(Self.seconds(p.duration)) s measured after \(Self.seconds(p.warmup)) s warm-up"
+        let title = self.title ?? "\(p.pairs) pairs x \(p.window) in flight, \(p.payloadBytes)-byte texts, \(Self.seconds(p.duration)) s measured after \(Self.seconds(p.warmup)) s warm-up"
         return title + (topology.map { "\nSIMP: \($0)" } ?? "") + "\n" + Self.align(lines)
     }
 
@@ -182,7 +185,7 @@ public struct BenchReport: Sendable, Codable, JSONReport {
             .map { $0.1 > 0 ? String(format: "%.2fx", Double($0.0) / Double($0.1)) : "-" }.joined(separator: "/")
     }
 
-    static func millis(_ values: UInt64...) -> String {
+    public static func millis(_ values: UInt64...) -> String {
         values.map { String(format: "%.2f", Double($0) / 1000) }.joined(separator: "/")
     }
 

@@ -63,10 +63,9 @@ public struct ClientConfiguration: Sendable {
     public var earlyDelivery = false
     /// Send under a congestion window and pacing (docs/PROTOCOL.md, Congestion control): what
     /// the path does not take waits in the client, and a loss the server reports slows it.
-    /// Off by default for now: the server stores one session's burst in the order it comes,
-    /// so a burst paced over many round trips holds up other users' messages for longer
-    /// (docs/PERFORMANCE.md). On for a client behind a link that polices its datagrams.
-    public var congestionControl = false
+    /// Off, every message leaves at once and only the retransmit timers and the server's
+    /// `missing` recover what a link dropped.
+    public var congestionControl = true
     /// Events come in `eventBatches`, everything one turn of the client's event loop made in
     /// one array, instead of one at a time in `events`: a consumer busy with many events is
     /// woken once per batch, not once per event.

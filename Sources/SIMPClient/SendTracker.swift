@@ -32,6 +32,12 @@ struct SendTracker: Sendable {
     /// Messages that went out on an earlier session (or an earlier process): the server may
     /// have stored them, so they are never marked `fresh` again.
     private var sentBefore: Set<String> = []
+    /// Per recipient, the messages to it that may still wait for acceptance, oldest first;
+    /// one answered for leaves when it reaches the front. Whether an accepted message was
+    /// preceded by one still waiting (which it overtakes) is then a look at the front, not a
+    /// scan of the outbox for every acceptance: with thousands waiting behind a congestion
+    /// window that scan took most of a busy client's loop.
+    private var unanswered: [String: CircularBuffer<String>] = [:]
 
     init(policy: RetransmitPolicy, estimator: RTTEstimator = .init()) {
         outbox = RetransmitQueue(policy: policy, estimator: estimator)
@@ -49,6 +55,7 @@ struct SendTracker: Sendable {
         for item in saved.pending {
             sentBefore.insert(item.id)
             outbox.track(item.id, payload: Outgoing(to: item.to, message: item.message), now: now)
+            unanswered[item.to, default: []].append(item.id)
         }
         for item in saved.accepted { awaitingDelivery[item.id] = (item.to, item.seq) }
     }
@@ -56,6 +63,7 @@ struct SendTracker: Sendable {
     /// Tracks a new message; returns it ready to go out when the path is bound.
     mutating func send(_ item: Outgoing, id: String, now: NIODeadline, bound: Bool) -> Simp_Message? {
         outbox.track(id, payload: item, now: now)
+        unanswered[item.to, default: []].append(id)
         return bound ? numbered(id, item) : nil
     }
 
@@ -107,7 +115,7 @@ struct SendTracker: Sendable {
         let place = outbox.place(of: id) ?? withdrawing[id]?.place
         guard outbox.acknowledge(id, now: now) != nil || withdrawing.removeValue(forKey: id) != nil else { return nil }
         forgetOrder(of: id)
-        if let place { markOvertaken(by: place, to: notice.toUser) }
+        if let place, let oldest = oldestWaiting(to: notice.toUser), oldest < place { markOvertaken(by: place, to: notice.toUser) }
         // A group's members each confirm it (`memberDelivered`): nothing more to wait for here.
         if notice.toUser.first == GroupName.marker {
             if notice.recipients > 0 { rememberMembers(of: id) }
@@ -151,7 +159,7 @@ struct SendTracker: Sendable {
         let place = outbox.place(of: id) ?? withdrawing[id]?.place
         if let pending = outbox.remove(id) ?? withdrawing.removeValue(forKey: id)?.payload {
             forgetOrder(of: id)
-            if let place { markOvertaken(by: place, to: pending.to) }
+            if let place, let oldest = oldestWaiting(to: pending.to), oldest < place { markOvertaken(by: place, to: pending.to) }
             news.accepted = .accepted(id: id, to: pending.to, seq: notice.seq)
             awaitingDelivery[id] = (pending.to, notice.seq)
         }
@@ -177,6 +185,20 @@ struct SendTracker: Sendable {
         return !membersConfirmed[id]!.insert(member).inserted
     }
 
+    /// The place of the oldest message to `recipient` still waiting for its answer, dropping
+    /// the answered ones ahead of it.
+    private mutating func oldestWaiting(to recipient: String) -> UInt64? {
+        guard var queue = unanswered.removeValue(forKey: recipient) else { return nil }
+        var oldest: UInt64?
+        while let front = queue.first {
+            oldest = outbox.place(of: front) ?? withdrawing[front]?.place
+            if oldest != nil { break }
+            queue.removeFirst()
+        }
+        if !queue.isEmpty { unanswered[recipient] = queue }
+        return oldest
+    }
+
     /// A message was stored while ones sent before it to the same recipient were not: those may
     /// no longer be stored (they would follow it), only answered for if they were already.
     private mutating func markOvertaken(by place: UInt64, to recipient: String) {
@@ -194,6 +216,7 @@ struct SendTracker: Sendable {
         guard awaitingDelivery[id] == nil else { return nil }
         guard outbox.remove(id) != nil || withdrawing.removeValue(forKey: id) != nil else { return nil }
         forgetOrder(of: id)
+        _ = oldestWaiting(to: notice.toUser)
         return .failed(id: id, to: notice.toUser, reason: notice.reason.isEmpty ? notice.code.name : notice.reason)
     }
 
@@ -299,6 +322,7 @@ struct SendTracker: Sendable {
         }
         withdrawing.removeAll()
         sentBefore.removeAll()
+        unanswered.removeAll()
         return failed
     }
 }

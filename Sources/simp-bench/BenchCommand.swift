@@ -111,8 +111,18 @@ struct BenchCommand: AsyncParsableCommand {
     @Flag(help: "The receivers take a message before it is stored, when nothing else is under way for them (ClientConfiguration.earlyDelivery).")
     var early = false
 
+    @Flag(name: .customLong("congestion-control"), inversion: .prefixedNo,
+          help: "Every client sends through a congestion window (ClientConfiguration.congestionControl, the library's default).")
+    var congestionControl = true
+
     @Flag(name: .customLong("receipt-flood"), help: "With --spawn: measure the pattern quiet, then while one session with 64 messages waiting floods the first node with receipts asking for all of them again; prints both, flooded/quiet.")
     var receiptFlood = false
+
+    @Flag(name: .customLong("inbox-flood"), help: "Measure the pattern quiet, then while one client posts bursts of 3,000 messages to a user who never connects (past its share of that inbox); prints both, flooded/quiet. With --spawn the server's message budget is 2,000 a second per session (burst 4,000), which bounds the filler.")
+    var inboxFlood = false
+
+    @Flag(name: .customLong("long-messages"), help: "Instead of a load: one sender posts 1,000 small texts to one user (one every 5 ms), then the same with 20 texts of 60 KiB to another user among them; prints the small ones' figures for both runs, with/without.")
+    var longMessages = false
 
     @Flag(help: "Print the report as one JSON object.")
     var json = false
@@ -120,7 +130,8 @@ struct BenchCommand: AsyncParsableCommand {
     func validate() throws {
         guard pairs ?? 1 > 0, window > 0, threads > 0 else { throw ValidationError("--pairs, --window and --threads must be positive") }
         if let groupMembers {
-            let others = [(pairs != nil, "--pairs"), (idle != nil, "--idle"), (receiptFlood, "--receipt-flood"), (early, "--early")]
+            let others = [(pairs != nil, "--pairs"), (idle != nil, "--idle"), (receiptFlood, "--receipt-flood"),
+                          (inboxFlood, "--inbox-flood"), (early, "--early")]
                 .filter(\.0).map(\.1)
             guard others.isEmpty else {
                 throw ValidationError("--group-members (the group fan-out: one sender, N members) cannot be combined with "
@@ -145,12 +156,18 @@ struct BenchCommand: AsyncParsableCommand {
             guard ComparedBroker.parse(compare) != nil else {
                 throw ValidationError("--compare takes mosquitto, rabbitmq and jetstream, comma-separated; got \(compare)")
             }
-            guard sessions == nil, groupMembers == nil, idle == nil, !receiptFlood else {
+            guard sessions == nil, groupMembers == nil, idle == nil, !receiptFlood, !inboxFlood else {
                 throw ValidationError("--compare runs the pairs pattern (for --sessions and --group-members use --compare-mosquitto)")
             }
         }
         guard !receiptFlood || (spawn && idle == nil && !compareMosquitto) else {
             throw ValidationError("--receipt-flood needs --spawn (its flooding session is on this machine), and neither --idle nor --compare-mosquitto")
+        }
+        guard !longMessages || (pairs == nil && idle == nil && !compareMosquitto && compare == nil && !receiptFlood && !inboxFlood) else {
+            throw ValidationError("--long-messages is a pattern of its own: it cannot be combined with --pairs, --idle, --compare(-mosquitto) or a flood")
+        }
+        guard !inboxFlood || (idle == nil && !compareMosquitto && !receiptFlood) else {
+            throw ValidationError("--inbox-flood cannot be combined with --idle, --compare-mosquitto or --receipt-flood")
         }
         if let problem = Self.replicaProblem(minReplicas: redisMinReplicas, cluster: redisCluster) {
             // Exit 2, the bench's usage status, rather than ArgumentParser's 64.
@@ -164,7 +181,8 @@ struct BenchCommand: AsyncParsableCommand {
         guard let sessions, let rate else { throw ValidationError("--sessions and --rate go together") }
         guard sessions >= 2, rate > 0 else { throw ValidationError("--sessions must be at least 2 and --rate positive") }
         let others = [(pairs != nil, "--pairs"), (groupMembers != nil, "--group-members"), (idle != nil, "--idle"),
-                      (receiptFlood, "--receipt-flood")].filter(\.0).map(\.1)
+                      (receiptFlood, "--receipt-flood"), (inboxFlood, "--inbox-flood"), (longMessages, "--long-messages")]
+            .filter(\.0).map(\.1)
         guard others.isEmpty else {
             throw ValidationError("--sessions (the chat pattern) cannot be combined with " + others.joined(separator: ", "))
         }
@@ -205,6 +223,20 @@ struct BenchCommand: AsyncParsableCommand {
             try await group.shutdownGracefully()
             print(json ? report.json() : report.table())
             if closed { Self.progress("the server closed the flooding connection") }
+            if report.systems.contains(where: { $0.lost > 0 || $0.duplicates > 0 }) { throw ExitCode(2) }
+            return
+        }
+        if longMessages {
+            let report = try await runLongMessages(group: group)
+            try await group.shutdownGracefully()
+            print(json ? report.json() : report.table())
+            if report.systems.contains(where: { $0.lost > 0 || $0.duplicates > 0 }) { throw ExitCode(2) }
+            return
+        }
+        if inboxFlood {
+            let report = try await runInboxFlood(pattern, group: group)
+            try await group.shutdownGracefully()
+            print(json ? report.json() : report.table())
             if report.systems.contains(where: { $0.lost > 0 || $0.duplicates > 0 }) { throw ExitCode(2) }
             return
         }
@@ -303,6 +335,34 @@ struct BenchCommand: AsyncParsableCommand {
         }
     }
 
+    /// Two columns: with the long messages first, so the ratio column reads with/without.
+    private func runLongMessages(group: MultiThreadedEventLoopGroup) async throws -> BenchReport {
+        try await withTarget { target in
+            let result = try await LongMessageLoad.run(placement: target.placement, group: group, processes: target.processes,
+                                                       progress: Self.progress)
+            let long = Percentiles(result.longSendToReceive)
+            Self.progress("long: \(result.longWhole) of \(result.longSent) arrived whole; send->receive p50/p99/max "
+                          + BenchReport.millis(long.p50, long.p99, long.max) + " ms")
+            let systems = [SystemReport(system: "with long", result.withLong, accepted: false, delivered: false),
+                           SystemReport(system: "small only", result.smallOnly, accepted: false, delivered: false)]
+            let pattern = LoadPattern(pairs: 1, window: 1, payloadBytes: 100, duration: result.smallOnly.measuredSeconds, warmup: 0, drain: 30)
+            let title = "\(LongMessageLoad.small) texts of 100 bytes, one every 5 ms, with and without \(LongMessageLoad.long) of "
+                + "\(LongMessageLoad.longBytes / 1024) KiB to another user among them (the small ones' figures)"
+            return BenchReport(pattern: pattern, topology: target.topology, systems: systems, title: title)
+        }
+    }
+
+    /// Two columns: flooded first, so the ratio column reads flooded/quiet.
+    private func runInboxFlood(_ pattern: LoadPattern, group: MultiThreadedEventLoopGroup) async throws -> BenchReport {
+        try await withTarget { target in
+            let result = try await InboxFlood.run(pattern, placement: target.placement, group: group, processes: target.processes,
+                                                  progress: Self.progress)
+            Self.progress("flood: the server accepted \(result.accepted) of the filler's messages and refused \(result.refused)")
+            let systems = [SystemReport(system: "inbox flood", result.flooded), SystemReport(system: "quiet", result.quiet)]
+            return BenchReport(pattern: pattern, topology: target.topology, systems: systems)
+        }
+    }
+
     private func runIdle(_ clients: Int, group: MultiThreadedEventLoopGroup) async throws -> IdleReport {
         try await withTarget { target in
             try await IdleLoad.run(clients: clients, from: idleFrom, seconds: duration, placement: target.placement,
@@ -331,12 +391,12 @@ struct BenchCommand: AsyncParsableCommand {
         let bench: ProcessGroups = [("bench", [getpid()])]
         guard spawn else {
             let nodes = try Placement.parse(server)
-            return (nil, Placement(nodes: nodes, earlyDelivery: early), Topology(nodes: nodes.count, earlyDelivery: early),
+            return (nil, Placement(nodes: nodes, earlyDelivery: early, congestionControl: congestionControl), Topology(nodes: nodes.count, earlyDelivery: early),
                     bench + [("server", serverPIDs), ("redis", redisPIDs)].filter { !$0.pids.isEmpty })
         }
         let stack = try await SpawnedStack.start(spawnOptions())
         Self.progress("started \(stack.topology)")
-        return (stack, Placement(nodes: stack.serverAddresses, earlyDelivery: early), stack.topology.withEarlyDelivery(early),
+        return (stack, Placement(nodes: stack.serverAddresses, earlyDelivery: early, congestionControl: congestionControl), stack.topology.withEarlyDelivery(early),
                 bench + [("server", stack.serverPIDs), ("redis", stack.redisPIDs)])
     }
 
@@ -346,7 +406,10 @@ struct BenchCommand: AsyncParsableCommand {
             // A benchmark measures the engine, not the abuse limits. All clients come from one
             // address: with --sessions each user holds a control connection (and one more while
             // it registers), and registers and logs in once, 32 at a time (see IdleLoad).
-            "--max-msgs-per-sec", "10000000", "--msg-burst", "1000000", "--scrypt-rounds", "1024", "--log-level", "warning",
+            // With --inbox-flood a budget does bound the filler, as it would an abuser: twice
+            // the server's default, above what a sender of the pattern sends on this machine.
+            "--max-msgs-per-sec", inboxFlood ? "2000" : "10000000", "--msg-burst", inboxFlood ? "4000" : "1000000",
+            "--scrypt-rounds", "1024", "--log-level", "warning",
             "--max-conns-per-ip", "\(max(100_000, 2 * (sessions ?? 0)))", "--max-registrations-per-ip", "1000000",
             "--max-hashing-queue", "1024", "--max-hashing-per-ip", "1024",
         ] + (serverEventLoops.map { ["--event-loops", "\($0)"] } ?? [])

@@ -26,8 +26,9 @@ struct ConnectionOptions: ParsableArguments {
     @Flag(help: "Take a message as soon as it reaches the server, before it is stored, when nothing else is on its way to you; a message whose store then fails is shown as retracted. Not with --data-dir.")
     var early = false
 
-    @Flag(name: .customLong("congestion-control"), help: "Send under a congestion window and pacing, for a link that polices or drops bursts of datagrams.")
-    var congestionControl = false
+    @Flag(name: .customLong("congestion-control"), inversion: .prefixedNo,
+          help: "Send under a congestion window and pacing (the default); without, every message leaves at once.")
+    var congestionControl = true
 
     @Flag(help: "Talk TLS on the control channel (a server started with --tls-cert).")
     var tls = false

@@ -73,11 +73,16 @@ import Testing
         _ = g.withdraw(5)
         #expect(g.gaps() == [1, 2, 4])
         #expect(g.gaps(limit: 2) == [1, 2])
+        #expect(g.gaps(from: 3) == [4], "a scan from 3 on")
+        #expect(g.highestHeld == 6)
         _ = g.receive(1, "a")
         #expect(g.gaps() == [2, 4])
         _ = g.receive(2, "b")
         #expect(g.gaps() == [4])
         _ = g.receive(4, "d")
         #expect(g.gaps().isEmpty)
+        #expect(g.highestHeld == 0, "nothing held: the scan has no end")
+        _ = g.receive(9, "i")
+        #expect(g.gaps() == [7, 8], "6 was released, 7 and 8 are waited for")
     }
 }

@@ -1,9 +1,10 @@
+import SIMPChaos
 import SIMPCore
 import Testing
 
 @Suite struct StorePipelineTests {
     @Test func batchesLeaveInArrivalOrderUpToTheInFlightLimit() {
-        var pipeline = StorePipeline<Int>(maxBatch: 3, maxInFlight: 2, place: { UInt64($0) })
+        var pipeline = StorePipeline<Int, Int>(maxBatch: 3, maxInFlight: 2, place: { UInt64($0) }, lane: { _ in 0 })
         for i in 1...8 { pipeline.enqueue(i) }
         let first = pipeline.nextBatch()
         let second = pipeline.nextBatch()
@@ -23,7 +24,7 @@ import Testing
     /// Nothing leaves until the last is back; after the pause they go first, in their order,
     /// ahead of what arrived meanwhile.
     @Test func unknownOutcomesGoAgainFirstInOriginalOrder() {
-        var pipeline = StorePipeline<Int>(maxBatch: 2, maxInFlight: 3, place: { UInt64($0) })
+        var pipeline = StorePipeline<Int, Int>(maxBatch: 2, maxInFlight: 3, place: { UInt64($0) }, lane: { _ in 0 })
         for i in 1...6 { pipeline.enqueue(i) }
         let tickets = (0..<3).map { _ in pipeline.nextBatch()!.ticket }
         pipeline.enqueue(7)
@@ -47,7 +48,7 @@ import Testing
     /// were away (chaos seed 7: a later message of the same conversation queued behind a
     /// paused pipeline left before the released earlier ones).
     @Test func itemsBackFromAHoldGoAheadOfTheQueue() {
-        var pipeline = StorePipeline<Int>(maxBatch: 8, maxInFlight: 1, place: { UInt64($0) })
+        var pipeline = StorePipeline<Int, Int>(maxBatch: 8, maxInFlight: 1, place: { UInt64($0) }, lane: { _ in 0 })
         pipeline.enqueue(1)
         let first = pipeline.nextBatch()!
         pipeline.enqueue(23)
@@ -60,7 +61,7 @@ import Testing
     /// Chaos seed 7 again: the later message's batch timed out (an unknown outcome) while the
     /// earlier ones came back from their hold. Both go first, the earlier one first.
     @Test func itemsBackFromAHoldAndUnknownOutcomesLeaveByPlace() {
-        var pipeline = StorePipeline<Int>(maxBatch: 8, maxInFlight: 2, place: { UInt64($0) })
+        var pipeline = StorePipeline<Int, Int>(maxBatch: 8, maxInFlight: 2, place: { UInt64($0) }, lane: { _ in 0 })
         pipeline.enqueue(23)
         let later = pipeline.nextBatch()!
         pipeline.enqueue(30)
@@ -75,7 +76,7 @@ import Testing
     /// still in its buffer (the later batch) before the requests already sent (the earlier
     /// one). The unknown ones must still go again in the order they first left.
     @Test func unknownOutcomesReportedOutOfOrderGoAgainInTheOrderTheyLeft() {
-        var pipeline = StorePipeline<Int>(maxBatch: 2, maxInFlight: 2, place: { UInt64($0) })
+        var pipeline = StorePipeline<Int, Int>(maxBatch: 2, maxInFlight: 2, place: { UInt64($0) }, lane: { _ in 0 })
         for i in 1...4 { pipeline.enqueue(i) }
         let first = pipeline.nextBatch()!
         let second = pipeline.nextBatch()!
@@ -91,16 +92,42 @@ import Testing
         #expect(sent == [1, 2, 3, 4, 5])
     }
 
+    /// One sender queued a thousand; another's message, queued after them, leaves in the next
+    /// batch, each sender's messages still in their order.
+    @Test func sendersTakeTurnsInABatch() {
+        var pipeline = StorePipeline<String, Character>(maxBatch: 4, maxInFlight: 1, place: { _ in 0 }, lane: { $0.first! })
+        for i in 0..<1_000 { pipeline.enqueue("m\(i)") }
+        let first = pipeline.nextBatch()!
+        #expect(first.items == ["m0", "m1", "m2", "m3"], "alone, a sender fills the batch")
+        pipeline.enqueue("a0")
+        pipeline.enqueue("a1")
+        pipeline.enqueue("b0")
+        #expect(pipeline.nextBatch() == nil, "one batch in flight already")
+        #expect(pipeline.completed(first.ticket, retry: []) == .proceed)
+        #expect(pipeline.nextBatch()?.items == ["m4", "a0", "b0", "m5"])
+        #expect(pipeline.queuedCount == 994 + 1)
+    }
+
+    /// Back from a hold, messages go ahead of every lane; the lanes then take turns.
+    @Test func itemsBackFromAHoldGoAheadOfEveryLane() {
+        var pipeline = StorePipeline<Int, Int>(maxBatch: 5, maxInFlight: 1, place: { UInt64($0) }, lane: { $0 / 100 })
+        for i in [100, 101, 102, 200] { pipeline.enqueue(i) }
+        pipeline.enqueueFirst([150, 3])
+        #expect(pipeline.nextBatch()?.items == [3, 150, 100, 200, 101])
+    }
+
     /// Randomized, modelled on a connection that breaks now and then (a batch comes back with
     /// its tail unknown, or the connection breaks under every batch in flight, which then come
-    /// back all unknown and in any order): every item settles exactly once, and in arrival
-    /// order.
+    /// back all unknown and in any order), with one to three senders: every item settles exactly
+    /// once, and each sender's in its arrival order.
     @Test func everyItemSettlesOnceAndRetriesAreNeverOvertaken() {
-        var rng = SplitMix(seed: 7)
+        var rng = SplitMix64(seed: 7)
         for _ in 0..<300 {
-            var pipeline = StorePipeline<Int>(maxBatch: Int(rng.next() % 4) + 1, maxInFlight: Int(rng.next() % 3) + 1, place: { UInt64($0) })
+            let senders = Int(rng.next() % 3) + 1
+            var pipeline = StorePipeline<Int, Int>(maxBatch: Int(rng.next() % 4) + 1, maxInFlight: Int(rng.next() % 3) + 1,
+                                                   place: { UInt64($0) }, lane: { $0 % senders })
             var next = 0
-            var inFlight: [StorePipeline<Int>.Batch] = []
+            var inFlight: [StorePipeline<Int, Int>.Batch] = []
             var settled: [Int] = []
             var broken = false
             /// One batch back: the oldest while the connection works, any once it broke.
@@ -138,20 +165,10 @@ import Testing
                 }
             }
             #expect(settled.sorted() == Array(0..<next))
-            #expect(settled == settled.sorted(), "an unknown outcome goes again before anything after it")
+            for sender in 0..<senders {
+                let own = settled.filter { $0 % senders == sender }
+                #expect(own == own.sorted(), "an unknown outcome goes again before anything after it from its sender")
+            }
         }
-    }
-}
-
-/// A small deterministic generator, so a failure can be replayed.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

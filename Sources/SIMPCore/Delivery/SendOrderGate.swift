@@ -22,6 +22,8 @@ public struct SendOrderGate<Item: Sendable>: Sendable {
     public let maxHeld: Int
     public let maxRemembered: Int
     @usableFromInline var held: [UInt64: Item] = [:]
+    /// The highest number held (0: none), so a gap scan need not search the held ones.
+    @usableFromInline var highest: UInt64 = 0
     @usableFromInline var withdrawnAhead: Set<UInt64> = []
     @usableFromInline var withdrawnBehind: Set<UInt64> = []
 
@@ -42,6 +44,7 @@ public struct SendOrderGate<Item: Sendable>: Sendable {
             if held[number] != nil { return .held }
             guard held.count < maxHeld else { return .dropped }
             held[number] = item
+            highest = max(highest, number)
             return .held
         }
         nextNumber += 1
@@ -50,13 +53,16 @@ public struct SendOrderGate<Item: Sendable>: Sendable {
         return .release(released)
     }
 
-    /// The numbers waited for below the highest one held, lowest first, at most `limit`:
-    /// what the sender should resend (a burst loses several at once).
+    /// The highest number held, 0 when none is.
+    public var highestHeld: UInt64 { highest }
+
+    /// The numbers waited for below the highest one held, from `start` on (never below the
+    /// next number), lowest first, at most `limit`: what the sender should resend (a burst
+    /// loses several at once).
     @inlinable
-    public func gaps(limit: Int = 64) -> [UInt64] {
-        guard let highest = held.keys.max(), highest > nextNumber else { return held.isEmpty ? [] : [nextNumber] }
+    public func gaps(from start: UInt64 = 0, limit: Int = 64) -> [UInt64] {
         var gaps: [UInt64] = []
-        var number = nextNumber
+        var number = max(start, nextNumber)
         while number < highest, gaps.count < limit {
             if held[number] == nil, !withdrawnAhead.contains(number) { gaps.append(number) }
             number += 1
@@ -71,6 +77,7 @@ public struct SendOrderGate<Item: Sendable>: Sendable {
         guard number >= nextNumber else { return (withdrawnBehind.contains(number), []) }
         held[number] = nil
         withdrawnAhead.insert(number)
+        // A withdrawn highest stays the scan's end: the numbers below it are still waited for.
         return (true, drain())
     }
 
@@ -83,6 +90,7 @@ public struct SendOrderGate<Item: Sendable>: Sendable {
             } else if withdrawnAhead.remove(nextNumber) != nil {
                 remember(nextNumber)
             } else {
+                if held.isEmpty { highest = 0 }
                 return ready
             }
             nextNumber += 1

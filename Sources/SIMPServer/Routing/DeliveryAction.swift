@@ -3,6 +3,10 @@ import NIOCore
 import SIMPCore
 import SIMPRedis
 
+/// A batch of stores; the pipeline's lanes are senders (user names), so one sender's flood
+/// takes turns with everyone else's messages.
+typealias StoreBatch = StorePipeline<StoreRequest, String>.Batch
+
 /// What the delivery engine asks its driver (the router) to do, in the order given. The
 /// driver carries each out and feeds what comes back to the engine as an event; it decides
 /// nothing itself.
@@ -19,7 +23,7 @@ enum DeliveryAction {
     case flushDatagrams
 
     // The store; each answer comes back as an event.
-    case store(StorePipeline<StoreRequest>.Batch)
+    case store(StoreBatch)
     case relay(StoreRequest, group: String)
     case markFailed(StoreRequest, code: Simp_ErrorCode)
     case probeReplicas(RedisNodeAddress)

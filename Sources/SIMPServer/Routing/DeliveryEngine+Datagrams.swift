@@ -247,17 +247,17 @@ extension DeliveryEngine {
         act(.send(.error(code, reason), session: session.id))
     }
 
-    /// The session's send order waits for numbers: ask for them (every gap below the highest
-    /// held, at most 64) now rather than after the client's timeout. Once per first gap, and
-    /// again every 200 ms while it stays open.
+    /// The session's send order waits for numbers: ask for them now rather than after the
+    /// client's timeout (see `missingScan`).
     private mutating func reportMissing(_ session: Session, now: Moment) {
-        let next = session.sendOrder.next
-        guard Self.mayReportMissing(next: next, lastReported: session.lastMissingReported, lastAt: session.lastMissingAt,
-                                    now: now.deadline) else { return }
-        session.lastMissingReported = next
-        session.lastMissingAt = now.deadline
+        let scan = Self.missingScan(next: session.sendOrder.next, checkedUpTo: session.missingCheckedUpTo,
+                                    lastFullAt: session.lastFullMissingAt, now: now.deadline)
+        let gaps = session.sendOrder.gaps(from: scan.start, limit: Self.missingLimit)
+        session.missingCheckedUpTo = gaps.count == Self.missingLimit ? gaps[gaps.count - 1] : session.sendOrder.highestHeld
+        if scan.full { session.lastFullMissingAt = now.deadline }
+        guard !gaps.isEmpty else { return }
         var missing = Simp_Missing()
-        missing.clientSeqs = session.sendOrder.gaps()
+        missing.clientSeqs = gaps
         act(.send(Simp_Envelope(.missing(missing)), session: session.id))
     }
 

@@ -65,7 +65,7 @@ extension DeliveryEngine {
 
     /// A batch's outcomes, one per message (the store never fails as a whole: an outage is an
     /// outcome per message).
-    mutating func storeCompleted(_ batch: StorePipeline<StoreRequest>.Batch, _ outcomes: [StoreOutcome], now: Moment) {
+    mutating func storeCompleted(_ batch: StoreBatch, _ outcomes: [StoreOutcome], now: Moment) {
         var retry: [StoreRequest] = []
         for (index, (request, outcome)) in zip(batch.items, outcomes).enumerated() {
             if holdForReplicas(request, outcome, ticket: batch.ticket, index: index, now: now) { continue }

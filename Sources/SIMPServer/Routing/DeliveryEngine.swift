@@ -63,7 +63,7 @@ struct DeliveryEngine {
     var hasUDP = false
 
     var sessions = SessionTable<Session>()
-    var stores: StorePipeline<StoreRequest>
+    var stores: StorePipeline<StoreRequest, String>
     /// Stores waiting for their shard's replicas (`--redis-min-replicas`).
     var replicaHold: ShardHold<StoreRequest>
     var storeTracker = StoreTracker()
@@ -95,7 +95,8 @@ struct DeliveryEngine {
         self.shardOf = shardOf
         self.randomBytes = randomBytes
         let settings = configuration.router
-        stores = StorePipeline(maxBatch: settings.maxStoreBatch, maxInFlight: settings.maxStoreBatchesInFlight, place: { $0.order })
+        stores = StorePipeline(maxBatch: settings.maxStoreBatch, maxInFlight: settings.maxStoreBatchesInFlight, place: { $0.order },
+                               lane: { $0.from })
         replicaHold = ShardHold(limit: settings.replicaHoldLimit)
     }
 

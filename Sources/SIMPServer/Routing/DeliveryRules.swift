@@ -107,11 +107,18 @@ extension DeliveryEngine {
         now - (lastTold ?? .distantPast) >= .seconds(1)
     }
 
-    /// A `missing` for the number the session's send order waits for: once per gap, and
-    /// again every 200 ms while it stays open.
-    static func mayReportMissing(next: UInt64, lastReported: UInt64, lastAt: NIODeadline, now: NIODeadline) -> Bool {
-        next != lastReported || now - lastAt >= .milliseconds(200)
+    /// Where a `missing` report's scan of the session's send order starts: at the first gap
+    /// (a full report of every gap) when the last full one is 200 ms old, else above the
+    /// numbers already looked at, so a gap is listed at once and then only every 200 ms.
+    /// Listing every earlier gap again on each held datagram had a flooding sender resend
+    /// each of them many times over.
+    static func missingScan(next: UInt64, checkedUpTo: UInt64, lastFullAt: NIODeadline,
+                            now: NIODeadline) -> (start: UInt64, full: Bool) {
+        now - lastFullAt >= .milliseconds(200) ? (next, true) : (max(next, checkedUpTo + 1), false)
     }
+
+    /// A `missing` lists at most this many numbers.
+    static let missingLimit = 64
 
     static func accepted(_ request: StoreRequest, seq: UInt64) -> Simp_Envelope {
         var accepted = Simp_Accepted()

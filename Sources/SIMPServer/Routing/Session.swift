@@ -39,8 +39,9 @@ final class Session: TableEntry, SealedPeer, @unchecked Sendable {
     var resendBudget: TokenBucket?
     /// An inbox read for seqs its receipts named and this node never pushed is in flight.
     var readingMissing = false
-    var lastMissingReported: UInt64 = 0
-    var lastMissingAt: NIODeadline = .distantPast
+    /// The send order's numbers looked at for `missing` reports since the last full one.
+    var missingCheckedUpTo: UInt64 = 0
+    var lastFullMissingAt: NIODeadline = .distantPast
     /// The highest seq pushed to this session. Seqs are given in Redis in commit order, so
     /// an inbox read that saw this one saw every lower one too: catching up after another
     /// node's notice reads only above it.

@@ -86,7 +86,7 @@ import Testing
             }
         }
 
-        var batches: [StorePipeline<StoreRequest>.Batch] {
+        var batches: [StoreBatch] {
             actions.compactMap { if case .store(let batch) = $0 { batch } else { nil } }
         }
     }
@@ -189,6 +189,24 @@ import Testing
         node.on { $0.presenceRenewed([bob.id], [(renewed: false, devices: 3)], now: at(.seconds(33))) }
         #expect(node.actions.contains { if case .setPresence(let entries) = $0 { entries.map(\.user) == ["bob"] } else { false } })
         #expect(bob.devices == 3)
+    }
+
+    /// A gap is listed in `missing` when a datagram above it first has to wait, then only
+    /// every 200 ms: datagrams that wait meanwhile bring only the gaps above those looked at.
+    @Test func aGapIsListedOnceAndThenEvery200Milliseconds() throws {
+        var node = Node.make()
+        let alice = try node.online("alice", port: 4000)
+        func listed() -> [[UInt64]] {
+            node.sent(to: alice).compactMap { if case .missing(let missing) = $0 { missing.clientSeqs } else { nil } }
+        }
+        try node.send("x", to: "bob", from: alice, port: 4000, order: 3, at: at(.milliseconds(1)))
+        #expect(listed() == [[1, 2]])
+        try node.send("x", to: "bob", from: alice, port: 4000, order: 4, at: at(.milliseconds(2)))
+        #expect(listed().isEmpty, "no new gap")
+        try node.send("x", to: "bob", from: alice, port: 4000, order: 6, at: at(.milliseconds(3)))
+        #expect(listed() == [[5]], "only the new gap")
+        try node.send("x", to: "bob", from: alice, port: 4000, order: 7, at: at(.milliseconds(201)))
+        #expect(listed() == [[1, 2, 5]], "200 ms after the full list, every gap again")
     }
 
     @Test func aSessionOverItsRateHearsOfItAtMostOnceASecond() throws {

@@ -109,8 +109,12 @@ import Testing
         #expect(DeliveryEngine.mayTellLimit(lastTold: nil, now: t0))
         #expect(!DeliveryEngine.mayTellLimit(lastTold: t0, now: t0 + .milliseconds(999)))
         #expect(DeliveryEngine.mayTellLimit(lastTold: t0, now: t0 + .seconds(1)))
-        #expect(DeliveryEngine.mayReportMissing(next: 4, lastReported: 3, lastAt: t0, now: t0), "a new gap at once")
-        #expect(!DeliveryEngine.mayReportMissing(next: 4, lastReported: 4, lastAt: t0, now: t0 + .milliseconds(199)))
-        #expect(DeliveryEngine.mayReportMissing(next: 4, lastReported: 4, lastAt: t0, now: t0 + .milliseconds(200)))
+        #expect(DeliveryEngine.missingScan(next: 4, checkedUpTo: 0, lastFullAt: .distantPast, now: t0) == (4, true),
+                "the first report lists every gap")
+        #expect(DeliveryEngine.missingScan(next: 4, checkedUpTo: 9, lastFullAt: t0, now: t0 + .milliseconds(199)) == (10, false),
+                "within 200 ms only numbers above those looked at")
+        #expect(DeliveryEngine.missingScan(next: 12, checkedUpTo: 9, lastFullAt: t0, now: t0 + .milliseconds(199)) == (12, false))
+        #expect(DeliveryEngine.missingScan(next: 4, checkedUpTo: 9, lastFullAt: t0, now: t0 + .milliseconds(200)) == (4, true),
+                "every 200 ms every gap again")
     }
 }
