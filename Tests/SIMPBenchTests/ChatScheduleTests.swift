@@ -1,20 +1,9 @@
 import Foundation
 import MQTTLoad
+import SIMPChaos
 @testable import SIMPBench
 import Testing
 
-/// A seeded generator (SplitMix64), so every draw below is the same on every run.
-private struct Seeded: RandomNumberGenerator {
-    var state: UInt64
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// Always the same draw: the extremes of the uniform source.
 private struct Fixed: RandomNumberGenerator {
@@ -25,7 +14,7 @@ private struct Fixed: RandomNumberGenerator {
 @Suite struct ChatScheduleTests {
     @Test func aUserNeverPicksItselfAndPicksEveryOtherUserAlike() {
         for user in 0..<4 {
-            var schedule = ChatSchedule(user: user, users: 4, rate: 1, start: 0, random: Seeded(state: UInt64(user)))
+            var schedule = ChatSchedule(user: user, users: 4, rate: 1, start: 0, random: SplitMix64(seed: UInt64(user)))
             var picks = [Int](repeating: 0, count: 4)
             for _ in 0..<30_000 { picks[schedule.take().peer] += 1 }
             #expect(picks[user] == 0)
@@ -45,7 +34,7 @@ private struct Fixed: RandomNumberGenerator {
 
     @Test func gapsAreExponentialWithTheRequestedMean() {
         let rate = 0.5
-        var schedule = ChatSchedule(user: 0, users: 2, rate: rate, start: 0, random: Seeded(state: 7))
+        var schedule = ChatSchedule(user: 0, users: 2, rate: rate, start: 0, random: SplitMix64(seed: 7))
         var gaps: [Double] = []
         var last = schedule.next
         for _ in 0..<100_000 {
@@ -71,7 +60,7 @@ private struct Fixed: RandomNumberGenerator {
     }
 
     @Test func aLateLoopCatchesUpWithEverySendDueButNoneAfterTheWindow() {
-        var schedule = ChatSchedule(user: 1, users: 3, rate: 100, start: 0, random: Seeded(state: 3))
+        var schedule = ChatSchedule(user: 1, users: 3, rate: 100, start: 0, random: SplitMix64(seed: 3))
         let due = schedule.take(dueBy: 1_000_000_000, before: 500_000_000)
         // About 50 sends are due in the first half second at 100 a second.
         #expect((30...70).contains(due.count))

@@ -1,3 +1,4 @@
+import SIMPChaos
 import SIMPCore
 import Testing
 
@@ -51,7 +52,7 @@ import Testing
     }
 
     @Test func randomTextsSplitIntoValidPartsThatJoinToTheText() {
-        var random = LongTextRandom(seed: 0x10_27)
+        var random = SplitMix64(seed: 0x10_27)
         // One scalar of each UTF-8 length, from a few ranges of each.
         let scalars: [[ClosedRange<UInt32>]] = [
             [0x20...0x7E, 0x0A...0x0A],
@@ -274,18 +275,5 @@ import Testing
             let size = bytes.count
             #expect(size <= MessageRules.maxMessageBytes, "\(to): \(size) bytes, limit \(MessageRules.maxMessageBytes)")
         }
-    }
-}
-
-/// A small deterministic generator, so a failing round can be replayed.
-private struct LongTextRandom {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

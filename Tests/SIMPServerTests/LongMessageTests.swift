@@ -211,6 +211,8 @@ import Glibc
         }
         for index in 0..<3 { try send(index) }
         #expect(try delivered("mid"), "bob confirmed the two parts and the message after them")
+        // Events reach the log in order, so parts shown would come before "mid".
+        #expect(await bobLog.wait { $0.messages.contains { $0.id == "mid" } })
         #expect(bobLog.messages.map(\.id) == ["mid"], "the parts are held, not shown")
         await bob.close()
 
