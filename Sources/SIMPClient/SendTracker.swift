@@ -115,7 +115,7 @@ struct SendTracker: Sendable {
         let place = outbox.place(of: id) ?? withdrawing[id]?.place
         guard outbox.acknowledge(id, now: now) != nil || withdrawing.removeValue(forKey: id) != nil else { return nil }
         forgetOrder(of: id)
-        if let place, let oldest = oldestWaiting(to: notice.toUser), oldest < place { markOvertaken(by: place, to: notice.toUser) }
+        if let place { markOvertaken(by: place, to: notice.toUser) }
         // A group's members each confirm it (`memberDelivered`): nothing more to wait for here.
         if notice.toUser.first == GroupName.marker {
             if notice.recipients > 0 { rememberMembers(of: id) }
@@ -159,7 +159,7 @@ struct SendTracker: Sendable {
         let place = outbox.place(of: id) ?? withdrawing[id]?.place
         if let pending = outbox.remove(id) ?? withdrawing.removeValue(forKey: id)?.payload {
             forgetOrder(of: id)
-            if let place, let oldest = oldestWaiting(to: pending.to), oldest < place { markOvertaken(by: place, to: pending.to) }
+            if let place { markOvertaken(by: place, to: pending.to) }
             news.accepted = .accepted(id: id, to: pending.to, seq: notice.seq)
             awaitingDelivery[id] = (pending.to, notice.seq)
         }
@@ -202,6 +202,7 @@ struct SendTracker: Sendable {
     /// A message was stored while ones sent before it to the same recipient were not: those may
     /// no longer be stored (they would follow it), only answered for if they were already.
     private mutating func markOvertaken(by place: UInt64, to recipient: String) {
+        guard let oldest = oldestWaiting(to: recipient), oldest < place else { return }
         outbox.updatePayloads(placedBefore: place, where: { $0.to == recipient }) { $0.message.overtaken = true }
         for (id, item) in withdrawing where item.place < place && item.payload.to == recipient {
             withdrawing[id]?.payload.message.overtaken = true
