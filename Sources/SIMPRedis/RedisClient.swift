@@ -17,6 +17,9 @@ public protocol RedisClient: Sendable {
     /// The node that holds `key` as last known, without a round trip: the one instance, or its
     /// slot's master in the cluster's map (nil before the map was read).
     func node(forKey key: String) -> RedisNodeAddress?
+    /// Whether one script may write keys of different slots: true for one instance, false for
+    /// a cluster (Redis refuses such a script there with CROSSSLOT).
+    var scriptsCrossSlots: Bool { get }
     /// The nodes that hold keys: the one instance, or every master of a cluster. Completes on `loop`.
     func masters(on loop: any EventLoop) -> EventLoopFuture<[RedisNodeAddress]>
     /// The node that serves `key`'s slot: the one instance, or that slot's master as the
@@ -70,6 +73,8 @@ extension RedisClient {
 }
 
 extension RedisPool {
+    public var scriptsCrossSlots: Bool { true }
+
     public func masters(on loop: any EventLoop) -> EventLoopFuture<[RedisNodeAddress]> {
         loop.makeSucceededFuture([RedisNodeAddress(host: configuration.host, port: configuration.port)])
     }

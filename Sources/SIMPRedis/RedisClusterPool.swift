@@ -51,6 +51,8 @@ public final class RedisClusterPool: RedisClient {
     /// The slot map as last read or corrected by a MOVED.
     public var slotMap: RedisSlotMap { state.withLockedValue { $0.map } }
 
+    public var scriptsCrossSlots: Bool { false }
+
     /// For tests: start from a map that may be wrong (redirects correct it).
     func replaceSlotMap(_ map: RedisSlotMap) {
         state.withLockedValue { $0.map = map }

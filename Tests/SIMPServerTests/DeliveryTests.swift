@@ -136,6 +136,26 @@ import Testing
         await cluster.stop()
     }
 
+    /// On one Redis the store script writes both users' copies of the conversation: no
+    /// command of its own is sent for the sender's copy (that is RPUSH and LTRIM; the script
+    /// trims only past the cap's slack, so no LTRIM runs at all), and both copies hold the messages.
+    @Test func onOneRedisTheStoreScriptWritesTheSendersHistoryToo() async throws {
+        let cluster = try await TestCluster.start()
+        let (alice, aliceLog) = try await cluster.connectedClient("alice")
+        let (bob, _) = try await cluster.connectedClient("bob")
+        _ = try await sendAll(alice, to: "bob", prefix: "c", count: 3)
+        #expect(await aliceLog.wait { $0.accepted.count == 3 })
+        let info = try cluster.redis.command(["INFO", "commandstats"])
+        #expect(info.contains("cmdstat_evalsha:"), "the stores ran as scripts")
+        #expect(info.contains("cmdstat_rpush:"), "the script wrote the histories")
+        #expect(!info.contains("cmdstat_ltrim:"), "no history write of its own")
+        #expect(try await alice.history(with: "bob", limit: 10).map(\.text) == ["c-0", "c-1", "c-2"])
+        #expect(try await bob.history(with: "alice", limit: 10).map(\.text) == ["c-0", "c-1", "c-2"])
+        await alice.disconnect()
+        await bob.disconnect()
+        await cluster.stop()
+    }
+
     /// A cluster that gives up pushes after 400 ms, and bob connected with his datagrams
     /// through a proxy whose server-to-client direction the test opens and closes.
     private func bobBehindAGate(keepalive: TimeAmount = .seconds(15)) async throws -> (TestCluster, UDPFaultProxy, SIMPClient, EventLog) {

@@ -322,10 +322,10 @@ final class MessageStore: Sendable {
     }
 
     private func historyCopies(_ batch: [StoreRequest], _ outcomes: [StoreOutcome]) -> [RedisCommand] {
+        guard !redis.scriptsCrossSlots else { return [] }
         var lists: [String: [[UInt8]]] = [:]
         var order: [String] = []
-        // A sender with several devices has its copy (and its history) made by a store of its own.
-        for (request, outcome) in zip(batch, outcomes) where request.from != request.to && !request.copiedForSender && request.inHistory {
+        for (request, outcome) in zip(batch, outcomes) where needsSenderCopy(request) {
             guard case .stored(_, let bytes) = outcome else { continue }
             let key = keys.history(of: request.from, with: request.to)
             if lists[key] == nil { order.append(key) }
@@ -334,6 +334,13 @@ final class MessageStore: Sendable {
         return order.flatMap { key in
             [RedisCommand([Array("RPUSH".utf8), Array(key.utf8)] + lists[key]!), RedisCommand("LTRIM", [key, -settings.historyCap, -1])]
         }
+    }
+
+    /// Whether the sender's history with the recipient gets the message too. The store script
+    /// writes it where one script may write both users' keys; in a cluster it is a command of its own.
+    /// A sender with several devices has its copy (and its history) made by a store of its own.
+    private func needsSenderCopy(_ request: StoreRequest) -> Bool {
+        request.from != request.to && !request.copiedForSender && request.inHistory
     }
 
     /// Positions of the batch's requests, grouped by recipient, each group in batch order.
@@ -356,8 +363,10 @@ final class MessageStore: Sendable {
         var keys: [any RedisArgument] = [keys.user(to), keys.seq(to), keys.inbox(to), keys.acked(to), keys.numbering(to),
                                          keys.presence(to), keys.contacts(to), keys.blocked(to), keys.settings(to)]
         for request in requests {
+            let history = self.keys.history(of: to, with: request.copyFor ?? request.from)
             keys.append(self.keys.messageIDs(to: to, from: request.from))
-            keys.append(self.keys.history(of: to, with: request.copyFor ?? request.from))
+            keys.append(history)
+            keys.append(redis.scriptsCrossSlots && needsSenderCopy(request) ? self.keys.history(of: request.from, with: to) : history)
         }
         let bounds = self.bounds
         var args: [any RedisArgument] = [settings.messageIDTTLSeconds, settings.historyCap, bounds.limit,

@@ -5,8 +5,9 @@ enum Scripts {
     /// Stores several messages for ONE recipient in one call (a script call costs Redis about
     /// 10 µs of its own, more than the commands it runs). KEYS: the recipient's user, seq,
     /// inbox, confirmed mark, numbering record, presence, contacts, blocked users and settings,
-    /// then per message the ids its sender stored in this inbox and the conversation's
-    /// history. ARGV: id TTL, history cap,
+    /// then per message the ids its sender stored in this inbox, the conversation's history in
+    /// the recipient's slot, and the sender's copy of that history (the same key when the
+    /// sender's copy is written by the caller: in a cluster it is in another slot). ARGV: id TTL, history cap,
     /// inbox limit, a sender's share of the inbox, ids kept per sender, the recipient's
     /// numbering floor (the highest seq its connected session has seen; -1 when no session of
     /// it is connected), Redis' run id, this node's id, the replicas a new message needs online
@@ -59,6 +60,10 @@ enum Scripts {
     local count, out, n = nil, {}, 0
     local inbox, stored, mine = {}, {}, {}
     local lists, listKeys, idArgs, idKeys = {}, {}, {}, {}
+    local function historyentry(key, bytes)
+      if not lists[key] then lists[key] = {}; table.insert(listKeys, key) end
+      table.insert(lists[key], bytes)
+    end
     -- Which ids each sender stored before: one ZMSCORE per sender, not a ZSCORE per message.
     local priors, asked, askedKeys = {}, {}, {}
     -- A failure is kept as the id's score, minus the error code (INBOX_FULL 14, INBOX_SHARE_FULL
@@ -86,7 +91,7 @@ enum Scripts {
     end
     for i = 11, #ARGV, 3 do
       n = n + 1
-      local ids = KEYS[8 + 2 * n]
+      local ids = KEYS[7 + 3 * n]
       if not asked[ids] then asked[ids] = {}; table.insert(askedKeys, ids) end
       table.insert(asked[ids], ARGV[i])
     end
@@ -100,7 +105,7 @@ enum Scripts {
     n = 0
     for i = 11, #ARGV, 3 do
       n = n + 1
-      local ids, hist, id = KEYS[8 + 2 * n], KEYS[9 + 2 * n], ARGV[i]
+      local ids, hist, copy, id = KEYS[7 + 3 * n], KEYS[8 + 3 * n], KEYS[9 + 3 * n], ARGV[i]
       local prior = tonumber(stored[ids .. ' ' .. id] or priors[ids][id])
       if prior and prior < 0 then
         out[n] = {-6, -prior}
@@ -131,8 +136,8 @@ enum Scripts {
           table.insert(inbox, top)
           table.insert(inbox, bytes)
           if ARGV[i + 2] ~= '-' then
-            if not lists[hist] then lists[hist] = {}; table.insert(listKeys, hist) end
-            table.insert(lists[hist], bytes)
+            historyentry(hist, bytes)
+            if copy ~= hist then historyentry(copy, bytes) end
           end
           if not idArgs[ids] then idArgs[ids] = {}; table.insert(idKeys, ids) end
           table.insert(idArgs[ids], top)
