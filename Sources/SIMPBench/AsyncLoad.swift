@@ -4,12 +4,13 @@ import SIMPClient
 
 /// The pattern of `SIMPLoad`, driven through the library as applications use it: `events`
 /// read with `for await`, `try await send`, one task per side of each conversation, on
-/// Swift's own executors. Its figures beside `SIMPLoad`'s show what that path costs.
+/// Swift's own executors, or with `onClientLoop` on each client's event loop
+/// (`SIMPClient.taskExecutor`). Its figures beside `SIMPLoad`'s show what that path costs.
 public enum AsyncLoad {
     public static func run(_ pattern: LoadPattern, placement: Placement, group: any EventLoopGroup,
-                           processes: ProcessGroups, batched: Bool = false,
+                           processes: ProcessGroups, batched: Bool = false, onClientLoop: Bool = false,
                            progress: @Sendable (String) -> Void = { _ in }) async throws -> LoadResult {
-        progress("connecting \(pattern.pairs * 2) clients (async API) to \(placement.nodes.map(\.description).joined(separator: ", "))")
+        progress("connecting \(pattern.pairs * 2) clients (async API\(onClientLoop ? ", tasks on the clients' loops" : "")) to \(placement.nodes.map(\.description).joined(separator: ", "))")
         var pairs: [(sender: SIMPClient, receiver: SIMPClient)] = []
         for i in 0..<pattern.pairs {
             var senderConfiguration = placement.sender(pair: i)
@@ -27,7 +28,7 @@ public enum AsyncLoad {
         await withTaskGroup(of: LoadResult.self) { tasks in
             for (i, pair) in pairs.enumerated() {
                 tasks.addTask { await conversation(pair.sender, to: "bench-r\(i)", receiver: pair.receiver,
-                                                   counter: UInt64(i) << 40, pattern, clock) }
+                                                   counter: UInt64(i) << 40, onClientLoop: onClientLoop, pattern, clock) }
             }
             for await pairResult in tasks { result.merge(pairResult) }
         }
@@ -44,10 +45,12 @@ public enum AsyncLoad {
     /// One pair: the receiver's task reads its events until the sender's task is done (every
     /// message settled, or the drain deadline passed), then the pair's figures are counted.
     static func conversation(_ sender: SIMPClient, to user: String, receiver: SIMPClient, counter: UInt64,
-                             _ pattern: LoadPattern, _ clock: LoadClock) async -> LoadResult {
-        let receiving = Task { await receive(receiver, clock) }
+                             onClientLoop: Bool, _ pattern: LoadPattern, _ clock: LoadClock) async -> LoadResult {
+        let receiving = Task(executorPreference: onClientLoop ? receiver.taskExecutor : nil) { await receive(receiver, clock) }
         var sent = await withTaskGroup(of: LoadResult?.self) { tasks in
-            tasks.addTask { await send(sender, to: user, counter: counter, pattern, clock) }
+            tasks.addTask(executorPreference: onClientLoop ? sender.taskExecutor : nil) {
+                await send(sender, to: user, counter: counter, pattern, clock)
+            }
             tasks.addTask {
                 try? await Task.sleep(nanoseconds: clock.drainUntil - min(clock.drainUntil, LoadClock.now()))
                 return nil

@@ -20,6 +20,11 @@ public final class SIMPClient: @unchecked Sendable {
     public let eventBatches: AsyncStream<[ClientEvent]>
 
     let loop: any EventLoop
+    /// The client's event loop as a task executor. An application task started with it
+    /// (`Task(executorPreference: client.taskExecutor) { for await event in client.events { ... } }`)
+    /// runs on that loop: each event resumes it without a thread wake-up, and each `send` is
+    /// queued without one. The task shares the loop with the client's I/O, so it must not block.
+    public let taskExecutor: any TaskExecutor
     private let eventSink: AsyncStream<ClientEvent>.Continuation
     private let batchSink: AsyncStream<[ClientEvent]>.Continuation
     /// Events of this loop turn, handed over at its end (`eventBatches`). Confined to `loop`.
@@ -92,6 +97,7 @@ public final class SIMPClient: @unchecked Sendable {
         self.configuration = configuration
         self.eventHandler = eventHandler
         loop = eventLoopGroup.next()
+        taskExecutor = LoopTaskExecutor(loop: loop)
         sending = SendTracker(policy: configuration.sendRetransmit)
         uplink = Uplink(windowed: configuration.congestionControl)
         device = configuration.device ?? DeviceName.unnamed

@@ -105,7 +105,7 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(help: "With the pairs pattern: also run it through these local brokers, comma-separated: mosquitto (QoS 1, persistence off), rabbitmq (durable queues, persistent messages, publisher confirms, manual acks), jetstream (NATS JetStream, file storage, PubAcks, explicit acks). scripts/install-brokers.sh installs rabbitmq-server and nats-server.")
     var compare: String?
 
-    @Option(help: "With the pairs pattern: how the bench drives SIMPClient: callbacks (eventHandler and post on the client's event loop) async (for await over events, try await send, a task per side of each pair, as applications do), or batches (the same over eventBatches).")
+    @Option(help: "With the pairs pattern: how the bench drives SIMPClient: callbacks (eventHandler and post on the client's event loop) async (for await over events, try await send, a task per side of each pair, as applications do), batches (the same over eventBatches), or async-on-loop (as async, each task started with the client's taskExecutor, so it runs on the client's event loop).")
     var api: BenchAPI = .callbacks
 
     @Flag(help: "The receivers take a message before it is stored, when nothing else is under way for them (ClientConfiguration.earlyDelivery).")
@@ -316,10 +316,10 @@ struct BenchCommand: AsyncParsableCommand {
                 let result = try await SIMPLoad.run(pattern, placement: target.placement, group: group, processes: target.processes,
                                                    progress: Self.progress)
                 return (SystemReport(system: "SIMP", result), target.topology)
-            case .async, .batches:
+            case .async, .batches, .asyncOnLoop:
                 let result = try await AsyncLoad.run(pattern, placement: target.placement, group: group, processes: target.processes,
-                                                    batched: api == .batches, progress: Self.progress)
-                return (SystemReport(system: api == .batches ? "SIMP batches" : "SIMP async", result), target.topology)
+                                                    batched: api == .batches, onClientLoop: api == .asyncOnLoop, progress: Self.progress)
+                return (SystemReport(system: api.systemName, result), target.topology)
             }
         }
     }
@@ -502,6 +502,17 @@ enum BenchAPI: String, ExpressibleByArgument, CaseIterable {
     case async
     /// As `async`, over `eventBatches`.
     case batches
+    /// As `async`, each task with the client's `taskExecutor`.
+    case asyncOnLoop = "async-on-loop"
+
+    var systemName: String {
+        switch self {
+        case .callbacks: "SIMP"
+        case .async: "SIMP async"
+        case .batches: "SIMP batches"
+        case .asyncOnLoop: "SIMP async on loop"
+        }
+    }
 }
 
 /// A broker the pairs pattern is compared with.
