@@ -142,6 +142,28 @@ import Testing
         await pool.shutdown()
     }
 
+    /// After an earlier request on the same connection was answered, a later one that Redis
+    /// leaves unanswered fails at its own deadline: not at the earlier one's, and not never.
+    @Test func aLaterRequestTimesOutAtItsOwnDeadline() async throws {
+        let impatient = RedisPool(configuration: RedisConfiguration(port: server.port, commandTimeout: .milliseconds(400)))
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        #expect(try await impatient.run([RedisCommand("PING")], on: loop).get() == [.status("PONG")])
+        try await Task.sleep(for: .milliseconds(200))
+        _ = try await pool.run(RedisCommand("CLIENT", ["PAUSE", 1500]))
+        let started = ContinuousClock.now
+        do {
+            _ = try await impatient.run([RedisCommand("GET", ["k"])], on: loop).get()
+            Issue.record("no timeout")
+        } catch let error as RedisError {
+            #expect(error.kind == .timeout)
+        }
+        #expect(ContinuousClock.now - started >= .milliseconds(400), "it failed at the first request's deadline")
+        try await Task.sleep(for: .milliseconds(1500))
+        #expect(try await impatient.run(RedisCommand("PING")) == .status("PONG"))
+        await impatient.shutdown()
+        await pool.shutdown()
+    }
+
     /// A standalone Redis has no replica: WAIT for one fails after its timeout, the write done.
     @Test func waitingForReplicasThatAreNotThereIsAClearError() async throws {
         let loop = MultiThreadedEventLoopGroup.singleton.next()
