@@ -642,6 +642,8 @@ public final class SIMPClient: @unchecked Sendable {
         udpIsIPv6 = ipv6
         return DatagramBootstrap(group: loop)
             .channelOption(.datagramVectorReadMessageCount, value: 16)
+            // One recvmmsg per wake-up (epoll is level-triggered: the rest is read next turn).
+            .channelOption(.maxMessagesPerRead, value: 1)
             // Vector reads split the receive buffer evenly: room for 16 datagrams of the largest size.
             .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 16 * 2048))
             .channelInitializer { [self] channel in
