@@ -14,7 +14,7 @@ import Testing
         try peer.connectAndBind(token: try peer.login("mallory", "pw-mallory"))
 
         let count = 300
-        for n in 1...count { peer.sendDatagram(.data, try message(n)) }
+        for n in 1...count { peer.sendDatagram(.data, try datagramMessage(id: "burst-\(n)", clientSeq: UInt64(n), content: "message \(n) of a burst")) }
         var accepted = Set<String>()
         // A datagram stranded in the socket would never be answered: read() gives up after 15 s.
         while accepted.count < count, let envelope = try peer.read() {
@@ -24,16 +24,5 @@ import Testing
         #expect(accepted == Set((1...count).map { "burst-\($0)" }))
         #expect(cluster.metric("simp_messages_stored_total") == Double(count))
         await cluster.stop()
-    }
-
-    private func message(_ n: Int) throws -> [UInt8] {
-        var message = Simp_Message()
-        message.version = 1
-        message.messageID = "burst-\(n)"
-        message.toUser = "bob"
-        message.type = .text
-        message.content = "message \(n) of a burst"
-        message.clientSeq = UInt64(n)
-        return try message.serializedBytes()
     }
 }

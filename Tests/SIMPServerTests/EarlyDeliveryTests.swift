@@ -134,15 +134,7 @@ import Testing
     }
 
     private func message(clientSeq: UInt64) throws -> [UInt8] {
-        var message = Simp_Message()
-        message.version = 1
-        message.messageID = "again"
-        message.toUser = "bob"
-        message.type = .text
-        message.content = "twice"
-        message.clientSeq = clientSeq
-        message.fresh = true
-        return try message.serializedBytes()
+        try datagramMessage(id: "again", clientSeq: clientSeq, content: "twice", fresh: true)
     }
 
     private func delivered(on peer: RawPeer) throws -> Bool {

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import NIOCore
 import SIMPClient
+import SIMPCore
 import SIMPRedis
 import SIMPServer
 import SIMPTestSupport
@@ -459,4 +460,19 @@ struct RandomTraffic {
         print("\n\(ScenarioResult.header)\n\(result)\n")
         return result
     }
+}
+
+/// A message as a raw peer sends it in a DATA datagram (what `SIMPClient` would build).
+func datagramMessage(id: String, clientSeq: UInt64, type: Simp_Message.MessageType = .text, to: String = "bob",
+                     content: String = "hello", overtaken: Bool = false, fresh: Bool = false) throws -> [UInt8] {
+    var message = Simp_Message()
+    message.version = 1
+    message.messageID = id
+    message.toUser = to
+    message.type = type
+    message.content = content
+    message.clientSeq = clientSeq
+    message.overtaken = overtaken
+    message.fresh = fresh
+    return try message.serializedBytes()
 }

@@ -122,14 +122,6 @@ import Testing
 
     func message(id: String, clientSeq: UInt64, type: Simp_Message.MessageType, to: String = "bob",
                  overtaken: Bool = false) throws -> [UInt8] {
-        var message = Simp_Message()
-        message.version = 1
-        message.messageID = id
-        message.toUser = to
-        message.type = type
-        message.content = "hello"
-        message.clientSeq = clientSeq
-        message.overtaken = overtaken
-        return try message.serializedBytes()
+        try datagramMessage(id: id, clientSeq: clientSeq, type: type, to: to, overtaken: overtaken)
     }
 }
