@@ -150,14 +150,7 @@ import Glibc
     private static let recipient = "bob"
 
     private static func message(_ id: String, _ type: Simp_Message.MessageType, _ text: String, clientSeq: UInt64) throws -> [UInt8] {
-        var message = Simp_Message()
-        message.version = 1
-        message.messageID = id
-        message.toUser = recipient
-        message.type = type
-        message.content = text
-        message.clientSeq = clientSeq
-        return try message.serializedBytes()
+        try datagramMessage(id: id, clientSeq: clientSeq, type: type, to: recipient, content: text)
     }
 
     /// Sends each (id, type, text) in order with client numbers 1, 2, ... and reads the server's

@@ -91,13 +91,6 @@ import Testing
     }
 
     private func message(id: String, clientSeq: UInt64, text: String) throws -> [UInt8] {
-        var message = Simp_Message()
-        message.version = 1
-        message.messageID = id
-        message.toUser = recipient
-        message.type = .text
-        message.content = text
-        message.clientSeq = clientSeq
-        return try message.serializedBytes()
+        try datagramMessage(id: id, clientSeq: clientSeq, to: recipient, content: text)
     }
 }
