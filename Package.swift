@@ -222,7 +222,8 @@ let package = Package(
         ),
         .testTarget(
             name: "SIMPBenchTests",
-            dependencies: ["SIMPBench", "MQTTLoad", "DurableLoad", "SIMPChaos", .product(name: "Histogram", package: "hdrhistogram-swift")]
+            dependencies: ["SIMPBench", "MQTTLoad", "DurableLoad", "SIMPChaos", "SIMPTestSupport",
+                           .product(name: "Histogram", package: "hdrhistogram-swift")]
         ),
         .testTarget(name: "SIMPCoreTests", dependencies: [
             // SIMPChaos: its seeded generator, so randomized tests replay.

@@ -116,11 +116,7 @@ public struct ChatBenchReport: Sendable, Codable, JSONReport {
         row("sent/received (whole run)") { "\($0.sent)/\($0.received)" }
         row("lost/dup/failed") { "\($0.lost)/\($0.duplicates)/\($0.failed)" }
         row("connections lost") { "\($0.disconnects)" }
-        for process in Set(systems.flatMap { $0.usage.keys }).sorted() {
-            let name = BenchReport.processLabel(process, systems.map(\.usage))
-            row("\(name) cores, us/msg") { s in s.usage[process].map { String(format: "%.2f, %.1f", $0.cores, $0.microsPerMessage) } ?? "-" }
-            row("\(name) RSS MiB") { s in s.usage[process].map { String(format: "%.1f", Double($0.rssBytes) / 1_048_576) } ?? "-" }
-        }
+        for (name, values) in BenchReport.usageRows(systems.map(\.usage)) { lines.append([name] + values) }
         row("server RSS per session KiB") { s in s.serverBytesPerSession.map { String(format: "%.1f", Double($0) / 1024) } ?? "-" }
         return ([title] + (topology.map { ["SIMP: \($0)"] } ?? []) + [BenchReport.align(lines)] + ratioLines() + problems())
             .joined(separator: "\n")

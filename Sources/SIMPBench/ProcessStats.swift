@@ -9,6 +9,8 @@ public struct ProcessSample: Sendable {
     public var cpuSeconds: Double
     public var rssBytes: Int
     public var processes = 1
+    /// A Redis process's script calls so far; nil for other processes.
+    public var scripts: ScriptCounts?
 
     public init(cpuSeconds: Double, rssBytes: Int, processes: Int = 1) {
         self.cpuSeconds = cpuSeconds
@@ -19,8 +21,13 @@ public struct ProcessSample: Sendable {
     /// nil for no samples.
     public static func sum(_ samples: [ProcessSample]) -> ProcessSample? {
         guard !samples.isEmpty else { return nil }
-        return ProcessSample(cpuSeconds: samples.map(\.cpuSeconds).reduce(0, +), rssBytes: samples.map(\.rssBytes).reduce(0, +),
-                             processes: samples.map(\.processes).reduce(0, +))
+        var sum = ProcessSample(cpuSeconds: samples.map(\.cpuSeconds).reduce(0, +), rssBytes: samples.map(\.rssBytes).reduce(0, +),
+                                processes: samples.map(\.processes).reduce(0, +))
+        let scripts = samples.compactMap(\.scripts)
+        if scripts.count == samples.count {
+            sum.scripts = ScriptCounts(calls: scripts.map(\.calls).reduce(0, +), micros: scripts.map(\.micros).reduce(0, +))
+        }
+        return sum
     }
 
     /// nil when the process is gone or /proc cannot be read.
@@ -54,6 +61,10 @@ public struct ProcessUsage: Sendable, Codable {
     public var rssBytes: Int
     /// How many processes the figures sum.
     public var processes: Int
+    /// Redis only: script calls per message, and the microseconds Redis spent inside them per
+    /// message (the rest of its CPU is reading, replying, the AOF and waking up).
+    public var scriptsPerMessage: Double?
+    public var microsInScriptsPerMessage: Double?
 
     public init(from start: ProcessSample, to end: ProcessSample, seconds: Double, messages: Int) {
         let cpu = max(0, end.cpuSeconds - start.cpuSeconds)
@@ -61,6 +72,10 @@ public struct ProcessUsage: Sendable, Codable {
         microsPerMessage = messages > 0 ? cpu * 1_000_000 / Double(messages) : 0
         rssBytes = end.rssBytes
         processes = end.processes
+        if let first = start.scripts, let last = end.scripts, messages > 0 {
+            scriptsPerMessage = Double(max(0, last.calls - first.calls)) / Double(messages)
+            microsInScriptsPerMessage = Double(max(0, last.micros - first.micros)) / Double(messages)
+        }
     }
 }
 
@@ -76,12 +91,14 @@ public struct UsageWindow: Sendable {
     public static func measure(_ groups: ProcessGroups, after: Double, seconds: Double) -> Task<UsageWindow, Never> {
         Task {
             try? await Task.sleep(nanoseconds: UInt64(after * 1e9))
-            let starts = groups.map { $0.pids.map(ProcessSample.read) }
+            var starts: [[ProcessSample?]] = []
+            for group in groups { starts.append(await samples(group)) }
             try? await Task.sleep(nanoseconds: UInt64(seconds * 1e9))
             var window = UsageWindow(seconds: seconds)
-            for ((name, pids), start) in zip(groups, starts) {
+            for (group, start) in zip(groups, starts) {
+                let name = group.name
                 // Only processes seen at both ends count (one gone by the end has no figure).
-                let both = zip(start, pids.map(ProcessSample.read)).compactMap { start, end -> (ProcessSample, ProcessSample)? in
+                let both = zip(start, await samples(group)).compactMap { start, end -> (ProcessSample, ProcessSample)? in
                     guard let start, let end else { return nil }
                     return (start, end)
                 }
@@ -92,7 +109,63 @@ public struct UsageWindow: Sendable {
         }
     }
 
+    /// Each process's sample; Redis' with its script calls.
+    private static func samples(_ group: (name: String, pids: [Int32])) async -> [ProcessSample?] {
+        var samples: [ProcessSample?] = []
+        for pid in group.pids {
+            var sample = ProcessSample.read(pid: pid)
+            if group.name == "redis" { sample?.scripts = await ScriptCounts.read(redis: pid) }
+            samples.append(sample)
+        }
+        return samples
+    }
+
     public func usage(messages: Int) -> [String: ProcessUsage] {
         samples.mapValues { ProcessUsage(from: $0.start, to: $0.end, seconds: seconds, messages: messages) }
+    }
+}
+
+/// A Redis process's script calls (EVALSHA, EVAL, FCALL and their read-only forms) and the microseconds spent inside
+/// them, the commands they run included, from `INFO commandstats`.
+public struct ScriptCounts: Sendable, Equatable {
+    public var calls: Int
+    public var micros: Int
+
+    /// nil when the port cannot be told or redis-cli gets no answer (a password, say).
+    static func read(redis pid: Int32) async -> ScriptCounts? {
+        guard let port = port(redis: pid), let cli = try? Spawn.executable("redis-cli"),
+              let text = try? await Spawn.output(cli, ["-p", "\(port)", "info", "commandstats"]),
+              text.contains("cmdstat_") else { return nil }
+        return parse(text)
+    }
+
+    /// Redis shows its address in its process title: "redis-server 127.0.0.1:6379".
+    static func port(redis pid: Int32) -> Int? {
+        guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { return nil }
+        let title = String(decoding: data, as: UTF8.self)
+        for word in title.split(whereSeparator: { $0 == " " || $0 == "\0" }) {
+            if let colon = word.lastIndex(of: ":"), let port = Int(word[word.index(after: colon)...]) { return port }
+        }
+        return nil
+    }
+
+    static let scriptCommands: Set<String> = ["evalsha", "eval", "fcall", "evalsha_ro", "eval_ro", "fcall_ro"].reduce(into: []) {
+        $0.insert("cmdstat_" + $1)
+    }
+
+    /// Lines such as `cmdstat_evalsha:calls=6489,usec=643941,usec_per_call=99.24,...`.
+    static func parse(_ text: String) -> ScriptCounts {
+        var counts = ScriptCounts(calls: 0, micros: 0)
+        for line in text.split(whereSeparator: \.isNewline) {
+            guard let colon = line.firstIndex(of: ":"),
+                  Self.scriptCommands.contains(String(line[..<colon])) else { continue }
+            for field in line[line.index(after: colon)...].split(separator: ",") {
+                let pair = field.split(separator: "=", maxSplits: 1)
+                guard pair.count == 2, let value = Int(pair[1]) else { continue }
+                if pair[0] == "calls" { counts.calls += value }
+                if pair[0] == "usec" { counts.micros += value }
+            }
+        }
+        return counts
     }
 }

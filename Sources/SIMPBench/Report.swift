@@ -133,13 +133,7 @@ public struct BenchReport: Sendable, Codable, JSONReport {
         }
         row("sent/received") { "\($0.sent)/\($0.received)" }
         row("lost/dup/failed") { "\($0.lost)/\($0.duplicates)/\($0.failed)" }
-        for process in Set(systems.flatMap { $0.usage.keys }).sorted() {
-            let name = Self.processLabel(process, systems.map(\.usage))
-            row("\(name) cores, us/msg") { s in
-                s.usage[process].map { String(format: "%.2f, %.1f", $0.cores, $0.microsPerMessage) } ?? "-"
-            }
-            row("\(name) RSS MiB") { s in s.usage[process].map { String(format: "%.1f", Double($0.rssBytes) / 1_048_576) } ?? "-" }
-        }
+        for (name, values) in Self.usageRows(systems.map(\.usage)) { rows.append((name, values)) }
         var header = ["", ] + systems.map(\.system)
         if systems.count == 2 { header.append("\(systems[0].system)/\(systems[1].system)") }
         var lines = [header]
@@ -151,6 +145,24 @@ public struct BenchReport: Sendable, Codable, JSONReport {
         let p = pattern
         let title = self.title ?? "\(p.pairs) pairs x \(p.window) in flight, \(p.payloadBytes)-byte texts, \(Self.seconds(p.duration)) s measured after \(Self.seconds(p.warmup)) s warm-up"
         return title + (topology.map { "\nSIMP: \($0)" } ?? "") + "\n" + Self.align(lines)
+    }
+
+    /// Per process (bench, server, redis): cores and CPU per message, RSS, and for Redis the
+    /// script calls per message and the time inside them; one value per system.
+    static func usageRows(_ usages: [[String: ProcessUsage]]) -> [(String, [String])] {
+        var rows: [(String, [String])] = []
+        for process in Set(usages.flatMap(\.keys)).sorted() {
+            let name = processLabel(process, usages)
+            let each = usages.map { $0[process] }
+            rows.append(("\(name) cores, us/msg", each.map { u in u.map { String(format: "%.2f, %.1f", $0.cores, $0.microsPerMessage) } ?? "-" }))
+            rows.append(("\(name) RSS MiB", each.map { u in u.map { String(format: "%.1f", Double($0.rssBytes) / 1_048_576) } ?? "-" }))
+            guard each.contains(where: { $0?.scriptsPerMessage != nil }) else { continue }
+            rows.append(("\(name) scripts/msg, us in them", each.map { u in
+                guard let calls = u?.scriptsPerMessage, let micros = u?.microsInScriptsPerMessage else { return "-" }
+                return String(format: "%.2f, %.1f", calls, micros)
+            }))
+        }
+        return rows
     }
 
     /// "server (3 processes)" when a figure sums several processes; "server (3/1 processes)"

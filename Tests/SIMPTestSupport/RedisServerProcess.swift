@@ -41,6 +41,9 @@ public final class RedisServerProcess: @unchecked Sendable {
 
     public var url: String { "redis://127.0.0.1:\(port)" }
 
+    /// The running redis-server's process id; nil while stopped.
+    public var pid: pid_t? { process?.pid }
+
     /// `url` with this Redis' user and password in it (percent-encoded).
     public var urlWithCredentials: String {
         switch auth.count {
@@ -177,7 +180,7 @@ public func percentEncoded(_ text: String) -> String {
 
 /// The first bytes of Redis' answer to one command on a fresh connection; "" if unreachable.
 /// With `auth`, AUTH goes first on that connection, and its answer must be OK.
-func redisReply(port: Int, _ arguments: [String], auth: [String] = []) -> String {
+public func redisReply(port: Int, _ arguments: [String], auth: [String] = []) -> String {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { return "" }
     defer { close(fd) }
