@@ -44,8 +44,9 @@ enum Scripts {
     local share, idcap, floor = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
     local slack = cap + math.floor(cap / 10)
     local idslack = idcap + math.floor(idcap / 10)
-    local confirmed = tonumber(redis.call('GET', KEYS[4]) or '0')
-    local top = tonumber(redis.call('GET', KEYS[2]) or '0')
+    -- One command for both: each command a script runs costs Redis a few microseconds of its own.
+    local marks = redis.call('MGET', KEYS[4], KEYS[2])
+    local confirmed, top = tonumber(marks[1] or '0'), tonumber(marks[2] or '0')
     numberingrun(KEYS[5], floor, ARGV[7], top)
     local first = top
     if floor > top then top = floor end
@@ -158,7 +159,9 @@ enum Scripts {
       if redis.call('ZADD', ids, unpack(idArgs[ids])) > 0 and redis.call('ZCARD', ids) > idslack then
         redis.call('ZREMRANGEBYRANK', ids, 0, -idcap - 1)
       end
-      redis.call('EXPIRE', ids, ttl)
+      -- Renewed with a 1/24 slack (an hour of a day), not on every call (a read costs less than
+      -- a propagated write): every id still lives at least the TTL.
+      if redis.call('TTL', ids) < ttl then redis.call('EXPIRE', ids, ttl + math.floor(ttl / 24)) end
     end
     -- A duplicate not yet confirmed is named too: it may be the retry of a store whose first
     -- answer was lost (or not replicated in time), and nobody has told that node yet.
@@ -286,12 +289,12 @@ enum Scripts {
     /// 1, the entries this receipt was the first to confirm (their senders are told), else {}.
     static let ack = RedisScript("""
     local device = ARGV[3]
-    local top = tonumber(redis.call('GET', KEYS[3]) or '0')
+    local marks = redis.call('MGET', KEYS[3], KEYS[2])
+    local top, mark = tonumber(marks[1] or '0'), tonumber(marks[2] or '0')
     local upto = math.min(tonumber(ARGV[1]), top)
     local cur = tonumber(redis.call('HGET', KEYS[4], device) or '-1')
     if cur < 0 and redis.call('HEXISTS', KEYS[5], device) == 0 then return {} end
     if upto > cur then redis.call('HSET', KEYS[4], device, upto) end
-    local mark = tonumber(redis.call('GET', KEYS[2]) or '0')
     local items = {}
     if upto > mark then
       if ARGV[2] == '1' then items = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. mark, upto) end

@@ -70,6 +70,35 @@ import Testing
         await pool.shutdown()
     }
 
+    /// The ids' lifetime is renewed only once it has fallen below the id TTL, to the TTL and
+    /// 1/24 of it: every id lives at least the TTL, and a store right after one writes no EXPIRE.
+    @Test func aSendersIdsLiveAtLeastTheirTTLAndAreNotRenewedOnEveryStore() async throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let pool = RedisPool(configuration: RedisConfiguration(port: redis.port))
+        var settings = StoreSettings()
+        settings.messageIDTTLSeconds = 2_400
+        let messages = MessageStore(redis: pool, settings: settings)
+        try await bob(messages)
+        let ids = messages.keys.messageIDs(to: "bob", from: "ann")
+        func ttl() async throws -> Int64 { try await pool.run(RedisCommand("TTL", [ids])).int ?? -1 }
+        func expires() async throws -> Int {
+            let stats = try await pool.run(RedisCommand("INFO", ["commandstats"])).string ?? ""
+            return CommandStats.calls("cmdstat_expire", in: stats)
+        }
+
+        _ = try await store(messages, ["a"])
+        #expect((2_401...2_500).contains(try await ttl()), "set to the TTL and 1/24 of it")
+        _ = try await pool.run(RedisCommand("EXPIRE", [ids, "10"]))
+        _ = try await store(messages, ["b"])
+        #expect((2_401...2_500).contains(try await ttl()), "renewed: it had fallen below the TTL")
+        let before = try await expires()
+        _ = try await store(messages, ["c"])
+        #expect(try await expires() == before, "well above the TTL: not renewed")
+        #expect(summary(try await store(messages, ["a"])) == ["duplicate 1"])
+        await pool.shutdown()
+    }
+
     /// A failure for good is kept with the id: a resend whose sender never heard of it (its
     /// session gone) is answered with the same failure, not stored after later messages. A
     /// failure the router decides (replicas that never came) is kept the same way, and never
@@ -222,5 +251,15 @@ import Testing
             default: return "\(outcome)"
             }
         }
+    }
+}
+
+/// A command's calls in Redis' `INFO commandstats` (`cmdstat_expire:calls=3,usec=...`).
+enum CommandStats {
+    static func calls(_ command: String, in stats: String) -> Int {
+        for line in stats.split(whereSeparator: \.isNewline) where line.hasPrefix(command + ":calls=") {
+            return Int(line.dropFirst(command.count + 7).prefix { $0.isNumber }) ?? 0
+        }
+        return 0
     }
 }
