@@ -25,14 +25,28 @@ import Testing
         _ = try await messages.registerDevice(user: "bob", device: DeviceName.unnamed, nowMillis: 1, issuedMillis: 1, on: loop).get()
     }
 
+    /// A Redis of its own, a pool on it, the store with `configure`'s settings, and Bob's account.
+    func started(_ configure: (inout StoreSettings) -> Void = { _ in }) async throws -> (RedisServerProcess, RedisPool, MessageStore) {
+        let redis = try RedisServerProcess()
+        let pool = RedisPool(configuration: RedisConfiguration(port: redis.port))
+        var settings = StoreSettings()
+        configure(&settings)
+        let messages = MessageStore(redis: pool, settings: settings)
+        do {
+            try await bob(messages)
+        } catch {
+            await pool.shutdown()
+            redis.stop()
+            throw error
+        }
+        return (redis, pool, messages)
+    }
+
     /// A second copy in the same call and a resend in a later call are duplicates with the
     /// first copy's seq; what the recipient confirmed is reported as delivered.
     @Test func aMessageIdIsStoredOnce() async throws {
-        let redis = try RedisServerProcess()
+        let (redis, pool, messages) = try await started()
         defer { redis.stop() }
-        let pool = RedisPool(configuration: RedisConfiguration(port: redis.port))
-        let messages = MessageStore(redis: pool, settings: StoreSettings())
-        try await bob(messages)
 
         let first = try await store(messages, ["a", "b", "a"])
         #expect(summary(first) == ["stored 1", "stored 2", "duplicate 1"])
@@ -44,14 +58,8 @@ import Testing
     /// A sender's ids grow 10% past their cap (the larger of `idsPerSender` and the sender's
     /// share) before the oldest are trimmed: never fewer than the cap are remembered.
     @Test func aSendersIdsAreTrimmedToTheirCapWithSlack() async throws {
-        let redis = try RedisServerProcess()
+        let (redis, pool, messages) = try await started { $0.idsPerSender = 20; $0.inboxShare = 20 }
         defer { redis.stop() }
-        let pool = RedisPool(configuration: RedisConfiguration(port: redis.port))
-        var settings = StoreSettings()
-        settings.idsPerSender = 20
-        settings.inboxShare = 20
-        let messages = MessageStore(redis: pool, settings: settings)
-        try await bob(messages)
         func remembered() async throws -> Int64 {
             try await pool.run(RedisCommand("ZCARD", [messages.keys.messageIDs(to: "bob", from: "ann")])).int ?? -1
         }
@@ -73,13 +81,8 @@ import Testing
     /// The ids' lifetime is renewed only once it has fallen below the id TTL, to the TTL and
     /// 1/24 of it: every id lives at least the TTL, and a store right after one writes no EXPIRE.
     @Test func aSendersIdsLiveAtLeastTheirTTLAndAreNotRenewedOnEveryStore() async throws {
-        let redis = try RedisServerProcess()
+        let (redis, pool, messages) = try await started { $0.messageIDTTLSeconds = 2_400 }
         defer { redis.stop() }
-        let pool = RedisPool(configuration: RedisConfiguration(port: redis.port))
-        var settings = StoreSettings()
-        settings.messageIDTTLSeconds = 2_400
-        let messages = MessageStore(redis: pool, settings: settings)
-        try await bob(messages)
         let ids = messages.keys.messageIDs(to: "bob", from: "ann")
         func ttl() async throws -> Int64 { try await pool.run(RedisCommand("TTL", [ids])).int ?? -1 }
         func expires() async throws -> Int {
@@ -104,13 +107,8 @@ import Testing
     /// failure the router decides (replicas that never came) is kept the same way, and never
     /// over a stored id; a kept failure is not a confirmed message.
     @Test func aFailureForGoodIsKeptAndAnsweredTheSame() async throws {
-        let redis = try RedisServerProcess()
+        let (redis, pool, messages) = try await started { $0.inboxLimit = 1 }
         defer { redis.stop() }
-        let pool = RedisPool(configuration: RedisConfiguration(port: redis.port))
-        var settings = StoreSettings()
-        settings.inboxLimit = 1
-        let messages = MessageStore(redis: pool, settings: settings)
-        try await bob(messages)
 
         #expect(summary(try await store(messages, ["a", "b", "b"])) == ["stored 1", "inboxFull", "failedBefore(code: SIMPCore.Simp_ErrorCode.inboxFull)"])
         _ = try await messages.acknowledge([.init(user: "bob", upTo: 1, needsEntries: false)], on: loop).get()
@@ -139,13 +137,8 @@ import Testing
     /// leaves the inbox when every device has confirmed it, and only unconfirmed entries count
     /// against the inbox limit.
     @Test func eachDeviceConfirmsOnItsOwnAndTheFirstDelivers() async throws {
-        let redis = try RedisServerProcess()
+        let (redis, pool, messages) = try await started { $0.inboxLimit = 3 }
         defer { redis.stop() }
-        let pool = RedisPool(configuration: RedisConfiguration(port: redis.port))
-        var settings = StoreSettings()
-        settings.inboxLimit = 3
-        let messages = MessageStore(redis: pool, settings: settings)
-        try await bob(messages)
         let laptop = try await messages.registerDevice(user: "bob", device: "laptop", nowMillis: 2, issuedMillis: 1, on: loop).get()
         #expect(laptop == .registered(cursor: 0, devices: 2, nodes: []))
         func ack(_ device: String, _ upTo: UInt64) async throws -> [String] {
@@ -172,13 +165,8 @@ import Testing
     /// A device further behind than an inbox's worth of confirmed entries has its mark moved
     /// past the oldest, which leave the inbox: kept entries are bounded like unconfirmed ones.
     @Test func aDeviceFarBehindLosesOnlyWhatIsPastTheLimit() async throws {
-        let redis = try RedisServerProcess()
+        let (redis, pool, messages) = try await started { $0.inboxLimit = 2 }
         defer { redis.stop() }
-        let pool = RedisPool(configuration: RedisConfiguration(port: redis.port))
-        var settings = StoreSettings()
-        settings.inboxLimit = 2
-        let messages = MessageStore(redis: pool, settings: settings)
-        try await bob(messages)
         _ = try await messages.registerDevice(user: "bob", device: "laptop", nowMillis: 2, issuedMillis: 1, on: loop).get()
         for round in 0..<3 {
             let ids = ["x\(round)", "y\(round)"]
@@ -196,13 +184,8 @@ import Testing
     /// At most `maxDevicesPerUser` devices; a known one always comes back; a revoked one frees
     /// its place, and tokens issued before the revocation no longer register it.
     @Test func devicesAreCountedAndRevoked() async throws {
-        let redis = try RedisServerProcess()
+        let (redis, pool, messages) = try await started { $0.maxDevicesPerUser = 2 }
         defer { redis.stop() }
-        let pool = RedisPool(configuration: RedisConfiguration(port: redis.port))
-        var settings = StoreSettings()
-        settings.maxDevicesPerUser = 2
-        let messages = MessageStore(redis: pool, settings: settings)
-        try await bob(messages)
         func register(_ device: String, at now: Int64, issued: Int64 = 1) async throws -> MessageStore.DeviceRegistration {
             try await messages.registerDevice(user: "bob", device: device, nowMillis: now, issuedMillis: issued, on: loop).get()
         }
@@ -221,13 +204,8 @@ import Testing
     /// another device of its user renews its presence: its mark no longer holds entries back,
     /// and it no longer counts against the limit. A connected one is kept however old.
     @Test func aDeviceUnseenForLongIsForgotten() async throws {
-        let redis = try RedisServerProcess()
+        let (redis, pool, messages) = try await started { $0.forgetDevicesAfterMillis = 1_000 }  // "default", seen at 1 ms
         defer { redis.stop() }
-        let pool = RedisPool(configuration: RedisConfiguration(port: redis.port))
-        var settings = StoreSettings()
-        settings.forgetDevicesAfterMillis = 1_000
-        let messages = MessageStore(redis: pool, settings: settings)
-        try await bob(messages)  // "default", seen at 1 ms
         _ = try await messages.registerDevice(user: "bob", device: "phone", nowMillis: 5_000, issuedMillis: 1, on: loop).get()
         _ = try await messages.registerDevice(user: "bob", device: "tablet", nowMillis: 2_000, issuedMillis: 1, on: loop).get()
         func presence(_ device: String, session: UInt64, at now: Int64) -> MessageStore.Presence {
