@@ -311,6 +311,9 @@ public final class SIMPServer: Service, Sendable {
             .channelOption(.socketOption(.so_sndbuf), value: 4 << 20)
             // recvmmsg: a burst of datagrams costs one syscall, not one each.
             .channelOption(.datagramVectorReadMessageCount, value: 32)
+            // One recvmmsg per wake-up: epoll is level-triggered, so datagrams left over are read
+            // on the loop's next turn; reading again until EAGAIN cost a syscall per wake-up.
+            .channelOption(.maxMessagesPerRead, value: 1)
             // Vector reads split the receive buffer evenly: room for 32 datagrams of the largest size.
             .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 32 * 2048))
             .channelInitializer { channel in
