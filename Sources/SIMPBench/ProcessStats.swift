@@ -149,9 +149,8 @@ public struct ScriptCounts: Sendable, Equatable {
         return nil
     }
 
-    static let scriptCommands: Set<String> = ["evalsha", "eval", "fcall", "evalsha_ro", "eval_ro", "fcall_ro"].reduce(into: []) {
-        $0.insert("cmdstat_" + $1)
-    }
+    static let scriptCommands: Set<String> = ["cmdstat_evalsha", "cmdstat_eval", "cmdstat_fcall",
+                                              "cmdstat_evalsha_ro", "cmdstat_eval_ro", "cmdstat_fcall_ro"]
 
     /// Lines such as `cmdstat_evalsha:calls=6489,usec=643941,usec_per_call=99.24,...`.
     static func parse(_ text: String) -> ScriptCounts {
