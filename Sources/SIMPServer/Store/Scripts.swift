@@ -39,7 +39,6 @@ enum Scripts {
     /// and a sender's ids grow 10% past their caps before they are trimmed, oldest first (a trim
     /// on every call was the most expensive command the script ran).
     static let store = RedisScript(seqField + numberingRun + onlineReplicas + presenceNodes + """
-    local known = redis.call('EXISTS', KEYS[1]) == 1
     local ttl, cap, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
     local share, idcap, floor = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
     local slack = cap + math.floor(cap / 10)
@@ -50,6 +49,26 @@ enum Scripts {
     numberingrun(KEYS[5], floor, ARGV[7], top)
     local first = top
     if floor > top then top = floor end
+    -- Accounts are never deleted, so a user with a seq exists (a deletion would have to remove
+    -- the seq too).
+    local known = nil
+    local function exists()
+      if known == nil then known = first > 0 or redis.call('EXISTS', KEYS[1]) == 1 end
+      return known
+    end
+    -- Entries above the confirmed mark, counted only when needed: each has its own seq above
+    -- the mark, so until the seqs assigned above it reach a limit, no limit is reached (each
+    -- ZCOUNT a store ran cost Redis as much as a write's Lua around it). `depth` is exact once
+    -- counted, else that bound (equal unless numbering jumped past a floor).
+    local inbox = {}
+    local depth, counted = top - confirmed, false
+    local function count()
+      if not counted then
+        depth = redis.call('ZCOUNT', KEYS[3], '(' .. confirmed, '+inf') + #inbox / 2
+        counted = true
+      end
+      return depth
+    end
     local need, maxlag, online = tonumber(ARGV[9]), tonumber(ARGV[10]), nil
     local function short()
       online = online or onlinereplicas(maxlag)
@@ -58,8 +77,8 @@ enum Scripts {
     -- Writes are gathered and made once per key at the end: a command costs Redis more than
     -- the Lua around it. `stored` answers a second copy of an id within this call (a key has
     -- no space, so key .. " " .. id names one pair).
-    local count, out, n = nil, {}, 0
-    local inbox, stored, mine = {}, {}, {}
+    local out, n = {}, 0
+    local stored, mine, added = {}, {}, {}
     local lists, listKeys, idArgs, idKeys = {}, {}, {}, {}
     local function historyentry(key, bytes)
       if not lists[key] then lists[key] = {}; table.insert(listKeys, key) end
@@ -114,7 +133,7 @@ enum Scripts {
         out[n] = {0, prior, confirmed}
       elseif ARGV[i + 1] == '' then
         out[n] = {-4}
-      elseif not known then
+      elseif not exists() then
         out[n] = {-1}
       elseif need > 0 and short() then
         out[n] = {-5, online}
@@ -123,12 +142,15 @@ enum Scripts {
         failed(ids, id, 32)
       else
         -- Entries kept only for a device behind the others do not fill the inbox (`ack`).
-        count = count or redis.call('ZCOUNT', KEYS[3], '(' .. confirmed, '+inf')
-        mine[ids] = mine[ids] or redis.call('ZCOUNT', ids, '(' .. confirmed, '+inf')
-        if count >= limit then
+        -- A sender's entries are among them: its share is counted only once they reach it.
+        if depth >= limit then count() end
+        if depth >= share and not mine[ids] then
+          mine[ids] = redis.call('ZCOUNT', ids, '(' .. confirmed, '+inf')
+        end
+        if depth >= limit then
           out[n] = {-2}
           failed(ids, id, 14)
-        elseif mine[ids] >= share then
+        elseif depth >= share and mine[ids] + (added[ids] or 0) >= share then
           out[n] = {-3}
           failed(ids, id, 21)
         else
@@ -144,9 +166,9 @@ enum Scripts {
           table.insert(idArgs[ids], top)
           table.insert(idArgs[ids], id)
           stored[ids .. ' ' .. id] = top
-          count = count + 1
-          mine[ids] = mine[ids] + 1
-          out[n] = {1, top, count}
+          depth = depth + 1
+          added[ids] = (added[ids] or 0) + 1
+          out[n] = {1, top, depth}
         end
       end
     end
@@ -292,16 +314,22 @@ enum Scripts {
     local marks = redis.call('MGET', KEYS[3], KEYS[2])
     local top, mark = tonumber(marks[1] or '0'), tonumber(marks[2] or '0')
     local upto = math.min(tonumber(ARGV[1]), top)
-    local cur = tonumber(redis.call('HGET', KEYS[4], device) or '-1')
-    if cur < 0 and redis.call('HEXISTS', KEYS[5], device) == 0 then return {} end
-    if upto > cur then redis.call('HSET', KEYS[4], device, upto) end
+    -- Every device's cursor in one read: this device's, and the lowest, which bounds the removal.
+    local cursors, at = redis.call('HGETALL', KEYS[4]), nil
+    for i = 1, #cursors, 2 do
+      if cursors[i] == device then at = i + 1 end
+    end
+    if not at and redis.call('HEXISTS', KEYS[5], device) == 0 then return {} end
+    if not at or upto > tonumber(cursors[at]) then
+      redis.call('HSET', KEYS[4], device, upto)
+      if at then cursors[at] = upto else table.insert(cursors, device); table.insert(cursors, upto) end
+    end
     local items = {}
     if upto > mark then
       if ARGV[2] == '1' then items = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. mark, upto) end
       redis.call('SET', KEYS[2], upto)
       mark = upto
     end
-    local cursors = redis.call('HGETALL', KEYS[4])
     local low = mark
     for i = 2, #cursors, 2 do low = math.min(low, tonumber(cursors[i])) end
     if low < mark then

@@ -1,3 +1,4 @@
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import SIMPCore
@@ -26,12 +27,13 @@ import Testing
     }
 
     /// A Redis of its own, a pool on it, the store with `configure`'s settings, and Bob's account.
-    func started(_ configure: (inout StoreSettings) -> Void = { _ in }) async throws -> (RedisServerProcess, RedisPool, MessageStore) {
+    func started(_ configure: (inout StoreSettings) -> Void = { _ in },
+                 observeInboxDepth: @escaping @Sendable (Int) -> Void = { _ in }) async throws -> (RedisServerProcess, RedisPool, MessageStore) {
         let redis = try RedisServerProcess()
         let pool = RedisPool(configuration: RedisConfiguration(port: redis.port))
         var settings = StoreSettings()
         configure(&settings)
-        let messages = MessageStore(redis: pool, settings: settings)
+        let messages = MessageStore(redis: pool, settings: settings, observeInboxDepth: observeInboxDepth)
         do {
             try await bob(messages)
         } catch {
@@ -85,10 +87,7 @@ import Testing
         defer { redis.stop() }
         let ids = messages.keys.messageIDs(to: "bob", from: "ann")
         func ttl() async throws -> Int64 { try await pool.run(RedisCommand("TTL", [ids])).int ?? -1 }
-        func expires() async throws -> Int {
-            let stats = try await pool.run(RedisCommand("INFO", ["commandstats"])).string ?? ""
-            return CommandStats.calls("cmdstat_expire", in: stats)
-        }
+        func expires() async throws -> Int { try await CommandStats.calls("expire", on: pool) }
 
         _ = try await store(messages, ["a"])
         #expect((2_401...2_500).contains(try await ttl()), "set to the TTL and 1/24 of it")
@@ -99,6 +98,40 @@ import Testing
         _ = try await store(messages, ["c"])
         #expect(try await expires() == before, "well above the TTL: not renewed")
         #expect(summary(try await store(messages, ["a"])) == ["duplicate 1"])
+        await pool.shutdown()
+    }
+
+    /// The inbox and a sender's entries in it are counted only once the seqs above the confirmed
+    /// mark reach the share or the limit: below them no limit can be reached. Both limits hold
+    /// as before, and the depth each store reports is the inbox's unconfirmed entries.
+    @Test func theInboxIsCountedOnlyWhenItsSeqsReachALimit() async throws {
+        let depths = NIOLockedValueBox<[Int]>([])
+        let (redis, pool, messages) = try await started({ $0.inboxLimit = 4; $0.inboxShare = 2 },
+                                                        observeInboxDepth: { depth in depths.withLockedValue { $0.append(depth) } })
+        defer { redis.stop() }
+        func send(_ from: String, _ id: String, to: String = "bob") async throws -> [String] {
+            let request = StoreRequest(from: from, id: id, to: to, bytes: Array("message \(id)".utf8))
+            return summary(try await messages.store([request], on: loop).get())
+        }
+        func calls(_ command: String) async throws -> Int { try await CommandStats.calls(command, on: pool) }
+
+        let looked = try await calls("exists")
+        #expect(try await send("ann", "a") == ["stored 1"])
+        #expect(try await calls("exists") == looked + 1, "bob had no seq yet: his account is looked up")
+        #expect(try await send("ann", "b") == ["stored 2"])
+        #expect(try await calls("zcount") == 0, "one seq above the mark: below the share of 2")
+        #expect(try await calls("exists") == looked + 1, "bob has a seq: he exists")
+        #expect(try await send("ann", "c") == ["shareFull"])
+        #expect(try await calls("zcount") == 1, "two seqs above the mark: ann's entries are counted")
+        #expect(try await send("cy", "d") == ["stored 3"])
+        #expect(try await send("cy", "e") == ["stored 4"])
+        #expect(try await send("dee", "f") == ["inboxFull"])
+        #expect(try await send("ann", "g", to: "zoe") == ["unknownRecipient"])
+        _ = try await messages.acknowledge([.init(user: "bob", upTo: 4, needsEntries: false)], on: loop).get()
+        let counted = try await calls("zcount")
+        #expect(try await send("dee", "h") == ["stored 5"])
+        #expect(try await calls("zcount") == counted, "all confirmed: nothing counted")
+        #expect(depths.withLockedValue { $0 } == [1, 2, 3, 4, 1])
         await pool.shutdown()
     }
 
@@ -150,7 +183,9 @@ import Testing
         #expect(summary(try await store(messages, ["a", "b", "c"])) == ["stored 1", "stored 2", "stored 3"])
         #expect(summary(try await store(messages, ["d"])) == ["inboxFull"])
         #expect(try await ack("default", 2) == ["message a", "message b"])
+        let reads = try await CommandStats.calls("hget", on: pool)
         #expect(try await ack("laptop", 2) == [], "delivered already: its sender is not told twice")
+        #expect(try await CommandStats.calls("hget", on: pool) == reads, "the device's cursor comes with the others")
         #expect(try await inbox() == 1)
         #expect(try await ack("laptop", 3) == ["message c"])
         // The default device is behind: c stays for it, and counts no more against the limit.
@@ -234,6 +269,12 @@ import Testing
 
 /// A command's calls in Redis' `INFO commandstats` (`cmdstat_expire:calls=3,usec=...`).
 enum CommandStats {
+    /// A command's calls so far on the Redis behind `pool` (`hget`, `zcount`...).
+    static func calls(_ command: String, on pool: RedisPool) async throws -> Int {
+        let stats = try await pool.run(RedisCommand("INFO", ["commandstats"])).string ?? ""
+        return calls("cmdstat_" + command, in: stats)
+    }
+
     static func calls(_ command: String, in stats: String) -> Int {
         for line in stats.split(whereSeparator: \.isNewline) where line.hasPrefix(command + ":calls=") {
             return Int(line.dropFirst(command.count + 7).prefix { $0.isNumber }) ?? 0
