@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import SIMPTestSupport
 
 /// CPU time and resident memory of a process, read from /proc (Linux), or the sum over
 /// several processes.
@@ -92,13 +93,13 @@ public struct UsageWindow: Sendable {
         Task {
             try? await Task.sleep(nanoseconds: UInt64(after * 1e9))
             var starts: [[ProcessSample?]] = []
-            for group in groups { starts.append(await samples(group)) }
+            for group in groups { starts.append(samples(group)) }
             try? await Task.sleep(nanoseconds: UInt64(seconds * 1e9))
             var window = UsageWindow(seconds: seconds)
             for (group, start) in zip(groups, starts) {
                 let name = group.name
                 // Only processes seen at both ends count (one gone by the end has no figure).
-                let both = zip(start, await samples(group)).compactMap { start, end -> (ProcessSample, ProcessSample)? in
+                let both = zip(start, samples(group)).compactMap { start, end -> (ProcessSample, ProcessSample)? in
                     guard let start, let end else { return nil }
                     return (start, end)
                 }
@@ -110,11 +111,11 @@ public struct UsageWindow: Sendable {
     }
 
     /// Each process's sample; Redis' with its script calls.
-    private static func samples(_ group: (name: String, pids: [Int32])) async -> [ProcessSample?] {
+    private static func samples(_ group: (name: String, pids: [Int32])) -> [ProcessSample?] {
         var samples: [ProcessSample?] = []
         for pid in group.pids {
             var sample = ProcessSample.read(pid: pid)
-            if group.name == "redis" { sample?.scripts = await ScriptCounts.read(redis: pid) }
+            if group.name == "redis" { sample?.scripts = ScriptCounts.read(redis: pid) }
             samples.append(sample)
         }
         return samples
@@ -131,11 +132,13 @@ public struct ScriptCounts: Sendable, Equatable {
     public var calls: Int
     public var micros: Int
 
-    /// nil when the port cannot be told or redis-cli gets no answer (a password, say).
-    static func read(redis pid: Int32) async -> ScriptCounts? {
-        guard let port = port(redis: pid), let cli = try? Spawn.executable("redis-cli"),
-              let text = try? await Spawn.output(cli, ["-p", "\(port)", "info", "commandstats"]),
-              text.contains("cmdstat_") else { return nil }
+    /// nil when the port cannot be told or Redis gives no answer (a password, say). Asked over
+    /// a socket of its own: Foundation's `Process.run` crashed the bench in a chat run, with
+    /// thousands of client sockets open.
+    static func read(redis pid: Int32) -> ScriptCounts? {
+        guard let port = port(redis: pid) else { return nil }
+        let text = redisReply(port: port, ["INFO", "commandstats"])
+        guard text.contains("cmdstat_") else { return nil }
         return parse(text)
     }
 

@@ -24,16 +24,16 @@ import Testing
         defer { redis.stop() }
         let pid = try #require(redis.pid)
         #expect(ScriptCounts.port(redis: pid) == redis.port, "from its process title")
-        let before = try #require(await ScriptCounts.read(redis: pid))
+        let before = try #require(ScriptCounts.read(redis: pid))
         for _ in 0..<3 { #expect(redisReply(port: redis.port, ["EVAL", "return 1", "0"]).hasPrefix(":1")) }
         _ = redisReply(port: redis.port, ["SET", "k", "v"])
-        let after = try #require(await ScriptCounts.read(redis: pid))
+        let after = try #require(ScriptCounts.read(redis: pid))
         #expect(after.calls - before.calls == 3)
         #expect(after.micros >= before.micros)
     }
 
     @Test func aProcessThatIsNotRedisHasNoCounts() async {
-        #expect(await ScriptCounts.read(redis: getpid()) == nil)
+        #expect(ScriptCounts.read(redis: getpid()) == nil)
     }
 
     @Test func theUsageOfAWindowGivesScriptsPerMessage() {
