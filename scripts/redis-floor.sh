@@ -4,7 +4,8 @@
 # simp-bench's (AOF everysec, TCP on loopback), sends each request N times from C clients with
 # redis-benchmark, one request per round trip, and prints Redis' CPU per request (from
 # /proc/PID/stat, so its event loop, the AOF write and its wake-ups count, as they do in a
-# real run). Usage: scripts/redis-floor.sh [N] (default 40000).
+# real run), and what the least durable store and receipt of one message would cost. Usage:
+# scripts/redis-floor.sh [N] (default 40000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh redis-server >&2
@@ -42,6 +43,21 @@ load() { redis-cli -p "$port" script load "$1"; }
 noop=$(load "return 1")
 gets=$(load "$(for _ in $(seq 16); do echo "redis.call('GET', KEYS[1])"; done; echo 'return 1')")
 sets=$(load "$(for i in $(seq 8); do echo "redis.call('SET', KEYS[1] .. ':$i', ARGV[1])"; done; echo 'return 1')")
+# The least a durable one-message store can do: read the marks and the id, then write the seq,
+# the inbox entry, one history entry and the id. And the least its receipt can do: write the
+# confirmed mark and take the entry out of the inbox.
+store=$(load "local m = redis.call('MGET', KEYS[1], KEYS[2])
+if redis.call('ZSCORE', KEYS[4], ARGV[1]) then return 0 end
+local top = tonumber(m[2] or '0') + 1
+redis.call('SET', KEYS[2], top)
+redis.call('ZADD', KEYS[3], top, ARGV[2])
+redis.call('RPUSH', KEYS[5], ARGV[2])
+redis.call('ZADD', KEYS[4], top, ARGV[1])
+return top")
+receipt=$(load "redis.call('SET', KEYS[1], ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[1])
+return 1")
+marks=("u:{a}:acked" "u:{a}:seq" "u:{a}:inbox" "u:{a}:ids" "u:{a}:hist")
 payload=$(printf 'x%.0s' $(seq 120))
 
 measure() {
@@ -61,4 +77,6 @@ for clients in 1 8; do
   measure "$clients" "EVALSHA return 1" EVALSHA "$noop" 1 key:__rand_int__
   measure "$clients" "EVALSHA 16 x GET" EVALSHA "$gets" 1 key:__rand_int__
   measure "$clients" "EVALSHA 8 x SET (AOF)" EVALSHA "$sets" 1 key:__rand_int__ "$payload"
+  measure "$clients" "least store: 3 reads, 4 writes" EVALSHA "$store" 5 "${marks[@]}" id:__rand_int__ "$payload"
+  measure "$clients" "least receipt: 2 writes" EVALSHA "$receipt" 2 "${marks[0]}" "${marks[2]}" __rand_int__
 done
