@@ -77,7 +77,8 @@ extension Scripts {
         if redis.call('ZADD', ids, seq, id) > 0 and redis.call('ZCARD', ids) > idcap + math.floor(idcap / 10) then
           redis.call('ZREMRANGEBYRANK', ids, 0, -idcap - 1)
         end
-        redis.call('EXPIRE', ids, ttl)
+        -- Renewed with a 1/24 slack, not on every message, as the one-to-one store does.
+        if redis.call('TTL', ids) < ttl then redis.call('EXPIRE', ids, ttl + math.floor(ttl / 24)) end
         out[n] = {1, seq}
       end
     end

@@ -67,6 +67,30 @@ import Testing
         await pool.shutdown()
     }
 
+    /// A sender's ids in a group live at least the id TTL, and are renewed only once below it
+    /// (a read on every message, a write once an hour of a day).
+    @Test func aSendersGroupIdsLiveAtLeastTheirTTLAndAreNotRenewedOnEveryMessage() async throws {
+        let (redis, pool, store) = try await start()
+        defer { redis.stop() }
+        do {
+            _ = try await store.changeGroup(.create, group: "team", by: "alice", users: [("alice", [1]), ("bob", [2])],
+                                            maxMembers: 10, on: loop).get()
+            let ids = store.keys.groupIDs("team", from: "alice")
+            let ttl = Int64(StoreSettings().messageIDTTLSeconds)
+            func remaining() async throws -> Int64 { try await pool.run(RedisCommand("TTL", [ids])).int ?? -1 }
+
+            _ = try await store.storeInGroup("team", [message("a")], on: loop).get()
+            #expect((ttl + 1...ttl + ttl / 24).contains(try await remaining()), "set to the TTL and 1/24 of it")
+            _ = try await pool.run(RedisCommand("EXPIRE", [ids, "10"]))
+            _ = try await store.storeInGroup("team", [message("b")], on: loop).get()
+            #expect((ttl + 1...ttl + ttl / 24).contains(try await remaining()), "renewed: it had fallen below the TTL")
+            let expires = try await CommandStats.calls("expire", on: pool)
+            _ = try await store.storeInGroup("team", [message("c")], on: loop).get()
+            #expect(try await CommandStats.calls("expire", on: pool) == expires, "well above the TTL: not renewed")
+        }
+        await pool.shutdown()
+    }
+
     /// A copy that would skip an entry stops there: the caller fills the gap from the log.
     @Test func aMembersCopiesNeverRunOutOfTheGroupsOrder() async throws {
         let (redis, pool, store) = try await start()
