@@ -30,7 +30,7 @@ enum Scripts {
     /// Each message is stored unless its sender's id was seen before; its sequence number is
     /// appended to the serialized protobuf as field 10 (varint): a later occurrence of a scalar
     /// field wins, so the stored bytes carry their seq (the caller appends the same bytes).
-    /// Returns per message {1, seq, depth, node...} stored (depth: the inbox's unconfirmed entries after it; nodes: where the recipient's devices are, other than this one), {0, seq, confirmed, node...} duplicate (with the confirmed
+    /// Returns per message {1, seq, depth, node...} stored (depth: the inbox's unconfirmed entries after it, counted as the seqs above the confirmed mark while those are below the limits; nodes: where the recipient's devices are, other than this one), {0, seq, confirmed, node...} duplicate (with the confirmed
     /// mark, so a resent message already delivered is answered as such), {-1} unknown
     /// recipient, {-2} inbox full, {-3} the sender's share of the inbox full, {-4} not stored
     /// before (for a message sent with no bytes: a late resend, to be answered, never stored),
@@ -67,7 +67,6 @@ enum Scripts {
         depth = redis.call('ZCOUNT', KEYS[3], '(' .. confirmed, '+inf') + #inbox / 2
         counted = true
       end
-      return depth
     end
     local need, maxlag, online = tonumber(ARGV[9]), tonumber(ARGV[10]), nil
     local function short()
