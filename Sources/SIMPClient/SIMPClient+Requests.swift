@@ -82,6 +82,19 @@ extension SIMPClient {
         }
     }
 
+    /// Changes the password: every other login of the user ends (its tokens stop working and
+    /// its connections close, on every device), and this client keeps going with a new token,
+    /// and the new password for its reconnects.
+    public func changePassword(from old: String, to new: String) async throws(ClientError) {
+        var change = Simp_ChangePassword()
+        change.oldPassword = old
+        change.newPassword = new
+        let answer = try await ask(.changePassword(change), "password change") { body in
+            if case .loginOk(let ok)? = body { ok } else { nil }
+        }
+        try? await loop.submit { [self] in passwordChanged(to: new, token: answer.token, expiresAt: answer.expiresAt) }.get()
+    }
+
     // MARK: groups
 
     /// The groups the user is a member of.

@@ -245,14 +245,25 @@ public final class SIMPClient: @unchecked Sendable {
 
     /// Revokes this login's token on every server node, ends the session and disconnects.
     /// A datagram sealed under the old session is dropped from then on.
-    public func logout() async throws(ClientError) {
+    /// `everywhere`: every login of the user ends, on all its devices (their tokens stop
+    /// working and their connections close), not only this one.
+    public func logout(everywhere: Bool = false) async throws(ClientError) {
+        var logout = Simp_Logout()
+        logout.all = everywhere
         do {
-            _ = try await loop.flatSubmit { [self] in request(.logout(Simp_Logout())) }.get()
+            _ = try await loop.flatSubmit { [self] in request(.logout(logout)) }.get()
         } catch {
             await disconnect()
             throw Self.clientError(error)
         }
         await disconnect()
+    }
+
+    /// After a password change (on the loop): reconnects present the new token, or log in
+    /// with the new password.
+    func passwordChanged(to password: String, token value: String, expiresAt: Int64) {
+        if let user = credentials?.user { credentials = (user, password) }
+        token = (value, expiresAt)
     }
 
     /// Disconnects and ends the events stream.
@@ -569,6 +580,8 @@ public final class SIMPClient: @unchecked Sendable {
         var login = Simp_LoginRequest()
         login.user = credentials.user
         login.password = password
+        // The token opens sessions for this device only.
+        login.device = device
         return request(.login(login)).flatMap { [self] (reply: Simp_Envelope) -> EventLoopFuture<Simp_ConnectResponse> in
             guard case .loginOk(let ok) = reply.body else { return loop.makeFailedFuture(ClientError("unexpected reply to login")) }
             token = (ok.token, ok.expiresAt)

@@ -105,7 +105,7 @@ public struct ConformanceTarget: Sendable {
     public func connectedPeer(_ slot: String, device: String = "") throws -> (peer: RawPeer, connected: Simp_ConnectResponse) {
         let (user, password) = try account(slot)
         let peer = try peer()
-        let token = try peer.login(user, password)
+        let token = try peer.login(user, password, device: device)
         guard case .connected(let connected)? = try peer.request(2, .connect(.with { $0.token = token; $0.device = device }))?.body else {
             throw ConformanceFailure("connect refused")
         }
@@ -163,7 +163,3 @@ func expect(_ condition: Bool, _ failure: @autoclosure () -> String) throws {
     guard condition else { throw ConformanceFailure(failure()) }
 }
 
-/// The error an answer carries, if it is one.
-func errorCode(_ envelope: Simp_Envelope?) -> Simp_ErrorCode? {
-    if case .error(let error)? = envelope?.body { error.code } else { nil }
-}

@@ -27,6 +27,19 @@ extension Conformance {
             try expect(errorCode(refusal) == .frameTooLarge, "a 65,537-byte length got \(describe(refusal))")
             try expect(try peer.read() == nil && peer.isClosedByServer(), "the connection stayed open")
         },
+        ConformanceCheck("7.2", "7. Timers and limits", "a query item whose toUser is no user or group name is BAD_REQUEST, and so is a query of over 512 items") { target in
+            let (peer, _) = try target.connectedPeer("a")
+            let bad = try peer.request(3, .query(.with { $0.messages = [.with { $0.messageID = "1"; $0.toUser = "no}such:key"; $0.seq = 1 }] }))
+            try expect(errorCode(bad) == .badRequest, "an item naming no user got \(describe(bad))")
+            peer.writeRaw(peer.frame(Simp_Envelope(requestID: 4, .query(.with { query in
+                query.messages = (0..<513).map { index in .with { $0.messageID = "m\(index)"; $0.toUser = "nobody"; $0.seq = 1 } }
+            }))))
+            var refusal: Simp_Envelope?
+            while refusal == nil, let envelope = try peer.read() {
+                if case .error = envelope.body { refusal = envelope }
+            }
+            try expect(errorCode(refusal) == .badRequest, "a query of 513 items got \(describe(refusal))")
+        },
         ConformanceCheck("2.4", "2. Datagrams", "a datagram over 1236 bytes from the session's address is answered MESSAGE_TOO_LARGE on TCP") { target in
             let (peer, _) = try target.boundPeer("a")
             let header = DatagramHeader(kind: .data, sessionID: peer.session?.sessionID ?? 0, packetNumber: 500)

@@ -24,7 +24,7 @@ extension Conformance {
             let (user, password) = try target.account("b")
             let device = "r" + String(UInt16.random(in: 0...UInt16.max), radix: 36)
             let doomed = try target.peer()
-            let token = try doomed.login(user, password)
+            let token = try doomed.login(user, password, device: device)
             guard case .connected? = try doomed.request(2, .connect(.with { $0.token = token; $0.device = device }))?.body else {
                 throw ConformanceFailure("connect of \(device) refused")
             }
@@ -39,6 +39,18 @@ extension Conformance {
             let again = try target.peer()
             let refused = try again.request(4, .connect(.with { $0.token = token; $0.device = device }))
             try expect(errorCode(refused) == .deviceRevoked, "connect with the old token got \(describe(refused))")
+            let renamed = try again.request(5, .connect(.with { $0.token = token; $0.device = device + "x" }))
+            try expect(errorCode(renamed) == .invalidToken, "the revoked device's token under another name got \(describe(renamed))")
+        },
+        ConformanceCheck("3.8", "3. Session set-up", "a token opens a session only for the device named at its login: another device's connect is INVALID_TOKEN") { target in
+            let (user, password) = try target.account("b")
+            let peer = try target.peer()
+            let token = try peer.login(user, password, device: "bound")
+            let other = try peer.request(2, .connect(.with { $0.token = token; $0.device = "elsewhere" }))
+            try expect(errorCode(other) == .invalidToken, "connect as another device got \(describe(other))")
+            let own = try peer.request(3, .connect(.with { $0.token = token; $0.device = "bound" }))
+            guard case .connected(let connected)? = own?.body else { throw ConformanceFailure("connect as its own device: \(describe(own))") }
+            try expect(connected.device == "bound", "connected names device \(connected.device)")
         },
         ConformanceCheck("5.1", "5. Liveness", "a connected peer that writes nothing is pinged within 1.5 heartbeats") { target in
             let (peer, connected) = try target.connectedPeer("a")

@@ -67,7 +67,7 @@ public final class SIMPServer: Service, Sendable {
         self.group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, configuration.eventLoops))
         let metrics = ServerMetrics()
         self.metrics = metrics
-        self.workers = NIOThreadPool(numberOfThreads: 2)
+        self.workers = NIOThreadPool(numberOfThreads: PasswordHasher.threads(rounds: configuration.scryptRounds))
         workers.start()
     }
 
@@ -133,10 +133,17 @@ public final class SIMPServer: Service, Sendable {
         try keep { $0.router = router }
         let udp = try await bindUDP(router: router, on: loop)
         try keep { $0.udp = udp }
-        try await loop.submit { router.udp = udp; router.start() }.get()
-        try await listen(router: router, redis: redis, admin: store.keys.adminChannel, node: store.keys.nodeChannel(configuration.nodeID))
-        var node = ControlContext(accounts: accounts, router: router, connections: controls,
-                                  admission: Admission(limits: configuration.limits, metrics: metrics),
+        let admission = Admission(limits: configuration.limits, metrics: metrics)
+        try await loop.submit {
+            router.udp = udp
+            router.charge = { user, units in admission.charge(user, units, now: .now()) }
+            router.start()
+        }.get()
+        let logins = LoginTable()
+        try await listen(router: router, logins: logins, redis: redis, admin: store.keys.adminChannel,
+                         node: store.keys.nodeChannel(configuration.nodeID))
+        var node = ControlContext(accounts: accounts, router: router, connections: controls, logins: logins,
+                                  admission: admission,
                                   metrics: metrics, logger: logger, unreadGrace: configuration.limits.unreadGrace)
         node.maxFrameLength = configuration.maxFrameLength
         node.anonymousFrameLength = min(configuration.limits.anonymousFrameLength, configuration.maxFrameLength)
@@ -178,7 +185,7 @@ public final class SIMPServer: Service, Sendable {
 
     /// Other nodes' notices and `simp-admin`'s requests reach this node through Redis' sharded
     /// pub/sub (each channel on the master of its slot), on the router's loop.
-    private func listen(router: Router, redis: any RedisClient, admin: String, node: String) async throws {
+    private func listen(router: Router, logins: LoginTable, redis: any RedisClient, admin: String, node: String) async throws {
         let logger = logger
         let notices = subscriber(node, redis: redis, loop: router.loop) { payload in
             guard let notice = NodeNotice(payload: payload) else {
@@ -197,7 +204,12 @@ public final class SIMPServer: Service, Sendable {
             case .disconnect(let user, let session):
                 router.closeByAdministrator(user: user, session: session)
             case .endDevice(let user, let device, let by):
-                router.closeRevoked(user: user, device: device, by: by)
+                let error = Simp_Envelope.error(.sessionClosed, "this device was revoked from \(user)'s device \(by)")
+                router.metrics.loginsEnded.increment(by: Int64(logins.close(user: user, device: device, with: error)))
+            case .endLogins(let user, let why, let asker, let connection):
+                let except = asker == router.store.settings.nodeID ? connection : nil
+                let error = Simp_Envelope.error(.sessionClosed, why.reason)
+                router.metrics.loginsEnded.increment(by: Int64(logins.close(user: user, except: except, with: error)))
             }
         }
         let subscribers = [notices, requests]

@@ -38,7 +38,8 @@ public struct ServerConfiguration: Sendable {
     public var contactRequestsPerHour = 30
     public var pushRetransmit = RetransmitPolicy(maxBackoff: .seconds(4), giveUpAfter: .seconds(60))
     /// scrypt cost N; lower it only for tests.
-    public var scryptRounds = 16_384
+    /// scrypt's N (r = 8, p = 1): 2^17, OWASP's minimum; 128 MiB per hash.
+    public var scryptRounds = 131_072
     /// TLS on the control channel; nil serves plain TCP (local development only).
     public var tls: ServerTLS?
     public var limits = ServerLimits()
@@ -130,6 +131,8 @@ public struct ServerLimits: Sendable {
     public var hashingQueue = 64
     /// Of those, the jobs one source IP may have.
     public var hashingPerIP = 8
+    /// The fewest bytes a new password may have (OWASP's minimum for a password alone).
+    public var minPasswordBytes = 8
 
     public init() {}
 }

@@ -20,7 +20,8 @@ public enum REPLCommand: Equatable, Sendable {
     /// `/presence`: contacts and group members, online or when last seen.
     case presence
     case help
-    case logout
+    /// `/logout`, or `/logout --all`: every login of the user ends, on all its devices.
+    case logout(everywhere: Bool)
     case quit
     case empty
 
@@ -88,6 +89,8 @@ public enum REPLCommand: Equatable, Sendable {
       /device revoke NAME   end one of your devices: its session closes, its login stops working
       /help                 this list
       /logout               revoke this login on the server and leave
+      /logout --all         end every login of yours, on all your devices, and leave
+                            (to change your password, which does the same: simp password)
       /quit                 leave (after waiting for outstanding receipts)
     """
 
@@ -147,7 +150,9 @@ public enum REPLCommand: Equatable, Sendable {
         case "/contact", "/contacts", "/block", "/unblock", "/blocked", "/set": return .contact(try parseContact(trimmed))
         case "/help": return .help
         case "/quit": return .quit
-        case "/logout": return .logout
+        case "/logout":
+            guard parts.count == 1 || (parts.count == 2 && parts[1] == "--all") else { throw ParseError(message: "usage: /logout [--all]") }
+            return .logout(everywhere: parts.count == 2)
         default:
             throw ParseError(message: "unknown command \(parts[0]) (try /help)")
         }

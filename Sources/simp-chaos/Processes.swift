@@ -32,7 +32,10 @@ final class Node: @unchecked Sendable {
         udpPort = udp
         arguments = ["--port", "\(tcpPort)", "--udp-port", "\(udpPort)", "--node-id", "node-\(index + 1)",
                      // Every user registers from 127.0.0.1.
-                     "--max-registrations-per-ip", "1000", "--log-level", logLevel] + redisArguments
+                     "--max-registrations-per-ip", "1000", "--log-level", logLevel,
+                     // A run checks delivery, not hashing: its logins cost what they did before
+                     // the default rose to 2^17.
+                     "--scrypt-rounds", "16384"] + redisArguments
     }
 
     var name: String { "node-\(index + 1)" }
@@ -102,13 +105,13 @@ final class ClientSlot: @unchecked Sendable {
     /// `simp` (the REPL, `--json`) on `servers`, the usual client.
     convenience init(index: Int, user: String, dataDirectory: String?, simp: String, servers: String) {
         self.init(index: index, user: user, dataDirectory: dataDirectory, executable: simp,
-                  arguments: ["--server", servers, "--user", user, "--password", "pw", "--json", "--reconnect-base", "0.2", "--linger", "0"])
+                  arguments: ["--server", servers, "--user", user, "--password", Runner.password, "--json", "--reconnect-base", "0.2", "--linger", "0"])
     }
 
     /// `simp-chaos client` on one node, its datagrams through a relay on `udpPort`.
     convenience init(index: Int, user: String, dataDirectory: String?, chaos: String, server: String, udpPort: Int) {
         self.init(index: index, user: user, dataDirectory: dataDirectory, executable: chaos,
-                  arguments: ["client", "--server", server, "--user", user, "--password", "pw", "--udp-port", "\(udpPort)"])
+                  arguments: ["client", "--server", server, "--user", user, "--password", Runner.password, "--udp-port", "\(udpPort)"])
     }
 
     private init(index: Int, user: String, dataDirectory: String?, executable: String, arguments: [String]) {

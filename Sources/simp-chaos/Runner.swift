@@ -11,6 +11,8 @@ import Glibc
 /// faults. Both block (process starts, sleeps), so they are threads, not tasks on the two
 /// cooperative threads this machine has. Everything they share is behind `lock`.
 final class Runner: @unchecked Sendable {
+    /// Every chaos user's password (at least the server's minimum length).
+    static let password = "chaos-password"
     struct Options {
         var binDirectory: String
         var directory: URL
@@ -71,7 +73,7 @@ final class Runner: @unchecked Sendable {
         say("nodes: " + nodes.map { "\($0.name) tcp=\($0.address) udp=\($0.udpPort)" }.joined(separator: ", "))
         for user in plan.users {
             let client = SIMPClient(configuration: ClientConfiguration(host: "127.0.0.1", port: nodes[0].tcpPort))
-            try await client.register(user: user, password: "pw")
+            try await client.register(user: user, password: Runner.password)
             await client.close()
         }
         var rng = SIMPChaos.SplitMix64(seed: plan.seed ^ 0x5EED)

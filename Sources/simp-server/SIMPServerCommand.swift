@@ -111,6 +111,9 @@ struct SIMPServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-hashing-per-ip"), help: "Of those, the ones one source IP may have. Default 8.")
     var hashingPerIP: Int?
 
+    @Option(name: .customLong("min-password-length"), help: "The fewest bytes a new password may have (register, password change). Default 8.")
+    var minPasswordLength: Int?
+
     @Option(name: .customLong("inbox-limit"), help: "Unconfirmed messages one user's inbox may hold. Default 10000.")
     var inboxLimit: Int?
 
@@ -308,6 +311,7 @@ struct SIMPServerCommand: AsyncParsableCommand {
         try count("max-registrations-per-ip", registrationsPerIP, &limits.registrationsPerIP)
         try count("max-hashing-queue", hashingQueue, &limits.hashingQueue)
         try count("max-hashing-per-ip", hashingPerIP, &limits.hashingPerIP)
+        try count("min-password-length", minPasswordLength, &limits.minPasswordBytes)
         try count("max-requests-per-sec", requestsPerSecond, &limits.requestsPerSecond)
         try count("request-burst", requestBurst, &limits.requestBurst)
         try count("max-user-requests-per-sec", userRequestsPerSecond, &limits.userRequestsPerSecond)

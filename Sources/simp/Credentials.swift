@@ -64,6 +64,12 @@ enum CredentialsFile {
         }
     }
 
+    /// Removes the saved login if it is this server's and user's (its token no longer works).
+    static func forget(server: String, user: String) {
+        guard let saved = load(), saved.server == server, saved.user == user else { return }
+        unlink(path)
+    }
+
     private static func failure(_ what: String, _ file: String) -> CredentialsError {
         CredentialsError(description: "\(what) \(file): \(String(cString: strerror(errno)))")
     }

@@ -37,7 +37,7 @@ struct SIMPCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "simp",
         abstract: "SIMP client: the REPL when no subcommand is given, or one command for a script.",
-        subcommands: [REPL.self, Send.self, Listen.self, History.self, Group.self, Contact.self, Login.self],
+        subcommands: [REPL.self, Send.self, Listen.self, History.self, Group.self, Contact.self, Login.self, Password.self],
         defaultSubcommand: REPL.self)
 }
 
@@ -99,8 +99,8 @@ struct REPL: AsyncParsableCommand {
             throw ExitCode(1)
         }
         terminal?.stop()
-        if await reader.value == .logout {
-            await logout(client, output)
+        if case .logout(let everywhere) = await reader.value {
+            await logout(client, output, everywhere: everywhere)
             await printer.value
             return
         }
@@ -109,7 +109,7 @@ struct REPL: AsyncParsableCommand {
         await printer.value
     }
 
-    private enum Ending { case quit, logout }
+    private enum Ending: Equatable { case quit, logout(everywhere: Bool) }
 
     /// Marks what was printed from `peer` read; how many.
     private func markShown(from peer: String, _ shown: ShownMessages, client: SIMPClient) async throws(ClientError) -> Int {
@@ -132,7 +132,7 @@ struct REPL: AsyncParsableCommand {
                 continue
             }
             if command == .quit { break }
-            if command == .logout { return .logout }
+            if case .logout(let everywhere) = command { return .logout(everywhere: everywhere) }
             if terminal == nil, case .converse(let peer) = command {
                 conversation = peer
                 output.info(peer.map { "talking to \($0): plain lines go there" } ?? "no conversation")
@@ -195,12 +195,13 @@ struct REPL: AsyncParsableCommand {
         }
     }
 
-    /// Revokes the login token on the server and leaves; the next start logs in afresh.
-    private func logout(_ client: SIMPClient, _ output: Output) async {
+    /// Revokes the login token on the server (`everywhere`: every login of the user) and
+    /// leaves; the next start logs in afresh.
+    private func logout(_ client: SIMPClient, _ output: Output, everywhere: Bool) async {
         await waitForOutstanding(client)
         do {
-            try await client.logout()
-            output.info("logged out")
+            try await client.logout(everywhere: everywhere)
+            output.info(everywhere ? "logged out on every device" : "logged out")
         } catch {
             output.error("logout: \(error.message)")
         }

@@ -12,7 +12,7 @@ import Testing
     func aShortGroupRunDeliversEveryAcceptedMessageToEveryMember() async throws {
         let pattern = FanOutPattern(members: 5, window: 4, payloadBytes: 64, duration: 1, warmup: 0.2, drain: 30)
         let stack = try await SpawnedStack.start(SpawnOptions(serverBinary: try productPath("simp-server"), serverArguments: [
-            "--scrypt-rounds", "1024", "--log-level", "warning",
+            "--scrypt-rounds", "1024", "--min-password-length", "1", "--log-level", "warning",
         ]))
         let loops = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let result: FanOutResult

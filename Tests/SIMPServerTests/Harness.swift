@@ -48,6 +48,8 @@ final class TestCluster: @unchecked Sendable {
         config.redis = .single(RedisConfiguration(port: redis.port, commandTimeout: .seconds(2)))
         config.heartbeat = heartbeat
         config.scryptRounds = 1024
+        // The tests' short passwords: the minimum has its own test (LoginAbuseTests).
+        config.limits.minPasswordBytes = 1
         config.redisWait = .seconds(5)
         configure(&config)
         let server = SIMPServer(configuration: config, logger: logger)
@@ -89,13 +91,13 @@ final class TestCluster: @unchecked Sendable {
 }
 
 extension TestCluster {
-    /// A client of an already registered `user` (password `pw-USER`) as device `name`, connected.
-    func connectedDevice(_ user: String, _ name: String) async throws -> (SIMPClient, EventLog) {
+    /// A client of an already registered `user` (password `pw-USER` unless given) as device `name`, connected.
+    func connectedDevice(_ user: String, _ name: String, password: String? = nil) async throws -> (SIMPClient, EventLog) {
         var config = clientConfiguration()
         config.device = name
         let client = SIMPClient(configuration: config)
         let log = EventLog(client)
-        try await client.connect(user: user, password: "pw-\(user)")
+        try await client.connect(user: user, password: password ?? "pw-\(user)")
         return (client, log)
     }
 }
@@ -213,7 +215,7 @@ final class ServerProcess {
     init(redis: [String], tcpPort: Int = 0, udpPort: Int = 0, extra: [String] = [], environment: [String: String] = [:],
          wrapper: [String] = []) throws {
         let binary = try productPath("simp-server")
-        let args = ["--port", "\(tcpPort)", "--udp-port", "\(udpPort)", "--scrypt-rounds", "1024"] + redis + extra
+        let args = ["--port", "\(tcpPort)", "--udp-port", "\(udpPort)", "--scrypt-rounds", "1024", "--min-password-length", "1"] + redis + extra
         process = wrapper.isEmpty
             ? try ChildProcess(binary, args, environment: environment)
             : try ChildProcess(wrapper[0], Array(wrapper.dropFirst()) + [binary] + args, environment: environment)

@@ -3,7 +3,7 @@ import SIMPTestSupport
 import Testing
 
 @Suite(.serialized) struct IdentityTests {
-    @Test func forgedFromUserDoesNotChangeTheSender() async throws {
+    @Test func forgedFromUserAndFromDeviceDoNotChangeTheSender() async throws {
         let cluster = try await TestCluster.start()
         try await cluster.register("mallory")
         let (bob, bobLog) = try await cluster.connectedClient("bob")
@@ -14,11 +14,15 @@ import Testing
         message.messageID = "777"
         message.toUser = "bob"
         message.fromUser = "alice"
+        // As if sent from one of bob's own devices (issue 46, finding 8): the server takes the
+        // field from the session, one to one never at all.
+        message.fromDevice = "laptop"
         message.content = "it's me, alice"
         peer.sendDatagram(.data, try message.serializedBytes())
 
         #expect(await bobLog.wait { $0.messages.count == 1 })
         #expect(bobLog.messages.first?.from == "mallory")
+        #expect(bobLog.messages.first?.fromDevice == "")
         #expect(bobLog.messages.first?.text == "it's me, alice")
         await bob.disconnect()
         await cluster.stop()

@@ -180,11 +180,6 @@ private func register(_ server: ServerAddresses, _ user: String, from source: St
     return try peer.request(1, .register(request))
 }
 
-private func errorCode(_ envelope: Simp_Envelope?) -> Simp_ErrorCode? {
-    if case .error(let error)? = envelope?.body { return error.code }
-    return nil
-}
-
 private func reason(_ envelope: Simp_Envelope?) -> String? {
     if case .error(let error)? = envelope?.body { return error.reason }
     return nil

@@ -31,7 +31,7 @@ import Glibc
 
     @Test func environmentConfiguresAndSigintExitsZero() throws {
         let redis = try RedisServerProcess()
-        let process = try ChildProcess(try productPath("simp-server"), ["--scrypt-rounds", "1024"],
+        let process = try ChildProcess(try productPath("simp-server"), ["--scrypt-rounds", "1024", "--min-password-length", "1"],
                                        environment: ["SIMP_PORT": "0", "SIMP_UDP_PORT": "0", "SIMP_NODE_ID": "n7",
                                                      "SIMP_REDIS_URL": redis.url, "SIMP_HOST": "127.0.0.1"])
         let line = process.waitForLine(timeout: 20) { $0.hasPrefix("simp-server listening") }

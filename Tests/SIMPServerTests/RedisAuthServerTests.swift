@@ -31,6 +31,8 @@ import Glibc
         config.port = 0
         config.udpPort = 0
         config.scryptRounds = 1024
+        // The tests' short passwords: the minimum has its own test (LoginAbuseTests).
+        config.limits.minPasswordBytes = 1
         config.redisWait = .seconds(5)
         config.redis = try RedisDeployment(urls: "redis://simp@127.0.0.1:\(redis.port)", cluster: nil)
             .withPassword(file: try passwordFile(Self.password + "\n"), environment: nil)

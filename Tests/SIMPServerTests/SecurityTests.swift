@@ -18,11 +18,6 @@ private func textMessage(_ id: String, to: String = "bob") throws -> [UInt8] {
     return try m.serializedBytes()
 }
 
-private func errorCode(_ envelope: Simp_Envelope?) -> Simp_ErrorCode? {
-    if case .error(let error)? = envelope?.body { return error.code }
-    return nil
-}
-
 private func dropped(_ cluster: TestCluster, _ reason: String) -> Double {
     cluster.metric(#"simp_datagrams_dropped_total{reason="\#(reason)"}"#)
 }

@@ -14,6 +14,8 @@ import Testing
         config.nodeID = nodeID
         config.redis = .single(RedisConfiguration(port: redisPort, commandTimeout: .seconds(2)))
         config.scryptRounds = 1024
+        // The tests' short passwords: the minimum has its own test (LoginAbuseTests).
+        config.limits.minPasswordBytes = 1
         config.redisWait = .seconds(20)
         return config
     }

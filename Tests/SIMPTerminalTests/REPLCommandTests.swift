@@ -10,7 +10,9 @@ import Testing
         #expect(try REPLCommand.parse("/history bob 5") == .history(peer: "bob", limit: 5))
         #expect(try REPLCommand.parse("/help") == .help)
         #expect(try REPLCommand.parse("/quit") == .quit)
-        #expect(try REPLCommand.parse("/logout") == .logout)
+        #expect(try REPLCommand.parse("/logout") == .logout(everywhere: false))
+        #expect(try REPLCommand.parse("/logout --all") == .logout(everywhere: true))
+        #expect(throws: REPLCommand.ParseError.self) { try REPLCommand.parse("/logout everything") }
         #expect(try REPLCommand.parse("   ") == .empty)
         #expect(try REPLCommand.parse("/devices") == .devices)
         #expect(try REPLCommand.parse("/device revoke laptop") == .revokeDevice(name: "laptop"))

@@ -118,20 +118,23 @@ public final class RawPeer {
         return try response(to: id)
     }
 
-    public func login(_ user: String, _ password: String) throws -> String {
+    /// `device`: the one the token is for (empty: "default").
+    public func login(_ user: String, _ password: String, device: String = "") throws -> String {
         var login = Simp_LoginRequest()
         login.user = user
         login.password = password
+        login.device = device
         writeRaw(frame(Simp_Envelope(requestID: 1, .login(login))))
         let reply = try response(to: 1)
         guard case .loginOk(let ok)? = reply?.body else { throw TestSupportError("login refused: \(String(describing: reply))") }
         return ok.token
     }
 
-    public func connectAndBind(token: String, bundles: Bool = false) throws {
+    public func connectAndBind(token: String, bundles: Bool = false, device: String = "") throws {
         var connect = Simp_ConnectRequest()
         connect.token = token
         connect.bundles = bundles
+        connect.device = device
         writeRaw(frame(Simp_Envelope(requestID: 2, .connect(connect))))
         guard case .connected(let response)? = try response(to: 2)?.body else { throw TestSupportError("connect refused") }
         session = response
@@ -240,4 +243,10 @@ public final class FrameFlood: @unchecked Sendable {
         lock.withLock { stopped = true }
         done.wait()
     }
+}
+
+/// The code of an error frame; nil for anything else (an answer, or nothing).
+public func errorCode(_ envelope: Simp_Envelope?) -> Simp_ErrorCode? {
+    if case .error(let error)? = envelope?.body { return error.code }
+    return nil
 }

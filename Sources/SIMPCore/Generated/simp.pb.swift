@@ -423,6 +423,10 @@ public nonisolated struct Simp_LoginRequest: Sendable {
 
   public var password: String = String()
 
+  /// The device the token is for: it opens a session for this device only (CONNECT with
+  /// another device name is INVALID_TOKEN). Empty: "default".
+  public var device: String = String()
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -714,6 +718,26 @@ public nonisolated struct Simp_Logout: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
+
+  /// End every login of the user, on every device and node, not only this connection's.
+  public var all: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Changes the user's password: every token issued before it stops opening sessions, and every
+/// other connection logged in as the user is closed (SESSION_CLOSED), on every node. Answered
+/// with LoginResponse: a new token for this connection's device.
+public nonisolated struct Simp_ChangePassword: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var oldPassword: String = String()
+
+  public var newPassword: String = String()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1460,6 +1484,14 @@ public nonisolated struct Simp_Envelope: Sendable {
     set {body = .presenceAnswer(newValue)}
   }
 
+  public var changePassword: Simp_ChangePassword {
+    get {
+      if case .changePassword(let v)? = body {return v}
+      return Simp_ChangePassword()
+    }
+    set {body = .changePassword(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Body: Equatable, Sendable {
@@ -1497,6 +1529,7 @@ public nonisolated struct Simp_Envelope: Sendable {
     case markRead(Simp_ReadRequest)
     case presence(Simp_PresenceRequest)
     case presenceAnswer(Simp_PresenceAnswer)
+    case changePassword(Simp_ChangePassword)
 
   }
 
@@ -1711,7 +1744,7 @@ nonisolated extension Simp_RegisterRequest: SwiftProtobuf.Message, SwiftProtobuf
 
 nonisolated extension Simp_LoginRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".LoginRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}user\0\u{1}password\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}user\0\u{1}password\0\u{1}device\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1721,6 +1754,7 @@ nonisolated extension Simp_LoginRequest: SwiftProtobuf.Message, SwiftProtobuf._M
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularStringField(value: &self.user) }()
       case 2: try { try decoder.decodeSingularStringField(value: &self.password) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.device) }()
       default: break
       }
     }
@@ -1733,12 +1767,16 @@ nonisolated extension Simp_LoginRequest: SwiftProtobuf.Message, SwiftProtobuf._M
     if !self.password.isEmpty {
       try visitor.visitSingularStringField(value: self.password, fieldNumber: 2)
     }
+    if !self.device.isEmpty {
+      try visitor.visitSingularStringField(value: self.device, fieldNumber: 3)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Simp_LoginRequest, rhs: Simp_LoginRequest) -> Bool {
     if lhs.user != rhs.user {return false}
     if lhs.password != rhs.password {return false}
+    if lhs.device != rhs.device {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -2361,18 +2399,64 @@ nonisolated extension Simp_PathResponse: SwiftProtobuf.Message, SwiftProtobuf._M
 
 nonisolated extension Simp_Logout: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Logout"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap()
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}all\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
-    // Load everything into unknown fields
-    while try decoder.nextFieldNumber() != nil {}
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBoolField(value: &self.all) }()
+      default: break
+      }
+    }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.all != false {
+      try visitor.visitSingularBoolField(value: self.all, fieldNumber: 1)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Simp_Logout, rhs: Simp_Logout) -> Bool {
+    if lhs.all != rhs.all {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Simp_ChangePassword: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ChangePassword"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}oldPassword\0\u{1}newPassword\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.oldPassword) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.newPassword) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.oldPassword.isEmpty {
+      try visitor.visitSingularStringField(value: self.oldPassword, fieldNumber: 1)
+    }
+    if !self.newPassword.isEmpty {
+      try visitor.visitSingularStringField(value: self.newPassword, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_ChangePassword, rhs: Simp_ChangePassword) -> Bool {
+    if lhs.oldPassword != rhs.oldPassword {return false}
+    if lhs.newPassword != rhs.newPassword {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -3076,7 +3160,7 @@ nonisolated extension Simp_PresenceAnswer: SwiftProtobuf.Message, SwiftProtobuf.
 
 nonisolated extension Simp_Envelope: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Envelope"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}requestId\0\u{2}\u{9}error\0\u{1}ok\0\u{1}register\0\u{1}login\0\u{1}loginOk\0\u{1}connect\0\u{1}connected\0\u{1}bound\0\u{1}ping\0\u{1}pong\0\u{1}accepted\0\u{1}delivered\0\u{1}failed\0\u{1}receipt\0\u{1}history\0\u{1}historyResult\0\u{1}withdraw\0\u{1}missing\0\u{1}query\0\u{1}pathResponse\0\u{1}logout\0\u{1}retracted\0\u{1}devices\0\u{1}deviceList\0\u{1}revokeDevice\0\u{1}groupRequest\0\u{1}groupAnswer\0\u{1}contactRequest\0\u{1}contactAnswer\0\u{1}settingsRequest\0\u{1}settingsAnswer\0\u{1}markRead\0\u{1}presence\0\u{1}presenceAnswer\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}requestId\0\u{2}\u{9}error\0\u{1}ok\0\u{1}register\0\u{1}login\0\u{1}loginOk\0\u{1}connect\0\u{1}connected\0\u{1}bound\0\u{1}ping\0\u{1}pong\0\u{1}accepted\0\u{1}delivered\0\u{1}failed\0\u{1}receipt\0\u{1}history\0\u{1}historyResult\0\u{1}withdraw\0\u{1}missing\0\u{1}query\0\u{1}pathResponse\0\u{1}logout\0\u{1}retracted\0\u{1}devices\0\u{1}deviceList\0\u{1}revokeDevice\0\u{1}groupRequest\0\u{1}groupAnswer\0\u{1}contactRequest\0\u{1}contactAnswer\0\u{1}settingsRequest\0\u{1}settingsAnswer\0\u{1}markRead\0\u{1}presence\0\u{1}presenceAnswer\0\u{1}changePassword\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -3527,6 +3611,19 @@ nonisolated extension Simp_Envelope: SwiftProtobuf.Message, SwiftProtobuf._Messa
           self.body = .presenceAnswer(v)
         }
       }()
+      case 44: try {
+        var v: Simp_ChangePassword?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .changePassword(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .changePassword(v)
+        }
+      }()
       default: break
       }
     }
@@ -3676,6 +3773,10 @@ nonisolated extension Simp_Envelope: SwiftProtobuf.Message, SwiftProtobuf._Messa
     case .presenceAnswer?: try {
       guard case .presenceAnswer(let v)? = self.body else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 43)
+    }()
+    case .changePassword?: try {
+      guard case .changePassword(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 44)
     }()
     case nil: break
     }

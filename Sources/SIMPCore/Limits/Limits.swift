@@ -32,6 +32,14 @@ public struct TokenBucket: Sendable {
         return true
     }
 
+    /// Takes `tokens` whether or not there are as many: work whose cost was known only once it
+    /// was done is paid after it, and the next `take` waits for the debt. The debt is at most
+    /// a burst, so the wait it causes is bounded too.
+    public mutating func charge(_ tokens: Int, now: NIODeadline) {
+        refill(now: now)
+        credit = max(-Int64(burst) * Self.scale, credit - Int64(max(tokens, 0)) * Self.scale)
+    }
+
     /// How long until `tokens` (at most a burst) are there, if none are taken meanwhile.
     public mutating func wait(for tokens: Int, now: NIODeadline) -> TimeAmount {
         refill(now: now)
@@ -42,8 +50,9 @@ public struct TokenBucket: Sendable {
     private mutating func refill(now: NIODeadline) {
         guard now > last else { return }
         let full = Int64(burst) * Self.scale
-        // Capped at the time a refill from empty takes, so the product cannot overflow.
-        let elapsed = min((now - last).nanoseconds, full / Int64(rate) + 1)
+        // Capped at the time a refill from the deepest debt (a burst below empty) takes, so
+        // the product cannot overflow.
+        let elapsed = min((now - last).nanoseconds, 2 * full / Int64(rate) + 1)
         credit = min(full, credit + elapsed * Int64(rate))
         last = now
     }

@@ -17,6 +17,8 @@ final class Accounts: Sendable {
     private let hashing: NIOLockedValueBox<HashingAdmission>
     /// Registrations one source address may attempt per `registrationWindow`.
     let registrationsPerSource: Int
+    /// The fewest bytes a new password may have (`--min-password-length`).
+    let minPasswordBytes: Int
     let registrationWindow: TimeAmount = .hours(1)
     /// Hashed when the user does not exist, so the answer takes as long as for a wrong password.
     private let decoySalt = PasswordHasher.newSalt()
@@ -30,6 +32,15 @@ final class Accounts: Sendable {
         self.metrics = metrics
         hashing = NIOLockedValueBox(HashingAdmission(limit: limits.hashingQueue, perSource: limits.hashingPerIP))
         registrationsPerSource = limits.registrationsPerIP
+        minPasswordBytes = limits.minPasswordBytes
+    }
+
+    /// Why a new password is refused; nil when it may be set.
+    func passwordProblem(_ password: String) -> String? {
+        guard (minPasswordBytes...1024).contains(password.utf8.count) else {
+            return "a password must be \(minPasswordBytes)-1024 bytes"
+        }
+        return nil
     }
 
     /// Creates the account, unless `source` (the client's IP address; an IPv6 one counts by its
@@ -38,9 +49,7 @@ final class Accounts: Sendable {
         guard UserName.isValid(user) else {
             return loop.makeFailedFuture(ServerError(.invalidName, "user name must be 1-32 characters of a-z 0-9 _ . - and start with a letter or digit"))
         }
-        guard !password.isEmpty, password.utf8.count <= 1024 else {
-            return loop.makeFailedFuture(ServerError(.badRequest, "password must be 1-1024 bytes"))
-        }
+        if let problem = passwordProblem(password) { return loop.makeFailedFuture(ServerError(.badRequest, problem)) }
         let salt = PasswordHasher.newSalt()
         let hasher = self.hasher
         let source = SourceAddress.bucket(source)
@@ -62,18 +71,55 @@ final class Accounts: Sendable {
     /// wait. Every valid name is treated alike, registered or not: the same counts, answers and
     /// hashing work, so neither the answer nor its timing says whether the user exists.
     /// `source` is the client's IP address (an IPv6 one counts by its /64).
-    func login(user: String, password: String, source: String, on loop: any EventLoop) -> EventLoopFuture<(token: String, expiresAt: Int64)> {
+    /// `device`: the one device the token opens a session for (a valid `DeviceName`).
+    func login(user: String, password: String, device: String, source: String,
+               on loop: any EventLoop) -> EventLoopFuture<(token: String, expiresAt: Int64)> {
+        let source = SourceAddress.bucket(source)
+        return checkPassword(user: user, password: password, source: source, on: loop).flatMap { [self] stored in
+            succeeded(user, device: device, stored: stored, password: password, source: source, on: loop)
+        }
+    }
+
+    /// Sets a new password when `old` is the user's current one (checked and throttled like a
+    /// login): every token issued before now stops opening sessions and the caller ends the
+    /// user's other logins. Returns a new token for `device`, so the caller stays logged in.
+    func changePassword(user: String, old: String, new: String, device: String, source: String,
+                        on loop: any EventLoop) -> EventLoopFuture<(token: String, expiresAt: Int64)> {
+        if let problem = passwordProblem(new) { return loop.makeFailedFuture(ServerError(.badRequest, problem)) }
+        let salt = PasswordHasher.newSalt()
+        let hasher = self.hasher
+        let source = SourceAddress.bucket(source)
+        return checkPassword(user: user, password: old, source: source, on: loop).flatMap { [self] _ in
+            hash(for: source, on: loop) { try hasher.hash(new, salt: salt) }
+        }.flatMap { [self] hash in
+            // Tokens carry their issue time in ms; one issued in this very ms must not survive,
+            // and the new one is issued at the first ms that counts.
+            let validFrom = Self.nowMillis() + 1
+            return store.setPassword(user: user, salt: salt, hash: hash, kdf: hasher.kdfName, tokensFrom: validFrom, on: loop).map { [tokens] in
+                tokens.issue(user: user, device: device, nowMillis: validFrom)
+            }
+        }
+    }
+
+    /// Makes every token of the user issued before now invalid (`logout{all}`).
+    func endLogins(of user: String, on loop: any EventLoop) -> EventLoopFuture<Void> {
+        store.setTokensFrom(user: user, millis: Self.nowMillis() + 1, on: loop)
+    }
+
+    /// The stored credentials when `password` is the user's, after the login throttle; a
+    /// wrong one is counted as a failed login. `source`: the client's address, bucketed.
+    private func checkPassword(user: String, password: String, source: String, on loop: any EventLoop) -> EventLoopFuture<StoredCredentials> {
         guard UserName.isValid(user), password.utf8.count <= 1024 else {
             return loop.makeFailedFuture(ServerError(.invalidCredentials, "wrong user name or password"))
         }
-        let source = SourceAddress.bucket(source)
         return store.loginState(user: user, source: source, nowMillis: Self.nowMillis(), on: loop).flatMap { [self] state in
             if let refusal = LoginThrottle.refusal(state.waits, knownSource: state.knownSource) {
                 metrics.exceeded(.failedLogins)
                 return loop.makeFailedFuture(Self.throttled(user, refusal.lock, refusal.wait))
             }
             return check(password, against: state.credentials, source: source, on: loop).flatMap { valid in
-                valid ? self.succeeded(user, source: source, on: loop) : self.failed(user, source: source, on: loop)
+                guard valid, let stored = state.credentials else { return self.failed(user, source: source, on: loop) }
+                return loop.makeSucceededFuture(stored)
             }
         }
     }
@@ -122,17 +168,34 @@ final class Accounts: Sendable {
         return result
     }
 
-    private func succeeded(_ user: String, source: String, on loop: any EventLoop) -> EventLoopFuture<(token: String, expiresAt: Int64)> {
+    private func succeeded(_ user: String, device: String, stored: StoredCredentials, password: String, source: String,
+                           on loop: any EventLoop) -> EventLoopFuture<(token: String, expiresAt: Int64)> {
         let now = Self.nowMillis()
         metrics.loginsSucceeded.increment()
+        upgradeHash(of: user, stored, password: password, source: source, on: loop)
         return store.loginSucceeded(user: user, source: source, nowMillis: now, on: loop).map { [tokens] in
-            tokens.issue(user: user, nowMillis: now)
+            tokens.issue(user: user, device: device, nowMillis: now)
         }
+    }
+
+    /// A hash made with weaker parameters than the node's is made again, now that the password
+    /// is known, and replaced only if it is still the one checked (a password change since
+    /// wins). Best effort: the login does not wait for it, and a refusal (hashing queue full)
+    /// leaves it for the next login.
+    private func upgradeHash(of user: String, _ stored: StoredCredentials, password: String, source: String, on loop: any EventLoop) {
+        guard stored.kdf != hasher.kdfName else { return }
+        let salt = PasswordHasher.newSalt()
+        let hasher = self.hasher
+        hash(for: source, on: loop) { try hasher.hash(password, salt: salt) }.flatMap { [store, metrics] hash in
+            store.replaceHash(user: user, old: stored.hash, salt: salt, hash: hash, kdf: hasher.kdfName, on: loop).map { replaced in
+                if replaced { metrics.passwordHashesUpgraded.increment() }
+            }
+        }.whenFailure { _ in }
     }
 
     /// Counts the failure (for the name from this source, for the source, for the name) and sets
     /// the wait each count has earned.
-    private func failed(_ user: String, source: String, on loop: any EventLoop) -> EventLoopFuture<(token: String, expiresAt: Int64)> {
+    private func failed<T>(_ user: String, source: String, on loop: any EventLoop) -> EventLoopFuture<T> {
         metrics.loginsFailed.increment()
         return store.recordFailedLogin(user: user, source: source, window: LoginThrottle.window, on: loop).flatMap { [store] counts in
             let locks: [(lock: LoginThrottle.Lock, wait: TimeAmount)] = [
@@ -155,7 +218,7 @@ final class Accounts: Sendable {
         return store.tokenState(tokenID: verified.id.hex, user: verified.user, on: loop).flatMapThrowing { state in
             guard !state.revoked else { throw ServerError(.invalidToken, "token was revoked by logout; log in again") }
             guard issuedAt >= state.validFromMillis else {
-                throw ServerError(.invalidToken, "the password was reset since this token was issued; log in again")
+                throw ServerError(.invalidToken, "the password was changed or every login ended since this token was issued; log in again")
             }
             return verified
         }

@@ -2,11 +2,20 @@ import _CryptoExtras
 import Crypto
 import Foundation
 
-/// Passwords are stored only as scrypt hashes with a per-user random salt.
+/// Passwords are stored only as scrypt hashes with a per-user random salt, at OWASP's
+/// minimum parameters by default (N = 2^17, r = 8, p = 1: 128 MiB and a few hundred ms a hash).
 struct PasswordHasher: Sendable {
-    var rounds = 16_384
+    var rounds = 131_072
     var blockSize = 8
     var parallelism = 1
+
+    /// The memory all hashing may hold at once: hashes run on at most this much divided by one
+    /// hash's (128 x N x r bytes), so a login flood cannot exhaust the node's memory.
+    static let memoryBudget = 256 << 20
+    /// At most two threads: hashing must not take every core from the event loops.
+    static func threads(rounds: Int, blockSize: Int = 8) -> Int {
+        max(1, min(2, memoryBudget / max(1, 128 * rounds * blockSize)))
+    }
 
     var kdfName: String { "scrypt:\(rounds):\(blockSize):\(parallelism)" }
 

@@ -1,9 +1,12 @@
 import Crypto
 import Foundation
 
-/// A verified login token: whose it is, when it expires, and its id for revocation.
+/// A verified login token: whose it is, for which of the user's devices, when it expires,
+/// and its id for revocation.
 struct VerifiedToken: Sendable, Equatable {
     var user: String
+    /// The device the token was issued to: it opens a session for that device only.
+    var device: String
     var expiresAt: Int64
     /// The token's MAC: unique per login (a random nonce is signed with it).
     var id: TokenID
@@ -40,9 +43,11 @@ struct TokenID: Sendable, Hashable {
     }
 }
 
-/// Login tokens: "USER.EXPIRES_MS.NONCE.MAC" where MAC is HMAC-SHA256 over the rest with a key
-/// all nodes share. A token names its user, so it cannot log in anyone else; the nonce makes
-/// every login's token distinct, so logging out one device revokes only its token.
+/// Login tokens: "USER@DEVICE.EXPIRES_MS.NONCE.MAC" where MAC is HMAC-SHA256 over the rest with
+/// a key all nodes share. A token names its user and device, so it opens a session for no one
+/// else and on no other device (revoking the device ends it); the nonce makes every login's
+/// token distinct, so logging out one connection revokes only its token. Neither a user nor a
+/// device name has an '@', and a token of the earlier form (no device) is refused.
 struct TokenSigner: Sendable {
     let key: SymmetricKey
     var lifetimeMillis: Int64 = 24 * 3600 * 1000
@@ -51,14 +56,11 @@ struct TokenSigner: Sendable {
         key = SymmetricKey(data: secret)
     }
 
-    func issue(user: String, nowMillis: Int64) -> (token: String, expiresAt: Int64) {
-        issue(user: user, nowMillis: nowMillis, nonce: UInt64.random(in: 0...UInt64.max))
-    }
-
-    /// With a given nonce: the test vectors' tokens (docs/vectors/tokens.json).
-    func issue(user: String, nowMillis: Int64, nonce: UInt64) -> (token: String, expiresAt: Int64) {
+    /// `nonce`: random for every login; given only for the test vectors (docs/vectors/tokens.json).
+    func issue(user: String, device: String, nowMillis: Int64,
+               nonce: UInt64 = UInt64.random(in: 0...UInt64.max)) -> (token: String, expiresAt: Int64) {
         let expires = nowMillis + lifetimeMillis
-        let body = "\(user).\(expires).\(nonce)"
+        let body = "\(user)@\(device).\(expires).\(nonce)"
         return ("\(body).\(Self.hex(mac(body)))", expires)
     }
 
@@ -67,14 +69,16 @@ struct TokenSigner: Sendable {
         // A user name may hold dots: the token splits at its last three.
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count >= 4, let expires = Int64(parts[parts.count - 3]), expires > nowMillis else { return nil }
-        let user = parts[0..<(parts.count - 3)].joined(separator: ".")
+        let owner = parts[0..<(parts.count - 3)].joined(separator: ".").split(separator: "@", omittingEmptySubsequences: false)
+        guard owner.count == 2 else { return nil }
+        let (user, device) = (String(owner[0]), String(owner[1]))
         let body = parts[0..<(parts.count - 1)].joined(separator: ".")
         guard let given = Data(hexString: String(parts[parts.count - 1])), let id = TokenID(mac: given),
               HMAC<SHA256>.isValidAuthenticationCode(given, authenticating: Data(body.utf8), using: key) else {
             return nil
         }
         // The id comes from the decoded bytes: another spelling of the same MAC is the same token.
-        return VerifiedToken(user: user, expiresAt: expires, id: id)
+        return VerifiedToken(user: user, device: device, expiresAt: expires, id: id)
     }
 
     private func mac(_ body: String) -> HashedAuthenticationCode<SHA256> {

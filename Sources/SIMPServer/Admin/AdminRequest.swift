@@ -1,21 +1,43 @@
 import SIMPCore
 
-/// What an administrator (or a user, for its own devices) asks every node over the admin
+/// What an administrator (or a user, for its own logins) asks every node over the admin
 /// channel (`Keys.adminChannel`), as one line of text: `disconnect USER`, `disconnect USER
-/// SESSION` or `end-device USER DEVICE BY`. Names have no space (`UserName`, `DeviceName`),
-/// so the words need no quoting.
+/// SESSION`, `end-device USER DEVICE BY` or `end-logins USER WHY NODE CONNECTION`. Names have
+/// no space (`UserName`, `DeviceName`, node ids are user names), so the words need no quoting.
 public enum AdminRequest: Equatable, Sendable {
     /// Close the user's session (only the one with this id, when given), and tell its client
     /// not to reconnect.
     case disconnect(user: String, session: UInt64?)
-    /// Close the session of the user's device, which was revoked from the user's device `by`.
+    /// Close the connections of the user's device, which was revoked from the user's device `by`.
     case endDevice(user: String, device: String, by: String)
+    /// Close every connection logged in as the user, except the one that asked (`connection`
+    /// on node `node`): its password changed, or it ended every login.
+    case endLogins(user: String, why: LoginEnd, node: String, connection: UInt64)
+
+    /// Why a user's logins were ended, as a word in the request and a reason in the error.
+    public enum LoginEnd: String, Sendable {
+        case password = "password"
+        case logout = "logout"
+
+        var reason: String {
+            switch self {
+            case .password: "the password was changed on another connection; log in with the new one"
+            case .logout: "every login of this user was ended from another connection; log in again"
+            }
+        }
+    }
 
     public init?(_ text: String) {
         let words = text.split(separator: " ").map(String.init)
         if words.first == "end-device" {
             guard words.count == 4, UserName.isValid(words[1]), DeviceName.isValid(words[2]), DeviceName.isValid(words[3]) else { return nil }
             self = .endDevice(user: words[1], device: words[2], by: words[3])
+            return
+        }
+        if words.first == "end-logins" {
+            guard words.count == 5, UserName.isValid(words[1]), let why = LoginEnd(rawValue: words[2]),
+                  UserName.isValid(words[3]), let connection = UInt64(words[4]) else { return nil }
+            self = .endLogins(user: words[1], why: why, node: words[3], connection: connection)
             return
         }
         guard words.first == "disconnect", (2...3).contains(words.count), UserName.isValid(words[1]) else { return nil }
@@ -32,6 +54,7 @@ public enum AdminRequest: Equatable, Sendable {
         case .disconnect(let user, let session?): return "disconnect \(user) \(session)"
         case .disconnect(let user, nil): return "disconnect \(user)"
         case .endDevice(let user, let device, let by): return "end-device \(user) \(device) \(by)"
+        case .endLogins(let user, let why, let node, let connection): return "end-logins \(user) \(why.rawValue) \(node) \(connection)"
         }
     }
 }

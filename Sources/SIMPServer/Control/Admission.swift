@@ -81,6 +81,16 @@ final class Admission: Sendable {
         if remaining == 0 { _ = userRequests.withLockedValue { $0.buckets.removeValue(forKey: user) } }
     }
 
+    /// Charges the user work that was known only once done (a presence answer, an
+    /// announcement of its presence): the user's next requests wait for it.
+    func charge(_ user: String, _ extra: Int, now: NIODeadline) {
+        userRequests.withLockedValue { requests in
+            guard var bucket = requests.buckets[user] else { return }
+            bucket.charge(extra, now: now)
+            requests.buckets[user] = bucket
+        }
+    }
+
     /// Takes one of the user's control requests, if its rate allows one now.
     func takeRequest(of user: String, cost: Int = 1, now: NIODeadline) -> Bool {
         userRequests.withLockedValue { requests in

@@ -9,6 +9,8 @@ struct ControlContext: Sendable {
     var router: Router
     /// The open control connections, for closing them at shutdown.
     var connections: ChannelRegistry
+    /// The connections logged in on this node, by user and device (`LoginTable`).
+    var logins: LoginTable
     var admission: Admission
     var metrics: ServerMetrics
     var logger: Logger
@@ -56,7 +58,7 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
     }
 
     private var state = State.anonymous
-    /// The device of the session this connection opened.
+    /// The device this connection logged in or connected for.
     private var device: String?
     /// The source IP counted against its connection limit, once admitted.
     private var admittedIP: String?
@@ -151,6 +153,14 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
         return admission.takeRequest(of: user, cost: cost, now: now)
     }
 
+    /// Charges work a request turned out to cost once it was done (`RequestCost.presenceRead`):
+    /// the connection's and the user's next requests wait for it.
+    private func charge(_ extra: Int) {
+        let now = Self.now
+        gate.charge(extra, now: now)
+        if let user = heldSlot { admission.charge(user, extra, now: now) }
+    }
+
     private func hold(_ context: ChannelHandlerContext, _ envelope: Simp_Envelope, now: NIODeadline) {
         assert(held == nil, "the framing hands out nothing while a request is held")
         held = .request(envelope)
@@ -174,11 +184,12 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
         case .receipt(let receipt): forSession(context, id, "receipt") { $0.receipt(sessionID: $1, receipt) }
         case .history(let request): history(context, id, request)
         case .withdraw(let request): forSession(context, id, "withdraw") { $0.withdraw(sessionID: $1, request) }
-        case .query(let query): forSession(context, id, "query") { $0.answer(query, sessionID: $1) }
+        case .query(let query): self.query(context, id, query)
         case .pathResponse(let response):
             let token = Array(response.token)
             forSession(context, id, "path response") { $0.pathResponse(sessionID: $1, token: token) }
-        case .logout: logout(context, id)
+        case .logout(let request): logout(context, id, all: request.all)
+        case .changePassword(let request): changePassword(context, id, request)
         case .devices: devices(context, id)
         case .revokeDevice(let request): revokeDevice(context, id, request)
         case .groupRequest(let request): group(context, id, request)
@@ -276,6 +287,7 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
         gateTimer?.cancel()
         loginTimer?.cancel()
         endSession()
+        leaveLogins()
         releaseSlot()
         if let ip = admittedIP { admission.connectionClosed(from: ip) }
         admittedIP = nil
@@ -318,6 +330,20 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
         router.loop.execute { [router] in router.closeSession(session) }
     }
 
+    /// This connection's number in the node's `LoginTable`.
+    private var number: LoginTable.Connection { LoginTable.number(of: self) }
+
+    /// Notes this connection as logged in as `user` for `device`, so that ending the user's
+    /// logins (or revoking the device) closes it.
+    private func joinLogins(_ channel: any Channel, user: String, device: String) {
+        self.device = device
+        node.logins.loggedIn(number, user: user, device: device, channel: channel)
+    }
+
+    private func leaveLogins() {
+        if let user = authenticatedUser { node.logins.loggedOut(number, user: user) }
+    }
+
     private func releaseSlot() {
         if let user = heldSlot { admission.loggedOut(user) }
         heldSlot = nil
@@ -348,14 +374,23 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
 
     private func login(_ context: ChannelHandlerContext, _ id: UInt64, _ request: Simp_LoginRequest) {
         let loop = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let channel = context.channel
         if let held = heldSlot, held != request.user {
             reply(context, .error(.badRequest, "this connection is logged in as \(held); open another for \(request.user)", requestID: id))
             return
         }
-        let future = accounts.login(user: request.user, password: request.password, source: admittedIP ?? "unknown", on: context.eventLoop).flatMapThrowing { token -> Simp_Envelope in
+        guard let device = Self.device(named: request.device) else {
+            reply(context, .error(.invalidName, Self.deviceNameRule, requestID: id))
+            return
+        }
+        let future = accounts.login(user: request.user, password: request.password, device: device, source: admittedIP ?? "unknown",
+                                    on: context.eventLoop).flatMapThrowing { token -> Simp_Envelope in
             let handler = loop.value
             try handler.takeSlot(for: request.user)
-            if case .anonymous = handler.state { handler.state = .authenticated(user: request.user) }
+            if case .anonymous = handler.state {
+                handler.state = .authenticated(user: request.user)
+                handler.joinLogins(channel, user: request.user, device: device)
+            }
             if let verified = handler.accounts.parse(token: token.token) { handler.tokens.append(verified.revocable) }
             var response = Simp_LoginResponse()
             response.token = token.token
@@ -374,10 +409,8 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
             reply(context, .error(.badRequest, "a CONNECT is already in progress on this connection", requestID: id))
             return
         }
-        let device = request.device.isEmpty ? DeviceName.unnamed : request.device
-        guard DeviceName.isValid(device) else {
-            reply(context, .error(.invalidName, "a device name is 1-\(DeviceName.maxBytes) of a-z, 0-9, '.', '_' and '-', "
-                                  + "starting with a letter or digit", requestID: id))
+        guard let device = Self.device(named: request.device) else {
+            reply(context, .error(.invalidName, Self.deviceNameRule, requestID: id))
             return
         }
         connecting = true
@@ -386,6 +419,11 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
         let router = self.router
         let loop = NIOLoopBound(self, eventLoop: context.eventLoop)
         let future = accounts.verify(token: request.token, on: context.eventLoop).flatMapThrowing { token -> VerifiedToken in
+            // A token opens a session for the device it was issued to, and no other: a revoked
+            // device's token cannot come back under another name.
+            guard token.device == device else {
+                throw ServerError(.invalidToken, "this token was issued to device \(token.device), not \(device); log in on \(device)")
+            }
             try loop.value.admit(token)
             return token
         }.flatMap { token in
@@ -397,7 +435,7 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
                     throw ServerError(.notConnected, "the connection closed")
                 }
                 loop.value.state = .connected(user: token.user, session: response.sessionID)
-                loop.value.device = response.device
+                loop.value.joinLogins(channel, user: token.user, device: response.device)
                 return Simp_Envelope(requestID: id, .connected(response))
             }
         }
@@ -423,13 +461,15 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
             reply(context, .error(.badRequest, "\(user) has no device \(request.name)", requestID: id))
             return
         }
-        let router = self.router
+        let (router, logins, metrics) = (self.router, node.logins, self.metrics)
         let revoker = device ?? DeviceName.unnamed
         let future = router.store.revokeDevice(user: user, device: request.name, nowMillis: Accounts.nowMillis(), on: context.eventLoop)
             .flatMapThrowing { found -> Simp_Envelope in
                 guard found != nil else { throw ServerError(.badRequest, "\(user) has no device \(request.name)") }
                 // Here at once; on every node (this one again, harmlessly) through the admin channel.
-                router.loop.execute { router.closeRevoked(user: user, device: request.name, by: revoker) }
+                let closed = logins.close(user: user, device: request.name,
+                                          with: .error(.sessionClosed, "this device was revoked from \(user)'s device \(revoker)"))
+                metrics.loginsEnded.increment(by: Int64(closed))
                 router.store.announce(.endDevice(user: user, device: request.name, by: revoker), on: router.loop)
                 return Simp_Envelope(requestID: id, .ok(Simp_Ok()))
             }
@@ -577,8 +617,10 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
         guard let user = loggedIn(context, id) else { return }
         let store = router.store
         let loop = context.eventLoop
+        let handler = NIOLoopBound(self, eventLoop: loop)
         let future = store.presenceCircle(of: user, ignoringOwnSetting: true, on: loop).flatMap { circle in
-            store.presence(of: circle, seenBy: user, nowMillis: Accounts.nowMillis(), on: loop)
+            handler.value.charge(RequestCost.presenceRead(groups: circle.groups, users: circle.users.count))
+            return store.presence(of: circle.users, seenBy: user, nowMillis: Accounts.nowMillis(), on: loop)
         }.map { users in
             var answer = Simp_PresenceAnswer()
             answer.users = users
@@ -634,20 +676,71 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
         if !tokens.contains(token.revocable) { tokens.append(token.revocable) }
     }
 
-    /// Revokes this connection's tokens everywhere, ends its session and frees its slot.
-    private func logout(_ context: ChannelHandlerContext, _ id: UInt64) {
-        guard loggedIn(context, id) != nil else { return }
+    /// Revokes this connection's tokens everywhere, ends its session and frees its slot; with
+    /// `all`, first makes every token of the user invalid and closes the user's other
+    /// connections on every node.
+    private func logout(_ context: ChannelHandlerContext, _ id: UInt64, all: Bool) {
+        guard let user = loggedIn(context, id) else { return }
+        let ended = all ? endOtherLogins(of: user, .logout, on: context.eventLoop) : context.eventLoop.makeSucceededVoidFuture()
         endSession()
+        leaveLogins()
         releaseSlot()
         state = .anonymous
+        device = nil
         // Anonymous again: small frames and a deadline to log in, as for a new connection.
         framing.maxFrameLength = node.anonymousFrameLength
         armLoginDeadline(context)
         let revoked = tokens
         tokens = []
-        let future = accounts.revoke(revoked, on: context.eventLoop).map { Simp_Envelope(requestID: id, .ok(Simp_Ok())) }
+        let (accounts, loop) = (self.accounts, context.eventLoop)
+        let future = ended.flatMap { accounts.revoke(revoked, on: loop) }.map { Simp_Envelope(requestID: id, .ok(Simp_Ok())) }
         respond(context, id, future)
     }
+
+    /// Makes every token of the user issued before now invalid, then closes the user's other
+    /// connections here at once and on the other nodes through the admin channel.
+    private func endOtherLogins(of user: String, _ why: AdminRequest.LoginEnd, on loop: any EventLoop) -> EventLoopFuture<Void> {
+        let (logins, router, number, metrics) = (node.logins, router, number, metrics)
+        return accounts.endLogins(of: user, on: loop).map {
+            Self.closeOtherLogins(of: user, why, except: number, logins: logins, router: router, metrics: metrics)
+        }
+    }
+
+    private static func closeOtherLogins(of user: String, _ why: AdminRequest.LoginEnd, except number: LoginTable.Connection,
+                                         logins: LoginTable, router: Router, metrics: ServerMetrics) {
+        let closed = logins.close(user: user, except: number, with: .error(.sessionClosed, why.reason))
+        metrics.loginsEnded.increment(by: Int64(closed))
+        router.store.announce(.endLogins(user: user, why: why, node: router.store.settings.nodeID, connection: number), on: router.loop)
+    }
+
+    /// A new password, when the old one is right: every earlier token stops working, the
+    /// user's other connections close on every node, and this one gets a new token.
+    private func changePassword(_ context: ChannelHandlerContext, _ id: UInt64, _ request: Simp_ChangePassword) {
+        guard let user = loggedIn(context, id) else { return }
+        let device = self.device ?? DeviceName.unnamed
+        let (logins, router, number, metrics) = (node.logins, router, number, metrics)
+        let loop = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let future = accounts.changePassword(user: user, old: request.oldPassword, new: request.newPassword, device: device,
+                                             source: admittedIP ?? "unknown", on: context.eventLoop)
+            .hop(to: context.eventLoop).map { token -> Simp_Envelope in
+                Self.closeOtherLogins(of: user, .password, except: number, logins: logins, router: router, metrics: metrics)
+                // The tokens this connection held are invalid now; logout revokes the new one.
+                if let verified = loop.value.accounts.parse(token: token.token) { loop.value.tokens = [verified.revocable] }
+                var response = Simp_LoginResponse()
+                response.token = token.token
+                response.expiresAt = token.expiresAt
+                return Simp_Envelope(requestID: id, .loginOk(response))
+            }
+        respond(context, id, future)
+    }
+
+    /// A request's device name, "default" when empty; nil when it is no device name.
+    private static func device(named name: String) -> String? {
+        let device = name.isEmpty ? DeviceName.unnamed : name
+        return DeviceName.isValid(device) ? device : nil
+    }
+
+    private static let deviceNameRule = "a device name is 1-\(DeviceName.maxBytes) of a-z, 0-9, '.', '_' and '-', starting with a letter or digit"
 
     /// Session-level requests go to the router's loop; before CONNECT they are refused.
     private func forSession(_ context: ChannelHandlerContext, _ id: UInt64, _ what: String,
@@ -658,6 +751,22 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
         }
         let router = self.router
         router.loop.execute { body(router, session) }
+    }
+
+    /// A delivery query: its items' names are checked before any reaches a key, and it counts
+    /// against the requests in progress until its answers are written.
+    private func query(_ context: ChannelHandlerContext, _ id: UInt64, _ query: Simp_DeliveryQuery) {
+        guard case .connected(_, let session) = state else {
+            reply(context, .error(.notConnected, "query before CONNECT", requestID: id))
+            return
+        }
+        if let bad = query.messages.first(where: { !UserName.isValid($0.toUser) && GroupName.addressed(by: $0.toUser) == nil }) {
+            reply(context, .error(.badRequest, "a query item's toUser is not a user or group name: \(bad.toUser.prefix(64))", requestID: id))
+            return
+        }
+        let router = self.router
+        let answered = router.loop.flatSubmit { router.answer(query, sessionID: session) }
+        answerless(context, answered)
     }
 
     private func history(_ context: ChannelHandlerContext, _ id: UInt64, _ request: Simp_HistoryRequest) {
@@ -733,6 +842,18 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
                 let e = ServerError.wrap(error)
                 context.channel.writeAndFlush(Simp_Envelope.error(e.code, e.reason, requestID: id), promise: nil)
             }
+            handler.release(context)
+        }
+    }
+
+    /// Work whose answers the router writes (a query's `delivered` frames): it holds a place
+    /// among the requests in progress until it is done.
+    private func answerless(_ context: ChannelHandlerContext, _ future: EventLoopFuture<Void>) {
+        gate.started()
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        future.hop(to: context.eventLoop).whenComplete { _ in
+            let (handler, context) = bound.value
+            handler.gate.finished()
             handler.release(context)
         }
     }

@@ -14,11 +14,15 @@ enum RequestCost {
     static let passwordHash = 16
     /// CONNECT: the numbering check, the confirmed mark's read and the presence write.
     static let connect = 4
-    /// A delivery query and a withdraw: a Redis read each.
+    /// A withdraw, and the reads of a delivery query or a presence request before their items:
+    /// a Redis read each.
     static let redisRead = 2
-    /// A group's membership change: its entries are copied into every member's inbox (up to
-    /// `--max-group-members` script calls).
+    /// A group's membership change: the group's script and its entry. Each user it names
+    /// costs `perGroupUser` more: an existence check, and a copy into their inbox.
     static let groupChange = 16
+    static let perGroupUser = 2
+    /// Per item of a delivery query: a ZSCORE and a GET.
+    static let perQueryItem = 1
     /// A contact request's steps: one script call on each side, and a notice stored.
     static let contactChange = 6
 
@@ -29,17 +33,29 @@ enum RequestCost {
         case .history(let request):
             1 + Int(min(max(request.limit, 1), 1000)) / rowsPerUnit
         case .login, .register: passwordHash
+        // The old password checked, the new one hashed.
+        case .changePassword: 2 * passwordHash
         case .connect: connect
-        case .query, .withdraw: redisRead
-        case .groupRequest(let request): request.action == .list || request.action == .members ? redisRead : groupChange
+        case .query(let query): redisRead + perQueryItem * query.messages.count
+        case .withdraw: redisRead
+        case .logout(let request): request.all ? redisRead : 1
+        case .groupRequest(let request):
+            request.action == .list || request.action == .members ? redisRead : groupChange + perGroupUser * request.users.count
         // Up to four script calls and a notice stored.
         case .contactRequest(let request): request.action == .list ? redisRead : contactChange
         case .settingsRequest: redisRead
-        // A script per contact and group member, up to 2,000.
-        case .presence: groupChange
+        // The user's contacts and groups; the groups' members and each one's presence are
+        // charged once read (`presenceRead`).
+        case .presence: redisRead
         // A script over the marks, a read per sender, and up to two notices per sender.
         case .markRead(let request): redisRead + request.reads.count / 16
         default: 1
         }
+    }
+
+    /// What a presence read cost beyond its first read: a member list per group, and a script
+    /// per user whose presence was read (or to whom an announcement went).
+    static func presenceRead(groups: Int, users: Int) -> Int {
+        groups + users
     }
 }

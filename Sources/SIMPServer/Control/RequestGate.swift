@@ -36,6 +36,11 @@ struct RequestGate {
         writable && outstanding < maxOutstanding && bucket.take(cost, now: now)
     }
 
+    /// Charges work a request turned out to cost beyond what `admit` took (`TokenBucket.charge`).
+    mutating func charge(_ extra: Int, now: NIODeadline) {
+        bucket.charge(extra, now: now)
+    }
+
     /// Marks a request as started whose answer comes later; `finished` ends it.
     mutating func started() {
         outstanding += 1

@@ -41,6 +41,11 @@ final class ServerMetrics: Sendable {
     let loginsFailed: Counter
     let loginsSucceeded: Counter
     let tokensRevoked: Counter
+    /// Password hashes made again with the node's parameters at a login.
+    let passwordHashesUpgraded: Counter
+    /// Control connections closed because their login ended elsewhere (a password change,
+    /// `logout{all}`, a device revoked).
+    let loginsEnded: Counter
     /// Inbox entries moved past a client's last seq after Redis lost numbers it had seen.
     let renumbered: Counter
     let sessions: Gauge
@@ -90,6 +95,8 @@ final class ServerMetrics: Sendable {
         loginsFailed = counter("logins_failed", "Logins with a wrong name or password")
         loginsSucceeded = counter("logins", "Logins with the right password")
         tokensRevoked = counter("tokens_revoked", "Tokens revoked by logout")
+        passwordHashesUpgraded = counter("password_hashes_upgraded", "Password hashes made again with this node's scrypt parameters at a login")
+        loginsEnded = counter("logins_ended", "Control connections closed because their login was ended (password change, logout all, device revoked)")
         renumbered = counter("messages_renumbered", "Messages moved past a client's last seq after Redis lost writes")
         reloads = [true: counter("config_reloads", "Configuration reloads (SIGHUP)", [("result", "ok")]),
                    false: counter("config_reloads", "Configuration reloads (SIGHUP)", [("result", "failed")])]

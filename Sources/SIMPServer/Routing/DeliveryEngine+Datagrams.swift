@@ -193,8 +193,10 @@ extension DeliveryEngine {
         message.serverTime = now.millis
         // A group message goes to its sender's inbox too (a member): the device that sent it
         // knows it by its name and shows it once.
+        // One to one, the field is only on the sender's own copy, which the store writes from
+        // the session: a sender's value would make the message show as the recipient's own.
         let toGroup = GroupName.addressed(by: message.toUser) != nil
-        if toGroup { message.fromDevice = session.device }
+        message.fromDevice = toGroup ? session.device : ""
         let bytes: [UInt8] = (try? message.serializedBytes()) ?? []
         let copied = session.devices > 1 && message.toUser != session.user && !toGroup
         // Stored, it (or its copy for the sender's other devices) could never be pushed: its

@@ -119,15 +119,16 @@ extension DeliveryEngine {
     /// Each item of a query is two Redis commands; the client asks about 512 at a time.
     static let maxQueryItems = 512
 
-    /// A reconnected sender asks which of its messages were delivered (`confirmedOf`).
-    mutating func query(_ query: Simp_DeliveryQuery, sessionID: UInt64) {
-        guard let session = sessions[sessionID] else { return }
+    /// A reconnected sender asks which of its messages were delivered: whose store to ask
+    /// about which items (answered with `confirmedOf`), nil when there is nothing to ask.
+    mutating func query(_ query: Simp_DeliveryQuery, sessionID: UInt64) -> (user: String, items: [Simp_Accepted])? {
+        guard let session = sessions[sessionID] else { return nil }
         guard query.messages.count <= Self.maxQueryItems else {
             act(.send(.error(.badRequest, "a query asks about at most \(Self.maxQueryItems) messages, not \(query.messages.count)"),
                       session: sessionID))
-            return
+            return nil
         }
-        act(.askConfirmed(session: sessionID, user: session.user, query.messages))
+        return query.messages.isEmpty ? nil : (session.user, query.messages)
     }
 
     /// Delivered for each message its recipient confirmed.

@@ -119,13 +119,6 @@ extension DeliveryEngine {
         return !closing.isEmpty
     }
 
-    /// A device was revoked (from another of its user's devices): its session here ends.
-    mutating func closeRevoked(user: String, device: String, by revoker: String, now: Moment) {
-        guard let session = sessions.session(of: user, device: device) else { return }
-        logger.notice("session of a revoked device closed", metadata: session.logMetadata)
-        end(session, .sessionClosed, "this device was revoked from \(user)'s device \(revoker)", now: now)
-    }
-
     private mutating func end(_ session: Session, _ code: Simp_ErrorCode, _ reason: String, now: Moment) {
         act(.end(session: session.id, .error(code, reason)))
         close(session.id, now: now)

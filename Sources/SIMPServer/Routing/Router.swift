@@ -51,6 +51,8 @@ final class Router: @unchecked Sendable {
     /// Actions are being carried out: an event fed meanwhile (a future that completed at once)
     /// adds its actions to those, in order, instead of starting a second round.
     private var performing = false
+    /// Charges a user's request budget with work done for it outside a request (`Admission.charge`).
+    var charge: @Sendable (_ user: String, _ units: Int) -> Void = { _, _ in }
 
     init(loop: any EventLoop, store: MessageStore, settings: RouterSettings, metrics: ServerMetrics, logger: Logger) {
         self.loop = loop
@@ -104,8 +106,10 @@ final class Router: @unchecked Sendable {
 
     /// Tells those who may see `change.user`'s presence, on every node where they are.
     private func announce(_ change: PresenceChange) {
-        store.presenceCircle(of: change.user, on: loop).flatMap { [store, loop] watchers in
-            store.nodes(of: watchers, watching: change.user, on: loop)
+        store.presenceCircle(of: change.user, on: loop).flatMap { [store, loop, charge] circle in
+            // The user whose connect or disconnect it is pays for it, like for a request.
+            charge(change.user, RequestCost.presenceRead(groups: circle.groups, users: circle.users.count))
+            return store.nodes(of: circle.users, watching: change.user, on: loop)
         }.whenSuccess { [self] byNode in
             for (node, watchers) in byNode {
                 if node == engine.settings.nodeID {
@@ -188,11 +192,6 @@ final class Router: @unchecked Sendable {
         feed { engine, now in engine.closeByAdministrator(user: user, session: id, now: now) }
     }
 
-    /// A device was revoked (from another of its user's devices): its session here ends.
-    func closeRevoked(user: String, device: String, by revoker: String) {
-        feed { engine, now in engine.closeRevoked(user: user, device: device, by: revoker, now: now) }
-    }
-
     // MARK: events from clients and other nodes
 
     func receive(_ envelope: AddressedEnvelope<ByteBuffer>) {
@@ -213,8 +212,14 @@ final class Router: @unchecked Sendable {
     }
 
     /// Answers a reconnected sender: Delivered for each message its recipient confirmed.
-    func answer(_ query: Simp_DeliveryQuery, sessionID: UInt64) {
-        feed { engine, _ in engine.query(query, sessionID: sessionID) }
+    /// Completes once the `delivered` frames of the query's answer are queued.
+    func answer(_ query: Simp_DeliveryQuery, sessionID: UInt64) -> EventLoopFuture<Void> {
+        guard let asked = feed({ engine, _ in engine.query(query, sessionID: sessionID) }) else {
+            return loop.makeSucceededVoidFuture()
+        }
+        return store.confirmedOf(asked.user, asked.items, on: loop).map { [self] confirmed in
+            feed { engine, _ in engine.confirmedOf(session: sessionID, confirmed) }
+        }
     }
 
     func received(_ notice: NodeNotice) {
@@ -317,10 +322,6 @@ final class Router: @unchecked Sendable {
         case .writeMarks(let marks):
             store.acknowledge(marks, on: loop).whenSuccess { [self] results in
                 feed { $0.marksWritten(marks, results, now: $1) }
-            }
-        case .askConfirmed(let id, let user, let items):
-            store.confirmedOf(user, items, on: loop).whenSuccess { [self] confirmed in
-                feed { engine, _ in engine.confirmedOf(session: id, confirmed) }
             }
         default:
             carryOutElsewhere(action)

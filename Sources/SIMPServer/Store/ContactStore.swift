@@ -100,12 +100,14 @@ extension MessageStore {
     /// Who may see `user`'s presence (its contacts and the members of its groups, less those it
     /// blocked, at most `limit`); empty when it hides it (last-seen off).
     /// `ignoringOwnSetting`: the user's own last-seen setting does not matter (it asks to see others').
-    func presenceCircle(of user: String, ignoringOwnSetting: Bool = false, limit: Int = 2_000, on loop: any EventLoop) -> EventLoopFuture<[String]> {
+    /// `groups`: how many groups' member lists were read for it (what it cost, `RequestCost.presenceRead`).
+    func presenceCircle(of user: String, ignoringOwnSetting: Bool = false, limit: Int = 2_000,
+                        on loop: any EventLoop) -> EventLoopFuture<(users: [String], groups: Int)> {
         let command = RedisCommand.script(Scripts.presenceCircle, keys: [keys.contacts(user), keys.groups(user), keys.blocked(user), keys.settings(user)],
                                           args: [ignoringOwnSetting ? "any" : "own"])
         return redis.run([command], on: loop).flatMap { replies in
             let parts = (try? replies[0].checked().array) ?? nil ?? []
-            guard parts.count == 3 else { return loop.makeSucceededFuture([]) }
+            guard parts.count == 3 else { return loop.makeSucceededFuture(([], 0)) }
             let contacts = (parts[0].array ?? []).compactMap(\.string)
             let groups = (parts[1].array ?? []).compactMap(\.string)
             let blocked = Set((parts[2].array ?? []).compactMap(\.string))
@@ -117,7 +119,7 @@ extension MessageStore {
                 for reply in replies { members.formUnion((reply.array ?? []).compactMap(\.string)) }
                 let first = Set(contacts).subtracting(blocked).subtracting([user])
                 let rest = members.subtracting(first).subtracting(blocked).subtracting([user])
-                return Array((first.sorted() + rest.sorted()).prefix(limit)).sorted()
+                return (Array((first.sorted() + rest.sorted()).prefix(limit)).sorted(), groups.count)
             }
         }
     }

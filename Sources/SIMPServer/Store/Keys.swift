@@ -29,9 +29,12 @@ struct Keys: Sendable {
     func devices(_ name: String) -> String { of(name, "devices") }
     /// Each device's confirmed mark (field DEVICE, value a seq); `acked` is their highest.
     func cursors(_ name: String) -> String { of(name, "cursors") }
-    /// Devices revoked: field DEVICE, value the ms of the revocation (tokens issued before it
-    /// open no session for that device).
-    func revokedDevices(_ name: String) -> String { of(name, "revoked") }
+    /// When NAME's DEVICE was last revoked (ms): tokens issued before it open no session for that
+    /// device. One key per device, expiring with the longest token lifetime, so revocations
+    /// stay bounded and a revoke or a check touches one key. (`revoked`, a hash of every
+    /// device's revocation, was its earlier form: the revoke script deletes it.)
+    func revokedDevice(_ name: String, _ device: String) -> String { of(name, "revoked:\(device)") }
+    func revokedDevicesBefore(_ name: String) -> String { of(name, "revoked") }
     /// The ids of the messages one sender stored in one recipient's inbox, scored by their
     /// seq: a retransmitted datagram is stored once, the sender's share of the inbox is
     /// counted, and a delivery query is answered only to the message's sender.

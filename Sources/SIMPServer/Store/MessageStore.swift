@@ -670,7 +670,7 @@ final class MessageStore: Sendable {
                         on loop: any EventLoop) -> EventLoopFuture<DeviceRegistration> {
         let command = RedisCommand.script(
             Scripts.registerDevice,
-            keys: [keys.devices(user), keys.cursors(user), keys.acked(user), keys.revokedDevices(user), keys.presence(user),
+            keys: [keys.devices(user), keys.cursors(user), keys.acked(user), keys.revokedDevice(user, device), keys.presence(user),
                    keys.blocked(user), keys.settings(user)],
             args: [device, settings.maxDevicesPerUser, nowMillis, issuedMillis])
         return redis.run([command], on: loop).flatMapThrowing { replies in
@@ -690,7 +690,8 @@ final class MessageStore: Sendable {
     func revokeDevice(user: String, device: String, nowMillis: Int64, on loop: any EventLoop) -> EventLoopFuture<PresenceEntry??> {
         let command = RedisCommand.script(
             Scripts.revokeDevice,
-            keys: [keys.devices(user), keys.cursors(user), keys.presence(user), keys.revokedDevices(user)],
+            keys: [keys.devices(user), keys.cursors(user), keys.presence(user), keys.revokedDevice(user, device),
+                   keys.revokedDevicesBefore(user)],
             args: [device, nowMillis, settings.tokenLifetimeMillis])
         return redis.run([command], on: loop).flatMapThrowing { replies in
             let reply = try replies[0].checked()
@@ -827,6 +828,27 @@ final class MessageStore: Sendable {
             RedisCommand("ZREMRANGEBYRANK", [known, 0, -(LoginThrottle.knownSourcesPerUser + 1)]),
             RedisCommand("PEXPIRE", [known, lifetime]),
         ], on: loop).flatMapThrowing { replies in for reply in replies { _ = try reply.checked() } }
+    }
+
+    /// A new password; tokens issued before `tokensFrom` (ms) stop opening sessions.
+    func setPassword(user: String, salt: [UInt8], hash: [UInt8], kdf: String, tokensFrom: Int64,
+                     on loop: any EventLoop) -> EventLoopFuture<Void> {
+        redis.run([RedisCommand("HSET", [keys.user(user), "salt", salt, "hash", hash, "kdf", kdf, "tokensFrom", tokensFrom])], on: loop)
+            .flatMapThrowing { replies in _ = try replies[0].checked() }
+    }
+
+    /// Tokens of the user issued before `millis` stop opening sessions.
+    func setTokensFrom(user: String, millis: Int64, on loop: any EventLoop) -> EventLoopFuture<Void> {
+        redis.run([RedisCommand("HSET", [keys.user(user), "tokensFrom", millis])], on: loop)
+            .flatMapThrowing { replies in _ = try replies[0].checked() }
+    }
+
+    /// Replaces the user's password hash by one made with other parameters, only while the
+    /// stored hash is still `old`. Returns whether it did.
+    func replaceHash(user: String, old: [UInt8], salt: [UInt8], hash: [UInt8], kdf: String,
+                     on loop: any EventLoop) -> EventLoopFuture<Bool> {
+        let command = RedisCommand.script(Scripts.replaceHash, keys: [keys.user(user)], args: [old, salt, hash, kdf])
+        return redis.run([command], on: loop).flatMapThrowing { replies in try replies[0].checked().int == 1 }
     }
 
     /// Marks tokens revoked until they would have expired anyway.

@@ -346,7 +346,7 @@ enum Scripts {
     """)
 
     /// At CONNECT: registers the device, or finds it registered. KEYS: devices, cursors,
-    /// confirmed mark, revoked devices, presence. ARGV: device, the most devices a user may
+    /// confirmed mark, the device's revocation time, presence. ARGV: device, the most devices a user may
     /// have, now (ms), when the token was issued (ms). A new device starts at the user's
     /// confirmed mark: it gets what no device has confirmed yet, not the past. Returns {1,
     /// cursor, devices, filtered, node...} (filtered: 1 when the user blocked someone or takes
@@ -356,7 +356,7 @@ enum Scripts {
     /// revocation.
     static let registerDevice = RedisScript(presenceNodes + """
     local device = ARGV[1]
-    local revoked = redis.call('HGET', KEYS[4], device)
+    local revoked = redis.call('GET', KEYS[4])
     if revoked and tonumber(ARGV[4]) <= tonumber(revoked) then return {-2} end
     local cursor = redis.call('HGET', KEYS[2], device)
     local count = redis.call('HLEN', KEYS[1])
@@ -375,21 +375,20 @@ enum Scripts {
     return out
     """)
 
-    /// Ends a device. KEYS: devices, cursors, presence, revoked devices. ARGV: device, now
-    /// (ms), how long a revocation is kept (ms: the token lifetime, after which every token
-    /// issued before it has expired). Returns false when the user has no such device, else the
-    /// device's presence entry ('' when it is not connected).
+    /// Ends a device. KEYS: devices, cursors, presence, the device's revocation time, the
+    /// earlier hash of every device's revocation (deleted: the per-device keys replace it).
+    /// ARGV: device, now (ms), how long a revocation is kept (ms: the token lifetime, after
+    /// which every token issued before it has expired). O(1) whatever the user revoked before.
+    /// Returns false when the user has no such device, else the device's presence entry (''
+    /// when it is not connected).
     static let revokeDevice = RedisScript("""
-    local device, now = ARGV[1], tonumber(ARGV[2])
+    local device = ARGV[1]
     if redis.call('HDEL', KEYS[1], device) == 0 then return false end
     local presence = redis.call('HGET', KEYS[3], device) or ''
     redis.call('HDEL', KEYS[2], device)
     redis.call('HDEL', KEYS[3], device)
-    local revoked = redis.call('HGETALL', KEYS[4])
-    for i = 1, #revoked, 2 do
-      if tonumber(revoked[i + 1]) < now - tonumber(ARGV[3]) then redis.call('HDEL', KEYS[4], revoked[i]) end
-    end
-    redis.call('HSET', KEYS[4], device, now)
+    redis.call('SET', KEYS[4], ARGV[2], 'PX', ARGV[3])
+    redis.call('UNLINK', KEYS[5])
     return presence
     """)
 
@@ -466,6 +465,15 @@ enum Scripts {
     local confirmed = redis.call('GET', KEYS[1]) or '0'
     local entries = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. ARGV[1], ARGV[2], 'LIMIT', 0, ARGV[3])
     return {tonumber(confirmed), entries, onlinereplicas(tonumber(ARGV[4]))}
+    """)
+
+    /// Replaces a password hash made with older parameters, only while it is still the one
+    /// checked. KEYS: the user. ARGV: the hash checked, new salt, new hash, its kdf. Returns 1
+    /// replaced, 0 the hash changed meanwhile.
+    static let replaceHash = RedisScript("""
+    if redis.call('HGET', KEYS[1], 'hash') ~= ARGV[1] then return 0 end
+    redis.call('HSET', KEYS[1], 'salt', ARGV[2], 'hash', ARGV[3], 'kdf', ARGV[4])
+    return 1
     """)
 
     /// Creates an account only if the name is free. Returns 1 created, 0 taken.

@@ -228,7 +228,12 @@ import Testing
         #expect(try await register("tablet", at: 3) == .tooMany(devices: 2))
         #expect(try await register("phone", at: 4) == .registered(cursor: 0, devices: 2, nodes: []))
         #expect(try await messages.revokeDevice(user: "bob", device: "tablet", nowMillis: 5, on: loop).get() == nil)
+        // O(1): the revocation is one key, not a hash of every revocation read back each time.
+        let reads = try await CommandStats.calls("hgetall", on: pool)
         #expect(try await messages.revokeDevice(user: "bob", device: "phone", nowMillis: 5, on: loop).get() == .some(nil))
+        #expect(try await CommandStats.calls("hgetall", on: pool) == reads)
+        let ttl = try await pool.run(RedisCommand("PTTL", [messages.keys.revokedDevice("bob", "phone")])).int ?? -1
+        #expect(ttl > 0 && ttl <= messages.settings.tokenLifetimeMillis, "kept no longer than a token lives: \(ttl)")
         #expect(try await register("phone", at: 6, issued: 5) == .revoked)
         #expect(try await register("tablet", at: 7) == .registered(cursor: 0, devices: 2, nodes: []))
         #expect(try await register("phone", at: 8, issued: 6) == .tooMany(devices: 2))

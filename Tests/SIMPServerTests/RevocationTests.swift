@@ -1,0 +1,179 @@
+import Foundation
+import SIMPClient
+import SIMPCore
+import SIMPTestSupport
+import Testing
+@testable import SIMPServer
+
+/// Issue 46, finding 1: a login token is bound to one device, revoking a device ends every
+/// login of it, and a password change or `logout{all}` ends the user's other logins, on every
+/// node. Raw peers, where the library would never send the attack.
+@Suite(.serialized) struct RevocationTests {
+    private func connect(_ peer: RawPeer, token: String, device: String, id: UInt64 = 2) throws -> Simp_Envelope? {
+        var connect = Simp_ConnectRequest()
+        connect.token = token
+        connect.device = device
+        return try peer.request(id, .connect(connect))
+    }
+
+    private func peer(_ cluster: TestCluster) throws -> RawPeer {
+        try RawPeer(tcpPort: cluster.addresses.tcpPort, udpPort: cluster.addresses.udpPort)
+    }
+
+    /// The reviewer's attack: a stolen phone's token, CONNECTed under another device name after
+    /// the owner revoked the phone, was `connected` and got the user's messages.
+    @Test func aRevokedDevicesTokenOpensNoSessionUnderAnotherName() async throws {
+        let cluster = try await TestCluster.start()
+        try await cluster.register("alice")
+        let phone = try peer(cluster)
+        let stolen = try phone.login("alice", "pw-alice", device: "phone")
+        try phone.connectAndBind(token: stolen, device: "phone")
+        let (laptop, _) = try await cluster.connectedDevice("alice", "laptop")
+        try await laptop.revokeDevice("phone")
+
+        let thief = try peer(cluster)
+        #expect(errorCode(try connect(thief, token: stolen, device: "phone")) == .deviceRevoked)
+        let renamed = try connect(thief, token: stolen, device: "phone2", id: 3)
+        #expect(errorCode(renamed) == .invalidToken, "\(String(describing: renamed))")
+        if case .error(let error)? = renamed?.body {
+            #expect(error.reason == "this token was issued to device phone, not phone2; log in on phone2")
+        }
+        #expect(await cluster.server.sessionCount() == 1, "only the laptop")
+        await laptop.close()
+        await cluster.stop()
+    }
+
+    /// Without any revocation, a token opens a session for its own device only; one from a
+    /// login that named no device is the `default` device's.
+    @Test func aTokenOpensASessionForItsOwnDeviceOnly() async throws {
+        let cluster = try await TestCluster.start()
+        try await cluster.register("alice")
+        let first = try peer(cluster)
+        let token = try first.login("alice", "pw-alice", device: "phone")
+        #expect(errorCode(try connect(try peer(cluster), token: token, device: "laptop")) == .invalidToken)
+        #expect(errorCode(try connect(try peer(cluster), token: token, device: "")) == .invalidToken)
+        guard case .connected(let response)? = try connect(try peer(cluster), token: token, device: "phone")?.body else {
+            Issue.record("the token's own device was refused")
+            return
+        }
+        #expect(response.device == "phone")
+        let unnamed = try peer(cluster).login("alice", "pw-alice")
+        guard case .connected? = try connect(try peer(cluster), token: unnamed, device: "")?.body else {
+            Issue.record("a token without a device name did not open the default device")
+            return
+        }
+        await cluster.stop()
+    }
+
+    /// Revoking a device also closes its connections that logged in but never connected, and
+    /// the revocation is one key per device that expires with the token lifetime.
+    @Test func revokingADeviceClosesEveryLoginOfItAndStaysBounded() async throws {
+        let cluster = try await TestCluster.start()
+        try await cluster.register("alice")
+        let phone = try peer(cluster)
+        try phone.connectAndBind(token: try phone.login("alice", "pw-alice", device: "phone"), device: "phone")
+        let idle = try peer(cluster)
+        _ = try idle.login("alice", "pw-alice", device: "phone")
+        let (laptop, _) = try await cluster.connectedDevice("alice", "laptop")
+        try await laptop.revokeDevice("phone")
+        for connection in [phone, idle] {
+            let ended = try connection.read()
+            #expect(errorCode(ended) == .sessionClosed, "\(String(describing: ended))")
+            #expect(connection.isClosedByServer())
+        }
+        #expect(cluster.metric("simp_logins_ended_total") >= 2)
+        let ttl = try #require(Int(try cluster.redis.command(["PTTL", "simp:{alice}:revoked:phone"]).dropFirst().prefix { $0 != "\r\n" }))
+        #expect(ttl > 0 && ttl <= 24 * 3600 * 1000, "the revocation lasts no longer than a token: \(ttl)")
+        #expect(try cluster.redis.command(["EXISTS", "simp:{alice}:revoked"]).hasPrefix(":0"), "no hash of every revocation")
+        await laptop.close()
+        await cluster.stop()
+    }
+
+    /// `changePassword`: the caller gets a new token and keeps its session; every other
+    /// connection of the user closes with SESSION_CLOSED, and every earlier token is refused.
+    @Test func aPasswordChangeEndsEveryOtherLogin() async throws {
+        let cluster = try await TestCluster.start()
+        try await cluster.register("alice")
+        try await cluster.register("bob")
+        let phone = try peer(cluster)
+        let phoneToken = try phone.login("alice", "pw-alice", device: "phone")
+        try phone.connectAndBind(token: phoneToken, device: "phone")
+        let (laptop, laptopLog) = try await cluster.connectedDevice("alice", "laptop")
+        let oldLaptopToken = try #require(await laptop.loginToken())
+
+        try await laptop.changePassword(from: "pw-alice", to: "new-secret")
+        let ended = try phone.read()
+        #expect(errorCode(ended) == .sessionClosed)
+        if case .error(let error)? = ended?.body {
+            #expect(error.reason == "the password was changed on another connection; log in with the new one")
+        }
+        #expect(phone.isClosedByServer())
+        for token in [phoneToken, oldLaptopToken.value] {
+            let refused = try connect(try peer(cluster), token: token, device: token == phoneToken ? "phone" : "laptop")
+            #expect(errorCode(refused) == .invalidToken, "\(String(describing: refused))")
+        }
+        let newToken = try #require(await laptop.loginToken())
+        #expect(newToken.value != oldLaptopToken.value)
+        #expect(throws: TestSupportError.self) { try peer(cluster).login("alice", "pw-alice") }
+        _ = try peer(cluster).login("alice", "new-secret")
+        // The laptop goes on: its session was not ended.
+        let (bob, bobLog) = try await cluster.connectedClient("bob", register: false)
+        let id = try await laptop.send(to: "bob", text: "still here")
+        #expect(await bobLog.wait { $0.messages.contains { $0.id == id } })
+        #expect(!laptopLog.all.contains { if case .ended = $0 { true } else { false } })
+        for client in [laptop, bob] { await client.close() }
+        await cluster.stop()
+    }
+
+    /// A wrong old password changes nothing and counts as a failed login.
+    @Test func aPasswordChangeNeedsTheOldPassword() async throws {
+        let cluster = try await TestCluster.start()
+        try await cluster.register("alice")
+        let (laptop, _) = try await cluster.connectedDevice("alice", "laptop")
+        do {
+            try await laptop.changePassword(from: "wrong", to: "new-secret")
+            Issue.record("changed with a wrong old password")
+        } catch {
+            #expect(error.code == .invalidCredentials)
+        }
+        #expect(cluster.metric("simp_logins_failed_total") == 1)
+        _ = try peer(cluster).login("alice", "pw-alice")
+        await laptop.close()
+        await cluster.stop()
+    }
+
+    /// `logout{all}` on one node closes the user's connections on the other node too, and no
+    /// token issued before it opens a session.
+    @Test func logoutAllEndsEveryLoginOnEveryNode() async throws {
+        let deployment = try Deployment(nodes: 2)
+        defer { deployment.stop() }
+        let (one, two) = (deployment.servers[0], deployment.servers[1])
+        let register = try RawPeer(tcpPort: one.tcpPort, udpPort: one.udpPort)
+        guard case .ok? = try register.request(1, .register(.with { $0.user = "alice"; $0.password = "pw-alice" }))?.body else {
+            Issue.record("register refused")
+            return
+        }
+        let phone = try RawPeer(tcpPort: two.tcpPort, udpPort: two.udpPort)
+        let phoneToken = try phone.login("alice", "pw-alice", device: "phone")
+        try phone.connectAndBind(token: phoneToken, device: "phone")
+        let idle = try RawPeer(tcpPort: two.tcpPort, udpPort: two.udpPort)
+        _ = try idle.login("alice", "pw-alice", device: "tablet")
+        let laptop = try RawPeer(tcpPort: one.tcpPort, udpPort: one.udpPort)
+        try laptop.connectAndBind(token: try laptop.login("alice", "pw-alice", device: "laptop"), device: "laptop")
+
+        guard case .ok? = try laptop.request(7, .logout(.with { $0.all = true }))?.body else {
+            Issue.record("logout all refused")
+            return
+        }
+        for connection in [phone, idle] {
+            let ended = try connection.read()
+            #expect(errorCode(ended) == .sessionClosed, "\(String(describing: ended))")
+            if case .error(let error)? = ended?.body {
+                #expect(error.reason == "every login of this user was ended from another connection; log in again")
+            }
+        }
+        let again = try RawPeer(tcpPort: two.tcpPort, udpPort: two.udpPort)
+        #expect(errorCode(try connect(again, token: phoneToken, device: "phone")) == .invalidToken)
+        _ = try again.login("alice", "pw-alice", device: "phone")
+    }
+}
