@@ -138,6 +138,20 @@ public final class SIMPClient: @unchecked Sendable {
         try await oneShot(.register(request))
     }
 
+    /// A login token for `device` (this client's own when nil), on a connection of its own,
+    /// with no session opened: nothing of the device is replaced. For an application that
+    /// keeps tokens for several devices (`simp login` saves one for its REPL and one for its
+    /// one-shot commands).
+    public func logIn(user: String, password: String, device: String? = nil) async throws(ClientError) -> LoginToken {
+        var request = Simp_LoginRequest()
+        request.user = user
+        request.password = password
+        request.device = device ?? configuration.device ?? DeviceName.unnamed
+        let reply = try await oneShot(.login(request))
+        guard case .loginOk(let ok) = reply.body else { throw ClientError("unexpected reply to login") }
+        return LoginToken(value: ok.token, expiresAt: ok.expiresAt)
+    }
+
     /// Logs in, opens a session and validates the UDP path. Throws if any step is refused;
     /// after success, connection losses are repaired in the background.
     public func connect(user: String, password: String) async throws(ClientError) {
@@ -688,7 +702,9 @@ public final class SIMPClient: @unchecked Sendable {
             }
     }
 
-    private func oneShot(_ body: Simp_Envelope.OneOf_Body) async throws(ClientError) {
+    /// One request on a connection of its own, closed after the answer.
+    @discardableResult
+    private func oneShot(_ body: Simp_Envelope.OneOf_Body) async throws(ClientError) -> Simp_Envelope {
         do {
             let (channel, handler) = try await oneShotChannel()
             defer { channel.close(promise: nil) }
@@ -697,6 +713,7 @@ public final class SIMPClient: @unchecked Sendable {
                 handler.send(Simp_Envelope(requestID: 1, body), on: channel, timeout: timeout)
             }.get()
             if case .error(let error) = reply.body { throw ClientError.server(error) }
+            return reply
         } catch {
             throw withTLSHint(Self.clientError(error))
         }

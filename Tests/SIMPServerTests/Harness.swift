@@ -91,6 +91,13 @@ final class TestCluster: @unchecked Sendable {
 }
 
 extension TestCluster {
+    /// A raw peer of an already registered `user` (password `pw-USER`), logged in, connected and bound.
+    func boundRawPeer(_ user: String) throws -> RawPeer {
+        let peer = try RawPeer(tcpPort: addresses.tcpPort, udpPort: addresses.udpPort)
+        try peer.connectAndBind(token: try peer.login(user, "pw-\(user)"))
+        return peer
+    }
+
     /// A client of an already registered `user` (password `pw-USER` unless given) as device `name`, connected.
     func connectedDevice(_ user: String, _ name: String, password: String? = nil) async throws -> (SIMPClient, EventLog) {
         var config = clientConfiguration()

@@ -56,8 +56,7 @@ import Testing
         let cluster = try await TestCluster.start()
         try await cluster.register("bob")
         try await cluster.register("mallory")
-        let peer = try RawPeer(tcpPort: cluster.addresses.tcpPort, udpPort: cluster.addresses.udpPort)
-        try peer.connectAndBind(token: try peer.login("mallory", "pw-mallory"))
+        let peer = try cluster.boundRawPeer("mallory")
         var query = Simp_DeliveryQuery()
         query.messages = (0..<512).map { index in
             var item = Simp_Accepted()
@@ -84,8 +83,7 @@ import Testing
     @Test func aQueryNamingNoUserIsRefused() async throws {
         let cluster = try await TestCluster.start()
         try await cluster.register("mallory")
-        let peer = try RawPeer(tcpPort: cluster.addresses.tcpPort, udpPort: cluster.addresses.udpPort)
-        try peer.connectAndBind(token: try peer.login("mallory", "pw-mallory"))
+        let peer = try cluster.boundRawPeer("mallory")
         var item = Simp_Accepted()
         item.messageID = "1"
         item.toUser = "bob}:inbox"
