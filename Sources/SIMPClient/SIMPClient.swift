@@ -265,7 +265,7 @@ public final class SIMPClient: @unchecked Sendable {
         var logout = Simp_Logout()
         logout.all = everywhere
         do {
-            _ = try await loop.flatSubmit { [self] in request(.logout(logout)) }.get()
+            _ = try await loop.flatSubmit { [self, logout] in request(.logout(logout)) }.get()
         } catch {
             await disconnect()
             throw Self.clientError(error)
