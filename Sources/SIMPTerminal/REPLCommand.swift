@@ -150,6 +150,9 @@ public enum REPLCommand: Equatable, Sendable {
         case "/contact", "/contacts", "/block", "/unblock", "/blocked", "/set": return .contact(try parseContact(trimmed))
         case "/help": return .help
         case "/quit": return .quit
+        case "/password":
+            // The chat line is echoed and kept in the REPL's history: no place for a password.
+            throw ParseError(message: "change your password with simp password (it asks without echo); every other login of yours then ends")
         case "/logout":
             guard parts.count == 1 || (parts.count == 2 && parts[1] == "--all") else { throw ParseError(message: "usage: /logout [--all]") }
             return .logout(everywhere: parts.count == 2)

@@ -124,13 +124,16 @@ struct ConnectionOptions: ParsableArguments {
     }
 
     private func connect(_ client: SIMPClient, _ plan: LoginPlan, _ saved: SavedLogin) async throws {
-        do {
-            try await client.connect(user: plan.user, token: saved.loginToken)
-            return
-        } catch {
-            guard error.code == .invalidToken else { throw error }
+        // A token opens sessions for its own device only: this run's device needs its own.
+        if let token = saved.loginToken(for: await client.deviceName()) {
+            do {
+                try await client.connect(user: plan.user, token: token)
+                return
+            } catch {
+                guard error.code == .invalidToken else { throw error }
+            }
+            await client.disconnect()
         }
-        await client.disconnect()
         guard let typed = Self.typedPassword(for: plan.user) else {
             throw ClientError("the saved login for \(plan.user) on \(plan.server) has expired or was revoked: "
                               + "run simp login, or give --password or SIMP_PASSWORD", code: .invalidToken)
@@ -141,8 +144,17 @@ struct ConnectionOptions: ParsableArguments {
 
     private func saveLogin(of client: SIMPClient, _ plan: LoginPlan) async throws {
         guard let token = await client.loginToken() else { return }
-        try CredentialsFile.save(SavedLogin(server: plan.server, user: plan.user, tls: tls,
-                                            token: token.value, expiresAt: token.expiresAt))
+        try CredentialsFile.save(token, for: await client.deviceName(), server: plan.server, user: plan.user, tls: tls)
+    }
+
+    /// `simp login`: a token for the installation's REPL device too (the command itself ran as
+    /// its one-shot device), logged in without a session, so a running REPL is not replaced.
+    /// Nothing more when `--device` named the one device to save.
+    func saveREPLLogin(_ client: SIMPClient, _ plan: LoginPlan) async throws {
+        guard device == nil, case .password(let password) = plan.method else { return }
+        let repl = DeviceFile.name()
+        let token = try await client.logIn(user: plan.user, password: password, device: repl)
+        try CredentialsFile.save(token, for: repl, server: plan.server, user: plan.user, tls: tls)
     }
 
     private static func typedPassword(for user: String) -> String? {

@@ -2,19 +2,37 @@ import Foundation
 import SIMPClient
 import SIMPCore
 
-/// A login saved by `simp login` or `--save-login`: the server, the user and the login token,
-/// never the password. The token is as good as the password until it expires or `/logout`
-/// revokes it, so the file is 0600 in a 0700 directory.
+/// A login saved by `simp login` or `--save-login`: the server, the user and a login token per
+/// device, never the password. A token opens sessions for its own device only, and the REPL
+/// and the one-shot commands are different devices (`ConnectionOptions.deviceName`), so each
+/// has its own. A token is as good as the password for its device until it expires or
+/// `/logout` revokes it, so the file is 0600 in a 0700 directory.
 struct SavedLogin: Codable, Equatable {
+    struct Token: Codable, Equatable {
+        var token: String
+        /// Milliseconds since 1970.
+        var expiresAt: Int64
+    }
+
     var server: String
     var user: String
-    /// Made over TLS: the token must not then be sent over plain TCP.
+    /// Made over TLS: the tokens must not then be sent over plain TCP.
     var tls: Bool
-    var token: String
-    /// Milliseconds since 1970.
-    var expiresAt: Int64
+    /// By device name.
+    var tokens: [String: Token]
 
-    var loginToken: LoginToken { LoginToken(value: token, expiresAt: expiresAt) }
+    /// The token saved for `device`, if any.
+    func loginToken(for device: String) -> LoginToken? {
+        tokens[device].map { LoginToken(value: $0.token, expiresAt: $0.expiresAt) }
+    }
+
+    /// This login with `token` saved for `device` too: beside the others when it is the same
+    /// server, user and TLS, else alone.
+    func adding(_ token: LoginToken, for device: String, server: String, user: String, tls: Bool) -> SavedLogin {
+        var login = self.server == server && self.user == user && self.tls == tls ? self : SavedLogin(server: server, user: user, tls: tls, tokens: [:])
+        login.tokens[device] = Token(token: token.value, expiresAt: token.expiresAt)
+        return login
+    }
 }
 
 struct CredentialsError: Error, CustomStringConvertible {
@@ -30,10 +48,17 @@ enum CredentialsFile {
         return (environment["HOME"] ?? NSHomeDirectory()) + "/.config/simp/credentials"
     }
 
-    /// nil when there is no file or it is not a saved login.
+    /// nil when there is no file or it is not a saved login (one of the form before tokens were
+    /// saved per device is not: its token opens no session any more).
     static func load() -> SavedLogin? {
         guard let data = FileManager.default.contents(atPath: path) else { return nil }
         return try? JSONDecoder().decode(SavedLogin.self, from: data)
+    }
+
+    /// Saves `token` for `device`, beside the tokens saved for other devices of the same login.
+    static func save(_ token: LoginToken, for device: String, server: String, user: String, tls: Bool) throws {
+        let empty = SavedLogin(server: server, user: user, tls: tls, tokens: [:])
+        try save((load() ?? empty).adding(token, for: device, server: server, user: user, tls: tls))
     }
 
     /// Replaces the file whole (write to a new file, then rename), so a reader never sees half

@@ -313,7 +313,15 @@ struct Login: AsyncParsableCommand {
 
     func run() async throws {
         let output = Output(json: false)
-        let client = try await openSession(connection, output, needsPassword: true, save: true)
+        let plan = try connection.loginPlan(needsPassword: true)
+        let client = try await openSession(connection, output, plan: plan, save: true)
+        do {
+            try await connection.saveREPLLogin(client, plan)
+        } catch {
+            await client.close()
+            output.problem("login saved for the one-shot commands only: \(describe(error))")
+            throw ExitCode(ExitStatus.failure)
+        }
         await client.close()
         output.info("login saved in \(CredentialsFile.path)")
     }
@@ -321,9 +329,10 @@ struct Login: AsyncParsableCommand {
 
 /// Connects for a subcommand; on failure prints one line on stderr and exits with the status
 /// for it: 5 when the login was refused, 6 when the server cannot be reached.
+/// `plan`: how to log in, when the caller worked it out already (it may have asked for the password).
 func openSession(_ connection: ConnectionOptions, _ output: Output, listens: Bool = false,
-                 needsPassword: Bool = false, save: Bool = false) async throws -> SIMPClient {
-    let plan = try connection.loginPlan(needsPassword: needsPassword)
+                 needsPassword: Bool = false, plan given: LoginPlan? = nil, save: Bool = false) async throws -> SIMPClient {
+    let plan = try given ?? connection.loginPlan(needsPassword: needsPassword)
     let client = SIMPClient(configuration: try connection.configuration(server: plan.server, commandLine: !listens))
     do {
         try await connection.connect(client, plan, save: save)

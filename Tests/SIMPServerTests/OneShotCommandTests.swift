@@ -131,6 +131,37 @@ import Glibc
         #expect(phone.waitForExit(timeout: 10) == 0)
     }
 
+    /// `simp password` (issue 46): a running `listen` of the same user ends (exit 1) with the
+    /// reason, the old password no longer logs in, the new one does; `/logout --all` from the
+    /// REPL ends the next `listen` the same way.
+    @Test func aPasswordChangeAndLogoutAllEndTheOtherLogins() async throws {
+        let node = try ServerNode()
+        defer { node.stop() }
+        try await register(node, "bob")
+        let phone = try simp(node, "listen", ["--user", "bob", "--password", "pw-bob", "--device", "phone", "--json"])
+        #expect(phone.waitForLine(timeout: 20) { $0.contains(#""event":"connected""#) } != nil)
+        let change = try ChildProcess(try productPath("simp"), ["password", "--server", "127.0.0.1:\(node.server.tcpPort)", "--user", "bob",
+                                                               "--password", "pw-bob"],
+                                      environment: ["XDG_CONFIG_HOME": configHome, "SIMP_NEW_PASSWORD": "new-secret"])
+        #expect(change.waitForExit(timeout: 30) == 0, "stderr: \(change.stderr)")
+        #expect(change.stdout.contains("password of bob changed; every other login ended"), "\(change.stdout)")
+        #expect(phone.waitForExit(timeout: 15) == 1)
+        #expect(phone.stdout.contains(#""reason":"the password was changed on another connection; log in with the new one""#), "\(phone.stdout)")
+        let old = try simp(node, "history", ["--user", "bob", "--password", "pw-bob", "alice"])
+        #expect(old.waitForExit(timeout: 30) == 5)
+
+        let laptop = try simp(node, "listen", ["--user", "bob", "--password", "new-secret", "--device", "laptop", "--json"])
+        #expect(laptop.waitForLine(timeout: 20) { $0.contains(#""event":"connected""#) } != nil)
+        let repl = try ChildProcess(try productPath("simp"), ["--server", "127.0.0.1:\(node.server.tcpPort)", "--user", "bob",
+                                                             "--password", "new-secret", "--device", "tablet"],
+                                    environment: ["XDG_CONFIG_HOME": configHome])
+        repl.write("/logout --all\n")
+        #expect(repl.waitForExit(timeout: 30) == 0, "stderr: \(repl.stderr)")
+        #expect(repl.stdout.contains("logged out on every device"), "\(repl.stdout)")
+        #expect(laptop.waitForExit(timeout: 15) == 1)
+        #expect(laptop.stdout.contains("every login of this user was ended from another connection"), "\(laptop.stdout)")
+    }
+
     @Test func listenPrintsEscapedTextAndStopsOnSIGTERM() async throws {
         let node = try ServerNode()
         defer { node.stop() }
@@ -243,8 +274,14 @@ import Glibc
         let saved = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: file))) as? [String: Any])
         #expect(saved["user"] as? String == "alice")
         #expect(saved["server"] as? String == "127.0.0.1:\(node.server.tcpPort)")
-        #expect((saved["token"] as? String)?.isEmpty == false)
-        #expect((saved["expiresAt"] as? Int ?? 0) > Int(Date().timeIntervalSince1970 * 1000))
+        // A token per device: the REPL's (the installation's name) and the one-shot commands' (-cli).
+        let tokens = try #require(saved["tokens"] as? [String: [String: Any]])
+        let device = try String(contentsOfFile: configHome + "/simp/device", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(Set(tokens.keys) == [device, device + "-cli"])
+        for token in tokens.values {
+            #expect((token["token"] as? String)?.hasPrefix("alice@") == true)
+            #expect((token["expiresAt"] as? Int ?? 0) > Int(Date().timeIntervalSince1970 * 1000))
+        }
         #expect(!(try String(contentsOfFile: file, encoding: .utf8)).contains("pw-alice"), "the password is never saved")
 
         // No --server, --user or password: all from the saved login, twice.
@@ -255,7 +292,11 @@ import Glibc
 
         // A token the server refuses: a clear error (no terminal to ask on) and status 5.
         var forged = saved
-        forged["token"] = "alice.\(Int64(Date().timeIntervalSince1970 * 1000) + 3_600_000).1.00"
+        forged["tokens"] = tokens.mapValues { token in
+            var token = token
+            token["token"] = "alice@\(device)-cli.\(Int64(Date().timeIntervalSince1970 * 1000) + 3_600_000).1.00"
+            return token
+        }
         try JSONSerialization.data(withJSONObject: forged).write(to: URL(fileURLWithPath: file))
         let refused = try simp("send", ["--to", "bob", "--accepted", "third"])
         #expect(refused.waitForExit(timeout: 30) == 5)
@@ -263,7 +304,11 @@ import Glibc
 
         // An expired one is not even offered to the server.
         var expired = saved
-        expired["expiresAt"] = Int64(Date().timeIntervalSince1970 * 1000) - 1000
+        expired["tokens"] = tokens.mapValues { token in
+            var token = token
+            token["expiresAt"] = Int64(Date().timeIntervalSince1970 * 1000) - 1000
+            return token
+        }
         try JSONSerialization.data(withJSONObject: expired).write(to: URL(fileURLWithPath: file))
         let late = try simp("history", ["bob"])
         #expect(late.waitForExit(timeout: 30) == 5)

@@ -13,6 +13,9 @@ import Testing
         #expect(try REPLCommand.parse("/logout") == .logout(everywhere: false))
         #expect(try REPLCommand.parse("/logout --all") == .logout(everywhere: true))
         #expect(throws: REPLCommand.ParseError.self) { try REPLCommand.parse("/logout everything") }
+        #expect(throws: REPLCommand.ParseError(message: "change your password with simp password (it asks without echo); every other login of yours then ends")) {
+            try REPLCommand.parse("/password")
+        }
         #expect(try REPLCommand.parse("   ") == .empty)
         #expect(try REPLCommand.parse("/devices") == .devices)
         #expect(try REPLCommand.parse("/device revoke laptop") == .revokeDevice(name: "laptop"))
