@@ -960,9 +960,9 @@ public final class SIMPClient: @unchecked Sendable {
     private func show(_ given: IncomingMessage) {
         var message = given
         if let part = given.part {
-            // Its earlier parts came before this client started, and were confirmed then.
-            if reassembly.needsEarlierParts(given, as: part) { recoverParts(before: part, of: given) }
-            guard let whole = reassembly.add(given, as: part) else { return }
+            let taken = reassembly.take(given, as: part, now: Self.now)
+            if taken.recoverEarlierParts { recoverParts(before: part, of: given) }
+            guard let whole = taken.whole else { return }
             message = whole
         }
         if let change = message.groupChange, let group = message.group {
@@ -987,16 +987,7 @@ public final class SIMPClient: @unchecked Sendable {
     private func recoverParts(before part: LongText.PartID, of message: IncomingMessage) {
         let peer = message.group.map(GroupName.address) ?? (message.from == credentials?.user ? message.to : message.from)
         Task { [self] in
-            var found: [IncomingMessage] = []
-            var before: UInt64 = 0
-            for _ in 0..<Reassembly.recoveryPages {
-                guard let page = try? await storedPage(with: peer, before: before, limit: 1000) else { break }
-                found += page.messages.filter {
-                    $0.from == message.from && $0.part?.base == part.base && ($0.part?.index ?? 0) < part.index
-                }
-                guard found.count < part.index - 1, page.more, page.nextBefore > before else { break }
-                before = page.nextBefore
-            }
+            let found = await earlierParts(before: part, of: message, with: peer)
             loop.execute { [self, found] in
                 for recovered in found {
                     guard let piece = recovered.part, let whole = reassembly.add(recovered, as: piece) else { continue }
