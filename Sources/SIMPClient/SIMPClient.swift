@@ -120,9 +120,13 @@ public final class SIMPClient: @unchecked Sendable {
     }
 
     /// TLS first when configured; its handshake checks the certificate against the name of
-    /// the server tried.
+    /// the server tried. Without, a server off this machine gets no connection (`refusal`
+    /// stopped it already; this is the last line of defence) unless plaintext is allowed.
     private func addTLS(to channel: any Channel, server: ServerAddress) throws {
-        guard let tls = configuration.tls, let tlsContext else { return }
+        guard let tls = configuration.tls, let tlsContext else {
+            guard configuration.allowPlaintext || server.isLoopback else { throw ClientError.plaintext(to: server) }
+            return
+        }
         let name = tls.serverName ?? server.host
         let sni = (try? SocketAddress(ipAddress: name, port: 0)) == nil ? name : nil
         try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tlsContext.get(), serverHostname: sni))
@@ -162,10 +166,7 @@ public final class SIMPClient: @unchecked Sendable {
     }
 
     private func start(user: String, password: String?, token saved: LoginToken?) async throws(ClientError) {
-        if let named = configuration.device, !DeviceName.isValid(named) {
-            throw ClientError("not a valid device name: \(named) (1-\(DeviceName.maxBytes) of a-z, 0-9, '.', '_' and '-', "
-                              + "starting with a letter or digit)", code: .invalidName)
-        }
+        if let refusal = configuration.refusal { throw refusal }
         do {
             let restored = try await openStore(user: user)
             try await loop.flatSubmit { [self] in
@@ -676,6 +677,7 @@ public final class SIMPClient: @unchecked Sendable {
     }
 
     private func oneShot(_ body: Simp_Envelope.OneOf_Body) async throws(ClientError) {
+        if let refusal = configuration.plaintextExposure.map(ClientError.plaintext(to:)) { throw refusal }
         do {
             let (channel, handler) = try await oneShotChannel()
             defer { channel.close(promise: nil) }
