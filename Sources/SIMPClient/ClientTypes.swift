@@ -55,6 +55,10 @@ public struct ClientConfiguration: Sendable {
     public var dataDirectory: String?
     /// TLS on the control channel; nil talks plain TCP (a server for local development).
     public var tls: ClientTLS?
+    /// Without `tls`, send the password and login tokens in clear to a server that is not this
+    /// machine (`ServerAddress.isLoopback`), where anyone on the path can read them. Off (the
+    /// default), `connect` and `register` refuse such a server before opening any connection.
+    public var allowPlaintext = false
     /// Take a message before the server has stored it, when nothing else is under way for
     /// this client (docs/PROTOCOL.md, Early delivery): it arrives a Redis round trip sooner,
     /// with `seq` 0, and is not handed over again when its numbered copy follows. If its

@@ -48,6 +48,22 @@ extension SIMPClient {
         return page
     }
 
+    /// The parts before `part` of `message`'s long message, read back from the conversation's
+    /// history (at most `Reassembly.recoveryPages` pages); what was found when a read fails.
+    func earlierParts(before part: LongText.PartID, of message: IncomingMessage, with peer: String) async -> [IncomingMessage] {
+        var found: [IncomingMessage] = []
+        var before: UInt64 = 0
+        for _ in 0..<Reassembly.recoveryPages {
+            guard let page = try? await storedPage(with: peer, before: before, limit: 1000) else { break }
+            found += page.messages.filter {
+                $0.from == message.from && $0.part?.base == part.base && ($0.part?.index ?? 0) < part.index
+            }
+            guard found.count < part.index - 1, page.more, page.nextBefore > before else { break }
+            before = page.nextBefore
+        }
+        return found
+    }
+
     /// A page of the entries as stored, parts of long messages as they are.
     func storedPage(with peer: String, before: UInt64, limit: Int) async throws(ClientError) -> HistoryPage {
         guard UserName.isValid(peer) || GroupName.addressed(by: peer) != nil else {

@@ -120,9 +120,13 @@ public final class SIMPClient: @unchecked Sendable {
     }
 
     /// TLS first when configured; its handshake checks the certificate against the name of
-    /// the server tried.
+    /// the server tried. Without, a server off this machine gets no connection (`refusal`
+    /// stopped it already; this is the last line of defence) unless plaintext is allowed.
     private func addTLS(to channel: any Channel, server: ServerAddress) throws {
-        guard let tls = configuration.tls, let tlsContext else { return }
+        guard let tls = configuration.tls, let tlsContext else {
+            guard configuration.allowPlaintext || server.isLoopback else { throw ClientError.plaintext(to: server) }
+            return
+        }
         let name = tls.serverName ?? server.host
         let sni = (try? SocketAddress(ipAddress: name, port: 0)) == nil ? name : nil
         try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tlsContext.get(), serverHostname: sni))
@@ -176,10 +180,7 @@ public final class SIMPClient: @unchecked Sendable {
     }
 
     private func start(user: String, password: String?, token saved: LoginToken?) async throws(ClientError) {
-        if let named = configuration.device, !DeviceName.isValid(named) {
-            throw ClientError("not a valid device name: \(named) (1-\(DeviceName.maxBytes) of a-z, 0-9, '.', '_' and '-', "
-                              + "starting with a letter or digit)", code: .invalidName)
-        }
+        if let refusal = configuration.refusal { throw refusal }
         do {
             let restored = try await openStore(user: user)
             try await loop.flatSubmit { [self] in
@@ -705,6 +706,7 @@ public final class SIMPClient: @unchecked Sendable {
     /// One request on a connection of its own, closed after the answer.
     @discardableResult
     private func oneShot(_ body: Simp_Envelope.OneOf_Body) async throws(ClientError) -> Simp_Envelope {
+        if let refusal = configuration.plaintextExposure.map(ClientError.plaintext(to:)) { throw refusal }
         do {
             let (channel, handler) = try await oneShotChannel()
             defer { channel.close(promise: nil) }
@@ -990,9 +992,9 @@ public final class SIMPClient: @unchecked Sendable {
     private func show(_ given: IncomingMessage) {
         var message = given
         if let part = given.part {
-            // Its earlier parts came before this client started, and were confirmed then.
-            if reassembly.needsEarlierParts(given, as: part) { recoverParts(before: part, of: given) }
-            guard let whole = reassembly.add(given, as: part) else { return }
+            let taken = reassembly.take(given, as: part, now: Self.now)
+            if taken.recoverEarlierParts { recoverParts(before: part, of: given) }
+            guard let whole = taken.whole else { return }
             message = whole
         }
         if let change = message.groupChange, let group = message.group {
@@ -1017,16 +1019,7 @@ public final class SIMPClient: @unchecked Sendable {
     private func recoverParts(before part: LongText.PartID, of message: IncomingMessage) {
         let peer = message.group.map(GroupName.address) ?? (message.from == credentials?.user ? message.to : message.from)
         Task { [self] in
-            var found: [IncomingMessage] = []
-            var before: UInt64 = 0
-            for _ in 0..<Reassembly.recoveryPages {
-                guard let page = try? await storedPage(with: peer, before: before, limit: 1000) else { break }
-                found += page.messages.filter {
-                    $0.from == message.from && $0.part?.base == part.base && ($0.part?.index ?? 0) < part.index
-                }
-                guard found.count < part.index - 1, page.more, page.nextBefore > before else { break }
-                before = page.nextBefore
-            }
+            let found = await earlierParts(before: part, of: message, with: peer)
             loop.execute { [self, found] in
                 for recovered in found {
                     guard let piece = recovered.part, let whole = reassembly.add(recovered, as: piece) else { continue }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import SIMPClient
 import SIMPCore
+import SIMPTerminal
 
 /// How `simp` reaches the server and logs in: the same flags for the REPL and every subcommand.
 struct ConnectionOptions: ParsableArguments {
@@ -30,13 +31,18 @@ struct ConnectionOptions: ParsableArguments {
           help: "Send under a congestion window and pacing (the default); without, every message leaves at once.")
     var congestionControl = true
 
-    @Flag(help: "Talk TLS on the control channel (a server started with --tls-cert).")
-    var tls = false
+    @Flag(inversion: .prefixedNo, exclusivity: .exclusive,
+          help: "TLS on the control channel (a server started with --tls-cert). Default: on, unless every server is this machine (127.0.0.0/8, ::1, localhost). --no-tls to another machine needs --allow-plaintext.")
+    var tls: Bool?
 
-    @Option(help: "PEM file of the CA or self-signed certificate to trust with --tls. Default: the system's roots.")
+    @Flag(name: .customLong("allow-plaintext"),
+          help: "With --no-tls, talk plain TCP to a server that is not this machine: your password, login token and messages cross the network unencrypted.")
+    var allowPlaintext = false
+
+    @Option(help: "PEM file of the CA or self-signed certificate to trust for TLS. Default: the system's roots.")
     var ca: String?
 
-    @Option(name: .customLong("server-name"), help: "Name the server's certificate must carry with --tls. Default: the --server host.")
+    @Option(name: .customLong("server-name"), help: "Name the server's certificate must carry for TLS. Default: the --server host.")
     var serverName: String?
 
     @Option(name: .customLong("reconnect-base"), help: .hidden)
@@ -50,28 +56,42 @@ struct ConnectionOptions: ParsableArguments {
             (explicitServer ?? login.server) == login.server && (user ?? login.user) == login.user ? login : nil
         }
         let address = explicitServer ?? saved?.server ?? "127.0.0.1:7700"
+        let tls = try usesTLS(address)
         guard let name = user ?? saved?.user else {
             throw ValidationError("no user: pass --user, or save a login with simp login")
         }
         if let given = password ?? ProcessInfo.processInfo.environment["SIMP_PASSWORD"] {
-            return LoginPlan(server: address, user: name, method: .password(given))
+            return LoginPlan(server: address, tls: tls, user: name, method: .password(given))
         }
         if let saved, !needsPassword {
             // A token obtained over TLS must not cross the network in clear.
-            guard tls || !saved.tls else { throw ValidationError("the saved login for \(name) was made over TLS: add --tls") }
-            return LoginPlan(server: address, user: name, method: .saved(saved))
+            guard tls || !saved.tls else { throw ValidationError("the saved login for \(name) was made over TLS: connect with TLS (--tls)") }
+            return LoginPlan(server: address, tls: tls, user: name, method: .saved(saved))
         }
         guard let typed = Self.typedPassword(for: name) else {
             throw ValidationError("no password: pass --password, set SIMP_PASSWORD, run on a terminal, or save a login with simp login")
         }
-        return LoginPlan(server: address, user: name, method: .password(typed))
+        return LoginPlan(server: address, tls: tls, user: name, method: .password(typed))
+    }
+
+    /// Whether to talk TLS to the servers of `addresses` (`TransportChoice`), before any password is asked for.
+    private func usesTLS(_ addresses: String) throws -> Bool {
+        let servers = try Self.servers(addresses)
+        do {
+            return try TransportChoice.usesTLS(servers: servers, tls: tls, allowPlaintext: allowPlaintext)
+        } catch {
+            throw ValidationError(error.message)
+        }
+    }
+
+    static func servers(_ addresses: String) throws -> [ServerAddress] {
+        try addresses.split(separator: ",", omittingEmptySubsequences: false).map { try address(String($0)) }
     }
 
     /// `commandLine`: for a one-shot command that does not listen (send, history, login): by
     /// default a device of its own beside the installation's, so it does not replace a REPL.
-    func configuration(server addresses: String, dataDirectory: String? = nil, commandLine: Bool = false) throws -> ClientConfiguration {
-        let servers = try addresses.split(separator: ",", omittingEmptySubsequences: false).map { try Self.address(String($0)) }
-        var config = ClientConfiguration(servers: servers)
+    func configuration(_ plan: LoginPlan, dataDirectory: String? = nil, commandLine: Bool = false) throws -> ClientConfiguration {
+        var config = ClientConfiguration(servers: try Self.servers(plan.server))
         config.reconnectBase = .milliseconds(Int64(reconnectBase * 1000))
         guard keepalive > 0 else { throw ValidationError("--keepalive must be > 0") }
         config.keepaliveInterval = .milliseconds(Int64(keepalive * 1000))
@@ -79,8 +99,9 @@ struct ConnectionOptions: ParsableArguments {
         guard !early || dataDirectory == nil else { throw ValidationError("--early cannot be used with --data-dir: received messages are kept there by seq") }
         config.earlyDelivery = early
         config.congestionControl = congestionControl
-        guard tls || (ca == nil && serverName == nil) else { throw ValidationError("--ca and --server-name need --tls") }
-        if tls { config.tls = ClientTLS(caFile: ca, serverName: serverName) }
+        guard plan.tls || (ca == nil && serverName == nil) else { throw ValidationError("--ca and --server-name need TLS: add --tls") }
+        if plan.tls { config.tls = ClientTLS(caFile: ca, serverName: serverName) }
+        config.allowPlaintext = allowPlaintext
         config.device = try deviceName(dataDirectory: dataDirectory, commandLine: commandLine)
         return config
     }
@@ -144,7 +165,7 @@ struct ConnectionOptions: ParsableArguments {
 
     private func saveLogin(of client: SIMPClient, _ plan: LoginPlan) async throws {
         guard let token = await client.loginToken() else { return }
-        try CredentialsFile.save(token, for: await client.deviceName(), server: plan.server, user: plan.user, tls: tls)
+        try CredentialsFile.save(token, for: await client.deviceName(), server: plan.server, user: plan.user, tls: plan.tls)
     }
 
     /// `simp login`: a token for the installation's REPL device too (the command itself ran as
@@ -154,7 +175,7 @@ struct ConnectionOptions: ParsableArguments {
         guard device == nil, case .password(let password) = plan.method else { return }
         let repl = DeviceFile.name()
         let token = try await client.logIn(user: plan.user, password: password, device: repl)
-        try CredentialsFile.save(token, for: repl, server: plan.server, user: plan.user, tls: tls)
+        try CredentialsFile.save(token, for: repl, server: plan.server, user: plan.user, tls: plan.tls)
     }
 
     private static func typedPassword(for user: String) -> String? {
@@ -170,6 +191,8 @@ struct LoginPlan {
     }
 
     var server: String
+    /// TLS to the servers (`TransportChoice`).
+    var tls: Bool
     var user: String
     var method: Method
 }

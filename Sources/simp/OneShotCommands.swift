@@ -333,7 +333,7 @@ struct Login: AsyncParsableCommand {
 func openSession(_ connection: ConnectionOptions, _ output: Output, listens: Bool = false,
                  needsPassword: Bool = false, plan given: LoginPlan? = nil, save: Bool = false) async throws -> SIMPClient {
     let plan = try given ?? connection.loginPlan(needsPassword: needsPassword)
-    let client = SIMPClient(configuration: try connection.configuration(server: plan.server, commandLine: !listens))
+    let client = SIMPClient(configuration: try connection.configuration(plan, commandLine: !listens))
     do {
         try await connection.connect(client, plan, save: save)
         return client

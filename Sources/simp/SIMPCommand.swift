@@ -65,7 +65,7 @@ struct REPL: AsyncParsableCommand {
         let output = Output(json: json)
         guard linger >= 0 else { throw ValidationError("--linger must be >= 0") }
         let plan = try connection.loginPlan(needsPassword: register)
-        let client = try SIMPClient(configuration: connection.configuration(server: plan.server, dataDirectory: dataDir))
+        let client = try SIMPClient(configuration: connection.configuration(plan, dataDirectory: dataDir))
         do {
             if register, case .password(let password) = plan.method {
                 try await client.register(user: plan.user, password: password)
@@ -77,7 +77,7 @@ struct REPL: AsyncParsableCommand {
         }
         // On a terminal: line editing, history, completion, colour; else today's line reader.
         let terminal = TerminalREPL.wanted(json: json)
-            ? TerminalREPL(client: client, session: REPLScreen.Session(server: plan.server, user: plan.user, tls: connection.tls))
+            ? TerminalREPL(client: client, session: REPLScreen.Session(server: plan.server, user: plan.user, tls: plan.tls))
             : nil
         // What the line-mode REPL printed and has not marked read (`/read USER`).
         let shown = ShownMessages()
@@ -184,7 +184,7 @@ struct REPL: AsyncParsableCommand {
             case .help:
                 output.info(REPLCommand.usage)
             case .status:
-                let tls = connection.tls ? "on" : "off"
+                let tls = client.configuration.tls == nil ? "off" : "on"
                 let server = "\(client.configuration.host):\(client.configuration.port)"
                 output.info("server \(server), TLS \(tls), user \(user), pending sends \(await client.outstandingCount())")
             case .quit, .empty, .logout, .converse:

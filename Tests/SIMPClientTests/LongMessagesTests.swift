@@ -1,3 +1,4 @@
+import NIOCore
 import SIMPCore
 import Testing
 @testable import SIMPClient
@@ -162,6 +163,130 @@ import Testing
         #expect(message.markID == "123")
         message.parts = 4
         #expect(message.markID == "123/4/4")
+    }
+
+    // MARK: Parts of unknown messages (issue 46, finding 7)
+
+    /// A time `seconds` after an arbitrary start.
+    private static func at(_ seconds: Double) -> NIODeadline {
+        .uptimeNanoseconds(1_000_000_000_000) + .nanoseconds(Int64(seconds * 1_000_000_000))
+    }
+
+    /// What `budget` answers to each (sender, seconds) in turn.
+    private static func answers(_ budget: inout PartRecoveryBudget, _ asks: [(String, Double)]) -> [Bool] {
+        asks.map { budget.admit($0.0, now: at($0.1)) }
+    }
+
+    @Test func recoveriesAreCappedPerSender() {
+        var budget = PartRecoveryBudget()
+        #expect(PartRecoveryBudget.perSender == 2)
+        let answers = Self.answers(&budget, [("mallory", 0), ("mallory", 1), ("mallory", 2), ("mallory", 30), ("alice", 30)])
+        #expect(answers == [true, true, false, false, true], "another sender has a cap of its own")
+        #expect(budget.skipped == 2)
+        #expect(budget.admitted == 3)
+    }
+
+    /// A window is a minute from the first recovery admitted in it; the next one starts fresh.
+    @Test func thePerMinuteWindowRollsOver() {
+        var budget = PartRecoveryBudget()
+        let answers = Self.answers(&budget, [("mallory", 0), ("mallory", 50), ("mallory", 59.999), ("mallory", 60),
+                                             ("mallory", 61), ("mallory", 119.999), ("mallory", 500)])
+        #expect(answers == [true, true, false, true, true, false, true])
+        #expect(budget.skipped == 2)
+        #expect(budget.admitted == 5)
+    }
+
+    @Test func recoveriesAreCappedOverAllSenders() {
+        var budget = PartRecoveryBudget()
+        #expect(PartRecoveryBudget.overall == 6)
+        let six = Self.answers(&budget, (1...6).map { ("user\($0)", Double($0)) })
+        #expect(six == Array(repeating: true, count: 6))
+        // The seventh sender in the minute, and one with an allowance left: the overall cap.
+        let over = Self.answers(&budget, [("user7", 10), ("user1", 20)])
+        #expect(over == [false, false])
+        #expect(budget.skipped == 2)
+        // A minute after the overall window's first; a refused recovery took nothing from its
+        // sender's allowance.
+        let later = Self.answers(&budget, [("user7", 61), ("user7", 62)])
+        #expect(later == [true, true])
+    }
+
+    /// Senders whose window ended are forgotten: many senders over a long time cost no memory.
+    @Test func theBudgetForgetsSendersWhoseWindowEnded() {
+        var budget = PartRecoveryBudget()
+        for minute in 0..<100 {
+            for sender in 0..<10 {
+                _ = budget.admit("user\(minute)-\(sender)", now: Self.at(Double(minute * 60 + sender)))
+            }
+        }
+        #expect(budget.admitted == 600)
+        #expect(budget.skipped == 400)
+        #expect(budget.sendersTracked <= 2 * PartRecoveryBudget.overall)
+    }
+
+    /// One datagram of a part of a message nobody sent asks for at most the sender's share of
+    /// history reads: 100 such parts start 2 recoveries, and the other 98 are skipped and counted.
+    @Test func unknownPartsFromOneSenderStartAtMostItsRecoveries() {
+        var reassembly = Reassembly()
+        var recovered = 0
+        for n in 0..<100 {
+            let part = Self.part("bogus\(n)", 2, of: 3, text: "x", from: "mallory", seq: UInt64(n + 1))
+            let taken = reassembly.take(part, as: part.part!, now: Self.at(Double(n) / 10))
+            #expect(taken.whole == nil)
+            if taken.recoverEarlierParts { recovered += 1 }
+        }
+        #expect(recovered == 2)
+        #expect(reassembly.recoveries.skipped == 98)
+        // A later part of a message held already asks for nothing, and is not counted.
+        let next = Self.part("bogus99", 3, of: 3, text: "y", from: "mallory", seq: 101)
+        #expect(!reassembly.take(next, as: next.part!, now: Self.at(11)).recoverEarlierParts)
+        #expect(reassembly.recoveries.skipped == 98)
+        // A first part never asks.
+        let first = Self.part("new", 1, of: 2, from: "mallory", seq: 102)
+        #expect(!reassembly.take(first, as: first.part!, now: Self.at(12)).recoverEarlierParts)
+        #expect(reassembly.recoveries.skipped == 98)
+    }
+
+    @Test func aRestartedClientRecoversTheMessagesThatWereComingIn() {
+        var reassembly = Reassembly()
+        for (n, sender) in ["alice", "carol"].enumerated() {
+            let part = Self.part("long", 3, of: 4, from: sender, seq: UInt64(n + 1))
+            #expect(reassembly.take(part, as: part.part!, now: Self.at(0)).recoverEarlierParts, "\(sender)")
+        }
+        #expect(reassembly.recoveries.skipped == 0)
+    }
+
+    /// One sender's 100 parts of messages it never finishes take only its own share of the 16
+    /// slots: another sender's message, half in, stays held and completes.
+    @Test func oneSendersUnknownPartsLeaveAnotherSendersPartialMessageIntact() {
+        var reassembly = Reassembly()
+        let first = Self.part("essay", 1, of: 3, text: "one ", from: "alice", seq: 1)
+        #expect(reassembly.take(first, as: first.part!, now: Self.at(0)).whole == nil)
+        for n in 0..<100 {
+            let part = Self.part("bogus\(n)", 2, of: 3, text: "x", from: "mallory", seq: UInt64(n + 2))
+            _ = reassembly.take(part, as: part.part!, now: Self.at(1))
+        }
+        #expect(reassembly.count == 1 + Reassembly.perSenderShare, "mallory holds only its share")
+        let second = Self.part("essay", 2, of: 3, text: "two ", from: "alice", seq: 200)
+        #expect(reassembly.take(second, as: second.part!, now: Self.at(2)).whole == nil)
+        let last = Self.part("essay", 3, of: 3, text: "three", from: "alice", seq: 201)
+        let whole = reassembly.take(last, as: last.part!, now: Self.at(3)).whole
+        #expect(whole?.id == "essay")
+        #expect(whole?.text == "one two three")
+        #expect(whole?.from == "alice")
+    }
+
+    /// A sender over its share drops its own oldest incomplete message, not the oldest of all.
+    @Test func aSenderOverItsShareDropsItsOwnOldest() {
+        var reassembly = Reassembly(capacity: 16, perSender: 2)
+        #expect(Self.add(Self.part("b1", 1, of: 2, from: "bob", seq: 1), to: &reassembly) == nil)
+        #expect(Self.add(Self.part("m1", 1, of: 2, from: "mallory", seq: 2), to: &reassembly) == nil)
+        #expect(Self.add(Self.part("m2", 1, of: 2, from: "mallory", seq: 3), to: &reassembly) == nil)
+        #expect(Self.add(Self.part("m3", 1, of: 2, from: "mallory", seq: 4), to: &reassembly) == nil)
+        #expect(reassembly.count == 3, "m1 was dropped, bob's older one kept")
+        #expect(Self.add(Self.part("b1", 2, of: 2, from: "bob", seq: 5), to: &reassembly)?.text == "b1-1b1-2")
+        #expect(Self.add(Self.part("m2", 2, of: 2, from: "mallory", seq: 6), to: &reassembly)?.text == "m2-1m2-2")
+        #expect(Self.add(Self.part("m1", 2, of: 2, from: "mallory", seq: 7), to: &reassembly) == nil, "m1's first part is gone")
     }
 
     // MARK: LongSends
