@@ -40,6 +40,17 @@ extension Conformance {
             }
             try expect(errorCode(refusal) == .badRequest, "a query of 513 items got \(describe(refusal))")
         },
+        ConformanceCheck("7.3", "7. Timers and limits", "a query is charged per item: after 10 queries of 512 items (5,140 units) a ping is answered no sooner than 0.5 s") { target in
+            let (peer, _) = try target.connectedPeer("a")
+            let items: [Simp_Accepted] = (0..<512).map { index in .with { $0.messageID = "q\(index)"; $0.toUser = "nobody"; $0.seq = 1 } }
+            let started = Date()
+            for id in 0..<10 { peer.writeRaw(peer.frame(Simp_Envelope(requestID: UInt64(10 + id), .query(.with { $0.messages = items })))) }
+            let pong = try peer.request(99, .ping(.with { $0.nonce = 5 }))
+            let waited = Date().timeIntervalSince(started)
+            guard case .pong? = pong?.body else { throw ConformanceFailure("the ping after the queries got \(describe(pong))") }
+            // 5,140 units and the ping against a burst of 4,000 at 2,000 a second: 0.57 s at least.
+            try expect(waited >= 0.5, "answered after \(waited) s: the queries were not charged per item")
+        },
         ConformanceCheck("2.4", "2. Datagrams", "a datagram over 1236 bytes from the session's address is answered MESSAGE_TOO_LARGE on TCP") { target in
             let (peer, _) = try target.boundPeer("a")
             let header = DatagramHeader(kind: .data, sessionID: peer.session?.sessionID ?? 0, packetNumber: 500)
