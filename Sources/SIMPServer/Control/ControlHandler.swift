@@ -340,10 +340,8 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
         node.logins.loggedIn(number, user: user, device: device, channel: channel)
     }
 
-    /// Out of the table; keyed by the user whose slot the connection holds, which a CONNECT
-    /// takes (and the table entry with it) before it is answered, refused or not.
     private func leaveLogins() {
-        if let user = heldSlot { node.logins.loggedOut(number, user: user) }
+        if let user = authenticatedUser { node.logins.loggedOut(number, user: user) }
     }
 
     private func releaseSlot() {
@@ -427,10 +425,6 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
                 throw ServerError(.invalidToken, "this token was issued to device \(token.device), not \(device); log in on \(device)")
             }
             try loop.value.admit(token)
-            // In the table before the device's registration is checked: a revocation after
-            // that check finds this connection and closes it, so no session of a revoked
-            // device outlives its revocation.
-            loop.value.joinLogins(channel, user: token.user, device: device)
             return token
         }.flatMap { token in
             let wanted = DeliveryEngine.SessionRequest(user: token.user, device: device, tokenIssuedMillis: accounts.issuedMillis(of: token),
@@ -441,6 +435,7 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
                     throw ServerError(.notConnected, "the connection closed")
                 }
                 loop.value.state = .connected(user: token.user, session: response.sessionID)
+                loop.value.joinLogins(channel, user: token.user, device: response.device)
                 return Simp_Envelope(requestID: id, .connected(response))
             }
         }
