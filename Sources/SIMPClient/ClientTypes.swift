@@ -145,6 +145,8 @@ public struct IncomingMessage: Sendable, Equatable {
 
     public enum Kind: String, Sendable, Equatable {
         case message, contactRequest = "contact-request", contactAccepted = "contact-accepted", read
+        /// `from` invited the user to the group `text` names ("#NAME").
+        case groupInvited = "group-invited"
     }
 
     /// What a notice says, as a conversation's history shows it (nil for a message).
@@ -154,6 +156,7 @@ public struct IncomingMessage: Sendable, Equatable {
         case .contactRequest: "\(from) asked \(to) to be a contact"
         case .contactAccepted: "\(from) accepted \(to) as a contact"
         case .read: "\(from) read \(text.split(separator: " ").count) of \(to)'s messages"
+        case .groupInvited: "\(from) invited \(to) to \(text)"
         }
     }
 
@@ -175,6 +178,7 @@ public struct IncomingMessage: Sendable, Equatable {
         case .contactRequest: .contactRequest
         case .contactAccepted: .contactAccepted
         case .read: .read
+        case .groupInvited: .groupInvited
         default: .message
         }
     }
@@ -216,10 +220,21 @@ public struct GroupInfo: Sendable, Equatable {
     public var members: [(name: String, role: String)]
     /// The place in the group's order of the last change a request made.
     public var seq: UInt64
+    /// Create and add: the users invited rather than added (they join when they accept).
+    public var invited: [String] = []
 
     public static func == (a: GroupInfo, b: GroupInfo) -> Bool {
-        a.name == b.name && a.seq == b.seq && a.members.elementsEqual(b.members) { $0 == $1 }
+        a.name == b.name && a.seq == b.seq && a.invited == b.invited && a.members.elementsEqual(b.members) { $0 == $1 }
     }
+}
+
+/// An invitation to a group waiting for the user's answer (`SIMPClient.groupInvitations`).
+public struct GroupInvitation: Sendable, Equatable {
+    public var group: String
+    /// Who invited the user.
+    public var by: String
+    /// When it lapses (ms since 1970).
+    public var expires: Int64
 }
 
 /// A contact's or group member's presence, as it lets the user see it (`SIMPClient.presence`).
@@ -300,6 +315,8 @@ public enum ClientEvent: Sendable, Equatable {
     case contactRequest(from: String)
     /// `by` accepted the user's contact request.
     case contactAccepted(by: String)
+    /// `by` invited the user to `group` (`acceptGroup`, `declineGroup`); on every device.
+    case groupInvited(group: String, by: String)
     /// `by` read the message `id` that `from` sent: on the sender's devices after its
     /// `delivered`, and on the reader's other devices (then `by` is the user).
     case read(id: String, from: String, by: String)

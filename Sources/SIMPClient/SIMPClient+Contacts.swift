@@ -60,7 +60,7 @@ extension SIMPClient {
         return answer.users.map { PresenceInfo(user: $0.user, state: PresenceInfo.State(rawValue: $0.state) ?? .hidden, lastSeen: $0.lastSeen) }
     }
 
-    /// The user's settings, each with its value ("on" or "off").
+    /// The user's settings, each with its value (`UserSetting.values`).
     public func settings() async throws(ClientError) -> [UserSetting: String] {
         try await changeSettings([:])
     }
@@ -69,6 +69,13 @@ extension SIMPClient {
     @discardableResult
     public func set(_ setting: UserSetting, _ on: Bool) async throws(ClientError) -> [UserSetting: String] {
         try await changeSettings([setting: on ? "on" : "off"])
+    }
+
+    /// Sets `setting` to `value`, one of `setting.values` (`group-adds`: contacts, everyone,
+    /// nobody); the settings after it.
+    @discardableResult
+    public func set(_ setting: UserSetting, to value: String) async throws(ClientError) -> [UserSetting: String] {
+        try await changeSettings([setting: value])
     }
 
     /// Tells the senders of these messages (and this user's other devices) that the user read

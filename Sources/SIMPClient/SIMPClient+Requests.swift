@@ -118,13 +118,31 @@ extension SIMPClient {
         try await groupRequest(.list, "", []).groups
     }
 
-    /// A new group owned by the user, with these members; its members and roles.
+    /// The invitations to groups waiting for the user's answer.
+    public func groupInvitations() async throws(ClientError) -> [GroupInvitation] {
+        try await groupRequest(.list, "", []).invitations.map { GroupInvitation(group: $0.group, by: $0.by, expires: $0.expires) }
+    }
+
+    /// Joins a group the user was invited to; its members and roles.
+    @discardableResult
+    public func acceptGroup(_ name: String) async throws(ClientError) -> GroupInfo {
+        Self.groupInfo(try await groupRequest(.accept, name, []))
+    }
+
+    /// Turns down an invitation to a group.
+    public func declineGroup(_ name: String) async throws(ClientError) {
+        _ = try await groupRequest(.decline, name, [])
+    }
+
+    /// A new group owned by the user, with these members; its members and roles. Those whose
+    /// `group-adds` setting does not let the user add them are invited (`GroupInfo.invited`).
     @discardableResult
     public func createGroup(_ name: String, members: [String] = []) async throws(ClientError) -> GroupInfo {
         Self.groupInfo(try await groupRequest(.create, name, members))
     }
 
-    /// Adds members (the owner or an admin); every member's devices see the change in the group's order.
+    /// Adds members (the owner or an admin); every member's devices see the change in the
+    /// group's order. Those whose `group-adds` setting asks for it are invited instead.
     @discardableResult
     public func addToGroup(_ name: String, _ users: [String]) async throws(ClientError) -> GroupInfo {
         Self.groupInfo(try await groupRequest(.add, name, users))
@@ -163,7 +181,7 @@ extension SIMPClient {
     }
 
     private static func groupInfo(_ answer: Simp_GroupAnswer) -> GroupInfo {
-        GroupInfo(name: answer.group, members: answer.members.map { ($0.name, $0.role) }, seq: answer.groupSeq)
+        GroupInfo(name: answer.group, members: answer.members.map { ($0.name, $0.role) }, seq: answer.groupSeq, invited: answer.invited)
     }
 
     /// A stored message's identity: message ids are unique per sender.

@@ -1004,6 +1004,7 @@ public final class SIMPClient: @unchecked Sendable {
         switch message.kind {
         case .contactRequest: return emit(.contactRequest(from: message.from))
         case .contactAccepted: return emit(.contactAccepted(by: message.from))
+        case .groupInvited: return emit(.groupInvited(group: GroupName.addressed(by: message.text) ?? message.text, by: message.from))
         case .read: return showReads(message)
         case .message: break
         }

@@ -259,12 +259,23 @@ extension Conformance {
                 try expect(found, "bob's \(name) did not get the message")
             }
         },
-        ConformanceCheck("4.6", "4. Messages, Groups", "a group message reaches a member with its place in the group's order") { target in
-            let (alice, _) = try target.boundPeer("a")
+        ConformanceCheck("4.6", "4. Messages, Groups", "a stranger's add is an invitation (GROUP_INVITED); once accepted, a group message reaches the member with its place in the group's order") { target in
+            let (alice, aliceName) = try target.boundPeer("a")
             let (bobPeer, bob) = try target.boundPeer("b")
             let group = "g" + String(UInt32.random(in: 0...UInt32.max), radix: 36)
             let created = try alice.request(12, .groupRequest(.with { $0.action = .create; $0.group = group; $0.users = [bob] }))
-            guard case .groupAnswer? = created?.body else { throw ConformanceFailure("create: \(describe(created))") }
+            guard case .groupAnswer(let made)? = created?.body else { throw ConformanceFailure("create: \(describe(created))") }
+            try expect(made.invited == [bob] && !made.members.contains { $0.name == bob }, "bob invited, not added: \(made)")
+            var invitation: Simp_Message?
+            while invitation == nil, let push = try bobPeer.nextPush() { if push.type == .groupInvited { invitation = push } }
+            try expect(invitation?.content == "#" + group && invitation?.fromUser == aliceName, "bob's GROUP_INVITED notice: \(String(describing: invitation))")
+            let listed = try bobPeer.request(13, .groupRequest(.with { $0.action = .list }))
+            guard case .groupAnswer(let list)? = listed?.body else { throw ConformanceFailure("list: \(describe(listed))") }
+            try expect(list.invitations.map(\.group) == [group] && list.invitations.first?.by == aliceName, "bob's invitations: \(list.invitations)")
+            let accepted = try bobPeer.request(14, .groupRequest(.with { $0.action = .accept; $0.group = group }))
+            guard case .groupAnswer(let joined)? = accepted?.body, joined.members.contains(where: { $0.name == bob }) else {
+                throw ConformanceFailure("accept: \(describe(accepted))")
+            }
             alice.sendDatagram(.data, try message(id: "g1", to: "#" + group, order: 1))
             guard let accepted = try alice.answers(until: "g1").last, accepted.kind == "accepted" else { throw ConformanceFailure("not accepted") }
             var found: Simp_Message?

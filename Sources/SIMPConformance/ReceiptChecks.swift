@@ -48,6 +48,21 @@ extension Conformance {
             let taken = try bobPeer.request(14, .groupRequest(.with { $0.action = .create; $0.group = group }))
             try expect(errorCode(taken) == .groupExists, "CREATE of a taken name: \(describe(taken))")
         },
+        ConformanceCheck("4.13", "4. Messages, Groups", "an add by a user one blocked is answered as an invitation, and none reaches the blocker: ACCEPT is NOT_INVITED") { target in
+            let (alice, aliceName) = try target.boundPeer("a")
+            let (bobPeer, bob) = try target.boundPeer("b")
+            let blocked = try bobPeer.request(20, .contactRequest(.with { $0.action = .block; $0.user = aliceName }))
+            guard case .contactAnswer? = blocked?.body else { throw ConformanceFailure("block: \(describe(blocked))") }
+            let group = "g" + String(UInt32.random(in: 0...UInt32.max), radix: 36)
+            let created = try alice.request(21, .groupRequest(.with { $0.action = .create; $0.group = group; $0.users = [bob] }))
+            guard case .groupAnswer(let made)? = created?.body else { throw ConformanceFailure("create: \(describe(created))") }
+            try expect(made.invited == [bob], "answered as invited, so the block is not told: \(made)")
+            let listed = try bobPeer.request(22, .groupRequest(.with { $0.action = .list }))
+            guard case .groupAnswer(let list)? = listed?.body else { throw ConformanceFailure("list: \(describe(listed))") }
+            try expect(list.invitations.isEmpty, "the blocker's invitations: \(list.invitations)")
+            let accepted = try bobPeer.request(23, .groupRequest(.with { $0.action = .accept; $0.group = group }))
+            try expect(errorCode(accepted) == .notInvited, "ACCEPT with no invitation: \(describe(accepted))")
+        },
     ]
 }
 

@@ -80,6 +80,8 @@ extension Simp_ErrorCode {
         case .groupExists: return "group_exists"
         case .groupFull: return "group_full"
         case .notAContact: return "not_a_contact"
+        case .notInvited: return "not_invited"
+        case .tooManyGroups: return "too_many_groups"
         case .UNRECOGNIZED(let n): return "code_\(n)"
         }
     }

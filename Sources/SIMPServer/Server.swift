@@ -111,6 +111,7 @@ public final class SIMPServer: Service, Sendable {
         storeSettings.nodeID = configuration.nodeID
         storeSettings.maxDevicesPerUser = configuration.maxDevicesPerUser
         storeSettings.maxGroupMembers = configuration.maxGroupMembers
+        storeSettings.maxGroupsPerUser = configuration.maxGroupsPerUser
         storeSettings.contactRequestsPerHour = configuration.contactRequestsPerHour
         storeSettings.minReplicas = configuration.redisMinReplicas
         storeSettings.replicaTimeoutMillis = configuration.redisReplicaTimeout.nanoseconds / 1_000_000

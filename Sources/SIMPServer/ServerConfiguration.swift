@@ -34,6 +34,8 @@ public struct ServerConfiguration: Sendable {
     public var maxDevicesPerUser = 10
     /// Members a group may have (each message is copied into every member's inbox).
     public var maxGroupMembers = 1000
+    /// Groups a user may be in (each holds a copy cursor and a share of its inbox).
+    public var maxGroupsPerUser = 500
     /// Contact requests one user may make in an hour (RATE_LIMITED beyond).
     public var contactRequestsPerHour = 30
     public var pushRetransmit = RetransmitPolicy(maxBackoff: .seconds(4), giveUpAfter: .seconds(60))

@@ -33,6 +33,10 @@ public enum REPLCommand: Equatable, Sendable {
         case admin(name: String, users: [String])
         case leave(name: String)
         case members(name: String)
+        /// `/group accept NAME`: join the group the user was invited to.
+        case accept(name: String)
+        /// `/group decline NAME`: turn the invitation down.
+        case decline(name: String)
     }
 
     /// `/contact ...`, `/contacts`, `/block`, `/unblock`, `/blocked`, `/set`.
@@ -45,8 +49,8 @@ public enum REPLCommand: Equatable, Sendable {
         case block(String)
         case unblock(String)
         case blocked
-        /// `/set NAME on|off`.
-        case set(UserSetting, Bool)
+        /// `/set NAME VALUE`: on|off, or for group-adds contacts|everyone|nobody.
+        case set(UserSetting, String)
         /// `/set` alone: the settings and their values.
         case settings
     }
@@ -70,6 +74,8 @@ public enum REPLCommand: Equatable, Sendable {
       /group admin NAME USER...      make members admins (owner)
       /group leave NAME     leave the group
       /group members NAME   its members and their roles
+      /group accept NAME    join a group you were invited to (/group decline NAME: turn it down)
+      /set group-adds contacts|everyone|nobody   who may add you without asking (default contacts)
     contacts:
       /contacts             your contacts, and requests either way
       /contact add USER     ask USER to be a contact (they see the request)
@@ -183,12 +189,12 @@ public enum REPLCommand: Equatable, Sendable {
 
     private static func parseSet(_ words: [String]) throws(ParseError) -> ContactCommand {
         if words.isEmpty { return .settings }
-        guard words.count == 2 else { throw ParseError(message: "usage: /set NAME on|off, or /set alone for your settings") }
+        guard words.count == 2 else { throw ParseError(message: "usage: /set NAME VALUE, or /set alone for your settings") }
         if let problem = UserSetting.problem(name: words[0], value: words[1]) { throw ParseError(message: problem) }
-        return .set(UserSetting(rawValue: words[0])!, words[1] == "on")
+        return .set(UserSetting(rawValue: words[0])!, words[1])
     }
 
-    static let groupUsage = "usage: /group create|add|remove|admin NAME USER..., /group leave|members NAME"
+    static let groupUsage = "usage: /group create|add|remove|admin NAME USER..., /group leave|members|accept|decline NAME"
 
     private static func parseGroup(_ line: String) throws(ParseError) -> GroupCommand {
         let words = line.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
@@ -204,6 +210,8 @@ public enum REPLCommand: Equatable, Sendable {
         case ("admin", false): return .admin(name: name, users: users)
         case ("leave", true): return .leave(name: name)
         case ("members", true): return .members(name: name)
+        case ("accept", true): return .accept(name: name)
+        case ("decline", true): return .decline(name: name)
         default: throw ParseError(message: groupUsage)
         }
     }

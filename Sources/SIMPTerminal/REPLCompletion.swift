@@ -9,7 +9,7 @@ public enum REPLCompletion {
     public static let commands = ["/to", "/send", "/image", "/history", "/status", "/devices", "/device", "/groups", "/group",
                                   "/contacts", "/contact", "/block", "/unblock", "/blocked", "/set", "/read", "/presence", "/help", "/logout", "/quit"]
     static let commandsTakingUser: Set<String> = ["/to", "/send", "/image", "/history", "/block", "/unblock", "/read"]
-    static let groupActions = ["create", "add", "remove", "admin", "leave", "members"]
+    static let groupActions = ["create", "add", "remove", "admin", "leave", "members", "accept", "decline"]
     static let contactActions = ["add", "accept", "decline", "remove"]
 
     public struct Result: Sendable, Equatable {
@@ -41,7 +41,7 @@ public enum REPLCompletion {
         case 1 where words[0] == "/contact": pool = contactActions
         case 2 where words[0] == "/contact": pool = users.filter { $0.first != GroupName.marker }
         case 1 where words[0] == "/set": pool = UserSetting.allCases.map(\.rawValue)
-        case 2 where words[0] == "/set": pool = UserSetting.values
+        case 2 where words[0] == "/set": pool = UserSetting(rawValue: words[1]).map(\.values) ?? []
         default: pool = []
         }
         let candidates = Array(Set(pool.filter { $0.hasPrefix(typed) })).sorted()
@@ -84,7 +84,7 @@ public struct KnownUsers: Sendable {
         case .create(let name, let users), .add(let name, let users), .remove(let name, let users), .admin(let name, let users):
             add(GroupName.address(name))
             users.forEach { add($0) }
-        case .leave(let name), .members(let name):
+        case .leave(let name), .members(let name), .accept(let name), .decline(let name):
             add(GroupName.address(name))
         }
     }

@@ -206,6 +206,9 @@ public struct REPLScreen: Sendable {
         case .contactAccepted(let by):
             users.add(by)
             return [style.paint(contactText(.contactAccepted, from: by), .green)]
+        case .groupInvited(let group, let by):
+            users.add(GroupName.address(group))
+            return [style.paint("\(safe(by)) invites you to #\(safe(group)) (/group accept \(safe(group)), /group decline \(safe(group)))", .yellow)]
         case .error(let message):
             return [error(message)]
         }
@@ -238,7 +241,7 @@ public struct REPLScreen: Sendable {
         switch kind {
         case .contactRequest: "\(safe(from)) asks to be your contact (/contact accept \(safe(from)), /contact decline \(safe(from)))"
         case .contactAccepted: "\(safe(from)) accepted your contact request"
-        case .message, .read: ""
+        case .message, .read, .groupInvited: ""
         }
     }
 

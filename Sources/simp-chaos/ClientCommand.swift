@@ -79,7 +79,7 @@ private final class JSONLines: @unchecked Sendable {
                   "receivedAt": Int(Date().timeIntervalSince1970 * 1000)])
         case .retracted(let id, let from, let reason): emit(["event": "retracted", "id": id, "from": from, "reason": reason])
         case .error(let message): emit(["event": "error", "message": message])
-        case .groupAccepted, .memberDelivered, .groupChanged, .contactRequest, .contactAccepted, .read, .typing, .presence: break
+        case .groupAccepted, .memberDelivered, .groupChanged, .contactRequest, .contactAccepted, .groupInvited, .read, .typing, .presence: break
         }
     }
 

@@ -147,6 +147,9 @@ struct SIMPServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-group-members"), help: "Members a group may have; adding beyond is refused (GROUP_FULL). Default 1000.")
     var maxGroupMembers: Int?
 
+    @Option(name: .customLong("max-groups-per-user"), help: "Groups a user may be in; a create or accept beyond is refused (TOO_MANY_GROUPS), an add beyond is an invitation. Default 500.")
+    var maxGroupsPerUser: Int?
+
     @Option(name: .customLong("contact-requests-per-hour"), help: "Contact requests one user may make in an hour; more are refused (RATE_LIMITED). Default 30.")
     var contactRequestsPerHour: Int?
 
@@ -281,6 +284,7 @@ struct SIMPServerCommand: AsyncParsableCommand {
         config.inboxShare = try settings.read("inbox-share", flag: inboxShare, default: config.inboxShare, rule: .positive)
         config.maxDevicesPerUser = try settings.read("max-devices-per-user", flag: maxDevicesPerUser, default: config.maxDevicesPerUser, rule: .positive)
         config.maxGroupMembers = try settings.read("max-group-members", flag: maxGroupMembers, default: config.maxGroupMembers, rule: .positive)
+        config.maxGroupsPerUser = try settings.read("max-groups-per-user", flag: maxGroupsPerUser, default: config.maxGroupsPerUser, rule: .positive)
         config.contactRequestsPerHour = try settings.read("contact-requests-per-hour", flag: contactRequestsPerHour,
                                                           default: config.contactRequestsPerHour, rule: .positive)
         config.eventLoops = try settings.read("event-loops", flag: eventLoops, default: config.eventLoops, rule: .positive)

@@ -16,7 +16,7 @@ extension REPLCommand.ContactCommand {
         case .block(let user): return Self.blocked(try await client.block(user), "blocked \(user)")
         case .unblock(let user): return Self.blocked(try await client.unblock(user), "unblocked \(user)")
         case .blocked: return Self.blocked(try await client.contacts(), nil)
-        case .set(let setting, let on): return Self.settings(try await client.set(setting, on))
+        case .set(let setting, let value): return Self.settings(try await client.set(setting, to: value))
         case .settings: return Self.settings(try await client.settings())
         }
     }

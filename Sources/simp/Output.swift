@@ -58,6 +58,8 @@ final class Output: @unchecked Sendable {
             emit(["event": "read", "id": id, "from": from, "by": by], human: "[read] \(safe(id)) by \(safe(by))")
         case .contactAccepted(let by):
             emit(["event": "contact-accepted", "by": by], human: "[contact accepted] \(safe(by)) accepted your contact request")
+        case .groupInvited(let group, let by):
+            emit(["event": "group-invited", "group": group, "by": by], human: "[group invitation] \(safe(by)) invites you to #\(safe(group))")
         case .retracted(let id, let from, let reason):
             emit(["event": "retracted", "id": id, "from": from, "reason": reason],
                  human: "[retracted] \(safe(id)) from \(safe(from)): \(safe(reason))")

@@ -100,7 +100,7 @@ final class TerminalREPL: @unchecked Sendable {
                 show([withScreen { $0.info(result.human) }])
             case .groups:
                 let groups = try await client.groups()
-                let result = GroupListing.result(groups)
+                let result = GroupListing.result(groups, invitations: try await client.groupInvitations())
                 show([withScreen { screen in
                     screen.know(groups: groups)
                     return screen.info(result.human)

@@ -131,6 +131,13 @@ import Testing
                 $0.group = "team"; $0.members = [.with { $0.name = "alice"; $0.role = "owner" }, .with { $0.name = "bob"; $0.role = "member" }]
                 $0.groupSeq = 3
             }))),
+            ("groupAnswer (invited)", Simp_Envelope(requestID: 14, .groupAnswer(.with {
+                $0.group = "team"; $0.members = [.with { $0.name = "alice"; $0.role = "owner" }]; $0.invited = ["carol"]
+            }))),
+            ("groupRequest (accept)", Simp_Envelope(requestID: 15, .groupRequest(.with { $0.action = .accept; $0.group = "team" }))),
+            ("groupAnswer (invitations)", Simp_Envelope(requestID: 16, .groupAnswer(.with {
+                $0.groups = ["club"]; $0.invitations = [.with { $0.group = "team"; $0.by = "alice"; $0.expires = 1_700_604_800_000 }]
+            }))),
             ("logout", Simp_Envelope(requestID: 13, .logout(Simp_Logout()))),
             ("error", Simp_Envelope.error(.sessionReplaced, "a newer session of alice's device phone connected")),
         ]
@@ -152,6 +159,10 @@ import Testing
             $0.version = 1; $0.messageID = "17"; $0.content = "hi bob"; $0.fromUser = "alice"; $0.toUser = "bob"; $0.seq = 5
             $0.serverTime = 1_700_000_000_123
         }.serializedBytes()
+        let invitation: [UInt8] = try message {
+            $0.version = 1; $0.messageID = "9001"; $0.type = .groupInvited; $0.content = "#team"; $0.fromUser = "alice"; $0.toUser = "carol"
+            $0.seq = 3; $0.time = 1_700_000_000_456; $0.serverTime = 1_700_000_000_456
+        }.serializedBytes()
         let cases: [(String, DatagramKind, DatagramDirection, UInt64, [UInt8])] = [
             ("BIND", .bind, .toServer, 1, Array(repeating: 0xab, count: 16)),
             ("DATA to the server", .data, .toServer, 2, text),
@@ -161,6 +172,7 @@ import Testing
             ("CHALLENGE", .challenge, .toClient, 3, Array(repeating: 0xcd, count: 16)),
             ("BUNDLE to the client", .bundle, .toClient, 4, DatagramBundle.pack([pushed, pushed], spread: 1).first!.payload),
             ("EARLY", .early, .toClient, 5, EarlyPayload(afterSeq: 4, message: text).encoded()!),
+            ("DATA to the client (a group invitation)", .data, .toClient, 6, invitation),
         ]
         return try cases.map { name, kind, direction, number, plaintext in
             let header = DatagramHeader(kind: kind, sessionID: sessionID, packetNumber: number)

@@ -201,7 +201,7 @@ extension EventLog {
     @Test func badSettingsAndContactRequestsGetClearErrors() async throws {
         let cluster = try await TestCluster.start()
         let (alice, _) = try await cluster.connectedClient("alice")
-        #expect(try await alice.settings() == [.contactsOnly: "off", .readReceipts: "on", .lastSeen: "on"])
+        #expect(try await alice.settings() == [.contactsOnly: "off", .readReceipts: "on", .lastSeen: "on", .groupAdds: "contacts"])
         do {
             try await alice.addContact("alice")
             Issue.record("asking oneself is refused")

@@ -33,6 +33,7 @@ import Testing
         for user in ["dave", "erin"] { try await SIMPClient(configuration: nodes.configuration(startingAt: 0)).register(user: user, password: "pw-\(user)") }
         let laptop = try await device(nodes, "bob", "laptop", startingAt: 1)
         try await nodes.waitForPresence(of: ["alice", "bob", "carol"])
+        try nodes.letAnyoneAdd(["bob", "carol", "dave", "erin"])
         try await alice.client.createGroup("team", members: ["bob", "carol", "dave", "erin"])
 
         async let a = GroupTests.sendAll(alice.client, to: "#team", prefix: "alice", count: 30)
@@ -93,6 +94,7 @@ import Testing
         let bob = try await nodes.connect("bob", startingAt: 1)
         let carol = try await nodes.connect("carol", startingAt: 1)
         try await nodes.waitForPresence(of: ["alice", "bob", "carol"])
+        try nodes.letAnyoneAdd(["bob", "carol"])
         try await alice.client.createGroup("crew", members: ["bob", "carol"])
         let first = try await GroupTests.sendAll(alice.client, to: "#crew", prefix: "before", count: 15)
         #expect(await alice.log.wait { Set($0.groupAccepted.map(\.id)).isSuperset(of: first) })

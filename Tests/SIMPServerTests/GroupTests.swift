@@ -58,6 +58,7 @@ func expectOneOrder(_ seen: [IncomingMessage], places: inout [String: UInt64], s
         let (phone, phoneLog) = try await device(cluster, "bob", "phone")
         let (laptop, laptopLog) = try await device(cluster, "bob", "laptop")
         let (carol, carolLog) = try await device(cluster, "carol")
+        try cluster.letAnyoneAdd(["bob", "carol", "dave", "erin"])
         let created = try await alice.createGroup("team", members: ["bob", "carol", "dave", "erin"])
         #expect(created.members.map(\.name) == ["alice", "bob", "carol", "dave", "erin"])
         #expect(created.members.first { $0.name == "alice" }?.role == "owner")
@@ -116,6 +117,7 @@ func expectOneOrder(_ seen: [IncomingMessage], places: inout [String: UInt64], s
         let (alice, aliceLog) = try await device(cluster, "alice")
         let (bob, bobLog) = try await device(cluster, "bob")
         let (carol, carolLog) = try await device(cluster, "carol")
+        try cluster.letAnyoneAdd(["bob", "carol"])
         try await alice.createGroup("crew", members: ["bob", "carol"])
         let first = try await Self.sendAll(alice, to: "#crew", prefix: "before", count: 15)
         // `send` returns once the message is queued: the removal follows their acceptance.
@@ -152,6 +154,7 @@ func expectOneOrder(_ seen: [IncomingMessage], places: inout [String: UInt64], s
         let (alice, aliceLog) = try await device(cluster, "alice")
         let (bob, _) = try await device(cluster, "bob")
         let (carol, _) = try await device(cluster, "carol")
+        try cluster.letAnyoneAdd(["bob", "carol"])
         try await alice.createGroup("crew", members: ["bob"])
         let before = try await Self.sendAll(alice, to: "#crew", prefix: "before", count: 5)
         #expect(await aliceLog.wait { Set($0.groupAccepted.map(\.id)).isSuperset(of: before) })
@@ -182,6 +185,7 @@ func expectOneOrder(_ seen: [IncomingMessage], places: inout [String: UInt64], s
         for user in ["alice", "bob", "carol", "dave"] { try await cluster.register(user) }
         let (alice, _) = try await device(cluster, "alice")
         let (bob, bobLog) = try await device(cluster, "bob")
+        try cluster.letAnyoneAdd(["bob", "carol", "dave"])
         try await alice.createGroup("club", members: ["bob"])
 
         await expectCode(.groupExists) { try await bob.createGroup("club") }
@@ -202,17 +206,5 @@ func expectOneOrder(_ seen: [IncomingMessage], places: inout [String: UInt64], s
         #expect(members.members.map(\.name) == ["bob"] && members.members.first?.role == "owner")
         for client in [alice, bob] { await client.close() }
         await cluster.stop()
-    }
-
-    func expectCode(_ code: Simp_ErrorCode, sourceLocation: SourceLocation = #_sourceLocation,
-                    _ body: () async throws -> some Any) async {
-        do {
-            _ = try await body()
-            Issue.record("expected \(code.name)", sourceLocation: sourceLocation)
-        } catch let error as ClientError {
-            #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
-        } catch {
-            Issue.record("\(error)", sourceLocation: sourceLocation)
-        }
     }
 }

@@ -6,6 +6,7 @@ import SIMPCore
 import SIMPRedis
 import SIMPServer
 import SIMPTestSupport
+import Testing
 
 /// A real redis-server and a real SIMP server (in this process, on free ports).
 final class TestCluster: @unchecked Sendable {
@@ -96,6 +97,11 @@ extension TestCluster {
         let peer = try RawPeer(tcpPort: addresses.tcpPort, udpPort: addresses.udpPort)
         try peer.connectAndBind(token: try peer.login(user, "pw-\(user)"))
         return peer
+    }
+
+    /// Sets each user's `group-adds` (`RawPeer.setGroupAdds`).
+    func letAnyoneAdd(_ users: [String], _ value: String = "everyone") throws {
+        try RawPeer.setGroupAdds(users, value, tcpPort: addresses.tcpPort, udpPort: addresses.udpPort)
     }
 
     /// A client of an already registered `user` (password `pw-USER` unless given) as device `name`, connected.
@@ -331,6 +337,11 @@ final class Deployment {
         }
     }
 
+    /// Sets each user's `group-adds` (`RawPeer.setGroupAdds`), through the first node.
+    func letAnyoneAdd(_ users: [String], _ value: String = "everyone") throws {
+        try RawPeer.setGroupAdds(users, value, tcpPort: servers[0].tcpPort, udpPort: servers[0].udpPort)
+    }
+
     /// Every node, starting with `first`: clients given different starting points spread
     /// over the nodes, and each has the others to move to.
     func configuration(startingAt first: Int) -> ClientConfiguration {
@@ -484,4 +495,17 @@ func datagramMessage(id: String, clientSeq: UInt64, type: Simp_Message.MessageTy
     message.overtaken = overtaken
     message.fresh = fresh
     return try message.serializedBytes()
+}
+
+/// The request fails with `code`.
+func expectCode(_ code: Simp_ErrorCode, sourceLocation: SourceLocation = #_sourceLocation,
+                _ body: () async throws -> some Any) async {
+    do {
+        _ = try await body()
+        Issue.record("expected \(code.name)", sourceLocation: sourceLocation)
+    } catch let error as ClientError {
+        #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
+    } catch {
+        Issue.record("\(error)", sourceLocation: sourceLocation)
+    }
 }

@@ -316,6 +316,7 @@ import Glibc
         let (alice, aliceLog) = try await cluster.connectedDevice("alice", "main")
         let (bob, bobLog) = try await cluster.connectedDevice("bob", "main")
         let (carol, carolLog) = try await cluster.connectedDevice("carol", "main")
+        try cluster.letAnyoneAdd(["bob", "carol"])
         _ = try await alice.createGroup("long", members: ["bob", "carol"])
         let text = Self.mixedText(bytes: 20_000, tag: "group")
         let parts = Self.expectedParts(text)

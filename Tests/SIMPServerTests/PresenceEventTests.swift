@@ -29,7 +29,9 @@ extension EventLog {
         try await bound(bob, bobLog, as: "bob")
         try await bob.addContact("alice")
         try await clients["alice"]!.0.acceptContact("bob")
+        // A stranger's add is an invitation: bob is carol's co-member once he accepts it.
         try await clients["carol"]!.0.createGroup("crew", members: ["bob"])
+        try await bob.acceptGroup("crew")
         await bob.close()
         return clients
     }

@@ -92,10 +92,16 @@ import Testing
         #expect(try REPLCommand.parse("/block bob") == .contact(.block("bob")))
         #expect(try REPLCommand.parse("/unblock bob") == .contact(.unblock("bob")))
         #expect(try REPLCommand.parse("/blocked") == .contact(.blocked))
-        #expect(try REPLCommand.parse("/set contacts-only on") == .contact(.set(.contactsOnly, true)))
-        #expect(try REPLCommand.parse("/set contacts-only off") == .contact(.set(.contactsOnly, false)))
+        #expect(try REPLCommand.parse("/set contacts-only on") == .contact(.set(.contactsOnly, "on")))
+        #expect(try REPLCommand.parse("/set contacts-only off") == .contact(.set(.contactsOnly, "off")))
         #expect(try REPLCommand.parse("/set") == .contact(.settings))
-        #expect(try REPLCommand.parse("/set read-receipts off") == .contact(.set(.readReceipts, false)))
+        #expect(try REPLCommand.parse("/set read-receipts off") == .contact(.set(.readReceipts, "off")))
+        #expect(try REPLCommand.parse("/set group-adds nobody") == .contact(.set(.groupAdds, "nobody")))
+        #expect(throws: REPLCommand.ParseError.self) { try REPLCommand.parse("/set group-adds on") }
+        #expect(throws: REPLCommand.ParseError.self) { try REPLCommand.parse("/set contacts-only everyone") }
+        #expect(try REPLCommand.parse("/group accept #team") == .group(.accept(name: "team")))
+        #expect(try REPLCommand.parse("/group decline team") == .group(.decline(name: "team")))
+        #expect(throws: REPLCommand.ParseError.self) { try REPLCommand.parse("/group accept team bob") }
         #expect(try REPLCommand.parse("/read bob") == .read(peer: "bob"))
     }
 
@@ -107,12 +113,12 @@ import Testing
         ("/block", REPLCommand.contactUsage),
         ("/block Bob", "not a user name: Bob"),
         ("/contact add #team", "not a user name: #team"),
-        ("/set contacts-only maybe", "contacts-only is on or off, not maybe"),
-        ("/set typing off", "no such setting: typing (there are: contacts-only, read-receipts, last-seen)"),
+        ("/set contacts-only maybe", "contacts-only is on, off; not maybe"),
+        ("/set typing off", "no such setting: typing (there are: contacts-only, read-receipts, last-seen, group-adds)"),
         ("/read", "usage: /read USER"),
         ("/read #team", "group messages are not marked read"),
         ("/read Bob", "not a user name: Bob"),
-        ("/set contacts-only", "usage: /set NAME on|off, or /set alone for your settings"),
+        ("/set contacts-only", "usage: /set NAME VALUE, or /set alone for your settings"),
     ])
     func refusesMalformedContactCommands(_ line: String, _ message: String) {
         #expect(throws: REPLCommand.ParseError(message: message)) { try REPLCommand.parse(line) }

@@ -250,3 +250,17 @@ public func errorCode(_ envelope: Simp_Envelope?) -> Simp_ErrorCode? {
     if case .error(let error)? = envelope?.body { return error.code }
     return nil
 }
+
+extension RawPeer {
+    /// Sets each user's `group-adds` (password `pw-USER`), over a login of its own with no
+    /// session (no device is registered), so a group create or add puts them in at once.
+    public static func setGroupAdds(_ users: [String], _ value: String = "everyone", tcpPort: Int, udpPort: Int) throws {
+        for user in users {
+            let peer = try RawPeer(tcpPort: tcpPort, udpPort: udpPort)
+            defer { peer.closeControl() }
+            _ = try peer.login(user, "pw-\(user)")
+            let answer = try peer.request(2, .settingsRequest(.with { $0.set = [.with { $0.name = "group-adds"; $0.value = value }] }))
+            guard case .settingsAnswer? = answer?.body else { throw TestSupportError("group-adds for \(user): \(String(describing: answer))") }
+        }
+    }
+}

@@ -96,6 +96,12 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
 
   /// not stored: the recipient takes messages only from contacts, or blocked the sender (the two are not told apart)
   case notAContact // = 32
+
+  /// GROUP ACCEPT or DECLINE with no invitation to that group waiting (none, lapsed, or answered)
+  case notInvited // = 33
+
+  /// GROUP CREATE or ACCEPT by a user in --max-groups-per-user groups already
+  case tooManyGroups // = 34
   case UNRECOGNIZED(Int)
 
   public init() {
@@ -137,6 +143,8 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     case 30: self = .groupExists
     case 31: self = .groupFull
     case 32: self = .notAContact
+    case 33: self = .notInvited
+    case 34: self = .tooManyGroups
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -176,6 +184,8 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     case .groupExists: return 30
     case .groupFull: return 31
     case .notAContact: return 32
+    case .notInvited: return 33
+    case .tooManyGroups: return 34
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -215,6 +225,8 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     .groupExists,
     .groupFull,
     .notAContact,
+    .notInvited,
+    .tooManyGroups,
   ]
 
 }
@@ -313,6 +325,11 @@ public nonisolated struct Simp_Message: Sendable {
     /// `messageId` is "<id>/<i>/<n>", the whole message's id, the part's place (1..n) and the
     /// number of parts (2..). The recipient shows the whole message, once all n are in.
     case textPart // = 11
+
+    /// Set by the server on a notice it stores in the invitee's inbox (section 4, Groups):
+    /// `fromUser` invited the inbox's owner to the group `content` ("#NAME"). The invitee
+    /// joins with GroupRequest ACCEPT, or ends it with DECLINE; it lapses after 7 days.
+    case groupInvited // = 12
     case UNRECOGNIZED(Int)
 
     public init() {
@@ -333,6 +350,7 @@ public nonisolated struct Simp_Message: Sendable {
       case 9: self = .contactAccepted
       case 10: self = .read
       case 11: self = .textPart
+      case 12: self = .groupInvited
       default: self = .UNRECOGNIZED(rawValue)
       }
     }
@@ -351,6 +369,7 @@ public nonisolated struct Simp_Message: Sendable {
       case .contactAccepted: return 9
       case .read: return 10
       case .textPart: return 11
+      case .groupInvited: return 12
       case .UNRECOGNIZED(let i): return i
       }
     }
@@ -369,6 +388,7 @@ public nonisolated struct Simp_Message: Sendable {
       .contactAccepted,
       .read,
       .textPart,
+      .groupInvited,
     ]
 
   }
@@ -885,6 +905,12 @@ public nonisolated struct Simp_GroupRequest: Sendable {
 
     /// make `users` admins (owner only)
     case admin // = 6
+
+    /// the user accepts its invitation to `group`: it joins (a membership change)
+    case accept // = 7
+
+    /// the user declines its invitation to `group`
+    case decline // = 8
     case UNRECOGNIZED(Int)
 
     public init() {
@@ -900,6 +926,8 @@ public nonisolated struct Simp_GroupRequest: Sendable {
       case 4: self = .leave
       case 5: self = .members
       case 6: self = .admin
+      case 7: self = .accept
+      case 8: self = .decline
       default: self = .UNRECOGNIZED(rawValue)
       }
     }
@@ -913,6 +941,8 @@ public nonisolated struct Simp_GroupRequest: Sendable {
       case .leave: return 4
       case .members: return 5
       case .admin: return 6
+      case .accept: return 7
+      case .decline: return 8
       case .UNRECOGNIZED(let i): return i
       }
     }
@@ -926,6 +956,8 @@ public nonisolated struct Simp_GroupRequest: Sendable {
       .leave,
       .members,
       .admin,
+      .accept,
+      .decline,
     ]
 
   }
@@ -963,6 +995,32 @@ public nonisolated struct Simp_GroupAnswer: Sendable {
 
   /// the place in the group's order of the last change made
   public var groupSeq: UInt64 = 0
+
+  /// CREATE and ADD: the users named who were invited rather than added (their group-adds
+  /// setting asks for it); they join when they accept. A user who blocked the adder is listed
+  /// here too, and is never told.
+  public var invited: [String] = []
+
+  /// LIST: the invitations waiting for the user's answer
+  public var invitations: [Simp_GroupInvitation] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Simp_GroupInvitation: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var group: String = String()
+
+  /// who invited the user
+  public var by: String = String()
+
+  /// ms since epoch: it lapses then
+  public var expires: Int64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1541,7 +1599,7 @@ public nonisolated struct Simp_Envelope: Sendable {
 fileprivate nonisolated let _protobuf_package = "simp"
 
 nonisolated extension Simp_ErrorCode: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_UNSPECIFIED\0\u{1}FRAME_TOO_LARGE\0\u{1}MALFORMED_FRAME\0\u{1}BAD_REQUEST\0\u{1}NOT_AUTHENTICATED\0\u{1}USER_EXISTS\0\u{1}INVALID_CREDENTIALS\0\u{1}UNKNOWN_USER\0\u{1}INVALID_TOKEN\0\u{1}MESSAGE_TOO_LARGE\0\u{1}STORE_UNAVAILABLE\0\u{1}INVALID_NAME\0\u{1}NOT_CONNECTED\0\u{1}INTERNAL\0\u{1}INBOX_FULL\0\u{1}SESSION_REPLACED\0\u{1}WITHDRAWN\0\u{1}RATE_LIMITED\0\u{1}TOO_MANY_CONNECTIONS\0\u{1}TOO_MANY_SESSIONS\0\u{1}LOGIN_THROTTLED\0\u{1}INBOX_SHARE_FULL\0\u{1}SESSION_CLOSED\0\u{1}REPLICAS_UNAVAILABLE\0\u{1}OUT_OF_ORDER\0\u{1}TOO_MANY_DEVICES\0\u{1}DEVICE_REVOKED\0\u{1}NO_SUCH_GROUP\0\u{1}NOT_A_MEMBER\0\u{1}NOT_GROUP_ADMIN\0\u{1}GROUP_EXISTS\0\u{1}GROUP_FULL\0\u{1}NOT_A_CONTACT\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_UNSPECIFIED\0\u{1}FRAME_TOO_LARGE\0\u{1}MALFORMED_FRAME\0\u{1}BAD_REQUEST\0\u{1}NOT_AUTHENTICATED\0\u{1}USER_EXISTS\0\u{1}INVALID_CREDENTIALS\0\u{1}UNKNOWN_USER\0\u{1}INVALID_TOKEN\0\u{1}MESSAGE_TOO_LARGE\0\u{1}STORE_UNAVAILABLE\0\u{1}INVALID_NAME\0\u{1}NOT_CONNECTED\0\u{1}INTERNAL\0\u{1}INBOX_FULL\0\u{1}SESSION_REPLACED\0\u{1}WITHDRAWN\0\u{1}RATE_LIMITED\0\u{1}TOO_MANY_CONNECTIONS\0\u{1}TOO_MANY_SESSIONS\0\u{1}LOGIN_THROTTLED\0\u{1}INBOX_SHARE_FULL\0\u{1}SESSION_CLOSED\0\u{1}REPLICAS_UNAVAILABLE\0\u{1}OUT_OF_ORDER\0\u{1}TOO_MANY_DEVICES\0\u{1}DEVICE_REVOKED\0\u{1}NO_SUCH_GROUP\0\u{1}NOT_A_MEMBER\0\u{1}NOT_GROUP_ADMIN\0\u{1}GROUP_EXISTS\0\u{1}GROUP_FULL\0\u{1}NOT_A_CONTACT\0\u{1}NOT_INVITED\0\u{1}TOO_MANY_GROUPS\0")
 }
 
 nonisolated extension Simp_Message: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
@@ -1650,7 +1708,7 @@ nonisolated extension Simp_Message: SwiftProtobuf.Message, SwiftProtobuf._Messag
 }
 
 nonisolated extension Simp_Message.MessageType: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0TEXT\0\u{1}IMAGE\0\u{1}AUDIO\0\u{1}CONNECT\0\u{1}RECEIPT\0\u{1}GROUP_ADDED\0\u{1}GROUP_REMOVED\0\u{1}GROUP_LEFT\0\u{1}CONTACT_REQUEST\0\u{1}CONTACT_ACCEPTED\0\u{1}READ\0\u{1}TEXT_PART\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0TEXT\0\u{1}IMAGE\0\u{1}AUDIO\0\u{1}CONNECT\0\u{1}RECEIPT\0\u{1}GROUP_ADDED\0\u{1}GROUP_REMOVED\0\u{1}GROUP_LEFT\0\u{1}CONTACT_REQUEST\0\u{1}CONTACT_ACCEPTED\0\u{1}READ\0\u{1}TEXT_PART\0\u{1}GROUP_INVITED\0")
 }
 
 nonisolated extension Simp_Error: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
@@ -2712,7 +2770,7 @@ nonisolated extension Simp_GroupRequest: SwiftProtobuf.Message, SwiftProtobuf._M
 }
 
 nonisolated extension Simp_GroupRequest.Action: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0LIST\0\u{1}CREATE\0\u{1}ADD\0\u{1}REMOVE\0\u{1}LEAVE\0\u{1}MEMBERS\0\u{1}ADMIN\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0LIST\0\u{1}CREATE\0\u{1}ADD\0\u{1}REMOVE\0\u{1}LEAVE\0\u{1}MEMBERS\0\u{1}ADMIN\0\u{1}ACCEPT\0\u{1}DECLINE\0")
 }
 
 nonisolated extension Simp_GroupMember: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
@@ -2752,7 +2810,7 @@ nonisolated extension Simp_GroupMember: SwiftProtobuf.Message, SwiftProtobuf._Me
 
 nonisolated extension Simp_GroupAnswer: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".GroupAnswer"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}group\0\u{1}members\0\u{1}groups\0\u{1}groupSeq\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}group\0\u{1}members\0\u{1}groups\0\u{1}groupSeq\0\u{1}invited\0\u{1}invitations\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2764,6 +2822,8 @@ nonisolated extension Simp_GroupAnswer: SwiftProtobuf.Message, SwiftProtobuf._Me
       case 2: try { try decoder.decodeRepeatedMessageField(value: &self.members) }()
       case 3: try { try decoder.decodeRepeatedStringField(value: &self.groups) }()
       case 4: try { try decoder.decodeSingularUInt64Field(value: &self.groupSeq) }()
+      case 5: try { try decoder.decodeRepeatedStringField(value: &self.invited) }()
+      case 6: try { try decoder.decodeRepeatedMessageField(value: &self.invitations) }()
       default: break
       }
     }
@@ -2782,6 +2842,12 @@ nonisolated extension Simp_GroupAnswer: SwiftProtobuf.Message, SwiftProtobuf._Me
     if self.groupSeq != 0 {
       try visitor.visitSingularUInt64Field(value: self.groupSeq, fieldNumber: 4)
     }
+    if !self.invited.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.invited, fieldNumber: 5)
+    }
+    if !self.invitations.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.invitations, fieldNumber: 6)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2790,6 +2856,48 @@ nonisolated extension Simp_GroupAnswer: SwiftProtobuf.Message, SwiftProtobuf._Me
     if lhs.members != rhs.members {return false}
     if lhs.groups != rhs.groups {return false}
     if lhs.groupSeq != rhs.groupSeq {return false}
+    if lhs.invited != rhs.invited {return false}
+    if lhs.invitations != rhs.invitations {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Simp_GroupInvitation: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".GroupInvitation"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}group\0\u{1}by\0\u{1}expires\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.group) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.by) }()
+      case 3: try { try decoder.decodeSingularInt64Field(value: &self.expires) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.group.isEmpty {
+      try visitor.visitSingularStringField(value: self.group, fieldNumber: 1)
+    }
+    if !self.by.isEmpty {
+      try visitor.visitSingularStringField(value: self.by, fieldNumber: 2)
+    }
+    if self.expires != 0 {
+      try visitor.visitSingularInt64Field(value: self.expires, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_GroupInvitation, rhs: Simp_GroupInvitation) -> Bool {
+    if lhs.group != rhs.group {return false}
+    if lhs.by != rhs.by {return false}
+    if lhs.expires != rhs.expires {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

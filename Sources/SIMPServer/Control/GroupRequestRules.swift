@@ -10,6 +10,8 @@ enum GroupRequestRules {
         case .remove: .remove
         case .leave: .leave
         case .admin: .admin
+        case .accept: .accept
+        case .decline: .decline
         case .list, .members, .UNRECOGNIZED: .add
         }
     }
@@ -30,7 +32,7 @@ enum GroupRequestRules {
             if request.users.isEmpty { return (.badRequest, "name at least one user") }
             if request.users.count > maxMembers { return (.groupFull, "a group has at most \(maxMembers) members") }
             if request.action == .remove, request.users.contains(user) { return (.badRequest, "to remove yourself, leave the group") }
-        case .leave, .members, .list, .UNRECOGNIZED:
+        case .leave, .members, .accept, .decline, .list, .UNRECOGNIZED:
             break
         }
         return nil
@@ -43,6 +45,7 @@ enum GroupRequestRules {
         case .notGroupAdmin: "only the owner or an admin of #\(group) may do that (the owner alone names admins and removes them)"
         case .groupExists: "#\(group) exists already"
         case .groupFull: "#\(group) would have more than \(max) members"
+        case .notInvited: "no invitation to #\(group) is waiting for you (none was made, it lapsed after 7 days, or it was answered)"
         default: "group request refused: \(code.name)"
         }
     }

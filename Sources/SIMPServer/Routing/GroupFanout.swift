@@ -21,6 +21,9 @@ struct GroupEntry: Equatable, Sendable {
     var after: UInt64 = 0
     /// The log no longer holds what came before it for this member (trimmed): it may follow a gap.
     var afterTrim = false
+    /// A message's sender ('' for a membership change): a member who blocked it is not given
+    /// the message (`Scripts.groupDeliver`).
+    var sender = ""
     var bytes: [UInt8]
 
     /// The kind as `Scripts.groupDeliver` takes it.
@@ -32,9 +35,17 @@ enum GroupFanout {
     /// A stored batch's entries go to every member after it (the sender too: the copy its
     /// other devices show, which the sending device confirms without showing).
     static func messageEntries(_ stored: [(seq: UInt64, bytes: [UInt8])], members: [String]) -> [String: [GroupEntry]] {
-        let entries = stored.sorted { $0.seq < $1.seq }.map { GroupEntry(seq: $0.seq, kind: .other, bytes: $0.bytes) }
+        let entries = stored.sorted { $0.seq < $1.seq }.map {
+            GroupEntry(seq: $0.seq, kind: .other, sender: sender(of: $0.bytes), bytes: $0.bytes)
+        }
         guard !entries.isEmpty else { return [:] }
         return Dictionary(uniqueKeysWithValues: members.map { ($0, entries) })
+    }
+
+    /// Who sent a message entry ('' for a membership change, or bytes that are no message).
+    static func sender(of bytes: [UInt8]) -> String {
+        guard let message = try? Simp_Message(serializedBytes: bytes), !message.isGroupChange else { return "" }
+        return message.fromUser
     }
 
     /// A change's entries go to the members after it and to those it removed (who learn so).
@@ -72,7 +83,8 @@ enum GroupFanout {
             }
             guard inside || kind == .added else { continue }
             out.append(GroupEntry(seq: seq, kind: kind, after: kind == .added ? lastOut : 0,
-                                  afterTrim: out.isEmpty && seq != mark + 1 && kind != .added, bytes: bytes))
+                                  afterTrim: out.isEmpty && seq != mark + 1 && kind != .added,
+                                  sender: message.map { $0.isGroupChange ? "" : $0.fromUser } ?? "", bytes: bytes))
             if kind == .added { inside = true } else if kind == .removed { inside = false; lastOut = seq }
         }
         return out

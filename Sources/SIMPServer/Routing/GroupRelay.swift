@@ -88,30 +88,34 @@ final class GroupRelay: @unchecked Sendable {
 
     /// Makes one membership change and copies its entries to whom they concern; answered once
     /// they are copied (a failed copy is repaired by the member's next entry).
-    func change(_ action: MessageStore.GroupChangeAction, group: String, by: String, users: [String],
-                maxMembers: Int) -> EventLoopFuture<MessageStore.GroupChangeResult> {
-        let entries = users.map { ($0, Self.changeEntry(action, group: group, member: $0, by: by)) }
-        return store.changeGroup(action, group: group, by: by, users: entries, maxMembers: maxMembers, on: loop).flatMap { [self] result in
-            guard case .changed(let changes, let members) = result else { return loop.makeSucceededFuture(result) }
+    func change(_ action: MessageStore.GroupChangeAction, group: String, by: String, users: [String], invited: [String],
+                maxMembers: Int, nowMillis: Int64) -> EventLoopFuture<MessageStore.GroupChangeResult> {
+        // An invited user's entry is empty: the script records the invitation instead.
+        let entries = users.map { ($0, Self.changeEntry(action, group: group, member: $0, by: by, nowMillis: nowMillis)) }
+            + invited.map { ($0, [UInt8]()) }
+        return store.changeGroup(action, group: group, by: by, users: entries, maxMembers: maxMembers, nowMillis: nowMillis,
+                                 invitationLapses: nowMillis + GroupConsent.invitationLifetime, on: loop).flatMap { [self] result in
+            guard case .changed(let changes, let members, _) = result else { return loop.makeSucceededFuture(result) }
             let promise = loop.makePromise(of: MessageStore.GroupChangeResult.self)
             copyAll(group, GroupFanout.changeEntries(changes, members: members.map(\.name)), since: .now()) { _ in promise.succeed(result) }
             return promise.futureResult
         }
     }
 
-    private static func changeEntry(_ action: MessageStore.GroupChangeAction, group: String, member: String, by: String) -> [UInt8] {
+    private static func changeEntry(_ action: MessageStore.GroupChangeAction, group: String, member: String, by: String,
+                                    nowMillis: Int64) -> [UInt8] {
         var message = Simp_Message()
         switch action {
-        case .create, .add: message.type = .groupAdded
+        case .create, .add, .accept: message.type = .groupAdded
         case .remove: message.type = .groupRemoved
         case .leave: message.type = .groupLeft
-        case .admin: return []
+        case .admin, .decline: return []
         }
         message.content = member
         message.messageID = "g" + randomBytes(8).map { String($0, radix: 16) }.joined()
         message.fromUser = by
         message.toUser = GroupName.address(group)
-        message.serverTime = Accounts.nowMillis()
+        message.serverTime = nowMillis
         return (try? message.serializedBytes()) ?? []
     }
 

@@ -87,23 +87,24 @@ extension Scripts {
     """)
 
     /// Changes a group's members; each change is an entry of its order. KEYS: members, seq,
-    /// log, and each user's latest removal (field USER, value the place of their removal or
-    /// leave). ARGV: action (create, add, remove, leave, admin), the user acting, the most
-    /// members a group may have, the log cap, then per user named its name and the bytes of
-    /// its change entry (create and add: added; remove: removed; leave: left; admin: none).
-    /// Returns {code} refused (27 no such group, 28 not a member, 29 not an owner or admin, 30
-    /// exists, 31 full), else {0, changes, members} where a change is {groupSeq, user, kind,
-    /// after}: kind a or r (the entry adds or removes that user), and for an add the place of
-    /// that user's latest removal (0: none), which their copies must have reached before the
-    /// add may follow a gap (`groupDeliver`)
-    /// (kind a, r: the entry adds or removes that user) and members {name, role, ...} after.
-    /// KEYS: the group's members, seq, log, removals (user: the place of their latest removal)
-    /// and joins (user: the place of their latest add, where their history starts).
+    /// log, removals (user: the place of their latest removal or leave), joins (user: the
+    /// place of their latest add, where their history starts) and invitations (user: "BY
+    /// EXPIRES"). ARGV: action (create, add, remove, leave, admin, accept, decline), the user
+    /// acting, the most members a group may have, the log cap, the invitation record ("BY
+    /// EXPIRES"), now (ms), then per user named its name and the bytes of its change entry
+    /// (create, add, accept: added; remove: removed; leave: left; admin, decline: none). In a
+    /// create or add, a user with no bytes is invited, not added: recorded, to join with
+    /// accept until the record lapses. Returns {code} refused (27 no such group, 28 not a
+    /// member, 29 not an owner or admin, 30 exists, 31 full, 33 no invitation), else {0,
+    /// changes, members, invited} where a change is {groupSeq, user, kind, after}: kind a or r
+    /// (the entry adds or removes that user), and for an add the place of that user's latest
+    /// removal (0: none), which their copies must have reached before the add may follow a gap
+    /// (`groupDeliver`); members {name, role, ...} after; invited: the users invited now.
     static let groupChange = RedisScript(groupAppend + """
-    local action, by, max, cap = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+    local action, by, max, cap, invitation, now = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
     local exists = redis.call('EXISTS', KEYS[1]) == 1
     local role = redis.call('HGET', KEYS[1], by)
-    local changes = {}
+    local changes, invited = {}, {}
     local function change(user, bytes, kind)
       local seq = groupappend(bytes)
       local after = 0
@@ -115,20 +116,54 @@ extension Scripts {
       end
       table.insert(changes, {seq, user, kind, after})
     end
+    local function invite(user)
+      if redis.call('HEXISTS', KEYS[1], user) == 0 then
+        redis.call('HSET', KEYS[6], user, invitation)
+        table.insert(invited, user)
+      end
+    end
+    -- A pending invitation: its record, unless it lapsed (then it is dropped).
+    local function pending(user)
+      local record = redis.call('HGET', KEYS[6], user)
+      if not record then return false end
+      if tonumber(string.match(record, ' (%d+)$') or '0') <= now then
+        redis.call('HDEL', KEYS[6], user)
+        return false
+      end
+      return true
+    end
     if action == 'create' then
       if exists then return {30} end
-      if (#ARGV - 4) / 2 > max then return {31} end
-      for i = 5, #ARGV, 2 do
-        if redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i] == by and 'owner' or 'member') == 1 then
+      local count = 0
+      for i = 7, #ARGV, 2 do
+        if ARGV[i + 1] ~= '' then count = count + 1 end
+      end
+      if count > max then return {31} end
+      -- A name taken before holds no invitations of the group that had it.
+      redis.call('DEL', KEYS[6])
+      for i = 7, #ARGV, 2 do
+        if ARGV[i + 1] == '' then
+          invite(ARGV[i])
+        elseif redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i] == by and 'owner' or 'member') == 1 then
           change(ARGV[i], ARGV[i + 1], 'a')
         end
+      end
+    elseif action == 'accept' or action == 'decline' then
+      if not exists then return {27} end
+      if role then return {0, {}, redis.call('HGETALL', KEYS[1]), {}} end
+      if not pending(by) then return {33} end
+      if action == 'accept' and redis.call('HLEN', KEYS[1]) >= max then return {31} end
+      redis.call('HDEL', KEYS[6], by)
+      if action == 'accept' then
+        redis.call('HSETNX', KEYS[1], by, 'member')
+        change(by, ARGV[8], 'a')
       end
     else
       if not exists then return {27} end
       if not role then return {28} end
       if action == 'leave' then
         redis.call('HDEL', KEYS[1], by)
-        change(by, ARGV[6], 'r')
+        change(by, ARGV[8], 'r')
         if role == 'owner' then
           local rest, heir, admin = redis.call('HGETALL', KEYS[1]), nil, nil
           for i = 1, #rest, 2 do
@@ -142,40 +177,93 @@ extension Scripts {
         -- under the name never repeats a place in the order a device may have seen.
         if redis.call('EXISTS', KEYS[1]) == 0 then
           groupflush(cap)
-          redis.call('DEL', KEYS[3], KEYS[5])
-          return {0, changes, {}}
+          redis.call('DEL', KEYS[3], KEYS[5], KEYS[6])
+          return {0, changes, {}, {}}
         end
       elseif role == 'member' then
         return {29}
       elseif action == 'add' then
         local count = redis.call('HLEN', KEYS[1])
-        for i = 5, #ARGV, 2 do
-          if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 0 then count = count + 1 end
+        for i = 7, #ARGV, 2 do
+          if ARGV[i + 1] ~= '' and redis.call('HEXISTS', KEYS[1], ARGV[i]) == 0 then count = count + 1 end
         end
         if count > max then return {31} end
-        for i = 5, #ARGV, 2 do
-          if redis.call('HSETNX', KEYS[1], ARGV[i], 'member') == 1 then change(ARGV[i], ARGV[i + 1], 'a') end
+        for i = 7, #ARGV, 2 do
+          if ARGV[i + 1] == '' then
+            invite(ARGV[i])
+          elseif redis.call('HSETNX', KEYS[1], ARGV[i], 'member') == 1 then
+            redis.call('HDEL', KEYS[6], ARGV[i])
+            change(ARGV[i], ARGV[i + 1], 'a')
+          end
         end
       elseif action == 'remove' then
-        for i = 5, #ARGV, 2 do
+        for i = 7, #ARGV, 2 do
           local theirs = redis.call('HGET', KEYS[1], ARGV[i])
           if not theirs then return {28} end
           if theirs == 'owner' or (theirs == 'admin' and role ~= 'owner') then return {29} end
         end
-        for i = 5, #ARGV, 2 do
+        for i = 7, #ARGV, 2 do
           redis.call('HDEL', KEYS[1], ARGV[i])
           change(ARGV[i], ARGV[i + 1], 'r')
         end
       elseif action == 'admin' then
         if role ~= 'owner' then return {29} end
-        for i = 5, #ARGV, 2 do
+        for i = 7, #ARGV, 2 do
           if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 0 then return {28} end
         end
-        for i = 5, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], 'admin') end
+        for i = 7, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], 'admin') end
       end
     end
     groupflush(cap)
-    return {0, changes, redis.call('HGETALL', KEYS[1])}
+    return {0, changes, redis.call('HGETALL', KEYS[1]), invited}
+    """)
+
+    /// Where a user named in a group create or add stands toward the user adding it
+    /// (`GroupConsent`). KEYS: the user's account, blocked users, settings, contacts, groups.
+    /// ARGV: the adder. Reads only. Returns {} when there is no such user, else {blocked (1:
+    /// it blocked the adder), contacts-only (1: on), group-adds (its setting, '' for the
+    /// default), contact (1: the adder is one), the groups it is in}.
+    static let groupStanding = RedisScript("""
+    if redis.call('EXISTS', KEYS[1]) == 0 then return {} end
+    local groups = 0
+    for _, state in ipairs(redis.call('HVALS', KEYS[5])) do
+      if string.sub(state, -2) == ' 1' then groups = groups + 1 end
+    end
+    local settings = redis.call('HMGET', KEYS[3], 'contacts-only', 'group-adds')
+    return {redis.call('SISMEMBER', KEYS[2], ARGV[1]), settings[1] == 'on' and 1 or 0, settings[2] or '',
+            redis.call('HGET', KEYS[4], ARGV[1]) == 'contact' and 1 or 0, groups}
+    """)
+
+    /// The invitations waiting for a user's answer, for listing (the group's record is what an
+    /// accept checks). KEYS: invitations. ARGV: now (ms), then the step: `list`; `record GROUP
+    /// VALUE CAP` (at most CAP kept: past it, lapsed ones go, then the soonest to lapse);
+    /// `forget GROUP`. Lapsed ones are dropped. Returns the rest as field/value pairs.
+    static let invitations = RedisScript("""
+    local now, step = tonumber(ARGV[1]), ARGV[2]
+    local function lapses(value) return tonumber(string.match(value, ' (%d+)$') or '0') end
+    if step == 'record' then
+      redis.call('HSET', KEYS[1], ARGV[3], ARGV[4])
+    elseif step == 'forget' then
+      redis.call('HDEL', KEYS[1], ARGV[3])
+    end
+    local all, out = redis.call('HGETALL', KEYS[1]), {}
+    local soonest, at = nil, nil
+    for i = 1, #all, 2 do
+      if lapses(all[i + 1]) <= now then
+        redis.call('HDEL', KEYS[1], all[i])
+      else
+        table.insert(out, all[i])
+        table.insert(out, all[i + 1])
+        if not at or lapses(all[i + 1]) < at then soonest, at = all[i], lapses(all[i + 1]) end
+      end
+    end
+    if step == 'record' and #out / 2 > tonumber(ARGV[5]) then
+      redis.call('HDEL', KEYS[1], soonest)
+      for i = 1, #out, 2 do
+        if out[i] == soonest then table.remove(out, i); table.remove(out, i); break end
+      end
+    end
+    return out
     """)
 
     /// A page of the group's history for one member, from the entry that added them on (a
@@ -195,11 +283,13 @@ extension Scripts {
 
     /// Copies group entries into one member's inbox, in the group's order. KEYS: the member's
     /// user, seq, inbox, presence, groups (field GROUP, value "MARK IN": the last group seq
-    /// copied, and 1 while a member) and numbering record. ARGV: the group, this node's id,
+    /// copied, and 1 while a member), numbering record and blocked users. ARGV: the group, this node's id,
     /// the member's numbering floor (the highest seq a session of theirs on this node has
     /// seen, -1: no session here) and Redis' run id (numbering as in `store`: never below the
     /// floor, and a restart nobody here has checked recorded as `base`), then per entry its
-    /// group seq, its kind for this member and its bytes. The kind: `a AFTER` it adds them
+    /// group seq, its kind for this member, its sender (a message's; '' for a change) and its
+    /// bytes. A message from a sender the member blocked is passed over: the mark moves past
+    /// it, nothing is copied (its seq is answered 0). The kind: `a AFTER` it adds them
     /// (while they are out, it may follow a gap once their copies reached AFTER, the place of
     /// their latest removal); `r` it removes them; `m` a message or someone else's change,
     /// copied only while they are in; any of them ending in `j` when it comes after a trimmed
@@ -220,9 +310,10 @@ extension Scripts {
     local floor = tonumber(ARGV[3])
     numberingrun(KEYS[6], floor, ARGV[4], top)
     if floor > top then top = floor end
-    local inbox, seqs, gap, skipped = {}, {}, 0, false
-    for i = 5, #ARGV, 3 do
-      local seq, bytes = tonumber(ARGV[i]), ARGV[i + 2]
+    local inbox, seqs, gap, skipped, moved = {}, {}, 0, false, false
+    local blocks = redis.call('SCARD', KEYS[7]) > 0
+    for i = 5, #ARGV, 4 do
+      local seq, from, bytes = tonumber(ARGV[i]), ARGV[i + 2], ARGV[i + 3]
       local kind = string.sub(ARGV[i + 1], 1, 1)
       local copies = false
       if string.sub(ARGV[i + 1], -1) == 'j' then
@@ -236,6 +327,10 @@ extension Scripts {
         table.insert(seqs, 0)
       elseif seq <= mark then
         skipped = true
+        table.insert(seqs, 0)
+      elseif copies and kind == 'm' and blocks and from ~= '' and redis.call('SISMEMBER', KEYS[7], from) == 1 then
+        mark = seq
+        moved = true
         table.insert(seqs, 0)
       elseif copies then
         top = top + 1
@@ -253,8 +348,8 @@ extension Scripts {
     if #inbox > 0 then
       redis.call('SET', KEYS[2], top)
       redis.call('ZADD', KEYS[3], unpack(inbox))
-      redis.call('HSET', KEYS[5], ARGV[1], mark .. ' ' .. member)
     end
+    if #inbox > 0 or moved then redis.call('HSET', KEYS[5], ARGV[1], mark .. ' ' .. member) end
     -- An entry found copied already may have been copied by a node that died before it
     -- pushed it or told the member's nodes: they are named for it too.
     if #inbox > 0 or skipped then nodes = presencenodes(KEYS[4], ARGV[2]) end

@@ -18,12 +18,13 @@ extension MessageStore {
     }
 
     enum GroupChangeAction: String, Sendable {
-        case create, add, remove, leave, admin
+        case create, add, remove, leave, admin, accept, decline
     }
 
     enum GroupChangeResult: Sendable {
         case refused(Simp_ErrorCode)
-        case changed([GroupChangeMade], members: [Simp_GroupMember])
+        /// The changes made, the members after them, and the users invited (not added).
+        case changed([GroupChangeMade], members: [Simp_GroupMember], invited: [String])
     }
 
     /// Stores one group's messages in its order, in one script call (`Scripts.groupStore`).
@@ -79,11 +80,12 @@ extension MessageStore {
         guard !plan.isEmpty else { return loop.makeSucceededFuture([]) }
         let commands = plan.map { item in
             let keys = [keys.user(item.member), keys.seq(item.member), keys.inbox(item.member), keys.presence(item.member),
-                        keys.groups(item.member), keys.numbering(item.member)]
+                        keys.groups(item.member), keys.numbering(item.member), keys.blocked(item.member)]
             var args: [any RedisArgument] = [group, settings.nodeID, floor(item.member).map { Int64($0) } ?? -1, "run id"]
             for entry in item.entries {
                 args.append(entry.seq)
                 args.append(entry.scriptKind)
+                args.append(entry.sender)
                 args.append(entry.bytes)
             }
             var command = RedisCommand.script(Scripts.groupDeliver, keys: keys, args: args)
@@ -121,27 +123,30 @@ extension MessageStore {
         }
     }
 
-    /// One membership change (`Scripts.groupChange`); `users` with the bytes of their entries.
+    /// One membership change (`Scripts.groupChange`); `users` with the bytes of their entries
+    /// (none, in a create or add: the user is invited, until `invitationLapses`, ms).
     func changeGroup(_ action: GroupChangeAction, group: String, by: String, users: [(name: String, entry: [UInt8])],
-                     maxMembers: Int, on loop: any EventLoop) -> EventLoopFuture<GroupChangeResult> {
-        var args: [any RedisArgument] = [action.rawValue, by, maxMembers, settings.historyCap]
+                     maxMembers: Int, nowMillis: Int64 = 0, invitationLapses: Int64 = 0,
+                     on loop: any EventLoop) -> EventLoopFuture<GroupChangeResult> {
+        var args: [any RedisArgument] = [action.rawValue, by, maxMembers, settings.historyCap, "\(by) \(invitationLapses)", nowMillis]
         for user in users {
             args.append(user.name)
             args.append(user.entry)
         }
         let command = RedisCommand.script(Scripts.groupChange, keys: [keys.groupMembers(group), keys.groupSeq(group), keys.groupLog(group),
-                                                                      keys.groupRemovals(group), keys.groupJoins(group)], args: args)
+                                                                      keys.groupRemovals(group), keys.groupJoins(group),
+                                                                      keys.groupInvited(group)], args: args)
         return redis.run([command], on: loop).flatMapThrowing { replies in
             let parts = try replies[0].checked().array ?? []
             guard let status = parts.first?.int else { throw RedisError(.protocolViolation, "group change script returned \(replies[0])") }
-            guard status == 0, parts.count == 3 else { return .refused(Simp_ErrorCode(rawValue: Int(status)) ?? .badRequest) }
+            guard status == 0, parts.count == 4 else { return .refused(Simp_ErrorCode(rawValue: Int(status)) ?? .badRequest) }
             let changes = (parts[1].array ?? []).compactMap { change -> GroupChangeMade? in
                 guard let fields = change.array, fields.count == 4, let seq = fields[0].int, let user = fields[1].string,
                       let after = fields[3].int, let entry = users.first(where: { $0.name == user })?.entry else { return nil }
                 return GroupChangeMade(seq: UInt64(seq), user: user, removes: fields[2].string == "r", after: UInt64(after),
                                        bytes: StoredMessage.appending(groupSeq: UInt64(seq), to: entry))
             }
-            return .changed(changes, members: Self.members(parts[2]))
+            return .changed(changes, members: Self.members(parts[2]), invited: (parts[3].array ?? []).compactMap(\.string))
         }
     }
 
@@ -172,18 +177,74 @@ extension MessageStore {
     }
 
     /// A page of the group's log, newest pages first (like a conversation's history), for a
-    /// member only (nil when `user` is not one), from the entry that added them on.
+    /// member only (nil when `user` is not one), from the entry that added them on. Messages of
+    /// senders the member blocked are left out (they keep their places: paging is unchanged).
     func groupHistory(_ group: String, for user: String, before: UInt64, limit: Int, budget: Int,
                       on loop: any EventLoop) -> EventLoopFuture<HistoryPaging.Page?> {
         let skip = Int(min(before, UInt64(HistoryPaging.maxPosition)))
         let read = min(limit, HistoryPaging.maxReadPerPage)
         let command = RedisCommand.script(Scripts.groupHistory, keys: [keys.groupMembers(group), keys.groupLog(group), keys.groupJoins(group)],
                                           args: [user, skip, read])
-        return redis.run([command], on: loop).flatMapThrowing { replies in
+        let blocked = RedisCommand("SMEMBERS", [keys.blocked(user)])
+        return redis.run([command, blocked], on: loop).flatMapThrowing { replies in
             let parts = try replies[0].checked().array ?? []
             guard let visible = parts.first?.int, visible >= 0 else { return nil }
             let items = (parts.count > 1 ? parts[1].array ?? [] : []).compactMap(\.bytes)
-            return HistoryPaging.page(oldestFirst: items, before: skip, stored: Int(visible), budget: budget)
+            var page = HistoryPaging.page(oldestFirst: items, before: skip, stored: Int(visible), budget: budget)
+            let hidden = Set(try (replies[1].checked().array ?? []).compactMap(\.string))
+            if !hidden.isEmpty { page.items.removeAll { hidden.contains(GroupFanout.sender(of: $0)) } }
+            return page
+        }
+    }
+}
+
+/// Where users stand toward a group's adder (`Scripts.groupStanding`), and the invitations
+/// waiting for a user (`Scripts.invitations`).
+extension MessageStore {
+    /// Per user, how it stands toward `adder`; nil for a user that does not exist.
+    func groupStanding(of users: [String], toward adder: String, on loop: any EventLoop) -> EventLoopFuture<[GroupConsent.Standing?]> {
+        guard !users.isEmpty else { return loop.makeSucceededFuture([]) }
+        let reads = users.map {
+            RedisCommand.script(Scripts.groupStanding, keys: [keys.user($0), keys.blocked($0), keys.settings($0), keys.contacts($0), keys.groups($0)],
+                                args: [adder])
+        }
+        return redis.run(reads, on: loop).flatMapThrowing { replies in
+            try replies.map { reply in
+                let parts = try reply.checked().array ?? []
+                guard parts.count == 5 else { return nil }
+                return GroupConsent.Standing(blockedAdder: parts[0].int == 1, contactsOnly: parts[1].int == 1,
+                                             adds: GroupAdds(rawValue: parts[2].string ?? "") ?? .contacts,
+                                             isContact: parts[3].int == 1, groups: Int(parts[4].int ?? 0))
+            }
+        }
+    }
+
+    enum InvitationStep: Sendable {
+        case list
+        case record(group: String, by: String, lapses: Int64)
+        case forget(group: String)
+    }
+
+    /// The invitations waiting for `user` after `step`, by group.
+    func invitations(of user: String, _ step: InvitationStep, nowMillis: Int64, on loop: any EventLoop) -> EventLoopFuture<[Simp_GroupInvitation]> {
+        var args: [any RedisArgument] = [nowMillis]
+        switch step {
+        case .list: args.append("list")
+        case .record(let group, let by, let lapses): args += ["record", group, "\(by) \(lapses)", GroupConsent.invitationsKept] as [any RedisArgument]
+        case .forget(let group): args += ["forget", group] as [any RedisArgument]
+        }
+        let command = RedisCommand.script(Scripts.invitations, keys: [keys.invitations(user)], args: args)
+        return redis.run([command], on: loop).flatMapThrowing { replies in
+            let flat = try (replies[0].checked().array ?? []).compactMap(\.string)
+            return stride(from: 0, to: flat.count - 1, by: 2).compactMap { index -> Simp_GroupInvitation? in
+                let value = flat[index + 1].split(separator: " ")
+                guard value.count == 2, let lapses = Int64(value[1]) else { return nil }
+                var invitation = Simp_GroupInvitation()
+                invitation.group = flat[index]
+                invitation.by = String(value[0])
+                invitation.expires = lapses
+                return invitation
+            }.sorted { $0.group < $1.group }
         }
     }
 }

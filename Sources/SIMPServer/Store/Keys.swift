@@ -53,6 +53,12 @@ struct Keys: Sendable {
     func groupRemovals(_ group: String) -> String { of(GroupName.address(group), "removed") }
     /// Per member, the place of the entry that last added them: their history starts there.
     func groupJoins(_ group: String) -> String { of(GroupName.address(group), "joined") }
+    /// The users invited to the group and not yet answering: field USER, value "BY EXPIRES"
+    /// (who invited them, and when it lapses, ms).
+    func groupInvited(_ group: String) -> String { of(GroupName.address(group), "invited") }
+    /// The invitations waiting for NAME's answer: field GROUP, value "BY EXPIRES" (a copy of
+    /// the group's record, for listing; the group's own record is what an accept checks).
+    func invitations(_ name: String) -> String { of(name, "invitations") }
     /// NAME's groups: field GROUP, value "MARK IN" (`Scripts.groupDeliver`).
     func groups(_ name: String) -> String { of(name, "groups") }
     /// NAME's contacts and requests: field USER, value "contact", "sent" (NAME asked USER) or

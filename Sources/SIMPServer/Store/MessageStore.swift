@@ -157,6 +157,7 @@ struct StoreSettings: Sendable {
     var presenceTTLSeconds = 90
     var maxDevicesPerUser = 10
     var maxGroupMembers = 1000
+    var maxGroupsPerUser = 500
     /// Contact requests one user may make in an hour.
     var contactRequestsPerHour = 30
     /// A device neither connected nor seen for this long is forgotten (30 days).

@@ -51,7 +51,7 @@ import Testing
             #expect(summary(try await store.storeInGroup("team", [message("a")], on: loop).get().outcomes) == ["no group"])
             let made = try await store.changeGroup(.create, group: "team", by: "alice", users: [("alice", [1]), ("bob", [2])],
                                                    maxMembers: 10, on: loop).get()
-            guard case .changed(let changes, let members) = made else { throw TestSupportError("\(made)") }
+            guard case .changed(let changes, let members, _) = made else { throw TestSupportError("\(made)") }
             #expect(changes.map(\.seq) == [1, 2] && members.map(\.name) == ["alice", "bob"])
             let stored = try await store.storeInGroup("team", [message("a"), message("b"), message("a"), message("c", from: "carol")],
                                                       on: loop).get()
@@ -145,7 +145,7 @@ import Testing
                 let result = try await store.changeGroup(action, group: "team", by: by, users: users.map { ($0, [1]) }, maxMembers: max, on: loop).get()
                 switch result {
                 case .refused(let code): return code.name
-                case .changed(let changes, let members):
+                case .changed(let changes, let members, _):
                     return "\(changes.map { "\($0.seq)\($0.removes ? "-" : "+")\($0.user)" }) \(members.map { "\($0.name):\($0.role)" })"
                 }
             }
@@ -163,8 +163,60 @@ import Testing
             #expect(try await change(.create, by: "carol", ["carol"]) == #"["5+carol"] ["carol:owner"]"#)
             // alice left at 3: her add now carries it, for her copies to reach first.
             let readd = try await store.changeGroup(.add, group: "team", by: "carol", users: [("alice", [1])], maxMembers: 3, on: loop).get()
-            guard case .changed(let changes, _) = readd else { throw TestSupportError("\(readd)") }
+            guard case .changed(let changes, _, _) = readd else { throw TestSupportError("\(readd)") }
             #expect(changes.map(\.after) == [3])
+        }
+        await pool.shutdown()
+    }
+
+    /// An invitation is recorded by the group's script and accepted or declined once, until it
+    /// lapses; an add of the invited user makes it a member and ends the invitation.
+    @Test func anInvitationIsAnsweredOnceBeforeItLapses() async throws {
+        let (redis, pool, store) = try await start()
+        defer { redis.stop() }
+        do {
+            func change(_ action: MessageStore.GroupChangeAction, by: String, _ users: [(String, [UInt8])], at now: Int64) async throws -> String {
+                let result = try await store.changeGroup(action, group: "team", by: by, users: users, maxMembers: 10, nowMillis: now,
+                                                         invitationLapses: now + 1_000, on: loop).get()
+                switch result {
+                case .refused(let code): return code.name
+                case .changed(_, let members, let invited): return members.map(\.name).joined(separator: ",") + " invited " + invited.joined(separator: ",")
+                }
+            }
+            #expect(try await change(.create, by: "alice", [("alice", [1]), ("bob", []), ("carol", [])], at: 100) == "alice invited bob,carol")
+            #expect(try await change(.accept, by: "bob", [("bob", [2])], at: 1_099) == "alice,bob invited ")
+            #expect(try await change(.accept, by: "carol", [("carol", [2])], at: 1_100) == "not_invited", "lapsed")
+            #expect(try await change(.decline, by: "carol", [("carol", [])], at: 1_100) == "not_invited")
+            #expect(try await change(.add, by: "alice", [("carol", [])], at: 2_000) == "alice,bob invited carol")
+            #expect(try await change(.decline, by: "carol", [("carol", [])], at: 2_001) == "alice,bob invited ")
+            #expect(try await change(.accept, by: "carol", [("carol", [2])], at: 2_002) == "not_invited", "declined")
+            #expect(try await change(.add, by: "alice", [("carol", [])], at: 3_000) == "alice,bob invited carol")
+            #expect(try await change(.add, by: "alice", [("carol", [3])], at: 3_001) == "alice,bob,carol invited ")
+            #expect(try await change(.accept, by: "carol", [("carol", [2])], at: 3_002) == "alice,bob,carol invited ", "a member already")
+            #expect(try await change(.accept, by: "dave", [("dave", [2])], at: 3_003) == "not_invited")
+        } catch {
+            Issue.record("\(error)")
+        }
+        await pool.shutdown()
+    }
+
+    /// A user's list of invitations drops lapsed ones and keeps at most its cap.
+    @Test func aUsersInvitationsLapseAndAreCapped() async throws {
+        let (redis, pool, store) = try await start()
+        defer { redis.stop() }
+        do {
+            for index in 0..<(GroupConsent.invitationsKept + 5) {
+                _ = try await store.invitations(of: "bob", .record(group: "g\(index)", by: "alice", lapses: 10_000 + Int64(index)),
+                                                nowMillis: 0, on: loop).get()
+            }
+            let kept = try await store.invitations(of: "bob", .list, nowMillis: 0, on: loop).get()
+            #expect(kept.count == GroupConsent.invitationsKept)
+            #expect(!kept.contains { $0.group == "g0" }, "the soonest to lapse went first")
+            #expect(try await store.invitations(of: "bob", .list, nowMillis: 10_100, on: loop).get().count == GroupConsent.invitationsKept + 5 - 101)
+            #expect(try await store.invitations(of: "bob", .forget(group: "g150"), nowMillis: 10_100, on: loop).get().count
+                    == GroupConsent.invitationsKept + 5 - 102)
+        } catch {
+            Issue.record("\(error)")
         }
         await pool.shutdown()
     }
