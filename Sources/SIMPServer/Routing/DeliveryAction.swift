@@ -25,6 +25,8 @@ enum DeliveryAction {
     // The store; each answer comes back as an event.
     case store(StoreBatch)
     case relay(StoreRequest, group: String)
+    /// The member confirmed while its copies of these groups were held: copy on from their logs.
+    case resumeGroupCopies(member: String, groups: [String])
     case markFailed(StoreRequest, code: Simp_ErrorCode)
     case probeReplicas(RedisNodeAddress)
     case readInbox(session: UInt64, user: String, after: UInt64, InboxRead)

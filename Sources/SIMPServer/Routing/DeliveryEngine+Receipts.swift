@@ -66,12 +66,13 @@ extension DeliveryEngine {
 
     /// A failed mark is written again a second later; entries come back only for marks that
     /// asked (their senders are told now).
-    mutating func marksWritten(_ marks: [ReceiptLedger.Mark], _ results: [Result<[[UInt8]], RedisError>], now: Moment) {
+    mutating func marksWritten(_ marks: [ReceiptLedger.Mark], _ results: [Result<MessageStore.MarkWritten, RedisError>], now: Moment) {
         for (mark, result) in zip(marks, results) {
             switch result {
-            case .success(let entries):
+            case .success(let written):
                 receipts.written(mark)
-                for bytes in entries { notifyDelivered(storedBytes: bytes, recipient: mark.user) }
+                for bytes in written.entries { notifyDelivered(storedBytes: bytes, recipient: mark.user) }
+                if !written.heldGroups.isEmpty { actions.append(.resumeGroupCopies(member: mark.user, groups: written.heldGroups)) }
             case .failure(let error):
                 logger.warning("receipt not stored; will retry", metadata: ["user": "\(mark.user)", "error": "\(error)"])
                 receipts.writeFailed(mark, now: now.deadline)

@@ -110,6 +110,8 @@ extension GroupFanout {
         var recheck: [String] = []
         /// Per member, the other nodes where their devices are (they read their inbox).
         var notify: [(member: String, nodes: [String])] = []
+        /// Members whose copies are held (their share of group copies is unconfirmed).
+        var held: Set<String> = []
     }
 
     struct Gap: Equatable {
@@ -130,6 +132,7 @@ extension GroupFanout {
                 if !copies.isEmpty { round.copies.append((item.member, copies)) } else if foundCopied { round.recheck.append(item.member) }
                 if !copy.nodes.isEmpty { round.notify.append((item.member, copy.nodes)) }
                 if copy.gap { round.gaps[item.member] = Gap(mark: copy.mark, isMember: copy.isMember, upTo: item.entries.map(\.seq).max() ?? 0) }
+                if copy.held { round.held.insert(item.member) }
             case .failure:
                 round.failed.insert(item.member)
             }
@@ -155,5 +158,22 @@ extension GroupFanout {
             if !missing.isEmpty { plan[member] = missing }
         }
         return plan
+    }
+}
+
+extension GroupFanout {
+    /// A member's held copies of one group, being resumed.
+    struct Resume: Hashable, Sendable {
+        var member: String
+        var group: String
+    }
+
+    /// Log entries read per resume of held copies.
+    static let resumePage = 256
+
+    /// Whether a resume goes on with the next page: the page was full (more may follow) and
+    /// the member took all of it (neither held again nor left behind a gap or a failure).
+    static func resumesAgain(read: Int, incomplete: Bool, held: Bool) -> Bool {
+        read >= resumePage && !incomplete && !held
     }
 }

@@ -32,6 +32,8 @@ final class GroupRelay: @unchecked Sendable {
     var floor: @Sendable (_ member: String) -> UInt64? = { _ in nil }
 
     private var queue: GroupQueue
+    /// Resumes of held copies under way.
+    private var resuming: Set<GroupFanout.Resume> = []
     /// Gap repairs of one copy before it is left to the next message's (or resend's).
     static let gapAttempts = 3
 
@@ -79,10 +81,39 @@ final class GroupRelay: @unchecked Sendable {
     /// Only the members whose copies failed are tried again.
     private func copyAll(_ group: String, _ plan: [String: [GroupEntry]], since: NIODeadline, recheckFound: Bool = false,
                          done: @escaping @Sendable (Bool) -> Void) {
-        deliver(group, plan, recheckFound: recheckFound) { [self] incomplete in
+        deliver(group, plan, recheckFound: recheckFound) { [self] incomplete, _ in
             guard !incomplete.isEmpty, GroupFanout.retries(since: since, now: .now()) else { return done(incomplete.isEmpty) }
             let rest = plan.filter { incomplete.contains($0.key) }
             loop.scheduleTask(in: GroupFanout.retryDelay) { [self] in copyAll(group, rest, since: since, recheckFound: recheckFound, done: done) }
+        }
+    }
+
+    /// The member confirmed while its copies of `group` were held: what it lacks is copied from
+    /// the log, a page at a time while it has room (`GroupFanout.resumePage`), as far as the
+    /// log keeps it (older entries are passed over: their copy follows a gap). One resume per
+    /// member and group at a time.
+    func resume(member: String, group: String) {
+        let key = GroupFanout.Resume(member: member, group: group)
+        guard resuming.insert(key).inserted else { return }
+        store.groupMark(of: member, in: group, on: loop).flatMap { [self] state in
+            store.groupLog(group, after: state.mark, upTo: .max, limit: GroupFanout.resumePage, on: loop).map { (state, $0) }
+        }.whenComplete { [self] result in
+            guard case .success(let (state, log)) = result else {
+                resuming.remove(key)
+                return
+            }
+            let entries = GroupFanout.missing(for: member, after: state.mark, isMember: state.isMember, log: log)
+            guard !entries.isEmpty else {
+                resuming.remove(key)
+                store.releaseHeld(member, group: group, on: loop).whenFailure { _ in }
+                return
+            }
+            deliver(group, [member: entries], recheckFound: false) { [self] incomplete, held in
+                resuming.remove(key)
+                if GroupFanout.resumesAgain(read: log.count, incomplete: incomplete.contains(member), held: held.contains(member)) {
+                    resume(member: member, group: group)
+                }
+            }
         }
     }
 
@@ -119,24 +150,26 @@ final class GroupRelay: @unchecked Sendable {
         return (try? message.serializedBytes()) ?? []
     }
 
-    /// Copies each member's entries; `done` with the members whose copies are not all made.
+    /// Copies each member's entries; `done` with the members whose copies are not all made
+    /// (failed, or behind a gap), and those whose copies are held (they have their share of
+    /// group copies unconfirmed: the rest comes from the log when they confirm, `resume`).
     /// `recheckFound`: entries found copied already make the member's sessions read their inbox
     /// (a resend of a stored message: the node that copied it may have died before pushing).
     private func deliver(_ group: String, _ plan: [String: [GroupEntry]], recheckFound: Bool, attempt: Int = 1,
-                         done: @escaping @Sendable (Set<String>) -> Void) {
+                         done: @escaping @Sendable (_ incomplete: Set<String>, _ held: Set<String>) -> Void) {
         let items = plan.map { (member: $0.key, entries: $0.value) }
         store.deliver(group: group, items, floor: floor, on: loop).whenSuccess { [self] results in
             let round = GroupFanout.copied(items, results, recheckFound: recheckFound)
             carryOut(round, group: group, errors: zip(items, results).compactMap { item, result in
                 if case .failure(let error) = result { (item.member, error) } else { nil }
             })
-            guard !round.gaps.isEmpty else { return done(round.failed) }
+            guard !round.gaps.isEmpty else { return done(round.failed, round.held) }
             guard attempt < Self.gapAttempts else {
                 logger.warning("group copies still behind after \(attempt) repairs", metadata: ["group": "\(group)"])
-                return done(round.failed.union(round.gaps.keys))
+                return done(round.failed.union(round.gaps.keys), round.held)
             }
-            let failedHere = round.failed
-            repair(group, round.gaps, recheckFound: recheckFound, attempt: attempt) { done(failedHere.union($0)) }
+            let (failedHere, heldHere) = (round.failed, round.held)
+            repair(group, round.gaps, recheckFound: recheckFound, attempt: attempt) { done(failedHere.union($0), heldHere.union($1)) }
         }
     }
 
@@ -153,13 +186,13 @@ final class GroupRelay: @unchecked Sendable {
     /// A member's copy stopped at a gap (another node's entry not copied yet, or one from while
     /// they were out): the log after their mark is read and what was theirs copied again.
     private func repair(_ group: String, _ gaps: [String: GroupFanout.Gap], recheckFound: Bool,
-                        attempt: Int, done: @escaping @Sendable (Set<String>) -> Void) {
+                        attempt: Int, done: @escaping @Sendable (Set<String>, Set<String>) -> Void) {
         let low = gaps.values.map(\.mark).min() ?? 0
         let high = gaps.values.map(\.upTo).max() ?? 0
         store.groupLog(group, after: low, upTo: high, on: loop).whenComplete { [self] result in
-            guard case .success(let log) = result else { return done(Set(gaps.keys)) }
+            guard case .success(let log) = result else { return done(Set(gaps.keys), []) }
             let plan = GroupFanout.repairs(gaps, log: log)
-            guard !plan.isEmpty else { return done([]) }
+            guard !plan.isEmpty else { return done([], []) }
             deliver(group, plan, recheckFound: recheckFound, attempt: attempt + 1, done: done)
         }
     }

@@ -304,6 +304,8 @@ final class Router: @unchecked Sendable {
             }
         case .relay(let request, let group):
             groups.enqueue(request, group: group)
+        case .resumeGroupCopies(let member, let held):
+            for group in held { groups.resume(member: member, group: group) }
         case .markFailed(let request, let code):
             store.markFailed(request, code: code, on: loop).whenFailure { [logger] error in
                 logger.warning("could not record that message \(request.id) from \(request.from) failed for good; a resend of it may be stored after later ones: \(error)")

@@ -283,10 +283,12 @@ extension Scripts {
 
     /// Copies group entries into one member's inbox, in the group's order. KEYS: the member's
     /// user, seq, inbox, presence, groups (field GROUP, value "MARK IN": the last group seq
-    /// copied, and 1 while a member), numbering record and blocked users. ARGV: the group, this node's id,
+    /// copied, and 1 while a member), numbering record, blocked users, confirmed mark, group
+    /// copies, this group's copies and held groups. ARGV: the group, this node's id,
     /// the member's numbering floor (the highest seq a session of theirs on this node has
-    /// seen, -1: no session here) and Redis' run id (numbering as in `store`: never below the
-    /// floor, and a restart nobody here has checked recorded as `base`), then per entry its
+    /// seen, -1: no session here), Redis' run id (numbering as in `store`: never below the
+    /// floor, and a restart nobody here has checked recorded as `base`), the copies of one
+    /// group and of all groups the member may have unconfirmed, then per entry its
     /// group seq, its kind for this member, its sender (a message's; '' for a change) and its
     /// bytes. A message from a sender the member blocked is passed over: the mark moves past
     /// it, nothing is copied (its seq is answered 0). The kind: `a AFTER` it adds them
@@ -299,7 +301,11 @@ extension Scripts {
     /// mark, in, seqs, nodes}: gap 1 when it stopped (the caller reads the log after the mark
     /// and copies again), the mark and membership after, per entry the inbox seq it got (0:
     /// skipped or not reached), and where the member's devices are other than here when
-    /// something was copied or found copied. {-1} when the member is no user.
+    /// something was copied or found copied, and held: 1 when the member's unconfirmed copies
+    /// of this group, or of all groups, reached their bound, so the copy stopped there (the
+    /// group is recorded held; the rest is copied from the log once the member confirms, as
+    /// far as the log keeps it). Group copies never count against the one-to-one limits
+    /// (`store`). {-1} when the member is no user.
     static let groupDeliver = RedisScript(seqField + numberingRun + presenceNodes + """
     if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
     local state = redis.call('HGET', KEYS[5], ARGV[1]) or '0 0'
@@ -310,9 +316,15 @@ extension Scripts {
     local floor = tonumber(ARGV[3])
     numberingrun(KEYS[6], floor, ARGV[4], top)
     if floor > top then top = floor end
-    local inbox, seqs, gap, skipped, moved = {}, {}, 0, false, false
+    local inbox, seqs, gap, skipped, moved, held = {}, {}, 0, false, false, 0
     local blocks = redis.call('SCARD', KEYS[7]) > 0
-    for i = 5, #ARGV, 4 do
+    -- Copies at or below the confirmed mark are confirmed: no longer counted.
+    local confirmed = tonumber(redis.call('GET', KEYS[8]) or '0')
+    redis.call('ZREMRANGEBYSCORE', KEYS[9], '-inf', confirmed)
+    redis.call('ZREMRANGEBYSCORE', KEYS[10], '-inf', confirmed)
+    local room = math.min(tonumber(ARGV[5]) - redis.call('ZCARD', KEYS[10]), tonumber(ARGV[6]) - redis.call('ZCARD', KEYS[9]))
+    local copied = {}
+    for i = 7, #ARGV, 4 do
       local seq, from, bytes = tonumber(ARGV[i]), ARGV[i + 2], ARGV[i + 3]
       local kind = string.sub(ARGV[i + 1], 1, 1)
       local copies = false
@@ -323,10 +335,15 @@ extension Scripts {
       elseif member == 1 then
         copies = seq == mark + 1
       end
-      if gap == 1 then
+      if gap == 1 or held == 1 then
         table.insert(seqs, 0)
       elseif seq <= mark then
         skipped = true
+        table.insert(seqs, 0)
+      elseif room <= 0 then
+        -- Held before any gap is looked at: a gap would make the caller read the log for
+        -- nothing, for every message, while the member is over its bound.
+        held = 1
         table.insert(seqs, 0)
       elseif copies and kind == 'm' and blocks and from ~= '' and redis.call('SISMEMBER', KEYS[7], from) == 1 then
         mark = seq
@@ -334,8 +351,11 @@ extension Scripts {
         table.insert(seqs, 0)
       elseif copies then
         top = top + 1
+        room = room - 1
         table.insert(inbox, top)
         table.insert(inbox, bytes .. seqfield(top))
+        table.insert(copied, top)
+        table.insert(copied, top)
         table.insert(seqs, top)
         mark = seq
         if kind == 'a' then member = 1 elseif kind == 'r' then member = 0 end
@@ -348,11 +368,17 @@ extension Scripts {
     if #inbox > 0 then
       redis.call('SET', KEYS[2], top)
       redis.call('ZADD', KEYS[3], unpack(inbox))
+      redis.call('ZADD', KEYS[9], unpack(copied))
+      redis.call('ZADD', KEYS[10], unpack(copied))
+      -- A group left long ago leaves no record behind for ever (renewed with a slack, not
+      -- on every call).
+      if redis.call('TTL', KEYS[10]) < 2419200 then redis.call('EXPIRE', KEYS[10], 2592000) end
     end
     if #inbox > 0 or moved then redis.call('HSET', KEYS[5], ARGV[1], mark .. ' ' .. member) end
+    if held == 1 then redis.call('SADD', KEYS[11], ARGV[1]) elseif gap == 0 then redis.call('SREM', KEYS[11], ARGV[1]) end
     -- An entry found copied already may have been copied by a node that died before it
     -- pushed it or told the member's nodes: they are named for it too.
     if #inbox > 0 or skipped then nodes = presencenodes(KEYS[4], ARGV[2]) end
-    return {gap, mark, member, seqs, nodes}
+    return {gap, mark, member, seqs, nodes, held}
     """)
 }

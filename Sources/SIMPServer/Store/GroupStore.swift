@@ -15,6 +15,9 @@ extension MessageStore {
         var seqs: [UInt64]
         /// Where the member's devices are, other than this node.
         var nodes: [String]
+        /// The member's unconfirmed group copies reached their bound: the copy stopped, the
+        /// rest comes from the log once it confirms (`resume`).
+        var held = false
     }
 
     enum GroupChangeAction: String, Sendable {
@@ -80,8 +83,10 @@ extension MessageStore {
         guard !plan.isEmpty else { return loop.makeSucceededFuture([]) }
         let commands = plan.map { item in
             let keys = [keys.user(item.member), keys.seq(item.member), keys.inbox(item.member), keys.presence(item.member),
-                        keys.groups(item.member), keys.numbering(item.member), keys.blocked(item.member)]
-            var args: [any RedisArgument] = [group, settings.nodeID, floor(item.member).map { Int64($0) } ?? -1, "run id"]
+                        keys.groups(item.member), keys.numbering(item.member), keys.blocked(item.member), keys.acked(item.member),
+                        keys.groupCopies(item.member), keys.groupCopies(item.member, group: group), keys.heldGroups(item.member)]
+            var args: [any RedisArgument] = [group, settings.nodeID, floor(item.member).map { Int64($0) } ?? -1, "run id",
+                                             bounds.share, bounds.limit]
             for entry in item.entries {
                 args.append(entry.seq)
                 args.append(entry.scriptKind)
@@ -104,16 +109,34 @@ extension MessageStore {
     private static func memberCopy(_ reply: RedisValue) throws(RedisError) -> MemberCopy {
         let parts = try reply.checked().array ?? []
         if parts.count == 1, parts[0].int == -1 { return MemberCopy(gap: false, mark: 0, isMember: false, seqs: [], nodes: []) }
-        guard parts.count == 5, let gap = parts[0].int, let mark = parts[1].int, let member = parts[2].int else {
+        guard parts.count == 6, let gap = parts[0].int, let mark = parts[1].int, let member = parts[2].int else {
             throw RedisError(.protocolViolation, "group deliver script returned \(reply)")
         }
         return MemberCopy(gap: gap == 1, mark: UInt64(mark), isMember: member == 1,
-                          seqs: (parts[3].array ?? []).map { UInt64($0.int ?? 0) }, nodes: (parts[4].array ?? []).compactMap(\.string))
+                          seqs: (parts[3].array ?? []).map { UInt64($0.int ?? 0) }, nodes: (parts[4].array ?? []).compactMap(\.string),
+                          held: parts[5].int == 1)
     }
 
-    /// The group's log after `after` up to `upTo`, oldest first.
-    func groupLog(_ group: String, after: UInt64, upTo: UInt64, on loop: any EventLoop) -> EventLoopFuture<[(seq: UInt64, bytes: [UInt8])]> {
-        let read = RedisCommand("ZRANGEBYSCORE", [keys.groupLog(group), "(\(after)", "\(upTo)", "WITHSCORES"])
+    /// Where a member's copies of the group stand: the last place copied, and whether it was a
+    /// member there (nothing copied yet: 0, false).
+    func groupMark(of member: String, in group: String, on loop: any EventLoop) -> EventLoopFuture<(mark: UInt64, isMember: Bool)> {
+        redis.run([RedisCommand("HGET", [keys.groups(member), group])], on: loop).flatMapThrowing { replies in
+            let words = (try replies[0].checked().string ?? "0 0").split(separator: " ")
+            guard words.count == 2, let mark = UInt64(words[0]) else { return (0, false) }
+            return (mark, words[1] == "1")
+        }
+    }
+
+    /// The member's copies of the group are no longer held (nothing of it is left to copy).
+    func releaseHeld(_ member: String, group: String, on loop: any EventLoop) -> EventLoopFuture<Void> {
+        redis.run([RedisCommand("SREM", [keys.heldGroups(member), group])], on: loop).map { _ in () }
+    }
+
+    /// The group's log after `after` up to `upTo` (at most `limit` entries), oldest first.
+    func groupLog(_ group: String, after: UInt64, upTo: UInt64, limit: Int? = nil,
+                  on loop: any EventLoop) -> EventLoopFuture<[(seq: UInt64, bytes: [UInt8])]> {
+        let range: [any RedisArgument] = [keys.groupLog(group), "(\(after)", "\(upTo)", "WITHSCORES"]
+        let read = RedisCommand("ZRANGEBYSCORE", range + (limit.map { ["LIMIT", 0, $0] as [any RedisArgument] } ?? []))
         return redis.run([read], on: loop).flatMapThrowing { replies in
             let flat = try replies[0].checked().array ?? []
             return stride(from: 0, to: flat.count - 1, by: 2).compactMap { index in

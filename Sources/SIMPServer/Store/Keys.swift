@@ -59,6 +59,15 @@ struct Keys: Sendable {
     /// The invitations waiting for NAME's answer: field GROUP, value "BY EXPIRES" (a copy of
     /// the group's record, for listing; the group's own record is what an accept checks).
     func invitations(_ name: String) -> String { of(name, "invitations") }
+    /// The group copies in NAME's inbox (members and scores their seqs; those at or below the
+    /// confirmed mark are dead, trimmed when copies are made): group copies are bounded apart
+    /// from one-to-one messages (`Scripts.groupDeliver`, `Scripts.store`).
+    func groupCopies(_ name: String) -> String { of(name, "gcopies") }
+    /// The copies of one group in NAME's inbox, likewise (its share of the group copies).
+    func groupCopies(_ name: String, group: String) -> String { of(name, "gcopies:\(group)") }
+    /// The groups whose copies to NAME are held (NAME has its share unconfirmed): resumed
+    /// from the group's log when NAME confirms (`Scripts.ack`).
+    func heldGroups(_ name: String) -> String { of(name, "held") }
     /// NAME's groups: field GROUP, value "MARK IN" (`Scripts.groupDeliver`).
     func groups(_ name: String) -> String { of(name, "groups") }
     /// NAME's contacts and requests: field USER, value "contact", "sent" (NAME asked USER) or

@@ -362,7 +362,7 @@ final class MessageStore: Sendable {
     private func storeCommand(_ requests: [StoreRequest], floor: UInt64?) -> RedisCommand {
         let to = requests[0].to
         var keys: [any RedisArgument] = [keys.user(to), keys.seq(to), keys.inbox(to), keys.acked(to), keys.numbering(to),
-                                         keys.presence(to), keys.contacts(to), keys.blocked(to), keys.settings(to)]
+                                         keys.presence(to), keys.contacts(to), keys.blocked(to), keys.settings(to), keys.groupCopies(to)]
         for request in requests {
             let history = self.keys.history(of: to, with: request.copyFor ?? request.from)
             keys.append(self.keys.messageIDs(to: to, from: request.from))
@@ -435,18 +435,29 @@ final class MessageStore: Sendable {
         return .stored(seq: seq, bytes: StoredMessage.appending(seq: seq, to: request.bytes))
     }
 
+    /// What writing one confirmed mark came to (`Scripts.ack`).
+    struct MarkWritten: Equatable, Sendable {
+        /// The inbox entries it was first to confirm, when it asked for them.
+        var entries: [[UInt8]] = []
+        /// The groups whose copies to the user were held: they go on now.
+        var heldGroups: [String] = []
+    }
+
     /// Writes devices' confirmed marks (cumulative receipts) in one pipelined round trip. Per
-    /// mark: the inbox entries it was first to confirm when it asked for them (else none), or
-    /// why it failed.
-    func acknowledge(_ marks: [ReceiptLedger.Mark], on loop: any EventLoop) -> EventLoopFuture<[Result<[[UInt8]], RedisError>]> {
+    /// mark: what it came to, or why it failed.
+    func acknowledge(_ marks: [ReceiptLedger.Mark], on loop: any EventLoop) -> EventLoopFuture<[Result<MarkWritten, RedisError>]> {
         let commands = marks.map { mark in
             RedisCommand.script(Scripts.ack, keys: [keys.inbox(mark.user), keys.acked(mark.user), keys.seq(mark.user),
-                                                    keys.cursors(mark.user), keys.devices(mark.user)],
+                                                    keys.cursors(mark.user), keys.devices(mark.user), keys.heldGroups(mark.user)],
                                 args: [mark.upTo, mark.needsEntries ? 1 : 0, mark.device, bounds.limit])
         }
         return redis.run(commands, on: loop).map { replies in
             replies.map { reply in
-                Result { () throws(RedisError) in (try reply.checked().array ?? []).compactMap(\.bytes) }
+                Result { () throws(RedisError) in
+                    let parts = try reply.checked().array ?? []
+                    guard parts.count == 2 else { throw RedisError(.protocolViolation, "ack script returned \(reply)") }
+                    return MarkWritten(entries: (parts[0].array ?? []).compactMap(\.bytes), heldGroups: (parts[1].array ?? []).compactMap(\.string))
+                }
             }
         }.recover { error in
             let failure = error as? RedisError ?? RedisError(.io, "\(error)")

@@ -4,7 +4,8 @@ import SIMPRedis
 enum Scripts {
     /// Stores several messages for ONE recipient in one call (a script call costs Redis about
     /// 10 µs of its own, more than the commands it runs). KEYS: the recipient's user, seq,
-    /// inbox, confirmed mark, numbering record, presence, contacts, blocked users and settings,
+    /// inbox, confirmed mark, numbering record, presence, contacts, blocked users, settings and
+    /// group copies (which the limits do not count: `groupDeliver` bounds them apart),
     /// then per message the ids its sender stored in this inbox, the conversation's history in
     /// the recipient's slot, and the sender's copy of that history (the same key when the
     /// sender's copy is written by the caller: in a cluster it is in another slot). ARGV: id TTL, history cap,
@@ -64,7 +65,8 @@ enum Scripts {
     local depth, counted = top - confirmed, false
     local function count()
       if not counted then
-        depth = redis.call('ZCOUNT', KEYS[3], '(' .. confirmed, '+inf') + #inbox / 2
+        depth = redis.call('ZCOUNT', KEYS[3], '(' .. confirmed, '+inf') - redis.call('ZCOUNT', KEYS[10], '(' .. confirmed, '+inf')
+          + #inbox / 2
         counted = true
       end
     end
@@ -110,7 +112,7 @@ enum Scripts {
     end
     for i = 11, #ARGV, 3 do
       n = n + 1
-      local ids = KEYS[7 + 3 * n]
+      local ids = KEYS[8 + 3 * n]
       if not asked[ids] then asked[ids] = {}; table.insert(askedKeys, ids) end
       table.insert(asked[ids], ARGV[i])
     end
@@ -124,7 +126,7 @@ enum Scripts {
     n = 0
     for i = 11, #ARGV, 3 do
       n = n + 1
-      local ids, hist, copy, id = KEYS[7 + 3 * n], KEYS[8 + 3 * n], KEYS[9 + 3 * n], ARGV[i]
+      local ids, hist, copy, id = KEYS[8 + 3 * n], KEYS[9 + 3 * n], KEYS[10 + 3 * n], ARGV[i]
       local prior = tonumber(stored[ids .. ' ' .. id] or priors[ids][id])
       if prior and prior < 0 then
         out[n] = {-6, -prior}
@@ -299,15 +301,18 @@ enum Scripts {
     return n
     """)
 
-    /// Cumulative receipt of one device. KEYS: inbox, confirmed mark, seq, cursors, devices.
+    /// Cumulative receipt of one device. KEYS: inbox, confirmed mark, seq, cursors, devices,
+    /// held groups.
     /// ARGV: the seq confirmed (clamped to the last assigned), 1 when the caller does not know
     /// every confirmed message's sender, the device, and how many confirmed entries may be kept
     /// for devices behind (the inbox limit). Raises the device's cursor and the user's confirmed
     /// mark (the highest cursor: a message is delivered once its first device confirms it), and
     /// removes the entries every device has confirmed. A device further behind than the kept
     /// entries has its cursor moved past those removed: it gets the newer ones, the older are in
-    /// the history. A device not registered (revoked) changes nothing. Returns, when ARGV[2] is
-    /// 1, the entries this receipt was the first to confirm (their senders are told), else {}.
+    /// the history. A device not registered (revoked) changes nothing. Returns {entries, held}:
+    /// when ARGV[2] is 1, the entries this receipt was the first to confirm (their senders are
+    /// told), else {}; and when it raised the confirmed mark, the groups whose copies are held
+    /// (they go on from the group's log: `groupDeliver`).
     static let ack = RedisScript("""
     local device = ARGV[3]
     local marks = redis.call('MGET', KEYS[3], KEYS[2])
@@ -318,16 +323,17 @@ enum Scripts {
     for i = 1, #cursors, 2 do
       if cursors[i] == device then at = i + 1 end
     end
-    if not at and redis.call('HEXISTS', KEYS[5], device) == 0 then return {} end
+    if not at and redis.call('HEXISTS', KEYS[5], device) == 0 then return {{}, {}} end
     if not at or upto > tonumber(cursors[at]) then
       redis.call('HSET', KEYS[4], device, upto)
       if at then cursors[at] = upto else table.insert(cursors, device); table.insert(cursors, upto) end
     end
-    local items = {}
+    local items, held = {}, {}
     if upto > mark then
       if ARGV[2] == '1' then items = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. mark, upto) end
       redis.call('SET', KEYS[2], upto)
       mark = upto
+      held = redis.call('SMEMBERS', KEYS[6])
     end
     local low = mark
     for i = 2, #cursors, 2 do low = math.min(low, tonumber(cursors[i])) end
@@ -342,7 +348,7 @@ enum Scripts {
       end
     end
     redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', low)
-    return items
+    return {items, held}
     """)
 
     /// At CONNECT: registers the device, or finds it registered. KEYS: devices, cursors,

@@ -176,7 +176,7 @@ import Testing
         #expect(laptop == .registered(cursor: 0, devices: 2, nodes: []))
         func ack(_ device: String, _ upTo: UInt64) async throws -> [String] {
             let written = try await messages.acknowledge([.init(user: "bob", device: device, upTo: upTo, needsEntries: true)], on: loop).get()
-            return try written[0].get().map { String(decoding: $0.prefix(9), as: UTF8.self) }
+            return try written[0].get().entries.map { String(decoding: $0.prefix(9), as: UTF8.self) }
         }
         func inbox() async throws -> Int64 { try await pool.run(RedisCommand("ZCARD", [messages.keys.inbox("bob")])).int ?? -1 }
 
