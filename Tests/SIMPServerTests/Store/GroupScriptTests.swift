@@ -220,4 +220,43 @@ import Testing
         }
         await pool.shutdown()
     }
+
+    /// A member's copies stop at its bound of unconfirmed group copies (held, the group
+    /// recorded), the one-to-one store does not count them, and the receipt that confirms them
+    /// names the held group.
+    @Test func aMembersCopiesStopAtTheirBoundAndTheReceiptNamesTheHeldGroup() async throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let pool = RedisPool(configuration: RedisConfiguration(port: redis.port))
+        var settings = StoreSettings()
+        settings.inboxLimit = 3
+        settings.inboxShare = 2
+        let store = MessageStore(redis: pool, settings: settings)
+        do {
+            for user in ["alice", "bob"] { _ = try await store.createAccount(user: user, salt: [1], hash: [2], kdf: "test", on: loop).get() }
+            _ = try await store.registerDevice(user: "bob", device: "default", nowMillis: 2, issuedMillis: 1, on: loop).get()
+            let entries = (1...4).map { GroupEntry(seq: UInt64($0), kind: .other, sender: "alice", bytes: message("m\($0)").bytes) }
+            // bob is a member from place 0 on (his mark says so).
+            _ = try await pool.run(RedisCommand("HSET", [store.keys.groups("bob"), "team", "0 1"]))
+            let first = try await store.deliver(group: "team", [("bob", entries)], floor: { _ in nil }, on: loop).get()[0].get()
+            #expect(first.held && !first.gap && first.seqs == [1, 2, 0, 0] && first.mark == 2)
+            #expect(try await pool.run(RedisCommand("SMEMBERS", [store.keys.heldGroups("bob")])).array?.compactMap(\.string) == ["team"])
+            let again = try await store.deliver(group: "team", [("bob", Array(entries.dropFirst(3)))], floor: { _ in nil }, on: loop).get()[0].get()
+            #expect(again.held && !again.gap, "held before the gap is looked at: no log read for nothing")
+
+            // Two group copies unconfirmed, limit 3: three one-to-one messages (of three senders: a share is 2) still go in.
+            for (id, from) in [("d1", "s1"), ("d2", "s2"), ("d3", "s3")] {
+                let outcome = try await store.store([StoreRequest(from: from, id: id, to: "bob", bytes: message(id, from: from).bytes)], on: loop).get()
+                guard case .stored = outcome[0] else { throw TestSupportError("\(id): \(outcome)") }
+            }
+            let written = try await store.acknowledge([.init(user: "bob", upTo: 2, needsEntries: false)], on: loop).get()[0].get()
+            #expect(written.heldGroups == ["team"])
+            let resumed = try await store.deliver(group: "team", [("bob", Array(entries.dropFirst(2)))], floor: { _ in nil }, on: loop).get()[0].get()
+            #expect(!resumed.held && resumed.seqs == [6, 7] && resumed.mark == 4)
+            #expect(try await pool.run(RedisCommand("SCARD", [store.keys.heldGroups("bob")])).int == 0)
+        } catch {
+            Issue.record("\(error)")
+        }
+        await pool.shutdown()
+    }
 }
