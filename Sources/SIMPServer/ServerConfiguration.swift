@@ -129,6 +129,9 @@ public struct ServerLimits: Sendable {
     public var anonymousFrameLength = 4_096
     /// Registrations one source IP may attempt per hour.
     public var registrationsPerIP = 10
+    /// Users one user may write to for the first time per hour, per node (`RecipientPacing`):
+    /// the answers say which names exist, so writing to names is paced like registering them.
+    public var newRecipientsPerHour = 100
     /// Password hashing jobs (scrypt) waiting or running on the node; more are refused at once.
     public var hashingQueue = 64
     /// Of those, the jobs one source IP may have.

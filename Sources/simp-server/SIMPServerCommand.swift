@@ -105,6 +105,9 @@ struct SIMPServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-registrations-per-ip"), help: "Registrations one source IP may attempt per hour. Default 10.")
     var registrationsPerIP: Int?
 
+    @Option(name: .customLong("new-recipients-per-hour"), help: "Users one user may write to for the first time in an hour (each answer says whether a name exists); more are refused (RATE_LIMITED). Default 100.")
+    var newRecipientsPerHour: Int?
+
     @Option(name: .customLong("max-hashing-queue"), help: "Password checks (scrypt) waiting or running; more are refused with RATE_LIMITED. Default 64.")
     var hashingQueue: Int?
 
@@ -313,6 +316,7 @@ struct SIMPServerCommand: AsyncParsableCommand {
         try count("max-sessions-per-user", sessionsPerUser, &limits.sessionsPerUser)
         try count("max-conns-per-ip", connectionsPerIP, &limits.connectionsPerIP)
         try count("max-registrations-per-ip", registrationsPerIP, &limits.registrationsPerIP)
+        try count("new-recipients-per-hour", newRecipientsPerHour, &limits.newRecipientsPerHour)
         try count("max-hashing-queue", hashingQueue, &limits.hashingQueue)
         try count("max-hashing-per-ip", hashingPerIP, &limits.hashingPerIP)
         try count("min-password-length", minPasswordLength, &limits.minPasswordBytes)

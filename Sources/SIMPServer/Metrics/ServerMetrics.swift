@@ -15,6 +15,7 @@ enum Limit: String, CaseIterable, Sendable {
     case messagesPerSecond = "messages_per_second", sessionsPerUser = "sessions_per_user"
     case connectionsPerIP = "connections_per_ip", inboxSize = "inbox_size", failedLogins = "failed_logins"
     case outputBacklog = "output_backlog"
+    case newRecipients = "new_recipients"
     case inboxShare = "inbox_share", controlRequests = "control_requests", frameDeadline = "frame_deadline", loginDeadline = "login_deadline"
     case passwordHashing = "password_hashing", registrations, resendBytes = "resend_bytes"
 }

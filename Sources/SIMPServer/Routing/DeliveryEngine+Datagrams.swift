@@ -147,6 +147,13 @@ extension DeliveryEngine {
             refuse(message, problem, from: session, now: now)
             return
         }
+        // Before anything is looked up: the answer would say whether the name exists.
+        if GroupName.addressed(by: message.toUser) == nil, message.toUser != session.user,
+           !recipients.admits(session.user, writingTo: message.toUser, now: now.deadline) {
+            metrics.exceeded(.newRecipients)
+            refuse(message, (.rateLimited, recipients.reason()), from: session, now: now)
+            return
+        }
         switch Self.storeRequest(for: message, from: session, now: now) {
         case .refused(let message, let problem):
             refuse(message, problem, from: session, now: now)

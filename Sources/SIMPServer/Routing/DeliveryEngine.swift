@@ -68,6 +68,7 @@ struct DeliveryEngine {
     var replicaHold: ShardHold<StoreRequest>
     var storeTracker = StoreTracker()
     var receipts = ReceiptLedger()
+    var recipients: RecipientPacing
     /// Sessions whose presence is to be written on the next tick.
     var presenceDue: [UInt64: Session] = [:]
     /// Sessions whose presence is only to live longer: its fields are as written.
@@ -98,6 +99,7 @@ struct DeliveryEngine {
         stores = StorePipeline(maxBatch: settings.maxStoreBatch, maxInFlight: settings.maxStoreBatchesInFlight, place: { $0.order },
                                lane: { $0.from })
         replicaHold = ShardHold(limit: settings.replicaHoldLimit)
+        recipients = RecipientPacing(limit: settings.newRecipientsPerHour)
     }
 
     /// Hands over what to carry out.

@@ -25,6 +25,8 @@ struct RouterSettings: Sendable {
     /// Bytes a session's receipts may have resent a second (and in a burst), over what the
     /// retransmit timers send.
     var resendBytesPerSecond = 64 * 1024
+    /// Users one user may write to for the first time per hour (`RecipientPacing`).
+    var newRecipientsPerHour = 100
 }
 
 /// The I/O driver of one node's delivery: it reads the clock once per event, feeds datagrams,
