@@ -6,13 +6,14 @@ import SIMPCore
 /// Each takes arbitrary bytes, must never crash, and checks invariants with `precondition`,
 /// so a violated invariant is a crash the fuzzer reports. `simp-fuzz` runs them (docs/SECURITY.md).
 public enum FuzzTarget: String, CaseIterable, Sendable {
-    case frames, datagrams, envelopes
+    case frames, datagrams, envelopes, tokens
 
     public func run(_ data: [UInt8]) {
         switch self {
         case .frames: FuzzTarget.frames(data)
         case .datagrams: FuzzTarget.datagrams(data)
         case .envelopes: FuzzTarget.envelopes(data)
+        case .tokens: FuzzTarget.tokens(data)
         }
     }
 
@@ -134,5 +135,45 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             break
         }
         _ = envelope.textFormatString()
+    }
+
+    static let signer = TokenSigner(secret: [UInt8](repeating: 9, count: 32))
+
+    /// The login token parser (`UnverifiedToken`) on the bytes as a CONNECT's token string.
+    /// What parses has valid names and spells back to a token that parses to the same; nothing
+    /// random verifies under the key; and a token the signer issues for the parsed names
+    /// verifies to them, while the same token with one byte of its body changed does not.
+    static func tokens(_ data: [UInt8]) {
+        let text = String(decoding: data, as: UTF8.self)
+        guard let token = UnverifiedToken(text) else { return }
+        precondition(UserName.isValid(token.user) && DeviceName.isValid(token.device), "a token parsed with an invalid name")
+        precondition(token.mac.count == 32, "a token parsed with a MAC of \(token.mac.count) bytes")
+        let spelled = "\(token.user)@\(token.device).\(token.expiresAt).\(token.nonce).\(Hex.string(token.mac))"
+        let again = UnverifiedToken(spelled)
+        precondition(again?.user == token.user && again?.device == token.device && again?.expiresAt == token.expiresAt
+                     && again?.nonce == token.nonce && again?.mac == token.mac, "a token does not survive being spelled again")
+        if token.verified(with: signer.key, nowMillis: .min) != nil {
+            // Forging an HMAC-SHA256 by chance is a 2^-256 event: treat it as a broken check.
+            preconditionFailure("random bytes verified as a token of \(token.user)")
+        }
+        checkIssued(user: token.user, device: token.device, expiresAt: token.expiresAt, nonce: token.nonce, flip: data.count)
+    }
+
+    /// A token issued for these names verifies to them until it expires, and not once any one
+    /// byte of what its MAC signs (at `flip`, wrapped) is changed.
+    private static func checkIssued(user: String, device: String, expiresAt: Int64, nonce: UInt64, flip: Int) {
+        let issuedAt = expiresAt.subtractingReportingOverflow(signer.lifetimeMillis)
+        guard !issuedAt.overflow else { return }
+        let issued = signer.issue(user: user, device: device, nowMillis: issuedAt.partialValue, nonce: nonce)
+        let verified = signer.verify(issued.token, nowMillis: issued.expiresAt - 1)
+        precondition(verified?.user == user && verified?.device == device && verified?.expiresAt == issued.expiresAt,
+                     "an issued token does not verify to its names")
+        precondition(signer.verify(issued.token, nowMillis: issued.expiresAt) == nil, "a token verified at its expiry")
+        var bytes = Array(issued.token.utf8)
+        let macStart = bytes.count - 64
+        let index = flip % (macStart - 1)
+        bytes[index] = bytes[index] == UInt8(ascii: "1") ? UInt8(ascii: "2") : UInt8(ascii: "1")
+        precondition(signer.verify(String(decoding: bytes, as: UTF8.self), nowMillis: issued.expiresAt - 1) == nil,
+                     "a token verified with byte \(index) of its body changed")
     }
 }

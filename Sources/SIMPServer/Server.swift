@@ -205,9 +205,9 @@ public final class SIMPServer: Service, Sendable {
             switch request {
             case .disconnect(let user, let session):
                 router.closeByAdministrator(user: user, session: session)
-            case .endDevice(let user, let device, let by):
+            case .endDevice(let user, let device, let by, let at):
                 let error = Simp_Envelope.error(.sessionClosed, "this device was revoked from \(user)'s device \(by)")
-                router.metrics.loginsEnded.increment(by: Int64(logins.close(user: user, device: device, with: error)))
+                router.metrics.loginsEnded.increment(by: Int64(logins.revoked(user: user, device: device, at: at, with: error)))
             case .endLogins(let user, let why, let asker, let connection):
                 let except = asker == router.store.settings.nodeID ? connection : nil
                 let error = Simp_Envelope.error(.sessionClosed, why.reason)

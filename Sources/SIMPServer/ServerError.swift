@@ -15,6 +15,11 @@ struct ServerError: Error, Sendable, CustomStringConvertible {
         ServerError(.storeUnavailable, "message store unavailable: \(error.message)")
     }
 
+    /// A CONNECT (or login) of a device whose revocation ends its token.
+    static func deviceRevoked(_ device: String, of user: String) -> ServerError {
+        ServerError(.deviceRevoked, "device \(device) of \(user) was revoked; log in again")
+    }
+
     static func wrap(_ error: any Error) -> ServerError {
         if let e = error as? ServerError { return e }
         if let e = error as? RedisError { return .store(e) }

@@ -34,7 +34,7 @@ struct SIMPFuzz {
 
     static func replay(_ arguments: [String]) {
         guard let name = arguments.first, let target = FuzzTarget(rawValue: name), arguments.count >= 2 else {
-            fail("usage: simp-fuzz frames|datagrams|envelopes FILE|DIR...")
+            fail("usage: simp-fuzz \(FuzzTarget.allCases.map(\.rawValue).joined(separator: "|")) FILE|DIR...")
         }
         var count = 0
         for path in arguments.dropFirst() {

@@ -220,13 +220,27 @@ import SIMPServer
 struct AdminRequestTests {
     @Test func readsWhatItWrites() {
         for request in [AdminRequest.disconnect(user: "bob", session: nil),
-                        .disconnect(user: "bob.x-1", session: UInt64.max)] {
+                        .disconnect(user: "bob.x-1", session: UInt64.max),
+                        .endDevice(user: "bob", device: "phone", by: "laptop", at: 1_700_000_000_123),
+                        .endDevice(user: "bob", device: "phone", by: "laptop", at: nil),
+                        .endLogins(user: "bob", why: .password, node: "node-2", connection: 42)] {
             #expect(AdminRequest(request.text) == request)
         }
     }
 
+    /// A revocation carries its time; a node of an earlier version announces none, and its
+    /// announcement still ends every login of the device (`AdminRequest.endDevice`).
+    @Test func readsARevocationsTimeAndTheEarlierFormWithout() {
+        #expect(AdminRequest("end-device bob phone laptop 1700000000123")
+                == .endDevice(user: "bob", device: "phone", by: "laptop", at: 1_700_000_000_123))
+        #expect(AdminRequest("end-device bob phone laptop") == .endDevice(user: "bob", device: "phone", by: "laptop", at: nil))
+    }
+
     @Test func refusesAnythingElse() {
-        for text in ["", "disconnect", "disconnect Bob!", "disconnect bob 12x", "disconnect bob 1 2", "shutdown bob"] {
+        for text in ["", "disconnect", "disconnect Bob!", "disconnect bob 12x", "disconnect bob 1 2", "shutdown bob",
+                     "end-device bob phone", "end-device bob phone laptop -5", "end-device bob phone laptop +5",
+                     "end-device bob phone laptop 12x", "end-device bob phone laptop 99999999999999999999",
+                     "end-device bob phone laptop 5 6", "end-device bob Phone laptop 5"] {
             #expect(AdminRequest(text) == nil, "\(text)")
         }
     }

@@ -89,6 +89,107 @@ import Testing
         await cluster.stop()
     }
 
+    /// When a token was issued (ms since the epoch): its expiry, less the 24 h lifetime.
+    private func issued(_ token: String) throws -> Int64 {
+        let parts = token.split(separator: ".")
+        return try #require(Int64(parts[parts.count - 3])) - 24 * 3600 * 1000
+    }
+
+    /// Waits for the wall clock to pass `millis`, so the next token is issued after it.
+    private func waitPast(_ millis: Int64) async throws {
+        while Accounts.nowMillis() <= millis { try await Task.sleep(for: .milliseconds(1)) }
+    }
+
+    /// Sends `text` over the admin channel as a node announces it, and returns once this node
+    /// has handled it: a request sent after it on the same channel (the earlier form of
+    /// `end-device`, which ends every login of the device) has closed a tablet's login.
+    private func announce(_ text: String, to cluster: TestCluster) throws {
+        let tablet = try peer(cluster)
+        _ = try tablet.login("alice", "pw-alice", device: "tablet")
+        for request in [text, "end-device alice tablet laptop"] {
+            #expect(try cluster.redis.command(["SPUBLISH", "simp:admin", request]).hasPrefix(":1"), "no node heard \(request)")
+        }
+        let ended = try tablet.read()
+        #expect(errorCode(ended) == .sessionClosed, "\(String(describing: ended))")
+    }
+
+    /// Race (b): the revoking node's own announcement (or another node's) arrives after the
+    /// device logged in again with a new token; that login outlives it.
+    @Test func aLoginMadeAfterARevocationOutlivesItsLateAnnouncement() async throws {
+        let cluster = try await TestCluster.start()
+        try await cluster.register("alice")
+        let phone = try peer(cluster)
+        try phone.connectAndBind(token: try phone.login("alice", "pw-alice", device: "phone"), device: "phone")
+        let (laptop, _) = try await cluster.connectedDevice("alice", "laptop")
+        try await laptop.revokeDevice("phone")
+        #expect(errorCode(try phone.read()) == .sessionClosed)
+        let stored = try cluster.redis.command(["GET", "simp:{alice}:revoked:phone"]).split(separator: "\r\n")
+        let revokedAt = try #require(stored.count > 1 ? Int64(stored[1]) : nil, "\(stored)")
+
+        try await waitPast(revokedAt)
+        let again = try peer(cluster)
+        let token = try again.login("alice", "pw-alice", device: "phone")
+        #expect(try issued(token) > revokedAt)
+        try again.connectAndBind(token: token, device: "phone")
+        try announce("end-device alice phone laptop \(revokedAt)", to: cluster)
+        guard case .pong? = try again.request(9, .ping(Simp_Ping()))?.body else {
+            Issue.record("the login made after the revocation was closed by its announcement")
+            return
+        }
+        #expect(await cluster.server.sessionCount() == 2, "the laptop and the phone's new session")
+        await laptop.close()
+        await cluster.stop()
+    }
+
+    /// One announcement closes the device's logins whose token was issued at or before the
+    /// revocation, and no other.
+    @Test func anAnnouncementClosesOnlyLoginsWithTokensFromBeforeIt() async throws {
+        let cluster = try await TestCluster.start()
+        try await cluster.register("alice")
+        let old = try peer(cluster)
+        let revokedAt = try issued(try old.login("alice", "pw-alice", device: "phone"))
+        try await waitPast(revokedAt)
+        let new = try peer(cluster)
+        try new.connectAndBind(token: try new.login("alice", "pw-alice", device: "phone"), device: "phone")
+
+        try announce("end-device alice phone laptop \(revokedAt)", to: cluster)
+        let ended = try old.read()
+        #expect(errorCode(ended) == .sessionClosed, "\(String(describing: ended))")
+        if case .error(let error)? = ended?.body { #expect(error.reason == "this device was revoked from alice's device laptop") }
+        #expect(old.isClosedByServer())
+        guard case .pong? = try new.request(9, .ping(Simp_Ping()))?.body else {
+            Issue.record("a login with a token issued after the revocation was closed")
+            return
+        }
+        await cluster.stop()
+    }
+
+    /// Race (a): a CONNECT whose registration the store took before the revocation was written
+    /// joins this node's logins only after the revocation's closes ran. Here the node hears the
+    /// revocation while Redis holds none (as when the CONNECT's check ran first): the CONNECT
+    /// is refused all the same, and a new login connects.
+    @Test func aConnectThatPassedItsCheckBeforeARevocationIsRefusedWhenItJoins() async throws {
+        let cluster = try await TestCluster.start()
+        try await cluster.register("alice")
+        let thief = try peer(cluster)
+        let stolen = try thief.login("alice", "pw-alice", device: "phone")
+        let revokedAt = try issued(stolen)
+        try announce("end-device alice phone laptop \(revokedAt)", to: cluster)
+        #expect(errorCode(try thief.read()) == .sessionClosed, "the login itself closed")
+
+        let late = try peer(cluster)
+        let refused = try connect(late, token: stolen, device: "phone")
+        #expect(errorCode(refused) == .deviceRevoked, "\(String(describing: refused))")
+        #expect(try cluster.redis.command(["EXISTS", "simp:{alice}:revoked:phone"]).hasPrefix(":0"), "refused by the node, not Redis")
+        #expect(await cluster.server.sessionCount() == 0)
+
+        try await waitPast(revokedAt)
+        let owner = try peer(cluster)
+        try owner.connectAndBind(token: try owner.login("alice", "pw-alice", device: "phone"), device: "phone")
+        #expect(await cluster.server.sessionCount() == 1)
+        await cluster.stop()
+    }
+
     /// `changePassword`: the caller gets a new token and keeps its session; every other
     /// connection of the user closes with SESSION_CLOSED, and every earlier token is refused.
     @Test func aPasswordChangeEndsEveryOtherLogin() async throws {

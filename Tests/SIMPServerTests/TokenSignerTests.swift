@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import SIMPCore
 import Testing
 @testable import SIMPServer
 

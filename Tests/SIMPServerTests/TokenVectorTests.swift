@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import SIMPCore
 import Testing
 @testable import SIMPServer
 
@@ -53,12 +54,12 @@ import Testing
     @Test func everyTokenIsTheDocumentedHMACAndVerifiesUntilItExpires() throws {
         let vectors = try JSONDecoder().decode([TokenVector].self, from: Data(contentsOf: Self.file))
         for vector in vectors {
-            let key = SymmetricKey(data: Data(hexString: vector.key)!)
+            let key = SymmetricKey(data: Hex.bytes(vector.key)!)
             let body = "\(vector.user)@\(vector.device).\(vector.expiresAtMillis).\(vector.nonce)"
             let mac = HMAC<SHA256>.authenticationCode(for: Data(body.utf8), using: key).map { String(format: "%02x", $0) }.joined()
             #expect(vector.token == "\(body).\(mac)", "\(vector.name)")
             #expect(vector.expiresAtMillis == vector.issuedAtMillis + 24 * 3600 * 1000)
-            let signer = TokenSigner(secret: Array(Data(hexString: vector.key)!))
+            let signer = TokenSigner(secret: Hex.bytes(vector.key)!)
             let verified = signer.verify(vector.token, nowMillis: vector.expiresAtMillis - 1)
             #expect(verified?.user == vector.user)
             #expect(verified?.device == vector.device)

@@ -214,7 +214,7 @@ final class Accounts: Sendable {
         guard let verified = tokens.verify(token, nowMillis: Self.nowMillis()) else {
             return loop.makeFailedFuture(ServerError(.invalidToken, "token is invalid or expired; log in again"))
         }
-        let issuedAt = verified.expiresAt - tokens.lifetimeMillis
+        let issuedAt = issuedMillis(of: verified)
         return store.tokenState(tokenID: verified.id.hex, user: verified.user, on: loop).flatMapThrowing { state in
             guard !state.revoked else { throw ServerError(.invalidToken, "token was revoked by logout; log in again") }
             guard issuedAt >= state.validFromMillis else {
@@ -233,7 +233,12 @@ final class Accounts: Sendable {
 
     /// When the token was issued (ms since the epoch).
     func issuedMillis(of token: VerifiedToken) -> Int64 {
-        token.expiresAt - tokens.lifetimeMillis
+        issuedMillis(expiringAt: token.expiresAt)
+    }
+
+    /// When a token of this node's lifetime that expires at `expiresAt` was issued.
+    func issuedMillis(expiringAt expiresAt: Int64) -> Int64 {
+        expiresAt - tokens.lifetimeMillis
     }
 
     /// Verifies a token this node just issued (to remember it for logout).

@@ -2,14 +2,19 @@ import SIMPCore
 
 /// What an administrator (or a user, for its own logins) asks every node over the admin
 /// channel (`Keys.adminChannel`), as one line of text: `disconnect USER`, `disconnect USER
-/// SESSION`, `end-device USER DEVICE BY` or `end-logins USER WHY NODE CONNECTION`. Names have
+/// SESSION`, `end-device USER DEVICE BY AT` or `end-logins USER WHY NODE CONNECTION`. Names have
 /// no space (`UserName`, `DeviceName`, node ids are user names), so the words need no quoting.
 public enum AdminRequest: Equatable, Sendable {
     /// Close the user's session (only the one with this id, when given), and tell its client
     /// not to reconnect.
     case disconnect(user: String, session: UInt64?)
-    /// Close the connections of the user's device, which was revoked from the user's device `by`.
-    case endDevice(user: String, device: String, by: String)
+    /// Close the connections of the user's device, which was revoked from the user's device `by`
+    /// at `at` (ms since the epoch, the time written to Redis): only those whose token was
+    /// issued at or before it, so a login made after the revocation outlives a late
+    /// announcement. nil: `end-device USER DEVICE BY`, from a node of an earlier version, which
+    /// closes every connection of the device (as that node does), so a cluster being upgraded
+    /// one node at a time still ends the device everywhere.
+    case endDevice(user: String, device: String, by: String, at: Int64?)
     /// Close every connection logged in as the user, except the one that asked (`connection`
     /// on node `node`): its password changed, or it ended every login.
     case endLogins(user: String, why: LoginEnd, node: String, connection: UInt64)
@@ -30,8 +35,14 @@ public enum AdminRequest: Equatable, Sendable {
     public init?(_ text: String) {
         let words = text.split(separator: " ").map(String.init)
         if words.first == "end-device" {
-            guard words.count == 4, UserName.isValid(words[1]), DeviceName.isValid(words[2]), DeviceName.isValid(words[3]) else { return nil }
-            self = .endDevice(user: words[1], device: words[2], by: words[3])
+            guard (4...5).contains(words.count), UserName.isValid(words[1]), DeviceName.isValid(words[2]),
+                  DeviceName.isValid(words[3]) else { return nil }
+            guard words.count == 5 else {
+                self = .endDevice(user: words[1], device: words[2], by: words[3], at: nil)
+                return
+            }
+            guard let at = Self.millis(words[4]) else { return nil }
+            self = .endDevice(user: words[1], device: words[2], by: words[3], at: at)
             return
         }
         if words.first == "end-logins" {
@@ -53,8 +64,15 @@ public enum AdminRequest: Equatable, Sendable {
         switch self {
         case .disconnect(let user, let session?): return "disconnect \(user) \(session)"
         case .disconnect(let user, nil): return "disconnect \(user)"
-        case .endDevice(let user, let device, let by): return "end-device \(user) \(device) \(by)"
+        case .endDevice(let user, let device, let by, let at?): return "end-device \(user) \(device) \(by) \(at)"
+        case .endDevice(let user, let device, let by, nil): return "end-device \(user) \(device) \(by)"
         case .endLogins(let user, let why, let node, let connection): return "end-logins \(user) \(why.rawValue) \(node) \(connection)"
         }
+    }
+
+    /// A time in ms as a node writes it: decimal digits only (no sign), within Int64.
+    private static func millis(_ word: String) -> Int64? {
+        guard word.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+        return Int64(word)
     }
 }

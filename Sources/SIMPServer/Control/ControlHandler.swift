@@ -333,11 +333,14 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
     /// This connection's number in the node's `LoginTable`.
     private var number: LoginTable.Connection { LoginTable.number(of: self) }
 
-    /// Notes this connection as logged in as `user` for `device`, so that ending the user's
-    /// logins (or revoking the device) closes it.
-    private func joinLogins(_ channel: any Channel, user: String, device: String) {
+    /// Notes this connection as logged in as `user` for `device` with a token issued at
+    /// `tokenIssued`, so that ending the user's logins (or revoking the device) closes it.
+    /// False when a revocation of the device that ends the token was heard already: it came
+    /// after the token was checked, and its closes could not find this connection.
+    private func joinLogins(_ channel: any Channel, user: String, device: String, tokenIssued: Int64) -> Bool {
+        guard node.logins.loggedIn(number, user: user, device: device, tokenIssued: tokenIssued, channel: channel) else { return false }
         self.device = device
-        node.logins.loggedIn(number, user: user, device: device, channel: channel)
+        return true
     }
 
     private func leaveLogins() {
@@ -388,8 +391,12 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
             let handler = loop.value
             try handler.takeSlot(for: request.user)
             if case .anonymous = handler.state {
+                let issued = handler.accounts.issuedMillis(expiringAt: token.expiresAt)
+                guard handler.joinLogins(channel, user: request.user, device: device, tokenIssued: issued) else {
+                    handler.releaseSlot()
+                    throw ServerError.deviceRevoked(device, of: request.user)
+                }
                 handler.state = .authenticated(user: request.user)
-                handler.joinLogins(channel, user: request.user, device: device)
             }
             if let verified = handler.accounts.parse(token: token.token) { handler.tokens.append(verified.revocable) }
             var response = Simp_LoginResponse()
@@ -427,15 +434,21 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
             try loop.value.admit(token)
             return token
         }.flatMap { token in
-            let wanted = DeliveryEngine.SessionRequest(user: token.user, device: device, tokenIssuedMillis: accounts.issuedMillis(of: token),
+            let issued = accounts.issuedMillis(of: token)
+            let wanted = DeliveryEngine.SessionRequest(user: token.user, device: device, tokenIssuedMillis: issued,
                                                lastSeq: request.lastSeq, takesBundles: request.bundles, takesEarly: request.early)
             return router.loop.flatSubmit { router.openSession(wanted, control: channel) }.hop(to: channel.eventLoop).flatMapThrowing { response -> Simp_Envelope in
                 guard !loop.value.closed else {
                     router.loop.execute { router.closeSession(response.sessionID) }
                     throw ServerError(.notConnected, "the connection closed")
                 }
+                // The store took the device before a revocation was written, which then closed
+                // the device's logins before this one joined them: the revocation wins.
+                guard loop.value.joinLogins(channel, user: token.user, device: response.device, tokenIssued: issued) else {
+                    router.loop.execute { router.closeSession(response.sessionID) }
+                    throw ServerError.deviceRevoked(response.device, of: token.user)
+                }
                 loop.value.state = .connected(user: token.user, session: response.sessionID)
-                loop.value.joinLogins(channel, user: token.user, device: response.device)
                 return Simp_Envelope(requestID: id, .connected(response))
             }
         }
@@ -463,14 +476,16 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
         }
         let (router, logins, metrics) = (self.router, node.logins, self.metrics)
         let revoker = device ?? DeviceName.unnamed
-        let future = router.store.revokeDevice(user: user, device: request.name, nowMillis: Accounts.nowMillis(), on: context.eventLoop)
+        // One time for Redis, this node's table and the announcement: each ends the same tokens.
+        let revokedAt = Accounts.nowMillis()
+        let future = router.store.revokeDevice(user: user, device: request.name, nowMillis: revokedAt, on: context.eventLoop)
             .flatMapThrowing { found -> Simp_Envelope in
                 guard found != nil else { throw ServerError(.badRequest, "\(user) has no device \(request.name)") }
                 // Here at once; on every node (this one again, harmlessly) through the admin channel.
-                let closed = logins.close(user: user, device: request.name,
-                                          with: .error(.sessionClosed, "this device was revoked from \(user)'s device \(revoker)"))
+                let closed = logins.revoked(user: user, device: request.name, at: revokedAt,
+                                            with: .error(.sessionClosed, "this device was revoked from \(user)'s device \(revoker)"))
                 metrics.loginsEnded.increment(by: Int64(closed))
-                router.store.announce(.endDevice(user: user, device: request.name, by: revoker), on: router.loop)
+                router.store.announce(.endDevice(user: user, device: request.name, by: revoker, at: revokedAt), on: router.loop)
                 return Simp_Envelope(requestID: id, .ok(Simp_Ok()))
             }
         respond(context, id, future)

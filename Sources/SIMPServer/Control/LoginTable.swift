@@ -7,53 +7,100 @@ import SIMPCore
 /// request reaches the others over the admin channel (`AdminRequest.endLogins`,
 /// `.endDevice`). A connected session's connection is in it too, so closing the connection
 /// ends the session (its handler's `channelInactive`): one path for both.
+///
+/// A revocation closes only the logins its time ends, and is remembered for a while so that a
+/// login whose token it ends cannot join after its closes ran (`RecentRevocations`).
 final class LoginTable: Sendable {
     /// A connection, by the number its node knows it by (`number(of:)`).
     typealias Connection = UInt64
 
     private struct Login {
         var device: String
+        /// When the token this connection logged in or connected with was issued (ms since the epoch).
+        var tokenIssued: Int64
         var channel: any Channel
     }
 
-    private let logins = NIOLockedValueBox([String: [Connection: Login]]())
+    private struct State {
+        var logins: [String: [Connection: Login]] = [:]
+        var revocations: RecentRevocations
+    }
+
+    private let state: NIOLockedValueBox<State>
+
+    init(revocations: RecentRevocations = RecentRevocations()) {
+        state = NIOLockedValueBox(State(revocations: revocations))
+    }
 
     /// A connection's number on this node, unique while it is open (its handler's identity).
     static func number(of handler: AnyObject) -> Connection {
         UInt64(UInt(bitPattern: ObjectIdentifier(handler)))
     }
 
-    /// The connection is logged in as `user` for `device` (again, after a CONNECT names the device).
-    func loggedIn(_ connection: Connection, user: String, device: String, channel: any Channel) {
-        logins.withLockedValue { $0[user, default: [:]][connection] = Login(device: device, channel: channel) }
+    /// Notes the connection as logged in as `user` for `device` with a token issued at
+    /// `tokenIssued` (again, after a CONNECT names the device). Refused, and nothing noted, when
+    /// a revocation of the device heard lately ends that token: its closes have run already.
+    func loggedIn(_ connection: Connection, user: String, device: String, tokenIssued: Int64, channel: any Channel) -> Bool {
+        state.withLockedValue { state in
+            guard !state.revocations.refuses(user: user, device: device, tokenIssued: tokenIssued, now: .now()) else { return false }
+            state.logins[user, default: [:]][connection] = Login(device: device, tokenIssued: tokenIssued, channel: channel)
+            return true
+        }
     }
 
     func loggedOut(_ connection: Connection, user: String) {
-        logins.withLockedValue { table in
-            table[user]?[connection] = nil
-            if table[user]?.isEmpty == true { table[user] = nil }
+        state.withLockedValue { state in
+            state.logins[user]?[connection] = nil
+            if state.logins[user]?.isEmpty == true { state.logins[user] = nil }
         }
     }
 
     /// How many connections of the user are logged in here.
     func count(of user: String) -> Int {
-        logins.withLockedValue { $0[user]?.count ?? 0 }
+        state.withLockedValue { $0.logins[user]?.count ?? 0 }
     }
 
-    /// Sends `error` on every connection of the user (only those logged in for `device`, when
-    /// given; never `except`) and closes them. Returns how many it closed.
+    /// Sends `error` on every connection of the user (never `except`) and closes them. Returns
+    /// how many it closed.
     @discardableResult
-    func close(user: String, device: String? = nil, except: Connection? = nil, with error: Simp_Envelope) -> Int {
-        let closing = logins.withLockedValue { table -> [any Channel] in
-            guard let mine = table[user] else { return [] }
-            let ending = mine.filter { $0.key != except && (device == nil || $0.value.device == device) }
-            for connection in ending.keys { table[user]?[connection] = nil }
-            if table[user]?.isEmpty == true { table[user] = nil }
-            return ending.values.map(\.channel)
+    func close(user: String, except: Connection? = nil, with error: Simp_Envelope) -> Int {
+        let closing = state.withLockedValue { state in
+            Self.remove(from: &state, user: user) { connection, _ in connection != except }
         }
-        for channel in closing {
+        return Self.close(closing, with: error)
+    }
+
+    /// The device was revoked at `revokedAt` (ms since the epoch): sends `error` on the
+    /// device's connections whose token that ends, closes them, and remembers the revocation
+    /// for the logins still on their way to the table. Without a time (an older node's
+    /// announcement), closes every connection of the device and remembers nothing.
+    @discardableResult
+    func revoked(user: String, device: String, at revokedAt: Int64?, with error: Simp_Envelope) -> Int {
+        let closing = state.withLockedValue { state in
+            if let revokedAt {
+                state.revocations.heard(user: user, device: device, revokedAt: revokedAt, now: .now())
+            }
+            return Self.remove(from: &state, user: user) { _, login in
+                login.device == device && RecentRevocations.ends(tokenIssued: login.tokenIssued, revokedAt: revokedAt)
+            }
+        }
+        return Self.close(closing, with: error)
+    }
+
+    /// Takes the user's logins that `ending` picks out of the table; returns their channels.
+    private static func remove(from state: inout State, user: String,
+                               _ ending: (Connection, Login) -> Bool) -> [any Channel] {
+        guard let mine = state.logins[user] else { return [] }
+        let ended = mine.filter { ending($0.key, $0.value) }
+        for connection in ended.keys { state.logins[user]?[connection] = nil }
+        if state.logins[user]?.isEmpty == true { state.logins[user] = nil }
+        return ended.values.map(\.channel)
+    }
+
+    private static func close(_ channels: [any Channel], with error: Simp_Envelope) -> Int {
+        for channel in channels {
             channel.writeAndFlush(error).whenComplete { _ in channel.close(promise: nil) }
         }
-        return closing.count
+        return channels.count
     }
 }

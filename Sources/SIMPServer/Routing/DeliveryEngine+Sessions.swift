@@ -24,7 +24,7 @@ extension DeliveryEngine {
             return ServerError(.tooManyDevices, "\(request.user) has \(devices) devices, the most this server allows; "
                                + "revoke one first (/device revoke NAME)")
         case .revoked:
-            return ServerError(.deviceRevoked, "device \(request.device) of \(request.user) was revoked; log in again")
+            return .deviceRevoked(request.device, of: request.user)
         }
     }
 
