@@ -36,6 +36,7 @@ import Testing
         #expect(try await count("ZCARD", "simp:{victim}:inbox") == 50, "the group's share: its add and 49 messages")
         #expect(try await count("ZCARD", "simp:{victim}:gcopies") == 50)
         #expect(try await count("SCARD", "simp:{victim}:held") == 1)
+        #expect(cluster.metric("simp_group_copies_held_total") >= 1)
 
         var direct: [String] = []
         for index in 0..<40 { direct.append(try carol.post(to: "victim", text: "direct \(index)")) }
@@ -48,6 +49,7 @@ import Testing
         #expect(seen.map(\.id) == sent, "every one, once, in the group's order")
         #expect(await victimLog.wait { Set($0.messages.map(\.id)).isSuperset(of: direct) })
         #expect(try await count("SCARD", "simp:{victim}:held") == 0, "nothing held once it read them all")
+        #expect(cluster.metric("simp_group_copies_resumed_total") >= 5, "250 held copies come back 50 at a time at least")
         await redis.shutdown()
         for client in [mallory, carol, victim] { await client.close() }
         await cluster.stop()

@@ -47,6 +47,10 @@ final class ServerMetrics: Sendable {
     /// Control connections closed because their login ended elsewhere (a password change,
     /// `logout{all}`, a device revoked).
     let loginsEnded: Counter
+    /// Copies of a group stopped for a member at its bound of unconfirmed group copies.
+    let groupCopiesHeld: Counter
+    /// Resumes of held group copies (a member confirmed).
+    let groupCopiesResumed: Counter
     /// Inbox entries moved past a client's last seq after Redis lost numbers it had seen.
     let renumbered: Counter
     let sessions: Gauge
@@ -98,6 +102,8 @@ final class ServerMetrics: Sendable {
         tokensRevoked = counter("tokens_revoked", "Tokens revoked by logout")
         passwordHashesUpgraded = counter("password_hashes_upgraded", "Password hashes made again with this node's scrypt parameters at a login")
         loginsEnded = counter("logins_ended", "Control connections closed because their login was ended (password change, logout all, device revoked)")
+        groupCopiesHeld = counter("group_copies_held", "Copies of a group to a member stopped at the member's bound of unconfirmed group copies")
+        groupCopiesResumed = counter("group_copies_resumed", "Held group copies resumed from the group's log after the member confirmed")
         renumbered = counter("messages_renumbered", "Messages moved past a client's last seq after Redis lost writes")
         reloads = [true: counter("config_reloads", "Configuration reloads (SIGHUP)", [("result", "ok")]),
                    false: counter("config_reloads", "Configuration reloads (SIGHUP)", [("result", "failed")])]

@@ -28,6 +28,10 @@ final class GroupRelay: @unchecked Sendable {
     /// A member's sessions here read their inbox: entries found copied already may never have
     /// been pushed (the node that copied them died).
     var recheck: @Sendable (_ member: String) -> Void = { _ in }
+    /// Copies of the group to these members were held at their bound (counted).
+    var held: @Sendable (_ members: Int) -> Void = { _ in }
+    /// A member's held copies of a group are resumed (counted).
+    var resumed: @Sendable () -> Void = {}
     /// A member's numbering floor here (`Session.numberingFloor`).
     var floor: @Sendable (_ member: String) -> UInt64? = { _ in nil }
 
@@ -95,6 +99,7 @@ final class GroupRelay: @unchecked Sendable {
     func resume(member: String, group: String) {
         let key = GroupFanout.Resume(member: member, group: group)
         guard resuming.insert(key).inserted else { return }
+        resumed()
         store.groupMark(of: member, in: group, on: loop).flatMap { [self] state in
             store.groupLog(group, after: state.mark, upTo: .max, limit: GroupFanout.resumePage, on: loop).map { (state, $0) }
         }.whenComplete { [self] result in
@@ -179,6 +184,7 @@ final class GroupRelay: @unchecked Sendable {
                            metadata: ["group": "\(group)", "member": "\(member)", "error": "\(error)"])
         }
         for (member, copies) in round.copies { copied(member, copies) }
+        if !round.held.isEmpty { held(round.held.count) }
         for member in round.recheck { recheck(member) }
         for (member, nodes) in round.notify { store.publish(.inbox(user: member), to: nodes, on: loop) }
     }

@@ -70,6 +70,8 @@ final class Router: @unchecked Sendable {
         groups.answer = { [unowned self] request, envelopes in feed { engine, _ in engine.answerSender(request, envelopes) } }
         groups.recheck = { [unowned self] member in feed { engine, _ in engine.recheck(member: member) } }
         groups.floor = { [unowned self] member in engine.numberingFloor(of: member) }
+        groups.held = { [metrics] members in metrics.groupCopiesHeld.increment(by: Int64(members)) }
+        groups.resumed = { [metrics] in metrics.groupCopiesResumed.increment() }
     }
 
     /// The time of an event, read once for it.
