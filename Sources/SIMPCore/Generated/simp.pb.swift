@@ -868,7 +868,8 @@ public nonisolated struct Simp_RevokeDevice: Sendable {
 }
 
 /// One request about groups, answered with GroupAnswer (or an Error: NO_SUCH_GROUP,
-/// NOT_A_MEMBER, NOT_GROUP_ADMIN, GROUP_EXISTS, GROUP_FULL, UNKNOWN_USER, BAD_REQUEST).
+/// NOT_A_MEMBER, NOT_GROUP_ADMIN, GROUP_EXISTS, GROUP_FULL, NOT_INVITED, TOO_MANY_GROUPS,
+/// UNKNOWN_USER, BAD_REQUEST).
 public nonisolated struct Simp_GroupRequest: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
