@@ -202,11 +202,11 @@ struct Listen: AsyncParsableCommand {
 /// `simp group ACTION NAME [USER...]` and `simp group list`: one group request, as in the REPL.
 struct Group: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Make or change a group, or list yours: create|add|remove|admin NAME USER..., leave|members NAME, list.")
+        abstract: "Make or change a group, or list yours and your invitations: create|add|remove|admin NAME USER..., leave|members|accept|decline NAME, list.")
 
     @OptionGroup var connection: ConnectionOptions
 
-    @Argument(help: "create, add, remove, admin, leave, members or list, then the group and the users.")
+    @Argument(help: "create, add, remove, admin, leave, members, accept, decline or list, then the group and the users.")
     var words: [String]
 
     @Flag(help: "Print one JSON object.")
@@ -215,7 +215,7 @@ struct Group: AsyncParsableCommand {
     func run() async throws {
         let line = words == ["list"] ? "/groups" : "/group " + words.joined(separator: " ")
         guard case let command? = try? REPLCommand.parse(line), command != .empty else {
-            throw ValidationError("usage: simp group create|add|remove|admin NAME USER..., simp group leave|members NAME, simp group list")
+            throw ValidationError("usage: simp group create|add|remove|admin NAME USER..., simp group leave|members|accept|decline NAME, simp group list")
         }
         try await runRequest(connection, json: json) { client throws(ClientError) in
             if case .group(let group) = command { try await group.run(on: client) } else { try await GroupListing.run(on: client) }
