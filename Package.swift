@@ -16,6 +16,7 @@ let package = Package(
         .executable(name: "simp-admin", targets: ["simp-admin"]),
         .executable(name: "simp-chaos", targets: ["simp-chaos"]),
         .executable(name: "simp-conformance", targets: ["simp-conformance"]),
+        .library(name: "SIMPMLS", targets: ["SIMPMLS"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.81.0"),
@@ -216,6 +217,9 @@ let package = Package(
             ]
         ),
         .testTarget(name: "SIMPChaosTests", dependencies: ["SIMPChaos"]),
+        // MLS (RFC 9420), pure: no I/O, no clock, randomness passed in; only swift-crypto (issue 42).
+        .target(name: "SIMPMLS", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
+        .testTarget(name: "SIMPMLSTests", dependencies: ["SIMPMLS"]),
         .testTarget(
             name: "MQTTLoadTests",
             dependencies: ["MQTTLoad", .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")]
