@@ -219,7 +219,7 @@ let package = Package(
         .testTarget(name: "SIMPChaosTests", dependencies: ["SIMPChaos"]),
         // MLS (RFC 9420), pure: no I/O, no clock, randomness passed in; only swift-crypto (issue 42).
         .target(name: "SIMPMLS", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
-        .testTarget(name: "SIMPMLSTests", dependencies: ["SIMPMLS"]),
+        .testTarget(name: "SIMPMLSTests", dependencies: ["SIMPMLS"], resources: [.copy("Vectors")]),
         .testTarget(
             name: "MQTTLoadTests",
             dependencies: ["MQTTLoad", .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")]
