@@ -17,6 +17,7 @@ let package = Package(
         .executable(name: "simp-chaos", targets: ["simp-chaos"]),
         .executable(name: "simp-conformance", targets: ["simp-conformance"]),
         .library(name: "SIMPMLS", targets: ["SIMPMLS"]),
+        .executable(name: "simp-mls-vectors", targets: ["simp-mls-vectors"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.81.0"),
@@ -219,6 +220,11 @@ let package = Package(
         .testTarget(name: "SIMPChaosTests", dependencies: ["SIMPChaos"]),
         // MLS (RFC 9420), pure: no I/O, no clock, randomness passed in; only swift-crypto (issue 42).
         .target(name: "SIMPMLS", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
+        // Checks SIMPMLS against mlswg/mls-implementations' test vector files.
+        .executableTarget(
+            name: "simp-mls-vectors",
+            dependencies: ["SIMPMLS", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
         .testTarget(name: "SIMPMLSTests", dependencies: ["SIMPMLS"], resources: [.copy("Vectors")]),
         .testTarget(
             name: "MQTTLoadTests",
