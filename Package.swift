@@ -16,6 +16,8 @@ let package = Package(
         .executable(name: "simp-admin", targets: ["simp-admin"]),
         .executable(name: "simp-chaos", targets: ["simp-chaos"]),
         .executable(name: "simp-conformance", targets: ["simp-conformance"]),
+        .library(name: "SIMPMLS", targets: ["SIMPMLS"]),
+        .executable(name: "simp-mls-vectors", targets: ["simp-mls-vectors"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.81.0"),
@@ -216,6 +218,14 @@ let package = Package(
             ]
         ),
         .testTarget(name: "SIMPChaosTests", dependencies: ["SIMPChaos"]),
+        // MLS (RFC 9420), pure: no I/O, no clock, randomness passed in; only swift-crypto (issue 42).
+        .target(name: "SIMPMLS", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
+        // Checks SIMPMLS against mlswg/mls-implementations' test vector files.
+        .executableTarget(
+            name: "simp-mls-vectors",
+            dependencies: ["SIMPMLS", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        .testTarget(name: "SIMPMLSTests", dependencies: ["SIMPMLS"], resources: [.copy("Vectors")]),
         .testTarget(
             name: "MQTTLoadTests",
             dependencies: ["MQTTLoad", .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")]
