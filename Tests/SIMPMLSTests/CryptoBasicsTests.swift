@@ -1,7 +1,7 @@
 import SIMPMLS
 import Testing
 
-/// RFC 9420 section 5 for cipher suites 1 and 3 by hand (VectorTests: against crypto-basics.json).
+/// RFC 9420 section 5 for cipher suites 1 and 3 by hand (MLSVectorTests: against crypto-basics.json).
 @Suite struct CryptoBasicsTests {
     static let suites = MLSCipherSuite.allCases
 

@@ -1,7 +1,7 @@
 import SIMPMLS
 import Testing
 
-/// RFC 9420 Appendix C by hand (VectorTests: against tree-math.json).
+/// RFC 9420 Appendix C by hand (MLSVectorTests: against tree-math.json).
 @Suite struct TreeMathTests {
     func nodes(_ values: [UInt32]) -> [NodeIndex] { values.map(NodeIndex.init) }
 

@@ -4,7 +4,7 @@ import Testing
 
 /// The official vector files (Vectors/, from mlswg/mls-implementations): every case of the
 /// implemented suites passes, and a file with one byte changed fails.
-@Suite struct VectorTests {
+@Suite struct MLSVectorTests {
     @Test func everyTreeMathVectorPasses() throws {
         let report = try MLSTestVectors.check(file: "tree-math.json", contents: try VectorFiles.load("tree-math.json"))
         #expect(report.cases == 10)
