@@ -167,7 +167,7 @@ public enum REPLCommand: Equatable, Sendable {
         }
     }
 
-    public static let contactUsage = "usage: /contact add|accept|decline|remove USER, /contacts, /block USER, /unblock USER, /blocked, /set NAME on|off"
+    public static let contactUsage = "usage: /contact add|accept|decline|remove USER, /contacts, /block USER, /unblock USER, /blocked, /set NAME VALUE"
 
     private static func parseContact(_ line: String) throws(ParseError) -> ContactCommand {
         let words = line.split(separator: " ", omittingEmptySubsequences: true).map(String.init)

@@ -49,8 +49,9 @@ enum GroupListing {
     static func result(_ groups: [String], invitations: [GroupInvitation] = []) -> RequestResult {
         var human = groups.isEmpty ? "you are in no group" : groups.map { "#" + $0 }.joined(separator: "  ")
         if !invitations.isEmpty {
-            human += "\ninvited to: " + invitations.map { "#\($0.group) (by \($0.by))" }.joined(separator: "  ")
-                + " (/group accept NAME, /group decline NAME)"
+            // One line: the REPL shows a result as one line, control characters escaped.
+            human += "; invited to " + invitations.map { "#\($0.group) (by \($0.by))" }.joined(separator: ", ")
+                + ": /group accept NAME or /group decline NAME"
         }
         return RequestResult(human: human, json: ["event": "groups", "groups": groups,
                                                   "invitations": invitations.map { ["group": $0.group, "by": $0.by, "expires": Int($0.expires)] }])

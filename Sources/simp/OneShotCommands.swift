@@ -224,20 +224,20 @@ struct Group: AsyncParsableCommand {
 }
 
 /// `simp contact add|accept|decline|remove USER`, `simp contact list|block|unblock|blocked`,
-/// `simp contact set NAME on|off`: one request, its answer printed.
+/// `simp contact set NAME VALUE`: one request, its answer printed.
 struct Contact: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Contacts, blocks and settings: add|accept|decline|remove|block|unblock USER, list, blocked, set [NAME on|off].")
+        abstract: "Contacts, blocks and settings: add|accept|decline|remove|block|unblock USER, list, blocked, set [NAME VALUE].")
 
     @OptionGroup var connection: ConnectionOptions
 
-    @Argument(help: "add, accept, decline, remove, block or unblock and a user; list; blocked; set, or set NAME on|off.")
+    @Argument(help: "add, accept, decline, remove, block or unblock and a user; list; blocked; set, or set NAME VALUE (on or off; group-adds: contacts, everyone or nobody).")
     var words: [String]
 
     @Flag(help: "Print one JSON object.")
     var json = false
 
-    static let usage = "usage: simp contact add|accept|decline|remove|block|unblock USER, simp contact list|blocked, simp contact set [NAME on|off]"
+    static let usage = "usage: simp contact add|accept|decline|remove|block|unblock USER, simp contact list|blocked, simp contact set [NAME VALUE]"
 
     /// The REPL line the words stand for.
     static func line(_ words: [String]) -> String {
