@@ -38,6 +38,8 @@ extension EventLog {
         #expect(await malloryLog.wait { log in log.groupAccepted.contains { $0.id == before && $0.recipients == 0 } })
         let joined = try await laptop.acceptGroup("spam")
         #expect(joined.members.map(\.name) == ["alice", "mallory"])
+        #expect(await laptopLog.wait { log in log.groupChanges.contains { $0.change.member == "alice" && $0.change.by == "mallory" } },
+                "her join names who invited her")
         let after = try await mallory.send(to: "#spam", text: "after")
         for log in [phoneLog, laptopLog] {
             #expect(await log.wait { $0.groupMessages("spam").map(\.id).contains(after) })

@@ -591,13 +591,18 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
         let action = GroupRequestRules.action(of: request)
         let nowMillis = Accounts.nowMillis()
         let (maxMembers, maxGroups) = (router.store.settings.maxGroupMembers, router.store.settings.maxGroupsPerUser)
-        let room: EventLoopFuture<Void> = action == .accept
+        // Who invited the user: its entry says they added it (else it would read as a create).
+        let inviter: EventLoopFuture<String?> = action == .accept
             ? router.store.groupStanding(of: [user], toward: user, on: router.loop).flatMapThrowing { standings in
                 if let problem = GroupConsent.joinProblem(groups: standings.first??.groups ?? 0, maxGroups: maxGroups) { throw problem }
+            }.flatMap {
+                router.store.invitations(of: user, .list, nowMillis: nowMillis, on: router.loop).map { list in
+                    list.first { $0.group == request.group }?.by
+                }
             }
-            : router.loop.makeSucceededVoidFuture()
-        return room.flatMap {
-            router.changeGroup(action, group: request.group, by: user, users: [user], maxMembers: maxMembers, nowMillis: nowMillis)
+            : router.loop.makeSucceededFuture(nil)
+        return inviter.flatMap { by in
+            router.changeGroup(action, group: request.group, by: user, entryBy: by, users: [user], maxMembers: maxMembers, nowMillis: nowMillis)
         }.flatMap { result -> EventLoopFuture<MessageStore.GroupChangeResult> in
             // The list's copy goes whatever the group's record said (lapsed, or the group gone).
             router.store.invitations(of: user, .forget(group: request.group), nowMillis: nowMillis, on: router.loop).map { _ in result }

@@ -124,10 +124,10 @@ final class GroupRelay: @unchecked Sendable {
 
     /// Makes one membership change and copies its entries to whom they concern; answered once
     /// they are copied (a failed copy is repaired by the member's next entry).
-    func change(_ action: MessageStore.GroupChangeAction, group: String, by: String, users: [String], invited: [String],
+    func change(_ action: MessageStore.GroupChangeAction, group: String, by: String, entryBy: String, users: [String], invited: [String],
                 maxMembers: Int, nowMillis: Int64) -> EventLoopFuture<MessageStore.GroupChangeResult> {
         // An invited user's entry is empty: the script records the invitation instead.
-        let entries = users.map { ($0, Self.changeEntry(action, group: group, member: $0, by: by, nowMillis: nowMillis)) }
+        let entries = users.map { ($0, Self.changeEntry(action, group: group, member: $0, by: entryBy, nowMillis: nowMillis)) }
             + invited.map { ($0, [UInt8]()) }
         return store.changeGroup(action, group: group, by: by, users: entries, maxMembers: maxMembers, nowMillis: nowMillis,
                                  invitationLapses: nowMillis + GroupConsent.invitationLifetime, on: loop).flatMap { [self] result in

@@ -90,10 +90,12 @@ final class Router: @unchecked Sendable {
 
     /// Makes a membership change (a control request); answered once its entries are copied.
     /// `invited`: users a create or add invites rather than adds.
-    func changeGroup(_ action: MessageStore.GroupChangeAction, group: String, by: String, users: [String], invited: [String] = [],
-                     maxMembers: Int, nowMillis: Int64) -> EventLoopFuture<MessageStore.GroupChangeResult> {
+    /// `entryBy`: who the entries name as making the change, when not `by` (an accept names who invited).
+    func changeGroup(_ action: MessageStore.GroupChangeAction, group: String, by: String, entryBy: String? = nil, users: [String],
+                     invited: [String] = [], maxMembers: Int, nowMillis: Int64) -> EventLoopFuture<MessageStore.GroupChangeResult> {
         loop.assertInEventLoop()
-        return groups.change(action, group: group, by: by, users: users, invited: invited, maxMembers: maxMembers, nowMillis: nowMillis)
+        return groups.change(action, group: group, by: by, entryBy: entryBy ?? by, users: users, invited: invited, maxMembers: maxMembers,
+                             nowMillis: nowMillis)
     }
 
     /// What a read request needs of its session: who reads, and how far it confirmed.
