@@ -318,11 +318,20 @@ extension Scripts {
     if floor > top then top = floor end
     local inbox, seqs, gap, skipped, moved, held = {}, {}, 0, false, false, 0
     local blocks = redis.call('SCARD', KEYS[7]) > 0
-    -- Copies at or below the confirmed mark are confirmed: no longer counted.
-    local confirmed = tonumber(redis.call('GET', KEYS[8]) or '0')
-    redis.call('ZREMRANGEBYSCORE', KEYS[9], '-inf', confirmed)
-    redis.call('ZREMRANGEBYSCORE', KEYS[10], '-inf', confirmed)
-    local room = math.min(tonumber(ARGV[5]) - redis.call('ZCARD', KEYS[10]), tonumber(ARGV[6]) - redis.call('ZCARD', KEYS[9]))
+    -- The room for copies: at first a bound from one count (the group's copies are among all
+    -- of them, confirmed ones too), exact only when that bound does not fit this call or the
+    -- records hold enough to trim (each command costs Redis a few microseconds, per member).
+    local share, limit, n = tonumber(ARGV[5]), tonumber(ARGV[6]), (#ARGV - 6) / 4
+    local total = redis.call('ZCARD', KEYS[9])
+    local room = math.min(share, limit) - total
+    local exact = room < n or total >= 64
+    if exact then
+      -- Copies at or below the confirmed mark are confirmed: no longer counted.
+      local confirmed = tonumber(redis.call('GET', KEYS[8]) or '0')
+      redis.call('ZREMRANGEBYSCORE', KEYS[9], '-inf', confirmed)
+      redis.call('ZREMRANGEBYSCORE', KEYS[10], '-inf', confirmed)
+      room = math.min(share - redis.call('ZCARD', KEYS[10]), limit - redis.call('ZCARD', KEYS[9]))
+    end
     local copied = {}
     for i = 7, #ARGV, 4 do
       local seq, from, bytes = tonumber(ARGV[i]), ARGV[i + 2], ARGV[i + 3]
@@ -375,7 +384,8 @@ extension Scripts {
       if redis.call('TTL', KEYS[10]) < 2419200 then redis.call('EXPIRE', KEYS[10], 2592000) end
     end
     if #inbox > 0 or moved then redis.call('HSET', KEYS[5], ARGV[1], mark .. ' ' .. member) end
-    if held == 1 then redis.call('SADD', KEYS[11], ARGV[1]) elseif gap == 0 then redis.call('SREM', KEYS[11], ARGV[1]) end
+    -- A held member's records are full, so its next copy counts exactly: only then may it be released.
+    if held == 1 then redis.call('SADD', KEYS[11], ARGV[1]) elseif gap == 0 and exact then redis.call('SREM', KEYS[11], ARGV[1]) end
     -- An entry found copied already may have been copied by a node that died before it
     -- pushed it or told the member's nodes: they are named for it too.
     if #inbox > 0 or skipped then nodes = presencenodes(KEYS[4], ARGV[2]) end
