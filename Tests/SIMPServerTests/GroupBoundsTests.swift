@@ -6,12 +6,12 @@ import SIMPRedis
 import Testing
 
 /// Bounded group fan-out (issue 46, finding 2): a member's unconfirmed group copies are bounded
-/// apart from its one-to-one inbox (per group by `--inbox-share`, in all by `--inbox-limit`);
+/// apart from its one-to-one inbox (by `--inbox-limit`, counted apart);
 /// past that, its copies are held and go on from the group's log once it confirms. Against a
 /// real server and Redis.
 @Suite(.serialized) struct GroupBoundsTests {
     /// The reviewer's attack, at `--inbox-limit 200 --inbox-share 50`: mallory floods a group
-    /// with an offline victim in it. All 300 are accepted; the victim's inbox holds 50 of them,
+    /// with an offline victim in it. All 300 are accepted; the victim's inbox holds 200 of them,
     /// carol's one-to-one messages are still stored, and once the victim reads, the rest come,
     /// in the group's order, each once.
     @Test func aGroupFloodNeitherFillsTheInboxNorLosesTheGroupsOrder() async throws {
@@ -33,8 +33,8 @@ import Testing
         func count(_ command: String, _ key: String) async throws -> Int64 {
             try await redis.run([RedisCommand(command, [key])], on: loop).get()[0].int ?? -1
         }
-        #expect(try await count("ZCARD", "simp:{victim}:inbox") == 50, "the group's share: its add and 49 messages")
-        #expect(try await count("ZCARD", "simp:{victim}:gcopies") == 50)
+        #expect(try await count("ZCARD", "simp:{victim}:inbox") == 200, "the bound: the group's add and 199 messages")
+        #expect(try await count("ZCARD", "simp:{victim}:gcopies") == 200)
         #expect(try await count("SCARD", "simp:{victim}:held") == 1)
         #expect(cluster.metric("simp_group_copies_held_total") >= 1)
 
@@ -49,7 +49,7 @@ import Testing
         #expect(seen.map(\.id) == sent, "every one, once, in the group's order")
         #expect(await victimLog.wait { Set($0.messages.map(\.id)).isSuperset(of: direct) })
         #expect(try await count("SCARD", "simp:{victim}:held") == 0, "nothing held once it read them all")
-        #expect(cluster.metric("simp_group_copies_resumed_total") >= 5, "250 held copies come back 50 at a time at least")
+        #expect(cluster.metric("simp_group_copies_resumed_total") >= 1)
         await redis.shutdown()
         for client in [mallory, carol, victim] { await client.close() }
         await cluster.stop()

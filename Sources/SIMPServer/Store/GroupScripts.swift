@@ -284,11 +284,11 @@ extension Scripts {
     /// Copies group entries into one member's inbox, in the group's order. KEYS: the member's
     /// user, seq, inbox, presence, groups (field GROUP, value "MARK IN": the last group seq
     /// copied, and 1 while a member), numbering record, blocked users, confirmed mark, group
-    /// copies, this group's copies and held groups. ARGV: the group, this node's id,
+    /// copies and held groups. ARGV: the group, this node's id,
     /// the member's numbering floor (the highest seq a session of theirs on this node has
     /// seen, -1: no session here), Redis' run id (numbering as in `store`: never below the
-    /// floor, and a restart nobody here has checked recorded as `base`), the copies of one
-    /// group and of all groups the member may have unconfirmed, then per entry its
+    /// floor, and a restart nobody here has checked recorded as `base`), the group copies the
+    /// member may have unconfirmed, then per entry its
     /// group seq, its kind for this member, its sender (a message's; '' for a change) and its
     /// bytes. A message from a sender the member blocked is passed over: the mark moves past
     /// it, nothing is copied (its seq is answered 0). The kind: `a AFTER` it adds them
@@ -301,8 +301,8 @@ extension Scripts {
     /// mark, in, seqs, nodes}: gap 1 when it stopped (the caller reads the log after the mark
     /// and copies again), the mark and membership after, per entry the inbox seq it got (0:
     /// skipped or not reached), and where the member's devices are other than here when
-    /// something was copied or found copied, and held: 1 when the member's unconfirmed copies
-    /// of this group, or of all groups, reached their bound, so the copy stopped there (the
+    /// something was copied or found copied, and held: 1 when the member's unconfirmed group
+    /// copies reached their bound, so the copy stopped there (the
     /// group is recorded held; the rest is copied from the log once the member confirms, as
     /// far as the log keeps it). Group copies never count against the one-to-one limits
     /// (`store`). {-1} when the member is no user.
@@ -318,22 +318,20 @@ extension Scripts {
     if floor > top then top = floor end
     local inbox, seqs, gap, skipped, moved, held = {}, {}, 0, false, false, 0
     local blocks = redis.call('SCARD', KEYS[7]) > 0
-    -- The room for copies: at first a bound from one count (the group's copies are among all
-    -- of them, confirmed ones too), exact only when that bound does not fit this call or the
-    -- records hold enough to trim (each command costs Redis a few microseconds, per member).
-    local share, limit, n = tonumber(ARGV[5]), tonumber(ARGV[6]), (#ARGV - 6) / 4
+    -- The room for copies: at first a bound from one count (confirmed copies among them),
+    -- exact only when that bound does not fit this call or the record holds enough to trim
+    -- (each command costs Redis a few microseconds, per member and call).
+    local limit, n = tonumber(ARGV[5]), (#ARGV - 5) / 4
     local total = redis.call('ZCARD', KEYS[9])
-    local room = math.min(share, limit) - total
+    local room = limit - total
     local exact = room < n or total >= 64
     if exact then
       -- Copies at or below the confirmed mark are confirmed: no longer counted.
-      local confirmed = tonumber(redis.call('GET', KEYS[8]) or '0')
-      redis.call('ZREMRANGEBYSCORE', KEYS[9], '-inf', confirmed)
-      redis.call('ZREMRANGEBYSCORE', KEYS[10], '-inf', confirmed)
-      room = math.min(share - redis.call('ZCARD', KEYS[10]), limit - redis.call('ZCARD', KEYS[9]))
+      redis.call('ZREMRANGEBYSCORE', KEYS[9], '-inf', tonumber(redis.call('GET', KEYS[8]) or '0'))
+      room = limit - redis.call('ZCARD', KEYS[9])
     end
     local copied = {}
-    for i = 7, #ARGV, 4 do
+    for i = 6, #ARGV, 4 do
       local seq, from, bytes = tonumber(ARGV[i]), ARGV[i + 2], ARGV[i + 3]
       local kind = string.sub(ARGV[i + 1], 1, 1)
       local copies = false
@@ -378,14 +376,10 @@ extension Scripts {
       redis.call('SET', KEYS[2], top)
       redis.call('ZADD', KEYS[3], unpack(inbox))
       redis.call('ZADD', KEYS[9], unpack(copied))
-      redis.call('ZADD', KEYS[10], unpack(copied))
-      -- A group left long ago leaves no record behind for ever (renewed with a slack, not
-      -- on every call).
-      if redis.call('TTL', KEYS[10]) < 2419200 then redis.call('EXPIRE', KEYS[10], 2592000) end
     end
     if #inbox > 0 or moved then redis.call('HSET', KEYS[5], ARGV[1], mark .. ' ' .. member) end
     -- A held member's records are full, so its next copy counts exactly: only then may it be released.
-    if held == 1 then redis.call('SADD', KEYS[11], ARGV[1]) elseif gap == 0 and exact then redis.call('SREM', KEYS[11], ARGV[1]) end
+    if held == 1 then redis.call('SADD', KEYS[10], ARGV[1]) elseif gap == 0 and exact then redis.call('SREM', KEYS[10], ARGV[1]) end
     -- An entry found copied already may have been copied by a node that died before it
     -- pushed it or told the member's nodes: they are named for it too.
     if #inbox > 0 or skipped then nodes = presencenodes(KEYS[4], ARGV[2]) end

@@ -84,9 +84,8 @@ extension MessageStore {
         let commands = plan.map { item in
             let keys = [keys.user(item.member), keys.seq(item.member), keys.inbox(item.member), keys.presence(item.member),
                         keys.groups(item.member), keys.numbering(item.member), keys.blocked(item.member), keys.acked(item.member),
-                        keys.groupCopies(item.member), keys.groupCopies(item.member, group: group), keys.heldGroups(item.member)]
-            var args: [any RedisArgument] = [group, settings.nodeID, floor(item.member).map { Int64($0) } ?? -1, "run id",
-                                             bounds.share, bounds.limit]
+                        keys.groupCopies(item.member), keys.heldGroups(item.member)]
+            var args: [any RedisArgument] = [group, settings.nodeID, floor(item.member).map { Int64($0) } ?? -1, "run id", bounds.limit]
             for entry in item.entries {
                 args.append(entry.seq)
                 args.append(entry.scriptKind)

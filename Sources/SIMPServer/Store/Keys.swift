@@ -63,8 +63,6 @@ struct Keys: Sendable {
     /// confirmed mark are dead, trimmed when copies are made): group copies are bounded apart
     /// from one-to-one messages (`Scripts.groupDeliver`, `Scripts.store`).
     func groupCopies(_ name: String) -> String { of(name, "gcopies") }
-    /// The copies of one group in NAME's inbox, likewise (its share of the group copies).
-    func groupCopies(_ name: String, group: String) -> String { of(name, "gcopies:\(group)") }
     /// The groups whose copies to NAME are held (NAME has its share unconfirmed): resumed
     /// from the group's log when NAME confirms (`Scripts.ack`).
     func heldGroups(_ name: String) -> String { of(name, "held") }
