@@ -13,6 +13,8 @@ public enum MLSCryptoError: Error, Equatable, Sendable {
     case decryptionFailed
     /// Randomness of the wrong length was passed in.
     case invalidRandomness(expected: Int, got: Int)
+    /// AEAD sealing or opening failed: a wrong key or nonce length, or a tag that does not verify.
+    case aeadFailure
 }
 
 /// An Ed25519 signature private key (RFC 9420 section 5.1.2), from its 32-byte seed.
