@@ -3,6 +3,15 @@
 public enum RatchetType: Sendable, Hashable {
     case handshake
     case application
+
+    /// The ratchet of a message of `contentType`: application for application data, handshake
+    /// for proposals and commits (RFC 9420 section 9.1).
+    public init(_ contentType: ContentType) {
+        switch contentType {
+        case .application: self = .application
+        case .proposal, .commit: self = .handshake
+        }
+    }
 }
 
 /// RFC 9420 section 9: the secret tree of an epoch, a value.
