@@ -33,6 +33,27 @@ import Testing
         #expect(try Self.inOrder(1, leaf: 2)[0] != sent[0])
     }
 
+    @Test func aRatchetKeySealsWhatTheReceiversKeyOpens() throws {
+        for suite in MLSCipherSuite.allCases {
+            let secret = SecretBytes([UInt8](repeating: 0x42, count: 32))
+            let size = try #require(TreeSize(leafCount: 2))
+            var sender = try SecretTree(suite: suite, encryptionSecret: secret, size: size)
+            var receiver = try SecretTree(suite: suite, encryptionSecret: secret, size: size)
+            _ = try sender.nextKey(leaf: LeafIndex(1), type: RatchetType(.application))
+            let k = try sender.nextKey(leaf: LeafIndex(1), type: RatchetType(.application))
+            #expect(k.key.count == suite.aeadKeyLength && k.nonce.count == suite.aeadNonceLength)
+            let sealed = try suite.seal(key: k.key.bytes, nonce: k.nonce.bytes, aad: [1], plaintext: Array("hello".utf8))
+            let r = try receiver.key(leaf: LeafIndex(1), type: RatchetType(.application), generation: k.generation)
+            #expect(try suite.open(key: r.key.bytes, nonce: r.nonce.bytes, aad: [1], ciphertext: sealed) == Array("hello".utf8))
+            // Proposals and commits use the other ratchet.
+            #expect(RatchetType(.proposal) == .handshake && RatchetType(.commit) == .handshake)
+            let h = try receiver.key(leaf: LeafIndex(1), type: RatchetType(.commit), generation: k.generation)
+            #expect(throws: MLSCryptoError.aeadFailure) {
+                try suite.open(key: h.key.bytes, nonce: h.nonce.bytes, aad: [1], ciphertext: sealed)
+            }
+        }
+    }
+
     @Test func aGenerationTooFarAheadIsRefusedAndChangesNothing() throws {
         var t = try Self.tree(window: RatchetWindow(maximumForwardDistance: 10, maximumSkippedKeys: 4))
         #expect(throws: SecretTreeError.generationTooFarAhead(requested: 11, next: 0, maximumDistance: 10)) {
