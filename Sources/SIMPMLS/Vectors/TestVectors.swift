@@ -8,7 +8,9 @@ import Foundation
 /// fails.
 public enum MLSTestVectors {
     /// The file names of mls-implementations' vectors, and whether this build checks them.
-    public static let implemented: Set<String> = ["tree-math.json", "crypto-basics.json"]
+    public static let implemented: Set<String> = [
+        "tree-math.json", "crypto-basics.json", "key-schedule.json", "psk_secret.json", "secret-tree.json",
+    ]
     public static let known: Set<String> = [
         "tree-math.json", "crypto-basics.json", "secret-tree.json", "message-protection.json",
         "key-schedule.json", "psk_secret.json", "transcript-hashes.json", "welcome.json",
@@ -47,6 +49,9 @@ public enum MLSTestVectors {
         switch name {
         case "tree-math.json": outcomes = try cases(contents, TreeMathCase.self).map(checkTreeMath)
         case "crypto-basics.json": outcomes = try cases(contents, CryptoBasicsCase.self).map(checkCryptoBasics)
+        case "key-schedule.json": outcomes = try cases(contents, KeyScheduleCase.self).map(checkKeySchedule)
+        case "psk_secret.json": outcomes = try cases(contents, PSKSecretCase.self).map(checkPSKSecret)
+        case "secret-tree.json": outcomes = try cases(contents, SecretTreeCase.self).map(checkSecretTree)
         default: throw CheckError.notImplemented(name)
         }
         return FileReport(file: name, outcomes: outcomes)
