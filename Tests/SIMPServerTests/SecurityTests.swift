@@ -256,9 +256,9 @@ private func readUntil(_ peer: RawPeer, _ match: (Simp_Envelope) -> Bool) throws
     }
 }
 
-/// Polls a condition for up to ten seconds.
-func waitFor(_ condition: () async -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + .seconds(10)
+/// Polls a condition for up to `timeout` (ten seconds unless given).
+func waitFor(timeout: Duration = .seconds(10), _ condition: () async -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + timeout
     while ContinuousClock.now < deadline {
         if await condition() { return true }
         try? await Task.sleep(for: .milliseconds(20))
