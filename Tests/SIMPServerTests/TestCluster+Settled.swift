@@ -44,4 +44,10 @@ extension TestCluster {
         }
         return await server.sessionCount() == 0
     }
+
+    /// Datagrams the server dropped before anything acted on them, for every reason.
+    func droppedDatagrams() -> Double {
+        server.metricsText().split(separator: "\n").filter { $0.hasPrefix("simp_datagrams_dropped_total{") }
+            .reduce(0) { $0 + (Double($1.split(separator: " ").last ?? "") ?? 0) }
+    }
 }
