@@ -23,15 +23,14 @@ import Testing
                 #expect(errorCode(try login(port, "alice", "guess", from: source)) == .invalidCredentials)
             }
         }
-        let waitStarted = ContinuousClock.now
         let elsewhere = try login(port, "alice", "pw-alice", from: "127.0.0.3")
         #expect(errorCode(elsewhere) == .loginThrottled)
         #expect(reason(elsewhere) == "too many failed logins for alice; try again in 1 s")
+        #expect(await cluster.nameLocked("alice"), "locked as her login starts, or it would prove nothing")
         guard case .loginOk? = try login(port, "alice", "pw-alice", from: "127.0.0.1")?.body else {
             Issue.record("alice was locked out at her own address by others' failures")
             return
         }
-        #expect(ContinuousClock.now - waitStarted < .seconds(1), "her login came after the wait, so it proves nothing")
 
         try await cluster.restartServer()
         #expect(await aliceLog.wait { $0.all.filter { if case .connected = $0 { true } else { false } }.count == 2 })
@@ -101,8 +100,7 @@ import Testing
     /// Three hundred logins for unknown names sent at once from one address, on 30 connections:
     /// each connection has at most 2 requests in progress, the hashing queue takes at most
     /// `hashingPerIP` jobs of the address and refuses the rest at once (counted), so alice's
-    /// login from another address is answered within 5 s (half the client's request timeout)
-    /// instead of after the flood's hashes.
+    /// login from another address is answered before the flood's hashes are done, not after.
     @Test func aLoginFloodDoesNotDelayAnotherUsersLogin() async throws {
         let cluster = try await TestCluster.start { $0.scryptRounds = 16_384 }
         try await cluster.register("alice")
@@ -118,6 +116,8 @@ import Testing
         }
 
         let (answer, elapsed) = try timed { try login(port, "alice", "pw-alice", from: "127.0.0.1") }
+        // The flood's hashes done when alice was answered (a wrong name is hashed too).
+        let hashedBefore = cluster.metric("simp_logins_failed_total")
         guard case .loginOk? = answer?.body else {
             Issue.record("alice's login failed during the flood: \(String(describing: answer))")
             return
@@ -133,9 +133,9 @@ import Testing
             }
         }
         print("login flood: alice answered in \(elapsed); flood answers \(codes)")
-        #expect(elapsed < .seconds(5))
         #expect(codes.values.reduce(0, +) == count, "every flood request answered")
         let refused = codes[.rateLimited, default: 0]
+        #expect(hashedBefore < Double(count - refused), "alice was answered before the flood's hashes were all done")
         #expect(refused > 0, "more hashing than one address may have waiting was refused")
         #expect(cluster.metric(#"simp_limit_exceeded_total{limit="password_hashing"}"#) == Double(refused))
         #expect(codes[.invalidCredentials, default: 0] + codes[.loginThrottled, default: 0] + refused == count)

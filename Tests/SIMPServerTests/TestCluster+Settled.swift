@@ -50,4 +50,14 @@ extension TestCluster {
         server.metricsText().split(separator: "\n").filter { $0.hasPrefix("simp_datagrams_dropped_total{") }
             .reduce(0) { $0 + (Double($1.split(separator: " ").last ?? "") ?? 0) }
     }
+
+    /// Whether logins to `user` are locked now, from every address (`LoginThrottle`'s name lock).
+    func nameLocked(_ user: String) async -> Bool {
+        let pool = RedisPool(configuration: RedisConfiguration(port: redis.port))
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        let key = Keys(prefix: server.configuration.namespace).loginLock(user)
+        let exists = try? await pool.run([RedisCommand("EXISTS", [key])], on: loop).get().first?.int
+        await pool.shutdown()
+        return exists == 1
+    }
 }
