@@ -22,8 +22,25 @@ enum DeliveryAction {
     case datagram(OutgoingDatagram)
     case flushDatagrams
 
+    // A CONNECT, by the attempt the driver named it with (`DeliveryEvent.deviceRegistered`).
+    /// Register the device in the store (answered with `deviceRegistered`).
+    case registerDevice(attempt: UInt64, DeliveryEngine.SessionRequest, millis: Int64)
+    /// The attempt's session is `session`: its control connection is that session's.
+    case opened(attempt: UInt64, session: UInt64)
+    /// Check the new session's numbering (answered with `numberingRepaired`).
+    case repairNumbering(session: UInt64, user: String, lastSeq: UInt64)
+    case connectAnswered(attempt: UInt64, Simp_ConnectResponse)
+    case connectRefused(attempt: UInt64, any Error)
+
+    // A delivery query, by the ask the driver named it with (`DeliveryEvent.deliveryQuery`).
+    /// Read which of `items` their recipients confirmed (answered with `confirmedRead`).
+    case readConfirmed(ask: UInt64, session: UInt64, user: String, items: [Simp_Accepted])
+    /// Every `delivered` frame of the answer is queued (there may be none).
+    case queryAnswered(ask: UInt64)
+
     // The store; each answer comes back as an event.
-    case store(StoreBatch)
+    /// `floors`: each recipient's numbering floor here (`Session.numberingFloor`).
+    case store(StoreBatch, floors: [String: UInt64])
     case relay(StoreRequest, group: String)
     /// The member confirmed while its copies of these groups were held: copy on from their logs.
     case resumeGroupCopies(member: String, groups: [String])
@@ -43,7 +60,7 @@ enum DeliveryAction {
     case publishDelivered([String: [Simp_Accepted]])
 
     // Time: `later` runs at the end of this loop tick, `after` when its time has come; both
-    // come back as `DeliveryEngine.due(_:now:)`.
+    // come back as `DeliveryEvent.due`.
     case later(DeliveryEngine.Due)
     case after(TimeAmount, DeliveryEngine.Due)
     /// Every queued and in-flight store has been answered.

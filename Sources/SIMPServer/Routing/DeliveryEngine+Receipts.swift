@@ -120,20 +120,22 @@ extension DeliveryEngine {
     /// Each item of a query is two Redis commands; the client asks about 512 at a time.
     static let maxQueryItems = 512
 
-    /// A reconnected sender asks which of its messages were delivered: whose store to ask
-    /// about which items (answered with `confirmedOf`), nil when there is nothing to ask.
-    mutating func query(_ query: Simp_DeliveryQuery, sessionID: UInt64) -> (user: String, items: [Simp_Accepted])? {
-        guard let session = sessions[sessionID] else { return nil }
+    /// A reconnected sender asks which of its messages were delivered: the store is asked
+    /// about them (answered with `confirmedRead`), or the question is answered at once when
+    /// there is nothing to ask.
+    mutating func query(_ query: Simp_DeliveryQuery, sessionID: UInt64, ask: UInt64) {
+        guard let session = sessions[sessionID], !query.messages.isEmpty else { return act(.queryAnswered(ask: ask)) }
         guard query.messages.count <= Self.maxQueryItems else {
             act(.send(.error(.badRequest, "a query asks about at most \(Self.maxQueryItems) messages, not \(query.messages.count)"),
                       session: sessionID))
-            return nil
+            return act(.queryAnswered(ask: ask))
         }
-        return query.messages.isEmpty ? nil : (session.user, query.messages)
+        act(.readConfirmed(ask: ask, session: sessionID, user: session.user, items: query.messages))
     }
 
     /// Delivered for each message its recipient confirmed.
-    mutating func confirmedOf(session id: UInt64, _ confirmed: [Simp_Accepted]) {
+    mutating func confirmedOf(session id: UInt64, _ confirmed: [Simp_Accepted], ask: UInt64) {
         for item in confirmed { act(.send(Self.delivered(id: item.messageID, to: item.toUser, seq: item.seq), session: id)) }
+        act(.queryAnswered(ask: ask))
     }
 }

@@ -15,6 +15,55 @@ extension DeliveryEngine {
         var takesEarly = false
     }
 
+    /// A session opened and not yet answered: what its CONNECT's answer needs once its
+    /// numbering is checked.
+    struct Connecting {
+        var attempt: UInt64
+        var bindToken: [UInt8]
+        var lastSeq: UInt64
+        /// The device's confirmed mark in the store.
+        var cursor: UInt64
+        var devices: Int
+    }
+
+    /// A device presented a valid token (`attempt` names its CONNECT): the store registers it first.
+    mutating func connectAsked(_ request: SessionRequest, attempt: UInt64, now: Moment) {
+        act(.registerDevice(attempt: attempt, request, millis: now.millis))
+    }
+
+    /// The store registered the device, or refused it. A registered one gets its session,
+    /// and its numbering is checked before the CONNECT is answered.
+    mutating func registered(_ request: SessionRequest, _ registration: MessageStore.DeviceRegistration, attempt: UInt64, now: Moment) {
+        if let refusal = Self.refusal(registration, request) {
+            act(.connectRefused(attempt: attempt, refusal))
+            return
+        }
+        guard case .registered(let cursor, let devices, let nodes, let filtered) = registration else { return }
+        var wanted = request
+        // A user who filters senders takes nothing early: a message pushed before its store
+        // answered could be one its filters refuse.
+        if filtered { wanted.takesEarly = false }
+        let (session, bindToken) = open(wanted, devices: devices, nodes: nodes, now: now)
+        connecting[session.id] = Connecting(attempt: attempt, bindToken: bindToken, lastSeq: request.lastSeq, cursor: cursor, devices: devices)
+        act(.opened(attempt: attempt, session: session.id))
+        act(.repairNumbering(session: session.id, user: request.user, lastSeq: request.lastSeq))
+    }
+
+    /// The new session's numbering was checked: its CONNECT is answered, or refused (and the
+    /// session closed) when the check failed.
+    mutating func numberingRepaired(_ id: UInt64, _ moved: Result<Int, any Error>, now: Moment) {
+        guard let pending = connecting.removeValue(forKey: id), let session = sessions[id] else { return }
+        switch moved {
+        case .success(let count):
+            numberingChecked(session, lastSeq: pending.lastSeq, cursor: pending.cursor, moved: count)
+            act(.connectAnswered(attempt: pending.attempt, connectResponse(session, bindToken: pending.bindToken, cursor: pending.cursor,
+                                                                           devices: pending.devices, udpPort: udpPort ?? 0)))
+        case .failure(let error):
+            act(.connectRefused(attempt: pending.attempt, error))
+            close(id, now: now)
+        }
+    }
+
     /// Why the store refused the device a session.
     static func refusal(_ registration: MessageStore.DeviceRegistration, _ request: SessionRequest) -> ServerError? {
         switch registration {
@@ -100,6 +149,9 @@ extension DeliveryEngine {
     }
 
     private mutating func sessionClosed(_ session: Session, now: Moment) {
+        if let pending = connecting.removeValue(forKey: session.id) {
+            act(.connectRefused(attempt: pending.attempt, ServerError(.sessionClosed, "the session closed before it was ready")))
+        }
         metrics.sessions.set(Int64(sessions.count))
         presenceDue[session.id] = nil
         presenceRenewals[session.id] = nil
@@ -109,14 +161,12 @@ extension DeliveryEngine {
     }
 
     /// An administrator closes the user's sessions on this node (only `session`, when given):
-    /// the clients are told not to reconnect. Returns whether a session was closed.
-    mutating func closeByAdministrator(user: String, session id: UInt64?, now: Moment) -> Bool {
-        let closing = sessions.sessions(of: user).filter { id == nil || $0.id == id }
-        for session in closing {
+    /// the clients are told not to reconnect.
+    mutating func closeByAdministrator(user: String, session id: UInt64?, now: Moment) {
+        for session in sessions.sessions(of: user) where id == nil || session.id == id {
             logger.notice("session closed by an administrator", metadata: session.logMetadata)
             end(session, .sessionClosed, "an administrator closed this session", now: now)
         }
-        return !closing.isEmpty
     }
 
     private mutating func end(_ session: Session, _ code: Simp_ErrorCode, _ reason: String, now: Moment) {
@@ -146,6 +196,32 @@ extension DeliveryEngine {
         case .presence(let change, let watchers):
             relayPresence(change, to: watchers)
         }
+    }
+
+    /// The user blocked someone or turned contacts-only on: its sessions here, and on `nodes`,
+    /// take nothing early from now on.
+    mutating func filtered(user: String, nodes: [String]) {
+        received(.filtered(user: user))
+        let others = nodes.filter { $0 != settings.nodeID }
+        if !others.isEmpty { act(.publish(.filtered(user: user), to: others)) }
+    }
+
+    /// `change` to those who may see it: relayed to those here, published to the other nodes.
+    mutating func presenceWatchers(_ change: PresenceChange, byNode: [String: [String]]) {
+        for (node, watchers) in byNode.sorted(by: { $0.key < $1.key }) {
+            if node == settings.nodeID {
+                relayPresence(change, to: watchers)
+            } else {
+                act(.publish(.presence(change, watchers: watchers), to: [node]))
+            }
+        }
+    }
+
+    /// `from`'s typing to `to`, whose devices are on `nodes`: relayed here, published elsewhere.
+    mutating func typingNodes(from: String, to: String, nodes: [String]) {
+        if nodes.contains(settings.nodeID) { relayTyping(from: from, to: to) }
+        let others = nodes.filter { $0 != settings.nodeID }
+        if !others.isEmpty { act(.publish(.typing(from: from, to: to), to: others)) }
     }
 
     /// Presence entries were written: a user none of whose other devices was present came online.

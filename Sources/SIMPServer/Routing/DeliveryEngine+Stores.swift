@@ -56,12 +56,13 @@ extension DeliveryEngine {
     }
 
     mutating func flushStores() {
-        while let batch = stores.nextBatch() { act(.store(batch)) }
+        while let batch = stores.nextBatch() {
+            var floors: [String: UInt64] = [:]
+            for request in batch.items where floors[request.to] == nil { floors[request.to] = numberingFloor(of: request.to) }
+            act(.store(batch, floors: floors))
+        }
         if stores.isIdle { act(.storesIdle) }
     }
-
-    /// Whether every queued and in-flight store has been answered.
-    var storesIdle: Bool { stores.isIdle }
 
     /// A batch's outcomes, one per message (the store never fails as a whole: an outage is an
     /// outcome per message).

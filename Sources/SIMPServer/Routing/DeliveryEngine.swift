@@ -57,10 +57,13 @@ struct DeliveryEngine {
     let shardOf: @Sendable (String) -> RedisNodeAddress?
     let randomBytes: @Sendable (Int) -> [UInt8]
 
-    /// What to carry out, in order; the driver takes them after each event.
+    /// What to carry out, in order; `handle` hands them over after each event.
     var actions: [DeliveryAction] = []
-    /// The driver has a UDP channel: nothing is pushed before.
-    var hasUDP = false
+    /// The UDP socket's port: nothing is pushed before it is bound.
+    var udpPort: Int?
+    var hasUDP: Bool { udpPort != nil }
+    /// Sessions opened and not yet answered: their numbering is being checked.
+    var connecting: [UInt64: Connecting] = [:]
 
     var sessions = SessionTable<Session>()
     var stores: StorePipeline<StoreRequest, String>
@@ -150,18 +153,12 @@ struct DeliveryEngine {
         }
     }
 
-    mutating func start() {
-        stopped = false
-    }
-
     /// No timer is asked for from now on; the driver cancels those asked for.
     mutating func stop() {
         stopped = true
         for timer in [Due.tick, .presenceRenewal, .replicaProbe] { waiting &= ~timer.bit! }
     }
 
-    /// A reload's limits: the data rate for sessions opened from now on, the inbox share as
-    /// refusals name it (the store applies it).
     mutating func reload(messagesPerSecond rate: Int, burst: Int, inboxShare: Int) {
         configuration.router.messagesPerSecond = rate
         configuration.router.messageBurst = burst

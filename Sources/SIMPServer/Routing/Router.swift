@@ -40,7 +40,7 @@ final class Router: @unchecked Sendable {
     let logger: Logger
     let metrics: ServerMetrics
     var udp: (any Channel)? {
-        didSet { engine.hasUDP = udp != nil }
+        didSet { feed(.udpBound(port: udp.map { $0.localAddress?.port ?? 0 })) }
     }
 
     private var engine: DeliveryEngine
@@ -50,8 +50,16 @@ final class Router: @unchecked Sendable {
     private let groups: GroupRelay
     private var timers: [DeliveryEngine.Due: Scheduled<Void>] = [:]
     private var drainWaiters: [EventLoopPromise<Void>] = []
-    /// Actions are being carried out: an event fed meanwhile (a future that completed at once)
-    /// adds its actions to those, in order, instead of starting a second round.
+    /// CONNECTs under way, by the attempt the engine's answers name: the connection and its answer.
+    private var connects: [UInt64: (control: any Channel, answer: EventLoopPromise<Simp_ConnectResponse>)] = [:]
+    /// Delivery queries under way, by the ask the engine's answers name.
+    private var asks: [UInt64: EventLoopPromise<Void>] = [:]
+    /// Names for the next CONNECT and query.
+    private var nextAttempt: UInt64 = 1
+    /// What the engine asked for and is not yet carried out: an event fed while actions are
+    /// being carried out (a future that completed at once) adds its actions to these, in order,
+    /// instead of starting a second round.
+    private var pending: [DeliveryAction] = []
     private var performing = false
     /// Charges a user's request budget with work done for it outside a request (`Admission.charge`).
     var charge: @Sendable (_ user: String, _ units: Int) -> Void = { _, _ in }
@@ -66,9 +74,9 @@ final class Router: @unchecked Sendable {
                                                          minReplicas: store.settings.minReplicas, inboxShare: store.bounds.share)
         self.engine = DeliveryEngine(configuration: configuration, metrics: metrics, logger: logger, shardOf: { [store] in store.shard(of: $0) })
         self.groups = GroupRelay(store: store, loop: loop, logger: logger, maxBatch: settings.maxStoreBatch)
-        groups.copied = { [unowned self] member, copies in feed { $0.groupCopied(member, copies, now: $1) } }
-        groups.answer = { [unowned self] request, envelopes in feed { engine, _ in engine.answerSender(request, envelopes) } }
-        groups.recheck = { [unowned self] member in feed { engine, _ in engine.recheck(member: member) } }
+        groups.copied = { [unowned self] member, copies in feed(.groupCopied(member: member, copies)) }
+        groups.answer = { [unowned self] request, envelopes in feed(.groupAnswered(request, envelopes)) }
+        groups.recheck = { [unowned self] member in feed(.groupRecheck(member: member)) }
         groups.floor = { [unowned self] member in engine.numberingFloor(of: member) }
         groups.held = { [metrics] members in metrics.groupCopiesHeld.increment(by: Int64(members)) }
         groups.resumed = { [metrics] in metrics.groupCopiesResumed.increment() }
@@ -79,13 +87,11 @@ final class Router: @unchecked Sendable {
         Moment(deadline: .now(), millis: Int64(Date().timeIntervalSince1970 * 1000))
     }
 
-    /// Feeds one event to the engine and carries out what it decided.
-    @discardableResult
-    private func feed<Answer>(_ event: (inout DeliveryEngine, Moment) -> Answer) -> Answer {
+    /// Feeds one event to the engine, with the time, and carries out what it decided.
+    private func feed(_ event: DeliveryEvent) {
         loop.assertInEventLoop()
-        let answer = event(&engine, Self.now)
+        pending.append(contentsOf: engine.handle(event, at: Self.now))
         perform()
-        return answer
     }
 
     /// Makes a membership change (a control request); answered once its entries are copied.
@@ -111,43 +117,35 @@ final class Router: @unchecked Sendable {
         loop.submit { [self] in engine.pathReport() }
     }
 
-    /// Tells those who may see `change.user`'s presence, on every node where they are.
+    /// Finds who may see `change.user`'s presence, and where they are; the engine tells them.
     private func announce(_ change: PresenceChange) {
         store.presenceCircle(of: change.user, on: loop).flatMap { [store, loop, charge] circle in
             // The user whose connect or disconnect it is pays for it, like for a request.
             charge(change.user, RequestCost.presenceRead(groups: circle.groups, users: circle.users.count))
             return store.nodes(of: circle.users, watching: change.user, on: loop)
         }.whenSuccess { [self] byNode in
-            for (node, watchers) in byNode {
-                if node == engine.settings.nodeID {
-                    feed { engine, _ in engine.relayPresence(change, to: watchers) }
-                } else {
-                    store.publish(.presence(change, watchers: watchers), to: [node], on: loop)
-                }
-            }
+            feed(.presenceWatchers(change, byNode: byNode))
         }
     }
 
     /// Stores a notice of the server's (`StoreRequest.notice`) in its recipient's inbox, pushed
     /// like any message; nobody is answered.
     func notify(_ notice: StoreRequest) {
-        feed { engine, now in engine.enqueueStore(notice, now: now) }
+        feed(.serverNotice(notice))
     }
 
     /// The user blocked someone or turned contacts-only on: its sessions here, and on `nodes`,
     /// take nothing early from now on.
     func filtered(user: String, nodes: [String]) {
-        feed { engine, _ in engine.received(.filtered(user: user)) }
-        let others = nodes.filter { $0 != engine.settings.nodeID }
-        if !others.isEmpty { store.publish(.filtered(user: user), to: others, on: loop) }
+        feed(.filtered(user: user, nodes: nodes))
     }
 
     func start() {
-        feed { engine, _ in engine.start() }
+        feed(.started)
     }
 
     func stop() {
-        feed { engine, _ in engine.stop() }
+        feed(.stopped)
         for (due, task) in timers where due.isTimer {
             task.cancel()
             timers[due] = nil
@@ -160,28 +158,16 @@ final class Router: @unchecked Sendable {
     /// device's older session on this node. Its other devices stay.
     func openSession(_ request: DeliveryEngine.SessionRequest, control: any Channel) -> EventLoopFuture<Simp_ConnectResponse> {
         loop.assertInEventLoop()
-        return store.registerDevice(user: request.user, device: request.device, nowMillis: Self.now.millis,
-                                    issuedMillis: request.tokenIssuedMillis, on: loop).flatMap { [self] registration in
-            if let refusal = DeliveryEngine.refusal(registration, request) { return loop.makeFailedFuture(refusal) }
-            guard case .registered(let cursor, let devices, let nodes, let filtered) = registration else { preconditionFailure("refused above") }
-            var wanted = request
-            if filtered { wanted.takesEarly = false }
-            let opened = feed { engine, now in engine.open(wanted, devices: devices, nodes: nodes, now: now) }
-            let session = opened.session
-            controls[session.id] = control
-            return store.repairNumbering(user: request.user, lastSeq: request.lastSeq, on: loop).map { [self] moved in
-                feed { engine, _ in engine.numberingChecked(session, lastSeq: request.lastSeq, cursor: cursor, moved: moved) }
-                return engine.connectResponse(session, bindToken: opened.bindToken, cursor: cursor, devices: devices,
-                                              udpPort: udp?.localAddress?.port ?? 0)
-            }.flatMapErrorThrowing { [self] error in
-                closeSession(session.id)
-                throw error
-            }
-        }
+        let attempt = nextAttempt
+        nextAttempt += 1
+        let answer = loop.makePromise(of: Simp_ConnectResponse.self)
+        connects[attempt] = (control, answer)
+        feed(.connectAsked(request, attempt: attempt))
+        return answer.futureResult
     }
 
     func closeSession(_ id: UInt64) {
-        feed { engine, now in engine.close(id, now: now) }
+        feed(.controlClosed(session: id))
     }
 
     var sessionCount: Int { engine.sessionCount }
@@ -189,62 +175,61 @@ final class Router: @unchecked Sendable {
     /// A reload's limits: the data rate for sessions opened from now on, the inbox share as
     /// refusals name it.
     func reload(messagesPerSecond rate: Int, burst: Int, inboxShare: Int) {
-        feed { engine, _ in engine.reload(messagesPerSecond: rate, burst: burst, inboxShare: inboxShare) }
+        feed(.reloaded(messagesPerSecond: rate, burst: burst, inboxShare: inboxShare))
     }
 
     /// An administrator closes the user's sessions on this node (only `session`, when given):
-    /// the clients are told not to reconnect. Returns whether a session was closed.
-    @discardableResult
-    func closeByAdministrator(user: String, session id: UInt64?) -> Bool {
-        feed { engine, now in engine.closeByAdministrator(user: user, session: id, now: now) }
+    /// the clients are told not to reconnect.
+    func closeByAdministrator(user: String, session id: UInt64?) {
+        feed(.closedByAdministrator(user: user, session: id))
     }
 
     // MARK: events from clients and other nodes
 
     func receive(_ envelope: AddressedEnvelope<ByteBuffer>) {
-        feed { engine, now in engine.receive(envelope, now: now) }
+        feed(.datagram(envelope))
     }
 
     /// The session's control connection returned the challenge token.
     func pathResponse(sessionID: UInt64, token: [UInt8]) {
-        feed { engine, now in engine.pathResponse(sessionID: sessionID, token: token, now: now) }
+        feed(.pathResponse(session: sessionID, token: token))
     }
 
     func withdraw(sessionID: UInt64, _ withdraw: Simp_Withdraw) {
-        feed { engine, now in engine.withdraw(sessionID: sessionID, withdraw, now: now) }
+        feed(.withdraw(session: sessionID, withdraw))
     }
 
     func receipt(sessionID: UInt64, _ receipt: Simp_Receipt) {
-        feed { engine, now in engine.receipt(sessionID: sessionID, receipt, now: now) }
+        feed(.receipt(session: sessionID, receipt))
     }
 
     /// Answers a reconnected sender: Delivered for each message its recipient confirmed.
     /// Completes once the `delivered` frames of the query's answer are queued.
     func answer(_ query: Simp_DeliveryQuery, sessionID: UInt64) -> EventLoopFuture<Void> {
-        guard let asked = feed({ engine, _ in engine.query(query, sessionID: sessionID) }) else {
-            return loop.makeSucceededVoidFuture()
-        }
-        return store.confirmedOf(asked.user, asked.items, on: loop).map { [self] confirmed in
-            feed { engine, _ in engine.confirmedOf(session: sessionID, confirmed) }
-        }
+        loop.assertInEventLoop()
+        let ask = nextAttempt
+        nextAttempt += 1
+        let answered = loop.makePromise(of: Void.self)
+        asks[ask] = answered
+        feed(.deliveryQuery(session: sessionID, query, ask: ask))
+        return answered.futureResult
     }
 
     func received(_ notice: NodeNotice) {
-        feed { engine, _ in engine.received(notice) }
+        feed(.notice(notice))
     }
 
     func catchUpEverySession() {
-        feed { engine, _ in engine.catchUpEverySession() }
+        feed(.resubscribed)
     }
 
-    /// Completes when every queued and in-flight store has been answered.
+    /// Completes when every queued and in-flight store has been answered (the engine says
+    /// `storesIdle`).
     func drainStores() -> EventLoopFuture<Void> {
-        feed { engine, now in engine.drain(now: now) }
-        // Waited for only when stores are under way; the engine says `storesIdle` when the
-        // last is answered.
-        guard !engine.storesIdle else { return loop.makeSucceededVoidFuture() }
+        loop.assertInEventLoop()
         let promise = loop.makePromise(of: Void.self)
         drainWaiters.append(promise)
+        feed(.draining)
         return promise.futureResult
     }
 
@@ -253,16 +238,14 @@ final class Router: @unchecked Sendable {
     private func perform() {
         guard !performing else { return }
         performing = true
-        // By index, not by taking the array: the buffer is kept for the next event, and an
-        // event fed meanwhile appends to what is still to do.
         var next = 0
-        while next < engine.actions.count {
-            let action = engine.actions[next]
+        while next < pending.count {
+            let action = pending[next]
             next += 1
             carryOut(action)
         }
         // A burst (a sync of thousands) does not keep its capacity for good.
-        if engine.actions.capacity > 4_096 { engine.actions = [] } else { engine.actions.removeAll(keepingCapacity: true) }
+        if pending.capacity > 4_096 { pending = [] } else { pending.removeAll(keepingCapacity: true) }
         performing = false
     }
 
@@ -282,16 +265,51 @@ final class Router: @unchecked Sendable {
         case .flushDatagrams:
             udp?.flush()
         case .later(let due):
-            loop.execute { [self] in feed { $0.due(due, now: $1) } }
+            loop.execute { [self] in feed(.due(due)) }
         case .after(let delay, let due):
             timers[due] = loop.scheduleTask(in: delay) { [self] in
                 timers[due] = nil
-                feed { $0.due(due, now: $1) }
+                feed(.due(due))
             }
         case .storesIdle:
             let waiters = drainWaiters
             drainWaiters.removeAll()
             waiters.forEach { $0.succeed() }
+        default:
+            carryOutConnect(action)
+        }
+    }
+
+    /// A CONNECT's and a delivery query's steps.
+    private func carryOutConnect(_ action: DeliveryAction) {
+        switch action {
+        case .registerDevice(let attempt, let request, let millis):
+            store.registerDevice(user: request.user, device: request.device, nowMillis: millis,
+                                 issuedMillis: request.tokenIssuedMillis, on: loop).whenComplete { [self] result in
+                switch result {
+                case .success(let registration): feed(.deviceRegistered(request, registration, attempt: attempt))
+                case .failure(let error): connects.removeValue(forKey: attempt)?.answer.fail(error)
+                }
+            }
+        case .opened(let attempt, let id):
+            controls[id] = connects[attempt]?.control
+        case .repairNumbering(let id, let user, let lastSeq):
+            store.repairNumbering(user: user, lastSeq: lastSeq, on: loop).whenComplete { [self] result in
+                feed(.numberingRepaired(session: id, moved: result))
+            }
+        case .connectAnswered(let attempt, let response):
+            connects.removeValue(forKey: attempt)?.answer.succeed(response)
+        case .connectRefused(let attempt, let error):
+            connects.removeValue(forKey: attempt)?.answer.fail(error)
+        case .readConfirmed(let ask, let id, let user, let items):
+            store.confirmedOf(user, items, on: loop).whenComplete { [self] result in
+                switch result {
+                case .success(let confirmed): feed(.confirmedRead(session: id, confirmed, ask: ask))
+                case .failure(let error): asks.removeValue(forKey: ask)?.fail(error)
+                }
+            }
+        case .queryAnswered(let ask):
+            asks.removeValue(forKey: ask)?.succeed(())
         default:
             carryOutInStore(action)
         }
@@ -300,13 +318,9 @@ final class Router: @unchecked Sendable {
     /// The actions that go to Redis; each answer is fed back as an event.
     private func carryOutInStore(_ action: DeliveryAction) {
         switch action {
-        case .store(let batch):
-            store.store(batch.items, floor: { [unowned self] in engine.numberingFloor(of: $0) }, on: loop).whenComplete { [self] result in
-                // An outage is an outcome per message; the whole batch fails only when the
-                // Redis client is shut down, and then each message hears so.
-                let outcomes = (try? result.get())
-                    ?? batch.items.map { _ in .unavailable(RedisError(.closed, "the Redis client is shut down")) }
-                feed { $0.storeCompleted(batch, outcomes, now: $1) }
+        case .store(let batch, let floors):
+            store.store(batch.items, floor: { floors[$0] }, on: loop).whenComplete { [self] result in
+                feed(.stored(batch, result.mapError { $0 }))
             }
         case .relay(let request, let group):
             groups.enqueue(request, group: group)
@@ -318,19 +332,19 @@ final class Router: @unchecked Sendable {
             }
         case .probeReplicas(let shard):
             store.replicasOnline(at: shard, on: loop).whenComplete { [self] result in
-                feed { engine, _ in engine.replicasProbed(shard, result) }
+                feed(.replicasProbed(shard, result))
             }
         case .readInbox(let id, let user, let after, let read):
             store.unconfirmed(of: user, after: after, limit: engine.settings.syncLimit, on: loop).whenComplete { [self] result in
-                feed { $0.inboxRead(session: id, read, result.map(\.items), now: $1) }
+                feed(.inboxRead(session: id, read, result.map(\.items)))
             }
         case .readEntries(let id, let user, let seqs):
             store.inboxEntries(user: user, seqs: seqs, on: loop).whenComplete { [self] result in
-                feed { $0.entriesRead(session: id, result, now: $1) }
+                feed(.entriesRead(session: id, result))
             }
         case .writeMarks(let marks):
             store.acknowledge(marks, on: loop).whenSuccess { [self] results in
-                feed { $0.marksWritten(marks, results, now: $1) }
+                feed(.marksWritten(marks, results))
             }
         default:
             carryOutElsewhere(action)
@@ -342,14 +356,14 @@ final class Router: @unchecked Sendable {
         case .setPresence(let entries):
             store.setPresence(entries, on: loop).whenComplete { [self] result in
                 switch result {
-                case .success(let first): feed { engine, _ in engine.presenceWritten(entries, first: first) }
+                case .success(let first): feed(.presenceWritten(entries, first: first))
                 case .failure(let error): logger.warning("presence not written", metadata: ["error": "\(error)"])
                 }
             }
         case .renewPresence(let entries, let ids):
             store.renewPresence(entries, on: loop).whenComplete { [self] result in
                 switch result {
-                case .success(let answers): feed { $0.presenceRenewed(ids, answers, now: $1) }
+                case .success(let answers): feed(.presenceRenewed(sessions: ids, answers))
                 case .failure(let error): logger.warning("presence not renewed", metadata: ["error": "\(error)"])
                 }
             }
@@ -357,7 +371,7 @@ final class Router: @unchecked Sendable {
             store.clearPresence(user: user, device: device, session: id, nowMillis: millis, on: loop).whenComplete { [self] result in
                 switch result {
                 case .success(let present):
-                    feed { engine, _ in engine.presenceCleared(user: user, devicesPresent: present, millis: millis) }
+                    feed(.presenceCleared(user: user, devicesPresent: present, millis: millis))
                 case .failure(let error):
                     logger.debug("presence not cleared", metadata: ["user": "\(user)", "device": "\(device)", "session": "\(id)", "error": "\(error)"])
                 }
@@ -368,9 +382,7 @@ final class Router: @unchecked Sendable {
             store.publish(notice, to: nodes, on: loop)
         case .routeTyping(let from, let to):
             store.typingNodes(from: from, to: to, on: loop).whenSuccess { [self] nodes in
-                if nodes.contains(engine.settings.nodeID) { feed { engine, _ in engine.relayTyping(from: from, to: to) } }
-                let others = nodes.filter { $0 != engine.settings.nodeID }
-                if !others.isEmpty { store.publish(.typing(from: from, to: to), to: others, on: loop) }
+                feed(.typingNodes(from: from, to: to, nodes: nodes))
             }
         case .publishDelivered(let notices):
             store.publishDelivered(notices, on: loop).whenFailure { [logger] error in

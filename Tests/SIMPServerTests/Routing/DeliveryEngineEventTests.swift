@@ -26,29 +26,33 @@ import Testing
             var engine = DeliveryEngine(configuration: configuration, metrics: ServerMetrics(),
                                         logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }),
                                         shardOf: { _ in DeliveryEngineEventTests.shard }, randomBytes: { Array(repeating: 7, count: $0) })
-            engine.hasUDP = true
+            _ = engine.handle(.udpBound(port: 7701), at: at())
             return Node(engine: engine)
         }
 
         /// Feeds an event and keeps the actions it led to.
-        mutating func on(_ event: (inout DeliveryEngine) -> Void) {
-            event(&engine)
-            actions = engine.takeActions()
+        mutating func on(_ event: DeliveryEvent, at now: Moment = at()) {
+            actions = engine.handle(event, at: now)
         }
 
+        /// A CONNECT through its steps: the device registered, the numbering checked, the
+        /// answer; the actions are those of all three.
         mutating func open(_ user: String, _ device: String = "d1", at now: Moment = at()) -> (session: Session, bindToken: [UInt8]) {
             let request = DeliveryEngine.SessionRequest(user: user, device: device, tokenIssuedMillis: 0, lastSeq: 0)
-            let opened = engine.open(request, devices: 1, nodes: ["n1"], now: now)
-            engine.numberingChecked(opened.session, lastSeq: 0, cursor: 0, moved: 0)
-            actions = engine.takeActions()
-            return opened
+            var all = engine.handle(.connectAsked(request, attempt: 1), at: now)
+            all += engine.handle(.deviceRegistered(request, .registered(cursor: 0, devices: 1, nodes: ["n1"]), attempt: 1), at: now)
+            let id = all.compactMap { if case .opened(1, let id) = $0 { id } else { nil } }.first ?? UInt64(0)
+            all += engine.handle(.numberingRepaired(session: id, moved: .success(0)), at: now)
+            actions = all
+            let answer = all.compactMap { if case .connectAnswered(1, let response) = $0 { response } else { nil } }.first
+            return (engine.sessions[id]!, Array(answer?.bindToken ?? Data()))
         }
 
         /// Opens a session and binds it from `port`, its inbox read back empty.
         mutating func online(_ user: String, _ device: String = "d1", port: Int, at now: Moment = at()) throws -> Session {
             let (session, token) = open(user, device, at: now)
             try datagram(.bind, token, from: session, port: port, at: now)
-            on { $0.inboxRead(session: session.id, .sync, .success([]), now: now) }
+            on(.inboxRead(session: session.id, .sync, .success([])), at: now)
             return session
         }
 
@@ -57,7 +61,7 @@ import Testing
             packets += 1
             let sealed = try DatagramSeal.seal(header, payload: payload, key: session.key, direction: .toServer)
             let address = try SocketAddress(ipAddress: "192.0.2.1", port: port)
-            on { $0.receive(AddressedEnvelope(remoteAddress: address, data: sealed), now: now) }
+            on(.datagram(AddressedEnvelope(remoteAddress: address, data: sealed)), at: now)
         }
 
         mutating func send(_ text: String, to user: String, from session: Session, port: Int, order: UInt64, at now: Moment = at()) throws {
@@ -87,7 +91,7 @@ import Testing
         }
 
         var batches: [StoreBatch] {
-            actions.compactMap { if case .store(let batch) = $0 { batch } else { nil } }
+            actions.compactMap { if case .store(let batch, _) = $0 { batch } else { nil } }
         }
     }
 
@@ -128,10 +132,10 @@ import Testing
         let bob = try node.online("bob", port: 4001)
         try node.send("hi", to: "bob", from: alice, port: 4000, order: 1)
         #expect(node.asked == [.flushStores] && node.batches.isEmpty)
-        node.on { $0.due(.flushStores, now: at()) }
+        node.on(.due(.flushStores), at: at())
         let batch = try #require(node.batches.first)
         #expect(batch.items.map(\.to) == ["bob"] && batch.items.map(\.from) == ["alice"])
-        node.on { $0.storeCompleted(batch, [.stored(seq: 1, bytes: [9])], now: at()) }
+        node.on(.stored(batch, .success([.stored(seq: 1, bytes: [9])])))
         #expect(node.sent(to: alice) == [.accepted(.with { $0.messageID = "m1"; $0.toUser = "bob"; $0.seq = 1 })])
         #expect(node.datagrams(to: bob) == [.data])
         #expect(node.asked.contains(.tick))
@@ -143,33 +147,33 @@ import Testing
         let alice = try node.online("alice", port: 4000)
         let bob = try node.online("bob", port: 4001)
         try node.send("hi", to: "bob", from: alice, port: 4000, order: 1)
-        node.on { $0.due(.flushStores, now: at()) }
+        node.on(.due(.flushStores), at: at())
         let batch = try #require(node.batches.first)
-        node.on { $0.storeCompleted(batch, [.stored(seq: 1, bytes: [9])], now: at()) }
+        node.on(.stored(batch, .success([.stored(seq: 1, bytes: [9])])))
         return (node, alice, bob)
     }
 
     @Test func aReceiptTellsTheSenderOnceAndItsMarkIsWrittenOnTheTick() throws {
         var (node, alice, bob) = try aliceStoredAMessageForBob()
-        node.on { $0.receipt(sessionID: bob.id, .with { $0.upToSeq = 1 }, now: at(.milliseconds(5))) }
+        node.on(.receipt(session: bob.id, .with { $0.upToSeq = 1 }), at: at(.milliseconds(5)))
         #expect(node.sent(to: alice).count == 1)
         guard case .delivered(let delivered)? = node.sent(to: alice).first else { Issue.record("no delivered"); return }
         #expect(delivered.messageID == "m1" && delivered.seq == 1)
-        node.on { $0.receipt(sessionID: bob.id, .with { $0.upToSeq = 1 }, now: at(.milliseconds(6))) }
+        node.on(.receipt(session: bob.id, .with { $0.upToSeq = 1 }), at: at(.milliseconds(6)))
         #expect(node.sent(to: alice).isEmpty)
-        node.on { $0.due(.tick, now: at(.milliseconds(10))) }
+        node.on(.due(.tick), at: at(.milliseconds(10)))
         let marks = node.actions.compactMap { if case .writeMarks(let marks) = $0 { marks } else { nil } }.flatMap { $0 }
         #expect(marks == [ReceiptLedger.Mark(user: "bob", device: "d1", upTo: 1, needsEntries: false)])
     }
 
     @Test func anUnconfirmedPushGoesAgainWhenItsTimeComesAndAConfirmedOneDoesNot() throws {
         var (node, _, bob) = try aliceStoredAMessageForBob()
-        node.on { $0.due(.tick, now: at(.milliseconds(10))) }
+        node.on(.due(.tick), at: at(.milliseconds(10)))
         #expect(node.datagrams(to: bob).isEmpty)
-        node.on { $0.due(.tick, now: at(.seconds(5))) }
+        node.on(.due(.tick), at: at(.seconds(5)))
         #expect(node.datagrams(to: bob) == [.data])
-        node.on { $0.receipt(sessionID: bob.id, .with { $0.upToSeq = 1 }, now: at(.seconds(6))) }
-        node.on { $0.due(.tick, now: at(.seconds(30))) }
+        node.on(.receipt(session: bob.id, .with { $0.upToSeq = 1 }), at: at(.seconds(6)))
+        node.on(.due(.tick), at: at(.seconds(30)))
         #expect(node.datagrams(to: bob).isEmpty)
     }
 
@@ -182,11 +186,11 @@ import Testing
         #expect(node.asked == [.presenceRenewal])
         try node.datagram(.keepalive, [], from: bob, port: 4001, at: at(.milliseconds(31_500)))
         #expect(node.asked.isEmpty)
-        node.on { $0.due(.presenceRenewal, now: at(.seconds(32))) }
+        node.on(.due(.presenceRenewal), at: at(.seconds(32)))
         let renewal = node.actions.compactMap { if case .renewPresence(let entries, let ids) = $0 { (entries, ids) } else { nil } }.first
         #expect(renewal?.1 == [bob.id] && renewal?.0.first?.entry.seenMillis == at(.seconds(32)).millis)
         // Gone from Redis: written whole; the answer brings the user's device count.
-        node.on { $0.presenceRenewed([bob.id], [(renewed: false, devices: 3)], now: at(.seconds(33))) }
+        node.on(.presenceRenewed(sessions: [bob.id], [(renewed: false, devices: 3)]), at: at(.seconds(33)))
         #expect(node.actions.contains { if case .setPresence(let entries) = $0 { entries.map(\.user) == ["bob"] } else { false } })
         #expect(bob.devices == 3)
     }
@@ -227,15 +231,15 @@ import Testing
         var node = Node.make(minReplicas: 1)
         let alice = try node.online("alice", port: 4000)
         try node.send("hi", to: "bob", from: alice, port: 4000, order: 1)
-        node.on { $0.due(.flushStores, now: at()) }
+        node.on(.due(.flushStores), at: at())
         let batch = try #require(node.batches.first)
-        node.on { $0.storeCompleted(batch, [.replicasShort(online: 0)], now: at()) }
+        node.on(.stored(batch, .success([.replicasShort(online: 0)])))
         #expect(node.sent(to: alice).isEmpty && node.asked == [.replicaProbe])
-        node.on { $0.due(.replicaProbe, now: at(.milliseconds(500))) }
+        node.on(.due(.replicaProbe), at: at(.milliseconds(500)))
         #expect(node.actions.contains { if case .probeReplicas(Self.shard) = $0 { true } else { false } })
-        node.on { $0.replicasProbed(Self.shard, .success(0)) }
+        node.on(.replicasProbed(Self.shard, .success(0)))
         #expect(node.asked.isEmpty)
-        node.on { $0.due(.replicaProbe, now: at(.seconds(11))) }
+        node.on(.due(.replicaProbe), at: at(.seconds(11)))
         #expect(node.actions.contains { if case .markFailed(_, .replicasUnavailable) = $0 { true } else { false } })
         guard case .failed(let failed)? = node.sent(to: alice).first else { Issue.record("not failed"); return }
         #expect(failed.code == .replicasUnavailable)
@@ -245,13 +249,13 @@ import Testing
         var node = Node.make(minReplicas: 1)
         let alice = try node.online("alice", port: 4000)
         try node.send("hi", to: "bob", from: alice, port: 4000, order: 1)
-        node.on { $0.due(.flushStores, now: at()) }
+        node.on(.due(.flushStores), at: at())
         let batch = try #require(node.batches.first)
-        node.on { $0.storeCompleted(batch, [.replicasShort(online: 0)], now: at()) }
-        node.on { $0.due(.replicaProbe, now: at(.milliseconds(500))) }
-        node.on { $0.replicasProbed(Self.shard, .success(1)) }
+        node.on(.stored(batch, .success([.replicasShort(online: 0)])))
+        node.on(.due(.replicaProbe), at: at(.milliseconds(500)))
+        node.on(.replicasProbed(Self.shard, .success(1)))
         #expect(node.asked == [.flushStores])
-        node.on { $0.due(.flushStores, now: at(.milliseconds(501))) }
+        node.on(.due(.flushStores), at: at(.milliseconds(501)))
         #expect(node.batches.first?.items.map(\.id) == ["m1"])
     }
 
@@ -259,11 +263,11 @@ import Testing
         var node = Node.make()
         let alice = try node.online("alice", port: 4000)
         let bob = try node.online("bob", port: 4001)
-        node.on { $0.stop() }
+        node.on(.stopped)
         try node.send("hi", to: "bob", from: alice, port: 4000, order: 1)
-        node.on { $0.due(.flushStores, now: at()) }
+        node.on(.due(.flushStores), at: at())
         let batch = try #require(node.batches.first)
-        node.on { $0.storeCompleted(batch, [.stored(seq: 1, bytes: [9])], now: at()) }
+        node.on(.stored(batch, .success([.stored(seq: 1, bytes: [9])])))
         #expect(node.datagrams(to: bob) == [.data])
         #expect(!node.asked.contains(.tick))
     }
@@ -273,10 +277,10 @@ import Testing
         let (bob, token) = node.open("bob")
         try node.datagram(.bind, token, from: bob, port: 4001)
         struct Outage: Error {}
-        node.on { $0.inboxRead(session: bob.id, .sync, .failure(Outage()), now: at()) }
+        node.on(.inboxRead(session: bob.id, .sync, .failure(Outage())))
         let retry = node.actions.compactMap { if case .after(let delay, .read(bob.id, .sync)) = $0 { delay } else { nil } }
         #expect(retry == [.seconds(1)])
-        node.on { $0.due(.read(session: bob.id, .sync), now: at(.seconds(1))) }
+        node.on(.due(.read(session: bob.id, .sync)), at: at(.seconds(1)))
         #expect(node.actions.contains { if case .readInbox(bob.id, _, _, .sync) = $0 { true } else { false } })
     }
 }
