@@ -13,11 +13,13 @@ public enum ContentType: UInt8, MLSEnum, Sendable {
     case commit = 3
 }
 
-/// RFC 9420 section 6: `enum { reserved(0), member(1), external(2), new_member_commit(3), (255) } SenderType;`
+/// RFC 9420 section 6: `enum { reserved(0), member(1), external(2), new_member_proposal(3),
+/// new_member_commit(4), (255) } SenderType;`
 public enum SenderType: UInt8, MLSEnum, Sendable {
     case member = 1
     case external = 2
-    case newMemberCommit = 3
+    case newMemberProposal = 3
+    case newMemberCommit = 4
 }
 
 /// RFC 9420 section 7.2: `enum { reserved(0), key_package(1), update(2), commit(3), (255) } LeafNodeSource;`
