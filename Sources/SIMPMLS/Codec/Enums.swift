@@ -34,3 +34,15 @@ public enum NodeType: UInt8, MLSEnum, Sendable {
     case leaf = 1
     case parent = 2
 }
+
+/// RFC 9420 section 6: `enum { reserved(0), mls_public_message(1), mls_private_message(2),
+/// mls_welcome(3), mls_group_info(4), mls_key_package(5), (65535) } WireFormat;`
+/// The registry is open (section 17.2), but an `MLSMessage` of a format without a case here
+/// cannot be decoded, so it is rejected.
+public enum WireFormat: UInt16, MLSEnum, Sendable {
+    case publicMessage = 1
+    case privateMessage = 2
+    case welcome = 3
+    case groupInfo = 4
+    case keyPackage = 5
+}
