@@ -8,7 +8,9 @@ import Foundation
 /// fails.
 public enum MLSTestVectors {
     /// The file names of mls-implementations' vectors, and whether this build checks them.
-    public static let implemented: Set<String> = ["tree-math.json", "crypto-basics.json"]
+    public static let implemented: Set<String> = [
+        "tree-math.json", "crypto-basics.json", "messages.json", "transcript-hashes.json", "deserialization.json",
+    ]
     public static let known: Set<String> = [
         "tree-math.json", "crypto-basics.json", "secret-tree.json", "message-protection.json",
         "key-schedule.json", "psk_secret.json", "transcript-hashes.json", "welcome.json",
@@ -47,6 +49,9 @@ public enum MLSTestVectors {
         switch name {
         case "tree-math.json": outcomes = try cases(contents, TreeMathCase.self).map(checkTreeMath)
         case "crypto-basics.json": outcomes = try cases(contents, CryptoBasicsCase.self).map(checkCryptoBasics)
+        case "messages.json": outcomes = try cases(contents, MessagesCase.self).map(checkMessages)
+        case "transcript-hashes.json": outcomes = try cases(contents, TranscriptHashesCase.self).map(checkTranscriptHashes)
+        case "deserialization.json": outcomes = try cases(contents, DeserializationCase.self).map(checkDeserialization)
         default: throw CheckError.notImplemented(name)
         }
         return FileReport(file: name, outcomes: outcomes)
