@@ -95,6 +95,9 @@ import Testing
             try leaf.verifySignature(suite: suite, group: LeafNodeTBS.Group(groupID: Array("h".utf8), leafIndex: 3))
         }
         #expect(throws: MLSValidationError.leafNodeNeedsGroup) { try leaf.verifySignature(suite: suite, group: nil) }
+        let packageLeaf = try MessageFixtures.keyPackage().leafNode
+        #expect(try packageLeaf.verifySignature(suite: suite, group: nil) == (try MessageFixtures.signer(1)).publicKey)
+        #expect(throws: MLSValidationError.keyPackageLeafInGroup) { try packageLeaf.verifySignature(suite: suite, group: group) }
     }
 
     func groupInfo(signer: SignaturePrivateKey, tree: RatchetTree?) throws -> GroupInfoIn {

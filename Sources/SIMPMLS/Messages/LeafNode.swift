@@ -108,13 +108,15 @@ public struct LeafNode: Sendable, Equatable, MLSCodable {
     }
 
     /// Checks the signature with the leaf's own signature key (RFC 9420 section 7.3). `group`
-    /// is required for sources `update` and `commit` and must be nil for `key_package`.
+    /// is required for sources `update` and `commit` and must be nil for `key_package`: a
+    /// caller checking a leaf for its place in a group (an Update, a commit's path) passes one,
+    /// so a key package's leaf is refused there.
     /// Returns the checked signature key.
     @discardableResult
     public func verifySignature(suite: MLSCipherSuite, group: LeafNodeTBS.Group?) throws -> SignaturePublicKey {
         switch (source, group) {
         case (.keyPackage, nil), (.update, .some), (.commit, .some): break
-        case (.keyPackage, .some): throw MLSValidationError.wrongLeafNodeSource(expected: .update, got: .keyPackage)
+        case (.keyPackage, .some): throw MLSValidationError.keyPackageLeafInGroup
         case (.update, nil), (.commit, nil): throw MLSValidationError.leafNodeNeedsGroup
         }
         let key = try signatureKey.validate(for: suite)

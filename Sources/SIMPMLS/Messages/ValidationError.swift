@@ -9,6 +9,9 @@ public enum MLSValidationError: Error, Equatable, Sendable {
     /// A leaf node of source `update` or `commit` is signed over its group and leaf index,
     /// which the check was not given (section 7.2).
     case leafNodeNeedsGroup
+    /// A leaf node of source `key_package` checked as the leaf of a group member (an Update or
+    /// a commit's path, section 7.3), where `update` or `commit` is required.
+    case keyPackageLeafInGroup
     /// A key package whose `init_key` equals its leaf node's `encryption_key` (section 10.1).
     case initKeyIsEncryptionKey
     /// Content that must be a commit (for the transcript hashes, section 8.2) is not one.
