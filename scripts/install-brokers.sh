@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the durable brokers simp-bench compares SIMP with (RabbitMQ and NATS with JetStream),
-# only those missing, through install-deps.sh. Only the benchmark needs them: CI does not run
-# this, and the tests that use them are skipped without them. Needs root (or sudo).
+# only those missing, through install-deps.sh. The benchmark and its durable-load tests need
+# them; scripts/test.sh (so CI) runs this. Needs root (or sudo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh rabbitmq-server nats-server "$@"

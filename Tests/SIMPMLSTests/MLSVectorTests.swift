@@ -107,11 +107,103 @@ import Testing
     }
 
     @Test func aFileThisBuildDoesNotImplementIsSaidSo() {
-        #expect(throws: MLSTestVectors.CheckError.notImplemented("secret-tree.json")) {
-            try MLSTestVectors.check(file: "secret-tree.json", contents: Data())
+        #expect(throws: MLSTestVectors.CheckError.notImplemented("message-protection.json")) {
+            try MLSTestVectors.check(file: "message-protection.json", contents: Data())
         }
         #expect(throws: MLSTestVectors.CheckError.self) {
             try MLSTestVectors.check(file: "tree-math.json", contents: Data("{}".utf8))
         }
+    }
+
+    // MARK: key-schedule.json, psk_secret.json, secret-tree.json
+
+    /// Cases are suites 1 through 7, each `per` cases in a row: those of suites 1 and 3 pass, the
+    /// others are skipped, none fails.
+    static func expectSuites1And3Pass(_ report: MLSTestVectors.FileReport, cases: Int, per: Int) {
+        #expect(report.cases == cases)
+        #expect(report.failed == 0)
+        #expect(report.passed == 2 * per)
+        #expect(report.skipped == cases - 2 * per)
+        for (i, outcome) in report.outcomes.enumerated() {
+            let suite = i / per + 1
+            if suite == 1 || suite == 3 {
+                #expect(outcome == .passed, "case \(i)")
+            } else {
+                #expect(outcome == .skipped(reason: "cipher suite \(suite) not implemented"), "case \(i)")
+            }
+        }
+    }
+
+    @Test func everyKeyScheduleCaseOfSuites1And3Passes() throws {
+        let report = try MLSTestVectors.check(file: "key-schedule.json", contents: try VectorFiles.load("key-schedule.json"))
+        Self.expectSuites1And3Pass(report, cases: 7, per: 1)
+    }
+
+    @Test(arguments: [
+        // Inputs: a tree hash (so the GroupContext differs), a commit secret, a PSK secret.
+        ("\"tree_hash\": \"9769e3", "\"tree_hash\": \"9769e4", "epoch 0: group_context"),
+        ("\"commit_secret\": \"a22606", "\"commit_secret\": \"a22607", "epoch 0: joiner_secret"),
+        ("\"psk_secret\": \"e871b2", "\"psk_secret\": \"e871b3", "epoch 0: welcome_secret"),
+        // Outputs.
+        ("\"joiner_secret\": \"4fb996", "\"joiner_secret\": \"4fb997", "epoch 0: joiner_secret"),
+        ("\"resumption_psk\": \"d78ca8", "\"resumption_psk\": \"d78ca9", "epoch 0: resumption_psk"),
+        ("\"external_pub\": \"640117", "\"external_pub\": \"640118", "epoch 0: external_pub"),
+        ("\"secret\": \"dbce4e", "\"secret\": \"dbce4f", "epoch 0: exporter"),
+    ])
+    func aKeyScheduleFileWithOneByteChangedFails(original: String, replacement: String, reason: String) throws {
+        let changed = try VectorFiles.changingOneByte(try VectorFiles.load("key-schedule.json"), original, to: replacement)
+        let report = try MLSTestVectors.check(file: "key-schedule.json", contents: changed)
+        #expect(report.failed == 1)
+        #expect(report.outcomes[0] == .failed(reason: reason))
+    }
+
+    @Test func aLaterEpochOfTheKeyScheduleIsChecked() throws {
+        let data = try VectorFiles.load("key-schedule.json")
+        let json = try #require(try JSONSerialization.jsonObject(with: data) as? [[String: Any]])
+        let epochs = try #require(json[0]["epochs"] as? [[String: Any]])
+        let last = try #require(epochs.last?["init_secret"] as? String)
+        let first = try #require(last.first)
+        let other = first == "0" ? "1" : "0"
+        let changed = try VectorFiles.changingOneByte(data, "\"init_secret\": \"\(last)", to: "\"init_secret\": \"\(other)\(last.dropFirst())")
+        let report = try MLSTestVectors.check(file: "key-schedule.json", contents: changed)
+        #expect(report.outcomes[0] == .failed(reason: "epoch \(epochs.count - 1): init_secret"))
+    }
+
+    @Test func everyPSKSecretCaseOfSuites1And3Passes() throws {
+        let report = try MLSTestVectors.check(file: "psk_secret.json", contents: try VectorFiles.load("psk_secret.json"))
+        Self.expectSuites1And3Pass(report, cases: 77, per: 11)
+    }
+
+    @Test(arguments: [
+        ("\"psk_secret\": \"aa6ee4", "\"psk_secret\": \"aa6ee5"),
+        ("\"psk_nonce\": \"66b25b", "\"psk_nonce\": \"66b25c"),
+        ("\"psk_id\": \"55c388", "\"psk_id\": \"55c389"),
+        ("\"psk\": \"e0a059", "\"psk\": \"e0a05a"),
+    ])
+    func aPSKSecretFileWithOneByteChangedFails(original: String, replacement: String) throws {
+        let changed = try VectorFiles.changingOneByte(try VectorFiles.load("psk_secret.json"), original, to: replacement)
+        let report = try MLSTestVectors.check(file: "psk_secret.json", contents: changed)
+        #expect(report.failed == 1)
+        #expect(report.outcomes[1] == .failed(reason: "psk_secret"))
+    }
+
+    @Test func everySecretTreeCaseOfSuites1And3Passes() throws {
+        let report = try MLSTestVectors.check(file: "secret-tree.json", contents: try VectorFiles.load("secret-tree.json"))
+        Self.expectSuites1And3Pass(report, cases: 21, per: 3)
+    }
+
+    @Test(arguments: [
+        (0, "\"key\": \"92667d", "\"key\": \"92667e", "sender_data key"),
+        (0, "\"nonce\": \"362785", "\"nonce\": \"362786", "sender_data nonce"),
+        (0, "\"handshake_key\": \"a2d6b8", "\"handshake_key\": \"a2d6b9", "leaf 0 generation 0: handshake_key"),
+        (0, "\"application_nonce\": \"a08d3a", "\"application_nonce\": \"a08d3b", "leaf 0 generation 15: application_nonce"),
+        (1, "\"application_key\": \"d82803", "\"application_key\": \"d82804", "leaf 7 generation 15: application_key"),
+        (1, "\"handshake_nonce\": \"45ead0", "\"handshake_nonce\": \"45ead1", "leaf 7 generation 15: handshake_nonce"),
+    ])
+    func aSecretTreeFileWithOneByteChangedFails(index: Int, original: String, replacement: String, reason: String) throws {
+        let changed = try VectorFiles.changingOneByte(try VectorFiles.load("secret-tree.json"), original, to: replacement)
+        let report = try MLSTestVectors.check(file: "secret-tree.json", contents: changed)
+        #expect(report.failed == 1)
+        #expect(report.outcomes[index] == .failed(reason: reason))
     }
 }

@@ -50,9 +50,9 @@ import Testing
             .add(AddProposal(keyPackage: try MessageFixtures.keyPackage())),
             .update(UpdateProposal(leafNode: try MessageFixtures.keyPackage().leafNode)),
             .remove(RemoveProposal(removed: 5)),
-            .preSharedKey(PreSharedKeyProposal(psk: PreSharedKeyID(kind: .external(pskID: [1, 2]), pskNonce: [3]))),
+            .preSharedKey(PreSharedKeyProposal(psk: PreSharedKeyID(kind: .external(pskID: [1, 2]), nonce: [3]))),
             .preSharedKey(PreSharedKeyProposal(psk: PreSharedKeyID(
-                kind: .resumption(usage: .branch, pskGroupID: [4], pskEpoch: 9), pskNonce: [5]))),
+                kind: .resumption(usage: .branch, groupID: [4], epoch: 9), nonce: [5]))),
             .reInit(ReInitProposal(groupID: [6], cipherSuite: CipherSuiteID(3), extensions: [Extension(extensionType: 0xF000, extensionData: [7])])),
             .externalInit(ExternalInitProposal(kemOutput: [8, 9])),
             .groupContextExtensions(GroupContextExtensionsProposal(extensions: [])),

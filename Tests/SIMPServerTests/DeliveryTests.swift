@@ -18,7 +18,9 @@ import Testing
         let done = await aliceLog.wait(timeout: .seconds(60)) { $0.delivered.count >= 200 && $0.messages.count >= 200 }
         #expect(done)
         #expect(await bobLog.wait(timeout: .seconds(60)) { $0.delivered.count >= 200 && $0.messages.count >= 200 })
-        try await Task.sleep(for: .milliseconds(300)) // anything extra (a duplicate) would show up now
+        // Nothing more can come (a duplicate would have been confirmed, so shown, by now).
+        #expect(await cluster.settled("alice"))
+        #expect(await cluster.settled("bob"))
 
         expectExactlyOnceInOrder(received: bobLog.messages, sentIDs: fromAlice, from: "alice", prefix: "a")
         expectExactlyOnceInOrder(received: aliceLog.messages, sentIDs: fromBob, from: "bob", prefix: "b")
@@ -71,7 +73,7 @@ import Testing
         let (bob, bobLog) = try await cluster.connectedClient("bob", register: false)
         #expect(await bobLog.wait { $0.messages.count >= 50 })
         #expect(await aliceLog.wait { $0.delivered.count >= 50 })
-        try await Task.sleep(for: .milliseconds(300))
+        #expect(await cluster.settled("bob"))
         expectExactlyOnceInOrder(received: bobLog.messages, sentIDs: sent, from: "alice", prefix: "offline")
         #expect(aliceLog.delivered.sorted() == sent.sorted())
         await alice.disconnect()
@@ -89,12 +91,14 @@ import Testing
 
         let (bob, bobLog) = try await cluster.connectedClient("bob", register: false)
         #expect(await bobLog.wait { $0.messages.map(\.id) == [id] })
-        try await Task.sleep(for: .milliseconds(200))
+        #expect(await cluster.settled("bob"), "bob confirmed it: its delivered notice is due, to nobody connected")
         #expect(aliceLog.delivered.isEmpty)
         try await alice.connect(user: "alice", password: "pw-alice")
         #expect(await aliceLog.wait { $0.delivered == [id] }, "a returning sender asks, and learns it was delivered")
-        try await Task.sleep(for: .milliseconds(200))
-        #expect(aliceLog.delivered == [id])
+        // A later message's delivered comes after every answer to what alice asked at connect.
+        let later = try await alice.send(to: "bob", text: "back")
+        #expect(await aliceLog.wait { $0.delivered.contains(later) })
+        #expect(aliceLog.delivered == [id, later])
         await bob.disconnect()
         await alice.disconnect()
         await cluster.stop()
@@ -110,7 +114,7 @@ import Testing
         let second = try await sendAll(alice, to: "bob", prefix: "y", count: 10)
         let (bob2, bob2Log) = try await cluster.connectedClient("bob", register: false)
         #expect(await bob2Log.wait { $0.messages.count >= 10 })
-        try await Task.sleep(for: .milliseconds(300))
+        #expect(await cluster.settled("bob"))
         #expect(bob2Log.messages.map(\.id) == second, "only the messages bob never confirmed")
         #expect(Set(bobLog.messages.map(\.id)) == Set(first))
         await alice.disconnect()

@@ -41,11 +41,13 @@ import Testing
         message.messageID = "1"
         message.toUser = "bob"
         message.content = "spoofed path"
+        let before = cluster.droppedDatagrams()
         stranger.sendDatagram(.data, try message.serializedBytes())
         // And an unknown session id from the validated socket.
         peer.session?.sessionID ^= 0xFFFF
         peer.sendDatagram(.data, try message.serializedBytes())
-        try await Task.sleep(for: .milliseconds(500))
+        #expect(await waitFor { cluster.droppedDatagrams() >= before + 2 }, "both counted dropped")
+        #expect(await cluster.settled("bob"))
         #expect(bobLog.messages.isEmpty)
         await bob.disconnect()
         await cluster.stop()
@@ -69,6 +71,7 @@ import Testing
             m.content = "text \(id)"
             return try m.serializedBytes()
         }
+        let before = cluster.droppedDatagrams()
         peer.sendDatagram(.data, try message("honest"))
         let honest = peer.lastSent
         peer.sendRaw(honest)                              // replayed as is
@@ -79,7 +82,8 @@ import Testing
         peer.sendDatagram(.data, try message("forged"))
 
         #expect(await bobLog.wait { $0.messages.count >= 1 })
-        try await Task.sleep(for: .milliseconds(500))
+        #expect(await waitFor { cluster.droppedDatagrams() >= before + 3 }, "the replayed, tampered and forged ones counted dropped")
+        #expect(await cluster.settled("bob"))
         #expect(bobLog.messages.map(\.id) == ["honest"])
         await bob.disconnect()
         await cluster.stop()

@@ -17,7 +17,7 @@ import Testing
         let during = try await sendAll(alice, to: "bob", prefix: "during", count: 5)
         #expect(await aliceLog.wait { Set($0.delivered).isSuperset(of: during) })
         #expect(await bobLog.wait { $0.messages.count >= 10 })
-        try await Task.sleep(for: .milliseconds(300))
+        #expect(await cluster.settled("bob"))
         #expect(bobLog.messages.map(\.id) == before + during)
         #expect(aliceLog.all.contains { if case .reconnecting = $0 { return true } else { return false } })
         #expect(aliceLog.all.filter { if case .connected = $0 { return true } else { return false } }.count == 2)
@@ -49,8 +49,7 @@ import Testing
             if case .ping = envelope.body { sawPing = true }
         }
         #expect(sawPing)
-        try await Task.sleep(for: .milliseconds(100))
-        #expect(await cluster.server.sessionCount() == 0)
+        #expect(await cluster.sessionsEnd(), "the connection closed: its session leaves the table")
         await cluster.stop()
     }
 }

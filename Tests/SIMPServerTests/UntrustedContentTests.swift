@@ -28,7 +28,8 @@ import Testing
         #expect(failed?.reason == "imageURL must start with http:// or https://")
         #expect(accepted?.messageID == "good-2")
         #expect(await bobLog.wait { !$0.messages.isEmpty })
-        try await Task.sleep(for: .milliseconds(200))
+        // bad-1 was failed, so never stored: once bob's inbox is settled nothing else can come.
+        #expect(await cluster.settled("bob"))
         #expect(bobLog.messages.map(\.imageURL) == ["https://example.org/cat.png"], "only the web URL reached bob")
         await bob.close()
         await cluster.stop()

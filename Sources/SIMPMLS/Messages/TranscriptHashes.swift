@@ -14,6 +14,9 @@
 ///     } ConfirmedTranscriptHashInput;
 ///
 ///     struct { MAC confirmation_tag; } InterimTranscriptHashInput;
+///
+/// The confirmation tag itself is checked against `confirmed` with the epoch's
+/// `confirmation_key`: `EpochSecrets.verifyConfirmationTag(_:confirmedTranscriptHash:)`.
 public struct TranscriptHashes: Sendable, Equatable {
     public var confirmed: [UInt8]
     public var interim: [UInt8]
@@ -45,11 +48,5 @@ public struct TranscriptHashes: Sendable, Equatable {
         try commit.content.encode(to: &w)
         try w.writeOpaque(commit.auth.signature)
         return w.bytes
-    }
-
-    /// Whether `tag` is `confirmation_tag = MAC(confirmation_key, confirmed_transcript_hash)`
-    /// (RFC 9420 section 6.1), compared in constant time.
-    public func confirms(_ tag: [UInt8], confirmationKey: [UInt8], suite: MLSCipherSuite) -> Bool {
-        suite.verifyMAC(key: confirmationKey, data: confirmed, tag: tag)
     }
 }

@@ -119,7 +119,8 @@ extension MLSTestVectors {
             guard hashes.interim == c.interim_transcript_hash_after.bytes else {
                 return .failed(reason: "interim_transcript_hash_after")
             }
-            guard hashes.confirms(tag, confirmationKey: c.confirmation_key.bytes, suite: suite) else {
+            // confirmation_tag = MAC(confirmation_key, confirmed_transcript_hash) (section 6.1).
+            guard suite.verifyMAC(key: c.confirmation_key.bytes, data: hashes.confirmed, tag: tag) else {
                 return .failed(reason: "confirmation_tag")
             }
         } catch let e as CaseError {

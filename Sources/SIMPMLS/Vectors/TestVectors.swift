@@ -9,7 +9,8 @@ import Foundation
 public enum MLSTestVectors {
     /// The file names of mls-implementations' vectors, and whether this build checks them.
     public static let implemented: Set<String> = [
-        "tree-math.json", "crypto-basics.json", "messages.json", "transcript-hashes.json", "deserialization.json",
+        "tree-math.json", "crypto-basics.json", "key-schedule.json", "psk_secret.json", "secret-tree.json",
+        "messages.json", "transcript-hashes.json", "deserialization.json",
     ]
     public static let known: Set<String> = [
         "tree-math.json", "crypto-basics.json", "secret-tree.json", "message-protection.json",
@@ -49,6 +50,9 @@ public enum MLSTestVectors {
         switch name {
         case "tree-math.json": outcomes = try cases(contents, TreeMathCase.self).map(checkTreeMath)
         case "crypto-basics.json": outcomes = try cases(contents, CryptoBasicsCase.self).map(checkCryptoBasics)
+        case "key-schedule.json": outcomes = try cases(contents, KeyScheduleCase.self).map(checkKeySchedule)
+        case "psk_secret.json": outcomes = try cases(contents, PSKSecretCase.self).map(checkPSKSecret)
+        case "secret-tree.json": outcomes = try cases(contents, SecretTreeCase.self).map(checkSecretTree)
         case "messages.json": outcomes = try cases(contents, MessagesCase.self).map(checkMessages)
         case "transcript-hashes.json": outcomes = try cases(contents, TranscriptHashesCase.self).map(checkTranscriptHashes)
         case "deserialization.json": outcomes = try cases(contents, DeserializationCase.self).map(checkDeserialization)

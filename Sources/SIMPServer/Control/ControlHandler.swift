@@ -177,10 +177,11 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
         case .login(let request): login(context, id, request)
         case .connect(let request): connect(context, id, request)
         case .ping(let ping):
+            metrics.keepalives.increment()
             var pong = Simp_Pong()
             pong.nonce = ping.nonce
             send(context, Simp_Envelope(requestID: id, .pong(pong)))
-        case .pong: break
+        case .pong: metrics.keepalives.increment()
         case .receipt(let receipt): forSession(context, id, "receipt") { $0.receipt(sessionID: $1, receipt) }
         case .history(let request): history(context, id, request)
         case .withdraw(let request): forSession(context, id, "withdraw") { $0.withdraw(sessionID: $1, request) }

@@ -47,6 +47,9 @@ final class ServerMetrics: Sendable {
     /// Control connections closed because their login ended elsewhere (a password change,
     /// `logout{all}`, a device revoked).
     let loginsEnded: Counter
+    /// PING and PONG frames received on control connections: peers' heartbeats and their
+    /// answers to the node's (a connection that keeps them coming stays open).
+    let keepalives: Counter
     /// Copies of a group stopped for a member at its bound of unconfirmed group copies.
     let groupCopiesHeld: Counter
     /// Resumes of held group copies (a member confirmed).
@@ -102,6 +105,7 @@ final class ServerMetrics: Sendable {
         tokensRevoked = counter("tokens_revoked", "Tokens revoked by logout")
         passwordHashesUpgraded = counter("password_hashes_upgraded", "Password hashes made again with this node's scrypt parameters at a login")
         loginsEnded = counter("logins_ended", "Control connections closed because their login was ended (password change, logout all, device revoked)")
+        keepalives = counter("keepalives_received", "PING and PONG frames received on control connections (heartbeats and their answers)")
         groupCopiesHeld = counter("group_copies_held", "Copies of a group to a member stopped at the member's bound of unconfirmed group copies")
         groupCopiesResumed = counter("group_copies_resumed", "Held group copies resumed from the group's log after the member confirmed")
         renumbered = counter("messages_renumbered", "Messages moved past a client's last seq after Redis lost writes")

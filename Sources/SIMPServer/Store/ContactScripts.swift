@@ -5,7 +5,8 @@ extension Scripts {
     /// touches two users, so it is two steps, each atomic, made in an order that a crash
     /// between them leaves nothing a later step cannot finish (`ContactFlow`).
     /// KEYS: the user's account, contacts, blocked users, contact requests made in the current
-    /// window, presence. ARGV: the step, the other user, the window (s), requests per window.
+    /// window, presence, whether the user blocks anyone (kept on block and unblock: "1" or "0",
+    /// `Keys.blocking`). ARGV: the step, the other user, the window (s), requests per window.
     /// Steps and what they return first (then the contacts as field/value pairs, the users
     /// blocked, and the nodes where the user's devices are):
     /// - ask: the user asks PEER (counted against the rate first, whatever it comes to). -2 over
@@ -69,9 +70,11 @@ extension Scripts {
       redis.call('HDEL', KEYS[2], peer)
     elseif step == 'block' then
       redis.call('SADD', KEYS[3], peer)
+      redis.call('SET', KEYS[6], '1')
       status = redis.call('HDEL', KEYS[2], peer)
     elseif step == 'unblock' then
       if redis.call('SREM', KEYS[3], peer) == 0 then status = -4 end
+      redis.call('SET', KEYS[6], redis.call('SCARD', KEYS[3]) > 0 and '1' or '0')
     end
     return {status, redis.call('HGETALL', KEYS[2]), redis.call('SMEMBERS', KEYS[3]), presencenodes(KEYS[5], '')}
     """)

@@ -8,7 +8,7 @@ extension MessageStore {
     func contactStep(_ step: ContactFlow.Step, owner: String, peer: String, on loop: any EventLoop) -> EventLoopFuture<ContactFlow.Result> {
         let command = RedisCommand.script(Scripts.contact,
                                           keys: [keys.user(owner), keys.contacts(owner), keys.blocked(owner), keys.contactRequests(owner),
-                                                 keys.presence(owner)],
+                                                 keys.presence(owner), keys.blocking(owner)],
                                           args: [step.rawValue, peer, 3600, settings.contactRequestsPerHour])
         return redis.run([command], on: loop).flatMapThrowing { replies in
             let parts = try replies[0].checked().array ?? []

@@ -281,10 +281,32 @@ extension Scripts {
     return {visible, redis.call('ZRANGE', KEYS[2], -oldest, -(skip + 1))}
     """)
 
+    /// Lua: the held-groups string (`Keys.heldGroups`) without the group `name`, written back
+    /// (deleted when empty) only when it named it.
+    static let unhold = """
+    local function unhold(key, holds, name)
+      local entry = name .. ' '
+      -- Each name follows a space or the start.
+      local at = string.find(' ' .. holds, ' ' .. entry, 1, true)
+      if not at then return end
+      local rest = string.sub(holds, 1, at - 1) .. string.sub(holds, at + #entry)
+      if rest == '' then redis.call('DEL', key) else redis.call('SET', key, rest) end
+    end
+
+    """
+
+    /// The member's copies of a group are no longer held. KEYS: held groups. ARGV: the group.
+    static let releaseHeld = RedisScript(unhold + """
+    unhold(KEYS[1], redis.call('GET', KEYS[1]) or '', ARGV[1])
+    return 0
+    """)
+
     /// Copies group entries into one member's inbox, in the group's order. KEYS: the member's
     /// user, seq, inbox, presence, groups (field GROUP, value "MARK IN": the last group seq
     /// copied, and 1 while a member), numbering record, blocked users, confirmed mark, group
-    /// copies and held groups. ARGV: the group, this node's id,
+    /// copies, held groups (a string, each name followed by a space), whether the member
+    /// blocks anyone ("1", "0", absent: not known yet) and the seq from which copies are
+    /// recorded (absent: not recorded). ARGV: the group, this node's id,
     /// the member's numbering floor (the highest seq a session of theirs on this node has
     /// seen, -1: no session here), Redis' run id (numbering as in `store`: never below the
     /// floor, and a restart nobody here has checked recorded as `base`), the group copies the
@@ -306,29 +328,51 @@ extension Scripts {
     /// group is recorded held; the rest is copied from the log once the member confirms, as
     /// far as the log keeps it). Group copies never count against the one-to-one limits
     /// (`store`). {-1} when the member is no user.
-    static let groupDeliver = RedisScript(seqField + numberingRun + presenceNodes + """
-    if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
+    ///
+    /// Each command costs Redis a few microseconds, per member and call: a member with room
+    /// and no blocks runs no command beyond the copy's own (the marks, held groups, the
+    /// blocking flag and where recording starts come in one MGET; the copies are recorded
+    /// only while the inbox is deep, and counted only near the bound).
+    static let groupDeliver = RedisScript(seqField + numberingRun + presenceNodes + unhold + """
+    local marks = redis.call('MGET', KEYS[2], KEYS[8], KEYS[10], KEYS[11], KEYS[12])
+    local top = tonumber(marks[1] or '0')
+    -- Accounts are never deleted, so a user with a seq exists.
+    if top == 0 and redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
+    local confirmed, holds, blocking, since = tonumber(marks[2] or '0'), marks[3] or '', marks[4], tonumber(marks[5] or '')
+    if not blocking then
+      blocking = redis.call('SCARD', KEYS[7]) > 0 and '1' or '0'
+      redis.call('SET', KEYS[11], blocking)
+    end
+    local blocks = blocking == '1'
     local state = redis.call('HGET', KEYS[5], ARGV[1]) or '0 0'
     local mark, member = string.match(state, '^(%d+) (%d)$')
     mark, member = tonumber(mark), tonumber(member)
-    local top = tonumber(redis.call('GET', KEYS[2]) or '0')
     local first = top
     local floor = tonumber(ARGV[3])
     numberingrun(KEYS[6], floor, ARGV[4], top)
     if floor > top then top = floor end
     local inbox, seqs, gap, skipped, moved, held = {}, {}, 0, false, false, 0
-    local blocks = redis.call('SCARD', KEYS[7]) > 0
-    -- The room for copies: at first a bound from one count (confirmed copies among them),
-    -- exact only when that bound does not fit this call or the record holds enough to trim
-    -- (each command costs Redis a few microseconds, per member and call).
     local limit, n = tonumber(ARGV[5]), (#ARGV - 5) / 4
-    local total = redis.call('ZCARD', KEYS[9])
-    local room = limit - total
-    local exact = room < n or total >= 64
-    if exact then
-      -- Copies at or below the confirmed mark are confirmed: no longer counted.
-      redis.call('ZREMRANGEBYSCORE', KEYS[9], '-inf', tonumber(redis.call('GET', KEYS[8]) or '0'))
-      room = limit - redis.call('ZCARD', KEYS[9])
+    local depth = top - confirmed
+    -- Copies are recorded only while the inbox is deep (above an eighth of the bound, at most
+    -- 64 entries): a record costs Redis as much as the copy. Recording starts at `since` (the
+    -- seq then), so the entries from the confirmed mark up to it are of unknown kind: the
+    -- bound counts them as group copies, the one-to-one limits as one-to-one (`store`), either
+    -- way at most that many too many.
+    local deep = math.min(64, math.floor(limit / 8))
+    if not since and depth + n > deep then
+      since = top
+      redis.call('SET', KEYS[12], since)
+    elseif since and depth + n <= deep / 2 then
+      since = nil
+      redis.call('DEL', KEYS[12], KEYS[9])
+    end
+    -- The room for copies: the entries above the confirmed mark bound the group copies among
+    -- them, so the copies are counted only when that bound does not fit this call.
+    local room = limit - depth
+    if room < n and since then
+      local unknown = math.max(0, since - confirmed)
+      room = limit - unknown - redis.call('ZCOUNT', KEYS[9], '(' .. math.max(confirmed, since), '+inf')
     end
     local copied = {}
     for i = 6, #ARGV, 4 do
@@ -375,11 +419,23 @@ extension Scripts {
     if #inbox > 0 then
       redis.call('SET', KEYS[2], top)
       redis.call('ZADD', KEYS[3], unpack(inbox))
-      redis.call('ZADD', KEYS[9], unpack(copied))
+      if since then
+        redis.call('ZADD', KEYS[9], unpack(copied))
+        -- The confirmed records are trimmed once per 64 seqs (not counted on every call).
+        if math.floor(top / 64) > math.floor(first / 64) then
+          redis.call('ZREMRANGEBYSCORE', KEYS[9], '-inf', confirmed)
+        end
+      end
     end
     if #inbox > 0 or moved then redis.call('HSET', KEYS[5], ARGV[1], mark .. ' ' .. member) end
-    -- A held member's records are full, so its next copy counts exactly: only then may it be released.
-    if held == 1 then redis.call('SADD', KEYS[10], ARGV[1]) elseif gap == 0 and exact then redis.call('SREM', KEYS[10], ARGV[1]) end
+    -- A group is released once a copy of it found room (and no gap): room is a bound, so
+    -- room found is room there.
+    local listed = string.find(' ' .. holds, ' ' .. ARGV[1] .. ' ', 1, true) ~= nil
+    if held == 1 and not listed then
+      redis.call('SET', KEYS[10], holds .. ARGV[1] .. ' ')
+    elseif held == 0 and gap == 0 and listed then
+      unhold(KEYS[10], holds, ARGV[1])
+    end
     -- An entry found copied already may have been copied by a node that died before it
     -- pushed it or told the member's nodes: they are named for it too.
     if #inbox > 0 or skipped then nodes = presencenodes(KEYS[4], ARGV[2]) end

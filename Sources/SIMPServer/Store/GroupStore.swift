@@ -84,7 +84,8 @@ extension MessageStore {
         let commands = plan.map { item in
             let keys = [keys.user(item.member), keys.seq(item.member), keys.inbox(item.member), keys.presence(item.member),
                         keys.groups(item.member), keys.numbering(item.member), keys.blocked(item.member), keys.acked(item.member),
-                        keys.groupCopies(item.member), keys.heldGroups(item.member)]
+                        keys.groupCopies(item.member), keys.heldGroups(item.member), keys.blocking(item.member),
+                        keys.groupCopiesSince(item.member)]
             var args: [any RedisArgument] = [group, settings.nodeID, floor(item.member).map { Int64($0) } ?? -1, "run id", bounds.limit]
             for entry in item.entries {
                 args.append(entry.seq)
@@ -128,7 +129,7 @@ extension MessageStore {
 
     /// The member's copies of the group are no longer held (nothing of it is left to copy).
     func releaseHeld(_ member: String, group: String, on loop: any EventLoop) -> EventLoopFuture<Void> {
-        redis.run([RedisCommand("SREM", [keys.heldGroups(member), group])], on: loop).map { _ in () }
+        redis.run([RedisCommand.script(Scripts.releaseHeld, keys: [keys.heldGroups(member)], args: [group])], on: loop).map { _ in () }
     }
 
     /// The group's log after `after` up to `upTo` (at most `limit` entries), oldest first.

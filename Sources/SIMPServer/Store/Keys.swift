@@ -63,9 +63,19 @@ struct Keys: Sendable {
     /// confirmed mark are dead, trimmed when copies are made): group copies are bounded apart
     /// from one-to-one messages (`Scripts.groupDeliver`, `Scripts.store`).
     func groupCopies(_ name: String) -> String { of(name, "gcopies") }
-    /// The groups whose copies to NAME are held (NAME has its share unconfirmed): resumed
-    /// from the group's log when NAME confirms (`Scripts.ack`).
-    func heldGroups(_ name: String) -> String { of(name, "held") }
+    /// The seq from which NAME's group copies are recorded in `gcopies`: recorded only while
+    /// NAME's inbox is deep, absent otherwise (`Scripts.groupDeliver`).
+    func groupCopiesSince(_ name: String) -> String { of(name, "gsince") }
+    /// The groups whose copies to NAME are held (NAME has its bound of group copies
+    /// unconfirmed), a string of names each followed by a space: resumed from the group's log
+    /// when NAME confirms (`Scripts.ack`). A string, so the scripts that read it read it in the
+    /// MGET they run anyway. (Until issue 46's last change it was the set `held`; a set left by
+    /// a node of then is read by nobody: its groups go on at their next message.)
+    func heldGroups(_ name: String) -> String { of(name, "holds") }
+    /// "1" while NAME blocks anyone, "0" while it blocks nobody, absent until a script needs it
+    /// (`Scripts.groupDeliver` sets it from the set): read with the marks, so a copy to a
+    /// member who blocks nobody asks nothing more (`Scripts.contact` keeps it).
+    func blocking(_ name: String) -> String { of(name, "blocking") }
     /// NAME's groups: field GROUP, value "MARK IN" (`Scripts.groupDeliver`).
     func groups(_ name: String) -> String { of(name, "groups") }
     /// NAME's contacts and requests: field USER, value "contact", "sent" (NAME asked USER) or

@@ -5,7 +5,8 @@ enum Scripts {
     /// Stores several messages for ONE recipient in one call (a script call costs Redis about
     /// 10 µs of its own, more than the commands it runs). KEYS: the recipient's user, seq,
     /// inbox, confirmed mark, numbering record, presence, contacts, blocked users, settings and
-    /// group copies (which the limits do not count: `groupDeliver` bounds them apart),
+    /// group copies (which the limits do not count: `groupDeliver` bounds them apart; copies
+    /// made while the inbox was shallow are not recorded, so they count, at most 64 of them),
     /// then per message the ids its sender stored in this inbox, the conversation's history in
     /// the recipient's slot, and the sender's copy of that history (the same key when the
     /// sender's copy is written by the caller: in a cluster it is in another slot). ARGV: id TTL, history cap,
@@ -302,7 +303,7 @@ enum Scripts {
     """)
 
     /// Cumulative receipt of one device. KEYS: inbox, confirmed mark, seq, cursors, devices,
-    /// held groups.
+    /// held groups (a string of names, each followed by a space: read in the marks' MGET).
     /// ARGV: the seq confirmed (clamped to the last assigned), 1 when the caller does not know
     /// every confirmed message's sender, the device, and how many confirmed entries may be kept
     /// for devices behind (the inbox limit). Raises the device's cursor and the user's confirmed
@@ -315,7 +316,7 @@ enum Scripts {
     /// (they go on from the group's log: `groupDeliver`).
     static let ack = RedisScript("""
     local device = ARGV[3]
-    local marks = redis.call('MGET', KEYS[3], KEYS[2])
+    local marks = redis.call('MGET', KEYS[3], KEYS[2], KEYS[6])
     local top, mark = tonumber(marks[1] or '0'), tonumber(marks[2] or '0')
     local upto = math.min(tonumber(ARGV[1]), top)
     -- Every device's cursor in one read: this device's, and the lowest, which bounds the removal.
@@ -333,7 +334,7 @@ enum Scripts {
       if ARGV[2] == '1' then items = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. mark, upto) end
       redis.call('SET', KEYS[2], upto)
       mark = upto
-      held = redis.call('SMEMBERS', KEYS[6])
+      for name in string.gmatch(marks[3] or '', '(%S+) ') do table.insert(held, name) end
     end
     local low = mark
     for i = 2, #cursors, 2 do low = math.min(low, tonumber(cursors[i])) end
