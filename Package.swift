@@ -140,6 +140,7 @@ let package = Package(
             name: "SIMPFuzzTargets",
             dependencies: [
                 "SIMPCore",
+                "SIMPMLS",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]

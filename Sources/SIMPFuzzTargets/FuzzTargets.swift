@@ -7,6 +7,8 @@ import SIMPCore
 /// so a violated invariant is a crash the fuzzer reports. `simp-fuzz` runs them (docs/SECURITY.md).
 public enum FuzzTarget: String, CaseIterable, Sendable {
     case frames, datagrams, envelopes, tokens
+    /// MLS (RFC 9420) messages and the ratchet tree extension: MLSFuzzTargets.swift.
+    case mlsMessage = "mls-message", mlsRatchetTree = "mls-ratchet-tree"
 
     public func run(_ data: [UInt8]) {
         switch self {
@@ -14,6 +16,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .datagrams: FuzzTarget.datagrams(data)
         case .envelopes: FuzzTarget.envelopes(data)
         case .tokens: FuzzTarget.tokens(data)
+        case .mlsMessage: FuzzTarget.mlsMessage(data)
+        case .mlsRatchetTree: FuzzTarget.mlsRatchetTree(data)
         }
     }
 

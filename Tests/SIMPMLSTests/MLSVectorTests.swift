@@ -45,6 +45,67 @@ import Testing
         #expect(report.outcomes[0] == .failed(reason: reason))
     }
 
+    @Test func everyMessagesCaseDecodesAndEncodesToTheSameBytes() throws {
+        let report = try MLSTestVectors.check(file: "messages.json", contents: try VectorFiles.load("messages.json"))
+        #expect(report.cases == 300)
+        #expect(report.passed == 300)
+        #expect(report.failed == 0)
+        #expect(report.skipped == 0)
+    }
+
+    @Test func aMessagesFileWithOneByteChangedFails() throws {
+        // The first welcome's wire format, 3, becomes 6: no such format.
+        let changed = try VectorFiles.changingOneByte(
+            try VectorFiles.load("messages.json"), "\"mls_welcome\": \"00010003", to: "\"mls_welcome\": \"00010006")
+        let report = try MLSTestVectors.check(file: "messages.json", contents: changed)
+        #expect(report.failed == 1)
+        guard case .failed(let reason) = report.outcomes[0] else {
+            Issue.record("the changed case passed")
+            return
+        }
+        #expect(reason.hasPrefix("mls_welcome: does not decode"))
+    }
+
+    @Test func everyTranscriptHashesCaseOfSuites1And3Passes() throws {
+        let report = try MLSTestVectors.check(file: "transcript-hashes.json", contents: try VectorFiles.load("transcript-hashes.json"))
+        #expect(report.cases == 7)
+        #expect(report.passed == 2)
+        #expect(report.failed == 0)
+        #expect(report.skipped == 5)
+        for (i, outcome) in report.outcomes.enumerated() {
+            if i == 0 || i == 2 { #expect(outcome == .passed) } else { #expect(outcome != .passed) }
+        }
+    }
+
+    @Test(arguments: [
+        ("\"confirmation_key\": \"26ae", "\"confirmation_key\": \"26af", "confirmation_tag"),
+        ("\"interim_transcript_hash_before\": \"2597", "\"interim_transcript_hash_before\": \"2598",
+         "confirmed_transcript_hash_after"),
+        ("\"interim_transcript_hash_after\": \"193f", "\"interim_transcript_hash_after\": \"193e",
+         "interim_transcript_hash_after"),
+    ])
+    func aTranscriptHashesFileWithOneByteChangedFails(original: String, replacement: String, reason: String) throws {
+        let changed = try VectorFiles.changingOneByte(try VectorFiles.load("transcript-hashes.json"), original, to: replacement)
+        let report = try MLSTestVectors.check(file: "transcript-hashes.json", contents: changed)
+        #expect(report.failed == 1)
+        #expect(report.outcomes[0] == .failed(reason: reason))
+    }
+
+    @Test func everyDeserializationCasePasses() throws {
+        let report = try MLSTestVectors.check(file: "deserialization.json", contents: try VectorFiles.load("deserialization.json"))
+        #expect(report.cases == 14)
+        #expect(report.passed == 14)
+        #expect(report.failed == 0)
+    }
+
+    @Test func aDeserializationFileWithOneByteChangedFails() throws {
+        let changed = try VectorFiles.changingOneByte(
+            try VectorFiles.load("deserialization.json"), "\"vlbytes_header\": \"4aaa\"", to: "\"vlbytes_header\": \"4aab\"")
+        let report = try MLSTestVectors.check(file: "deserialization.json", contents: changed)
+        #expect(report.failed == 1)
+        #expect(report.outcomes[7] == .failed(reason: "decoded length 2731"))
+    }
+
     @Test func aFileThisBuildDoesNotImplementIsSaidSo() {
         #expect(throws: MLSTestVectors.CheckError.notImplemented("message-protection.json")) {
             try MLSTestVectors.check(file: "message-protection.json", contents: Data())

@@ -29,6 +29,9 @@ public enum MLSDecodingError: Error, Equatable, Sendable {
 public enum MLSEncodingError: Error, Equatable, Sendable {
     /// RFC 9420 section 2.1.2: vectors are at most 2^30 - 1 bytes long.
     case lengthTooLarge(Int)
+    /// The value's parts contradict each other, so its encoding would not decode (for example a
+    /// commit's authentication data without a confirmation tag).
+    case inconsistent(String)
 }
 
 /// A type with a TLS presentation language encoding.

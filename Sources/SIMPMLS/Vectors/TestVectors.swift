@@ -10,6 +10,7 @@ public enum MLSTestVectors {
     /// The file names of mls-implementations' vectors, and whether this build checks them.
     public static let implemented: Set<String> = [
         "tree-math.json", "crypto-basics.json", "key-schedule.json", "psk_secret.json", "secret-tree.json",
+        "messages.json", "transcript-hashes.json", "deserialization.json",
     ]
     public static let known: Set<String> = [
         "tree-math.json", "crypto-basics.json", "secret-tree.json", "message-protection.json",
@@ -52,6 +53,9 @@ public enum MLSTestVectors {
         case "key-schedule.json": outcomes = try cases(contents, KeyScheduleCase.self).map(checkKeySchedule)
         case "psk_secret.json": outcomes = try cases(contents, PSKSecretCase.self).map(checkPSKSecret)
         case "secret-tree.json": outcomes = try cases(contents, SecretTreeCase.self).map(checkSecretTree)
+        case "messages.json": outcomes = try cases(contents, MessagesCase.self).map(checkMessages)
+        case "transcript-hashes.json": outcomes = try cases(contents, TranscriptHashesCase.self).map(checkTranscriptHashes)
+        case "deserialization.json": outcomes = try cases(contents, DeserializationCase.self).map(checkDeserialization)
         default: throw CheckError.notImplemented(name)
         }
         return FileReport(file: name, outcomes: outcomes)
