@@ -1,4 +1,5 @@
 import Foundation
+import Crypto
 import NIOCore
 import SIMPCore
 
@@ -81,11 +82,11 @@ extension DeliveryEngine {
     /// user, connected on `nodes`): its session goes into the table, replacing the same
     /// device's older one here. Its other devices stay. Its numbering is checked next.
     mutating func open(_ request: SessionRequest, devices: Int, nodes: [String], now: Moment) -> (session: Session, bindToken: [UInt8]) {
-        var rng = SystemRandomNumberGenerator()
         let user = request.user
         // The session's path validator forgets it once used; only the answer needs it too.
         let bindToken = randomBytes(16)
-        let session = Session(id: sessions.newID(using: &rng), user: user, device: request.device, bindToken: bindToken,
+        let key = SymmetricKey(data: randomBytes(DatagramSeal.keySize))
+        let session = Session(id: newSessionID(), user: user, device: request.device, bindToken: bindToken, key: key,
                               confirmed: request.lastSeq, policy: settings.retransmit,
                               bucket: TokenBucket(rate: settings.messagesPerSecond, burst: settings.messageBurst, now: now.deadline))
         session.takesBundles = request.takesBundles
@@ -103,6 +104,14 @@ extension DeliveryEngine {
         // order), so they may already number above what the client has seen.
         session.numberingFloor = request.lastSeq
         return (session, bindToken)
+    }
+
+    /// A session id not in use, from the engine's randomness (never 0).
+    private func newSessionID() -> UInt64 {
+        while true {
+            let id = randomBytes(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+            if id != 0, sessions[id] == nil { return id }
+        }
     }
 
     /// The session's numbering was checked (`moved` entries renumbered past the client's

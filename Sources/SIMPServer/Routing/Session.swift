@@ -20,7 +20,7 @@ final class Session: TableEntry, SealedPeer, @unchecked Sendable {
     /// The inbox is read after it.
     var confirmed: UInt64
     /// Seals every datagram of this session, both ways; handed to the client over TCP.
-    let key = DatagramSeal.newKey()
+    let key: SymmetricKey
     var replay = ReplayWindow()
     var pushes: PushQueue
     /// Puts this session's sends back into the client's order before they are stored.
@@ -65,9 +65,11 @@ final class Session: TableEntry, SealedPeer, @unchecked Sendable {
         numberingFloor = seq
     }
 
-    /// `bindToken` is the single-use token a bind datagram must present; handed to the client over TCP.
-    init(id: UInt64, user: String, device: String, bindToken: [UInt8], confirmed: UInt64, policy: RetransmitPolicy,
+    /// `bindToken` is the single-use token a bind datagram must present; `key` seals its
+    /// datagrams; both are handed to the client over TCP.
+    init(id: UInt64, user: String, device: String, bindToken: [UInt8], key: SymmetricKey, confirmed: UInt64, policy: RetransmitPolicy,
          bucket: TokenBucket) {
+        self.key = key
         self.bucket = bucket
         self.id = id
         self.user = user

@@ -56,10 +56,4 @@ struct SessionTable<Entry: TableEntry> {
         byID[entry.id] === entry
     }
 
-    /// A random id no session has (0 is never used: it means none on the wire).
-    func newID(using rng: inout some RandomNumberGenerator) -> UInt64 {
-        var id: UInt64 = 0
-        while id == 0 || byID[id] != nil { id = UInt64.random(in: 1...UInt64.max, using: &rng) }
-        return id
-    }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import SIMPCore
 import SIMPRedis
@@ -25,9 +26,15 @@ import Testing
             let configuration = DeliveryEngine.Configuration(router: settings, presenceTTLSeconds: 90, minReplicas: minReplicas, inboxShare: 2500)
             var engine = DeliveryEngine(configuration: configuration, metrics: ServerMetrics(),
                                         logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }),
-                                        shardOf: { _ in DeliveryEngineEventTests.shard }, randomBytes: { Array(repeating: 7, count: $0) })
+                                        shardOf: { _ in DeliveryEngineEventTests.shard }, randomBytes: Self.counting())
             _ = engine.handle(.udpBound(port: 7701), at: at())
             return Node(engine: engine)
+        }
+
+        /// Injected randomness: each draw the next bytes of a counter (never all zero twice).
+        static func counting() -> @Sendable (Int) -> [UInt8] {
+            let next = NIOLockedValueBox<UInt8>(0)
+            return { count in next.withLockedValue { n in (0..<count).map { _ in n &+= 1; return n } } }
         }
 
         /// Feeds an event and keeps the actions it led to.

@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
 import SIMPCore
 import SIMPRedis
@@ -80,6 +81,28 @@ extension DeliveryEngineEventTests {
         node.on(.connectAsked(request, attempt: 9), at: at(.seconds(3)))
         guard case .registerDevice(9, let asked, let millis)? = node.actions.first else { Issue.record("\(node.actions)"); return }
         #expect(asked.device == "phone" && millis == at(.seconds(3)).millis)
+    }
+
+    /// Session ids come from the engine's randomness: never 0, never one in use.
+    @Test func sessionIDsAreNeverZeroOrTaken() {
+        var node = Node.make()
+        let first = node.open("bob", "phone").session
+        let idBytes = (0..<8).map { UInt8(truncatingIfNeeded: first.id >> (56 - 8 * $0)) }
+        let draws = NIOLockedValueBox<[[UInt8]]>([Array(repeating: 0, count: 8), idBytes, idBytes, Array(repeating: 9, count: 8)])
+        let counting = Node.counting()
+        let scripted: @Sendable (Int) -> [UInt8] = { count in
+            count == 8 ? draws.withLockedValue { $0.isEmpty ? counting(8) : $0.removeFirst() } : counting(count)
+        }
+        var engine = DeliveryEngine(configuration: node.engine.configuration, metrics: ServerMetrics(),
+                                    logger: node.engine.logger, randomBytes: scripted)
+        let request = DeliveryEngine.SessionRequest(user: "bob", device: "phone", tokenIssuedMillis: 0, lastSeq: 0)
+        _ = engine.handle(.deviceRegistered(request, .registered(cursor: 0, devices: 1, nodes: []), attempt: 1), at: at())
+        let laptop = DeliveryEngine.SessionRequest(user: "bob", device: "laptop", tokenIssuedMillis: 0, lastSeq: 0)
+        let taken = engine.handle(.deviceRegistered(laptop, .registered(cursor: 0, devices: 2, nodes: []), attempt: 2), at: at())
+        let ids = engine.sessions.all.map(\.id).sorted()
+        #expect(ids == [first.id, 0x0909_0909_0909_0909].sorted(), "0 drawn first, then the id in use")
+        #expect(taken.contains { if case .opened(2, UInt64(0x0909_0909_0909_0909)) = $0 { true } else { false } },
+                "0 and the id in use were drawn again")
     }
 
     @Test func aRefusedRegistrationRefusesTheConnectAndOpensNothing() {
