@@ -183,3 +183,81 @@ extension MLSTestVectors {
         guard back.authenticatedContent == signed else { throw CaseError(reason: "\(name): ours round trip") }
     }
 }
+
+/// Checks of joining from a Welcome (RFC 9420 section 12.4.3.1) against `welcome.json`.
+extension MLSTestVectors {
+    // MARK: welcome.json
+
+    struct WelcomeCase: Decodable {
+        let cipher_suite: UInt16
+        let init_priv: Hex
+        let signer_pub: Hex
+        let key_package: Hex
+        let welcome: Hex
+    }
+
+    /// Fixed randomness for sealing our own Welcome: a test input, not a secret.
+    static let checkWelcomeRandomness = [UInt8](repeating: 0x3C, count: MLSCipherSuite.encapsulationRandomnessLength)
+
+    /// `key_package` validates and `init_priv` is its `init_key`'s; the Welcome's entry for it
+    /// decrypts with `init_priv`, its GroupSecrets name no PSK, and the welcome key and nonce
+    /// from `joiner_secret` open the GroupInfo; its signature verifies under `signer_pub`; the
+    /// epoch's `confirmation_key` from `joiner_secret` gives its confirmation tag over its
+    /// `confirmed_transcript_hash`. Then the GroupInfo and GroupSecrets sealed again as our own
+    /// Welcome (through MLSMessage's encoding) join the same epoch.
+    static func checkWelcome(_ parsed: Result<WelcomeCase, CaseError>) -> Outcome {
+        let c: WelcomeCase, suite: MLSCipherSuite
+        switch parsedCase(parsed, suite: { $0.cipher_suite }) {
+        case .done(let outcome): return outcome
+        case .check(let v, let s): (c, suite) = (v, s)
+        }
+        do {
+            guard case .keyPackage(let received) = try decodeField("key_package", c.key_package, MLSMessage.self) else {
+                return .failed(reason: "key_package: not a KeyPackage")
+            }
+            let keyPackage: KeyPackage
+            do { keyPackage = try received.validate(suite: suite) } catch { return .failed(reason: "key_package: \(error)") }
+            let initKey = try HPKEPrivateKey(rawRepresentation: c.init_priv.bytes)
+            let signerKey = try SignaturePublicKeyIn(bytes: c.signer_pub.bytes).validate(for: suite)
+            guard case .welcome(let welcome) = try decodeField("welcome", c.welcome, MLSMessage.self) else {
+                return .failed(reason: "welcome: not a Welcome")
+            }
+            let theirs = try join(welcome, "welcome", keyPackage, initKey, signerKey)
+
+            let decrypted = try welcome.decrypt(for: keyPackage, initPrivateKey: initKey, psk: noPSK)
+            let sealed = try Welcome(
+                sealing: decrypted.groupInfo, epochSecrets: theirs.epochSecrets,
+                newMembers: [(keyPackage, decrypted.groupSecrets, checkWelcomeRandomness)])
+            guard case .welcome(let ours) = try MLSMessage(mlsDecoding: try MLSMessage.welcome(sealed).mlsEncoded()) else {
+                return .failed(reason: "ours: not a Welcome")
+            }
+            let back = try join(ours, "ours", keyPackage, initKey, signerKey)
+            guard back.groupInfo == theirs.groupInfo, back.epochSecrets.epochAuthenticator == theirs.epochSecrets.epochAuthenticator,
+                  back.interimTranscriptHash == theirs.interimTranscriptHash
+            else { return .failed(reason: "ours: round trip") }
+        } catch let e as CaseError {
+            return .failed(reason: e.reason)
+        } catch {
+            return .failed(reason: "error: \(error)")
+        }
+        return .passed
+    }
+
+    static func noPSK(_ id: PreSharedKeyID) throws -> SecretBytes {
+        throw CaseError(reason: "the GroupSecrets name a PSK")
+    }
+
+    static func join(
+        _ welcome: Welcome, _ name: String, _ keyPackage: KeyPackage, _ initKey: HPKEPrivateKey, _ signerKey: SignaturePublicKey
+    ) throws -> JoinedEpoch {
+        let decrypted: DecryptedWelcome
+        do { decrypted = try welcome.decrypt(for: keyPackage, initPrivateKey: initKey, psk: noPSK) } catch let e as CaseError {
+            throw e
+        } catch {
+            throw CaseError(reason: "\(name): does not decrypt: \(error)")
+        }
+        do { return try decrypted.verify(signerKey: signerKey) } catch {
+            throw CaseError(reason: "\(name): group info: \(error)")
+        }
+    }
+}

@@ -11,6 +11,7 @@ public enum MLSTestVectors {
     public static let implemented: Set<String> = [
         "tree-math.json", "crypto-basics.json", "key-schedule.json", "psk_secret.json", "secret-tree.json",
         "messages.json", "transcript-hashes.json", "deserialization.json", "message-protection.json",
+        "welcome.json",
     ]
     public static let known: Set<String> = [
         "tree-math.json", "crypto-basics.json", "secret-tree.json", "message-protection.json",
@@ -57,6 +58,7 @@ public enum MLSTestVectors {
         case "transcript-hashes.json": outcomes = try cases(contents, TranscriptHashesCase.self).map(checkTranscriptHashes)
         case "deserialization.json": outcomes = try cases(contents, DeserializationCase.self).map(checkDeserialization)
         case "message-protection.json": outcomes = try cases(contents, MessageProtectionCase.self).map(checkMessageProtection)
+        case "welcome.json": outcomes = try cases(contents, WelcomeCase.self).map(checkWelcome)
         default: throw CheckError.notImplemented(name)
         }
         return FileReport(file: name, outcomes: outcomes)
