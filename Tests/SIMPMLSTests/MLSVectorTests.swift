@@ -107,8 +107,8 @@ import Testing
     }
 
     @Test func aFileThisBuildDoesNotImplementIsSaidSo() {
-        #expect(throws: MLSTestVectors.CheckError.notImplemented("message-protection.json")) {
-            try MLSTestVectors.check(file: "message-protection.json", contents: Data())
+        #expect(throws: MLSTestVectors.CheckError.notImplemented("treekem.json")) {
+            try MLSTestVectors.check(file: "treekem.json", contents: Data())
         }
         #expect(throws: MLSTestVectors.CheckError.self) {
             try MLSTestVectors.check(file: "tree-math.json", contents: Data("{}".utf8))
@@ -205,5 +205,63 @@ import Testing
         let report = try MLSTestVectors.check(file: "secret-tree.json", contents: changed)
         #expect(report.failed == 1)
         #expect(report.outcomes[index] == .failed(reason: reason))
+    }
+
+    // MARK: message-protection.json, welcome.json
+
+    @Test func everyMessageProtectionCaseOfSuites1And3Passes() throws {
+        let report = try MLSTestVectors.check(file: "message-protection.json", contents: try VectorFiles.load("message-protection.json"))
+        Self.expectSuites1And3Pass(report, cases: 7, per: 1)
+    }
+
+    @Test(arguments: [
+        // Keys: the membership key, the sender data secret, the secret tree's root.
+        ("\"membership_key\": \"1f338b", "\"membership_key\": \"1f338c", "proposal_pub: does not unprotect: invalidMembershipTag"),
+        ("\"sender_data_secret\": \"b21dfb", "\"sender_data_secret\": \"b21dfc",
+         "proposal_priv: does not unprotect: senderDataDecryptionFailed"),
+        ("\"encryption_secret\": \"4db335", "\"encryption_secret\": \"4db336",
+         "proposal_priv: does not unprotect: contentDecryptionFailed"),
+        // The raw content: a Remove of leaf 2 becomes one of leaf 3; the application data.
+        ("\"proposal\": \"000300000002", "\"proposal\": \"000300000003", "proposal_pub: content"),
+        ("\"application\": \"a1ab26", "\"application\": \"a1ab27", "application_priv: content"),
+        // The messages' last bytes: membership tags, AEAD tags.
+        ("0bfcf1ec\"", "0bfcf1ed\"", "proposal_pub: does not unprotect: invalidMembershipTag"),
+        ("8c3b03a2\"", "8c3b03a3\"", "commit_pub: does not unprotect: invalidMembershipTag"),
+        ("5959443c\"", "5959443d\"", "proposal_priv: does not unprotect: contentDecryptionFailed"),
+        ("5fe225b2\"", "5fe225b3\"", "commit_priv: does not unprotect: contentDecryptionFailed"),
+        ("5d36b1ab\"", "5d36b1ac\"", "application_priv: does not unprotect: contentDecryptionFailed"),
+    ])
+    func aMessageProtectionFileWithOneByteChangedFails(original: String, replacement: String, reason: String) throws {
+        let changed = try VectorFiles.changingOneByte(try VectorFiles.load("message-protection.json"), original, to: replacement)
+        let report = try MLSTestVectors.check(file: "message-protection.json", contents: changed)
+        #expect(report.failed == 1)
+        #expect(report.outcomes[0] == .failed(reason: reason))
+    }
+
+    @Test func aMessageProtectionSignatureKeyOfAnotherSignerFails() throws {
+        // signature_pub no longer matches signature_priv: the case is refused before any message.
+        let changed = try VectorFiles.changingOneByte(
+            try VectorFiles.load("message-protection.json"), "\"signature_pub\": \"62087f", to: "\"signature_pub\": \"62087e")
+        let report = try MLSTestVectors.check(file: "message-protection.json", contents: changed)
+        #expect(report.failed == 1)
+        #expect(report.outcomes[0] == .failed(reason: "signature_pub is not signature_priv's"))
+    }
+
+    @Test func everyWelcomeCaseOfSuites1And3Passes() throws {
+        let report = try MLSTestVectors.check(file: "welcome.json", contents: try VectorFiles.load("welcome.json"))
+        Self.expectSuites1And3Pass(report, cases: 7, per: 1)
+    }
+
+    @Test(arguments: [
+        ("\"init_priv\": \"c697caf7ae", "\"init_priv\": \"c697caf7af", "welcome: does not decrypt: wrongInitKey"),
+        ("ee134241\"", "ee134242\"", "welcome: group info: invalidSignature"),
+        ("7e5a1f03\"", "7e5a1f04\"", "key_package: invalidSignature"),
+        ("4317388e\"", "4317388f\"", "welcome: does not decrypt: groupSecretsDecryptionFailed"),
+    ])
+    func aWelcomeFileWithOneByteChangedFails(original: String, replacement: String, reason: String) throws {
+        let changed = try VectorFiles.changingOneByte(try VectorFiles.load("welcome.json"), original, to: replacement)
+        let report = try MLSTestVectors.check(file: "welcome.json", contents: changed)
+        #expect(report.failed == 1)
+        #expect(report.outcomes[0] == .failed(reason: reason))
     }
 }

@@ -187,7 +187,7 @@ import Testing
         #expect(try PrivateMessageContent(decoding: plaintext, contentType: .application) == content)
         var dirty = plaintext
         dirty[8] = 1
-        #expect(throws: MLSDecodingError.invalidValue("non-zero padding")) {
+        #expect(throws: MLSDecodingError.nonZeroPadding) {
             try PrivateMessageContent(decoding: dirty, contentType: .application)
         }
         // The same bytes read as a commit: the content is not a commit.

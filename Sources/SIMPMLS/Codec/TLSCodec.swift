@@ -23,6 +23,9 @@ public enum MLSDecodingError: Error, Equatable, Sendable {
     case invalidOptionalPresence(UInt8)
     /// A value outside its type's constraints (for example a key of the wrong length).
     case invalidValue(String)
+    /// A PrivateMessageContent's padding has a non-zero byte (RFC 9420 section 6.3.1: the
+    /// enclosing PrivateMessage "MUST be rejected as malformed").
+    case nonZeroPadding
 }
 
 /// Why a value cannot be encoded.

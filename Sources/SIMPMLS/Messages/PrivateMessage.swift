@@ -57,7 +57,8 @@ public struct PrivateMessage: Sendable, Equatable, MLSCodable {
 ///     } PrivateMessageContent;
 ///
 /// The padding is every byte after `auth`, and each "MUST be set to zero" (receivers "MUST
-/// verify that there are no non-zero bytes in the padding field"): a non-zero byte is an error.
+/// verify that there are no non-zero bytes in the padding field"): a non-zero byte is
+/// ``MLSDecodingError/nonZeroPadding``.
 public struct PrivateMessageContent: Sendable, Equatable {
     public var content: MessageContent
     public var auth: FramedContentAuthData
@@ -76,7 +77,7 @@ public struct PrivateMessageContent: Sendable, Equatable {
         content = try MessageContent(from: &reader, contentType: contentType)
         auth = try FramedContentAuthData(from: &reader, contentType: contentType)
         let padding = try reader.readBytes(count: reader.remaining)
-        guard padding.allSatisfy({ $0 == 0 }) else { throw MLSDecodingError.invalidValue("non-zero padding") }
+        guard padding.allSatisfy({ $0 == 0 }) else { throw MLSDecodingError.nonZeroPadding }
         paddingLength = padding.count
     }
 

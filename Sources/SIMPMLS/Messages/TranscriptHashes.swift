@@ -36,9 +36,15 @@ public struct TranscriptHashes: Sendable, Equatable {
             throw MLSValidationError.notACommit
         }
         let confirmed = suite.hash(interimBefore + (try confirmedInput(commit)))
+        return TranscriptHashes(confirmed: confirmed, interim: try interim(confirmed: confirmed, confirmationTag: tag, suite: suite))
+    }
+
+    /// `interim_transcript_hash = Hash(confirmed_transcript_hash || InterimTranscriptHashInput)`:
+    /// also what a new member computes from a GroupInfo (section 12.4.3.1).
+    public static func interim(confirmed: [UInt8], confirmationTag: [UInt8], suite: MLSCipherSuite) throws -> [UInt8] {
         var interimInput = TLSWriter()
-        try interimInput.writeOpaque(tag)
-        return TranscriptHashes(confirmed: confirmed, interim: suite.hash(confirmed + interimInput.bytes))
+        try interimInput.writeOpaque(confirmationTag)
+        return suite.hash(confirmed + interimInput.bytes)
     }
 
     /// `ConfirmedTranscriptHashInput` of a commit.

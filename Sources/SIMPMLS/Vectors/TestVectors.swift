@@ -10,7 +10,8 @@ public enum MLSTestVectors {
     /// The file names of mls-implementations' vectors, and whether this build checks them.
     public static let implemented: Set<String> = [
         "tree-math.json", "crypto-basics.json", "key-schedule.json", "psk_secret.json", "secret-tree.json",
-        "messages.json", "transcript-hashes.json", "deserialization.json",
+        "messages.json", "transcript-hashes.json", "deserialization.json", "message-protection.json",
+        "welcome.json",
     ]
     public static let known: Set<String> = [
         "tree-math.json", "crypto-basics.json", "secret-tree.json", "message-protection.json",
@@ -56,6 +57,8 @@ public enum MLSTestVectors {
         case "messages.json": outcomes = try cases(contents, MessagesCase.self).map(checkMessages)
         case "transcript-hashes.json": outcomes = try cases(contents, TranscriptHashesCase.self).map(checkTranscriptHashes)
         case "deserialization.json": outcomes = try cases(contents, DeserializationCase.self).map(checkDeserialization)
+        case "message-protection.json": outcomes = try cases(contents, MessageProtectionCase.self).map(checkMessageProtection)
+        case "welcome.json": outcomes = try cases(contents, WelcomeCase.self).map(checkWelcome)
         default: throw CheckError.notImplemented(name)
         }
         return FileReport(file: name, outcomes: outcomes)
