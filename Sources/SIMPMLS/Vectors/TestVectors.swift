@@ -11,6 +11,7 @@ public enum MLSTestVectors {
     public static let implemented: Set<String> = [
         "tree-math.json", "crypto-basics.json", "key-schedule.json", "psk_secret.json", "secret-tree.json",
         "messages.json", "transcript-hashes.json", "deserialization.json",
+        "tree-operations.json", "tree-validation.json",
     ]
     public static let known: Set<String> = [
         "tree-math.json", "crypto-basics.json", "secret-tree.json", "message-protection.json",
@@ -56,6 +57,8 @@ public enum MLSTestVectors {
         case "messages.json": outcomes = try cases(contents, MessagesCase.self).map(checkMessages)
         case "transcript-hashes.json": outcomes = try cases(contents, TranscriptHashesCase.self).map(checkTranscriptHashes)
         case "deserialization.json": outcomes = try cases(contents, DeserializationCase.self).map(checkDeserialization)
+        case "tree-operations.json": outcomes = try cases(contents, TreeOperationsCase.self).map(checkTreeOperations)
+        case "tree-validation.json": outcomes = try cases(contents, TreeValidationCase.self).map(checkTreeValidation)
         default: throw CheckError.notImplemented(name)
         }
         return FileReport(file: name, outcomes: outcomes)
