@@ -49,4 +49,30 @@ extension MLSVectorTests {
         #expect(report.failed == 1)
         #expect(report.outcomes[0] == .failed(reason: reason))
     }
+
+    // MARK: treekem.json
+
+    @Test func everyTreeKEMCaseOfSuites1And3Passes() throws {
+        let report = try MLSTestVectors.check(file: "treekem.json", contents: try VectorFiles.load("treekem.json"))
+        Self.expectSuites1And3Pass(report, cases: 77, per: 11)
+    }
+
+    @Test(arguments: [
+        ("\"commit_secret\": \"5ccc25c825", "\"commit_secret\": \"5ccc25c826", "update_paths[0]: leaf 1: commit_secret"),
+        ("null,\n          \"e8608097b9", "null,\n          \"e8608097ba", "update_paths[0]: path_secrets[1]"),
+        ("\"tree_hash_after\": \"e90f531363", "\"tree_hash_after\": \"e90f531364", "update_paths[0]: tree_hash_after"),
+        // Leaf 0's path secret of the root no longer gives the root's public key.
+        ("\"path_secret\": \"8313fdeaeb", "\"path_secret\": \"8313fdeaec", "leaves_private[0]: publicKeyMismatch(node: 1)"),
+        // The last ciphertext of the update path, and the GroupContext the path secrets were encrypted under.
+        ("9104889432\"", "9104889433\"", "update_paths[0]: leaf 1 processing: decryptionFailed"),
+        ("\"epoch\": 28061", "\"epoch\": 28062", "update_paths[0]: leaf 1 processing: decryptionFailed"),
+        // The committer's new leaf's encryption key: its signature no longer verifies.
+        ("\"update_path\": \"20b3", "\"update_path\": \"20b4", "update_paths[0]: merge: invalidSignature"),
+    ])
+    func aTreeKEMFileWithOneByteChangedFails(original: String, replacement: String, reason: String) throws {
+        let changed = try VectorFiles.changingOneByte(try VectorFiles.load("treekem.json"), original, to: replacement)
+        let report = try MLSTestVectors.check(file: "treekem.json", contents: changed)
+        #expect(report.failed == 1)
+        #expect(report.outcomes[0] == .failed(reason: reason))
+    }
 }
