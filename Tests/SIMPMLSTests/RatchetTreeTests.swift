@@ -315,6 +315,35 @@ import Testing
         #expect(throws: MLSTreeError.lifetimeInvalid(leaf: 1)) { try tree.validate(groupID: Self.groupID, time: 21) }
     }
 
+    @Test func changedVectorTreesThrowOrValidateButNeverTrap() throws {
+        let json = try #require(try JSONSerialization.jsonObject(with: try VectorFiles.load("tree-validation.json")) as? [[String: Any]])
+        var trees: [(tree: [UInt8], groupID: [UInt8])] = []
+        for c in json.prefix(14) {
+            let tree = try #require(c["tree"] as? String), groupID = try #require(c["group_id"] as? String)
+            trees.append((try #require(MessageFixtures.bytes(hex: tree)), try #require(MessageFixtures.bytes(hex: groupID))))
+        }
+        var random = SeededGenerator(seed: 9420)
+        var decoded = 0
+        for _ in 0..<300 {
+            let (original, groupID) = trees[Int.random(in: 0..<trees.count, using: &random)]
+            var bytes = original
+            for _ in 0..<Int.random(in: 1...3, using: &random) {
+                bytes[Int.random(in: 0..<bytes.count, using: &random)] = UInt8.random(in: 0...255, using: &random)
+            }
+            guard bytes != original, let wire = try? RatchetTree(mlsDecoding: bytes), let tree = try? PublicRatchetTree(suite: Self.suite, ratchetTree: wire) else {
+                continue
+            }
+            decoded += 1
+            _ = try? tree.treeHashes()
+            for x in 0..<tree.size.nodeCount { _ = tree.resolution(of: NodeIndex(x)) }
+            for leaf in tree.memberLeaves { _ = try? tree.filteredDirectPath(leaf) }
+            // A changed byte that still decodes changes a key, a signature, a hash or a field the
+            // signatures or parent hashes cover, or the unmerged leaves: never accepted silently.
+            #expect(throws: (any Error).self) { try tree.validate(groupID: groupID) }
+        }
+        #expect(decoded > 50)
+    }
+
     // MARK: secrets
 
     @Test func noPrivateKeyOrSecretIsPrinted() throws {

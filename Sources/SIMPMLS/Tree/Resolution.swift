@@ -45,10 +45,4 @@ extension PublicRatchetTree {
             .filter { !resolution(of: $0.1).isEmpty }
             .map { PathStep(node: $0.0, copathChild: $0.1) }
     }
-
-    /// The leaves below `x`, as node indices.
-    func leafNodes(under x: NodeIndex) -> [NodeIndex] {
-        let span = (UInt32(1) << TreeMath.level(x)) - 1
-        return stride(from: x.value - span, through: x.value + span, by: 2).map(NodeIndex.init)
-    }
 }

@@ -147,6 +147,7 @@ extension PublicRatchetTree {
         var context = groupContext
         context.treeHash = try tree.treeHash()
         let steps = try tree.filteredDirectPath(sender)
+        guard steps.count == path.nodes.count else { throw MLSTreeError.updatePathLength(expected: steps.count, got: path.nodes.count) }
         let resolutions = steps.map { tree.resolution(of: $0.copathChild, excluding: newLeaves) }
         for (i, step) in steps.enumerated() where path.nodes[i].encryptedPathSecret.count != resolutions[i].count {
             throw MLSTreeError.ciphertextCount(
