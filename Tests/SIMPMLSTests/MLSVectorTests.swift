@@ -107,8 +107,8 @@ import Testing
     }
 
     @Test func aFileThisBuildDoesNotImplementIsSaidSo() {
-        #expect(throws: MLSTestVectors.CheckError.notImplemented("treekem.json")) {
-            try MLSTestVectors.check(file: "treekem.json", contents: Data())
+        #expect(throws: MLSTestVectors.CheckError.notImplemented("passive-client-welcome.json")) {
+            try MLSTestVectors.check(file: "passive-client-welcome.json", contents: Data())
         }
         #expect(throws: MLSTestVectors.CheckError.self) {
             try MLSTestVectors.check(file: "tree-math.json", contents: Data("{}".utf8))
