@@ -22,7 +22,7 @@ import Testing
             message.serverTime = Int64.min
             message.clientSeq = UInt64.max
             let size = try (message.serializedBytes() as [UInt8]).count
-            #expect(size <= SIMPClient.sizeBound(message), "length \(length)")
+            #expect(size <= ClientEngine.sizeBound(message), "length \(length)")
         }
     }
 }

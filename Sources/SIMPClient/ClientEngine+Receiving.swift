@@ -1,0 +1,242 @@
+import Foundation
+import NIOCore
+import SIMPCore
+
+/// What the server says on the control connection and in datagrams.
+extension ClientEngine {
+    // MARK: control envelopes
+
+    mutating func control(_ envelope: Simp_Envelope, now: Moment) {
+        switch envelope.body {
+        case .accepted(let accepted): self.accepted(accepted, now: now)
+        case .delivered(let delivered): self.delivered(delivered)
+        case .failed(let failed): self.failed(failed, now: now)
+        case .missing(let missing):
+            for message in sending.missing(missing) { transmit(message, .reported, now: now) }
+        case .retracted(let retracted):
+            guard early.retracted(.init(from: retracted.fromUser, id: retracted.messageID)) else { return }
+            emit(.retracted(id: retracted.messageID, from: retracted.fromUser,
+                            reason: retracted.reason.isEmpty ? retracted.code.name : retracted.reason))
+        case .bound:
+            lifecycle.pathBound()
+            actions.append(.pathBound)
+        case .ping(let ping):
+            var pong = Simp_Pong()
+            pong.nonce = ping.nonce
+            sendControl(.pong(pong))
+        case .error(let error):
+            let reason = error.reason.isEmpty ? error.code.name : error.reason
+            if error.code == .sessionClosed || error.code == .sessionReplaced { lifecycle.serverEnds(because: reason) }
+            emit(.error("server: \(reason)"))
+        default:
+            break
+        }
+    }
+
+    private mutating func accepted(_ accepted: Simp_Accepted, now: Moment) {
+        acknowledged(accepted.messageID, now: now)
+        guard let event = sending.accepted(accepted, now: now.deadline) else { return }
+        if case .groupAccepted = event {
+            writeOutbox(.remove(id: accepted.messageID), "remove accepted group message \(accepted.messageID) from the outbox",
+                        else: "a restart with this data directory sends it again (the server knows it by its id)")
+        } else {
+            writeOutbox(.markAccepted(id: accepted.messageID, seq: accepted.seq), "record that message \(accepted.messageID) was accepted",
+                        else: "a restart with this data directory sends it again (the server knows it by its id)")
+        }
+        emit(event)
+    }
+
+    private mutating func failed(_ failed: Simp_Failed, now: Moment) {
+        acknowledged(failed.messageID, now: now)
+        guard let event = sending.failed(failed) else { return }
+        writeOutbox(.remove(id: failed.messageID), "remove failed message \(failed.messageID) from the outbox",
+                    else: "a restart with this data directory sends it again")
+        emit(event)
+    }
+
+    mutating func delivered(_ delivered: Simp_Delivered) {
+        let news = sending.delivered(delivered)
+        if let accepted = news.accepted { emit(accepted) }
+        guard let event = news.delivered else {
+            // Sent from another of the user's devices: this one shows its copy.
+            if news.accepted == nil, let id = LongText.shownID(of: delivered.messageID),
+               let receipt = copyReceipts.delivered(id: id, to: delivered.toUser, seq: delivered.seq) {
+                emit(.delivered(id: id, to: receipt.to, seq: receipt.seq))
+            }
+            return
+        }
+        writeOutbox(.remove(id: delivered.messageID), "remove delivered message \(delivered.messageID) from the outbox",
+                    else: "a restart with this data directory reports it delivered again")
+        emit(event)
+    }
+
+    // MARK: datagrams
+
+    mutating func datagram(_ envelope: ByteBuffer, now: Moment) {
+        var buffer = envelope
+        guard let header = try? Datagram.decodeHeader(&buffer), header.sessionID == session?.sessionID, let key = sessionKey,
+              let payload = try? DatagramSeal.open(header, sealed: buffer, key: key, direction: .toClient),
+              replay.accept(header.packetNumber) else { return }
+        switch header.kind {
+        case .challenge:
+            var response = Simp_PathResponse()
+            response.token = Data(payload)
+            sendControl(.pathResponse(response))
+        case .data: received([payload], now: now)
+        case .early: receivedEarly(payload, now: now)
+        case .typing:
+            let from = String(decoding: payload, as: UTF8.self)
+            if UserName.isValid(from) { emit(.typing(from: from)) }
+        case .presence:
+            if let change = PresenceChange(payload: payload) { emit(.presence(change)) }
+        case .bundle:
+            guard let messages = try? DatagramBundle.split(payload) else { return }
+            received(messages, now: now)
+        default: return
+        }
+    }
+
+    /// The messages of one datagram: what they make ready is delivered (and stored) together.
+    private mutating func received(_ payloads: [[UInt8]], now: Moment) {
+        let batch = ReceivedBatch.take(payloads, inbox: &inbox, early: &early, user: credentials?.user, device: device)
+        if batch.advanced {
+            deliver(batch.ready, after: batch.before, now: now)
+        } else if batch.repeated {
+            atTurnEnd(.receipt)
+        }
+        guard batch.gap else { return }
+        reportGap(now: now.deadline)
+        armTick(at: now.deadline + ClientTimers.gapRetry)
+    }
+
+    /// An EARLY datagram: handed over at once when it overtakes nothing (`EarlyLedger.admit`);
+    /// otherwise dropped, and its numbered copy brings it.
+    private mutating func receivedEarly(_ payload: [UInt8], now: Moment) {
+        guard let pushed = try? EarlyPayload(decoding: payload),
+              let message = try? Simp_Message(serializedBytes: pushed.message), message.seq == 0,
+              message.type != .textPart else { return }
+        let key = EarlyLedger.Key(from: message.fromUser, id: message.messageID)
+        guard early.admit(key, afterSeq: pushed.afterSeq, deliveredUpTo: inbox.deliveredUpTo,
+                          holding: inbox.bufferedCount > 0, now: now.deadline) else { return }
+        emit(.message(IncomingMessage(message)))
+    }
+
+    /// `ready` took the delivered mark from `after` to where it is now.
+    private mutating func deliver(_ ready: [IncomingMessage], after: UInt64, now: Moment) {
+        guard hasStore else {
+            for item in ready { show(item, now: now) }
+            atTurnEnd(.receipt)
+            return
+        }
+        // On disk first: a client killed after showing a message must not show it again,
+        // and one the disk did not take must come again (ReceivedSaves).
+        if let batch = saves.ready(ready, after: after, upTo: inbox.deliveredUpTo) { actions.append(.saveReceived(batch)) }
+    }
+
+    mutating func saved(_ result: Result<Void, StoreWriteError>, now: Moment) {
+        switch result {
+        case .success:
+            let (shown, next) = saves.written()
+            for item in shown { show(item, now: now) }
+            atTurnEnd(.receipt)
+            if let next { actions.append(.saveReceived(next)) }
+        case .failure(let error):
+            let failure = saves.failed()
+            // Unconfirmed, they are pushed again; what the server had confirmed before this
+            // session does not come again.
+            inbox = InboundSequencer(deliveredUpTo: failure.rollBackTo)
+            inbox.advance(to: session?.confirmedSeq ?? 0)
+            guard let seqs = failure.report else { return }
+            let which = seqs.count == 1 ? "seq \(seqs.lowerBound)" : "seq \(seqs.lowerBound)-\(seqs.upperBound)"
+            emit(.error("cannot save received messages (\(which)) in \(error.path): \(error.reason); "
+                + "they are not shown or confirmed, and the server sends them again"))
+        }
+    }
+
+    // MARK: showing
+
+    /// Hands a message to the application; the copy of one the user sent from another device
+    /// is followed by its receipt when that came first.
+    mutating func show(_ given: IncomingMessage, now: Moment) {
+        var message = given
+        if let part = given.part {
+            guard let whole = takePart(given, as: part, now: now) else { return }
+            message = whole
+        }
+        if let change = message.groupChange, let group = message.group {
+            emit(.groupChanged(group: group, change: change, seq: message.groupSeq))
+            return
+        }
+        switch message.kind {
+        case .contactRequest: return emit(.contactRequest(from: message.from))
+        case .contactAccepted: return emit(.contactAccepted(by: message.from))
+        case .groupInvited: return emit(.groupInvited(group: GroupName.addressed(by: message.text) ?? message.text, by: message.from))
+        case .read: return showReads(message)
+        case .message: break
+        }
+        emit(.message(message))
+        guard message.group == nil, !message.fromDevice.isEmpty, message.from == credentials?.user,
+              let receipt = copyReceipts.shown(id: message.id, to: message.to) else { return }
+        emit(.delivered(id: message.id, to: receipt.to, seq: receipt.seq))
+    }
+
+    /// A part of a long message: the whole once it is complete. A part whose earlier parts
+    /// this client never held (it restarted after confirming them) has them read back from
+    /// the conversation's history, so the message is still shown whole.
+    private mutating func takePart(_ message: IncomingMessage, as part: LongText.PartID, now: Moment) -> IncomingMessage? {
+        let taken = reassembly.take(message, as: part, now: now.deadline)
+        if taken.recoverEarlierParts {
+            let peer = message.group.map(GroupName.address) ?? (message.from == credentials?.user ? message.to : message.from)
+            actions.append(.recoverParts(before: part, of: message, peer: peer))
+        }
+        return taken.whole
+    }
+
+    mutating func partsRecovered(_ found: [IncomingMessage], now: Moment) {
+        for recovered in found {
+            guard let piece = recovered.part, let whole = reassembly.add(recovered, as: piece) else { continue }
+            show(whole, now: now)
+        }
+    }
+
+    /// A read receipt (a READ notice in the inbox): the sender's devices hear who read which of
+    /// its messages, the reader's other devices what their user read. Never before `delivered`.
+    private mutating func showReads(_ message: IncomingMessage) {
+        let ids = message.text.split(separator: " ").map(String.init)
+        if message.from == credentials?.user {
+            guard message.fromDevice != device else { return }
+            for id in ids { emit(.read(id: id, from: message.to, by: message.from)) }
+            return
+        }
+        for id in ids {
+            if let delivered = sending.deliveryImplied(byReadOf: id) { self.delivered(delivered) }
+            emit(.read(id: id, from: message.to, by: message.from))
+        }
+    }
+
+    // MARK: receipts
+
+    /// Asks for what is missing below a held message.
+    mutating func reportGap(now: NIODeadline) {
+        let gaps = inbox.gaps()
+        guard let first = gaps.first, timers.mayReportGap(first: first, now: now) else { return }
+        timers.gapReported(first: first, at: now)
+        var receipt = Simp_Receipt()
+        receipt.upToSeq = confirmUpTo
+        receipt.missing = gaps
+        sendControl(.receipt(receipt))
+    }
+
+    /// After a reconnect and now and then: which accepted messages did their recipients confirm?
+    mutating func queryDeliveries(now: NIODeadline) {
+        guard let query = sending.deliveryQuery() else { return }
+        timers.deliveryQuerySent(at: now)
+        sendControl(.query(query))
+    }
+
+    mutating func sendReceipt() {
+        var receipt = Simp_Receipt()
+        receipt.upToSeq = confirmUpTo
+        sendControl(.receipt(receipt))
+    }
+}

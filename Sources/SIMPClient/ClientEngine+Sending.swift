@@ -1,0 +1,125 @@
+import NIOCore
+import SIMPCore
+
+/// Sending: messages into the uplink, datagrams out, and the timers that resend, bind,
+/// query and keep the path alive.
+extension ClientEngine {
+    mutating func send(_ items: [Outgoing], now: Moment) {
+        for item in items {
+            let id = item.message.messageID
+            if let numbered = sending.send(item, id: id, now: now.deadline, bound: lifecycle.isBound) {
+                transmit(numbered, .first, now: now)
+            }
+            armTick(at: now.deadline + ClientTimers.fastTick)
+        }
+    }
+
+    /// A TYPING datagram, if the session is bound.
+    mutating func typing(to peer: String) {
+        guard lifecycle.isBound else { return }
+        sendDatagram(.typing, Array(peer.utf8))
+    }
+
+    /// Messages wait in the uplink; what its window and pacing let go leaves at the end of the
+    /// loop turn, together in bundles when the server takes them.
+    mutating func transmit(_ message: Simp_Message, _ reason: Uplink.Reason, now: Moment) {
+        guard let payload: [UInt8] = try? message.serializedBytes() else { return }
+        uplink.send(message.messageID, payload, now: now.deadline, reason: reason)
+        if uplink.windowed { sending.waiting(message.messageID) }
+        atTurnEnd(.flush)
+    }
+
+    private mutating func sendDatagram(_ kind: DatagramKind, _ payload: [UInt8]) {
+        writeDatagram(kind, payload)
+        atTurnEnd(.flush)
+    }
+
+    /// Sealed under the session's key, numbered in its order.
+    private mutating func writeDatagram(_ kind: DatagramKind, _ payload: [UInt8]) {
+        guard let session, let key = sessionKey else { return }
+        let header = DatagramHeader(kind: kind, sessionID: session.sessionID, packetNumber: nextPacketNumber)
+        nextPacketNumber += 1
+        guard let sealed = try? DatagramSeal.seal(header, payload: payload, key: key, direction: .toServer,
+                                                  allocator: ByteBufferAllocator()) else { return }
+        actions.append(.writeDatagram(sealed))
+    }
+
+    mutating func turnEnded(_ end: TurnEnd, now: Moment) {
+        turnEnds.remove(end)
+        switch end {
+        case .flush:
+            writeUnsent(now: now)
+            actions.append(.flushDatagrams)
+        case .receipt:
+            sendReceipt()
+        }
+    }
+
+    /// What the window and the pacing let go; the rest waits for an acknowledgement or the
+    /// pacing's next moment.
+    private mutating func writeUnsent(now: Moment) {
+        guard uplink.hasQueued else { return }
+        let release = uplink.release(now: now.deadline, bundles: session?.bundles == true)
+        for id in release.ids { sending.left(id, now: now.deadline) }
+        for datagram in release.datagrams { writeDatagram(datagram.kind, datagram.payload) }
+        guard !releaseScheduled, let next = uplink.nextRelease(now: now.deadline) else { return }
+        releaseScheduled = true
+        actions.append(.releaseAt(next))
+    }
+
+    mutating func releaseDue() {
+        releaseScheduled = false
+        atTurnEnd(.flush)
+    }
+
+    /// The server answered for a message: the window has room for what waits.
+    mutating func acknowledged(_ id: String, now: Moment) {
+        uplink.acknowledged(id, now: now.deadline)
+        if uplink.hasQueued { atTurnEnd(.flush) }
+    }
+
+    // MARK: the timer
+
+    mutating func tick(now: Moment) {
+        timers.fired()
+        let due = timers.due(waits, now: now.deadline)
+        if due.resend { perform(sending.resends(now: now.deadline, bound: lifecycle.isBound), .timeout, now: now) }
+        if due.bind { sendBind(now: now.deadline) }
+        if due.deliveryQuery { queryDeliveries(now: now.deadline) }
+        if due.gapReport { reportGap(now: now.deadline) }
+        if due.keepalive { sendKeepalive(now: now) }
+        armTick(at: timers.nextTick(waits, now: now.deadline))
+    }
+
+    private var waits: ClientTimers.Waits {
+        ClientTimers.Waits(path: session == nil ? .closed : lifecycle.isBound ? .bound : .binding,
+                           acceptance: sending.awaitsAcceptance,
+                           delivery: sending.awaitsDelivery,
+                           gap: inbox.bufferedCount > 0)
+    }
+
+    mutating func perform(_ resends: SendTracker.Resends, _ reason: Uplink.Reason, now: Moment) {
+        for due in resends.transmit { transmit(due.payload.message, reason, now: now) }
+        for withdraw in resends.withdraw {
+            uplink.forget(withdraw.messageID)
+            sendControl(.withdraw(withdraw))
+        }
+    }
+
+    mutating func sendBind(now: NIODeadline) {
+        guard let session, !lifecycle.isBound else { return }
+        timers.bindSent(at: now)
+        sendDatagram(.bind, Array(session.bindToken))
+    }
+
+    mutating func sendKeepalive(now: Moment) {
+        timers.keepaliveSent(at: now.deadline)
+        sendDatagram(.keepalive, [])
+    }
+
+    mutating func sendPing() {
+        var ping = Simp_Ping()
+        ping.nonce = random()
+        sendControl(.ping(ping))
+    }
+}

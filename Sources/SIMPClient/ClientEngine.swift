@@ -1,0 +1,273 @@
+import Crypto
+import NIOCore
+import SIMPCore
+
+/// The time an event happened, as the driver read it once: the monotonic deadline for timers
+/// and the wall clock (ms since the epoch) for what is stored or shown.
+struct Moment: Sendable, Equatable {
+    var deadline: NIODeadline
+    var millis: Int64
+}
+
+/// The client's decisions, pure: one input at a time (something the application asked, the
+/// server said, a socket or the disk answered, a timer fired; each with the time it happened),
+/// actions out (`Action`), in the order they are to be carried out. It owns the connection's
+/// life and the choice of server, sending and its receipts, receiving, presence, typing, read
+/// receipts and long messages; `SIMPClient` is its driver and does the I/O. No socket, no
+/// disk, no clock, no random draw of its own (`random` is given): every decision here has a
+/// unit test with an injected time.
+struct ClientEngine {
+    /// What happened, as the driver tells it.
+    enum Input {
+        // The application.
+        /// The data directory was opened: what the previous process left.
+        case storeOpened(ClientStore.Saved)
+        /// `connect`: `token` is an earlier login's, to present instead of the password.
+        case connectRequested(user: String, password: String?, token: LoginToken?)
+        /// Messages to send, in order (the parts of a long message together).
+        case send([Outgoing])
+        case typing(to: String)
+        case disconnect
+        /// After a password change: reconnects present the new token, or the new password.
+        case passwordChanged(password: String, token: LoginToken)
+        /// A new datagram socket (`rebindUDP`): the server is to validate it at once.
+        case udpReplaced
+
+        // Opening a connection (`Action.attempt`).
+        /// The attempt's control connection is open: which request opens the session.
+        case sessionWanted(udpPort: Int)
+        /// The answer to a request of `SessionStep`.
+        case sessionAnswered(SessionStep, Result<Simp_Envelope, ClientError>)
+        /// The server opened a session (its path still to be bound).
+        case sessionOpened(Simp_ConnectResponse)
+        /// The attempt on the server at `index` ended: its session is bound, or it failed.
+        case attemptEnded(index: Int, Purpose, Result<Void, ClientError>)
+        /// A reconnect attempt scheduled by `Action.reconnect` is due.
+        case reconnectDue(index: Int)
+
+        // The control connection.
+        /// An envelope that answers no request of the driver's.
+        case control(Simp_Envelope)
+        /// The control connection closed.
+        case controlClosed
+        /// The control connection was idle for writing.
+        case pingDue
+
+        // Datagrams, timers, turn ends, the disk and the history.
+        case datagram(ByteBuffer)
+        /// The one timer (`Action.armTick`) fired.
+        case tick
+        /// The pacing's moment (`Action.releaseAt`) came.
+        case releaseDue
+        /// The end of the loop turn asked for (`Action.atTurnEnd`).
+        case turnEnded(TurnEnd)
+        /// A batch of received messages (`Action.saveReceived`) was written, or not.
+        case saved(Result<Void, StoreWriteError>)
+        /// A change to the outbox on disk (`Action.writeOutbox`) was made, or not.
+        case outboxWritten(OutboxWrite, Result<Void, StoreWriteError>)
+        /// The earlier parts of a long message read back from the history (`Action.recoverParts`).
+        case partsRecovered([IncomingMessage])
+    }
+
+    /// What the driver is to do, in the order given.
+    enum Action {
+        /// Hand the event to the application.
+        case emit(ClientEvent)
+        case sendControl(Simp_Envelope)
+        /// A request of the session's opening; its answer comes back as `sessionAnswered`.
+        case request(Simp_Envelope.OneOf_Body, SessionStep)
+        /// The session's opening is over for this attempt: its session, or why not.
+        case sessionRequested(Result<Simp_ConnectResponse, ClientError>)
+        /// A sealed datagram for the server's UDP address (dropped when there is no socket).
+        case writeDatagram(ByteBuffer)
+        case flushDatagrams
+        /// Run `turnEnded` once the loop's current turn is over.
+        case atTurnEnd(TurnEnd)
+        /// Keep one timer for `deadline` (replacing the one armed), `tick` when it fires.
+        case armTick(NIODeadline)
+        case cancelTick
+        /// `releaseDue` at `deadline`.
+        case releaseAt(NIODeadline)
+        /// Open a connection to the server at `index` (`Input.attemptEnded` when it ends).
+        case attempt(index: Int, ServerAddress, Purpose)
+        /// `reconnectDue` after `delay`.
+        case reconnect(index: Int, after: TimeAmount)
+        /// The application's `connect` returns (or throws).
+        case connectEnded(Result<Void, ClientError>)
+        /// The session's path is confirmed: the attempt under way succeeds.
+        case pathBound
+        /// The server the session is on, for `connectedServer`; nil while there is none.
+        case connectedServer(ServerAddress?)
+        /// The longest text the server takes.
+        case textLimit(Int)
+        /// Watch the server's heartbeat on the control connection.
+        case watchHeartbeat(TimeAmount)
+        case writeOutbox(OutboxWrite)
+        case saveReceived(ReceivedSaves.Batch)
+        /// Read back the parts of `message`'s long message before `part` from the history with `peer`.
+        case recoverParts(before: LongText.PartID, of: IncomingMessage, peer: String)
+    }
+
+    /// Work left to the end of a loop turn, once however often it is asked for in the turn.
+    enum TurnEnd: Sendable, Equatable {
+        /// What the window lets go leaves, and the datagrams are flushed: a burst of sends
+        /// leaves in one sendmmsg.
+        case flush
+        /// One cumulative receipt per burst of datagrams.
+        case receipt
+    }
+
+    /// Which request of a session's opening an answer is for.
+    enum SessionStep: Sendable, Equatable {
+        case login
+        /// CONNECT with the saved token (`tokenPresented`) or one just given by a login.
+        case connect(tokenPresented: Bool)
+    }
+
+    /// A change to the outbox on disk, and what its failure costs.
+    struct OutboxWrite: Sendable, Equatable {
+        enum Change: Sendable, Equatable {
+            case remove(id: String)
+            case markAccepted(id: String, seq: UInt64)
+        }
+
+        var change: Change
+        var what: String
+        var consequence: String
+    }
+
+    let configuration: ClientConfiguration
+    /// A uniformly random number: message ids, ping nonces, reconnect jitter.
+    let random: @Sendable () -> UInt64
+    /// What to carry out, in order; `handle` returns them.
+    var actions: [Action] = []
+
+    // Who this client is.
+    /// No password when connected with a saved token.
+    var credentials: (user: String, password: String?)?
+    /// The token of the last login: reconnects present it instead of the password while valid.
+    var token: LoginToken?
+    /// Which of the user's devices this client is.
+    var device: String
+    /// The data directory is open: received messages are saved before shown and confirmed.
+    var hasStore = false
+
+    // The connection.
+    var lifecycle = ConnectionLifecycle()
+    var rotation: ServerRotation
+    /// The server of the connection open or being opened.
+    var server: ServerAddress
+    /// The application's `connect`: the servers left to try, and each failure so far.
+    var connectSearch: (order: ArraySlice<Int>, failures: [ClientError])?
+    var session: Simp_ConnectResponse?
+    /// The datagram socket's port, for the CONNECT of the session being opened.
+    var sessionUDPPort = 0
+    var sessionKey: SymmetricKey?
+    var replay = ReplayWindow()
+    var nextPacketNumber: UInt64 = 1
+    var timers: ClientTimers
+
+    // Sending.
+    var sending: SendTracker
+    /// Messages on their way to the server, under its congestion window and pacing.
+    var uplink: Uplink
+    var releaseScheduled = false
+    var turnEnds: Set<TurnEnd> = []
+    /// Turns the events of the parts of long messages sent into the messages' events.
+    var longSends = LongSends()
+
+    // Receiving.
+    var inbox = InboundSequencer<IncomingMessage>()
+    /// Messages handed over before they were numbered, until their numbered copy comes.
+    var early = EarlyLedger()
+    var copyReceipts = CopyReceipts()
+    /// Parts of long messages received, until each message is whole.
+    var reassembly = Reassembly()
+    /// With a store: received messages on their way to disk. Receipts never confirm more
+    /// than its saved mark.
+    var saves = ReceivedSaves(savedUpTo: 0)
+    /// What the next receipt confirms: the delivered mark, or with a store the saved mark.
+    var confirmUpTo: UInt64 { hasStore ? saves.savedUpTo : inbox.deliveredUpTo }
+
+    init(configuration: ClientConfiguration, random: @escaping @Sendable () -> UInt64) {
+        self.configuration = configuration
+        self.random = random
+        sending = SendTracker(policy: configuration.sendRetransmit)
+        uplink = Uplink(windowed: configuration.congestionControl)
+        device = configuration.device ?? DeviceName.unnamed
+        timers = ClientTimers(keepaliveInterval: configuration.keepaliveInterval, bindRetry: configuration.bindRetry)
+        rotation = ServerRotation(count: configuration.servers.count,
+                                  backoff: ReconnectBackoff(base: configuration.reconnectBase, cap: configuration.reconnectCap))
+        server = configuration.servers.first ?? ServerAddress(host: "", port: 0)
+    }
+
+    /// The one entry: what `input` at `now` asks the driver to do.
+    mutating func handle(_ input: Input, at now: Moment) -> [Action] {
+        switch input {
+        case .storeOpened(let saved): storeOpened(saved, now: now)
+        case .connectRequested(let user, let password, let token): connectRequested(user: user, password: password, token: token, now: now)
+        case .send(let items): send(items, now: now)
+        case .typing(let peer): typing(to: peer)
+        case .disconnect: disconnect()
+        case .passwordChanged(let password, let token): passwordChanged(to: password, token: token)
+        case .udpReplaced: sendKeepalive(now: now)
+        case .sessionWanted(let udpPort): sessionWanted(udpPort: udpPort, now: now)
+        case .sessionAnswered(let step, let answer): sessionAnswered(step, answer)
+        case .sessionOpened(let response): sessionOpened(response, now: now)
+        case .attemptEnded(let index, let purpose, let result): attemptEnded(index: index, purpose, result, now: now)
+        case .reconnectDue(let index): reconnectDue(index: index)
+        case .control(let envelope): control(envelope, now: now)
+        case .controlClosed: controlClosed()
+        case .pingDue: sendPing()
+        case .datagram(let buffer): datagram(buffer, now: now)
+        case .tick: tick(now: now)
+        case .releaseDue: releaseDue()
+        case .turnEnded(let end): turnEnded(end, now: now)
+        case .saved(let result): saved(result, now: now)
+        case .outboxWritten(let write, let result): outboxWritten(write, result)
+        case .partsRecovered(let found): partsRecovered(found, now: now)
+        }
+        defer { actions.removeAll(keepingCapacity: true) }
+        return actions
+    }
+
+    // MARK: shared
+
+    /// The event the application sees: a part's becomes its long message's, or none.
+    mutating func emit(_ event: ClientEvent) {
+        guard let shown = longSends.fold(event) else { return }
+        actions.append(.emit(shown))
+    }
+
+    /// `end` at the end of this loop turn, once.
+    mutating func atTurnEnd(_ end: TurnEnd) {
+        guard turnEnds.insert(end).inserted else { return }
+        actions.append(.atTurnEnd(end))
+    }
+
+    /// Keeps the one timer armed for the earliest deadline asked for.
+    mutating func armTick(at deadline: NIODeadline) {
+        guard timers.arm(deadline) else { return }
+        actions.append(.armTick(deadline))
+    }
+
+    mutating func sendControl(_ body: Simp_Envelope.OneOf_Body) {
+        actions.append(.sendControl(Simp_Envelope(body)))
+    }
+
+    /// A uniformly random number in 0..<1.
+    func randomFraction() -> Double {
+        Double(random() >> 11) / Double(UInt64(1) << 53)
+    }
+
+    /// What the disk did not take: say so, and what it costs.
+    mutating func outboxWritten(_ write: OutboxWrite, _ result: Result<Void, StoreWriteError>) {
+        guard case .failure(let error) = result else { return }
+        emit(.error("cannot \(write.what) in \(error.path): \(error.reason); \(write.consequence)"))
+    }
+
+    mutating func writeOutbox(_ change: OutboxWrite.Change, _ what: String, else consequence: String) {
+        guard hasStore else { return }
+        actions.append(.writeOutbox(OutboxWrite(change: change, what: what, consequence: consequence)))
+    }
+}
