@@ -130,6 +130,7 @@ let package = Package(
             name: "simp",
             dependencies: [
                 "SIMPClient",
+                "SIMPCore",
                 "SIMPTerminal",
                 "CEditLine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

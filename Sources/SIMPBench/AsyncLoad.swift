@@ -154,7 +154,7 @@ struct AsyncOutbox {
             guard let start = sentAt.removeValue(forKey: id) else { return false }
             if clock.measured(start) { _ = result.sendToDelivered.record((now - start) / 1000) }
             return true
-        case .failed(let id, _, let reason):
+        case .failed(let id, _, let reason, _):
             guard sentAt.removeValue(forKey: id) != nil else { return false }
             note(failure: reason)
             return true

@@ -115,12 +115,12 @@ public enum ChatLoad {
                 if let start = sentAt[id] { record(from: start, into: &tally.result.sendToAccepted) }
             case .delivered(let id, _, _):
                 settle(id) { record(from: $0, into: &tally.result.sendToDelivered) }
-            case .failed(let id, _, let reason):
+            case .failed(let id, _, let reason, _):
                 settle(id) { _ in tally.result.note(failure: reason) }
             case .disconnected(let reason), .ended(let reason):
                 tally.result.disconnects += 1
                 tally.result.note(error: "\(ChatLoad.user(user)): \(reason)")
-            case .error(let reason):
+            case .error(let reason, _):
                 tally.result.note(error: "\(ChatLoad.user(user)): \(reason)")
             default:
                 return

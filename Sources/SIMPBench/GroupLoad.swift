@@ -141,7 +141,7 @@ public enum GroupLoad {
                 guard var message = pending[id] else { return }
                 message.confirmed += 1
                 settle(id, message, now, clock)
-            case .failed(let id, _, let reason):
+            case .failed(let id, _, let reason, _):
                 guard let message = pending.removeValue(forKey: id) else { return }
                 result.note(failure: reason)
                 // An accepted message's slot was freed already.

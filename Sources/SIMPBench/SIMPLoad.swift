@@ -139,7 +139,7 @@ public enum SIMPLoad {
                 guard let start = sentAt.removeValue(forKey: id) else { return }
                 if clock.measured(start) { _ = result.sendToDelivered.record((now - start) / 1000) }
                 if now < clock.measureUntil { sendOne() }
-            case .failed(let id, _, let reason):
+            case .failed(let id, _, let reason, _):
                 guard sentAt.removeValue(forKey: id) != nil else { return }
                 note(failure: reason)
                 if now < clock.measureUntil { sendOne() }

@@ -27,7 +27,7 @@ extension ClientEngine {
         case .error(let error):
             let reason = error.reason.isEmpty ? error.code.name : error.reason
             if error.code == .sessionClosed || error.code == .sessionReplaced { lifecycle.serverEnds(because: reason) }
-            emit(.error("server: \(reason)"))
+            emit(.error("server: \(reason)", code: error.code))
         default:
             break
         }

@@ -320,13 +320,16 @@ public enum ClientEvent: Sendable, Equatable {
     /// `by` read the message `id` that `from` sent: on the sender's devices after its
     /// `delivered`, and on the reader's other devices (then `by` is the user).
     case read(id: String, from: String, by: String)
-    /// It will not be delivered; the reason says why.
-    case failed(id: String, to: String, reason: String)
+    /// It will not be delivered; the reason says why, and `code` is the server's error code
+    /// when the server refused it (nil when the client gave up: disconnected, withdrawn).
+    case failed(id: String, to: String, reason: String, code: Simp_ErrorCode? = nil)
     case message(IncomingMessage)
     /// A message handed over early (`seq` 0) was not stored and will not come again; its
     /// sender was told it failed, for the same reason.
     case retracted(id: String, from: String, reason: String)
-    case error(String)
+    /// Something went wrong outside any one request; `code` is the server's error code when
+    /// the server said so (nil for the client's own: a disk write, a reconnect).
+    case error(String, code: Simp_ErrorCode? = nil)
 }
 
 public struct ClientError: Error, Sendable, Equatable, CustomStringConvertible {

@@ -193,10 +193,10 @@ struct LongSends {
             return whole(id).map { .memberDelivered(id: $0, to: to, member: member, seq: seq) }
         case .read(let id, let from, let by):
             return whole(id).map { .read(id: $0, from: from, by: by) }
-        case .failed(let id, let to, let reason):
+        case .failed(let id, let to, let reason, let code):
             guard let part = LongText.PartID(id) else { return event }
             guard remember(part.base) else { return nil }
-            return .failed(id: part.base, to: to, reason: "part \(part.index) of \(part.count): \(reason)")
+            return .failed(id: part.base, to: to, reason: "part \(part.index) of \(part.count): \(reason)", code: code)
         default:
             return event
         }

@@ -44,6 +44,12 @@ extension Simp_Message {
 }
 
 extension Simp_ErrorCode {
+    /// The name docs/PROTOCOL.md and the schema give it, e.g. "UNKNOWN_USER": what `simp
+    /// --json` prints as `code`, for scripts.
+    public var protocolName: String {
+        self == .errorUnspecified ? "ERROR_UNSPECIFIED" : name.uppercased()
+    }
+
     /// The snake-case name used in docs and JSON output, e.g. "unknown_user".
     public var name: String {
         switch self {

@@ -125,22 +125,26 @@ public struct REPLScreen: Sendable {
     }
 
     func changeLine(_ change: SentMarks.Change) -> String {
-        style.paint("#\(change.number)", .dim) + " " + stageText(change.stage, reason: change.reason)
+        style.paint("#\(change.number)", .dim) + " " + stageText(change.stage, reason: change.reason, member: change.member)
     }
 
-    /// Status changes of messages this run did not send (resent from the data directory).
+    /// Status changes of messages this run did not send (another device's, or resent from the
+    /// data directory): which message (its recipient, when known, and its id's start), and
+    /// which member's mark it is.
     public mutating func unregisteredChanges() -> [String] {
-        marks.takeUnregistered().map { id, stage, reason in
-            style.paint("message " + safe(String(id.prefix(6))), .dim) + " " + stageText(stage, reason: reason)
+        marks.takeUnregistered().map { change in
+            let which = change.to.map { "your message to \(safe($0)) (\(safe(String(change.id.prefix(6)))))" }
+                ?? "your message \(safe(String(change.id.prefix(6))))"
+            return style.paint(which, .dim) + " " + stageText(change.stage, reason: change.reason, member: change.member)
         }
     }
 
-    private func stageText(_ stage: SentMarks.Stage, reason: String?) -> String {
+    private func stageText(_ stage: SentMarks.Stage, reason: String?, member: String? = nil) -> String {
         switch stage {
         case .sent: return "sent"
         case .accepted: return style.paint("✓ accepted", .green)
-        case .delivered: return style.paint("✓✓ delivered", .green, .bold)
-        case .read: return style.paint("✓✓ read", .blue, .bold)
+        case .delivered: return style.paint("✓✓ delivered" + (member.map { " to " + safe($0) } ?? ""), .green, .bold)
+        case .read: return style.paint("✓✓ read" + (member.map { " by " + safe($0) } ?? ""), .blue, .bold)
         case .failed: return style.paint("✗ failed: " + safe(reason ?? "unknown reason"), .red)
         }
     }
@@ -163,12 +167,12 @@ public struct REPLScreen: Sendable {
         case .reconnecting(let attempt, let delay):
             connection = .reconnecting
             return [style.paint("reconnecting in \(delay) ms (attempt \(attempt))", .yellow)]
-        case .accepted(let id, _, _):
-            return marks.update(id: id, to: .accepted).map { [changeLine($0)] } ?? []
-        case .delivered(let id, _, _):
-            return marks.update(id: id, to: .delivered).map { [changeLine($0)] } ?? []
-        case .failed(let id, _, let reason):
-            return marks.update(id: id, to: .failed, reason: reason).map { [changeLine($0)] } ?? []
+        case .accepted(let id, let to, _):
+            return marks.update(id: id, to: .accepted, recipient: to).map { [changeLine($0)] } ?? []
+        case .delivered(let id, let to, _):
+            return marks.update(id: id, to: .delivered, recipient: to).map { [changeLine($0)] } ?? []
+        case .failed(let id, let to, let reason, _):
+            return marks.update(id: id, to: .failed, reason: reason, recipient: to).map { [changeLine($0)] } ?? []
         case .typing(let from):
             typing[from] = now
             return []
@@ -180,7 +184,10 @@ public struct REPLScreen: Sendable {
                 reads.readElsewhere(id)
                 return []
             }
-            return marks.update(id: id, to: .read).map { [changeLine($0)] } ?? []
+            // In a group, whose read it is; one to one, the recipient's own; another device's
+            // message, whoever read it.
+            let member = marks.recipient(of: id).map { GroupName.addressed(by: $0) == nil ? nil : by } ?? by
+            return marks.update(id: id, to: .read, member: member).map { [changeLine($0)] } ?? []
         case .message(let m):
             receivedCount += 1
             // What they were typing has come.
@@ -189,11 +196,11 @@ public struct REPLScreen: Sendable {
             users.add(m.from)
             if let group = m.group { users.add(GroupName.address(group)) }
             return [messageLine(m, now: now)]
-        case .groupAccepted(let id, _, _, _):
-            return marks.update(id: id, to: .accepted).map { [changeLine($0)] } ?? []
-        case .memberDelivered(let id, _, _, _):
-            // Marked delivered once the first member has it.
-            return marks.update(id: id, to: .delivered).map { [changeLine($0)] } ?? []
+        case .groupAccepted(let id, let to, _, _):
+            return marks.update(id: id, to: .accepted, recipient: to).map { [changeLine($0)] } ?? []
+        case .memberDelivered(let id, let to, let member, _):
+            // Each member's, named.
+            return marks.update(id: id, to: .delivered, recipient: to, member: member).map { [changeLine($0)] } ?? []
         case .groupChanged(let group, let change, _):
             users.add(change.member)
             users.add(GroupName.address(group))
@@ -209,7 +216,7 @@ public struct REPLScreen: Sendable {
         case .groupInvited(let group, let by):
             users.add(GroupName.address(group))
             return [style.paint("\(safe(by)) invites you to #\(safe(group)) (/group accept \(safe(group)), /group decline \(safe(group)))", .yellow)]
-        case .error(let message):
+        case .error(let message, _):
             return [error(message)]
         }
     }

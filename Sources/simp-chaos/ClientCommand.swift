@@ -73,12 +73,12 @@ private final class JSONLines: @unchecked Sendable {
         case .reconnecting(let attempt, let delay): emit(["event": "reconnecting", "attempt": attempt, "delayMillis": Int(delay)])
         case .accepted(let id, let to, let seq): emit(["event": "accepted", "id": id, "to": to, "seq": Int(seq)])
         case .delivered(let id, let to, let seq): emit(["event": "delivered", "id": id, "to": to, "seq": Int(seq)])
-        case .failed(let id, let to, let reason): emit(["event": "failed", "id": id, "to": to, "reason": reason])
+        case .failed(let id, let to, let reason, _): emit(["event": "failed", "id": id, "to": to, "reason": reason])
         case .message(let m):
             emit(["event": "message", "id": m.id, "from": m.from, "text": m.text, "seq": Int(m.seq), "sentAt": Int(m.sentAt),
                   "receivedAt": Int(Date().timeIntervalSince1970 * 1000)])
         case .retracted(let id, let from, let reason): emit(["event": "retracted", "id": id, "from": from, "reason": reason])
-        case .error(let message): emit(["event": "error", "message": message])
+        case .error(let message, _): emit(["event": "error", "message": message])
         case .groupAccepted, .memberDelivered, .groupChanged, .contactRequest, .contactAccepted, .groupInvited, .read, .typing, .presence: break
         }
     }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import SIMPCore
 import SIMPClient
 import SIMPTerminal
 
@@ -85,7 +86,7 @@ struct Send: AsyncParsableCommand {
         switch fate {
         case .accepted, .delivered:
             return 0
-        case .failed(let reason):
+        case .failed(let reason, _):
             output.problem("message \(id) to \(to) failed: \(reason)")
             return ExitStatus.refused
         case .timedOut(accepted: true):
@@ -104,7 +105,8 @@ struct Send: AsyncParsableCommand {
 enum Fate {
     case accepted(seq: UInt64)
     case delivered(seq: UInt64)
-    case failed(reason: String)
+    /// `code`: the server's, when it refused.
+    case failed(reason: String, code: Simp_ErrorCode?)
     case timedOut(accepted: Bool)
 
     /// Watches the events for `id` until its fate is known or `timeout` seconds have passed.
@@ -146,8 +148,8 @@ enum Fate {
                 if let recipients, members.count >= recipients.count { return .delivered(seq: recipients.seq) }
             case .delivered(id, _, let seq):
                 return .delivered(seq: seq)
-            case .failed(id, _, let reason):
-                return .failed(reason: reason)
+            case .failed(id, _, let reason, let code):
+                return .failed(reason: reason, code: code)
             default:
                 continue
             }

@@ -1,4 +1,5 @@
 import Foundation
+import SIMPCore
 import SIMPClient
 import SIMPTerminal
 
@@ -26,8 +27,10 @@ final class Output: @unchecked Sendable {
             emit(["event": "accepted", "id": id, "to": to, "seq": Int(seq)], human: "[accepted] \(id) -> \(to)")
         case .delivered(let id, let to, let seq):
             emit(["event": "delivered", "id": id, "to": to, "seq": Int(seq)], human: "[delivered] \(id) -> \(to)")
-        case .failed(let id, let to, let reason):
-            emit(["event": "failed", "id": id, "to": to, "reason": reason], human: "[failed] \(safe(id)) -> \(safe(to)): \(safe(reason))")
+        case .failed(let id, let to, let reason, let code):
+            var object: [String: Any] = ["event": "failed", "id": id, "to": to, "reason": reason]
+            if let code { object["code"] = code.protocolName }
+            emit(object, human: "[failed] \(safe(id)) -> \(safe(to)): \(safe(reason))")
         case .message(let m):
             var object: [String: Any] = ["event": "message", "id": m.id, "from": m.from, "to": m.to, "text": m.text, "seq": Int(m.seq),
                                          "sentAt": Int(m.sentAt), "receivedAt": Int(Date().timeIntervalSince1970 * 1000)]
@@ -63,13 +66,16 @@ final class Output: @unchecked Sendable {
         case .retracted(let id, let from, let reason):
             emit(["event": "retracted", "id": id, "from": from, "reason": reason],
                  human: "[retracted] \(safe(id)) from \(safe(from)): \(safe(reason))")
-        case .error(let message):
-            error(message)
+        case .error(let message, let code):
+            error(message, code: code)
         }
     }
 
-    func error(_ message: String) {
-        emit(["event": "error", "message": message], human: "error: \(safe(message))", toStderr: true)
+    /// An error; `code` is the server's, when it refused (a script reads it, not the message).
+    func error(_ message: String, code: Simp_ErrorCode? = nil) {
+        var object: [String: Any] = ["event": "error", "message": message]
+        if let code { object["code"] = code.protocolName }
+        emit(object, human: "error: \(safe(message))", toStderr: true)
     }
 
     func sent(id: String, to: String) {
@@ -144,8 +150,9 @@ final class Output: @unchecked Sendable {
             object.merge(["event": "accepted", "seq": Int(seq)]) { $1 }
         case .delivered(let seq):
             object.merge(["event": "delivered", "seq": Int(seq)]) { $1 }
-        case .failed(let reason):
+        case .failed(let reason, let code):
             object.merge(["event": "failed", "reason": reason]) { $1 }
+            if let code { object["code"] = code.protocolName }
         case .timedOut(let accepted):
             object.merge(["event": "timeout", "accepted": accepted]) { $1 }
         }

@@ -72,7 +72,7 @@ struct REPL: AsyncParsableCommand {
             }
             try await connection.connect(client, plan)
         } catch {
-            output.error(describe(error))
+            output.error(describe(error), code: (error as? ClientError)?.code)
             throw ExitCode(1)
         }
         // On a terminal: line editing, history, completion, colour; else today's line reader.
@@ -191,7 +191,7 @@ struct REPL: AsyncParsableCommand {
                 break
             }
         } catch {
-            output.error(error.message)
+            output.error(error.message, code: error.code)
         }
     }
 

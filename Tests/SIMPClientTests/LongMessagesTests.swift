@@ -361,7 +361,7 @@ import Testing
         #expect(sends.fold(.accepted(id: "6/2/5", to: "bob", seq: 2)) == nil)
         let failed = sends.fold(.failed(id: "6/3/5", to: "bob", reason: "no answer from the server"))
         #expect(failed == .failed(id: "6", to: "bob", reason: "part 3 of 5: no answer from the server"))
-        if case .failed(_, _, let reason) = failed {
+        if case .failed(_, _, let reason, _) = failed {
             #expect(reason.hasPrefix("part 3 of 5: "))
         }
         #expect(sends.fold(.failed(id: "6/4/5", to: "bob", reason: "OUT_OF_ORDER")) == nil)

@@ -218,7 +218,7 @@ private final class FullDiskWorld: @unchecked Sendable {
 
 extension EventLog {
     var errors: [String] {
-        all.compactMap { if case .error(let text) = $0 { return text } else { return nil } }
+        all.compactMap { if case .error(let text, _) = $0 { return text } else { return nil } }
     }
 }
 

@@ -267,7 +267,7 @@ func tally(_ name: String, pairs: [(sent: [String], sentAt: [String: Date], rece
                         print("pair \(p) all: \(arrivals.map { "\($0.text)@\($0.seq)" })")
                         print("pair \(p) failed: \(senderClients[p].1.failed.map { "\($0.id): \($0.reason)" })")
                         let ids = Dictionary(arrivals.map { ($0.id, $0.text) }, uniquingKeysWith: { a, _ in a })
-                        print("pair \(p) sender events: \(senderClients[p].1.all.suffix(400).map { e -> String in switch e { case .accepted(let id, _, let seq): return "A \(ids[id] ?? id)@\(seq)"; case .failed(let id, _, let r): return "F \(ids[id] ?? id) \(r)"; default: return "" } }.filter { !$0.isEmpty })")
+                        print("pair \(p) sender events: \(senderClients[p].1.all.suffix(400).map { e -> String in switch e { case .accepted(let id, _, let seq): return "A \(ids[id] ?? id)@\(seq)"; case .failed(let id, _, let r, _): return "F \(ids[id] ?? id) \(r)"; default: return "" } }.filter { !$0.isEmpty })")
                     }
                     highest = max(highest, index)
                 }

@@ -184,7 +184,7 @@ final class EventLog: @unchecked Sendable {
     }
 
     var failed: [(id: String, reason: String)] {
-        all.compactMap { if case .failed(let id, _, let reason) = $0 { return (id, reason) } else { return nil } }
+        all.compactMap { if case .failed(let id, _, let reason, _) = $0 { return (id, reason) } else { return nil } }
     }
 
     /// Polls until the condition holds; false on timeout.

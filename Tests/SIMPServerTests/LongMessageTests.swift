@@ -52,7 +52,7 @@ import Glibc
     static func partIDs(in log: EventLog) -> [String] {
         log.all.compactMap { event -> String? in
             switch event {
-            case .accepted(let id, _, _), .delivered(let id, _, _), .failed(let id, _, _), .read(let id, _, _),
+            case .accepted(let id, _, _), .delivered(let id, _, _), .failed(let id, _, _, _), .read(let id, _, _),
                  .groupAccepted(let id, _, _, _), .memberDelivered(let id, _, _, _):
                 return LongText.PartID(id) != nil ? id : nil
             case .message(let m):

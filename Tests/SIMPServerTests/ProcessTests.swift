@@ -86,6 +86,8 @@ import Glibc
         #expect(failed.count == 1)
         #expect(failed.first?["to"] as? String == "nobody")
         #expect(failed.first?["reason"] as? String == "no such user: nobody")
+        #expect(failed.first?["code"] as? String == "UNKNOWN_USER", "a script reads the protocol's code, not the reason")
+        #expect(events.filter { $0["event"] as? String == "error" }.allSatisfy { $0["code"] == nil }, "the REPL's own errors have no server code")
         let accepted = events.filter { $0["event"] as? String == "accepted" }.compactMap { $0["id"] as? String }
         let delivered = events.filter { $0["event"] as? String == "delivered" }.compactMap { $0["id"] as? String }
         #expect(accepted.count == 2)

@@ -346,7 +346,7 @@ func waitFor(timeout: Duration = .seconds(10), _ condition: () async -> Bool) as
         var ids: [String] = []
         for i in 0..<40 { ids.append(try await alice.send(to: "bob", text: "m\(i)")) }
         #expect(await aliceLog.wait { log in
-            log.all.contains { if case .error(let e) = $0 { e.contains("per second") } else { false } }
+            log.all.contains { if case .error(let e, let code) = $0 { e.contains("per second") && code == .rateLimited } else { false } }
         })
         #expect(await bobLog.wait(timeout: .seconds(40)) { $0.messages.count >= 40 })
         #expect(bobLog.messages.map(\.id) == ids)

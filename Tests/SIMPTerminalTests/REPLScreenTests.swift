@@ -140,7 +140,27 @@ import Testing
         var screen = REPLScreen(session: session, style: ANSIStyle(enabled: false), timeZone: utc)
         #expect(screen.handle(.delivered(id: "1208829999", to: "bob", seq: 1), now: Date()).isEmpty)
         #expect(screen.unregisteredChanges().isEmpty)
-        #expect(screen.unregisteredChanges() == ["message 120882 ✓✓ delivered"])
+        #expect(screen.unregisteredChanges() == ["your message to bob (120882) ✓✓ delivered"])
+    }
+
+    /// A group's delivered and read marks name the member; another device's group message's
+    /// marks say which message and whose they are (bob's phone no longer prints `message 500835
+    /// ✓✓ delivered` twice for his laptop's message, naming no one).
+    @Test func groupMarksNameTheMemberAndAnotherDevicesSayWhichMessage() {
+        var screen = REPLScreen(session: session, style: ANSIStyle(enabled: false), timeZone: utc)
+        _ = screen.sent(id: "g1", to: "#team", text: "hi")
+        #expect(screen.handle(.groupAccepted(id: "g1", to: "#team", seq: 4, recipients: 2), now: Date()) == ["#1 ✓ accepted"])
+        #expect(screen.handle(.memberDelivered(id: "g1", to: "#team", member: "carol", seq: 4), now: Date()) == ["#1 ✓✓ delivered to carol"])
+        #expect(screen.handle(.memberDelivered(id: "g1", to: "#team", member: "dave", seq: 4), now: Date()) == ["#1 ✓✓ delivered to dave"])
+        #expect(screen.handle(.memberDelivered(id: "g1", to: "#team", member: "dave", seq: 4), now: Date()).isEmpty, "once each")
+        #expect(screen.handle(.read(id: "g1", from: session.user, by: "carol"), now: Date()) == ["#1 ✓✓ read by carol"])
+
+        for member in ["carol", "dave"] {
+            #expect(screen.handle(.memberDelivered(id: "5008351234", to: "#team", member: member, seq: 9), now: Date()).isEmpty)
+        }
+        #expect(screen.unregisteredChanges().isEmpty)
+        #expect(screen.unregisteredChanges() == ["your message to #team (500835) ✓✓ delivered to carol",
+                                                 "your message to #team (500835) ✓✓ delivered to dave"])
     }
 
     @Test func firstConnectIsTheBannersAndAReconnectIsShown() {
