@@ -7,7 +7,9 @@ import SIMPMLS
 ///
 /// One message per sample (scaling factor one), so the time and allocations are per message and
 /// the percentiles are those of single messages; each message is a fresh generation of the
-/// sender's application ratchet, and each receive that generation's first and only use.
+/// sender's application ratchet, and each receive that generation's first and only use. A
+/// decrypt with 1,024 leaves' ratchets held, and the secret tree's share of a receive, show how
+/// a message's cost depends on the group's size.
 ///
 /// Commit creation and processing at 2..10,000 leaves need the ratchet tree and the group state;
 /// when they exist they belong here as `Benchmark("Commit ... (\(leaves) leaves)")` over
@@ -59,12 +61,47 @@ let benchmarks: @Sendable () -> Void = {
             }
         }
     }
+
+    // The same decrypt in a tree of 1,024 leaves in which every member has sent this epoch
+    // (Bob holds all 1,024 leaves' ratchets): whether a message's cost grows with the group.
+    do {
+        var group = try! MLSGroupFixture(suite: .x25519AES128GCMSHA256Ed25519, leafCount: 1024)
+        let payload = MLSGroupFixture.payload(count: 1024)
+        Benchmark("PrivateMessage decrypt, 1 KiB, 1,024 leaves' ratchets held (suite 1)") { benchmark in
+            for _ in benchmark.scaledIterations {
+                let wire = try group.encrypt(payload)
+                benchmark.startMeasurement()
+                blackHole(try group.decrypt(wire))
+                benchmark.stopMeasurement()
+            }
+        }
+    }
+
+    // What a receive costs the secret tree as the group grows: the key of a new generation of
+    // one sender when `senders` leaves have sent in the epoch (their ratchets held). The tree is
+    // a value and takes the key on a copy, so this shows whether a message's cost depends on
+    // the number of members.
+    for senders: UInt32 in [2, 1024] {
+        let suite = MLSCipherSuite.x25519AES128GCMSHA256Ed25519
+        var random = DeterministicRandom(seed: 7)
+        var tree = try! SecretTree(
+            suite: suite, encryptionSecret: SecretBytes(random.bytes(suite.hashLength)), size: TreeSize(leafCount: senders)!)
+        for leaf in 0..<senders { _ = try! tree.key(leaf: LeafIndex(leaf), type: .application, generation: 0) }
+        var generation: UInt32 = 0
+        Benchmark("SecretTree receive key, \(senders) senders' ratchets held (suite 1)") { benchmark in
+            for _ in benchmark.scaledIterations {
+                generation += 1
+                blackHole(try tree.key(leaf: LeafIndex(0), type: .application, generation: generation))
+            }
+        }
+    }
 }
 
 /// Two members of a group at epoch 1, as the RFC's steps give them their keys: Alice (leaf 0)
 /// created the group at epoch 0 from a random `init_secret` and committed Bob's Add (no path, so
 /// `commit_secret` is zero); Bob joined epoch 1 from the `joiner_secret` of his Welcome. Each
-/// holds a ``MessageProtection`` of a secret tree of 2 leaves. The tree hash and confirmed
+/// holds a ``MessageProtection`` of a secret tree of 2 leaves, or of `leafCount` leaves in which
+/// Bob has derived every leaf's ratchets (as if all had sent this epoch). The tree hash and confirmed
 /// transcript hash are stand-ins (32 bytes each, the suite's hash length) until the ratchet
 /// tree and the transcript exist.
 ///
@@ -86,7 +123,7 @@ struct MLSGroupFixture {
     let aliceKey: SignaturePublicKey
     var random: DeterministicRandom
 
-    init(suite: MLSCipherSuite, seed: UInt64 = 42) throws {
+    init(suite: MLSCipherSuite, leafCount: UInt32 = 2, seed: UInt64 = 42) throws {
         self.suite = suite
         var random = DeterministicRandom(seed: seed &+ UInt64(suite.rawValue))
         let groupID = random.bytes(Self.groupIDLength)
@@ -103,10 +140,14 @@ struct MLSGroupFixture {
             suite: suite, initSecret: epoch0.initSecret, commitSecret: nil, pskSecret: nil, groupContext: context1)
         let bobSecrets = try EpochSecrets(suite: suite, joinerSecret: aliceSecrets.joinerSecret, pskSecret: nil, groupContext: context1)
         precondition(aliceSecrets.encryptionSecret == bobSecrets.encryptionSecret)
-        let size = TreeSize(leafCount: 2)!
+        let size = TreeSize(leafCount: leafCount)!
         context = context1
         alice = try MessageProtection(epochSecrets: aliceSecrets, groupContext: context1, treeSize: size)
-        bob = try MessageProtection(epochSecrets: bobSecrets, groupContext: context1, treeSize: size)
+        var bobTree = try SecretTree(suite: suite, encryptionSecret: bobSecrets.encryptionSecret, size: size)
+        for leaf in 1..<leafCount { _ = try bobTree.key(leaf: LeafIndex(leaf), type: .application, generation: 0) }
+        bob = try MessageProtection(
+            suite: suite, groupContext: context1, membershipKey: bobSecrets.membershipKey, senderDataSecret: bobSecrets.senderDataSecret,
+            secretTree: bobTree)
         aliceSigner = try SignaturePrivateKey(rawRepresentation: random.bytes(32))
         aliceKey = aliceSigner.publicKey
         self.random = random
