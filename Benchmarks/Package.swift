@@ -23,6 +23,16 @@ let package = Package(
             path: "Benchmarks/SIMPCoreBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
+        // MLS (SIMPMLS): message protection now; commits once the group state exists.
+        .executableTarget(
+            name: "SIMPMLSBenchmarks",
+            dependencies: [
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "SIMPMLS", package: "simp"),
+            ],
+            path: "Benchmarks/SIMPMLSBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )
