@@ -339,7 +339,7 @@ import Testing
         failed.messageID = "m2"
         failed.toUser = "bob"
         failed.reason = "blocked"
-        #expect(Self.events(engine.handle(.control(Simp_Envelope(.failed(failed))), at: Self.at(3))) == [.failed(id: "m2", to: "bob", reason: "blocked")])
+        #expect(Self.events(engine.handle(.control(Simp_Envelope(.failed(failed))), at: Self.at(3))) == [.failed(id: "m2", to: "bob", reason: "blocked", code: .errorUnspecified)])
     }
 
     @Test func controlWithAStoreWritesTheOutbox() {
@@ -371,7 +371,7 @@ import Testing
         var error = Simp_Error()
         error.code = .sessionReplaced
         error.reason = "replaced"
-        #expect(Self.events(engine.handle(.control(Simp_Envelope(.error(error))), at: Self.start)) == [.error("server: replaced")])
+        #expect(Self.events(engine.handle(.control(Simp_Envelope(.error(error))), at: Self.start)) == [.error("server: replaced", code: .sessionReplaced)])
         #expect(Self.events(engine.handle(.controlClosed, at: Self.at(1))) == [.ended(reason: "replaced")], "no reconnect")
     }
 

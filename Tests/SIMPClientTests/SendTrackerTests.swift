@@ -124,9 +124,9 @@ import Testing
         var tracker = tracker()
         _ = send(["a", "b"], on: &tracker, now: t0)
         let full = tracker.failed(Simp_Failed(messageID: "a", to: "bob", code: .inboxFull, reason: "inbox full"))
-        #expect(full == .failed(id: "a", to: "bob", reason: "inbox full"))
+        #expect(full == .failed(id: "a", to: "bob", reason: "inbox full", code: .inboxFull))
         let unknown = tracker.failed(Simp_Failed(messageID: "b", to: "bob", code: .unknownUser, reason: ""))
-        #expect(unknown == .failed(id: "b", to: "bob", reason: "unknown_user"))
+        #expect(unknown == .failed(id: "b", to: "bob", reason: "unknown_user", code: .unknownUser))
         #expect(tracker.outstandingCount == 0)
         #expect(tracker.failed(Simp_Failed(messageID: "b", to: "bob", code: .unknownUser, reason: "")) == nil)
     }
@@ -214,7 +214,7 @@ import Testing
         _ = runUntilWithdrawn(&tracker, from: t0)
         #expect(tracker.accepted(accepted("a", seq: 9), now: t0) == .accepted(id: "a", to: "bob", seq: 9))
         let refused = tracker.failed(Simp_Failed(messageID: "b", to: "bob", code: .withdrawn, reason: ""))
-        #expect(refused == .failed(id: "b", to: "bob", reason: "withdrawn"))
+        #expect(refused == .failed(id: "b", to: "bob", reason: "withdrawn", code: .withdrawn))
     }
 
     @Test func outOfTimeUnboundKeepsTrying() {
