@@ -1,0 +1,35 @@
+/// Joining from a Welcome (RFC 9420 section 12.4.3.1).
+extension MLSGroup {
+    /// Joins the group a Welcome names `bundle`'s key package in: decrypts it; takes the tree
+    /// from the GroupInfo's `ratchet_tree` extension (section 12.4.3.3); verifies the GroupInfo's
+    /// signature under its signer's leaf and the confirmation tag; validates the tree against the
+    /// GroupInfo's tree hash (and, if `time` is given, the key package lifetimes); finds the
+    /// joiner's leaf; and sets the private keys of the path secret's node and the nodes above it
+    /// on the signer's filtered direct path. PSKs are not supported yet.
+    public init(joining welcome: Welcome, with bundle: MLSKeyPackageBundle, time: UInt64? = nil) throws {
+        let decrypted = try welcome.decrypt(
+            for: bundle.keyPackage, initPrivateKey: bundle.initPrivateKey, psk: { _ in throw MLSGroupError.unsupportedContent })
+        let suite = decrypted.suite
+        guard let ratchetTree = try decrypted.groupInfo.ratchetTree() else { throw MLSGroupError.missingRatchetTree }
+        let tree = try PublicRatchetTree(suite: suite, ratchetTree: ratchetTree)
+        let signer = LeafIndex(decrypted.groupInfo.signer)
+        guard let signerLeaf = tree.leaf(signer) else { throw MLSGroupError.unknownSigner(leaf: signer.value) }
+        let joined = try decrypted.verify(signerKey: try signerLeaf.signatureKey.validate(for: suite))
+        let context = joined.groupContext
+        try tree.validate(groupID: context.groupID, expectedTreeHash: context.treeHash, time: time)
+        guard let me = tree.memberLeaves.first(where: { tree.leaf($0) == bundle.keyPackage.leafNode }) else {
+            throw MLSGroupError.joinerNotInTree
+        }
+        var keys = TreeKEMPrivateKeys(leaf: me, encryptionKey: bundle.encryptionPrivateKey)
+        if let pathSecret = joined.pathSecret {
+            let path = try tree.filteredDirectPath(signer).map(\.node)
+            let mine = try tree.nodeIndex(me)
+            guard let i = path.firstIndex(where: { TreeMath.isInSubtree(mine, of: $0) }) else { throw MLSTreeError.noDecryptionKey }
+            _ = try keys.setPathSecret(SecretBytes(pathSecret.pathSecret), along: Array(path[i...]), suite: suite)
+        }
+        try keys.checkConsistent(with: tree)
+        try self.init(
+            suite: suite, groupContext: context, tree: tree, myLeaf: me, signer: bundle.signer, privateKeys: keys,
+            epochSecrets: joined.epochSecrets, interimTranscriptHash: joined.interimTranscriptHash)
+    }
+}
