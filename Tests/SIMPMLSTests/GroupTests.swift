@@ -124,4 +124,37 @@ import Testing
         #expect(alice.epoch == 2)
         #expect(try alice.process(.publicMessage(update.message)) == .newEpoch(3))
     }
+
+    @Test func stateSavedAndRestoredMidConversationContinues() throws {
+        var (alice, bob, carol) = try Self.threeMembers()
+        let first = try alice.encrypt(Array("before saving".utf8), randomness: Self.random)
+        _ = try bob.process(.privateMessage(first))
+        var restored = try MLSGroup(savedState: try bob.savedState())
+        #expect(restored.epoch == bob.epoch && restored.epochAuthenticator == bob.epochAuthenticator)
+        // The used key stays deleted: the replay is still refused.
+        #expect(throws: SecretTreeError.generationAlreadyUsed(0)) { try restored.process(.privateMessage(first)) }
+        let second = try alice.encrypt(Array("after saving".utf8), randomness: Self.random)
+        #expect(try restored.process(.privateMessage(second)) == .application(
+            sender: alice.myLeaf, data: Array("after saving".utf8), authenticatedData: []))
+        // It follows commits and commits itself.
+        let update = try alice.commit(randomness: Self.random)
+        alice = update.group
+        #expect(try restored.process(.publicMessage(update.message)) == .newEpoch(3))
+        #expect(try carol.process(.publicMessage(update.message)) == .newEpoch(3))
+        let own = try restored.commit(randomness: Self.random)
+        restored = own.group
+        #expect(try alice.process(.publicMessage(own.message)) == .newEpoch(4))
+        #expect(try carol.process(.publicMessage(own.message)) == .newEpoch(4))
+        var others = [alice, carol]
+        try Self.send("restored bob", from: &restored, to: &others)
+    }
+
+    @Test func savedStateIsCheckedAndTheGroupPrintsNoSecrets() throws {
+        let (alice, _, _) = try Self.threeMembers()
+        var bytes = try alice.savedState()
+        #expect(throws: (any Error).self) { try MLSGroup(savedState: Array(bytes.dropLast())) }
+        bytes[0] = 2
+        #expect(throws: MLSGroupError.invalidSavedState) { try MLSGroup(savedState: bytes) }
+        #expect(String(describing: alice) == "MLSGroup(suite 0x1, epoch 2, leaf 0, redacted)")
+    }
 }

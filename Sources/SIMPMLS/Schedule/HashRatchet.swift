@@ -157,3 +157,43 @@ public struct HashRatchet: Sendable, CustomStringConvertible, CustomReflectable 
         Mirror(self, children: ["nextGeneration": nextGeneration, "retainedSkippedGenerations": retainedSkippedGenerations], displayStyle: .struct)
     }
 }
+
+extension HashRatchet {
+    /// The ratchet's whole state, secrets included, for ``MLSGroup``'s saved state:
+    /// `optional<opaque> secret; uint64 next; uint32 expired_below; (uint32 generation, opaque
+    /// key, opaque nonce) skipped<V>` (skipped in generation order).
+    func encodeState(to writer: inout TLSWriter) throws {
+        try writer.writeOptional(secret) { try $0.writeOpaque($1.bytes) }
+        writer.writeUInt64(nextGeneration)
+        writer.writeUInt32(expiredBelow)
+        try writer.writeVector { w in
+            for generation in skipped.keys.sorted() {
+                guard let key = skipped[generation] else { continue }
+                w.writeUInt32(generation)
+                try w.writeOpaque(key.key.bytes)
+                try w.writeOpaque(key.nonce.bytes)
+            }
+        }
+    }
+
+    /// A ratchet from ``encodeState(to:)``'s bytes; lengths and generations are checked.
+    init(suite: MLSCipherSuite, window: RatchetWindow, stateFrom reader: inout TLSReader) throws {
+        let secret = try reader.readOptional { SecretBytes(try $0.readOpaque()) }
+        let next = try reader.readUInt64()
+        let expired = try reader.readUInt32()
+        let keys = try reader.readVector { r in
+            RatchetKey(generation: try r.readUInt32(), key: SecretBytes(try r.readOpaque()), nonce: SecretBytes(try r.readOpaque()))
+        }
+        guard next <= UInt64(UInt32.max) + 1, (secret == nil) == (next > UInt64(UInt32.max)),
+              secret.map({ $0.count == suite.hashLength }) ?? true,
+              keys.allSatisfy({ UInt64($0.generation) < next && $0.key.count == suite.aeadKeyLength
+                  && $0.nonce.count == suite.aeadNonceLength })
+        else { throw MLSDecodingError.invalidValue("hash ratchet state") }
+        self.suite = suite
+        self.window = window
+        self.secret = secret
+        nextGeneration = next
+        expiredBelow = expired
+        skipped = Dictionary(keys.map { ($0.generation, $0) }, uniquingKeysWith: { a, _ in a })
+    }
+}

@@ -132,3 +132,46 @@ public struct SecretTree: Sendable, CustomStringConvertible, CustomReflectable {
         Mirror(self, children: ["leafCount": size.leafCount, "retainedNodeSecrets": retainedNodeSecrets.map(\.value)], displayStyle: .struct)
     }
 }
+
+extension SecretTree {
+    /// The tree's whole state, secrets included, for ``MLSGroup``'s saved state: the window,
+    /// the node secrets not yet split and the leaves' ratchets, each in index order.
+    func encodeState(to writer: inout TLSWriter) throws {
+        writer.writeUInt32(window.maximumForwardDistance)
+        writer.writeUInt32(UInt32(clamping: window.maximumSkippedKeys))
+        try writer.writeVector { w in
+            for node in nodeSecrets.keys.sorted() {
+                guard let secret = nodeSecrets[node] else { continue }
+                w.writeUInt32(node)
+                try w.writeOpaque(secret.bytes)
+            }
+        }
+        try writer.writeVector { w in
+            for leaf in ratchets.keys.sorted() {
+                guard let r = ratchets[leaf] else { continue }
+                w.writeUInt32(leaf)
+                try r.handshake.encodeState(to: &w)
+                try r.application.encodeState(to: &w)
+            }
+        }
+    }
+
+    /// A tree of `size` leaves from ``encodeState(to:)``'s bytes; indices and lengths are checked.
+    init(suite: MLSCipherSuite, size: TreeSize, stateFrom reader: inout TLSReader) throws {
+        self.suite = suite
+        self.size = size
+        window = RatchetWindow(maximumForwardDistance: try reader.readUInt32(), maximumSkippedKeys: Int(try reader.readUInt32()))
+        let secrets = try reader.readVector { r in (try r.readUInt32(), SecretBytes(try r.readOpaque())) }
+        let window = self.window
+        let leaves = try reader.readVector { r in
+            (try r.readUInt32(), LeafRatchets(
+                handshake: try HashRatchet(suite: suite, window: window, stateFrom: &r),
+                application: try HashRatchet(suite: suite, window: window, stateFrom: &r)))
+        }
+        guard secrets.allSatisfy({ size.contains(NodeIndex($0.0)) && $0.1.count == suite.hashLength }),
+              leaves.allSatisfy({ $0.0 < size.leafCount })
+        else { throw MLSDecodingError.invalidValue("secret tree state") }
+        nodeSecrets = Dictionary(secrets, uniquingKeysWith: { a, _ in a })
+        ratchets = Dictionary(leaves, uniquingKeysWith: { a, _ in a })
+    }
+}

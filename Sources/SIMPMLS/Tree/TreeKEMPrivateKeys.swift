@@ -96,3 +96,26 @@ extension PublicRatchetTree {
         }
     }
 }
+
+extension TreeKEMPrivateKeys {
+    /// The keys, secrets included, for ``MLSGroup``'s saved state: the leaf, then
+    /// `(uint32 node, opaque private_key)` pairs in node order.
+    func encodeState(to writer: inout TLSWriter) throws {
+        writer.writeUInt32(leaf.value)
+        try writer.writeVector { w in
+            for node in nodes {
+                guard let key = keys[node] else { continue }
+                w.writeUInt32(node.value)
+                try w.writeOpaque(Array(key.key.rawRepresentation))
+            }
+        }
+    }
+
+    /// Keys from ``encodeState(to:)``'s bytes (their fit to the tree is checked by the caller,
+    /// ``checkConsistent(with:)``).
+    init(stateFrom reader: inout TLSReader) throws {
+        leaf = LeafIndex(try reader.readUInt32())
+        let pairs = try reader.readVector { r in (NodeIndex(try r.readUInt32()), try HPKEPrivateKey(rawRepresentation: try r.readOpaque())) }
+        keys = Dictionary(pairs, uniquingKeysWith: { a, _ in a })
+    }
+}
