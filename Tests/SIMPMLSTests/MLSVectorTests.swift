@@ -107,8 +107,8 @@ import Testing
     }
 
     @Test func aFileThisBuildDoesNotImplementIsSaidSo() {
-        #expect(throws: MLSTestVectors.CheckError.notImplemented("passive-client-welcome.json")) {
-            try MLSTestVectors.check(file: "passive-client-welcome.json", contents: Data())
+        #expect(throws: MLSTestVectors.CheckError.notImplemented("passive-client-handling-commit.json")) {
+            try MLSTestVectors.check(file: "passive-client-handling-commit.json", contents: Data())
         }
         #expect(throws: MLSTestVectors.CheckError.self) {
             try MLSTestVectors.check(file: "tree-math.json", contents: Data("{}".utf8))
@@ -263,5 +263,27 @@ import Testing
         let report = try MLSTestVectors.check(file: "welcome.json", contents: changed)
         #expect(report.failed == 1)
         #expect(report.outcomes[0] == .failed(reason: reason))
+    }
+
+    // MARK: passive-client-welcome.json
+
+    /// Cases 0-7 are suite 1 and 16-23 suite 3 (none with epochs after the join): they join
+    /// through ``MLSGroup`` and reach the epoch authenticator; the other suites are skipped.
+    @Test func everyPassiveClientWelcomeCaseOfSuites1And3Passes() throws {
+        let report = try MLSTestVectors.check(
+            file: "passive-client-welcome.json", contents: try VectorFiles.load("passive-client-welcome.json"))
+        #expect(report.cases == 56)
+        #expect(report.passed == 16)
+        #expect(report.failed == 0)
+        #expect(report.skipped == 40)
+        for i in Array(0..<8) + Array(16..<24) { #expect(report.outcomes[i] == .passed, "case \(i)") }
+    }
+
+    @Test func aPassiveClientWelcomeFileWithOneByteChangedFails() throws {
+        let changed = try VectorFiles.changingOneByte(
+            try VectorFiles.load("passive-client-welcome.json"), "37db18cb065dbadd2dc9baedf1d29fffebddfd66cbe9d4c928bd3cbf1da4f1ed", to: "37db18cb065dbadd2dc9baedf1d29fffebddfd66cbe9d4c928bd3cbf1da4f1e0")
+        let report = try MLSTestVectors.check(file: "passive-client-welcome.json", contents: changed)
+        #expect(report.failed == 1)
+        #expect(report.outcomes[0] == .failed(reason: "initial_epoch_authenticator"))
     }
 }

@@ -32,6 +32,10 @@ public enum MLSGroupError: Error, Equatable, Sendable {
     case unknownSender(leaf: UInt32)
     /// The epoch counter is at its maximum.
     case epochExhausted
+    /// A Welcome names a PSK the client does not have.
+    case unknownPSK
+    /// The private keys given are not the key package's.
+    case keyPackageKeysMismatch
     /// The saved state bytes are not a state of this version.
     case invalidSavedState
 }

@@ -29,6 +29,20 @@ public struct MLSKeyPackageBundle: Sendable, CustomStringConvertible, CustomRefl
         self.signer = signer
     }
 
+    /// A bundle of a key package made elsewhere and its private keys, which must be the key
+    /// package's `init_key`, leaf `encryption_key` and `signature_key`.
+    public init(
+        keyPackage: KeyPackage, initPrivateKey: HPKEPrivateKey, encryptionPrivateKey: HPKEPrivateKey, signer: SignaturePrivateKey
+    ) throws {
+        guard initPrivateKey.publicKey == keyPackage.initKey, encryptionPrivateKey.publicKey == keyPackage.encryptionKey,
+              signer.publicKey == keyPackage.signatureKey
+        else { throw MLSGroupError.keyPackageKeysMismatch }
+        self.keyPackage = keyPackage
+        self.initPrivateKey = initPrivateKey
+        self.encryptionPrivateKey = encryptionPrivateKey
+        self.signer = signer
+    }
+
     public var description: String { "MLSKeyPackageBundle(suite \(keyPackage.suite.id), redacted)" }
     public var customMirror: Mirror { Mirror(self, children: [:], displayStyle: .struct) }
 }

@@ -5,12 +5,17 @@ extension MLSGroup {
     /// signature under its signer's leaf and the confirmation tag; validates the tree against the
     /// GroupInfo's tree hash (and, if `time` is given, the key package lifetimes); finds the
     /// joiner's leaf; and sets the private keys of the path secret's node and the nodes above it
-    /// on the signer's filtered direct path. PSKs are not supported yet.
-    public init(joining welcome: Welcome, with bundle: MLSKeyPackageBundle, time: UInt64? = nil) throws {
-        let decrypted = try welcome.decrypt(
-            for: bundle.keyPackage, initPrivateKey: bundle.initPrivateKey, psk: { _ in throw MLSGroupError.unsupportedContent })
+    /// on the signer's filtered direct path.
+    ///
+    /// `ratchetTree` is the group's tree obtained out of band, used when the GroupInfo carries
+    /// none; `psk` gives the value of each PSK the GroupSecrets name (section 8.4).
+    public init(
+        joining welcome: Welcome, with bundle: MLSKeyPackageBundle, ratchetTree external: RatchetTree? = nil,
+        time: UInt64? = nil, psk: (PreSharedKeyID) throws -> SecretBytes = { _ in throw MLSGroupError.unknownPSK }
+    ) throws {
+        let decrypted = try welcome.decrypt(for: bundle.keyPackage, initPrivateKey: bundle.initPrivateKey, psk: psk)
         let suite = decrypted.suite
-        guard let ratchetTree = try decrypted.groupInfo.ratchetTree() else { throw MLSGroupError.missingRatchetTree }
+        guard let ratchetTree = try decrypted.groupInfo.ratchetTree() ?? external else { throw MLSGroupError.missingRatchetTree }
         let tree = try PublicRatchetTree(suite: suite, ratchetTree: ratchetTree)
         let signer = LeafIndex(decrypted.groupInfo.signer)
         guard let signerLeaf = tree.leaf(signer) else { throw MLSGroupError.unknownSigner(leaf: signer.value) }
@@ -30,6 +35,6 @@ extension MLSGroup {
         try keys.checkConsistent(with: tree)
         try self.init(
             suite: suite, groupContext: context, tree: tree, myLeaf: me, signer: bundle.signer, privateKeys: keys,
-            epochSecrets: joined.epochSecrets, interimTranscriptHash: joined.interimTranscriptHash)
+            epochSecrets: joined.epochSecrets, interimTranscriptHash: joined.interimTranscriptHash, pskSecret: decrypted.pskSecret)
     }
 }

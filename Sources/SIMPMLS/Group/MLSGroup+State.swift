@@ -13,9 +13,9 @@ extension MLSGroup {
     ///
     /// Layout (TLS presentation language): `uint8 version = 1; GroupContext context;
     /// RatchetTree tree; uint32 my_leaf; opaque signature_private_key<V>; TreeKEMPrivateKeys keys;
-    /// opaque joiner_secret<V>; opaque interim_transcript_hash<V>; SecretTree secret_tree;`.
-    /// The epoch's secrets are derived again from `joiner_secret` (no PSK: MLSGroup does not
-    /// support PSKs yet).
+    /// opaque joiner_secret<V>; optional<opaque> psk_secret; opaque interim_transcript_hash<V>;
+    /// SecretTree secret_tree;`. The epoch's secrets are derived again from `joiner_secret` and
+    /// `psk_secret`.
     public func savedState() throws -> [UInt8] {
         var w = TLSWriter()
         w.writeUInt8(Self.savedStateVersion)
@@ -25,6 +25,7 @@ extension MLSGroup {
         try w.writeOpaque(Array(signer.key.rawRepresentation))
         try privateKeys.encodeState(to: &w)
         try w.writeOpaque(epochSecrets.joinerSecret.bytes)
+        try w.writeOptional(pskSecret) { try $0.writeOpaque($1.bytes) }
         try w.writeOpaque(interimTranscriptHash)
         try protection.secretTree.encodeState(to: &w)
         return w.bytes
@@ -42,7 +43,9 @@ extension MLSGroup {
         let me = LeafIndex(try r.readUInt32())
         let signer = try SignaturePrivateKey(rawRepresentation: try r.readOpaque())
         let keys = try TreeKEMPrivateKeys(stateFrom: &r)
-        let secrets = try EpochSecrets(suite: suite, joinerSecret: SecretBytes(try r.readOpaque()), pskSecret: nil, groupContext: context)
+        let joinerSecret = SecretBytes(try r.readOpaque())
+        let psk = try r.readOptional { SecretBytes(try $0.readOpaque()) }
+        let secrets = try EpochSecrets(suite: suite, joinerSecret: joinerSecret, pskSecret: psk, groupContext: context)
         let interim = try r.readOpaque()
         let secretTree = try SecretTree(suite: suite, size: tree.size, stateFrom: &r)
         try r.finish()
@@ -57,6 +60,7 @@ extension MLSGroup {
         self.signer = signer
         privateKeys = keys
         epochSecrets = secrets
+        pskSecret = psk
         interimTranscriptHash = interim
         protection = try MessageProtection(
             suite: suite, groupContext: context, membershipKey: secrets.membershipKey, senderDataSecret: secrets.senderDataSecret,

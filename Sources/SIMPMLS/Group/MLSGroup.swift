@@ -18,6 +18,8 @@ public struct MLSGroup: Sendable, CustomStringConvertible, CustomReflectable {
     let signer: SignaturePrivateKey
     var privateKeys: TreeKEMPrivateKeys
     var epochSecrets: EpochSecrets
+    /// The epoch's `psk_secret` (nil: no PSK), kept so a saved state derives the same secrets.
+    var pskSecret: SecretBytes?
     /// `interim_transcript_hash` of the epoch (section 8.2).
     var interimTranscriptHash: [UInt8]
     /// The epoch's message keys, with the generations used so far deleted.
@@ -31,7 +33,8 @@ public struct MLSGroup: Sendable, CustomStringConvertible, CustomReflectable {
     /// The state of an epoch; the message keys are derived from `epochSecrets`.
     init(
         suite: MLSCipherSuite, groupContext: GroupContext, tree: PublicRatchetTree, myLeaf: LeafIndex,
-        signer: SignaturePrivateKey, privateKeys: TreeKEMPrivateKeys, epochSecrets: EpochSecrets, interimTranscriptHash: [UInt8]
+        signer: SignaturePrivateKey, privateKeys: TreeKEMPrivateKeys, epochSecrets: EpochSecrets, interimTranscriptHash: [UInt8],
+        pskSecret: SecretBytes? = nil
     ) throws {
         self.suite = suite
         self.groupContext = groupContext
@@ -40,6 +43,7 @@ public struct MLSGroup: Sendable, CustomStringConvertible, CustomReflectable {
         self.signer = signer
         self.privateKeys = privateKeys
         self.epochSecrets = epochSecrets
+        self.pskSecret = pskSecret
         self.interimTranscriptHash = interimTranscriptHash
         protection = try MessageProtection(epochSecrets: epochSecrets, groupContext: groupContext, treeSize: tree.size)
     }

@@ -11,7 +11,7 @@ public enum MLSTestVectors {
     public static let implemented: Set<String> = [
         "tree-math.json", "crypto-basics.json", "key-schedule.json", "psk_secret.json", "secret-tree.json",
         "messages.json", "transcript-hashes.json", "deserialization.json", "message-protection.json",
-        "welcome.json", "tree-operations.json", "tree-validation.json", "treekem.json",
+        "welcome.json", "tree-operations.json", "tree-validation.json", "treekem.json", "passive-client-welcome.json",
     ]
     public static let known: Set<String> = [
         "tree-math.json", "crypto-basics.json", "secret-tree.json", "message-protection.json",
@@ -62,6 +62,8 @@ public enum MLSTestVectors {
         case "tree-operations.json": outcomes = try cases(contents, TreeOperationsCase.self).map(checkTreeOperations)
         case "tree-validation.json": outcomes = try cases(contents, TreeValidationCase.self).map(checkTreeValidation)
         case "treekem.json": outcomes = try cases(contents, TreeKEMCase.self).map(checkTreeKEM)
+        case "passive-client-welcome.json":
+            outcomes = try cases(contents, PassiveClientCase.self).map(checkPassiveClientWelcome)
         default: throw CheckError.notImplemented(name)
         }
         return FileReport(file: name, outcomes: outcomes)
