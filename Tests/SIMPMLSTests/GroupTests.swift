@@ -157,4 +157,51 @@ import Testing
         #expect(throws: MLSGroupError.invalidSavedState) { try MLSGroup(savedState: bytes) }
         #expect(String(describing: alice) == "MLSGroup(suite 0x1, epoch 2, leaf 0, redacted)")
     }
+
+    @Test func proposalsSentOnTheirOwnAreCommittedByReference() throws {
+        var (alice, bob, carol) = try Self.threeMembers()
+        // Bob proposes an Update; Alice commits it.
+        let update = try bob.proposeUpdate(randomness: Self.random)
+        guard case .proposal = try alice.process(.publicMessage(update)) else { Issue.record("not a proposal"); return }
+        _ = try carol.process(.publicMessage(update))
+        let commit = try alice.commit(randomness: Self.random)
+        alice = commit.group
+        #expect(try bob.process(.publicMessage(commit.message)) == .newEpoch(3))
+        #expect(try carol.process(.publicMessage(commit.message)) == .newEpoch(3))
+        #expect(alice.epochAuthenticator == bob.epochAuthenticator && bob.epochAuthenticator == carol.epochAuthenticator)
+        var others = [alice, carol]
+        try Self.send("bob, updated", from: &bob, to: &others)
+        (alice, carol) = (others[0], others[1])
+
+        // Carol proposes adding Dave and removing Bob; Alice commits both; a saved state
+        // keeps the cached proposals.
+        let daveBundle = try Self.bundle("dave")
+        let add = try carol.proposeAdd(daveBundle.keyPackage)
+        let remove = try carol.proposeRemove(bob.myLeaf)
+        for message in [add, remove] {
+            _ = try alice.process(.publicMessage(message))
+            _ = try bob.process(.publicMessage(message))
+        }
+        alice = try MLSGroup(savedState: try alice.savedState())
+        let second = try alice.commit(randomness: Self.random)
+        alice = second.group
+        #expect(try carol.process(.publicMessage(second.message)) == .newEpoch(4))
+        #expect(try bob.process(.publicMessage(second.message)) == .removed)
+        var dave = try MLSGroup(joining: try #require(second.welcome), with: daveBundle)
+        #expect(dave.epochAuthenticator == alice.epochAuthenticator && alice.members.count == 3)
+        var rest = [alice, carol]
+        try Self.send("hi from dave", from: &dave, to: &rest)
+    }
+
+    @Test func invalidProposalsAreRefused() throws {
+        var (alice, bob, _) = try Self.threeMembers()
+        #expect(throws: MLSGroupError.invalidRemove(leaf: 7)) { try alice.proposeRemove(LeafIndex(7)) }
+        #expect(throws: MLSGroupError.invalidRemove(leaf: 0)) { try alice.commit(removing: [alice.myLeaf], randomness: Self.random) }
+        // Two Removes of one leaf conflict.
+        let remove = try bob.proposeRemove(LeafIndex(2))
+        _ = try alice.process(.publicMessage(remove))
+        #expect(throws: MLSGroupError.conflictingProposals(leaf: 2)) {
+            try alice.commit(removing: [LeafIndex(2)], randomness: Self.random)
+        }
+    }
 }

@@ -6,8 +6,12 @@ public enum MLSGroupError: Error, Equatable, Sendable {
     /// Content of a type or sender this state machine does not take here (for example a
     /// proposal sent on its own, or a commit in a PrivateMessage).
     case unsupportedContent
-    /// A commit names a proposal by reference; only proposals by value are supported so far.
-    case proposalByReference
+    /// A commit names a proposal by reference that is not in this epoch's cache.
+    case unknownProposalReference
+    /// Two Updates or Removes for one leaf, or an Update from a removed member (section 12.2).
+    case conflictingProposals(leaf: UInt32)
+    /// An Update's leaf node is not of source `update`, or keeps the old encryption key.
+    case invalidUpdate(leaf: UInt32)
     /// A proposal type this state machine does not apply yet (PSK, ReInit, ExternalInit,
     /// GroupContextExtensions) (section 12.1).
     case unsupportedProposal(ProposalType)

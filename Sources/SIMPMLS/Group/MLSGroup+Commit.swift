@@ -11,13 +11,16 @@ extension MLSGroup {
         public let group: MLSGroup
     }
 
-    /// A commit adding the members of `adding` and removing those at `removing`, by value, with a
-    /// path (always sent: it refreshes the committer's keys, and is required for Removes and for
-    /// an empty commit, a self-update). The current state is unchanged.
+    /// A commit of this epoch's cached proposals (by reference; this member's own Updates left
+    /// out, its path replacing them) and of Adds of `adding` and Removes of `removing` by value,
+    /// with a path (always sent: it refreshes the committer's keys, and is required for Updates,
+    /// Removes and an empty commit, a self-update). The current state is unchanged.
     public func commit(
         adding: [KeyPackage] = [], removing: [LeafIndex] = [], randomness: (Int) throws -> [UInt8]
     ) throws -> CommitOutput {
-        let proposals = removing.map { ProposalOrRef.proposal(.remove(RemoveProposal(removed: $0.value))) }
+        let proposals = proposalCache.filter { !($0.sender == myLeaf && $0.proposal.proposalType == .update) }
+            .map { ProposalOrRef.reference($0.reference) }
+            + removing.map { ProposalOrRef.proposal(.remove(RemoveProposal(removed: $0.value))) }
             + adding.map { ProposalOrRef.proposal(.add(AddProposal(keyPackage: $0.wire))) }
         let applied = try apply(proposals, committer: myLeaf)
         let path = try applied.tree.createUpdatePath(

@@ -5,6 +5,8 @@ extension MLSGroup {
     public enum Received: Sendable, Equatable {
         /// Application data from the member at `sender`.
         case application(sender: LeafIndex, data: [UInt8], authenticatedData: [UInt8])
+        /// A proposal, cached for this epoch's commit under its `ProposalRef`.
+        case proposal(reference: [UInt8])
         /// A commit moved the group to `epoch`.
         case newEpoch(UInt64)
         /// A commit removed this member: the state stays at the old epoch and should be dropped.
@@ -12,7 +14,7 @@ extension MLSGroup {
     }
 
     /// Processes a message of the current epoch: a PublicMessage carrying another member's
-    /// commit, or a PrivateMessage carrying application data. On any error the state is
+    /// proposal (cached) or commit, or a PrivateMessage carrying application data. On any error the state is
     /// unchanged; a message of another epoch is ``MessageProtectionError/wrongEpoch(expected:got:)``
     /// and a replayed one a ``SecretTreeError``.
     public mutating func process(_ message: MLSMessage) throws -> Received {
@@ -33,10 +35,10 @@ extension MLSGroup {
     /// not this member); its proposals validate and apply; a path is present where required and
     /// processed with TreeKEM; the new epoch's confirmation tag is the commit's.
     mutating func processCommit(_ message: PublicMessage) throws -> Received {
-        guard case .member(let index) = message.content.sender, case .commit(let commit) = message.content.content else {
-            throw MLSGroupError.unsupportedContent
-        }
+        guard case .member(let index) = message.content.sender else { throw MLSGroupError.unsupportedContent }
         let sender = LeafIndex(index)
+        if case .proposal = message.content.content { return try receiveProposal(message, from: sender) }
+        guard case .commit(let commit) = message.content.content else { throw MLSGroupError.unsupportedContent }
         guard sender != myLeaf else { throw MLSGroupError.ownCommit }
         let verified = try protection.unprotect(message, signatureKey: try signatureKey(sender))
         let applied = try apply(commit.proposals, committer: sender)
@@ -46,6 +48,10 @@ extension MLSGroup {
         var provisional = try provisionalContext(tree: applied.tree)
         var tree = applied.tree
         var keys = privateKeys
+        if applied.updated.contains(myLeaf) {
+            guard let key = pendingUpdateKey else { throw MLSGroupError.invalidUpdate(leaf: myLeaf.value) }
+            keys.set(key, for: try tree.nodeIndex(myLeaf))
+        }
         keys.forget(keys.nodes.filter { tree.node($0) == nil })
         var commitSecret: SecretBytes?
         if let path = commit.path {

@@ -24,6 +24,18 @@ public struct MLSGroup: Sendable, CustomStringConvertible, CustomReflectable {
     var interimTranscriptHash: [UInt8]
     /// The epoch's message keys, with the generations used so far deleted.
     var protection: MessageProtection
+    /// Proposals of this epoch received or sent on their own, by reference (section 12.2); a
+    /// new epoch starts with none.
+    var proposalCache: [CachedProposal] = []
+    /// The private key of this member's Update proposal of this epoch, if it sent one.
+    var pendingUpdateKey: HPKEPrivateKey?
+
+    /// A proposal sent on its own in this epoch, by its `ProposalRef`.
+    struct CachedProposal: Sendable {
+        let reference: [UInt8]
+        let proposal: Proposal
+        let sender: LeafIndex
+    }
 
     public var groupID: [UInt8] { groupContext.groupID }
     public var epoch: UInt64 { groupContext.epoch }
