@@ -200,8 +200,11 @@ import Testing
         // Two Removes of one leaf conflict.
         let remove = try bob.proposeRemove(LeafIndex(2))
         _ = try alice.process(.publicMessage(remove))
+        // Delivered twice, cached once.
+        _ = try alice.process(.publicMessage(remove))
         #expect(throws: MLSGroupError.conflictingProposals(leaf: 2)) {
             try alice.commit(removing: [LeafIndex(2)], randomness: Self.random)
         }
+        #expect(try alice.commit(randomness: Self.random).group.members.count == 2)
     }
 }

@@ -49,13 +49,16 @@ extension MLSGroup {
         guard case .proposal(let proposal) = verified.content.content else { throw MLSGroupError.unsupportedContent }
         try validate(proposal, from: sender)
         let reference = try verified.authenticatedContent.proposalReference(suite: suite)
+        // A proposal delivered twice is cached once.
+        guard !proposalCache.contains(where: { $0.reference == reference }) else { return .proposal(reference: reference) }
         proposalCache.append(CachedProposal(reference: reference, proposal: proposal, sender: sender))
         return .proposal(reference: reference)
     }
 
     /// The checks of a proposal on its own (section 12.2): an Add's key package validates; a
     /// Remove names a member; an Update's leaf node is of source `update`, signed for the group
-    /// and the sender's leaf, with a new encryption key of the suite.
+    /// and the sender's leaf, with a new encryption key of the suite and the same signature key
+    /// (changing the signature key by Update is not supported yet).
     func validate(_ proposal: Proposal, from sender: LeafIndex) throws {
         switch proposal {
         case .add(let add): _ = try add.keyPackage.validate(suite: suite)
