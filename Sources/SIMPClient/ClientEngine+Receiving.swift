@@ -37,11 +37,9 @@ extension ClientEngine {
         acknowledged(accepted.messageID, now: now)
         guard let event = sending.accepted(accepted, now: now.deadline) else { return }
         if case .groupAccepted = event {
-            writeOutbox(.remove(id: accepted.messageID), "remove accepted group message \(accepted.messageID) from the outbox",
-                        else: "a restart with this data directory sends it again (the server knows it by its id)")
+            writeOutbox(.remove(id: accepted.messageID), for: .groupAccepted)
         } else {
-            writeOutbox(.markAccepted(id: accepted.messageID, seq: accepted.seq), "record that message \(accepted.messageID) was accepted",
-                        else: "a restart with this data directory sends it again (the server knows it by its id)")
+            writeOutbox(.markAccepted(id: accepted.messageID, seq: accepted.seq), for: .accepted)
         }
         emit(event)
     }
@@ -49,8 +47,7 @@ extension ClientEngine {
     private mutating func failed(_ failed: Simp_Failed, now: Moment) {
         acknowledged(failed.messageID, now: now)
         guard let event = sending.failed(failed) else { return }
-        writeOutbox(.remove(id: failed.messageID), "remove failed message \(failed.messageID) from the outbox",
-                    else: "a restart with this data directory sends it again")
+        writeOutbox(.remove(id: failed.messageID), for: .failed)
         emit(event)
     }
 
@@ -65,8 +62,7 @@ extension ClientEngine {
             }
             return
         }
-        writeOutbox(.remove(id: delivered.messageID), "remove delivered message \(delivered.messageID) from the outbox",
-                    else: "a restart with this data directory reports it delivered again")
+        writeOutbox(.remove(id: delivered.messageID), for: .delivered)
         emit(event)
     }
 

@@ -545,10 +545,16 @@ import Testing
 
     @Test func outboxWrittenReportsOnlyAFailure() {
         var engine = Self.connected()
-        let write = ClientEngine.OutboxWrite(change: .remove(id: "m1"), what: "remove m1", consequence: "it comes back")
+        let write = ClientEngine.OutboxWrite(change: .remove(id: "m1"), cause: .delivered)
         #expect(engine.handle(.outboxWritten(write, .success(())), at: Self.start).isEmpty)
         let events = Self.events(engine.handle(.outboxWritten(write, .failure(StoreWriteError(path: "/d", DiskFull()))), at: Self.start))
         #expect(events.count == 1)
+        guard case .error(let reason, _) = events.first else {
+            Issue.record("not an error: \(events)")
+            return
+        }
+        #expect(reason.hasPrefix("cannot remove delivered message m1 from the outbox in /d: "))
+        #expect(reason.hasSuffix("; a restart with this data directory reports it delivered again"))
     }
 
     @Test func partsRecoveredCompleteAMessage() {
