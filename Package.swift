@@ -247,7 +247,7 @@ let package = Package(
             dependencies: ["SIMPClient", "SIMPCore", .product(name: "NIOCore", package: "swift-nio")]
         ),
         .testTarget(name: "SIMPTerminalTests", dependencies: ["SIMPTerminal", "SIMPClient"]),
-        .testTarget(name: "SIMPRedisTests", dependencies: ["SIMPRedis", "SIMPTestSupport"]),
+        .testTarget(name: "SIMPRedisTests", dependencies: ["SIMPRedis", "SIMPTestSupport", .product(name: "NIOEmbedded", package: "swift-nio")]),
         .testTarget(
             name: "SIMPServerTests",
             dependencies: ["SIMPServer", "SIMPClient", "SIMPCore", "SIMPRedis", "SIMPTestSupport", "SIMPConformance",

@@ -312,6 +312,18 @@ import Testing
         }
     }
 
+    @Test func aDisconnectThenTheConnectionClosingSchedulesNoReconnect() {
+        var engine = Self.connected()
+        _ = engine.handle(.disconnect, at: Self.at(1))
+        let closed = engine.handle(.controlClosed, at: Self.at(2))
+        #expect(!closed.contains { if case .reconnect = $0 { true } else { false } })
+        #expect(!Self.events(closed).contains { if case .reconnecting = $0 { true } else { false } })
+        for second in Int64(3)...120 {
+            let later = engine.handle(.tick, at: Self.at(second * 1000))
+            #expect(!later.contains { if case .reconnect = $0 { true } else { false } })
+        }
+    }
+
     @Test func reconnectDueAfterADisconnectDoesNothing() {
         var engine = Self.connected()
         _ = engine.handle(.controlClosed, at: Self.at(1))

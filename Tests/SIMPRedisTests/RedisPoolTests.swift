@@ -111,14 +111,14 @@ import Testing
     @Test func outageIsAnErrorNotAHangAndServiceResumesAfterRestart() async throws {
         _ = try await pool.run(RedisCommand("SET", ["durable", "yes"]))
         server.stop()
-        let started = ContinuousClock.now
         do {
             _ = try await pool.run(RedisCommand("GET", ["durable"]))
             Issue.record("no error while Redis is down")
         } catch {
             #expect(error.isUnavailable)
+            // Refused at once, not waited out: the command timeout is another kind.
+            #expect(error.kind != .timeout, "\(error)")
         }
-        #expect(ContinuousClock.now - started < .seconds(5))
         try server.start()
         #expect(try await pool.run(RedisCommand("GET", ["durable"])).string == "yes")
         await pool.shutdown()
@@ -126,39 +126,20 @@ import Testing
 
     @Test func slowRedisTimesOutWithATypedErrorAndThePoolRecovers() async throws {
         let impatient = RedisPool(configuration: RedisConfiguration(port: server.port, commandTimeout: .milliseconds(300)))
+        // Paused past the timeout: the timeout ends the wait (RedisDeadlineTests checks when,
+        // on a clock the test moves).
         _ = try await pool.run(RedisCommand("CLIENT", ["PAUSE", 1000]))
-        let started = ContinuousClock.now
         do {
             _ = try await impatient.run(RedisCommand("GET", ["k"]))
             Issue.record("no timeout")
         } catch {
             #expect(error.kind == .timeout)
             #expect(error.isUnavailable)
+            #expect(error.message == "no answer from Redis within 300 ms")
         }
-        #expect(ContinuousClock.now - started < .milliseconds(900))
-        try await Task.sleep(for: .milliseconds(1000))
-        #expect(try await impatient.run(RedisCommand("PING")) == .status("PONG"))
-        await impatient.shutdown()
-        await pool.shutdown()
-    }
-
-    /// After an earlier request on the same connection was answered, a later one that Redis
-    /// leaves unanswered fails at its own deadline: not at the earlier one's, and not never.
-    @Test func aLaterRequestTimesOutAtItsOwnDeadline() async throws {
-        let impatient = RedisPool(configuration: RedisConfiguration(port: server.port, commandTimeout: .milliseconds(400)))
-        let loop = MultiThreadedEventLoopGroup.singleton.next()
-        #expect(try await impatient.run([RedisCommand("PING")], on: loop).get() == [.status("PONG")])
-        try await Task.sleep(for: .milliseconds(200))
-        _ = try await pool.run(RedisCommand("CLIENT", ["PAUSE", 1500]))
-        let started = ContinuousClock.now
-        do {
-            _ = try await impatient.run([RedisCommand("GET", ["k"])], on: loop).get()
-            Issue.record("no timeout")
-        } catch let error as RedisError {
-            #expect(error.kind == .timeout)
-        }
-        #expect(ContinuousClock.now - started >= .milliseconds(400), "it failed at the first request's deadline")
-        try await Task.sleep(for: .milliseconds(1500))
+        // The patient pool's PING is answered when the pause ends (CLIENT UNPAUSE would wait
+        // for it too); then the impatient pool works again, on a new connection.
+        #expect(try await pool.run(RedisCommand("PING")) == .status("PONG"))
         #expect(try await impatient.run(RedisCommand("PING")) == .status("PONG"))
         await impatient.shutdown()
         await pool.shutdown()

@@ -94,20 +94,19 @@ import Glibc
         await client.close()
     }
 
-    /// A host that does not answer at all costs the connect timeout, not the request timeout.
-    @Test func aNodeThatNeverAnswersCostsTheConnectTimeout() async throws {
+    /// A host that does not answer at all costs the connect timeout, not the request timeout:
+    /// with an hour's request timeout, only the connect timeout lets the test end in its limit.
+    @Test(.timeLimit(.minutes(1))) func aNodeThatNeverAnswersCostsTheConnectTimeout() async throws {
         let silent = try SilentListener()
         let deployment = try Deployment(nodes: 1)
         defer { deployment.stop() }
         var config = deployment.configuration(startingAt: 0)
         config.servers.insert(ServerAddress(host: "127.0.0.1", port: silent.port), at: 0)
         config.connectTimeout = .milliseconds(500)
-        config.requestTimeout = .seconds(20)
+        config.requestTimeout = .seconds(3600)
         let client = SIMPClient(configuration: config)
         try await client.register(user: "patient", password: "pw")
-        let start = ContinuousClock.now
         try await client.connect(user: "patient", password: "pw")
-        #expect(ContinuousClock.now - start < .seconds(10), "gave up on the silent node well before the request timeout")
         #expect(client.connectedServer == config.servers[1])
         await client.close()
     }

@@ -164,12 +164,12 @@ import Glibc
         try await alice.connect(user: "alice", password: "pw")
 
         server.process.signal(SIGSTOP)
-        let frozenAt = ContinuousClock.now
         let noticed = await log.wait(timeout: .seconds(5)) { log in
             log.all.contains { if case .disconnected = $0 { return true } else { return false } }
         }
+        // A stopped process keeps its sockets open: only the heartbeat can notice (HeartbeatTests
+        // checks the three intervals on a clock the test moves).
         #expect(noticed)
-        #expect(ContinuousClock.now - frozenAt < .milliseconds(1500), "3 x 300 ms heartbeat, plus slack")
         server.process.signal(SIGCONT)
         #expect(await log.wait(timeout: .seconds(10)) { log in
             log.all.filter { if case .connected = $0 { return true } else { return false } }.count == 2

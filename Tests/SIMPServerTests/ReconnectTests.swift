@@ -26,13 +26,14 @@ import Testing
         await cluster.stop()
     }
 
-    @Test func noReconnectAfterTheUserDisconnects() async throws {
+    /// The session ends with the connection (ClientEngineTests checks, on the engine's clock,
+    /// that no reconnect is ever scheduled after a disconnect).
+    @Test func aDisconnectEndsTheSession() async throws {
         let cluster = try await TestCluster.start()
         let (alice, aliceLog) = try await cluster.connectedClient("alice")
         await alice.disconnect()
-        try await Task.sleep(for: .milliseconds(500))
+        #expect(await cluster.sessionsEnd())
         #expect(!aliceLog.all.contains { if case .reconnecting = $0 { return true } else { return false } })
-        #expect(await cluster.server.sessionCount() == 0)
         await cluster.stop()
     }
 
