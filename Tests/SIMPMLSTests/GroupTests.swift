@@ -33,7 +33,7 @@ import Testing
         var bob = try MLSGroup(joining: try #require(addBob.welcome), with: bobBundle)
         let carolBundle = try bundle("carol")
         let addCarol = try alice.commit(adding: [carolBundle.keyPackage], randomness: random)
-        #expect(try bob.process(.publicMessage(addCarol.message)) == .newEpoch(2))
+        #expect(try bob.process(addCarol.message) == .newEpoch(2))
         alice = addCarol.group
         let carol = try MLSGroup(joining: try #require(addCarol.welcome), with: carolBundle)
         return (alice, bob, carol)
@@ -64,8 +64,8 @@ import Testing
         var (alice, bob, carol) = try Self.threeMembers()
         let update = try bob.commit(randomness: Self.random)
         bob = update.group
-        #expect(try alice.process(.publicMessage(update.message)) == .newEpoch(3))
-        #expect(try carol.process(.publicMessage(update.message)) == .newEpoch(3))
+        #expect(try alice.process(update.message) == .newEpoch(3))
+        #expect(try carol.process(update.message) == .newEpoch(3))
         #expect(alice.epochAuthenticator == bob.epochAuthenticator && carol.epochAuthenticator == bob.epochAuthenticator)
         var others = [alice, bob]
         try Self.send("after the update", from: &carol, to: &others)
@@ -75,8 +75,8 @@ import Testing
         var (alice, bob, carol) = try Self.threeMembers()
         let remove = try alice.commit(removing: [bob.myLeaf], randomness: Self.random)
         alice = remove.group
-        #expect(try carol.process(.publicMessage(remove.message)) == .newEpoch(3))
-        #expect(try bob.process(.publicMessage(remove.message)) == .removed)
+        #expect(try carol.process(remove.message) == .newEpoch(3))
+        #expect(try bob.process(remove.message) == .removed)
         #expect(alice.members.count == 2)
         let message = try alice.encrypt(Array("without bob".utf8), randomness: Self.random)
         #expect(throws: (any Error).self) { try bob.process(.privateMessage(message)) }
@@ -84,19 +84,19 @@ import Testing
             sender: alice.myLeaf, data: Array("without bob".utf8), authenticatedData: []))
         // Nor can it follow a later commit.
         let update = try alice.commit(randomness: Self.random)
-        #expect(throws: (any Error).self) { try bob.process(.publicMessage(update.message)) }
+        #expect(throws: (any Error).self) { try bob.process(update.message) }
     }
 
     @Test func aMemberThatMissedACommitCannotDecryptLaterEpochs() throws {
         var (alice, bob, carol) = try Self.threeMembers()
         let first = try alice.commit(randomness: Self.random)
         alice = first.group
-        #expect(try bob.process(.publicMessage(first.message)) == .newEpoch(3))
+        #expect(try bob.process(first.message) == .newEpoch(3))
         let second = try alice.commit(randomness: Self.random)
         alice = second.group
-        #expect(try bob.process(.publicMessage(second.message)) == .newEpoch(4))
+        #expect(try bob.process(second.message) == .newEpoch(4))
         // Carol missed the first: the second is of an epoch she is not in.
-        #expect(throws: MessageProtectionError.wrongEpoch(expected: 2, got: 3)) { try carol.process(.publicMessage(second.message)) }
+        #expect(throws: MessageProtectionError.wrongEpoch(expected: 2, got: 3)) { try carol.process(second.message) }
         let message = try alice.encrypt(Array("epoch 4".utf8), randomness: Self.random)
         #expect(throws: MessageProtectionError.wrongEpoch(expected: 2, got: 4)) { try carol.process(.privateMessage(message)) }
         #expect(try bob.process(.privateMessage(message)) == .application(
@@ -110,19 +110,19 @@ import Testing
         #expect(throws: SecretTreeError.generationAlreadyUsed(0)) { try bob.process(.privateMessage(message)) }
         let stale = try alice.encrypt(Array("old epoch".utf8), randomness: Self.random)
         let update = try alice.commit(randomness: Self.random)
-        #expect(try bob.process(.publicMessage(update.message)) == .newEpoch(3))
+        #expect(try bob.process(update.message) == .newEpoch(3))
         #expect(throws: MessageProtectionError.wrongEpoch(expected: 3, got: 2)) { try bob.process(.privateMessage(stale)) }
     }
 
     @Test func aCommitIsRefusedByItsSenderAndWhenTampered() throws {
         var (alice, bob, _) = try Self.threeMembers()
         let update = try bob.commit(randomness: Self.random)
-        #expect(throws: MLSGroupError.ownCommit) { try bob.process(.publicMessage(update.message)) }
-        var tampered = update.message
+        #expect(throws: MLSGroupError.ownCommit) { try bob.process(update.message) }
+        guard case .publicMessage(var tampered) = update.message else { Issue.record("not public"); return }
         tampered.auth.confirmationTag = [UInt8](repeating: 0, count: 32)
         #expect(throws: (any Error).self) { try alice.process(.publicMessage(tampered)) }
         #expect(alice.epoch == 2)
-        #expect(try alice.process(.publicMessage(update.message)) == .newEpoch(3))
+        #expect(try alice.process(update.message) == .newEpoch(3))
     }
 
     @Test func stateSavedAndRestoredMidConversationContinues() throws {
@@ -139,12 +139,12 @@ import Testing
         // It follows commits and commits itself.
         let update = try alice.commit(randomness: Self.random)
         alice = update.group
-        #expect(try restored.process(.publicMessage(update.message)) == .newEpoch(3))
-        #expect(try carol.process(.publicMessage(update.message)) == .newEpoch(3))
+        #expect(try restored.process(update.message) == .newEpoch(3))
+        #expect(try carol.process(update.message) == .newEpoch(3))
         let own = try restored.commit(randomness: Self.random)
         restored = own.group
-        #expect(try alice.process(.publicMessage(own.message)) == .newEpoch(4))
-        #expect(try carol.process(.publicMessage(own.message)) == .newEpoch(4))
+        #expect(try alice.process(own.message) == .newEpoch(4))
+        #expect(try carol.process(own.message) == .newEpoch(4))
         var others = [alice, carol]
         try Self.send("restored bob", from: &restored, to: &others)
     }
@@ -153,7 +153,7 @@ import Testing
         let (alice, _, _) = try Self.threeMembers()
         var bytes = try alice.savedState()
         #expect(throws: (any Error).self) { try MLSGroup(savedState: Array(bytes.dropLast())) }
-        bytes[0] = 2
+        bytes[0] = 1
         #expect(throws: MLSGroupError.invalidSavedState) { try MLSGroup(savedState: bytes) }
         #expect(String(describing: alice) == "MLSGroup(suite 0x1, epoch 2, leaf 0, redacted)")
     }
@@ -162,12 +162,12 @@ import Testing
         var (alice, bob, carol) = try Self.threeMembers()
         // Bob proposes an Update; Alice commits it.
         let update = try bob.proposeUpdate(randomness: Self.random)
-        guard case .proposal = try alice.process(.publicMessage(update)) else { Issue.record("not a proposal"); return }
-        _ = try carol.process(.publicMessage(update))
+        guard case .proposal = try alice.process(update) else { Issue.record("not a proposal"); return }
+        _ = try carol.process(update)
         let commit = try alice.commit(randomness: Self.random)
         alice = commit.group
-        #expect(try bob.process(.publicMessage(commit.message)) == .newEpoch(3))
-        #expect(try carol.process(.publicMessage(commit.message)) == .newEpoch(3))
+        #expect(try bob.process(commit.message) == .newEpoch(3))
+        #expect(try carol.process(commit.message) == .newEpoch(3))
         #expect(alice.epochAuthenticator == bob.epochAuthenticator && bob.epochAuthenticator == carol.epochAuthenticator)
         var others = [alice, carol]
         try Self.send("bob, updated", from: &bob, to: &others)
@@ -176,17 +176,17 @@ import Testing
         // Carol proposes adding Dave and removing Bob; Alice commits both; a saved state
         // keeps the cached proposals.
         let daveBundle = try Self.bundle("dave")
-        let add = try carol.proposeAdd(daveBundle.keyPackage)
-        let remove = try carol.proposeRemove(bob.myLeaf)
+        let add = try carol.proposeAdd(daveBundle.keyPackage, randomness: Self.random)
+        let remove = try carol.proposeRemove(bob.myLeaf, randomness: Self.random)
         for message in [add, remove] {
-            _ = try alice.process(.publicMessage(message))
-            _ = try bob.process(.publicMessage(message))
+            _ = try alice.process(message)
+            _ = try bob.process(message)
         }
         alice = try MLSGroup(savedState: try alice.savedState())
         let second = try alice.commit(randomness: Self.random)
         alice = second.group
-        #expect(try carol.process(.publicMessage(second.message)) == .newEpoch(4))
-        #expect(try bob.process(.publicMessage(second.message)) == .removed)
+        #expect(try carol.process(second.message) == .newEpoch(4))
+        #expect(try bob.process(second.message) == .removed)
         var dave = try MLSGroup(joining: try #require(second.welcome), with: daveBundle)
         #expect(dave.epochAuthenticator == alice.epochAuthenticator && alice.members.count == 3)
         var rest = [alice, carol]
@@ -195,16 +195,16 @@ import Testing
 
     @Test func invalidProposalsAreRefused() throws {
         var (alice, bob, _) = try Self.threeMembers()
-        #expect(throws: MLSGroupError.invalidRemove(leaf: 7)) { try alice.proposeRemove(LeafIndex(7)) }
+        #expect(throws: MLSGroupError.invalidRemove(leaf: 7)) { try alice.proposeRemove(LeafIndex(7), randomness: Self.random) }
         #expect(throws: MLSGroupError.invalidRemove(leaf: 0)) { try alice.commit(removing: [alice.myLeaf], randomness: Self.random) }
-        // Two Removes of one leaf conflict.
-        let remove = try bob.proposeRemove(LeafIndex(2))
-        _ = try alice.process(.publicMessage(remove))
+        // Two Removes of one leaf conflict: the cached one is dropped, the one by value kept.
+        let remove = try bob.proposeRemove(LeafIndex(2), randomness: Self.random)
+        guard case .proposal(let reference) = try alice.process(remove) else { Issue.record("not a proposal"); return }
         // Delivered twice, cached once.
-        _ = try alice.process(.publicMessage(remove))
-        #expect(throws: MLSGroupError.conflictingProposals(leaf: 2)) {
-            try alice.commit(removing: [LeafIndex(2)], randomness: Self.random)
-        }
+        _ = try alice.process(remove)
+        let both = try alice.commit(removing: [LeafIndex(2)], randomness: Self.random)
+        #expect(both.dropped == [reference])
+        #expect(both.group.members.count == 2)
         #expect(try alice.commit(randomness: Self.random).group.members.count == 2)
     }
 }

@@ -107,8 +107,8 @@ import Testing
     }
 
     @Test func aFileThisBuildDoesNotImplementIsSaidSo() {
-        #expect(throws: MLSTestVectors.CheckError.notImplemented("passive-client-handling-commit.json")) {
-            try MLSTestVectors.check(file: "passive-client-handling-commit.json", contents: Data())
+        #expect(throws: MLSTestVectors.CheckError.notImplemented("passive-client-other.json")) {
+            try MLSTestVectors.check(file: "passive-client-other.json", contents: Data())
         }
         #expect(throws: MLSTestVectors.CheckError.self) {
             try MLSTestVectors.check(file: "tree-math.json", contents: Data("{}".utf8))
@@ -265,7 +265,7 @@ import Testing
         #expect(report.outcomes[0] == .failed(reason: reason))
     }
 
-    // MARK: passive-client-welcome.json
+    // MARK: passive-client-*.json
 
     /// Cases 0-7 are suite 1 and 16-23 suite 3 (none with epochs after the join): they join
     /// through ``MLSGroup`` and reach the epoch authenticator; the other suites are skipped.
@@ -285,5 +285,37 @@ import Testing
         let report = try MLSTestVectors.check(file: "passive-client-welcome.json", contents: changed)
         #expect(report.failed == 1)
         #expect(report.outcomes[0] == .failed(reason: "initial_epoch_authenticator"))
+    }
+
+    /// Cases 0-12 are suite 1 and 26-38 suite 3, each a join and two epochs: commits with and
+    /// without a path, proposals by value and by reference (Add, Update, Remove, external and
+    /// resumption PSKs, GroupContextExtensions); every one reaches each epoch's authenticator.
+    @Test func everyPassiveClientHandlingCommitCaseOfSuites1And3Passes() throws {
+        let report = try MLSTestVectors.check(
+            file: "passive-client-handling-commit.json", contents: try VectorFiles.load("passive-client-handling-commit.json"))
+        #expect(report.cases == 91)
+        #expect(report.passed == 26)
+        #expect(report.failed == 0)
+        #expect(report.skipped == 65)
+        for i in Array(0..<13) + Array(26..<39) { #expect(report.outcomes[i] == .passed, "case \(i)") }
+    }
+
+    @Test func aPassiveClientHandlingCommitFileWithOneByteChangedFails() throws {
+        // The first case's first epoch authenticator.
+        let changed = try VectorFiles.changingOneByte(
+            try VectorFiles.load("passive-client-handling-commit.json"), "6d8a345fd5fb0fa1540e63f421e4fd4cd1d6f682d7c9677f007e384db4ec69ca",
+            to: "6d8a345fd5fb0fa1540e63f421e4fd4cd1d6f682d7c9677f007e384db4ec69cb")
+        let report = try MLSTestVectors.check(file: "passive-client-handling-commit.json", contents: changed)
+        #expect(report.failed == 1)
+        #expect(report.outcomes[0] == .failed(reason: "epochs[0].epoch_authenticator"))
+    }
+
+    /// One case of suite 1: a join, then 200 epochs of random Adds, Removes and Updates by
+    /// value and by reference (1,542 proposals, most never committed).
+    @Test func thePassiveClientRandomCasePasses() throws {
+        let report = try MLSTestVectors.check(
+            file: "passive-client-random.json", contents: try VectorFiles.load("passive-client-random.json"))
+        #expect(report.cases == 1)
+        #expect(report.outcomes == [.passed])
     }
 }

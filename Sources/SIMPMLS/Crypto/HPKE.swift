@@ -73,6 +73,37 @@ extension MLSCipherSuite {
         }
     }
 
+    /// The label of the external init secret's export (RFC 9420 section 8.3).
+    static let externalInitLabel = Array("MLS 1.0 external init secret".utf8)
+
+    /// RFC 9420 section 8.3, a new member's side of an external commit:
+    /// `kem_output, context = SetupBaseS(external_pub, "")` and
+    /// `init_secret = context.export("MLS 1.0 external init secret", KDF.Nh)`. `randomness` (32
+    /// fresh bytes) seeds the ephemeral key.
+    public func externalInit(externalPub: HPKEPublicKey, randomness: [UInt8]) throws -> (kemOutput: [UInt8], initSecret: SecretBytes) {
+        let hpke = HPKEBase(suite: self)
+        let setup = try hpke.setupBaseS(to: externalPub, info: [], randomness: randomness)
+        let secret = try hpke.export(
+            secret: setup.secret, keyScheduleContext: setup.context, exporterContext: Self.externalInitLabel, length: hashLength)
+        return (setup.enc, SecretBytes(secret))
+    }
+
+    /// RFC 9420 section 8.3, a member's side: `context = SetupBaseR(kem_output, external_priv, "")`
+    /// and `init_secret = context.export("MLS 1.0 external init secret", KDF.Nh)`, through
+    /// swift-crypto's recipient. A `kem_output` that is not a key of the suite, or a low-order one,
+    /// is refused.
+    public func externalInitSecret(kemOutput: [UInt8], externalPriv: HPKEPrivateKey) throws -> SecretBytes {
+        do {
+            _ = try HPKEBase.x25519(externalPriv, try HPKEPublicKeyIn(bytes: kemOutput).validate(for: self))
+            let recipient = try HPKE.Recipient(
+                privateKey: externalPriv.key, ciphersuite: hpke, info: Data(), encapsulatedKey: Data(kemOutput))
+            let key = try recipient.exportSecret(context: Self.externalInitLabel, outputByteCount: hashLength)
+            return SecretBytes(key.withUnsafeBytes { Array($0) })
+        } catch {
+            throw MLSCryptoError.decryptionFailed
+        }
+    }
+
     /// RFC 9180 section 7.1.3 `DeriveKeyPair(ikm)` for DHKEM(X25519, HKDF-SHA256), which RFC 9420
     /// section 5.1.1 uses to turn node secrets into HPKE key pairs.
     public func deriveHPKEKeyPair(ikm: [UInt8]) throws -> HPKEPrivateKey {
@@ -131,25 +162,37 @@ struct HPKEBase {
         return try HPKEPrivateKey(rawRepresentation: sk)
     }
 
-    /// RFC 9180 sections 4.1 (`Encap`), 5.1 (`KeySchedule`, mode_base), 5.2 (`Seal`, sequence 0).
-    func seal(to recipient: HPKEPublicKey, info: [UInt8], aad: [UInt8], plaintext: [UInt8], randomness: [UInt8]) throws -> HPKECiphertext {
+    /// RFC 9180 sections 4.1 (`Encap`) and 5.1 (`KeySchedule`, mode_base, no PSK): the
+    /// encapsulated key, the key schedule's `secret` and its `key_schedule_context`.
+    func setupBaseS(to recipient: HPKEPublicKey, info: [UInt8], randomness: [UInt8]) throws -> (enc: [UInt8], secret: [UInt8], context: [UInt8]) {
         guard randomness.count == MLSCipherSuite.encapsulationRandomnessLength else {
             throw MLSCryptoError.invalidRandomness(expected: MLSCipherSuite.encapsulationRandomnessLength, got: randomness.count)
         }
-        // Encap(pkR)
         let ephemeral = try deriveKeyPair(ikm: randomness)
         let dh = try Self.x25519(ephemeral, recipient)
         let enc = ephemeral.publicKey.rawRepresentation
         let kemContext = enc + recipient.rawRepresentation
         let eaePRK = labeledExtract(kemSuiteID, salt: [], label: "eae_prk", ikm: dh)
         let sharedSecret = try labeledExpand(kemSuiteID, prk: eaePRK, label: "shared_secret", info: kemContext, length: 32)
-
-        // KeySchedule(mode_base, shared_secret, info, psk = "", psk_id = "")
         let s = hpkeSuiteID
         let pskIDHash = labeledExtract(s, salt: [], label: "psk_id_hash", ikm: [])
         let infoHash = labeledExtract(s, salt: [], label: "info_hash", ikm: info)
-        let keyScheduleContext = [0x00] + pskIDHash + infoHash
         let secret = labeledExtract(s, salt: sharedSecret, label: "secret", ikm: [])
+        return (Array(enc), secret, [0x00] + pskIDHash + infoHash)
+    }
+
+    /// RFC 9180 sections 5.1 and 5.3: `Export(exporter_context, L)` of a sender context,
+    /// `LabeledExpand(LabeledExpand(secret, "exp", key_schedule_context, Nh), "sec", exporter_context, L)`.
+    func export(secret: [UInt8], keyScheduleContext: [UInt8], exporterContext: [UInt8], length: Int) throws -> [UInt8] {
+        let s = hpkeSuiteID
+        let exporterSecret = try labeledExpand(s, prk: secret, label: "exp", info: keyScheduleContext, length: suite.hashLength)
+        return try labeledExpand(s, prk: exporterSecret, label: "sec", info: exporterContext, length: length)
+    }
+
+    /// RFC 9180 sections 4.1 (`Encap`), 5.1 (`KeySchedule`, mode_base), 5.2 (`Seal`, sequence 0).
+    func seal(to recipient: HPKEPublicKey, info: [UInt8], aad: [UInt8], plaintext: [UInt8], randomness: [UInt8]) throws -> HPKECiphertext {
+        let (enc, secret, keyScheduleContext) = try setupBaseS(to: recipient, info: info, randomness: randomness)
+        let s = hpkeSuiteID
         let key = try labeledExpand(s, prk: secret, label: "key", info: keyScheduleContext, length: suite.aeadKeyLength)
         let baseNonce = try labeledExpand(s, prk: secret, label: "base_nonce", info: keyScheduleContext, length: suite.aeadNonceLength)
 

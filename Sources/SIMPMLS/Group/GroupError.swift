@@ -1,20 +1,54 @@
 /// Why the group state machine refused an operation or a message (RFC 9420 sections 11, 12).
 /// No case carries key or secret bytes.
 public enum MLSGroupError: Error, Equatable, Sendable {
-    /// A commit we sent came back: the committer keeps the state ``MLSGroup/commit(adding:removing:randomness:)`` returned.
+    /// A commit we sent came back: the committer keeps the state ``MLSGroup/commit(adding:removing:proposals:includingPath:psk:randomness:)`` returned.
     case ownCommit
-    /// Content of a type or sender this state machine does not take here (for example a
-    /// proposal sent on its own, or a commit in a PrivateMessage).
+    /// A proposal or application message we sent came back.
+    case ownMessage
+    /// Content of a type or sender this state machine does not take here.
     case unsupportedContent
+    /// Another member's proposal or commit in a wire format the group's policy does not accept
+    /// (``MLSGroupPolicy/acceptedHandshakeWireFormats``), or a policy asking to send handshake
+    /// messages in a wire format other than public or private.
+    case wireFormatNotAllowed(WireFormat)
     /// A commit names a proposal by reference that is not in this epoch's cache.
     case unknownProposalReference
     /// Two Updates or Removes for one leaf, or an Update from a removed member (section 12.2).
     case conflictingProposals(leaf: UInt32)
     /// An Update's leaf node is not of source `update`, or keeps the old encryption key.
     case invalidUpdate(leaf: UInt32)
-    /// A proposal type this state machine does not apply yet (PSK, ReInit, ExternalInit,
-    /// GroupContextExtensions) (section 12.1).
-    case unsupportedProposal(ProposalType)
+    /// A proposal this sender may not send or this commit may not carry: an Update from a
+    /// non-member, a type an external sender may not propose (section 12.1.8), anything but an
+    /// Add from a new member, an ExternalInit outside an external commit, or anything but
+    /// ExternalInit, one Remove and PSKs in one (section 12.2).
+    case proposalNotAllowed(ProposalType, sender: SenderType)
+    /// Two Adds of one client (the same signature key), or an Add of a client already in the
+    /// group and not removed by the same commit (section 12.2).
+    case duplicateAdd
+    /// A key package, leaf or GroupContextExtensions proposal that does not fit the group's
+    /// capabilities: a required capability or credential type not supported, a credential type
+    /// other members do not support, an extension a member does not support (sections 7.3,
+    /// 11.1, 12.1.7).
+    case unsupportedCapabilities
+    /// Two PreSharedKey proposals of one PreSharedKeyID (section 12.2).
+    case duplicatePSK
+    /// A PSK whose `psk_nonce` is not `KDF.Nh` bytes, or a resumption PSK of usage `reinit` or
+    /// `branch` outside a reinitialization or branch (section 12.1.4).
+    case invalidPSK
+    /// More than one GroupContextExtensions proposal (section 12.2).
+    case multipleGroupContextExtensions
+    /// A ReInit with other proposals, or of a lower protocol version (sections 12.1.5, 12.2).
+    case invalidReInit
+    /// The group was reinitialized by a committed ReInit: it may send nothing more (12.4.2).
+    case groupReinitialized
+    /// An external commit without exactly one ExternalInit, with a proposal by reference or
+    /// without a path (section 12.4.3.2).
+    case invalidExternalCommit
+    /// A GroupInfo without the `external_pub` extension, needed for an external commit.
+    case missingExternalPub
+    /// A proposal from `external(index)` when the group's `external_senders` extension has no
+    /// such entry (section 12.1.8.1).
+    case unknownExternalSender(UInt32)
     /// An Update by value in a commit: the committer's own Update may not be committed by value
     /// and another member's must be sent by reference (section 12.2).
     case updateByValue

@@ -8,10 +8,13 @@ extension MLSGroup {
     /// on the signer's filtered direct path.
     ///
     /// `ratchetTree` is the group's tree obtained out of band, used when the GroupInfo carries
-    /// none; `psk` gives the value of each PSK the GroupSecrets name (section 8.4).
+    /// none; `psk` gives the value of each PSK the GroupSecrets name (section 8.4). With a
+    /// `credentialValidator`, every member's credential must pass it (section 5.3.1); it is kept
+    /// with `policy` for later epochs.
     public init(
         joining welcome: Welcome, with bundle: MLSKeyPackageBundle, ratchetTree external: RatchetTree? = nil,
-        time: UInt64? = nil, psk: (PreSharedKeyID) throws -> SecretBytes = { _ in throw MLSGroupError.unknownPSK }
+        time: UInt64? = nil, policy: MLSGroupPolicy = MLSGroupPolicy(), credentialValidator: (any CredentialValidator)? = nil,
+        psk: (PreSharedKeyID) throws -> SecretBytes = MLSGroup.noExternalPSK
     ) throws {
         let decrypted = try welcome.decrypt(for: bundle.keyPackage, initPrivateKey: bundle.initPrivateKey, psk: psk)
         let suite = decrypted.suite
@@ -22,6 +25,7 @@ extension MLSGroup {
         let joined = try decrypted.verify(signerKey: try signerLeaf.signatureKey.validate(for: suite))
         let context = joined.groupContext
         try tree.validate(groupID: context.groupID, expectedTreeHash: context.treeHash, time: time)
+        try tree.checkCredentials(with: credentialValidator)
         guard let me = tree.memberLeaves.first(where: { tree.leaf($0) == bundle.keyPackage.leafNode }) else {
             throw MLSGroupError.joinerNotInTree
         }
@@ -35,6 +39,21 @@ extension MLSGroup {
         try keys.checkConsistent(with: tree)
         try self.init(
             suite: suite, groupContext: context, tree: tree, myLeaf: me, signer: bundle.signer, privateKeys: keys,
-            epochSecrets: joined.epochSecrets, interimTranscriptHash: joined.interimTranscriptHash, pskSecret: decrypted.pskSecret)
+            epochSecrets: joined.epochSecrets, interimTranscriptHash: joined.interimTranscriptHash,
+            confirmationTag: joined.groupInfo.wire.confirmationTag, pskSecret: decrypted.pskSecret)
+        self.policy = policy
+        self.credentialValidator = credentialValidator
+    }
+}
+
+extension PublicRatchetTree {
+    /// Section 5.3.1 for a tree received on joining: every member's credential passes
+    /// `validator` (nothing is checked without one).
+    func checkCredentials(with validator: (any CredentialValidator)?) throws {
+        guard let validator else { return }
+        for index in memberLeaves {
+            guard let leaf = leaf(index) else { continue }
+            try validator.validate(leaf.credential, signatureKey: try leaf.signatureKey.validate(for: suite))
+        }
     }
 }

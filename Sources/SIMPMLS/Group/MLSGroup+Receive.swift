@@ -1,9 +1,9 @@
-/// Receiving: another member's commit (RFC 9420 section 12.4.2) and application messages
-/// (sections 6.3, 15).
+/// Receiving: proposals, commits (RFC 9420 section 12.4.2, external ones 12.4.3.2) and
+/// application messages (sections 6.3, 15), as PublicMessages or PrivateMessages.
 extension MLSGroup {
     /// What a received message did.
     public enum Received: Sendable, Equatable {
-        /// Application data from the member at `sender`.
+        /// Application data from the member at `sender` (of this epoch or a kept past one).
         case application(sender: LeafIndex, data: [UInt8], authenticatedData: [UInt8])
         /// A proposal, cached for this epoch's commit under its `ProposalRef`.
         case proposal(reference: [UInt8])
@@ -13,15 +13,85 @@ extension MLSGroup {
         case removed
     }
 
-    /// Processes a message of the current epoch: a PublicMessage carrying another member's
-    /// proposal (cached) or commit, or a PrivateMessage carrying application data. On any error the state is
-    /// unchanged; a message of another epoch is ``MessageProtectionError/wrongEpoch(expected:got:)``
-    /// and a replayed one a ``SecretTreeError``.
-    public mutating func process(_ message: MLSMessage) throws -> Received {
+    /// Processes a message: a proposal (validated and cached) or a commit of the current epoch
+    /// from another member, an external sender or a new member, as a PublicMessage or (from a
+    /// member) a PrivateMessage the policy accepts; or application data in a PrivateMessage of
+    /// this epoch or of a past one the policy keeps. `psk` gives the value of a PSK a commit
+    /// injects that is not a resumption PSK of this group (section 8.4).
+    ///
+    /// On any error the state is unchanged; a message of another epoch is
+    /// ``MessageProtectionError/wrongEpoch(expected:got:)`` and a replayed one a ``SecretTreeError``.
+    public mutating func process(
+        _ message: MLSMessage, psk: (PreSharedKeyID) throws -> SecretBytes = MLSGroup.noExternalPSK
+    ) throws -> Received {
+        var next = self
+        let verified: VerifiedAuthenticatedContent
         switch message {
-        case .publicMessage(let m): return try processCommit(m)
-        case .privateMessage(let m): return try decryptApplication(m)
+        case .publicMessage(let m): verified = try next.unprotect(m)
+        case .privateMessage(let m):
+            if m.epoch < epoch, m.groupID == groupID, m.contentType == .application { return try decryptLate(m) }
+            verified = try next.unprotect(m)
         default: throw MLSGroupError.unsupportedContent
+        }
+        let received: Received
+        switch verified.content.content {
+        case .application(let data):
+            guard case .member(let index) = verified.sender else { throw MLSGroupError.unsupportedContent }
+            received = .application(sender: LeafIndex(index), data: data, authenticatedData: verified.content.authenticatedData)
+        case .proposal: received = try next.receiveProposal(verified)
+        case .commit(let commit): received = try next.processCommit(verified, commit, psk: psk)
+        }
+        if received != .removed { self = next }
+        return received
+    }
+
+    /// Section 6.2: a PublicMessage of this group and epoch, its sender's signature key found
+    /// (a member's leaf, an external sender, the new member's key package or path leaf), its
+    /// membership tag (a member's) and signature checked.
+    mutating func unprotect(_ message: PublicMessage) throws -> VerifiedAuthenticatedContent {
+        let content = message.content
+        try protection.checkGroupAndEpoch(groupID: content.groupID, epoch: content.epoch)
+        if case .member(let index) = content.sender {
+            guard LeafIndex(index) != myLeaf else { throw content.contentType == .commit ? MLSGroupError.ownCommit : .ownMessage }
+            try checkIncomingHandshakeFormat(.publicMessage)
+        }
+        return try protection.unprotect(message, signatureKey: try signatureKey(of: content))
+    }
+
+    /// Section 6.3: a PrivateMessage of this group and epoch from another member; a proposal or
+    /// commit only if the policy accepts private handshake messages.
+    mutating func unprotect(_ message: PrivateMessage) throws -> VerifiedAuthenticatedContent {
+        try protection.checkGroupAndEpoch(groupID: message.groupID, epoch: message.epoch)
+        if message.contentType != .application { try checkIncomingHandshakeFormat(.privateMessage) }
+        let (tree, suite, me, type) = (self.tree, self.suite, myLeaf, message.contentType)
+        return try protection.unprotect(message) { leaf in
+            guard leaf != me else { throw type == .commit ? MLSGroupError.ownCommit : .ownMessage }
+            guard let node = tree.leaf(leaf) else { throw MLSGroupError.unknownSender(leaf: leaf.value) }
+            return try node.signatureKey.validate(for: suite)
+        }
+    }
+
+    func checkIncomingHandshakeFormat(_ format: WireFormat) throws {
+        guard policy.acceptedHandshakeWireFormats.contains(format) else { throw MLSGroupError.wireFormatNotAllowed(format) }
+    }
+
+    /// The key that signed `content` (section 6.1): a member's leaf's, the `external_senders`
+    /// entry's, the key package's of a new member's Add, the path leaf's of an external commit.
+    func signatureKey(of content: FramedContent) throws -> SignaturePublicKey {
+        switch content.sender {
+        case .member(let index): return try signatureKey(LeafIndex(index))
+        case .external(let index):
+            let senders = try ExternalSender.list(in: groupContext.extensions)
+            guard Int(index) < senders.count else { throw MLSGroupError.unknownExternalSender(index) }
+            return try senders[Int(index)].signatureKey.validate(for: suite)
+        case .newMemberProposal:
+            guard case .proposal(.add(let add)) = content.content else {
+                throw MLSGroupError.proposalNotAllowed(ProposalType(0), sender: .newMemberProposal)
+            }
+            return try add.keyPackage.leafNode.signatureKey.validate(for: suite)
+        case .newMemberCommit:
+            guard case .commit(let commit) = content.content, let path = commit.path else { throw MLSGroupError.invalidExternalCommit }
+            return try path.leafNode.signatureKey.validate(for: suite)
         }
     }
 
@@ -31,57 +101,79 @@ extension MLSGroup {
         return try node.signatureKey.validate(for: suite)
     }
 
-    /// Section 12.4.2: the commit's membership tag and signature verify (the sender a member,
-    /// not this member); its proposals validate and apply; a path is present where required and
-    /// processed with TreeKEM; the new epoch's confirmation tag is the commit's.
-    mutating func processCommit(_ message: PublicMessage) throws -> Received {
-        guard case .member(let index) = message.content.sender else { throw MLSGroupError.unsupportedContent }
-        let sender = LeafIndex(index)
-        if case .proposal = message.content.content { return try receiveProposal(message, from: sender) }
-        guard case .commit(let commit) = message.content.content else { throw MLSGroupError.unsupportedContent }
-        guard sender != myLeaf else { throw MLSGroupError.ownCommit }
-        let verified = try protection.unprotect(message, signatureKey: try signatureKey(sender))
-        let applied = try apply(commit.proposals, committer: sender)
+    /// Section 12.4.2 on a commit whose signature (and membership tag or AEAD) verified: its
+    /// proposals are resolved, each valid, the list valid (12.2) and its PSKs available; they
+    /// apply (12.3); a path is present where required and processed with TreeKEM (an external
+    /// committer takes the leftmost blank leaf, 12.4.3.2); the key schedule runs from this
+    /// epoch's `init_secret` (or the ExternalInit's) with `commit_secret` and `psk_secret`; the
+    /// new epoch's confirmation tag is the commit's.
+    mutating func processCommit(_ verified: VerifiedAuthenticatedContent, _ commit: Commit, psk: (PreSharedKeyID) throws -> SecretBytes) throws -> Received {
+        let committer = verified.sender
+        let list = try resolve(commit.proposals, committer: committer)
+        try checkList(list, committer: committer)
+        var applied = try apply(list)
+        let pskSecret = try self.pskSecret(applied.psks, external: psk)
         if applied.removed.contains(myLeaf) { return .removed }
         guard commit.path != nil || !applied.pathRequired else { throw MLSGroupError.pathRequired }
+        let sender: LeafIndex
+        switch committer {
+        case .member(let index): sender = LeafIndex(index)
+        case .newMemberCommit: sender = try applied.tree.reserveBlankLeaf()
+        default: throw MLSGroupError.unsupportedContent
+        }
 
-        var provisional = try provisionalContext(tree: applied.tree)
-        var tree = applied.tree
+        var provisional = try provisionalContext(tree: applied.tree, extensions: applied.extensions)
         var keys = privateKeys
         if applied.updated.contains(myLeaf) {
             guard let key = pendingUpdateKey else { throw MLSGroupError.invalidUpdate(leaf: myLeaf.value) }
-            keys.set(key, for: try tree.nodeIndex(myLeaf))
+            keys.set(key, for: try applied.tree.nodeIndex(myLeaf))
         }
-        keys.forget(keys.nodes.filter { tree.node($0) == nil })
+        keys.forget(keys.nodes.filter { applied.tree.node($0) == nil })
         var commitSecret: SecretBytes?
         if let path = commit.path {
-            let processed = try tree.processing(
+            try checkPathLeaf(path.leafNode, at: sender, extensions: applied.extensions, tree: applied.tree)
+            let processed = try applied.tree.processing(
                 path, from: sender, groupContext: provisional, excluding: Set(applied.added.map(\.leaf)), privateKeys: keys)
-            (tree, provisional, keys, commitSecret) = (processed.tree, processed.groupContext, processed.privateKeys, processed.commitSecret)
+            (applied.tree, provisional, keys, commitSecret) = (processed.tree, processed.groupContext, processed.privateKeys, processed.commitSecret)
         }
-        let next = try nextEpoch(commit: verified.authenticatedContent, provisional: provisional, commitSecret: commitSecret)
+        let initSecret = try applied.externalInit.map {
+            try suite.externalInitSecret(kemOutput: $0.kemOutput, externalPriv: try epochSecrets.externalKeyPair())
+        } ?? epochSecrets.initSecret
+        let next = try nextEpoch(
+            commit: verified.authenticatedContent, provisional: provisional, initSecret: initSecret, commitSecret: commitSecret,
+            pskSecret: pskSecret)
         guard let tag = verified.authenticatedContent.auth.confirmationTag,
               next.secrets.verifyConfirmationTag(tag, confirmedTranscriptHash: next.context.confirmedTranscriptHash)
         else { throw MLSGroupError.invalidConfirmationTag }
-        self = try MLSGroup(
-            suite: suite, groupContext: next.context, tree: tree, myLeaf: myLeaf, signer: signer, privateKeys: keys,
-            epochSecrets: next.secrets, interimTranscriptHash: next.interim)
+        self = try moving(to: next, tree: applied.tree, privateKeys: keys, reInit: applied.reInit)
         return .newEpoch(epoch)
     }
 
-    /// An application message of this epoch (section 6.3): its sender's key deleted once it
-    /// decrypts, so a replay is refused.
-    mutating func decryptApplication(_ message: PrivateMessage) throws -> Received {
-        guard message.contentType == .application else { throw MLSGroupError.unsupportedContent }
-        let tree = self.tree
-        let suite = self.suite
-        let verified = try protection.unprotect(message) { leaf in
-            guard let node = tree.leaf(leaf) else { throw MLSGroupError.unknownSender(leaf: leaf.value) }
-            return try node.signatureKey.validate(for: suite)
+    /// Section 7.3 on a committer's new leaf (its source and signature are checked by merging
+    /// the path): its credential passes the validator and it fits the group's capabilities.
+    func checkPathLeaf(_ leaf: LeafNode, at index: LeafIndex, extensions: [Extension], tree: PublicRatchetTree) throws {
+        try credentialValidator?.validate(leaf.credential, signatureKey: try leaf.signatureKey.validate(for: suite))
+        var group = self
+        group.tree = tree
+        try group.checkCapabilities(of: leaf, extensions: extensions, members: tree.memberLeaves.filter { $0 != index })
+    }
+
+    /// An application message of a past epoch the policy keeps (section 12.4.2's late
+    /// messages): decrypted with that epoch's secret tree, signed by that epoch's member.
+    mutating func decryptLate(_ message: PrivateMessage) throws -> Received {
+        guard let i = pastEpochs.firstIndex(where: { $0.protection.groupContext.epoch == message.epoch }) else {
+            throw MessageProtectionError.wrongEpoch(expected: epoch, got: message.epoch)
+        }
+        let (keys, suite) = (pastEpochs[i].signatureKeys, self.suite)
+        var past = pastEpochs[i].protection
+        let verified = try past.unprotect(message) { leaf in
+            guard let key = keys[leaf.value] else { throw MLSGroupError.unknownSender(leaf: leaf.value) }
+            return try key.validate(for: suite)
         }
         guard case .member(let index) = verified.sender, case .application(let data) = verified.content.content else {
             throw MLSGroupError.unsupportedContent
         }
+        pastEpochs[i].protection = past
         return .application(sender: LeafIndex(index), data: data, authenticatedData: verified.content.authenticatedData)
     }
 
@@ -91,6 +183,7 @@ extension MLSGroup {
     public mutating func encrypt(
         _ data: [UInt8], authenticatedData: [UInt8] = [], paddingLength: Int = 0, randomness: (Int) throws -> [UInt8]
     ) throws -> PrivateMessage {
+        guard reInit == nil else { throw MLSGroupError.groupReinitialized }
         let framed = FramedContent(
             groupID: groupID, epoch: epoch, sender: .member(leafIndex: myLeaf.value), authenticatedData: authenticatedData,
             content: .application(data))
@@ -98,5 +191,16 @@ extension MLSGroup {
             signing: framed, wireFormat: .privateMessage, context: groupContext, signer: signer, suite: suite, confirmationTag: nil)
         return try protection.protect(
             content, paddingLength: paddingLength, reuseGuard: try randomness(MessageProtection.reuseGuardLength))
+    }
+}
+
+extension PublicRatchetTree {
+    /// The leaf an external committer takes (section 12.4.2): the leftmost blank leaf, or the
+    /// first of the tree extended to the right; left blank for its path's leaf node.
+    mutating func reserveBlankLeaf() throws -> LeafIndex {
+        if let blank = (0..<size.leafCount).first(where: { self.leaf(LeafIndex($0)) == nil }) { return LeafIndex(blank) }
+        let reserved = LeafIndex(size.leafCount)
+        try extend()
+        return reserved
     }
 }

@@ -1,22 +1,27 @@
 /// Saving and restoring a member's state as bytes.
 extension MLSGroup {
     /// The version of ``savedState()``'s layout.
-    static let savedStateVersion: UInt8 = 1
+    static let savedStateVersion: UInt8 = 2
 
     /// The whole state as bytes, to restore with ``init(savedState:)``.
     ///
     /// **The bytes are secret**: they hold the member's signature private key, its TreeKEM
-    /// private keys (and an unapplied Update's), the epoch's `joiner_secret` (from which every secret of the epoch derives)
-    /// and the secret tree's unused keys. Store them encrypted, never log them, and do not keep
+    /// private keys (and an unapplied Update's), the epoch's `joiner_secret` (from which every secret of the epoch derives),
+    /// the secret tree's unused keys, the kept past epochs' keys and `resumption_psk`s. Store them encrypted, never log them, and do not keep
     /// old copies: restoring an old copy brings back deleted keys (replays of its epoch's
     /// messages would decrypt again) and loses forward secrecy.
     ///
-    /// Layout (TLS presentation language): `uint8 version = 1; GroupContext context;
+    /// Layout (TLS presentation language): `uint8 version = 2; GroupContext context;
     /// RatchetTree tree; uint32 my_leaf; opaque signature_private_key<V>; TreeKEMPrivateKeys keys;
     /// opaque joiner_secret<V>; optional<opaque> psk_secret; opaque interim_transcript_hash<V>;
-    /// SecretTree secret_tree; (opaque ref<V>, Proposal proposal, uint32 sender) proposals<V>;
-    /// optional<opaque> pending_update_private_key;`. The epoch's secrets are derived again from `joiner_secret` and
-    /// `psk_secret`.
+    /// opaque confirmation_tag<V>; SecretTree secret_tree; (opaque ref<V>, Proposal proposal,
+    /// Sender sender) proposals<V>; optional<opaque> pending_update_private_key; WireFormat
+    /// handshake_wire_format; WireFormat accepted<V>; uint32 past_epochs_kept; uint32
+    /// resumption_psks_kept; (GroupContext context, opaque membership_key<V>, opaque
+    /// sender_data_secret<V>, uint32 leaf_count, SecretTree secret_tree, (uint32 leaf, opaque
+    /// signature_key<V>) keys<V>) past_epochs<V>; (uint64 epoch, opaque psk<V>) resumption_psks<V>;
+    /// optional<ReInit> reinit;`. The epoch's secrets are derived again from `joiner_secret` and
+    /// `psk_secret`. The credential validator is not saved: set it again after restoring.
     public func savedState() throws -> [UInt8] {
         var w = TLSWriter()
         w.writeUInt8(Self.savedStateVersion)
@@ -28,16 +33,40 @@ extension MLSGroup {
         try w.writeOpaque(epochSecrets.joinerSecret.bytes)
         try w.writeOptional(pskSecret) { try $0.writeOpaque($1.bytes) }
         try w.writeOpaque(interimTranscriptHash)
+        try w.writeOpaque(confirmationTag)
         try protection.secretTree.encodeState(to: &w)
         try w.writeVector { v in
             for cached in proposalCache {
                 try v.writeOpaque(cached.reference)
                 try cached.proposal.encode(to: &v)
-                v.writeUInt32(cached.sender.value)
+                try cached.sender.encode(to: &v)
             }
         }
         try w.writeOptional(pendingUpdateKey) { try $0.writeOpaque(Array($1.key.rawRepresentation)) }
+        try encodePolicy(to: &w)
+        try w.writeVector { v in for past in pastEpochs { try past.encodeState(to: &v) } }
+        try w.writeVector { v in
+            for kept in resumptionPSKs {
+                v.writeUInt64(kept.epoch)
+                try v.writeOpaque(kept.secret.bytes)
+            }
+        }
+        try w.writeOptional(reInit) { try $1.encode(to: &$0) }
         return w.bytes
+    }
+
+    func encodePolicy(to w: inout TLSWriter) throws {
+        try policy.handshakeWireFormat.encode(to: &w)
+        try w.writeVector(policy.acceptedHandshakeWireFormats.sorted { $0.rawValue < $1.rawValue })
+        w.writeUInt32(UInt32(clamping: max(0, policy.pastEpochsKept)))
+        w.writeUInt32(UInt32(clamping: max(0, policy.resumptionPSKsKept)))
+    }
+
+    static func decodePolicy(from r: inout TLSReader) throws -> MLSGroupPolicy {
+        MLSGroupPolicy(
+            handshakeWireFormat: try r.readEnum(WireFormat.self),
+            acceptedHandshakeWireFormats: Set(try r.readVector { try $0.readEnum(WireFormat.self) }),
+            pastEpochsKept: Int(try r.readUInt32()), resumptionPSKsKept: Int(try r.readUInt32()))
     }
 
     /// The state ``savedState()`` saved. Checks that it holds together: the suite is one of
@@ -56,11 +85,16 @@ extension MLSGroup {
         let psk = try r.readOptional { SecretBytes(try $0.readOpaque()) }
         let secrets = try EpochSecrets(suite: suite, joinerSecret: joinerSecret, pskSecret: psk, groupContext: context)
         let interim = try r.readOpaque()
+        let tag = try r.readOpaque()
         let secretTree = try SecretTree(suite: suite, size: tree.size, stateFrom: &r)
         let cache = try r.readVector { v in
-            CachedProposal(reference: try v.readOpaque(), proposal: try Proposal(from: &v), sender: LeafIndex(try v.readUInt32()))
+            CachedProposal(reference: try v.readOpaque(), proposal: try Proposal(from: &v), sender: try Sender(from: &v))
         }
         let updateKey = try r.readOptional { try HPKEPrivateKey(rawRepresentation: try $0.readOpaque()) }
+        let policy = try Self.decodePolicy(from: &r)
+        let past = try r.readVector { try PastEpoch(suite: suite, stateFrom: &$0) }
+        let psks = try r.readVector { v in (epoch: try v.readUInt64(), secret: SecretBytes(try v.readOpaque())) }
+        let reInit = try r.readOptional { try ReInitProposal(from: &$0) }
         try r.finish()
         guard try tree.treeHash() == context.treeHash, keys.leaf == me,
               tree.leaf(me)?.signatureKey.bytes == signer.publicKey.rawRepresentation
@@ -77,8 +111,41 @@ extension MLSGroup {
         proposalCache = cache
         pendingUpdateKey = updateKey
         interimTranscriptHash = interim
+        confirmationTag = tag
+        self.policy = policy
+        pastEpochs = past
+        resumptionPSKs = psks
+        self.reInit = reInit
         protection = try MessageProtection(
             suite: suite, groupContext: context, membershipKey: secrets.membershipKey, senderDataSecret: secrets.senderDataSecret,
             secretTree: secretTree)
+    }
+}
+
+extension MLSGroup.PastEpoch {
+    func encodeState(to w: inout TLSWriter) throws {
+        try protection.groupContext.encode(to: &w)
+        try w.writeOpaque(protection.membershipKey.bytes)
+        try w.writeOpaque(protection.senderDataSecret.bytes)
+        w.writeUInt32(protection.secretTree.size.leafCount)
+        try protection.secretTree.encodeState(to: &w)
+        try w.writeVector { v in
+            for (leaf, key) in signatureKeys.sorted(by: { $0.key < $1.key }) {
+                v.writeUInt32(leaf)
+                try key.encode(to: &v)
+            }
+        }
+    }
+
+    init(suite: MLSCipherSuite, stateFrom r: inout TLSReader) throws {
+        let context = try GroupContext(from: &r)
+        let membershipKey = SecretBytes(try r.readOpaque())
+        let senderDataSecret = SecretBytes(try r.readOpaque())
+        guard let size = TreeSize(leafCount: try r.readUInt32()) else { throw MLSGroupError.invalidSavedState }
+        let tree = try SecretTree(suite: suite, size: size, stateFrom: &r)
+        let keys = try r.readVector { v in (try v.readUInt32(), try SignaturePublicKeyIn(from: &v)) }
+        protection = try MessageProtection(
+            suite: suite, groupContext: context, membershipKey: membershipKey, senderDataSecret: senderDataSecret, secretTree: tree)
+        signatureKeys = Dictionary(keys, uniquingKeysWith: { first, _ in first })
     }
 }

@@ -1,12 +1,45 @@
+/// The group's choices a member applies to what it sends and accepts (RFC 9420 sections 6,
+/// 12.4.1, 15): the wire format of its proposals and commits, the wire formats it accepts for
+/// other members' proposals and commits, and how much of the past it keeps.
+public struct MLSGroupPolicy: Sendable, Equatable {
+    /// The wire format of this member's proposals and commits: `publicMessage` (the default) or
+    /// `privateMessage` (section 6.3, handshake ratchet). Any other value makes sending throw.
+    public var handshakeWireFormat: WireFormat
+    /// The wire formats accepted for another member's proposals and commits. Messages from
+    /// non-members (external senders, new members) are PublicMessages always (sections 6.2,
+    /// 12.1.8, 12.4.3.2) and are not affected.
+    public var acceptedHandshakeWireFormats: Set<WireFormat>
+    /// How many past epochs' secret trees are kept, for application messages that arrive after
+    /// the commit that ended their epoch (section 12.4.2: "A client might keep the secret tree
+    /// for a short time to decrypt late messages in the previous epoch"). 0, the default, keeps
+    /// none: every key of an epoch is dropped with it (forward secrecy). With 1, a message of the
+    /// previous epoch still decrypts (each generation once), one of two epochs ago does not.
+    public var pastEpochsKept: Int
+    /// How many past epochs' `resumption_psk` are kept for PreSharedKey proposals that name
+    /// this group (section 8.6); the current epoch's is always available.
+    public var resumptionPSKsKept: Int
+
+    public init(
+        handshakeWireFormat: WireFormat = .publicMessage,
+        acceptedHandshakeWireFormats: Set<WireFormat> = [.publicMessage, .privateMessage],
+        pastEpochsKept: Int = 0, resumptionPSKsKept: Int = 4
+    ) {
+        self.handshakeWireFormat = handshakeWireFormat
+        self.acceptedHandshakeWireFormats = acceptedHandshakeWireFormats
+        self.pastEpochsKept = pastEpochsKept
+        self.resumptionPSKsKept = resumptionPSKsKept
+    }
+}
+
 /// One member's state of an MLS group in one epoch (RFC 9420 sections 8, 11, 12): the
 /// GroupContext, the public ratchet tree, the member's leaf, signature key and TreeKEM private
 /// keys, the epoch's secrets, the interim transcript hash, and the keys protecting the epoch's
 /// messages.
 ///
 /// A value, and pure: randomness comes in as a closure (`randomness(n)` returns `n` fresh random
-/// bytes), there is no clock, and a method that throws leaves the state unchanged. Only the
-/// current epoch is kept: messages of earlier epochs are refused
-/// (``MessageProtectionError/wrongEpoch(expected:got:)``).
+/// bytes), there is no clock, and a method that throws leaves the state unchanged. Messages of
+/// earlier epochs are refused (``MessageProtectionError/wrongEpoch(expected:got:)``) unless
+/// ``MLSGroupPolicy/pastEpochsKept`` keeps their application keys.
 ///
 /// Holds secrets: its description shows the epoch and leaf only.
 public struct MLSGroup: Sendable, CustomStringConvertible, CustomReflectable {
@@ -29,12 +62,35 @@ public struct MLSGroup: Sendable, CustomStringConvertible, CustomReflectable {
     var proposalCache: [CachedProposal] = []
     /// The private key of this member's Update proposal of this epoch, if it sent one.
     var pendingUpdateKey: HPKEPrivateKey?
+    /// The confirmation tag of the commit that began this epoch (a GroupInfo carries it).
+    var confirmationTag: [UInt8]
+    /// What this member sends and accepts; carried into later epochs.
+    public var policy = MLSGroupPolicy()
+    /// The application's judge of credentials (section 5.3.1): when set, the credential of every
+    /// leaf a proposal or commit brings in (an Add's key package, an Update, a committer's new
+    /// leaf, an external joiner) must pass it, and a joiner's tree's every leaf. When nil the
+    /// application checks credentials itself (``members`` and the tree's leaves). Not saved.
+    public var credentialValidator: (any CredentialValidator)?
+    /// The secret trees of past epochs, newest first, at most ``MLSGroupPolicy/pastEpochsKept``.
+    var pastEpochs: [PastEpoch] = []
+    /// `resumption_psk` of past epochs, newest first, at most ``MLSGroupPolicy/resumptionPSKsKept``.
+    var resumptionPSKs: [(epoch: UInt64, secret: SecretBytes)] = []
+    /// The ReInit a commit of the previous epoch carried: the group may send nothing more
+    /// (section 12.4.2) and waits for the Welcome to the new group.
+    public internal(set) var reInit: ReInitProposal?
 
     /// A proposal sent on its own in this epoch, by its `ProposalRef`.
     struct CachedProposal: Sendable {
         let reference: [UInt8]
         let proposal: Proposal
-        let sender: LeafIndex
+        let sender: Sender
+    }
+
+    /// What is kept of a past epoch: its message keys, and its members' signature keys to
+    /// verify late messages.
+    struct PastEpoch: Sendable {
+        var protection: MessageProtection
+        let signatureKeys: [UInt32: SignaturePublicKeyIn]
     }
 
     public var groupID: [UInt8] { groupContext.groupID }
@@ -46,7 +102,7 @@ public struct MLSGroup: Sendable, CustomStringConvertible, CustomReflectable {
     init(
         suite: MLSCipherSuite, groupContext: GroupContext, tree: PublicRatchetTree, myLeaf: LeafIndex,
         signer: SignaturePrivateKey, privateKeys: TreeKEMPrivateKeys, epochSecrets: EpochSecrets, interimTranscriptHash: [UInt8],
-        pskSecret: SecretBytes? = nil
+        confirmationTag: [UInt8], pskSecret: SecretBytes? = nil
     ) throws {
         self.suite = suite
         self.groupContext = groupContext
@@ -57,6 +113,7 @@ public struct MLSGroup: Sendable, CustomStringConvertible, CustomReflectable {
         self.epochSecrets = epochSecrets
         self.pskSecret = pskSecret
         self.interimTranscriptHash = interimTranscriptHash
+        self.confirmationTag = confirmationTag
         protection = try MessageProtection(epochSecrets: epochSecrets, groupContext: groupContext, treeSize: tree.size)
     }
 
@@ -86,7 +143,32 @@ public struct MLSGroup: Sendable, CustomStringConvertible, CustomReflectable {
         return try MLSGroup(
             suite: suite, groupContext: context, tree: tree, myLeaf: me, signer: signer,
             privateKeys: TreeKEMPrivateKeys(leaf: me, encryptionKey: encryptionKey), epochSecrets: secrets,
-            interimTranscriptHash: try TranscriptHashes.interim(confirmed: [], confirmationTag: tag, suite: suite))
+            interimTranscriptHash: try TranscriptHashes.interim(confirmed: [], confirmationTag: tag, suite: suite),
+            confirmationTag: tag)
+    }
+
+    /// The state of the epoch a commit of this epoch begins: this member's policy, validator
+    /// and kept past carried over, this epoch's secret tree kept if the policy says so.
+    func moving(
+        to next: NextEpoch, tree: PublicRatchetTree, privateKeys: TreeKEMPrivateKeys, reInit: ReInitProposal?
+    ) throws -> MLSGroup {
+        var group = try MLSGroup(
+            suite: suite, groupContext: next.context, tree: tree, myLeaf: myLeaf, signer: signer, privateKeys: privateKeys,
+            epochSecrets: next.secrets, interimTranscriptHash: next.interim, confirmationTag: next.confirmationTag,
+            pskSecret: next.pskSecret)
+        group.policy = policy
+        group.credentialValidator = credentialValidator
+        group.pastEpochs = Array(([try pastEpoch()] + pastEpochs).prefix(max(0, policy.pastEpochsKept)))
+        group.resumptionPSKs = Array(([(epoch, epochSecrets.resumptionPSK)] + resumptionPSKs).prefix(max(0, policy.resumptionPSKsKept)))
+        group.reInit = reInit
+        return group
+    }
+
+    /// This epoch as a past one: its message keys and its members' signature keys.
+    func pastEpoch() throws -> PastEpoch {
+        var keys: [UInt32: SignaturePublicKeyIn] = [:]
+        for leaf in tree.memberLeaves { keys[leaf.value] = tree.leaf(leaf)?.signatureKey }
+        return PastEpoch(protection: protection, signatureKeys: keys)
     }
 
     /// The leaves of the members, in order.

@@ -12,6 +12,7 @@ public enum MLSTestVectors {
         "tree-math.json", "crypto-basics.json", "key-schedule.json", "psk_secret.json", "secret-tree.json",
         "messages.json", "transcript-hashes.json", "deserialization.json", "message-protection.json",
         "welcome.json", "tree-operations.json", "tree-validation.json", "treekem.json", "passive-client-welcome.json",
+        "passive-client-handling-commit.json", "passive-client-random.json",
     ]
     public static let known: Set<String> = [
         "tree-math.json", "crypto-basics.json", "secret-tree.json", "message-protection.json",
@@ -62,8 +63,8 @@ public enum MLSTestVectors {
         case "tree-operations.json": outcomes = try cases(contents, TreeOperationsCase.self).map(checkTreeOperations)
         case "tree-validation.json": outcomes = try cases(contents, TreeValidationCase.self).map(checkTreeValidation)
         case "treekem.json": outcomes = try cases(contents, TreeKEMCase.self).map(checkTreeKEM)
-        case "passive-client-welcome.json":
-            outcomes = try cases(contents, PassiveClientCase.self).map(checkPassiveClientWelcome)
+        case "passive-client-welcome.json", "passive-client-handling-commit.json", "passive-client-random.json":
+            outcomes = try cases(contents, PassiveClientCase.self).map(checkPassiveClient)
         default: throw CheckError.notImplemented(name)
         }
         return FileReport(file: name, outcomes: outcomes)
