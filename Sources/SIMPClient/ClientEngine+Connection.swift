@@ -16,7 +16,7 @@ extension ClientEngine {
     mutating func storeOpened(_ saved: ClientStore.Saved, now: Moment) {
         hasStore = true
         device = configuration.device ?? saved.device
-        inbox = InboundSequencer(deliveredUpTo: saved.savedUpTo)
+        sequencer = InboundSequencer(deliveredUpTo: saved.savedUpTo)
         saves = ReceivedSaves(savedUpTo: saved.savedUpTo)
         sending.restore(saved, now: now.deadline)
     }
@@ -173,7 +173,7 @@ extension ClientEngine {
         replay = ReplayWindow()
         nextPacketNumber = 1
         sending.startSession(now: now.deadline)
-        inbox.advance(to: response.confirmedSeq)
+        sequencer.advance(to: response.confirmedSeq)
         actions.append(.watchHeartbeat(.milliseconds(Int64(max(response.heartbeatMillis, 100)))))
         sendBind(now: now.deadline)
         armTick(at: now.deadline + configuration.bindRetry)

@@ -94,7 +94,7 @@ extension ClientEngine {
 
     /// The messages of one datagram: what they make ready is delivered (and stored) together.
     private mutating func received(_ payloads: [[UInt8]], now: Moment) {
-        let batch = ReceivedBatch.take(payloads, inbox: &inbox, early: &early, user: credentials?.user, device: device)
+        let batch = ReceivedBatch.take(payloads, sequencer: &sequencer, early: &early, user: credentials?.user, device: device)
         if batch.advanced {
             deliver(batch.ready, after: batch.before, now: now)
         } else if batch.repeated {
@@ -112,8 +112,8 @@ extension ClientEngine {
               let message = try? Simp_Message(serializedBytes: pushed.message), message.seq == 0,
               message.type != .textPart else { return }
         let key = EarlyLedger.Key(from: message.fromUser, id: message.messageID)
-        guard early.admit(key, afterSeq: pushed.afterSeq, deliveredUpTo: inbox.deliveredUpTo,
-                          holding: inbox.bufferedCount > 0, now: now.deadline) else { return }
+        guard early.admit(key, afterSeq: pushed.afterSeq, deliveredUpTo: sequencer.deliveredUpTo,
+                          holding: sequencer.bufferedCount > 0, now: now.deadline) else { return }
         emit(.message(IncomingMessage(message)))
     }
 
@@ -126,7 +126,7 @@ extension ClientEngine {
         }
         // On disk first: a client killed after showing a message must not show it again,
         // and one the disk did not take must come again (ReceivedSaves).
-        if let batch = saves.ready(ready, after: after, upTo: inbox.deliveredUpTo) { actions.append(.saveReceived(batch)) }
+        if let batch = saves.ready(ready, after: after, upTo: sequencer.deliveredUpTo) { actions.append(.saveReceived(batch)) }
     }
 
     mutating func saved(_ result: Result<Void, StoreWriteError>, now: Moment) {
@@ -140,8 +140,8 @@ extension ClientEngine {
             let failure = saves.failed()
             // Unconfirmed, they are pushed again; what the server had confirmed before this
             // session does not come again.
-            inbox = InboundSequencer(deliveredUpTo: failure.rollBackTo)
-            inbox.advance(to: session?.confirmedSeq ?? 0)
+            sequencer = InboundSequencer(deliveredUpTo: failure.rollBackTo)
+            sequencer.advance(to: session?.confirmedSeq ?? 0)
             guard let seqs = failure.report else { return }
             let which = seqs.count == 1 ? "seq \(seqs.lowerBound)" : "seq \(seqs.lowerBound)-\(seqs.upperBound)"
             emit(.error("cannot save received messages (\(which)) in \(error.path): \(error.reason); "
@@ -214,7 +214,7 @@ extension ClientEngine {
 
     /// Asks for what is missing below a held message.
     mutating func reportGap(now: NIODeadline) {
-        let gaps = inbox.gaps()
+        let gaps = sequencer.gaps()
         guard let first = gaps.first, timers.mayReportGap(first: first, now: now) else { return }
         timers.gapReported(first: first, at: now)
         var receipt = Simp_Receipt()

@@ -95,7 +95,7 @@ extension ClientEngine {
         ClientTimers.Waits(path: session == nil ? .closed : lifecycle.isBound ? .bound : .binding,
                            acceptance: sending.awaitsAcceptance,
                            delivery: sending.awaitsDelivery,
-                           gap: inbox.bufferedCount > 0)
+                           gap: sequencer.bufferedCount > 0)
     }
 
     mutating func perform(_ resends: SendTracker.Resends, _ reason: Uplink.Reason, now: Moment) {

@@ -209,7 +209,8 @@ struct ClientEngine {
     var longSends = LongSends()
 
     // Receiving.
-    var inbox = InboundSequencer<IncomingMessage>()
+    /// Received messages put in seq order: what may be handed over, what is missing.
+    var sequencer = InboundSequencer<IncomingMessage>()
     /// Messages handed over before they were numbered, until their numbered copy comes.
     var early = EarlyLedger()
     var copyReceipts = CopyReceipts()
@@ -219,7 +220,7 @@ struct ClientEngine {
     /// than its saved mark.
     var saves = ReceivedSaves(savedUpTo: 0)
     /// What the next receipt confirms: the delivered mark, or with a store the saved mark.
-    var confirmUpTo: UInt64 { hasStore ? saves.savedUpTo : inbox.deliveredUpTo }
+    var confirmUpTo: UInt64 { hasStore ? saves.savedUpTo : sequencer.deliveredUpTo }
 
     init(configuration: ClientConfiguration, random: @escaping @Sendable () -> UInt64) {
         self.configuration = configuration

@@ -19,12 +19,12 @@ struct ReceivedBatch {
     /// `user` and `device`: who this client is. The copy of what this device sent, kept for the
     /// user's other devices, is confirmed here and not shown: the application has it already.
     /// The numbered copy of a message handed over early is confirmed with the rest, not again.
-    static func take(_ payloads: [[UInt8]], inbox: inout InboundSequencer<IncomingMessage>, early: inout EarlyLedger,
+    static func take(_ payloads: [[UInt8]], sequencer: inout InboundSequencer<IncomingMessage>, early: inout EarlyLedger,
                      user: String?, device: String) -> ReceivedBatch {
-        var batch = ReceivedBatch(before: inbox.deliveredUpTo)
+        var batch = ReceivedBatch(before: sequencer.deliveredUpTo)
         for payload in payloads {
             guard let message = try? Simp_Message(serializedBytes: payload), message.seq > 0 else { continue }
-            switch inbox.receive(seq: message.seq, item: IncomingMessage(message)) {
+            switch sequencer.receive(seq: message.seq, item: IncomingMessage(message)) {
             case .deliver(let items): batch.ready += items
             case .duplicate: batch.repeated = true
             case .buffered: batch.gap = true

@@ -3,10 +3,10 @@
 /// again after a restart; confirmed earlier, the server would drop a message the client
 /// never kept (a full disk).
 ///
-/// One write is in flight at a time; what the inbox hands over meanwhile waits and goes in
+/// One write is in flight at a time; what the sequencer hands over meanwhile waits and goes in
 /// the next one. So no write lands after an earlier one failed: its mark would cover
 /// messages that are not on disk. A failed write is given up together with everything
-/// waiting behind it: the inbox goes back to where that write started, and since nothing of
+/// waiting behind it: the sequencer goes back to where that write started, and since nothing of
 /// it was confirmed, the server pushes those messages again and they are written then.
 struct ReceivedSaves: Sendable {
     /// Messages to write in one transaction, with the saved mark they leave on disk.
@@ -43,7 +43,7 @@ struct ReceivedSaves: Sendable {
         reportedUpTo = savedUpTo
     }
 
-    /// Messages the inbox handed over, in order, moving its delivered mark from `after` to `upTo`:
+    /// Messages the sequencer handed over, in order, moving its delivered mark from `after` to `upTo`:
     /// returns the batch to write now, or nil while a write is in flight.
     mutating func ready(_ messages: [IncomingMessage], after: UInt64, upTo: UInt64) -> Batch? {
         if var queued = waiting {

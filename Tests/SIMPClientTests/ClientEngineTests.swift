@@ -552,7 +552,7 @@ import Testing
 
         _ = engine.handle(Self.datagram(.data, Self.message(seq: 2, id: "m2"), packet: 2), at: Self.at(2))
         let failed = engine.handle(.saved(.failure(StoreWriteError(path: "/d", DiskFull()))), at: Self.at(3))
-        #expect(Self.events(failed).count == 1 && engine.confirmUpTo == 1 && engine.inbox.deliveredUpTo == 1)
+        #expect(Self.events(failed).count == 1 && engine.confirmUpTo == 1 && engine.sequencer.deliveredUpTo == 1)
     }
 
     @Test func outboxWrittenReportsOnlyAFailure() {

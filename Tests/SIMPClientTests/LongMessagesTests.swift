@@ -4,7 +4,7 @@ import Testing
 @testable import SIMPClient
 
 @Suite struct LongMessagesTests {
-    /// Part `index` of `count` of the message `base`, as the inbox hands it over.
+    /// Part `index` of `count` of the message `base`, as the sequencer hands it over.
     private static func part(_ base: String, _ index: Int, of count: Int, text: String? = nil, from: String = "alice",
                              to: String = "bob", seq: UInt64 = 0) -> IncomingMessage {
         let id = LongText.PartID(base: base, index: index, count: count)

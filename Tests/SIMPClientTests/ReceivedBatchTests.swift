@@ -14,34 +14,37 @@ import Testing
     }
 
     @Test func messagesAreHandedOverInOrderOnceAndAGapIsReported() throws {
-        var inbox = InboundSequencer<IncomingMessage>()
+        /// Received messages put in seq order: what may be handed over, what is missing.
+    var sequencer = InboundSequencer<IncomingMessage>()
         var early = EarlyLedger()
-        var batch = ReceivedBatch.take([try payload(2)], inbox: &inbox, early: &early, user: "bob", device: "phone")
+        var batch = ReceivedBatch.take([try payload(2)], sequencer: &sequencer, early: &early, user: "bob", device: "phone")
         #expect(batch.gap && !batch.advanced && batch.ready.isEmpty)
-        batch = ReceivedBatch.take([try payload(1), try payload(3)], inbox: &inbox, early: &early, user: "bob", device: "phone")
+        batch = ReceivedBatch.take([try payload(1), try payload(3)], sequencer: &sequencer, early: &early, user: "bob", device: "phone")
         #expect(batch.ready.map(\.seq) == [1, 2, 3] && batch.before == 0 && batch.advanced && !batch.gap)
-        batch = ReceivedBatch.take([try payload(2)], inbox: &inbox, early: &early, user: "bob", device: "phone")
+        batch = ReceivedBatch.take([try payload(2)], sequencer: &sequencer, early: &early, user: "bob", device: "phone")
         #expect(batch.repeated && !batch.advanced && batch.ready.isEmpty)
     }
 
     @Test func thisDevicesOwnCopyIsConfirmedButNotShown() throws {
-        var inbox = InboundSequencer<IncomingMessage>()
+        /// Received messages put in seq order: what may be handed over, what is missing.
+    var sequencer = InboundSequencer<IncomingMessage>()
         var early = EarlyLedger()
         let batch = ReceivedBatch.take([try payload(1, from: "bob", fromDevice: "phone"), try payload(2, from: "bob", fromDevice: "laptop")],
-                                       inbox: &inbox, early: &early, user: "bob", device: "phone")
+                                       sequencer: &sequencer, early: &early, user: "bob", device: "phone")
         // The laptop's message shows here; the phone's own does not, yet the mark passes both.
-        #expect(batch.ready.map(\.seq) == [2] && batch.advanced && inbox.deliveredUpTo == 2)
-        let ownOnly = ReceivedBatch.take([try payload(3, from: "bob", fromDevice: "phone")], inbox: &inbox, early: &early,
+        #expect(batch.ready.map(\.seq) == [2] && batch.advanced && sequencer.deliveredUpTo == 2)
+        let ownOnly = ReceivedBatch.take([try payload(3, from: "bob", fromDevice: "phone")], sequencer: &sequencer, early: &early,
                                          user: "bob", device: "phone")
         #expect(ownOnly.ready.isEmpty && ownOnly.advanced)
     }
 
     @Test func theNumberedCopyOfAnEarlyMessageIsNotHandedOverAgain() throws {
-        var inbox = InboundSequencer<IncomingMessage>()
+        /// Received messages put in seq order: what may be handed over, what is missing.
+    var sequencer = InboundSequencer<IncomingMessage>()
         var early = EarlyLedger()
         let admitted = early.admit(.init(from: "alice", id: "e1"), afterSeq: 0, deliveredUpTo: 0, holding: false, now: .uptimeNanoseconds(1))
         #expect(admitted)
-        let batch = ReceivedBatch.take([try payload(1, id: "e1"), try payload(2)], inbox: &inbox, early: &early, user: "bob", device: "phone")
+        let batch = ReceivedBatch.take([try payload(1, id: "e1"), try payload(2)], sequencer: &sequencer, early: &early, user: "bob", device: "phone")
         #expect(batch.ready.map(\.id) == ["m2"] && batch.advanced && early.count == 0)
     }
 }

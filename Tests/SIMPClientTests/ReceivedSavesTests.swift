@@ -71,7 +71,7 @@ import Testing
         #expect(saves.failed() == ReceivedSaves.Failure(rollBackTo: 3, count: 2, report: 4...5))
     }
 
-    /// A session's `confirmedSeq` can move the inbox floor up past what is on disk; a batch
+    /// A session's `confirmedSeq` can move the sequencer floor up past what is on disk; a batch
     /// after such a jump starts there.
     @Test func aBatchAfterAJumpOfTheFloorRollsBackToTheJump() {
         var saves = ReceivedSaves(savedUpTo: 3)

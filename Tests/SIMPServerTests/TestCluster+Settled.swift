@@ -15,7 +15,7 @@ extension TestCluster {
         let keys = Keys(prefix: server.configuration.namespace)
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
-            if let marks = try? await pool.run([RedisCommand("MGET", [keys.seq(user), keys.acked(user)])], on: loop).get().first?.array,
+            if let marks = try? await pool.run([RedisCommand("MGET", [keys.seq(user), keys.deliveredMark(user)])], on: loop).get().first?.array,
                marks.count == 2, marks[0].string == marks[1].string,
                let report = try? await server.router?.pathReport().get(), Self.nothingInFlight(to: user, report) {
                 await pool.shutdown()

@@ -119,7 +119,7 @@ public struct Administration: Sendable {
         let replies = try await redis.run([
             RedisCommand("ZCARD", [keys.inbox(user)]),
             RedisCommand("GET", [keys.seq(user)]),
-            RedisCommand("GET", [keys.acked(user)]),
+            RedisCommand("GET", [keys.deliveredMark(user)]),
             RedisCommand("ZRANGE", [keys.inbox(user), 0, 0, "WITHSCORES"]),
         ]).map { try $0.checked() }
         var depth = InboxDepth(user: user, unconfirmed: Int(replies[0].int ?? 0), lastSeq: UInt64(replies[1].int ?? 0),

@@ -11,7 +11,7 @@ enum ReadReceipts {
         var user: String
         var device: String
         /// The highest seq the session confirmed: a message above it is not delivered yet.
-        var confirmed: UInt64
+        var deviceMark: UInt64
         /// The user has other devices, which learn of the read too.
         var otherDevices: Bool
     }
@@ -28,7 +28,7 @@ enum ReadReceipts {
     /// message was delivered.
     static func delivered(_ request: Simp_ReadRequest, reader: Reader) -> [Simp_ReadMark] {
         var seen = Set<String>()
-        return request.reads.filter { $0.seq <= reader.confirmed && seen.insert("\($0.fromUser) \($0.messageID)").inserted }
+        return request.reads.filter { $0.seq <= reader.deviceMark && seen.insert("\($0.fromUser) \($0.messageID)").inserted }
     }
 
     /// The notices for marks the store found genuine (`Scripts.readMarks`), by sender: one in

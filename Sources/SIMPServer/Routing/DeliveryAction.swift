@@ -48,7 +48,7 @@ enum DeliveryAction {
     case probeReplicas(RedisNodeAddress)
     case readInbox(session: UInt64, user: String, after: UInt64, InboxRead)
     case readEntries(session: UInt64, user: String, seqs: [UInt64])
-    case writeMarks([ReceiptLedger.Mark])
+    case writeReceipts([ReceiptLedger.Receipt])
     case setPresence([MessageStore.Presence])
     case renewPresence([MessageStore.Presence], sessions: [UInt64])
     case clearPresence(user: String, device: String, session: UInt64, millis: Int64)

@@ -5,14 +5,14 @@ import SIMPCore
 extension DeliveryEngine {
     /// The inbox read after the bind: everything stored before it.
     mutating func sync(_ session: Session) {
-        act(.readInbox(session: session.id, user: session.user, after: session.confirmed, .sync))
+        act(.readInbox(session: session.id, user: session.user, after: session.deviceMark, .sync))
     }
 
     /// Pushes what another node stored for this session since its last push. One read at a
     /// time per session: notices that arrive meanwhile make one more read after it.
     mutating func catchUp(_ session: Session) {
         guard let covering = session.catchUp.want() else { return }
-        act(.readInbox(session: session.id, user: session.user, after: max(session.confirmed, session.highestPushed), .catchUp(covering: covering)))
+        act(.readInbox(session: session.id, user: session.user, after: max(session.deviceMark, session.highestPushed), .catchUp(covering: covering)))
     }
 
     /// A session's inbox read came back: its entries are pushed; a failed read is tried again.

@@ -13,13 +13,13 @@ extension DeliveryEngine {
         resendMissing(receipt.missing.prefix(RequestCost.missingPerReceipt), to: session, now: now)
         if session.pushes.hasQueued { releasing.insert(session.id) }
         sendDatagrams(now: now)
-        let elsewhere = sessions.sessions(of: session.user).lazy.filter { $0 !== session }.map(\.confirmed).max() ?? 0
-        let effects = Self.receipt(upTo: receipt.upToSeq, pushes: confirmed, confirmed: session.confirmed,
-                                   confirmedElsewhere: elsewhere, user: session.user, device: session.device)
+        let elsewhere = sessions.sessions(of: session.user).lazy.filter { $0 !== session }.map(\.deviceMark).max() ?? 0
+        let effects = Self.receipt(newMark: receipt.upToSeq, pushes: confirmed, deviceMark: session.deviceMark,
+                                   otherDevicesMark: elsewhere, user: session.user, device: session.device)
         for push in effects.delivered { notifyDelivered(id: push.id, from: push.from, to: session.user, seq: push.seq, group: push.group) }
-        guard let mark = effects.mark else { return }
-        session.confirmed = mark.upTo
-        recordReceipt(mark)
+        guard let written = effects.receipt else { return }
+        session.deviceMark = written.deviceMark
+        recordReceipt(written)
     }
 
     /// Resends what the receiver reports missing, within the session's resend budget (what is
@@ -49,24 +49,24 @@ extension DeliveryEngine {
         pushStored(items, to: session, now: now)
     }
 
-    /// Marks wait for the next tick (10 ms): nothing waits for them (senders were told from
-    /// the pushes), and a quiet node writes one mark per recipient per tick instead of one per
-    /// receipt.
-    mutating func recordReceipt(_ mark: ReceiptLedger.Mark) {
-        receipts.record(mark)
+    /// Receipts wait for the next tick (10 ms): nothing waits for them (senders were told from
+    /// the pushes), and a quiet node writes one per recipient device per tick instead of one
+    /// per datagram.
+    mutating func recordReceipt(_ receipt: ReceiptLedger.Receipt) {
+        receipts.record(receipt)
         ask(.tick, after: settings.tick)
     }
 
-    /// The tick's marks, written in one round trip (`marksWritten`).
+    /// The tick's receipts, written in one round trip (`receiptsWritten`).
     mutating func writeReceipts(now: Moment) {
-        let marks = receipts.take(now: now.deadline)
-        guard !marks.isEmpty else { return }
-        act(.writeMarks(marks))
+        let due = receipts.take(now: now.deadline)
+        guard !due.isEmpty else { return }
+        act(.writeReceipts(due))
     }
 
     /// A failed mark is written again a second later; entries come back only for marks that
     /// asked (their senders are told now).
-    mutating func marksWritten(_ marks: [ReceiptLedger.Mark], _ results: [Result<MessageStore.MarkWritten, RedisError>], now: Moment) {
+    mutating func receiptsWritten(_ marks: [ReceiptLedger.Receipt], _ results: [Result<MessageStore.ReceiptWritten, RedisError>], now: Moment) {
         for (mark, result) in zip(marks, results) {
             switch result {
             case .success(let written):

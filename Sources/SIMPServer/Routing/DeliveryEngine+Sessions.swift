@@ -23,7 +23,7 @@ extension DeliveryEngine {
         var bindToken: [UInt8]
         var lastSeq: UInt64
         /// The device's confirmed mark in the store.
-        var cursor: UInt64
+        var deviceMark: UInt64
         var devices: Int
     }
 
@@ -39,13 +39,13 @@ extension DeliveryEngine {
             act(.connectRefused(attempt: attempt, refusal))
             return
         }
-        guard case .registered(let cursor, let devices, let nodes, let filtered) = registration else { return }
+        guard case .registered(let deviceMark, let devices, let nodes, let filtered) = registration else { return }
         var wanted = request
         // A user who filters senders takes nothing early: a message pushed before its store
         // answered could be one its filters refuse.
         if filtered { wanted.takesEarly = false }
         let (session, bindToken) = open(wanted, devices: devices, nodes: nodes, now: now)
-        connecting[session.id] = Connecting(attempt: attempt, bindToken: bindToken, lastSeq: request.lastSeq, cursor: cursor, devices: devices)
+        connecting[session.id] = Connecting(attempt: attempt, bindToken: bindToken, lastSeq: request.lastSeq, deviceMark: deviceMark, devices: devices)
         act(.opened(attempt: attempt, session: session.id))
         act(.repairNumbering(session: session.id, user: request.user, lastSeq: request.lastSeq))
     }
@@ -56,8 +56,8 @@ extension DeliveryEngine {
         guard let pending = connecting.removeValue(forKey: id), let session = sessions[id] else { return }
         switch moved {
         case .success(let count):
-            numberingChecked(session, lastSeq: pending.lastSeq, cursor: pending.cursor, moved: count)
-            act(.connectAnswered(attempt: pending.attempt, connectResponse(session, bindToken: pending.bindToken, cursor: pending.cursor,
+            numberingChecked(session, lastSeq: pending.lastSeq, deviceMark: pending.deviceMark, moved: count)
+            act(.connectAnswered(attempt: pending.attempt, connectResponse(session, bindToken: pending.bindToken, deviceMark: pending.deviceMark,
                                                                            devices: pending.devices, udpPort: udpPort ?? 0)))
         case .failure(let error):
             act(.connectRefused(attempt: pending.attempt, error))
@@ -87,7 +87,7 @@ extension DeliveryEngine {
         let bindToken = randomBytes(16)
         let key = SymmetricKey(data: randomBytes(DatagramSeal.keySize))
         let session = Session(id: newSessionID(), user: user, device: request.device, bindToken: bindToken, key: key,
-                              confirmed: request.lastSeq, policy: settings.retransmit,
+                              deviceMark: request.lastSeq, policy: settings.retransmit,
                               bucket: TokenBucket(rate: settings.messagesPerSecond, burst: settings.messageBurst, now: now.deadline))
         session.takesBundles = request.takesBundles
         session.takesEarly = request.takesEarly
@@ -115,25 +115,25 @@ extension DeliveryEngine {
     }
 
     /// The session's numbering was checked (`moved` entries renumbered past the client's
-    /// `lastSeq`); `cursor` is its device's confirmed mark in the store.
-    mutating func numberingChecked(_ session: Session, lastSeq: UInt64, cursor: UInt64, moved: Int) {
+    /// `lastSeq`); `deviceMark` is its device's confirmed mark in the store.
+    mutating func numberingChecked(_ session: Session, lastSeq: UInt64, deviceMark: UInt64, moved: Int) {
         if moved > 0 {
             metrics.renumbered.increment(by: Int64(moved))
             logger.warning("Redis lost numbers \(session.user) had seen; \(moved) messages stored since moved past seq \(lastSeq)",
                            metadata: session.logMetadata)
         }
-        session.confirmed = max(lastSeq, cursor)
+        session.deviceMark = max(lastSeq, deviceMark)
         // The device has more than the server knows it confirmed: its last receipt was lost
         // with the previous connection (or node). Apply it now.
-        if lastSeq > cursor { recordReceipt(.init(user: session.user, device: session.device, upTo: lastSeq, needsEntries: true)) }
+        if lastSeq > deviceMark { recordReceipt(.init(user: session.user, device: session.device, deviceMark: lastSeq, needsEntries: true)) }
     }
 
     /// The answer to the CONNECT that opened `session`.
-    func connectResponse(_ session: Session, bindToken: [UInt8], cursor: UInt64, devices: Int, udpPort: Int) -> Simp_ConnectResponse {
+    func connectResponse(_ session: Session, bindToken: [UInt8], deviceMark: UInt64, devices: Int, udpPort: Int) -> Simp_ConnectResponse {
         var response = Simp_ConnectResponse()
         response.sessionID = session.id
         response.bindToken = Data(bindToken)
-        response.confirmedSeq = cursor
+        response.confirmedSeq = deviceMark
         response.heartbeatMillis = UInt32(settings.heartbeat.nanoseconds / 1_000_000)
         response.user = session.user
         response.udpPort = UInt32(udpPort)

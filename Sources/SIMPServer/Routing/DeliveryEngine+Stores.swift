@@ -16,7 +16,7 @@ extension DeliveryEngine {
         // answered by that store's outcome; a second copy could contradict it.
         guard let place = storeTracker.begin(request) else { return }
         var request = request
-        request.order = place
+        request.place = place
         // Behind its recipient's held stores, wherever they were held (the slot map may have
         // changed since); nothing goes early to it: it may well fail.
         if let shard = heldShard(for: request.to) {
@@ -48,7 +48,7 @@ extension DeliveryEngine {
     }
 
     private mutating func pushEarly(_ request: StoreRequest, to recipient: Session) -> Bool {
-        let afterSeq = max(recipient.confirmed, recipient.highestPushed)
+        let afterSeq = max(recipient.deviceMark, recipient.highestPushed)
         guard let payload = EarlyPayload(afterSeq: afterSeq, message: request.bytes).encoded(),
               sendDatagram(to: recipient, kind: .early, payload: payload) else { return false }
         metrics.earlyPushes.increment()
@@ -216,7 +216,7 @@ extension DeliveryEngine {
     /// to that recipient until a read issued after it has come back (`CatchUp.mayMissPushes`).
     private mutating func catchUpIfUnpushed(_ request: StoreRequest, _ outcome: StoreOutcome) {
         for recipient in sessions.sessions(of: request.to) where recipient.isBound {
-            let pushedUpTo = max(recipient.confirmed, recipient.highestPushed)
+            let pushedUpTo = max(recipient.deviceMark, recipient.highestPushed)
             guard outcome.mayLeaveUnpushed(ambiguous: request.ambiguousSince != nil, pushedUpTo: pushedUpTo) else { continue }
             recipient.catchUp.doubt()
             catchUp(recipient)

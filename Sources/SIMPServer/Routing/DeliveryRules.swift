@@ -52,23 +52,23 @@ extension DeliveryEngine {
     struct ReceiptEffects: Equatable {
         /// Pushes whose senders learn now that they were delivered (first device to confirm).
         var delivered: [ConfirmedPush]
-        /// The device's new confirmed mark to write, unless the receipt repeats an older one.
-        var mark: ReceiptLedger.Mark?
+        /// The receipt to write (the device's new mark), unless it repeats an older one.
+        var receipt: ReceiptLedger.Receipt?
     }
 
-    /// A receipt `upTo` from a device whose mark was `confirmed`, confirming `pushes` of this
-    /// session; `confirmedElsewhere`: the highest mark of the user's other devices here. A
-    /// message is delivered when the first device confirms it, and a copy of what the user sent
-    /// from another device tells nobody. When the receipt covers seqs this session never
-    /// pushed (confirmed before a reconnect), the store must return their entries: only it
-    /// knows their senders.
-    static func receipt(upTo: UInt64, pushes: [ConfirmedPush], confirmed: UInt64, confirmedElsewhere: UInt64,
+    /// A receipt raising a device's mark to `newMark` from `deviceMark`, confirming `pushes`
+    /// of this session; `otherDevicesMark`: the highest device mark of the user's other
+    /// devices here. A message is delivered when the first device confirms it, and a copy of
+    /// what the user sent from another device tells nobody. When the receipt covers seqs this
+    /// session never pushed (confirmed before a reconnect), the store must return their
+    /// entries: only it knows their senders.
+    static func receipt(newMark: UInt64, pushes: [ConfirmedPush], deviceMark: UInt64, otherDevicesMark: UInt64,
                         user: String, device: String) -> ReceiptEffects {
-        let delivered = pushes.filter { !$0.isCopy && $0.seq > confirmedElsewhere }
-        guard upTo > confirmed else { return ReceiptEffects(delivered: delivered, mark: nil) }
-        let known = pushes.lazy.filter { $0.seq > confirmed }.count
-        let needsEntries = UInt64(known) < upTo - confirmed
-        return ReceiptEffects(delivered: delivered, mark: .init(user: user, device: device, upTo: upTo, needsEntries: needsEntries))
+        let delivered = pushes.filter { !$0.isCopy && $0.seq > otherDevicesMark }
+        guard newMark > deviceMark else { return ReceiptEffects(delivered: delivered, receipt: nil) }
+        let known = pushes.lazy.filter { $0.seq > deviceMark }.count
+        let needsEntries = UInt64(known) < newMark - deviceMark
+        return ReceiptEffects(delivered: delivered, receipt: .init(user: user, device: device, deviceMark: newMark, needsEntries: needsEntries))
     }
 
     /// Whether a sender's devices on other nodes must be told too: some of its devices are not

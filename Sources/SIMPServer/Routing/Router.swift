@@ -108,7 +108,7 @@ final class Router: @unchecked Sendable {
     func reader(of sessionID: UInt64) -> ReadReceipts.Reader? {
         loop.assertInEventLoop()
         guard let session = engine.sessions[sessionID] else { return nil }
-        return ReadReceipts.Reader(user: session.user, device: session.device, confirmed: session.confirmed,
+        return ReadReceipts.Reader(user: session.user, device: session.device, deviceMark: session.deviceMark,
                                    otherDevices: session.devices > 1)
     }
 
@@ -342,9 +342,9 @@ final class Router: @unchecked Sendable {
             store.inboxEntries(user: user, seqs: seqs, on: loop).whenComplete { [self] result in
                 feed(.entriesRead(session: id, result))
             }
-        case .writeMarks(let marks):
-            store.acknowledge(marks, on: loop).whenSuccess { [self] results in
-                feed(.marksWritten(marks, results))
+        case .writeReceipts(let marks):
+            store.writeReceipts(marks, on: loop).whenSuccess { [self] results in
+                feed(.receiptsWritten(marks, results))
             }
         default:
             carryOutElsewhere(action)

@@ -18,7 +18,7 @@ final class Session: TableEntry, SealedPeer, @unchecked Sendable {
     /// This device's confirmed mark: the highest seq it has confirmed, as the client said at
     /// CONNECT or the server had, then raised by its receipts (a repeat is not written again).
     /// The inbox is read after it.
-    var confirmed: UInt64
+    var deviceMark: UInt64
     /// Seals every datagram of this session, both ways; handed to the client over TCP.
     let key: SymmetricKey
     var replay = ReplayWindow()
@@ -67,7 +67,7 @@ final class Session: TableEntry, SealedPeer, @unchecked Sendable {
 
     /// `bindToken` is the single-use token a bind datagram must present; `key` seals its
     /// datagrams; both are handed to the client over TCP.
-    init(id: UInt64, user: String, device: String, bindToken: [UInt8], key: SymmetricKey, confirmed: UInt64, policy: RetransmitPolicy,
+    init(id: UInt64, user: String, device: String, bindToken: [UInt8], key: SymmetricKey, deviceMark: UInt64, policy: RetransmitPolicy,
          bucket: TokenBucket) {
         self.key = key
         self.bucket = bucket
@@ -75,7 +75,7 @@ final class Session: TableEntry, SealedPeer, @unchecked Sendable {
         self.user = user
         self.device = device
         self.path = PathValidator(bindToken: bindToken)
-        self.confirmed = confirmed
+        self.deviceMark = deviceMark
         self.pushes = PushQueue(policy: policy)
     }
 

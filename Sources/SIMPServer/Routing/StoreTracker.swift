@@ -66,7 +66,7 @@ struct StoreTracker {
     /// It was stored: the latest of its conversation unless a later one was already.
     mutating func stored(_ request: StoreRequest, now: NIODeadline) {
         let conversation = Conversation(request)
-        if request.order > latest[conversation]?.place ?? 0 { latest[conversation] = (request.order, now) }
+        if request.place > latest[conversation]?.place ?? 0 { latest[conversation] = (request.place, now) }
         guard latest.count > pruneAt else { return }
         prune(now: now)
         pruneAt = max(Self.pruneFloor, latest.count * 2)
@@ -74,7 +74,7 @@ struct StoreTracker {
 
     /// A later message of its conversation was stored.
     func isOvertaken(_ request: StoreRequest) -> Bool {
-        latest[Conversation(request)].map { $0.place > request.order } ?? false
+        latest[Conversation(request)].map { $0.place > request.place } ?? false
     }
 
     mutating func prune(now: NIODeadline) {

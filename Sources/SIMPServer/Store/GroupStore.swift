@@ -83,7 +83,7 @@ extension MessageStore {
         guard !plan.isEmpty else { return loop.makeSucceededFuture([]) }
         let commands = plan.map { item in
             let keys = [keys.user(item.member), keys.seq(item.member), keys.inbox(item.member), keys.presence(item.member),
-                        keys.groups(item.member), keys.numbering(item.member), keys.blocked(item.member), keys.acked(item.member),
+                        keys.groups(item.member), keys.numbering(item.member), keys.blocked(item.member), keys.deliveredMark(item.member),
                         keys.groupCopies(item.member), keys.heldGroups(item.member), keys.blocking(item.member),
                         keys.groupCopiesSince(item.member)]
             var args: [any RedisArgument] = [group, settings.nodeID, floor(item.member).map { Int64($0) } ?? -1, "run id", bounds.limit]

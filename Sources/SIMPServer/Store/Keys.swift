@@ -19,7 +19,8 @@ struct Keys: Sendable {
     func user(_ name: String) -> String { of(name, "user") }
     func seq(_ name: String) -> String { of(name, "seq") }
     func inbox(_ name: String) -> String { of(name, "inbox") }
-    func acked(_ name: String) -> String { of(name, "acked") }
+    /// The delivered mark: the highest device mark of NAME. The key keeps its old name, `acked`.
+    func deliveredMark(_ name: String) -> String { of(name, "acked") }
     /// Redis' run id at NAME's last store, and the seq numbering restarted from while no
     /// CONNECT of NAME has checked it (`Scripts.store`).
     func numbering(_ name: String) -> String { of(name, "numbering") }
@@ -27,8 +28,9 @@ struct Keys: Sendable {
     func presence(_ name: String) -> String { of(name, "presence") }
     /// NAME's devices: field DEVICE, value the ms of its last CONNECT or disconnect.
     func devices(_ name: String) -> String { of(name, "devices") }
-    /// Each device's confirmed mark (field DEVICE, value a seq); `acked` is their highest.
-    func cursors(_ name: String) -> String { of(name, "cursors") }
+    /// Each device mark of NAME (field DEVICE, value the highest seq it confirmed); the
+    /// delivered mark (`deliveredMark`) is their highest. The key keeps its old name, `cursors`.
+    func deviceMarks(_ name: String) -> String { of(name, "cursors") }
     /// When NAME's DEVICE was last revoked (ms): tokens issued before it open no session for that
     /// device. One key per device, expiring with the longest token lifetime, so revocations
     /// stay bounded and a revoke or a check touches one key. (`revoked`, a hash of every
@@ -68,7 +70,7 @@ struct Keys: Sendable {
     func groupCopiesSince(_ name: String) -> String { of(name, "gsince") }
     /// The groups whose copies to NAME are held (NAME has its bound of group copies
     /// unconfirmed), a string of names each followed by a space: resumed from the group's log
-    /// when NAME confirms (`Scripts.ack`). A string, so the scripts that read it read it in the
+    /// when NAME confirms (`Scripts.receipt`). A string, so the scripts that read it read it in the
     /// MGET they run anyway. (Until issue 46's last change it was the set `held`; a set left by
     /// a node of then is read by nobody: its groups go on at their next message.)
     func heldGroups(_ name: String) -> String { of(name, "holds") }

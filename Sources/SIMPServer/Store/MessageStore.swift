@@ -50,7 +50,7 @@ struct StoreRequest: Sendable {
     /// Its place among the stores this node was handed: one that comes back to be stored again
     /// (an unknown outcome, a wait for replicas) leaves before later ones, and a refused one can
     /// tell whether a later one of its conversation was stored meanwhile.
-    var order: UInt64 = 0
+    var place: UInt64 = 0
 }
 
 /// What a copy for the sender's other devices carries: the user the message went to (the copy
@@ -361,7 +361,7 @@ final class MessageStore: Sendable {
 
     private func storeCommand(_ requests: [StoreRequest], floor: UInt64?) -> RedisCommand {
         let to = requests[0].to
-        var keys: [any RedisArgument] = [keys.user(to), keys.seq(to), keys.inbox(to), keys.acked(to), keys.numbering(to),
+        var keys: [any RedisArgument] = [keys.user(to), keys.seq(to), keys.inbox(to), keys.deliveredMark(to), keys.numbering(to),
                                          keys.presence(to), keys.contacts(to), keys.blocked(to), keys.settings(to), keys.groupCopies(to)]
         for request in requests {
             let history = self.keys.history(of: to, with: request.copyFor ?? request.from)
@@ -435,33 +435,33 @@ final class MessageStore: Sendable {
         return .stored(seq: seq, bytes: StoredMessage.appending(seq: seq, to: request.bytes))
     }
 
-    /// What writing one confirmed mark came to (`Scripts.ack`).
-    struct MarkWritten: Equatable, Sendable {
+    /// What writing one receipt came to (`Scripts.receipt`).
+    struct ReceiptWritten: Equatable, Sendable {
         /// The inbox entries it was first to confirm, when it asked for them.
         var entries: [[UInt8]] = []
         /// The groups whose copies to the user were held: they go on now.
         var heldGroups: [String] = []
     }
 
-    /// Writes devices' confirmed marks (cumulative receipts) in one pipelined round trip. Per
-    /// mark: what it came to, or why it failed.
-    func acknowledge(_ marks: [ReceiptLedger.Mark], on loop: any EventLoop) -> EventLoopFuture<[Result<MarkWritten, RedisError>]> {
-        let commands = marks.map { mark in
-            RedisCommand.script(Scripts.ack, keys: [keys.inbox(mark.user), keys.acked(mark.user), keys.seq(mark.user),
-                                                    keys.cursors(mark.user), keys.devices(mark.user), keys.heldGroups(mark.user)],
-                                args: [mark.upTo, mark.needsEntries ? 1 : 0, mark.device, bounds.limit])
+    /// Writes devices' receipts (each a device's new mark) in one pipelined round trip. Per
+    /// receipt: what it came to, or why it failed.
+    func writeReceipts(_ receipts: [ReceiptLedger.Receipt], on loop: any EventLoop) -> EventLoopFuture<[Result<ReceiptWritten, RedisError>]> {
+        let commands = receipts.map { receipt in
+            RedisCommand.script(Scripts.receipt, keys: [keys.inbox(receipt.user), keys.deliveredMark(receipt.user), keys.seq(receipt.user),
+                                                        keys.deviceMarks(receipt.user), keys.devices(receipt.user), keys.heldGroups(receipt.user)],
+                                args: [receipt.deviceMark, receipt.needsEntries ? 1 : 0, receipt.device, bounds.limit])
         }
         return redis.run(commands, on: loop).map { replies in
             replies.map { reply in
                 Result { () throws(RedisError) in
                     let parts = try reply.checked().array ?? []
-                    guard parts.count == 2 else { throw RedisError(.protocolViolation, "ack script returned \(reply)") }
-                    return MarkWritten(entries: (parts[0].array ?? []).compactMap(\.bytes), heldGroups: (parts[1].array ?? []).compactMap(\.string))
+                    guard parts.count == 2 else { throw RedisError(.protocolViolation, "receipt script returned \(reply)") }
+                    return ReceiptWritten(entries: (parts[0].array ?? []).compactMap(\.bytes), heldGroups: (parts[1].array ?? []).compactMap(\.string))
                 }
             }
         }.recover { error in
             let failure = error as? RedisError ?? RedisError(.io, "\(error)")
-            return marks.map { _ in .failure(failure) }
+            return receipts.map { _ in .failure(failure) }
         }
     }
 
@@ -493,10 +493,10 @@ final class MessageStore: Sendable {
         // A read of the mark alone (limit 0) sends nothing to the session.
         let replicated = settings.minReplicas > 0 && limit > 0
         let commands = replicated
-            ? [RedisCommand.script(Scripts.readReplicated, keys: [keys.acked(user), keys.inbox(user), keys.numbering(user)],
+            ? [RedisCommand.script(Scripts.readReplicated, keys: [keys.deliveredMark(user), keys.inbox(user), keys.numbering(user)],
                                    args: [after, top, limit, StoreSettings.replicaMaxLagSeconds]),
                RedisCommand("WAIT", [settings.minReplicas, settings.replicaTimeoutMillis])]
-            : [RedisCommand("GET", [keys.acked(user)]),
+            : [RedisCommand("GET", [keys.deliveredMark(user)]),
                RedisCommand("ZRANGEBYSCORE", [keys.inbox(user), "(\(after)", top, "LIMIT", "0", limit])]
         return redis.run(commands, on: loop).flatMapThrowing { [settings] replies in
             var replies = replies
@@ -603,7 +603,7 @@ final class MessageStore: Sendable {
         let commands = presences.map { presence in
             let now = presence.entry.seenMillis
             return RedisCommand.script(Scripts.renewPresence,
-                                       keys: [keys.presence(presence.user), keys.devices(presence.user), keys.cursors(presence.user)],
+                                       keys: [keys.presence(presence.user), keys.devices(presence.user), keys.deviceMarks(presence.user)],
                                        args: [presence.device, "\(presence.entry.node) \(presence.entry.session) ", presence.entry.text,
                                               settings.presenceTTLSeconds, now, now - settings.forgetDevicesAfterMillis])
         }
@@ -647,7 +647,7 @@ final class MessageStore: Sendable {
         guard !items.isEmpty else { return loop.makeSucceededFuture([]) }
         let commands = items.flatMap { item in
             [RedisCommand("ZSCORE", [keys.messageIDs(to: item.toUser, from: asker), item.messageID]),
-             RedisCommand("GET", [keys.acked(item.toUser)])]
+             RedisCommand("GET", [keys.deliveredMark(item.toUser)])]
         }
         return redis.run(commands, on: loop).flatMapThrowing { replies in
             var confirmed: [Simp_Accepted] = []
@@ -672,7 +672,7 @@ final class MessageStore: Sendable {
         /// The device's confirmed mark, how many devices the user has, and the nodes its
         /// devices are connected to; `filtered`: the user blocked someone or takes messages
         /// from contacts only (nothing is pushed to it before its store answers).
-        case registered(cursor: UInt64, devices: Int, nodes: [String], filtered: Bool = false)
+        case registered(deviceMark: UInt64, devices: Int, nodes: [String], filtered: Bool = false)
         case tooMany(devices: Int)
         case revoked
     }
@@ -682,14 +682,14 @@ final class MessageStore: Sendable {
                         on loop: any EventLoop) -> EventLoopFuture<DeviceRegistration> {
         let command = RedisCommand.script(
             Scripts.registerDevice,
-            keys: [keys.devices(user), keys.cursors(user), keys.acked(user), keys.revokedDevice(user, device), keys.presence(user),
+            keys: [keys.devices(user), keys.deviceMarks(user), keys.deliveredMark(user), keys.revokedDevice(user, device), keys.presence(user),
                    keys.blocked(user), keys.settings(user)],
             args: [device, settings.maxDevicesPerUser, nowMillis, issuedMillis])
         return redis.run([command], on: loop).flatMapThrowing { replies in
             let parts = try replies[0].checked().array ?? []
             switch parts.first?.int {
             case Int64(1)? where parts.count >= 4:
-                return .registered(cursor: UInt64(parts[1].int ?? 0), devices: Int(parts[2].int ?? 1),
+                return .registered(deviceMark: UInt64(parts[1].int ?? 0), devices: Int(parts[2].int ?? 1),
                                    nodes: parts.dropFirst(4).compactMap(\.string), filtered: parts[3].int == 1)
             case Int64(-1)?: return .tooMany(devices: Int(parts.count > 2 ? parts[2].int ?? 0 : 0))
             case Int64(-2)?: return .revoked
@@ -702,7 +702,7 @@ final class MessageStore: Sendable {
     func revokeDevice(user: String, device: String, nowMillis: Int64, on loop: any EventLoop) -> EventLoopFuture<PresenceEntry??> {
         let command = RedisCommand.script(
             Scripts.revokeDevice,
-            keys: [keys.devices(user), keys.cursors(user), keys.presence(user), keys.revokedDevice(user, device),
+            keys: [keys.devices(user), keys.deviceMarks(user), keys.presence(user), keys.revokedDevice(user, device),
                    keys.revokedDevicesBefore(user)],
             args: [device, nowMillis, settings.tokenLifetimeMillis])
         return redis.run([command], on: loop).flatMapThrowing { replies in
@@ -721,7 +721,7 @@ final class MessageStore: Sendable {
 
     /// What `devices(from:liveSince:)` reads.
     static func deviceReads(of user: String, keys: Keys) -> [RedisCommand] {
-        [RedisCommand("HGETALL", [keys.devices(user)]), RedisCommand("HGETALL", [keys.cursors(user)]),
+        [RedisCommand("HGETALL", [keys.devices(user)]), RedisCommand("HGETALL", [keys.deviceMarks(user)]),
          RedisCommand("HGETALL", [keys.presence(user)])]
     }
 

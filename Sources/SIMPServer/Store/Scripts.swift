@@ -302,24 +302,25 @@ enum Scripts {
     return n
     """)
 
-    /// Cumulative receipt of one device. KEYS: inbox, confirmed mark, seq, cursors, devices,
-    /// held groups (a string of names, each followed by a space: read in the marks' MGET).
-    /// ARGV: the seq confirmed (clamped to the last assigned), 1 when the caller does not know
-    /// every confirmed message's sender, the device, and how many confirmed entries may be kept
-    /// for devices behind (the inbox limit). Raises the device's cursor and the user's confirmed
-    /// mark (the highest cursor: a message is delivered once its first device confirms it), and
-    /// removes the entries every device has confirmed. A device further behind than the kept
-    /// entries has its cursor moved past those removed: it gets the newer ones, the older are in
-    /// the history. A device not registered (revoked) changes nothing. Returns {entries, held}:
-    /// when ARGV[2] is 1, the entries this receipt was the first to confirm (their senders are
-    /// told), else {}; and when it raised the confirmed mark, the groups whose copies are held
-    /// (they go on from the group's log: `groupDeliver`).
-    static let ack = RedisScript("""
+    /// Cumulative receipt of one device. KEYS: inbox, delivered mark (`acked`), seq, device
+    /// marks (`cursors`), devices, held groups (a string of names, each followed by a space:
+    /// read in the marks' MGET). ARGV: the device's new mark (clamped to the last assigned
+    /// seq), 1 when the caller does not know every confirmed message's sender, the device, and
+    /// how many confirmed entries may be kept for devices behind (the inbox limit). Raises the
+    /// device mark and the user's delivered mark (the highest device mark: a message is
+    /// delivered once its first device confirms it), and removes the entries every device has
+    /// confirmed. A device further behind than the kept entries has its mark moved past those
+    /// removed: it gets the newer ones, the older are in the history. A device not registered
+    /// (revoked) changes nothing. Returns {entries, held}: when ARGV[2] is 1, the entries this
+    /// receipt was the first to confirm (their senders are told), else {}; and when it raised
+    /// the delivered mark, the groups whose copies are held (they go on from the group's log:
+    /// `groupDeliver`).
+    static let receipt = RedisScript("""
     local device = ARGV[3]
     local marks = redis.call('MGET', KEYS[3], KEYS[2], KEYS[6])
     local top, mark = tonumber(marks[1] or '0'), tonumber(marks[2] or '0')
     local upto = math.min(tonumber(ARGV[1]), top)
-    -- Every device's cursor in one read: this device's, and the lowest, which bounds the removal.
+    -- Every device mark in one read: this device's, and the lowest, which bounds the removal.
     local cursors, at = redis.call('HGETALL', KEYS[4]), nil
     for i = 1, #cursors, 2 do
       if cursors[i] == device then at = i + 1 end
@@ -352,11 +353,11 @@ enum Scripts {
     return {items, held}
     """)
 
-    /// At CONNECT: registers the device, or finds it registered. KEYS: devices, cursors,
-    /// confirmed mark, the device's revocation time, presence. ARGV: device, the most devices a user may
-    /// have, now (ms), when the token was issued (ms). A new device starts at the user's
-    /// confirmed mark: it gets what no device has confirmed yet, not the past. Returns {1,
-    /// cursor, devices, filtered, node...} (filtered: 1 when the user blocked someone or takes
+    /// At CONNECT: registers the device, or finds it registered. KEYS: devices, device marks
+    /// (`cursors`), delivered mark (`acked`), the device's revocation time, presence. ARGV:
+    /// device, the most devices a user may have, now (ms), when the token was issued (ms). A
+    /// new device starts at the user's delivered mark: it gets what no device has confirmed
+    /// yet, not the past. Returns {1, device mark, devices, filtered, node...} (filtered: 1 when the user blocked someone or takes
     /// messages from contacts only, KEYS[6] and [7]; nodes: where the user's other devices
     /// are), {-1, 0, devices}
     /// when the user has the most devices already, {-2} when the token predates the device's
@@ -365,19 +366,19 @@ enum Scripts {
     local device = ARGV[1]
     local revoked = redis.call('GET', KEYS[4])
     if revoked and tonumber(ARGV[4]) <= tonumber(revoked) then return {-2} end
-    local cursor = redis.call('HGET', KEYS[2], device)
+    local mark = redis.call('HGET', KEYS[2], device)
     local count = redis.call('HLEN', KEYS[1])
-    if not cursor then
+    if not mark then
       if redis.call('HEXISTS', KEYS[1], device) == 0 then
         if count >= tonumber(ARGV[2]) then return {-1, 0, count} end
         count = count + 1
       end
-      cursor = redis.call('GET', KEYS[3]) or '0'
-      redis.call('HSET', KEYS[2], device, cursor)
+      mark = redis.call('GET', KEYS[3]) or '0'
+      redis.call('HSET', KEYS[2], device, mark)
     end
     redis.call('HSET', KEYS[1], device, ARGV[3])
     local filtered = redis.call('EXISTS', KEYS[6]) == 1 or redis.call('HGET', KEYS[7], 'contacts-only') == 'on'
-    local out = {1, tonumber(cursor), count, filtered and 1 or 0}
+    local out = {1, tonumber(mark), count, filtered and 1 or 0}
     for _, node in ipairs(presencenodes(KEYS[5], '')) do table.insert(out, node) end
     return out
     """)

@@ -12,7 +12,7 @@ struct ReadReceiptRulesTests {
         return mark
     }
 
-    static let reader = ReadReceipts.Reader(user: "bob", device: "phone", confirmed: 5, otherDevices: true)
+    static let reader = ReadReceipts.Reader(user: "bob", device: "phone", deviceMark: 5, otherDevices: true)
 
     @Test func onlyWhatTheSessionConfirmedIsToldOnce() {
         var request = Simp_ReadRequest()

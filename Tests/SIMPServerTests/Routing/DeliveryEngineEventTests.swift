@@ -47,7 +47,7 @@ import Testing
         mutating func open(_ user: String, _ device: String = "d1", at now: Moment = at()) -> (session: Session, bindToken: [UInt8]) {
             let request = DeliveryEngine.SessionRequest(user: user, device: device, tokenIssuedMillis: 0, lastSeq: 0)
             var all = engine.handle(.connectAsked(request, attempt: 1), at: now)
-            all += engine.handle(.deviceRegistered(request, .registered(cursor: 0, devices: 1, nodes: ["n1"]), attempt: 1), at: now)
+            all += engine.handle(.deviceRegistered(request, .registered(deviceMark: 0, devices: 1, nodes: ["n1"]), attempt: 1), at: now)
             let id = all.compactMap { if case .opened(1, let id) = $0 { id } else { nil } }.first ?? UInt64(0)
             all += engine.handle(.numberingRepaired(session: id, moved: .success(0)), at: now)
             actions = all
@@ -169,8 +169,8 @@ import Testing
         node.on(.receipt(session: bob.id, .with { $0.upToSeq = 1 }), at: at(.milliseconds(6)))
         #expect(node.sent(to: alice).isEmpty)
         node.on(.due(.tick), at: at(.milliseconds(10)))
-        let marks = node.actions.compactMap { if case .writeMarks(let marks) = $0 { marks } else { nil } }.flatMap { $0 }
-        #expect(marks == [ReceiptLedger.Mark(user: "bob", device: "d1", upTo: 1, needsEntries: false)])
+        let marks = node.actions.compactMap { if case .writeReceipts(let marks) = $0 { marks } else { nil } }.flatMap { $0 }
+        #expect(marks == [ReceiptLedger.Receipt(user: "bob", device: "d1", deviceMark: 1, needsEntries: false)])
     }
 
     @Test func anUnconfirmedPushGoesAgainWhenItsTimeComesAndAConfirmedOneDoesNot() throws {

@@ -54,20 +54,20 @@ import Testing
     /// The first device to confirm a message makes it delivered; a copy of the user's own
     /// message tells nobody; a repeat is not written again.
     @Test func aReceiptDeliversWhatNoOtherDeviceConfirmed() {
-        let effects = DeliveryEngine.receipt(upTo: 5, pushes: [push(3), push(4, copy: true), push(5)], confirmed: 2,
-                                             confirmedElsewhere: 3, user: "bob", device: "phone")
+        let effects = DeliveryEngine.receipt(newMark: 5, pushes: [push(3), push(4, copy: true), push(5)], deviceMark: 2,
+                                             otherDevicesMark: 3, user: "bob", device: "phone")
         #expect(effects.delivered.map(\.seq) == [5])
-        #expect(effects.mark == .init(user: "bob", device: "phone", upTo: 5, needsEntries: false))
-        let repeated = DeliveryEngine.receipt(upTo: 5, pushes: [], confirmed: 5, confirmedElsewhere: 0, user: "bob", device: "phone")
-        #expect(repeated.mark == nil && repeated.delivered.isEmpty)
+        #expect(effects.receipt == .init(user: "bob", device: "phone", deviceMark: 5, needsEntries: false))
+        let repeated = DeliveryEngine.receipt(newMark: 5, pushes: [], deviceMark: 5, otherDevicesMark: 0, user: "bob", device: "phone")
+        #expect(repeated.receipt == nil && repeated.delivered.isEmpty)
     }
 
     /// Seqs the receipt covers that this session never pushed: their senders are known only
     /// to the store, which is asked for the entries.
     @Test func aReceiptBeyondWhatWasPushedAsksTheStoreForTheEntries() {
-        let effects = DeliveryEngine.receipt(upTo: 9, pushes: [push(8), push(9)], confirmed: 4, confirmedElsewhere: 0,
+        let effects = DeliveryEngine.receipt(newMark: 9, pushes: [push(8), push(9)], deviceMark: 4, otherDevicesMark: 0,
                                              user: "bob", device: "phone")
-        #expect(effects.mark?.needsEntries == true)
+        #expect(effects.receipt?.needsEntries == true)
         #expect(effects.delivered.map(\.seq) == [8, 9])
     }
 

@@ -62,7 +62,7 @@ extension DeliveryEngineEventTests {
         var (node, _, bob) = try aliceStoredAMessageForBob()
         node.on(.receipt(session: bob.id, .with { $0.upToSeq = 1 }), at: at(.milliseconds(1)))
         node.on(.draining, at: at(.milliseconds(2)))
-        #expect(node.actions.contains { if case .writeMarks(let marks) = $0 { marks.map(\.upTo) == [1] } else { false } })
+        #expect(node.actions.contains { if case .writeReceipts(let marks) = $0 { marks.map(\.deviceMark) == [1] } else { false } })
         #expect(node.actions.contains { if case .storesIdle = $0 { true } else { false } })
     }
 
@@ -96,9 +96,9 @@ extension DeliveryEngineEventTests {
         var engine = DeliveryEngine(configuration: node.engine.configuration, metrics: ServerMetrics(),
                                     logger: node.engine.logger, randomBytes: scripted)
         let request = DeliveryEngine.SessionRequest(user: "bob", device: "phone", tokenIssuedMillis: 0, lastSeq: 0)
-        _ = engine.handle(.deviceRegistered(request, .registered(cursor: 0, devices: 1, nodes: []), attempt: 1), at: at())
+        _ = engine.handle(.deviceRegistered(request, .registered(deviceMark: 0, devices: 1, nodes: []), attempt: 1), at: at())
         let laptop = DeliveryEngine.SessionRequest(user: "bob", device: "laptop", tokenIssuedMillis: 0, lastSeq: 0)
-        let taken = engine.handle(.deviceRegistered(laptop, .registered(cursor: 0, devices: 2, nodes: []), attempt: 2), at: at())
+        let taken = engine.handle(.deviceRegistered(laptop, .registered(deviceMark: 0, devices: 2, nodes: []), attempt: 2), at: at())
         let ids = engine.sessions.all.map(\.id).sorted()
         #expect(ids == [first.id, 0x0909_0909_0909_0909].sorted(), "0 drawn first, then the id in use")
         #expect(taken.contains { if case .opened(2, UInt64(0x0909_0909_0909_0909)) = $0 { true } else { false } },
@@ -118,7 +118,7 @@ extension DeliveryEngineEventTests {
         var node = Node.make()
         var request = DeliveryEngine.SessionRequest(user: "bob", device: "phone", tokenIssuedMillis: 5, lastSeq: 0)
         request.takesEarly = true
-        node.on(.deviceRegistered(request, .registered(cursor: 0, devices: 1, nodes: [], filtered: true), attempt: 1))
+        node.on(.deviceRegistered(request, .registered(deviceMark: 0, devices: 1, nodes: [], filtered: true), attempt: 1))
         guard case .opened(1, let id)? = node.actions.first(where: { if case .opened = $0 { true } else { false } }) else {
             Issue.record("\(node.actions)")
             return
@@ -130,7 +130,7 @@ extension DeliveryEngineEventTests {
     @Test func aFailedNumberingCheckRefusesTheConnectAndClosesTheSession() {
         var node = Node.make()
         let request = DeliveryEngine.SessionRequest(user: "bob", device: "phone", tokenIssuedMillis: 5, lastSeq: 0)
-        node.on(.deviceRegistered(request, .registered(cursor: 0, devices: 1, nodes: []), attempt: 4))
+        node.on(.deviceRegistered(request, .registered(deviceMark: 0, devices: 1, nodes: []), attempt: 4))
         let id = node.actions.compactMap { if case .opened(4, let id) = $0 { id } else { nil } }.first ?? UInt64(0)
         node.on(.numberingRepaired(session: id, moved: .failure(Outage())))
         #expect(node.actions.contains { if case .connectRefused(4, _) = $0 { true } else { false } })
@@ -141,7 +141,7 @@ extension DeliveryEngineEventTests {
     @Test func aSessionClosedBeforeItsAnswerRefusesItsConnect() {
         var node = Node.make()
         let request = DeliveryEngine.SessionRequest(user: "bob", device: "phone", tokenIssuedMillis: 5, lastSeq: 0)
-        node.on(.deviceRegistered(request, .registered(cursor: 0, devices: 1, nodes: []), attempt: 5))
+        node.on(.deviceRegistered(request, .registered(deviceMark: 0, devices: 1, nodes: []), attempt: 5))
         let id = node.actions.compactMap { if case .opened(5, let id) = $0 { id } else { nil } }.first ?? UInt64(0)
         node.on(.controlClosed(session: id))
         #expect(node.actions.contains { if case .connectRefused(5, _) = $0 { true } else { false } })
@@ -304,12 +304,12 @@ extension DeliveryEngineEventTests {
     @Test func writtenMarksTellSendersAndResumeHeldGroupsAndFailedOnesAreTriedAgain() throws {
         var node = Node.make()
         let alice = try node.online("alice", port: 4000)
-        let mark = ReceiptLedger.Mark(user: "bob", device: "d1", upTo: 1, needsEntries: true)
-        let written = MessageStore.MarkWritten(entries: [Self.stored("m1", from: "alice", to: "bob", seq: 1)], heldGroups: ["team"])
-        node.on(.marksWritten([mark], [.success(written)]))
+        let mark = ReceiptLedger.Receipt(user: "bob", device: "d1", deviceMark: 1, needsEntries: true)
+        let written = MessageStore.ReceiptWritten(entries: [Self.stored("m1", from: "alice", to: "bob", seq: 1)], heldGroups: ["team"])
+        node.on(.receiptsWritten([mark], [.success(written)]))
         #expect(node.sent(to: alice).count == 1)
         #expect(node.actions.contains { if case .resumeGroupCopies("bob", ["team"]) = $0 { true } else { false } })
-        node.on(.marksWritten([mark], [.failure(RedisError(.io, "down"))]))
+        node.on(.receiptsWritten([mark], [.failure(RedisError(.io, "down"))]))
         #expect(node.asked == [.tick])
     }
 

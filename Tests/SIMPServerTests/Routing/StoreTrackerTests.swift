@@ -7,10 +7,10 @@ import Testing
 @Suite struct StoreTrackerTests {
     let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000)
 
-    func request(_ id: String, to: String = "bob", device: String = "phone", order: UInt64 = 0) -> StoreRequest {
+    func request(_ id: String, to: String = "bob", device: String = "phone", place order: UInt64 = 0) -> StoreRequest {
         var request = StoreRequest(from: "alice", id: id, to: to, bytes: [1])
         request.device = device
-        request.order = order
+        request.place = order
         return request
     }
 
@@ -42,16 +42,16 @@ import Testing
     /// device and recipient) was stored, for a minute.
     @Test func aLaterStoreOfTheConversationOvertakesAnEarlierOne() {
         var tracker = StoreTracker()
-        tracker.stored(request("m5", order: 5), now: t0)
-        #expect(tracker.isOvertaken(request("m3", order: 3)))
-        #expect(!tracker.isOvertaken(request("m6", order: 6)))
-        #expect(!tracker.isOvertaken(request("m3", device: "laptop", order: 3)), "another device's order")
-        #expect(!tracker.isOvertaken(request("m3", to: "carol", order: 3)))
-        tracker.stored(request("m4", order: 4), now: t0)
-        #expect(tracker.isOvertaken(request("m4", order: 4)), "an older store does not lower the mark")
+        tracker.stored(request("m5", place: 5), now: t0)
+        #expect(tracker.isOvertaken(request("m3", place: 3)))
+        #expect(!tracker.isOvertaken(request("m6", place: 6)))
+        #expect(!tracker.isOvertaken(request("m3", device: "laptop", place: 3)), "another device's order")
+        #expect(!tracker.isOvertaken(request("m3", to: "carol", place: 3)))
+        tracker.stored(request("m4", place: 4), now: t0)
+        #expect(tracker.isOvertaken(request("m4", place: 4)), "an older store does not lower the mark")
         tracker.prune(now: t0 + .seconds(59))
-        #expect(tracker.isOvertaken(request("m3", order: 3)))
+        #expect(tracker.isOvertaken(request("m3", place: 3)))
         tracker.prune(now: t0 + .seconds(61))
-        #expect(!tracker.isOvertaken(request("m3", order: 3)), "forgotten after a minute")
+        #expect(!tracker.isOvertaken(request("m3", place: 3)), "forgotten after a minute")
     }
 }

@@ -251,7 +251,7 @@ import Testing
                 let outcome = try await store.store([StoreRequest(from: from, id: id, to: "bob", bytes: message(id, from: from).bytes)], on: loop).get()
                 guard case .stored = outcome[0] else { throw TestSupportError("\(id): \(outcome)") }
             }
-            let written = try await store.acknowledge([.init(user: "bob", upTo: 2, needsEntries: false)], on: loop).get()[0].get()
+            let written = try await store.writeReceipts([.init(user: "bob", deviceMark: 2, needsEntries: false)], on: loop).get()[0].get()
             #expect(written.heldGroups == ["team"])
             let resumed = try await store.deliver(group: "team", [("bob", Array(entries.dropFirst(2)))], floor: { _ in nil }, on: loop).get()[0].get()
             #expect(!resumed.held && resumed.seqs == [0, 7] && resumed.mark == 4)

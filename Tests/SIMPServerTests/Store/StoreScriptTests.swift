@@ -52,7 +52,7 @@ import Testing
 
         let first = try await store(messages, ["a", "b", "a"])
         #expect(summary(first) == ["stored 1", "stored 2", "duplicate 1"])
-        _ = try await messages.acknowledge([.init(user: "bob", upTo: 1, needsEntries: false)], on: loop).get()
+        _ = try await messages.writeReceipts([.init(user: "bob", deviceMark: 1, needsEntries: false)], on: loop).get()
         #expect(summary(try await store(messages, ["b", "a", "c"])) == ["duplicate 2", "delivered 1", "stored 3"])
         await pool.shutdown()
     }
@@ -67,7 +67,7 @@ import Testing
         }
 
         #expect(summary(try await store(messages, (1...20).map { "m\($0)" })).allSatisfy { $0.hasPrefix("stored") })
-        _ = try await messages.acknowledge([.init(user: "bob", upTo: 20, needsEntries: false)], on: loop).get()
+        _ = try await messages.writeReceipts([.init(user: "bob", deviceMark: 20, needsEntries: false)], on: loop).get()
         var counts = [try await remembered()]
         for n in 21...23 {
             #expect(summary(try await store(messages, ["m\(n)"])) == ["stored \(n)"])
@@ -127,7 +127,7 @@ import Testing
         #expect(try await send("cy", "e") == ["stored 4"])
         #expect(try await send("dee", "f") == ["inboxFull"])
         #expect(try await send("ann", "g", to: "zoe") == ["unknownRecipient"])
-        _ = try await messages.acknowledge([.init(user: "bob", upTo: 4, needsEntries: false)], on: loop).get()
+        _ = try await messages.writeReceipts([.init(user: "bob", deviceMark: 4, needsEntries: false)], on: loop).get()
         let counted = try await calls("zcount")
         #expect(try await send("dee", "h") == ["stored 5"])
         #expect(try await calls("zcount") == counted, "all confirmed: nothing counted")
@@ -144,12 +144,12 @@ import Testing
         defer { redis.stop() }
 
         #expect(summary(try await store(messages, ["a", "b", "b"])) == ["stored 1", "inboxFull", "failedBefore(code: SIMPCore.Simp_ErrorCode.inboxFull)"])
-        _ = try await messages.acknowledge([.init(user: "bob", upTo: 1, needsEntries: false)], on: loop).get()
+        _ = try await messages.writeReceipts([.init(user: "bob", deviceMark: 1, needsEntries: false)], on: loop).get()
         #expect(summary(try await store(messages, ["b", "c"])) == ["failedBefore(code: SIMPCore.Simp_ErrorCode.inboxFull)", "stored 2"])
 
         try await messages.markFailed(request("d"), code: .replicasUnavailable, on: loop).get()
         try await messages.markFailed(request("c"), code: .replicasUnavailable, on: loop).get()
-        _ = try await messages.acknowledge([.init(user: "bob", upTo: 2, needsEntries: false)], on: loop).get()
+        _ = try await messages.writeReceipts([.init(user: "bob", deviceMark: 2, needsEntries: false)], on: loop).get()
         #expect(summary(try await store(messages, ["d", "c"])) == ["failedBefore(code: SIMPCore.Simp_ErrorCode.replicasUnavailable)", "delivered 2"])
         let ttl = try await pool.run(RedisCommand("TTL", [messages.keys.messageIDs(to: "bob", from: "ann")])).int ?? -1
         #expect(ttl > 0, "kept failures expire with the ids")
@@ -173,9 +173,9 @@ import Testing
         let (redis, pool, messages) = try await started { $0.inboxLimit = 3 }
         defer { redis.stop() }
         let laptop = try await messages.registerDevice(user: "bob", device: "laptop", nowMillis: 2, issuedMillis: 1, on: loop).get()
-        #expect(laptop == .registered(cursor: 0, devices: 2, nodes: []))
+        #expect(laptop == .registered(deviceMark: 0, devices: 2, nodes: []))
         func ack(_ device: String, _ upTo: UInt64) async throws -> [String] {
-            let written = try await messages.acknowledge([.init(user: "bob", device: device, upTo: upTo, needsEntries: true)], on: loop).get()
+            let written = try await messages.writeReceipts([.init(user: "bob", device: device, deviceMark: upTo, needsEntries: true)], on: loop).get()
             return try written[0].get().entries.map { String(decoding: $0.prefix(9), as: UTF8.self) }
         }
         func inbox() async throws -> Int64 { try await pool.run(RedisCommand("ZCARD", [messages.keys.inbox("bob")])).int ?? -1 }
@@ -206,7 +206,7 @@ import Testing
         for round in 0..<3 {
             let ids = ["x\(round)", "y\(round)"]
             #expect(summary(try await store(messages, ids)).allSatisfy { $0.hasPrefix("stored") })
-            _ = try await messages.acknowledge([.init(user: "bob", device: "laptop", upTo: UInt64(2 * round + 2), needsEntries: false)],
+            _ = try await messages.writeReceipts([.init(user: "bob", device: "laptop", deviceMark: UInt64(2 * round + 2), needsEntries: false)],
                                                on: loop).get()
         }
         let seqs = try await pool.run(RedisCommand("ZRANGE", [messages.keys.inbox("bob"), 0, -1, "WITHSCORES"])).array?.count ?? -1
@@ -224,9 +224,9 @@ import Testing
         func register(_ device: String, at now: Int64, issued: Int64 = 1) async throws -> MessageStore.DeviceRegistration {
             try await messages.registerDevice(user: "bob", device: device, nowMillis: now, issuedMillis: issued, on: loop).get()
         }
-        #expect(try await register("phone", at: 2) == .registered(cursor: 0, devices: 2, nodes: []))
+        #expect(try await register("phone", at: 2) == .registered(deviceMark: 0, devices: 2, nodes: []))
         #expect(try await register("tablet", at: 3) == .tooMany(devices: 2))
-        #expect(try await register("phone", at: 4) == .registered(cursor: 0, devices: 2, nodes: []))
+        #expect(try await register("phone", at: 4) == .registered(deviceMark: 0, devices: 2, nodes: []))
         #expect(try await messages.revokeDevice(user: "bob", device: "tablet", nowMillis: 5, on: loop).get() == nil)
         // O(1): the revocation is one key, not a hash of every revocation read back each time.
         let reads = try await CommandStats.calls("hgetall", on: pool)
@@ -235,7 +235,7 @@ import Testing
         let ttl = try await pool.run(RedisCommand("PTTL", [messages.keys.revokedDevice("bob", "phone")])).int ?? -1
         #expect(ttl > 0 && ttl <= messages.settings.tokenLifetimeMillis, "kept no longer than a token lives: \(ttl)")
         #expect(try await register("phone", at: 6, issued: 5) == .revoked)
-        #expect(try await register("tablet", at: 7) == .registered(cursor: 0, devices: 2, nodes: []))
+        #expect(try await register("tablet", at: 7) == .registered(deviceMark: 0, devices: 2, nodes: []))
         #expect(try await register("phone", at: 8, issued: 6) == .tooMany(devices: 2))
         await pool.shutdown()
     }
