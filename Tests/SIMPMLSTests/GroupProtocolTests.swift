@@ -1,5 +1,5 @@
 import Foundation
-import SIMPMLS
+@testable import SIMPMLS
 import Testing
 
 /// The group state machine's protocol beyond Adds, Updates and Removes (issue 42; RFC 9420
@@ -48,9 +48,14 @@ import Testing
         #expect(try bob.process(next.message) == .newEpoch(4))
     }
 
+    /// Members that take external commits, as an application that allows them makes them.
+    static func open(_ groups: inout [MLSGroup]) {
+        for i in groups.indices { groups[i].policy.acceptsExternalCommits = true }
+    }
+
     @Test func anExternalCommitJoinsTheGroup() throws {
         var (alice, bob, carol) = try G.threeMembers()
-        let info = try alice.groupInfo()
+        let info = try alice.groupInfo(externalPub: true)
         let daveSigner = try G.signer()
         let joined = try MLSGroup.joinByExternalCommit(
             groupInfo: info, credential: .basic(identity: Array("dave".utf8)), capabilities: MessageFixtures.capabilities,
@@ -59,7 +64,12 @@ import Testing
         guard case .publicMessage(let message) = joined.message, message.content.sender == .newMemberCommit else {
             Issue.record("not a new member's commit"); return
         }
+        // By default a member takes no external commit, unchanged.
+        var closed = bob
+        #expect(throws: MLSGroupError.newMemberNotAccepted) { try closed.process(joined.message) }
+        #expect(closed.epoch == bob.epoch)
         var members = [alice, bob, carol]
+        Self.open(&members)
         try Self.deliver(joined.message, to: &members, epoch: 3, committer: dave)
         (alice, bob, carol) = (members[0], members[1], members[2])
         #expect(alice.members.count == 4 && dave.myLeaf == LeafIndex(3))
@@ -75,7 +85,7 @@ import Testing
                 capabilities: MessageFixtures.capabilities, signer: try G.signer(), randomness: Self.random)
         }
         let eve = try MLSGroup.joinByExternalCommit(
-            groupInfo: try others[0].groupInfo(), credential: .basic(identity: Array("eve".utf8)),
+            groupInfo: try others[0].groupInfo(externalPub: true), credential: .basic(identity: Array("eve".utf8)),
             capabilities: MessageFixtures.capabilities, signer: try G.signer(), randomness: Self.random)
         guard case .publicMessage(var forged) = eve.message else { Issue.record("unexpected message"); return }
         forged.auth.confirmationTag = [UInt8](repeating: 1, count: 32)
@@ -87,9 +97,18 @@ import Testing
         var (alice, bob, carol) = try G.threeMembers()
         // Bob lost his state and comes back with the same identity.
         let joined = try MLSGroup.joinByExternalCommit(
-            groupInfo: try alice.groupInfo(), credential: .basic(identity: Array("bob".utf8)),
+            groupInfo: try alice.groupInfo(externalPub: true), credential: .basic(identity: Array("bob".utf8)),
             capabilities: MessageFixtures.capabilities, signer: try G.signer(), resyncing: bob.myLeaf, randomness: Self.random)
-        var members = [alice, carol]
+        var members = [alice, carol, bob]
+        Self.open(&members)
+        // Eve, holding the same GroupInfo, cannot take Carol's place: the removed leaf must be
+        // the joiner's own (same credential). Carol is not told she was removed.
+        let eve = try MLSGroup.joinByExternalCommit(
+            groupInfo: try alice.groupInfo(externalPub: true), credential: .basic(identity: Array("eve".utf8)),
+            capabilities: MessageFixtures.capabilities, signer: try G.signer(), resyncing: carol.myLeaf, randomness: Self.random)
+        #expect(throws: MLSGroupError.invalidResync(leaf: carol.myLeaf.value)) { try members[0].process(eve.message) }
+        #expect(throws: MLSGroupError.invalidResync(leaf: carol.myLeaf.value)) { try members[1].process(eve.message) }
+        bob = members.removeLast()
         try Self.deliver(joined.message, to: &members, epoch: 3, committer: joined.group)
         (alice, carol) = (members[0], members[1])
         #expect(alice.members.count == 3 && joined.group.myLeaf == bob.myLeaf)
@@ -189,7 +208,7 @@ import Testing
         // Carol, with the default policy, keeps nothing.
         #expect(throws: MessageProtectionError.wrongEpoch(expected: 3, got: 2)) { try carol.process(.privateMessage(late)) }
         // The window survives a save and restore.
-        bob = try MLSGroup(savedState: try bob.savedState())
+        bob = try MLSGroup(savedState: try bob.savedState(), credentialValidator: nil)
         // One epoch later, epoch 2 is out of the window.
         let second = try alice.commit(randomness: Self.random)
         #expect(try bob.process(second.message) == .newEpoch(4))
@@ -245,9 +264,31 @@ import Testing
         #expect(throws: NoMallory.Refused.self) { try permissive.alice.process(proposal) }
         // An external joiner named mallory is refused too.
         let joined = try MLSGroup.joinByExternalCommit(
-            groupInfo: try bob.groupInfo(), credential: .basic(identity: Array("mallory".utf8)),
+            groupInfo: try bob.groupInfo(externalPub: true), credential: .basic(identity: Array("mallory".utf8)),
             capabilities: MessageFixtures.capabilities, signer: try G.signer(), randomness: Self.random)
+        bob.policy.acceptsExternalCommits = true
         #expect(throws: NoMallory.Refused.self) { try bob.process(joined.message) }
+    }
+
+    /// Section 12.4.2: once a ReInit is committed the group sends nothing and takes no
+    /// proposal or commit: a later commit cannot undo the lock.
+    @Test func aCommittedReInitEndsTheGroupForGood() throws {
+        var (alice, bob, carol) = try G.threeMembers()
+        let reInit = ReInitProposal(groupID: Array("next".utf8), cipherSuite: alice.groupContext.cipherSuite, extensions: [])
+        let commit = try alice.commit(proposals: [.reInit(reInit)], randomness: Self.random)
+        alice = commit.group
+        #expect(try bob.process(commit.message) == .newEpoch(3))
+        #expect(bob.reInit == reInit)
+        #expect(try carol.process(commit.message) == .newEpoch(3))
+        // A member that ignores the lock (here: alice's state with it cleared) sends a commit
+        // of the new epoch; bob's ended group refuses it, and keeps the lock.
+        var rogue = alice
+        rogue.reInit = nil
+        let late = try rogue.commit(randomness: Self.random)
+        #expect(throws: MLSGroupError.groupReinitialized) { try bob.process(late.message) }
+        #expect(throws: MLSGroupError.groupReinitialized) { try alice.proposeUpdate(randomness: Self.random) }
+        #expect(throws: MLSGroupError.groupReinitialized) { try bob.commit(randomness: Self.random) }
+        #expect(bob.reInit == reInit)
     }
 
     @Test func anExternalSendersProposalIsCommitted() throws {

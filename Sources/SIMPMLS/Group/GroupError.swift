@@ -46,6 +46,12 @@ public enum MLSGroupError: Error, Equatable, Sendable {
     case invalidExternalCommit
     /// A GroupInfo without the `external_pub` extension, needed for an external commit.
     case missingExternalPub
+    /// An external commit or a new member's proposal, which the group's policy does not take
+    /// (``MLSGroupPolicy/acceptsExternalCommits``, ``MLSGroupPolicy/acceptsNewMemberProposals``).
+    case newMemberNotAccepted
+    /// An external commit that removes a member (a resync, section 12.4.3.2) whose new leaf is
+    /// not that member's: another credential, or the same encryption key.
+    case invalidResync(leaf: UInt32)
     /// A proposal from `external(index)` when the group's `external_senders` extension has no
     /// such entry (section 12.1.8.1).
     case unknownExternalSender(UInt32)

@@ -166,7 +166,7 @@ extension MLSGroup {
     /// confirmation tag of the commit that began the epoch, the `ratchet_tree` extension (when
     /// `ratchetTree`), and with `externalPub` the `external_pub` extension that lets a new
     /// member join by external commit (section 12.4.3.2).
-    public func groupInfo(externalPub: Bool = true, ratchetTree: Bool = true) throws -> GroupInfoIn {
+    public func groupInfo(externalPub: Bool = false, ratchetTree: Bool = true) throws -> GroupInfoIn {
         var extensions: [Extension] = []
         if ratchetTree {
             extensions.append(Extension(extensionType: RatchetTree.extensionType, extensionData: try tree.ratchetTree().mlsEncoded()))

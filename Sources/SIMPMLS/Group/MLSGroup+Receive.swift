@@ -33,6 +33,8 @@ extension MLSGroup {
             verified = try next.unprotect(m)
         default: throw MLSGroupError.unsupportedContent
         }
+        // Section 12.4.2: a group a ReInit ended takes no more proposals or commits.
+        if reInit != nil, verified.content.contentType != .application { throw MLSGroupError.groupReinitialized }
         let received: Received
         switch verified.content.content {
         case .application(let data):
@@ -51,9 +53,13 @@ extension MLSGroup {
     mutating func unprotect(_ message: PublicMessage) throws -> VerifiedAuthenticatedContent {
         let content = message.content
         try protection.checkGroupAndEpoch(groupID: content.groupID, epoch: content.epoch)
-        if case .member(let index) = content.sender {
+        switch content.sender {
+        case .member(let index):
             guard LeafIndex(index) != myLeaf else { throw content.contentType == .commit ? MLSGroupError.ownCommit : .ownMessage }
             try checkIncomingHandshakeFormat(.publicMessage)
+        case .newMemberCommit: guard policy.acceptsExternalCommits else { throw MLSGroupError.newMemberNotAccepted }
+        case .newMemberProposal: guard policy.acceptsNewMemberProposals else { throw MLSGroupError.newMemberNotAccepted }
+        case .external: break
         }
         return try protection.unprotect(message, signatureKey: try signatureKey(of: content))
     }
@@ -113,13 +119,24 @@ extension MLSGroup {
         try checkList(list, committer: committer)
         var applied = try apply(list)
         let pskSecret = try self.pskSecret(applied.psks, external: psk)
-        if applied.removed.contains(myLeaf) { return .removed }
         guard commit.path != nil || !applied.pathRequired else { throw MLSGroupError.pathRequired }
         let sender: LeafIndex
         switch committer {
         case .member(let index): sender = LeafIndex(index)
-        case .newMemberCommit: sender = try applied.tree.reserveBlankLeaf()
+        case .newMemberCommit:
+            sender = try applied.tree.reserveBlankLeaf()
+            try checkResync(list, path: commit.path)
         default: throw MLSGroupError.unsupportedContent
+        }
+        // A removed member cannot merge the path nor check the confirmation tag (it gets no
+        // path secret): everything it can check of the commit's sender is checked first, so a
+        // forged commit does not tell it that it was removed.
+        if applied.removed.contains(myLeaf) {
+            if let path = commit.path {
+                try checkPathLeaf(path.leafNode, at: sender, extensions: applied.extensions, tree: applied.tree)
+                try path.leafNode.verifySignature(suite: suite, group: LeafNodeTBS.Group(groupID: groupID, leafIndex: sender.value))
+            }
+            return .removed
         }
 
         var provisional = try provisionalContext(tree: applied.tree, extensions: applied.extensions)
@@ -147,6 +164,19 @@ extension MLSGroup {
         else { throw MLSGroupError.invalidConfirmationTag }
         self = try moving(to: next, tree: applied.tree, privateKeys: keys, reInit: applied.reInit)
         return .newEpoch(epoch)
+    }
+
+    /// Section 12.4.3.2 on an external commit that removes a member (a resync): the joiner's
+    /// new leaf must be the removed member's, as for an Update of that leaf (section 12.2): the
+    /// same credential, passing the validator, and a new encryption key.
+    func checkResync(_ list: [ResolvedProposal], path: UpdatePath?) throws {
+        for entry in list {
+            guard case .remove(let remove) = entry.proposal else { continue }
+            let leaf = LeafIndex(remove.removed)
+            guard let old = tree.leaf(leaf), let new = path?.leafNode, new.credential == old.credential,
+                  new.encryptionKey.bytes != old.encryptionKey.bytes
+            else { throw MLSGroupError.invalidResync(leaf: leaf.value) }
+        }
     }
 
     /// Section 7.3 on a committer's new leaf (its source and signature are checked by merging

@@ -3,7 +3,7 @@ extension MLSGroup {
     /// The version of ``savedState()``'s layout.
     static let savedStateVersion: UInt8 = 2
 
-    /// The whole state as bytes, to restore with ``init(savedState:)``.
+    /// The whole state as bytes, to restore with ``init(savedState:credentialValidator:)``.
     ///
     /// **The bytes are secret**: they hold the member's signature private key, its TreeKEM
     /// private keys (and an unapplied Update's), the epoch's `joiner_secret` (from which every secret of the epoch derives),
@@ -60,19 +60,32 @@ extension MLSGroup {
         try w.writeVector(policy.acceptedHandshakeWireFormats.sorted { $0.rawValue < $1.rawValue })
         w.writeUInt32(UInt32(clamping: max(0, policy.pastEpochsKept)))
         w.writeUInt32(UInt32(clamping: max(0, policy.resumptionPSKsKept)))
+        w.writeUInt8(policy.acceptsExternalCommits ? 1 : 0)
+        w.writeUInt8(policy.acceptsNewMemberProposals ? 1 : 0)
     }
 
     static func decodePolicy(from r: inout TLSReader) throws -> MLSGroupPolicy {
         MLSGroupPolicy(
             handshakeWireFormat: try r.readEnum(WireFormat.self),
             acceptedHandshakeWireFormats: Set(try r.readVector { try $0.readEnum(WireFormat.self) }),
-            pastEpochsKept: Int(try r.readUInt32()), resumptionPSKsKept: Int(try r.readUInt32()))
+            pastEpochsKept: Int(try r.readUInt32()), resumptionPSKsKept: Int(try r.readUInt32()),
+            acceptsExternalCommits: try readFlag(&r), acceptsNewMemberProposals: try readFlag(&r))
+    }
+
+    private static func readFlag(_ r: inout TLSReader) throws -> Bool {
+        switch try r.readUInt8() {
+        case 0: false
+        case 1: true
+        default: throw MLSGroupError.invalidSavedState
+        }
     }
 
     /// The state ``savedState()`` saved. Checks that it holds together: the suite is one of
     /// this build, the tree's hash is the context's, the member's leaf is in it with the
     /// signature key's public key, and the private keys fit the tree.
-    public init(savedState bytes: [UInt8]) throws {
+    /// The credential validator is not part of the state (it is the application's code), so
+    /// the caller names it again, or nil on purpose: a restore never drops the checks silently.
+    public init(savedState bytes: [UInt8], credentialValidator: (any CredentialValidator)?) throws {
         var r = TLSReader(bytes)
         guard try r.readUInt8() == Self.savedStateVersion else { throw MLSGroupError.invalidSavedState }
         let context = try GroupContext(from: &r)
@@ -119,6 +132,7 @@ extension MLSGroup {
         protection = try MessageProtection(
             suite: suite, groupContext: context, membershipKey: secrets.membershipKey, senderDataSecret: secrets.senderDataSecret,
             secretTree: secretTree)
+        self.credentialValidator = credentialValidator
     }
 }
 

@@ -18,17 +18,32 @@ public struct MLSGroupPolicy: Sendable, Equatable {
     /// How many past epochs' `resumption_psk` are kept for PreSharedKey proposals that name
     /// this group (section 8.6); the current epoch's is always available.
     public var resumptionPSKsKept: Int
+    /// Whether external commits (section 12.4.3.2) are processed. Off by default: an external
+    /// commit is signed only by a key its sender chose, so anyone holding a GroupInfo with
+    /// `external_pub` could join, and section 12.1.8 leaves it to the application to authorize
+    /// such joins. An application that turns it on also sets a ``MLSGroup/credentialValidator``.
+    public var acceptsExternalCommits: Bool
+    /// Whether Add proposals from `new_member_proposal` senders (section 12.1.8) are cached.
+    /// Off by default: cached proposals are committed by the next commit, and such a proposal
+    /// is signed only by its own key package.
+    public var acceptsNewMemberProposals: Bool
 
     public init(
         handshakeWireFormat: WireFormat = .publicMessage,
         acceptedHandshakeWireFormats: Set<WireFormat> = [.publicMessage, .privateMessage],
-        pastEpochsKept: Int = 0, resumptionPSKsKept: Int = 4
+        pastEpochsKept: Int = 0, resumptionPSKsKept: Int = 4,
+        acceptsExternalCommits: Bool = false, acceptsNewMemberProposals: Bool = false
     ) {
         self.handshakeWireFormat = handshakeWireFormat
         self.acceptedHandshakeWireFormats = acceptedHandshakeWireFormats
         self.pastEpochsKept = pastEpochsKept
         self.resumptionPSKsKept = resumptionPSKsKept
+        self.acceptsExternalCommits = acceptsExternalCommits
+        self.acceptsNewMemberProposals = acceptsNewMemberProposals
     }
+
+    /// Everything a passive client of the official test vectors must take.
+    public static let acceptingEverything = MLSGroupPolicy(acceptsExternalCommits: true, acceptsNewMemberProposals: true)
 }
 
 /// One member's state of an MLS group in one epoch (RFC 9420 sections 8, 11, 12): the
