@@ -34,6 +34,9 @@ enum ControlAction {
     /// Closes the user's other connections here at once, and on the other nodes through the
     /// admin channel (the accounts already ended their tokens).
     case endOtherLogins(user: String, AdminRequest.LoginEnd)
+    /// Closes the revoked device's connections here at once, and on every node (this one again,
+    /// harmlessly) through the admin channel.
+    case endDevice(ControlMachine.Revocation)
     case router(RouterCall)
 
     // Work whose answer comes back as an input.
@@ -63,7 +66,9 @@ enum ControlWork: Sendable {
     /// Answered with `.passwordChanged`.
     case changePassword(id: UInt64, user: String, old: String, new: String, device: String, source: String)
     case devices(id: UInt64, user: String, millis: Int64)
-    case revokeDevice(id: UInt64, user: String, device: String, by: String, millis: Int64)
+    /// Answered with `.revocationStored`.
+    case revokeDevice(ControlMachine.Revocation)
+    /// Answered with `.historyRead`.
     case history(id: UInt64, user: String, peer: String, before: UInt64, limit: Int)
     case groupHistory(id: UInt64, user: String, group: String, peer: String, before: UInt64, limit: Int)
     /// Answered with `.queryAnswered` (the router writes the answers).

@@ -176,6 +176,7 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
             feed(.loginsJoined(join, joined), context)
         case .leaveLogins(let user): node.logins.loggedOut(number, user: user)
         case .endOtherLogins(let user, let why): worker(context).endOtherLogins(of: user, why)
+        case .endDevice(let revocation): worker(context).endDevice(revocation)
         case .router(let call):
             let router = node.router
             router.loop.execute { router.take(call) }

@@ -108,6 +108,16 @@ struct ControlMachine {
         var purpose: Purpose
     }
 
+    /// A device's revocation: by whom, and when (one time for Redis, this node's table and the
+    /// announcement: each ends the same tokens).
+    struct Revocation: Sendable, Equatable {
+        var id: UInt64
+        var user: String
+        var device: String
+        var by: String
+        var millis: Int64
+    }
+
     /// What happened, as the driver tells it.
     enum Input: Sendable {
         // The connection.
@@ -137,6 +147,10 @@ struct ControlMachine {
         case passwordChanged(id: UInt64, user: String, Result<Grant, ServerError>)
         /// The user's contacts and groups were read for a presence request.
         case presenceCircleRead(id: UInt64, user: String, Result<(users: [String], groups: Int), ServerError>)
+        /// A page of history with `peer`; nil: the user is no member of that group.
+        case historyRead(id: UInt64, peer: String, Result<HistoryPaging.Page?, ServerError>)
+        /// The store revoked the device, if the user had it (`found`).
+        case revocationStored(Revocation, Result<Bool, ServerError>)
     }
 
     private let node: Node
@@ -227,8 +241,32 @@ struct ControlMachine {
                 charge(RequestCost.presenceRead(groups: circle.groups, users: circle.users.count), now: now)
                 actions.append(.run(.presence(id: id, user: user, of: circle.users, millis: now.millis)))
             }
+        case .historyRead(let id, let peer, let result):
+            finish(id, result.flatMap { page in
+                guard let page else { return .failure(ServerError(.notAMember, "you are not a member of \(peer)")) }
+                return .success(Self.history(id, peer: peer, page))
+            }, now: now)
+        case .revocationStored(let revocation, let result):
+            switch result {
+            case .failure(let error): finish(revocation.id, .failure(error), now: now)
+            case .success(false):
+                finish(revocation.id, .failure(ServerError(.badRequest, "\(revocation.user) has no device \(revocation.device)")), now: now)
+            case .success(true):
+                actions.append(.endDevice(revocation))
+                finish(revocation.id, .success(Simp_Envelope(requestID: revocation.id, .ok(Simp_Ok()))), now: now)
+            }
         default: assertionFailure("not an answer: \(input)")
         }
+    }
+
+    /// A history page's answer; the peer is echoed (a checked name, or the group's address).
+    private static func history(_ id: UInt64, peer: String, _ page: HistoryPaging.Page) -> Simp_Envelope {
+        var response = Simp_HistoryResponse()
+        response.peer = peer
+        response.messages = page.items.compactMap { try? Simp_Message(serializedBytes: $0) }
+        response.more = page.more
+        response.nextBefore = page.nextBefore
+        return Simp_Envelope(requestID: id, .historyResult(response))
     }
 
     // MARK: the connection
@@ -634,8 +672,7 @@ extension ControlMachine {
     private mutating func revokeDevice(_ id: UInt64, _ request: Simp_RevokeDevice, now: Moment) {
         guard let user = loggedIn(id) else { return }
         guard DeviceName.isValid(request.name) else { return reply(.error(.badRequest, "\(user) has no device \(request.name)", requestID: id)) }
-        // One time for Redis, this node's table and the announcement: each ends the same tokens.
-        start(.revokeDevice(id: id, user: user, device: request.name, by: device ?? DeviceName.unnamed, millis: now.millis))
+        start(.revokeDevice(Revocation(id: id, user: user, device: request.name, by: device ?? DeviceName.unnamed, millis: now.millis)))
     }
 
     private mutating func group(_ id: UInt64, _ request: Simp_GroupRequest, now: Moment) {

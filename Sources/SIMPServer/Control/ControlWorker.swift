@@ -48,18 +48,16 @@ struct ControlWorker {
                 list.devices = devices
                 return Simp_Envelope(requestID: id, .deviceList(list))
             })
-        case .revokeDevice(let id, let user, let device, let by, let millis):
-            return answer(id, revokeDevice(id, user: user, device: device, by: by, millis: millis))
+        case .revokeDevice(let revocation):
+            return store.revokeDevice(user: revocation.user, device: revocation.device, nowMillis: revocation.millis, on: loop)
+                .map { $0 != nil }.asResult { .revocationStored(revocation, $0) }
         case .history(let id, let user, let peer, let before, let limit):
             // Every client reads frames of up to the protocol's default limit, whatever this server accepts.
-            let page = store.history(between: user, and: peer, before: before, limit: limit, budget: HistoryPaging.budget(), on: loop)
-            return answer(id, page.map { Self.historyPage(id, peer: peer, $0) })
+            return store.history(between: user, and: peer, before: before, limit: limit, budget: HistoryPaging.budget(), on: loop)
+                .map { Optional($0) }.asResult { .historyRead(id: id, peer: peer, $0) }
         case .groupHistory(let id, let user, let group, let peer, let before, let limit):
-            let page = store.groupHistory(group, for: user, before: before, limit: limit, budget: HistoryPaging.budget(), on: loop)
-            return answer(id, page.flatMapThrowing { page in
-                guard let page else { throw ServerError(.notAMember, "you are not a member of \(peer)") }
-                return Self.historyPage(id, peer: peer, page)
-            })
+            return store.groupHistory(group, for: user, before: before, limit: limit, budget: HistoryPaging.budget(), on: loop)
+                .asResult { .historyRead(id: id, peer: peer, $0) }
         case .query(let session, let query):
             let router = self.router
             return router.loop.flatSubmit { router.answer(query, sessionID: session) }.map { .queryAnswered }.recover { _ in .queryAnswered }
@@ -94,6 +92,16 @@ struct ControlWorker {
         store.announce(.endLogins(user: user, why: why, node: store.settings.nodeID, connection: connection), on: router.loop)
     }
 
+    /// The device's connections here close at once; every node (this one again, harmlessly)
+    /// closes its own through the admin channel (`ControlAction.endDevice`).
+    func endDevice(_ revocation: ControlMachine.Revocation) {
+        let (user, device) = (revocation.user, revocation.device)
+        let closed = node.logins.revoked(user: user, device: device, at: revocation.millis,
+                                         with: .error(.sessionClosed, "this device was revoked from \(user)'s device \(revocation.by)"))
+        node.metrics.loginsEnded.increment(by: Int64(closed))
+        store.announce(.endDevice(user: user, device: device, by: revocation.by, at: revocation.millis), on: router.loop)
+    }
+
     private func answer(_ id: UInt64, _ future: EventLoopFuture<Simp_Envelope>) -> EventLoopFuture<ControlMachine.Input> {
         future.asResult { .answered(id: id, $0) }
     }
@@ -105,29 +113,6 @@ struct ControlWorker {
     private static func grant(_ accounts: Accounts, _ token: (token: String, expiresAt: Int64), user: String, device: String) -> ControlMachine.Grant {
         ControlMachine.Grant(user: user, device: device, token: token.token, expiresAt: token.expiresAt,
                              issued: accounts.issuedMillis(expiringAt: token.expiresAt), revocable: accounts.parse(token: token.token)?.revocable)
-    }
-
-    private static func historyPage(_ id: UInt64, peer: String, _ page: HistoryPaging.Page) -> Simp_Envelope {
-        var response = Simp_HistoryResponse()
-        response.peer = peer
-        response.messages = page.items.compactMap { try? Simp_Message(serializedBytes: $0) }
-        response.more = page.more
-        response.nextBefore = page.nextBefore
-        return Simp_Envelope(requestID: id, .historyResult(response))
-    }
-
-    /// The store ends the device's tokens; then its connections here close at once, and on
-    /// every node (this one again, harmlessly) through the admin channel.
-    private func revokeDevice(_ id: UInt64, user: String, device: String, by revoker: String, millis: Int64) -> EventLoopFuture<Simp_Envelope> {
-        let (router, logins, metrics) = (self.router, node.logins, node.metrics)
-        return store.revokeDevice(user: user, device: device, nowMillis: millis, on: loop).flatMapThrowing { found -> Simp_Envelope in
-            guard found != nil else { throw ServerError(.badRequest, "\(user) has no device \(device)") }
-            let closed = logins.revoked(user: user, device: device, at: millis,
-                                        with: .error(.sessionClosed, "this device was revoked from \(user)'s device \(revoker)"))
-            metrics.loginsEnded.increment(by: Int64(closed))
-            router.store.announce(.endDevice(user: user, device: device, by: revoker, at: millis), on: router.loop)
-            return Simp_Envelope(requestID: id, .ok(Simp_Ok()))
-        }
     }
 
     /// The settings changed (or read); turning contacts-only on is applied before the answer,

@@ -110,6 +110,7 @@ struct ControlMachineTests {
         case .joinLogins(let join): "join \(join.user) \(join.device)"
         case .leaveLogins(let user): "leave \(user)"
         case .endOtherLogins(let user, let why): "endOtherLogins \(user) \(why.rawValue)"
+        case .endDevice(let revocation): "endDevice \(revocation.user) \(revocation.device) by \(revocation.by)"
         case .router(let call): "router \(name(call))"
         case .run(let work): "run \(name(work))"
         }
@@ -480,5 +481,43 @@ struct ControlMachineTests {
         #expect(connection.machine.phase == .anonymous && connection.machine.slot == nil)
         #expect(connection.on(.answered(id: 5, .success(Simp_Envelope(requestID: 5, .ok(Simp_Ok()))))) == ["send #5 ok"],
                 "anonymous again: the frame limit stays small")
+    }
+
+    @Test func aHistoryPageIsAnsweredAndAGroupOfOthersIsRefused() throws {
+        var connection = Connection(Self.node())
+        connection.logIn()
+        var stored = Simp_Message()
+        stored.messageID = "m1"
+        let page = HistoryPaging.Page(items: [try stored.serializedBytes()], nextBefore: 4, more: true)
+        _ = connection.frame(.history(Simp_HistoryRequest()), id: 6)
+        let answer = connection.raw(.historyRead(id: 6, peer: "bob", .success(page)))
+        guard case .send(let envelope)? = answer.first, case .historyResult(let result)? = envelope.body else {
+            Issue.record("a page: \(answer.map(Self.line))")
+            return
+        }
+        #expect(result.peer == "bob" && result.messages.map(\.messageID) == ["m1"] && result.nextBefore == 4 && result.more)
+        #expect(connection.on(.historyRead(id: 7, peer: "#friends", .success(nil))) == ["send #7 error not_a_member"])
+        #expect(connection.on(.historyRead(id: 8, peer: "bob", .failure(ServerError(.storeUnavailable, "down")))) == ["send #8 error store_unavailable"])
+    }
+
+    @Test func aRevokedDeviceIsEndedEverywhereOnceTheStoreFoundIt() {
+        var connection = Connection(Self.node())
+        connection.logIn(device: "laptop")
+        var request = Simp_RevokeDevice()
+        request.name = "phone"
+        connection.millis = 5
+        let asked = connection.raw(.frame(Simp_Envelope(requestID: 3, .revokeDevice(request))))
+        guard case .revokeDevice(let revocation)? = Self.works(asked).first else {
+            Issue.record("the revocation asked for: \(asked.map(Self.line))")
+            return
+        }
+        #expect(revocation == ControlMachine.Revocation(id: 3, user: "alice", device: "phone", by: "laptop", millis: connection.at.millis))
+        #expect(connection.on(.revocationStored(revocation, .success(true))) == ["endDevice alice phone by laptop", "send #3 ok"])
+        _ = connection.frame(.revokeDevice(request), id: 3)
+        #expect(connection.on(.revocationStored(revocation, .success(false))) == ["send #3 error bad_request"], "no such device")
+        _ = connection.frame(.revokeDevice(request), id: 3)
+        #expect(connection.on(.revocationStored(revocation, .failure(ServerError(.storeUnavailable, "down")))) == ["send #3 error store_unavailable"])
+        request.name = "Not A Name"
+        #expect(connection.frame(.revokeDevice(request), id: 4) == ["send #4 error bad_request"], "refused before the store")
     }
 }
