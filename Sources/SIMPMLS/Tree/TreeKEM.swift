@@ -97,6 +97,7 @@ extension PublicRatchetTree {
         newLeaf.signature = try suite.signWithLabel(
             signer, label: LeafNodeTBS.label, content: try newLeaf.toBeSigned(group: group).mlsEncoded())
         tree.set(try nodeIndex(leaf), .leaf(newLeaf))
+        try tree.updateTreeHashes()
         return (tree, path, newLeaf, keys, pathSecrets, secret)
     }
 
@@ -128,6 +129,7 @@ extension PublicRatchetTree {
         }
         guard try tree.setParentHashes(along: steps) == leafParentHash else { throw MLSTreeError.leafParentHashMismatch }
         tree.set(x, .leaf(leaf))
+        try tree.updateTreeHashes()
         try tree.verifyUniqueKeys()
         return tree
     }
