@@ -57,11 +57,30 @@ extension FuzzTarget {
     }
 
     /// The `ratchet_tree` extension's data: what decodes has the shape RFC 9420 section
-    /// 12.4.3.3 requires and encodes back to exactly the input.
+    /// 12.4.3.3 requires and encodes back to exactly the input; as a `PublicRatchetTree` it gives
+    /// the same nodes back, a joiner's `validate` (section 12.4.3.1) may refuse it but does not
+    /// trap, and after a Remove its kept tree hashes are those of the same tree built afresh.
     static func mlsRatchetTree(_ data: [UInt8]) {
         guard let tree = try? RatchetTree(mlsDecoding: data) else { return }
         precondition((try? tree.mlsEncoded()) == data, "a ratchet tree does not encode back to its bytes")
         checkRatchetTree(tree)
+        guard let publicTree = try? PublicRatchetTree(suite: mlsSuite, ratchetTree: tree) else { return }
+        precondition((try? publicTree.ratchetTree()) == tree, "a public ratchet tree does not give back its nodes")
+        _ = try? publicTree.validate(groupID: Array("fuzz".utf8))
+        checkTreeHashesAfterRemove(publicTree)
+    }
+
+    /// Removes the last member and compares every tree hash with a fresh tree's of the same
+    /// nodes (unless truncation left a size the extension's data does not give, which only an
+    /// invalid tree can: a non-blank root over a blank right subtree).
+    private static func checkTreeHashesAfterRemove(_ tree: PublicRatchetTree) {
+        guard let leaf = tree.memberLeaves.last else { return }
+        var changed = tree
+        guard (try? changed.remove(leaf)) != nil, let nodes = try? changed.ratchetTree(),
+              let fresh = try? PublicRatchetTree(suite: mlsSuite, ratchetTree: nodes), fresh.size == changed.size
+        else { return }
+        precondition(fresh == changed, "a tree rebuilt from its own nodes differs")
+        precondition((try? changed.treeHashes()) == (try? fresh.treeHashes()), "kept tree hashes differ from a fresh tree's")
     }
 
     private static func checkRatchetTree(_ tree: RatchetTree) {

@@ -11,9 +11,9 @@ import SIMPMLS
 /// decrypt with 1,024 leaves' ratchets held, and the secret tree's share of a receive, show how
 /// a message's cost depends on the group's size.
 ///
-/// Commit creation and processing at 2..10,000 leaves need the ratchet tree and the group state;
-/// when they exist they belong here as `Benchmark("Commit ... (\(leaves) leaves)")` over
-/// `MLSGroupFixture.leafCounts`, with the group built by the group state's API.
+/// Commits (issue 42): creating and processing a commit that removes one member, and one that
+/// adds one, in groups of 2 to 10,000 members (``CommitFixture``), with the commit's size, the
+/// Welcome's size, and the new member's join from it.
 let benchmarks: @Sendable () -> Void = {
     Benchmark.defaultConfiguration = .init(
         metrics: [.wallClock, .mallocCountTotal, .throughput], warmupIterations: 10, scalingFactor: .one,
@@ -77,6 +77,8 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
+    commitBenchmarks()
+
     // What a receive costs the secret tree as the group grows: the key of a new generation of
     // one sender when `senders` leaves have sent in the epoch (their ratchets held). The tree is
     // a value and takes the key on a copy, so this shows whether a message's cost depends on
@@ -108,8 +110,6 @@ let benchmarks: @Sendable () -> Void = {
 /// Randomness (init secret, group ID, signature key seeds, reuse guards) is from a fixed seed.
 struct MLSGroupFixture {
     static let suites: [MLSCipherSuite] = [.x25519AES128GCMSHA256Ed25519, .x25519ChaCha20Poly1305SHA256Ed25519]
-    /// For commit benchmarks, once the ratchet tree and group state exist.
-    static let leafCounts: [UInt32] = [2, 10, 100, 1000, 10_000]
     /// The bytes of a random 128-bit group ID.
     static let groupIDLength = 16
     /// SIMP has no padding policy yet: none.

@@ -28,14 +28,17 @@ public enum RatchetType: Sendable, Hashable {
 /// ratchets are, and each key once it is handed out (see ``HashRatchet``). A call that throws
 /// leaves the tree unchanged; to delete a key only once its message has decrypted, work on a copy
 /// and keep it on success.
+///
+/// The tree is sparse and persistent: it holds only the part derived so far (``SecretTreeNode``,
+/// immutable nodes shared between copies), so a copy costs one reference and taking a key
+/// rebuilds only the nodes on the path from the root to the leaf. A message's cost does not grow
+/// with the number of members who have sent in the epoch.
 public struct SecretTree: Sendable, CustomStringConvertible, CustomReflectable {
     public let suite: MLSCipherSuite
     public let size: TreeSize
     public let window: RatchetWindow
-    /// Node secrets not yet split, by node index: the root at first.
-    var nodeSecrets: [UInt32: SecretBytes]
-    /// The ratchets of leaves whose secret has been used, by leaf index.
-    var ratchets: [UInt32: LeafRatchets]
+    /// What is held under the root: its secret at first.
+    var root: SecretTreeNode
 
     struct LeafRatchets: Sendable {
         var handshake: HashRatchet
@@ -48,88 +51,134 @@ public struct SecretTree: Sendable, CustomStringConvertible, CustomReflectable {
         self.suite = suite
         self.size = size
         self.window = window
-        nodeSecrets = [size.root.value: encryptionSecret]
-        ratchets = [:]
+        root = .secret(encryptionSecret)
     }
 
     /// The key of the next generation of `leaf`'s ratchet, for sending as that leaf.
     public mutating func nextKey(leaf: LeafIndex, type: RatchetType) throws -> RatchetKey {
-        var t = self
-        let key = try t.withRatchet(leaf, type) { try $0.next() }
-        self = t
-        return key
+        try withRatchet(leaf, type) { try $0.next() }
     }
 
     /// The key of `generation` of `leaf`'s ratchet, for a message received from that leaf. See
     /// ``HashRatchet/key(for:)`` for the window and what is refused.
     public mutating func key(leaf: LeafIndex, type: RatchetType, generation: UInt32) throws -> RatchetKey {
-        var t = self
-        let key = try t.withRatchet(leaf, type) { try $0.key(for: generation) }
-        self = t
-        return key
+        try withRatchet(leaf, type) { try $0.key(for: generation) }
     }
 
     /// `leaf`'s ratchet, if it has been derived (read-only: to inspect its generation and window).
     public func ratchet(leaf: LeafIndex, type: RatchetType) -> HashRatchet? {
-        guard let r = ratchets[leaf.value] else { return nil }
-        return type == .handshake ? r.handshake : r.application
+        guard leaf.value < size.leafCount, let target = leaf.nodeIndex else { return nil }
+        var node = root
+        var x = size.root
+        while x != target {
+            guard case .split(let left, let right) = node, let l = TreeMath.left(x), let r = TreeMath.right(x) else { return nil }
+            (node, x) = target < x ? (left, l) : (right, r)
+        }
+        guard case .ratchets(let ratchets) = node else { return nil }
+        return type == .handshake ? ratchets.handshake : ratchets.application
     }
 
     /// The nodes whose secrets the tree still holds, ascending (not the secrets).
-    public var retainedNodeSecrets: [NodeIndex] { nodeSecrets.keys.sorted().map(NodeIndex.init) }
+    public var retainedNodeSecrets: [NodeIndex] {
+        var found: [NodeIndex] = []
+        root.visit(at: size.root) { x, node in if case .secret = node { found.append(x) } }
+        return found
+    }
 
+    /// Runs `body` on `leaf`'s ratchet of `type`, deriving the secrets on the path to the leaf
+    /// from the nearest held ancestor, splitting and deleting each on the way; the nodes on the
+    /// path are rebuilt, the rest shared. If anything throws, the tree is unchanged.
     mutating func withRatchet<T>(_ leaf: LeafIndex, _ type: RatchetType, _ body: (inout HashRatchet) throws -> T) throws -> T {
-        var r = try leafRatchets(leaf)
-        let result: T
-        switch type {
-        case .handshake: result = try body(&r.handshake)
-        case .application: result = try body(&r.application)
+        guard leaf.value < size.leafCount, let target = leaf.nodeIndex else {
+            throw SecretTreeError.leafOutOfRange(leaf, leafCount: size.leafCount)
         }
-        ratchets[leaf.value] = r
+        var result: T?
+        let updated = try updating(root, at: size.root, target: target) { ratchets in
+            switch type {
+            case .handshake: result = try body(&ratchets.handshake)
+            case .application: result = try body(&ratchets.application)
+            }
+        }
+        guard let result else { throw SecretTreeError.secretUnavailable(target) }
+        root = updated
         return result
     }
 
-    /// The ratchets of `leaf`, deriving the secrets on its path from the nearest held ancestor.
-    mutating func leafRatchets(_ leaf: LeafIndex) throws -> LeafRatchets {
-        if let r = ratchets[leaf.value] { return r }
-        guard leaf.value < size.leafCount, let leafNode = leaf.nodeIndex, let directPath = TreeMath.directPath(leaf, in: size) else {
-            throw SecretTreeError.leafOutOfRange(leaf, leafCount: size.leafCount)
+    /// `node` (at `x`) with the leaf at `target` below it changed by `body`.
+    private func updating(
+        _ node: SecretTreeNode, at x: NodeIndex, target: NodeIndex, _ body: (inout LeafRatchets) throws -> Void
+    ) throws -> SecretTreeNode {
+        if x == target {
+            var ratchets: LeafRatchets
+            switch node {
+            case .ratchets(let held): ratchets = held
+            case .secret(let leafSecret):
+                ratchets = LeafRatchets(
+                    handshake: HashRatchet(suite: suite, secret: SecretBytes(try expand(leafSecret, "handshake", [])), window: window),
+                    application: HashRatchet(suite: suite, secret: SecretBytes(try expand(leafSecret, "application", [])), window: window))
+            case .split, .deleted: throw SecretTreeError.secretUnavailable(x)
+            }
+            try body(&ratchets)
+            return .ratchets(ratchets)
         }
-        // From the leaf up to the root: the nearest node whose secret is held.
-        let upward = [leafNode] + directPath
-        guard let start = upward.firstIndex(where: { nodeSecrets[$0.value] != nil }) else {
-            throw SecretTreeError.secretUnavailable(leafNode)
+        guard let leftIndex = TreeMath.left(x), let rightIndex = TreeMath.right(x) else { throw SecretTreeError.secretUnavailable(target) }
+        var left: SecretTreeNode, right: SecretTreeNode
+        switch node {
+        case .split(let l, let r): (left, right) = (l, r)
+        case .secret(let secret):
+            left = .secret(SecretBytes(try expand(secret, "tree", Array("left".utf8))))
+            right = .secret(SecretBytes(try expand(secret, "tree", Array("right".utf8))))
+        case .ratchets, .deleted: throw SecretTreeError.secretUnavailable(target)
         }
-        // Down from it to the leaf, splitting each node and deleting its secret.
-        var i = start
-        while i > 0 {
-            let node = upward[i]
-            let towards = upward[i - 1]
-            guard let secret = nodeSecrets.removeValue(forKey: node.value),
-                  let left = TreeMath.left(node), let right = TreeMath.right(node)
-            else { throw SecretTreeError.secretUnavailable(node) }
-            nodeSecrets[left.value] = SecretBytes(try expand(secret, "tree", Array("left".utf8)))
-            nodeSecrets[right.value] = SecretBytes(try expand(secret, "tree", Array("right".utf8)))
-            guard towards == left || towards == right else { throw SecretTreeError.secretUnavailable(towards) }
-            i -= 1
+        if target < x {
+            left = try updating(left, at: leftIndex, target: target, body)
+        } else {
+            right = try updating(right, at: rightIndex, target: target, body)
         }
-        guard let leafSecret = nodeSecrets.removeValue(forKey: leafNode.value) else {
-            throw SecretTreeError.secretUnavailable(leafNode)
-        }
-        return LeafRatchets(
-            handshake: HashRatchet(suite: suite, secret: SecretBytes(try expand(leafSecret, "handshake", [])), window: window),
-            application: HashRatchet(suite: suite, secret: SecretBytes(try expand(leafSecret, "application", [])), window: window))
+        return .split(left, right)
     }
 
     func expand(_ secret: SecretBytes, _ label: String, _ context: [UInt8]) throws -> [UInt8] {
         try suite.expandWithLabel(secret: secret.bytes, label: Array(label.utf8), context: context, length: suite.hashLength)
     }
 
+    /// The leaves whose ratchets are held, ascending, with them.
+    var heldRatchets: [(leaf: UInt32, ratchets: LeafRatchets)] {
+        var found: [(UInt32, LeafRatchets)] = []
+        root.visit(at: size.root) { x, node in if case .ratchets(let r) = node { found.append((x.value / 2, r)) } }
+        return found
+    }
+
     public var description: String {
-        "SecretTree(\(size.leafCount) leaves, \(nodeSecrets.count) node secrets, \(ratchets.count) leaves' ratchets, redacted)"
+        "SecretTree(\(size.leafCount) leaves, \(retainedNodeSecrets.count) node secrets, \(heldRatchets.count) leaves' ratchets, redacted)"
     }
     public var customMirror: Mirror {
         Mirror(self, children: ["leafCount": size.leafCount, "retainedNodeSecrets": retainedNodeSecrets.map(\.value)], displayStyle: .struct)
+    }
+}
+
+/// What the secret tree holds at one node (RFC 9420 section 9.2): immutable, shared by copies of
+/// the tree. Below a `secret` nothing is derived yet; a `split` node's own secret is deleted and
+/// both children are held; a leaf's secret gives way to its `ratchets`.
+indirect enum SecretTreeNode: Sendable {
+    /// The node's secret, not split yet.
+    case secret(SecretBytes)
+    /// Both children derived, the node's secret deleted.
+    case split(SecretTreeNode, SecretTreeNode)
+    /// A leaf's ratchets, its secret deleted.
+    case ratchets(SecretTree.LeafRatchets)
+    /// Nothing held (a restored state that held nothing under this node).
+    case deleted
+
+    /// Calls `body` with each node held, in node index order, this one being at `x`.
+    func visit(at x: NodeIndex, _ body: (NodeIndex, SecretTreeNode) -> Void) {
+        if case .split(let left, let right) = self, let l = TreeMath.left(x), let r = TreeMath.right(x) {
+            left.visit(at: l, body)
+            body(x, self)
+            right.visit(at: r, body)
+        } else {
+            body(x, self)
+        }
     }
 }
 
@@ -139,16 +188,16 @@ extension SecretTree {
     func encodeState(to writer: inout TLSWriter) throws {
         writer.writeUInt32(window.maximumForwardDistance)
         writer.writeUInt32(UInt32(clamping: window.maximumSkippedKeys))
+        var secrets: [(UInt32, SecretBytes)] = []
+        root.visit(at: size.root) { x, node in if case .secret(let secret) = node { secrets.append((x.value, secret)) } }
         try writer.writeVector { w in
-            for node in nodeSecrets.keys.sorted() {
-                guard let secret = nodeSecrets[node] else { continue }
+            for (node, secret) in secrets {
                 w.writeUInt32(node)
                 try w.writeOpaque(secret.bytes)
             }
         }
         try writer.writeVector { w in
-            for leaf in ratchets.keys.sorted() {
-                guard let r = ratchets[leaf] else { continue }
+            for (leaf, r) in heldRatchets {
                 w.writeUInt32(leaf)
                 try r.handshake.encodeState(to: &w)
                 try r.application.encodeState(to: &w)
@@ -156,7 +205,8 @@ extension SecretTree {
         }
     }
 
-    /// A tree of `size` leaves from ``encodeState(to:)``'s bytes; indices and lengths are checked.
+    /// A tree of `size` leaves from ``encodeState(to:)``'s bytes; indices and lengths are checked,
+    /// and that no node is held below another (a secret or ratchets under a held secret).
     init(suite: MLSCipherSuite, size: TreeSize, stateFrom reader: inout TLSReader) throws {
         self.suite = suite
         self.size = size
@@ -171,7 +221,28 @@ extension SecretTree {
         guard secrets.allSatisfy({ size.contains(NodeIndex($0.0)) && $0.1.count == suite.hashLength }),
               leaves.allSatisfy({ $0.0 < size.leafCount })
         else { throw MLSDecodingError.invalidValue("secret tree state") }
-        nodeSecrets = Dictionary(secrets, uniquingKeysWith: { a, _ in a })
-        ratchets = Dictionary(leaves, uniquingKeysWith: { a, _ in a })
+        var held: [UInt32: SecretTreeNode] = [:]
+        for (node, secret) in secrets where held[node] == nil { held[node] = .secret(secret) }
+        for (leaf, ratchets) in leaves {
+            guard held[leaf * 2] == nil else { throw MLSDecodingError.invalidValue("secret tree state") }
+            held[leaf * 2] = .ratchets(ratchets)
+        }
+        let sorted = held.keys.sorted().map { (NodeIndex($0), held[$0]!) }
+        root = try Self.build(sorted[...], at: size.root)
+    }
+
+    /// The node at `x` holding `held` (the held nodes of `x`'s subtree, in index order).
+    private static func build(_ held: ArraySlice<(NodeIndex, SecretTreeNode)>, at x: NodeIndex) throws -> SecretTreeNode {
+        guard !held.isEmpty else { return .deleted }
+        guard let left = TreeMath.left(x), let right = TreeMath.right(x) else {
+            guard held.count == 1, let only = held.first, only.0 == x else { throw MLSDecodingError.invalidValue("secret tree state") }
+            return only.1
+        }
+        if let at = held.first(where: { $0.0 == x }) {
+            guard held.count == 1 else { throw MLSDecodingError.invalidValue("secret tree state") }
+            return at.1
+        }
+        let split = held.firstIndex { $0.0 > x } ?? held.endIndex
+        return .split(try build(held[..<split], at: left), try build(held[split...], at: right))
     }
 }

@@ -5,12 +5,18 @@
 /// UpdatePath) make a new tree. Built from the `ratchet_tree` extension's data
 /// (``init(suite:ratchetTree:)``, which checks nothing but the shape: a joiner then calls
 /// ``validate(groupID:expectedTreeHash:)``) and encoded back by ``ratchetTree()``.
+///
+/// It keeps every node's tree hash (``TreeHashCache``): a change recomputes the hashes of the
+/// nodes it touched and of their ancestors, not the whole tree's. Two trees are equal when their
+/// suites, sizes and nodes are.
 public struct PublicRatchetTree: Sendable, Equatable {
     public let suite: MLSCipherSuite
     /// The number of leaves (section 7.7: always a power of two).
     public private(set) var size: TreeSize
     /// `size.nodeCount` nodes in array order (Appendix C); nil is a blank node.
     public private(set) var nodes: [Node?]
+    /// The tree hash of every node, fresh after every public method (stale only inside one).
+    var hashCache: TreeHashCache
 
     /// The tree of the `ratchet_tree` extension (section 12.4.3.3), extended to the right with
     /// blank nodes to a full tree.
@@ -19,6 +25,8 @@ public struct PublicRatchetTree: Sendable, Equatable {
         self.suite = suite
         self.size = size
         nodes = ratchetTree.nodes + Array(repeating: nil, count: Int(size.nodeCount) - ratchetTree.nodes.count)
+        hashCache = TreeHashCache(length: suite.hashLength, nodeCount: nodes.count)
+        try updateTreeHashes()
     }
 
     /// A one-member tree: the creator's leaf (section 11).
@@ -27,6 +35,11 @@ public struct PublicRatchetTree: Sendable, Equatable {
         // A power of two.
         size = TreeSize(leafCount: 1)!
         nodes = [.leaf(creator)]
+        hashCache = TreeHashCache(length: suite.hashLength, nodeCount: 1)
+    }
+
+    public static func == (a: Self, b: Self) -> Bool {
+        a.suite == b.suite && a.size == b.size && a.nodes == b.nodes
     }
 
     /// The `ratchet_tree` extension's data: the nodes without the blank ones after the last
@@ -69,9 +82,10 @@ public struct PublicRatchetTree: Sendable, Equatable {
         return node
     }
 
-    /// Sets the node at `x`, which is in the tree.
+    /// Sets the node at `x`, which is in the tree; its tree hash and its ancestors' go stale.
     mutating func set(_ x: NodeIndex, _ node: Node?) {
         nodes[Int(x.value)] = node
+        hashCache.invalidate(x, in: size)
     }
 
     /// The node index of a leaf of this tree.
@@ -101,6 +115,7 @@ public struct PublicRatchetTree: Sendable, Equatable {
         }
         nodes += Array(repeating: nil, count: nodes.count + 1)
         size = bigger
+        hashCache.resize(to: nodes.count)
     }
 
     /// Halves the tree while its right subtree is all blank: the root and the right subtree are
@@ -110,6 +125,7 @@ public struct PublicRatchetTree: Sendable, Equatable {
             let half = nodes.count / 2
             guard nodes[(half + 1)...].allSatisfy({ $0 == nil }) else { return }
             nodes.removeLast(nodes.count - half)
+            hashCache.resize(to: half)
             // Half a power of two above 1 is a power of two.
             size = TreeSize(leafCount: size.leafCount / 2)!
         }
@@ -137,6 +153,7 @@ public struct PublicRatchetTree: Sendable, Equatable {
             set(x, .parent(parent))
         }
         set(try nodeIndex(leaf), .leaf(leafNode))
+        try updateTreeHashes()
         return leaf
     }
 
@@ -147,6 +164,7 @@ public struct PublicRatchetTree: Sendable, Equatable {
         _ = try requireLeaf(leaf)
         try blankDirectPath(leaf)
         set(try nodeIndex(leaf), .leaf(leafNode))
+        try updateTreeHashes()
     }
 
     /// Applies a Remove of the member at `leaf` (section 12.1.3): its leaf and direct path are
@@ -156,5 +174,6 @@ public struct PublicRatchetTree: Sendable, Equatable {
         try blankDirectPath(leaf)
         set(try nodeIndex(leaf), nil)
         truncate()
+        try updateTreeHashes()
     }
 }

@@ -18,39 +18,52 @@ extension PublicRatchetTree {
 
     /// The tree hash of the subtree under `x`.
     public func treeHash(of x: NodeIndex) throws -> [UInt8] {
-        try treeHash(of: x, excluding: [])
+        if let hash = hashCache.hash(x) { return hash }
+        guard let left = TreeMath.left(x), let right = TreeMath.right(x) else {
+            return try leafTreeHash(x, leaf: x.leafIndex.flatMap { leaf($0) })
+        }
+        return try parentTreeHash(parent(x), left: try treeHash(of: left), right: try treeHash(of: right))
     }
 
     /// The tree hash of every node, in node index order.
     public func treeHashes() throws -> [[UInt8]] {
-        var hashes = [[UInt8]](repeating: [], count: nodes.count)
-        _ = try fillTreeHashes(size.root, into: &hashes)
-        return hashes
+        var tree = self
+        try tree.updateTreeHashes()
+        return try (0..<tree.nodes.count).map { try tree.treeHash(of: NodeIndex(UInt32($0))) }
     }
 
-    private func fillTreeHashes(_ x: NodeIndex, into hashes: inout [[UInt8]]) throws -> [UInt8] {
+    /// Computes the stale tree hashes (those of the nodes changed since the last call and of
+    /// their ancestors), bottom up.
+    mutating func updateTreeHashes() throws {
+        try updateTreeHash(size.root)
+    }
+
+    private mutating func updateTreeHash(_ x: NodeIndex) throws {
+        guard !hashCache.isFresh(x) else { return }
         let hash: [UInt8]
         if let left = TreeMath.left(x), let right = TreeMath.right(x) {
-            let l = try fillTreeHashes(left, into: &hashes)
-            let r = try fillTreeHashes(right, into: &hashes)
-            hash = try parentTreeHash(parent(x), left: l, right: r)
+            try updateTreeHash(left)
+            try updateTreeHash(right)
+            hash = try parentTreeHash(parent(x), left: try treeHash(of: left), right: try treeHash(of: right))
         } else {
             hash = try leafTreeHash(x, leaf: x.leafIndex.flatMap { leaf($0) })
         }
-        hashes[Int(x.value)] = hash
-        return hash
+        hashCache.set(x, hash)
     }
 
     /// The tree hash of `x` in the tree with the leaves of `excluded` blanked and removed from
     /// every `unmerged_leaves`: the "original sibling tree hash" of section 7.9 when `excluded`
-    /// is a parent's unmerged leaves.
+    /// is a parent's unmerged leaves. A subtree without excluded leaves has its usual hash.
     func treeHash(of x: NodeIndex, excluding excluded: Set<UInt32>) throws -> [UInt8] {
+        if excluded.isEmpty || !excluded.contains(where: { LeafIndex($0).nodeIndex.map { TreeMath.isInSubtree($0, of: x) } ?? false }) {
+            return try treeHash(of: x)
+        }
         guard let left = TreeMath.left(x), let right = TreeMath.right(x) else {
             let leaf = x.leafIndex.flatMap { excluded.contains($0.value) ? nil : self.leaf($0) }
             return try leafTreeHash(x, leaf: leaf)
         }
         var parent = parent(x)
-        if !excluded.isEmpty { parent?.unmergedLeaves.removeAll { excluded.contains($0) } }
+        parent?.unmergedLeaves.removeAll { excluded.contains($0) }
         return try parentTreeHash(
             parent, left: try treeHash(of: left, excluding: excluded), right: try treeHash(of: right, excluding: excluded))
     }

@@ -38,6 +38,38 @@ extension PublicRatchetTree {
         from leaf: LeafIndex, leafSecret: SecretBytes, signer: SignaturePrivateKey, leafNode: LeafNode? = nil,
         groupContext: GroupContext, excluding newLeaves: Set<LeafIndex> = [], randomness: (Int) throws -> [UInt8]
     ) throws -> CreatedUpdatePath {
+        let merged = try mergingOwnPath(from: leaf, leafSecret: leafSecret, signer: signer, leafNode: leafNode, groupID: groupContext.groupID)
+        let (tree, path, keys, pathSecrets, secret) = (merged.tree, merged.path, merged.privateKeys, merged.pathSecrets, merged.commitSecret)
+        let newLeaf = merged.leafNode
+
+        var context = groupContext
+        context.treeHash = try tree.treeHash()
+        let encodedContext = try context.mlsEncoded()
+        let nodes = try zip(path, pathSecrets).map { step, pathSecret in
+            let ciphertexts = try tree.resolution(of: step.copathChild, excluding: newLeaves).map { x in
+                guard let key = tree.encryptionKey(x) else { throw MLSTreeError.privateStateInconsistent(node: x.value) }
+                return try suite.encryptWithLabel(
+                    try key.validate(for: suite), label: Self.updatePathNodeLabel, context: encodedContext,
+                    plaintext: pathSecret.secret.bytes, randomness: try randomness(MLSCipherSuite.encapsulationRandomnessLength))
+            }
+            return UpdatePathNode(encryptionKey: try keys.publicKey(for: step.node), encryptedPathSecret: ciphertexts)
+        }
+        return CreatedUpdatePath(
+            updatePath: UpdatePath(leafNode: newLeaf, nodes: nodes), tree: tree, groupContext: context,
+            privateKeys: keys, pathSecrets: pathSecrets, commitSecret: secret)
+    }
+
+    /// A committer's path merged into this tree, before anything is encrypted (sections 7.4,
+    /// 7.5, 7.9): the direct path blanked, the filtered direct path's nodes set to the key pairs
+    /// of the path secrets from `leafSecret`, parent hashes set from the root down, and the leaf
+    /// node (`leafNode`, by default the current one) given the new encryption key, source
+    /// `commit` with the parent hash, and signed by `signer` for `groupID` and the leaf.
+    func mergingOwnPath(
+        from leaf: LeafIndex, leafSecret: SecretBytes, signer: SignaturePrivateKey, leafNode: LeafNode?, groupID: [UInt8]
+    ) throws -> (
+        tree: PublicRatchetTree, path: [PathStep], leafNode: LeafNode, privateKeys: TreeKEMPrivateKeys,
+        pathSecrets: [(node: NodeIndex, secret: SecretBytes)], commitSecret: SecretBytes
+    ) {
         guard leafSecret.count == suite.hashLength else {
             throw MLSCryptoError.invalidRandomness(expected: suite.hashLength, got: leafSecret.count)
         }
@@ -61,26 +93,12 @@ extension PublicRatchetTree {
 
         newLeaf.encryptionKey = leafKey.publicKey.wire
         newLeaf.sourceFields = .commit(parentHash: try tree.setParentHashes(along: path))
-        let group = LeafNodeTBS.Group(groupID: groupContext.groupID, leafIndex: leaf.value)
+        let group = LeafNodeTBS.Group(groupID: groupID, leafIndex: leaf.value)
         newLeaf.signature = try suite.signWithLabel(
             signer, label: LeafNodeTBS.label, content: try newLeaf.toBeSigned(group: group).mlsEncoded())
         tree.set(try nodeIndex(leaf), .leaf(newLeaf))
-
-        var context = groupContext
-        context.treeHash = try tree.treeHash()
-        let encodedContext = try context.mlsEncoded()
-        let nodes = try zip(path, pathSecrets).map { step, pathSecret in
-            let ciphertexts = try tree.resolution(of: step.copathChild, excluding: newLeaves).map { x in
-                guard let key = tree.encryptionKey(x) else { throw MLSTreeError.privateStateInconsistent(node: x.value) }
-                return try suite.encryptWithLabel(
-                    try key.validate(for: suite), label: Self.updatePathNodeLabel, context: encodedContext,
-                    plaintext: pathSecret.secret.bytes, randomness: try randomness(MLSCipherSuite.encapsulationRandomnessLength))
-            }
-            return UpdatePathNode(encryptionKey: try keys.publicKey(for: step.node), encryptedPathSecret: ciphertexts)
-        }
-        return CreatedUpdatePath(
-            updatePath: UpdatePath(leafNode: newLeaf, nodes: nodes), tree: tree, groupContext: context,
-            privateKeys: keys, pathSecrets: pathSecrets, commitSecret: secret)
+        try tree.updateTreeHashes()
+        return (tree, path, newLeaf, keys, pathSecrets, secret)
     }
 
     /// Merges the UpdatePath of the member at `sender` into the tree (sections 7.5, 7.9.2): its
@@ -111,6 +129,7 @@ extension PublicRatchetTree {
         }
         guard try tree.setParentHashes(along: steps) == leafParentHash else { throw MLSTreeError.leafParentHashMismatch }
         tree.set(x, .leaf(leaf))
+        try tree.updateTreeHashes()
         try tree.verifyUniqueKeys()
         return tree
     }

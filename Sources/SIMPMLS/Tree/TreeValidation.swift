@@ -74,25 +74,44 @@ extension PublicRatchetTree {
     /// Sections 7.3 and 12.4.3.1: encryption keys unique among all nodes, signature keys among
     /// the leaves; parents' keys are keys of the suite.
     func verifyUniqueKeys() throws {
-        var encryptionKeys: Set<[UInt8]> = []
-        var signatureKeys: Set<[UInt8]> = []
+        var encryptionKeys = Set<KeyBytes>(minimumCapacity: nodes.count)
+        var signatureKeys = Set<KeyBytes>(minimumCapacity: Int(size.leafCount))
         for (i, node) in nodes.enumerated() {
             switch node {
             case .leaf(let leaf):
-                guard encryptionKeys.insert(leaf.encryptionKey.bytes).inserted else {
+                guard encryptionKeys.insert(KeyBytes(leaf.encryptionKey.bytes)).inserted else {
                     throw MLSTreeError.duplicateEncryptionKey(node: UInt32(i))
                 }
-                guard signatureKeys.insert(leaf.signatureKey.bytes).inserted else {
+                guard signatureKeys.insert(KeyBytes(leaf.signatureKey.bytes)).inserted else {
                     throw MLSTreeError.duplicateSignatureKey(leaf: UInt32(i / 2))
                 }
             case .parent(let parent):
                 _ = try parent.encryptionKey.validate(for: suite)
-                guard encryptionKeys.insert(parent.encryptionKey.bytes).inserted else {
+                guard encryptionKeys.insert(KeyBytes(parent.encryptionKey.bytes)).inserted else {
                     throw MLSTreeError.duplicateEncryptionKey(node: UInt32(i))
                 }
             case nil:
                 break
             }
+        }
+    }
+}
+
+/// A public key's bytes as a set element that hashes fast: a 32-byte key (X25519, Ed25519) as
+/// four words, any other length as its bytes. Keys of different lengths are different.
+enum KeyBytes: Hashable {
+    case words(UInt64, UInt64, UInt64, UInt64)
+    case bytes([UInt8])
+
+    init(_ bytes: [UInt8]) {
+        guard bytes.count == 32 else {
+            self = .bytes(bytes)
+            return
+        }
+        self = bytes.withUnsafeBytes { raw in
+            .words(
+                raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self), raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self),
+                raw.loadUnaligned(fromByteOffset: 16, as: UInt64.self), raw.loadUnaligned(fromByteOffset: 24, as: UInt64.self))
         }
     }
 }
