@@ -1,4 +1,4 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.1
 import PackageDescription
 
 let package = Package(
@@ -24,7 +24,11 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.81.0"),
-        .package(url: "https://github.com/apple/swift-protobuf.git", from: "1.28.0"),
+        // No traits (its defaults, BinaryDelimitedStreams and FieldMaskUtilities, are APIs SIMP does not
+        // use): with two, SwiftPM 6.3 writes their -D flags in a random order each time it plans, and
+        // every new plan (an edit of a manifest, or the Benchmarks package's build in .build) had an
+        // even chance of compiling SwiftProtobuf, and relinking everything, again.
+        .package(url: "https://github.com/apple/swift-protobuf.git", from: "1.28.0", traits: []),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
         // 1.16.2: LogHandler.log(event:), which JSONLogHandler implements.
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
