@@ -1,4 +1,4 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.1
 import PackageDescription
 
 let package = Package(
@@ -9,10 +9,13 @@ let package = Package(
         .library(name: "SIMPRedis", targets: ["SIMPRedis"]),
         .library(name: "SIMPServer", targets: ["SIMPServer"]),
         .library(name: "SIMPClient", targets: ["SIMPClient"]),
+        // For the Benchmarks package (load generators, simp-bench): the chaos run's seeded generator
+        // and the tests' hand-driven peer and spawned Redis. Not for applications.
+        .library(name: "SIMPChaos", targets: ["SIMPChaos"]),
+        .library(name: "SIMPTestSupport", targets: ["SIMPTestSupport"]),
         .executable(name: "simp-server", targets: ["simp-server"]),
         .executable(name: "simp", targets: ["simp"]),
         .executable(name: "simp-fuzz", targets: ["simp-fuzz"]),
-        .executable(name: "simp-bench", targets: ["simp-bench"]),
         .executable(name: "simp-admin", targets: ["simp-admin"]),
         .executable(name: "simp-chaos", targets: ["simp-chaos"]),
         .executable(name: "simp-conformance", targets: ["simp-conformance"]),
@@ -21,7 +24,11 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.81.0"),
-        .package(url: "https://github.com/apple/swift-protobuf.git", from: "1.28.0"),
+        // No traits (its defaults, BinaryDelimitedStreams and FieldMaskUtilities, are APIs SIMP does not
+        // use): with two, SwiftPM 6.3 writes their -D flags in a random order each time it plans, and
+        // every new plan (an edit of a manifest, or the Benchmarks package's build in .build) had an
+        // even chance of compiling SwiftProtobuf, and relinking everything, again.
+        .package(url: "https://github.com/apple/swift-protobuf.git", from: "1.28.0", traits: []),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
         // 1.16.2: LogHandler.log(event:), which JSONLogHandler implements.
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -31,7 +38,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.29.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.5.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.0.0"),
-        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
         // The config file layer (flags > environment > file). Default traits only: JSON.
         .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0"),
     ],
@@ -148,56 +154,6 @@ let package = Package(
         ),
         .target(name: "CFuzzDriver"),
         .executableTarget(name: "simp-fuzz", dependencies: ["SIMPFuzzTargets", "CFuzzDriver"]),
-        // The same load pattern through a local Mosquitto (MQTT 3.1.1, QoS 1), for simp-bench's comparison.
-        .target(
-            name: "MQTTLoad",
-            dependencies: [
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "Histogram", package: "hdrhistogram-swift"),
-            ]
-        ),
-        // librabbitmq (Debian `librabbitmq-dev`): the AMQP 0-9-1 client DurableLoad drives RabbitMQ with.
-        .systemLibrary(
-            name: "CRabbitMQ",
-            pkgConfig: "librabbitmq",
-            providers: [.apt(["librabbitmq-dev"])]
-        ),
-        // The same load pattern through durable brokers: RabbitMQ (persistent messages, publisher
-        // confirms, manual acks) and NATS JetStream (file storage, PubAcks, explicit acks).
-        .target(
-            name: "DurableLoad",
-            dependencies: [
-                "MQTTLoad",
-                "CRabbitMQ",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "Histogram", package: "hdrhistogram-swift"),
-            ]
-        ),
-        // Load generator: N sender/receiver pairs through SIMPClient, latency histograms, process CPU and RSS.
-        .target(
-            name: "SIMPBench",
-            dependencies: [
-                "SIMPClient",
-                "SIMPCore",
-                // RawPeer: the receipt flood's hand-driven session.
-                "SIMPTestSupport",
-                "MQTTLoad",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-                .product(name: "Histogram", package: "hdrhistogram-swift"),
-            ]
-        ),
-        .executableTarget(
-            name: "simp-bench",
-            dependencies: [
-                "SIMPBench",
-                "DurableLoad",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ]
-        ),
         // docs/PROTOCOL.md's numbered checks against any SIMP server, on the wire (issue 28).
         .target(name: "SIMPConformance", dependencies: ["SIMPCore", "SIMPTestSupport"]),
         .executableTarget(
@@ -228,15 +184,6 @@ let package = Package(
             dependencies: ["SIMPMLS", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .testTarget(name: "SIMPMLSTests", dependencies: ["SIMPMLS"], resources: [.copy("Vectors")]),
-        .testTarget(
-            name: "MQTTLoadTests",
-            dependencies: ["MQTTLoad", .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")]
-        ),
-        .testTarget(
-            name: "SIMPBenchTests",
-            dependencies: ["SIMPBench", "MQTTLoad", "DurableLoad", "SIMPChaos", "SIMPTestSupport",
-                           .product(name: "Histogram", package: "hdrhistogram-swift")]
-        ),
         .testTarget(name: "SIMPCoreTests", dependencies: [
             // SIMPChaos: its seeded generator, so randomized tests replay.
             "SIMPCore", "SIMPFuzzTargets", "SIMPTestSupport", "SIMPChaos", .product(name: "NIOEmbedded", package: "swift-nio"),

@@ -5,10 +5,7 @@
 #   scripts/bench-cluster.sh --pairs 8 --window 32 --duration 10
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
-swift build -c release --product simp-server >&2
-swift build -c release --product simp-bench >&2
-bin=$(swift build -c release --show-bin-path)
+bin=$(scripts/build-bench.sh)
 for topology in "--nodes 1" "--nodes 3" \
   "--redis-cluster --nodes 1" "--redis-cluster --nodes 3" \
   "--redis-cluster --nodes 1 --redis-min-replicas 1" "--redis-cluster --nodes 3 --redis-min-replicas 1"; do

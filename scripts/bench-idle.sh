@@ -8,12 +8,9 @@
 # SERVER_BIN runs another build of the server (an A/B comparison in one sitting).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh python3
 total=${1:-19500}
 per=${2:-6500}
-swift build -c release --product simp-server >&2
-swift build -c release --product simp-bench >&2
-bin=$(swift build -c release --show-bin-path)
+bin=$(scripts/build-bench.sh python3)
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 redis_port=$(free_port); tcp_port=$(free_port); metrics_port=$(free_port)
 work=$(mktemp -d)

@@ -6,10 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 loss=${1:-0.1}; shift || true
-scripts/install-deps.sh mosquitto
-swift build -c release --product simp-server >&2
-swift build -c release --product simp-bench >&2
-bin=$(swift build -c release --show-bin-path)
+bin=$(scripts/build-bench.sh)
 ns="simp-bench-loss-$$"
 ip netns add "$ns"
 trap 'ip netns del "$ns"' EXIT

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Installs the Debian packages SIMP needs, only those missing, plus any named as arguments
-# (the tests and the benchmark add mosquitto). Needs root (or sudo).
+# Installs the Debian packages the root package (server, client, CLI, admin, chaos and
+# conformance tools) needs, only those missing, plus any named as arguments: the tests and the
+# benchmark (scripts/build-bench.sh) add mosquitto and librabbitmq-dev, which only the Benchmarks
+# package uses. Needs root (or sudo).
 set -euo pipefail
 need=()
-for pkg in redis-server libhiredis-dev librabbitmq-dev libssl-dev libsqlite3-dev libedit-dev pkg-config iproute2 iptables openssl "$@"; do
+for pkg in redis-server libhiredis-dev libssl-dev libsqlite3-dev libedit-dev pkg-config iproute2 iptables openssl "$@"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 [ ${#need[@]} -eq 0 ] && exit 0

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Profiles simp-server, redis-server and simp-bench under load with perf (Debian's linux-perf):
-# starts simp-bench --spawn (release build), records each process for a few seconds in the
-# middle of the measured window, and prints each one's hottest functions (inclusive).
+# builds (scripts/build-bench.sh) and starts simp-bench --spawn (release), records each process
+# for a few seconds in the middle of the measured window, and prints each one's hottest
+# functions (inclusive).
 # Usage: scripts/profile.sh [OUTDIR] [simp-bench arguments...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-/tmp/simp-profile}; shift || true
 mkdir -p "$out"
 command -v perf >/dev/null || { echo "perf not found: apt-get install linux-perf" >&2; exit 1; }
-bin=$(swift build -c release --show-bin-path)
+bin=$(scripts/build-bench.sh)
 "$bin/simp-bench" --spawn --duration 10 "$@" >"$out/bench.txt" 2>&1 &
 bench=$!
 sleep 5
