@@ -10,8 +10,9 @@ enum ControlAction {
     case send(Simp_Envelope)
     /// Writes the envelope, then closes the connection.
     case sendThenClose(Simp_Envelope)
-    /// Closes the connection, logging why (when there is a line to log).
-    case close(log: String?)
+    case close
+    /// A line for the log, about this connection (at info, with who it is).
+    case log(String)
     /// The largest frame the peer may send from now on.
     case setFrameLimit(Int)
     /// Reads the socket (true) or leaves what the peer sends in it (false).

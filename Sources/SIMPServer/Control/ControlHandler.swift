@@ -154,9 +154,8 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
             let sent = context.eventLoop.makePromise(of: Void.self)
             send(context, envelope, promise: sent)
             sent.futureResult.whenComplete { _ in channel.close(promise: nil) }
-        case .close(let line):
-            if let line { node.logger.info("\(line)", metadata: logMetadata) }
-            context.close(promise: nil)
+        case .close: context.close(promise: nil)
+        case .log(let line): node.logger.info("\(line)", metadata: logMetadata)
         case .setFrameLimit(let limit): framing.maxFrameLength = limit
         case .setReading(let read): context.channel.setOption(.autoRead, value: read).whenFailure { _ in }
         case .pauseFraming: pauseFraming()

@@ -299,7 +299,7 @@ struct ControlMachine {
             release(now: now)
         case .unread:
             actions.append(.exceeded(.outputBacklog))
-            actions.append(.close(log: nil))
+            actions.append(.close)
         }
     }
 
@@ -323,7 +323,7 @@ struct ControlMachine {
             var ping = Simp_Ping()
             ping.nonce = nonce
             actions.append(.send(Simp_Envelope(.ping(ping))))
-        case .read: actions.append(.close(log: "control peer silent for longer than the heartbeat allows; closing"))
+        case .read: actions += [.log("control peer silent for longer than the heartbeat allows; closing"), .close]
         case .all: break
         }
     }

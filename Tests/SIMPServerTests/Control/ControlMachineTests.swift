@@ -98,7 +98,8 @@ struct ControlMachineTests {
         switch action {
         case .send(let envelope): "send \(body(envelope))"
         case .sendThenClose(let envelope): "sendThenClose \(body(envelope))"
-        case .close(let log): log == nil ? "close" : "close logged"
+        case .close: "close"
+        case .log: "log"
         case .setFrameLimit(let limit): "frameLimit \(limit)"
         case .setReading(let read): "reading \(read)"
         case .pauseFraming: "pause"
@@ -245,7 +246,7 @@ struct ControlMachineTests {
             return
         }
         #expect(ping.nonce == 77 && actions.count == 1)
-        #expect(connection.on(.heartbeatDue(.read, nonce: 0)) == ["close logged"])
+        #expect(connection.on(.heartbeatDue(.read, nonce: 0)) == ["log", "close"])
         #expect(connection.on(.heartbeatDue(.all, nonce: 0)) == [])
     }
 
