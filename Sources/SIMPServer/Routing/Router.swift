@@ -319,7 +319,7 @@ final class Router: @unchecked Sendable {
     private func carryOutInStore(_ action: DeliveryAction) {
         switch action {
         case .store(let batch, let floors):
-            store.store(batch.items, floor: { floors[$0] }, on: loop).whenComplete { [self] result in
+            store.store(batch.items, floors: floors, on: loop).whenComplete { [self] result in
                 feed(.stored(batch, result.mapError { $0 }))
             }
         case .relay(let request, let group):
