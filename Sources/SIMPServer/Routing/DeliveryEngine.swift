@@ -172,6 +172,13 @@ struct DeliveryEngine {
         sessions.sessions(of: user).compactMap(\.numberingFloor).max()
     }
 
+    /// The numbering floors of those of `users` with sessions here.
+    func numberingFloors(of users: [String]) -> [String: UInt64] {
+        var floors: [String: UInt64] = [:]
+        for user in users { floors[user] = numberingFloor(of: user) }
+        return floors
+    }
+
     var limits: Limits {
         Limits(inboxShare: configuration.inboxShare, minReplicas: configuration.minReplicas,
                replicaHoldSeconds: settings.replicaHoldLimit.nanoseconds / 1_000_000_000)

@@ -4,7 +4,7 @@ import SIMPRedis
 
 /// A node's group stores, pure: per group in arrival order, one batch in flight per group (a
 /// sender's messages keep their order), a resend of a message under way answered by the first.
-/// `GroupRelay` carries out what it decides.
+/// `GroupRelayMachine` composes it.
 struct GroupQueue {
     private var queued: [String: [StoreRequest]] = [:]
     private var busy: Set<String> = []

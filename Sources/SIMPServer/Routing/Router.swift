@@ -73,13 +73,10 @@ final class Router: @unchecked Sendable {
         let configuration = DeliveryEngine.Configuration(router: settings, presenceTTLSeconds: store.settings.presenceTTLSeconds,
                                                          minReplicas: store.settings.minReplicas, inboxShare: store.bounds.share)
         self.engine = DeliveryEngine(configuration: configuration, metrics: metrics, logger: logger, shardOf: { [store] in store.shard(of: $0) })
-        self.groups = GroupRelay(store: store, loop: loop, logger: logger, maxBatch: settings.maxStoreBatch)
-        groups.copied = { [unowned self] member, copies in feed(.groupCopied(member: member, copies)) }
-        groups.answer = { [unowned self] request, envelopes in feed(.groupAnswered(request, envelopes)) }
-        groups.recheck = { [unowned self] member in feed(.groupRecheck(member: member)) }
-        groups.floor = { [unowned self] member in engine.numberingFloor(of: member) }
-        groups.held = { [metrics] members in metrics.groupCopiesHeld.increment(by: Int64(members)) }
-        groups.resumed = { [metrics] in metrics.groupCopiesResumed.increment() }
+        self.groups = GroupRelay(store: store, loop: loop, metrics: metrics, logger: logger, maxBatch: settings.maxStoreBatch,
+                                 now: { Router.now })
+        groups.engine = { [unowned self] event in feed(event) }
+        groups.floors = { [unowned self] members in engine.numberingFloors(of: members) }
     }
 
     /// The time of an event, read once for it.
@@ -100,8 +97,8 @@ final class Router: @unchecked Sendable {
     func changeGroup(_ action: MessageStore.GroupChangeAction, group: String, by: String, entryBy: String? = nil, users: [String],
                      invited: [String] = [], maxMembers: Int, nowMillis: Int64) -> EventLoopFuture<MessageStore.GroupChangeResult> {
         loop.assertInEventLoop()
-        return groups.change(action, group: group, by: by, entryBy: entryBy ?? by, users: users, invited: invited, maxMembers: maxMembers,
-                             nowMillis: nowMillis)
+        return groups.change(GroupRelayMachine.Change(action: action, group: group, by: by, entryBy: entryBy ?? by, users: users,
+                                                      invited: invited, maxMembers: maxMembers, nowMillis: nowMillis))
     }
 
     /// What a read request needs of its session: who reads, and how far it confirmed.
@@ -319,7 +316,7 @@ final class Router: @unchecked Sendable {
     private func carryOutInStore(_ action: DeliveryAction) {
         switch action {
         case .store(let batch, let floors):
-            store.store(batch.items, floor: { floors[$0] }, on: loop).whenComplete { [self] result in
+            store.store(batch.items, floors: floors, on: loop).whenComplete { [self] result in
                 feed(.stored(batch, result.mapError { $0 }))
             }
         case .relay(let request, let group):

@@ -76,9 +76,9 @@ extension MessageStore {
     }
 
     /// Copies entries into members' inboxes, one script call per member, in one round trip.
-    /// `floor` gives a member's highest seq a session of theirs here has seen (numbering never
-    /// runs below it).
-    func deliver(group: String, _ plan: [(member: String, entries: [GroupEntry])], floor: (String) -> UInt64?,
+    /// `floors`: a member's highest seq a session of theirs here has seen (numbering never runs
+    /// below it; absent: no session here).
+    func deliver(group: String, _ plan: [(member: String, entries: [GroupEntry])], floors: [String: UInt64],
                  on loop: any EventLoop) -> EventLoopFuture<[Result<MemberCopy, RedisError>]> {
         guard !plan.isEmpty else { return loop.makeSucceededFuture([]) }
         let commands = plan.map { item in
@@ -86,7 +86,7 @@ extension MessageStore {
                         keys.groups(item.member), keys.numbering(item.member), keys.blocked(item.member), keys.deliveredMark(item.member),
                         keys.groupCopies(item.member), keys.heldGroups(item.member), keys.blocking(item.member),
                         keys.groupCopiesSince(item.member)]
-            var args: [any RedisArgument] = [group, settings.nodeID, floor(item.member).map { Int64($0) } ?? -1, "run id", bounds.limit]
+            var args: [any RedisArgument] = [group, settings.nodeID, floors[item.member].map { Int64($0) } ?? -1, "run id", bounds.limit]
             for entry in item.entries {
                 args.append(entry.seq)
                 args.append(entry.scriptKind)

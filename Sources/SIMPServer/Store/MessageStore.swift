@@ -207,27 +207,16 @@ final class MessageStore: Sendable {
     /// Stores a batch in one pipelined round trip, one script call per recipient; outcomes
     /// come back in batch order. Never fails as a whole: a Redis outage becomes
     /// `.unavailable` for each request.
-    /// `floor` gives, per recipient, the highest seq its session on this node has seen (nil: no session).
-    func store(_ batch: [StoreRequest], floor: (String) -> UInt64? = { _ in nil }, on loop: any EventLoop) -> EventLoopFuture<[StoreOutcome]> {
+    /// `floors`: per recipient, the highest seq its sessions on this node have seen (absent: no
+    /// session). What the replies come to is `StoreSettlement`'s to say.
+    func store(_ batch: [StoreRequest], floors: [String: UInt64] = [:], on loop: any EventLoop) -> EventLoopFuture<[StoreOutcome]> {
         let groups = Self.byRecipient(batch)
-        let commands = groups.map { indices in storeCommand(indices.map { batch[$0] }, floor: floor(batch[indices[0]].to)) }
-        return run(commands, on: loop).map { answers in
-            var made = [StoreOutcome](repeating: .unavailable(RedisError(.protocolViolation, "no reply")), count: batch.count)
-            var outcomes = made
-            var notices: [(node: String, user: String)] = []
-            for (indices, answer) in zip(groups, answers) {
-                if let depth = Self.inboxDepth(answer.reply) { self.observeInboxDepth(depth) }
-                let replicated = answer.replicas >= Int64(self.settings.minReplicas)
-                // A store the replicas did not confirm is not announced: it will be stored again.
-                if replicated { notices += Self.recipientNodes(answer.reply).map { ($0, batch[indices[0]].to) } }
-                let parts = Self.outcomes(answer.reply, count: indices.count)
-                for (index, outcome) in zip(indices, parts) {
-                    made[index] = Self.withStoredBytes(outcome, batch[index])
-                    outcomes[index] = replicated ? made[index] : self.unreplicated(made[index], replicas: answer.replicas)
-                }
-            }
-            self.followUp(batch, made, notices: notices, on: loop)
-            return outcomes
+        let commands = groups.map { indices in storeCommand(indices.map { batch[$0] }, floor: floors[batch[indices[0]].to]) }
+        return run(commands, on: loop).map { [replicaRule] answers in
+            let settled = StoreSettlement(batch, groups: groups, answers: answers, rule: replicaRule)
+            settled.depths.forEach(self.observeInboxDepth)
+            self.followUp(batch, settled.made, notices: settled.notices, on: loop)
+            return settled.outcomes
         }.recover { error in
             let failure = error as? RedisError ?? RedisError(.io, "\(error)")
             return batch.map { _ in .unavailable(failure) }
@@ -265,16 +254,9 @@ final class MessageStore: Sendable {
         return redis.run(commands, on: loop, countingReplicas: wait)
     }
 
-    /// With `minReplicas`, a store the replicas did not confirm in time is in doubt: the
-    /// master has it, a failover may lose it. It is stored again (found as a duplicate) and
-    /// waited for again, like any store whose answer was lost.
-    private func unreplicated(_ outcome: StoreOutcome, replicas: Int64) -> StoreOutcome {
-        switch outcome {
-        case .stored, .duplicate:
-            return .unavailable(RedisError(.notReady, "stored, but \(replicas) of \(settings.minReplicas) Redis replicas confirmed it within \(settings.replicaTimeoutMillis) ms",
-                                           mayHaveRun: true))
-        default: return outcome
-        }
+    /// When a store or a read counts as on the replicas.
+    var replicaRule: ReplicaRule {
+        ReplicaRule(minReplicas: settings.minReplicas, timeoutMillis: settings.replicaTimeoutMillis)
     }
 
     /// After a store: the senders' copies of the conversations (the script wrote the
@@ -292,18 +274,13 @@ final class MessageStore: Sendable {
         if !published.isEmpty { publish(published, on: loop) }
     }
 
-    /// A notice whose SPUBLISH failed (its channel's master just failed over, say) is sent
-    /// again a few times: a lost one leaves the message unpushed until its recipient's next
-    /// message or reconnect. A notice that reached a node twice costs it one more inbox read.
-    private func publish(_ notices: [RedisCommand], attempt: Int = 1, on loop: any EventLoop) {
+    /// Sends notices; those whose SPUBLISH failed are sent again when `NoticeRetry` says.
+    private func publish(_ notices: [RedisCommand], retry: NoticeRetry = NoticeRetry(), on loop: any EventLoop) {
         redis.run(notices, on: loop).whenComplete { [self] result in
-            let failed = (try? result.get()).map { replies in zip(notices, replies).filter { (try? $0.1.checked()) == nil }.map(\.0) } ?? notices
-            guard !failed.isEmpty, attempt < Self.noticeAttempts else { return }
-            loop.scheduleTask(in: .milliseconds(250 * Int64(attempt))) { self.publish(failed, attempt: attempt + 1, on: loop) }
+            guard let next = retry.next(notices, replies: try? result.get()) else { return }
+            loop.scheduleTask(in: next.after) { self.publish(next.again, retry: next.retry, on: loop) }
         }
     }
-
-    static let noticeAttempts = 5
 
     /// Asks every node (not waited for; tried again a few times).
     func announce(_ request: AdminRequest, on loop: any EventLoop) {
@@ -386,7 +363,7 @@ final class MessageStore: Sendable {
         return command
     }
 
-    private static func outcomes(_ reply: RedisValue, count: Int) -> [StoreOutcome] {
+    static func outcomes(_ reply: RedisValue, count: Int) -> [StoreOutcome] {
         if case .error(let message) = reply { return Array(repeating: .unavailable(RedisError.reply(message)), count: count) }
         guard let parts = reply.array, parts.count == count else {
             return Array(repeating: .unavailable(RedisError(.protocolViolation, "store script returned \(reply)")), count: count)
@@ -430,7 +407,7 @@ final class MessageStore: Sendable {
     }
 
     /// The stored bytes are the request's with the seq appended, as the script stored them.
-    private static func withStoredBytes(_ outcome: StoreOutcome, _ request: StoreRequest) -> StoreOutcome {
+    static func withStoredBytes(_ outcome: StoreOutcome, _ request: StoreRequest) -> StoreOutcome {
         guard case .stored(let seq, _) = outcome else { return outcome }
         return .stored(seq: seq, bytes: StoredMessage.appending(seq: seq, to: request.bytes))
     }
@@ -482,11 +459,8 @@ final class MessageStore: Sendable {
     /// With `minReplicas`, only what the replicas have is read for a session: a message shown
     /// and then lost with its master would see its seq given to another message, which the
     /// client would take for one it has seen. The read is then a script that also writes (so
-    /// the replication stream holds everything it saw by that point), followed by WAIT.
-    /// A shard with fewer replicas online than `minReplicas` (one failed over and not yet
-    /// given a new replica) is read all the same once its WAIT has timed out: no replica is
-    /// there to take over without what it read, and what it holds was accepted (it stores
-    /// nothing new meanwhile), so holding it back would strand it until an operator acts.
+    /// the replication stream holds everything it saw by that point), followed by WAIT; whether
+    /// its answer counts is `ReplicaRule.readCounts`'s to say.
     private func readInbox(user: String, after: UInt64, upto: UInt64?, limit: Int,
                            on loop: any EventLoop) -> EventLoopFuture<(confirmed: UInt64, items: [[UInt8]])> {
         let top = upto.map { "\($0)" } ?? "+inf"
@@ -498,13 +472,13 @@ final class MessageStore: Sendable {
                RedisCommand("WAIT", [settings.minReplicas, settings.replicaTimeoutMillis])]
             : [RedisCommand("GET", [keys.deliveredMark(user)]),
                RedisCommand("ZRANGEBYSCORE", [keys.inbox(user), "(\(after)", top, "LIMIT", "0", limit])]
-        return redis.run(commands, on: loop).flatMapThrowing { [settings] replies in
+        return redis.run(commands, on: loop).flatMapThrowing { [settings, replicaRule] replies in
             var replies = replies
             if replicated {
                 let confirmedBy = try replies[1].checked().int ?? 0
                 replies = try replies[0].checked().array ?? []
                 let online = replies.count == 3 ? replies.removeLast().int ?? 0 : 0
-                guard confirmedBy >= settings.minReplicas || online < settings.minReplicas else {
+                guard replicaRule.readCounts(confirmedBy: confirmedBy, online: online) else {
                     throw RedisError(.notReady, "\(user)'s inbox read, but only \(confirmedBy) of \(settings.minReplicas) replicas confirmed it (WAIT)")
                 }
             }

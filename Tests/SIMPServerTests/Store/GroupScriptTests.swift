@@ -100,7 +100,7 @@ import Testing
                 GroupEntry(seq: seq, kind: kind, bytes: Array("e\(seq)".utf8))
             }
             func copy(_ entries: [GroupEntry], floor: UInt64? = nil) async throws -> MessageStore.MemberCopy {
-                try await store.deliver(group: "team", [("bob", entries)], floor: { _ in floor }, on: loop).get()[0].get()
+                try await store.deliver(group: "team", [("bob", entries)], floors: floor.map { ["bob": $0] } ?? [:], on: loop).get()[0].get()
             }
             // bob joins at 3: his first entry may follow a gap.
             var made = try await copy([entry(3, .added), entry(4)])
@@ -131,7 +131,7 @@ import Testing
             made = try await copy([GroupEntry(seq: 13, kind: .added, after: 12, bytes: Array("e13".utf8)), entry(14, .removed),
                                    GroupEntry(seq: 15, kind: .added, after: 14, bytes: Array("e15".utf8))])
             #expect(!made.gap && made.mark == 15 && made.isMember)
-            let nobody = try await store.deliver(group: "team", [("nobody", [entry(1)])], floor: { _ in nil }, on: loop).get()[0].get()
+            let nobody = try await store.deliver(group: "team", [("nobody", [entry(1)])], floors: [:], on: loop).get()[0].get()
             #expect(nobody.seqs.isEmpty)
         }
         await pool.shutdown()
@@ -238,12 +238,12 @@ import Testing
             let entries = (1...4).map { GroupEntry(seq: UInt64($0), kind: .other, sender: "alice", bytes: message("m\($0)").bytes) }
             // bob is a member from place 0 on (his mark says so).
             _ = try await pool.run(RedisCommand("HSET", [store.keys.groups("bob"), "team", "0 1"]))
-            let first = try await store.deliver(group: "team", [("bob", entries)], floor: { _ in nil }, on: loop).get()[0].get()
+            let first = try await store.deliver(group: "team", [("bob", entries)], floors: [:], on: loop).get()[0].get()
             #expect(first.held && !first.gap && first.seqs == [1, 2, 3, 0] && first.mark == 3)
             #expect(try await pool.run(RedisCommand("GET", [store.keys.heldGroups("bob")])).string == "team ")
             var later = entries[3]
             later.seq = 5
-            let again = try await store.deliver(group: "team", [("bob", [later])], floor: { _ in nil }, on: loop).get()[0].get()
+            let again = try await store.deliver(group: "team", [("bob", [later])], floors: [:], on: loop).get()[0].get()
             #expect(again.held && !again.gap, "held before the gap is looked at: no log read for nothing")
 
             // Three group copies unconfirmed, limit 3: three one-to-one messages (of three senders: a share is 2) still go in.
@@ -253,7 +253,7 @@ import Testing
             }
             let written = try await store.writeReceipts([.init(user: "bob", deviceMark: 2, needsEntries: false)], on: loop).get()[0].get()
             #expect(written.heldGroups == ["team"])
-            let resumed = try await store.deliver(group: "team", [("bob", Array(entries.dropFirst(2)))], floor: { _ in nil }, on: loop).get()[0].get()
+            let resumed = try await store.deliver(group: "team", [("bob", Array(entries.dropFirst(2)))], floors: [:], on: loop).get()[0].get()
             #expect(!resumed.held && resumed.seqs == [0, 7] && resumed.mark == 4)
             #expect(try await pool.run(RedisCommand("EXISTS", [store.keys.heldGroups("bob")])).int == 0)
         } catch {
@@ -276,21 +276,21 @@ import Testing
             _ = try await pool.run(RedisCommand("SADD", [store.keys.blocked("bob"), "mallory"]))
             let first = [GroupEntry(seq: 1, kind: .other, sender: "mallory", bytes: message("x1", from: "mallory").bytes),
                          GroupEntry(seq: 2, kind: .other, sender: "alice", bytes: message("a1").bytes)]
-            let copy = try await store.deliver(group: "team", [("bob", first)], floor: { _ in nil }, on: loop).get()[0].get()
+            let copy = try await store.deliver(group: "team", [("bob", first)], floors: [:], on: loop).get()[0].get()
             #expect(copy.seqs == [0, 1] && copy.mark == 2)
             #expect(try await pool.run(RedisCommand("GET", [store.keys.blocking("bob")])).string == "1")
 
             _ = try await store.contactStep(.unblock, owner: "bob", peer: "mallory", on: loop).get()
             #expect(try await pool.run(RedisCommand("GET", [store.keys.blocking("bob")])).string == "0")
             let second = [GroupEntry(seq: 3, kind: .other, sender: "mallory", bytes: message("x2", from: "mallory").bytes)]
-            let unblocked = try await store.deliver(group: "team", [("bob", second)], floor: { _ in nil }, on: loop).get()[0].get()
+            let unblocked = try await store.deliver(group: "team", [("bob", second)], floors: [:], on: loop).get()[0].get()
             #expect(unblocked.seqs == [2])
 
             _ = try await store.contactStep(.block, owner: "bob", peer: "carol", on: loop).get()
             #expect(try await pool.run(RedisCommand("GET", [store.keys.blocking("bob")])).string == "1")
             let third = [GroupEntry(seq: 4, kind: .other, sender: "carol", bytes: message("c1", from: "carol").bytes),
                          GroupEntry(seq: 5, kind: .other, sender: "mallory", bytes: message("x3", from: "mallory").bytes)]
-            let blocked = try await store.deliver(group: "team", [("bob", third)], floor: { _ in nil }, on: loop).get()[0].get()
+            let blocked = try await store.deliver(group: "team", [("bob", third)], floors: [:], on: loop).get()[0].get()
             #expect(blocked.seqs == [0, 3] && blocked.mark == 5)
         } catch {
             Issue.record("\(error)")
