@@ -78,6 +78,20 @@ func commitBenchmarks() {
             setup.fixture = fixture
         }
 
+        // A commit without proposals (the committer's own keys refreshed): the smallest commit,
+        // one ciphertext per node of the committer's filtered direct path.
+        Benchmark("Commit self-update, create (\(members) members)", configuration: configuration) { benchmark in
+            var fixture = setup.fixture
+            for _ in benchmark.scaledIterations {
+                benchmark.startMeasurement()
+                let output = try fixture.commit()
+                benchmark.stopMeasurement()
+                benchmark.measurement(commitBytes, try MLSMessage.publicMessage(output.message).mlsEncoded().count)
+                blackHole(output)
+            }
+            setup.fixture = fixture
+        }
+
         Benchmark("Commit add, process (\(members) members)", configuration: configuration) { benchmark in
             let fixture = setup.fixture
             let commit = setup.addition.output.message

@@ -76,22 +76,25 @@ extension PublicRatchetTree {
     func verifyUniqueKeys() throws {
         var encryptionKeys = Set<KeyBytes>(minimumCapacity: nodes.count)
         var signatureKeys = Set<KeyBytes>(minimumCapacity: Int(size.leafCount))
-        for (i, node) in nodes.enumerated() {
-            switch node {
-            case .leaf(let leaf):
-                guard encryptionKeys.insert(KeyBytes(leaf.encryptionKey.bytes)).inserted else {
-                    throw MLSTreeError.duplicateEncryptionKey(node: UInt32(i))
+        // Through the buffer, so that each node is read in place rather than copied out.
+        try nodes.withUnsafeBufferPointer { nodes in
+            for i in nodes.indices {
+                switch nodes[i] {
+                case .leaf(let leaf)?:
+                    guard encryptionKeys.insert(KeyBytes(leaf.encryptionKey.bytes)).inserted else {
+                        throw MLSTreeError.duplicateEncryptionKey(node: UInt32(i))
+                    }
+                    guard signatureKeys.insert(KeyBytes(leaf.signatureKey.bytes)).inserted else {
+                        throw MLSTreeError.duplicateSignatureKey(leaf: UInt32(i / 2))
+                    }
+                case .parent(let parent)?:
+                    _ = try parent.encryptionKey.validate(for: suite)
+                    guard encryptionKeys.insert(KeyBytes(parent.encryptionKey.bytes)).inserted else {
+                        throw MLSTreeError.duplicateEncryptionKey(node: UInt32(i))
+                    }
+                case nil:
+                    break
                 }
-                guard signatureKeys.insert(KeyBytes(leaf.signatureKey.bytes)).inserted else {
-                    throw MLSTreeError.duplicateSignatureKey(leaf: UInt32(i / 2))
-                }
-            case .parent(let parent):
-                _ = try parent.encryptionKey.validate(for: suite)
-                guard encryptionKeys.insert(KeyBytes(parent.encryptionKey.bytes)).inserted else {
-                    throw MLSTreeError.duplicateEncryptionKey(node: UInt32(i))
-                }
-            case nil:
-                break
             }
         }
     }
