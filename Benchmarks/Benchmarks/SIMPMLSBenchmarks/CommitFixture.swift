@@ -76,10 +76,10 @@ struct CommitFixture {
             (bundles[0].keyPackage, groupSecrets, random.bytes(32)), (bundles[1].keyPackage, groupSecrets, random.bytes(32)),
         ])
         var committer = try MLSGroup(joining: welcome, with: bundles[0])
-        let processor = try MLSGroup(joining: welcome, with: bundles[1])
+        var processor = try MLSGroup(joining: welcome, with: bundles[1])
 
         let update = try processor.commit(randomness: { random.bytes($0) })
-        guard try committer.process(.publicMessage(update.message)) == .newEpoch(101) else { throw FixtureError.setup }
+        guard try committer.process(update.message) == .newEpoch(101) else { throw FixtureError.setup }
         self.committer = committer
         self.processor = update.group
         self.random = random
@@ -104,13 +104,16 @@ struct CommitFixture {
     mutating func commit(adding: [KeyPackage] = [], removing: [LeafIndex] = []) throws -> MLSGroup.CommitOutput {
         var random = self.random
         defer { self.random = random }
-        return try committer.commit(adding: adding, removing: removing, randomness: { random.bytes($0) })
+        // Every sample commits from the same epoch: `commit` is mutating (a commit sent as a
+        // PrivateMessage takes a handshake generation), so it runs on a copy.
+        var group = committer
+        return try group.commit(adding: adding, removing: removing, randomness: { random.bytes($0) })
     }
 
     /// The processor's state after `commit` (which must not remove it).
-    func process(_ commit: PublicMessage) throws -> MLSGroup {
+    func process(_ commit: MLSMessage) throws -> MLSGroup {
         var group = processor
-        guard case .newEpoch = try group.process(.publicMessage(commit)) else { throw FixtureError.notProcessed }
+        guard case .newEpoch = try group.process(commit) else { throw FixtureError.notProcessed }
         return group
     }
 
