@@ -20,7 +20,9 @@ public enum ChildProcesses {
 
     /// SIGTERM to all, then SIGKILL to those still running after 4 s; every child is reaped.
     /// (Foundation's waitUntilExit can hang off the main thread.) `reaped` hears of each exit.
-    public static func terminate(_ pids: [Int32], reaped: (Int32) -> Void = { _ in }) async {
+    /// Returns the children that needed the SIGKILL.
+    @discardableResult
+    public static func terminate(_ pids: [Int32], reaped: (Int32) -> Void = { _ in }) async -> [Int32] {
         for pid in pids { kill(pid, SIGTERM) }
         var running = pids
         for _ in 0..<200 where !running.isEmpty {
@@ -33,6 +35,7 @@ public enum ChildProcesses {
             _ = waitpid(pid, &status, 0)
             reaped(pid)
         }
+        return running
     }
 
     /// Reaps the child if it has exited. (Foundation's isRunning can lag far behind, and it

@@ -10,6 +10,7 @@ public final class MosquittoProcess: LocalBroker {
     private let directory: String
     private let stopping = NSLock()
     nonisolated(unsafe) private var stopped = false
+    nonisolated(unsafe) private var killed = false
 
     /// /usr/sbin/mosquitto (where Debian puts it), else the first `mosquitto` on PATH.
     public static func executable() -> String? {
@@ -83,9 +84,13 @@ public final class MosquittoProcess: LocalBroker {
     /// SIGTERM, then SIGKILL after 4 s; the child is reaped either way. Only the first call does anything.
     public func stop() async {
         guard markStopped() else { return }
-        await ChildProcesses.terminate([pid])
+        let needed = await ChildProcesses.terminate([pid])
+        stopping.withLock { killed = !needed.isEmpty }
         try? FileManager.default.removeItem(atPath: directory)
     }
+
+    /// Whether `stop` had to SIGKILL the broker: it did not exit on SIGTERM within 4 s.
+    public var wasKilled: Bool { stopping.withLock { killed } }
 
     private func markStopped() -> Bool {
         stopping.withLock {

@@ -131,9 +131,8 @@ import Testing
             await broker.stop()
             throw error
         }
-        let stopping = ContinuousClock.now
         await broker.stop()
-        #expect(ContinuousClock.now - stopping < .seconds(2), "mosquitto should stop on SIGTERM, not wait for the SIGKILL")
+        #expect(!broker.wasKilled, "mosquitto should stop on SIGTERM, not wait for the SIGKILL")
         #expect(result.received > 0)
         #expect(result.received == result.sent)
         #expect(result.lost == 0 && result.duplicates == 0 && result.errors.isEmpty, "\(result.errors)")
