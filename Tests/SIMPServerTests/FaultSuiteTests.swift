@@ -351,11 +351,11 @@ func tally(_ name: String, pairs: [(sent: [String], sentAt: [String: Date], rece
         senders = try (0..<Self.pairs).map { try client("ks\($0)", ["--linger", "60"]) }
         try senders.forEach(connected)
         for (p, s) in senders.enumerated() {
-            s.write((resumeAt[p]..<Self.perPair).map { "/send kr\(p) m-\($0)\n" }.joined())
+            s.write((resumeAt[p]..<Self.perPair).map { "/send kr\(p) m-\($0)\n" }.joined() + "/send kr\(p) \(Self.marker)\n")
             s.closeStdin()
         }
         for s in senders { _ = s.waitForExit(timeout: 90) }
-        usleep(500_000)
+        awaitMarkers(recipients)
         for r in recipients { r.closeStdin(); _ = r.waitForExit(timeout: 20) }
 
         return tally("clients kill -9 mid-stream, restarted with --data-dir", pairs: (0..<Self.pairs).map { p in
@@ -365,13 +365,30 @@ func tally(_ name: String, pairs: [(sent: [String], sentAt: [String: Date], rece
         })
     }
 
+    /// The last message each sender types: a pair's messages reach the recipient in order, so
+    /// once the marker is in, a late repeat of an earlier one would have come before it. It is
+    /// left out of the tally.
+    static let marker = "marker"
+
+    /// Waits until every recipient has shown its pair's marker (instead of waiting a while to
+    /// see whether a repeat comes).
+    func awaitMarkers(_ recipients: [ChildProcess]) {
+        for (p, r) in recipients.enumerated() {
+            let shown = r.waitForLine(timeout: 60) { $0.contains(#""event":"message""#) && $0.contains(#""text":"\#(Self.marker)""#) }
+            #expect(shown != nil, "pair \(p)'s marker arrived")
+        }
+    }
+
     func pairEvents(senderEvents: [[String: Any]], recipientEvents: [[String: Any]])
         -> (sent: [String], sentAt: [String: Date], received: [(String, Date)], delivered: Set<String>, failed: Set<String>) {
-        let sent = senderEvents.filter { $0["event"] as? String == "sent" }.compactMap { $0["id"] as? String }
+        let markers = Set(recipientEvents.filter { $0["event"] as? String == "message" && $0["text"] as? String == Self.marker }
+            .compactMap { $0["id"] as? String })
+        let sent = senderEvents.filter { $0["event"] as? String == "sent" }.compactMap { $0["id"] as? String }.filter { !markers.contains($0) }
         var sentAt: [String: Date] = [:]
         var received: [(String, Date)] = []
         for e in recipientEvents where e["event"] as? String == "message" {
-            guard let id = e["id"] as? String, let s = e["sentAt"] as? Double, let r = e["receivedAt"] as? Double else { continue }
+            guard let id = e["id"] as? String, !markers.contains(id),
+                  let s = e["sentAt"] as? Double, let r = e["receivedAt"] as? Double else { continue }
             sentAt[id] = Date(timeIntervalSince1970: s / 1000)
             received.append((id, Date(timeIntervalSince1970: r / 1000)))
         }
@@ -411,12 +428,12 @@ func tally(_ name: String, pairs: [(sent: [String], sentAt: [String: Date], rece
         let t0 = Date()
         let senders = try (0..<Self.pairs).map { try client("s\($0)", ["--register", "--linger", "170"]) }
         for (p, s) in senders.enumerated() {
-            s.write((0..<Self.perPair).map { "/send r\(p) m-\($0)\n" }.joined())
+            s.write((0..<Self.perPair).map { "/send r\(p) m-\($0)\n" }.joined() + "/send r\(p) \(Self.marker)\n")
             s.closeStdin()
         }
         for s in senders { _ = s.waitForExit(timeout: 180) }
         print("netns \(loss): senders done after \(Date().timeIntervalSince(t0)) s")
-        usleep(500_000)
+        awaitMarkers(recipients)
         for r in recipients { r.closeStdin(); _ = r.waitForExit(timeout: 20) }
 
         return tally("kernel UDP loss \(Int(loss * 100))% both ways (netns, iptables)", pairs: (0..<Self.pairs).map { p in
