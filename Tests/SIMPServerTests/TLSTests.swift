@@ -47,7 +47,6 @@ struct DevCertificate {
         #expect(history.map(\.text) == [secret], "the history crossed the control channel")
         await alice.close()
         await bob.close()
-        try await Task.sleep(for: .milliseconds(200))
         return (capture.stop(), server.readyLine)
     }
 

@@ -35,7 +35,9 @@ public final class LoopbackCapture: @unchecked Sendable {
         thread.start()
     }
 
-    /// Stops capturing and returns every matching packet, in the order seen.
+    /// Stops capturing and returns every matching packet, in the order seen: every packet sent
+    /// before the call is in (the kernel queued it to this socket as it was sent, and the
+    /// capture reads the queue empty before it stops).
     public func stop() -> [CapturedPacket] {
         state.withLockedValue { $0.running = false }
         finished.wait()
@@ -45,8 +47,11 @@ public final class LoopbackCapture: @unchecked Sendable {
 
     private func run() {
         var frame = [UInt8](repeating: 0, count: 65_600)
-        while state.withLockedValue({ $0.running }) {
-            let n = frame.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        while true {
+            // Once asked to stop, read without waiting until the queue is empty.
+            let stopping = !state.withLockedValue { $0.running }
+            let n = frame.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, stopping ? Int32(MSG_DONTWAIT) : 0) }
+            if n <= 0, stopping { break }
             guard n > 0, let packet = Self.parse(frame[0..<n]),
                   ports.contains(packet.sourcePort) || ports.contains(packet.destinationPort) else { continue }
             state.withLockedValue { $0.packets.append(packet) }
