@@ -1,6 +1,14 @@
 // swift-tools-version:6.1
 import PackageDescription
 
+// The datagram seal (issue 47): OpenSSL's libcrypto through CAEAD on Linux, its fast path;
+// swift-crypto's ChaChaPoly elsewhere, and on Linux too with SIMP_PORTABLE_CRYPTO=1 in the
+// environment (CAEAD is then left out of the package), so the portable path is tested here.
+// Both seal the same bytes (docs/vectors/datagrams.json).
+let portableCrypto = Context.environment["SIMP_PORTABLE_CRYPTO"] == "1"
+let opensslAEAD: [Target.Dependency] = portableCrypto ? [] : [.target(name: "CAEAD", condition: .when(platforms: [.linux]))]
+let opensslAEADSettings: [SwiftSetting] = portableCrypto ? [] : [.define("SIMP_OPENSSL_AEAD", .when(platforms: [.linux]))]
+
 let package = Package(
     name: "simp",
     platforms: [.macOS(.v14)],
@@ -43,17 +51,17 @@ let package = Package(
     ],
     targets: [
         // ChaCha20-Poly1305 from OpenSSL's libcrypto (Debian `libssl-dev`), for the datagram seal.
-        .target(name: "CAEAD", linkerSettings: [.linkedLibrary("crypto")]),
+        .target(name: "CAEAD", linkerSettings: [.linkedLibrary("crypto", .when(platforms: [.linux]))]),
         // Wire schema, framing, datagram codec, retransmit and de-duplication state machines. No I/O.
         .target(
             name: "SIMPCore",
-            dependencies: [
-                "CAEAD",
+            dependencies: opensslAEAD + [
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
-            ]
+            ],
+            swiftSettings: opensslAEADSettings
         ),
         .systemLibrary(
             name: "CHiredis",
@@ -218,3 +226,8 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+if portableCrypto {
+    package.targets.removeAll { $0.name == "CAEAD" }
+}
+
