@@ -11,7 +11,7 @@ let opensslAEADSettings: [SwiftSetting] = portableCrypto ? [] : [.define("SIMP_O
 
 let package = Package(
     name: "simp",
-    platforms: [.macOS(.v14)],
+    platforms: [.macOS(.v14), .iOS(.v17)],
     products: [
         .library(name: "SIMPCore", targets: ["SIMPCore"]),
         .library(name: "SIMPRedis", targets: ["SIMPRedis"]),
