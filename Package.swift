@@ -231,3 +231,26 @@ if portableCrypto {
     package.targets.removeAll { $0.name == "CAEAD" }
 }
 
+// SIMP_ONLY_TARGETS=SIMPCoreTests,SIMPClientTests,simp: only these targets and the targets they
+// need, so that a second build (scripts/test.sh's portable run, in a scratch path of its own)
+// compiles no more than it tests. Unset, the package is whole. (The package dependencies stay,
+// so that Package.resolved is not rewritten; SwiftPM warns of the ones no target then uses.)
+if let only = Context.environment["SIMP_ONLY_TARGETS"] {
+    var needed = Set<String>()
+    var pending = only.split(separator: ",").map(String.init)
+    while let name = pending.popLast() {
+        guard needed.insert(name).inserted, let target = package.targets.first(where: { $0.name == name }) else { continue }
+        for dependency in target.dependencies {
+            switch dependency {
+            case .targetItem(let name, _), .byNameItem(let name, _): pending.append(name)
+            case .productItem: break
+            @unknown default: break
+            }
+        }
+    }
+    package.targets.removeAll { !needed.contains($0.name) }
+    package.products.removeAll { product in
+        let targets = (product as? Product.Library)?.targets ?? (product as? Product.Executable)?.targets ?? []
+        return !targets.allSatisfy(needed.contains)
+    }
+}
