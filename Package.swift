@@ -1,9 +1,17 @@
 // swift-tools-version:6.1
 import PackageDescription
 
+// The datagram seal (issue 47): OpenSSL's libcrypto through CAEAD on Linux, its fast path;
+// swift-crypto's ChaChaPoly elsewhere, and on Linux too with SIMP_PORTABLE_CRYPTO=1 in the
+// environment (CAEAD is then left out of the package), so the portable path is tested here.
+// Both seal the same bytes (docs/vectors/datagrams.json).
+let portableCrypto = Context.environment["SIMP_PORTABLE_CRYPTO"] == "1"
+let opensslAEAD: [Target.Dependency] = portableCrypto ? [] : [.target(name: "CAEAD", condition: .when(platforms: [.linux]))]
+let opensslAEADSettings: [SwiftSetting] = portableCrypto ? [] : [.define("SIMP_OPENSSL_AEAD", .when(platforms: [.linux]))]
+
 let package = Package(
     name: "simp",
-    platforms: [.macOS(.v14)],
+    platforms: [.macOS(.v14), .iOS(.v17)],
     products: [
         .library(name: "SIMPCore", targets: ["SIMPCore"]),
         .library(name: "SIMPRedis", targets: ["SIMPRedis"]),
@@ -43,17 +51,17 @@ let package = Package(
     ],
     targets: [
         // ChaCha20-Poly1305 from OpenSSL's libcrypto (Debian `libssl-dev`), for the datagram seal.
-        .target(name: "CAEAD", linkerSettings: [.linkedLibrary("crypto")]),
+        .target(name: "CAEAD", linkerSettings: [.linkedLibrary("crypto", .when(platforms: [.linux]))]),
         // Wire schema, framing, datagram codec, retransmit and de-duplication state machines. No I/O.
         .target(
             name: "SIMPCore",
-            dependencies: [
-                "CAEAD",
+            dependencies: opensslAEAD + [
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
-            ]
+            ],
+            swiftSettings: opensslAEADSettings
         ),
         .systemLibrary(
             name: "CHiredis",
@@ -218,3 +226,31 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+if portableCrypto {
+    package.targets.removeAll { $0.name == "CAEAD" }
+}
+
+// SIMP_ONLY_TARGETS=SIMPCoreTests,SIMPClientTests,simp: only these targets and the targets they
+// need, so that a second build (scripts/test.sh's portable run, in a scratch path of its own)
+// compiles no more than it tests. Unset, the package is whole. (The package dependencies stay,
+// so that Package.resolved is not rewritten; SwiftPM warns of the ones no target then uses.)
+if let only = Context.environment["SIMP_ONLY_TARGETS"] {
+    var needed = Set<String>()
+    var pending = only.split(separator: ",").map(String.init)
+    while let name = pending.popLast() {
+        guard needed.insert(name).inserted, let target = package.targets.first(where: { $0.name == name }) else { continue }
+        for dependency in target.dependencies {
+            switch dependency {
+            case .targetItem(let name, _), .byNameItem(let name, _): pending.append(name)
+            case .productItem: break
+            @unknown default: break
+            }
+        }
+    }
+    package.targets.removeAll { !needed.contains($0.name) }
+    package.products.removeAll { product in
+        let targets = (product as? Product.Library)?.targets ?? (product as? Product.Executable)?.targets ?? []
+        return !targets.allSatisfy(needed.contains)
+    }
+}

@@ -1,5 +1,9 @@
 #include "CAEAD.h"
 
+// Linux only: SIMPCore depends on this target there (Package.swift); elsewhere it compiles
+// empty, since other SDKs have no OpenSSL, and swift-crypto seals instead.
+#if defined(__linux__)
+
 #include <limits.h>
 #include <pthread.h>
 #include <openssl/evp.h>
@@ -61,3 +65,5 @@ int simp_aead_open(const uint8_t *key, const uint8_t *nonce, const uint8_t *aad,
     if (EVP_CipherUpdate(ctx, out, &written, sealed, (int)length) != 1) return 0;
     return EVP_CipherFinal_ex(ctx, out + written, &final) == 1;
 }
+
+#endif

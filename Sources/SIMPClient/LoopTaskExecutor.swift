@@ -3,6 +3,7 @@ import NIOCore
 /// Runs a task's jobs on one event loop. A task reading a client's `events` with this
 /// preference is resumed on the client's own loop, and its `send`s find themselves there: no
 /// event and no send crosses a thread (`SIMPClient.taskExecutor`).
+@available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *)
 final class LoopTaskExecutor: TaskExecutor {
     let loop: any EventLoop
 

@@ -24,7 +24,12 @@ public final class SIMPClient: @unchecked Sendable {
     /// (`Task(executorPreference: client.taskExecutor) { for await event in client.events { ... } }`)
     /// runs on that loop: each event resumes it without a thread wake-up, and each `send` is
     /// queued without one. The task shares the loop with the client's I/O, so it must not block.
-    public let taskExecutor: any TaskExecutor
+    /// Task executors came with macOS 15 and iOS 18.
+    @available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *)
+    public var taskExecutor: any TaskExecutor { loopExecutor as! LoopTaskExecutor }
+    /// `taskExecutor`, made once so that every task preferring it finds the same executor; nil
+    /// on an OS without task executors. (A stored property cannot be `@available`.)
+    private let loopExecutor: (any AnyObject & Sendable)?
     private let eventSink: AsyncStream<ClientEvent>.Continuation
     private let batchSink: AsyncStream<[ClientEvent]>.Continuation
     /// Events of this loop turn, handed over at its end (`eventBatches`). Confined to `loop`.
@@ -67,7 +72,11 @@ public final class SIMPClient: @unchecked Sendable {
         self.configuration = configuration
         self.eventHandler = eventHandler
         loop = eventLoopGroup.next()
-        taskExecutor = LoopTaskExecutor(loop: loop)
+        if #available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *) {
+            loopExecutor = LoopTaskExecutor(loop: loop)
+        } else {
+            loopExecutor = nil
+        }
         let random: @Sendable () -> UInt64 = { UInt64.random(in: 0...UInt64.max) }
         self.random = random
         engine = ClientEngine(configuration: configuration, random: random)

@@ -34,8 +34,20 @@ import Testing
         #expect(try DatagramSeal.open(decoded, sealed: buffer, key: key, direction: .toServer) == Array("hello simp".utf8))
     }
 
-    /// The seal calls OpenSSL; what it makes swift-crypto opens, and the other way round, at
-    /// every size a datagram can carry.
+    /// The build seals with the cipher it asked for: swift-crypto's off Linux and with
+    /// SIMP_PORTABLE_CRYPTO=1 (scripts/test.sh's portable run sets it for the build and the
+    /// tests alike), OpenSSL's on Linux otherwise.
+    @Test func theBuildSealsWithTheCipherItWasAskedFor() {
+        #if os(Linux)
+        let portable = ProcessInfo.processInfo.environment["SIMP_PORTABLE_CRYPTO"] == "1"
+        #else
+        let portable = true
+        #endif
+        #expect(DatagramSeal.implementation == (portable ? "swift-crypto ChaChaPoly" : "OpenSSL libcrypto"))
+    }
+
+    /// What the seal makes (through OpenSSL or swift-crypto, as built) swift-crypto's own
+    /// `ChaChaPoly` opens, and the other way round, at every size a datagram can carry.
     @Test(arguments: [0, 1, 64, 1000, DatagramHeader.maxPayload])
     func interoperatesWithSwiftCrypto(size: Int) throws {
         let payload = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31) }
@@ -64,8 +76,8 @@ import Testing
         #expect(throws: DatagramError.unsealable) { try open(try sealed(), key: short) }
     }
 
-    /// Each thread keeps its own cipher context: threads sealing and opening at once under
-    /// different keys never mix them up.
+    /// Threads sealing and opening at once under different keys never mix them up (with
+    /// OpenSSL each thread keeps its own cipher context).
     @Test func threadsSealAndOpenAtOnce() throws {
         let failures = NIOLockedValueBox(0)
         DispatchQueue.concurrentPerform(iterations: 8) { thread in

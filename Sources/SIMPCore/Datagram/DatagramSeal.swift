@@ -1,5 +1,8 @@
+#if SIMP_OPENSSL_AEAD
 import CAEAD
+#endif
 import Crypto
+import Foundation
 import NIOCore
 
 /// Which way a datagram travels; part of the nonce, so the two directions never share one.
@@ -8,14 +11,27 @@ public enum DatagramDirection: UInt32, Sendable {
     case toClient = 1
 }
 
-/// Every datagram after the header is sealed with ChaCha20-Poly1305 (RFC 8439, OpenSSL's) under the session key:
+/// Every datagram after the header is sealed with ChaCha20-Poly1305 (RFC 8439) under the session key:
 /// header (20 bytes, authenticated, in clear) | ciphertext | 16-byte tag.
 /// Nonce: direction (4 bytes BE) then packet number (8 bytes BE): unique per key as long as
 /// a sender never reuses a packet number, which is why a retransmission is sealed again with
 /// a new one.
+///
+/// The cipher is chosen when the package is built (issue 47): on Linux OpenSSL's, through the
+/// `CAEAD` target (`SIMP_OPENSSL_AEAD`), with one cipher context per thread, sealing straight
+/// into the datagram's buffer; elsewhere, and on Linux with `SIMP_PORTABLE_CRYPTO=1`,
+/// swift-crypto's `ChaChaPoly`. Both make the same bytes: docs/vectors/datagrams.json is
+/// checked against either build.
 public enum DatagramSeal {
     public static let tagSize = 16
     public static let keySize = 32
+
+    /// The ChaCha20-Poly1305 this build seals with, for logs and tests.
+    #if SIMP_OPENSSL_AEAD
+    public static let implementation = "OpenSSL libcrypto"
+    #else
+    public static let implementation = "swift-crypto ChaChaPoly"
+    #endif
 
     public static func seal(_ header: DatagramHeader, payload: [UInt8], key: SymmetricKey,
                             direction: DatagramDirection, allocator: ByteBufferAllocator = .init()) throws(DatagramError) -> ByteBuffer {
@@ -23,6 +39,7 @@ public enum DatagramSeal {
         guard key.bitCount == keySize * 8 else { throw .unsealable }
         var buffer = allocator.buffer(capacity: DatagramHeader.size + payload.count + tagSize)
         try Datagram.encode(header, payload: EmptyCollection(), into: &buffer)
+        #if SIMP_OPENSSL_AEAD
         let sealed = withAEADInputs(header, key: key, direction: direction) { key, nonce, aad in
             buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: payload.count + tagSize) { out in
                 let done = payload.withUnsafeBufferPointer { plain in
@@ -33,6 +50,20 @@ public enum DatagramSeal {
             }
         }
         guard sealed > 0 else { throw .unsealable }
+        #else
+        // swift-crypto returns nonce | ciphertext | tag in one `Data`; the last two are copied
+        // into the buffer once. The nonce and the header it authenticates stay on the stack.
+        let box: ChaChaPoly.SealedBox? = withNonceBytes(header.packetNumber, direction) { nonce in
+            withHeaderBytes(header) { aad in
+                guard let nonce = try? ChaChaPoly.Nonce(data: nonce) else { return nil }
+                return try? ChaChaPoly.seal(payload, using: key, nonce: nonce, authenticating: aad)
+            }
+        }
+        guard let box else { throw .unsealable }
+        _ = box.combined.withUnsafeBytes { combined in
+            buffer.writeBytes(UnsafeRawBufferPointer(rebasing: combined[nonceSize...]))
+        }
+        #endif
         return buffer
     }
 
@@ -41,6 +72,7 @@ public enum DatagramSeal {
                             direction: DatagramDirection) throws(DatagramError) -> [UInt8] {
         let sealedCount = buffer.readableBytes
         guard sealedCount >= tagSize, key.bitCount == keySize * 8 else { throw .unsealable }
+        #if SIMP_OPENSSL_AEAD
         var opened = false
         let payload = [UInt8](unsafeUninitializedCapacity: sealedCount - tagSize) { out, count in
             opened = withAEADInputs(header, key: key, direction: direction) { key, nonce, aad in
@@ -53,8 +85,22 @@ public enum DatagramSeal {
         }
         guard opened else { throw .unsealable }
         return payload
+        #else
+        // The sealed box is built in one `Data` of its final size (nonce | ciphertext | tag);
+        // the plaintext swift-crypto returns is copied once into the payload's array.
+        let plaintext: Data? = withNonceBytes(header.packetNumber, direction) { nonce in
+            var combined = Data(capacity: nonceSize + sealedCount)
+            combined.append(contentsOf: nonce)
+            buffer.withUnsafeReadableBytes { combined.append(contentsOf: $0) }
+            guard let box = try? ChaChaPoly.SealedBox(combined: combined) else { return nil }
+            return withHeaderBytes(header) { aad in try? ChaChaPoly.open(box, using: key, authenticating: aad) }
+        }
+        guard let plaintext else { throw .unsealable }
+        return [UInt8](plaintext)
+        #endif
     }
 
+    #if SIMP_OPENSSL_AEAD
     /// The key, nonce and authenticated header, as the C calls take them.
     private static func withAEADInputs<R>(_ header: DatagramHeader, key: SymmetricKey, direction: DatagramDirection,
                                           _ body: (UnsafePointer<UInt8>, UnsafePointer<UInt8>, UnsafeBufferPointer<UInt8>) -> R) -> R {
@@ -67,6 +113,7 @@ public enum DatagramSeal {
             }
         }
     }
+    #endif
 
     /// The header as the seal authenticated it, re-encoded from its fields on the stack.
     private static func withHeaderBytes<R>(_ header: DatagramHeader, _ body: (UnsafeRawBufferPointer) -> R) -> R {
@@ -84,8 +131,17 @@ public enum DatagramSeal {
     public static func newKey() -> SymmetricKey { SymmetricKey(size: .bits256) }
 
     /// Sets up the calling thread's cipher context ahead of the first datagram; false when
-    /// OpenSSL cannot make one (every seal and open on this thread would then fail).
-    public static func prepareThread() -> Bool { simp_aead_prepare() == 1 }
+    /// OpenSSL cannot make one (every seal and open on this thread would then fail). With
+    /// swift-crypto there is nothing to set up (it makes a context per call): always true.
+    public static func prepareThread() -> Bool {
+        #if SIMP_OPENSSL_AEAD
+        simp_aead_prepare() == 1
+        #else
+        true
+        #endif
+    }
+
+    private static let nonceSize = 12
 
     /// Direction then packet number, big-endian: 12 bytes built on the stack.
     private static func withNonceBytes<R>(_ packet: UInt64, _ direction: DatagramDirection,
