@@ -1,0 +1,72 @@
+import Foundation
+@testable import SIMPMLS
+import Testing
+
+/// What a group keeps and whom it asks (issue 42, from the review; RFC 9420 sections 8, 8.4,
+/// 9.2, 12.1.7, 12.2, 12.4.2, 12.4.3.1): no `joiner_secret` once the epoch is set up, past
+/// epochs reduced to what late application messages need and forgettable, the application's
+/// approval of committed proposals with their senders, an Update checked against the
+/// extensions of its own commit, and the `psk_nonce` length of a Welcome.
+@Suite struct GroupRetentionTests {
+    typealias G = GroupTests
+    static let random = GroupTests.random
+
+    /// Whether `bytes` contains `needle` anywhere.
+    static func contains(_ bytes: [UInt8], _ needle: [UInt8]) -> Bool {
+        guard !needle.isEmpty, needle.count <= bytes.count else { return false }
+        return (0...(bytes.count - needle.count)).contains { bytes[$0..<($0 + needle.count)].elementsEqual(needle) }
+    }
+
+    // MARK: 4. an Update against the extensions of its commit (sections 12.1.7, 12.2)
+
+    static let extensionType: UInt16 = 0xff01
+
+    /// Alice, Bob and Carol, whose leaves all support extension `extensionType`, at epoch 1.
+    static func membersSupportingTheExtension() throws -> (alice: MLSGroup, bob: MLSGroup, carol: MLSGroup) {
+        var capabilities = MessageFixtures.capabilities
+        capabilities.extensions = [extensionType]
+        func bundle(_ name: String) throws -> MLSKeyPackageBundle {
+            try MLSKeyPackageBundle(
+                suite: G.suite, credential: .basic(identity: Array(name.utf8)), capabilities: capabilities, lifetime: G.lifetime,
+                signer: try G.signer(), randomness: random)
+        }
+        var alice = try MLSGroup.create(
+            groupID: random(16), suite: G.suite, credential: .basic(identity: Array("alice".utf8)), capabilities: capabilities,
+            lifetime: G.lifetime, signer: try G.signer(), randomness: random)
+        let (bobBundle, carolBundle) = (try bundle("bob"), try bundle("carol"))
+        let commit = try alice.commit(adding: [bobBundle.keyPackage, carolBundle.keyPackage], randomness: random)
+        let welcome = try #require(commit.welcome)
+        return (commit.group, try MLSGroup(joining: welcome, with: bobBundle), try MLSGroup(joining: welcome, with: carolBundle))
+    }
+
+    @Test func anUpdateMustSupportTheExtensionsItsCommitSets() throws {
+        var (alice, bob, carol) = try Self.membersSupportingTheExtension()
+        // Bob's Update drops the extension from his capabilities: valid in the current epoch,
+        // which does not use it.
+        var narrower = MessageFixtures.capabilities
+        narrower.extensions = []
+        let update = try bob.proposeUpdate(capabilities: narrower, randomness: Self.random)
+        guard case .proposal(let reference) = try alice.process(update) else { Issue.record("not cached"); return }
+        _ = try carol.process(update)
+        let extensions = GroupContextExtensionsProposal(extensions: [Extension(extensionType: Self.extensionType, extensionData: [])])
+
+        // A receiver refuses a commit with both: Bob would not support the new extension.
+        let gce = Proposal.groupContextExtensions(extensions)
+        let cached = try #require(carol.proposalCache.first { $0.reference == reference })
+        let list = [
+            try carol.resolved(cached),
+            MLSGroup.ResolvedProposal(proposal: gce, sender: .member(leafIndex: 0), proposalOrRef: .proposal(gce), keyPackage: nil),
+        ]
+        #expect(throws: MLSGroupError.unsupportedCapabilities) { try carol.checkList(list, committer: .member(leafIndex: 0)) }
+        // Without the extensions proposal the same Update is fine.
+        try carol.checkList([list[0]], committer: .member(leafIndex: 0))
+
+        // The committer leaves the Update out and keeps its extensions.
+        let commit = try alice.commit(proposals: [gce], randomness: Self.random)
+        #expect(commit.dropped == [reference])
+        alice = commit.group
+        #expect(try carol.process(commit.message) == .newEpoch(2))
+        #expect(try bob.process(commit.message) == .newEpoch(2))
+        #expect(carol.groupContext.extensions == extensions.extensions && bob.epochAuthenticator == alice.epochAuthenticator)
+    }
+}
