@@ -17,6 +17,36 @@ import Testing
         return (0...(bytes.count - needle.count)).contains { bytes[$0..<($0 + needle.count)].elementsEqual(needle) }
     }
 
+    // MARK: 1. joiner_secret (sections 8, 9.2)
+
+    @Test func theSavedStateHoldsNoJoinerSecret() throws {
+        var alice = try G.create()
+        let bobBundle = try G.bundle("bob")
+        let commit = try alice.commit(adding: [bobBundle.keyPackage], randomness: Self.random)
+        let welcome = try #require(commit.welcome)
+        // The epoch's joiner_secret and welcome_secret, as the new member reads them.
+        let decrypted = try welcome.decrypt(for: bobBundle.keyPackage, initPrivateKey: bobBundle.initPrivateKey, psk: MLSGroup.noExternalPSK)
+        let joinerSecret = decrypted.groupSecrets.joinerSecret
+        let welcomeSecret = try KeySchedule.welcomeSecret(suite: G.suite, joinerSecret: SecretBytes(joinerSecret), pskSecret: nil)
+        #expect(joinerSecret.count == 32)
+        let bob = try MLSGroup(joining: welcome, with: bobBundle)
+        for state in [commit.group, bob] {
+            let saved = try state.savedState()
+            #expect(!Self.contains(saved, joinerSecret))
+            #expect(!Self.contains(saved, welcomeSecret.bytes))
+            // What the next epoch needs is kept: its init_secret.
+            #expect(Self.contains(saved, state.epochSecrets.initSecret.bytes))
+        }
+        // The saved states still move on together.
+        alice = try MLSGroup(savedState: try commit.group.savedState(), credentialValidator: nil)
+        var restoredBob = try MLSGroup(savedState: try bob.savedState(), credentialValidator: nil)
+        #expect(alice.epochAuthenticator == restoredBob.epochAuthenticator)
+        let update = try alice.commit(randomness: Self.random)
+        #expect(try restoredBob.process(update.message) == .newEpoch(2))
+        #expect(update.group.epochAuthenticator == restoredBob.epochAuthenticator)
+    }
+
+
     // MARK: 4. an Update against the extensions of its commit (sections 12.1.7, 12.2)
 
     static let extensionType: UInt16 = 0xff01

@@ -67,8 +67,10 @@ extension MLSGroup {
         var sender = self
         let message = try sender.protectHandshake(content, randomness: randomness)
         let group = try sender.moving(to: next, tree: newTree, privateKeys: keys, reInit: applied.reInit)
+        // Section 12.4.3.1: the Welcome needs `joiner_secret` and `welcome_secret`, which the
+        // new state does not keep (section 9.2); it is sealed now from `next`, the last holder.
         let welcome = applied.added.isEmpty ? nil : try group.welcome(
-            added: applied.added, pathSecrets: pathSecrets, psks: applied.psks, randomness: randomness)
+            added: applied.added, secrets: next.secrets, pathSecrets: pathSecrets, psks: applied.psks, randomness: randomness)
         self = sender
         return CommitOutput(message: message, welcome: welcome, group: group, dropped: chosen.dropped)
     }
@@ -146,10 +148,12 @@ extension MLSGroup {
 
     /// The Welcome to this (new) epoch for `added` (section 12.4.3.1): a GroupInfo with the
     /// `ratchet_tree` extension signed by this member, and for each new member the epoch's
-    /// `joiner_secret`, the PSKs of the commit and the path secret of the lowest node of the
-    /// committer's filtered direct path above it (none without a path).
+    /// `joiner_secret` (from `secrets`, this epoch's full secrets, which the state does not
+    /// keep), the PSKs of the commit and the path secret of the lowest node of the committer's
+    /// filtered direct path above it (none without a path).
     func welcome(
-        added: [(leaf: LeafIndex, keyPackage: KeyPackage)], pathSecrets: [(node: NodeIndex, secret: SecretBytes)],
+        added: [(leaf: LeafIndex, keyPackage: KeyPackage)], secrets epochSecrets: EpochSecrets,
+        pathSecrets: [(node: NodeIndex, secret: SecretBytes)],
         psks: [PreSharedKeyID], randomness: (Int) throws -> [UInt8]
     ) throws -> Welcome {
         let info = try groupInfo(externalPub: false)

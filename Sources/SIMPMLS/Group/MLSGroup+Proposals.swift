@@ -371,7 +371,6 @@ struct NextEpoch {
     let secrets: EpochSecrets
     let confirmationTag: [UInt8]
     let interim: [UInt8]
-    let pskSecret: SecretBytes?
 
     init(
         suite: MLSCipherSuite, commit: AuthenticatedContent, provisional: GroupContext, interimBefore: [UInt8],
@@ -384,6 +383,5 @@ struct NextEpoch {
         confirmationTag = secrets.confirmationTag(confirmedTranscriptHash: context.confirmedTranscriptHash)
         interim = try TranscriptHashes.interim(confirmed: context.confirmedTranscriptHash, confirmationTag: confirmationTag, suite: suite)
         self.context = context
-        self.pskSecret = pskSecret
     }
 }

@@ -1,27 +1,31 @@
 /// Saving and restoring a member's state as bytes.
 extension MLSGroup {
     /// The version of ``savedState()``'s layout.
-    static let savedStateVersion: UInt8 = 2
+    static let savedStateVersion: UInt8 = 3
 
     /// The whole state as bytes, to restore with ``init(savedState:credentialValidator:)``.
     ///
     /// **The bytes are secret**: they hold the member's signature private key, its TreeKEM
-    /// private keys (and an unapplied Update's), the epoch's `joiner_secret` (from which every secret of the epoch derives),
-    /// the secret tree's unused keys, the kept past epochs' keys and `resumption_psk`s. Store them encrypted, never log them, and do not keep
+    /// private keys (and an unapplied Update's), the epoch's kept secrets (``KeptEpochSecrets``:
+    /// `init_secret` for the next epoch, the exporter, external and resumption secrets and the
+    /// epoch authenticator; never `joiner_secret`, `welcome_secret` or `psk_secret`, section 9.2),
+    /// `membership_key`, `sender_data_secret`, the secret tree's unused keys, the kept past epochs' keys and `resumption_psk`s. Store them encrypted, never log them, and do not keep
     /// old copies: restoring an old copy brings back deleted keys (replays of its epoch's
     /// messages would decrypt again) and loses forward secrecy.
     ///
-    /// Layout (TLS presentation language): `uint8 version = 2; GroupContext context;
+    /// Layout (TLS presentation language): `uint8 version = 3; GroupContext context;
     /// RatchetTree tree; uint32 my_leaf; opaque signature_private_key<V>; TreeKEMPrivateKeys keys;
-    /// opaque joiner_secret<V>; optional<opaque> psk_secret; opaque interim_transcript_hash<V>;
+    /// opaque exporter_secret<V>; opaque external_secret<V>; opaque resumption_psk<V>; opaque
+    /// epoch_authenticator<V>; opaque init_secret<V>; opaque membership_key<V>; opaque
+    /// sender_data_secret<V>; opaque interim_transcript_hash<V>;
     /// opaque confirmation_tag<V>; SecretTree secret_tree; (opaque ref<V>, Proposal proposal,
     /// Sender sender) proposals<V>; optional<opaque> pending_update_private_key; WireFormat
     /// handshake_wire_format; WireFormat accepted<V>; uint32 past_epochs_kept; uint32
     /// resumption_psks_kept; (GroupContext context, opaque membership_key<V>, opaque
     /// sender_data_secret<V>, uint32 leaf_count, SecretTree secret_tree, (uint32 leaf, opaque
     /// signature_key<V>) keys<V>) past_epochs<V>; (uint64 epoch, opaque psk<V>) resumption_psks<V>;
-    /// optional<ReInit> reinit;`. The epoch's secrets are derived again from `joiner_secret` and
-    /// `psk_secret`. The credential validator is not saved: set it again after restoring.
+    /// optional<ReInit> reinit;`. The credential validator is not saved: set it again after
+    /// restoring.
     public func savedState() throws -> [UInt8] {
         var w = TLSWriter()
         w.writeUInt8(Self.savedStateVersion)
@@ -30,8 +34,9 @@ extension MLSGroup {
         w.writeUInt32(myLeaf.value)
         try w.writeOpaque(Array(signer.key.rawRepresentation))
         try privateKeys.encodeState(to: &w)
-        try w.writeOpaque(epochSecrets.joinerSecret.bytes)
-        try w.writeOptional(pskSecret) { try $0.writeOpaque($1.bytes) }
+        try epochSecrets.encodeState(to: &w)
+        try w.writeOpaque(protection.membershipKey.bytes)
+        try w.writeOpaque(protection.senderDataSecret.bytes)
         try w.writeOpaque(interimTranscriptHash)
         try w.writeOpaque(confirmationTag)
         try protection.secretTree.encodeState(to: &w)
@@ -94,9 +99,9 @@ extension MLSGroup {
         let me = LeafIndex(try r.readUInt32())
         let signer = try SignaturePrivateKey(rawRepresentation: try r.readOpaque())
         let keys = try TreeKEMPrivateKeys(stateFrom: &r)
-        let joinerSecret = SecretBytes(try r.readOpaque())
-        let psk = try r.readOptional { SecretBytes(try $0.readOpaque()) }
-        let secrets = try EpochSecrets(suite: suite, joinerSecret: joinerSecret, pskSecret: psk, groupContext: context)
+        let secrets = try KeptEpochSecrets(suite: suite, epoch: context.epoch, stateFrom: &r)
+        let membershipKey = SecretBytes(try r.readOpaque())
+        let senderDataSecret = SecretBytes(try r.readOpaque())
         let interim = try r.readOpaque()
         let tag = try r.readOpaque()
         let secretTree = try SecretTree(suite: suite, size: tree.size, stateFrom: &r)
@@ -120,7 +125,6 @@ extension MLSGroup {
         self.signer = signer
         privateKeys = keys
         epochSecrets = secrets
-        pskSecret = psk
         proposalCache = cache
         pendingUpdateKey = updateKey
         interimTranscriptHash = interim
@@ -130,7 +134,7 @@ extension MLSGroup {
         resumptionPSKs = psks
         self.reInit = reInit
         protection = try MessageProtection(
-            suite: suite, groupContext: context, membershipKey: secrets.membershipKey, senderDataSecret: secrets.senderDataSecret,
+            suite: suite, groupContext: context, membershipKey: membershipKey, senderDataSecret: senderDataSecret,
             secretTree: secretTree)
         self.credentialValidator = credentialValidator
     }

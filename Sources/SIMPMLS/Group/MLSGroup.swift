@@ -65,9 +65,9 @@ public struct MLSGroup: Sendable, CustomStringConvertible, CustomReflectable {
     public let myLeaf: LeafIndex
     let signer: SignaturePrivateKey
     var privateKeys: TreeKEMPrivateKeys
-    var epochSecrets: EpochSecrets
-    /// The epoch's `psk_secret` (nil: no PSK), kept so a saved state derives the same secrets.
-    var pskSecret: SecretBytes?
+    /// What the epoch still needs of its secrets (``KeptEpochSecrets``): not `joiner_secret`,
+    /// `welcome_secret` nor `psk_secret` (RFC 9420 sections 8, 9.2).
+    var epochSecrets: KeptEpochSecrets
     /// `interim_transcript_hash` of the epoch (section 8.2).
     var interimTranscriptHash: [UInt8]
     /// The epoch's message keys, with the generations used so far deleted.
@@ -113,11 +113,13 @@ public struct MLSGroup: Sendable, CustomStringConvertible, CustomReflectable {
     /// `epoch_authenticator` (section 8.7): members of the same epoch agree on it.
     public var epochAuthenticator: SecretBytes { epochSecrets.epochAuthenticator }
 
-    /// The state of an epoch; the message keys are derived from `epochSecrets`.
+    /// The state of an epoch; the message keys are derived from `epochSecrets`, of which only
+    /// ``KeptEpochSecrets`` is kept (section 9.2): the caller's copy of `epochSecrets` (a
+    /// committer's, for its Welcome) is the last place `joiner_secret` lives.
     init(
         suite: MLSCipherSuite, groupContext: GroupContext, tree: PublicRatchetTree, myLeaf: LeafIndex,
         signer: SignaturePrivateKey, privateKeys: TreeKEMPrivateKeys, epochSecrets: EpochSecrets, interimTranscriptHash: [UInt8],
-        confirmationTag: [UInt8], pskSecret: SecretBytes? = nil
+        confirmationTag: [UInt8]
     ) throws {
         self.suite = suite
         self.groupContext = groupContext
@@ -125,8 +127,7 @@ public struct MLSGroup: Sendable, CustomStringConvertible, CustomReflectable {
         self.myLeaf = myLeaf
         self.signer = signer
         self.privateKeys = privateKeys
-        self.epochSecrets = epochSecrets
-        self.pskSecret = pskSecret
+        self.epochSecrets = KeptEpochSecrets(epochSecrets)
         self.interimTranscriptHash = interimTranscriptHash
         self.confirmationTag = confirmationTag
         protection = try MessageProtection(epochSecrets: epochSecrets, groupContext: groupContext, treeSize: tree.size)
@@ -169,8 +170,7 @@ public struct MLSGroup: Sendable, CustomStringConvertible, CustomReflectable {
     ) throws -> MLSGroup {
         var group = try MLSGroup(
             suite: suite, groupContext: next.context, tree: tree, myLeaf: myLeaf, signer: signer, privateKeys: privateKeys,
-            epochSecrets: next.secrets, interimTranscriptHash: next.interim, confirmationTag: next.confirmationTag,
-            pskSecret: next.pskSecret)
+            epochSecrets: next.secrets, interimTranscriptHash: next.interim, confirmationTag: next.confirmationTag)
         group.policy = policy
         group.credentialValidator = credentialValidator
         group.pastEpochs = Array(([try pastEpoch()] + pastEpochs).prefix(max(0, policy.pastEpochsKept)))
