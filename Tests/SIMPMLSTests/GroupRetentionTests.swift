@@ -46,6 +46,43 @@ import Testing
         #expect(update.group.epochAuthenticator == restoredBob.epochAuthenticator)
     }
 
+    // MARK: 2. past epochs (sections 9.2, 12.4.2)
+
+    @Test func lateMessagesReportTheirEpochUntilThePastIsForgotten() throws {
+        var (alice, bob, carol) = try G.threeMembers()
+        bob.policy.pastEpochsKept = 2
+        let inEpoch2 = try alice.encrypt(Array("epoch 2".utf8), randomness: Self.random)
+        let alsoInEpoch2 = try alice.encrypt(Array("epoch 2 again".utf8), randomness: Self.random)
+        let membershipKey2 = bob.protection.membershipKey.bytes
+        let first = try alice.commit(randomness: Self.random)
+        alice = first.group
+        #expect(try bob.process(first.message) == .newEpoch(3))
+        _ = try carol.process(first.message)
+        let inEpoch3 = try alice.encrypt(Array("epoch 3".utf8), randomness: Self.random)
+        let second = try alice.commit(randomness: Self.random)
+        alice = second.group
+        #expect(try bob.process(second.message) == .newEpoch(4))
+        #expect(bob.keptPastEpochs == [3, 2])
+        // A past epoch keeps no membership key (only private application messages are late).
+        #expect(!Self.contains(try bob.savedState(), membershipKey2))
+
+        #expect(try bob.process(.privateMessage(inEpoch3)) == .application(
+            sender: alice.myLeaf, data: Array("epoch 3".utf8), authenticatedData: [], epoch: 3))
+        #expect(try bob.process(.privateMessage(inEpoch2)) == .application(
+            sender: alice.myLeaf, data: Array("epoch 2".utf8), authenticatedData: [], epoch: 2))
+        let current = try alice.encrypt(Array("epoch 4".utf8), randomness: Self.random)
+        #expect(try bob.process(.privateMessage(current)) == .application(
+            sender: alice.myLeaf, data: Array("epoch 4".utf8), authenticatedData: [], epoch: 4))
+
+        bob.forgetPastEpochs()
+        #expect(bob.keptPastEpochs.isEmpty)
+        #expect(throws: MLSGroupError.pastEpochNotKept(epoch: 2)) { try bob.process(.privateMessage(alsoInEpoch2)) }
+        // The policy stays: the next commit's ending epoch is kept again.
+        let third = try alice.commit(randomness: Self.random)
+        #expect(try bob.process(third.message) == .newEpoch(5))
+        #expect(bob.keptPastEpochs == [4])
+    }
+
 
     // MARK: 4. an Update against the extensions of its commit (sections 12.1.7, 12.2)
 

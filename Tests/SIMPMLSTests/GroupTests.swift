@@ -44,7 +44,7 @@ import Testing
         let message = try from.encrypt(Array(text.utf8), randomness: random)
         for i in to.indices {
             #expect(try to[i].process(.privateMessage(message)) == .application(
-                sender: from.myLeaf, data: Array(text.utf8), authenticatedData: []))
+                sender: from.myLeaf, data: Array(text.utf8), authenticatedData: [], epoch: from.epoch))
         }
     }
 
@@ -81,7 +81,7 @@ import Testing
         let message = try alice.encrypt(Array("without bob".utf8), randomness: Self.random)
         #expect(throws: (any Error).self) { try bob.process(.privateMessage(message)) }
         #expect(try carol.process(.privateMessage(message)) == .application(
-            sender: alice.myLeaf, data: Array("without bob".utf8), authenticatedData: []))
+            sender: alice.myLeaf, data: Array("without bob".utf8), authenticatedData: [], epoch: alice.epoch))
         // Nor can it follow a later commit.
         let update = try alice.commit(randomness: Self.random)
         #expect(throws: (any Error).self) { try bob.process(update.message) }
@@ -100,7 +100,7 @@ import Testing
         let message = try alice.encrypt(Array("epoch 4".utf8), randomness: Self.random)
         #expect(throws: MessageProtectionError.wrongEpoch(expected: 2, got: 4)) { try carol.process(.privateMessage(message)) }
         #expect(try bob.process(.privateMessage(message)) == .application(
-            sender: alice.myLeaf, data: Array("epoch 4".utf8), authenticatedData: []))
+            sender: alice.myLeaf, data: Array("epoch 4".utf8), authenticatedData: [], epoch: alice.epoch))
     }
 
     @Test func aReplayedOrStaleApplicationMessageIsRejected() throws {
@@ -111,7 +111,7 @@ import Testing
         let stale = try alice.encrypt(Array("old epoch".utf8), randomness: Self.random)
         let update = try alice.commit(randomness: Self.random)
         #expect(try bob.process(update.message) == .newEpoch(3))
-        #expect(throws: MessageProtectionError.wrongEpoch(expected: 3, got: 2)) { try bob.process(.privateMessage(stale)) }
+        #expect(throws: MLSGroupError.pastEpochNotKept(epoch: 2)) { try bob.process(.privateMessage(stale)) }
     }
 
     @Test func aCommitIsRefusedByItsSenderAndWhenTampered() throws {
@@ -135,7 +135,7 @@ import Testing
         #expect(throws: SecretTreeError.generationAlreadyUsed(0)) { try restored.process(.privateMessage(first)) }
         let second = try alice.encrypt(Array("after saving".utf8), randomness: Self.random)
         #expect(try restored.process(.privateMessage(second)) == .application(
-            sender: alice.myLeaf, data: Array("after saving".utf8), authenticatedData: []))
+            sender: alice.myLeaf, data: Array("after saving".utf8), authenticatedData: [], epoch: alice.epoch))
         // It follows commits and commits itself.
         let update = try alice.commit(randomness: Self.random)
         alice = update.group

@@ -21,8 +21,8 @@ extension MLSGroup {
     /// opaque confirmation_tag<V>; SecretTree secret_tree; (opaque ref<V>, Proposal proposal,
     /// Sender sender) proposals<V>; optional<opaque> pending_update_private_key; WireFormat
     /// handshake_wire_format; WireFormat accepted<V>; uint32 past_epochs_kept; uint32
-    /// resumption_psks_kept; (GroupContext context, opaque membership_key<V>, opaque
-    /// sender_data_secret<V>, uint32 leaf_count, SecretTree secret_tree, (uint32 leaf, opaque
+    /// resumption_psks_kept; uint8 accepts_external_commits; uint8 accepts_new_member_proposals;
+    /// (GroupContext context, opaque sender_data_secret<V>, uint32 leaf_count, SecretTree secret_tree, (uint32 leaf, opaque
     /// signature_key<V>) keys<V>) past_epochs<V>; (uint64 epoch, opaque psk<V>) resumption_psks<V>;
     /// optional<ReInit> reinit;`. The credential validator is not saved: set it again after
     /// restoring.
@@ -142,11 +142,10 @@ extension MLSGroup {
 
 extension MLSGroup.PastEpoch {
     func encodeState(to w: inout TLSWriter) throws {
-        try protection.groupContext.encode(to: &w)
-        try w.writeOpaque(protection.membershipKey.bytes)
-        try w.writeOpaque(protection.senderDataSecret.bytes)
-        w.writeUInt32(protection.secretTree.size.leafCount)
-        try protection.secretTree.encodeState(to: &w)
+        try groupContext.encode(to: &w)
+        try w.writeOpaque(senderDataSecret.bytes)
+        w.writeUInt32(secretTree.size.leafCount)
+        try secretTree.encodeState(to: &w)
         try w.writeVector { v in
             for (leaf, key) in signatureKeys.sorted(by: { $0.key < $1.key }) {
                 v.writeUInt32(leaf)
@@ -156,14 +155,13 @@ extension MLSGroup.PastEpoch {
     }
 
     init(suite: MLSCipherSuite, stateFrom r: inout TLSReader) throws {
-        let context = try GroupContext(from: &r)
-        let membershipKey = SecretBytes(try r.readOpaque())
-        let senderDataSecret = SecretBytes(try r.readOpaque())
+        groupContext = try GroupContext(from: &r)
+        try EpochSecrets.checkSuite(suite, groupContext)
+        senderDataSecret = SecretBytes(try r.readOpaque())
+        try KeySchedule.checkLength(senderDataSecret, "sender_data_secret", suite)
         guard let size = TreeSize(leafCount: try r.readUInt32()) else { throw MLSGroupError.invalidSavedState }
-        let tree = try SecretTree(suite: suite, size: size, stateFrom: &r)
+        secretTree = try SecretTree(suite: suite, size: size, stateFrom: &r)
         let keys = try r.readVector { v in (try v.readUInt32(), try SignaturePublicKeyIn(from: &v)) }
-        protection = try MessageProtection(
-            suite: suite, groupContext: context, membershipKey: membershipKey, senderDataSecret: senderDataSecret, secretTree: tree)
         signatureKeys = Dictionary(keys, uniquingKeysWith: { first, _ in first })
     }
 }

@@ -101,11 +101,17 @@ public struct MLSGroup: Sendable, CustomStringConvertible, CustomReflectable {
         let sender: Sender
     }
 
-    /// What is kept of a past epoch: its message keys, and its members' signature keys to
-    /// verify late messages.
+    /// What is kept of a past epoch for its late application messages (RFC 9420 section 12.4.2:
+    /// "keep the secret tree for a short time"), and nothing more: the GroupContext (public; a
+    /// member's signature covers it, 6.1), `sender_data_secret` (6.3.2), the secret tree with its
+    /// used generations deleted (9.2), and the members' signature keys. Not the membership key,
+    /// the epoch's other secrets, its ratchet tree or proposals.
     struct PastEpoch: Sendable {
-        var protection: MessageProtection
+        let groupContext: GroupContext
+        let senderDataSecret: SecretBytes
+        var secretTree: SecretTree
         let signatureKeys: [UInt32: SignaturePublicKeyIn]
+        var epoch: UInt64 { groupContext.epoch }
     }
 
     public var groupID: [UInt8] { groupContext.groupID }
@@ -173,17 +179,31 @@ public struct MLSGroup: Sendable, CustomStringConvertible, CustomReflectable {
             epochSecrets: next.secrets, interimTranscriptHash: next.interim, confirmationTag: next.confirmationTag)
         group.policy = policy
         group.credentialValidator = credentialValidator
-        group.pastEpochs = Array(([try pastEpoch()] + pastEpochs).prefix(max(0, policy.pastEpochsKept)))
+        group.pastEpochs = policy.pastEpochsKept > 0 ? Array(([try pastEpoch()] + pastEpochs).prefix(policy.pastEpochsKept)) : []
         group.resumptionPSKs = Array(([(epoch, epochSecrets.resumptionPSK)] + resumptionPSKs).prefix(max(0, policy.resumptionPSKsKept)))
         group.reInit = reInit
         return group
     }
 
-    /// This epoch as a past one: its message keys and its members' signature keys.
+    /// This epoch as a past one: what decrypting its late application messages needs.
     func pastEpoch() throws -> PastEpoch {
         var keys: [UInt32: SignaturePublicKeyIn] = [:]
         for leaf in tree.memberLeaves { keys[leaf.value] = tree.leaf(leaf)?.signatureKey }
-        return PastEpoch(protection: protection, signatureKeys: keys)
+        return PastEpoch(
+            groupContext: groupContext, senderDataSecret: protection.senderDataSecret, secretTree: protection.secretTree,
+            signatureKeys: keys)
+    }
+
+    /// The epochs whose late application messages still decrypt (``MLSGroupPolicy/pastEpochsKept``),
+    /// newest first.
+    public var keptPastEpochs: [UInt64] { pastEpochs.map(\.epoch) }
+
+    /// Drops every kept past epoch's keys at once (RFC 9420 sections 9.2, 12.4.2), for example
+    /// once late messages are no longer expected: their application messages are then
+    /// refused with ``MLSGroupError/pastEpochNotKept(epoch:)``. The policy is unchanged, so the
+    /// next commit keeps the epoch it ends again.
+    public mutating func forgetPastEpochs() {
+        pastEpochs = []
     }
 
     /// The leaves of the members, in order.
