@@ -208,7 +208,7 @@ import Testing
         // Carol, with the default policy, keeps nothing.
         #expect(throws: MLSGroupError.pastEpochNotKept(epoch: 2)) { try carol.process(.privateMessage(late)) }
         // The window survives a save and restore.
-        bob = try MLSGroup(savedState: try bob.savedState(), credentialValidator: nil)
+        bob = try MLSGroup(savedState: try bob.savedState(), credentialValidator: nil, proposalApprover: nil)
         // One epoch later, epoch 2 is out of the window.
         let second = try alice.commit(randomness: Self.random)
         #expect(try bob.process(second.message) == .newEpoch(4))

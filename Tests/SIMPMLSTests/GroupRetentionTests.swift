@@ -38,8 +38,8 @@ import Testing
             #expect(Self.contains(saved, state.epochSecrets.initSecret.bytes))
         }
         // The saved states still move on together.
-        alice = try MLSGroup(savedState: try commit.group.savedState(), credentialValidator: nil)
-        var restoredBob = try MLSGroup(savedState: try bob.savedState(), credentialValidator: nil)
+        alice = try MLSGroup(savedState: try commit.group.savedState(), credentialValidator: nil, proposalApprover: nil)
+        var restoredBob = try MLSGroup(savedState: try bob.savedState(), credentialValidator: nil, proposalApprover: nil)
         #expect(alice.epochAuthenticator == restoredBob.epochAuthenticator)
         let update = try alice.commit(randomness: Self.random)
         #expect(try restoredBob.process(update.message) == .newEpoch(2))
@@ -83,6 +83,69 @@ import Testing
         #expect(bob.keptPastEpochs == [4])
     }
 
+    // MARK: 3. the application approves committed proposals (sections 12.1.8, 12.2)
+
+    /// Records every proposal it is asked about and refuses those `refuses` says.
+    final class Approver: MLSProposalApprover, @unchecked Sendable {
+        let refuses: @Sendable (MLSCommittedProposal) -> Bool
+        private let lock = NSLock()
+        private var asked: [(MLSCommittedProposal, Sender)] = []
+
+        init(refuses: @escaping @Sendable (MLSCommittedProposal) -> Bool = { _ in false }) { self.refuses = refuses }
+
+        var seen: [(MLSCommittedProposal, Sender)] { lock.withLock { asked } }
+
+        struct Refused: Error {}
+
+        func approve(_ proposal: MLSCommittedProposal, committer: Sender) throws {
+            lock.withLock { asked.append((proposal, committer)) }
+            if refuses(proposal) { throw Refused() }
+        }
+    }
+
+    @Test func theApplicationLearnsEachCommittedProposalsSenderAndMayRefuse() throws {
+        var (alice, bob, carol) = try G.threeMembers()
+        let dave = try G.bundle("dave")
+        let add = try carol.proposeAdd(dave.keyPackage, randomness: Self.random)
+        guard case .proposal(let reference) = try alice.process(add) else { Issue.record("not cached"); return }
+        _ = try bob.process(add)
+        let commit = try alice.commit(removing: [carol.myLeaf], randomness: Self.random)
+        #expect(commit.dropped.isEmpty)
+
+        // Refused: Bob's application takes no Add proposed by Carol; the state is unchanged.
+        let carolsLeaf = carol.myLeaf.value
+        let refusing = Approver { $0.sender == .member(leafIndex: carolsLeaf) && $0.proposal.proposalType == .add }
+        bob.proposalApprover = refusing
+        #expect(throws: MLSGroupError.proposalRefused(.add, sender: .member(leafIndex: carol.myLeaf.value))) {
+            try bob.process(commit.message)
+        }
+        #expect(bob.epoch == 2)
+
+        // Accepted: each proposal is reported with its sender and how it came.
+        let accepting = Approver()
+        bob.proposalApprover = accepting
+        #expect(try bob.process(commit.message) == .newEpoch(3))
+        let seen = accepting.seen
+        #expect(seen.count == 2)
+        #expect(seen.allSatisfy { $0.1 == .member(leafIndex: alice.myLeaf.value) })
+        let byReference = try #require(seen.first { $0.0.reference != nil })
+        #expect(byReference.0.reference == reference && byReference.0.sender == .member(leafIndex: carol.myLeaf.value))
+        guard case .add = byReference.0.proposal else { Issue.record("not the Add"); return }
+        let byValue = try #require(seen.first { $0.0.reference == nil })
+        #expect(byValue.0.sender == .member(leafIndex: alice.myLeaf.value)
+            && byValue.0.proposal == .remove(RemoveProposal(removed: carol.myLeaf.value)))
+        // The approver is carried into the next epoch.
+        #expect(bob.proposalApprover != nil)
+
+        // A committer whose application refuses a cached proposal leaves it out.
+        alice.proposalApprover = refusing
+        let dropping = try alice.commit(randomness: Self.random)
+        #expect(dropping.dropped == [reference])
+        guard case .publicMessage(let m) = dropping.message, case .commit(let c) = m.content.content else {
+            Issue.record("unexpected message"); return
+        }
+        #expect(c.proposals.isEmpty && dropping.welcome == nil)
+    }
 
     // MARK: 4. an Update against the extensions of its commit (sections 12.1.7, 12.2)
 

@@ -129,7 +129,7 @@ import Testing
         var (alice, bob, carol) = try Self.threeMembers()
         let first = try alice.encrypt(Array("before saving".utf8), randomness: Self.random)
         _ = try bob.process(.privateMessage(first))
-        var restored = try MLSGroup(savedState: try bob.savedState(), credentialValidator: nil)
+        var restored = try MLSGroup(savedState: try bob.savedState(), credentialValidator: nil, proposalApprover: nil)
         #expect(restored.epoch == bob.epoch && restored.epochAuthenticator == bob.epochAuthenticator)
         // The used key stays deleted: the replay is still refused.
         #expect(throws: SecretTreeError.generationAlreadyUsed(0)) { try restored.process(.privateMessage(first)) }
@@ -152,9 +152,9 @@ import Testing
     @Test func savedStateIsCheckedAndTheGroupPrintsNoSecrets() throws {
         let (alice, _, _) = try Self.threeMembers()
         var bytes = try alice.savedState()
-        #expect(throws: (any Error).self) { try MLSGroup(savedState: Array(bytes.dropLast()), credentialValidator: nil) }
+        #expect(throws: (any Error).self) { try MLSGroup(savedState: Array(bytes.dropLast()), credentialValidator: nil, proposalApprover: nil) }
         bytes[0] = 1
-        #expect(throws: MLSGroupError.invalidSavedState) { try MLSGroup(savedState: bytes, credentialValidator: nil) }
+        #expect(throws: MLSGroupError.invalidSavedState) { try MLSGroup(savedState: bytes, credentialValidator: nil, proposalApprover: nil) }
         #expect(String(describing: alice) == "MLSGroup(suite 0x1, epoch 2, leaf 0, redacted)")
     }
 
@@ -182,7 +182,7 @@ import Testing
             _ = try alice.process(message)
             _ = try bob.process(message)
         }
-        alice = try MLSGroup(savedState: try alice.savedState(), credentialValidator: nil)
+        alice = try MLSGroup(savedState: try alice.savedState(), credentialValidator: nil, proposalApprover: nil)
         let second = try alice.commit(randomness: Self.random)
         alice = second.group
         #expect(try carol.process(second.message) == .newEpoch(4))

@@ -86,4 +86,7 @@ public enum MLSGroupError: Error, Equatable, Sendable {
     /// not keep: outside ``MLSGroupPolicy/pastEpochsKept``, or dropped by
     /// ``MLSGroup/forgetPastEpochs()`` (sections 9.2, 12.4.2).
     case pastEpochNotKept(epoch: UInt64)
+    /// The application's ``MLSGroup/proposalApprover`` refused a proposal of this type from
+    /// `sender` that the commit carries.
+    case proposalRefused(ProposalType, sender: Sender)
 }

@@ -10,8 +10,8 @@ extension MLSGroup {
         /// The committer's state in the new epoch, to be kept once the delivery service has
         /// accepted the commit (until then the current state stays valid).
         public let group: MLSGroup
-        /// The cached proposals left out because they were invalid or conflicted with others
-        /// (section 12.2), by reference.
+        /// The cached proposals left out because they were invalid, conflicted with others
+        /// (section 12.2) or were refused by the ``MLSGroup/proposalApprover``, by reference.
         public let dropped: [[UInt8]]
     }
 
@@ -20,8 +20,8 @@ extension MLSGroup {
     /// value.
     ///
     /// Section 12.2: a cached proposal that is invalid or conflicts with another is left out
-    /// (reported in ``CommitOutput/dropped``): this member's own Updates (its path replaces
-    /// them), two Updates or Removes of one leaf (a Remove preferred, then the most recent
+    /// (reported in ``CommitOutput/dropped``): one the ``proposalApprover`` refuses, this
+    /// member's own Updates (its path replaces them), two Updates or Removes of one leaf (a Remove preferred, then the most recent
     /// Update), a second Add of one client, a second PSK of one id or GroupContextExtensions,
     /// a ReInit with other proposals, a PSK whose value is not available. A proposal by value
     /// that is invalid makes the commit throw.
@@ -94,7 +94,9 @@ extension MLSGroup {
         var dropped: [[UInt8]] = []
         var cached: [ResolvedProposal] = []
         for entry in proposalCache {
-            guard let valid = try? resolved(entry), entry.sender != me || entry.proposal.proposalType != .update else {
+            guard let valid = try? resolved(entry), entry.sender != me || entry.proposal.proposalType != .update,
+                  approves(valid, committer: me)
+            else {
                 dropped.append(entry.reference)
                 continue
             }

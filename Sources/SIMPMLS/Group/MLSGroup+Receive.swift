@@ -121,6 +121,7 @@ extension MLSGroup {
         let committer = verified.sender
         let list = try resolve(commit.proposals, committer: committer)
         try checkList(list, committer: committer)
+        try approve(list, committer: committer)
         var applied = try apply(list)
         let pskSecret = try self.pskSecret(applied.psks, external: psk)
         guard commit.path != nil || !applied.pathRequired else { throw MLSGroupError.pathRequired }

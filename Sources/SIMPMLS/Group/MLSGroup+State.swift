@@ -3,7 +3,7 @@ extension MLSGroup {
     /// The version of ``savedState()``'s layout.
     static let savedStateVersion: UInt8 = 3
 
-    /// The whole state as bytes, to restore with ``init(savedState:credentialValidator:)``.
+    /// The whole state as bytes, to restore with ``init(savedState:credentialValidator:proposalApprover:)``.
     ///
     /// **The bytes are secret**: they hold the member's signature private key, its TreeKEM
     /// private keys (and an unapplied Update's), the epoch's kept secrets (``KeptEpochSecrets``:
@@ -24,8 +24,7 @@ extension MLSGroup {
     /// resumption_psks_kept; uint8 accepts_external_commits; uint8 accepts_new_member_proposals;
     /// (GroupContext context, opaque sender_data_secret<V>, uint32 leaf_count, SecretTree secret_tree, (uint32 leaf, opaque
     /// signature_key<V>) keys<V>) past_epochs<V>; (uint64 epoch, opaque psk<V>) resumption_psks<V>;
-    /// optional<ReInit> reinit;`. The credential validator is not saved: set it again after
-    /// restoring.
+    /// optional<ReInit> reinit;`. The credential validator and proposal approver are not saved.
     public func savedState() throws -> [UInt8] {
         var w = TLSWriter()
         w.writeUInt8(Self.savedStateVersion)
@@ -88,9 +87,12 @@ extension MLSGroup {
     /// The state ``savedState()`` saved. Checks that it holds together: the suite is one of
     /// this build, the tree's hash is the context's, the member's leaf is in it with the
     /// signature key's public key, and the private keys fit the tree.
-    /// The credential validator is not part of the state (it is the application's code), so
-    /// the caller names it again, or nil on purpose: a restore never drops the checks silently.
-    public init(savedState bytes: [UInt8], credentialValidator: (any CredentialValidator)?) throws {
+    /// The credential validator and the proposal approver are not part of the state (they are
+    /// the application's code), so the caller names them again, or nil on purpose: a restore
+    /// never drops the checks silently.
+    public init(
+        savedState bytes: [UInt8], credentialValidator: (any CredentialValidator)?, proposalApprover: (any MLSProposalApprover)?
+    ) throws {
         var r = TLSReader(bytes)
         guard try r.readUInt8() == Self.savedStateVersion else { throw MLSGroupError.invalidSavedState }
         let context = try GroupContext(from: &r)
@@ -137,6 +139,7 @@ extension MLSGroup {
             suite: suite, groupContext: context, membershipKey: membershipKey, senderDataSecret: senderDataSecret,
             secretTree: secretTree)
         self.credentialValidator = credentialValidator
+        self.proposalApprover = proposalApprover
     }
 }
 

@@ -86,6 +86,11 @@ public struct MLSGroup: Sendable, CustomStringConvertible, CustomReflectable {
     /// leaf, an external joiner) must pass it, and a joiner's tree's every leaf. When nil the
     /// application checks credentials itself (``members`` and the tree's leaves). Not saved.
     public var credentialValidator: (any CredentialValidator)?
+    /// The application's approval of each proposal a commit carries, with its sender (a
+    /// member, an external sender, a new member; sections 12.1.8, 12.2): see
+    /// ``MLSProposalApprover``. When nil every proposal that passes the RFC's checks is taken.
+    /// Not saved.
+    public var proposalApprover: (any MLSProposalApprover)?
     /// The secret trees of past epochs, newest first, at most ``MLSGroupPolicy/pastEpochsKept``.
     var pastEpochs: [PastEpoch] = []
     /// `resumption_psk` of past epochs, newest first, at most ``MLSGroupPolicy/resumptionPSKsKept``.
@@ -179,6 +184,7 @@ public struct MLSGroup: Sendable, CustomStringConvertible, CustomReflectable {
             epochSecrets: next.secrets, interimTranscriptHash: next.interim, confirmationTag: next.confirmationTag)
         group.policy = policy
         group.credentialValidator = credentialValidator
+        group.proposalApprover = proposalApprover
         group.pastEpochs = policy.pastEpochsKept > 0 ? Array(([try pastEpoch()] + pastEpochs).prefix(policy.pastEpochsKept)) : []
         group.resumptionPSKs = Array(([(epoch, epochSecrets.resumptionPSK)] + resumptionPSKs).prefix(max(0, policy.resumptionPSKsKept)))
         group.reInit = reInit
