@@ -8,8 +8,15 @@ extension FuzzTarget {
     static let mlsKey = [UInt8](repeating: 7, count: 32)
 
     /// One `MLSMessage`: what decodes encodes back to exactly the input, and the checks a
-    /// receiver runs next do not trap.
+    /// receiver runs next do not trap. The same bytes also go to the group's saved-state
+    /// decoder (`MLSGroup(savedState:...)`, whose checks must throw, never trap); what restores
+    /// saves back to a state that restores.
     static func mlsMessage(_ data: [UInt8]) {
+        if let group = try? MLSGroup(savedState: data, credentialValidator: nil, proposalApprover: nil) {
+            let saved = try? group.savedState()
+            precondition(saved.flatMap { try? MLSGroup(savedState: $0, credentialValidator: nil, proposalApprover: nil) } != nil,
+                         "a restored group state does not restore again")
+        }
         guard let message = try? MLSMessage(mlsDecoding: data) else { return }
         precondition((try? message.mlsEncoded()) == data, "an MLSMessage does not encode back to its bytes")
         switch message {

@@ -41,6 +41,26 @@ struct Pair: MLSCodable, Equatable {
         #expect(try decodeVarint([0x9D, 0x7F, 0x3E, 0x7D]) == 494_878_333)
     }
 
+    /// `writeVector` writes its body in place and moves it up when the length needs 2 or 4
+    /// bytes: the result is the shortest varint of the length, then the body, also nested.
+    @Test(arguments: [0, 1, 63, 64, 65, 16_383, 16_384, 70_000])
+    func aVectorWrittenInPlaceIsItsLengthThenItsBody(length: Int) throws {
+        let body = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        var w = TLSWriter()
+        w.writeUInt8(0xAA)
+        try w.writeVector { v in
+            v.writeBytes(Array(body.prefix(length / 2)))
+            try v.writeVector { inner in inner.writeBytes(Array(body.dropFirst(length / 2))) }
+        }
+        w.writeUInt8(0xBB)
+        let inner = try MLSVarint.encode(length - length / 2) + Array(body.dropFirst(length / 2))
+        let outer = Array(body.prefix(length / 2)) + inner
+        #expect(w.bytes == [0xAA] + (try MLSVarint.encode(outer.count)) + outer + [0xBB])
+        var plain = TLSWriter()
+        try plain.writeVarint(length)
+        #expect(plain.bytes == (try MLSVarint.encode(length)))
+    }
+
     @Test func aLengthOf2To30CannotBeEncoded() {
         #expect(throws: MLSEncodingError.lengthTooLarge(1 << 30)) { try MLSVarint.encode(1 << 30) }
         #expect(throws: MLSEncodingError.lengthTooLarge(-1)) { try MLSVarint.encode(-1) }

@@ -203,16 +203,16 @@ import Testing
         #expect(try carol.process(first.message) == .newEpoch(3))
         // Bob keeps epoch 2's keys: the late message decrypts, once.
         #expect(try bob.process(.privateMessage(late)) == .application(
-            sender: alice.myLeaf, data: Array("sent in epoch 2".utf8), authenticatedData: []))
+            sender: alice.myLeaf, data: Array("sent in epoch 2".utf8), authenticatedData: [], epoch: 2))
         #expect(throws: SecretTreeError.generationAlreadyUsed(0)) { try bob.process(.privateMessage(late)) }
         // Carol, with the default policy, keeps nothing.
-        #expect(throws: MessageProtectionError.wrongEpoch(expected: 3, got: 2)) { try carol.process(.privateMessage(late)) }
+        #expect(throws: MLSGroupError.pastEpochNotKept(epoch: 2)) { try carol.process(.privateMessage(late)) }
         // The window survives a save and restore.
-        bob = try MLSGroup(savedState: try bob.savedState(), credentialValidator: nil)
+        bob = try MLSGroup(savedState: try bob.savedState(), credentialValidator: nil, proposalApprover: nil)
         // One epoch later, epoch 2 is out of the window.
         let second = try alice.commit(randomness: Self.random)
         #expect(try bob.process(second.message) == .newEpoch(4))
-        #expect(throws: MessageProtectionError.wrongEpoch(expected: 4, got: 2)) { try bob.process(.privateMessage(later)) }
+        #expect(throws: MLSGroupError.pastEpochNotKept(epoch: 2)) { try bob.process(.privateMessage(later)) }
     }
 
     @Test func theCommitterDropsInvalidAndConflictingCachedProposals() throws {

@@ -44,7 +44,7 @@ import Testing
         let message = try from.encrypt(Array(text.utf8), randomness: random)
         for i in to.indices {
             #expect(try to[i].process(.privateMessage(message)) == .application(
-                sender: from.myLeaf, data: Array(text.utf8), authenticatedData: []))
+                sender: from.myLeaf, data: Array(text.utf8), authenticatedData: [], epoch: from.epoch))
         }
     }
 
@@ -81,7 +81,7 @@ import Testing
         let message = try alice.encrypt(Array("without bob".utf8), randomness: Self.random)
         #expect(throws: (any Error).self) { try bob.process(.privateMessage(message)) }
         #expect(try carol.process(.privateMessage(message)) == .application(
-            sender: alice.myLeaf, data: Array("without bob".utf8), authenticatedData: []))
+            sender: alice.myLeaf, data: Array("without bob".utf8), authenticatedData: [], epoch: alice.epoch))
         // Nor can it follow a later commit.
         let update = try alice.commit(randomness: Self.random)
         #expect(throws: (any Error).self) { try bob.process(update.message) }
@@ -100,7 +100,7 @@ import Testing
         let message = try alice.encrypt(Array("epoch 4".utf8), randomness: Self.random)
         #expect(throws: MessageProtectionError.wrongEpoch(expected: 2, got: 4)) { try carol.process(.privateMessage(message)) }
         #expect(try bob.process(.privateMessage(message)) == .application(
-            sender: alice.myLeaf, data: Array("epoch 4".utf8), authenticatedData: []))
+            sender: alice.myLeaf, data: Array("epoch 4".utf8), authenticatedData: [], epoch: alice.epoch))
     }
 
     @Test func aReplayedOrStaleApplicationMessageIsRejected() throws {
@@ -111,7 +111,7 @@ import Testing
         let stale = try alice.encrypt(Array("old epoch".utf8), randomness: Self.random)
         let update = try alice.commit(randomness: Self.random)
         #expect(try bob.process(update.message) == .newEpoch(3))
-        #expect(throws: MessageProtectionError.wrongEpoch(expected: 3, got: 2)) { try bob.process(.privateMessage(stale)) }
+        #expect(throws: MLSGroupError.pastEpochNotKept(epoch: 2)) { try bob.process(.privateMessage(stale)) }
     }
 
     @Test func aCommitIsRefusedByItsSenderAndWhenTampered() throws {
@@ -129,13 +129,13 @@ import Testing
         var (alice, bob, carol) = try Self.threeMembers()
         let first = try alice.encrypt(Array("before saving".utf8), randomness: Self.random)
         _ = try bob.process(.privateMessage(first))
-        var restored = try MLSGroup(savedState: try bob.savedState(), credentialValidator: nil)
+        var restored = try MLSGroup(savedState: try bob.savedState(), credentialValidator: nil, proposalApprover: nil)
         #expect(restored.epoch == bob.epoch && restored.epochAuthenticator == bob.epochAuthenticator)
         // The used key stays deleted: the replay is still refused.
         #expect(throws: SecretTreeError.generationAlreadyUsed(0)) { try restored.process(.privateMessage(first)) }
         let second = try alice.encrypt(Array("after saving".utf8), randomness: Self.random)
         #expect(try restored.process(.privateMessage(second)) == .application(
-            sender: alice.myLeaf, data: Array("after saving".utf8), authenticatedData: []))
+            sender: alice.myLeaf, data: Array("after saving".utf8), authenticatedData: [], epoch: alice.epoch))
         // It follows commits and commits itself.
         let update = try alice.commit(randomness: Self.random)
         alice = update.group
@@ -152,9 +152,9 @@ import Testing
     @Test func savedStateIsCheckedAndTheGroupPrintsNoSecrets() throws {
         let (alice, _, _) = try Self.threeMembers()
         var bytes = try alice.savedState()
-        #expect(throws: (any Error).self) { try MLSGroup(savedState: Array(bytes.dropLast()), credentialValidator: nil) }
+        #expect(throws: (any Error).self) { try MLSGroup(savedState: Array(bytes.dropLast()), credentialValidator: nil, proposalApprover: nil) }
         bytes[0] = 1
-        #expect(throws: MLSGroupError.invalidSavedState) { try MLSGroup(savedState: bytes, credentialValidator: nil) }
+        #expect(throws: MLSGroupError.invalidSavedState) { try MLSGroup(savedState: bytes, credentialValidator: nil, proposalApprover: nil) }
         #expect(String(describing: alice) == "MLSGroup(suite 0x1, epoch 2, leaf 0, redacted)")
     }
 
@@ -182,7 +182,7 @@ import Testing
             _ = try alice.process(message)
             _ = try bob.process(message)
         }
-        alice = try MLSGroup(savedState: try alice.savedState(), credentialValidator: nil)
+        alice = try MLSGroup(savedState: try alice.savedState(), credentialValidator: nil, proposalApprover: nil)
         let second = try alice.commit(randomness: Self.random)
         alice = second.group
         #expect(try carol.process(second.message) == .newEpoch(4))

@@ -17,7 +17,8 @@ import Testing
     /// A Welcome to the fixture epoch with `psks` (and their values), its GroupInfo signed by the
     /// committer with the epoch's confirmation tag (or `tag`).
     static func welcome(
-        psks: [PreSharedKey] = [], groupSecretsJoiner: SecretBytes = joinerSecret, tag: [UInt8]? = nil, epoch: UInt64? = nil
+        psks: [PreSharedKey] = [], groupSecretsJoiner: SecretBytes = joinerSecret, tag: [UInt8]? = nil, epoch: UInt64? = nil,
+        groupSecretsPSKs: [PreSharedKeyID]? = nil
     ) throws -> Welcome {
         var context = MessageFixtures.groupContext
         if let epoch { context.epoch = epoch }
@@ -26,7 +27,7 @@ import Testing
             groupContext: context, extensions: [],
             confirmationTag: tag ?? secrets.confirmationTag(confirmedTranscriptHash: context.confirmedTranscriptHash), signer: 0, signature: [])
         info.signature = try suite.signWithLabel(try committer(), label: GroupInfoTBS.label, content: try info.toBeSigned.mlsEncoded())
-        let groupSecrets = GroupSecrets(joinerSecret: groupSecretsJoiner.bytes, pathSecret: nil, psks: psks.map(\.id))
+        let groupSecrets = GroupSecrets(joinerSecret: groupSecretsJoiner.bytes, pathSecret: nil, psks: groupSecretsPSKs ?? psks.map(\.id))
         return try Welcome(sealing: info, epochSecrets: secrets, newMembers: [(try keyPackage(), groupSecrets, randomness)])
     }
 
@@ -47,6 +48,20 @@ import Testing
             confirmationTag: secrets.confirmationTag(confirmedTranscriptHash: MessageFixtures.groupContext.confirmedTranscriptHash),
             suite: Self.suite)))
         #expect(!String(describing: joined).contains("44") && String(describing: joined).hasSuffix("redacted)"))
+    }
+
+    @Test func aWelcomeWithAPSKNonceOfTheWrongLengthIsRefused() throws {
+        // Section 8.4: psk_nonce is KDF.Nh bytes; the GroupSecrets' PSK ids are checked before
+        // the PSK is asked for.
+        let id = PreSharedKeyID(kind: .external(pskID: [1]), nonce: [UInt8](repeating: 2, count: 32))
+        let psk = PreSharedKey(id: id, secret: SecretBytes([UInt8](repeating: 3, count: 32)))
+        let ask: (PreSharedKeyID) throws -> SecretBytes = { _ in psk.secret }
+        for length in [0, 16, 31, 33] {
+            let short = PreSharedKeyID(kind: id.kind, nonce: [UInt8](repeating: 2, count: length))
+            let welcome = try Self.welcome(psks: [psk], groupSecretsPSKs: [short])
+            #expect(throws: WelcomeError.invalidPSKNonce(expected: 32, got: length)) { try Self.join(welcome, psk: ask) }
+        }
+        _ = try Self.join(try Self.welcome(psks: [psk], groupSecretsPSKs: [id]), psk: ask)
     }
 
     @Test func aWelcomeWithAPSKNeedsIt() throws {

@@ -243,7 +243,23 @@ public struct TLSWriter: Sendable {
     public mutating func writeUInt32(_ v: UInt32) { writeInteger(v) }
     public mutating func writeUInt64(_ v: UInt64) { writeInteger(v) }
 
-    public mutating func writeVarint(_ value: Int) throws { bytes.append(contentsOf: try MLSVarint.encode(value)) }
+    /// The shortest varint of `value` (RFC 9420 section 2.1.2), appended without an array of
+    /// its own.
+    public mutating func writeVarint(_ value: Int) throws {
+        guard value >= 0, value <= Int(MLSVarint.maximum) else { throw MLSEncodingError.lengthTooLarge(value) }
+        let v = UInt32(value)
+        if v < 1 << 6 {
+            bytes.append(UInt8(v))
+        } else if v < 1 << 14 {
+            bytes.append(0x40 | UInt8(v >> 8))
+            bytes.append(UInt8(v & 0xFF))
+        } else {
+            bytes.append(0x80 | UInt8(v >> 24))
+            bytes.append(UInt8((v >> 16) & 0xFF))
+            bytes.append(UInt8((v >> 8) & 0xFF))
+            bytes.append(UInt8(v & 0xFF))
+        }
+    }
 
     /// `opaque data<V>`.
     public mutating func writeOpaque(_ raw: [UInt8]) throws {
@@ -251,11 +267,26 @@ public struct TLSWriter: Sendable {
         bytes.append(contentsOf: raw)
     }
 
-    /// A vector `T data<V>` whose elements `body` writes.
+    /// A vector `T data<V>` whose elements `body` writes. The elements are written in place
+    /// after a one-byte length; a longer length (a body of 64 bytes or more) moves them up by
+    /// one or three bytes. No buffer of its own: encoding a ratchet tree writes thousands of
+    /// small vectors. If `body` throws, what it wrote stays (as with any failed write).
     public mutating func writeVector(_ body: (inout TLSWriter) throws -> Void) throws {
-        var inner = TLSWriter()
-        try body(&inner)
-        try writeOpaque(inner.bytes)
+        let header = bytes.count
+        bytes.append(0)
+        try body(&self)
+        let length = bytes.count - header - 1
+        guard length <= Int(MLSVarint.maximum) else { throw MLSEncodingError.lengthTooLarge(length) }
+        let v = UInt32(length)
+        if v < 1 << 6 {
+            bytes[header] = UInt8(v)
+        } else if v < 1 << 14 {
+            bytes.insert(UInt8(v & 0xFF), at: header + 1)
+            bytes[header] = 0x40 | UInt8(v >> 8)
+        } else {
+            bytes.insert(contentsOf: [UInt8((v >> 16) & 0xFF), UInt8((v >> 8) & 0xFF), UInt8(v & 0xFF)], at: header + 1)
+            bytes[header] = 0x80 | UInt8(v >> 24)
+        }
     }
 
     public mutating func writeVector<T: MLSEncodable>(_ items: [T]) throws {

@@ -62,11 +62,24 @@ extension MessageProtection {
         _ message: PrivateMessage, signatureKey: (LeafIndex) throws -> SignaturePublicKey
     ) throws -> VerifiedAuthenticatedContent {
         try checkGroupAndEpoch(groupID: message.groupID, epoch: message.epoch)
-        let senderData = try decryptSenderData(message)
+        return try Self.unprotect(
+            message, suite: suite, groupContext: groupContext, senderDataSecret: senderDataSecret, tree: &tree,
+            signatureKey: signatureKey)
+    }
+
+    /// Steps 2 to 7 of ``unprotect(_:signatureKey:)`` with the keys given (those of this epoch,
+    /// or what a group keeps of a past one: section 12.4.2's late messages need no membership
+    /// key). `groupContext` is the epoch's, which member senders signed (6.1). `tree` changes
+    /// only if every step passes.
+    static func unprotect(
+        _ message: PrivateMessage, suite: MLSCipherSuite, groupContext: GroupContext, senderDataSecret: SecretBytes,
+        tree secretTree: inout SecretTree, signatureKey: (LeafIndex) throws -> SignaturePublicKey
+    ) throws -> VerifiedAuthenticatedContent {
+        let senderData = try decryptSenderData(message, suite: suite, senderDataSecret: senderDataSecret)
         let leaf = LeafIndex(senderData.leafIndex)
         let key = try signatureKey(leaf)
 
-        var tree = self.tree
+        var tree = secretTree
         let ratchetKey = try tree.key(leaf: leaf, type: RatchetType(message.contentType), generation: senderData.generation)
         let plaintext: [UInt8]
         do {
@@ -82,12 +95,12 @@ extension MessageProtection {
             authenticatedData: message.authenticatedData, content: decrypted.content)
         let content = AuthenticatedContent(wireFormat: .privateMessage, content: framed, auth: decrypted.auth)
         let verified = try VerifiedAuthenticatedContent.verifying(content, context: groupContext, signatureKey: key, suite: suite)
-        self.tree = tree
+        secretTree = tree
         return verified
     }
 
     /// Step 2 of ``unprotect(_:signatureKey:)``: the SenderData of `message` (section 6.3.2).
-    func decryptSenderData(_ message: PrivateMessage) throws -> SenderData {
+    static func decryptSenderData(_ message: PrivateMessage, suite: MLSCipherSuite, senderDataSecret: SecretBytes) throws -> SenderData {
         let senderDataKey = try suite.senderDataKeyAndNonce(senderDataSecret: senderDataSecret, ciphertext: message.ciphertext)
         let aad = try SenderDataAAD(groupID: message.groupID, epoch: message.epoch, contentType: message.contentType).mlsEncoded()
         do {

@@ -12,6 +12,9 @@ public enum WelcomeError: Error, Equatable, Sendable {
     case groupInfoDecryptionFailed
     /// More than one PSK of type `resumption` with usage `reinit` or `branch`.
     case moreThanOneReinitOrBranchPSK
+    /// A PreSharedKeyID of the GroupSecrets whose `psk_nonce` is not `KDF.Nh` bytes (section
+    /// 8.4: "the length of the psk_nonce MUST be equal to KDF.Nh").
+    case invalidPSKNonce(expected: Int, got: Int)
     /// A `reinit` or `branch` PSK in a Welcome to an epoch other than 1.
     case reinitOrBranchNotInEpoch1(epoch: UInt64)
     /// The GroupInfo's confirmation tag is not `MAC(confirmation_key, confirmed_transcript_hash)`
@@ -70,6 +73,10 @@ extension Welcome {
                 initPrivateKey, label: Self.groupSecretsLabel, context: encryptedGroupInfo, ciphertext: entry.encryptedGroupSecrets))
         } catch {
             throw WelcomeError.groupSecretsDecryptionFailed
+        }
+        // Section 8.4: each psk_nonce is KDF.Nh bytes, checked before any PSK is looked up.
+        if let bad = groupSecrets.psks.first(where: { $0.nonce.count != suite.hashLength }) {
+            throw WelcomeError.invalidPSKNonce(expected: suite.hashLength, got: bad.nonce.count)
         }
         let reinitOrBranch = groupSecrets.psks.filter(Self.isReinitOrBranch)
         guard reinitOrBranch.count <= 1 else { throw WelcomeError.moreThanOneReinitOrBranchPSK }

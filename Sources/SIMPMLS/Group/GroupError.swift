@@ -82,4 +82,11 @@ public enum MLSGroupError: Error, Equatable, Sendable {
     case keyPackageKeysMismatch
     /// The saved state bytes are not a state of this version.
     case invalidSavedState
+    /// An application message of an earlier epoch of this group whose keys this member does
+    /// not keep: outside ``MLSGroupPolicy/pastEpochsKept``, or dropped by
+    /// ``MLSGroup/forgetPastEpochs()`` (sections 9.2, 12.4.2).
+    case pastEpochNotKept(epoch: UInt64)
+    /// The application's ``MLSGroup/proposalApprover`` refused a proposal of this type from
+    /// `sender` that the commit carries.
+    case proposalRefused(ProposalType, sender: Sender)
 }

@@ -10,8 +10,8 @@ extension MLSGroup {
         /// The committer's state in the new epoch, to be kept once the delivery service has
         /// accepted the commit (until then the current state stays valid).
         public let group: MLSGroup
-        /// The cached proposals left out because they were invalid or conflicted with others
-        /// (section 12.2), by reference.
+        /// The cached proposals left out because they were invalid, conflicted with others
+        /// (section 12.2) or were refused by the ``MLSGroup/proposalApprover``, by reference.
         public let dropped: [[UInt8]]
     }
 
@@ -20,8 +20,8 @@ extension MLSGroup {
     /// value.
     ///
     /// Section 12.2: a cached proposal that is invalid or conflicts with another is left out
-    /// (reported in ``CommitOutput/dropped``): this member's own Updates (its path replaces
-    /// them), two Updates or Removes of one leaf (a Remove preferred, then the most recent
+    /// (reported in ``CommitOutput/dropped``): one the ``proposalApprover`` refuses, this
+    /// member's own Updates (its path replaces them), two Updates or Removes of one leaf (a Remove preferred, then the most recent
     /// Update), a second Add of one client, a second PSK of one id or GroupContextExtensions,
     /// a ReInit with other proposals, a PSK whose value is not available. A proposal by value
     /// that is invalid makes the commit throw.
@@ -67,8 +67,10 @@ extension MLSGroup {
         var sender = self
         let message = try sender.protectHandshake(content, randomness: randomness)
         let group = try sender.moving(to: next, tree: newTree, privateKeys: keys, reInit: applied.reInit)
+        // Section 12.4.3.1: the Welcome needs `joiner_secret` and `welcome_secret`, which the
+        // new state does not keep (section 9.2); it is sealed now from `next`, the last holder.
         let welcome = applied.added.isEmpty ? nil : try group.welcome(
-            added: applied.added, pathSecrets: pathSecrets, psks: applied.psks, randomness: randomness)
+            added: applied.added, secrets: next.secrets, pathSecrets: pathSecrets, psks: applied.psks, randomness: randomness)
         self = sender
         return CommitOutput(message: message, welcome: welcome, group: group, dropped: chosen.dropped)
     }
@@ -92,7 +94,9 @@ extension MLSGroup {
         var dropped: [[UInt8]] = []
         var cached: [ResolvedProposal] = []
         for entry in proposalCache {
-            guard let valid = try? resolved(entry), entry.sender != me || entry.proposal.proposalType != .update else {
+            guard let valid = try? resolved(entry), entry.sender != me || entry.proposal.proposalType != .update,
+                  approves(valid, committer: me)
+            else {
                 dropped.append(entry.reference)
                 continue
             }
@@ -146,10 +150,12 @@ extension MLSGroup {
 
     /// The Welcome to this (new) epoch for `added` (section 12.4.3.1): a GroupInfo with the
     /// `ratchet_tree` extension signed by this member, and for each new member the epoch's
-    /// `joiner_secret`, the PSKs of the commit and the path secret of the lowest node of the
-    /// committer's filtered direct path above it (none without a path).
+    /// `joiner_secret` (from `secrets`, this epoch's full secrets, which the state does not
+    /// keep), the PSKs of the commit and the path secret of the lowest node of the committer's
+    /// filtered direct path above it (none without a path).
     func welcome(
-        added: [(leaf: LeafIndex, keyPackage: KeyPackage)], pathSecrets: [(node: NodeIndex, secret: SecretBytes)],
+        added: [(leaf: LeafIndex, keyPackage: KeyPackage)], secrets epochSecrets: EpochSecrets,
+        pathSecrets: [(node: NodeIndex, secret: SecretBytes)],
         psks: [PreSharedKeyID], randomness: (Int) throws -> [UInt8]
     ) throws -> Welcome {
         let info = try groupInfo(externalPub: false)

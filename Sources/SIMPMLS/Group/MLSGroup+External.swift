@@ -72,8 +72,7 @@ extension MLSGroup {
         content.auth.confirmationTag = next.confirmationTag
         var group = try MLSGroup(
             suite: suite, groupContext: next.context, tree: path.tree, myLeaf: me, signer: signer, privateKeys: path.privateKeys,
-            epochSecrets: next.secrets, interimTranscriptHash: next.interim, confirmationTag: next.confirmationTag,
-            pskSecret: next.pskSecret)
+            epochSecrets: next.secrets, interimTranscriptHash: next.interim, confirmationTag: next.confirmationTag)
         group.policy = policy
         group.credentialValidator = credentialValidator
         let message = PublicMessage(content: content.content, auth: content.auth, membershipTag: nil)

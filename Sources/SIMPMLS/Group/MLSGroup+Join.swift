@@ -40,7 +40,7 @@ extension MLSGroup {
         try self.init(
             suite: suite, groupContext: context, tree: tree, myLeaf: me, signer: bundle.signer, privateKeys: keys,
             epochSecrets: joined.epochSecrets, interimTranscriptHash: joined.interimTranscriptHash,
-            confirmationTag: joined.groupInfo.wire.confirmationTag, pskSecret: decrypted.pskSecret)
+            confirmationTag: joined.groupInfo.wire.confirmationTag)
         self.policy = policy
         self.credentialValidator = credentialValidator
     }

@@ -91,10 +91,14 @@ extension MLSGroup {
     /// `required_capabilities` extension of `extensions` requires, its credential type is
     /// supported by every leaf of `members`, and it supports theirs.
     func checkCapabilities(of leaf: LeafNode, extensions: [Extension], members: [LeafIndex]) throws {
+        try checkCapabilities(of: leaf, extensions: extensions, others: members.compactMap { tree.leaf($0) })
+    }
+
+    /// ``checkCapabilities(of:extensions:members:)`` against the leaf nodes `others`.
+    func checkCapabilities(of leaf: LeafNode, extensions: [Extension], others: [LeafNode]) throws {
         if let required = try Extension.decoded(RequiredCapabilities.extensionType, in: extensions, as: RequiredCapabilities.self) {
             guard required.isSupported(by: leaf.capabilities) else { throw MLSGroupError.unsupportedCapabilities }
         }
-        let others = members.compactMap { tree.leaf($0) }
         let supported = Set(leaf.capabilities.credentials)
         for other in others {
             guard other.capabilities.credentials.contains(leaf.credential.credentialType),
@@ -117,7 +121,11 @@ extension MLSGroup {
         let remaining: [LeafIndex]
         /// The new epoch's extensions: the GroupContextExtensions proposal's, or the current.
         let extensions: [Extension]
+        /// Whether the list has a GroupContextExtensions proposal.
+        let changesExtensions: Bool
         let addedLeaves: [LeafNode]
+        /// The leaf nodes the list's Updates bring (section 12.1.2), by leaf.
+        let updatedLeaves: [LeafIndex: LeafNode]
         var touched: Set<LeafIndex> = []
         var addedKeys: Set<[UInt8]> = []
         var pskIDs: [PreSharedKeyID] = []
@@ -132,8 +140,10 @@ extension MLSGroup {
             var removed: Set<LeafIndex> = []
             var extensions: [Extension]?
             var added: [LeafNode] = []
+            var updated: [LeafIndex: LeafNode] = [:]
             for entry in list {
                 switch entry.proposal {
+                case .update(let update): if case .member(let index) = entry.sender { updated[LeafIndex(index)] = update.leafNode }
                 case .remove(let remove): removed.insert(LeafIndex(remove.removed))
                 case .groupContextExtensions(let gce): extensions = extensions ?? gce.extensions
                 case .add: if let keyPackage = entry.keyPackage { added.append(keyPackage.leafNode) }
@@ -143,7 +153,15 @@ extension MLSGroup {
             removedLeaves = removed
             remaining = group.tree.memberLeaves.filter { !removed.contains($0) }
             self.extensions = extensions ?? group.groupContext.extensions
+            changesExtensions = extensions != nil
             addedLeaves = added
+            updatedLeaves = updated
+        }
+
+        /// The leaf nodes of the members after the commit, Adds aside: an Update's new leaf in
+        /// place of its old one.
+        func remainingLeaves(except leaf: LeafIndex? = nil) -> [LeafNode] {
+            remaining.filter { $0 != leaf }.compactMap { updatedLeaves[$0] ?? group.tree.leaf($0) }
         }
 
         var isExternal: Bool { committer == .newMemberCommit }
@@ -155,11 +173,17 @@ extension MLSGroup {
             case .add:
                 guard let keyPackage = entry.keyPackage else { throw MLSGroupError.unsupportedContent }
                 try checkAdd(keyPackage)
-            case .update:
+            case .update(let update):
                 guard case .member(let index) = entry.sender, entry.sender != committer else {
                     throw MLSGroupError.updateByValue
                 }
                 guard touched.insert(LeafIndex(index)).inserted else { throw MLSGroupError.conflictingProposals(leaf: index) }
+                // Sections 12.1.7, 12.2: the new leaf must fit the epoch after the commit, whose
+                // extensions a GroupContextExtensions proposal of the same list may change (its
+                // fit to the current ones was checked on its own, 12.1.2).
+                let leaf = LeafIndex(index)
+                try group.checkCapabilities(of: update.leafNode, extensions: extensions, others: remainingLeaves(except: leaf))
+                if changesExtensions { try checkSupports(extensions, update.leafNode) }
             case .remove(let remove):
                 let leaf = LeafIndex(remove.removed)
                 removes += 1
@@ -190,19 +214,26 @@ extension MLSGroup {
             guard addedKeys.insert(key).inserted,
                   !remaining.contains(where: { group.tree.leaf($0)?.signatureKey.bytes == key })
             else { throw MLSGroupError.duplicateAdd }
-            try group.checkCapabilities(of: keyPackage.leafNode, extensions: extensions, members: remaining)
+            try group.checkCapabilities(of: keyPackage.leafNode, extensions: extensions, others: remainingLeaves())
         }
 
         /// Section 12.1.7: every member after the commit (those added included, those removed
         /// not) supports the `required_capabilities` and every extension type not of section 7.2.
+        /// A member the list updates is judged by its new leaf, when its Update is checked (so
+        /// a committer drops that Update, not the extensions).
         func checkExtensions(_ extensions: [Extension]) throws {
+            _ = try ExternalSender.list(in: extensions)
+            let kept = remaining.filter { updatedLeaves[$0] == nil }.compactMap { group.tree.leaf($0) }
+            for leaf in kept + addedLeaves { try checkSupports(extensions, leaf) }
+        }
+
+        /// Section 12.1.7 for one leaf: it supports the `required_capabilities` of `extensions`
+        /// and every extension type of `extensions` not of section 7.2's defaults.
+        func checkSupports(_ extensions: [Extension], _ leaf: LeafNode) throws {
             let required = try Extension.decoded(RequiredCapabilities.extensionType, in: extensions, as: RequiredCapabilities.self)
             let types = Set(extensions.map(\.extensionType)).subtracting(PublicRatchetTree.defaultExtensionTypes)
-            _ = try ExternalSender.list(in: extensions)
-            for leaf in remaining.compactMap({ group.tree.leaf($0) }) + addedLeaves {
-                guard required?.isSupported(by: leaf.capabilities) ?? true, types.isSubset(of: Set(leaf.capabilities.extensions)) else {
-                    throw MLSGroupError.unsupportedCapabilities
-                }
+            guard required?.isSupported(by: leaf.capabilities) ?? true, types.isSubset(of: Set(leaf.capabilities.extensions)) else {
+                throw MLSGroupError.unsupportedCapabilities
             }
         }
 
@@ -340,7 +371,6 @@ struct NextEpoch {
     let secrets: EpochSecrets
     let confirmationTag: [UInt8]
     let interim: [UInt8]
-    let pskSecret: SecretBytes?
 
     init(
         suite: MLSCipherSuite, commit: AuthenticatedContent, provisional: GroupContext, interimBefore: [UInt8],
@@ -353,6 +383,5 @@ struct NextEpoch {
         confirmationTag = secrets.confirmationTag(confirmedTranscriptHash: context.confirmedTranscriptHash)
         interim = try TranscriptHashes.interim(confirmed: context.confirmedTranscriptHash, confirmationTag: confirmationTag, suite: suite)
         self.context = context
-        self.pskSecret = pskSecret
     }
 }

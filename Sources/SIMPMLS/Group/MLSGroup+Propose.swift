@@ -41,12 +41,16 @@ extension MLSGroup {
     }
 
     /// An Update of this member's leaf (section 12.1.2): a fresh encryption key from
-    /// `randomness`, source `update`, signed for the group and leaf. Its private key is kept
-    /// until a commit of this epoch applies it (another member must commit it).
-    public mutating func proposeUpdate(randomness: (Int) throws -> [UInt8]) throws -> MLSMessage {
+    /// `randomness`, source `update`, `capabilities` if given (else the leaf's), signed for the
+    /// group and leaf. Its private key is kept until a commit of this epoch applies it (another
+    /// member must commit it).
+    public mutating func proposeUpdate(
+        capabilities: Capabilities? = nil, randomness: (Int) throws -> [UInt8]
+    ) throws -> MLSMessage {
         let key = try suite.deriveHPKEKeyPair(ikm: try randomness(suite.hashLength))
         var leaf = try tree.requireLeaf(myLeaf)
         leaf.encryptionKey = key.publicKey.wire
+        if let capabilities { leaf.capabilities = capabilities }
         leaf.sourceFields = .update
         leaf.signature = try suite.signWithLabel(
             signer, label: LeafNodeTBS.label,

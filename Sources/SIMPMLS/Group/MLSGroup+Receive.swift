@@ -3,8 +3,9 @@
 extension MLSGroup {
     /// What a received message did.
     public enum Received: Sendable, Equatable {
-        /// Application data from the member at `sender` (of this epoch or a kept past one).
-        case application(sender: LeafIndex, data: [UInt8], authenticatedData: [UInt8])
+        /// Application data from the member at `sender` (its leaf in `epoch`), sent in `epoch`:
+        /// the current epoch, or a kept past one (a late message, section 12.4.2).
+        case application(sender: LeafIndex, data: [UInt8], authenticatedData: [UInt8], epoch: UInt64)
         /// A proposal, cached for this epoch's commit under its `ProposalRef`.
         case proposal(reference: [UInt8])
         /// A commit moved the group to `epoch`.
@@ -19,8 +20,10 @@ extension MLSGroup {
     /// this epoch or of a past one the policy keeps. `psk` gives the value of a PSK a commit
     /// injects that is not a resumption PSK of this group (section 8.4).
     ///
-    /// On any error the state is unchanged; a message of another epoch is
-    /// ``MessageProtectionError/wrongEpoch(expected:got:)`` and a replayed one a ``SecretTreeError``.
+    /// On any error the state is unchanged; an application message of an earlier epoch whose
+    /// keys are not kept is ``MLSGroupError/pastEpochNotKept(epoch:)``, any other message of
+    /// another epoch ``MessageProtectionError/wrongEpoch(expected:got:)``, and a replayed one a
+    /// ``SecretTreeError``.
     public mutating func process(
         _ message: MLSMessage, psk: (PreSharedKeyID) throws -> SecretBytes = MLSGroup.noExternalPSK
     ) throws -> Received {
@@ -39,7 +42,8 @@ extension MLSGroup {
         switch verified.content.content {
         case .application(let data):
             guard case .member(let index) = verified.sender else { throw MLSGroupError.unsupportedContent }
-            received = .application(sender: LeafIndex(index), data: data, authenticatedData: verified.content.authenticatedData)
+            received = .application(
+                sender: LeafIndex(index), data: data, authenticatedData: verified.content.authenticatedData, epoch: epoch)
         case .proposal: received = try next.receiveProposal(verified)
         case .commit(let commit): received = try next.processCommit(verified, commit, psk: psk)
         }
@@ -117,6 +121,7 @@ extension MLSGroup {
         let committer = verified.sender
         let list = try resolve(commit.proposals, committer: committer)
         try checkList(list, committer: committer)
+        try approve(list, committer: committer)
         var applied = try apply(list)
         let pskSecret = try self.pskSecret(applied.psks, external: psk)
         guard commit.path != nil || !applied.pathRequired else { throw MLSGroupError.pathRequired }
@@ -189,22 +194,27 @@ extension MLSGroup {
     }
 
     /// An application message of a past epoch the policy keeps (section 12.4.2's late
-    /// messages): decrypted with that epoch's secret tree, signed by that epoch's member.
+    /// messages): decrypted with that epoch's sender-data secret and secret tree (section 6.3),
+    /// signed by that epoch's member over that epoch's GroupContext (6.1). An earlier epoch not
+    /// kept (never, no longer, or forgotten by ``forgetPastEpochs()``) is refused.
     mutating func decryptLate(_ message: PrivateMessage) throws -> Received {
-        guard let i = pastEpochs.firstIndex(where: { $0.protection.groupContext.epoch == message.epoch }) else {
-            throw MessageProtectionError.wrongEpoch(expected: epoch, got: message.epoch)
+        guard let i = pastEpochs.firstIndex(where: { $0.epoch == message.epoch }) else {
+            throw MLSGroupError.pastEpochNotKept(epoch: message.epoch)
         }
-        let (keys, suite) = (pastEpochs[i].signatureKeys, self.suite)
-        var past = pastEpochs[i].protection
-        let verified = try past.unprotect(message) { leaf in
-            guard let key = keys[leaf.value] else { throw MLSGroupError.unknownSender(leaf: leaf.value) }
+        let (past, suite) = (pastEpochs[i], self.suite)
+        var secretTree = past.secretTree
+        let verified = try MessageProtection.unprotect(
+            message, suite: suite, groupContext: past.groupContext, senderDataSecret: past.senderDataSecret, tree: &secretTree
+        ) { leaf in
+            guard let key = past.signatureKeys[leaf.value] else { throw MLSGroupError.unknownSender(leaf: leaf.value) }
             return try key.validate(for: suite)
         }
         guard case .member(let index) = verified.sender, case .application(let data) = verified.content.content else {
             throw MLSGroupError.unsupportedContent
         }
-        pastEpochs[i].protection = past
-        return .application(sender: LeafIndex(index), data: data, authenticatedData: verified.content.authenticatedData)
+        pastEpochs[i].secretTree = secretTree
+        return .application(
+            sender: LeafIndex(index), data: data, authenticatedData: verified.content.authenticatedData, epoch: past.epoch)
     }
 
     /// Application data as a PrivateMessage of this epoch from this member (sections 6.3, 15):

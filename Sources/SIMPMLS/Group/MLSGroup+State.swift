@@ -1,27 +1,30 @@
 /// Saving and restoring a member's state as bytes.
 extension MLSGroup {
     /// The version of ``savedState()``'s layout.
-    static let savedStateVersion: UInt8 = 2
+    static let savedStateVersion: UInt8 = 3
 
-    /// The whole state as bytes, to restore with ``init(savedState:credentialValidator:)``.
+    /// The whole state as bytes, to restore with ``init(savedState:credentialValidator:proposalApprover:)``.
     ///
     /// **The bytes are secret**: they hold the member's signature private key, its TreeKEM
-    /// private keys (and an unapplied Update's), the epoch's `joiner_secret` (from which every secret of the epoch derives),
-    /// the secret tree's unused keys, the kept past epochs' keys and `resumption_psk`s. Store them encrypted, never log them, and do not keep
+    /// private keys (and an unapplied Update's), the epoch's kept secrets (``KeptEpochSecrets``:
+    /// `init_secret` for the next epoch, the exporter, external and resumption secrets and the
+    /// epoch authenticator; never `joiner_secret`, `welcome_secret` or `psk_secret`, section 9.2),
+    /// `membership_key`, `sender_data_secret`, the secret tree's unused keys, the kept past epochs' keys and `resumption_psk`s. Store them encrypted, never log them, and do not keep
     /// old copies: restoring an old copy brings back deleted keys (replays of its epoch's
     /// messages would decrypt again) and loses forward secrecy.
     ///
-    /// Layout (TLS presentation language): `uint8 version = 2; GroupContext context;
+    /// Layout (TLS presentation language): `uint8 version = 3; GroupContext context;
     /// RatchetTree tree; uint32 my_leaf; opaque signature_private_key<V>; TreeKEMPrivateKeys keys;
-    /// opaque joiner_secret<V>; optional<opaque> psk_secret; opaque interim_transcript_hash<V>;
+    /// opaque exporter_secret<V>; opaque external_secret<V>; opaque resumption_psk<V>; opaque
+    /// epoch_authenticator<V>; opaque init_secret<V>; opaque membership_key<V>; opaque
+    /// sender_data_secret<V>; opaque interim_transcript_hash<V>;
     /// opaque confirmation_tag<V>; SecretTree secret_tree; (opaque ref<V>, Proposal proposal,
     /// Sender sender) proposals<V>; optional<opaque> pending_update_private_key; WireFormat
     /// handshake_wire_format; WireFormat accepted<V>; uint32 past_epochs_kept; uint32
-    /// resumption_psks_kept; (GroupContext context, opaque membership_key<V>, opaque
-    /// sender_data_secret<V>, uint32 leaf_count, SecretTree secret_tree, (uint32 leaf, opaque
+    /// resumption_psks_kept; uint8 accepts_external_commits; uint8 accepts_new_member_proposals;
+    /// (GroupContext context, opaque sender_data_secret<V>, uint32 leaf_count, SecretTree secret_tree, (uint32 leaf, opaque
     /// signature_key<V>) keys<V>) past_epochs<V>; (uint64 epoch, opaque psk<V>) resumption_psks<V>;
-    /// optional<ReInit> reinit;`. The epoch's secrets are derived again from `joiner_secret` and
-    /// `psk_secret`. The credential validator is not saved: set it again after restoring.
+    /// optional<ReInit> reinit;`. The credential validator and proposal approver are not saved.
     public func savedState() throws -> [UInt8] {
         var w = TLSWriter()
         w.writeUInt8(Self.savedStateVersion)
@@ -30,8 +33,9 @@ extension MLSGroup {
         w.writeUInt32(myLeaf.value)
         try w.writeOpaque(Array(signer.key.rawRepresentation))
         try privateKeys.encodeState(to: &w)
-        try w.writeOpaque(epochSecrets.joinerSecret.bytes)
-        try w.writeOptional(pskSecret) { try $0.writeOpaque($1.bytes) }
+        try epochSecrets.encodeState(to: &w)
+        try w.writeOpaque(protection.membershipKey.bytes)
+        try w.writeOpaque(protection.senderDataSecret.bytes)
         try w.writeOpaque(interimTranscriptHash)
         try w.writeOpaque(confirmationTag)
         try protection.secretTree.encodeState(to: &w)
@@ -83,9 +87,12 @@ extension MLSGroup {
     /// The state ``savedState()`` saved. Checks that it holds together: the suite is one of
     /// this build, the tree's hash is the context's, the member's leaf is in it with the
     /// signature key's public key, and the private keys fit the tree.
-    /// The credential validator is not part of the state (it is the application's code), so
-    /// the caller names it again, or nil on purpose: a restore never drops the checks silently.
-    public init(savedState bytes: [UInt8], credentialValidator: (any CredentialValidator)?) throws {
+    /// The credential validator and the proposal approver are not part of the state (they are
+    /// the application's code), so the caller names them again, or nil on purpose: a restore
+    /// never drops the checks silently.
+    public init(
+        savedState bytes: [UInt8], credentialValidator: (any CredentialValidator)?, proposalApprover: (any MLSProposalApprover)?
+    ) throws {
         var r = TLSReader(bytes)
         guard try r.readUInt8() == Self.savedStateVersion else { throw MLSGroupError.invalidSavedState }
         let context = try GroupContext(from: &r)
@@ -94,9 +101,9 @@ extension MLSGroup {
         let me = LeafIndex(try r.readUInt32())
         let signer = try SignaturePrivateKey(rawRepresentation: try r.readOpaque())
         let keys = try TreeKEMPrivateKeys(stateFrom: &r)
-        let joinerSecret = SecretBytes(try r.readOpaque())
-        let psk = try r.readOptional { SecretBytes(try $0.readOpaque()) }
-        let secrets = try EpochSecrets(suite: suite, joinerSecret: joinerSecret, pskSecret: psk, groupContext: context)
+        let secrets = try KeptEpochSecrets(suite: suite, epoch: context.epoch, stateFrom: &r)
+        let membershipKey = SecretBytes(try r.readOpaque())
+        let senderDataSecret = SecretBytes(try r.readOpaque())
         let interim = try r.readOpaque()
         let tag = try r.readOpaque()
         let secretTree = try SecretTree(suite: suite, size: tree.size, stateFrom: &r)
@@ -120,7 +127,6 @@ extension MLSGroup {
         self.signer = signer
         privateKeys = keys
         epochSecrets = secrets
-        pskSecret = psk
         proposalCache = cache
         pendingUpdateKey = updateKey
         interimTranscriptHash = interim
@@ -130,19 +136,19 @@ extension MLSGroup {
         resumptionPSKs = psks
         self.reInit = reInit
         protection = try MessageProtection(
-            suite: suite, groupContext: context, membershipKey: secrets.membershipKey, senderDataSecret: secrets.senderDataSecret,
+            suite: suite, groupContext: context, membershipKey: membershipKey, senderDataSecret: senderDataSecret,
             secretTree: secretTree)
         self.credentialValidator = credentialValidator
+        self.proposalApprover = proposalApprover
     }
 }
 
 extension MLSGroup.PastEpoch {
     func encodeState(to w: inout TLSWriter) throws {
-        try protection.groupContext.encode(to: &w)
-        try w.writeOpaque(protection.membershipKey.bytes)
-        try w.writeOpaque(protection.senderDataSecret.bytes)
-        w.writeUInt32(protection.secretTree.size.leafCount)
-        try protection.secretTree.encodeState(to: &w)
+        try groupContext.encode(to: &w)
+        try w.writeOpaque(senderDataSecret.bytes)
+        w.writeUInt32(secretTree.size.leafCount)
+        try secretTree.encodeState(to: &w)
         try w.writeVector { v in
             for (leaf, key) in signatureKeys.sorted(by: { $0.key < $1.key }) {
                 v.writeUInt32(leaf)
@@ -152,14 +158,13 @@ extension MLSGroup.PastEpoch {
     }
 
     init(suite: MLSCipherSuite, stateFrom r: inout TLSReader) throws {
-        let context = try GroupContext(from: &r)
-        let membershipKey = SecretBytes(try r.readOpaque())
-        let senderDataSecret = SecretBytes(try r.readOpaque())
+        groupContext = try GroupContext(from: &r)
+        try EpochSecrets.checkSuite(suite, groupContext)
+        senderDataSecret = SecretBytes(try r.readOpaque())
+        try KeySchedule.checkLength(senderDataSecret, "sender_data_secret", suite)
         guard let size = TreeSize(leafCount: try r.readUInt32()) else { throw MLSGroupError.invalidSavedState }
-        let tree = try SecretTree(suite: suite, size: size, stateFrom: &r)
+        secretTree = try SecretTree(suite: suite, size: size, stateFrom: &r)
         let keys = try r.readVector { v in (try v.readUInt32(), try SignaturePublicKeyIn(from: &v)) }
-        protection = try MessageProtection(
-            suite: suite, groupContext: context, membershipKey: membershipKey, senderDataSecret: senderDataSecret, secretTree: tree)
         signatureKeys = Dictionary(keys, uniquingKeysWith: { first, _ in first })
     }
 }

@@ -65,9 +65,9 @@ public struct MLSGroup: Sendable, CustomStringConvertible, CustomReflectable {
     public let myLeaf: LeafIndex
     let signer: SignaturePrivateKey
     var privateKeys: TreeKEMPrivateKeys
-    var epochSecrets: EpochSecrets
-    /// The epoch's `psk_secret` (nil: no PSK), kept so a saved state derives the same secrets.
-    var pskSecret: SecretBytes?
+    /// What the epoch still needs of its secrets (``KeptEpochSecrets``): not `joiner_secret`,
+    /// `welcome_secret` nor `psk_secret` (RFC 9420 sections 8, 9.2).
+    var epochSecrets: KeptEpochSecrets
     /// `interim_transcript_hash` of the epoch (section 8.2).
     var interimTranscriptHash: [UInt8]
     /// The epoch's message keys, with the generations used so far deleted.
@@ -86,6 +86,11 @@ public struct MLSGroup: Sendable, CustomStringConvertible, CustomReflectable {
     /// leaf, an external joiner) must pass it, and a joiner's tree's every leaf. When nil the
     /// application checks credentials itself (``members`` and the tree's leaves). Not saved.
     public var credentialValidator: (any CredentialValidator)?
+    /// The application's approval of each proposal a commit carries, with its sender (a
+    /// member, an external sender, a new member; sections 12.1.8, 12.2): see
+    /// ``MLSProposalApprover``. When nil every proposal that passes the RFC's checks is taken.
+    /// Not saved.
+    public var proposalApprover: (any MLSProposalApprover)?
     /// The secret trees of past epochs, newest first, at most ``MLSGroupPolicy/pastEpochsKept``.
     var pastEpochs: [PastEpoch] = []
     /// `resumption_psk` of past epochs, newest first, at most ``MLSGroupPolicy/resumptionPSKsKept``.
@@ -101,11 +106,17 @@ public struct MLSGroup: Sendable, CustomStringConvertible, CustomReflectable {
         let sender: Sender
     }
 
-    /// What is kept of a past epoch: its message keys, and its members' signature keys to
-    /// verify late messages.
+    /// What is kept of a past epoch for its late application messages (RFC 9420 section 12.4.2:
+    /// "keep the secret tree for a short time"), and nothing more: the GroupContext (public; a
+    /// member's signature covers it, 6.1), `sender_data_secret` (6.3.2), the secret tree with its
+    /// used generations deleted (9.2), and the members' signature keys. Not the membership key,
+    /// the epoch's other secrets, its ratchet tree or proposals.
     struct PastEpoch: Sendable {
-        var protection: MessageProtection
+        let groupContext: GroupContext
+        let senderDataSecret: SecretBytes
+        var secretTree: SecretTree
         let signatureKeys: [UInt32: SignaturePublicKeyIn]
+        var epoch: UInt64 { groupContext.epoch }
     }
 
     public var groupID: [UInt8] { groupContext.groupID }
@@ -113,11 +124,13 @@ public struct MLSGroup: Sendable, CustomStringConvertible, CustomReflectable {
     /// `epoch_authenticator` (section 8.7): members of the same epoch agree on it.
     public var epochAuthenticator: SecretBytes { epochSecrets.epochAuthenticator }
 
-    /// The state of an epoch; the message keys are derived from `epochSecrets`.
+    /// The state of an epoch; the message keys are derived from `epochSecrets`, of which only
+    /// ``KeptEpochSecrets`` is kept (section 9.2): the caller's copy of `epochSecrets` (a
+    /// committer's, for its Welcome) is the last place `joiner_secret` lives.
     init(
         suite: MLSCipherSuite, groupContext: GroupContext, tree: PublicRatchetTree, myLeaf: LeafIndex,
         signer: SignaturePrivateKey, privateKeys: TreeKEMPrivateKeys, epochSecrets: EpochSecrets, interimTranscriptHash: [UInt8],
-        confirmationTag: [UInt8], pskSecret: SecretBytes? = nil
+        confirmationTag: [UInt8]
     ) throws {
         self.suite = suite
         self.groupContext = groupContext
@@ -125,8 +138,7 @@ public struct MLSGroup: Sendable, CustomStringConvertible, CustomReflectable {
         self.myLeaf = myLeaf
         self.signer = signer
         self.privateKeys = privateKeys
-        self.epochSecrets = epochSecrets
-        self.pskSecret = pskSecret
+        self.epochSecrets = KeptEpochSecrets(epochSecrets)
         self.interimTranscriptHash = interimTranscriptHash
         self.confirmationTag = confirmationTag
         protection = try MessageProtection(epochSecrets: epochSecrets, groupContext: groupContext, treeSize: tree.size)
@@ -169,21 +181,35 @@ public struct MLSGroup: Sendable, CustomStringConvertible, CustomReflectable {
     ) throws -> MLSGroup {
         var group = try MLSGroup(
             suite: suite, groupContext: next.context, tree: tree, myLeaf: myLeaf, signer: signer, privateKeys: privateKeys,
-            epochSecrets: next.secrets, interimTranscriptHash: next.interim, confirmationTag: next.confirmationTag,
-            pskSecret: next.pskSecret)
+            epochSecrets: next.secrets, interimTranscriptHash: next.interim, confirmationTag: next.confirmationTag)
         group.policy = policy
         group.credentialValidator = credentialValidator
-        group.pastEpochs = Array(([try pastEpoch()] + pastEpochs).prefix(max(0, policy.pastEpochsKept)))
+        group.proposalApprover = proposalApprover
+        group.pastEpochs = policy.pastEpochsKept > 0 ? Array(([try pastEpoch()] + pastEpochs).prefix(policy.pastEpochsKept)) : []
         group.resumptionPSKs = Array(([(epoch, epochSecrets.resumptionPSK)] + resumptionPSKs).prefix(max(0, policy.resumptionPSKsKept)))
         group.reInit = reInit
         return group
     }
 
-    /// This epoch as a past one: its message keys and its members' signature keys.
+    /// This epoch as a past one: what decrypting its late application messages needs.
     func pastEpoch() throws -> PastEpoch {
         var keys: [UInt32: SignaturePublicKeyIn] = [:]
         for leaf in tree.memberLeaves { keys[leaf.value] = tree.leaf(leaf)?.signatureKey }
-        return PastEpoch(protection: protection, signatureKeys: keys)
+        return PastEpoch(
+            groupContext: groupContext, senderDataSecret: protection.senderDataSecret, secretTree: protection.secretTree,
+            signatureKeys: keys)
+    }
+
+    /// The epochs whose late application messages still decrypt (``MLSGroupPolicy/pastEpochsKept``),
+    /// newest first.
+    public var keptPastEpochs: [UInt64] { pastEpochs.map(\.epoch) }
+
+    /// Drops every kept past epoch's keys at once (RFC 9420 sections 9.2, 12.4.2), for example
+    /// once late messages are no longer expected: their application messages are then
+    /// refused with ``MLSGroupError/pastEpochNotKept(epoch:)``. The policy is unchanged, so the
+    /// next commit keeps the epoch it ends again.
+    public mutating func forgetPastEpochs() {
+        pastEpochs = []
     }
 
     /// The leaves of the members, in order.

@@ -12,9 +12,9 @@
 /// | "authentication" | `epoch_authenticator`  | authenticating the epoch out of band (8.7) |
 ///
 /// and `init_secret = DeriveSecret(epoch_secret, "init")` for the next epoch. `epoch_secret`
-/// itself is not kept. `joiner_secret` and `welcome_secret` are kept for the committer, who sends
-/// them in a Welcome (12.4.3); a group state that has sent its Welcome may drop this value and
-/// keep only what it needs.
+/// itself is not kept. `joiner_secret` and `welcome_secret` are here for the committer, who sends
+/// them in a Welcome (12.4.3); a group state keeps only its ``KeptEpochSecrets`` (section 9.2)
+/// and drops this value once the Welcome is sealed or opened.
 ///
 /// Nothing here prints a secret: `description` names the suite and epoch only, and the mirror has
 /// no children.
