@@ -106,6 +106,8 @@ struct ClientEngine {
         case saveReceived(ReceivedSaves.Batch)
         /// Read back the parts of `message`'s long message before `part` from the history with `peer`.
         case recoverParts(before: LongText.PartID, of: IncomingMessage, peer: String)
+        /// A message the user sent stands here now: tell its watchers, and record it with a store.
+        case status(MessageStatus)
     }
 
     /// Work left to the end of a loop turn, once however often it is asked for in the turn.
@@ -207,6 +209,8 @@ struct ClientEngine {
     var turnEnds: Set<TurnEnd> = []
     /// Turns the events of the parts of long messages sent into the messages' events.
     var longSends = LongSends()
+    /// Each sent message's status, from the events about it.
+    var statuses = StatusBook()
 
     // Receiving.
     /// Received messages put in seq order: what may be handed over, what is missing.
@@ -270,6 +274,7 @@ struct ClientEngine {
     mutating func emit(_ event: ClientEvent) {
         guard let shown = longSends.fold(event) else { return }
         actions.append(.emit(shown))
+        if let status = statuses.apply(shown, user: credentials?.user) { actions.append(.status(status)) }
     }
 
     /// `end` at the end of this loop turn, once.

@@ -1,0 +1,98 @@
+import Foundation
+import SIMPCore
+import Testing
+@testable import SIMPClient
+
+/// Each sent message's status from the events about it (`StatusBook`), the local history's
+/// policy (`HistoryEntry`), the library's error codes, and the engine's status actions.
+@Suite struct MessageStatusTests {
+    @Test func aOneToOneMessageGoesForwardOnlyAndIsToldOncePerChange() {
+        var book = StatusBook()
+        let accepted = book.apply(.accepted(id: "m1", to: "bob", seq: 5), user: "alice")
+        #expect(accepted?.stage == .accepted && accepted?.seq == 5)
+        #expect(book.apply(.accepted(id: "m1", to: "bob", seq: 5), user: "alice") == nil, "a repeat changes nothing")
+        #expect(book.apply(.delivered(id: "m1", to: "bob", seq: 5), user: "alice")?.stage == .delivered)
+        #expect(book.apply(.accepted(id: "m1", to: "bob", seq: 5), user: "alice") == nil, "never backwards")
+        #expect(book.apply(.failed(id: "m1", to: "bob", reason: "late", code: .storeUnavailable), user: "alice") == nil,
+                "an accepted message does not fail")
+        let read = book.apply(.read(id: "m1", from: "alice", by: "bob"), user: "alice")
+        #expect(read?.stage == .read && read?.isFinal == true && read?.isSettled == true)
+        #expect(book.apply(.read(id: "x", from: "carol", by: "alice"), user: "alice") == nil,
+                "the user's own read on another device is no status of a sent message")
+        #expect(book.apply(.message(IncomingMessage(Simp_Message())), user: "alice") == nil)
+    }
+
+    @Test func aFailureCarriesTheLibrarysCode() {
+        var book = StatusBook()
+        let failed = book.apply(.failed(id: "m1", to: "bob", reason: "no such user", code: .unknownUser), user: "alice")
+        #expect(failed?.stage == .failed && failed?.failure == .init(code: .unknownUser, reason: "no such user"))
+        let gaveUp = book.apply(.failed(id: "m2", to: "bob", reason: "client disconnected", code: nil), user: "alice")
+        #expect(gaveUp?.failure?.code == .gaveUp)
+        #expect(ErrorCode(Simp_ErrorCode.notAContact) == .notAContact)
+        #expect(ErrorCode(nil) == .unspecified)
+        #expect(ClientError("refused", code: .inboxFull).errorCode == .inboxFull)
+    }
+
+    @Test func aGroupsMemberReceiptsCombineIntoOneStage() {
+        var book = StatusBook()
+        // bob confirms before the sender hears `groupAccepted` (which waits for every copy).
+        let early = book.apply(.memberDelivered(id: "g1", to: "#crew", member: "bob", seq: 7), user: "alice")
+        #expect(early?.stage == .sending && early?.members == ["bob": .delivered])
+        let accepted = book.apply(.groupAccepted(id: "g1", to: "#crew", seq: 7, recipients: 2), user: "alice")
+        #expect(accepted?.stage == .accepted && accepted?.recipients == 2 && accepted?.isGroup == true)
+        #expect(book.apply(.memberDelivered(id: "g1", to: "#crew", member: "bob", seq: 7), user: "alice") == nil, "bob's second device")
+        let both = book.apply(.memberDelivered(id: "g1", to: "#crew", member: "carol", seq: 7), user: "alice")
+        #expect(both?.stage == .delivered && both?.isSettled == true && both?.isFinal == false)
+        let oneRead = book.apply(.read(id: "g1", from: "alice", by: "carol"), user: "alice")
+        #expect(oneRead?.stage == .delivered && oneRead?.members == ["bob": .delivered, "carol": .read])
+        let allRead = book.apply(.read(id: "g1", from: "alice", by: "bob"), user: "alice")
+        #expect(allRead?.stage == .read && allRead?.isFinal == true)
+        #expect(allRead?.storedMembers == "bob=read carol=read")
+        var restored = MessageStatus(id: "g1", to: "#crew")
+        restored.restoreMembers(allRead?.storedMembers ?? "")
+        #expect(restored.members == allRead?.members)
+    }
+
+    @Test func theBookForgetsTheOldestBeyondItsCapacity() {
+        var book = StatusBook(capacity: 2)
+        for index in 0..<5 { _ = book.apply(.accepted(id: "m\(index)", to: "bob", seq: UInt64(index + 1)), user: "alice") }
+        #expect(book.status(of: "m0") == nil)
+        #expect(book.status(of: "m4")?.seq == 5)
+    }
+
+    @Test func theHistoryKeepsConversationMessagesAndCountsOthersUnread() {
+        var m = Simp_Message()
+        m.messageID = "1"
+        m.fromUser = "bob"
+        m.toUser = "alice"
+        m.content = "hi"
+        m.seq = 3
+        let fromBob = HistoryEntry.received(IncomingMessage(m), user: "alice")
+        #expect(fromBob?.conversation == "bob" && fromBob?.unread == true && fromBob?.outgoing == false && fromBob?.stage == nil)
+        m.toUser = "#crew"
+        #expect(HistoryEntry.received(IncomingMessage(m), user: "alice")?.conversation == "#crew")
+        m.fromUser = "alice"
+        m.toUser = "bob"
+        m.fromDevice = "laptop"
+        let copy = HistoryEntry.received(IncomingMessage(m), user: "alice")
+        #expect(copy?.conversation == "bob" && copy?.unread == false && copy?.outgoing == true && copy?.stage == .accepted)
+        m.type = .read
+        #expect(HistoryEntry.received(IncomingMessage(m), user: "alice") == nil, "a notice is not a message")
+        m.type = .textPart
+        m.messageID = "9/1/2"
+        #expect(HistoryEntry.received(IncomingMessage(m), user: "alice") == nil, "a part is not shown")
+    }
+
+    @Test func theEngineReportsEachStatusChangeBesideTheEvent() {
+        var engine = ClientEngineTests.connected()
+        _ = engine.handle(.send([ClientEngineTests.outgoing("m1")]), at: ClientEngineTests.start)
+        var accepted = Simp_Accepted()
+        accepted.messageID = "m1"
+        accepted.toUser = "bob"
+        accepted.seq = 5
+        let actions = engine.handle(.control(Simp_Envelope(.accepted(accepted))), at: ClientEngineTests.at(1))
+        let statuses = actions.compactMap { if case .status(let status) = $0 { status } else { nil } }
+        #expect(statuses.map(\.stage) == [.accepted])
+        #expect(statuses.first?.seq == 5 && statuses.first?.to == "bob")
+    }
+}
