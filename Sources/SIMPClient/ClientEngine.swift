@@ -67,6 +67,8 @@ struct ClientEngine {
         case outboxWritten(OutboxWrite, Result<Void, StoreWriteError>)
         /// The earlier parts of a long message read back from the history (`Action.recoverParts`).
         case partsRecovered([IncomingMessage])
+        /// A change to the local history (`Action.status`, `Action.history`) was written, or not.
+        case historyWritten(Result<Void, StoreWriteError>)
     }
 
     /// What the driver is to do, in the order given.
@@ -108,6 +110,16 @@ struct ClientEngine {
         case recoverParts(before: LongText.PartID, of: IncomingMessage, peer: String)
         /// A message the user sent stands here now: tell its watchers, and record it with a store.
         case status(MessageStatus)
+        /// Change the local history (only with a store).
+        case history(HistoryChange)
+    }
+
+    /// A change to the local history besides what the store writes with received messages.
+    enum HistoryChange: Sendable, Equatable {
+        /// A whole long message, once its parts came together.
+        case add(HistoryEntry)
+        /// The user read `from`'s message `id` on another device: it is no longer unread here.
+        case readElsewhere(id: String, from: String)
     }
 
     /// Work left to the end of a loop turn, once however often it is asked for in the turn.
@@ -263,6 +275,7 @@ struct ClientEngine {
         case .saved(let result): saved(result, now: now)
         case .outboxWritten(let write, let result): outboxWritten(write, result)
         case .partsRecovered(let found): partsRecovered(found, now: now)
+        case .historyWritten(let result): historyWritten(result)
         }
         defer { actions.removeAll(keepingCapacity: true) }
         return actions
@@ -275,6 +288,9 @@ struct ClientEngine {
         guard let shown = longSends.fold(event) else { return }
         actions.append(.emit(shown))
         if let status = statuses.apply(shown, user: credentials?.user) { actions.append(.status(status)) }
+        if hasStore, case .read(let id, let from, let by) = shown, by == credentials?.user {
+            actions.append(.history(.readElsewhere(id: id, from: from)))
+        }
     }
 
     /// `end` at the end of this loop turn, once.
@@ -302,6 +318,11 @@ struct ClientEngine {
     mutating func outboxWritten(_ write: OutboxWrite, _ result: Result<Void, StoreWriteError>) {
         guard case .failure(let error) = result else { return }
         emit(.error("cannot \(write.what) in \(error.path): \(error.reason); \(write.consequence)"))
+    }
+
+    mutating func historyWritten(_ result: Result<Void, StoreWriteError>) {
+        guard case .failure(let error) = result else { return }
+        emit(.error("cannot update the local history in \(error.path): \(error.reason)"))
     }
 
     mutating func writeOutbox(_ change: OutboxWrite.Change, for cause: OutboxWrite.Cause) {

@@ -27,6 +27,16 @@ extension ClientStore {
         }
     }
 
+    func record(_ change: ClientEngine.HistoryChange, done: @escaping @Sendable (Result<Void, StoreWriteError>) -> Void) {
+        enqueue(done) { db in
+            switch change {
+            case .add(let entry): try Self.insert(entry, recipient: nil, db)
+            case .readElsewhere(let id, let from):
+                try db.execute(sql: "UPDATE history SET unread = 0 WHERE sender = ? AND id = ? AND unread = 1", arguments: [from, id])
+            }
+        }
+    }
+
     /// A conversation's messages before `position` (all when nil), the latest `limit`, oldest first.
     func messages(in conversation: String, before position: Int64?, limit: Int) async throws -> [LocalMessage] {
         try await db.read { db in

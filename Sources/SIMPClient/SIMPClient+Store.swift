@@ -94,7 +94,12 @@ extension SIMPClient {
 
     func statusChanged(_ status: MessageStatus) {
         statusWatchers.publish(status)
-        store?.setStatus(status) { _ in }
+        store?.setStatus(status, done: historyWritten)
+    }
+
+    /// The answer of a write to the local history, back to the engine on the loop.
+    var historyWritten: @Sendable (Result<Void, StoreWriteError>) -> Void {
+        { [self] result in loop.execute { [self] in handle(.historyWritten(result)) } }
     }
 
     /// The store, once open; throws when there is none.

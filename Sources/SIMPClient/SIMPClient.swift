@@ -301,6 +301,7 @@ public final class SIMPClient: @unchecked Sendable {
                 loop.execute { [self, found] in handle(.partsRecovered(found)) }
             }
         case .status(let status): statusChanged(status)
+        case .history(let change): store?.record(change, done: historyWritten)
         }
     }
 

@@ -95,4 +95,51 @@ import Testing
         #expect(statuses.map(\.stage) == [.accepted])
         #expect(statuses.first?.seq == 5 && statuses.first?.to == "bob")
     }
+
+    @Test func withAStoreTheHistoryGetsWholeLongMessagesAndReadsFromOtherDevices() {
+        var engine = ClientEngineTests.connected()
+        _ = engine.handle(.storeOpened(ClientStore.Saved(device: "phone", savedUpTo: 0, pending: [], accepted: [])), at: ClientEngineTests.start)
+        var part1 = Simp_Message()
+        part1.seq = 1
+        part1.type = .textPart
+        part1.fromUser = "bob"
+        part1.toUser = "alice"
+        part1.messageID = LongText.PartID(base: "L", index: 1, count: 2).description
+        part1.content = "ab"
+        var part2 = part1
+        part2.seq = 2
+        part2.messageID = LongText.PartID(base: "L", index: 2, count: 2).description
+        part2.content = "cd"
+        let packed = DatagramBundle.pack([try! part1.serializedBytes(), try! part2.serializedBytes()], spread: 1)
+        #expect(packed.count == 1 && packed.first?.kind == .bundle)
+        _ = engine.handle(ClientEngineTests.datagram(.bundle, packed[0].payload), at: ClientEngineTests.start)
+        let shown = engine.handle(.saved(.success(())), at: ClientEngineTests.at(1))
+        let changes = shown.compactMap { if case .history(let change) = $0 { change } else { nil } }
+        guard case .add(let entry)? = changes.first else {
+            Issue.record("no whole message for the history: \(shown)")
+            return
+        }
+        #expect(entry.id == "L" && entry.text == "abcd" && entry.conversation == "bob" && entry.unread)
+
+        // alice read carol's message on her laptop: a READ notice from alice to carol, from that device.
+        var read = Simp_Message()
+        read.seq = 3
+        read.type = .read
+        read.fromUser = "alice"
+        read.fromDevice = "laptop"
+        read.toUser = "carol"
+        read.messageID = "n1"
+        read.content = "c7"
+        _ = engine.handle(ClientEngineTests.datagram(.data, try! read.serializedBytes(), packet: 2), at: ClientEngineTests.at(2))
+        let elsewhere = engine.handle(.saved(.success(())), at: ClientEngineTests.at(3))
+        #expect(elsewhere.contains { if case .history(.readElsewhere(id: "c7", from: "carol")) = $0 { true } else { false } })
+        #expect(!elsewhere.contains { if case .status = $0 { true } else { false } }, "no status of a sent message")
+    }
+
+    @Test func aHistoryWriteThatFailedIsReported() {
+        var engine = ClientEngineTests.connected()
+        let failed = engine.handle(.historyWritten(.failure(StoreWriteError(path: "/d/alice.sqlite", CocoaError(.fileWriteOutOfSpace)))),
+                                   at: ClientEngineTests.start)
+        #expect(ClientEngineTests.events(failed).count == 1)
+    }
 }
