@@ -22,6 +22,13 @@ public enum ErrorCode: String, Sendable, Equatable, CaseIterable {
     /// A failure with no code of its own (a disk write, a reconnect, a code this version does not know).
     case unspecified
 
+    /// The name docs/PROTOCOL.md gives a server's code (e.g. "UNKNOWN_USER", what `simp --json`
+    /// prints); nil for the client's own.
+    public var protocolName: String? {
+        guard self != .gaveUp, self != .unspecified else { return nil }
+        return rawValue.split(separator: "-").joined(separator: "_").uppercased()
+    }
+
     /// The library's code for the wire's; nil (a failure of the client's own) is `.unspecified`.
     public init(_ code: Simp_ErrorCode?) {
         guard let code else {

@@ -31,6 +31,11 @@ import Testing
         #expect(ErrorCode(Simp_ErrorCode.notAContact) == .notAContact)
         #expect(ErrorCode(nil) == .unspecified)
         #expect(ClientError("refused", code: .inboxFull).errorCode == .inboxFull)
+        for code in Simp_ErrorCode.allCases where code != .errorUnspecified {
+            #expect(ErrorCode(code) != .unspecified, "\(code) has a code of the library's")
+            #expect(ErrorCode(code).protocolName == code.protocolName, "\(code) keeps its name for scripts")
+        }
+        #expect(ErrorCode.gaveUp.protocolName == nil)
     }
 
     @Test func aGroupsMemberReceiptsCombineIntoOneStage() {
