@@ -7,11 +7,16 @@ import SIMPCore
 /// (`HistoryEntry`, `StatusBook`); this only stores and reads.
 extension ClientStore {
     static func insert(_ entry: HistoryEntry, recipient: String?, _ db: Database) throws {
+        // Once: a message received again changes nothing; only a long message's whole fills its
+        // place, which its first part took.
         try db.execute(sql: """
-            INSERT OR IGNORE INTO history (id, conversation, sender, outgoing, text, imageURL, sentAt, seq, unread, stage, recipient)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO history (id, conversation, sender, outgoing, text, imageURL, sentAt, seq, unread, stage, recipient, complete, parts)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT (sender, id) DO UPDATE SET text = excluded.text, seq = excluded.seq, parts = excluded.parts, complete = 1
+            WHERE excluded.complete = 1 AND history.complete = 0
             """, arguments: [entry.id, entry.conversation, entry.from, entry.outgoing, entry.text, entry.imageURL, entry.sentAt,
-                             Int64(entry.seq), entry.unread, entry.stage?.name, recipient ?? (entry.outgoing ? entry.conversation : nil)])
+                             Int64(entry.seq), entry.unread, entry.stage?.name, recipient ?? (entry.outgoing ? entry.conversation : nil),
+                             entry.complete, entry.parts])
     }
 
     /// Records where a message the user sent stands (the user's own, from any of its devices).
@@ -41,7 +46,7 @@ extension ClientStore {
     func messages(in conversation: String, before position: Int64?, limit: Int) async throws -> [LocalMessage] {
         try await db.read { db in
             let rows = try Row.fetchAll(db, sql: """
-                SELECT * FROM history WHERE conversation = ? AND position < ? ORDER BY position DESC LIMIT ?
+                SELECT * FROM history WHERE conversation = ? AND complete = 1 AND position < ? ORDER BY position DESC LIMIT ?
                 """, arguments: [conversation, position ?? Int64.max, max(limit, 0)])
             return rows.reversed().map(Self.message)
         }
@@ -52,7 +57,7 @@ extension ClientStore {
         try await db.read { db in
             let rows = try Row.fetchAll(db, sql: """
                 SELECT h.*, c.unreadCount FROM history h
-                JOIN (SELECT conversation, MAX(position) AS last, SUM(unread) AS unreadCount FROM history GROUP BY conversation) c
+                JOIN (SELECT conversation, MAX(position) AS last, SUM(unread) AS unreadCount FROM history WHERE complete = 1 GROUP BY conversation) c
                 ON h.position = c.last ORDER BY h.position DESC
                 """)
             return rows.map { row in
@@ -65,9 +70,9 @@ extension ClientStore {
     func markShown(in conversation: String, upTo position: Int64?) async throws(StoreWriteError) -> [LocalMessage] {
         do {
             return try await db.write { db in
-                let rows = try Row.fetchAll(db, sql: "SELECT * FROM history WHERE conversation = ? AND unread = 1 AND position <= ?",
+                let rows = try Row.fetchAll(db, sql: "SELECT * FROM history WHERE conversation = ? AND unread = 1 AND complete = 1 AND position <= ?",
                                             arguments: [conversation, position ?? Int64.max])
-                try db.execute(sql: "UPDATE history SET unread = 0 WHERE conversation = ? AND unread = 1 AND position <= ?",
+                try db.execute(sql: "UPDATE history SET unread = 0 WHERE conversation = ? AND unread = 1 AND complete = 1 AND position <= ?",
                                arguments: [conversation, position ?? Int64.max])
                 return rows.map(Self.message)
             }
@@ -92,6 +97,6 @@ extension ClientStore {
         }
         return LocalMessage(id: row["id"], conversation: row["conversation"], from: row["sender"], isOutgoing: outgoing,
                             text: row["text"], imageURL: row["imageURL"], sentAt: row["sentAt"], seq: UInt64(row["seq"] as Int64), position: row["position"],
-                            status: status, unread: row["unread"])
+                            status: status, unread: row["unread"], parts: row["parts"])
     }
 }

@@ -59,10 +59,10 @@ final class ClientStore: Sendable {
                     sender TEXT NOT NULL, outgoing INTEGER NOT NULL, text TEXT NOT NULL, imageURL TEXT,
                     sentAt INTEGER NOT NULL, seq INTEGER NOT NULL DEFAULT 0, unread INTEGER NOT NULL DEFAULT 0,
                     stage TEXT, recipient TEXT, failureCode TEXT, failureReason TEXT,
-                    recipients INTEGER NOT NULL DEFAULT 0, members TEXT NOT NULL DEFAULT '',
+                    recipients INTEGER NOT NULL DEFAULT 0, members TEXT NOT NULL DEFAULT '', complete INTEGER NOT NULL DEFAULT 1, parts INTEGER NOT NULL DEFAULT 1,
                     UNIQUE (sender, id));
                 CREATE INDEX history_by_conversation ON history (conversation, position);
-                CREATE INDEX history_unread ON history (conversation) WHERE unread = 1;
+                CREATE INDEX history_unread ON history (conversation) WHERE unread = 1 AND complete = 1;
                 """)
             // What version 1 kept: received messages (shown already; their group or the
             // recipient of a copy was not kept, so each goes under its sender) and the outbox.

@@ -22,6 +22,13 @@ public struct LocalMessage: Sendable, Equatable {
     public var status: MessageStatus?
     /// A received message the application has not marked shown (`markShown`).
     public var unread: Bool
+    /// How many parts a long message came in; 1 for others.
+    public var parts = 1
+
+    /// The id a read mark names: a long message's last part (the entry at `seq`).
+    var markID: String {
+        parts > 1 ? LongText.PartID(base: id, index: parts, count: parts).description : id
+    }
 }
 
 /// One conversation of the local history (`SIMPClient.conversations()`).
@@ -49,17 +56,23 @@ struct HistoryEntry: Sendable, Equatable {
     var unread: Bool
     /// For the user's own: where it stands when written.
     var stage: MessageStatus.Stage?
+    /// False for a long message of which only some parts came: it takes its place in the
+    /// order when its first part comes, and is shown once whole (`complete`).
+    var complete = true
+    var parts = 1
 
     /// A received message as the history keeps it; nil for what is not a conversation's
-    /// message (notices, group changes, the parts of a long message).
+    /// message (notices, group changes). A part of a long message is its message's incomplete entry.
     static func received(_ message: IncomingMessage, user: String) -> HistoryEntry? {
-        guard message.kind == .message, message.groupChange == nil, message.part == nil else { return nil }
+        guard message.kind == .message, message.groupChange == nil else { return nil }
         let own = message.from == user
         let conversation = message.group.map(GroupName.address) ?? (own ? message.to : message.from)
-        return HistoryEntry(id: message.id, conversation: conversation, from: message.from, outgoing: own,
-                            text: message.text, imageURL: message.imageURL, sentAt: message.sentAt, seq: message.seq,
+        // A part holds its message's place (the first part to come), without text until it is whole.
+        return HistoryEntry(id: message.part?.base ?? message.id, conversation: conversation, from: message.from, outgoing: own,
+                            text: message.part == nil ? message.text : "", imageURL: message.imageURL, sentAt: message.sentAt,
+                            seq: message.seq,
                             // A copy of the user's own, sent from another device: accepted, its delivery still to come.
-                            unread: !own, stage: own ? .accepted : nil)
+                            unread: !own, stage: own ? .accepted : nil, complete: message.part == nil, parts: message.parts)
     }
 
     /// A message this device sends, as `send` writes it (the whole of a long text).

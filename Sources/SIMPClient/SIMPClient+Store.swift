@@ -59,7 +59,7 @@ extension SIMPClient {
         let marks = marked.filter { !$0.isOutgoing && $0.seq > 0 && GroupName.addressed(by: $0.conversation) == nil }.map { message in
             var mark = Simp_ReadMark()
             mark.fromUser = message.from
-            mark.messageID = message.id
+            mark.messageID = message.markID
             mark.seq = message.seq
             return mark
         }

@@ -106,4 +106,30 @@ import Testing
         try await Self.written { store.receive([Self.received("b1", from: "bob", "second", seq: 1)], savedUpTo: 2, done: $0) }
         #expect(try await store.messages(in: "bob", before: nil, limit: 10).count == 3)
     }
+
+    /// A long message takes its place when its first part comes, and is shown once whole.
+    @Test func aLongMessageIsShownWholeInThePlaceOfItsFirstPart() async throws {
+        let directory = Self.directory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try ClientStore(directory: directory, user: "alice")
+        var part = Simp_Message()
+        part.type = .textPart
+        part.messageID = LongText.PartID(base: "L", index: 1, count: 2).description
+        part.fromUser = "bob"
+        part.toUser = "alice"
+        part.content = "ab"
+        part.seq = 1
+        try await Self.written { store.receive([IncomingMessage(part), Self.received("x", from: "bob", "after", seq: 2)], savedUpTo: 2, done: $0) }
+        #expect(try await store.messages(in: "bob", before: nil, limit: 10).map(\.text) == ["after"], "not shown in part")
+        #expect(try await store.conversations().first?.unreadCount == 1)
+
+        var whole = Self.received("L", from: "bob", "abcd", seq: 3)
+        whole.parts = 2
+        let entry = try #require(HistoryEntry.received(whole, user: "alice"))
+        try await Self.written { store.record(.add(entry), done: $0) }
+        let messages = try await store.messages(in: "bob", before: nil, limit: 10)
+        #expect(messages.map(\.text) == ["abcd", "after"])
+        #expect(messages.first?.markID == LongText.PartID(base: "L", index: 2, count: 2).description && messages.first?.seq == 3)
+        #expect(try await store.conversations().first?.unreadCount == 2)
+    }
 }

@@ -130,5 +130,50 @@ import Testing
         for client in [alice, bob, carol] { await client.close() }
         await cluster.stop()
     }
-}
 
+    /// Two devices of one user keep one history: what one sends appears on the other with its
+    /// status, a long message is kept whole, and what one marks shown is no longer unread on the other.
+    @Test func theUsersDevicesKeepInStep() async throws {
+        let cluster = try await TestCluster.start()
+        let phoneDirectory = Self.directory(), laptopDirectory = Self.directory()
+        defer {
+            try? FileManager.default.removeItem(atPath: phoneDirectory)
+            try? FileManager.default.removeItem(atPath: laptopDirectory)
+        }
+        for user in ["alice", "bob"] { try await cluster.register(user) }
+        func device(_ name: String, _ directory: String) async throws -> (SIMPClient, EventLog) {
+            var configuration = cluster.clientConfiguration()
+            configuration.dataDirectory = directory
+            configuration.device = name
+            let client = SIMPClient(configuration: configuration)
+            let log = EventLog(client)
+            try await client.connect(user: "alice", password: "pw-alice")
+            return (client, log)
+        }
+        let (phone, phoneLog) = try await device("phone", phoneDirectory)
+        let (laptop, laptopLog) = try await device("laptop", laptopDirectory)
+        let (bob, bobLog) = try await cluster.connectedDevice("bob", "main")
+
+        let long = String(repeating: "long text. ", count: 300)
+        let fromLaptop = try await laptop.sendTracked(to: "bob", text: long)
+        #expect(await bobLog.wait { $0.messages.count == 1 })
+        #expect(await eventually { fromLaptop.status.stage == .delivered })
+        _ = try await bob.send(to: "alice", text: "got it")
+        for log in [phoneLog, laptopLog] {
+            #expect(await log.wait { $0.messages.contains { $0.text == "got it" } })
+        }
+        let expected = ["alice: \(long) delivered", "bob: got it unread"]
+        for client in [phone, laptop] {
+            let same = await eventually { Self.summary(try await client.messages(in: "bob")) == expected }
+            let seen = Self.summary((try? await client.messages(in: "bob")) ?? []).map { $0.suffix(30) }
+            #expect(same, "\(seen)")
+        }
+        #expect(try await phone.conversations().first?.unreadCount == 1)
+
+        // Shown on the laptop: the phone hears it was read there.
+        #expect(try await laptop.markShown(in: "bob").map(\.text) == ["got it"])
+        #expect(await eventually { try await phone.conversations().first?.unreadCount == 0 })
+        for client in [phone, laptop, bob] { await client.close() }
+        await cluster.stop()
+    }
+}
