@@ -81,7 +81,7 @@ extension ClientStore {
         }
     }
 
-    private static func message(_ row: Row) -> LocalMessage {
+    static func message(_ row: Row) -> LocalMessage {
         let outgoing: Bool = row["outgoing"]
         var status: MessageStatus?
         if outgoing {

@@ -21,6 +21,8 @@ final class ClientStore: Sendable {
         var savedUpTo: UInt64
         var pending: [(id: String, to: String, message: Simp_Message)]
         var accepted: [(id: String, to: String, seq: UInt64)]
+        /// The latest of the user's messages whose fate is still open, as the history recorded them.
+        var statuses: [MessageStatus] = []
     }
 
     /// The user whose file this is: the sender of its own messages in the history.
@@ -112,6 +114,11 @@ final class ClientStore: Sendable {
             }
             saved.accepted.reverse()
             saved.pending.reverse()
+            let open = try Row.fetchAll(db, sql: """
+                SELECT * FROM history WHERE outgoing = 1 AND sender = ? AND stage IN ('sending', 'accepted', 'delivered')
+                ORDER BY position DESC LIMIT 4096
+                """, arguments: [user])
+            saved.statuses = open.reversed().compactMap { Self.message($0).status }
             return saved
         }
     }

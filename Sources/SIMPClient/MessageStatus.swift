@@ -178,6 +178,14 @@ struct StatusBook: Sendable {
 
     func status(of id: String) -> MessageStatus? { statuses[id] }
 
+    /// What the history recorded (oldest first): later events go on from there, never back.
+    mutating func restore(_ recorded: [MessageStatus]) {
+        for status in recorded where statuses[status.id] == nil {
+            remember(status.id)
+            statuses[status.id] = status
+        }
+    }
+
     /// The status `event` changes, after the change; nil when it says nothing new about a
     /// message `user` sent (a received message, a repeated receipt).
     mutating func apply(_ event: ClientEvent, user: String?) -> MessageStatus? {

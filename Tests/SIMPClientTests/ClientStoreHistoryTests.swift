@@ -94,6 +94,7 @@ import Testing
         #expect(bob.map(\.isOutgoing) == [true, false, true])
         #expect(bob.map(\.status?.stage) == [.delivered, nil, .failed])
         #expect(bob[0].status?.seq == 4 && bob[2].status?.failure?.code == .notAContact)
+        #expect(try store.load().statuses.map(\.id) == ["a1"], "a restart goes on from the open fates")
         #expect(try await store.messages(in: "bob", before: bob[2].position, limit: 1).map(\.text) == ["second"])
 
         let conversations = try await store.conversations()

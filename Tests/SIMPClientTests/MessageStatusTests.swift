@@ -58,6 +58,26 @@ import Testing
         #expect(restored.members == allRead?.members)
     }
 
+    /// After a restart a group message's next receipt goes on from what the history recorded.
+    @Test func theEngineGoesOnFromTheRecordedStatuses() {
+        var recorded = MessageStatus(id: "g1", to: "#crew", stage: .accepted)
+        recorded.recipients = 2
+        recorded.seq = 7
+        recorded.members = ["bob": .delivered]
+        var engine = ClientEngineTests.connected()
+        _ = engine.handle(.storeOpened(ClientStore.Saved(device: "phone", savedUpTo: 0, pending: [], accepted: [], statuses: [recorded])),
+                          at: ClientEngineTests.start)
+        var delivered = Simp_Delivered()
+        delivered.messageID = "g1"
+        delivered.toUser = "#crew"
+        delivered.member = "carol"
+        delivered.seq = 7
+        let actions = engine.handle(.control(Simp_Envelope(.delivered(delivered))), at: ClientEngineTests.at(1))
+        let statuses = actions.compactMap { if case .status(let status) = $0 { status } else { nil } }
+        #expect(statuses.map(\.stage) == [.delivered])
+        #expect(statuses.first?.members == ["bob": .delivered, "carol": .delivered] && statuses.first?.seq == 7)
+    }
+
     @Test func theBookForgetsTheOldestBeyondItsCapacity() {
         var book = StatusBook(capacity: 2)
         for index in 0..<5 { _ = book.apply(.accepted(id: "m\(index)", to: "bob", seq: UInt64(index + 1)), user: "alice") }
