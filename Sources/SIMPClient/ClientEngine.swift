@@ -108,8 +108,9 @@ struct ClientEngine {
         case saveReceived(ReceivedSaves.Batch)
         /// Read back the parts of `message`'s long message before `part` from the history with `peer`.
         case recoverParts(before: LongText.PartID, of: IncomingMessage, peer: String)
-        /// A message the user sent stands here now: tell its watchers, and record it with a store.
-        case status(MessageStatus)
+        /// A message the user sent stands here now: tell its watchers, and with `record` write it
+        /// to the history (else the outbox write of the same receipt carries it).
+        case status(MessageStatus, record: Bool)
         /// Change the local history (only with a store).
         case history(HistoryChange)
     }
@@ -155,6 +156,8 @@ struct ClientEngine {
 
         var change: Change
         var cause: Cause
+        /// The status the receipt gave the message, recorded in the same transaction.
+        var status: MessageStatus?
 
         var id: String {
             switch change {
@@ -287,7 +290,9 @@ struct ClientEngine {
     mutating func emit(_ event: ClientEvent) {
         guard let shown = longSends.fold(event) else { return }
         actions.append(.emit(shown))
-        if let status = statuses.apply(shown, user: credentials?.user) { actions.append(.status(status)) }
+        if let status = statuses.apply(shown, user: credentials?.user) {
+            actions.append(.status(status, record: !recordWithOutboxWrite(status)))
+        }
         if hasStore, case .read(let id, let from, let by) = shown, by == credentials?.user {
             actions.append(.history(.readElsewhere(id: id, from: from)))
         }
@@ -318,6 +323,18 @@ struct ClientEngine {
     mutating func outboxWritten(_ write: OutboxWrite, _ result: Result<Void, StoreWriteError>) {
         guard case .failure(let error) = result else { return }
         emit(.error("cannot \(write.what) in \(error.path): \(error.reason); \(write.consequence)"))
+    }
+
+    /// Puts a status in the outbox write its receipt made just before (one transaction for
+    /// both, not two); false when there is none.
+    private mutating func recordWithOutboxWrite(_ status: MessageStatus) -> Bool {
+        for index in actions.indices.reversed().prefix(2) {
+            guard case .writeOutbox(var write) = actions[index], write.id == status.id, write.status == nil else { continue }
+            write.status = status
+            actions[index] = .writeOutbox(write)
+            return true
+        }
+        return false
     }
 
     mutating func historyWritten(_ result: Result<Void, StoreWriteError>) {

@@ -22,14 +22,16 @@ extension ClientStore {
     /// Records where a message the user sent stands (the user's own, from any of its devices).
     func setStatus(_ status: MessageStatus, done: @escaping @Sendable (Result<Void, StoreWriteError>) -> Void) {
         let user = user
-        enqueue(done) { db in
-            try db.execute(sql: """
-                UPDATE history SET stage = ?, seq = CASE WHEN ? > 0 THEN ? ELSE seq END, failureCode = ?, failureReason = ?,
-                    recipients = ?, members = ?
-                WHERE sender = ? AND id = ?
-                """, arguments: [status.stage.name, Int64(status.seq), Int64(status.seq), status.failure?.code.rawValue,
-                                 status.failure?.reason, status.recipients, status.storedMembers, user, status.id])
-        }
+        enqueue(done) { db in try Self.update(status, user: user, db) }
+    }
+
+    static func update(_ status: MessageStatus, user: String, _ db: Database) throws {
+        try db.execute(sql: """
+            UPDATE history SET stage = ?, seq = CASE WHEN ? > 0 THEN ? ELSE seq END, failureCode = ?, failureReason = ?,
+                recipients = ?, members = ?
+            WHERE sender = ? AND id = ?
+            """, arguments: [status.stage.name, Int64(status.seq), Int64(status.seq), status.failure?.code.rawValue,
+                             status.failure?.reason, status.recipients, status.storedMembers, user, status.id])
     }
 
     func record(_ change: ClientEngine.HistoryChange, done: @escaping @Sendable (Result<Void, StoreWriteError>) -> Void) {

@@ -147,12 +147,21 @@ final class ClientStore: Sendable {
         }
     }
 
-    func markAccepted(id: String, seq: UInt64, done: @escaping @Sendable (Result<Void, StoreWriteError>) -> Void) {
-        enqueue(done) { db in try db.execute(sql: "UPDATE outbox SET seq = ? WHERE id = ?", arguments: [Int64(seq), id]) }
+    /// With `status`, the history records it in the same transaction.
+    func markAccepted(id: String, seq: UInt64, status: MessageStatus? = nil, done: @escaping @Sendable (Result<Void, StoreWriteError>) -> Void) {
+        let user = user
+        enqueue(done) { db in
+            try db.execute(sql: "UPDATE outbox SET seq = ? WHERE id = ?", arguments: [Int64(seq), id])
+            if let status { try Self.update(status, user: user, db) }
+        }
     }
 
-    func remove(id: String, done: @escaping @Sendable (Result<Void, StoreWriteError>) -> Void) {
-        enqueue(done) { db in try db.execute(sql: "DELETE FROM outbox WHERE id = ?", arguments: [id]) }
+    func remove(id: String, status: MessageStatus? = nil, done: @escaping @Sendable (Result<Void, StoreWriteError>) -> Void) {
+        let user = user
+        enqueue(done) { db in
+            try db.execute(sql: "DELETE FROM outbox WHERE id = ?", arguments: [id])
+            if let status { try Self.update(status, user: user, db) }
+        }
     }
 
     /// Records received messages and the new saved mark in one transaction, then calls `done` (on

@@ -92,9 +92,9 @@ extension SIMPClient {
 
     // MARK: the driver's part (on the loop)
 
-    func statusChanged(_ status: MessageStatus) {
+    func statusChanged(_ status: MessageStatus, record: Bool) {
         statusWatchers.publish(status)
-        store?.setStatus(status, done: historyWritten)
+        if record { store?.setStatus(status, done: historyWritten) }
     }
 
     /// The answer of a write to the local history, back to the engine on the loop.
@@ -144,8 +144,8 @@ extension SIMPClient {
             loop.execute { [self] in handle(.outboxWritten(write, result)) }
         }
         switch write.change {
-        case .remove(let id): store?.remove(id: id, done: done)
-        case .markAccepted(let id, let seq): store?.markAccepted(id: id, seq: seq, done: done)
+        case .remove(let id): store?.remove(id: id, status: write.status, done: done)
+        case .markAccepted(let id, let seq): store?.markAccepted(id: id, seq: seq, status: write.status, done: done)
         }
     }
 

@@ -300,7 +300,7 @@ public final class SIMPClient: @unchecked Sendable {
                 let found = await earlierParts(before: part, of: message, with: peer)
                 loop.execute { [self, found] in handle(.partsRecovered(found)) }
             }
-        case .status(let status): statusChanged(status)
+        case .status(let status, let record): statusChanged(status, record: record)
         case .history(let change): store?.record(change, done: historyWritten)
         }
     }

@@ -58,6 +58,22 @@ import Testing
         #expect(restored.members == allRead?.members)
     }
 
+    /// With a store, the status a receipt gives rides in that receipt's outbox write: one transaction.
+    @Test func withAStoreTheStatusGoesInTheOutboxWriteOfItsReceipt() {
+        var engine = ClientEngineTests.connected()
+        _ = engine.handle(.storeOpened(ClientStore.Saved(device: "phone", savedUpTo: 0, pending: [], accepted: [])), at: ClientEngineTests.start)
+        _ = engine.handle(.send([ClientEngineTests.outgoing("m1")]), at: ClientEngineTests.start)
+        var accepted = Simp_Accepted()
+        accepted.messageID = "m1"
+        accepted.toUser = "bob"
+        accepted.seq = 5
+        let actions = engine.handle(.control(Simp_Envelope(.accepted(accepted))), at: ClientEngineTests.at(1))
+        let writes = actions.compactMap { if case .writeOutbox(let write) = $0 { write } else { nil } }
+        #expect(writes.map(\.status?.stage) == [.accepted])
+        #expect(actions.contains { if case .status(let status, record: false) = $0 { status.stage == .accepted } else { false } },
+                "the watchers hear it; the history gets it with the outbox")
+    }
+
     /// After a restart a group message's next receipt goes on from what the history recorded.
     @Test func theEngineGoesOnFromTheRecordedStatuses() {
         var recorded = MessageStatus(id: "g1", to: "#crew", stage: .accepted)
@@ -73,7 +89,7 @@ import Testing
         delivered.member = "carol"
         delivered.seq = 7
         let actions = engine.handle(.control(Simp_Envelope(.delivered(delivered))), at: ClientEngineTests.at(1))
-        let statuses = actions.compactMap { if case .status(let status) = $0 { status } else { nil } }
+        let statuses = actions.compactMap { if case .status(let status, _) = $0 { status } else { nil } }
         #expect(statuses.map(\.stage) == [.delivered])
         #expect(statuses.first?.members == ["bob": .delivered, "carol": .delivered] && statuses.first?.seq == 7)
     }
@@ -117,8 +133,8 @@ import Testing
         accepted.toUser = "bob"
         accepted.seq = 5
         let actions = engine.handle(.control(Simp_Envelope(.accepted(accepted))), at: ClientEngineTests.at(1))
-        let statuses = actions.compactMap { if case .status(let status) = $0 { status } else { nil } }
-        #expect(statuses.map(\.stage) == [.accepted])
+        let statuses = actions.compactMap { if case .status(let status, let record) = $0, record { status } else { nil } }
+        #expect(statuses.map(\.stage) == [.accepted], "without a store, no outbox write carries it")
         #expect(statuses.first?.seq == 5 && statuses.first?.to == "bob")
     }
 
