@@ -113,8 +113,10 @@ extension SIMPClient {
     /// Opens the data directory's store on the first connect, and tells the engine what it holds.
     func openStore(user: String) async throws {
         guard let directory = configuration.dataDirectory else { return }
-        let alreadyOpen = (try? await loop.submit { [self] in store != nil }.get()) ?? true
-        guard !alreadyOpen else { return }
+        if let openFor = try await loop.submit({ [self] in store?.user }).get() {
+            guard openFor == user else { throw ClientError("the data directory is open for \(openFor), not \(user): one client is one user") }
+            return
+        }
         do {
             let opened = try ClientStore(directory: directory, user: user)
             let saved = try opened.load()

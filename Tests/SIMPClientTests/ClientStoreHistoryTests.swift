@@ -133,4 +133,21 @@ import Testing
         #expect(messages.first?.markID == LongText.PartID(base: "L", index: 2, count: 2).description && messages.first?.seq == 3)
         #expect(try await store.conversations().first?.unreadCount == 2)
     }
+
+    /// The history opens without a server, for one user per client; before it is open, reading it says so.
+    @Test func theHistoryOpensOfflineForOneUser() async throws {
+        let directory = Self.directory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var configuration = ClientConfiguration(host: "127.0.0.1", port: 1)
+        configuration.dataDirectory = directory
+        let client = SIMPClient(configuration: configuration)
+        await #expect(throws: ClientError.self) { try await client.conversations() }
+        try await client.openHistory(user: "alice")
+        #expect(try await client.conversations().isEmpty)
+        #expect(try await client.messages(in: "bob").isEmpty)
+        try await client.openHistory(user: "alice")
+        await #expect(throws: ClientError.self) { try await client.openHistory(user: "bob") }
+        await client.close()
+        await #expect(throws: ClientError.self) { try await SIMPClient(configuration: ClientConfiguration()).openHistory(user: "alice") }
+    }
 }
