@@ -202,8 +202,8 @@ public final class SIMPClient: @unchecked Sendable {
     /// Disconnects and ends the events stream.
     public func close() async {
         await disconnect()
-        // On the loop, so no event emitted there falls between the last batch and the end.
         statusWatchers.finishAll()
+        // On the loop, so no event emitted there falls between the last batch and the end.
         try? await loop.submit { [self] in
             flushEvents()
             eventSink.finish()
