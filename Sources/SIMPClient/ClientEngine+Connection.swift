@@ -19,6 +19,7 @@ extension ClientEngine {
         sequencer = InboundSequencer(deliveredUpTo: saved.savedUpTo)
         saves = ReceivedSaves(savedUpTo: saved.savedUpTo)
         sending.restore(saved, now: now.deadline)
+        statuses.restore(saved.statuses)
     }
 
     /// `connect`: the servers in turn, starting with the one that last worked.

@@ -8,6 +8,8 @@ extension ClientEngine {
     struct Made: Sendable {
         var id: String
         var items: [Outgoing]
+        /// The message as the local history keeps it: the whole text of a long one, under its id.
+        var whole: Outgoing
     }
 
     /// A text, whole when it fits one part, else in parts; over `limit` bytes, refused.
@@ -25,14 +27,18 @@ extension ClientEngine {
             let id = LongText.PartID(base: base, index: index + 1, count: parts.count)
             items.append(try outgoing(plain(part, type: .textPart), to: user, id: id.description, at: millis))
         }
-        return Made(id: base, items: items)
+        var whole = plain(text)
+        whole.messageID = base
+        whole.time = millis
+        whole.toUser = user
+        return Made(id: base, items: items, whole: Outgoing(to: user, message: whole))
     }
 
     /// One message with a new id.
     static func message(_ given: Simp_Message, to user: String, at millis: Int64,
                         random: () -> UInt64) throws(ClientError) -> Made {
         let item = try outgoing(given, to: user, id: String(messageID(random)), at: millis)
-        return Made(id: item.message.messageID, items: [item])
+        return Made(id: item.message.messageID, items: [item], whole: item)
     }
 
     static func plain(_ text: String, type: Simp_Message.MessageType = .text) -> Simp_Message {

@@ -158,6 +158,10 @@ extension ClientEngine {
         if let part = given.part {
             guard let whole = takePart(given, as: part, now: now) else { return }
             message = whole
+            // Its parts are on disk; the history keeps the whole.
+            if hasStore, let user = credentials?.user, let entry = HistoryEntry.received(whole, user: user) {
+                actions.append(.history(.add(entry)))
+            }
         }
         if let change = message.groupChange, let group = message.group {
             emit(.groupChanged(group: group, change: change, seq: message.groupSeq))

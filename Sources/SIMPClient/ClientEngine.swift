@@ -67,6 +67,8 @@ struct ClientEngine {
         case outboxWritten(OutboxWrite, Result<Void, StoreWriteError>)
         /// The earlier parts of a long message read back from the history (`Action.recoverParts`).
         case partsRecovered([IncomingMessage])
+        /// A change to the local history (`Action.status`, `Action.history`) was written, or not.
+        case historyWritten(Result<Void, StoreWriteError>)
     }
 
     /// What the driver is to do, in the order given.
@@ -106,6 +108,19 @@ struct ClientEngine {
         case saveReceived(ReceivedSaves.Batch)
         /// Read back the parts of `message`'s long message before `part` from the history with `peer`.
         case recoverParts(before: LongText.PartID, of: IncomingMessage, peer: String)
+        /// A message the user sent stands here now: tell its watchers, and with `record` write it
+        /// to the history (else the outbox write of the same receipt carries it).
+        case status(MessageStatus, record: Bool)
+        /// Change the local history (only with a store).
+        case history(HistoryChange)
+    }
+
+    /// A change to the local history besides what the store writes with received messages.
+    enum HistoryChange: Sendable, Equatable {
+        /// A whole long message, once its parts came together.
+        case add(HistoryEntry)
+        /// The user read `from`'s message `id` on another device: it is no longer unread here.
+        case readElsewhere(id: String, from: String)
     }
 
     /// Work left to the end of a loop turn, once however often it is asked for in the turn.
@@ -141,6 +156,8 @@ struct ClientEngine {
 
         var change: Change
         var cause: Cause
+        /// The status the receipt gave the message, recorded in the same transaction.
+        var status: MessageStatus?
 
         var id: String {
             switch change {
@@ -207,6 +224,8 @@ struct ClientEngine {
     var turnEnds: Set<TurnEnd> = []
     /// Turns the events of the parts of long messages sent into the messages' events.
     var longSends = LongSends()
+    /// Each sent message's status, from the events about it.
+    var statuses = StatusBook()
 
     // Receiving.
     /// Received messages put in seq order: what may be handed over, what is missing.
@@ -259,6 +278,7 @@ struct ClientEngine {
         case .saved(let result): saved(result, now: now)
         case .outboxWritten(let write, let result): outboxWritten(write, result)
         case .partsRecovered(let found): partsRecovered(found, now: now)
+        case .historyWritten(let result): historyWritten(result)
         }
         defer { actions.removeAll(keepingCapacity: true) }
         return actions
@@ -270,6 +290,12 @@ struct ClientEngine {
     mutating func emit(_ event: ClientEvent) {
         guard let shown = longSends.fold(event) else { return }
         actions.append(.emit(shown))
+        if let status = statuses.apply(shown, user: credentials?.user) {
+            actions.append(.status(status, record: !recordWithOutboxWrite(status)))
+        }
+        if hasStore, case .read(let id, let from, let by) = shown, by == credentials?.user {
+            actions.append(.history(.readElsewhere(id: id, from: from)))
+        }
     }
 
     /// `end` at the end of this loop turn, once.
@@ -297,6 +323,23 @@ struct ClientEngine {
     mutating func outboxWritten(_ write: OutboxWrite, _ result: Result<Void, StoreWriteError>) {
         guard case .failure(let error) = result else { return }
         emit(.error("cannot \(write.what) in \(error.path): \(error.reason); \(write.consequence)"))
+    }
+
+    /// Puts a status in the outbox write its receipt made just before (one transaction for
+    /// both, not two); false when there is none.
+    private mutating func recordWithOutboxWrite(_ status: MessageStatus) -> Bool {
+        for index in actions.indices.reversed().prefix(2) {
+            guard case .writeOutbox(var write) = actions[index], write.id == status.id, write.status == nil else { continue }
+            write.status = status
+            actions[index] = .writeOutbox(write)
+            return true
+        }
+        return false
+    }
+
+    mutating func historyWritten(_ result: Result<Void, StoreWriteError>) {
+        guard case .failure(let error) = result else { return }
+        emit(.error("cannot update the local history in \(error.path): \(error.reason)"))
     }
 
     mutating func writeOutbox(_ change: OutboxWrite.Change, for cause: OutboxWrite.Cause) {

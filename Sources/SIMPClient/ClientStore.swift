@@ -12,7 +12,7 @@ import SIMPCore
 /// reports only what is on disk (a full disk must not cost a message the server was told
 /// was kept).
 final class ClientStore: Sendable {
-    private let db: DatabaseQueue
+    let db: DatabaseQueue
     let path: String
 
     struct Saved: Sendable {
@@ -21,13 +21,26 @@ final class ClientStore: Sendable {
         var savedUpTo: UInt64
         var pending: [(id: String, to: String, message: Simp_Message)]
         var accepted: [(id: String, to: String, seq: UInt64)]
+        /// The latest of the user's messages whose fate is still open, as the history recorded them.
+        var statuses: [MessageStatus] = []
     }
+
+    /// The user whose file this is: the sender of its own messages in the history.
+    let user: String
 
     init(directory: String, user: String) throws {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         path = (directory as NSString).appendingPathComponent("\(user).sqlite")
+        self.user = user
         db = try DatabaseQueue(path: path)
-        try db.write { db in
+        try Self.migrator(user: user).migrate(db)
+    }
+
+    /// The schema's versions, in order. The first is the schema before migrations existed
+    /// (`IF NOT EXISTS`: a data directory made then opens and is brought up to date).
+    static func migrator(user: String) -> DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1-outbox-received") { db in
             try db.execute(sql: """
                 CREATE TABLE IF NOT EXISTS outbox (
                     id TEXT PRIMARY KEY, recipient TEXT NOT NULL, payload BLOB NOT NULL,
@@ -41,6 +54,37 @@ final class ClientStore: Sendable {
             try db.execute(sql: "INSERT OR IGNORE INTO meta (key, value) VALUES ('device', ?)",
                            arguments: [Int64(UInt32.random(in: 1...UInt32.max))])
         }
+        migrator.registerMigration("v2-history") { db in
+            try db.execute(sql: """
+                CREATE TABLE history (
+                    position INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL, conversation TEXT NOT NULL,
+                    sender TEXT NOT NULL, outgoing INTEGER NOT NULL, text TEXT NOT NULL, imageURL TEXT,
+                    sentAt INTEGER NOT NULL, seq INTEGER NOT NULL DEFAULT 0, unread INTEGER NOT NULL DEFAULT 0,
+                    stage TEXT, recipient TEXT, failureCode TEXT, failureReason TEXT,
+                    recipients INTEGER NOT NULL DEFAULT 0, members TEXT NOT NULL DEFAULT '', complete INTEGER NOT NULL DEFAULT 1, parts INTEGER NOT NULL DEFAULT 1,
+                    UNIQUE (sender, id));
+                CREATE INDEX history_by_conversation ON history (conversation, position);
+                CREATE INDEX history_unread ON history (conversation) WHERE unread = 1 AND complete = 1;
+                """)
+            // What version 1 kept: received messages (shown already; their group or the
+            // recipient of a copy was not kept, so each goes under its sender) and the outbox.
+            try db.execute(sql: """
+                INSERT OR IGNORE INTO history (id, conversation, sender, outgoing, text, imageURL, sentAt, seq)
+                SELECT id, sender, sender, sender = ?, text, imageURL, sentAt, seq FROM received ORDER BY seq
+                """, arguments: [user])
+            for row in try Row.fetchAll(db, sql: "SELECT payload, seq FROM outbox ORDER BY position") {
+                guard let message = try? Simp_Message(serializedBytes: [UInt8](row["payload"] as Data)),
+                      message.type != .textPart else { continue }
+                let seq: Int64 = row["seq"]
+                try db.execute(sql: """
+                    INSERT OR IGNORE INTO history (id, conversation, sender, outgoing, text, imageURL, sentAt, seq, stage, recipient)
+                    VALUES (?, ?, ?, 1, ?, ?, ?, ?, ?, ?)
+                    """, arguments: [message.messageID, message.toUser, user, message.content,
+                                     message.imageURL.isEmpty ? nil : message.imageURL, message.time, seq,
+                                     (seq > 0 ? MessageStatus.Stage.accepted : .sending).name, message.toUser])
+            }
+        }
+        return migrator
     }
 
     /// `d-` and 8 hex digits: a valid `DeviceName`.
@@ -70,6 +114,11 @@ final class ClientStore: Sendable {
             }
             saved.accepted.reverse()
             saved.pending.reverse()
+            let open = try Row.fetchAll(db, sql: """
+                SELECT * FROM history WHERE outgoing = 1 AND sender = ? AND stage IN ('sending', 'accepted', 'delivered')
+                ORDER BY position DESC LIMIT 4096
+                """, arguments: [user])
+            saved.statuses = open.reversed().compactMap { Self.message($0).status }
             return saved
         }
     }
@@ -79,8 +128,9 @@ final class ClientStore: Sendable {
         try await add([(id, to, message)])
     }
 
-    /// Several messages in one transaction (the parts of a long message): all or none.
-    func add(_ items: [(id: String, to: String, message: Simp_Message)]) async throws(StoreWriteError) {
+    /// Several messages in one transaction (the parts of a long message): all or none; with
+    /// `shown`, the message as the history keeps it, in the same transaction.
+    func add(_ items: [(id: String, to: String, message: Simp_Message)], shown: HistoryEntry? = nil) async throws(StoreWriteError) {
         do {
             let rows = try items.map { item in (item.id, item.to, Data(try item.message.serializedBytes() as [UInt8])) }
             try await db.write { db in
@@ -90,33 +140,46 @@ final class ClientStore: Sendable {
                                    arguments: [id, to, payload, position])
                     position += 1
                 }
+                if let shown { try Self.insert(shown, recipient: shown.conversation, db) }
             }
         } catch {
             throw StoreWriteError(path: path, error)
         }
     }
 
-    func markAccepted(id: String, seq: UInt64, done: @escaping @Sendable (Result<Void, StoreWriteError>) -> Void) {
-        enqueue(done) { db in try db.execute(sql: "UPDATE outbox SET seq = ? WHERE id = ?", arguments: [Int64(seq), id]) }
+    /// With `status`, the history records it in the same transaction.
+    func markAccepted(id: String, seq: UInt64, status: MessageStatus? = nil, done: @escaping @Sendable (Result<Void, StoreWriteError>) -> Void) {
+        let user = user
+        enqueue(done) { db in
+            try db.execute(sql: "UPDATE outbox SET seq = ? WHERE id = ?", arguments: [Int64(seq), id])
+            if let status { try Self.update(status, user: user, db) }
+        }
     }
 
-    func remove(id: String, done: @escaping @Sendable (Result<Void, StoreWriteError>) -> Void) {
-        enqueue(done) { db in try db.execute(sql: "DELETE FROM outbox WHERE id = ?", arguments: [id]) }
+    func remove(id: String, status: MessageStatus? = nil, done: @escaping @Sendable (Result<Void, StoreWriteError>) -> Void) {
+        let user = user
+        enqueue(done) { db in
+            try db.execute(sql: "DELETE FROM outbox WHERE id = ?", arguments: [id])
+            if let status { try Self.update(status, user: user, db) }
+        }
     }
 
     /// Records received messages and the new saved mark in one transaction, then calls `done` (on
     /// GRDB's queue) with whether they are on disk: only then may they be shown and confirmed.
     func receive(_ messages: [IncomingMessage], savedUpTo: UInt64, done: @escaping @Sendable (Result<Void, StoreWriteError>) -> Void) {
+        let user = user
+        let entries = messages.compactMap { HistoryEntry.received($0, user: user) }
         enqueue(done) { db in
             for m in messages {
                 try db.execute(sql: "INSERT OR IGNORE INTO received (seq, id, sender, text, imageURL, sentAt) VALUES (?, ?, ?, ?, ?, ?)",
                                arguments: [Int64(m.seq), m.id, m.from, m.text, m.imageURL, m.sentAt])
             }
+            for entry in entries { try Self.insert(entry, recipient: nil, db) }
             try db.execute(sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('lastDelivered', ?)", arguments: [Int64(savedUpTo)])
         }
     }
 
-    private func enqueue(_ done: @escaping @Sendable (Result<Void, StoreWriteError>) -> Void,
+    func enqueue(_ done: @escaping @Sendable (Result<Void, StoreWriteError>) -> Void,
                          _ work: @escaping @Sendable (Database) throws -> Void) {
         let path = path
         db.asyncWrite({ db in try work(db) }, completion: { _, result in

@@ -52,6 +52,9 @@ public struct ClientConfiguration: Sendable {
     /// What the disk does not take (it is full) is neither sent nor confirmed: `send` throws,
     /// and a received message is shown and confirmed only once written (an `.error` event
     /// says it could not be; the server sends it again). Sending needs `connect` first.
+    /// It also keeps the local history the application reads, offline too (`openHistory`,
+    /// `messages(in:before:limit:)`, `conversations()`, `markShown`): received messages and
+    /// the user's own with their status (`MessageStatus`). Its schema is migrated on open.
     public var dataDirectory: String?
     /// TLS on the control channel; nil talks plain TCP (a server for local development).
     public var tls: ClientTLS?
@@ -322,6 +325,7 @@ public enum ClientEvent: Sendable, Equatable {
     case read(id: String, from: String, by: String)
     /// It will not be delivered; the reason says why, and `code` is the server's error code
     /// when the server refused it (nil when the client gave up: disconnected, withdrawn).
+    /// `MessageStatus.failure` (`SIMPClient.sendTracked`) says the same with the library's `ErrorCode`.
     case failed(id: String, to: String, reason: String, code: Simp_ErrorCode? = nil)
     case message(IncomingMessage)
     /// A message handed over early (`seq` 0) was not stored and will not come again; its

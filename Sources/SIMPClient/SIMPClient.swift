@@ -39,7 +39,7 @@ public final class SIMPClient: @unchecked Sendable {
     /// Built once: loading trust roots is slow. A bad CA file fails every connection attempt.
     let tlsContext: Result<NIOSSLContext, ClientError>?
     /// The client's one source of randomness, handed to the engine and to `send`.
-    private let random: @Sendable () -> UInt64
+    let random: @Sendable () -> UInt64
 
     // Confined to `loop`.
     private var engine: ClientEngine
@@ -57,11 +57,13 @@ public final class SIMPClient: @unchecked Sendable {
     private var tick: Scheduled<Void>?
     /// Why the control connection is about to close (a TLS failure, say), for the requests it takes down.
     private var controlError: String?
-    private var store: ClientStore?
+    var store: ClientStore?
+    /// The statuses of sent messages, for their handles (`MessageHandle`).
+    let statusWatchers = StatusWatchers()
     /// The server a session is open on, readable from any thread.
     private let connectedBox = Locked<ServerAddress?>(nil)
     /// The longest text the server takes (its `--max-message-bytes`, told at connect).
-    private let textLimit = Locked(LongText.defaultMaxBytes)
+    let textLimit = Locked(LongText.defaultMaxBytes)
 
     /// `eventLoopGroup` is not owned: the client never shuts it down. With `eventHandler`, every
     /// event is handed to it on the client's event loop, in order, and `events` stays empty:
@@ -209,6 +211,7 @@ public final class SIMPClient: @unchecked Sendable {
     /// Disconnects and ends the events stream.
     public func close() async {
         await disconnect()
+        statusWatchers.finishAll()
         // On the loop, so no event emitted there falls between the last batch and the end.
         try? await loop.submit { [self] in
             flushEvents()
@@ -232,30 +235,13 @@ public final class SIMPClient: @unchecked Sendable {
         }
     }
 
-    /// Opens the data directory's store on the first connect, and tells the engine what it holds.
-    private func openStore(user: String) async throws {
-        guard let directory = configuration.dataDirectory else { return }
-        let alreadyOpen = (try? await loop.submit { [self] in store != nil }.get()) ?? true
-        guard !alreadyOpen else { return }
-        do {
-            let opened = try ClientStore(directory: directory, user: user)
-            let saved = try opened.load()
-            try await loop.submit { [self] in
-                store = opened
-                handle(.storeOpened(saved))
-            }.get()
-        } catch {
-            throw ClientError("cannot open the data directory \(directory): \(error)")
-        }
-    }
-
     // MARK: sending
 
     /// With a data directory the message is on disk before it is sent: a send that is not on
     /// disk fails, rather than be lost with the process. All parts of a long message go in one
     /// write: a crash never leaves some of them to be sent without the others.
-    private nonisolated(nonsending) func queue(_ made: ClientEngine.Made) async throws(ClientError) -> String {
-        if configuration.dataDirectory != nil { try await persist(made.items) }
+    nonisolated(nonsending) func queue(_ made: ClientEngine.Made) async throws(ClientError) -> String {
+        if configuration.dataDirectory != nil { try await persist(made) }
         queue(made.items)
         return made.id
     }
@@ -267,21 +253,10 @@ public final class SIMPClient: @unchecked Sendable {
         handle(.send(items))
     }
 
-    private func persist(_ items: [Outgoing]) async throws(ClientError) {
-        guard let store = try? await loop.submit({ [self] in self.store }).get() else {
-            throw ClientError("not connected: the data directory's outbox is opened by connect", code: .notConnected)
-        }
-        do {
-            try await store.add(items.map { ($0.message.messageID, $0.to, $0.message) })
-        } catch {
-            throw ClientError("message not sent: cannot write it to the outbox \(error.path): \(error.reason)")
-        }
-    }
-
     // MARK: the engine
 
     /// The time of an event, read once for it: this driver's one clock.
-    private static func moment() -> Moment {
+    static func moment() -> Moment {
         Moment(deadline: .now(), millis: Int64(Date().timeIntervalSince1970 * 1000))
     }
 
@@ -334,22 +309,9 @@ public final class SIMPClient: @unchecked Sendable {
                 let found = await earlierParts(before: part, of: message, with: peer)
                 loop.execute { [self, found] in handle(.partsRecovered(found)) }
             }
+        case .status(let status, let record): statusChanged(status, record: record)
+        case .history(let change): store?.record(change, done: historyWritten)
         }
-    }
-
-    private func writeOutbox(_ write: ClientEngine.OutboxWrite) {
-        let done: @Sendable (Result<Void, StoreWriteError>) -> Void = { [self] result in
-            loop.execute { [self] in handle(.outboxWritten(write, result)) }
-        }
-        switch write.change {
-        case .remove(let id): store?.remove(id: id, done: done)
-        case .markAccepted(let id, let seq): store?.markAccepted(id: id, seq: seq, done: done)
-        }
-    }
-
-    private func watchHeartbeat(_ interval: TimeAmount) {
-        guard let control, let framing = try? control.pipeline.syncOperations.handler(type: EnvelopeFrameHandler.self) else { return }
-        framing.watchHeartbeat(on: HeartbeatWheels.shared.wheel(on: control.eventLoop, heartbeat: Heartbeat(interval: interval)))
     }
 
     private func deliver(_ event: ClientEvent) {

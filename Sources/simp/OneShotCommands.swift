@@ -65,18 +65,18 @@ struct Send: AsyncParsableCommand {
         let output = Output(json: json)
         let text = try file.map { try Self.read($0, output) } ?? words.joined(separator: " ")
         let client = try await openSession(connection, output)
-        let id: String
+        let handle: MessageHandle
         do {
-            id = try await client.send(to: to, text: text)
+            handle = try await client.sendTracked(to: to, text: text)
         } catch {
             await client.close()
             output.problem(error.message)
             throw ExitCode(ExitStatus.refused)
         }
         let untilAccepted = accepted || (to.hasPrefix("#") && !allDelivered)
-        let fate = await Fate.awaited(id: id, in: client.events, timeout: timeout, untilAccepted: untilAccepted)
+        let fate = await Fate.awaited(handle, timeout: timeout, untilAccepted: untilAccepted)
         await client.close()
-        let status = report(fate, id: id, output)
+        let status = report(fate, id: handle.id, output)
         if status != 0 { throw ExitCode(status) }
     }
 
@@ -105,14 +105,14 @@ struct Send: AsyncParsableCommand {
 enum Fate {
     case accepted(seq: UInt64)
     case delivered(seq: UInt64)
-    /// `code`: the server's, when it refused.
-    case failed(reason: String, code: Simp_ErrorCode?)
+    /// `code`: the server's when it refused, else the client's own.
+    case failed(reason: String, code: ErrorCode)
     case timedOut(accepted: Bool)
 
-    /// Watches the events for `id` until its fate is known or `timeout` seconds have passed.
-    static func awaited(id: String, in events: AsyncStream<ClientEvent>, timeout: Double, untilAccepted: Bool) async -> Fate {
+    /// Watches the message's status until its fate is known or `timeout` seconds have passed.
+    static func awaited(_ handle: MessageHandle, timeout: Double, untilAccepted: Bool) async -> Fate {
         await withTaskGroup(of: Fate?.self) { group in
-            group.addTask { await watch(id: id, in: events, untilAccepted: untilAccepted) }
+            group.addTask { await watch(handle, untilAccepted: untilAccepted) }
             group.addTask {
                 try? await Task.sleep(for: .seconds(timeout))
                 return nil
@@ -127,34 +127,20 @@ enum Fate {
         }
     }
 
-    /// Returns the message's fate; when cancelled (the events stream ends), what is known so far.
-    private static func watch(id: String, in events: AsyncStream<ClientEvent>, untilAccepted: Bool) async -> Fate {
-        var accepted = false
-        // A group message: delivered once every member it went to has confirmed it.
-        var members = Set<String>()
-        var recipients: (count: Int, seq: UInt64)?
-        for await event in events {
-            switch event {
-            case .accepted(id, _, let seq):
-                if untilAccepted { return .accepted(seq: seq) }
-                accepted = true
-            case .groupAccepted(id, _, let seq, let count):
-                if untilAccepted { return .accepted(seq: seq) }
-                accepted = true
-                recipients = (count, seq)
-                if members.count >= count { return .delivered(seq: seq) }
-            case .memberDelivered(id, _, let member, _):
-                members.insert(member)
-                if let recipients, members.count >= recipients.count { return .delivered(seq: recipients.seq) }
-            case .delivered(id, _, let seq):
-                return .delivered(seq: seq)
-            case .failed(id, _, let reason, let code):
-                return .failed(reason: reason, code: code)
-            default:
-                continue
+    /// Returns the message's fate (a group's is delivered once every member it went to has
+    /// confirmed it: the library combines them); when cancelled, what is known so far.
+    private static func watch(_ handle: MessageHandle, untilAccepted: Bool) async -> Fate {
+        for await status in handle.updates() {
+            switch status.stage {
+            case .sending: continue
+            case .failed: return .failed(reason: status.failure?.reason ?? "failed", code: status.failure?.code ?? .unspecified)
+            case _ where untilAccepted: return .accepted(seq: status.seq)
+            case .accepted: continue
+            case .delivered, .read: return .delivered(seq: status.seq)
             }
         }
-        return .timedOut(accepted: accepted)
+        let stage = handle.status.stage
+        return .timedOut(accepted: stage >= .accepted && stage != .failed)
     }
 }
 

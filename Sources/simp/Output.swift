@@ -152,7 +152,7 @@ final class Output: @unchecked Sendable {
             object.merge(["event": "delivered", "seq": Int(seq)]) { $1 }
         case .failed(let reason, let code):
             object.merge(["event": "failed", "reason": reason]) { $1 }
-            if let code { object["code"] = code.protocolName }
+            if let name = code.protocolName { object["code"] = name }
         case .timedOut(let accepted):
             object.merge(["event": "timeout", "accepted": accepted]) { $1 }
         }

@@ -1,0 +1,187 @@
+import Foundation
+import SIMPCore
+import Testing
+@testable import SIMPClient
+
+/// Each sent message's status from the events about it (`StatusBook`), the local history's
+/// policy (`HistoryEntry`), the library's error codes, and the engine's status actions.
+@Suite struct MessageStatusTests {
+    @Test func aOneToOneMessageGoesForwardOnlyAndIsToldOncePerChange() {
+        var book = StatusBook()
+        let accepted = book.apply(.accepted(id: "m1", to: "bob", seq: 5), user: "alice")
+        #expect(accepted?.stage == .accepted && accepted?.seq == 5)
+        #expect(book.apply(.accepted(id: "m1", to: "bob", seq: 5), user: "alice") == nil, "a repeat changes nothing")
+        #expect(book.apply(.delivered(id: "m1", to: "bob", seq: 5), user: "alice")?.stage == .delivered)
+        #expect(book.apply(.accepted(id: "m1", to: "bob", seq: 5), user: "alice") == nil, "never backwards")
+        #expect(book.apply(.failed(id: "m1", to: "bob", reason: "late", code: .storeUnavailable), user: "alice") == nil,
+                "an accepted message does not fail")
+        let read = book.apply(.read(id: "m1", from: "alice", by: "bob"), user: "alice")
+        #expect(read?.stage == .read && read?.isFinal == true && read?.isSettled == true)
+        #expect(book.apply(.read(id: "x", from: "carol", by: "alice"), user: "alice") == nil,
+                "the user's own read on another device is no status of a sent message")
+        #expect(book.apply(.message(IncomingMessage(Simp_Message())), user: "alice") == nil)
+    }
+
+    @Test func aFailureCarriesTheLibrarysCode() {
+        var book = StatusBook()
+        let failed = book.apply(.failed(id: "m1", to: "bob", reason: "no such user", code: .unknownUser), user: "alice")
+        #expect(failed?.stage == .failed && failed?.failure == .init(code: .unknownUser, reason: "no such user"))
+        let gaveUp = book.apply(.failed(id: "m2", to: "bob", reason: "client disconnected", code: nil), user: "alice")
+        #expect(gaveUp?.failure?.code == .gaveUp)
+        #expect(ErrorCode(Simp_ErrorCode.notAContact) == .notAContact)
+        #expect(ErrorCode(nil) == .unspecified)
+        #expect(ClientError("refused", code: .inboxFull).errorCode == .inboxFull)
+        for code in Simp_ErrorCode.allCases where code != .errorUnspecified {
+            #expect(ErrorCode(code) != .unspecified, "\(code) has a code of the library's")
+            #expect(ErrorCode(code).protocolName == code.protocolName, "\(code) keeps its name for scripts")
+        }
+        #expect(ErrorCode.gaveUp.protocolName == nil)
+    }
+
+    @Test func aGroupsMemberReceiptsCombineIntoOneStage() {
+        var book = StatusBook()
+        // bob confirms before the sender hears `groupAccepted` (which waits for every copy).
+        let early = book.apply(.memberDelivered(id: "g1", to: "#crew", member: "bob", seq: 7), user: "alice")
+        #expect(early?.stage == .sending && early?.members == ["bob": .delivered])
+        let accepted = book.apply(.groupAccepted(id: "g1", to: "#crew", seq: 7, recipients: 2), user: "alice")
+        #expect(accepted?.stage == .accepted && accepted?.recipients == 2 && accepted?.isGroup == true)
+        #expect(book.apply(.memberDelivered(id: "g1", to: "#crew", member: "bob", seq: 7), user: "alice") == nil, "bob's second device")
+        let both = book.apply(.memberDelivered(id: "g1", to: "#crew", member: "carol", seq: 7), user: "alice")
+        #expect(both?.stage == .delivered && both?.isSettled == true && both?.isFinal == false)
+        let oneRead = book.apply(.read(id: "g1", from: "alice", by: "carol"), user: "alice")
+        #expect(oneRead?.stage == .delivered && oneRead?.members == ["bob": .delivered, "carol": .read])
+        let allRead = book.apply(.read(id: "g1", from: "alice", by: "bob"), user: "alice")
+        #expect(allRead?.stage == .read && allRead?.isFinal == true)
+        #expect(allRead?.storedMembers == "bob=read carol=read")
+        var restored = MessageStatus(id: "g1", to: "#crew")
+        restored.restoreMembers(allRead?.storedMembers ?? "")
+        #expect(restored.members == allRead?.members)
+    }
+
+    /// With a store, the status a receipt gives rides in that receipt's outbox write: one transaction.
+    @Test func withAStoreTheStatusGoesInTheOutboxWriteOfItsReceipt() {
+        var engine = ClientEngineTests.connected()
+        _ = engine.handle(.storeOpened(ClientStore.Saved(device: "phone", savedUpTo: 0, pending: [], accepted: [])), at: ClientEngineTests.start)
+        _ = engine.handle(.send([ClientEngineTests.outgoing("m1")]), at: ClientEngineTests.start)
+        var accepted = Simp_Accepted()
+        accepted.messageID = "m1"
+        accepted.toUser = "bob"
+        accepted.seq = 5
+        let actions = engine.handle(.control(Simp_Envelope(.accepted(accepted))), at: ClientEngineTests.at(1))
+        let writes = actions.compactMap { if case .writeOutbox(let write) = $0 { write } else { nil } }
+        #expect(writes.map(\.status?.stage) == [.accepted])
+        #expect(actions.contains { if case .status(let status, record: false) = $0 { status.stage == .accepted } else { false } },
+                "the watchers hear it; the history gets it with the outbox")
+    }
+
+    /// After a restart a group message's next receipt goes on from what the history recorded.
+    @Test func theEngineGoesOnFromTheRecordedStatuses() {
+        var recorded = MessageStatus(id: "g1", to: "#crew", stage: .accepted)
+        recorded.recipients = 2
+        recorded.seq = 7
+        recorded.members = ["bob": .delivered]
+        var engine = ClientEngineTests.connected()
+        _ = engine.handle(.storeOpened(ClientStore.Saved(device: "phone", savedUpTo: 0, pending: [], accepted: [], statuses: [recorded])),
+                          at: ClientEngineTests.start)
+        var delivered = Simp_Delivered()
+        delivered.messageID = "g1"
+        delivered.toUser = "#crew"
+        delivered.member = "carol"
+        delivered.seq = 7
+        let actions = engine.handle(.control(Simp_Envelope(.delivered(delivered))), at: ClientEngineTests.at(1))
+        let statuses = actions.compactMap { if case .status(let status, _) = $0 { status } else { nil } }
+        #expect(statuses.map(\.stage) == [.delivered])
+        #expect(statuses.first?.members == ["bob": .delivered, "carol": .delivered] && statuses.first?.seq == 7)
+    }
+
+    @Test func theBookForgetsTheOldestBeyondItsCapacity() {
+        var book = StatusBook(capacity: 2)
+        for index in 0..<5 { _ = book.apply(.accepted(id: "m\(index)", to: "bob", seq: UInt64(index + 1)), user: "alice") }
+        #expect(book.status(of: "m0") == nil)
+        #expect(book.status(of: "m4")?.seq == 5)
+    }
+
+    @Test func theHistoryKeepsConversationMessagesAndCountsOthersUnread() {
+        var m = Simp_Message()
+        m.messageID = "1"
+        m.fromUser = "bob"
+        m.toUser = "alice"
+        m.content = "hi"
+        m.seq = 3
+        let fromBob = HistoryEntry.received(IncomingMessage(m), user: "alice")
+        #expect(fromBob?.conversation == "bob" && fromBob?.unread == true && fromBob?.outgoing == false && fromBob?.stage == nil)
+        m.toUser = "#crew"
+        #expect(HistoryEntry.received(IncomingMessage(m), user: "alice")?.conversation == "#crew")
+        m.fromUser = "alice"
+        m.toUser = "bob"
+        m.fromDevice = "laptop"
+        let copy = HistoryEntry.received(IncomingMessage(m), user: "alice")
+        #expect(copy?.conversation == "bob" && copy?.unread == false && copy?.outgoing == true && copy?.stage == .accepted)
+        m.type = .read
+        #expect(HistoryEntry.received(IncomingMessage(m), user: "alice") == nil, "a notice is not a message")
+        m.type = .textPart
+        m.messageID = "9/1/2"
+        let part = HistoryEntry.received(IncomingMessage(m), user: "alice")
+        #expect(part?.id == "9" && part?.complete == false && part?.text == "", "a part holds its message's place, not shown")
+    }
+
+    @Test func theEngineReportsEachStatusChangeBesideTheEvent() {
+        var engine = ClientEngineTests.connected()
+        _ = engine.handle(.send([ClientEngineTests.outgoing("m1")]), at: ClientEngineTests.start)
+        var accepted = Simp_Accepted()
+        accepted.messageID = "m1"
+        accepted.toUser = "bob"
+        accepted.seq = 5
+        let actions = engine.handle(.control(Simp_Envelope(.accepted(accepted))), at: ClientEngineTests.at(1))
+        let statuses = actions.compactMap { if case .status(let status, let record) = $0, record { status } else { nil } }
+        #expect(statuses.map(\.stage) == [.accepted], "without a store, no outbox write carries it")
+        #expect(statuses.first?.seq == 5 && statuses.first?.to == "bob")
+    }
+
+    @Test func withAStoreTheHistoryGetsWholeLongMessagesAndReadsFromOtherDevices() {
+        var engine = ClientEngineTests.connected()
+        _ = engine.handle(.storeOpened(ClientStore.Saved(device: "phone", savedUpTo: 0, pending: [], accepted: [])), at: ClientEngineTests.start)
+        var part1 = Simp_Message()
+        part1.seq = 1
+        part1.type = .textPart
+        part1.fromUser = "bob"
+        part1.toUser = "alice"
+        part1.messageID = LongText.PartID(base: "L", index: 1, count: 2).description
+        part1.content = "ab"
+        var part2 = part1
+        part2.seq = 2
+        part2.messageID = LongText.PartID(base: "L", index: 2, count: 2).description
+        part2.content = "cd"
+        let packed = DatagramBundle.pack([try! part1.serializedBytes(), try! part2.serializedBytes()], spread: 1)
+        #expect(packed.count == 1 && packed.first?.kind == .bundle)
+        _ = engine.handle(ClientEngineTests.datagram(.bundle, packed[0].payload), at: ClientEngineTests.start)
+        let shown = engine.handle(.saved(.success(())), at: ClientEngineTests.at(1))
+        let changes = shown.compactMap { if case .history(let change) = $0 { change } else { nil } }
+        guard case .add(let entry)? = changes.first else {
+            Issue.record("no whole message for the history: \(shown)")
+            return
+        }
+        #expect(entry.id == "L" && entry.text == "abcd" && entry.conversation == "bob" && entry.unread)
+
+        // alice read carol's message on her laptop: a READ notice from alice to carol, from that device.
+        var read = Simp_Message()
+        read.seq = 3
+        read.type = .read
+        read.fromUser = "alice"
+        read.fromDevice = "laptop"
+        read.toUser = "carol"
+        read.messageID = "n1"
+        read.content = "c7"
+        _ = engine.handle(ClientEngineTests.datagram(.data, try! read.serializedBytes(), packet: 2), at: ClientEngineTests.at(2))
+        let elsewhere = engine.handle(.saved(.success(())), at: ClientEngineTests.at(3))
+        #expect(elsewhere.contains { if case .history(.readElsewhere(id: "c7", from: "carol")) = $0 { true } else { false } })
+        #expect(!elsewhere.contains { if case .status = $0 { true } else { false } }, "no status of a sent message")
+    }
+
+    @Test func aHistoryWriteThatFailedIsReported() {
+        var engine = ClientEngineTests.connected()
+        let failed = engine.handle(.historyWritten(.failure(StoreWriteError(path: "/d/alice.sqlite", CocoaError(.fileWriteOutOfSpace)))),
+                                   at: ClientEngineTests.start)
+        #expect(ClientEngineTests.events(failed).count == 1)
+    }
+}
