@@ -64,8 +64,10 @@ let package = Package(
             swiftSettings: opensslAEADSettings
         ),
         .systemLibrary(
+            // No pkgConfig: hiredis.pc only adds -I/usr/include/hiredis (the shim includes
+            // <hiredis/hiredis.h>) and -D_FILE_OFFSET_BITS=64, a flag SwiftPM warns it drops.
+            // The module map links the library; scripts/install-deps.sh installs libhiredis-dev.
             name: "CHiredis",
-            pkgConfig: "hiredis",
             providers: [.apt(["libhiredis-dev"])]
         ),
         // hiredis' command formatter and reply reader on NIO channels: one pipelined connection per event loop.
