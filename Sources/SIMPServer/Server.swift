@@ -138,7 +138,7 @@ public final class SIMPServer: Service, Sendable {
         let admission = Admission(limits: configuration.limits, metrics: metrics)
         try await loop.submit {
             router.udp = udp
-            router.charge = { user, units in admission.charge(user, units, now: .now()) }
+            router.charge = { user, units, now in admission.charge(user, units, now: now) }
             router.start()
         }.get()
         let logins = LoginTable()
@@ -207,7 +207,8 @@ public final class SIMPServer: Service, Sendable {
                 router.closeByAdministrator(user: user, session: session)
             case .endDevice(let user, let device, let by, let at):
                 let error = Simp_Envelope.error(.sessionClosed, "this device was revoked from \(user)'s device \(by)")
-                router.metrics.loginsEnded.increment(by: Int64(logins.revoked(user: user, device: device, at: at, with: error)))
+                // The admin request is this driver's event: its one clock read.
+                router.metrics.loginsEnded.increment(by: Int64(logins.revoked(user: user, device: device, at: at, with: error, now: .now())))
             case .endLogins(let user, let why, let asker, let connection):
                 let except = asker == router.store.settings.nodeID ? connection : nil
                 let error = Simp_Envelope.error(.sessionClosed, why.reason)

@@ -9,6 +9,8 @@ struct ControlGroupWork {
     let router: Router
     /// The connection's loop, for the reads.
     let loop: any EventLoop
+    /// The ids of the invitations' notices (`ControlContext.ids`).
+    let ids: @Sendable () -> UInt64
 
     func run(_ request: Simp_GroupRequest, by user: String, id: UInt64, nowMillis: Int64) -> EventLoopFuture<Simp_Envelope> {
         let router = self.router
@@ -44,7 +46,7 @@ struct ControlGroupWork {
     /// by where it stands toward the adder (`GroupConsent`); the invited get a GROUP_INVITED
     /// notice on every device.
     private func addToGroup(_ request: Simp_GroupRequest, by user: String, id: UInt64, nowMillis: Int64) -> EventLoopFuture<Simp_Envelope> {
-        let router = self.router
+        let (router, ids) = (self.router, self.ids)
         let action = GroupRequestRules.action(of: request)
         let (maxMembers, maxGroups) = (router.store.settings.maxGroupMembers, router.store.settings.maxGroupsPerUser)
         // Each user once, in the order named: a name twice would make two entries.
@@ -69,7 +71,7 @@ struct ControlGroupWork {
             case .refused(let code):
                 throw ServerError(code, GroupRequestRules.reason(code, group: request.group, max: maxMembers))
             case .changed(let changes, let members, let invited):
-                Self.tellInvited(invited, group: request.group, by: user, nowMillis: nowMillis, router: router)
+                Self.tellInvited(invited, group: request.group, by: user, nowMillis: nowMillis, router: router, ids: ids)
                 let answered = Set(invited).union(plan.dropped)
                 var answer = Simp_GroupAnswer()
                 answer.group = request.group
@@ -82,11 +84,12 @@ struct ControlGroupWork {
     }
 
     /// Each user invited now: the invitation in its list, then a notice on every device.
-    private static func tellInvited(_ invited: [String], group: String, by user: String, nowMillis: Int64, router: Router) {
+    private static func tellInvited(_ invited: [String], group: String, by user: String, nowMillis: Int64, router: Router,
+                                    ids: () -> UInt64) {
         let lapses = nowMillis + GroupConsent.invitationLifetime
         for invitee in invited {
             let notice = StoreRequest.notice(.groupInvited, from: user, to: invitee, owner: invitee, content: GroupName.address(group),
-                                             id: UInt64.random(in: 1...UInt64.max), nowMillis: nowMillis)
+                                             id: ids(), nowMillis: nowMillis)
             router.store.invitations(of: invitee, .record(group: group, by: user, lapses: lapses), nowMillis: nowMillis, on: router.loop)
                 .whenComplete { _ in router.notify(notice) }
         }
