@@ -94,14 +94,10 @@ final class Router: @unchecked Sendable {
         perform()
     }
 
-    /// Makes a membership change (a control request); answered once its entries are copied.
-    /// `invited`: users a create or add invites rather than adds.
-    /// `entryBy`: who the entries name as making the change, when not `by` (an accept names who invited).
-    func changeGroup(_ action: MessageStore.GroupChangeAction, group: String, by: String, entryBy: String? = nil, users: [String],
-                     invited: [String] = [], maxMembers: Int, nowMillis: Int64) -> EventLoopFuture<MessageStore.GroupChangeResult> {
+    /// Makes a membership change (a control request's, `GroupFlow`); answered once its entries are copied.
+    func changeGroup(_ change: GroupRelayMachine.Change) -> EventLoopFuture<MessageStore.GroupChangeResult> {
         loop.assertInEventLoop()
-        return groups.change(GroupRelayMachine.Change(action: action, group: group, by: by, entryBy: entryBy ?? by, users: users,
-                                                      invited: invited, maxMembers: maxMembers, nowMillis: nowMillis))
+        return groups.change(change)
     }
 
     /// What a read request needs of its session: who reads, and how far it confirmed.
