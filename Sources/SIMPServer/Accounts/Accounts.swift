@@ -23,10 +23,17 @@ final class Accounts: Sendable {
     let minPasswordBytes: Int
     let registrationWindow: TimeAmount = .hours(1)
     /// Hashed when the user does not exist, so the answer takes as long as for a wrong password.
-    private let decoySalt = PasswordHasher.newSalt()
+    private let decoySalt: [UInt8]
+    /// New passwords' salts and tokens' nonces: randomness handed in, so a test can fix it.
+    private let salts: @Sendable () -> [UInt8]
+    private let nonces: @Sendable () -> UInt64
 
     init(store: MessageStore, hasher: PasswordHasher, tokens: TokenSigner, workers: NIOThreadPool, metrics: ServerMetrics,
-         limits: ServerLimits = ServerLimits()) {
+         limits: ServerLimits = ServerLimits(), salts: @escaping @Sendable () -> [UInt8] = PasswordHasher.newSalt,
+         nonces: @escaping @Sendable () -> UInt64 = { UInt64.random(in: 0...UInt64.max) }) {
+        self.salts = salts
+        self.nonces = nonces
+        decoySalt = salts()
         self.store = store
         self.hasher = hasher
         self.tokens = tokens
@@ -52,7 +59,7 @@ final class Accounts: Sendable {
             return loop.makeFailedFuture(ServerError(.invalidName, "user name must be 1-32 characters of a-z 0-9 _ . - and start with a letter or digit"))
         }
         if let problem = passwordProblem(password) { return loop.makeFailedFuture(ServerError(.badRequest, problem)) }
-        let salt = PasswordHasher.newSalt()
+        let salt = salts()
         let hasher = self.hasher
         let source = SourceAddress.bucket(source)
         return store.recordRegistration(source: source, window: registrationWindow, on: loop).flatMap { [self] attempts in
@@ -88,7 +95,7 @@ final class Accounts: Sendable {
     func changePassword(user: String, old: String, new: String, device: String, source: String, nowMillis: Int64,
                         on loop: any EventLoop) -> EventLoopFuture<(token: String, expiresAt: Int64)> {
         if let problem = passwordProblem(new) { return loop.makeFailedFuture(ServerError(.badRequest, problem)) }
-        let salt = PasswordHasher.newSalt()
+        let salt = salts()
         let hasher = self.hasher
         let source = SourceAddress.bucket(source)
         return checkPassword(user: user, password: old, source: source, nowMillis: nowMillis, on: loop).flatMap { [self] _ in
@@ -97,8 +104,8 @@ final class Accounts: Sendable {
             // Tokens carry their issue time in ms; one issued in this very ms must not survive,
             // and the new one is issued at the first ms that counts.
             let validFrom = nowMillis + 1
-            return store.setPassword(user: user, salt: salt, hash: hash, kdf: hasher.kdfName, tokensFrom: validFrom, on: loop).map { [tokens] in
-                tokens.issue(user: user, device: device, nowMillis: validFrom)
+            return store.setPassword(user: user, salt: salt, hash: hash, kdf: hasher.kdfName, tokensFrom: validFrom, on: loop).map { [tokens, nonces] in
+                tokens.issue(user: user, device: device, nowMillis: validFrom, nonce: nonces())
             }
         }
     }
@@ -175,8 +182,8 @@ final class Accounts: Sendable {
                            nowMillis: Int64, on loop: any EventLoop) -> EventLoopFuture<(token: String, expiresAt: Int64)> {
         metrics.loginsSucceeded.increment()
         upgradeHash(of: user, stored, password: password, source: source, on: loop)
-        return store.loginSucceeded(user: user, source: source, nowMillis: nowMillis, on: loop).map { [tokens] in
-            tokens.issue(user: user, device: device, nowMillis: nowMillis)
+        return store.loginSucceeded(user: user, source: source, nowMillis: nowMillis, on: loop).map { [tokens, nonces] in
+            tokens.issue(user: user, device: device, nowMillis: nowMillis, nonce: nonces())
         }
     }
 
@@ -186,7 +193,7 @@ final class Accounts: Sendable {
     /// leaves it for the next login.
     private func upgradeHash(of user: String, _ stored: StoredCredentials, password: String, source: String, on loop: any EventLoop) {
         guard stored.kdf != hasher.kdfName else { return }
-        let salt = PasswordHasher.newSalt()
+        let salt = salts()
         let hasher = self.hasher
         hash(for: source, on: loop) { try hasher.hash(password, salt: salt) }.flatMap { [store, metrics] hash in
             store.replaceHash(user: user, old: stored.hash, salt: salt, hash: hash, kdf: hasher.kdfName, on: loop).map { replaced in
