@@ -276,10 +276,10 @@ public final class SIMPServer: Service, Sendable {
         }
     }
 
-    /// Makes `client` once and keeps it for every attempt (it reconnects by itself).
+    /// Makes `client` once and keeps it for every attempt (it reconnects by itself); what a
+    /// failure comes to is `RedisWait`'s to say.
     private func waitForRedis(_ client: inout (any RedisClient)?) async throws -> [UInt8] {
-        let deadline = NIODeadline.now() + configuration.redisWait
-        var lastMessage = ""
+        var wait = RedisWait(from: .now(), wait: configuration.redisWait)
         var deployment = configuration.redis
         while true {
             do {
@@ -291,25 +291,17 @@ public final class SIMPServer: Service, Sendable {
                 if deployment.isCluster { logger.info("using a Redis Cluster", metadata: ["seeds": "\(deployment)"]) }
                 return secret
             } catch {
-                if error.message.contains("cluster support disabled") {
-                    let nodes = deployment.nodes.map { "\($0.host):\($0.port)" }.joined(separator: ",")
-                    throw StartupError(description: "--redis-cluster given, but Redis at \(nodes) is not a cluster node (its cluster-enabled is no): \(error.message)")
+                let nodes = deployment.nodes.map { "\($0.host):\($0.port)" }.joined(separator: ",")
+                // The failure is this driver's event: its one clock read.
+                switch wait.failed(error, deployment: "\(deployment)", nodes: nodes, now: .now()) {
+                case .giveUp(let reason):
+                    throw StartupError(description: reason)
+                case .again(let log, let after):
+                    if let log { logger.error("\(log)") }
+                    // The client is not in `running` yet, so stop() cannot end this wait for it.
+                    try keep { _ in }
+                    try await Task.sleep(for: .nanoseconds(after.nanoseconds))
                 }
-                // A misconfiguration (a cluster node given a database number, say) or a reply
-                // that makes no sense will not mend by waiting.
-                if error.kind == .protocolViolation {
-                    throw StartupError(description: "Redis at \(deployment): \(error.message)")
-                }
-                if error.message != lastMessage {
-                    logger.error("waiting for Redis at \(deployment): \(error)")
-                    lastMessage = error.message
-                }
-                guard NIODeadline.now() < deadline else {
-                    throw StartupError(description: "Redis at \(deployment) unreachable for \(configuration.redisWait.nanoseconds / 1_000_000_000)s: \(error)")
-                }
-                // The client is not in `running` yet, so stop() cannot end this wait for it.
-                try keep { _ in }
-                try await Task.sleep(for: .milliseconds(500))
             }
         }
     }
