@@ -138,7 +138,7 @@ public final class SIMPServer: Service, Sendable {
         let admission = Admission(limits: configuration.limits, metrics: metrics)
         try await loop.submit {
             router.udp = udp
-            router.charge = { user, units in admission.charge(user, units, now: .now()) }
+            router.charge = { user, units, now in admission.charge(user, units, now: now) }
             router.start()
         }.get()
         let logins = LoginTable()
@@ -207,7 +207,8 @@ public final class SIMPServer: Service, Sendable {
                 router.closeByAdministrator(user: user, session: session)
             case .endDevice(let user, let device, let by, let at):
                 let error = Simp_Envelope.error(.sessionClosed, "this device was revoked from \(user)'s device \(by)")
-                router.metrics.loginsEnded.increment(by: Int64(logins.revoked(user: user, device: device, at: at, with: error)))
+                // The admin request is this driver's event: its one clock read.
+                router.metrics.loginsEnded.increment(by: Int64(logins.revoked(user: user, device: device, at: at, with: error, now: .now())))
             case .endLogins(let user, let why, let asker, let connection):
                 let except = asker == router.store.settings.nodeID ? connection : nil
                 let error = Simp_Envelope.error(.sessionClosed, why.reason)
@@ -275,10 +276,10 @@ public final class SIMPServer: Service, Sendable {
         }
     }
 
-    /// Makes `client` once and keeps it for every attempt (it reconnects by itself).
+    /// Makes `client` once and keeps it for every attempt (it reconnects by itself); what a
+    /// failure comes to is `RedisWait`'s to say.
     private func waitForRedis(_ client: inout (any RedisClient)?) async throws -> [UInt8] {
-        let deadline = NIODeadline.now() + configuration.redisWait
-        var lastMessage = ""
+        var wait = RedisWait(from: .now(), wait: configuration.redisWait)
         var deployment = configuration.redis
         while true {
             do {
@@ -290,25 +291,17 @@ public final class SIMPServer: Service, Sendable {
                 if deployment.isCluster { logger.info("using a Redis Cluster", metadata: ["seeds": "\(deployment)"]) }
                 return secret
             } catch {
-                if error.message.contains("cluster support disabled") {
-                    let nodes = deployment.nodes.map { "\($0.host):\($0.port)" }.joined(separator: ",")
-                    throw StartupError(description: "--redis-cluster given, but Redis at \(nodes) is not a cluster node (its cluster-enabled is no): \(error.message)")
+                let nodes = deployment.nodes.map { "\($0.host):\($0.port)" }.joined(separator: ",")
+                // The failure is this driver's event: its one clock read.
+                switch wait.failed(error, deployment: "\(deployment)", nodes: nodes, now: .now()) {
+                case .giveUp(let reason):
+                    throw StartupError(description: reason)
+                case .again(let log, let after):
+                    if let log { logger.error("\(log)") }
+                    // The client is not in `running` yet, so stop() cannot end this wait for it.
+                    try keep { _ in }
+                    try await Task.sleep(for: .nanoseconds(after.nanoseconds))
                 }
-                // A misconfiguration (a cluster node given a database number, say) or a reply
-                // that makes no sense will not mend by waiting.
-                if error.kind == .protocolViolation {
-                    throw StartupError(description: "Redis at \(deployment): \(error.message)")
-                }
-                if error.message != lastMessage {
-                    logger.error("waiting for Redis at \(deployment): \(error)")
-                    lastMessage = error.message
-                }
-                guard NIODeadline.now() < deadline else {
-                    throw StartupError(description: "Redis at \(deployment) unreachable for \(configuration.redisWait.nanoseconds / 1_000_000_000)s: \(error)")
-                }
-                // The client is not in `running` yet, so stop() cannot end this wait for it.
-                try keep { _ in }
-                try await Task.sleep(for: .milliseconds(500))
             }
         }
     }

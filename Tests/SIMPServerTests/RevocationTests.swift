@@ -97,7 +97,7 @@ import Testing
 
     /// Waits for the wall clock to pass `millis`, so the next token is issued after it.
     private func waitPast(_ millis: Int64) async throws {
-        while Accounts.nowMillis() <= millis { try await Task.sleep(for: .milliseconds(1)) }
+        while Moment.read().millis <= millis { try await Task.sleep(for: .milliseconds(1)) }
     }
 
     /// Sends `text` over the admin channel as a node announces it, and returns once this node

@@ -8,6 +8,8 @@ import SIMPRedis
 /// Registration, login, token checks and logout. Hashing runs on its own thread pool (scrypt is
 /// deliberately slow) behind a bounded queue, and Redis on the store's; results complete on the
 /// caller's event loop. No Swift concurrency here, so a busy cooperative pool cannot stall a login.
+/// It reads no clock: every time (`nowMillis`, ms since the epoch) is the caller's moment for
+/// the request, so a token is stamped with when it was asked for, however long the hash took.
 final class Accounts: Sendable {
     let store: MessageStore
     let hasher: PasswordHasher
@@ -21,10 +23,17 @@ final class Accounts: Sendable {
     let minPasswordBytes: Int
     let registrationWindow: TimeAmount = .hours(1)
     /// Hashed when the user does not exist, so the answer takes as long as for a wrong password.
-    private let decoySalt = PasswordHasher.newSalt()
+    private let decoySalt: [UInt8]
+    /// New passwords' salts and tokens' nonces: randomness handed in, so a test can fix it.
+    private let salts: @Sendable () -> [UInt8]
+    private let nonces: @Sendable () -> UInt64
 
     init(store: MessageStore, hasher: PasswordHasher, tokens: TokenSigner, workers: NIOThreadPool, metrics: ServerMetrics,
-         limits: ServerLimits = ServerLimits()) {
+         limits: ServerLimits = ServerLimits(), salts: @escaping @Sendable () -> [UInt8] = PasswordHasher.newSalt,
+         nonces: @escaping @Sendable () -> UInt64 = { UInt64.random(in: 0...UInt64.max) }) {
+        self.salts = salts
+        self.nonces = nonces
+        decoySalt = salts()
         self.store = store
         self.hasher = hasher
         self.tokens = tokens
@@ -50,7 +59,7 @@ final class Accounts: Sendable {
             return loop.makeFailedFuture(ServerError(.invalidName, "user name must be 1-32 characters of a-z 0-9 _ . - and start with a letter or digit"))
         }
         if let problem = passwordProblem(password) { return loop.makeFailedFuture(ServerError(.badRequest, problem)) }
-        let salt = PasswordHasher.newSalt()
+        let salt = salts()
         let hasher = self.hasher
         let source = SourceAddress.bucket(source)
         return store.recordRegistration(source: source, window: registrationWindow, on: loop).flatMap { [self] attempts in
@@ -72,47 +81,48 @@ final class Accounts: Sendable {
     /// hashing work, so neither the answer nor its timing says whether the user exists.
     /// `source` is the client's IP address (an IPv6 one counts by its /64).
     /// `device`: the one device the token opens a session for (a valid `DeviceName`).
-    func login(user: String, password: String, device: String, source: String,
+    func login(user: String, password: String, device: String, source: String, nowMillis: Int64,
                on loop: any EventLoop) -> EventLoopFuture<(token: String, expiresAt: Int64)> {
         let source = SourceAddress.bucket(source)
-        return checkPassword(user: user, password: password, source: source, on: loop).flatMap { [self] stored in
-            succeeded(user, device: device, stored: stored, password: password, source: source, on: loop)
+        return checkPassword(user: user, password: password, source: source, nowMillis: nowMillis, on: loop).flatMap { [self] stored in
+            succeeded(user, device: device, stored: stored, password: password, source: source, nowMillis: nowMillis, on: loop)
         }
     }
 
     /// Sets a new password when `old` is the user's current one (checked and throttled like a
     /// login): every token issued before now stops opening sessions and the caller ends the
     /// user's other logins. Returns a new token for `device`, so the caller stays logged in.
-    func changePassword(user: String, old: String, new: String, device: String, source: String,
+    func changePassword(user: String, old: String, new: String, device: String, source: String, nowMillis: Int64,
                         on loop: any EventLoop) -> EventLoopFuture<(token: String, expiresAt: Int64)> {
         if let problem = passwordProblem(new) { return loop.makeFailedFuture(ServerError(.badRequest, problem)) }
-        let salt = PasswordHasher.newSalt()
+        let salt = salts()
         let hasher = self.hasher
         let source = SourceAddress.bucket(source)
-        return checkPassword(user: user, password: old, source: source, on: loop).flatMap { [self] _ in
+        return checkPassword(user: user, password: old, source: source, nowMillis: nowMillis, on: loop).flatMap { [self] _ in
             hash(for: source, on: loop) { try hasher.hash(new, salt: salt) }
         }.flatMap { [self] hash in
             // Tokens carry their issue time in ms; one issued in this very ms must not survive,
             // and the new one is issued at the first ms that counts.
-            let validFrom = Self.nowMillis() + 1
-            return store.setPassword(user: user, salt: salt, hash: hash, kdf: hasher.kdfName, tokensFrom: validFrom, on: loop).map { [tokens] in
-                tokens.issue(user: user, device: device, nowMillis: validFrom)
+            let validFrom = nowMillis + 1
+            return store.setPassword(user: user, salt: salt, hash: hash, kdf: hasher.kdfName, tokensFrom: validFrom, on: loop).map { [tokens, nonces] in
+                tokens.issue(user: user, device: device, nowMillis: validFrom, nonce: nonces())
             }
         }
     }
 
     /// Makes every token of the user issued before now invalid (`logout{all}`).
-    func endLogins(of user: String, on loop: any EventLoop) -> EventLoopFuture<Void> {
-        store.setTokensFrom(user: user, millis: Self.nowMillis() + 1, on: loop)
+    func endLogins(of user: String, nowMillis: Int64, on loop: any EventLoop) -> EventLoopFuture<Void> {
+        store.setTokensFrom(user: user, millis: nowMillis + 1, on: loop)
     }
 
     /// The stored credentials when `password` is the user's, after the login throttle; a
     /// wrong one is counted as a failed login. `source`: the client's address, bucketed.
-    private func checkPassword(user: String, password: String, source: String, on loop: any EventLoop) -> EventLoopFuture<StoredCredentials> {
+    private func checkPassword(user: String, password: String, source: String, nowMillis: Int64,
+                               on loop: any EventLoop) -> EventLoopFuture<StoredCredentials> {
         guard UserName.isValid(user), password.utf8.count <= 1024 else {
             return loop.makeFailedFuture(ServerError(.invalidCredentials, "wrong user name or password"))
         }
-        return store.loginState(user: user, source: source, nowMillis: Self.nowMillis(), on: loop).flatMap { [self] state in
+        return store.loginState(user: user, source: source, nowMillis: nowMillis, on: loop).flatMap { [self] state in
             if let refusal = LoginThrottle.refusal(state.waits, knownSource: state.knownSource) {
                 metrics.exceeded(.failedLogins)
                 return loop.makeFailedFuture(Self.throttled(user, refusal.lock, refusal.wait))
@@ -169,12 +179,11 @@ final class Accounts: Sendable {
     }
 
     private func succeeded(_ user: String, device: String, stored: StoredCredentials, password: String, source: String,
-                           on loop: any EventLoop) -> EventLoopFuture<(token: String, expiresAt: Int64)> {
-        let now = Self.nowMillis()
+                           nowMillis: Int64, on loop: any EventLoop) -> EventLoopFuture<(token: String, expiresAt: Int64)> {
         metrics.loginsSucceeded.increment()
         upgradeHash(of: user, stored, password: password, source: source, on: loop)
-        return store.loginSucceeded(user: user, source: source, nowMillis: now, on: loop).map { [tokens] in
-            tokens.issue(user: user, device: device, nowMillis: now)
+        return store.loginSucceeded(user: user, source: source, nowMillis: nowMillis, on: loop).map { [tokens, nonces] in
+            tokens.issue(user: user, device: device, nowMillis: nowMillis, nonce: nonces())
         }
     }
 
@@ -184,7 +193,7 @@ final class Accounts: Sendable {
     /// leaves it for the next login.
     private func upgradeHash(of user: String, _ stored: StoredCredentials, password: String, source: String, on loop: any EventLoop) {
         guard stored.kdf != hasher.kdfName else { return }
-        let salt = PasswordHasher.newSalt()
+        let salt = salts()
         let hasher = self.hasher
         hash(for: source, on: loop) { try hasher.hash(password, salt: salt) }.flatMap { [store, metrics] hash in
             store.replaceHash(user: user, old: stored.hash, salt: salt, hash: hash, kdf: hasher.kdfName, on: loop).map { replaced in
@@ -210,8 +219,8 @@ final class Accounts: Sendable {
     }
 
     /// The token's user, if the token is authentic, unexpired and not revoked.
-    func verify(token: String, on loop: any EventLoop) -> EventLoopFuture<VerifiedToken> {
-        guard let verified = tokens.verify(token, nowMillis: Self.nowMillis()) else {
+    func verify(token: String, nowMillis: Int64, on loop: any EventLoop) -> EventLoopFuture<VerifiedToken> {
+        guard let verified = tokens.verify(token, nowMillis: nowMillis) else {
             return loop.makeFailedFuture(ServerError(.invalidToken, "token is invalid or expired; log in again"))
         }
         let issuedAt = issuedMillis(of: verified)
@@ -225,10 +234,9 @@ final class Accounts: Sendable {
     }
 
     /// Revokes tokens on every node until they expire.
-    func revoke(_ revoked: [RevocableToken], on loop: any EventLoop) -> EventLoopFuture<Void> {
-        let now = Self.nowMillis()
+    func revoke(_ revoked: [RevocableToken], nowMillis: Int64, on loop: any EventLoop) -> EventLoopFuture<Void> {
         metrics.tokensRevoked.increment(by: Int64(revoked.count))
-        return store.revoke(revoked.map { ($0.id.hex, $0.expiresAt - now) }, on: loop)
+        return store.revoke(revoked.map { ($0.id.hex, $0.expiresAt - nowMillis) }, on: loop)
     }
 
     /// When the token was issued (ms since the epoch).
@@ -241,12 +249,8 @@ final class Accounts: Sendable {
         expiresAt - tokens.lifetimeMillis
     }
 
-    /// Verifies a token this node just issued (to remember it for logout).
-    func parse(token: String) -> VerifiedToken? {
-        tokens.verify(token, nowMillis: Self.nowMillis())
-    }
-
-    static func nowMillis() -> Int64 {
-        Int64(Date().timeIntervalSince1970 * 1000)
+    /// Verifies a token this node just issued at `nowMillis` (to remember it for logout).
+    func parse(token: String, nowMillis: Int64) -> VerifiedToken? {
+        tokens.verify(token, nowMillis: nowMillis)
     }
 }

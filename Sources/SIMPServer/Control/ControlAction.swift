@@ -57,15 +57,15 @@ enum RouterCall: Sendable {
 enum ControlWork: Sendable {
     case register(id: UInt64, user: String, password: String, source: String)
     /// Answered with `.loginIssued`.
-    case login(ControlMachine.Login, password: String, source: String)
+    case login(ControlMachine.Login, password: String, source: String, millis: Int64)
     /// Answered with `.tokenVerified`.
-    case verifyToken(ControlMachine.Connect, token: String)
+    case verifyToken(ControlMachine.Connect, token: String, millis: Int64)
     /// Answered with `.sessionOpened`.
     case openSession(id: UInt64, DeliveryEngine.SessionRequest)
     /// Ends every token of the user first when `all` (and its other connections), then revokes these.
-    case logout(id: UInt64, user: String, all: Bool, revoking: [RevocableToken])
+    case logout(id: UInt64, user: String, all: Bool, revoking: [RevocableToken], millis: Int64)
     /// Answered with `.passwordChanged`.
-    case changePassword(id: UInt64, user: String, old: String, new: String, device: String, source: String)
+    case changePassword(id: UInt64, user: String, old: String, new: String, device: String, source: String, millis: Int64)
     case devices(id: UInt64, user: String, millis: Int64)
     /// Answered with `.revocationStored`.
     case revokeDevice(ControlMachine.Revocation)

@@ -20,6 +20,11 @@ struct ControlContext: Sendable {
     /// The frame limit once logged in; before that (and after logout) only small frames.
     var maxFrameLength = Frame.defaultMaxLength
     var anonymousFrameLength = 4_096
+    /// Heartbeat nonces: the node's one source of them, so a test can fix it.
+    var nonces: @Sendable () -> UInt64 = { UInt64.random(in: 0...UInt64.max) }
+    /// Ids of the notices the server makes for a request (never 0): the node's one source of
+    /// them, so a test can fix it.
+    var ids: @Sendable () -> UInt64 = { UInt64.random(in: 1...UInt64.max) }
 }
 
 /// A `ControlContext` held by reference, so a connection's handler keeps one word of it.
@@ -67,7 +72,7 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
     var framing: EnvelopeFraming
 
     /// The time of an event, read once for it.
-    static var now: Moment { Moment(deadline: .now(), millis: Accounts.nowMillis()) }
+    static var now: Moment { .read() }
 
     init(_ node: SharedControlContext, framing: EnvelopeFraming) {
         self.node = node
@@ -105,7 +110,7 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
 
     func heartbeatDue(_ event: IdleStateHandler.IdleStateEvent) {
         guard let context = framing.context else { return }
-        feed(.heartbeatDue(event, nonce: UInt64.random(in: 0...UInt64.max)), context)
+        feed(.heartbeatDue(event, nonce: node.nonces()), context)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -138,7 +143,8 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
         feeding = true
         while !pending.isEmpty {
             let next = pending.removeFirst()
-            for action in machine.handle(next, at: Self.now) { carryOut(action, context) }
+            let now = Self.now
+            for action in machine.handle(next, at: now) { carryOut(action, at: now, context) }
         }
         feeding = false
         guard resumeWanted else { return }
@@ -146,7 +152,9 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
         resumeFraming()
     }
 
-    private func carryOut(_ action: ControlAction, _ context: ChannelHandlerContext) {
+    /// `now`: the moment of the event that asked for the action, for what the action stamps or
+    /// compares (the login table's memory of revocations).
+    private func carryOut(_ action: ControlAction, at now: Moment, _ context: ChannelHandlerContext) {
         switch action {
         case .send(let envelope): send(context, envelope)
         case .sendThenClose(let envelope):
@@ -171,11 +179,12 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
         case .exceeded(let limit): node.metrics.exceeded(limit)
         case .keepalive: node.metrics.keepalives.increment()
         case .joinLogins(let join):
-            let joined = node.logins.loggedIn(number, user: join.user, device: join.device, tokenIssued: join.tokenIssued, channel: context.channel)
+            let joined = node.logins.loggedIn(number, user: join.user, device: join.device, tokenIssued: join.tokenIssued,
+                                              channel: context.channel, now: now.deadline)
             feed(.loginsJoined(join, joined), context)
         case .leaveLogins(let user): node.logins.loggedOut(number, user: user)
         case .endOtherLogins(let user, let why): worker(context).endOtherLogins(of: user, why)
-        case .endDevice(let revocation): worker(context).endDevice(revocation)
+        case .endDevice(let revocation): worker(context).endDevice(revocation, now: now.deadline)
         case .router(let call):
             let router = node.router
             router.loop.execute { router.take(call) }

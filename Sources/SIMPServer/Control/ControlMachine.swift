@@ -546,8 +546,8 @@ extension ControlMachine {
         switch envelope.body {
         case .register(let request):
             start(.register(id: id, user: request.user, password: request.password, source: source ?? "unknown"))
-        case .login(let request): login(id, request)
-        case .connect(let request): connect(id, request)
+        case .login(let request): login(id, request, now: now)
+        case .connect(let request): connect(id, request, now: now)
         case .ping(let ping):
             var pong = Simp_Pong()
             pong.nonce = ping.nonce
@@ -558,11 +558,11 @@ extension ControlMachine {
         case .pathResponse(let response): forSession(id, "path response") { .pathResponse(session: $0, token: Array(response.token)) }
         case .query(let query): self.query(id, query)
         case .history(let request): history(id, request)
-        case .logout(let request): logout(id, all: request.all)
+        case .logout(let request): logout(id, all: request.all, now: now)
         case .changePassword(let request):
             guard let user = loggedIn(id) else { return }
             start(.changePassword(id: id, user: user, old: request.oldPassword, new: request.newPassword,
-                                  device: device ?? DeviceName.unnamed, source: source ?? "unknown"))
+                                  device: device ?? DeviceName.unnamed, source: source ?? "unknown", millis: now.millis))
         case .devices:
             guard let user = loggedIn(id) else { return }
             start(.devices(id: id, user: user, millis: now.millis))
@@ -611,15 +611,16 @@ extension ControlMachine {
 
     private static let deviceNameRule = "a device name is 1-\(DeviceName.maxBytes) of a-z, 0-9, '.', '_' and '-', starting with a letter or digit"
 
-    private mutating func login(_ id: UInt64, _ request: Simp_LoginRequest) {
+    private mutating func login(_ id: UInt64, _ request: Simp_LoginRequest, now: Moment) {
         if let slot, slot != request.user {
             return reply(.error(.badRequest, "this connection is logged in as \(slot); open another for \(request.user)", requestID: id))
         }
         guard let device = Self.device(named: request.device) else { return reply(.error(.invalidName, Self.deviceNameRule, requestID: id)) }
-        start(.login(Login(id: id, user: request.user, device: device), password: request.password, source: source ?? "unknown"))
+        start(.login(Login(id: id, user: request.user, device: device), password: request.password, source: source ?? "unknown",
+                     millis: now.millis))
     }
 
-    private mutating func connect(_ id: UInt64, _ request: Simp_ConnectRequest) {
+    private mutating func connect(_ id: UInt64, _ request: Simp_ConnectRequest, now: Moment) {
         if case .connected = phase { return reply(.error(.badRequest, "already connected on this control connection", requestID: id)) }
         guard !flags.contains(.connecting) else {
             return reply(.error(.badRequest, "a CONNECT is already in progress on this connection", requestID: id))
@@ -627,13 +628,13 @@ extension ControlMachine {
         guard let device = Self.device(named: request.device) else { return reply(.error(.invalidName, Self.deviceNameRule, requestID: id)) }
         flags.insert(.connecting)
         let connect = Connect(id: id, device: device, lastSeq: request.lastSeq, bundles: request.bundles, early: request.early)
-        start(.verifyToken(connect, token: request.token))
+        start(.verifyToken(connect, token: request.token, millis: now.millis))
     }
 
     /// Revokes this connection's tokens everywhere, ends its session and frees its slot; with
     /// `all`, first makes every token of the user invalid and closes the user's other
     /// connections on every node. Anonymous again: small frames and a deadline to log in.
-    private mutating func logout(_ id: UInt64, all: Bool) {
+    private mutating func logout(_ id: UInt64, all: Bool, now: Moment) {
         guard let user = loggedIn(id) else { return }
         if case .connected(_, let session) = phase { actions.append(.router(.closeSession(session))) }
         actions.append(.leaveLogins(user: user))
@@ -642,7 +643,7 @@ extension ControlMachine {
         device = nil
         actions.append(.setFrameLimit(node.anonymousFrameLength))
         armLoginDeadline()
-        start(.logout(id: id, user: user, all: all, revoking: tokens))
+        start(.logout(id: id, user: user, all: all, revoking: tokens, millis: now.millis))
         tokens = []
     }
 

@@ -20,27 +20,28 @@ struct ControlWorker {
         switch work {
         case .register(let id, let user, let password, let source):
             return answer(id, accounts.register(user: user, password: password, source: source, on: loop).map { Self.ok(id) })
-        case .login(let login, let password, let source):
+        case .login(let login, let password, let source, let millis):
             let accounts = self.accounts
-            return accounts.login(user: login.user, password: password, device: login.device, source: source, on: loop)
-                .map { Self.grant(accounts, $0, user: login.user, device: login.device) }
+            return accounts.login(user: login.user, password: password, device: login.device, source: source, nowMillis: millis, on: loop)
+                .map { Self.grant(accounts, $0, user: login.user, device: login.device, nowMillis: millis) }
                 .asResult { .loginIssued(login, $0) }
-        case .verifyToken(let connect, let token):
+        case .verifyToken(let connect, let token, let millis):
             let accounts = self.accounts
-            return accounts.verify(token: token, on: loop).map { token in
+            return accounts.verify(token: token, nowMillis: millis, on: loop).map { token in
                 ControlMachine.Grant(user: token.user, device: token.device, issued: accounts.issuedMillis(of: token), revocable: token.revocable)
             }.asResult { .tokenVerified(connect, $0) }
         case .openSession(let id, let request):
             let (router, channel) = (self.router, self.channel)
             return router.loop.flatSubmit { router.openSession(request, control: channel) }.asResult { .sessionOpened(id: id, request, $0) }
-        case .logout(let id, let user, let all, let revoking):
+        case .logout(let id, let user, let all, let revoking, let millis):
             let (accounts, loop) = (self.accounts, self.loop)
-            let ended = all ? accounts.endLogins(of: user, on: loop).map { [self] in endOtherLogins(of: user, .logout) } : loop.makeSucceededVoidFuture()
-            return answer(id, ended.flatMap { accounts.revoke(revoking, on: loop) }.map { Self.ok(id) })
-        case .changePassword(let id, let user, let old, let new, let device, let source):
+            let ended = all ? accounts.endLogins(of: user, nowMillis: millis, on: loop).map { [self] in endOtherLogins(of: user, .logout) }
+                : loop.makeSucceededVoidFuture()
+            return answer(id, ended.flatMap { accounts.revoke(revoking, nowMillis: millis, on: loop) }.map { Self.ok(id) })
+        case .changePassword(let id, let user, let old, let new, let device, let source, let millis):
             let accounts = self.accounts
-            return accounts.changePassword(user: user, old: old, new: new, device: device, source: source, on: loop)
-                .map { Self.grant(accounts, $0, user: user, device: device) }
+            return accounts.changePassword(user: user, old: old, new: new, device: device, source: source, nowMillis: millis, on: loop)
+                .map { Self.grant(accounts, $0, user: user, device: device, nowMillis: millis) }
                 .asResult { .passwordChanged(id: id, user: user, $0) }
         case .devices(let id, let user, let millis):
             return answer(id, store.devices(of: user, nowMillis: millis, on: loop).map { devices in
@@ -62,11 +63,11 @@ struct ControlWorker {
             let router = self.router
             return router.loop.flatSubmit { router.answer(query, sessionID: session) }.map { .queryAnswered }.recover { _ in .queryAnswered }
         case .group(let id, let user, let request, let millis):
-            return answer(id, ControlGroupWork(router: router, loop: loop).run(request, by: user, id: id, nowMillis: millis))
+            return answer(id, ControlGroupWork(router: router, loop: loop, ids: node.ids).run(request, by: user, id: id, nowMillis: millis))
         case .contact(let id, let flow, let millis):
             var flow = flow
             let first = flow.start()
-            return answer(id, Self.carryOut(first, flow, router: router, nowMillis: millis, on: loop).map { answer in
+            return answer(id, Self.carryOut(first, flow, router: router, ids: node.ids, nowMillis: millis, on: loop).map { answer in
                 Simp_Envelope(requestID: id, .contactAnswer(answer))
             })
         case .settings(let id, let user, let changes, let filtering):
@@ -94,10 +95,10 @@ struct ControlWorker {
 
     /// The device's connections here close at once; every node (this one again, harmlessly)
     /// closes its own through the admin channel (`ControlAction.endDevice`).
-    func endDevice(_ revocation: ControlMachine.Revocation) {
+    func endDevice(_ revocation: ControlMachine.Revocation, now: NIODeadline) {
         let (user, device) = (revocation.user, revocation.device)
         let closed = node.logins.revoked(user: user, device: device, at: revocation.millis,
-                                         with: .error(.sessionClosed, "this device was revoked from \(user)'s device \(revocation.by)"))
+                                         with: .error(.sessionClosed, "this device was revoked from \(user)'s device \(revocation.by)"), now: now)
         node.metrics.loginsEnded.increment(by: Int64(closed))
         store.announce(.endDevice(user: user, device: device, by: revocation.by, at: revocation.millis), on: router.loop)
     }
@@ -110,9 +111,11 @@ struct ControlWorker {
         Simp_Envelope(requestID: id, .ok(Simp_Ok()))
     }
 
-    private static func grant(_ accounts: Accounts, _ token: (token: String, expiresAt: Int64), user: String, device: String) -> ControlMachine.Grant {
+    private static func grant(_ accounts: Accounts, _ token: (token: String, expiresAt: Int64), user: String, device: String,
+                              nowMillis: Int64) -> ControlMachine.Grant {
         ControlMachine.Grant(user: user, device: device, token: token.token, expiresAt: token.expiresAt,
-                             issued: accounts.issuedMillis(expiringAt: token.expiresAt), revocable: accounts.parse(token: token.token)?.revocable)
+                             issued: accounts.issuedMillis(expiringAt: token.expiresAt),
+                             revocable: accounts.parse(token: token.token, nowMillis: nowMillis)?.revocable)
     }
 
     /// The settings changed (or read); turning contacts-only on is applied before the answer,
@@ -136,7 +139,7 @@ struct ControlWorker {
     }
 
     private func markRead(_ id: UInt64, user: String, session: UInt64, _ request: Simp_ReadRequest, nowMillis: Int64) -> EventLoopFuture<Simp_Envelope> {
-        let router = self.router
+        let (router, ids) = (self.router, node.ids)
         return router.loop.submit { router.reader(of: session) }.flatMap { reader -> EventLoopFuture<Void> in
             guard let reader else { return router.loop.makeFailedFuture(ServerError(.notConnected, "the session ended")) }
             let marks = ReadReceipts.delivered(request, reader: reader)
@@ -144,16 +147,16 @@ struct ControlWorker {
                 let senders = Array(Set(genuine.map(\.fromUser)))
                 return router.store.takingReadReceipts(senders, from: user, on: router.loop).map { taking in
                     let notices = ReadReceipts.notices(genuine, reader: reader, sendersTakingReceipts: taking,
-                                                       ids: { UInt64.random(in: 1...UInt64.max) }, nowMillis: nowMillis)
+                                                       ids: ids, nowMillis: nowMillis)
                     for notice in notices { router.notify(notice) }
                 }
             }
         }.map { Simp_Envelope(requestID: id, .ok(Simp_Ok())) }
     }
 
-    /// Runs a contact request's steps (`ContactFlow`) one after another.
-    private static func carryOut(_ next: ContactFlow.Next, _ flow: ContactFlow, router: Router, nowMillis: Int64,
-                                 on loop: any EventLoop) -> EventLoopFuture<Simp_ContactAnswer> {
+    /// Runs a contact request's steps (`ContactFlow`) one after another; a notice's id is drawn from `ids`.
+    private static func carryOut(_ next: ContactFlow.Next, _ flow: ContactFlow, router: Router, ids: @escaping @Sendable () -> UInt64,
+                                 nowMillis: Int64, on loop: any EventLoop) -> EventLoopFuture<Simp_ContactAnswer> {
         var flow = flow
         switch next {
         case .run(let step, let owner, let peer):
@@ -161,13 +164,13 @@ struct ControlWorker {
             return router.store.contactStep(step, owner: owner, peer: peer, on: loop).flatMap { result in
                 var flow = current
                 let next = flow.finished(step, owner: owner, result)
-                return carryOut(next, flow, router: router, nowMillis: nowMillis, on: loop)
+                return carryOut(next, flow, router: router, ids: ids, nowMillis: nowMillis, on: loop)
             }
         case .notify(let type, let from, let to):
-            let notice = ContactFlow.notice(type, from: from, to: to, id: UInt64.random(in: 1...UInt64.max), nowMillis: nowMillis)
+            let notice = ContactFlow.notice(type, from: from, to: to, id: ids(), nowMillis: nowMillis)
             router.loop.execute { router.notify(notice) }
             let after = flow.next()
-            return carryOut(after, flow, router: router, nowMillis: nowMillis, on: loop)
+            return carryOut(after, flow, router: router, ids: ids, nowMillis: nowMillis, on: loop)
         case .filtered(let nodes):
             let user = flow.user
             let after = flow.next()
@@ -175,7 +178,7 @@ struct ControlWorker {
             // Done before the answer: the loop may read a datagram before a task queued
             // earlier, and the blocked sender's next message must not go early.
             return router.loop.submit { router.filtered(user: user, nodes: nodes) }.hop(to: loop).flatMap {
-                carryOut(after, rest, router: router, nowMillis: nowMillis, on: loop)
+                carryOut(after, rest, router: router, ids: ids, nowMillis: nowMillis, on: loop)
             }
         case .answer(let answer):
             return loop.makeSucceededFuture(answer)

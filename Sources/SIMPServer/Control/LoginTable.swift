@@ -40,9 +40,11 @@ final class LoginTable: Sendable {
     /// Notes the connection as logged in as `user` for `device` with a token issued at
     /// `tokenIssued` (again, after a CONNECT names the device). Refused, and nothing noted, when
     /// a revocation of the device heard lately ends that token: its closes have run already.
-    func loggedIn(_ connection: Connection, user: String, device: String, tokenIssued: Int64, channel: any Channel) -> Bool {
+    /// `now`: the caller's moment for the event (its driver read the clock once for it).
+    func loggedIn(_ connection: Connection, user: String, device: String, tokenIssued: Int64, channel: any Channel,
+                  now: NIODeadline) -> Bool {
         state.withLockedValue { state in
-            guard !state.revocations.refuses(user: user, device: device, tokenIssued: tokenIssued, now: .now()) else { return false }
+            guard !state.revocations.refuses(user: user, device: device, tokenIssued: tokenIssued, now: now) else { return false }
             state.logins[user, default: [:]][connection] = Login(device: device, tokenIssued: tokenIssued, channel: channel)
             return true
         }
@@ -73,12 +75,13 @@ final class LoginTable: Sendable {
     /// The device was revoked at `revokedAt` (ms since the epoch): sends `error` on the
     /// device's connections whose token that ends, closes them, and remembers the revocation
     /// for the logins still on their way to the table. Without a time (an older node's
-    /// announcement), closes every connection of the device and remembers nothing.
+    /// announcement), closes every connection of the device and remembers nothing. `now`: when
+    /// the revocation was heard, the caller's moment for the event.
     @discardableResult
-    func revoked(user: String, device: String, at revokedAt: Int64?, with error: Simp_Envelope) -> Int {
+    func revoked(user: String, device: String, at revokedAt: Int64?, with error: Simp_Envelope, now: NIODeadline) -> Int {
         let closing = state.withLockedValue { state in
             if let revokedAt {
-                state.revocations.heard(user: user, device: device, revokedAt: revokedAt, now: .now())
+                state.revocations.heard(user: user, device: device, revokedAt: revokedAt, now: now)
             }
             return Self.remove(from: &state, user: user) { _, login in
                 login.device == device && RecentRevocations.ends(tokenIssued: login.tokenIssued, revokedAt: revokedAt)

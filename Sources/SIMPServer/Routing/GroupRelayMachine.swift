@@ -16,7 +16,7 @@ import SIMPRedis
 /// (It counts and logs through the sinks it is given; those are not decisions.)
 struct GroupRelayMachine {
     /// A membership change asked by a control request.
-    struct Change: Sendable {
+    struct Change: Sendable, Equatable {
         var action: MessageStore.GroupChangeAction
         var group: String
         var by: String

@@ -61,8 +61,12 @@ final class Router: @unchecked Sendable {
     /// instead of starting a second round.
     private var pending: [DeliveryAction] = []
     private var performing = false
-    /// Charges a user's request budget with work done for it outside a request (`Admission.charge`).
-    var charge: @Sendable (_ user: String, _ units: Int) -> Void = { _, _ in }
+    /// Charges a user's request budget with work done for it outside a request (`Admission.charge`),
+    /// at the moment of the event that asked for the work.
+    var charge: @Sendable (_ user: String, _ units: Int, _ now: NIODeadline) -> Void = { _, _, _ in }
+    /// The moment of the latest event fed: what the actions being carried out stamp (an action
+    /// of an earlier event still under way gets the later moment, never a clock read of its own).
+    private var moment = Moment(deadline: .uptimeNanoseconds(0), millis: 0)
 
     init(loop: any EventLoop, store: MessageStore, settings: RouterSettings, metrics: ServerMetrics, logger: Logger) {
         self.loop = loop
@@ -80,25 +84,20 @@ final class Router: @unchecked Sendable {
     }
 
     /// The time of an event, read once for it.
-    static var now: Moment {
-        Moment(deadline: .now(), millis: Int64(Date().timeIntervalSince1970 * 1000))
-    }
+    static var now: Moment { .read() }
 
     /// Feeds one event to the engine, with the time, and carries out what it decided.
     private func feed(_ event: DeliveryEvent) {
         loop.assertInEventLoop()
-        pending.append(contentsOf: engine.handle(event, at: Self.now))
+        moment = Self.now
+        pending.append(contentsOf: engine.handle(event, at: moment))
         perform()
     }
 
-    /// Makes a membership change (a control request); answered once its entries are copied.
-    /// `invited`: users a create or add invites rather than adds.
-    /// `entryBy`: who the entries name as making the change, when not `by` (an accept names who invited).
-    func changeGroup(_ action: MessageStore.GroupChangeAction, group: String, by: String, entryBy: String? = nil, users: [String],
-                     invited: [String] = [], maxMembers: Int, nowMillis: Int64) -> EventLoopFuture<MessageStore.GroupChangeResult> {
+    /// Makes a membership change (a control request's, `GroupFlow`); answered once its entries are copied.
+    func changeGroup(_ change: GroupRelayMachine.Change) -> EventLoopFuture<MessageStore.GroupChangeResult> {
         loop.assertInEventLoop()
-        return groups.change(GroupRelayMachine.Change(action: action, group: group, by: by, entryBy: entryBy ?? by, users: users,
-                                                      invited: invited, maxMembers: maxMembers, nowMillis: nowMillis))
+        return groups.change(change)
     }
 
     /// What a read request needs of its session: who reads, and how far it confirmed.
@@ -115,10 +114,10 @@ final class Router: @unchecked Sendable {
     }
 
     /// Finds who may see `change.user`'s presence, and where they are; the engine tells them.
-    private func announce(_ change: PresenceChange) {
+    private func announce(_ change: PresenceChange, at now: NIODeadline) {
         store.presenceCircle(of: change.user, on: loop).flatMap { [store, loop, charge] circle in
             // The user whose connect or disconnect it is pays for it, like for a request.
-            charge(change.user, RequestCost.presenceRead(groups: circle.groups, users: circle.users.count))
+            charge(change.user, RequestCost.presenceRead(groups: circle.groups, users: circle.users.count), now)
             return store.nodes(of: circle.users, watching: change.user, on: loop)
         }.whenSuccess { [self] byNode in
             feed(.presenceWatchers(change, byNode: byNode))
@@ -374,7 +373,7 @@ final class Router: @unchecked Sendable {
                 }
             }
         case .announcePresence(let change):
-            announce(change)
+            announce(change, at: moment.deadline)
         case .publish(let notice, let nodes):
             store.publish(notice, to: nodes, on: loop)
         case .routeTyping(let from, let to):
@@ -395,5 +394,13 @@ final class Router: @unchecked Sendable {
                                                             direction: .toClient, allocator: udp.allocator) else { return }
         let envelope = AddressedEnvelope(remoteAddress: datagram.address, data: buffer)
         if datagram.flush { udp.writeAndFlush(envelope, promise: nil) } else { udp.write(envelope, promise: nil) }
+    }
+}
+
+extension Moment {
+    /// The clocks, read: only a driver calls this, once per event (`Router.now`,
+    /// `ControlHandler.now`), and hands the moment to what it feeds.
+    static func read() -> Moment {
+        Moment(deadline: .now(), millis: Int64(Date().timeIntervalSince1970 * 1000))
     }
 }

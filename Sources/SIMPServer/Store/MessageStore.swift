@@ -492,8 +492,9 @@ final class MessageStore: Sendable {
     /// Before a session reads its inbox: if Redis lost numbers the client had seen (its
     /// `lastSeq` is above the seq numbering restarted from), the entries stored since move past
     /// `lastSeq`, in order, so the client does not drop them as ones it has seen. Tried again
-    /// if a store changes the inbox between the check and the move.
-    func repairNumbering(user: String, lastSeq: UInt64, attempts: Int = 3, on loop: any EventLoop) -> EventLoopFuture<Int> {
+    /// if a store changes the inbox between the check and the move, as `NumberingRepair` says.
+    func repairNumbering(user: String, lastSeq: UInt64, repair: NumberingRepair = NumberingRepair(),
+                         on loop: any EventLoop) -> EventLoopFuture<Int> {
         var check = RedisCommand.script(Scripts.numberingCheck, keys: [keys.seq(user), keys.inbox(user), keys.numbering(user)],
                                         args: [lastSeq, "run id"])
         // After numkeys, the three keys and lastSeq.
@@ -509,11 +510,12 @@ final class MessageStore: Sendable {
                 args: [base, lastSeq] + entries.flatMap { [$0.seq, $0.id] as [any RedisArgument] })
             return redis.run([command], on: loop).flatMap { replies in
                 let moved = (try? replies[0].checked().int).flatMap { $0 } ?? 0
-                if moved > 0 || entries.isEmpty { return loop.makeSucceededFuture(Int(moved)) }
-                guard attempts > 1 else {
+                switch repair.next(moved: Int(moved), entries: entries.count) {
+                case .done(let moved): return loop.makeSucceededFuture(moved)
+                case .again(let next): return self.repairNumbering(user: user, lastSeq: lastSeq, repair: next, on: loop)
+                case .failed:
                     return loop.makeFailedFuture(RedisError(.protocolViolation, "\(user)'s inbox kept changing while its numbering was repaired"))
                 }
-                return self.repairNumbering(user: user, lastSeq: lastSeq, attempts: attempts - 1, on: loop)
             }
         }
     }

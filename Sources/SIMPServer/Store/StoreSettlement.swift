@@ -84,3 +84,26 @@ struct NoticeRetry: Equatable, Sendable {
         return (.milliseconds(250 * Int64(attempt)), failed, NoticeRetry(attempt: attempt + 1))
     }
 }
+
+/// What a numbering repair's move comes to (`MessageStore.repairNumbering`), pure: done when it
+/// moved entries past the client's `lastSeq` or had none to move; otherwise a store changed the
+/// inbox between the check and the move (the move's script refuses then), so the check runs
+/// again, `attempts` in all, and after the last the repair fails.
+struct NumberingRepair: Equatable, Sendable {
+    static let attempts = 3
+
+    /// The check and move this outcome answers: 1 for the first.
+    var attempt = 1
+
+    enum Next: Equatable, Sendable {
+        case done(moved: Int)
+        case again(NumberingRepair)
+        case failed
+    }
+
+    /// `moved`: the entries the move moved; `entries`: how many the check found to move.
+    func next(moved: Int, entries: Int) -> Next {
+        if moved > 0 || entries == 0 { return .done(moved: moved) }
+        return attempt < Self.attempts ? .again(NumberingRepair(attempt: attempt + 1)) : .failed
+    }
+}

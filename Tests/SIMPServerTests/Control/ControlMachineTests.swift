@@ -364,6 +364,25 @@ struct ControlMachineTests {
         #expect(request.user == "alice" && request.device == "phone" && request.tokenIssuedMillis == 42 && request.lastSeq == 3 && request.takesBundles)
     }
 
+    @Test func aLoginAndAConnectCarryTheirRequestsTime() {
+        var connection = Connection(Self.node())
+        connection.millis = 250
+        var request = Simp_LoginRequest()
+        request.user = "alice"
+        let login = connection.raw(.frame(Simp_Envelope(requestID: 1, .login(request))))
+        guard case .login(_, _, _, let loginMillis)? = Self.works(login).first else {
+            Issue.record("a login asked for: \(login.map(Self.line))")
+            return
+        }
+        connection.millis = 900
+        let connect = connection.raw(.frame(Simp_Envelope(requestID: 2, .connect(Self.connectRequest("phone")))))
+        guard case .verifyToken(_, _, let connectMillis)? = Self.works(connect).first else {
+            Issue.record("a token check asked for: \(connect.map(Self.line))")
+            return
+        }
+        #expect(loginMillis == 1_700_000_000_250 && connectMillis == 1_700_000_000_900)
+    }
+
     @Test func oneConnectAtATime() {
         var connection = Connection(Self.node())
         #expect(connection.frame(.connect(Self.connectRequest("phone")), id: 2) == ["run verifyToken"])
@@ -432,10 +451,11 @@ struct ControlMachineTests {
         request.oldPassword = "a"
         request.newPassword = "b"
         let asked = connection.raw(.frame(Simp_Envelope(requestID: 4, .changePassword(request))))
-        guard case .changePassword(4, "alice", "a", "b", "phone", "10.0.0.1")? = Self.works(asked).first else {
+        guard case .changePassword(4, "alice", "a", "b", "phone", "10.0.0.1", let millis)? = Self.works(asked).first else {
             Issue.record("the change asked for: \(asked.map(Self.line))")
             return
         }
+        #expect(millis == connection.at.millis, "the accounts stamp the new token with the request's time")
         #expect(connection.on(.passwordChanged(id: 4, user: "alice", .success(Self.grant("alice", revocable: Self.token(3)))))
             == ["endOtherLogins alice password", "send #4 loginOk"])
         #expect(connection.machine.tokens == [Self.token(3)])
@@ -477,8 +497,9 @@ struct ControlMachineTests {
         request.all = true
         let actions = connection.raw(.frame(Simp_Envelope(requestID: 5, .logout(request))))
         #expect(actions.map(Self.line) == ["router closeSession", "leave alice", "frameLimit 4096", "schedule loginDeadline", "run logout"])
-        guard case .logout(5, "alice", true, let revoking)? = Self.works(actions).first else { return }
+        guard case .logout(5, "alice", true, let revoking, let millis)? = Self.works(actions).first else { return }
         #expect(revoking == [Self.token(1)] && connection.machine.tokens.isEmpty)
+        #expect(millis == connection.at.millis, "tokens end from the request's time")
         #expect(connection.machine.phase == .anonymous && connection.machine.slot == nil)
         #expect(connection.on(.answered(id: 5, .success(Simp_Envelope(requestID: 5, .ok(Simp_Ok()))))) == ["send #5 ok"],
                 "anonymous again: the frame limit stays small")

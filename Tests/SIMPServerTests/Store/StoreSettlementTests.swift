@@ -102,4 +102,13 @@ import Testing
         #expect(NoticeRetry(attempt: 4).next(["b"], replies: nil)?.after == .milliseconds(1_000))
         #expect(NoticeRetry(attempt: NoticeRetry.attempts).next(["b"], replies: nil) == nil, "given up after the fifth send")
     }
+
+    @Test func aNumberingRepairIsCheckedAgainWhileStoresChangeTheInbox() {
+        let first = NumberingRepair()
+        #expect(first.next(moved: 4, entries: 4) == .done(moved: 4))
+        #expect(first.next(moved: 0, entries: 0) == .done(moved: 0), "nothing to move")
+        #expect(first.next(moved: 0, entries: 2) == .again(NumberingRepair(attempt: 2)), "a store came between the check and the move")
+        #expect(NumberingRepair(attempt: 2).next(moved: 0, entries: 2) == .again(NumberingRepair(attempt: 3)))
+        #expect(NumberingRepair(attempt: NumberingRepair.attempts).next(moved: 0, entries: 2) == .failed, "given up after the third check")
+    }
 }
