@@ -174,7 +174,10 @@ final class Accounts: Sendable {
             return loop.makeFailedFuture(ServerError(.rateLimited, reason))
         }
         let result = workers.runIfActive(eventLoop: loop, job)
-        result.whenComplete { [hashing] _ in hashing.withLockedValue { $0.release(source) } }
+        result.whenComplete { [hashing, metrics] _ in
+            metrics.passwordHashes.increment()
+            hashing.withLockedValue { $0.release(source) }
+        }
         return result
     }
 

@@ -44,6 +44,7 @@ final class ServerMetrics: Sendable {
     let tokensRevoked: Counter
     /// Password hashes made again with the node's parameters at a login.
     let passwordHashesUpgraded: Counter
+    let passwordHashes: Counter
     /// Control connections closed because their login ended elsewhere (a password change,
     /// `logout{all}`, a device revoked).
     let loginsEnded: Counter
@@ -104,6 +105,7 @@ final class ServerMetrics: Sendable {
         loginsSucceeded = counter("logins", "Logins with the right password")
         tokensRevoked = counter("tokens_revoked", "Tokens revoked by logout")
         passwordHashesUpgraded = counter("password_hashes_upgraded", "Password hashes made again with this node's scrypt parameters at a login")
+        passwordHashes = counter("password_hashes", "Password hashing jobs (scrypt) run: checks, a name nobody has included, and new hashes")
         loginsEnded = counter("logins_ended", "Control connections closed because their login was ended (password change, logout all, device revoked)")
         keepalives = counter("keepalives_received", "PING and PONG frames received on control connections (heartbeats and their answers)")
         groupCopiesHeld = counter("group_copies_held", "Copies of a group to a member stopped at the member's bound of unconfirmed group copies")
