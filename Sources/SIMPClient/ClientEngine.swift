@@ -28,6 +28,10 @@ struct ClientEngine {
         case send([Outgoing])
         case typing(to: String)
         case disconnect
+        /// The task awaiting `connect` was cancelled: that connect ends, nothing is retried.
+        case connectCancelled
+        /// `close()`: the client is done.
+        case close
         /// After a password change: reconnects present the new token, or the new password.
         case passwordChanged(password: String, token: LoginToken)
         /// A new datagram socket (`rebindUDP`): the server is to validate it at once.
@@ -100,6 +104,10 @@ struct ClientEngine {
         case pathBound
         /// The server the session is on, for `connectedServer`; nil while there is none.
         case connectedServer(ServerAddress?)
+        /// Close the control connection and the datagram socket (a cancelled `connect`).
+        case closeConnection
+        /// The connection's state changed (`SIMPClient.connectionState`).
+        case connectionState(ConnectionState)
         /// The longest text the server takes.
         case textLimit(Int)
         /// Watch the server's heartbeat on the control connection.
@@ -203,6 +211,8 @@ struct ClientEngine {
 
     // The connection.
     var lifecycle = ConnectionLifecycle()
+    /// What the application is told of the connection (`Action.connectionState` on a change).
+    var connectionState = ConnectionState.disconnected
     var rotation: ServerRotation
     /// The server of the connection open or being opened.
     var server: ServerAddress
@@ -261,6 +271,8 @@ struct ClientEngine {
         case .send(let items): send(items, now: now)
         case .typing(let peer): typing(to: peer)
         case .disconnect: disconnect()
+        case .connectCancelled: connectCancelled()
+        case .close: setConnectionState(.closed)
         case .passwordChanged(let password, let token): passwordChanged(to: password, token: token)
         case .udpReplaced: sendKeepalive(now: now)
         case .sessionWanted(let udpPort): sessionWanted(udpPort: udpPort, now: now)
@@ -296,6 +308,13 @@ struct ClientEngine {
         if hasStore, case .read(let id, let from, let by) = shown, by == credentials?.user {
             actions.append(.history(.readElsewhere(id: id, from: from)))
         }
+    }
+
+    /// Tells the application the connection's new state, when it changed.
+    mutating func setConnectionState(_ state: ConnectionState) {
+        guard state != connectionState, connectionState != .closed else { return }
+        connectionState = state
+        actions.append(.connectionState(state))
     }
 
     /// `end` at the end of this loop turn, once.
