@@ -96,11 +96,10 @@ extension ClientEngine {
 
     private mutating func connectEnded(_ result: Result<Void, ClientError>) {
         connectSearch = nil
-        if case .failure = result {
-            lifecycle.connectFailed()
-            setConnectionState(lifecycle.isBound ? .connected(server) : .disconnected)
-        }
         actions.append(.connectEnded(result))
+        guard case .failure = result else { return }
+        lifecycle.connectFailed()
+        setConnectionState(lifecycle.isBound ? .connected(server) : .disconnected)
     }
 
     /// The failure with the server it happened on, unless it says so already.

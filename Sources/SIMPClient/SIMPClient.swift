@@ -122,7 +122,12 @@ public final class SIMPClient: @unchecked Sendable {
                 connectWaiters.append(connected)
                 handle(.connectRequested(user: user, password: password, token: token))
             }
-            try await untilCancelled(connected) { [self] in loop.execute { [self] in handle(.connectCancelled) } }
+            // The engine ends the connect (`.cancelled`), so its state is said when this returns.
+            try await withTaskCancellationHandler {
+                try await connected.futureResult.get()
+            } onCancel: { [self] in
+                loop.execute { [self] in handle(.connectCancelled) }
+            }
         } catch {
             throw withTLSHint(Self.clientError(error))
         }
