@@ -96,10 +96,12 @@ extension ClientEngine {
 
     private mutating func connectEnded(_ result: Result<Void, ClientError>) {
         connectSearch = nil
+        // The state first: the application's `connect` returns as soon as it is told.
+        if case .failure = result {
+            lifecycle.connectFailed()
+            setConnectionState(lifecycle.isBound ? .connected(server) : .disconnected)
+        }
         actions.append(.connectEnded(result))
-        guard case .failure = result else { return }
-        lifecycle.connectFailed()
-        setConnectionState(lifecycle.isBound ? .connected(server) : .disconnected)
     }
 
     /// The failure with the server it happened on, unless it says so already.

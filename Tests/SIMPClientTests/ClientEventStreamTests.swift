@@ -78,13 +78,16 @@ import Testing
         var engine = T.engine()
         _ = engine.handle(.connectRequested(user: "alice", password: "pw", token: nil), at: T.start)
         let cancelled = engine.handle(.connectCancelled, at: T.at(1))
-        guard case .connectEnded(.failure(let failure)) = cancelled.first else {
+        guard case .connectEnded(.failure(let failure)) = cancelled.first(where: { if case .connectEnded = $0 { true } else { false } }) else {
             Issue.record("connect does not end: \(cancelled)")
             return
         }
         #expect(failure.isCancelled && failure.errorCode == .cancelled)
         #expect(cancelled.contains { if case .closeConnection = $0 { true } else { false } })
         #expect(Self.states(cancelled) == [.disconnected])
+        #expect(cancelled.firstIndex { if case .connectionState = $0 { true } else { false } }!
+                < cancelled.firstIndex { if case .connectEnded = $0 { true } else { false } }!,
+                "the state is said before connect returns")
         #expect(engine.lifecycle.state == .idle)
         // The attempt under way ends later: nothing more is said, nothing retried.
         let late = engine.handle(.attemptEnded(index: 0, .connect, .failure(ClientError("control connection closed"))), at: T.at(2))

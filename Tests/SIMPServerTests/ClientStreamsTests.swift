@@ -140,3 +140,44 @@ import Testing
         #expect(client.connectionState == .closed)
     }
 }
+
+#if canImport(Observation)
+@MainActor @Suite(.serialized) struct ClientModelTests {
+    /// Polls `condition` on the main actor until it holds (at most 30 s).
+    static func until(_ condition: () -> Bool) async -> Bool {
+        for _ in 0..<600 {
+            if condition() { return true }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return condition()
+    }
+
+    /// The model a UI shows: the connection's state, the local history's conversations (read
+    /// again after a message), the latest events.
+    @MainActor @Test func theModelFollowsTheClient() async throws {
+        let cluster = try await TestCluster.start()
+        try await cluster.register("alice")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("simp-model-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var configuration = cluster.clientConfiguration()
+        configuration.dataDirectory = directory
+        let alice = SIMPClient(configuration: configuration)
+        let model = SIMPClientModel(client: alice, recentLimit: 10)
+        model.start()
+        try await alice.connect(user: "alice", password: "pw-alice")
+        let server = ServerAddress(host: "127.0.0.1", port: cluster.addresses.tcpPort)
+        #expect(await Self.until { model.connectionState == .connected(server) })
+        let (bob, _) = try await cluster.connectedClient("bob")
+        _ = try await bob.send(to: "alice", text: "hi")
+        #expect(await Self.until { model.conversations.first?.conversation == "bob" && model.conversations.first?.unreadCount == 1 })
+        #expect(model.conversations.first?.lastMessage.text == "hi")
+        #expect(model.recentEvents.contains(.connected(user: "alice")))
+        #expect(model.recentEvents.count <= 10)
+        await alice.close()
+        #expect(await Self.until { model.connectionState == .closed })
+        model.stop()
+        await bob.close()
+        await cluster.stop()
+    }
+}
+#endif
