@@ -78,6 +78,30 @@ import Testing
         await cluster.stop()
     }
 
+    /// A consumer that reads nothing while 40 messages come holds only its buffer's worth,
+    /// and is told how many it missed: every event the other consumer got, less those kept.
+    @Test func aSlowConsumerStaysBoundedAndIsToldWhatItMissed() async throws {
+        let cluster = try await TestCluster.start()
+        try await cluster.register("alice")
+        let alice = SIMPClient(configuration: cluster.clientConfiguration())
+        let slow = alice.events(bufferingNewest: 5)
+        let (all, allTask) = Collected.following(alice.events())
+        try await alice.connect(user: "alice", password: "pw-alice")
+        let (bob, _) = try await cluster.connectedClient("bob")
+        for index in 1...40 { _ = try await bob.send(to: "alice", text: "m\(index)") }
+        #expect(await eventually { Self.texts(all.all).count == 40 })
+        await alice.close()
+        await allTask.value
+        var read: [ClientEvent] = []
+        for await event in slow { read.append(event) }
+        let everything = all.all
+        #expect(read.count == 6, "the count, then the 5 newest")
+        #expect(read.first?.droppedEvents == everything.count - 5)
+        #expect(Array(read.dropFirst()) == Array(everything.suffix(5)))
+        await bob.close()
+        await cluster.stop()
+    }
+
     /// Redis stopped holds the server's answer to a history request (it would come as
     /// STORE_UNAVAILABLE after the server's Redis timeout, or as the client's own timeout).
     @Test func aCancelledRequestReturnsAtOnceAndIsForgotten() async throws {
