@@ -25,8 +25,6 @@ extension ClientEngine {
             pong.nonce = ping.nonce
             sendControl(.pong(pong))
         case .error(let error):
-            // The answer to a request nobody waits for any more (cancelled, timed out).
-            guard envelope.requestID == 0 else { return }
             let reason = error.reason.isEmpty ? error.code.name : error.reason
             if error.code == .sessionClosed || error.code == .sessionReplaced { lifecycle.serverEnds(because: reason) }
             emit(.error("server: \(reason)", code: error.code))

@@ -50,8 +50,16 @@ struct ClientEngine {
         case reconnectDue(index: Int)
 
         // The control connection.
-        /// An envelope that answers no request of the driver's.
+        /// An envelope from the server (an answer when its `requestID` is not 0).
         case control(Simp_Envelope)
+        /// The request numbered so was written on the control connection.
+        case requestSent(UInt64)
+        /// Its caller's task was cancelled.
+        case requestCancelled(UInt64)
+        /// No answer came within the request timeout.
+        case requestTimedOut(UInt64)
+        /// The control connection is closing, for this reason: its requests are not answered.
+        case requestsLost(why: String)
         /// The control connection closed.
         case controlClosed
         /// The control connection was idle for writing.
@@ -98,6 +106,8 @@ struct ClientEngine {
         case attempt(index: Int, ServerAddress, Purpose)
         /// `reconnectDue` after `delay`.
         case reconnect(index: Int, after: TimeAmount)
+        /// The request numbered so is over: this is what its caller gets.
+        case answer(UInt64, Result<Simp_Envelope, ClientError>)
         /// The application's `connect` returns (or throws).
         case connectEnded(Result<Void, ClientError>)
         /// The session's path is confirmed: the attempt under way succeeds.
@@ -211,6 +221,8 @@ struct ClientEngine {
 
     // The connection.
     var lifecycle = ConnectionLifecycle()
+    /// The requests written on the control connection and not yet over (ClientEngine+Requests).
+    var pendingRequests = Set<UInt64>()
     /// What the application is told of the connection (`Action.connectionState` on a change).
     var connectionState = ConnectionState.disconnected
     var rotation: ServerRotation
@@ -280,7 +292,12 @@ struct ClientEngine {
         case .sessionOpened(let response): sessionOpened(response, now: now)
         case .attemptEnded(let index, let purpose, let result): attemptEnded(index: index, purpose, result, now: now)
         case .reconnectDue(let index): reconnectDue(index: index)
-        case .control(let envelope): control(envelope, now: now)
+        case .control(let envelope): envelope.requestID == 0 ? control(envelope, now: now) : answered(envelope)
+        case .requestSent(let id): requestSent(id)
+        case .requestCancelled(let id): requestEnded(id, .cancelled)
+        case .requestTimedOut(let id):
+            requestEnded(id, ClientError("no answer from the server within \(configuration.requestTimeout.nanoseconds / 1_000_000_000)s"))
+        case .requestsLost(let why): requestsLost(why)
         case .controlClosed: controlClosed()
         case .pingDue: sendPing()
         case .datagram(let buffer): datagram(buffer, now: now)

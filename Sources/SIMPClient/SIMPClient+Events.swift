@@ -75,8 +75,8 @@ extension SIMPClient {
         }
     }
 
-    /// Requests on the control connection waiting for their answer.
+    /// Requests on the control connection the engine waits an answer for.
     func pendingRequests() async -> Int {
-        (try? await loop.submit { [self] in requests.count }.get()) ?? 0
+        (try? await loop.submit { [self] in engine.pendingRequests.count }.get()) ?? 0
     }
 }

@@ -11,8 +11,9 @@ extension SIMPClient {
                      _ expected: @escaping @Sendable (Simp_Envelope.OneOf_Body?) -> Answer?) async throws(ClientError) -> Answer {
         do {
             let answer = loop.makePromise(of: Simp_Envelope.self)
-            loop.execute { [self] in request(body, answering: answer) }
-            let reply = try await untilCancelled(answer)
+            let id = newRequestID()
+            loop.execute { [self] in request(body, id: id, answering: answer) }
+            let reply = try await untilCancelled(answer) { [self] in loop.execute { [self] in handle(.requestCancelled(id)) } }
             guard let answer = expected(reply.body) else { throw ClientError("unexpected reply to \(what)") }
             return answer
         } catch {

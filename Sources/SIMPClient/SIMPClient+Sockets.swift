@@ -136,26 +136,26 @@ extension SIMPClient {
 
     func request(_ body: Simp_Envelope.OneOf_Body) -> EventLoopFuture<Simp_Envelope> {
         let promise = loop.makePromise(of: Simp_Envelope.self)
-        request(body, answering: promise)
+        request(body, id: newRequestID(), answering: promise)
         return promise.futureResult
     }
 
-    /// Sends a request and completes `promise` with its answer. However the promise ends (an
-    /// answer, the timeout, a closed connection, the caller's cancellation), the request is
-    /// forgotten then: a later answer is not for anyone.
-    func request(_ body: Simp_Envelope.OneOf_Body, answering promise: EventLoopPromise<Simp_Envelope>) {
+    /// A number for a request, unique on this client.
+    func newRequestID() -> UInt64 {
+        requestIDs.withLock { last in
+            last += 1
+            return last
+        }
+    }
+
+    /// Sends request `id` and completes `promise` when the engine says it is over (answered,
+    /// timed out, cancelled, or its connection lost).
+    func request(_ body: Simp_Envelope.OneOf_Body, id: UInt64, answering promise: EventLoopPromise<Simp_Envelope>) {
         guard let control else { return promise.fail(ClientError("not connected", code: .notConnected)) }
-        let id = nextRequestID
-        nextRequestID += 1
-        requests[id] = promise
+        let timeout = loop.scheduleTask(in: configuration.requestTimeout) { [self] in handle(.requestTimedOut(id)) }
+        requests[id] = (promise, timeout)
+        handle(.requestSent(id))
         control.writeAndFlush(Simp_Envelope(requestID: id, body), promise: nil)
-        let timeout = loop.scheduleTask(in: configuration.requestTimeout) {
-            promise.fail(ClientError("no answer from the server within \(self.configuration.requestTimeout.nanoseconds / 1_000_000_000)s"))
-        }
-        promise.futureResult.whenComplete { [self] _ in
-            timeout.cancel()
-            requests[id] = nil
-        }
     }
 
     /// One request on a connection of its own, closed after the answer.

@@ -40,13 +40,16 @@ public final class SIMPClient: @unchecked Sendable {
     let random: @Sendable () -> UInt64
 
     // Confined to `loop`.
-    private var engine: ClientEngine
+    private(set) var engine: ClientEngine
     var control: (any Channel)?
     var udp: (any Channel)?
     var udpIsIPv6 = false
     var serverUDP: SocketAddress?
-    var nextRequestID: UInt64 = 1
-    var requests: [UInt64: EventLoopPromise<Simp_Envelope>] = [:]
+    /// The numbers of requests on the control connection, drawn on any thread (`ask`).
+    let requestIDs = Locked<UInt64>(0)
+    /// The callers of requests the engine has not yet said are over (`Action.answer`), and
+    /// their timeouts.
+    var requests: [UInt64: (promise: EventLoopPromise<Simp_Envelope>, timeout: Scheduled<Void>)] = [:]
     /// The application's `connect` calls waiting for the engine's answer.
     private var connectWaiters: [EventLoopPromise<Void>] = []
     /// The session request under way, and the confirmation of its path.
@@ -297,6 +300,10 @@ public final class SIMPClient: @unchecked Sendable {
         case .attempt(let index, let target, let purpose):
             establish(target).whenComplete { [self] in handle(.attemptEnded(index: index, purpose, $0.mapError(Self.clientError))) }
         case .reconnect(let index, let delay): loop.scheduleTask(in: delay) { [self] in handle(.reconnectDue(index: index)) }
+        case .answer(let id, let result):
+            guard let request = requests.removeValue(forKey: id) else { return }
+            request.timeout.cancel()
+            request.promise.completeWith(result.mapError { $0 as any Error })
         case .connectEnded(let result):
             for waiter in connectWaiters { waiter.completeWith(result.mapError { $0 as any Error }) }
             connectWaiters.removeAll()
@@ -332,11 +339,7 @@ public final class SIMPClient: @unchecked Sendable {
     // MARK: control channel and datagrams (on loop)
 
     func controlReceived(_ envelope: Simp_Envelope) {
-        guard envelope.requestID != 0, let promise = requests.removeValue(forKey: envelope.requestID) else {
-            return handle(.control(envelope))
-        }
-        guard case .error(let error) = envelope.body else { return promise.succeed(envelope) }
-        promise.fail(ClientError.server(error))
+        handle(.control(envelope))
     }
 
     /// Remembers why the control connection is about to close (a TLS failure, say), so the
@@ -353,8 +356,7 @@ public final class SIMPClient: @unchecked Sendable {
         control = nil
         boundPromise?.fail(ClientError(why))
         boundPromise = nil
-        for (_, promise) in requests { promise.fail(ClientError(why)) }
-        requests.removeAll()
+        handle(.requestsLost(why: why))
         handle(.controlClosed)
     }
 

@@ -108,6 +108,58 @@ import Testing
         #expect(T.events(engine.handle(.control(Simp_Envelope(.error(error))), at: T.start)).count == 1, "an error of no request is told")
     }
 
+    static func answers(_ actions: [ClientEngine.Action]) -> [(UInt64, Result<Simp_Envelope, ClientError>)] {
+        actions.compactMap { if case .answer(let id, let result) = $0 { (id, result) } else { nil } }
+    }
+
+    @Test func eachRequestIsOverOnceAndThenForgotten() {
+        var engine = T.connected()
+        for id in 1...4 { #expect(engine.handle(.requestSent(UInt64(id)), at: T.start).isEmpty) }
+        #expect(engine.pendingRequests.count == 4)
+        // Answered.
+        let page = Simp_Envelope(requestID: 1, .historyResult(Simp_HistoryResponse()))
+        let answered = Self.answers(engine.handle(.control(page), at: T.start))
+        guard answered.count == 1, answered[0].0 == 1, case .success(let reply) = answered[0].1 else {
+            Issue.record("not answered: \(answered)")
+            return
+        }
+        #expect(reply == page)
+        // Refused.
+        var error = Simp_Error()
+        error.code = .storeUnavailable
+        let refused = Self.answers(engine.handle(.control(Simp_Envelope(requestID: 2, .error(error))), at: T.start))
+        guard refused.count == 1, case .failure(let failure) = refused[0].1 else {
+            Issue.record("not refused: \(refused)")
+            return
+        }
+        #expect(failure.code == .storeUnavailable)
+        // Cancelled: over at once, its answer later is nobody's (no event, no answer).
+        let cancelled = Self.answers(engine.handle(.requestCancelled(3), at: T.at(1)))
+        guard cancelled.count == 1, cancelled[0].0 == 3, case .failure(let why) = cancelled[0].1 else {
+            Issue.record("not cancelled: \(cancelled)")
+            return
+        }
+        #expect(why.isCancelled)
+        #expect(engine.handle(.control(Simp_Envelope(requestID: 3, .historyResult(Simp_HistoryResponse()))), at: T.at(2)).isEmpty)
+        #expect(engine.handle(.control(Simp_Envelope(requestID: 3, .error(error))), at: T.at(2)).isEmpty)
+        #expect(engine.handle(.requestCancelled(3), at: T.at(2)).isEmpty, "over once")
+        #expect(engine.handle(.control(page), at: T.at(2)).isEmpty, "answered once")
+        // Timed out.
+        let late = Self.answers(engine.handle(.requestTimedOut(4), at: T.at(3)))
+        #expect(late.count == 1 && late[0].0 == 4)
+        #expect(engine.pendingRequests.isEmpty)
+    }
+
+    @Test func aLostConnectionEndsEveryRequestOnIt() {
+        var engine = T.connected()
+        _ = engine.handle(.requestSent(5), at: T.start)
+        _ = engine.handle(.requestSent(6), at: T.start)
+        let lost = Self.answers(engine.handle(.requestsLost(why: "control connection closed"), at: T.at(1)))
+        #expect(lost.map(\.0) == [5, 6])
+        #expect(lost.allSatisfy { if case .failure(let error) = $0.1 { error.message == "control connection closed" } else { false } })
+        #expect(engine.pendingRequests.isEmpty)
+    }
+
     @Test func theCancelledErrorHasItsOwnCode() {
         #expect(ClientError.cancelled.errorCode == .cancelled)
         #expect(ClientError.cancelled.code == nil)
