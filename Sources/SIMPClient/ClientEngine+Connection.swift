@@ -30,6 +30,7 @@ extension ClientEngine {
         timers.start()
         armTick(at: now.deadline + ClientTimers.fastTick)
         connectSearch = (rotation.connectOrder[...], [])
+        setConnectionState(.connecting)
         tryNextServer()
     }
 
@@ -71,6 +72,7 @@ extension ClientEngine {
         rotation.connected(to: index)
         actions.append(.connectedServer(server))
         emit(.connected(user: credentials?.user ?? ""))
+        setConnectionState(.connected(server))
         uplink.newPath()
         perform(sending.resendAll(now: now.deadline, bound: lifecycle.isBound), .first, now: now)
         queryDeliveries(now: now.deadline)
@@ -94,7 +96,11 @@ extension ClientEngine {
 
     private mutating func connectEnded(_ result: Result<Void, ClientError>) {
         connectSearch = nil
-        if case .failure = result { lifecycle.connectFailed() }
+        // The state first: the application's `connect` returns as soon as it is told.
+        if case .failure = result {
+            lifecycle.connectFailed()
+            setConnectionState(lifecycle.isBound ? .connected(server) : .disconnected)
+        }
         actions.append(.connectEnded(result))
     }
 
@@ -190,6 +196,7 @@ extension ClientEngine {
             break
         case .end(let reason):
             emit(.ended(reason: reason))
+            setConnectionState(.ended(reason: reason))
         case .reconnect:
             emit(.disconnected(reason: "control connection to \(server) closed"))
             scheduleReconnect()
@@ -202,6 +209,7 @@ extension ClientEngine {
         guard lifecycle.scheduleAttempt() else { return }
         let attempt = rotation.nextAttempt(jitter: randomFraction())
         emit(.reconnecting(attempt: attempt.number, delayMillis: attempt.delay.nanoseconds / 1_000_000))
+        setConnectionState(.reconnecting(attempt: attempt.number, afterMillis: attempt.delay.nanoseconds / 1_000_000))
         actions.append(.reconnect(index: attempt.index, after: attempt.delay))
     }
 
@@ -217,9 +225,20 @@ extension ClientEngine {
         actions.append(.connectedServer(nil))
         timers.stop()
         actions.append(.cancelTick)
+        setConnectionState(.disconnected)
         guard !hasStore else { return }
         for event in sending.abandonUnaccepted() { emit(event) }
         uplink.newPath()
+    }
+
+    /// The caller of `connect` gave up waiting: its connect fails with `ClientError.cancelled`
+    /// and the connection it was opening is closed, as by `disconnect`. A connect already
+    /// over (or none) is left as it is.
+    mutating func connectCancelled() {
+        guard connectSearch != nil else { return }
+        connectEnded(.failure(.cancelled))
+        disconnect()
+        actions.append(.closeConnection)
     }
 
     mutating func passwordChanged(to password: String, token: LoginToken) {

@@ -28,6 +28,10 @@ struct ClientEngine {
         case send([Outgoing])
         case typing(to: String)
         case disconnect
+        /// The task awaiting `connect` was cancelled: that connect ends, nothing is retried.
+        case connectCancelled
+        /// `close()`: the client is done.
+        case close
         /// After a password change: reconnects present the new token, or the new password.
         case passwordChanged(password: String, token: LoginToken)
         /// A new datagram socket (`rebindUDP`): the server is to validate it at once.
@@ -46,8 +50,16 @@ struct ClientEngine {
         case reconnectDue(index: Int)
 
         // The control connection.
-        /// An envelope that answers no request of the driver's.
+        /// An envelope from the server (an answer when its `requestID` is not 0).
         case control(Simp_Envelope)
+        /// The request numbered so was written on the control connection.
+        case requestSent(UInt64)
+        /// Its caller's task was cancelled.
+        case requestCancelled(UInt64)
+        /// No answer came within the request timeout.
+        case requestTimedOut(UInt64)
+        /// The control connection is closing, for this reason: its requests are not answered.
+        case requestsLost(why: String)
         /// The control connection closed.
         case controlClosed
         /// The control connection was idle for writing.
@@ -94,12 +106,18 @@ struct ClientEngine {
         case attempt(index: Int, ServerAddress, Purpose)
         /// `reconnectDue` after `delay`.
         case reconnect(index: Int, after: TimeAmount)
+        /// The request numbered so is over: this is what its caller gets.
+        case answer(UInt64, Result<Simp_Envelope, ClientError>)
         /// The application's `connect` returns (or throws).
         case connectEnded(Result<Void, ClientError>)
         /// The session's path is confirmed: the attempt under way succeeds.
         case pathBound
         /// The server the session is on, for `connectedServer`; nil while there is none.
         case connectedServer(ServerAddress?)
+        /// Close the control connection and the datagram socket (a cancelled `connect`).
+        case closeConnection
+        /// The connection's state changed (`SIMPClient.connectionState`).
+        case connectionState(ConnectionState)
         /// The longest text the server takes.
         case textLimit(Int)
         /// Watch the server's heartbeat on the control connection.
@@ -203,6 +221,10 @@ struct ClientEngine {
 
     // The connection.
     var lifecycle = ConnectionLifecycle()
+    /// The requests written on the control connection and not yet over (ClientEngine+Requests).
+    var pendingRequests = Set<UInt64>()
+    /// What the application is told of the connection (`Action.connectionState` on a change).
+    var connectionState = ConnectionState.disconnected
     var rotation: ServerRotation
     /// The server of the connection open or being opened.
     var server: ServerAddress
@@ -261,6 +283,8 @@ struct ClientEngine {
         case .send(let items): send(items, now: now)
         case .typing(let peer): typing(to: peer)
         case .disconnect: disconnect()
+        case .connectCancelled: connectCancelled()
+        case .close: setConnectionState(.closed)
         case .passwordChanged(let password, let token): passwordChanged(to: password, token: token)
         case .udpReplaced: sendKeepalive(now: now)
         case .sessionWanted(let udpPort): sessionWanted(udpPort: udpPort, now: now)
@@ -268,7 +292,12 @@ struct ClientEngine {
         case .sessionOpened(let response): sessionOpened(response, now: now)
         case .attemptEnded(let index, let purpose, let result): attemptEnded(index: index, purpose, result, now: now)
         case .reconnectDue(let index): reconnectDue(index: index)
-        case .control(let envelope): control(envelope, now: now)
+        case .control(let envelope): envelope.requestID == 0 ? control(envelope, now: now) : answered(envelope)
+        case .requestSent(let id): requestSent(id)
+        case .requestCancelled(let id): requestEnded(id, .cancelled)
+        case .requestTimedOut(let id):
+            requestEnded(id, ClientError("no answer from the server within \(configuration.requestTimeout.nanoseconds / 1_000_000_000)s"))
+        case .requestsLost(let why): requestsLost(why)
         case .controlClosed: controlClosed()
         case .pingDue: sendPing()
         case .datagram(let buffer): datagram(buffer, now: now)
@@ -296,6 +325,13 @@ struct ClientEngine {
         if hasStore, case .read(let id, let from, let by) = shown, by == credentials?.user {
             actions.append(.history(.readElsewhere(id: id, from: from)))
         }
+    }
+
+    /// Tells the application the connection's new state, when it changed.
+    mutating func setConnectionState(_ state: ConnectionState) {
+        guard state != connectionState, connectionState != .closed else { return }
+        connectionState = state
+        actions.append(.connectionState(state))
     }
 
     /// `end` at the end of this loop turn, once.

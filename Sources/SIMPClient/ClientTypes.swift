@@ -291,6 +291,24 @@ public struct HistoryPage: Sendable, Equatable {
     public var nextBefore: UInt64
 }
 
+/// Where the client's connection stands (`SIMPClient.connectionState`,
+/// `connectionStates()`), as the engine decides it.
+public enum ConnectionState: Sendable, Equatable {
+    /// Never connected, a `connect` failed, or `disconnect()` was called: nothing is retried.
+    case disconnected
+    /// The application's `connect` is under way.
+    case connecting
+    /// A session is open on this server and its datagram path is confirmed.
+    case connected(ServerAddress)
+    /// The connection was lost: attempt `attempt` (from 1) starts after `afterMillis`.
+    case reconnecting(attempt: Int, afterMillis: Int64)
+    /// The server ended the session for good (an administrator, a revoked device, a newer
+    /// client of the same device); only a new `connect` starts another.
+    case ended(reason: String)
+    /// `close()` was called: the client is done.
+    case closed
+}
+
 public enum ClientEvent: Sendable, Equatable {
     case connected(user: String)
     case disconnected(reason: String)
@@ -332,19 +350,52 @@ public enum ClientEvent: Sendable, Equatable {
     /// sender was told it failed, for the same reason.
     case retracted(id: String, from: String, reason: String)
     /// Something went wrong outside any one request; `code` is the server's error code when
-    /// the server said so (nil for the client's own: a disk write, a reconnect).
+    /// the server said so (nil for the client's own: a disk write, a reconnect, events a
+    /// stream dropped, see `droppedEvents`).
     case error(String, code: Simp_ErrorCode? = nil)
+}
+
+extension ClientEvent {
+    static let droppedPrefix = "events dropped: "
+
+    /// What an `events()` stream hands its consumer after it fell `count` events behind its
+    /// buffer: they were dropped, the oldest first.
+    static func dropped(_ count: Int) -> ClientEvent {
+        .error(droppedPrefix + "\(count) (this consumer fell behind its buffer; read the local history to catch up)")
+    }
+
+    /// For the event a stream gives in place of the events it dropped (the oldest first, when
+    /// its consumer fell a whole buffer behind): how many; nil for any other event.
+    public var droppedEvents: Int? {
+        guard case .error(let text, nil) = self, text.hasPrefix(Self.droppedPrefix) else { return nil }
+        return Int(text.dropFirst(Self.droppedPrefix.count).prefix { $0.isNumber })
+    }
 }
 
 public struct ClientError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The server's error code when the server refused; nil for local failures.
     public var code: Simp_ErrorCode?
     public var message: String
+    /// The library's own code of a local failure (`.cancelled`); `errorCode` reads both.
+    var localCode: ErrorCode?
 
     public init(_ message: String, code: Simp_ErrorCode? = nil) {
         self.message = message
         self.code = code
     }
+
+    /// What a request throws when the task awaiting it is cancelled: it returns at once, and
+    /// the server's answer, if one comes, is ignored. Its `errorCode` is `.cancelled`. (What the
+    /// server was asked may still have been done: a cancelled `register` may have made the
+    /// account.)
+    public static let cancelled: ClientError = {
+        var error = ClientError("cancelled")
+        error.localCode = .cancelled
+        return error
+    }()
+
+    /// The request was cancelled by its caller (`ClientError.cancelled`).
+    public var isCancelled: Bool { localCode == .cancelled }
 
     public var description: String { message }
 

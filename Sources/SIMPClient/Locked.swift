@@ -21,4 +21,20 @@ final class Locked<Value: Sendable>: @unchecked Sendable {
             lock.unlock()
         }
     }
+
+    /// Sets `new` and returns what was there, in one step.
+    func exchange(_ new: Value) -> Value {
+        lock.lock()
+        defer { lock.unlock() }
+        let old = stored
+        stored = new
+        return old
+    }
+
+    /// Changes the value in one step and returns what `body` returns.
+    func withLock<Result>(_ body: (inout Value) -> Result) -> Result {
+        lock.lock()
+        defer { lock.unlock() }
+        return body(&stored)
+    }
 }

@@ -19,13 +19,15 @@ public enum ErrorCode: String, Sendable, Equatable, CaseIterable {
     // The client's own.
     /// The client gave up on it: disconnected (by the user) before the server confirmed it.
     case gaveUp = "gave-up"
+    /// The caller's task was cancelled: the request returned at once (`ClientError.cancelled`).
+    case cancelled
     /// A failure with no code of its own (a disk write, a reconnect, a code this version does not know).
     case unspecified
 
     /// The name docs/PROTOCOL.md gives a server's code (e.g. "UNKNOWN_USER", what `simp --json`
     /// prints); nil for the client's own.
     public var protocolName: String? {
-        guard self != .gaveUp, self != .unspecified else { return nil }
+        guard self != .gaveUp, self != .unspecified, self != .cancelled else { return nil }
         return rawValue.split(separator: "-").joined(separator: "_").uppercased()
     }
 
@@ -77,7 +79,7 @@ public enum ErrorCode: String, Sendable, Equatable, CaseIterable {
 
 extension ClientError {
     /// The library's code for this failure (`code` is the wire's).
-    public var errorCode: ErrorCode { ErrorCode(code) }
+    public var errorCode: ErrorCode { localCode ?? ErrorCode(code) }
 }
 
 /// Where one message the user sent stands: what the server and its recipients confirmed. For a

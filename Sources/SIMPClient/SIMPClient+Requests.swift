@@ -5,11 +5,15 @@ import SIMPCore
 /// devices, groups. Each is one request and its answer (`ask`).
 extension SIMPClient {
     /// Sends a request on the control connection and waits for its answer; `expected` takes
-    /// the answer's body apart (nil: an answer of another kind).
+    /// the answer's body apart (nil: an answer of another kind). When the caller's task is
+    /// cancelled it throws `ClientError.cancelled` at once and the request is forgotten.
     func ask<Answer>(_ body: Simp_Envelope.OneOf_Body, _ what: String,
                      _ expected: @escaping @Sendable (Simp_Envelope.OneOf_Body?) -> Answer?) async throws(ClientError) -> Answer {
         do {
-            let reply = try await loop.flatSubmit { [self] in request(body) }.get()
+            let answer = loop.makePromise(of: Simp_Envelope.self)
+            let id = newRequestID()
+            loop.execute { [self] in request(body, id: id, answering: answer) }
+            let reply = try await untilCancelled(answer) { [self] in loop.execute { [self] in handle(.requestCancelled(id)) } }
             guard let answer = expected(reply.body) else { throw ClientError("unexpected reply to \(what)") }
             return answer
         } catch {

@@ -135,26 +135,51 @@ extension SIMPClient {
     }
 
     func request(_ body: Simp_Envelope.OneOf_Body) -> EventLoopFuture<Simp_Envelope> {
-        guard let control else { return loop.makeFailedFuture(ClientError("not connected", code: .notConnected)) }
-        let id = nextRequestID
-        nextRequestID += 1
         let promise = loop.makePromise(of: Simp_Envelope.self)
-        requests[id] = promise
-        control.writeAndFlush(Simp_Envelope(requestID: id, body), promise: nil)
-        let timeout = loop.scheduleTask(in: configuration.requestTimeout) { [self] in
-            requests.removeValue(forKey: id)?.fail(ClientError("no answer from the server within \(configuration.requestTimeout.nanoseconds / 1_000_000_000)s"))
-        }
-        promise.futureResult.whenComplete { _ in timeout.cancel() }
+        request(body, id: newRequestID(), answering: promise)
         return promise.futureResult
     }
 
+    /// A number for a request, unique on this client.
+    func newRequestID() -> UInt64 {
+        requestIDs.withLock { last in
+            last += 1
+            return last
+        }
+    }
+
+    /// Sends request `id` and completes `promise` when the engine says it is over (answered,
+    /// timed out, cancelled, or its connection lost).
+    func request(_ body: Simp_Envelope.OneOf_Body, id: UInt64, answering promise: EventLoopPromise<Simp_Envelope>) {
+        guard let control else { return promise.fail(ClientError("not connected", code: .notConnected)) }
+        let timeout = loop.scheduleTask(in: configuration.requestTimeout) { [self] in handle(.requestTimedOut(id)) }
+        requests[id] = (promise, timeout)
+        handle(.requestSent(id))
+        control.writeAndFlush(Simp_Envelope(requestID: id, body), promise: nil)
+    }
+
     /// One request on a connection of its own, closed after the answer.
+    /// Cancelling the caller's task returns at once (`ClientError.cancelled`) and stops the
+    /// work: its connection closes (what was sent may still be done by the server).
     @discardableResult
     private func oneShot(_ body: Simp_Envelope.OneOf_Body) async throws(ClientError) -> Simp_Envelope {
+        let answer = loop.makePromise(of: Simp_Envelope.self)
+        let work = Task { [self] in
+            do { answer.succeed(try await oneShotRequest(body)) } catch { answer.fail(error) }
+        }
+        do {
+            return try await untilCancelled(answer) { work.cancel() }
+        } catch {
+            throw Self.clientError(error)
+        }
+    }
+
+    private func oneShotRequest(_ body: Simp_Envelope.OneOf_Body) async throws(ClientError) -> Simp_Envelope {
         if let refusal = configuration.plaintextExposure.map(ClientError.plaintext(to:)) { throw refusal }
         do {
             let (channel, handler) = try await oneShotChannel()
             defer { channel.close(promise: nil) }
+            if Task.isCancelled { throw ClientError.cancelled }
             let timeout = configuration.requestTimeout
             let reply = try await channel.eventLoop.flatSubmit {
                 handler.send(Simp_Envelope(requestID: 1, body), on: channel, timeout: timeout)

@@ -15,9 +15,11 @@ import SIMPCore
 /// process share a few threads); the async methods hop there.
 public final class SIMPClient: @unchecked Sendable {
     public let configuration: ClientConfiguration
-    public let events: AsyncStream<ClientEvent>
-    /// With `configuration.eventBatches`, the events instead of `events`, a loop turn's at a time.
-    public let eventBatches: AsyncStream<[ClientEvent]>
+    /// The subscribers of events and of the connection's state (`events()`, SIMPClient+Events).
+    let hub = EventHub()
+    /// `events` and `eventBatches`, made once (see there).
+    let defaultEvents: Locked<AsyncStream<ClientEvent>?>
+    let defaultBatches: Locked<AsyncStream<[ClientEvent]>?>
 
     let loop: any EventLoop
     /// The client's event loop as a task executor. An application task started with it
@@ -30,11 +32,7 @@ public final class SIMPClient: @unchecked Sendable {
     /// `taskExecutor`, made once so that every task preferring it finds the same executor; nil
     /// on an OS without task executors. (A stored property cannot be `@available`.)
     private let loopExecutor: (any AnyObject & Sendable)?
-    private let eventSink: AsyncStream<ClientEvent>.Continuation
-    private let batchSink: AsyncStream<[ClientEvent]>.Continuation
-    /// Events of this loop turn, handed over at its end (`eventBatches`). Confined to `loop`.
-    private var pendingEvents: [ClientEvent] = []
-    /// Called on `loop` with each event instead of `events`, when given.
+    /// Called on `loop` with each event (before the streams get it), when given.
     private let eventHandler: (@Sendable (ClientEvent) -> Void)?
     /// Built once: loading trust roots is slow. A bad CA file fails every connection attempt.
     let tlsContext: Result<NIOSSLContext, ClientError>?
@@ -42,13 +40,16 @@ public final class SIMPClient: @unchecked Sendable {
     let random: @Sendable () -> UInt64
 
     // Confined to `loop`.
-    private var engine: ClientEngine
+    private(set) var engine: ClientEngine
     var control: (any Channel)?
     var udp: (any Channel)?
     var udpIsIPv6 = false
     var serverUDP: SocketAddress?
-    var nextRequestID: UInt64 = 1
-    var requests: [UInt64: EventLoopPromise<Simp_Envelope>] = [:]
+    /// The numbers of requests on the control connection, drawn on any thread (`ask`).
+    let requestIDs = Locked<UInt64>(0)
+    /// The callers of requests the engine has not yet said are over (`Action.answer`), and
+    /// their timeouts.
+    var requests: [UInt64: (promise: EventLoopPromise<Simp_Envelope>, timeout: Scheduled<Void>)] = [:]
     /// The application's `connect` calls waiting for the engine's answer.
     private var connectWaiters: [EventLoopPromise<Void>] = []
     /// The session request under way, and the confirmation of its path.
@@ -66,8 +67,9 @@ public final class SIMPClient: @unchecked Sendable {
     let textLimit = Locked(LongText.defaultMaxBytes)
 
     /// `eventLoopGroup` is not owned: the client never shuts it down. With `eventHandler`, every
-    /// event is handed to it on the client's event loop, in order, and `events` stays empty:
-    /// for an application that reacts on that loop (see `post`), no event crosses a thread.
+    /// event is handed to it on the client's event loop, in order: for an application that
+    /// reacts on that loop (see `post`), no event crosses a thread. The streams (`events()`)
+    /// get every event too, whichever way is chosen.
     public init(configuration: ClientConfiguration,
                 eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
                 eventHandler: (@Sendable (ClientEvent) -> Void)? = nil) {
@@ -82,8 +84,10 @@ public final class SIMPClient: @unchecked Sendable {
         let random: @Sendable () -> UInt64 = { UInt64.random(in: 0...UInt64.max) }
         self.random = random
         engine = ClientEngine(configuration: configuration, random: random)
-        (events, eventSink) = AsyncStream.makeStream(of: ClientEvent.self)
-        (eventBatches, batchSink) = AsyncStream.makeStream(of: [ClientEvent].self)
+        // The way chosen at init gets every event from the start; the others from first use.
+        let streams = eventHandler == nil && !configuration.eventBatches
+        defaultEvents = Locked(streams ? hub.events(limit: Self.defaultEventBuffer) : nil)
+        defaultBatches = Locked(configuration.eventBatches ? hub.batches(limit: Self.defaultEventBuffer) : nil)
         tlsContext = configuration.tls.map(Self.makeTLSContext)
     }
 
@@ -116,12 +120,17 @@ public final class SIMPClient: @unchecked Sendable {
         if let refusal = configuration.refusal { throw refusal }
         do {
             try await openStore(user: user)
-            try await loop.flatSubmit { [self] in
-                let connected = loop.makePromise(of: Void.self)
+            let connected = loop.makePromise(of: Void.self)
+            loop.execute { [self] in
                 connectWaiters.append(connected)
                 handle(.connectRequested(user: user, password: password, token: token))
-                return connected.futureResult
-            }.get()
+            }
+            // The engine ends the connect (`.cancelled`), so its state is said when this returns.
+            try await withTaskCancellationHandler {
+                try await connected.futureResult.get()
+            } onCancel: { [self] in
+                loop.execute { [self] in handle(.connectCancelled) }
+            }
         } catch {
             throw withTLSHint(Self.clientError(error))
         }
@@ -189,10 +198,10 @@ public final class SIMPClient: @unchecked Sendable {
         var logout = Simp_Logout()
         logout.all = everywhere
         do {
-            _ = try await loop.flatSubmit { [self, logout] in request(.logout(logout)) }.get()
+            try await ask(.logout(logout), "logout") { _ in () }
         } catch {
             await disconnect()
-            throw Self.clientError(error)
+            throw error
         }
         await disconnect()
     }
@@ -208,15 +217,14 @@ public final class SIMPClient: @unchecked Sendable {
         handle(.typing(to: peer))
     }
 
-    /// Disconnects and ends the events stream.
+    /// Disconnects and ends the event and state streams (`connectionState` is `.closed`).
     public func close() async {
         await disconnect()
         statusWatchers.finishAll()
         // On the loop, so no event emitted there falls between the last batch and the end.
         try? await loop.submit { [self] in
-            flushEvents()
-            eventSink.finish()
-            batchSink.finish()
+            handle(.close)
+            hub.finish()
         }.get()
     }
 
@@ -292,6 +300,10 @@ public final class SIMPClient: @unchecked Sendable {
         case .attempt(let index, let target, let purpose):
             establish(target).whenComplete { [self] in handle(.attemptEnded(index: index, purpose, $0.mapError(Self.clientError))) }
         case .reconnect(let index, let delay): loop.scheduleTask(in: delay) { [self] in handle(.reconnectDue(index: index)) }
+        case .answer(let id, let result):
+            guard let request = requests.removeValue(forKey: id) else { return }
+            request.timeout.cancel()
+            request.promise.completeWith(result.mapError { $0 as any Error })
         case .connectEnded(let result):
             for waiter in connectWaiters { waiter.completeWith(result.mapError { $0 as any Error }) }
             connectWaiters.removeAll()
@@ -299,6 +311,11 @@ public final class SIMPClient: @unchecked Sendable {
             boundPromise?.succeed(())
             boundPromise = nil
         case .connectedServer(let server): connectedBox.value = server
+        case .connectionState(let state): hub.publish(state)
+        case .closeConnection:
+            control?.close(promise: nil)
+            udp?.close(promise: nil)
+            udp = nil
         case .textLimit(let limit): textLimit.value = limit
         case .watchHeartbeat(let interval): watchHeartbeat(interval)
         case .writeOutbox(let write): writeOutbox(write)
@@ -315,29 +332,14 @@ public final class SIMPClient: @unchecked Sendable {
     }
 
     private func deliver(_ event: ClientEvent) {
-        if let eventHandler { return eventHandler(event) }
-        guard configuration.eventBatches else {
-            eventSink.yield(event)
-            return
-        }
-        if pendingEvents.isEmpty { loop.execute { [self] in flushEvents() } }
-        pendingEvents.append(event)
-    }
-
-    private func flushEvents() {
-        guard !pendingEvents.isEmpty else { return }
-        batchSink.yield(pendingEvents)
-        pendingEvents.removeAll(keepingCapacity: true)
+        eventHandler?(event)
+        if hub.publish(event) { loop.execute { [self] in hub.flushBatch() } }
     }
 
     // MARK: control channel and datagrams (on loop)
 
     func controlReceived(_ envelope: Simp_Envelope) {
-        guard envelope.requestID != 0, let promise = requests.removeValue(forKey: envelope.requestID) else {
-            return handle(.control(envelope))
-        }
-        guard case .error(let error) = envelope.body else { return promise.succeed(envelope) }
-        promise.fail(ClientError.server(error))
+        handle(.control(envelope))
     }
 
     /// Remembers why the control connection is about to close (a TLS failure, say), so the
@@ -354,8 +356,7 @@ public final class SIMPClient: @unchecked Sendable {
         control = nil
         boundPromise?.fail(ClientError(why))
         boundPromise = nil
-        for (_, promise) in requests { promise.fail(ClientError(why)) }
-        requests.removeAll()
+        handle(.requestsLost(why: why))
         handle(.controlClosed)
     }
 
