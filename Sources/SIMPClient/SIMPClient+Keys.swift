@@ -33,6 +33,11 @@ public struct ClaimedKeyPackage: Sendable, Equatable {
 public struct KeyPackagePool: Sendable, Equatable {
     public var oneTime: Int
     public var lastResort: Bool
+
+    public init(oneTime: Int, lastResort: Bool) {
+        self.oneTime = oneTime
+        self.lastResort = lastResort
+    }
 }
 
 /// The key directory's requests (docs/PROTOCOL.md, "Keys"): each one request and its answer.
