@@ -159,4 +159,27 @@ import Testing
         }
         #expect(answer.packages.map(\.device) == ["laptop", "tablet"] && answer.packages.map(\.lastResort) == [false, true])
     }
+
+    // MARK: the control machine and pricing
+
+    @Test func theMachineNeedsALoginChecksFirstAndHandsTheFlowTheLoginsDeviceAndTime() throws {
+        var connection = ControlMachineTests.Connection(ControlMachineTests.node())
+        var claim = Simp_ClaimKeyPackages()
+        claim.user = "bob"
+        #expect(connection.frame(.claimKeyPackages(claim)) == ["send #1 error not_authenticated"])
+        connection.logIn("alice", device: "phone")
+        #expect(connection.frame(upload([])) == ["send #1 error bad_request"], "refused before any work")
+        #expect(connection.frame(.keyPackagesStored(Simp_KeyPackagesStored())) == ["send #1 error bad_request"], "an answer is no request")
+        let actions = connection.raw(.frame(Simp_Envelope(requestID: 4, .claimKeyPackages(claim))))
+        guard case .run(.keys(let id, let flow))? = actions.last else { Issue.record("no key work: \(actions.map(ControlMachineTests.line))"); return }
+        #expect(id == 4 && flow.user == "alice" && flow.device == "phone" && flow.nowMillis == connection.at.millis)
+        #expect(flow.request == .claim(user: "bob"))
+    }
+
+    @Test func keyRequestsAreChargedByTheirWork() {
+        #expect(RequestCost.of(Simp_Envelope(requestID: 1, upload(Array(repeating: [1], count: 32), lastResort: [1]))) == 2 + 2 * 33)
+        #expect(RequestCost.of(Simp_Envelope(requestID: 1, upload(Array(repeating: [1], count: 500)))) == 2 + 2 * 32, "clamped: refused anyway")
+        #expect(RequestCost.of(Simp_Envelope(requestID: 1, .claimKeyPackages(Simp_ClaimKeyPackages()))) == RequestCost.keyClaim)
+        #expect(RequestCost.of(Simp_Envelope(requestID: 1, .publishDevice(Simp_PublishDevice()))) == RequestCost.keyPublish)
+    }
 }
