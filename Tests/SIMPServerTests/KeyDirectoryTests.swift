@@ -117,4 +117,26 @@ import Testing
         for client in [phone, bob] { await client.close() }
         await cluster.stop()
     }
+
+    /// On a Redis Cluster, through two nodes: every script touches one user's slot.
+    @Test func theDirectoryWorksOnARedisClusterAcrossNodes() async throws {
+        let deployment = try Deployment(nodes: 2, cluster: true)
+        defer { deployment.stop() }
+        let owner = try await deployment.connect("kdalice", startingAt: 0)
+        let claimer = try await deployment.connect("kdbob", startingAt: 1)
+        let keys = KeyFixtures("kdalice")
+        let device = await owner.client.deviceName()
+        let signer = try KeyFixtures.deviceSigner()
+        try await owner.client.publishIdentity(keys.identityKey)
+        try await owner.client.publishDevice(try keys.certificate(device, signer))
+        #expect(try await owner.client.uploadKeyPackages([try keys.keyPackage(device, signer)], lastResort: try keys.keyPackage(device, signer))
+            == KeyPackagePool(oneTime: 1, lastResort: true))
+        #expect(try await claimer.client.keyDirectory(of: "kdalice").verifiedDevices.map(\.device) == [device])
+        #expect(try await claimer.client.claimKeyPackages(of: "kdalice").map(\.lastResort) == [false])
+        #expect(try await claimer.client.claimKeyPackages(of: "kdalice").map(\.lastResort) == [true])
+        // Its own device: the session ends with the revocation, which is stored before that.
+        _ = try? await owner.client.revokeDevice(device)
+        #expect(try await claimer.client.claimKeyPackages(of: "kdalice").isEmpty)
+        for user in [owner, claimer] { await user.client.close() }
+    }
 }
