@@ -86,6 +86,7 @@ let package = Package(
             name: "SIMPServer",
             dependencies: [
                 "SIMPCore",
+                "SIMPMLS",
                 "SIMPRedis",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

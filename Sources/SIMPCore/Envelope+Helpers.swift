@@ -88,6 +88,13 @@ extension Simp_ErrorCode {
         case .notAContact: return "not_a_contact"
         case .notInvited: return "not_invited"
         case .tooManyGroups: return "too_many_groups"
+        case .identityExists: return "identity_exists"
+        case .noIdentity: return "no_identity"
+        case .badSignature: return "bad_signature"
+        case .invalidKeyPackage: return "invalid_key_package"
+        case .deviceNotCertified: return "device_not_certified"
+        case .keyPackagesFull: return "key_packages_full"
+        case .keysChanged: return "keys_changed"
         case .UNRECOGNIZED(let n): return "code_\(n)"
         }
     }

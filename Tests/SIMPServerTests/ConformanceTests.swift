@@ -35,6 +35,18 @@ import Testing
         #expect(Conformance.all.filter { $0.isIn("4.1") || $0.isIn("4.10") }.count == 2)
     }
 
+    /// The key directory's checks on their own, twice against one server: a second run (the
+    /// same accounts, what the first left stored) passes too.
+    @Test func theKeyChecksPassAndPassAgain() async throws {
+        let cluster = try await TestCluster.start(heartbeat: Self.heartbeat)
+        for _ in 0..<2 {
+            let results = await run(cluster, only: "4.1").filter { ["4.15", "4.16"].contains($0.id) }
+            #expect(results.count == 2)
+            #expect(results.allSatisfy { $0.passed }, "\(results.filter { !$0.passed }.map { "\($0.id): \($0.detail)" })")
+        }
+        await cluster.stop()
+    }
+
     @Test func theServerPassesEveryCheck() async throws {
         let cluster = try await TestCluster.start(heartbeat: Self.heartbeat)
         let results = await run(cluster)

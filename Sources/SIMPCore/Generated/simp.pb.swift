@@ -102,6 +102,27 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
 
   /// GROUP CREATE or ACCEPT by a user in --max-groups-per-user groups already
   case tooManyGroups // = 34
+
+  /// The key directory (docs/E2EE.md, Part 2; docs/PROTOCOL.md, Keys).
+  case identityExists // = 35
+
+  /// the user has published no identity key (yet)
+  case noIdentity // = 36
+
+  /// a device certificate whose signature does not verify under the stored identity key
+  case badSignature // = 37
+
+  /// a KeyPackage that does not decode or validate (RFC 9420 section 10.1), or has expired
+  case invalidKeyPackage // = 38
+
+  /// a KeyPackage not signed by the uploading device's certified key (or no certificate stored)
+  case deviceNotCertified // = 39
+
+  /// the upload would leave more one-time KeyPackages than the pool holds per device
+  case keyPackagesFull // = 40
+
+  /// the identity or the certificate changed while the request ran: read again and retry
+  case keysChanged // = 41
   case UNRECOGNIZED(Int)
 
   public init() {
@@ -145,6 +166,13 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     case 32: self = .notAContact
     case 33: self = .notInvited
     case 34: self = .tooManyGroups
+    case 35: self = .identityExists
+    case 36: self = .noIdentity
+    case 37: self = .badSignature
+    case 38: self = .invalidKeyPackage
+    case 39: self = .deviceNotCertified
+    case 40: self = .keyPackagesFull
+    case 41: self = .keysChanged
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -186,6 +214,13 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     case .notAContact: return 32
     case .notInvited: return 33
     case .tooManyGroups: return 34
+    case .identityExists: return 35
+    case .noIdentity: return 36
+    case .badSignature: return 37
+    case .invalidKeyPackage: return 38
+    case .deviceNotCertified: return 39
+    case .keyPackagesFull: return 40
+    case .keysChanged: return 41
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -227,6 +262,13 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     .notAContact,
     .notInvited,
     .tooManyGroups,
+    .identityExists,
+    .noIdentity,
+    .badSignature,
+    .invalidKeyPackage,
+    .deviceNotCertified,
+    .keyPackagesFull,
+    .keysChanged,
   ]
 
 }
@@ -1261,6 +1303,186 @@ public nonisolated struct Simp_PresenceAnswer: Sendable {
   public init() {}
 }
 
+/// Sets the user's identity key (Ed25519), answered with Ok. Once one is stored, publishing
+/// another is IDENTITY_EXISTS unless `replace`: a new identity, which ends every device
+/// certificate and KeyPackage of the user (they were certified by the old one). The same key
+/// again is Ok, and changes nothing.
+public nonisolated struct Simp_PublishIdentity: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// 32 bytes
+  public var identityKey: Data = Data()
+
+  public var replace: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// A device's key, certified by its user's identity. `signature` is Ed25519 by the identity key
+/// over the certificate's signed bytes (docs/E2EE.md, "Device certificates";
+/// docs/vectors/device-certificate.json), which name the user, the device and the key.
+public nonisolated struct Simp_DeviceCertificate: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var device: String = String()
+
+  /// 32 bytes: the device's MLS signature key (RFC 9420 section 5.1.2)
+  public var deviceKey: Data = Data()
+
+  /// 64 bytes
+  public var signature: Data = Data()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Stores a device certificate of the user (for any device name of the user, replacing that
+/// device's certificate and dropping its KeyPackages if the key differs), answered with Ok.
+/// NO_IDENTITY, BAD_SIGNATURE, BAD_REQUEST.
+public nonisolated struct Simp_PublishDevice: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var certificate: Simp_DeviceCertificate {
+    get {_certificate ?? Simp_DeviceCertificate()}
+    set {_certificate = newValue}
+  }
+  /// Returns true if `certificate` has been explicitly set.
+  public var hasCertificate: Bool {self._certificate != nil}
+  /// Clears the value of `certificate`. Subsequent reads from it will return its default value.
+  public mutating func clearCertificate() {self._certificate = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _certificate: Simp_DeviceCertificate? = nil
+}
+
+/// KeyPackages of the device this connection logged in for, each an MLSMessage of wire format
+/// mls_key_package (RFC 9420 sections 6 and 10), signed by the device's certified key.
+/// Answered with KeyPackagesStored; INVALID_KEY_PACKAGE, DEVICE_NOT_CERTIFIED, KEY_PACKAGES_FULL,
+/// BAD_REQUEST (too many or too large).
+public nonisolated struct Simp_UploadKeyPackages: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// one-time: each is handed out once
+  public var keyPackages: [Data] = []
+
+  /// empty: unchanged; else replaces the device's last-resort package
+  public var lastResort: Data = Data()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Simp_KeyPackagesStored: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// the device's one-time KeyPackages now stored
+  public var pool: UInt32 = 0
+
+  /// the device has a last-resort KeyPackage
+  public var lastResort: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// A user's identity key and device certificates, answered with KeyDirectoryEntry (NO_IDENTITY
+/// when the user has none; UNKNOWN_USER for a name that is not a user's).
+public nonisolated struct Simp_KeyDirectoryRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var user: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Simp_KeyDirectoryEntry: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var user: String = String()
+
+  public var identityKey: Data = Data()
+
+  /// ms since epoch: when this identity key was published
+  public var identitySince: Int64 = 0
+
+  /// by device name
+  public var devices: [Simp_DeviceCertificate] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// One KeyPackage for each certified device of `user` (but the asking device itself), answered
+/// with ClaimedKeyPackages. A one-time package is removed as it is handed out; when a device has
+/// none left, its last-resort package is handed out and kept. A device with neither is left out.
+public nonisolated struct Simp_ClaimKeyPackages: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var user: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Simp_ClaimedKeyPackage: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var device: String = String()
+
+  public var keyPackage: Data = Data()
+
+  public var lastResort: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Simp_ClaimedKeyPackages: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var user: String = String()
+
+  /// by device name
+  public var packages: [Simp_ClaimedKeyPackage] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 public nonisolated struct Simp_Envelope: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -1551,6 +1773,70 @@ public nonisolated struct Simp_Envelope: Sendable {
     set {body = .changePassword(newValue)}
   }
 
+  public var publishIdentity: Simp_PublishIdentity {
+    get {
+      if case .publishIdentity(let v)? = body {return v}
+      return Simp_PublishIdentity()
+    }
+    set {body = .publishIdentity(newValue)}
+  }
+
+  public var publishDevice: Simp_PublishDevice {
+    get {
+      if case .publishDevice(let v)? = body {return v}
+      return Simp_PublishDevice()
+    }
+    set {body = .publishDevice(newValue)}
+  }
+
+  public var uploadKeyPackages: Simp_UploadKeyPackages {
+    get {
+      if case .uploadKeyPackages(let v)? = body {return v}
+      return Simp_UploadKeyPackages()
+    }
+    set {body = .uploadKeyPackages(newValue)}
+  }
+
+  public var keyPackagesStored: Simp_KeyPackagesStored {
+    get {
+      if case .keyPackagesStored(let v)? = body {return v}
+      return Simp_KeyPackagesStored()
+    }
+    set {body = .keyPackagesStored(newValue)}
+  }
+
+  public var keyDirectory: Simp_KeyDirectoryRequest {
+    get {
+      if case .keyDirectory(let v)? = body {return v}
+      return Simp_KeyDirectoryRequest()
+    }
+    set {body = .keyDirectory(newValue)}
+  }
+
+  public var keyDirectoryEntry: Simp_KeyDirectoryEntry {
+    get {
+      if case .keyDirectoryEntry(let v)? = body {return v}
+      return Simp_KeyDirectoryEntry()
+    }
+    set {body = .keyDirectoryEntry(newValue)}
+  }
+
+  public var claimKeyPackages: Simp_ClaimKeyPackages {
+    get {
+      if case .claimKeyPackages(let v)? = body {return v}
+      return Simp_ClaimKeyPackages()
+    }
+    set {body = .claimKeyPackages(newValue)}
+  }
+
+  public var claimedKeyPackages: Simp_ClaimedKeyPackages {
+    get {
+      if case .claimedKeyPackages(let v)? = body {return v}
+      return Simp_ClaimedKeyPackages()
+    }
+    set {body = .claimedKeyPackages(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Body: Equatable, Sendable {
@@ -1589,6 +1875,14 @@ public nonisolated struct Simp_Envelope: Sendable {
     case presence(Simp_PresenceRequest)
     case presenceAnswer(Simp_PresenceAnswer)
     case changePassword(Simp_ChangePassword)
+    case publishIdentity(Simp_PublishIdentity)
+    case publishDevice(Simp_PublishDevice)
+    case uploadKeyPackages(Simp_UploadKeyPackages)
+    case keyPackagesStored(Simp_KeyPackagesStored)
+    case keyDirectory(Simp_KeyDirectoryRequest)
+    case keyDirectoryEntry(Simp_KeyDirectoryEntry)
+    case claimKeyPackages(Simp_ClaimKeyPackages)
+    case claimedKeyPackages(Simp_ClaimedKeyPackages)
 
   }
 
@@ -1600,7 +1894,7 @@ public nonisolated struct Simp_Envelope: Sendable {
 fileprivate nonisolated let _protobuf_package = "simp"
 
 nonisolated extension Simp_ErrorCode: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_UNSPECIFIED\0\u{1}FRAME_TOO_LARGE\0\u{1}MALFORMED_FRAME\0\u{1}BAD_REQUEST\0\u{1}NOT_AUTHENTICATED\0\u{1}USER_EXISTS\0\u{1}INVALID_CREDENTIALS\0\u{1}UNKNOWN_USER\0\u{1}INVALID_TOKEN\0\u{1}MESSAGE_TOO_LARGE\0\u{1}STORE_UNAVAILABLE\0\u{1}INVALID_NAME\0\u{1}NOT_CONNECTED\0\u{1}INTERNAL\0\u{1}INBOX_FULL\0\u{1}SESSION_REPLACED\0\u{1}WITHDRAWN\0\u{1}RATE_LIMITED\0\u{1}TOO_MANY_CONNECTIONS\0\u{1}TOO_MANY_SESSIONS\0\u{1}LOGIN_THROTTLED\0\u{1}INBOX_SHARE_FULL\0\u{1}SESSION_CLOSED\0\u{1}REPLICAS_UNAVAILABLE\0\u{1}OUT_OF_ORDER\0\u{1}TOO_MANY_DEVICES\0\u{1}DEVICE_REVOKED\0\u{1}NO_SUCH_GROUP\0\u{1}NOT_A_MEMBER\0\u{1}NOT_GROUP_ADMIN\0\u{1}GROUP_EXISTS\0\u{1}GROUP_FULL\0\u{1}NOT_A_CONTACT\0\u{1}NOT_INVITED\0\u{1}TOO_MANY_GROUPS\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_UNSPECIFIED\0\u{1}FRAME_TOO_LARGE\0\u{1}MALFORMED_FRAME\0\u{1}BAD_REQUEST\0\u{1}NOT_AUTHENTICATED\0\u{1}USER_EXISTS\0\u{1}INVALID_CREDENTIALS\0\u{1}UNKNOWN_USER\0\u{1}INVALID_TOKEN\0\u{1}MESSAGE_TOO_LARGE\0\u{1}STORE_UNAVAILABLE\0\u{1}INVALID_NAME\0\u{1}NOT_CONNECTED\0\u{1}INTERNAL\0\u{1}INBOX_FULL\0\u{1}SESSION_REPLACED\0\u{1}WITHDRAWN\0\u{1}RATE_LIMITED\0\u{1}TOO_MANY_CONNECTIONS\0\u{1}TOO_MANY_SESSIONS\0\u{1}LOGIN_THROTTLED\0\u{1}INBOX_SHARE_FULL\0\u{1}SESSION_CLOSED\0\u{1}REPLICAS_UNAVAILABLE\0\u{1}OUT_OF_ORDER\0\u{1}TOO_MANY_DEVICES\0\u{1}DEVICE_REVOKED\0\u{1}NO_SUCH_GROUP\0\u{1}NOT_A_MEMBER\0\u{1}NOT_GROUP_ADMIN\0\u{1}GROUP_EXISTS\0\u{1}GROUP_FULL\0\u{1}NOT_A_CONTACT\0\u{1}NOT_INVITED\0\u{1}TOO_MANY_GROUPS\0\u{1}IDENTITY_EXISTS\0\u{1}NO_IDENTITY\0\u{1}BAD_SIGNATURE\0\u{1}INVALID_KEY_PACKAGE\0\u{1}DEVICE_NOT_CERTIFIED\0\u{1}KEY_PACKAGES_FULL\0\u{1}KEYS_CHANGED\0")
 }
 
 nonisolated extension Simp_Message: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
@@ -3267,9 +3561,368 @@ nonisolated extension Simp_PresenceAnswer: SwiftProtobuf.Message, SwiftProtobuf.
   }
 }
 
+nonisolated extension Simp_PublishIdentity: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".PublishIdentity"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}identityKey\0\u{1}replace\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.identityKey) }()
+      case 2: try { try decoder.decodeSingularBoolField(value: &self.replace) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.identityKey.isEmpty {
+      try visitor.visitSingularBytesField(value: self.identityKey, fieldNumber: 1)
+    }
+    if self.replace != false {
+      try visitor.visitSingularBoolField(value: self.replace, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_PublishIdentity, rhs: Simp_PublishIdentity) -> Bool {
+    if lhs.identityKey != rhs.identityKey {return false}
+    if lhs.replace != rhs.replace {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Simp_DeviceCertificate: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".DeviceCertificate"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}device\0\u{1}deviceKey\0\u{1}signature\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.device) }()
+      case 2: try { try decoder.decodeSingularBytesField(value: &self.deviceKey) }()
+      case 3: try { try decoder.decodeSingularBytesField(value: &self.signature) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.device.isEmpty {
+      try visitor.visitSingularStringField(value: self.device, fieldNumber: 1)
+    }
+    if !self.deviceKey.isEmpty {
+      try visitor.visitSingularBytesField(value: self.deviceKey, fieldNumber: 2)
+    }
+    if !self.signature.isEmpty {
+      try visitor.visitSingularBytesField(value: self.signature, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_DeviceCertificate, rhs: Simp_DeviceCertificate) -> Bool {
+    if lhs.device != rhs.device {return false}
+    if lhs.deviceKey != rhs.deviceKey {return false}
+    if lhs.signature != rhs.signature {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Simp_PublishDevice: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".PublishDevice"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}certificate\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._certificate) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._certificate {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_PublishDevice, rhs: Simp_PublishDevice) -> Bool {
+    if lhs._certificate != rhs._certificate {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Simp_UploadKeyPackages: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".UploadKeyPackages"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}keyPackages\0\u{1}lastResort\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedBytesField(value: &self.keyPackages) }()
+      case 2: try { try decoder.decodeSingularBytesField(value: &self.lastResort) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.keyPackages.isEmpty {
+      try visitor.visitRepeatedBytesField(value: self.keyPackages, fieldNumber: 1)
+    }
+    if !self.lastResort.isEmpty {
+      try visitor.visitSingularBytesField(value: self.lastResort, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_UploadKeyPackages, rhs: Simp_UploadKeyPackages) -> Bool {
+    if lhs.keyPackages != rhs.keyPackages {return false}
+    if lhs.lastResort != rhs.lastResort {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Simp_KeyPackagesStored: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".KeyPackagesStored"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}pool\0\u{1}lastResort\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt32Field(value: &self.pool) }()
+      case 2: try { try decoder.decodeSingularBoolField(value: &self.lastResort) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.pool != 0 {
+      try visitor.visitSingularUInt32Field(value: self.pool, fieldNumber: 1)
+    }
+    if self.lastResort != false {
+      try visitor.visitSingularBoolField(value: self.lastResort, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_KeyPackagesStored, rhs: Simp_KeyPackagesStored) -> Bool {
+    if lhs.pool != rhs.pool {return false}
+    if lhs.lastResort != rhs.lastResort {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Simp_KeyDirectoryRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".KeyDirectoryRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}user\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.user) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.user.isEmpty {
+      try visitor.visitSingularStringField(value: self.user, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_KeyDirectoryRequest, rhs: Simp_KeyDirectoryRequest) -> Bool {
+    if lhs.user != rhs.user {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Simp_KeyDirectoryEntry: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".KeyDirectoryEntry"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}user\0\u{1}identityKey\0\u{1}identitySince\0\u{1}devices\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.user) }()
+      case 2: try { try decoder.decodeSingularBytesField(value: &self.identityKey) }()
+      case 3: try { try decoder.decodeSingularInt64Field(value: &self.identitySince) }()
+      case 4: try { try decoder.decodeRepeatedMessageField(value: &self.devices) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.user.isEmpty {
+      try visitor.visitSingularStringField(value: self.user, fieldNumber: 1)
+    }
+    if !self.identityKey.isEmpty {
+      try visitor.visitSingularBytesField(value: self.identityKey, fieldNumber: 2)
+    }
+    if self.identitySince != 0 {
+      try visitor.visitSingularInt64Field(value: self.identitySince, fieldNumber: 3)
+    }
+    if !self.devices.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.devices, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_KeyDirectoryEntry, rhs: Simp_KeyDirectoryEntry) -> Bool {
+    if lhs.user != rhs.user {return false}
+    if lhs.identityKey != rhs.identityKey {return false}
+    if lhs.identitySince != rhs.identitySince {return false}
+    if lhs.devices != rhs.devices {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Simp_ClaimKeyPackages: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ClaimKeyPackages"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}user\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.user) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.user.isEmpty {
+      try visitor.visitSingularStringField(value: self.user, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_ClaimKeyPackages, rhs: Simp_ClaimKeyPackages) -> Bool {
+    if lhs.user != rhs.user {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Simp_ClaimedKeyPackage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ClaimedKeyPackage"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}device\0\u{1}keyPackage\0\u{1}lastResort\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.device) }()
+      case 2: try { try decoder.decodeSingularBytesField(value: &self.keyPackage) }()
+      case 3: try { try decoder.decodeSingularBoolField(value: &self.lastResort) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.device.isEmpty {
+      try visitor.visitSingularStringField(value: self.device, fieldNumber: 1)
+    }
+    if !self.keyPackage.isEmpty {
+      try visitor.visitSingularBytesField(value: self.keyPackage, fieldNumber: 2)
+    }
+    if self.lastResort != false {
+      try visitor.visitSingularBoolField(value: self.lastResort, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_ClaimedKeyPackage, rhs: Simp_ClaimedKeyPackage) -> Bool {
+    if lhs.device != rhs.device {return false}
+    if lhs.keyPackage != rhs.keyPackage {return false}
+    if lhs.lastResort != rhs.lastResort {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Simp_ClaimedKeyPackages: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ClaimedKeyPackages"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}user\0\u{1}packages\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.user) }()
+      case 2: try { try decoder.decodeRepeatedMessageField(value: &self.packages) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.user.isEmpty {
+      try visitor.visitSingularStringField(value: self.user, fieldNumber: 1)
+    }
+    if !self.packages.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.packages, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_ClaimedKeyPackages, rhs: Simp_ClaimedKeyPackages) -> Bool {
+    if lhs.user != rhs.user {return false}
+    if lhs.packages != rhs.packages {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
 nonisolated extension Simp_Envelope: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Envelope"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}requestId\0\u{2}\u{9}error\0\u{1}ok\0\u{1}register\0\u{1}login\0\u{1}loginOk\0\u{1}connect\0\u{1}connected\0\u{1}bound\0\u{1}ping\0\u{1}pong\0\u{1}accepted\0\u{1}delivered\0\u{1}failed\0\u{1}receipt\0\u{1}history\0\u{1}historyResult\0\u{1}withdraw\0\u{1}missing\0\u{1}query\0\u{1}pathResponse\0\u{1}logout\0\u{1}retracted\0\u{1}devices\0\u{1}deviceList\0\u{1}revokeDevice\0\u{1}groupRequest\0\u{1}groupAnswer\0\u{1}contactRequest\0\u{1}contactAnswer\0\u{1}settingsRequest\0\u{1}settingsAnswer\0\u{1}markRead\0\u{1}presence\0\u{1}presenceAnswer\0\u{1}changePassword\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}requestId\0\u{2}\u{9}error\0\u{1}ok\0\u{1}register\0\u{1}login\0\u{1}loginOk\0\u{1}connect\0\u{1}connected\0\u{1}bound\0\u{1}ping\0\u{1}pong\0\u{1}accepted\0\u{1}delivered\0\u{1}failed\0\u{1}receipt\0\u{1}history\0\u{1}historyResult\0\u{1}withdraw\0\u{1}missing\0\u{1}query\0\u{1}pathResponse\0\u{1}logout\0\u{1}retracted\0\u{1}devices\0\u{1}deviceList\0\u{1}revokeDevice\0\u{1}groupRequest\0\u{1}groupAnswer\0\u{1}contactRequest\0\u{1}contactAnswer\0\u{1}settingsRequest\0\u{1}settingsAnswer\0\u{1}markRead\0\u{1}presence\0\u{1}presenceAnswer\0\u{1}changePassword\0\u{1}publishIdentity\0\u{1}publishDevice\0\u{1}uploadKeyPackages\0\u{1}keyPackagesStored\0\u{1}keyDirectory\0\u{1}keyDirectoryEntry\0\u{1}claimKeyPackages\0\u{1}claimedKeyPackages\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -3733,6 +4386,110 @@ nonisolated extension Simp_Envelope: SwiftProtobuf.Message, SwiftProtobuf._Messa
           self.body = .changePassword(v)
         }
       }()
+      case 45: try {
+        var v: Simp_PublishIdentity?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .publishIdentity(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .publishIdentity(v)
+        }
+      }()
+      case 46: try {
+        var v: Simp_PublishDevice?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .publishDevice(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .publishDevice(v)
+        }
+      }()
+      case 47: try {
+        var v: Simp_UploadKeyPackages?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .uploadKeyPackages(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .uploadKeyPackages(v)
+        }
+      }()
+      case 48: try {
+        var v: Simp_KeyPackagesStored?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .keyPackagesStored(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .keyPackagesStored(v)
+        }
+      }()
+      case 49: try {
+        var v: Simp_KeyDirectoryRequest?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .keyDirectory(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .keyDirectory(v)
+        }
+      }()
+      case 50: try {
+        var v: Simp_KeyDirectoryEntry?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .keyDirectoryEntry(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .keyDirectoryEntry(v)
+        }
+      }()
+      case 51: try {
+        var v: Simp_ClaimKeyPackages?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .claimKeyPackages(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .claimKeyPackages(v)
+        }
+      }()
+      case 52: try {
+        var v: Simp_ClaimedKeyPackages?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .claimedKeyPackages(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .claimedKeyPackages(v)
+        }
+      }()
       default: break
       }
     }
@@ -3886,6 +4643,38 @@ nonisolated extension Simp_Envelope: SwiftProtobuf.Message, SwiftProtobuf._Messa
     case .changePassword?: try {
       guard case .changePassword(let v)? = self.body else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 44)
+    }()
+    case .publishIdentity?: try {
+      guard case .publishIdentity(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 45)
+    }()
+    case .publishDevice?: try {
+      guard case .publishDevice(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 46)
+    }()
+    case .uploadKeyPackages?: try {
+      guard case .uploadKeyPackages(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 47)
+    }()
+    case .keyPackagesStored?: try {
+      guard case .keyPackagesStored(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 48)
+    }()
+    case .keyDirectory?: try {
+      guard case .keyDirectory(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 49)
+    }()
+    case .keyDirectoryEntry?: try {
+      guard case .keyDirectoryEntry(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 50)
+    }()
+    case .claimKeyPackages?: try {
+      guard case .claimKeyPackages(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 51)
+    }()
+    case .claimedKeyPackages?: try {
+      guard case .claimedKeyPackages(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 52)
     }()
     case nil: break
     }

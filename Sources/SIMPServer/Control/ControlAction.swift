@@ -82,4 +82,6 @@ enum ControlWork: Sendable {
     /// Answered with `.presenceCircleRead`.
     case presenceCircle(id: UInt64, user: String)
     case presence(id: UInt64, user: String, of: [String], millis: Int64)
+    /// A key directory request's steps (`KeyFlow`), run one after another.
+    case keys(id: UInt64, KeyFlow)
 }

@@ -38,7 +38,8 @@ final class SharedControlContext: Sendable {
         self.value = value
         machine = ControlMachine.Node(admission: value.admission, requests: value.requests, loginDeadline: value.loginDeadline,
                                       maxFrameLength: value.maxFrameLength, anonymousFrameLength: value.anonymousFrameLength,
-                                      unreadGrace: value.unreadGrace, maxGroupMembers: value.router.store.settings.maxGroupMembers)
+                                      unreadGrace: value.unreadGrace, maxGroupMembers: value.router.store.settings.maxGroupMembers,
+                                      maxDevicesPerUser: value.router.store.settings.maxDevicesPerUser)
     }
 
     subscript<T>(dynamicMember path: KeyPath<ControlContext, T>) -> T { value[keyPath: path] }

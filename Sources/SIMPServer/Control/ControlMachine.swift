@@ -26,10 +26,12 @@ struct ControlMachine {
         /// How long the peer may leave our replies unread.
         let unreadGrace: TimeAmount
         let maxGroupMembers: Int
+        /// Device certificates a user may have stored (the key directory, `KeyFlow`).
+        let maxDevicesPerUser: Int
 
         init(admission: Admission, requests: RequestGate.Settings = .init(), loginDeadline: TimeAmount = .seconds(30),
              maxFrameLength: Int = Frame.defaultMaxLength, anonymousFrameLength: Int = 4_096, unreadGrace: TimeAmount,
-             maxGroupMembers: Int) {
+             maxGroupMembers: Int, maxDevicesPerUser: Int = 10) {
             self.admission = admission
             self.requests = requests
             self.loginDeadline = loginDeadline
@@ -37,6 +39,7 @@ struct ControlMachine {
             self.anonymousFrameLength = anonymousFrameLength
             self.unreadGrace = unreadGrace
             self.maxGroupMembers = maxGroupMembers
+            self.maxDevicesPerUser = maxDevicesPerUser
         }
     }
 
@@ -574,6 +577,7 @@ extension ControlMachine {
         case .presence:
             guard let user = loggedIn(id) else { return }
             start(.presenceCircle(id: id, user: user))
+        case .publishIdentity, .publishDevice, .uploadKeyPackages, .keyDirectory, .claimKeyPackages: keys(id, envelope, now: now)
         case .none: reply(.error(.badRequest, "envelope without a body", requestID: id))
         default: reply(.error(.badRequest, "a client does not send \(Self.name(envelope.body))", requestID: id))
         }
@@ -706,6 +710,19 @@ extension ControlMachine {
         guard let (user, session) = connected(id, "markRead") else { return }
         if let problem = ReadReceipts.problem(in: request, from: user) { return reply(.error(.badRequest, problem, requestID: id)) }
         start(.markRead(id: id, user: user, session: session, request, millis: now.millis))
+    }
+
+    /// A key directory request (`KeyFlow`): checked for names, sizes and counts here, then its
+    /// steps run in the worker.
+    private mutating func keys(_ id: UInt64, _ envelope: Simp_Envelope, now: Moment) {
+        guard let user = loggedIn(id), let body = envelope.body, let parsed = KeyFlow.request(from: body) else { return }
+        switch parsed {
+        case .failure(let refusal): reply(.error(refusal.code, refusal.reason, requestID: id))
+        case .success(let request):
+            let flow = KeyFlow(request, user: user, device: device ?? DeviceName.unnamed, nowMillis: now.millis,
+                               maxDevices: node.maxDevicesPerUser)
+            start(.keys(id: id, flow))
+        }
     }
 
     private static func name(_ body: Simp_Envelope.OneOf_Body?) -> String {

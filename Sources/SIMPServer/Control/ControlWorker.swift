@@ -82,7 +82,31 @@ struct ControlWorker {
                 answer.users = users
                 return Simp_Envelope(requestID: id, .presenceAnswer(answer))
             })
+        case .keys(let id, let flow):
+            return answer(id, Self.carryOut(flow.start(), flow, store: store, on: loop).map { Simp_Envelope(requestID: id, $0) })
         }
+    }
+
+    /// Runs a key directory request's steps (`KeyFlow`): each read or store, its result back to the flow.
+    private static func carryOut(_ next: KeyFlow.Next, _ flow: KeyFlow, store: MessageStore,
+                                 on loop: any EventLoop) -> EventLoopFuture<Simp_Envelope.OneOf_Body> {
+        let step: EventLoopFuture<KeyFlow.Next>
+        switch next {
+        case .answer(let body): return loop.makeSucceededFuture(body)
+        case .refuse(let code, let reason): return loop.makeFailedFuture(ServerError(code, reason))
+        case .read(let user): step = store.keyDirectory(of: user, on: loop).map { flow.read($0) }
+        case .storeIdentity(let user, let key, let replace, let millis):
+            step = store.storeIdentity(user: user, key: key, replace: replace, nowMillis: millis, on: loop).map { flow.stored($0) }
+        case .storeCertificate(let user, let device, let certificate, let identity, let maxDevices):
+            step = store.storeCertificate(user: user, device: device, certificate: certificate, identity: identity,
+                                          maxDevices: maxDevices, on: loop).map { flow.stored($0) }
+        case .storePackages(let user, let device, let certificate, let packages, let lastResort, let maxPool):
+            step = store.storeKeyPackages(user: user, device: device, certificate: certificate, packages: packages,
+                                          lastResort: lastResort, maxPool: maxPool, on: loop).map { flow.stored($0) }
+        case .claim(let user, let except):
+            step = store.claimKeyPackages(of: user, except: except, on: loop).map { flow.claimed($0) }
+        }
+        return step.flatMap { carryOut($0, flow, store: store, on: loop) }
     }
 
     /// Closes the user's other connections here at once and on the other nodes through the

@@ -25,6 +25,12 @@ enum RequestCost {
     static let perQueryItem = 1
     /// A contact request's steps: one script call on each side, and a notice stored.
     static let contactChange = 6
+    /// The key directory: a publish is a signature check and a script; an upload, two signature
+    /// checks per KeyPackage (the leaf's and the package's) and a script; a claim, a script
+    /// over the user's devices.
+    static let keyPublish = 4
+    static let perKeyPackage = 2
+    static let keyClaim = 8
 
     static func of(_ envelope: Simp_Envelope) -> Int {
         switch envelope.body {
@@ -49,6 +55,11 @@ enum RequestCost {
         case .presence: redisRead
         // A script over the marks, a read per sender, and up to two notices per sender.
         case .markRead(let request): redisRead + request.reads.count / 16
+        case .publishIdentity, .publishDevice: keyPublish
+        case .uploadKeyPackages(let upload):
+            redisRead + perKeyPackage * (min(upload.keyPackages.count, KeyDirectoryRules.maxKeyPackagesPerUpload) + (upload.lastResort.isEmpty ? 0 : 1))
+        case .keyDirectory: redisRead
+        case .claimKeyPackages: keyClaim
         default: 1
         }
     }

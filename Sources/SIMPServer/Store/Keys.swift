@@ -89,6 +89,16 @@ struct Keys: Sendable {
     func settings(_ name: String) -> String { of(name, "settings") }
     /// Contact requests NAME made in the current window (`--contact-requests-per-hour`).
     func contactRequests(_ name: String) -> String { of(name, "contactreqs") }
+    /// NAME's identity key (docs/E2EE.md, Part 2): field `key` (32 bytes), field `since` (ms).
+    func identity(_ name: String) -> String { of(name, "identity") }
+    /// NAME's device certificates: field DEVICE, value the device key (32 bytes) and the
+    /// identity's signature over it (64 bytes).
+    func deviceCertificates(_ name: String) -> String { of(name, "devcerts") }
+    /// NAME's one-time KeyPackages, every device's in one sorted set (all scores 0): member
+    /// "DEVICE\0PACKAGE", so a device's are one lexicographic range (`Scripts.claimKeyPackages`).
+    func keyPackages(_ name: String) -> String { of(name, "keypkgs") }
+    /// NAME's last-resort KeyPackages: field DEVICE, value the package.
+    func lastResortKeyPackages(_ name: String) -> String { of(name, "lastresort") }
     var secret: String { "\(prefix):secret" }
     /// A running node's claim on its id (`NodeRecord`): its instance token, expiring unless renewed.
     func node(_ id: String) -> String { "\(prefix):node:\(id)" }

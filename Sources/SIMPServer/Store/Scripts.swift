@@ -389,9 +389,15 @@ enum Scripts {
     /// which every token issued before it has expired). O(1) whatever the user revoked before.
     /// Returns false when the user has no such device, else the device's presence entry (''
     /// when it is not connected).
+    /// KEYS 6-8, the key directory (docs/E2EE.md, Part 2): the user's device certificates,
+    /// one-time KeyPackages and last-resort KeyPackages. The device's certificate and packages
+    /// go too, and a device that has only a certificate counts as one.
     static let revokeDevice = RedisScript("""
     local device = ARGV[1]
-    if redis.call('HDEL', KEYS[1], device) == 0 then return false end
+    local certified = redis.call('HDEL', KEYS[6], device)
+    redis.call('ZREMRANGEBYLEX', KEYS[7], '[' .. device .. '\\0', '(' .. device .. '\\1')
+    redis.call('HDEL', KEYS[8], device)
+    if redis.call('HDEL', KEYS[1], device) == 0 and certified == 0 then return false end
     local presence = redis.call('HGET', KEYS[3], device) or ''
     redis.call('HDEL', KEYS[2], device)
     redis.call('HDEL', KEYS[3], device)

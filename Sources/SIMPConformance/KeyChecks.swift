@@ -1,0 +1,110 @@
+import Crypto
+import Foundation
+import SIMPCore
+import SIMPTestSupport
+
+extension Conformance {
+    /// The key directory (section 4, Keys). Each check starts with a new identity of its own
+    /// (`replace`), which drops whatever an earlier run left, so runs can reuse the accounts.
+    static let keys: [ConformanceCheck] = [
+        ConformanceCheck("4.15", "4. Messages, Keys", "an identity is set once (another is IDENTITY_EXISTS without replace); a device certificate by it is stored and fetched by another user, one by another key is BAD_SIGNATURE") { target in
+            let (user, peer, identity) = try keyOwner(target)
+            let again = try peer.request(3, .publishIdentity(.with { $0.identityKey = Curve25519.Signing.PrivateKey().publicKey.rawRepresentation }))
+            try expect(errorCode(again) == .identityExists, "a second identity without replace got \(describe(again))")
+            let deviceKey = Curve25519.Signing.PrivateKey()
+            let forged = try DeviceCertificate.sign(user: user, device: "default", deviceKey: Array(deviceKey.publicKey.rawRepresentation),
+                                                    identity: Curve25519.Signing.PrivateKey())
+            let refused = try peer.request(4, .publishDevice(.with { $0.certificate = forged }))
+            try expect(errorCode(refused) == .badSignature, "a certificate by another key got \(describe(refused))")
+            try certify(peer, user: user, identity: identity, deviceKey: deviceKey, id: 5)
+
+            let (other, otherPassword) = try target.account("b")
+            let reader = try target.peer()
+            _ = try reader.login(other, otherPassword)
+            let reply = try reader.request(2, .keyDirectory(.with { $0.user = user }))
+            guard case .keyDirectoryEntry(let entry)? = reply?.body else { throw ConformanceFailure("keyDirectory: \(describe(reply))") }
+            try expect(entry.identityKey == identity.publicKey.rawRepresentation, "the identity key fetched is not the one published")
+            try expect(entry.devices.map(\.device) == ["default"] && entry.devices[0].deviceKey == deviceKey.publicKey.rawRepresentation,
+                       "the certificates fetched: \(entry.devices.map(\.device))")
+        },
+        ConformanceCheck("4.16", "4. Messages, Keys", "KeyPackages: garbage is INVALID_KEY_PACKAGE, another key's DEVICE_NOT_CERTIFIED; a claim takes the one-time package, then the last resort, which stays") { target in
+            let (user, peer, identity) = try keyOwner(target)
+            let deviceKey = Curve25519.Signing.PrivateKey()
+            try certify(peer, user: user, identity: identity, deviceKey: deviceKey, id: 3)
+            let garbage = try peer.request(4, .uploadKeyPackages(.with { $0.keyPackages = [Data(repeating: 7, count: 100)] }))
+            try expect(errorCode(garbage) == .invalidKeyPackage, "garbage got \(describe(garbage))")
+            let stranger = try HandMadeKeyPackage.make(identity: "\(user)/default", signer: Curve25519.Signing.PrivateKey())
+            let uncertified = try peer.request(5, .uploadKeyPackages(.with { $0.keyPackages = [Data(stranger)] }))
+            try expect(errorCode(uncertified) == .deviceNotCertified, "a package of an uncertified key got \(describe(uncertified))")
+            let oneTime = try HandMadeKeyPackage.make(identity: "\(user)/default", signer: deviceKey)
+            let lastResort = try HandMadeKeyPackage.make(identity: "\(user)/default", signer: deviceKey)
+            let stored = try peer.request(6, .uploadKeyPackages(.with { $0.keyPackages = [Data(oneTime)]; $0.lastResort = Data(lastResort) }))
+            guard case .keyPackagesStored(let pool)? = stored?.body else { throw ConformanceFailure("upload: \(describe(stored))") }
+            try expect(pool.pool == 1 && pool.lastResort, "after the upload: \(pool.pool) one-time, last resort \(pool.lastResort)")
+
+            let (other, otherPassword) = try target.account("b")
+            let claimer = try target.peer()
+            _ = try claimer.login(other, otherPassword)
+            var claimed: [Simp_ClaimedKeyPackage] = []
+            for id in UInt64(2)...4 {
+                let reply = try claimer.request(id, .claimKeyPackages(.with { $0.user = user }))
+                guard case .claimedKeyPackages(let answer)? = reply?.body, answer.packages.count == 1 else {
+                    throw ConformanceFailure("claim \(id - 1): \(describe(reply))")
+                }
+                claimed.append(answer.packages[0])
+            }
+            try expect(claimed[0].keyPackage == Data(oneTime) && !claimed[0].lastResort, "the first claim did not hand out the one-time package")
+            try expect(claimed.dropFirst().allSatisfy { $0.keyPackage == Data(lastResort) && $0.lastResort },
+                       "the later claims did not hand out the last-resort package, twice")
+        },
+    ]
+
+    /// Account "a" logged in (device "default") with a new identity key published (`replace`).
+    private static func keyOwner(_ target: ConformanceTarget) throws -> (String, RawPeer, Curve25519.Signing.PrivateKey) {
+        let (user, password) = try target.account("a")
+        let peer = try target.peer()
+        _ = try peer.login(user, password)
+        let identity = Curve25519.Signing.PrivateKey()
+        let reply = try peer.request(2, .publishIdentity(.with { $0.identityKey = identity.publicKey.rawRepresentation; $0.replace = true }))
+        guard case .ok? = reply?.body else { throw ConformanceFailure("publishIdentity: \(describe(reply))") }
+        return (user, peer, identity)
+    }
+
+    private static func certify(_ peer: RawPeer, user: String, identity: Curve25519.Signing.PrivateKey,
+                                deviceKey: Curve25519.Signing.PrivateKey, id: UInt64) throws {
+        let certificate = try DeviceCertificate.sign(user: user, device: "default", deviceKey: Array(deviceKey.publicKey.rawRepresentation),
+                                                     identity: identity)
+        let reply = try peer.request(id, .publishDevice(.with { $0.certificate = certificate }))
+        guard case .ok? = reply?.body else { throw ConformanceFailure("publishDevice: \(describe(reply))") }
+    }
+}
+
+/// A KeyPackage built from RFC 9420's structures by hand, apart from SIMP's own MLS code: an
+/// `MLSMessage` (section 6) of wire format `mls_key_package` (5), suite 1, a basic credential,
+/// a leaf node of source `key_package` (section 7.2) with an unbounded lifetime, and both
+/// signatures by `SignWithLabel` (section 5.1.2).
+enum HandMadeKeyPackage {
+    static func make(identity: String, signer: Curve25519.Signing.PrivateKey) throws -> [UInt8] {
+        let initKey = Array(Curve25519.KeyAgreement.PrivateKey().publicKey.rawRepresentation)
+        let encryptionKey = Array(Curve25519.KeyAgreement.PrivateKey().publicKey.rawRepresentation)
+        // versions, cipher_suites, extensions, proposals, credentials
+        let capabilities = opaque(u16(1)) + opaque(u16(1) + u16(3)) + opaque([]) + opaque([]) + opaque(u16(1))
+        let leafTBS = opaque(encryptionKey) + opaque(Array(signer.publicKey.rawRepresentation)) + u16(1) + opaque(Array(identity.utf8))
+            + capabilities + [1] + u64(0) + u64(UInt64.max) + opaque([])
+        let leaf = leafTBS + opaque(try signWithLabel(signer, "LeafNodeTBS", leafTBS))
+        let packageTBS = u16(1) + u16(1) + opaque(initKey) + leaf + opaque([])
+        return u16(1) + u16(5) + packageTBS + opaque(try signWithLabel(signer, "KeyPackageTBS", packageTBS))
+    }
+
+    static func signWithLabel(_ key: Curve25519.Signing.PrivateKey, _ label: String, _ content: [UInt8]) throws -> [UInt8] {
+        Array(try key.signature(for: opaque(Array("MLS 1.0 \(label)".utf8)) + opaque(content)))
+    }
+
+    /// `opaque<V>` (section 2.1.2), up to 16,383 bytes.
+    static func opaque(_ bytes: [UInt8]) -> [UInt8] {
+        (bytes.count < 64 ? [UInt8(bytes.count)] : [UInt8(0x40 | (bytes.count >> 8)), UInt8(bytes.count & 0xff)]) + bytes
+    }
+
+    static func u16(_ value: UInt16) -> [UInt8] { [UInt8(value >> 8), UInt8(value & 0xff)] }
+    static func u64(_ value: UInt64) -> [UInt8] { (0..<8).reversed().map { UInt8((value >> (8 * UInt64($0))) & 0xff) } }
+}

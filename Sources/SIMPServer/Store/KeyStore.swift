@@ -1,0 +1,83 @@
+import NIOCore
+import SIMPCore
+import SIMPRedis
+
+/// The key directory in Redis (`KeyScripts.swift`, `KeyFlow`).
+extension MessageStore {
+    private func keyDirectoryKeys(_ user: String) -> [any RedisArgument] {
+        [keys.identity(user), keys.deviceCertificates(user), keys.keyPackages(user), keys.lastResortKeyPackages(user)]
+    }
+
+    /// What `KeyFlow` reads of a user: whether the account exists, its identity, its certificates.
+    func keyDirectory(of user: String, on loop: any EventLoop) -> EventLoopFuture<KeyFlow.Directory> {
+        let reads = [RedisCommand("EXISTS", [keys.user(user)]), RedisCommand("HGETALL", [keys.identity(user)]),
+                     RedisCommand("HGETALL", [keys.deviceCertificates(user)])]
+        return redis.run(reads, on: loop).flatMapThrowing { replies in
+            guard replies.count == 3 else { throw RedisError(.protocolViolation, "key directory read returned \(replies.count) replies") }
+            let identity = Self.binaryFields(try replies[1].checked())
+            var directory = KeyFlow.Directory(userExists: try replies[0].checked().int == 1)
+            directory.identity = identity["key"]
+            directory.identitySince = identity["since"].flatMap { Int64(String(decoding: $0, as: UTF8.self)) } ?? 0
+            directory.certificates = Self.binaryFields(try replies[2].checked())
+            return directory
+        }
+    }
+
+    func storeIdentity(user: String, key: [UInt8], replace: Bool, nowMillis: Int64, on loop: any EventLoop) -> EventLoopFuture<KeyFlow.Stored> {
+        let command = RedisCommand.script(Scripts.publishIdentity, keys: keyDirectoryKeys(user), args: [key, replace ? "1" : "0", nowMillis])
+        return redis.run([command], on: loop).flatMapThrowing { replies in
+            try replies[0].checked().int == -1 ? .identityExists : .done(pool: 0, lastResort: false)
+        }
+    }
+
+    func storeCertificate(user: String, device: String, certificate: [UInt8], identity: [UInt8], maxDevices: Int,
+                          on loop: any EventLoop) -> EventLoopFuture<KeyFlow.Stored> {
+        let command = RedisCommand.script(Scripts.publishDevice, keys: keyDirectoryKeys(user), args: [device, certificate, identity, maxDevices])
+        return redis.run([command], on: loop).flatMapThrowing { replies in
+            switch try replies[0].checked().int {
+            case -1: .changed
+            case -2: .tooManyDevices
+            default: .done(pool: 0, lastResort: false)
+            }
+        }
+    }
+
+    func storeKeyPackages(user: String, device: String, certificate: [UInt8], packages: [[UInt8]], lastResort: [UInt8]?, maxPool: Int,
+                          on loop: any EventLoop) -> EventLoopFuture<KeyFlow.Stored> {
+        let args: [any RedisArgument] = [device, certificate, maxPool, lastResort ?? []] + packages
+        let command = RedisCommand.script(Scripts.uploadKeyPackages, keys: Array(keyDirectoryKeys(user).dropFirst()), args: args)
+        return redis.run([command], on: loop).flatMapThrowing { replies in
+            let parts = try replies[0].checked().array ?? []
+            guard parts.count == 3, let status = parts[0].int, let pool = parts[1].int else {
+                throw RedisError(.protocolViolation, "upload script returned \(parts.count) parts")
+            }
+            switch status {
+            case -1: return .changed
+            case -2: return .full(pool: Int(pool))
+            default: return .done(pool: Int(pool), lastResort: parts[2].int == 1)
+            }
+        }
+    }
+
+    func claimKeyPackages(of user: String, except device: String,
+                          on loop: any EventLoop) -> EventLoopFuture<[(device: String, bytes: [UInt8], lastResort: Bool)]> {
+        let command = RedisCommand.script(Scripts.claimKeyPackages, keys: Array(keyDirectoryKeys(user).dropFirst()), args: [device])
+        return redis.run([command], on: loop).flatMapThrowing { replies in
+            let flat = try replies[0].checked().array ?? []
+            return stride(from: 0, to: flat.count - 2, by: 3).compactMap { index in
+                guard let device = flat[index].string, let bytes = flat[index + 1].bytes else { return nil }
+                return (device, bytes, flat[index + 2].int == 1)
+            }
+        }
+    }
+
+    /// A HGETALL reply's fields, values as bytes (keys and signatures are binary).
+    private static func binaryFields(_ reply: RedisValue) -> [String: [UInt8]] {
+        let flat = reply.array ?? []
+        var fields: [String: [UInt8]] = [:]
+        for index in stride(from: 0, to: flat.count - 1, by: 2) {
+            if let name = flat[index].string, let value = flat[index + 1].bytes { fields[name] = value }
+        }
+        return fields
+    }
+}

@@ -1,0 +1,142 @@
+import Crypto
+import Foundation
+import SIMPClient
+import SIMPCore
+import SIMPMLS
+import Testing
+
+/// The key directory against a real server and redis-server (docs/E2EE.md, Part 2): alice
+/// publishes her identity, certifies two devices and uploads KeyPackages made with SIMPMLS; bob
+/// fetches her certificates and claims one package per device, until only the last resort is
+/// left; what the server must refuse, it refuses with its code.
+@Suite(.serialized) struct KeyDirectoryTests {
+    let alice = KeyFixtures("alice")
+
+    /// The claimed package decodes and validates, signed by the device's certified key.
+    func expectValid(_ claimed: ClaimedKeyPackage, certificates: [DeviceCertificate], sourceLocation: SourceLocation = #_sourceLocation) throws {
+        guard case .keyPackage(let wire) = try MLSMessage(mlsDecoding: claimed.keyPackage) else {
+            Issue.record("not a KeyPackage", sourceLocation: sourceLocation)
+            return
+        }
+        let package = try wire.validate(suite: KeyFixtures.suite)
+        let certified = certificates.first { $0.device == claimed.device }?.deviceKey
+        #expect(package.signatureKey.rawRepresentation == certified, sourceLocation: sourceLocation)
+    }
+
+    @Test func aliceCertifiesTwoDevicesAndBobClaimsTheirKeyPackages() async throws {
+        let cluster = try await TestCluster.start()
+        try await cluster.register("alice")
+        try await cluster.register("bob")
+        let (phone, _) = try await cluster.connectedDevice("alice", "phone")
+        let (laptop, _) = try await cluster.connectedDevice("alice", "laptop")
+        let (bob, _) = try await cluster.connectedDevice("bob", "desk")
+
+        // Nothing yet: no identity to fetch, no certificate to upload under.
+        await expectCode(.noIdentity) { try await bob.keyDirectory(of: "alice") }
+        let (phoneKey, laptopKey) = (try KeyFixtures.deviceSigner(), try KeyFixtures.deviceSigner())
+        await expectCode(.noIdentity) { try await phone.publishDevice(try alice.certificate("phone", phoneKey)) }
+
+        try await phone.publishIdentity(alice.identityKey)
+        try await laptop.publishIdentity(alice.identityKey)   // the same key again: nothing changes
+        await expectCode(.identityExists) { try await laptop.publishIdentity(KeyFixtures("alice").identityKey) }
+
+        // The phone certifies itself and the laptop; a certificate by another identity is refused.
+        try await phone.publishDevice(try alice.certificate("phone", phoneKey))
+        await expectCode(.badSignature) { try await laptop.publishDevice(try KeyFixtures("alice").certificate("laptop", laptopKey)) }
+        await expectCode(.deviceNotCertified) { try await laptop.uploadKeyPackages([try alice.keyPackage("laptop", laptopKey)]) }
+        try await phone.publishDevice(try alice.certificate("laptop", laptopKey))
+
+        let phonePool = try await phone.uploadKeyPackages(try (0..<3).map { _ in try alice.keyPackage("phone", phoneKey) },
+                                                          lastResort: try alice.keyPackage("phone", phoneKey))
+        #expect(phonePool == KeyPackagePool(oneTime: 3, lastResort: true))
+        #expect(try await laptop.uploadKeyPackages([try alice.keyPackage("laptop", laptopKey)]) == KeyPackagePool(oneTime: 1, lastResort: false))
+        // Signed by a key no certificate names: refused, and nothing of the upload is stored.
+        await expectCode(.deviceNotCertified) {
+            try await laptop.uploadKeyPackages([try alice.keyPackage("laptop", laptopKey), try alice.keyPackage("laptop", try KeyFixtures.deviceSigner())])
+        }
+        await expectCode(.invalidKeyPackage) { try await laptop.uploadKeyPackages([Array(repeating: 7, count: 200)]) }
+
+        // bob reads alice's directory and verifies it himself.
+        let entry = try await bob.keyDirectory(of: "alice")
+        #expect(entry.identityKey == alice.identityKey)
+        let certificates = entry.verifiedDevices
+        #expect(certificates.map(\.device) == ["laptop", "phone"])
+        #expect(certificates.map(\.deviceKey) == [laptopKey.publicKey.rawRepresentation, phoneKey.publicKey.rawRepresentation])
+
+        // One package per device; the laptop's only one goes, the phone's pool shrinks to its last resort.
+        let first = try await bob.claimKeyPackages(of: "alice")
+        #expect(first.map(\.device) == ["laptop", "phone"] && first.allSatisfy { !$0.lastResort })
+        for claimed in first { try expectValid(claimed, certificates: certificates) }
+        let second = try await bob.claimKeyPackages(of: "alice")
+        #expect(second.map(\.device) == ["phone"] && second.allSatisfy { !$0.lastResort }, "the laptop has nothing left")
+        #expect(Set((first + second).map(\.keyPackage)).count == 3, "each one-time package handed out once")
+        #expect(try await bob.claimKeyPackages(of: "alice").map(\.lastResort) == [false])
+        let last = try await bob.claimKeyPackages(of: "alice")
+        let again = try await bob.claimKeyPackages(of: "alice")
+        #expect(last.map(\.lastResort) == [true] && again == last, "the last resort stays")
+        try expectValid(last[0], certificates: certificates)
+
+        // alice's own claim leaves the asking device out.
+        #expect(try await laptop.uploadKeyPackages([try alice.keyPackage("laptop", laptopKey)]).oneTime == 1)
+        #expect(try await laptop.claimKeyPackages(of: "alice").map(\.device) == ["phone"])
+        #expect(try await phone.claimKeyPackages(of: "alice").map(\.device) == ["laptop"])
+
+        for client in [phone, laptop, bob] { await client.close() }
+        await cluster.stop()
+    }
+
+    @Test func aRevokedDeviceLosesItsCertificateAndKeyPackagesAndANewIdentityEndsThemAll() async throws {
+        let cluster = try await TestCluster.start()
+        try await cluster.register("alice")
+        try await cluster.register("bob")
+        let (phone, _) = try await cluster.connectedDevice("alice", "phone")
+        let (laptop, _) = try await cluster.connectedDevice("alice", "laptop")
+        let (bob, _) = try await cluster.connectedDevice("bob", "desk")
+        let (phoneKey, laptopKey) = (try KeyFixtures.deviceSigner(), try KeyFixtures.deviceSigner())
+        try await phone.publishIdentity(alice.identityKey)
+        try await phone.publishDevice(try alice.certificate("phone", phoneKey))
+        try await phone.publishDevice(try alice.certificate("laptop", laptopKey))
+        _ = try await phone.uploadKeyPackages([try alice.keyPackage("phone", phoneKey)], lastResort: try alice.keyPackage("phone", phoneKey))
+        _ = try await laptop.uploadKeyPackages([try alice.keyPackage("laptop", laptopKey)], lastResort: try alice.keyPackage("laptop", laptopKey))
+
+        try await phone.revokeDevice("laptop")
+        #expect(try await bob.keyDirectory(of: "alice").devices.map(\.device) == ["phone"])
+        let claimed = try await bob.claimKeyPackages(of: "alice")
+        #expect(claimed.map(\.device) == ["phone"], "neither the laptop's one-time nor its last-resort package is handed out")
+
+        // A new identity: every certificate and package of the old one goes.
+        let replacement = KeyFixtures("alice")
+        await expectCode(.identityExists) { try await phone.publishIdentity(replacement.identityKey) }
+        try await phone.publishIdentity(replacement.identityKey, replace: true)
+        let entry = try await bob.keyDirectory(of: "alice")
+        #expect(entry.identityKey == replacement.identityKey && entry.devices.isEmpty)
+        #expect(try await bob.claimKeyPackages(of: "alice").isEmpty)
+        await expectCode(.deviceNotCertified) { try await phone.uploadKeyPackages([try replacement.keyPackage("phone", phoneKey)]) }
+        await expectCode(.unknownUser) { try await bob.keyDirectory(of: "nobody") }
+
+        for client in [phone, bob] { await client.close() }
+        await cluster.stop()
+    }
+
+    /// On a Redis Cluster, through two nodes: every script touches one user's slot.
+    @Test func theDirectoryWorksOnARedisClusterAcrossNodes() async throws {
+        let deployment = try Deployment(nodes: 2, cluster: true)
+        defer { deployment.stop() }
+        let owner = try await deployment.connect("kdalice", startingAt: 0)
+        let claimer = try await deployment.connect("kdbob", startingAt: 1)
+        let keys = KeyFixtures("kdalice")
+        let device = await owner.client.deviceName()
+        let signer = try KeyFixtures.deviceSigner()
+        try await owner.client.publishIdentity(keys.identityKey)
+        try await owner.client.publishDevice(try keys.certificate(device, signer))
+        #expect(try await owner.client.uploadKeyPackages([try keys.keyPackage(device, signer)], lastResort: try keys.keyPackage(device, signer))
+            == KeyPackagePool(oneTime: 1, lastResort: true))
+        #expect(try await claimer.client.keyDirectory(of: "kdalice").verifiedDevices.map(\.device) == [device])
+        #expect(try await claimer.client.claimKeyPackages(of: "kdalice").map(\.lastResort) == [false])
+        #expect(try await claimer.client.claimKeyPackages(of: "kdalice").map(\.lastResort) == [true])
+        // Its own device: the session ends with the revocation, which is stored before that.
+        _ = try? await owner.client.revokeDevice(device)
+        #expect(try await claimer.client.claimKeyPackages(of: "kdalice").isEmpty)
+        for user in [owner, claimer] { await user.client.close() }
+    }
+}

@@ -1,0 +1,66 @@
+import NIOCore
+import NIOPosix
+import SIMPCore
+import SIMPRedis
+import SIMPTestSupport
+import Testing
+@testable import SIMPServer
+
+/// The key directory's scripts on a real Redis (`KeyScripts.swift`): what a store step does
+/// when what it was checked against changed, the pool's bound, and a device's range apart
+/// from another's whose name it starts with.
+@Suite(.serialized) struct KeyScriptTests {
+    let loop = MultiThreadedEventLoopGroup.singleton.next()
+    let identity = [UInt8](repeating: 1, count: 32)
+    let certificate = [UInt8](repeating: 2, count: 96)
+
+    func setUp(_ redis: RedisServerProcess) async throws -> (RedisPool, MessageStore) {
+        let pool = RedisPool(configuration: RedisConfiguration(port: redis.port))
+        let messages = MessageStore(redis: pool, settings: StoreSettings())
+        _ = try await messages.createAccount(user: "ann", salt: [1], hash: [2], kdf: "test", on: loop).get()
+        #expect(try await messages.storeIdentity(user: "ann", key: identity, replace: false, nowMillis: 5, on: loop).get() == .done(pool: 0, lastResort: false))
+        return (pool, messages)
+    }
+
+    @Test func aStepCheckedAgainstAnOldIdentityOrCertificateStoresNothing() async throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (pool, store) = try await setUp(redis)
+        let stale = [UInt8](repeating: 9, count: 32)
+        #expect(try await store.storeCertificate(user: "ann", device: "phone", certificate: certificate, identity: stale, maxDevices: 10,
+                                                 on: loop).get() == .changed)
+        #expect(try await store.storeCertificate(user: "ann", device: "phone", certificate: certificate, identity: identity, maxDevices: 10,
+                                                 on: loop).get() == .done(pool: 0, lastResort: false))
+        let other = [UInt8](repeating: 3, count: 96)
+        #expect(try await store.storeKeyPackages(user: "ann", device: "phone", certificate: other, packages: [[1]], lastResort: nil, maxPool: 100,
+                                                 on: loop).get() == .changed)
+        #expect(try await pool.run(RedisCommand("EXISTS", [store.keys.keyPackages("ann")])).int == 0)
+        #expect(try await store.storeIdentity(user: "ann", key: stale, replace: false, nowMillis: 6, on: loop).get() == .identityExists)
+        await pool.shutdown()
+    }
+
+    @Test func thePoolIsBoundedPerDeviceAndADevicesRangeIsItsOwn() async throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (pool, store) = try await setUp(redis)
+        for device in ["ph", "phone"] {
+            _ = try await store.storeCertificate(user: "ann", device: device, certificate: certificate, identity: identity, maxDevices: 10, on: loop).get()
+        }
+        #expect(try await store.storeKeyPackages(user: "ann", device: "phone", certificate: certificate, packages: [[1], [2], [3]], lastResort: nil,
+                                                 maxPool: 3, on: loop).get() == .done(pool: 3, lastResort: false))
+        #expect(try await store.storeKeyPackages(user: "ann", device: "phone", certificate: certificate, packages: [[3], [4]], lastResort: nil,
+                                                 maxPool: 3, on: loop).get() == .full(pool: 3), "one new package past the bound: nothing stored")
+        #expect(try await store.storeKeyPackages(user: "ann", device: "phone", certificate: certificate, packages: [[3]], lastResort: [9],
+                                                 maxPool: 3, on: loop).get() == .done(pool: 3, lastResort: true), "a package stored already is no new one")
+        // "ph" is a prefix of "phone": its range holds none of phone's packages.
+        let claimed = try await store.claimKeyPackages(of: "ann", except: "", on: loop).get()
+        #expect(claimed.map(\.device) == ["phone"] && claimed.map(\.bytes) == [[1]])
+        #expect(try await store.storeCertificate(user: "ann", device: "tablet", certificate: certificate, identity: identity, maxDevices: 2,
+                                                 on: loop).get() == .tooManyDevices)
+        // A new key for phone drops the packages the old one signed.
+        let rekeyed = [UInt8](repeating: 4, count: 96)
+        _ = try await store.storeCertificate(user: "ann", device: "phone", certificate: rekeyed, identity: identity, maxDevices: 10, on: loop).get()
+        #expect(try await store.claimKeyPackages(of: "ann", except: "", on: loop).get().isEmpty)
+        await pool.shutdown()
+    }
+}
