@@ -16,6 +16,9 @@ public enum ErrorCode: String, Sendable, Equatable, CaseIterable {
     case deviceRevoked = "device-revoked", noSuchGroup = "no-such-group", notAMember = "not-a-member"
     case notGroupAdmin = "not-group-admin", groupExists = "group-exists", groupFull = "group-full"
     case notAContact = "not-a-contact", notInvited = "not-invited", tooManyGroups = "too-many-groups"
+    case identityExists = "identity-exists", noIdentity = "no-identity", badSignature = "bad-signature"
+    case invalidKeyPackage = "invalid-key-package", deviceNotCertified = "device-not-certified"
+    case keyPackagesFull = "key-packages-full", keysChanged = "keys-changed"
     // The client's own.
     /// The client gave up on it: disconnected (by the user) before the server confirmed it.
     case gaveUp = "gave-up"
@@ -72,6 +75,13 @@ public enum ErrorCode: String, Sendable, Equatable, CaseIterable {
         case .notAContact: .notAContact
         case .notInvited: .notInvited
         case .tooManyGroups: .tooManyGroups
+        case .identityExists: .identityExists
+        case .noIdentity: .noIdentity
+        case .badSignature: .badSignature
+        case .invalidKeyPackage: .invalidKeyPackage
+        case .deviceNotCertified: .deviceNotCertified
+        case .keyPackagesFull: .keyPackagesFull
+        case .keysChanged: .keysChanged
         default: .unspecified
         }
     }
