@@ -26,6 +26,8 @@ struct ClientEngine {
         case connectRequested(user: String, password: String?, token: LoginToken?)
         /// Messages to send, in order (the parts of a long message together).
         case send([Outgoing])
+        /// The application holds a handle on this message's status (`sendTracked`, `status(of:)`).
+        case track(id: String)
         case typing(to: String)
         case disconnect
         /// The task awaiting `connect` was cancelled: that connect ends, nothing is retried.
@@ -308,6 +310,7 @@ struct ClientEngine {
         case .outboxWritten(let write, let result): outboxWritten(write, result)
         case .partsRecovered(let found): partsRecovered(found, now: now)
         case .historyWritten(let result): historyWritten(result)
+        case .track(let id): statuses.track(id)
         }
         defer { actions.removeAll(keepingCapacity: true) }
         return actions
@@ -319,7 +322,9 @@ struct ClientEngine {
     mutating func emit(_ event: ClientEvent) {
         guard let shown = longSends.fold(event) else { return }
         actions.append(.emit(shown))
-        if let status = statuses.apply(shown, user: credentials?.user) {
+        // A status is kept for what a handle follows, or for every message when the history
+        // records them; a plain `send` without a data directory pays for none.
+        if let status = statuses.apply(shown, user: credentials?.user, everyMessage: hasStore) {
             actions.append(.status(status, record: !recordWithOutboxWrite(status)))
         }
         if hasStore, case .read(let id, let from, let by) = shown, by == credentials?.user {

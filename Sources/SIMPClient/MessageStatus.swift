@@ -182,6 +182,8 @@ public struct MessageStatus: Sendable, Equatable {
 struct StatusBook: Sendable {
     private var statuses: [String: MessageStatus] = [:]
     private var order: [String] = []
+    /// The messages a handle follows (until their status is final), when not every one is kept.
+    private var tracked: Set<String> = []
     let capacity: Int
 
     init(capacity: Int = 4096) {
@@ -198,9 +200,34 @@ struct StatusBook: Sendable {
         }
     }
 
+    /// From now on `id`'s status is kept, whatever `apply` is told of every message.
+    mutating func track(_ id: String) {
+        guard statuses[id]?.isFinal != true else { return }
+        tracked.insert(id)
+    }
+
     /// The status `event` changes, after the change; nil when it says nothing new about a
-    /// message `user` sent (a received message, a repeated receipt).
-    mutating func apply(_ event: ClientEvent, user: String?) -> MessageStatus? {
+    /// message `user` sent (a received message, a repeated receipt), or about one not kept:
+    /// only tracked messages are, unless `everyMessage`.
+    mutating func apply(_ event: ClientEvent, user: String?, everyMessage: Bool = true) -> MessageStatus? {
+        guard everyMessage || (!tracked.isEmpty && Self.messageID(of: event).map(tracked.contains) == true) else { return nil }
+        let status = change(for: event, user: user)
+        if let status, status.isFinal { tracked.remove(status.id) }
+        return status
+    }
+
+    /// The message a sender's event is about.
+    private static func messageID(of event: ClientEvent) -> String? {
+        switch event {
+        case .accepted(let id, _, _), .groupAccepted(let id, _, _, _), .memberDelivered(let id, _, _, _),
+             .delivered(let id, _, _), .read(let id, _, _), .failed(let id, _, _, _):
+            id
+        default:
+            nil
+        }
+    }
+
+    private mutating func change(for event: ClientEvent, user: String?) -> MessageStatus? {
         switch event {
         case .accepted(let id, let to, let seq):
             return change(id, to: to) { status in
@@ -274,6 +301,9 @@ struct StatusBook: Sendable {
         guard order.count > 2 * capacity else { return }
         let dropped = order.prefix(order.count - capacity)
         order.removeFirst(dropped.count)
-        for old in dropped { statuses[old] = nil }
+        for old in dropped {
+            statuses[old] = nil
+            tracked.remove(old)
+        }
     }
 }

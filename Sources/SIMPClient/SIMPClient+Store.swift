@@ -80,14 +80,25 @@ extension SIMPClient {
     public nonisolated(nonsending) func sendTracked(to user: String, text: String) async throws(ClientError) -> MessageHandle {
         let made = try ClientEngine.text(text, to: user, limit: textLimit.value, at: Self.moment().millis, random: random)
         statusWatchers.started(made.id, to: user)
+        track(made.id)
         _ = try await queue(made)
         return MessageHandle(id: made.id, to: user, watchers: statusWatchers)
     }
 
-    /// A handle on the status of a message this client sent (`send` returned `id`).
+    /// A handle on the status of a message this client sent (`send` returned `id`). With a data
+    /// directory the library keeps every sent message's status (the history records it);
+    /// without one, only from a handle's making on (`sendTracked` makes it before the send), so
+    /// a plain `send` pays for no bookkeeping: ask for the handle before the message's events.
     public func status(of id: String, to user: String) -> MessageHandle {
         statusWatchers.started(id, to: user)
+        track(id)
         return MessageHandle(id: id, to: user, watchers: statusWatchers)
+    }
+
+    /// Tells the engine a handle follows `id`, before anything sent after this call.
+    private func track(_ id: String) {
+        guard loop.inEventLoop else { return loop.execute { [self] in handle(.track(id: id)) } }
+        handle(.track(id: id))
     }
 
     // MARK: the driver's part (on the loop)

@@ -6,6 +6,18 @@ import Testing
 /// Each sent message's status from the events about it (`StatusBook`), the local history's
 /// policy (`HistoryEntry`), the library's error codes, and the engine's status actions.
 @Suite struct MessageStatusTests {
+    /// Without the history, only what a handle follows is kept; once final it is let go.
+    @Test func onlyTrackedMessagesAreKeptWithoutTheHistory() {
+        var book = StatusBook()
+        #expect(book.apply(.accepted(id: "m1", to: "bob", seq: 5), user: "alice", everyMessage: false) == nil)
+        book.track("m2")
+        #expect(book.apply(.accepted(id: "m2", to: "bob", seq: 6), user: "alice", everyMessage: false)?.stage == .accepted)
+        #expect(book.apply(.read(id: "m2", from: "alice", by: "bob"), user: "alice", everyMessage: false)?.stage == .read)
+        #expect(book.apply(.failed(id: "m2", to: "bob", reason: "late"), user: "alice", everyMessage: false) == nil,
+                "final: no longer followed")
+        #expect(book.apply(.accepted(id: "m1", to: "bob", seq: 5), user: "alice")?.stage == .accepted, "every message with the history")
+    }
+
     @Test func aOneToOneMessageGoesForwardOnlyAndIsToldOncePerChange() {
         var book = StatusBook()
         let accepted = book.apply(.accepted(id: "m1", to: "bob", seq: 5), user: "alice")
@@ -127,15 +139,22 @@ import Testing
 
     @Test func theEngineReportsEachStatusChangeBesideTheEvent() {
         var engine = ClientEngineTests.connected()
-        _ = engine.handle(.send([ClientEngineTests.outgoing("m1")]), at: ClientEngineTests.start)
-        var accepted = Simp_Accepted()
-        accepted.messageID = "m1"
-        accepted.toUser = "bob"
-        accepted.seq = 5
-        let actions = engine.handle(.control(Simp_Envelope(.accepted(accepted))), at: ClientEngineTests.at(1))
-        let statuses = actions.compactMap { if case .status(let status, let record) = $0, record { status } else { nil } }
-        #expect(statuses.map(\.stage) == [.accepted], "without a store, no outbox write carries it")
-        #expect(statuses.first?.seq == 5 && statuses.first?.to == "bob")
+        _ = engine.handle(.track(id: "m1"), at: ClientEngineTests.start)
+        _ = engine.handle(.send([ClientEngineTests.outgoing("m1"), ClientEngineTests.outgoing("m2")]), at: ClientEngineTests.start)
+        func accepted(_ id: String, _ seq: UInt64) -> [ClientEngine.Action] {
+            var accepted = Simp_Accepted()
+            accepted.messageID = id
+            accepted.toUser = "bob"
+            accepted.seq = seq
+            return engine.handle(.control(Simp_Envelope(.accepted(accepted))), at: ClientEngineTests.at(1))
+        }
+        func statuses(_ actions: [ClientEngine.Action]) -> [MessageStatus] {
+            actions.compactMap { if case .status(let status, let record) = $0, record { status } else { nil } }
+        }
+        let tracked = statuses(accepted("m1", 5))
+        #expect(tracked.map(\.stage) == [.accepted], "without a store, no outbox write carries it")
+        #expect(tracked.first?.seq == 5 && tracked.first?.to == "bob")
+        #expect(statuses(accepted("m2", 6)).isEmpty, "no handle follows m2 and no history keeps it")
     }
 
     @Test func withAStoreTheHistoryGetsWholeLongMessagesAndReadsFromOtherDevices() {
