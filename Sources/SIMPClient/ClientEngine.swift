@@ -109,7 +109,7 @@ struct ClientEngine {
         /// `reconnectDue` after `delay`.
         case reconnect(index: Int, after: TimeAmount)
         /// The request numbered so is over: this is what its caller gets.
-        case answer(UInt64, Result<Simp_Envelope, ClientError>)
+        indirect case answer(UInt64, Result<Simp_Envelope, ClientError>)
         /// The application's `connect` returns (or throws).
         case connectEnded(Result<Void, ClientError>)
         /// The session's path is confirmed: the attempt under way succeeds.
@@ -119,7 +119,7 @@ struct ClientEngine {
         /// Close the control connection and the datagram socket (a cancelled `connect`).
         case closeConnection
         /// The connection's state changed (`SIMPClient.connectionState`).
-        case connectionState(ConnectionState)
+        indirect case connectionState(ConnectionState)
         /// The longest text the server takes.
         case textLimit(Int)
         /// Watch the server's heartbeat on the control connection.
@@ -130,9 +130,9 @@ struct ClientEngine {
         case recoverParts(before: LongText.PartID, of: IncomingMessage, peer: String)
         /// A message the user sent stands here now: tell its watchers, and with `record` write it
         /// to the history (else the outbox write of the same receipt carries it).
-        case status(MessageStatus, record: Bool)
+        indirect case status(MessageStatus, record: Bool)
         /// Change the local history (only with a store).
-        case history(HistoryChange)
+        indirect case history(HistoryChange)
     }
 
     /// A change to the local history besides what the store writes with received messages.
