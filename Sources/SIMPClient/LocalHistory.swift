@@ -29,6 +29,18 @@ public struct LocalMessage: Sendable, Equatable {
     var markID: String {
         parts > 1 ? LongText.PartID(base: id, index: parts, count: parts).description : id
     }
+
+    /// The read marks that tell senders what was shown: one per received, numbered one-to-one
+    /// message (the server takes no read marks for group messages).
+    static func readMarks(_ shown: [LocalMessage]) -> [Simp_ReadMark] {
+        shown.filter { !$0.isOutgoing && $0.seq > 0 && GroupName.addressed(by: $0.conversation) == nil }.map { message in
+            var mark = Simp_ReadMark()
+            mark.fromUser = message.from
+            mark.messageID = message.markID
+            mark.seq = message.seq
+            return mark
+        }
+    }
 }
 
 /// One conversation of the local history (`SIMPClient.conversations()`).

@@ -56,13 +56,7 @@ extension SIMPClient {
         } catch {
             throw ClientError("cannot mark messages shown in \(error.path): \(error.reason)")
         }
-        let marks = marked.filter { !$0.isOutgoing && $0.seq > 0 && GroupName.addressed(by: $0.conversation) == nil }.map { message in
-            var mark = Simp_ReadMark()
-            mark.fromUser = message.from
-            mark.messageID = message.markID
-            mark.seq = message.seq
-            return mark
-        }
+        let marks = LocalMessage.readMarks(marked)
         guard connectedServer != nil else { return marked }
         for start in stride(from: 0, to: marks.count, by: 256) {
             var request = Simp_ReadRequest()

@@ -204,3 +204,23 @@ import Testing
         #expect(ClientEngineTests.events(failed).count == 1)
     }
 }
+
+/// Which shown messages tell their senders they were read (`markShown`).
+@Suite struct ReadMarkTests {
+    static func message(_ id: String, in conversation: String, from: String, outgoing: Bool = false, seq: UInt64, parts: Int = 1) -> LocalMessage {
+        LocalMessage(id: id, conversation: conversation, from: from, isOutgoing: outgoing, text: "t", imageURL: nil, sentAt: 0,
+                     seq: seq, position: 1, status: nil, unread: true, parts: parts)
+    }
+
+    @Test func onlyReceivedNumberedOneToOneMessagesAreMarked() {
+        let marks = LocalMessage.readMarks([
+            Self.message("a", in: "bob", from: "bob", seq: 3),
+            Self.message("b", in: "bob", from: "alice", outgoing: true, seq: 4),
+            Self.message("c", in: "bob", from: "bob", seq: 0),
+            Self.message("d", in: "#team", from: "bob", seq: 5),
+            Self.message("e", in: "bob", from: "bob", seq: 7, parts: 3),
+        ])
+        #expect(marks.map(\.messageID) == ["a", "e/3/3"], "a long message is marked by its last part")
+        #expect(marks.map(\.seq) == [3, 7] && marks.allSatisfy { $0.fromUser == "bob" })
+    }
+}
