@@ -42,7 +42,7 @@ struct AdminCommand: AsyncParsableCommand {
         commandName: "simp-admin",
         abstract: "Looks after a SIMP deployment through its Redis: sessions, passwords, inboxes.",
         discussion: "Exit status: 0 done, 1 failed, 2 usage error, 3 no such user or session.",
-        subcommands: [Sessions.self, Devices.self, Disconnect.self, ResetPassword.self, Inbox.self, MigrateKeys.self])
+        subcommands: [Sessions.self, Devices.self, Disconnect.self, ResetPassword.self, Inbox.self, KeyPackages.self, MigrateKeys.self])
 }
 
 struct AdminOptions: ParsableArguments {
@@ -185,6 +185,27 @@ struct ResetPassword: AsyncParsableCommand {
         let alphabet = Array("abcdefghijklmnopqrstuvwxyz0123456789")
         var rng = SystemRandomNumberGenerator()
         return String((0..<20).map { _ in alphabet.randomElement(using: &rng)! })
+    }
+}
+
+struct KeyPackages: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "keypackages",
+        abstract: "Shows a user's key directory: the identity, and per device its certificate and KeyPackage pool.")
+
+    @OptionGroup var options: AdminOptions
+
+    @Argument(help: "The user.")
+    var user: String
+
+    func run() async throws {
+        let report = try await options.with { try await $0.keyPackages(of: user) }
+        if options.json { return try options.printJSON(report) }
+        print(report.identity ? "\(user): identity published \(DeviceRow.describe(millis: report.identitySinceMillis))"
+                              : "\(user): no identity published")
+        guard !report.devices.isEmpty else { return print("no device certificates or KeyPackages") }
+        let rows = report.devices.map { [$0.device, $0.certified ? "yes" : "no", String($0.oneTime), $0.lastResort ? "yes" : "no"] }
+        print(Table.render(header: ["DEVICE", "CERTIFIED", "ONE-TIME", "LAST RESORT"], rows: rows))
     }
 }
 

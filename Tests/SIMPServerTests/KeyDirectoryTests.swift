@@ -3,6 +3,7 @@ import Foundation
 import SIMPClient
 import SIMPCore
 import SIMPMLS
+import SIMPTestSupport
 import Testing
 
 /// The key directory against a real server and redis-server (docs/E2EE.md, Part 2): alice
@@ -82,6 +83,57 @@ import Testing
         #expect(try await phone.claimKeyPackages(of: "alice").map(\.device) == ["laptop"])
 
         for client in [phone, laptop, bob] { await client.close() }
+        await cluster.stop()
+    }
+
+    /// `simp-admin keypackages USER` (a real process against the server's Redis): the identity,
+    /// and per device its certificate and pool, as claims drain it.
+    @Test func simpAdminShowsEachDevicesPool() async throws {
+        let cluster = try await TestCluster.start()
+        try await cluster.register("alice")
+        try await cluster.register("bob")
+        let (phone, _) = try await cluster.connectedDevice("alice", "phone")
+        let (bob, _) = try await cluster.connectedDevice("bob", "desk")
+        func report(_ user: String, json: Bool = true) throws -> ChildProcess {
+            let run = try ChildProcess(try productPath("simp-admin"),
+                                       ["keypackages", user, "--redis", "redis://127.0.0.1:\(cluster.redis.port)"] + (json ? ["--json"] : []))
+            run.closeStdin()
+            return run
+        }
+        func devices() throws -> [[String: Any]] {
+            let run = try report("alice")
+            #expect(run.waitForExit(timeout: 10) == 0, "stderr: \(run.stderr)")
+            let object = try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any]
+            #expect(object?["identity"] as? Bool == true)
+            return object?["devices"] as? [[String: Any]] ?? []
+        }
+        func pools(_ listed: [[String: Any]]) -> [String] {
+            listed.map { "\($0["device"] as? String ?? "?") \($0["certified"] as? Bool ?? false) \($0["oneTime"] as? Int ?? -1) \($0["lastResort"] as? Bool ?? false)" }
+        }
+
+        let none = try report("alice", json: false)
+        #expect(none.waitForExit(timeout: 10) == 0)
+        #expect(none.stdout == "alice: no identity published\nno device certificates or KeyPackages\n")
+
+        let (phoneKey, laptopKey) = (try KeyFixtures.deviceSigner(), try KeyFixtures.deviceSigner())
+        try await phone.publishIdentity(alice.identityKey)
+        try await phone.publishDevice(try alice.certificate("phone", phoneKey))
+        try await phone.publishDevice(try alice.certificate("laptop", laptopKey))
+        _ = try await phone.uploadKeyPackages(try (0..<3).map { _ in try alice.keyPackage("phone", phoneKey) },
+                                              lastResort: try alice.keyPackage("phone", phoneKey))
+        #expect(pools(try devices()) == ["laptop true 0 false", "phone true 3 true"])
+        _ = try await bob.claimKeyPackages(of: "alice")
+        #expect(pools(try devices()) == ["laptop true 0 false", "phone true 2 true"])
+
+        let text = try report("alice", json: false)
+        #expect(text.waitForExit(timeout: 10) == 0)
+        #expect(text.stdout.hasPrefix("alice: identity published 20"), "\(text.stdout)")
+        #expect(text.stdout.contains("DEVICE") && text.stdout.contains("LAST RESORT"), "\(text.stdout)")
+        let unknown = try report("nobody")
+        #expect(unknown.waitForExit(timeout: 10) == 3)
+        #expect(unknown.stderr == "simp-admin: no user named nobody\n")
+
+        for client in [phone, bob] { await client.close() }
         await cluster.stop()
     }
 

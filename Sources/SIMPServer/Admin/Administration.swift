@@ -30,6 +30,25 @@ public struct InboxDepth: Codable, Sendable, Equatable {
     public var oldestSentAtMillis: Int64?
 }
 
+/// A user's entry in the key directory as `simp-admin keypackages` shows it (docs/E2EE.md,
+/// Part 2): whether an identity is published, and per device its certificate and how many
+/// KeyPackages its pool holds. Counts only: no key or package leaves Redis.
+public struct KeyPackageReport: Codable, Sendable, Equatable {
+    public struct Device: Codable, Sendable, Equatable {
+        public var device: String
+        /// The device has a certificate by the current identity.
+        public var certified: Bool
+        public var oneTime: Int
+        public var lastResort: Bool
+    }
+
+    public var user: String
+    public var identity: Bool
+    /// When the identity was published (ms since 1970, the server's clock); 0 without one.
+    public var identitySinceMillis: Int64
+    public var devices: [Device]
+}
+
 public enum DisconnectOutcome: Sendable, Equatable {
     /// The sessions closed (their presence entries are gone or name other sessions now).
     case closed([OnlineSession])
@@ -112,6 +131,31 @@ public struct Administration: Sendable {
         let replies = try await redis.run(MessageStore.deviceReads(of: user, keys: keys))
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         return try MessageStore.devices(from: replies, liveSince: now - Int64(presenceTTLSeconds) * 1000)
+    }
+
+    /// What the key directory holds for `user`: every certified device and every device with a
+    /// last-resort package, each with its pool's one-time count (a range count per device, in
+    /// the user's slot).
+    public func keyPackages(of user: String) async throws -> KeyPackageReport {
+        try await requireUser(user)
+        let replies = try await redis.run([
+            RedisCommand("HGET", [keys.identity(user), "since"]),
+            RedisCommand("HKEYS", [keys.deviceCertificates(user)]),
+            RedisCommand("HKEYS", [keys.lastResortKeyPackages(user)]),
+        ]).map { try $0.checked() }
+        let certified = Set((replies[1].array ?? []).compactMap(\.string))
+        let lastResort = Set((replies[2].array ?? []).compactMap(\.string))
+        let devices = certified.union(lastResort).sorted()
+        // A device's one-time packages are the members "DEVICE\0PACKAGE": one lexicographic range.
+        let counts = devices.isEmpty ? [] : try await redis.run(devices.map { device in
+            RedisCommand("ZLEXCOUNT", [keys.keyPackages(user), "[" + device + "\0", "(" + device + "\u{1}"])
+        }).map { try $0.checked().int ?? 0 }
+        let since = replies[0].string.flatMap { Int64($0) }
+        return KeyPackageReport(user: user, identity: since != nil, identitySinceMillis: since ?? 0,
+                                devices: zip(devices, counts).map { device, count in
+                                    .init(device: device, certified: certified.contains(device), oneTime: Int(count),
+                                          lastResort: lastResort.contains(device))
+                                })
     }
 
     public func inbox(of user: String) async throws -> InboxDepth {
