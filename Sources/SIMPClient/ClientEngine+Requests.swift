@@ -6,9 +6,15 @@ import SIMPCore
 /// decides when one is over (`Action.answer`) and forgets it then: a later answer is
 /// nobody's and is dropped.
 extension ClientEngine {
-    /// The request numbered `id` was written on the control connection.
-    mutating func requestSent(_ id: UInt64) {
+    /// The request numbered `id` is written on the control connection after these actions. A
+    /// read mark never leaves before the receipt that confirms what it marks: the server tells
+    /// a read only of a message the session confirmed (docs/PROTOCOL.md, Read receipts), and
+    /// the application may mark a message the moment it is handed over, before the turn's end
+    /// sends its receipt. So the receipt due at the turn's end goes now, ahead of the mark on
+    /// the same stream (the turn's end then has nothing left to send).
+    mutating func requestSent(_ id: UInt64, marksRead: Bool = false) {
         pendingRequests.insert(id)
+        if marksRead, turnEnds.remove(.receipt) != nil { sendReceipt() }
     }
 
     /// An envelope answering request `envelope.requestID` (not 0): its caller's, unless the

@@ -45,13 +45,14 @@ extension ClientEngine {
     }
 
     mutating func turnEnded(_ end: TurnEnd, now: Moment) {
-        turnEnds.remove(end)
+        let due = turnEnds.remove(end) != nil
         switch end {
         case .flush:
             writeUnsent(now: now)
             actions.append(.flushDatagrams)
         case .receipt:
-            sendReceipt()
+            // Not when it went already, ahead of a read mark (`requestSent`).
+            if due { sendReceipt() }
         }
     }
 

@@ -54,8 +54,10 @@ struct ClientEngine {
         // The control connection.
         /// An envelope from the server (an answer when its `requestID` is not 0).
         case control(Simp_Envelope)
-        /// The request numbered so was written on the control connection.
-        case requestSent(UInt64)
+        /// The request numbered so is about to be written on the control connection, after
+        /// the actions this answers. `marksRead`: it is a `markRead`, which the server takes
+        /// only for what this session confirmed, so a receipt still due goes first.
+        case requestSent(UInt64, marksRead: Bool = false)
         /// Its caller's task was cancelled.
         case requestCancelled(UInt64)
         /// No answer came within the request timeout.
@@ -304,7 +306,7 @@ struct ClientEngine {
         case .attemptEnded(let index, let purpose, let result): attemptEnded(index: index, purpose, result, now: now)
         case .reconnectDue(let index): reconnectDue(index: index)
         case .control(let envelope): envelope.requestID == 0 ? control(envelope, now: now) : answered(envelope)
-        case .requestSent(let id): requestSent(id)
+        case .requestSent(let id, let marksRead): requestSent(id, marksRead: marksRead)
         case .requestCancelled(let id): requestEnded(id, .cancelled)
         case .requestTimedOut(let id):
             requestEnded(id, ClientError("no answer from the server within \(configuration.requestTimeout.nanoseconds / 1_000_000_000)s"))

@@ -154,7 +154,8 @@ extension SIMPClient {
         guard let control else { return promise.fail(ClientError("not connected", code: .notConnected)) }
         let timeout = loop.scheduleTask(in: configuration.requestTimeout) { [self] in handle(.requestTimedOut(id)) }
         requests[id] = (promise, timeout)
-        handle(.requestSent(id))
+        // A read mark goes after the receipt of what it marks (`ClientEngine.requestSent`).
+        if case .markRead = body { handle(.requestSent(id, marksRead: true)) } else { handle(.requestSent(id)) }
         control.writeAndFlush(Simp_Envelope(requestID: id, body), promise: nil)
     }
 

@@ -162,12 +162,17 @@ struct ControlWorker {
         }
     }
 
+    /// The marks left out are counted (`ReadReceipts.LeftOut`), never told to the client.
     private func markRead(_ id: UInt64, user: String, session: UInt64, _ request: Simp_ReadRequest, nowMillis: Int64) -> EventLoopFuture<Simp_Envelope> {
-        let (router, ids) = (self.router, node.ids)
+        let (router, ids, metrics) = (self.router, node.ids, node.metrics)
         return router.loop.submit { router.reader(of: session) }.flatMap { reader -> EventLoopFuture<Void> in
             guard let reader else { return router.loop.makeFailedFuture(ServerError(.notConnected, "the session ended")) }
-            let marks = ReadReceipts.delivered(request, reader: reader)
-            return router.store.genuineReads(marks, reader: user, on: router.loop).flatMap { genuine in
+            let sorted = ReadReceipts.sorted(request, reader: reader)
+            metrics.readMarksLeftOut(.unconfirmed, sorted.unconfirmed)
+            return router.store.genuineReads(sorted.delivered, reader: user, on: router.loop).flatMap { genuine in
+                // nil: the reader turned read receipts off, so nothing is told by choice.
+                guard let genuine else { return router.loop.makeSucceededVoidFuture() }
+                metrics.readMarksLeftOut(.unknown, sorted.delivered.count - genuine.count)
                 let senders = Array(Set(genuine.map(\.fromUser)))
                 return router.store.takingReadReceipts(senders, from: user, on: router.loop).map { taking in
                     let notices = ReadReceipts.notices(genuine, reader: reader, sendersTakingReceipts: taking,

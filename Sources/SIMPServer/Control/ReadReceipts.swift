@@ -24,11 +24,36 @@ enum ReadReceipts {
         return nil
     }
 
-    /// The marks of messages the session has confirmed: a read is never told before the
-    /// message was delivered.
-    static func delivered(_ request: Simp_ReadRequest, reader: Reader) -> [Simp_ReadMark] {
+    /// Why a mark is not told, counted in `simp_read_marks_left_out_total{reason}`. A client
+    /// that follows docs/PROTOCOL.md (its receipt before its marks, on the same connection)
+    /// never sees `unconfirmed`; `unknown` is a mark of no message of the reader's inbox.
+    enum LeftOut: String, CaseIterable, Sendable {
+        /// Above the reading session's confirmed mark: not delivered (yet), so not read.
+        case unconfirmed
+        /// Not the sender's message at that seq in the reader's inbox.
+        case unknown
+    }
+
+    /// A request's marks: those told if genuine, and how many were above the confirmed mark.
+    struct Sorted: Sendable, Equatable {
+        var delivered: [Simp_ReadMark]
+        var unconfirmed: Int
+    }
+
+    /// The marks of messages the session has confirmed (a read is never told before the
+    /// message was delivered), each once; the others counted.
+    static func sorted(_ request: Simp_ReadRequest, reader: Reader) -> Sorted {
         var seen = Set<String>()
-        return request.reads.filter { $0.seq <= reader.deviceMark && seen.insert("\($0.fromUser) \($0.messageID)").inserted }
+        var out = Sorted(delivered: [], unconfirmed: 0)
+        for mark in request.reads where seen.insert("\(mark.fromUser) \(mark.messageID)").inserted {
+            if mark.seq <= reader.deviceMark { out.delivered.append(mark) } else { out.unconfirmed += 1 }
+        }
+        return out
+    }
+
+    /// The marks of messages the session has confirmed, each once.
+    static func delivered(_ request: Simp_ReadRequest, reader: Reader) -> [Simp_ReadMark] {
+        sorted(request, reader: reader).delivered
     }
 
     /// The notices for marks the store found genuine (`Scripts.readMarks`), by sender: one in

@@ -61,6 +61,8 @@ final class ServerMetrics: Sendable {
     let controlConnections: Gauge
     /// Stores refused because the recipient's shard had too few replicas, after their wait.
     let replicaRefusals: Counter
+    /// Read marks not told, by why (`ReadReceipts.LeftOut`).
+    private let readMarks: [ReadReceipts.LeftOut: Counter]
     /// Per shard ever held: its replicas online while held, -1 once let go.
     private let shardReplicas = NIOLockedValueBox<[RedisNodeAddress: Gauge]>([:])
     /// The shards held now, for /ready.
@@ -113,6 +115,10 @@ final class ServerMetrics: Sendable {
         renumbered = counter("messages_renumbered", "Messages moved past a client's last seq after Redis lost writes")
         reloads = [true: counter("config_reloads", "Configuration reloads (SIGHUP)", [("result", "ok")]),
                    false: counter("config_reloads", "Configuration reloads (SIGHUP)", [("result", "failed")])]
+        readMarks = Dictionary(uniqueKeysWithValues: ReadReceipts.LeftOut.allCases.map {
+            ($0, counter("read_marks_left_out", "markRead marks not told to their sender: above the session's confirmed mark, or naming no message of the reader's inbox",
+                         [("reason", $0.rawValue)]))
+        })
         replicaRefusals = counter("replica_refusals", "Messages failed REPLICAS_UNAVAILABLE: their shard lacked replicas for the whole wait")
         sessions = gauge("sessions", "Sessions open on this node")
         controlConnections = gauge("control_connections", "Open control connections")
@@ -160,6 +166,11 @@ final class ServerMetrics: Sendable {
 
     func exceeded(_ limit: Limit) {
         limits[limit]?.increment()
+    }
+
+    func readMarksLeftOut(_ why: ReadReceipts.LeftOut, _ count: Int) {
+        guard count > 0 else { return }
+        readMarks[why]?.increment(by: Int64(count))
     }
 
     /// The Prometheus text exposition of every metric.

@@ -51,8 +51,8 @@ extension Simp_Contact {
 
 /// Read receipts in Redis (`Scripts.readMarks`).
 extension MessageStore {
-    /// The marks that name messages in `reader`'s inbox; empty when the reader turned read receipts off.
-    func genuineReads(_ marks: [Simp_ReadMark], reader: String, on loop: any EventLoop) -> EventLoopFuture<[Simp_ReadMark]> {
+    /// The marks that name messages in `reader`'s inbox; nil when the reader turned read receipts off.
+    func genuineReads(_ marks: [Simp_ReadMark], reader: String, on loop: any EventLoop) -> EventLoopFuture<[Simp_ReadMark]?> {
         guard !marks.isEmpty else { return loop.makeSucceededFuture([]) }
         var senders: [String] = []
         var index: [String: Int] = [:]
@@ -67,7 +67,7 @@ extension MessageStore {
         let names = [keys.settings(reader)] + senders.map { keys.messageIDs(to: reader, from: $0) }
         return redis.run([RedisCommand.script(Scripts.readMarks, keys: names, args: args)], on: loop).flatMapThrowing { replies in
             let parts = try replies[0].checked().array ?? []
-            guard parts.first?.int == 1 else { return [] }
+            guard parts.first?.int == 1 else { return nil }
             return parts.dropFirst().compactMap { $0.int }.compactMap { $0 >= 1 && $0 <= marks.count ? marks[Int($0) - 1] : nil }
         }
     }

@@ -18,6 +18,11 @@ struct ReadReceiptRulesTests {
         var request = Simp_ReadRequest()
         request.reads = [Self.mark("alice", "a", 4), Self.mark("alice", "b", 6), Self.mark("alice", "a", 4), Self.mark("carol", "c", 5)]
         #expect(ReadReceipts.delivered(request, reader: Self.reader).map(\.messageID) == ["a", "c"])
+        // The one above the confirmed mark is counted, not lost without a trace; a repeat is no loss.
+        #expect(ReadReceipts.sorted(request, reader: Self.reader).unconfirmed == 1)
+        var confirmed = Self.reader
+        confirmed.deviceMark = 6
+        #expect(ReadReceipts.sorted(request, reader: confirmed) == .init(delivered: [request.reads[0], request.reads[1], request.reads[3]], unconfirmed: 0))
     }
 
     @Test func oneNoticePerSenderAndOneForTheReadersOtherDevices() throws {
