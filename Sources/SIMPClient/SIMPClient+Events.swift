@@ -11,8 +11,7 @@ extension SIMPClient {
     /// every stream gets every event, whatever the others do.
     ///
     /// At most `limit` events wait in it. When its consumer falls further behind, the oldest
-    /// are dropped and the consumer next gets one `.error` event in their place whose
-    /// `droppedEvents` says how many: the application then reads what it missed from the local
+    /// are dropped and the consumer next gets one `.eventsDropped(count:)` in their place: the application then reads what it missed from the local
     /// history (`conversations()`, `messages(in:)`) and the statuses (`status(of:to:)`). The
     /// stream ends at `close()`; it stops taking events (and holds none) once its consumer's
     /// task is cancelled or the stream and its iterator are released.
@@ -22,8 +21,7 @@ extension SIMPClient {
 
     /// The events a loop turn made, together, for a consumer that takes many at a time; each
     /// call makes a new stream. At most `limit` batches wait; when more come, the oldest are
-    /// dropped and the next batch is one `.error` event whose `droppedEvents` counts the events
-    /// dropped.
+    /// dropped and the next batch is one `.eventsDropped(count:)`, counting the events dropped.
     public func eventBatches(bufferingNewest limit: Int = SIMPClient.defaultEventBuffer) -> AsyncStream<[ClientEvent]> {
         hub.batches(limit: limit)
     }
