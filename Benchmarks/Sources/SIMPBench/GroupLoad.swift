@@ -1,7 +1,7 @@
 import Foundation
 import MQTTLoad
 import NIOCore
-import SIMPClient
+@_spi(NIO) import SIMPClient
 import SIMPCore
 
 /// The group fan-out through SIMPClient: a sender and `members` receivers in one group (the
