@@ -4,23 +4,8 @@ import SIMPCore
 
 // The one place where the library's own types (`Duration`, `Date`) meet the ones inside it
 // (NIO's `TimeAmount`, the wire's milliseconds since 1970). The public surface has only the
-// former; the engine, the timers and the store keep the latter.
-
-extension TimeAmount {
-    /// A public `Duration` as the event loop's time (nanoseconds, saturating).
-    init(_ duration: Duration) {
-        let (seconds, attoseconds) = duration.components
-        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        self = .nanoseconds(overflow ? (seconds < 0 ? .min : .max) : whole.addingReportingOverflow(attoseconds / 1_000_000_000).partialValue)
-    }
-}
-
-extension Duration {
-    /// The event loop's time as a public `Duration`.
-    init(_ amount: TimeAmount) {
-        self = .nanoseconds(amount.nanoseconds)
-    }
-}
+// former; the engine, the timers and the store keep the latter. Durations convert with NIO's
+// own `TimeAmount(Duration)` and `Duration(TimeAmount)` (exact to the nanosecond, clamped).
 
 extension Date {
     /// A wire time (milliseconds since 1970) as a `Date`.
