@@ -88,7 +88,8 @@ public enum ErrorCode: String, Sendable, Equatable, CaseIterable {
 }
 
 extension ClientError {
-    /// The library's code for this failure (`code` is the wire's).
+    /// The library's code for this failure: the server's (`code`), or the client's own
+    /// (`.cancelled`, else `.unspecified`).
     public var errorCode: ErrorCode { localCode ?? code ?? .unspecified }
 }
 

@@ -11,8 +11,9 @@ extension SIMPClient {
     /// every stream gets every event, whatever the others do.
     ///
     /// At most `limit` events wait in it. When its consumer falls further behind, the oldest
-    /// are dropped and the consumer next gets one `.eventsDropped(count:)` in their place: the application then reads what it missed from the local
-    /// history (`conversations()`, `messages(in:)`) and the statuses (`status(of:to:)`). The
+    /// are dropped and the consumer next gets one `.eventsDropped(count:)` in their place: the
+    /// application then reads what it missed from the local history (`conversations()`,
+    /// `messages(in:)`) and the statuses (`status(of:to:)`). The
     /// stream ends at `close()`; it stops taking events (and holds none) once its consumer's
     /// task is cancelled or the stream and its iterator are released.
     public func events(bufferingNewest limit: Int = SIMPClient.defaultEventBuffer) -> AsyncStream<ClientEvent> {
