@@ -122,7 +122,7 @@ extension ClientEngine {
     /// password only when there is no such token or the server refuses it.
     mutating func sessionWanted(udpPort: Int, now: Moment) {
         sessionUDPPort = udpPort
-        guard let token, token.expiresAt > now.millis + 60_000 else { return logIn() }
+        guard let token, token.expiresMillis > now.millis + 60_000 else { return logIn() }
         requestSession(token: token.value, presented: true)
     }
 
@@ -155,7 +155,7 @@ extension ClientEngine {
         switch (step, answer) {
         case (.login, .success(let reply)):
             guard case .loginOk(let ok) = reply.body else { return actions.append(.sessionRequested(.failure(ClientError("unexpected reply to login")))) }
-            token = LoginToken(value: ok.token, expiresAt: ok.expiresAt)
+            token = LoginToken(value: ok.token, expiresMillis: ok.expiresAt)
             requestSession(token: ok.token, presented: false)
         case (.connect, .success(let reply)):
             guard case .connected(let response) = reply.body else {
@@ -183,7 +183,7 @@ extension ClientEngine {
         sequencer.advance(to: response.confirmedSeq)
         actions.append(.watchHeartbeat(.milliseconds(Int64(max(response.heartbeatMillis, 100)))))
         sendBind(now: now.deadline)
-        armTick(at: now.deadline + configuration.bindRetry)
+        armTick(at: now.deadline + times.bindRetry)
     }
 
     // MARK: loss, reconnects, disconnect
@@ -208,8 +208,8 @@ extension ClientEngine {
     private mutating func scheduleReconnect() {
         guard lifecycle.scheduleAttempt() else { return }
         let attempt = rotation.nextAttempt(jitter: randomFraction())
-        emit(.reconnecting(attempt: attempt.number, delayMillis: attempt.delay.nanoseconds / 1_000_000))
-        setConnectionState(.reconnecting(attempt: attempt.number, afterMillis: attempt.delay.nanoseconds / 1_000_000))
+        emit(.reconnecting(attempt: attempt.number, delay: Duration(attempt.delay)))
+        setConnectionState(.reconnecting(attempt: attempt.number, after: Duration(attempt.delay)))
         actions.append(.reconnect(index: attempt.index, after: attempt.delay))
     }
 

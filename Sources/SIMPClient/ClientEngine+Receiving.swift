@@ -27,7 +27,7 @@ extension ClientEngine {
         case .error(let error):
             let reason = error.reason.isEmpty ? error.code.name : error.reason
             if error.code == .sessionClosed || error.code == .sessionReplaced { lifecycle.serverEnds(because: reason) }
-            emit(.error("server: \(reason)", code: error.code))
+            emit(.error("server: \(reason)", code: ErrorCode(error.code)))
         default:
             break
         }
@@ -84,7 +84,9 @@ extension ClientEngine {
             let from = String(decoding: payload, as: UTF8.self)
             if UserName.isValid(from) { emit(.typing(from: from)) }
         case .presence:
-            if let change = PresenceChange(payload: payload) { emit(.presence(change)) }
+            if let change = PresenceChange(payload: payload) {
+                emit(.presence(PresenceInfo(user: change.user, state: change.online ? .online : .offline, lastSeen: Date(millis: change.since))))
+            }
         case .bundle:
             guard let messages = try? DatagramBundle.split(payload) else { return }
             received(messages, now: now)

@@ -208,6 +208,8 @@ struct ClientEngine {
     }
 
     let configuration: ClientConfiguration
+    /// Its durations in the loop's terms.
+    let times: ClientConfiguration.LoopTimes
     /// A uniformly random number: message ids, ping nonces, reconnect jitter.
     let random: @Sendable () -> UInt64
     /// What to carry out, in order; `handle` returns them.
@@ -270,12 +272,14 @@ struct ClientEngine {
     init(configuration: ClientConfiguration, random: @escaping @Sendable () -> UInt64) {
         self.configuration = configuration
         self.random = random
-        sending = SendTracker(policy: configuration.sendRetransmit)
+        let times = configuration.loopTimes
+        self.times = times
+        sending = SendTracker(policy: times.retransmit)
         uplink = Uplink(windowed: configuration.congestionControl)
         device = configuration.device ?? DeviceName.unnamed
-        timers = ClientTimers(keepaliveInterval: configuration.keepaliveInterval, bindRetry: configuration.bindRetry)
+        timers = ClientTimers(keepaliveInterval: times.keepalive, bindRetry: times.bindRetry)
         rotation = ServerRotation(count: configuration.servers.count,
-                                  backoff: ReconnectBackoff(base: configuration.reconnectBase, cap: configuration.reconnectCap))
+                                  backoff: times.reconnect)
         server = configuration.servers.first ?? ServerAddress(host: "", port: 0)
     }
 
@@ -309,7 +313,7 @@ struct ClientEngine {
         case .requestSent(let id, let marksRead): requestSent(id, marksRead: marksRead)
         case .requestCancelled(let id): requestEnded(id, .cancelled)
         case .requestTimedOut(let id):
-            requestEnded(id, ClientError("no answer from the server within \(configuration.requestTimeout.nanoseconds / 1_000_000_000)s"))
+            requestEnded(id, ClientError("no answer from the server within \(times.request.nanoseconds / 1_000_000_000)s"))
         case .requestsLost(let why): requestsLost(why)
         case .controlClosed: controlClosed()
         case .pingDue: sendPing()

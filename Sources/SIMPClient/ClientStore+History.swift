@@ -98,7 +98,7 @@ extension ClientStore {
             status = known
         }
         return LocalMessage(id: row["id"], conversation: row["conversation"], from: row["sender"], isOutgoing: outgoing,
-                            text: row["text"], imageURL: row["imageURL"], sentAt: row["sentAt"], seq: UInt64(row["seq"] as Int64), position: row["position"],
+                            text: row["text"], imageLink: row["imageURL"], sentMillis: row["sentAt"], seq: UInt64(row["seq"] as Int64), position: row["position"],
                             status: status, unread: row["unread"], parts: row["parts"])
     }
 }

@@ -172,7 +172,7 @@ final class ClientStore: Sendable {
         enqueue(done) { db in
             for m in messages {
                 try db.execute(sql: "INSERT OR IGNORE INTO received (seq, id, sender, text, imageURL, sentAt) VALUES (?, ?, ?, ?, ?, ?)",
-                               arguments: [Int64(m.seq), m.id, m.from, m.text, m.imageURL, m.sentAt])
+                               arguments: [Int64(m.seq), m.id, m.from, m.text, m.imageLink, m.sentMillis])
             }
             for entry in entries { try Self.insert(entry, recipient: nil, db) }
             try db.execute(sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('lastDelivered', ?)", arguments: [Int64(savedUpTo)])

@@ -1,4 +1,4 @@
-import NIOCore
+import Foundation
 import SIMPCore
 
 /// One server node the client may connect to: its control (TCP) address. The datagram port
@@ -34,16 +34,22 @@ public struct ClientConfiguration: Sendable {
     }
     /// A TCP connect to a node that does not answer at all (its host is down) gives up after
     /// this, so the next node is tried soon; long enough for the SYN to be sent three times.
-    public var connectTimeout: TimeAmount = .seconds(5)
+    public var connectTimeout: Duration = .seconds(5)
     /// Reconnect delays grow as base * 2^attempt up to cap, each scaled by a random 0.5-1.0.
-    public var reconnectBase: TimeAmount = .seconds(2)
-    public var reconnectCap: TimeAmount = .seconds(64)
-    /// Unaccepted datagrams are resent with backoff; after giveUpAfter the message failed.
-    public var sendRetransmit = RetransmitPolicy(maxBackoff: .seconds(4), giveUpAfter: .seconds(30))
-    public var keepaliveInterval: TimeAmount = .seconds(25)
-    public var bindRetry: TimeAmount = .milliseconds(250)
-    public var requestTimeout: TimeAmount = .seconds(10)
-    public var maxFrameLength = Frame.defaultMaxLength
+    public var reconnectBase: Duration = .seconds(2)
+    public var reconnectCap: Duration = .seconds(64)
+    /// Unaccepted datagrams are resent with backoff: the wait doubles on every resend, up to this.
+    public var retransmitBackoffCap: Duration = .seconds(4)
+    /// A message the server has not accepted this long after its first send has failed.
+    public var giveUpAfter: Duration = .seconds(30)
+    /// How often a bound session sends a UDP keepalive (holding the NAT mapping).
+    public var keepaliveInterval: Duration = .seconds(25)
+    /// How soon an unconfirmed UDP bind is sent again.
+    public var bindRetry: Duration = .milliseconds(250)
+    /// A request the server has not answered in this long fails.
+    public var requestTimeout: Duration = .seconds(10)
+    /// The longest control frame taken from the server, in bytes.
+    public var maxFrameLength: Int = ClientConfiguration.defaultMaxFrameLength
     /// Send datagrams to this port instead of the one the server names (a relay or a test
     /// proxy), whichever server the session is on.
     public var udpPortOverride: Int?
@@ -124,10 +130,26 @@ public struct IncomingMessage: Sendable, Equatable {
     /// For a message its user sent from another device: that device; else empty.
     public var fromDevice: String
     public var text: String
-    public var imageURL: String?
     public var seq: UInt64
-    public var sentAt: Int64
-    public var storedAt: Int64
+    /// An image message's image (it travels as a URL); nil for others.
+    public var imageURL: URL? {
+        get { imageLink.flatMap(URL.init(string:)) }
+        set { imageLink = newValue?.absoluteString }
+    }
+    /// When its sender sent it, by the sender's clock.
+    public var sentAt: Date {
+        get { Date(millis: sentMillis) }
+        set { sentMillis = newValue.millis }
+    }
+    /// When the server stored it; nil for one handed over early, before it was stored.
+    public var storedAt: Date? {
+        get { Date.ifSet(millis: storedMillis) }
+        set { storedMillis = newValue?.millis ?? 0 }
+    }
+    /// As the wire and the store keep them.
+    var imageLink: String?
+    var sentMillis: Int64
+    var storedMillis: Int64
     /// A group message (`to` is `#NAME`): the group, and its place in the group's order (the
     /// same on every member's devices). Nil and 0 otherwise.
     public var group: String?
@@ -169,10 +191,10 @@ public struct IncomingMessage: Sendable, Equatable {
         to = m.toUser
         fromDevice = m.fromDevice
         text = m.content
-        imageURL = m.type == .image ? m.imageURL : nil
+        imageLink = m.type == .image ? m.imageURL : nil
         seq = m.seq
-        sentAt = m.time
-        storedAt = m.serverTime
+        sentMillis = m.time
+        storedMillis = m.serverTime
         group = GroupName.addressed(by: m.toUser)
         groupSeq = m.groupSeq
         groupChange = GroupChange(m)
@@ -219,15 +241,35 @@ public struct GroupChange: Sendable, Equatable {
 /// A group as `SIMPClient.groupMembers` and the changes answer it: its members and their roles.
 public struct GroupInfo: Sendable, Equatable {
     public var name: String
-    /// (name, role: "owner", "admin" or "member"), by name.
-    public var members: [(name: String, role: String)]
+    /// By name.
+    public var members: [GroupMember]
     /// The place in the group's order of the last change a request made.
     public var seq: UInt64
     /// Create and add: the users invited rather than added (they join when they accept).
     public var invited: [String] = []
 
-    public static func == (a: GroupInfo, b: GroupInfo) -> Bool {
-        a.name == b.name && a.seq == b.seq && a.invited == b.invited && a.members.elementsEqual(b.members) { $0 == $1 }
+    /// The role of `user`; nil when it is no member.
+    public func role(of user: String) -> GroupMember.Role? {
+        members.first { $0.name == user }?.role
+    }
+}
+
+/// One member of a group and what it may do there.
+public struct GroupMember: Sendable, Equatable, Hashable {
+    public enum Role: String, Sendable, Hashable, CaseIterable {
+        /// Made the group; adds, removes, makes admins.
+        case owner
+        /// Adds and removes members.
+        case admin
+        case member
+    }
+
+    public var name: String
+    public var role: Role
+
+    public init(name: String, role: Role) {
+        self.name = name
+        self.role = role
     }
 }
 
@@ -236,8 +278,8 @@ public struct GroupInvitation: Sendable, Equatable {
     public var group: String
     /// Who invited the user.
     public var by: String
-    /// When it lapses (ms since 1970).
-    public var expires: Int64
+    /// When it lapses.
+    public var expires: Date
 }
 
 /// A contact's or group member's presence, as it lets the user see it (`SIMPClient.presence`).
@@ -250,10 +292,10 @@ public struct PresenceInfo: Sendable, Equatable {
 
     public var user: String
     public var state: State
-    /// Its last connect or disconnect (ms since 1970); 0 when hidden or never.
-    public var lastSeen: Int64
+    /// Its last connect or disconnect; nil when hidden or never.
+    public var lastSeen: Date?
 
-    public init(user: String, state: State, lastSeen: Int64) {
+    public init(user: String, state: State, lastSeen: Date?) {
         self.user = user
         self.state = state
         self.lastSeen = lastSeen
@@ -265,8 +307,8 @@ public struct DeviceInfo: Sendable, Equatable {
     public var name: String
     /// A session of it is connected to some node.
     public var online: Bool
-    /// Its last connect or disconnect, or presence renewal (ms since 1970); 0: never.
-    public var lastSeen: Int64
+    /// Its last connect or disconnect, or presence renewal; nil: never.
+    public var lastSeen: Date?
     /// The highest seq of the user's inbox it confirmed.
     public var confirmedSeq: UInt64
     /// It is the device asking.
@@ -275,7 +317,7 @@ public struct DeviceInfo: Sendable, Equatable {
     init(_ device: Simp_Device, current: String) {
         name = device.name
         online = device.online
-        lastSeen = device.lastSeen
+        lastSeen = Date.ifSet(millis: device.lastSeen)
         confirmedSeq = device.confirmedSeq
         self.current = device.name == current
     }
@@ -300,8 +342,8 @@ public enum ConnectionState: Sendable, Equatable {
     case connecting
     /// A session is open on this server and its datagram path is confirmed.
     case connected(ServerAddress)
-    /// The connection was lost: attempt `attempt` (from 1) starts after `afterMillis`.
-    case reconnecting(attempt: Int, afterMillis: Int64)
+    /// The connection was lost: attempt `attempt` (from 1) starts after `after`.
+    case reconnecting(attempt: Int, after: Duration)
     /// The server ended the session for good (an administrator, a revoked device, a newer
     /// client of the same device); only a new `connect` starts another.
     case ended(reason: String)
@@ -309,6 +351,20 @@ public enum ConnectionState: Sendable, Equatable {
     case closed
 }
 
+/// What happens to a client, for the application: its connection, its messages' fates, what
+/// others send it. New cases come in minor versions as the protocol grows. An application that
+/// handles every case ends its switch with `@unknown default:`, so that a new case is a
+/// warning to handle, not a build that breaks; one that handles a few ends with `default:`:
+///
+/// ```swift
+/// for await event in client.events() {
+///     switch event {
+///     case .message(let message): show(message)
+///     case .eventsDropped: await reloadFromHistory()
+///     default: break
+///     }
+/// }
+/// ```
 public enum ClientEvent: Sendable, Equatable {
     case connected(user: String)
     case disconnected(reason: String)
@@ -316,7 +372,8 @@ public enum ClientEvent: Sendable, Equatable {
     /// device was revoked, or a newer client of the same device took over); `connect` would
     /// start a new one.
     case ended(reason: String)
-    case reconnecting(attempt: Int, delayMillis: Int64)
+    /// The connection was lost: attempt `attempt` (from 1) starts after `delay`.
+    case reconnecting(attempt: Int, delay: Duration)
     /// The server stored the message durably and gave it a sequence number.
     case accepted(id: String, to: String, seq: UInt64)
     /// The recipient confirmed it.
@@ -328,8 +385,9 @@ public enum ClientEvent: Sendable, Equatable {
     case memberDelivered(id: String, to: String, member: String, seq: UInt64)
     /// A membership change of a group, in the group's order.
     case groupChanged(group: String, change: GroupChange, seq: UInt64)
-    /// A contact or group member came online or went offline (never stored: only while connected).
-    case presence(PresenceChange)
+    /// A contact or group member came online or went offline (`state` `.online` or `.offline`,
+    /// `lastSeen` when); never stored: only while connected.
+    case presence(PresenceInfo)
     /// `from` is typing to the user (a few seconds' worth; nothing says it stopped).
     case typing(from: String)
     /// `from` asks the user to be a contact (`acceptContact`, `declineContact`).
@@ -343,8 +401,8 @@ public enum ClientEvent: Sendable, Equatable {
     case read(id: String, from: String, by: String)
     /// It will not be delivered; the reason says why, and `code` is the server's error code
     /// when the server refused it (nil when the client gave up: disconnected, withdrawn).
-    /// `MessageStatus.failure` (`SIMPClient.sendTracked`) says the same with the library's `ErrorCode`.
-    case failed(id: String, to: String, reason: String, code: Simp_ErrorCode? = nil)
+    /// `MessageStatus.failure` (`SIMPClient.sendTracked`) says the same.
+    case failed(id: String, to: String, reason: String, code: ErrorCode? = nil)
     /// Indirect: a message is several times larger than any other event, and every event is
     /// copied along its way (engine, action, handler, each stream); boxed, the small events
     /// that come for every message sent (accepted, delivered) copy a third of the bytes.
@@ -353,36 +411,23 @@ public enum ClientEvent: Sendable, Equatable {
     /// sender was told it failed, for the same reason.
     case retracted(id: String, from: String, reason: String)
     /// Something went wrong outside any one request; `code` is the server's error code when
-    /// the server said so (nil for the client's own: a disk write, a reconnect, events a
-    /// stream dropped, see `droppedEvents`).
-    case error(String, code: Simp_ErrorCode? = nil)
-}
-
-extension ClientEvent {
-    static let droppedPrefix = "events dropped: "
-
-    /// What an `events()` stream hands its consumer after it fell `count` events behind its
-    /// buffer: they were dropped, the oldest first.
-    static func dropped(_ count: Int) -> ClientEvent {
-        .error(droppedPrefix + "\(count) (this consumer fell behind its buffer; read the local history to catch up)")
-    }
-
-    /// For the event a stream gives in place of the events it dropped (the oldest first, when
-    /// its consumer fell a whole buffer behind): how many; nil for any other event.
-    public var droppedEvents: Int? {
-        guard case .error(let text, nil) = self, text.hasPrefix(Self.droppedPrefix) else { return nil }
-        return Int(text.dropFirst(Self.droppedPrefix.count).prefix { $0.isNumber })
-    }
+    /// the server said so (nil for the client's own: a disk write, a reconnect).
+    case error(String, code: ErrorCode? = nil)
+    /// This stream's consumer fell a whole buffer behind (`SIMPClient.events(bufferingNewest:)`):
+    /// `count` events, the oldest, were dropped in its place. The application reads what it
+    /// missed from the local history (`conversations()`, `messages(in:)`) and the statuses.
+    case eventsDropped(count: Int)
 }
 
 public struct ClientError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// The server's error code when the server refused; nil for local failures.
-    public var code: Simp_ErrorCode?
+    /// The server's error code when the server refused; nil for local failures (`errorCode`
+    /// has those too).
+    public var code: ErrorCode?
     public var message: String
     /// The library's own code of a local failure (`.cancelled`); `errorCode` reads both.
     var localCode: ErrorCode?
 
-    public init(_ message: String, code: Simp_ErrorCode? = nil) {
+    public init(_ message: String, code: ErrorCode? = nil) {
         self.message = message
         self.code = code
     }
@@ -403,19 +448,33 @@ public struct ClientError: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String { message }
 
     static func server(_ error: Simp_Error) -> ClientError {
-        ClientError(error.reason.isEmpty ? error.code.name : error.reason, code: error.code)
+        ClientError(error.reason.isEmpty ? error.code.name : error.reason, code: ErrorCode(error.code))
     }
 }
 
-/// A login token and its expiry (ms since 1970): a later `connect(user:token:)` logs in with
-/// it instead of the password. It is a secret: whoever holds it is that user until it expires
-/// or `logout()` revokes it.
+/// A login token and its expiry: a later `connect(user:token:)` logs in with it instead of the
+/// password. It is a secret: whoever holds it is that user until it expires or `logout()`
+/// revokes it. Coded as `value` and `expiresAt` (milliseconds since 1970).
 public struct LoginToken: Sendable, Equatable, Codable {
     public var value: String
-    public var expiresAt: Int64
+    public var expiresAt: Date {
+        get { Date(millis: expiresMillis) }
+        set { expiresMillis = newValue.millis }
+    }
+    /// As the wire says it.
+    var expiresMillis: Int64
 
-    public init(value: String, expiresAt: Int64) {
+    public init(value: String, expiresAt: Date) {
         self.value = value
-        self.expiresAt = expiresAt
+        expiresMillis = expiresAt.millis
+    }
+
+    init(value: String, expiresMillis: Int64) {
+        self.value = value
+        self.expiresMillis = expiresMillis
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case value, expiresMillis = "expiresAt"
     }
 }

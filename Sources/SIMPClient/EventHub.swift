@@ -127,7 +127,7 @@ final class EventHub: @unchecked Sendable {
     }
 
     func events(limit: Int) -> AsyncStream<ClientEvent> {
-        let buffer = BoundedBuffer<ClientEvent>(limit: limit, weight: { _ in 1 }, overflow: ClientEvent.dropped)
+        let buffer = BoundedBuffer<ClientEvent>(limit: limit, weight: { _ in 1 }, overflow: { ClientEvent.eventsDropped(count: $0) })
         let id = subscribe { hub, id in hub.eventBuffers[id] = buffer }
         if id == nil { buffer.finish() }
         return Self.stream(of: buffer) { [weak self] in
@@ -137,7 +137,7 @@ final class EventHub: @unchecked Sendable {
     }
 
     func batches(limit: Int) -> AsyncStream<[ClientEvent]> {
-        let buffer = BoundedBuffer<[ClientEvent]>(limit: limit, weight: { $0.count }, overflow: { [ClientEvent.dropped($0)] })
+        let buffer = BoundedBuffer<[ClientEvent]>(limit: limit, weight: { $0.count }, overflow: { [ClientEvent.eventsDropped(count: $0)] })
         let id = subscribe { hub, id in hub.batchBuffers[id] = buffer }
         if id == nil { buffer.finish() }
         return Self.stream(of: buffer) { [weak self] in

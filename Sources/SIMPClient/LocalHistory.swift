@@ -1,3 +1,4 @@
+import Foundation
 import SIMPCore
 
 /// A message of the local history (`SIMPClient.messages(in:before:limit:)`): received, or sent
@@ -10,9 +11,19 @@ public struct LocalMessage: Sendable, Equatable {
     /// The user sent it (from this device or another).
     public var isOutgoing: Bool
     public var text: String
-    public var imageURL: String?
-    /// When its sender sent it (ms since 1970).
-    public var sentAt: Int64
+    /// An image message's image; nil for others.
+    public var imageURL: URL? {
+        get { imageLink.flatMap(URL.init(string:)) }
+        set { imageLink = newValue?.absoluteString }
+    }
+    /// When its sender sent it, by the sender's clock.
+    public var sentAt: Date {
+        get { Date(millis: sentMillis) }
+        set { sentMillis = newValue.millis }
+    }
+    /// As the store keeps them.
+    var imageLink: String?
+    var sentMillis: Int64
     /// Its place in the user's inbox (received), or the recipient's (sent, once accepted); 0 before.
     public var seq: UInt64
     /// Its place in the local order, for paging (`before:`): the order this device learnt of
@@ -81,7 +92,7 @@ struct HistoryEntry: Sendable, Equatable {
         let conversation = message.group.map(GroupName.address) ?? (own ? message.to : message.from)
         // A part holds its message's place (the first part to come), without text until it is whole.
         return HistoryEntry(id: message.part?.base ?? message.id, conversation: conversation, from: message.from, outgoing: own,
-                            text: message.part == nil ? message.text : "", imageURL: message.imageURL, sentAt: message.sentAt,
+                            text: message.part == nil ? message.text : "", imageURL: message.imageLink, sentAt: message.sentMillis,
                             seq: message.seq,
                             // A copy of the user's own, sent from another device: accepted, its delivery still to come.
                             unread: !own, stage: own ? .accepted : nil, complete: message.part == nil, parts: message.parts)

@@ -35,7 +35,7 @@ public enum ErrorCode: String, Sendable, Equatable, CaseIterable {
     }
 
     /// The library's code for the wire's; nil (a failure of the client's own) is `.unspecified`.
-    public init(_ code: Simp_ErrorCode?) {
+    init(_ code: Simp_ErrorCode?) {
         guard let code else {
             self = .unspecified
             return
@@ -88,8 +88,9 @@ public enum ErrorCode: String, Sendable, Equatable, CaseIterable {
 }
 
 extension ClientError {
-    /// The library's code for this failure (`code` is the wire's).
-    public var errorCode: ErrorCode { localCode ?? ErrorCode(code) }
+    /// The library's code for this failure: the server's (`code`), or the client's own
+    /// (`.cancelled`, else `.unspecified`).
+    public var errorCode: ErrorCode { localCode ?? code ?? .unspecified }
 }
 
 /// Where one message the user sent stands: what the server and its recipients confirmed. For a
@@ -266,7 +267,7 @@ struct StatusBook: Sendable {
             return change(id, to: to) { status in
                 guard status.stage == .sending else { return }
                 status.stage = .failed
-                status.failure = .init(code: code == nil ? .gaveUp : ErrorCode(code), reason: reason)
+                status.failure = .init(code: code ?? .gaveUp, reason: reason)
             }
         default:
             return nil

@@ -1,3 +1,4 @@
+import Foundation
 import SIMPCore
 
 /// The user's contacts, blocks and settings: each call is one request and its answer.
@@ -57,25 +58,18 @@ extension SIMPClient {
         let answer = try await ask(.presence(Simp_PresenceRequest()), "a presence request") { body in
             if case .presenceAnswer(let answer)? = body { answer } else { nil }
         }
-        return answer.users.map { PresenceInfo(user: $0.user, state: PresenceInfo.State(rawValue: $0.state) ?? .hidden, lastSeen: $0.lastSeen) }
+        return answer.users.map { PresenceInfo(user: $0.user, state: PresenceInfo.State(rawValue: $0.state) ?? .hidden, lastSeen: Date.ifSet(millis: $0.lastSeen)) }
     }
 
-    /// The user's settings, each with its value (`UserSetting.values`).
-    public func settings() async throws(ClientError) -> [UserSetting: String] {
-        try await changeSettings([:])
+    /// The user's settings.
+    public func settings() async throws(ClientError) -> UserSettings {
+        UserSettings(try await changeSettings([:]))
     }
 
-    /// Sets `setting`; the settings after it.
+    /// Changes one setting; the settings after it.
     @discardableResult
-    public func set(_ setting: UserSetting, _ on: Bool) async throws(ClientError) -> [UserSetting: String] {
-        try await changeSettings([setting: on ? "on" : "off"])
-    }
-
-    /// Sets `setting` to `value`, one of `setting.values` (`group-adds`: contacts, everyone,
-    /// nobody); the settings after it.
-    @discardableResult
-    public func set(_ setting: UserSetting, to value: String) async throws(ClientError) -> [UserSetting: String] {
-        try await changeSettings([setting: value])
+    public func set(_ change: SettingChange) async throws(ClientError) -> UserSettings {
+        UserSettings(try await changeSettings([change.setting: change.value]))
     }
 
     /// Tells the senders of these messages (and this user's other devices) that the user read
@@ -99,7 +93,8 @@ extension SIMPClient {
         }
     }
 
-    private func changeSettings(_ changes: [UserSetting: String]) async throws(ClientError) -> [UserSetting: String] {
+    /// The settings request as the wire says it: names and values (`UserSetting`).
+    func changeSettings(_ changes: [UserSetting: String]) async throws(ClientError) -> [UserSetting: String] {
         var request = Simp_SettingsRequest()
         request.set = changes.map { setting, value in
             var item = Simp_Setting()
@@ -158,5 +153,68 @@ public struct ContactList: Sendable, Equatable {
 
     public static func == (a: ContactList, b: ContactList) -> Bool {
         a.blocked == b.blocked && a.contacts.elementsEqual(b.contacts) { $0 == $1 }
+    }
+}
+
+/// The settings a user keeps on the server (`SIMPClient.settings()`); each with the value of a
+/// user who never set it.
+public struct UserSettings: Sendable, Equatable {
+    /// Only contacts' messages are stored for the user; others fail with `.notAContact`.
+    public var contactsOnly = false
+    /// The user's reads are told to senders, and the user is told of others' reads.
+    public var readReceipts = true
+    /// Others see whether the user is online and when it was last seen.
+    public var lastSeen = true
+    /// Whose adds put the user in a group at once; anyone else's is an invitation.
+    public var groupAdds = GroupAddPolicy.contacts
+
+    public init(contactsOnly: Bool = false, readReceipts: Bool = true, lastSeen: Bool = true, groupAdds: GroupAddPolicy = .contacts) {
+        self.contactsOnly = contactsOnly
+        self.readReceipts = readReceipts
+        self.lastSeen = lastSeen
+        self.groupAdds = groupAdds
+    }
+
+    /// The settings as the server answered them ("on" or "off", a policy's name).
+    init(_ values: [UserSetting: String]) {
+        func flag(_ setting: UserSetting) -> Bool { (values[setting] ?? setting.defaultValue) == "on" }
+        contactsOnly = flag(.contactsOnly)
+        readReceipts = flag(.readReceipts)
+        lastSeen = flag(.lastSeen)
+        groupAdds = values[.groupAdds].flatMap(GroupAddPolicy.init(rawValue:)) ?? .contacts
+    }
+}
+
+/// Who may put the user in a group without asking (`UserSettings.groupAdds`).
+public enum GroupAddPolicy: String, Sendable, CaseIterable {
+    /// The user's contacts (the default).
+    case contacts
+    case everyone
+    case nobody
+}
+
+/// One setting's new value (`SIMPClient.set(_:)`).
+public enum SettingChange: Sendable, Equatable {
+    case contactsOnly(Bool)
+    case readReceipts(Bool)
+    case lastSeen(Bool)
+    case groupAdds(GroupAddPolicy)
+
+    /// The setting as the wire names it.
+    var setting: UserSetting {
+        switch self {
+        case .contactsOnly: .contactsOnly
+        case .readReceipts: .readReceipts
+        case .lastSeen: .lastSeen
+        case .groupAdds: .groupAdds
+        }
+    }
+
+    /// The value as the wire says it.
+    var value: String {
+        switch self {
+        case .contactsOnly(let on), .readReceipts(let on), .lastSeen(let on): on ? "on" : "off"
+        case .groupAdds(let policy): policy.rawValue
+        }
     }
 }

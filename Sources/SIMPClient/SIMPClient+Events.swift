@@ -11,9 +11,9 @@ extension SIMPClient {
     /// every stream gets every event, whatever the others do.
     ///
     /// At most `limit` events wait in it. When its consumer falls further behind, the oldest
-    /// are dropped and the consumer next gets one `.error` event in their place whose
-    /// `droppedEvents` says how many: the application then reads what it missed from the local
-    /// history (`conversations()`, `messages(in:)`) and the statuses (`status(of:to:)`). The
+    /// are dropped and the consumer next gets one `.eventsDropped(count:)` in their place: the
+    /// application then reads what it missed from the local history (`conversations()`,
+    /// `messages(in:)`) and the statuses (`status(of:to:)`). The
     /// stream ends at `close()`; it stops taking events (and holds none) once its consumer's
     /// task is cancelled or the stream and its iterator are released.
     public func events(bufferingNewest limit: Int = SIMPClient.defaultEventBuffer) -> AsyncStream<ClientEvent> {
@@ -22,8 +22,7 @@ extension SIMPClient {
 
     /// The events a loop turn made, together, for a consumer that takes many at a time; each
     /// call makes a new stream. At most `limit` batches wait; when more come, the oldest are
-    /// dropped and the next batch is one `.error` event whose `droppedEvents` counts the events
-    /// dropped.
+    /// dropped and the next batch is one `.eventsDropped(count:)`, counting the events dropped.
     public func eventBatches(bufferingNewest limit: Int = SIMPClient.defaultEventBuffer) -> AsyncStream<[ClientEvent]> {
         hub.batches(limit: limit)
     }

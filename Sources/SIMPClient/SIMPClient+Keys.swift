@@ -1,5 +1,39 @@
+import Crypto
 import Foundation
 import SIMPCore
+
+/// A device certificate to publish (`SIMPClient.publishDevice`): the user's identity key signed
+/// this device's key under its name (docs/E2EE.md, "Device certificates").
+public struct CertifiedDevice: Sendable, Equatable {
+    public var device: String
+    /// Ed25519 public key, 32 bytes.
+    public var deviceKey: [UInt8]
+    /// Ed25519 signature by the identity key over `DeviceCertificateTBS`, 64 bytes.
+    public var signature: [UInt8]
+
+    public init(device: String, deviceKey: [UInt8], signature: [UInt8]) {
+        self.device = device
+        self.deviceKey = deviceKey
+        self.signature = signature
+    }
+
+    /// Signs `deviceKey` for `device` of `user` with the identity's private key (a client's
+    /// side; the server never holds one).
+    public static func sign(user: String, device: String, deviceKey: [UInt8],
+                            identity: Curve25519.Signing.PrivateKey) throws -> CertifiedDevice {
+        let wire = try DeviceCertificate.sign(user: user, device: device, deviceKey: deviceKey, identity: identity)
+        return CertifiedDevice(device: wire.device, deviceKey: Array(wire.deviceKey), signature: Array(wire.signature))
+    }
+
+    /// As it travels.
+    var wire: Simp_DeviceCertificate {
+        var wire = Simp_DeviceCertificate()
+        wire.device = device
+        wire.deviceKey = Data(deviceKey)
+        wire.signature = Data(signature)
+        return wire
+    }
+}
 
 /// A user's entry in the server's key directory (docs/E2EE.md, Part 2): as the server gave it,
 /// so nothing in it is trusted. `verifiedDevices` keeps the certificates that verify under the
@@ -8,8 +42,8 @@ import SIMPCore
 public struct KeyDirectoryEntry: Sendable, Equatable {
     public var user: String
     public var identityKey: [UInt8]
-    /// When this identity key was published (ms since the epoch), by the server's clock.
-    public var identitySince: Int64
+    /// When this identity key was published, by the server's clock.
+    public var identitySince: Date
     public var devices: [UnverifiedDeviceCertificate]
 
     /// The device certificates whose signatures verify under `identityKey`, by device name;
@@ -56,10 +90,10 @@ extension SIMPClient {
         }
     }
 
-    /// Publishes a device certificate (made by `DeviceCertificate.sign`) for one of the user's devices.
-    public func publishDevice(_ certificate: Simp_DeviceCertificate) async throws(ClientError) {
+    /// Publishes a device certificate (made by `CertifiedDevice.sign`) for one of the user's devices.
+    public func publishDevice(_ certificate: CertifiedDevice) async throws(ClientError) {
         var publish = Simp_PublishDevice()
-        publish.certificate = certificate
+        publish.certificate = certificate.wire
         _ = try await ask(.publishDevice(publish), "a device certificate publish") { body in
             if case .ok? = body { () } else { nil }
         }
@@ -82,7 +116,7 @@ extension SIMPClient {
         request.user = user
         return try await ask(.keyDirectory(request), "a key directory request") { body in
             guard case .keyDirectoryEntry(let entry)? = body else { return nil }
-            return KeyDirectoryEntry(user: entry.user, identityKey: Array(entry.identityKey), identitySince: entry.identitySince,
+            return KeyDirectoryEntry(user: entry.user, identityKey: Array(entry.identityKey), identitySince: Date(millis: entry.identitySince),
                                      devices: entry.devices.map { UnverifiedDeviceCertificate(user: entry.user, $0) })
         }
     }

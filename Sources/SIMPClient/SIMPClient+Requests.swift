@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import SIMPCore
 
@@ -124,7 +125,7 @@ extension SIMPClient {
 
     /// The invitations to groups waiting for the user's answer.
     public func groupInvitations() async throws(ClientError) -> [GroupInvitation] {
-        try await groupRequest(.list, "", []).invitations.map { GroupInvitation(group: $0.group, by: $0.by, expires: $0.expires) }
+        try await groupRequest(.list, "", []).invitations.map { GroupInvitation(group: $0.group, by: $0.by, expires: Date(millis: $0.expires)) }
     }
 
     /// Joins a group the user was invited to; its members and roles.
@@ -185,7 +186,7 @@ extension SIMPClient {
     }
 
     private static func groupInfo(_ answer: Simp_GroupAnswer) -> GroupInfo {
-        GroupInfo(name: answer.group, members: answer.members.map { ($0.name, $0.role) }, seq: answer.groupSeq, invited: answer.invited)
+        GroupInfo(name: answer.group, members: answer.members.map { GroupMember(name: $0.name, role: GroupMember.Role(rawValue: $0.role) ?? .member) }, seq: answer.groupSeq, invited: answer.invited)
     }
 
     /// A stored message's identity: message ids are unique per sender.

@@ -26,7 +26,7 @@ extension SIMPClient {
         request.device = device ?? configuration.device ?? DeviceName.unnamed
         let reply = try await oneShot(.login(request))
         guard case .loginOk(let ok) = reply.body else { throw ClientError("unexpected reply to login") }
-        return LoginToken(value: ok.token, expiresAt: ok.expiresAt)
+        return LoginToken(value: ok.token, expiresMillis: ok.expiresAt)
     }
 
     // MARK: the connection
@@ -63,8 +63,8 @@ extension SIMPClient {
         let promise = loop.makePromise(of: Void.self)
         boundPromise = promise
         handle(.sessionOpened(response))
-        let timeout = loop.scheduleTask(in: configuration.requestTimeout) {
-            promise.fail(ClientError("server did not confirm the UDP path within \(self.configuration.requestTimeout.nanoseconds / 1_000_000_000)s"))
+        let timeout = loop.scheduleTask(in: times.request) {
+            promise.fail(ClientError("server did not confirm the UDP path within \(self.times.request.nanoseconds / 1_000_000_000)s"))
         }
         promise.futureResult.whenComplete { _ in timeout.cancel() }
         return promise.futureResult
@@ -117,7 +117,7 @@ extension SIMPClient {
     func openControl(_ target: ServerAddress) -> EventLoopFuture<Void> {
         ClientBootstrap(group: loop)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
-            .connectTimeout(configuration.connectTimeout)
+            .connectTimeout(times.connect)
             .channelInitializer { [self] channel in
                 channel.eventLoop.makeCompletedFuture {
                     try addTLS(to: channel, server: target)
@@ -152,7 +152,7 @@ extension SIMPClient {
     /// timed out, cancelled, or its connection lost).
     func request(_ body: Simp_Envelope.OneOf_Body, id: UInt64, answering promise: EventLoopPromise<Simp_Envelope>) {
         guard let control else { return promise.fail(ClientError("not connected", code: .notConnected)) }
-        let timeout = loop.scheduleTask(in: configuration.requestTimeout) { [self] in handle(.requestTimedOut(id)) }
+        let timeout = loop.scheduleTask(in: times.request) { [self] in handle(.requestTimedOut(id)) }
         requests[id] = (promise, timeout)
         // A read mark goes after the receipt of what it marks (`ClientEngine.requestSent`).
         if case .markRead = body { handle(.requestSent(id, marksRead: true)) } else { handle(.requestSent(id)) }
@@ -181,7 +181,7 @@ extension SIMPClient {
             let (channel, handler) = try await oneShotChannel()
             defer { channel.close(promise: nil) }
             if Task.isCancelled { throw ClientError.cancelled }
-            let timeout = configuration.requestTimeout
+            let timeout = times.request
             let reply = try await channel.eventLoop.flatSubmit {
                 handler.send(Simp_Envelope(requestID: 1, body), on: channel, timeout: timeout)
             }.get()
@@ -203,7 +203,7 @@ extension SIMPClient {
             let handler = OneShotHandler()
             do {
                 let channel = try await ClientBootstrap(group: loop)
-                    .connectTimeout(configuration.connectTimeout)
+                    .connectTimeout(times.connect)
                     .channelInitializer { [self] channel in
                         channel.eventLoop.makeCompletedFuture {
                             try addTLS(to: channel, server: target)

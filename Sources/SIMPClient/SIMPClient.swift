@@ -15,6 +15,8 @@ import SIMPCore
 /// process share a few threads); the async methods hop there.
 public final class SIMPClient: @unchecked Sendable {
     public let configuration: ClientConfiguration
+    /// Its durations in the event loop's terms (`ClientConfiguration.loopTimes`).
+    let times: ClientConfiguration.LoopTimes
     /// The subscribers of events and of the connection's state (`events()`, SIMPClient+Events).
     let hub = EventHub()
     /// `events` and `eventBatches`, made once (see there).
@@ -67,14 +69,19 @@ public final class SIMPClient: @unchecked Sendable {
     /// The longest text the server takes (its `--max-message-bytes`, told at connect).
     let textLimit = Locked(LongText.defaultMaxBytes)
 
-    /// `eventLoopGroup` is not owned: the client never shuts it down. With `eventHandler`, every
-    /// event is handed to it on the client's event loop, in order: for an application that
-    /// reacts on that loop (see `post`), no event crosses a thread. The streams (`events()`)
-    /// get every event too, whichever way is chosen.
-    public init(configuration: ClientConfiguration,
-                eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
-                eventHandler: (@Sendable (ClientEvent) -> Void)? = nil) {
+    /// With `eventHandler`, every event is handed to it on the client's event loop, in order:
+    /// for an application that reacts on that loop (see `post`), no event crosses a thread. The
+    /// streams (`events()`) get every event too, whichever way is chosen.
+    public convenience init(configuration: ClientConfiguration, eventHandler: (@Sendable (ClientEvent) -> Void)? = nil) {
+        self.init(configuration: configuration, eventLoopGroup: MultiThreadedEventLoopGroup.singleton, eventHandler: eventHandler)
+    }
+
+    /// On a loop of `eventLoopGroup` (not owned: the client never shuts it down), for a program
+    /// that runs its own NIO loops (`@_spi(NIO) import SIMPClient`; not part of the app-facing API).
+    @_spi(NIO) public init(configuration: ClientConfiguration, eventLoopGroup: any EventLoopGroup,
+                           eventHandler: (@Sendable (ClientEvent) -> Void)? = nil) {
         self.configuration = configuration
+        times = configuration.loopTimes
         self.eventHandler = eventHandler
         loop = eventLoopGroup.next()
         if #available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *) {
@@ -137,9 +144,9 @@ public final class SIMPClient: @unchecked Sendable {
         }
     }
 
-    /// The event loop this client's sockets and state live on. An actor that uses it as its
-    /// executor sends and reads events without any thread hop.
-    public var eventLoop: any EventLoop { loop }
+    /// The event loop this client's sockets and state live on (`@_spi(NIO)`). An actor that
+    /// uses it as its executor sends and reads events without any thread hop.
+    @_spi(NIO) public var eventLoop: any EventLoop { loop }
 
     /// Queues a text message and returns its id; its fate arrives as events. Runs on the
     /// caller's executor (no hop to the global one). A text over one datagram goes in parts
@@ -150,9 +157,9 @@ public final class SIMPClient: @unchecked Sendable {
     }
 
     /// Queues an image message (the image travels as a URL) and returns its id.
-    public nonisolated(nonsending) func send(to user: String, imageURL: String, caption: String = "") async throws(ClientError) -> String {
+    public nonisolated(nonsending) func send(to user: String, imageURL: URL, caption: String = "") async throws(ClientError) -> String {
         var message = ClientEngine.plain(caption, type: .image)
-        message.imageURL = imageURL
+        message.imageURL = imageURL.absoluteString
         message.imageScale = 1
         return try await queue(ClientEngine.message(message, to: user, at: Self.moment().millis, random: random))
     }
@@ -210,7 +217,7 @@ public final class SIMPClient: @unchecked Sendable {
     /// After a password change (on the loop): reconnects present the new token, or log in
     /// with the new password.
     func passwordChanged(to password: String, token value: String, expiresAt: Int64) {
-        handle(.passwordChanged(password: password, token: LoginToken(value: value, expiresAt: expiresAt)))
+        handle(.passwordChanged(password: password, token: LoginToken(value: value, expiresMillis: expiresAt)))
     }
 
     /// A TYPING datagram, if the session is bound (on the loop).

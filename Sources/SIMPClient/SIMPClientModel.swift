@@ -71,8 +71,8 @@ public final class SIMPClientModel {
     /// Events after which the local history may read differently.
     static func changesConversations(_ event: ClientEvent) -> Bool {
         switch event {
-        case .message, .accepted, .delivered, .groupAccepted, .memberDelivered, .read, .failed, .retracted, .connected: true
-        case .error: event.droppedEvents != nil
+        case .message, .accepted, .delivered, .groupAccepted, .memberDelivered, .read, .failed, .retracted, .connected,
+             .eventsDropped: true
         default: false
         }
     }

@@ -218,7 +218,7 @@ struct SendTracker: Sendable {
         guard outbox.remove(id) != nil || withdrawing.removeValue(forKey: id) != nil else { return nil }
         forgetOrder(of: id)
         _ = oldestWaiting(to: notice.toUser)
-        return .failed(id: id, to: notice.toUser, reason: notice.reason.isEmpty ? notice.code.name : notice.reason, code: notice.code)
+        return .failed(id: id, to: notice.toUser, reason: notice.reason.isEmpty ? notice.code.name : notice.reason, code: ErrorCode(notice.code))
     }
 
     /// The messages the server says it is missing from this session (at most 64), to send

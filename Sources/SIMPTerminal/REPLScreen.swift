@@ -166,7 +166,7 @@ public struct REPLScreen: Sendable {
             return [style.paint("session ended: \(safe(reason))", .yellow)]
         case .reconnecting(let attempt, let delay):
             connection = .reconnecting
-            return [style.paint("reconnecting in \(delay) ms (attempt \(attempt))", .yellow)]
+            return [style.paint("reconnecting in \(delay.wholeMillis) ms (attempt \(attempt))", .yellow)]
         case .accepted(let id, let to, _):
             return marks.update(id: id, to: .accepted, recipient: to).map { [changeLine($0)] } ?? []
         case .delivered(let id, let to, _):
@@ -178,7 +178,7 @@ public struct REPLScreen: Sendable {
             return []
         case .presence(let change):
             users.add(change.user)
-            return [style.paint(change.online ? "\(safe(change.user)) is online" : "\(safe(change.user)) went offline", .dim)]
+            return [style.paint(change.state == .online ? "\(safe(change.user)) is online" : "\(safe(change.user)) went offline", .dim)]
         case .read(let id, _, let by):
             if by == session.user {
                 reads.readElsewhere(id)
@@ -218,7 +218,16 @@ public struct REPLScreen: Sendable {
             return [style.paint("\(safe(by)) invites you to #\(safe(group)) (/group accept \(safe(group)), /group decline \(safe(group)))", .yellow)]
         case .error(let message, _):
             return [error(message)]
+        case .eventsDropped(let count):
+            return [error(Self.droppedEventsText(count))]
+        @unknown default:
+            return []
         }
+    }
+
+    /// What the REPL and `simp --json` say when its event stream dropped `count` events.
+    public static func droppedEventsText(_ count: Int) -> String {
+        "events dropped: \(count) (this consumer fell behind its buffer; read the local history to catch up)"
     }
 
     /// `/presence`: one line per contact and group member.
@@ -229,15 +238,14 @@ public struct REPLScreen: Sendable {
             case .online: return style.paint(safe(user.user), .bold) + " " + style.paint("online", .green)
             case .hidden: return safe(user.user) + " " + style.paint("hidden", .dim)
             case .offline:
-                let seen = user.lastSeen > 0 ? ", last seen " + lastSeenText(user.lastSeen, now: now) : ""
+                let seen = user.lastSeen.map { ", last seen " + lastSeenText($0, now: now) } ?? ""
                 return safe(user.user) + " offline" + seen
             }
         }
     }
 
     /// `14:05` today, else `2026-11-25 14:05`.
-    func lastSeenText(_ millis: Int64, now: Date) -> String {
-        let date = Date(timeIntervalSince1970: Double(millis) / 1000)
+    func lastSeenText(_ date: Date, now: Date) -> String {
         guard !calendar.isDate(date, inSameDayAs: now) else { return clock(date) }
         let day = calendar.dateComponents([.year, .month, .day], from: date)
         return String(format: "%04d-%02d-%02d ", day.year ?? 0, day.month ?? 0, day.day ?? 0) + clock(date)
@@ -264,8 +272,7 @@ public struct REPLScreen: Sendable {
 
     /// `14:05 bob: hello`, the time the server stored it (else the sender's, else now).
     public func messageLine(_ m: IncomingMessage, now: Date) -> String {
-        let millis = m.storedAt > 0 ? m.storedAt : (m.sentAt > 0 ? m.sentAt : Int64(now.timeIntervalSince1970 * 1000))
-        let time = style.paint(clock(Date(timeIntervalSince1970: Double(millis) / 1000)), .dim)
+        let time = style.paint(clock(m.storedAt ?? (m.sentAt.timeIntervalSince1970 > 0 ? m.sentAt : now)), .dim)
         if let change = m.groupChange, let group = m.group { return time + " " + style.paint(changeText(group: group, change), .dim) }
         if let notice = m.noticeText { return time + " " + style.paint(safe(notice), .dim) }
         let own = m.from == session.user
@@ -274,7 +281,7 @@ public struct REPLScreen: Sendable {
         let who = (own && m.to != session.user) || m.group != nil ? "\(safe(m.from)) → \(safe(m.to))" : safe(m.from)
         let name = style.paint(who + ":", own ? .green : .cyan, .bold)
         guard let url = m.imageURL else { return time + " " + name + " " + safe(m.text) }
-        return time + " " + name + " " + style.paint("[image]", .magenta) + " " + safe(url) + (m.text.isEmpty ? "" : " " + safe(m.text))
+        return time + " " + name + " " + style.paint("[image]", .magenta) + " " + safe(url.absoluteString) + (m.text.isEmpty ? "" : " " + safe(m.text))
     }
 
     func clock(_ date: Date) -> String {
@@ -309,9 +316,8 @@ public struct REPLScreen: Sendable {
     }
 
     /// `14:05` today, else the date and time; `never` for 0.
-    static func seen(_ millis: Int64, now: Date) -> String {
-        guard millis > 0 else { return "never" }
-        let date = Date(timeIntervalSince1970: Double(millis) / 1000)
+    static func seen(_ date: Date?, now: Date) -> String {
+        guard let date else { return "never" }
         let formatter = DateFormatter()
         formatter.dateFormat = Calendar.current.isDate(date, inSameDayAs: now) ? "HH:mm" : "yyyy-MM-dd HH:mm"
         return formatter.string(from: date)

@@ -70,16 +70,19 @@ private final class JSONLines: @unchecked Sendable {
         case .connected(let user): emit(["event": "connected", "user": user])
         case .disconnected(let reason): emit(["event": "disconnected", "reason": reason])
         case .ended(let reason): emit(["event": "ended", "reason": reason])
-        case .reconnecting(let attempt, let delay): emit(["event": "reconnecting", "attempt": attempt, "delayMillis": Int(delay)])
+        case .reconnecting(let attempt, let delay): emit(["event": "reconnecting", "attempt": attempt, "delayMillis": Int(delay / .milliseconds(1))])
         case .accepted(let id, let to, let seq): emit(["event": "accepted", "id": id, "to": to, "seq": Int(seq)])
         case .delivered(let id, let to, let seq): emit(["event": "delivered", "id": id, "to": to, "seq": Int(seq)])
         case .failed(let id, let to, let reason, _): emit(["event": "failed", "id": id, "to": to, "reason": reason])
         case .message(let m):
-            emit(["event": "message", "id": m.id, "from": m.from, "text": m.text, "seq": Int(m.seq), "sentAt": Int(m.sentAt),
+            emit(["event": "message", "id": m.id, "from": m.from, "text": m.text, "seq": Int(m.seq), "sentAt": Int((m.sentAt.timeIntervalSince1970 * 1000).rounded()),
                   "receivedAt": Int(Date().timeIntervalSince1970 * 1000)])
         case .retracted(let id, let from, let reason): emit(["event": "retracted", "id": id, "from": from, "reason": reason])
         case .error(let message, _): emit(["event": "error", "message": message])
+        case .eventsDropped(let count):
+            emit(["event": "error", "message": "events dropped: \(count) (this consumer fell behind its buffer; read the local history to catch up)"])
         case .groupAccepted, .memberDelivered, .groupChanged, .contactRequest, .contactAccepted, .groupInvited, .read, .typing, .presence: break
+        @unknown default: break
         }
     }
 

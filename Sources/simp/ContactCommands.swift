@@ -16,7 +16,7 @@ extension REPLCommand.ContactCommand {
         case .block(let user): return Self.blocked(try await client.block(user), "blocked \(user)")
         case .unblock(let user): return Self.blocked(try await client.unblock(user), "unblocked \(user)")
         case .blocked: return Self.blocked(try await client.contacts(), nil)
-        case .set(let setting, let value): return Self.settings(try await client.set(setting, to: value))
+        case .set(let setting, let value): return Self.settings(try await client.set(try Self.change(setting, value)))
         case .settings: return Self.settings(try await client.settings())
         }
     }
@@ -42,8 +42,28 @@ extension REPLCommand.ContactCommand {
                              json: ["event": "blocked", "blocked": list.blocked])
     }
 
-    private static func settings(_ settings: [UserSetting: String]) -> RequestResult {
-        let ordered = UserSetting.allCases.map { ($0.rawValue, settings[$0] ?? $0.defaultValue) }
+    /// A setting as the command line names it ("on" or "off", a policy's name), as the library takes it.
+    private static func change(_ setting: UserSetting, _ value: String) throws(ClientError) -> SettingChange {
+        if let problem = UserSetting.problem(name: setting.rawValue, value: value) { throw ClientError(problem, code: .badRequest) }
+        return switch setting {
+        case .contactsOnly: .contactsOnly(value == "on")
+        case .readReceipts: .readReceipts(value == "on")
+        case .lastSeen: .lastSeen(value == "on")
+        case .groupAdds: .groupAdds(GroupAddPolicy(rawValue: value) ?? .contacts)
+        }
+    }
+
+    private static func settings(_ settings: UserSettings) -> RequestResult {
+        func onOff(_ on: Bool) -> String { on ? "on" : "off" }
+        let ordered = UserSetting.allCases.map { setting -> (String, String) in
+            let value = switch setting {
+            case .contactsOnly: onOff(settings.contactsOnly)
+            case .readReceipts: onOff(settings.readReceipts)
+            case .lastSeen: onOff(settings.lastSeen)
+            case .groupAdds: settings.groupAdds.rawValue
+            }
+            return (setting.rawValue, value)
+        }
         return RequestResult(human: ordered.map { "\($0.0) \($0.1)" }.joined(separator: ", "),
                              json: ["event": "settings", "settings": Dictionary(uniqueKeysWithValues: ordered)])
     }

@@ -1,6 +1,7 @@
 import Foundation
 import SIMPClient
 import SIMPCore
+import SIMPTerminal
 
 /// A login saved by `simp login` or `--save-login`: the server, the user and a login token per
 /// device, never the password. A token opens sessions for its own device only, and the REPL
@@ -23,14 +24,14 @@ struct SavedLogin: Codable, Equatable {
 
     /// The token saved for `device`, if any.
     func loginToken(for device: String) -> LoginToken? {
-        tokens[device].map { LoginToken(value: $0.token, expiresAt: $0.expiresAt) }
+        tokens[device].map { LoginToken(value: $0.token, expiresAt: Date(millisSince1970: $0.expiresAt)) }
     }
 
     /// This login with `token` saved for `device` too: beside the others when it is the same
     /// server, user and TLS, else alone.
     func adding(_ token: LoginToken, for device: String, server: String, user: String, tls: Bool) -> SavedLogin {
         var login = self.server == server && self.user == user && self.tls == tls ? self : SavedLogin(server: server, user: user, tls: tls, tokens: [:])
-        login.tokens[device] = Token(token: token.value, expiresAt: token.expiresAt)
+        login.tokens[device] = Token(token: token.value, expiresAt: token.expiresAt.millisSince1970)
         return login
     }
 }

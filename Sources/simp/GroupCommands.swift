@@ -33,10 +33,10 @@ extension REPLCommand.GroupCommand {
     }
 
     private static func members(_ info: GroupInfo, _ title: String) -> RequestResult {
-        let list = info.members.map { $0.role == "member" ? $0.name : "\($0.name) (\($0.role))" }
+        let list = info.members.map { $0.role == .member ? $0.name : "\($0.name) (\($0.role.rawValue))" }
         let invited = info.invited.isEmpty ? "" : "; invited: " + info.invited.joined(separator: ", ")
         return RequestResult(human: "\(title): " + list.joined(separator: ", ") + invited,
-                           json: ["event": "members", "group": info.name, "members": info.members.map { ["name": $0.name, "role": $0.role] },
+                           json: ["event": "members", "group": info.name, "members": info.members.map { ["name": $0.name, "role": $0.role.rawValue] },
                                   "invited": info.invited])
     }
 }
@@ -54,6 +54,6 @@ enum GroupListing {
                 + ": /group accept NAME or /group decline NAME"
         }
         return RequestResult(human: human, json: ["event": "groups", "groups": groups,
-                                                  "invitations": invitations.map { ["group": $0.group, "by": $0.by, "expires": Int($0.expires)] }])
+                                                  "invitations": invitations.map { ["group": $0.group, "by": $0.by, "expires": Int($0.expires.millisSince1970)] }])
     }
 }

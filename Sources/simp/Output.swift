@@ -21,8 +21,8 @@ final class Output: @unchecked Sendable {
         case .ended(let reason):
             emit(["event": "ended", "reason": reason], human: "session ended: \(safe(reason))", toStderr: true)
         case .reconnecting(let attempt, let delay):
-            emit(["event": "reconnecting", "attempt": attempt, "delayMillis": Int(delay)],
-                 human: "reconnecting in \(delay) ms (attempt \(attempt))", toStderr: true)
+            emit(["event": "reconnecting", "attempt": attempt, "delayMillis": Int(delay.wholeMillis)],
+                 human: "reconnecting in \(delay.wholeMillis) ms (attempt \(attempt))", toStderr: true)
         case .accepted(let id, let to, let seq):
             emit(["event": "accepted", "id": id, "to": to, "seq": Int(seq)], human: "[accepted] \(id) -> \(to)")
         case .delivered(let id, let to, let seq):
@@ -33,8 +33,8 @@ final class Output: @unchecked Sendable {
             emit(object, human: "[failed] \(safe(id)) -> \(safe(to)): \(safe(reason))")
         case .message(let m):
             var object: [String: Any] = ["event": "message", "id": m.id, "from": m.from, "to": m.to, "text": m.text, "seq": Int(m.seq),
-                                         "sentAt": Int(m.sentAt), "receivedAt": Int(Date().timeIntervalSince1970 * 1000)]
-            if let url = m.imageURL { object["imageURL"] = url }
+                                         "sentAt": Int(m.sentAt.millisSince1970), "receivedAt": Int(Date().timeIntervalSince1970 * 1000)]
+            if let url = m.imageURL { object["imageURL"] = url.absoluteString }
             if !m.fromDevice.isEmpty { object["fromDevice"] = m.fromDevice }
             if let group = m.group {
                 object["group"] = group
@@ -52,9 +52,9 @@ final class Output: @unchecked Sendable {
         case .contactRequest(let from):
             emit(["event": "contact-request", "from": from], human: "[contact request] \(safe(from)) asks to be your contact")
         case .presence(let change):
-            let object: [String: Any] = ["event": "presence", "user": change.user, "state": change.online ? "online" : "offline",
-                                         "since": Int(change.since)]
-            emit(object, human: "[presence] \(safe(change.user)) \(change.online ? "online" : "offline")")
+            let object: [String: Any] = ["event": "presence", "user": change.user, "state": change.state.rawValue,
+                                         "since": Int(change.lastSeen?.millisSince1970 ?? 0)]
+            emit(object, human: "[presence] \(safe(change.user)) \(change.state.rawValue)")
         case .typing(let from):
             emit(["event": "typing", "from": from], human: "[typing] \(safe(from))")
         case .read(let id, let from, let by):
@@ -68,11 +68,15 @@ final class Output: @unchecked Sendable {
                  human: "[retracted] \(safe(id)) from \(safe(from)): \(safe(reason))")
         case .error(let message, let code):
             error(message, code: code)
+        case .eventsDropped(let count):
+            error(REPLScreen.droppedEventsText(count))
+        @unknown default:
+            break
         }
     }
 
     /// An error; `code` is the server's, when it refused (a script reads it, not the message).
-    func error(_ message: String, code: Simp_ErrorCode? = nil) {
+    func error(_ message: String, code: ErrorCode? = nil) {
         var object: [String: Any] = ["event": "error", "message": message]
         if let code { object["code"] = code.protocolName }
         emit(object, human: "error: \(safe(message))", toStderr: true)
@@ -85,7 +89,7 @@ final class Output: @unchecked Sendable {
     func history(peer: String, _ messages: [IncomingMessage]) {
         let list: [[String: Any]] = messages.map { m in
             var o: [String: Any] = ["id": m.id, "from": m.from, "to": m.to, "text": m.text, "seq": Int(m.seq)]
-            if let url = m.imageURL { o["imageURL"] = url }
+            if let url = m.imageURL { o["imageURL"] = url.absoluteString }
             if let group = m.group { o["groupSeq"] = Int(m.groupSeq) ; o["group"] = group }
             if let change = m.groupChange { o["change"] = change.kind.rawValue; o["member"] = change.member; o["by"] = change.by }
             if m.kind != .message { o["kind"] = m.kind.rawValue }
@@ -96,21 +100,21 @@ final class Output: @unchecked Sendable {
     }
 
     func presence(_ users: [PresenceInfo]) {
-        let list: [[String: Any]] = users.map { ["user": $0.user, "state": $0.state.rawValue, "lastSeen": Int($0.lastSeen)] }
+        let list: [[String: Any]] = users.map { ["user": $0.user, "state": $0.state.rawValue, "lastSeen": Int($0.lastSeen?.millisSince1970 ?? 0)] }
         let human = users.isEmpty ? "no contacts or group members" : users.map { user in
-            safe(user.user) + " " + user.state.rawValue + (user.state == .offline && user.lastSeen > 0 ? " (last seen \(Self.time(user.lastSeen)))" : "")
+            safe(user.user) + " " + user.state.rawValue + (user.state == .offline ? user.lastSeen.map { " (last seen \(Self.time($0)))" } ?? "" : "")
         }.joined(separator: "\n")
         emit(["event": "presence", "users": list], human: human)
     }
 
-    /// `2026-11-26T19:21:13Z` for ms since 1970.
-    static func time(_ millis: Int64) -> String {
-        ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: Double(millis) / 1000))
+    /// `2026-11-26T19:21:13Z`.
+    static func time(_ date: Date) -> String {
+        ISO8601DateFormatter().string(from: date)
     }
 
     func devices(_ devices: [DeviceInfo]) {
         let list: [[String: Any]] = devices.map {
-            ["name": $0.name, "online": $0.online, "lastSeen": Int($0.lastSeen), "current": $0.current]
+            ["name": $0.name, "online": $0.online, "lastSeen": Int($0.lastSeen?.millisSince1970 ?? 0), "current": $0.current]
         }
         let human = devices.isEmpty ? "no devices" : devices.map { device in
             (device.current ? "* " : "  ") + safe(device.name) + "  " + (device.online ? "online" : "offline")
@@ -174,7 +178,7 @@ final class Output: @unchecked Sendable {
         if let notice = m.noticeText { return safe(notice) }
         let who = m.fromDevice.isEmpty && m.group == nil ? safe(m.from) : "\(safe(m.from)) -> \(safe(m.to))"
         if let url = m.imageURL {
-            return "\(who): [image] \(safe(url))\(m.text.isEmpty ? "" : " \(safe(m.text))")"
+            return "\(who): [image] \(safe(url.absoluteString))\(m.text.isEmpty ? "" : " \(safe(m.text))")"
         }
         return "\(who): \(safe(m.text))"
     }

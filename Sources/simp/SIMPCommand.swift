@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import SIMPClient
+import SIMPCore
 import SIMPTerminal
 
 /// Exit statuses of the one-shot subcommands (the REPL exits 0, or 1 when it cannot log in).
@@ -162,7 +163,7 @@ struct REPL: AsyncParsableCommand {
             case .send(let to, let text):
                 output.sent(id: try await client.send(to: to, text: text), to: to)
             case .image(let to, let url):
-                output.sent(id: try await client.send(to: to, imageURL: url), to: to)
+                output.sent(id: try await client.send(to: to, imageLink: url), to: to)
             case .history(let peer, let limit):
                 output.history(peer: peer, try await client.history(with: peer, limit: limit))
             case .devices:
@@ -226,5 +227,16 @@ enum StandardInputLines {
             }
             thread.start()
         }
+    }
+}
+
+extension SIMPClient {
+    /// `send(to:imageURL:)` for a URL as the user typed it; one that is no URL is refused as the
+    /// library refuses one that is no web URL.
+    func send(to user: String, imageLink: String) async throws(ClientError) -> String {
+        guard let url = URL(string: imageLink) else {
+            throw ClientError("\(MessageRules.imageURLReason), got \(imageLink)", code: .badRequest)
+        }
+        return try await send(to: user, imageURL: url)
     }
 }

@@ -82,7 +82,7 @@ final class TerminalREPL: @unchecked Sendable {
                 let id = try await client.send(to: to, text: text)
                 show(withScreen { $0.sent(id: id, to: to, text: text) })
             case .image(let to, let url):
-                let id = try await client.send(to: to, imageURL: url)
+                let id = try await client.send(to: to, imageLink: url)
                 show(withScreen { $0.sent(id: id, to: to, text: "[image] " + url) })
             case .history(let peer, let limit):
                 let messages = try await client.history(with: peer, limit: limit)

@@ -37,7 +37,7 @@ import Testing
             Issue.record("states: \(seen)")
             return
         }
-        #expect(seen == [.connecting, .connected(first), .reconnecting(attempt: 1, afterMillis: after), .connected(second)])
+        #expect(seen == [.connecting, .connected(first), .reconnecting(attempt: 1, after: after), .connected(second)])
         #expect(engine.connectionState == .connected(second))
     }
 
@@ -46,7 +46,7 @@ import Testing
         _ = engine.handle(.controlClosed, at: T.at(1))
         _ = engine.handle(.reconnectDue(index: 1), at: T.at(2))
         let failed = engine.handle(.attemptEnded(index: 1, .reconnect, .failure(ClientError("cannot reach"))), at: T.at(3))
-        #expect(Self.states(failed) == [.reconnecting(attempt: 2, afterMillis: 0)])
+        #expect(Self.states(failed) == [.reconnecting(attempt: 2, after: .zero)])
     }
 
     @Test func aFailedConnectDisconnectAndCloseAreSaid() {
@@ -190,7 +190,7 @@ import Testing
         #expect(await iterator.next() == .typing(from: "u0"))
         for n in 1...1000 { _ = hub.publish(.typing(from: "u\(n)")) }
         let told = await iterator.next()
-        #expect(told?.droppedEvents == 990, "\(String(describing: told))")
+        #expect(told == .eventsDropped(count: 990), "\(String(describing: told))")
         var rest: [ClientEvent] = []
         for _ in 0..<10 { if let event = await iterator.next() { rest.append(event) } }
         #expect(rest == (991...1000).map { .typing(from: "u\($0)") }, "the newest are kept, in order")
@@ -199,7 +199,7 @@ import Testing
     }
 
     @Test func theBufferNeverHoldsMoreThanItsLimit() {
-        let buffer = BoundedBuffer<ClientEvent>(limit: 5, weight: { _ in 1 }, overflow: ClientEvent.dropped)
+        let buffer = BoundedBuffer<ClientEvent>(limit: 5, weight: { _ in 1 }, overflow: { ClientEvent.eventsDropped(count: $0) })
         for n in 0..<1000 {
             buffer.push(.typing(from: "u\(n)"))
             #expect(buffer.count <= 5)
@@ -217,7 +217,7 @@ import Testing
         var got: [[ClientEvent]] = []
         for await batch in batches { got.append(batch) }
         #expect(got.count == 3)
-        #expect(got.first?.first?.droppedEvents == 9)
+        #expect(got.first == [.eventsDropped(count: 9)])
         #expect(got.dropFirst().map(\.count) == [3, 3])
     }
 
@@ -270,9 +270,9 @@ import Testing
         #expect(model.connectionState == .disconnected)
         #expect(!model.apply(.typing(from: "bob")))
         #expect(model.apply(.delivered(id: "m1", to: "bob", seq: 1)))
-        #expect(model.apply(.dropped(4)), "after a gap the history is read again")
+        #expect(model.apply(.eventsDropped(count: 4)), "after a gap the history is read again")
         #expect(!model.apply(.error("disk full")))
-        #expect(model.recentEvents == [.delivered(id: "m1", to: "bob", seq: 1), .dropped(4), .error("disk full")])
+        #expect(model.recentEvents == [.delivered(id: "m1", to: "bob", seq: 1), .eventsDropped(count: 4), .error("disk full")])
     }
     #endif
 }

@@ -1,3 +1,4 @@
+import Foundation
 import SIMPClient
 import SIMPCore
 import Testing
@@ -33,7 +34,7 @@ import Testing
     @Test func theLibraryRefusesToSendAnImageWithAnotherScheme() async {
         let client = SIMPClient(configuration: ClientConfiguration(host: "127.0.0.1", port: 1))
         await #expect(throws: ClientError("imageURL must start with http:// or https://, got javascript:alert(1)", code: .badRequest)) {
-            try await client.send(to: "bob", imageURL: "javascript:alert(1)")
+            try await client.send(to: "bob", imageURL: URL(string: "javascript:alert(1)")!)
         }
         #expect(await client.outstandingCount() == 0)
         await client.close()

@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import SIMPCore
 import Testing
@@ -9,7 +10,7 @@ import Testing
                              to: String = "bob", seq: UInt64 = 0) -> IncomingMessage {
         let id = LongText.PartID(base: base, index: index, count: count)
         var message = IncomingMessage(id: id.description, from: from, to: to, text: text ?? "\(base)-\(index)",
-                                      seq: seq, sentAt: 1_000, storedAt: 2_000 + Int64(seq))
+                                      seq: seq, sentAt: Date(millis: 1_000), storedAt: Date(millis: 2_000 + Int64(seq)))
         message.part = id
         return message
     }
@@ -36,7 +37,7 @@ import Testing
         #expect(whole?.from == "alice")
         #expect(whole?.to == "bob")
         #expect(whole?.seq == 12)
-        #expect(whole?.storedAt == 2_012)
+        #expect(whole?.storedMillis == 2_012)
         #expect(whole?.group == "team")
         #expect(whole?.groupSeq == 40)
         #expect(whole?.markID == "77/3/3")
@@ -55,7 +56,7 @@ import Testing
         #expect(whole?.parts == 3)
         // The part that completed it gives its place.
         #expect(whole?.seq == 2)
-        #expect(whole?.storedAt == 2_002)
+        #expect(whole?.storedMillis == 2_002)
         #expect(whole?.groupSeq == 9)
         #expect(reassembly.count == 0)
     }
@@ -136,8 +137,8 @@ import Testing
     }
 
     @Test func aHistoryPageJoinsCompleteMessagesAndLeavesOutCutOnes() {
-        let first = IncomingMessage(id: "m1", from: "alice", to: "bob", text: "hi", seq: 1, sentAt: 1, storedAt: 1)
-        let second = IncomingMessage(id: "m2", from: "bob", to: "alice", text: "yo", seq: 4, sentAt: 1, storedAt: 1)
+        let first = IncomingMessage(id: "m1", from: "alice", to: "bob", text: "hi", seq: 1, sentAt: Date(millis: 1), storedAt: Date(millis: 1))
+        let second = IncomingMessage(id: "m2", from: "bob", to: "alice", text: "yo", seq: 4, sentAt: Date(millis: 1), storedAt: Date(millis: 1))
         let page = [
             Self.part("early", 2, of: 2, text: "cut at the start", seq: 0),
             first,
@@ -159,7 +160,7 @@ import Testing
     }
 
     @Test func aReadMarkNamesALongMessagesLastPart() {
-        var message = IncomingMessage(id: "123", from: "alice", to: "bob", text: "t", seq: 1, sentAt: 1, storedAt: 1)
+        var message = IncomingMessage(id: "123", from: "alice", to: "bob", text: "t", seq: 1, sentAt: Date(millis: 1), storedAt: Date(millis: 1))
         #expect(message.markID == "123")
         message.parts = 4
         #expect(message.markID == "123/4/4")
@@ -293,7 +294,7 @@ import Testing
 
     @Test func eventsNotAboutAPartPassUnchanged() {
         var sends = LongSends()
-        let message = IncomingMessage(id: "m", from: "alice", to: "bob", text: "t", seq: 1, sentAt: 1, storedAt: 1)
+        let message = IncomingMessage(id: "m", from: "alice", to: "bob", text: "t", seq: 1, sentAt: Date(millis: 1), storedAt: Date(millis: 1))
         let events: [ClientEvent] = [
             .connected(user: "bob"),
             .accepted(id: "1", to: "bob", seq: 1),

@@ -208,7 +208,7 @@ import Testing
 /// Which shown messages tell their senders they were read (`markShown`).
 @Suite struct ReadMarkTests {
     static func message(_ id: String, in conversation: String, from: String, outgoing: Bool = false, seq: UInt64, parts: Int = 1) -> LocalMessage {
-        LocalMessage(id: id, conversation: conversation, from: from, isOutgoing: outgoing, text: "t", imageURL: nil, sentAt: 0,
+        LocalMessage(id: id, conversation: conversation, from: from, isOutgoing: outgoing, text: "t", imageLink: nil, sentMillis: 0,
                      seq: seq, position: 1, status: nil, unread: true, parts: parts)
     }
 

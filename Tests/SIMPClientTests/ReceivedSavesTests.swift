@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import SIMPClient
@@ -6,7 +7,7 @@ import Testing
 /// gives up (SIMPClient confirms only `savedUpTo`).
 @Suite struct ReceivedSavesTests {
     func messages(_ seqs: ClosedRange<UInt64>) -> [IncomingMessage] {
-        seqs.map { IncomingMessage(id: "m\($0)", from: "alice", to: "bob", text: "text \($0)", seq: $0, sentAt: 0, storedAt: 0) }
+        seqs.map { IncomingMessage(id: "m\($0)", from: "alice", to: "bob", text: "text \($0)", seq: $0, sentAt: Date(millis: 0), storedAt: Date(millis: 0)) }
     }
 
     @Test func aWrittenBatchIsShownAndRaisesTheFloor() {

@@ -129,11 +129,11 @@ import Testing
         _ = try await sendAll(alice, to: "bob", prefix: "h", count: 5)
         // send() returns before the datagram leaves; stored first is what history shows first.
         #expect(await aliceLog.wait { $0.accepted.count == 5 })
-        _ = try await bob.send(to: "alice", imageURL: "https://example.org/cat.png")
+        _ = try await bob.send(to: "alice", imageURL: URL(string: "https://example.org/cat.png")!)
         #expect(await bobLog.wait { $0.delivered.count == 1 })
         let history = try await alice.history(with: "bob", limit: 3)
         #expect(history.map(\.text) == ["h-3", "h-4", ""])
-        #expect(history.last?.imageURL == "https://example.org/cat.png")
+        #expect(history.last?.imageURL?.absoluteString == "https://example.org/cat.png")
         #expect(history.last?.from == "bob")
         await alice.disconnect()
         await bob.disconnect()
@@ -162,7 +162,7 @@ import Testing
 
     /// A cluster that gives up pushes after 400 ms, and bob connected with his datagrams
     /// through a proxy whose server-to-client direction the test opens and closes.
-    private func bobBehindAGate(keepalive: TimeAmount = .seconds(15)) async throws -> (TestCluster, UDPFaultProxy, SIMPClient, EventLog) {
+    private func bobBehindAGate(keepalive: Duration = .seconds(15)) async throws -> (TestCluster, UDPFaultProxy, SIMPClient, EventLog) {
         let cluster = try await TestCluster.start {
             $0.pushRetransmit = RetransmitPolicy(maxBackoff: .milliseconds(100), giveUpAfter: .milliseconds(400))
         }

@@ -1,6 +1,6 @@
 import Foundation
 import NIOCore
-import SIMPClient
+@_spi(NIO) import SIMPClient
 import SIMPCore
 import SIMPTestSupport
 import Testing

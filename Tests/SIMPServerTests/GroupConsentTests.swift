@@ -1,5 +1,5 @@
 import Foundation
-import SIMPClient
+@testable import SIMPClient
 import SIMPCore
 import Testing
 
@@ -76,7 +76,7 @@ extension EventLog {
         let (alice, aliceLog) = try await cluster.connectedDevice("alice", "main")
         let (bob, _) = try await cluster.connectedDevice("bob", "main")
         let (mallory, _) = try await cluster.connectedDevice("mallory", "main")
-        try await alice.set(.groupAdds, to: "everyone")
+        try await alice.set(.groupAdds(.everyone))
         try await alice.block("mallory")
 
         #expect(try await mallory.createGroup("trap", members: ["alice"]).invited == ["alice"])
@@ -104,18 +104,18 @@ extension EventLog {
         try await bob.addContact("alice")
         try await alice.acceptContact("bob")
 
-        #expect(try await alice.settings()[.groupAdds] == "contacts")
+        #expect(try await alice.settings().groupAdds == .contacts)
         let byContact = try await bob.createGroup("friends", members: ["alice"])
         #expect(byContact.invited.isEmpty && byContact.members.map(\.name) == ["alice", "bob"])
         #expect(try await carol.createGroup("strangers", members: ["alice"]).invited == ["alice"])
 
-        #expect(try await alice.set(.groupAdds, to: "nobody")[.groupAdds] == "nobody")
+        #expect(try await alice.set(.groupAdds(.nobody)).groupAdds == .nobody)
         #expect(try await bob.createGroup("friends2", members: ["alice"]).invited == ["alice"])
-        try await alice.set(.groupAdds, to: "everyone")
+        try await alice.set(.groupAdds(.everyone))
         #expect(try await carol.createGroup("open", members: ["alice"]).invited.isEmpty)
         #expect(try await alice.groups() == ["friends", "open"])
         #expect(await aliceLog.wait { Set($0.invitations.map(\.group)) == ["strangers", "friends2"] })
-        await expectCode(.badRequest) { try await alice.set(.groupAdds, to: "on") }
+        await expectCode(.badRequest) { try await alice.changeSettings([.groupAdds: "on"]) }
         for client in [alice, bob, carol] { await client.close() }
         await cluster.stop()
     }
@@ -151,7 +151,7 @@ extension EventLog {
         for user in ["alice", "bob"] { try await cluster.register(user) }
         let (alice, _) = try await cluster.connectedDevice("alice", "main")
         let (bob, _) = try await cluster.connectedDevice("bob", "main")
-        try await alice.set(.groupAdds, to: "everyone")
+        try await alice.set(.groupAdds(.everyone))
         try await alice.createGroup("g1")
         #expect(try await bob.createGroup("g2", members: ["alice"]).invited.isEmpty)
         await expectCode(.tooManyGroups) { try await alice.createGroup("g3") }

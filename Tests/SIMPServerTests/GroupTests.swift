@@ -61,7 +61,7 @@ func expectOneOrder(_ seen: [IncomingMessage], places: inout [String: UInt64], s
         try cluster.letAnyoneAdd(["bob", "carol", "dave", "erin"])
         let created = try await alice.createGroup("team", members: ["bob", "carol", "dave", "erin"])
         #expect(created.members.map(\.name) == ["alice", "bob", "carol", "dave", "erin"])
-        #expect(created.members.first { $0.name == "alice" }?.role == "owner")
+        #expect(created.members.first { $0.name == "alice" }?.role == .owner)
 
         // dave and erin are offline throughout the burst.
         async let a = Self.sendAll(alice, to: "#team", prefix: "alice", count: 30)
@@ -203,7 +203,7 @@ func expectOneOrder(_ seen: [IncomingMessage], places: inout [String: UInt64], s
         // The owner leaves: the admin owns it.
         try await alice.leaveGroup("club")
         let members = try await bob.groupMembers("club")
-        #expect(members.members.map(\.name) == ["bob"] && members.members.first?.role == "owner")
+        #expect(members.members.map(\.name) == ["bob"] && members.members.first?.role == .owner)
         for client in [alice, bob] { await client.close() }
         await cluster.stop()
     }

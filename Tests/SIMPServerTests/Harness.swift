@@ -498,11 +498,11 @@ func datagramMessage(id: String, clientSeq: UInt64, type: Simp_Message.MessageTy
 }
 
 /// The request fails with `code`.
-func expectCode(_ code: Simp_ErrorCode, sourceLocation: SourceLocation = #_sourceLocation,
+func expectCode(_ code: ErrorCode, sourceLocation: SourceLocation = #_sourceLocation,
                 _ body: () async throws -> some Any) async {
     do {
         _ = try await body()
-        Issue.record("expected \(code.name)", sourceLocation: sourceLocation)
+        Issue.record("expected \(code.rawValue)", sourceLocation: sourceLocation)
     } catch let error as ClientError {
         #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
     } catch {

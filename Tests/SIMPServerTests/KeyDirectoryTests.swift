@@ -35,17 +35,17 @@ import Testing
         // Nothing yet: no identity to fetch, no certificate to upload under.
         await expectCode(.noIdentity) { try await bob.keyDirectory(of: "alice") }
         let (phoneKey, laptopKey) = (try KeyFixtures.deviceSigner(), try KeyFixtures.deviceSigner())
-        await expectCode(.noIdentity) { try await phone.publishDevice(try alice.certificate("phone", phoneKey)) }
+        await expectCode(.noIdentity) { try await phone.publishDevice(try alice.certified("phone", phoneKey)) }
 
         try await phone.publishIdentity(alice.identityKey)
         try await laptop.publishIdentity(alice.identityKey)   // the same key again: nothing changes
         await expectCode(.identityExists) { try await laptop.publishIdentity(KeyFixtures("alice").identityKey) }
 
         // The phone certifies itself and the laptop; a certificate by another identity is refused.
-        try await phone.publishDevice(try alice.certificate("phone", phoneKey))
-        await expectCode(.badSignature) { try await laptop.publishDevice(try KeyFixtures("alice").certificate("laptop", laptopKey)) }
+        try await phone.publishDevice(try alice.certified("phone", phoneKey))
+        await expectCode(.badSignature) { try await laptop.publishDevice(try KeyFixtures("alice").certified("laptop", laptopKey)) }
         await expectCode(.deviceNotCertified) { try await laptop.uploadKeyPackages([try alice.keyPackage("laptop", laptopKey)]) }
-        try await phone.publishDevice(try alice.certificate("laptop", laptopKey))
+        try await phone.publishDevice(try alice.certified("laptop", laptopKey))
 
         let phonePool = try await phone.uploadKeyPackages(try (0..<3).map { _ in try alice.keyPackage("phone", phoneKey) },
                                                           lastResort: try alice.keyPackage("phone", phoneKey))
@@ -117,8 +117,8 @@ import Testing
 
         let (phoneKey, laptopKey) = (try KeyFixtures.deviceSigner(), try KeyFixtures.deviceSigner())
         try await phone.publishIdentity(alice.identityKey)
-        try await phone.publishDevice(try alice.certificate("phone", phoneKey))
-        try await phone.publishDevice(try alice.certificate("laptop", laptopKey))
+        try await phone.publishDevice(try alice.certified("phone", phoneKey))
+        try await phone.publishDevice(try alice.certified("laptop", laptopKey))
         _ = try await phone.uploadKeyPackages(try (0..<3).map { _ in try alice.keyPackage("phone", phoneKey) },
                                               lastResort: try alice.keyPackage("phone", phoneKey))
         #expect(pools(try devices()) == ["laptop true 0 false", "phone true 3 true"])
@@ -146,8 +146,8 @@ import Testing
         let (bob, _) = try await cluster.connectedDevice("bob", "desk")
         let (phoneKey, laptopKey) = (try KeyFixtures.deviceSigner(), try KeyFixtures.deviceSigner())
         try await phone.publishIdentity(alice.identityKey)
-        try await phone.publishDevice(try alice.certificate("phone", phoneKey))
-        try await phone.publishDevice(try alice.certificate("laptop", laptopKey))
+        try await phone.publishDevice(try alice.certified("phone", phoneKey))
+        try await phone.publishDevice(try alice.certified("laptop", laptopKey))
         _ = try await phone.uploadKeyPackages([try alice.keyPackage("phone", phoneKey)], lastResort: try alice.keyPackage("phone", phoneKey))
         _ = try await laptop.uploadKeyPackages([try alice.keyPackage("laptop", laptopKey)], lastResort: try alice.keyPackage("laptop", laptopKey))
 
@@ -180,7 +180,7 @@ import Testing
         let device = await owner.client.deviceName()
         let signer = try KeyFixtures.deviceSigner()
         try await owner.client.publishIdentity(keys.identityKey)
-        try await owner.client.publishDevice(try keys.certificate(device, signer))
+        try await owner.client.publishDevice(try keys.certified(device, signer))
         #expect(try await owner.client.uploadKeyPackages([try keys.keyPackage(device, signer)], lastResort: try keys.keyPackage(device, signer))
             == KeyPackagePool(oneTime: 1, lastResort: true))
         #expect(try await claimer.client.keyDirectory(of: "kdalice").verifiedDevices.map(\.device) == [device])

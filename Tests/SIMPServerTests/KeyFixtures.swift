@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import SIMPClient
 import SIMPCore
 import SIMPMLS
 
@@ -24,6 +25,11 @@ struct KeyFixtures {
 
     func certificate(_ device: String, _ signer: SignaturePrivateKey) throws -> Simp_DeviceCertificate {
         try DeviceCertificate.sign(user: user, device: device, deviceKey: signer.publicKey.rawRepresentation, identity: identity)
+    }
+
+    /// `certificate` as the client library publishes it.
+    func certified(_ device: String, _ signer: SignaturePrivateKey) throws -> CertifiedDevice {
+        try CertifiedDevice.sign(user: user, device: device, deviceKey: signer.publicKey.rawRepresentation, identity: identity)
     }
 
     /// A KeyPackage of `device` as uploaded: an MLSMessage (RFC 9420 section 6).

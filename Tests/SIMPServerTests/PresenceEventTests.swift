@@ -4,7 +4,7 @@ import SIMPCore
 import Testing
 
 extension EventLog {
-    var presenceChanges: [PresenceChange] {
+    var presenceChanges: [PresenceInfo] {
         all.compactMap { if case .presence(let change) = $0 { change } else { nil } }
     }
 }
@@ -42,14 +42,14 @@ extension EventLog {
         let (alice, aliceLog) = clients["alice"]!
         let (carol, carolLog) = clients["carol"]!
         let (dave, _) = clients["dave"]!
-        for log in [aliceLog, carolLog] { #expect(await log.wait { $0.presenceChanges.map(\.online) == [false] }) }
+        for log in [aliceLog, carolLog] { #expect(await log.wait { $0.presenceChanges.map(\.state) == [.offline] }) }
         let before = try TypingTests.keys(cluster)
         let relayed = cluster.metric("simp_presence_relayed_total")
 
         let (bob, _) = try await cluster.connectedDevice("bob", "phone")
         for log in [aliceLog, carolLog] {
             #expect(await log.wait(timeout: .seconds(5)) { $0.presenceChanges.count == 2 })
-            #expect(log.presenceChanges.last?.user == "bob" && log.presenceChanges.last?.online == true)
+            #expect(log.presenceChanges.last?.user == "bob" && log.presenceChanges.last?.state == .online)
         }
         let listed = try await alice.presence()
         #expect(listed.map(\.user) == ["bob"])
@@ -59,14 +59,14 @@ extension EventLog {
         await bob.close()
         for log in [aliceLog, carolLog] {
             #expect(await log.wait(timeout: .seconds(5)) { $0.presenceChanges.count == 3 })
-            #expect(log.presenceChanges.last?.online == false && (log.presenceChanges.last?.since ?? 0) > 0)
+            #expect(log.presenceChanges.last?.state == .offline && log.presenceChanges.last?.lastSeen != nil)
         }
         // Measured, not asserted (a shared machine): docs/PROTOCOL.md quotes it.
         if let heard = aliceLog.presenceTimes.last { print("presence: bob's close to alice's offline event: \(heard.timeIntervalSince(closing) * 1000) ms") }
         // Two changes, each to alice and carol only: dave is neither contact nor co-member.
         #expect(cluster.metric("simp_presence_relayed_total") - relayed == 4)
         let offline = try await alice.presence()
-        #expect(offline.first?.state == .offline && (offline.first?.lastSeen ?? 0) > 0)
+        #expect(offline.first?.state == .offline && offline.first?.lastSeen != nil)
         #expect(try TypingTests.keys(cluster) == before, "presence leaves no key of its own in Redis")
         for client in [alice, carol, dave] { await client.close() }
         await cluster.stop()
@@ -79,17 +79,17 @@ extension EventLog {
         #expect(await aliceLog.wait { $0.presenceChanges.count == 1 })
         let (bob, _) = try await cluster.connectedDevice("bob", "phone")
         #expect(await aliceLog.wait { $0.presenceChanges.count == 2 })
-        try await bob.set(.lastSeen, false)
-        #expect(try await alice.presence() == [PresenceInfo(user: "bob", state: .hidden, lastSeen: 0)])
+        try await bob.set(.lastSeen(false))
+        #expect(try await alice.presence() == [PresenceInfo(user: "bob", state: .hidden, lastSeen: nil)])
         let relayed = cluster.metric("simp_presence_relayed_total")
         await bob.close()
         // carol's own change is told (she is bob's co-member, not alice's): bob's is not.
         let (again, againLog) = try await cluster.connectedDevice("bob", "laptop")
         try await Self.bound(again, againLog, as: "bob")
-        try await again.set(.lastSeen, true)
+        try await again.set(.lastSeen(true))
         await again.close()
         #expect(await aliceLog.wait { $0.presenceChanges.count == 3 })
-        #expect(aliceLog.presenceChanges.last?.user == "bob" && aliceLog.presenceChanges.last?.online == false)
+        #expect(aliceLog.presenceChanges.last?.user == "bob" && aliceLog.presenceChanges.last?.state == .offline)
         // bob's offline with last-seen off, and his laptop's online then, were told to nobody.
         #expect(cluster.metric("simp_presence_relayed_total") - relayed == 2, "only the last offline, to alice and carol")
         for (client, _) in clients.values { await client.close() }

@@ -69,13 +69,13 @@ extension EventLog {
         let messages = bobLog.messages
 
         // bob does not send them.
-        #expect(try await bob.set(.readReceipts, false)[.readReceipts] == "off")
+        #expect(try await bob.set(.readReceipts(false)).readReceipts == false)
         try await bob.markRead([messages[0]])
-        try await bob.set(.readReceipts, true)
+        try await bob.set(.readReceipts(true))
         // alice does not take them.
-        try await alice.set(.readReceipts, false)
+        try await alice.set(.readReceipts(false))
         try await bob.markRead([messages[1]])
-        try await alice.set(.readReceipts, true)
+        try await alice.set(.readReceipts(true))
         try await bob.markRead([messages[2]])
         // Notices keep the inbox's order: had either of the first two been told, it would be here first.
         #expect(await aliceLog.wait { !$0.reads.isEmpty })

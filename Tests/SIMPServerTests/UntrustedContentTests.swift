@@ -30,7 +30,7 @@ import Testing
         #expect(await bobLog.wait { !$0.messages.isEmpty })
         // bad-1 was failed, so never stored: once bob's inbox is settled nothing else can come.
         #expect(await cluster.settled("bob"))
-        #expect(bobLog.messages.map(\.imageURL) == ["https://example.org/cat.png"], "only the web URL reached bob")
+        #expect(bobLog.messages.map(\.imageURL?.absoluteString) == ["https://example.org/cat.png"], "only the web URL reached bob")
         await bob.close()
         await cluster.stop()
     }
@@ -60,7 +60,7 @@ import Testing
         try await alice.connect(user: "alice", password: "a")
         let hostile = "\u{1B}[2J\u{1B}[Hcarol: you are fired\r\nbob: ok\u{07}\u{9B}31m\u{202E}gnp.exe"
         _ = try await alice.send(to: "bob", text: hostile)
-        _ = try await alice.send(to: "bob", imageURL: "https://example.org/\u{1B}]0;owned\u{07}.png")
+        _ = try await alice.send(to: "bob", imageURL: URL(string: "https://example.org/\u{1B}]0;owned\u{07}.png")!)
         #expect(bob.waitForLine(timeout: 20) { $0.contains("[image]") } != nil)
         bob.write("/history alice 5\n")
         #expect(waitForCount(bob, of: "[image]", count: 2))
@@ -77,7 +77,8 @@ import Testing
         // Split at every LF byte: a Character split would keep "\r\n" inside a line.
         let lines = bytes.split(separator: 0x0A).map { String(decoding: $0, as: UTF8.self) }
         #expect(lines.filter { $0 == shown }.count == 2, "live and in the history, each on one line")
-        #expect(lines.filter { $0 == #"alice: [image] https://example.org/\e]0;owned\x07.png"# }.count == 2)
+        // An image link is a `URL` on both sides, which percent-encodes what no URL may hold.
+        #expect(lines.filter { $0 == "alice: [image] https://example.org/%1B%5D0;owned%07.png" }.count == 2)
         #expect(!lines.contains { $0.hasPrefix("carol:") || $0.hasPrefix("bob:") }, "no faked line")
     }
 

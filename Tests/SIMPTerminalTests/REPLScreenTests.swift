@@ -88,7 +88,8 @@ import Testing
     let session = REPLScreen.Session(server: "127.0.0.1:7700", user: "alice", tls: false)
 
     func message(from: String, text: String, at millis: Int64 = 1_700_000_000_000, image: String? = nil) -> IncomingMessage {
-        IncomingMessage(id: "1", from: from, to: "alice", text: text, imageURL: image, seq: 1, sentAt: millis, storedAt: millis)
+        IncomingMessage(id: "1", from: from, to: "alice", text: text, imageURL: image.flatMap(URL.init(string:)), seq: 1,
+                        sentAt: Date(millisSince1970: millis), storedAt: Date(millisSince1970: millis))
     }
 
     /// `/to bob` shows in the prompt; what alice sent to bob from another device names bob.
@@ -98,8 +99,8 @@ import Testing
         #expect(screen.prompt == "alice → bob> ")
         #expect(screen.promptColumns == "alice → bob> ".count)
         #expect(screen.users.sorted.contains("bob"))
-        let copy = IncomingMessage(id: "7", from: "alice", to: "bob", text: "from my phone", seq: 2, sentAt: 1_700_000_000_000,
-                                   storedAt: 1_700_000_000_000, fromDevice: "phone")
+        let copy = IncomingMessage(id: "7", from: "alice", to: "bob", text: "from my phone", seq: 2, sentAt: Date(millisSince1970: 1_700_000_000_000),
+                                   storedAt: Date(millisSince1970: 1_700_000_000_000), fromDevice: "phone")
         #expect(screen.handle(.message(copy), now: Date()) == ["22:13 alice → bob: from my phone"])
         _ = screen.converse(with: nil)
         #expect(screen.prompt == "alice> ")
@@ -167,7 +168,7 @@ import Testing
         var screen = REPLScreen(session: session, style: ANSIStyle(enabled: false), timeZone: utc)
         #expect(screen.banner().first == "simp connected to 127.0.0.1:7700 as alice, TLS off (plain TCP)")
         #expect(screen.handle(.connected(user: "alice"), now: Date()).isEmpty)
-        #expect(screen.handle(.reconnecting(attempt: 1, delayMillis: 100), now: Date()) == ["reconnecting in 100 ms (attempt 1)"])
+        #expect(screen.handle(.reconnecting(attempt: 1, delay: .milliseconds(100)), now: Date()) == ["reconnecting in 100 ms (attempt 1)"])
         #expect(screen.status()[0].hasSuffix("(reconnecting)"))
         #expect(screen.handle(.connected(user: "alice"), now: Date()) == ["connected as alice"])
     }
@@ -227,7 +228,7 @@ import Testing
     @Test func whatTheOpenConversationShowsIsReadAndTheRestOnRead() {
         var screen = REPLScreen(session: session, style: ANSIStyle(enabled: false))
         func message(_ id: String, from: String, seq: UInt64) -> IncomingMessage {
-            IncomingMessage(id: id, from: from, to: "alice", text: "t", imageURL: nil, seq: seq, sentAt: 1, storedAt: 1)
+            IncomingMessage(id: id, from: from, to: "alice", text: "t", imageURL: nil, seq: seq, sentAt: Date(millisSince1970: 1), storedAt: Date(millisSince1970: 1))
         }
         _ = screen.converse(with: "bob")
         _ = screen.handle(.message(message("1", from: "bob", seq: 1)), now: Date())

@@ -2,7 +2,7 @@ import Foundation
 import Histogram
 import MQTTLoad
 import NIOCore
-import SIMPClient
+@_spi(NIO) import SIMPClient
 
 /// Chat traffic through SIMPClient: `sessions` users bench-chat0..., logged in and bound, each
 /// sending at Poisson times to a random other user (`ChatPattern`). Every client shares

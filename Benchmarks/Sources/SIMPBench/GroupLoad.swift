@@ -1,7 +1,7 @@
 import Foundation
 import MQTTLoad
 import NIOCore
-import SIMPClient
+@_spi(NIO) import SIMPClient
 import SIMPCore
 
 /// The group fan-out through SIMPClient: a sender and `members` receivers in one group (the
@@ -67,7 +67,7 @@ public enum GroupLoad {
                         let client = try await SIMPLoad.connectedClient(member(index), placement.configuration(startingAt: index + 1),
                                                                         receiver.count.loop, eventHandler: receiver.handle)
                         // A member lets the sender (a stranger) add it at once: the run measures messages, not invitations.
-                        try await client.set(.groupAdds, to: GroupAdds.everyone.rawValue)
+                        try await client.set(.groupAdds(.everyone))
                         try await receiver.count.loop.submit { receiver.client = client }.get()
                     }
                 }

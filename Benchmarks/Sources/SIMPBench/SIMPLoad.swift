@@ -3,7 +3,7 @@ import Histogram
 import MQTTLoad
 import NIOCore
 import NIOPosix
-import SIMPClient
+@_spi(NIO) import SIMPClient
 
 /// Latencies in microseconds of the messages sent in the measured window; counts of the whole run.
 public struct LoadResult: Sendable {
