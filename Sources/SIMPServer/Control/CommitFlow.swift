@@ -1,0 +1,213 @@
+import Foundation
+import SIMPCore
+
+/// A commit request, step by step (docs/E2EE.md, Part 3: commits and their order): what to
+/// read, what to store, what the asker is answered. Pure: the worker carries each step out and
+/// feeds its result back; the time is the request's, passed in. The order itself is the store
+/// script's: it stores a commit only if the conversation is still at the commit's epoch, and
+/// its Welcomes in the same script, so a Welcome of a commit that lost is never handed out.
+///
+/// Who may submit: a device of a member of the conversation (checked by the script, with the
+/// group's members in the same slot) whose user's directory holds a certificate for it (read
+/// first: a device revoked between the read and the store still gets its commit in; its peers
+/// refuse it, as they check every committer's leaf against the certificates themselves).
+struct CommitFlow: Sendable {
+    enum Request: Sendable, Equatable {
+        case submit(CommitConversation, epoch: UInt64, commit: [UInt8], welcomes: [Welcome])
+        case fetch(CommitConversation, fromEpoch: UInt64)
+    }
+
+    /// A Welcome as submitted, for one device.
+    struct Welcome: Sendable, Equatable {
+        var user: String
+        var device: String
+        var bytes: [UInt8]
+    }
+
+    /// A Welcome as the store keeps it: under "USER/DEVICE", its epoch, ':', then the
+    /// `StoredWelcome` (the script reads the epoch without decoding anything).
+    struct KeptWelcome: Sendable, Equatable {
+        /// The member it is for (a group's script checks it is one).
+        var user: String
+        var field: String
+        var value: [UInt8]
+    }
+
+    /// What the read before a submit found.
+    struct Submitter: Sendable, Equatable {
+        /// The submitting device has a device certificate in its user's directory.
+        var certified: Bool
+        /// For a one-to-one conversation, the other user exists.
+        var peerExists: Bool
+    }
+
+    enum Next: Sendable, Equatable {
+        /// Whether `device` of `user` is certified, and whether `peer` (when set) exists; comes
+        /// back as `checked(_:)`.
+        case readSubmitter(user: String, device: String, peer: String?)
+        /// Store `entry` as the commit made on `epoch` if that is still the conversation's
+        /// epoch, with the Welcomes, keeping the last `kept` commits; comes back as `stored(_:)`.
+        case store(CommitConversation, user: String, epoch: UInt64, entry: [UInt8], welcomes: [KeptWelcome], kept: Int)
+        /// Read the commits from `fromEpoch` (or the Welcome under `welcomeField`) among the last
+        /// `kept`; comes back as `fetched(_:)`.
+        case fetch(CommitConversation, user: String, welcomeField: String, fromEpoch: UInt64, maxCommits: Int, budget: Int, kept: Int)
+        case answer(Simp_Envelope.OneOf_Body)
+        case refuse(Simp_ErrorCode, String)
+    }
+
+    /// What the store script answered.
+    enum Stored: Sendable, Equatable {
+        /// Stored: the conversation is at `epoch` now.
+        case stored(epoch: UInt64)
+        /// Not stored: the conversation is at `current`, not at the commit's epoch.
+        case conflict(current: UInt64)
+        case notAMember
+        case noSuchGroup
+        /// A Welcome names a user who is not a member.
+        case welcomeToNonMember(String)
+    }
+
+    /// What the fetch script answered.
+    enum Fetched: Sendable, Equatable {
+        /// `welcome`, when set, is the kept value (epoch, ':', `StoredWelcome`); `commits` the
+        /// stored `StoredCommit`s, consecutive, oldest first.
+        case page(current: UInt64, welcome: [UInt8]?, commits: [[UInt8]], more: Bool)
+        case notAMember
+        case noSuchGroup
+    }
+
+    let request: Request
+    let user: String
+    let device: String
+    let nowMillis: Int64
+
+    init(_ request: Request, user: String, device: String, nowMillis: Int64) {
+        self.request = request
+        self.user = user
+        self.device = device
+        self.nowMillis = nowMillis
+    }
+
+    /// The request as the flow takes it, or why it is refused before anything runs: the
+    /// conversation's name, sizes, counts, and (one-to-one) whom a Welcome may go to.
+    static func request(from body: Simp_Envelope.OneOf_Body, user: String) -> Result<Request, FlowRefusal>? {
+        switch body {
+        case .submitCommit(let submit):
+            guard let conversation = CommitConversation(submit.conversation, asker: user) else {
+                return .failure(.init(.badRequest, "not a conversation: \(submit.conversation.prefix(34))"))
+            }
+            if case .direct(_, let peer) = conversation, peer == user {
+                return .failure(.init(.badRequest, "a one-to-one conversation is with another user"))
+            }
+            guard (1...CommitRules.maxCommitBytes).contains(submit.commit.count) else {
+                return .failure(.init(.badRequest, "a commit is 1-\(CommitRules.maxCommitBytes) bytes"))
+            }
+            guard submit.welcomes.count <= CommitRules.maxWelcomes else {
+                return .failure(.init(.badRequest, "at most \(CommitRules.maxWelcomes) Welcomes with one commit"))
+            }
+            var seen = Set<String>()
+            var welcomes: [Welcome] = []
+            for welcome in submit.welcomes {
+                guard UserName.isValid(welcome.user), DeviceName.isValid(welcome.device) else {
+                    return .failure(.init(.badRequest, "a Welcome names a user and a device"))
+                }
+                guard (1...CommitRules.maxWelcomeBytes).contains(welcome.welcome.count) else {
+                    return .failure(.init(.badRequest, "a Welcome is 1-\(CommitRules.maxWelcomeBytes) bytes"))
+                }
+                guard seen.insert(CommitRules.welcomeField(user: welcome.user, device: welcome.device)).inserted else {
+                    return .failure(.init(.badRequest, "two Welcomes for \(welcome.user)/\(welcome.device)"))
+                }
+                if case .direct(_, let peer) = conversation, welcome.user != user, welcome.user != peer {
+                    return .failure(.init(.notAMember, "\(welcome.user) is not in the conversation of \(user) and \(peer)"))
+                }
+                welcomes.append(Welcome(user: welcome.user, device: welcome.device, bytes: Array(welcome.welcome)))
+            }
+            return .success(.submit(conversation, epoch: submit.epoch, commit: Array(submit.commit), welcomes: welcomes))
+        case .fetchCommits(let fetch):
+            guard let conversation = CommitConversation(fetch.conversation, asker: user) else {
+                return .failure(.init(.badRequest, "not a conversation: \(fetch.conversation.prefix(34))"))
+            }
+            return .success(.fetch(conversation, fromEpoch: fetch.fromEpoch))
+        default: return nil
+        }
+    }
+
+    /// The first step.
+    func start() -> Next {
+        switch request {
+        case .submit(let conversation, _, _, _):
+            if case .direct(_, let peer) = conversation { return .readSubmitter(user: user, device: device, peer: peer) }
+            return .readSubmitter(user: user, device: device, peer: nil)
+        case .fetch(let conversation, let from):
+            return .fetch(conversation, user: user, welcomeField: CommitRules.welcomeField(user: user, device: device), fromEpoch: from,
+                          maxCommits: CommitRules.maxCommitsPerPage, budget: CommitRules.pageBudget, kept: CommitRules.keptCommits)
+        }
+    }
+
+    /// The submitter read's result.
+    func checked(_ submitter: Submitter) -> Next {
+        guard case .submit(let conversation, let epoch, let commit, let welcomes) = request else {
+            return .refuse(.internal, "commit read for no submit")
+        }
+        guard submitter.peerExists else { return .refuse(.unknownUser, "no such user: \(conversation.name)") }
+        guard submitter.certified else {
+            return .refuse(.deviceNotCertified, "\(device) has no device certificate stored: publish one before committing")
+        }
+        var stored = Simp_StoredCommit()
+        stored.epoch = epoch
+        stored.commit = Data(commit)
+        stored.fromUser = user
+        stored.fromDevice = device
+        stored.serverTime = nowMillis
+        let kept = welcomes.map { welcome in
+            var entry = Simp_StoredWelcome()
+            entry.epoch = epoch + 1
+            entry.welcome = Data(welcome.bytes)
+            entry.fromUser = user
+            entry.fromDevice = device
+            entry.serverTime = nowMillis
+            return KeptWelcome(user: welcome.user, field: CommitRules.welcomeField(user: welcome.user, device: welcome.device),
+                               value: Array("\(epoch + 1):".utf8) + ((try? entry.serializedBytes()) ?? []))
+        }
+        return .store(conversation, user: user, epoch: epoch, entry: (try? stored.serializedBytes()) ?? [], welcomes: kept,
+                      kept: CommitRules.keptCommits)
+    }
+
+    /// The store script's result.
+    func stored(_ result: Stored) -> Next {
+        guard case .submit(let conversation, let epoch, _, _) = request else { return .refuse(.internal, "commit stored for no submit") }
+        switch result {
+        case .stored(let now):
+            var answer = Simp_CommitStored()
+            answer.conversation = conversation.name
+            answer.epoch = now
+            return .answer(.commitStored(answer))
+        case .conflict(let current):
+            let why = current > epoch ? "epoch \(epoch) is committed already" : "epoch \(epoch) is not reached yet"
+            return .refuse(.commitConflict, "\(why): \(conversation.name) is at epoch \(current); fetch its commits and commit again on it")
+        case .notAMember: return .refuse(.notAMember, "you are not a member of \(conversation.name)")
+        case .noSuchGroup: return .refuse(.noSuchGroup, "no such group: \(conversation.name)")
+        case .welcomeToNonMember(let name): return .refuse(.notAMember, "a Welcome for \(name), who is not a member of \(conversation.name)")
+        }
+    }
+
+    /// The fetch script's result.
+    func fetched(_ result: Fetched) -> Next {
+        guard case .fetch(let conversation, _) = request else { return .refuse(.internal, "commits fetched for no fetch") }
+        switch result {
+        case .notAMember: return .refuse(.notAMember, "you are not a member of \(conversation.name)")
+        case .noSuchGroup: return .refuse(.noSuchGroup, "no such group: \(conversation.name)")
+        case .page(let current, let welcome, let commits, let more):
+            var page = Simp_CommitPage()
+            page.conversation = conversation.name
+            page.epoch = current
+            page.commits = commits.compactMap { try? Simp_StoredCommit(serializedBytes: $0) }
+            if let welcome, let colon = welcome.firstIndex(of: UInt8(ascii: ":")),
+               let entry = try? Simp_StoredWelcome(serializedBytes: Array(welcome[(colon + 1)...])) {
+                page.welcome = entry
+            }
+            page.more = more
+            return .answer(.commitPage(page))
+        }
+    }
+}

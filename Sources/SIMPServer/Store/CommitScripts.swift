@@ -1,0 +1,78 @@
+import SIMPRedis
+
+/// The commit order's scripts (docs/E2EE.md, Part 3; `CommitFlow`). Every key is one
+/// conversation's (`Keys.commitEpoch`, `commits`, `welcomes`, and a group's members): one slot.
+extension Scripts {
+    /// Stores a commit if it was made on the conversation's current epoch, and its Welcomes with
+    /// it. KEYS: epoch, commits, Welcomes, a group's members (for a one-to-one conversation a
+    /// key of its slot that is never written). ARGV: the submitting user, the commit's epoch, the
+    /// `StoredCommit`, how many commits to keep, "1" for a group, then per Welcome its user, its
+    /// field and its value. Returns {0, the new epoch}, {-1, the current epoch} (another commit
+    /// won this epoch, or the epoch is ahead), {-2} (the submitter is not a member), {-3} (no
+    /// such group), {-4, USER} (a Welcome's user is not a member): only the first stores anything.
+    static let submitCommit = RedisScript("""
+    local group = ARGV[5] == '1'
+    if group then
+      if redis.call('EXISTS', KEYS[4]) == 0 then return {-3} end
+      if not redis.call('HGET', KEYS[4], ARGV[1]) then return {-2} end
+    end
+    local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+    if tonumber(ARGV[2]) ~= current then return {-1, current} end
+    if group then
+      for i = 6, #ARGV, 3 do
+        if not redis.call('HGET', KEYS[4], ARGV[i]) then return {-4, ARGV[i]} end
+      end
+    end
+    redis.call('HSET', KEYS[2], current, ARGV[3])
+    redis.call('SET', KEYS[1], current + 1)
+    local old = current - tonumber(ARGV[4])
+    if old >= 0 then redis.call('HDEL', KEYS[2], old) end
+    for i = 6, #ARGV, 3 do redis.call('HSET', KEYS[3], ARGV[i + 1], ARGV[i + 2]) end
+    return {0, current + 1}
+    """)
+
+    /// A page of a conversation's commits. KEYS: epoch, commits, Welcomes, a group's members (as
+    /// in `submitCommit`). ARGV: the asking user, its Welcome's field, the epoch to start at, the
+    /// most commits, the most bytes (at least one commit is given), "1" for a group, how many
+    /// commits are kept (a start before them starts at the oldest kept). When the device has a
+    /// Welcome into an epoch at or after the start, the page starts at its epoch.
+    /// Returns {0, current epoch, the Welcome or '', 1 if more follow, commits...}, {-2} (not a
+    /// member), {-3} (no such group).
+    static let fetchCommits = RedisScript("""
+    if ARGV[6] == '1' then
+      if redis.call('EXISTS', KEYS[4]) == 0 then return {-3} end
+      if not redis.call('HGET', KEYS[4], ARGV[1]) then return {-2} end
+    end
+    local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+    local from = math.max(tonumber(ARGV[3]), current - tonumber(ARGV[7]))
+    local budget = tonumber(ARGV[5])
+    local welcome = redis.call('HGET', KEYS[3], ARGV[2])
+    local given = ''
+    if welcome then
+      local colon = string.find(welcome, ':', 1, true)
+      local epoch = colon and tonumber(string.sub(welcome, 1, colon - 1))
+      if epoch and epoch >= from then
+        from = epoch
+        given = welcome
+        budget = budget - #welcome
+      end
+    end
+    local out = {0, current, given, 0}
+    local epoch = from
+    while epoch < current do
+      local commit = redis.call('HGET', KEYS[2], epoch)
+      if commit then
+        if #out - 4 >= tonumber(ARGV[4]) or (#out > 4 and #commit > budget) then
+          out[4] = 1
+          break
+        end
+        budget = budget - #commit
+        table.insert(out, commit)
+      else
+        break
+      end
+      epoch = epoch + 1
+    end
+    return out
+    """)
+}

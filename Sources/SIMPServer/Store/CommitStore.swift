@@ -1,0 +1,76 @@
+import NIOCore
+import SIMPCore
+import SIMPRedis
+
+/// The commit order in Redis (`CommitScripts.swift`, `CommitFlow`).
+extension MessageStore {
+    /// The conversation's keys, and a group's members (for a one-to-one conversation a key of
+    /// its slot that no script writes, so every key is in one slot).
+    private func commitKeys(_ conversation: CommitConversation) -> [any RedisArgument] {
+        let members: String = switch conversation {
+        case .group(let group): keys.groupMembers(group)
+        case .direct: keys.of(conversation.tag, "members")
+        }
+        return [keys.commitEpoch(conversation), keys.commits(conversation), keys.welcomes(conversation), members]
+    }
+
+    private static func isGroup(_ conversation: CommitConversation) -> String {
+        if case .group = conversation { "1" } else { "0" }
+    }
+
+    /// Whether `device` of `user` has a device certificate, and whether `peer` exists (true
+    /// when there is none to check): one pipeline, a command per slot.
+    func commitSubmitter(user: String, device: String, peer: String?, on loop: any EventLoop) -> EventLoopFuture<CommitFlow.Submitter> {
+        let reads = [RedisCommand("HEXISTS", [keys.deviceCertificates(user), device])]
+            + (peer.map { [RedisCommand("EXISTS", [keys.user($0)])] } ?? [])
+        return redis.run(reads, on: loop).flatMapThrowing { replies in
+            guard replies.count == reads.count else { throw RedisError(.protocolViolation, "commit read returned \(replies.count) replies") }
+            return CommitFlow.Submitter(certified: try replies[0].checked().int == 1,
+                                        peerExists: peer == nil ? true : try replies[1].checked().int == 1)
+        }
+    }
+
+    func storeCommit(_ conversation: CommitConversation, user: String, epoch: UInt64, entry: [UInt8], welcomes: [CommitFlow.KeptWelcome],
+                     kept: Int, on loop: any EventLoop) -> EventLoopFuture<CommitFlow.Stored> {
+        var args: [any RedisArgument] = [user, "\(epoch)", entry, kept, Self.isGroup(conversation)]
+        for welcome in welcomes {
+            args.append(welcome.user)
+            args.append(welcome.field)
+            args.append(welcome.value)
+        }
+        let command = RedisCommand.script(Scripts.submitCommit, keys: commitKeys(conversation), args: args)
+        return redis.run([command], on: loop).flatMapThrowing { replies in
+            let parts = try replies[0].checked().array ?? []
+            guard let status = parts.first?.int else { throw RedisError(.protocolViolation, "commit script returned \(replies[0])") }
+            switch status {
+            case 0: return .stored(epoch: UInt64(clamping: parts.count > 1 ? parts[1].int ?? 0 : 0))
+            case -1: return .conflict(current: UInt64(clamping: parts.count > 1 ? parts[1].int ?? 0 : 0))
+            case -2: return .notAMember
+            case -3: return .noSuchGroup
+            case -4: return .welcomeToNonMember(parts.count > 1 ? parts[1].string ?? "" : "")
+            default: throw RedisError(.protocolViolation, "commit script returned status \(status)")
+            }
+        }
+    }
+
+    func fetchCommits(_ conversation: CommitConversation, user: String, welcomeField: String, fromEpoch: UInt64, maxCommits: Int,
+                      budget: Int, kept: Int, on loop: any EventLoop) -> EventLoopFuture<CommitFlow.Fetched> {
+        let args: [any RedisArgument] = [user, welcomeField, "\(fromEpoch)", maxCommits, budget, Self.isGroup(conversation), kept]
+        let command = RedisCommand.script(Scripts.fetchCommits, keys: commitKeys(conversation), args: args)
+        return redis.run([command], on: loop).flatMapThrowing { replies in
+            let parts = try replies[0].checked().array ?? []
+            guard let status = parts.first?.int else { throw RedisError(.protocolViolation, "commit fetch script returned \(replies[0])") }
+            switch status {
+            case -2: return .notAMember
+            case -3: return .noSuchGroup
+            default:
+                guard status == 0, parts.count >= 4, let current = parts[1].int else {
+                    throw RedisError(.protocolViolation, "commit fetch script returned \(parts.count) parts")
+                }
+                let welcome = parts[2].bytes.flatMap { $0.isEmpty ? nil : $0 }
+                return .page(current: UInt64(clamping: current), welcome: welcome, commits: parts[4...].compactMap(\.bytes),
+                             more: parts[3].int == 1)
+            }
+        }
+    }
+}
