@@ -1,0 +1,97 @@
+import NIOCore
+import NIOPosix
+import SIMPCore
+import SIMPRedis
+import SIMPTestSupport
+import Testing
+@testable import SIMPServer
+
+/// The commit order's scripts on a real Redis (`CommitScripts.swift`): pages bounded by count
+/// and bytes, the commits kept, a device's Welcome and where a page starts, a group's members.
+@Suite(.serialized) struct CommitScriptTests {
+    let loop = MultiThreadedEventLoopGroup.singleton.next()
+    let pair = CommitConversation.direct(user: "ann", peer: "ben")
+
+    func setUp(_ redis: RedisServerProcess) -> (RedisPool, MessageStore) {
+        let pool = RedisPool(configuration: RedisConfiguration(port: redis.port))
+        return (pool, MessageStore(redis: pool, settings: StoreSettings()))
+    }
+
+    func store(_ store: MessageStore, _ conversation: CommitConversation, epoch: UInt64, _ bytes: [UInt8], user: String = "ann",
+               welcomes: [CommitFlow.KeptWelcome] = [], kept: Int = CommitRules.keptCommits) async throws -> CommitFlow.Stored {
+        try await store.storeCommit(conversation, user: user, epoch: epoch, entry: bytes, welcomes: welcomes, kept: kept, on: loop).get()
+    }
+
+    func fetch(_ store: MessageStore, _ conversation: CommitConversation, from: UInt64, user: String = "ann", device: String = "phone",
+               maxCommits: Int = CommitRules.maxCommitsPerPage, kept: Int = CommitRules.keptCommits) async throws -> CommitFlow.Fetched {
+        try await store.fetchCommits(conversation, user: user, welcomeField: CommitRules.welcomeField(user: user, device: device), fromEpoch: from,
+                                     maxCommits: maxCommits, budget: CommitRules.pageBudget, kept: kept, on: loop).get()
+    }
+
+    @Test func theFirstCommitForAnEpochWinsAndPagesAreBoundedByCountAndBytes() async throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (pool, messages) = setUp(redis)
+        for epoch in UInt64(0)..<70 { #expect(try await store(messages, pair, epoch: epoch, [UInt8(epoch)]) == .stored(epoch: epoch + 1)) }
+        #expect(try await store(messages, pair, epoch: 69, [1]) == .conflict(current: 70))
+        #expect(try await store(messages, pair, epoch: 71, [1]) == .conflict(current: 70))
+        guard case .page(70, nil, let first, true) = try await fetch(messages, pair, from: 0) else { Issue.record("no first page"); return }
+        #expect(first == (0..<64).map { [UInt8($0)] })
+        #expect(try await fetch(messages, pair, from: 64) == .page(current: 70, welcome: nil, commits: (64..<70).map { [UInt8($0)] }, more: false))
+        #expect(try await fetch(messages, pair, from: 70) == .page(current: 70, welcome: nil, commits: [], more: false))
+        #expect(try await fetch(messages, pair, from: 500) == .page(current: 70, welcome: nil, commits: [], more: false))
+
+        // Bytes: 16,000-byte commits, three to a page of 61,440; a page holds one however large.
+        let big = CommitConversation.group("big")
+        _ = try await pool.run(RedisCommand("HSET", [messages.keys.groupMembers("big"), "ann", "owner"]))
+        for epoch in UInt64(0)..<5 { _ = try await store(messages, big, epoch: epoch, [UInt8](repeating: UInt8(epoch), count: 16_000)) }
+        guard case .page(5, nil, let three, true) = try await fetch(messages, big, from: 0) else { Issue.record("no page"); return }
+        #expect(three.map(\.first) == [0, 1, 2])
+        _ = try await store(messages, big, epoch: 5, [UInt8](repeating: 5, count: CommitRules.pageBudget + 1))
+        guard case .page(6, nil, let one, false) = try await fetch(messages, big, from: 5) else { Issue.record("no page"); return }
+        #expect(one.count == 1)
+        await pool.shutdown()
+    }
+
+    @Test func onlyTheLastCommitsAreKeptAndAFetchStartsAtTheOldest() async throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (pool, messages) = setUp(redis)
+        for epoch in UInt64(0)..<5 { _ = try await store(messages, pair, epoch: epoch, [UInt8(epoch)], kept: 3) }
+        #expect(try await pool.run(RedisCommand("HLEN", [messages.keys.commits(pair)])).int == 3)
+        #expect(try await fetch(messages, pair, from: 0, kept: 3) == .page(current: 5, welcome: nil, commits: [[2], [3], [4]], more: false))
+        await pool.shutdown()
+    }
+
+    @Test func aDevicesWelcomeStartsItsPageAndAGroupsMembersAreChecked() async throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (pool, messages) = setUp(redis)
+        let team = CommitConversation.group("team")
+        #expect(try await store(messages, team, epoch: 0, [1]) == .noSuchGroup)
+        #expect(try await fetch(messages, team, from: 0) == .noSuchGroup)
+        _ = try await pool.run(RedisCommand("HSET", [messages.keys.groupMembers("team"), "ann", "owner", "ben", "member"]))
+        #expect(try await store(messages, team, epoch: 0, [1], user: "cat") == .notAMember)
+        #expect(try await fetch(messages, team, from: 0, user: "cat") == .notAMember)
+        let toCat = CommitFlow.KeptWelcome(user: "cat", field: "cat/phone", value: Array("1:w".utf8))
+        #expect(try await store(messages, team, epoch: 0, [1], welcomes: [toCat]) == .welcomeToNonMember("cat"))
+        #expect(try await pool.run(RedisCommand("EXISTS", [messages.keys.commits(team), messages.keys.welcomes(team)])).int == 0,
+                "a refused commit stores nothing")
+
+        let toBen = CommitFlow.KeptWelcome(user: "ben", field: "ben/desk", value: Array("1:first".utf8))
+        #expect(try await store(messages, team, epoch: 0, [10], welcomes: [toBen]) == .stored(epoch: 1))
+        #expect(try await store(messages, team, epoch: 1, [11], user: "ben") == .stored(epoch: 2))
+        #expect(try await store(messages, team, epoch: 2, [12]) == .stored(epoch: 3))
+        // ben's desk joins at 1: a page from 0 (or 1) starts at its Welcome; from 2 it is past it.
+        #expect(try await fetch(messages, team, from: 0, user: "ben", device: "desk")
+            == .page(current: 3, welcome: Array("1:first".utf8), commits: [[11], [12]], more: false))
+        #expect(try await fetch(messages, team, from: 2, user: "ben", device: "desk") == .page(current: 3, welcome: nil, commits: [[12]], more: false))
+        #expect(try await fetch(messages, team, from: 0, user: "ben", device: "tablet")
+            == .page(current: 3, welcome: nil, commits: [[10], [11], [12]], more: false))
+        // A later Welcome replaces it.
+        let again = CommitFlow.KeptWelcome(user: "ben", field: "ben/desk", value: Array("4:second".utf8))
+        #expect(try await store(messages, team, epoch: 3, [13], welcomes: [again]) == .stored(epoch: 4))
+        #expect(try await fetch(messages, team, from: 2, user: "ben", device: "desk") == .page(current: 4, welcome: Array("4:second".utf8), commits: [], more: false))
+        await pool.shutdown()
+    }
+}
