@@ -135,10 +135,27 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             _ = UserName.isValid(request.user)
         case .login(let request):
             _ = UserName.isValid(request.user)
+        case .submitCommit(let request):
+            checkConversation(request.conversation)
+            for welcome in request.welcomes { _ = UserName.isValid(welcome.user) && DeviceName.isValid(welcome.device) }
+        case .fetchCommits(let request):
+            checkConversation(request.conversation)
         default:
             break
         }
         _ = envelope.textFormatString()
+    }
+
+    /// A commit request's conversation (`CommitConversation`): what parses names itself back,
+    /// and its Redis hash tag holds no brace (a brace would move its keys to another slot) and
+    /// is the same from the other side of a one-to-one conversation.
+    private static func checkConversation(_ name: String) {
+        guard let conversation = CommitConversation(name, asker: "asker") else { return }
+        precondition(CommitConversation(conversation.name, asker: "asker") == conversation, "a conversation does not name itself back")
+        precondition(!conversation.tag.contains("{") && !conversation.tag.contains("}"), "a hash tag with a brace: \(conversation.tag)")
+        if case .direct(let user, let peer) = conversation {
+            precondition(CommitConversation(user, asker: peer)?.tag == conversation.tag, "the two sides' tags differ")
+        }
     }
 
     static let signer = TokenSigner(secret: [UInt8](repeating: 9, count: 32))
