@@ -186,6 +186,10 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
+        // Examples/: small programs that embed SIMPClient as an application would (issue 47), built
+        // with the package so the tests run them against a real server (ExampleProgramTests).
+        .executableTarget(name: "simp-example-bot", dependencies: ["SIMPClient"], path: "Examples/EchoBot"),
+        .executableTarget(name: "simp-example-chat", dependencies: ["SIMPClient"], path: "Examples/Chat"),
         .testTarget(name: "SIMPChaosTests", dependencies: ["SIMPChaos"]),
         // MLS (RFC 9420), pure: no I/O, no clock, randomness passed in; only swift-crypto (issue 42).
         .target(name: "SIMPMLS", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),

@@ -85,6 +85,8 @@ fi
 # A build plan the Benchmarks package left in .build (an interrupted run) is not reused.
 scripts/forget-build-plan.sh debug
 swift build --build-tests
+# SIMPClient's DocC catalog: every link to a symbol or an article resolves (a few seconds).
+scripts/docs.sh
 # The second build at the lowest CPU priority while the tests below run: they wait on sockets
 # and child processes most of the time, and the build takes only the CPU they leave idle.
 second_log=$(mktemp)

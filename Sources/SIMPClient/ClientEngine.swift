@@ -279,6 +279,15 @@ struct ClientEngine {
 
     /// The one entry: what `input` at `now` asks the driver to do.
     mutating func handle(_ input: Input, at now: Moment) -> [Action] {
+        var out: [Action] = []
+        handle(input, at: now, into: &out)
+        return out
+    }
+
+    /// `handle(_:at:)` appending to the caller's array, so that a driver can reuse one.
+    mutating func handle(_ input: Input, at now: Moment, into out: inout [Action]) {
+        swap(&actions, &out)
+        defer { swap(&actions, &out) }
         switch input {
         case .storeOpened(let saved): storeOpened(saved, now: now)
         case .connectRequested(let user, let password, let token): connectRequested(user: user, password: password, token: token, now: now)
@@ -312,8 +321,6 @@ struct ClientEngine {
         case .historyWritten(let result): historyWritten(result)
         case .track(let id): statuses.track(id)
         }
-        defer { actions.removeAll(keepingCapacity: true) }
-        return actions
     }
 
     // MARK: shared

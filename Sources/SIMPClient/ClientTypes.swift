@@ -345,7 +345,10 @@ public enum ClientEvent: Sendable, Equatable {
     /// when the server refused it (nil when the client gave up: disconnected, withdrawn).
     /// `MessageStatus.failure` (`SIMPClient.sendTracked`) says the same with the library's `ErrorCode`.
     case failed(id: String, to: String, reason: String, code: Simp_ErrorCode? = nil)
-    case message(IncomingMessage)
+    /// Indirect: a message is several times larger than any other event, and every event is
+    /// copied along its way (engine, action, handler, each stream); boxed, the small events
+    /// that come for every message sent (accepted, delivered) copy a third of the bytes.
+    indirect case message(IncomingMessage)
     /// A message handed over early (`seq` 0) was not stored and will not come again; its
     /// sender was told it failed, for the same reason.
     case retracted(id: String, from: String, reason: String)
