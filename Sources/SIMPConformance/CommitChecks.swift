@@ -70,9 +70,9 @@ extension Conformance {
     /// Made-up commit bytes: the server does not read them.
     private static func commitBytes() -> [UInt8] { (0..<64).map { _ in UInt8.random(in: 0...255) } }
 
-    /// The one-to-one conversation's epoch now (a page asked from past any epoch holds none).
+    /// The one-to-one conversation's epoch now (a page asked from the highest epoch holds none).
     private static func currentEpoch(_ peer: RawPeer, _ other: String, id: UInt64) throws -> UInt64 {
-        let reply = try peer.request(id, .fetchCommits(.with { $0.conversation = other; $0.fromEpoch = UInt64(Int64.max) }))
+        let reply = try peer.request(id, .fetchCommits(.with { $0.conversation = other; $0.fromEpoch = CommitRules.maxEpoch }))
         guard case .commitPage(let page)? = reply?.body else { throw ConformanceFailure("fetchCommits: \(describe(reply))") }
         return page.epoch
     }

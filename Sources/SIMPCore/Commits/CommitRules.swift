@@ -53,6 +53,10 @@ public enum CommitRules {
     /// history page: the frame limit less 4,096).
     public static let maxCommitsPerPage = 64
     public static let pageBudget = 61_440
+    /// The highest epoch a conversation reaches (2^53 - 1): a commit is made on an epoch below
+    /// it, a fetch starts at most at it (`BAD_REQUEST`). The store's scripts count epochs in Lua
+    /// numbers (doubles), exact to 2^53, and the server adds 1 to a commit's epoch.
+    public static let maxEpoch: UInt64 = (1 << 53) - 1
 
     /// The field a device's Welcome is kept under: "USER/DEVICE".
     public static func welcomeField(user: String, device: String) -> String { "\(user)/\(device)" }

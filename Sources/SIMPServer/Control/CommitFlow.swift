@@ -12,17 +12,9 @@ import SIMPCore
 /// first: a device revoked between the read and the store still gets its commit in; its peers
 /// refuse it, as they check every committer's leaf against the certificates themselves).
 struct CommitFlow: Sendable {
-    enum Request: Sendable, Equatable {
-        case submit(CommitConversation, epoch: UInt64, commit: [UInt8], welcomes: [Welcome])
-        case fetch(CommitConversation, fromEpoch: UInt64)
-    }
-
-    /// A Welcome as submitted, for one device.
-    struct Welcome: Sendable, Equatable {
-        var user: String
-        var device: String
-        var bytes: [UInt8]
-    }
+    /// The request, checked (`CommitRequest.checking`).
+    typealias Request = CommitRequest
+    typealias Welcome = CommitRequest.Welcome
 
     /// A Welcome as the store keeps it: under "USER/DEVICE", its epoch, ':', then the
     /// `StoredWelcome` (the script reads the epoch without decoding anything).
@@ -88,48 +80,10 @@ struct CommitFlow: Sendable {
         self.nowMillis = nowMillis
     }
 
-    /// The request as the flow takes it, or why it is refused before anything runs: the
-    /// conversation's name, sizes, counts, and (one-to-one) whom a Welcome may go to.
+    /// The request as the flow takes it, or why it is refused before anything runs
+    /// (`CommitRequest.checking`, which the fuzz target runs too).
     static func request(from body: Simp_Envelope.OneOf_Body, user: String) -> Result<Request, FlowRefusal>? {
-        switch body {
-        case .submitCommit(let submit):
-            guard let conversation = CommitConversation(submit.conversation, asker: user) else {
-                return .failure(.init(.badRequest, "not a conversation: \(submit.conversation.prefix(34))"))
-            }
-            if case .direct(_, let peer) = conversation, peer == user {
-                return .failure(.init(.badRequest, "a one-to-one conversation is with another user"))
-            }
-            guard (1...CommitRules.maxCommitBytes).contains(submit.commit.count) else {
-                return .failure(.init(.badRequest, "a commit is 1-\(CommitRules.maxCommitBytes) bytes"))
-            }
-            guard submit.welcomes.count <= CommitRules.maxWelcomes else {
-                return .failure(.init(.badRequest, "at most \(CommitRules.maxWelcomes) Welcomes with one commit"))
-            }
-            var seen = Set<String>()
-            var welcomes: [Welcome] = []
-            for welcome in submit.welcomes {
-                guard UserName.isValid(welcome.user), DeviceName.isValid(welcome.device) else {
-                    return .failure(.init(.badRequest, "a Welcome names a user and a device"))
-                }
-                guard (1...CommitRules.maxWelcomeBytes).contains(welcome.welcome.count) else {
-                    return .failure(.init(.badRequest, "a Welcome is 1-\(CommitRules.maxWelcomeBytes) bytes"))
-                }
-                guard seen.insert(CommitRules.welcomeField(user: welcome.user, device: welcome.device)).inserted else {
-                    return .failure(.init(.badRequest, "two Welcomes for \(welcome.user)/\(welcome.device)"))
-                }
-                if case .direct(_, let peer) = conversation, welcome.user != user, welcome.user != peer {
-                    return .failure(.init(.notAMember, "\(welcome.user) is not in the conversation of \(user) and \(peer)"))
-                }
-                welcomes.append(Welcome(user: welcome.user, device: welcome.device, bytes: Array(welcome.welcome)))
-            }
-            return .success(.submit(conversation, epoch: submit.epoch, commit: Array(submit.commit), welcomes: welcomes))
-        case .fetchCommits(let fetch):
-            guard let conversation = CommitConversation(fetch.conversation, asker: user) else {
-                return .failure(.init(.badRequest, "not a conversation: \(fetch.conversation.prefix(34))"))
-            }
-            return .success(.fetch(conversation, fromEpoch: fetch.fromEpoch))
-        default: return nil
-        }
+        CommitRequest.checking(body, asker: user)?.mapError { FlowRefusal($0.code, $0.reason) }
     }
 
     /// The first step.
@@ -149,6 +103,8 @@ struct CommitFlow: Sendable {
         guard case .submit(let conversation, let epoch, let commit, let welcomes) = request else {
             return .refuse(.internal, "commit read for no submit")
         }
+        // Checked with the request already; a flow made from an unchecked one must not trap either.
+        guard epoch < CommitRules.maxEpoch else { return .refuse(.badRequest, "a commit is made on an epoch below \(CommitRules.maxEpoch)") }
         guard submitter.peerExists else { return .refuse(.unknownUser, "no such user: \(conversation.name)") }
         guard submitter.certified else {
             return .refuse(.deviceNotCertified, "\(device) has no device certificate stored: publish one before committing")

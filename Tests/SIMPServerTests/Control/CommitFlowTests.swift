@@ -72,6 +72,26 @@ import Testing
         #expect(CommitFlow.request(from: .ping(Simp_Ping()), user: "alice") == nil, "not a commit request")
     }
 
+    @Test func anEpochPastWhatTheStoreCountsExactlyIsRefusedNotAddedTo() throws {
+        // UInt64.max + 1 trapped the server; a Lua double counts exactly only to 2^53.
+        let welcome = [("bob", "desk", [UInt8(1)])]
+        #expect(refusal(submit("bob", epoch: .max, welcomes: welcome)) == .badRequest)
+        #expect(refusal(submit("#team", epoch: CommitRules.maxEpoch, welcomes: welcome)) == .badRequest)
+        #expect(refusal(submit("#team", epoch: CommitRules.maxEpoch - 1, welcomes: welcome)) == nil, "the last epoch a commit is made on")
+        #expect(refusal(fetch("bob", from: .max)) == .badRequest)
+        #expect(refusal(fetch("#team", from: CommitRules.maxEpoch + 1)) == .badRequest)
+        #expect(refusal(fetch("#team", from: CommitRules.maxEpoch)) == nil)
+        // A flow made from an unchecked request refuses too, rather than trap on epoch + 1.
+        let unchecked = CommitFlow(.submit(.group("team"), epoch: .max, commit: [1], welcomes: [.init(user: "bob", device: "desk", bytes: [1])]),
+                                   user: "alice", device: "phone", nowMillis: now)
+        guard case .refuse(.badRequest, _) = unchecked.checked(.init(certified: true, peerExists: true)) else {
+            Issue.record("not BAD_REQUEST"); return
+        }
+        let last = try makeFlow(submit("#team", epoch: CommitRules.maxEpoch - 1, welcomes: welcome))
+        guard case .store(_, _, _, _, let kept, _) = last.checked(.init(certified: true, peerExists: true)) else { Issue.record("no store"); return }
+        #expect(kept.first?.value.starts(with: Array("\(CommitRules.maxEpoch):".utf8)) == true)
+    }
+
     // MARK: a submit
 
     @Test func aSubmitReadsTheDeviceAndThePeerThenStoresWithItsWelcomes() throws {

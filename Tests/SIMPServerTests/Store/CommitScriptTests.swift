@@ -53,6 +53,21 @@ import Testing
         await pool.shutdown()
     }
 
+    @Test func theLastEpochsAreCountedExactly() async throws {
+        // The scripts count in Lua doubles: exact up to CommitRules.maxEpoch, which no request passes.
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (pool, messages) = setUp(redis)
+        let last = CommitRules.maxEpoch - 1
+        _ = try await pool.run(RedisCommand("SET", [messages.keys.commitEpoch(pair), "\(last - 1)"]))
+        #expect(try await store(messages, pair, epoch: last - 1, [1]) == .stored(epoch: last))
+        #expect(try await store(messages, pair, epoch: last, [2]) == .stored(epoch: CommitRules.maxEpoch))
+        #expect(try await store(messages, pair, epoch: last, [3]) == .conflict(current: CommitRules.maxEpoch))
+        #expect(try await fetch(messages, pair, from: last - 1) == .page(current: CommitRules.maxEpoch, welcome: nil, commits: [[1], [2]], more: false))
+        #expect(try await pool.run(RedisCommand("GET", [messages.keys.commitEpoch(pair)])).string == "\(CommitRules.maxEpoch)")
+        await pool.shutdown()
+    }
+
     @Test func onlyTheLastCommitsAreKeptAndAFetchStartsAtTheOldest() async throws {
         let redis = try RedisServerProcess()
         defer { redis.stop() }
