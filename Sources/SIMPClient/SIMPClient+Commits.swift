@@ -47,8 +47,8 @@ public struct CommitPage: Sendable, Equatable {
     public var epoch: UInt64
     /// Consecutive epochs, oldest first.
     public var commits: [StoredCommit]
-    /// This device's Welcome, when the page starts at it (the device was added at or after the
-    /// epoch asked from): join with it, then process `commits`.
+    /// This device's Welcome, for a fetch with `join` when the device has one (the page then
+    /// starts at its epoch): join with it, then process `commits`.
     public var welcome: StoredWelcome?
     /// More commits follow: fetch again from the epoch after the last one here.
     public var more: Bool
@@ -81,11 +81,14 @@ extension SIMPClient {
     }
 
     /// `conversation`'s commits from `fromEpoch` on, in order (a page: `more` says whether to
-    /// ask again), or from this device's Welcome when it has one into a later epoch.
-    public func fetchCommits(in conversation: String, fromEpoch: UInt64) async throws(ClientError) -> CommitPage {
+    /// ask again). `join`: this device has no state for the conversation yet: the page carries
+    /// its Welcome, when it has one, and starts at the Welcome's epoch (`fromEpoch` is then not
+    /// read). Without it no commit is skipped and no Welcome given.
+    public func fetchCommits(in conversation: String, fromEpoch: UInt64, join: Bool = false) async throws(ClientError) -> CommitPage {
         var fetch = Simp_FetchCommits()
         fetch.conversation = conversation
         fetch.fromEpoch = fromEpoch
+        fetch.join = join
         return try await ask(.fetchCommits(fetch), "a commit fetch") { body in
             guard case .commitPage(let page)? = body else { return nil }
             return CommitPage(

@@ -47,7 +47,7 @@ extension Conformance {
 
             let joiner = try target.peer()
             _ = try joiner.login(other, otherPassword)
-            let reply = try joiner.request(2, .fetchCommits(.with { $0.conversation = user; $0.fromEpoch = epoch }))
+            let reply = try joiner.request(2, .fetchCommits(.with { $0.conversation = user; $0.fromEpoch = epoch; $0.join = true }))
             guard case .commitPage(let page)? = reply?.body else { throw ConformanceFailure("fetchCommits: \(describe(reply))") }
             try expect(page.hasWelcome && page.welcome.welcome == Data(winning) && page.welcome.epoch == epoch + 1,
                        "the Welcome handed out is not the winning commit's, into epoch \(epoch + 1)")

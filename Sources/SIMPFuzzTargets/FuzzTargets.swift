@@ -175,7 +175,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             precondition(welcomes.count <= CommitRules.maxWelcomes, "\(welcomes.count) Welcomes taken")
             precondition(Set(welcomes.map { CommitRules.welcomeField(user: $0.user, device: $0.device) }).count == welcomes.count,
                          "two Welcomes for one device taken")
-        case .success(.fetch(_, let from)):
+        case .success(.fetch(_, let from, _)):
             precondition(from <= CommitRules.maxEpoch, "a fetch's epoch past the bound: \(from)")
         }
     }

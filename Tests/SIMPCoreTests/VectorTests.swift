@@ -147,7 +147,7 @@ import Testing
             ("error (commit conflict)", Simp_Envelope(requestID: 18, .error(.with {
                 $0.code = .commitConflict; $0.reason = "epoch 4 is committed already: #team is at epoch 5; fetch its commits and commit again on it"
             }))),
-            ("fetchCommits", Simp_Envelope(requestID: 19, .fetchCommits(.with { $0.conversation = "alice"; $0.fromEpoch = 0 }))),
+            ("fetchCommits (join)", Simp_Envelope(requestID: 19, .fetchCommits(.with { $0.conversation = "alice"; $0.fromEpoch = 0; $0.join = true }))),
             ("commitPage", Simp_Envelope(requestID: 19, .commitPage(.with {
                 $0.conversation = "alice"; $0.epoch = 2
                 $0.commits = [.with {

@@ -83,7 +83,7 @@ import Testing
         #expect(try await phone.client.submitCommit(try addLaptop.message.mlsEncoded(), to: "#team", epoch: 0,
                                                     welcomes: try Self.welcome(addLaptop, for: "alice", "laptop")) == 1)
         phoneGroup = addLaptop.group
-        let laptopPage = try await laptop.client.fetchCommits(in: "#team", fromEpoch: 0)
+        let laptopPage = try await laptop.client.fetchCommits(in: "#team", fromEpoch: 0, join: true)
         guard case .welcome(let laptopWelcome) = try MLSMessage(mlsDecoding: try #require(laptopPage.welcome).welcome) else {
             Issue.record("no Welcome for the laptop"); return
         }
@@ -127,7 +127,7 @@ import Testing
         }
 
         // bob's desk joins with the Welcome of the commit that was stored, and catches up from it.
-        let deskPage = try await desk.client.fetchCommits(in: "#team", fromEpoch: 0)
+        let deskPage = try await desk.client.fetchCommits(in: "#team", fromEpoch: 0, join: true)
         let deskWelcome = try #require(deskPage.welcome)
         #expect(deskWelcome.welcome != phoneWelcomes.first?.welcome || phoneWon, "never the losing commit's Welcome")
         guard case .welcome(let welcome) = try MLSMessage(mlsDecoding: deskWelcome.welcome) else { Issue.record("not a Welcome"); return }

@@ -88,11 +88,13 @@ import Testing
         #expect(try await losingDevice.submitCommit(commits[loser], to: "#team", epoch: 1) == 2)
 
         // bob's desk gets the winner's Welcome, never the loser's, and the commits after it.
-        let joined = try await desk.fetchCommits(in: "#team", fromEpoch: 0)
+        let joined = try await desk.fetchCommits(in: "#team", fromEpoch: 0, join: true)
         #expect(joined.welcome?.welcome == welcomes[winner] && joined.welcome?.epoch == 1)
         #expect(joined.welcome?.welcome != welcomes[loser])
         #expect(joined.commits.map(\.epoch) == [1] && joined.commits.map(\.commit) == [commits[loser]])
-        #expect(try await tablet.fetchCommits(in: "#team", fromEpoch: 0).welcome == nil, "a Welcome is its device's only")
+        #expect(try await tablet.fetchCommits(in: "#team", fromEpoch: 0, join: true).welcome == nil, "a Welcome is its device's only")
+        let member = try await desk.fetchCommits(in: "#team", fromEpoch: 0)
+        #expect(member.welcome == nil && member.commits.map(\.epoch) == [0, 1], "without join: every commit from the epoch asked, no Welcome")
 
         // More commits; a device catches up from epoch 2 through them in order.
         var later: [[UInt8]] = []
@@ -132,7 +134,7 @@ import Testing
         let welcome = Self.random(400)
         #expect(try await phone.submitCommit([1, 1], to: "bob", epoch: 0, welcomes: [CommitWelcome(user: "bob", device: "desk", welcome: welcome)]) == 1)
         // bob names the conversation by alice: the same order.
-        let page = try await desk.fetchCommits(in: "alice", fromEpoch: 0)
+        let page = try await desk.fetchCommits(in: "alice", fromEpoch: 0, join: true)
         #expect(page.conversation == "alice" && page.epoch == 1 && page.welcome?.welcome == welcome && page.welcome?.fromUser == "alice")
         #expect(page.commits.isEmpty, "the Welcome joins at epoch 1: nothing before it to process")
         await expectCode(.commitConflict) { try await desk.submitCommit([2], to: "alice", epoch: 0) }

@@ -3,7 +3,8 @@
 /// whom a Welcome may go to. Pure, so the fuzz target checks the very function the server runs.
 public enum CommitRequest: Sendable, Equatable {
     case submit(CommitConversation, epoch: UInt64, commit: [UInt8], welcomes: [Welcome])
-    case fetch(CommitConversation, fromEpoch: UInt64)
+    /// `join`: the device has no state for the conversation and asks for its Welcome.
+    case fetch(CommitConversation, fromEpoch: UInt64, join: Bool)
 
     /// A Welcome as submitted, for one device.
     public struct Welcome: Sendable, Equatable {
@@ -75,7 +76,7 @@ public enum CommitRequest: Sendable, Equatable {
             guard fetch.fromEpoch <= CommitRules.maxEpoch else {
                 return .failure(.init(.badRequest, "no conversation reaches an epoch above \(CommitRules.maxEpoch)"))
             }
-            return .success(.fetch(conversation, fromEpoch: fetch.fromEpoch))
+            return .success(.fetch(conversation, fromEpoch: fetch.fromEpoch, join: fetch.join))
         default: return nil
         }
     }

@@ -1551,8 +1551,8 @@ public nonisolated struct Simp_CommitStored: Sendable {
 }
 
 /// The conversation's commits from `fromEpoch` on, in order, answered with CommitPage (members
-/// only: NOT_A_MEMBER, NO_SUCH_GROUP). When the asking device has a Welcome into an epoch at or
-/// after `fromEpoch`, the page carries it and starts at its epoch.
+/// only: NOT_A_MEMBER, NO_SUCH_GROUP). A page never skips a commit: it starts at `fromEpoch` (or
+/// the oldest kept), unless `join` is set and the asking device has a Welcome.
 public nonisolated struct Simp_FetchCommits: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -1560,7 +1560,11 @@ public nonisolated struct Simp_FetchCommits: Sendable {
 
   public var conversation: String = String()
 
+  /// at most 2^53 - 1
   public var fromEpoch: UInt64 = 0
+
+  /// the device has no state for the conversation: the page carries its Welcome and starts at its epoch
+  public var join: Bool = false
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1624,7 +1628,7 @@ public nonisolated struct Simp_CommitPage: Sendable {
   /// consecutive epochs, oldest first
   public var commits: [Simp_StoredCommit] = []
 
-  /// set when the page starts at this device's Welcome
+  /// set for a fetch with `join` when this device has a Welcome: the page starts at its epoch
   public var welcome: Simp_StoredWelcome {
     get {_welcome ?? Simp_StoredWelcome()}
     set {_welcome = newValue}
@@ -4239,7 +4243,7 @@ nonisolated extension Simp_CommitStored: SwiftProtobuf.Message, SwiftProtobuf._M
 
 nonisolated extension Simp_FetchCommits: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".FetchCommits"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}conversation\0\u{1}fromEpoch\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}conversation\0\u{1}fromEpoch\0\u{1}join\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -4249,6 +4253,7 @@ nonisolated extension Simp_FetchCommits: SwiftProtobuf.Message, SwiftProtobuf._M
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularStringField(value: &self.conversation) }()
       case 2: try { try decoder.decodeSingularUInt64Field(value: &self.fromEpoch) }()
+      case 3: try { try decoder.decodeSingularBoolField(value: &self.join) }()
       default: break
       }
     }
@@ -4261,12 +4266,16 @@ nonisolated extension Simp_FetchCommits: SwiftProtobuf.Message, SwiftProtobuf._M
     if self.fromEpoch != 0 {
       try visitor.visitSingularUInt64Field(value: self.fromEpoch, fieldNumber: 2)
     }
+    if self.join != false {
+      try visitor.visitSingularBoolField(value: self.join, fieldNumber: 3)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Simp_FetchCommits, rhs: Simp_FetchCommits) -> Bool {
     if lhs.conversation != rhs.conversation {return false}
     if lhs.fromEpoch != rhs.fromEpoch {return false}
+    if lhs.join != rhs.join {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

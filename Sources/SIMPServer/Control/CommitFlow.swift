@@ -40,9 +40,10 @@ struct CommitFlow: Sendable {
         /// Store `entry` as the commit made on `epoch` if that is still the conversation's
         /// epoch, with the Welcomes, keeping the last `kept` commits; comes back as `stored(_:)`.
         case store(CommitConversation, user: String, epoch: UInt64, entry: [UInt8], welcomes: [KeptWelcome], kept: Int)
-        /// Read the commits from `fromEpoch` (or the Welcome under `welcomeField`) among the last
-        /// `kept`; comes back as `fetched(_:)`.
-        case fetch(CommitConversation, user: String, welcomeField: String, fromEpoch: UInt64, maxCommits: Int, budget: Int, kept: Int)
+        /// Read the commits from `fromEpoch` among the last `kept`, or (a join: `welcomeField`
+        /// set) the Welcome under `welcomeField` and the commits from its epoch; comes back as
+        /// `fetched(_:)`.
+        case fetch(CommitConversation, user: String, welcomeField: String?, fromEpoch: UInt64, maxCommits: Int, budget: Int, kept: Int)
         case answer(Simp_Envelope.OneOf_Body)
         case refuse(Simp_ErrorCode, String)
     }
@@ -61,8 +62,8 @@ struct CommitFlow: Sendable {
 
     /// What the fetch script answered.
     enum Fetched: Sendable, Equatable {
-        /// `welcome`, when set, is the kept value (epoch, ':', `StoredWelcome`); `commits` the
-        /// stored `StoredCommit`s, consecutive, oldest first.
+        /// `welcome`, when set (only for a join), is the kept value (epoch, ':', `StoredWelcome`);
+        /// `commits` the stored `StoredCommit`s, consecutive, oldest first.
         case page(current: UInt64, welcome: [UInt8]?, commits: [[UInt8]], more: Bool)
         case notAMember
         case noSuchGroup
@@ -92,8 +93,8 @@ struct CommitFlow: Sendable {
         case .submit(let conversation, _, _, _):
             if case .direct(_, let peer) = conversation { return .readSubmitter(user: user, device: device, peer: peer) }
             return .readSubmitter(user: user, device: device, peer: nil)
-        case .fetch(let conversation, let from):
-            return .fetch(conversation, user: user, welcomeField: CommitRules.welcomeField(user: user, device: device), fromEpoch: from,
+        case .fetch(let conversation, let from, let join):
+            return .fetch(conversation, user: user, welcomeField: join ? CommitRules.welcomeField(user: user, device: device) : nil, fromEpoch: from,
                           maxCommits: CommitRules.maxCommitsPerPage, budget: CommitRules.pageBudget, kept: CommitRules.keptCommits)
         }
     }
@@ -149,7 +150,7 @@ struct CommitFlow: Sendable {
 
     /// The fetch script's result.
     func fetched(_ result: Fetched) -> Next {
-        guard case .fetch(let conversation, _) = request else { return .refuse(.internal, "commits fetched for no fetch") }
+        guard case .fetch(let conversation, _, _) = request else { return .refuse(.internal, "commits fetched for no fetch") }
         switch result {
         case .notAMember: return .refuse(.notAMember, "you are not a member of \(conversation.name)")
         case .noSuchGroup: return .refuse(.noSuchGroup, "no such group: \(conversation.name)")

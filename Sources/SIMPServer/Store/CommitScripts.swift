@@ -32,10 +32,12 @@ extension Scripts {
     """)
 
     /// A page of a conversation's commits. KEYS: epoch, commits, Welcomes, a group's members (as
-    /// in `submitCommit`). ARGV: the asking user, its Welcome's field, the epoch to start at, the
-    /// most commits, the most bytes (at least one commit is given), "1" for a group, how many
-    /// commits are kept (a start before them starts at the oldest kept). When the device has a
-    /// Welcome into an epoch at or after the start, the page starts at its epoch.
+    /// in `submitCommit`). ARGV: the asking user, its device's Welcome field for a join (else
+    /// ''), the epoch to start at, the most commits, the most bytes (at least one commit is
+    /// given), "1" for a group, how many commits are kept (a start before them starts at the
+    /// oldest kept). A page never skips a commit after its start: only a join that finds the
+    /// device's Welcome starts at the Welcome's epoch (a device with no state has nothing before
+    /// it to process).
     /// Returns {0, current epoch, the Welcome or '', 1 if more follow, commits...}, {-2} (not a
     /// member), {-3} (no such group).
     static let fetchCommits = RedisScript("""
@@ -46,13 +48,13 @@ extension Scripts {
     local current = tonumber(redis.call('GET', KEYS[1]) or '0')
     local from = math.max(tonumber(ARGV[3]), current - tonumber(ARGV[7]))
     local budget = tonumber(ARGV[5])
-    local welcome = redis.call('HGET', KEYS[3], ARGV[2])
     local given = ''
+    local welcome = ARGV[2] ~= '' and redis.call('HGET', KEYS[3], ARGV[2])
     if welcome then
       local colon = string.find(welcome, ':', 1, true)
       local epoch = colon and tonumber(string.sub(welcome, 1, colon - 1))
-      if epoch and epoch >= from then
-        from = epoch
+      if epoch then
+        from = math.max(epoch, current - tonumber(ARGV[7]))
         given = welcome
         budget = budget - #welcome
       end

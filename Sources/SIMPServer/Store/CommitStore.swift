@@ -53,9 +53,10 @@ extension MessageStore {
         }
     }
 
-    func fetchCommits(_ conversation: CommitConversation, user: String, welcomeField: String, fromEpoch: UInt64, maxCommits: Int,
+    /// `welcomeField`: set for a join (the device's Welcome is read, and the page starts at it).
+    func fetchCommits(_ conversation: CommitConversation, user: String, welcomeField: String?, fromEpoch: UInt64, maxCommits: Int,
                       budget: Int, kept: Int, on loop: any EventLoop) -> EventLoopFuture<CommitFlow.Fetched> {
-        let args: [any RedisArgument] = [user, welcomeField, "\(fromEpoch)", maxCommits, budget, Self.isGroup(conversation), kept]
+        let args: [any RedisArgument] = [user, welcomeField ?? "", "\(fromEpoch)", maxCommits, budget, Self.isGroup(conversation), kept]
         let command = RedisCommand.script(Scripts.fetchCommits, keys: commitKeys(conversation), args: args)
         return redis.run([command], on: loop).flatMapThrowing { replies in
             let parts = try replies[0].checked().array ?? []

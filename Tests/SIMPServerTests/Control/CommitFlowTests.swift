@@ -29,10 +29,11 @@ import Testing
         return .submitCommit(submit)
     }
 
-    func fetch(_ conversation: String, from: UInt64) -> Simp_Envelope.OneOf_Body {
+    func fetch(_ conversation: String, from: UInt64, join: Bool = false) -> Simp_Envelope.OneOf_Body {
         var fetch = Simp_FetchCommits()
         fetch.conversation = conversation
         fetch.fromEpoch = from
+        fetch.join = join
         return .fetchCommits(fetch)
     }
 
@@ -136,10 +137,14 @@ import Testing
     // MARK: a fetch
 
     @Test func aFetchAsksForTheDevicesWelcomeAndAPageAndAnswersThem() throws {
-        let flow = try makeFlow(fetch("#team", from: 3), user: "bob", device: "desk")
+        let flow = try makeFlow(fetch("#team", from: 3, join: true), user: "bob", device: "desk")
         #expect(flow.start() == .fetch(.group("team"), user: "bob", welcomeField: "bob/desk", fromEpoch: 3,
                                        maxCommits: CommitRules.maxCommitsPerPage, budget: CommitRules.pageBudget,
                                        kept: CommitRules.keptCommits))
+        // Without join no Welcome is read: a Welcome never moves a member's page past a commit.
+        #expect(try makeFlow(fetch("#team", from: 3), user: "bob", device: "desk").start()
+            == .fetch(.group("team"), user: "bob", welcomeField: nil, fromEpoch: 3, maxCommits: CommitRules.maxCommitsPerPage,
+                      budget: CommitRules.pageBudget, kept: CommitRules.keptCommits))
         func commit(_ epoch: UInt64) throws -> [UInt8] {
             var stored = Simp_StoredCommit()
             stored.epoch = epoch

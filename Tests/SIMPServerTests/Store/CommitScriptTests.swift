@@ -23,8 +23,8 @@ import Testing
     }
 
     func fetch(_ store: MessageStore, _ conversation: CommitConversation, from: UInt64, user: String = "ann", device: String = "phone",
-               maxCommits: Int = CommitRules.maxCommitsPerPage, kept: Int = CommitRules.keptCommits) async throws -> CommitFlow.Fetched {
-        try await store.fetchCommits(conversation, user: user, welcomeField: CommitRules.welcomeField(user: user, device: device), fromEpoch: from,
+               join: Bool = false, maxCommits: Int = CommitRules.maxCommitsPerPage, kept: Int = CommitRules.keptCommits) async throws -> CommitFlow.Fetched {
+        try await store.fetchCommits(conversation, user: user, welcomeField: join ? CommitRules.welcomeField(user: user, device: device) : nil, fromEpoch: from,
                                      maxCommits: maxCommits, budget: CommitRules.pageBudget, kept: kept, on: loop).get()
     }
 
@@ -50,6 +50,25 @@ import Testing
         _ = try await store(messages, big, epoch: 5, [UInt8](repeating: 5, count: CommitRules.pageBudget + 1))
         guard case .page(6, nil, let one, false) = try await fetch(messages, big, from: 5) else { Issue.record("no page"); return }
         #expect(one.count == 1)
+        await pool.shutdown()
+    }
+
+    @Test func aWelcomeStagedForAMemberDeviceHidesNoCommitFromIt() async throws {
+        // Any member may send a Welcome to any device of a member: ben's desk, a member at epoch 1,
+        // gets a garbage one into epoch 3. Its fetches from 1 still hold every commit from 1.
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (pool, messages) = setUp(redis)
+        let team = CommitConversation.group("team")
+        _ = try await pool.run(RedisCommand("HSET", [messages.keys.groupMembers("team"), "ann", "owner", "ben", "member"]))
+        #expect(try await store(messages, team, epoch: 0, [10]) == .stored(epoch: 1))
+        #expect(try await store(messages, team, epoch: 1, [11]) == .stored(epoch: 2))
+        let garbage = CommitFlow.KeptWelcome(user: "ben", field: "ben/desk", value: Array("3:garbage".utf8))
+        #expect(try await store(messages, team, epoch: 2, [12], welcomes: [garbage]) == .stored(epoch: 3))
+        #expect(try await store(messages, team, epoch: 3, [13]) == .stored(epoch: 4))
+        #expect(try await fetch(messages, team, from: 1, user: "ben", device: "desk")
+            == .page(current: 4, welcome: nil, commits: [[11], [12], [13]], more: false))
+        #expect(try await fetch(messages, team, from: 3, user: "ben", device: "desk") == .page(current: 4, welcome: nil, commits: [[13]], more: false))
         await pool.shutdown()
     }
 
@@ -97,16 +116,18 @@ import Testing
         #expect(try await store(messages, team, epoch: 0, [10], welcomes: [toBen]) == .stored(epoch: 1))
         #expect(try await store(messages, team, epoch: 1, [11], user: "ben") == .stored(epoch: 2))
         #expect(try await store(messages, team, epoch: 2, [12]) == .stored(epoch: 3))
-        // ben's desk joins at 1: a page from 0 (or 1) starts at its Welcome; from 2 it is past it.
-        #expect(try await fetch(messages, team, from: 0, user: "ben", device: "desk")
+        // ben's desk joins at 1: a join starts at its Welcome, whatever the epoch asked; without
+        // join a page starts at the epoch asked and carries no Welcome.
+        #expect(try await fetch(messages, team, from: 0, user: "ben", device: "desk", join: true)
             == .page(current: 3, welcome: Array("1:first".utf8), commits: [[11], [12]], more: false))
         #expect(try await fetch(messages, team, from: 2, user: "ben", device: "desk") == .page(current: 3, welcome: nil, commits: [[12]], more: false))
-        #expect(try await fetch(messages, team, from: 0, user: "ben", device: "tablet")
-            == .page(current: 3, welcome: nil, commits: [[10], [11], [12]], more: false))
+        #expect(try await fetch(messages, team, from: 0, user: "ben", device: "desk") == .page(current: 3, welcome: nil, commits: [[10], [11], [12]], more: false))
+        #expect(try await fetch(messages, team, from: 0, user: "ben", device: "tablet", join: true)
+            == .page(current: 3, welcome: nil, commits: [[10], [11], [12]], more: false), "no Welcome: from the epoch asked")
         // A later Welcome replaces it.
         let again = CommitFlow.KeptWelcome(user: "ben", field: "ben/desk", value: Array("4:second".utf8))
         #expect(try await store(messages, team, epoch: 3, [13], welcomes: [again]) == .stored(epoch: 4))
-        #expect(try await fetch(messages, team, from: 2, user: "ben", device: "desk") == .page(current: 4, welcome: Array("4:second".utf8), commits: [], more: false))
+        #expect(try await fetch(messages, team, from: 2, user: "ben", device: "desk", join: true) == .page(current: 4, welcome: Array("4:second".utf8), commits: [], more: false))
         await pool.shutdown()
     }
 }
