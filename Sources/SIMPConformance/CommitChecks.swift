@@ -33,8 +33,19 @@ extension Conformance {
             try certify(peer, user: user, identity: identity, deviceKey: Curve25519.Signing.PrivateKey(), id: 3)
             let (other, otherPassword) = try target.account("b")
             let epoch = try currentEpoch(peer, other, id: 4)
+            // A Welcome goes to a certified device: the other account certifies a device "joined"
+            // (its login device, "default", stays uncertified).
+            let joiner = try target.peer()
+            _ = try joiner.login(other, otherPassword)
+            let otherIdentity = Curve25519.Signing.PrivateKey()
+            let published = try joiner.request(5, .publishIdentity(.with { $0.identityKey = otherIdentity.publicKey.rawRepresentation; $0.replace = true }))
+            guard case .ok? = published?.body else { throw ConformanceFailure("publishIdentity: \(describe(published))") }
+            let certificate = try DeviceCertificate.sign(user: other, device: "joined", deviceKey: Array(Curve25519.Signing.PrivateKey().publicKey.rawRepresentation),
+                                                         identity: otherIdentity)
+            let certified = try joiner.request(6, .publishDevice(.with { $0.certificate = certificate }))
+            guard case .ok? = certified?.body else { throw ConformanceFailure("publishDevice: \(describe(certified))") }
             let (won, lost) = (commitBytes(), commitBytes())
-            func welcome(_ bytes: [UInt8]) -> Simp_CommitWelcome { .with { $0.user = other; $0.device = "default"; $0.welcome = Data(bytes) } }
+            func welcome(_ bytes: [UInt8]) -> Simp_CommitWelcome { .with { $0.user = other; $0.device = "joined"; $0.welcome = Data(bytes) } }
             let (winning, losing) = (commitBytes(), commitBytes())
             let stored = try peer.request(5, .submitCommit(.with {
                 $0.conversation = other; $0.epoch = epoch; $0.commit = Data(won); $0.welcomes = [welcome(winning)]
@@ -45,9 +56,9 @@ extension Conformance {
             }))
             try expect(errorCode(refused) == .commitConflict, "the losing commit got \(describe(refused))")
 
-            let joiner = try target.peer()
-            _ = try joiner.login(other, otherPassword)
-            let reply = try joiner.request(2, .fetchCommits(.with { $0.conversation = user; $0.fromEpoch = epoch; $0.join = true }))
+            let joined = try target.peer()
+            _ = try joined.login(other, otherPassword, device: "joined")
+            let reply = try joined.request(2, .fetchCommits(.with { $0.conversation = user; $0.fromEpoch = epoch; $0.join = true }))
             guard case .commitPage(let page)? = reply?.body else { throw ConformanceFailure("fetchCommits: \(describe(reply))") }
             try expect(page.hasWelcome && page.welcome.welcome == Data(winning) && page.welcome.epoch == epoch + 1,
                        "the Welcome handed out is not the winning commit's, into epoch \(epoch + 1)")

@@ -131,6 +131,9 @@ import Testing
         await expectCode(.notAMember) {   // a Welcome for a third user
             try await phone.submitCommit([1], to: "bob", epoch: 0, welcomes: [CommitWelcome(user: "carol", device: "phone", welcome: [1])])
         }
+        await expectCode(.deviceNotCertified) {   // a Welcome for a device with no certificate
+            try await phone.submitCommit([1], to: "bob", epoch: 0, welcomes: [CommitWelcome(user: "bob", device: "ghost", welcome: [1])])
+        }
         let welcome = Self.random(400)
         #expect(try await phone.submitCommit([1, 1], to: "bob", epoch: 0, welcomes: [CommitWelcome(user: "bob", device: "desk", welcome: welcome)]) == 1)
         // bob names the conversation by alice: the same order.

@@ -58,6 +58,11 @@ public enum CommitRules {
     /// numbers (doubles), exact to 2^53, and the server adds 1 to a commit's epoch.
     public static let maxEpoch: UInt64 = (1 << 53) - 1
 
+    /// Welcomes a conversation keeps (one per device): past it the oldest goes, and its device,
+    /// if it had not joined yet, must be added again. A Welcome into an epoch whose commits are
+    /// no longer kept goes anyway (its device could not catch up).
+    public static let maxKeptWelcomes = 2_048
+
     /// The field a device's Welcome is kept under: "USER/DEVICE".
     public static func welcomeField(user: String, device: String) -> String { "\(user)/\(device)" }
 }

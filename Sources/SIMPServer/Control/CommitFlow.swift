@@ -25,18 +25,26 @@ struct CommitFlow: Sendable {
         var value: [UInt8]
     }
 
+    /// A device a Welcome is for.
+    struct Addressee: Sendable, Equatable {
+        var user: String
+        var device: String
+    }
+
     /// What the read before a submit found.
     struct Submitter: Sendable, Equatable {
         /// The submitting device has a device certificate in its user's directory.
         var certified: Bool
         /// For a one-to-one conversation, the other user exists.
         var peerExists: Bool
+        /// The first Welcome's device that has no device certificate in its user's directory.
+        var uncertifiedWelcome: Addressee? = nil
     }
 
     enum Next: Sendable, Equatable {
-        /// Whether `device` of `user` is certified, and whether `peer` (when set) exists; comes
-        /// back as `checked(_:)`.
-        case readSubmitter(user: String, device: String, peer: String?)
+        /// Whether `device` of `user` is certified, whether `peer` (when set) exists, and whether
+        /// each Welcome's device is certified; comes back as `checked(_:)`.
+        case readSubmitter(user: String, device: String, peer: String?, welcomes: [Addressee])
         /// Store `entry` as the commit made on `epoch` if that is still the conversation's
         /// epoch, with the Welcomes, keeping the last `kept` commits; comes back as `stored(_:)`.
         case store(CommitConversation, user: String, epoch: UInt64, entry: [UInt8], welcomes: [KeptWelcome], kept: Int)
@@ -90,9 +98,10 @@ struct CommitFlow: Sendable {
     /// The first step.
     func start() -> Next {
         switch request {
-        case .submit(let conversation, _, _, _):
-            if case .direct(_, let peer) = conversation { return .readSubmitter(user: user, device: device, peer: peer) }
-            return .readSubmitter(user: user, device: device, peer: nil)
+        case .submit(let conversation, _, _, let welcomes):
+            let addressees = welcomes.map { Addressee(user: $0.user, device: $0.device) }
+            if case .direct(_, let peer) = conversation { return .readSubmitter(user: user, device: device, peer: peer, welcomes: addressees) }
+            return .readSubmitter(user: user, device: device, peer: nil, welcomes: addressees)
         case .fetch(let conversation, let from, let join):
             return .fetch(conversation, user: user, welcomeField: join ? CommitRules.welcomeField(user: user, device: device) : nil, fromEpoch: from,
                           maxCommits: CommitRules.maxCommitsPerPage, budget: CommitRules.pageBudget, kept: CommitRules.keptCommits)
@@ -109,6 +118,11 @@ struct CommitFlow: Sendable {
         guard submitter.peerExists else { return .refuse(.unknownUser, "no such user: \(conversation.name)") }
         guard submitter.certified else {
             return .refuse(.deviceNotCertified, "\(device) has no device certificate stored: publish one before committing")
+        }
+        // A device is added with a KeyPackage its certified key signed: a Welcome for any other
+        // device would only take room in the conversation's Welcomes.
+        if let welcome = submitter.uncertifiedWelcome {
+            return .refuse(.deviceNotCertified, "a Welcome for \(welcome.user)/\(welcome.device), which has no device certificate stored")
         }
         var stored = Simp_StoredCommit()
         stored.epoch = epoch

@@ -96,8 +96,8 @@ struct ControlWorker {
         switch next {
         case .answer(let body): return loop.makeSucceededFuture(body)
         case .refuse(let code, let reason): return loop.makeFailedFuture(ServerError(code, reason))
-        case .readSubmitter(let user, let device, let peer):
-            step = store.commitSubmitter(user: user, device: device, peer: peer, on: loop).map { flow.checked($0) }
+        case .readSubmitter(let user, let device, let peer, let welcomes):
+            step = store.commitSubmitter(user: user, device: device, peer: peer, welcomes: welcomes, on: loop).map { flow.checked($0) }
         case .store(let conversation, let user, let epoch, let entry, let welcomes, let kept):
             step = store.storeCommit(conversation, user: user, epoch: epoch, entry: entry, welcomes: welcomes, kept: kept, on: loop)
                 .map { flow.stored($0) }

@@ -32,9 +32,10 @@ enum RequestCost {
     static let perKeyPackage = 2
     static let keyClaim = 8
     /// A commit: a read of the submitter's certificate (and the peer) and a script; each
-    /// Welcome adds a write. A fetch: a script that reads up to a page of commits.
+    /// Welcome adds a read (its device's certificate) and a write. A fetch: a script that reads
+    /// up to a page of commits.
     static let commitSubmit = 4
-    static let perWelcome = 1
+    static let perWelcome = 2
     static let commitFetch = 4
 
     static func of(_ envelope: Simp_Envelope) -> Int {

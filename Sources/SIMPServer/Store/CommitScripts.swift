@@ -5,11 +5,13 @@ import SIMPRedis
 extension Scripts {
     /// Stores a commit if it was made on the conversation's current epoch, and its Welcomes with
     /// it. KEYS: epoch, commits, Welcomes, a group's members (for a one-to-one conversation a
-    /// key of its slot that is never written). ARGV: the submitting user, the commit's epoch, the
-    /// `StoredCommit`, how many commits to keep, "1" for a group, then per Welcome its user, its
-    /// field and its value. Returns {0, the new epoch}, {-1, the current epoch} (another commit
-    /// won this epoch, or the epoch is ahead), {-2} (the submitter is not a member), {-3} (no
-    /// such group), {-4, USER} (a Welcome's user is not a member): only the first stores anything.
+    /// key of its slot that is never written), the Welcomes' epochs. ARGV: the submitting user,
+    /// the commit's epoch, the `StoredCommit`, how many commits to keep, "1" for a group, how many
+    /// Welcomes to keep, then per Welcome its user, its field and its value. Welcomes into an
+    /// epoch whose commits are no longer kept are dropped, then the oldest past the most kept.
+    /// Returns {0, the new epoch}, {-1, the current epoch} (another commit won this epoch, or the
+    /// epoch is ahead), {-2} (the submitter is not a member), {-3} (no such group), {-4, USER} (a
+    /// Welcome's user is not a member): only the first stores anything.
     static let submitCommit = RedisScript("""
     local group = ARGV[5] == '1'
     if group then
@@ -19,16 +21,29 @@ extension Scripts {
     local current = tonumber(redis.call('GET', KEYS[1]) or '0')
     if tonumber(ARGV[2]) ~= current then return {-1, current} end
     if group then
-      for i = 6, #ARGV, 3 do
+      for i = 7, #ARGV, 3 do
         if not redis.call('HGET', KEYS[4], ARGV[i]) then return {-4, ARGV[i]} end
       end
     end
+    local now = current + 1
     redis.call('HSET', KEYS[2], current, ARGV[3])
-    redis.call('SET', KEYS[1], current + 1)
+    redis.call('SET', KEYS[1], now)
     local old = current - tonumber(ARGV[4])
     if old >= 0 then redis.call('HDEL', KEYS[2], old) end
-    for i = 6, #ARGV, 3 do redis.call('HSET', KEYS[3], ARGV[i + 1], ARGV[i + 2]) end
-    return {0, current + 1}
+    for i = 7, #ARGV, 3 do
+      redis.call('HSET', KEYS[3], ARGV[i + 1], ARGV[i + 2])
+      redis.call('ZADD', KEYS[5], now, ARGV[i + 1])
+    end
+    local function drop(fields)
+      if #fields > 0 then
+        redis.call('HDEL', KEYS[3], unpack(fields))
+        redis.call('ZREM', KEYS[5], unpack(fields))
+      end
+    end
+    drop(redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now - tonumber(ARGV[4]) - 1))
+    local over = redis.call('ZCARD', KEYS[5]) - tonumber(ARGV[6])
+    if over > 0 then drop(redis.call('ZRANGE', KEYS[5], 0, over - 1)) end
+    return {0, now}
     """)
 
     /// A page of a conversation's commits. KEYS: epoch, commits, Welcomes, a group's members (as

@@ -11,28 +11,39 @@ extension MessageStore {
         case .group(let group): keys.groupMembers(group)
         case .direct: keys.of(conversation.tag, "members")
         }
-        return [keys.commitEpoch(conversation), keys.commits(conversation), keys.welcomes(conversation), members]
+        return [keys.commitEpoch(conversation), keys.commits(conversation), keys.welcomes(conversation), members,
+                keys.welcomeEpochs(conversation)]
     }
 
     private static func isGroup(_ conversation: CommitConversation) -> String {
         if case .group = conversation { "1" } else { "0" }
     }
 
-    /// Whether `device` of `user` has a device certificate, and whether `peer` exists (true
-    /// when there is none to check): one pipeline, a command per slot.
-    func commitSubmitter(user: String, device: String, peer: String?, on loop: any EventLoop) -> EventLoopFuture<CommitFlow.Submitter> {
+    /// Whether `device` of `user` has a device certificate, whether `peer` exists (true when
+    /// there is none to check), and the first Welcome's device that has none: one pipeline, a
+    /// command per slot.
+    func commitSubmitter(user: String, device: String, peer: String?, welcomes: [CommitFlow.Addressee],
+                         on loop: any EventLoop) -> EventLoopFuture<CommitFlow.Submitter> {
         let reads = [RedisCommand("HEXISTS", [keys.deviceCertificates(user), device])]
             + (peer.map { [RedisCommand("EXISTS", [keys.user($0)])] } ?? [])
+            + welcomes.map { RedisCommand("HEXISTS", [keys.deviceCertificates($0.user), $0.device]) }
         return redis.run(reads, on: loop).flatMapThrowing { replies in
             guard replies.count == reads.count else { throw RedisError(.protocolViolation, "commit read returned \(replies.count) replies") }
+            let first = peer == nil ? 1 : 2
+            var uncertified: CommitFlow.Addressee?
+            for (index, welcome) in welcomes.enumerated() where try replies[first + index].checked().int != 1 {
+                uncertified = welcome
+                break
+            }
             return CommitFlow.Submitter(certified: try replies[0].checked().int == 1,
-                                        peerExists: peer == nil ? true : try replies[1].checked().int == 1)
+                                        peerExists: peer == nil ? true : try replies[1].checked().int == 1,
+                                        uncertifiedWelcome: uncertified)
         }
     }
 
     func storeCommit(_ conversation: CommitConversation, user: String, epoch: UInt64, entry: [UInt8], welcomes: [CommitFlow.KeptWelcome],
-                     kept: Int, on loop: any EventLoop) -> EventLoopFuture<CommitFlow.Stored> {
-        var args: [any RedisArgument] = [user, "\(epoch)", entry, kept, Self.isGroup(conversation)]
+                     kept: Int, keptWelcomes: Int = CommitRules.maxKeptWelcomes, on loop: any EventLoop) -> EventLoopFuture<CommitFlow.Stored> {
+        var args: [any RedisArgument] = [user, "\(epoch)", entry, kept, Self.isGroup(conversation), keptWelcomes]
         for welcome in welcomes {
             args.append(welcome.user)
             args.append(welcome.field)

@@ -106,6 +106,8 @@ struct Keys: Sendable {
     func commitEpoch(_ conversation: CommitConversation) -> String { of(conversation.tag, "epoch") }
     func commits(_ conversation: CommitConversation) -> String { of(conversation.tag, "commits") }
     func welcomes(_ conversation: CommitConversation) -> String { of(conversation.tag, "welcomes") }
+    /// The same Welcomes by epoch (member USER/DEVICE, score its epoch), to drop the old ones.
+    func welcomeEpochs(_ conversation: CommitConversation) -> String { of(conversation.tag, "welcomeEpochs") }
     var secret: String { "\(prefix):secret" }
     /// A running node's claim on its id (`NodeRecord`): its instance token, expiring unless renewed.
     func node(_ id: String) -> String { "\(prefix):node:\(id)" }

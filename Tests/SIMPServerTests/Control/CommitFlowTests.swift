@@ -97,11 +97,15 @@ import Testing
 
     @Test func aSubmitReadsTheDeviceAndThePeerThenStoresWithItsWelcomes() throws {
         let flow = try makeFlow(submit("bob", epoch: 4, commit: [7, 7], welcomes: [("bob", "desk", [9])]))
-        #expect(flow.start() == .readSubmitter(user: "alice", device: "phone", peer: "bob"))
+        #expect(flow.start() == .readSubmitter(user: "alice", device: "phone", peer: "bob", welcomes: [.init(user: "bob", device: "desk")]))
         guard case .refuse(.unknownUser, _) = flow.checked(.init(certified: true, peerExists: false)) else { Issue.record("not UNKNOWN_USER"); return }
         guard case .refuse(.deviceNotCertified, _) = flow.checked(.init(certified: false, peerExists: true)) else {
             Issue.record("not DEVICE_NOT_CERTIFIED"); return
         }
+        guard case .refuse(.deviceNotCertified, let why) = flow.checked(.init(certified: true, peerExists: true, uncertifiedWelcome: .init(user: "bob", device: "desk"))) else {
+            Issue.record("a Welcome for an uncertified device not DEVICE_NOT_CERTIFIED"); return
+        }
+        #expect(why.contains("bob/desk"), "\(why)")
         guard case .store(let conversation, let user, let epoch, let entry, let welcomes, let kept) = flow.checked(.init(certified: true, peerExists: true)) else {
             Issue.record("no store"); return
         }
@@ -117,7 +121,7 @@ import Testing
     }
 
     @Test func aGroupSubmitReadsOnlyTheDevice() throws {
-        #expect(try makeFlow(submit("#team", epoch: 0)).start() == .readSubmitter(user: "alice", device: "phone", peer: nil))
+        #expect(try makeFlow(submit("#team", epoch: 0)).start() == .readSubmitter(user: "alice", device: "phone", peer: nil, welcomes: []))
     }
 
     @Test func theScriptsAnswerBecomesTheAnswerOrItsCode() throws {
@@ -187,9 +191,9 @@ import Testing
 
     @Test func commitRequestsAreChargedByTheirWork() {
         let welcomes = (0..<3).map { ("bob", "d\($0)", [UInt8(1)]) }
-        #expect(RequestCost.of(Simp_Envelope(requestID: 1, submit("#team", epoch: 0, welcomes: welcomes))) == RequestCost.commitSubmit + 3)
+        #expect(RequestCost.of(Simp_Envelope(requestID: 1, submit("#team", epoch: 0, welcomes: welcomes))) == RequestCost.commitSubmit + 3 * RequestCost.perWelcome)
         let many = (0..<500).map { ("bob", "d\($0)", [UInt8(1)]) }
-        #expect(RequestCost.of(Simp_Envelope(requestID: 1, submit("#team", epoch: 0, welcomes: many))) == RequestCost.commitSubmit + CommitRules.maxWelcomes,
+        #expect(RequestCost.of(Simp_Envelope(requestID: 1, submit("#team", epoch: 0, welcomes: many))) == RequestCost.commitSubmit + RequestCost.perWelcome * CommitRules.maxWelcomes,
                 "clamped: refused anyway")
         #expect(RequestCost.of(Simp_Envelope(requestID: 1, fetch("#team", from: 0))) == RequestCost.commitFetch)
     }

@@ -18,8 +18,10 @@ import Testing
     }
 
     func store(_ store: MessageStore, _ conversation: CommitConversation, epoch: UInt64, _ bytes: [UInt8], user: String = "ann",
-               welcomes: [CommitFlow.KeptWelcome] = [], kept: Int = CommitRules.keptCommits) async throws -> CommitFlow.Stored {
-        try await store.storeCommit(conversation, user: user, epoch: epoch, entry: bytes, welcomes: welcomes, kept: kept, on: loop).get()
+               welcomes: [CommitFlow.KeptWelcome] = [], kept: Int = CommitRules.keptCommits,
+               keptWelcomes: Int = CommitRules.maxKeptWelcomes) async throws -> CommitFlow.Stored {
+        try await store.storeCommit(conversation, user: user, epoch: epoch, entry: bytes, welcomes: welcomes, kept: kept,
+                                    keptWelcomes: keptWelcomes, on: loop).get()
     }
 
     func fetch(_ store: MessageStore, _ conversation: CommitConversation, from: UInt64, user: String = "ann", device: String = "phone",
@@ -69,6 +71,35 @@ import Testing
         #expect(try await fetch(messages, team, from: 1, user: "ben", device: "desk")
             == .page(current: 4, welcome: nil, commits: [[11], [12], [13]], more: false))
         #expect(try await fetch(messages, team, from: 3, user: "ben", device: "desk") == .page(current: 4, welcome: nil, commits: [[13]], more: false))
+        await pool.shutdown()
+    }
+
+    @Test func welcomesGoWithTheirCommitsAndPastTheMostKept() async throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (pool, messages) = setUp(redis)
+        func welcome(_ device: String, _ epoch: UInt64) -> CommitFlow.KeptWelcome {
+            CommitFlow.KeptWelcome(user: "ben", field: "ben/\(device)", value: Array("\(epoch):w".utf8))
+        }
+        func fields() async throws -> [String] {
+            try await pool.run(RedisCommand("HKEYS", [messages.keys.welcomes(pair)])).array?.compactMap(\.string).sorted() ?? []
+        }
+        // Three commits kept: a Welcome into epoch 1 can be handed out while commit 1 is kept.
+        #expect(try await store(messages, pair, epoch: 0, [0], welcomes: [welcome("desk", 1)], kept: 3) == .stored(epoch: 1))
+        for epoch in UInt64(1)..<4 { _ = try await store(messages, pair, epoch: epoch, [UInt8(epoch)], kept: 3) }
+        #expect(try await fields() == ["ben/desk"], "epochs 1-3 kept: its Welcome still of use")
+        _ = try await store(messages, pair, epoch: 4, [4], kept: 3)
+        #expect(try await fields() == [], "commit 1 gone: the Welcome into 1 goes with it")
+        #expect(try await pool.run(RedisCommand("EXISTS", [messages.keys.welcomeEpochs(pair)])).int == 0)
+
+        // At most two kept: the oldest goes first.
+        _ = try await store(messages, pair, epoch: 5, [5], welcomes: [welcome("a", 6)], keptWelcomes: 2)
+        _ = try await store(messages, pair, epoch: 6, [6], welcomes: [welcome("b", 7)], keptWelcomes: 2)
+        _ = try await store(messages, pair, epoch: 7, [7], welcomes: [welcome("c", 8), welcome("a", 8)], keptWelcomes: 2)
+        #expect(try await fields() == ["ben/a", "ben/c"], "b, the oldest, went; a's later Welcome replaced its first")
+        _ = try await store(messages, pair, epoch: 8, [8], welcomes: [welcome("d", 9)], keptWelcomes: 2)
+        #expect(try await fields().count == 2)
+        #expect(try await pool.run(RedisCommand("ZCARD", [messages.keys.welcomeEpochs(pair)])).int == 2)
         await pool.shutdown()
     }
 
