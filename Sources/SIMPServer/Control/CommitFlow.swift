@@ -60,6 +60,9 @@ struct CommitFlow: Sendable {
     enum Stored: Sendable, Equatable {
         /// Stored: the conversation is at `epoch` now.
         case stored(epoch: UInt64)
+        /// Stored on the master, but fewer replicas than asked for (`--redis-min-replicas`)
+        /// confirmed it in time: a failover may lose it.
+        case unreplicated(epoch: UInt64, confirmed: Int64)
         /// Not stored: the conversation is at `current`, not at the commit's epoch.
         case conflict(current: UInt64)
         case notAMember
@@ -153,6 +156,9 @@ struct CommitFlow: Sendable {
             answer.conversation = conversation.name
             answer.epoch = now
             return .answer(.commitStored(answer))
+        case .unreplicated(_, let confirmed):
+            return .refuse(.replicasUnavailable, "stored, but only \(confirmed) Redis replicas confirmed it in time, and a failover may lose it: "
+                + "fetch \(conversation.name)'s commits from epoch \(epoch) to see whether it held")
         case .conflict(let current):
             let why = current > epoch ? "epoch \(epoch) is committed already" : "epoch \(epoch) is not reached yet"
             return .refuse(.commitConflict, "\(why): \(conversation.name) is at epoch \(current); fetch its commits and commit again on it")

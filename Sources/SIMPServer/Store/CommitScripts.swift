@@ -9,8 +9,9 @@ extension Scripts {
     /// the commit's epoch, the `StoredCommit`, how many commits to keep, "1" for a group, how many
     /// Welcomes to keep, then per Welcome its user, its field and its value. Welcomes into an
     /// epoch whose commits are no longer kept are dropped, then the oldest past the most kept.
-    /// Returns {0, the new epoch}, {-1, the current epoch} (another commit won this epoch, or the
-    /// epoch is ahead), {-2} (the submitter is not a member), {-3} (no such group), {-4, USER} (a
+    /// An epoch that went back below a stored commit is set past the stored commits (and the
+    /// submit answered as a conflict). Returns {0, the new epoch}, {-1, the current epoch}
+    /// (another commit won this epoch, or the epoch is ahead), {-2} (the submitter is not a member), {-3} (no such group), {-4, USER} (a
     /// Welcome's user is not a member): only the first stores anything.
     static let submitCommit = RedisScript("""
     local group = ARGV[5] == '1'
@@ -19,6 +20,13 @@ extension Scripts {
       if not redis.call('HGET', KEYS[4], ARGV[1]) then return {-2} end
     end
     local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+    if redis.call('HEXISTS', KEYS[2], current) == 1 then
+      -- The epoch went back (a failover or a restore lost its write but not the commit's): a
+      -- stored commit is never overwritten; the epoch is set past the commits stored.
+      while redis.call('HEXISTS', KEYS[2], current) == 1 do current = current + 1 end
+      redis.call('SET', KEYS[1], current)
+      return {-1, current}
+    end
     if tonumber(ARGV[2]) ~= current then return {-1, current} end
     if group then
       for i = 7, #ARGV, 3 do

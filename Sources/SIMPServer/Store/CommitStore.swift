@@ -50,11 +50,23 @@ extension MessageStore {
             args.append(welcome.value)
         }
         let command = RedisCommand.script(Scripts.submitCommit, keys: commitKeys(conversation), args: args)
-        return redis.run([command], on: loop).flatMapThrowing { replies in
-            let parts = try replies[0].checked().array ?? []
-            guard let status = parts.first?.int else { throw RedisError(.protocolViolation, "commit script returned \(replies[0])") }
+        // With `minReplicas`, as a message's `accepted`: WAIT on the same connection after the script.
+        let ran: EventLoopFuture<[RedisReplicated]>
+        if settings.minReplicas > 0 {
+            ran = redis.run([command], on: loop, countingReplicas: RedisReplicaWait(replicas: settings.minReplicas,
+                                                                                  timeout: .milliseconds(settings.replicaTimeoutMillis)))
+        } else {
+            ran = redis.run([command], on: loop).map { $0.map { RedisReplicated(reply: $0, replicas: 0) } }
+        }
+        return ran.flatMapThrowing { [replicaRule] replies in
+            guard let reply = replies.first?.reply else { throw RedisError(.protocolViolation, "commit script returned no reply") }
+            let parts = try reply.checked().array ?? []
+            guard let status = parts.first?.int else { throw RedisError(.protocolViolation, "commit script returned \(reply)") }
             switch status {
-            case 0: return .stored(epoch: UInt64(clamping: parts.count > 1 ? parts[1].int ?? 0 : 0))
+            case 0:
+                let now = UInt64(clamping: parts.count > 1 ? parts[1].int ?? 0 : 0)
+                guard replicaRule.counts(replicas: replies[0].replicas) else { return .unreplicated(epoch: now, confirmed: replies[0].replicas) }
+                return .stored(epoch: now)
             case -1: return .conflict(current: UInt64(clamping: parts.count > 1 ? parts[1].int ?? 0 : 0))
             case -2: return .notAMember
             case -3: return .noSuchGroup

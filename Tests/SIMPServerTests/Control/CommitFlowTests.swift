@@ -132,6 +132,10 @@ import Testing
         #expect(reason.contains("epoch 4 is committed already") && reason.contains("at epoch 6"), "\(reason)")
         guard case .refuse(.commitConflict, let ahead) = flow.stored(.conflict(current: 2)) else { Issue.record("no conflict"); return }
         #expect(ahead.contains("not reached yet") && ahead.contains("at epoch 2"), "\(ahead)")
+        guard case .refuse(.replicasUnavailable, let unconfirmed) = flow.stored(.unreplicated(epoch: 5, confirmed: 0)) else {
+            Issue.record("an unconfirmed commit not REPLICAS_UNAVAILABLE"); return
+        }
+        #expect(unconfirmed.contains("epoch 4"), "\(unconfirmed)")
         guard case .refuse(.notAMember, _) = flow.stored(.notAMember) else { Issue.record("not NOT_A_MEMBER"); return }
         guard case .refuse(.noSuchGroup, _) = flow.stored(.noSuchGroup) else { Issue.record("not NO_SUCH_GROUP"); return }
         guard case .refuse(.notAMember, let who) = flow.stored(.welcomeToNonMember("carol")) else { Issue.record("not NOT_A_MEMBER"); return }

@@ -103,6 +103,33 @@ import Testing
         await pool.shutdown()
     }
 
+    @Test func anEpochThatWentBackNeverOverwritesAStoredCommit() async throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (pool, messages) = setUp(redis)
+        for epoch in UInt64(0)..<3 { _ = try await store(messages, pair, epoch: epoch, [UInt8(epoch)]) }
+        // A failover lost the epoch's last writes, not the commits'.
+        _ = try await pool.run(RedisCommand("SET", [messages.keys.commitEpoch(pair), "1"]))
+        #expect(try await store(messages, pair, epoch: 1, [9]) == .conflict(current: 3))
+        #expect(try await fetch(messages, pair, from: 0) == .page(current: 3, welcome: nil, commits: [[0], [1], [2]], more: false))
+        #expect(try await store(messages, pair, epoch: 3, [3]) == .stored(epoch: 4))
+        await pool.shutdown()
+    }
+
+    @Test func aCommitTheReplicasDidNotConfirmIsNotAnsweredAsStored() async throws {
+        // One Redis and no replica: WAIT 1 counts none within its timeout.
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let pool = RedisPool(configuration: RedisConfiguration(port: redis.port))
+        var settings = StoreSettings()
+        settings.minReplicas = 1
+        settings.replicaTimeoutMillis = 50
+        let messages = MessageStore(redis: pool, settings: settings)
+        #expect(try await store(messages, pair, epoch: 0, [1]) == .unreplicated(epoch: 1, confirmed: 0))
+        #expect(try await store(messages, pair, epoch: 0, [2]) == .conflict(current: 1), "the master has it")
+        await pool.shutdown()
+    }
+
     @Test func theLastEpochsAreCountedExactly() async throws {
         // The scripts count in Lua doubles: exact up to CommitRules.maxEpoch, which no request passes.
         let redis = try RedisServerProcess()
