@@ -133,18 +133,20 @@ struct CommitFlow: Sendable {
         stored.fromUser = user
         stored.fromDevice = device
         stored.serverTime = nowMillis
-        let kept = welcomes.map { welcome in
+        var kept: [KeptWelcome] = []
+        for welcome in welcomes {
             var entry = Simp_StoredWelcome()
             entry.epoch = epoch + 1
             entry.welcome = Data(welcome.bytes)
             entry.fromUser = user
             entry.fromDevice = device
             entry.serverTime = nowMillis
-            return KeptWelcome(user: welcome.user, field: CommitRules.welcomeField(user: welcome.user, device: welcome.device),
-                               value: Array("\(epoch + 1):".utf8) + ((try? entry.serializedBytes()) ?? []))
+            guard let bytes: [UInt8] = try? entry.serializedBytes() else { return .refuse(.internal, "a Welcome did not encode") }
+            kept.append(KeptWelcome(user: welcome.user, field: CommitRules.welcomeField(user: welcome.user, device: welcome.device),
+                                    value: Array("\(epoch + 1):".utf8) + bytes))
         }
-        return .store(conversation, user: user, epoch: epoch, entry: (try? stored.serializedBytes()) ?? [], welcomes: kept,
-                      kept: CommitRules.keptCommits)
+        guard let entry: [UInt8] = try? stored.serializedBytes() else { return .refuse(.internal, "a commit did not encode") }
+        return .store(conversation, user: user, epoch: epoch, entry: entry, welcomes: kept, kept: CommitRules.keptCommits)
     }
 
     /// The store script's result.
@@ -178,9 +180,18 @@ struct CommitFlow: Sendable {
             var page = Simp_CommitPage()
             page.conversation = conversation.name
             page.epoch = current
-            page.commits = commits.compactMap { try? Simp_StoredCommit(serializedBytes: $0) }
-            if let welcome, let colon = welcome.firstIndex(of: UInt8(ascii: ":")),
-               let entry = try? Simp_StoredWelcome(serializedBytes: Array(welcome[(colon + 1)...])) {
+            // A stored entry that does not decode is the store's fault: never a page with a gap.
+            for bytes in commits {
+                guard let commit = try? Simp_StoredCommit(serializedBytes: bytes) else {
+                    return .refuse(.internal, "a stored commit of \(conversation.name) does not decode")
+                }
+                page.commits.append(commit)
+            }
+            if let welcome {
+                guard let colon = welcome.firstIndex(of: UInt8(ascii: ":")),
+                      let entry = try? Simp_StoredWelcome(serializedBytes: Array(welcome[(colon + 1)...])) else {
+                    return .refuse(.internal, "a stored Welcome of \(conversation.name) does not decode")
+                }
                 page.welcome = entry
             }
             page.more = more

@@ -174,6 +174,14 @@ import Testing
             Issue.record("no page"); return
         }
         #expect(!empty.hasWelcome && empty.commits.isEmpty && empty.epoch == 3)
+        // A stored commit or Welcome that does not decode is an internal error, never a page with a gap.
+        let broken: [UInt8] = [0x0a, 0x05, 0x01]
+        guard case .refuse(.internal, _) = flow.fetched(.page(current: 7, welcome: nil, commits: [try commit(5), broken, try commit(6)], more: false)) else {
+            Issue.record("an undecodable commit not INTERNAL"); return
+        }
+        guard case .refuse(.internal, _) = flow.fetched(.page(current: 7, welcome: Array("5:".utf8) + broken, commits: [], more: false)) else {
+            Issue.record("an undecodable Welcome not INTERNAL"); return
+        }
         guard case .refuse(.notAMember, _) = flow.fetched(.notAMember) else { Issue.record("not NOT_A_MEMBER"); return }
         guard case .refuse(.noSuchGroup, _) = flow.fetched(.noSuchGroup) else { Issue.record("not NO_SUCH_GROUP"); return }
     }
