@@ -208,5 +208,8 @@ import Testing
         #expect(RequestCost.of(Simp_Envelope(requestID: 1, submit("#team", epoch: 0, welcomes: many))) == RequestCost.commitSubmit + RequestCost.perWelcome * CommitRules.maxWelcomes,
                 "clamped: refused anyway")
         #expect(RequestCost.of(Simp_Envelope(requestID: 1, fetch("#team", from: 0))) == RequestCost.commitFetch)
+        // A unit per 4 KiB of commit and Welcomes together.
+        let big = submit("#team", epoch: 0, commit: Array(repeating: 1, count: 10_000), welcomes: [("bob", "desk", Array(repeating: 1, count: 6_400))])
+        #expect(RequestCost.of(Simp_Envelope(requestID: 1, big)) == RequestCost.commitSubmit + RequestCost.perWelcome + 4)
     }
 }
