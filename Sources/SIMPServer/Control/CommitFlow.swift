@@ -98,6 +98,16 @@ struct CommitFlow: Sendable {
         CommitRequest.checking(body, asker: user)?.mapError { FlowRefusal($0.code, $0.reason) }
     }
 
+    /// How much of a stored `StoredCommit` names the commit, its epoch and its submitter: all
+    /// but the server time (field 5, serialized last), so a retry of the same commit is found
+    /// stored. Bytes that are no `StoredCommit` are all of it.
+    static func sameCommitLength(_ entry: [UInt8]) -> Int {
+        guard var commit = try? Simp_StoredCommit(serializedBytes: entry) else { return entry.count }
+        commit.serverTime = 0
+        guard let named: [UInt8] = try? commit.serializedBytes(), entry.starts(with: named) else { return entry.count }
+        return named.count
+    }
+
     /// The first step.
     func start() -> Next {
         switch request {
@@ -160,7 +170,7 @@ struct CommitFlow: Sendable {
             return .answer(.commitStored(answer))
         case .unreplicated(_, let confirmed):
             return .refuse(.replicasUnavailable, "stored, but only \(confirmed) Redis replicas confirmed it in time, and a failover may lose it: "
-                + "fetch \(conversation.name)'s commits from epoch \(epoch) to see whether it held")
+                + "submit it again (answered as stored if it held) or fetch \(conversation.name)'s commits from epoch \(epoch)")
         case .conflict(let current):
             let why = current > epoch ? "epoch \(epoch) is committed already" : "epoch \(epoch) is not reached yet"
             return .refuse(.commitConflict, "\(why): \(conversation.name) is at epoch \(current); fetch its commits and commit again on it")

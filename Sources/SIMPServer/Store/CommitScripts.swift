@@ -7,7 +7,10 @@ extension Scripts {
     /// it. KEYS: epoch, commits, Welcomes, a group's members (for a one-to-one conversation a
     /// key of its slot that is never written), the Welcomes' epochs. ARGV: the submitting user,
     /// the commit's epoch, the `StoredCommit`, how many commits to keep, "1" for a group, how many
-    /// Welcomes to keep, then per Welcome its user, its field and its value. Welcomes into an
+    /// Welcomes to keep, the length of the `StoredCommit`'s part that names the commit (all but
+    /// its server time, field 5, the last: tag 40), then per Welcome its user, its field and its
+    /// value. The same commit from the same device stored on its epoch already is answered as
+    /// stored again, storing nothing. Welcomes into an
     /// epoch whose commits are no longer kept are dropped, then the oldest past the most kept.
     /// An epoch that went back below a stored commit is set past the stored commits (and the
     /// submit answered as a conflict). Returns {0, the new epoch}, {-1, the current epoch}
@@ -27,9 +30,19 @@ extension Scripts {
       redis.call('SET', KEYS[1], current)
       return {-1, current}
     end
-    if tonumber(ARGV[2]) ~= current then return {-1, current} end
+    if tonumber(ARGV[2]) ~= current then
+      -- The same commit from the same device, stored on that epoch already (a retry after a
+      -- lost answer or REPLICAS_UNAVAILABLE): stored, as the first time.
+      local same = tonumber(ARGV[7])
+      local kept = redis.call('HGET', KEYS[2], ARGV[2])
+      if kept and string.sub(kept, 1, same) == string.sub(ARGV[3], 1, same)
+          and (#kept == same or string.byte(kept, same + 1) == 40) then
+        return {0, tonumber(ARGV[2]) + 1}
+      end
+      return {-1, current}
+    end
     if group then
-      for i = 7, #ARGV, 3 do
+      for i = 8, #ARGV, 3 do
         if not redis.call('HGET', KEYS[4], ARGV[i]) then return {-4, ARGV[i]} end
       end
     end
@@ -38,7 +51,7 @@ extension Scripts {
     redis.call('SET', KEYS[1], now)
     local old = current - tonumber(ARGV[4])
     if old >= 0 then redis.call('HDEL', KEYS[2], old) end
-    for i = 7, #ARGV, 3 do
+    for i = 8, #ARGV, 3 do
       redis.call('HSET', KEYS[3], ARGV[i + 1], ARGV[i + 2])
       redis.call('ZADD', KEYS[5], now, ARGV[i + 1])
     end

@@ -43,7 +43,8 @@ extension MessageStore {
 
     func storeCommit(_ conversation: CommitConversation, user: String, epoch: UInt64, entry: [UInt8], welcomes: [CommitFlow.KeptWelcome],
                      kept: Int, keptWelcomes: Int = CommitRules.maxKeptWelcomes, on loop: any EventLoop) -> EventLoopFuture<CommitFlow.Stored> {
-        var args: [any RedisArgument] = [user, "\(epoch)", entry, kept, Self.isGroup(conversation), keptWelcomes]
+        var args: [any RedisArgument] = [user, "\(epoch)", entry, kept, Self.isGroup(conversation), keptWelcomes,
+                                         CommitFlow.sameCommitLength(entry)]
         for welcome in welcomes {
             args.append(welcome.user)
             args.append(welcome.field)

@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import NIOPosix
 import SIMPCore
@@ -127,6 +128,31 @@ import Testing
         let messages = MessageStore(redis: pool, settings: settings)
         #expect(try await store(messages, pair, epoch: 0, [1]) == .unreplicated(epoch: 1, confirmed: 0))
         #expect(try await store(messages, pair, epoch: 0, [2]) == .conflict(current: 1), "the master has it")
+        await pool.shutdown()
+    }
+
+    @Test func aRetryOfTheSameCommitIsStoredAgainNotAConflict() async throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (pool, messages) = setUp(redis)
+        func entry(_ commit: [UInt8], device: String = "phone", at time: Int64) throws -> [UInt8] {
+            var stored = Simp_StoredCommit()
+            stored.epoch = 0
+            stored.commit = Data(commit)
+            stored.fromUser = "ann"
+            stored.fromDevice = device
+            stored.serverTime = time
+            return try stored.serializedBytes()
+        }
+        #expect(try await store(messages, pair, epoch: 0, try entry([1, 2], at: 1_800_000_000_000)) == .stored(epoch: 1))
+        #expect(try await store(messages, pair, epoch: 1, [9]) == .stored(epoch: 2))
+        #expect(try await store(messages, pair, epoch: 0, try entry([1, 2], at: 1_800_000_009_999)) == .stored(epoch: 1), "a retry, later")
+        #expect(try await store(messages, pair, epoch: 0, try entry([1, 2], at: 5)) == .stored(epoch: 1), "a retry, a shorter time")
+        #expect(try await store(messages, pair, epoch: 0, try entry([1, 3], at: 1_800_000_000_000)) == .conflict(current: 2))
+        #expect(try await store(messages, pair, epoch: 0, try entry([1], at: 1_800_000_000_000)) == .conflict(current: 2), "a prefix is not the same")
+        #expect(try await store(messages, pair, epoch: 0, try entry([1, 2], device: "desk", at: 1_800_000_000_000)) == .conflict(current: 2))
+        guard case .page(2, nil, let commits, false) = try await fetch(messages, pair, from: 0) else { Issue.record("no page"); return }
+        #expect(commits == [try entry([1, 2], at: 1_800_000_000_000), [9]], "the first stored, nothing overwritten")
         await pool.shutdown()
     }
 
