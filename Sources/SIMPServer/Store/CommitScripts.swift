@@ -1,7 +1,8 @@
 import SIMPRedis
 
 /// The commit order's scripts (docs/E2EE.md, Part 3; `CommitFlow`). Every key is one
-/// conversation's (`Keys.commitEpoch`, `commits`, `welcomes`, and a group's members): one slot.
+/// conversation's (`Keys.commitEpoch`, `commits`, `welcomes`, `welcomeEpochs`, and a group's
+/// members): one slot.
 extension Scripts {
     /// Stores a commit if it was made on the conversation's current epoch, and its Welcomes with
     /// it. KEYS: epoch, commits, Welcomes, a group's members (for a one-to-one conversation a
@@ -10,11 +11,11 @@ extension Scripts {
     /// Welcomes to keep, the length of the `StoredCommit`'s part that names the commit (all but
     /// its server time, field 5, the last: tag 40), then per Welcome its user, its field and its
     /// value. The same commit from the same device stored on its epoch already is answered as
-    /// stored again, storing nothing. Welcomes into an
-    /// epoch whose commits are no longer kept are dropped, then the oldest past the most kept.
-    /// An epoch that went back below a stored commit is set past the stored commits (and the
-    /// submit answered as a conflict). Returns {0, the new epoch}, {-1, the current epoch}
-    /// (another commit won this epoch, or the epoch is ahead), {-2} (the submitter is not a member), {-3} (no such group), {-4, USER} (a
+    /// stored again, storing nothing. An epoch that went back below a stored commit is set past
+    /// the stored commits (and the submit answered as a conflict). Welcomes into an epoch whose
+    /// commits are no longer kept are dropped, then the oldest past the most kept.
+    /// Returns {0, the new epoch}, {-1, the current epoch} (another commit won this epoch, or the
+    /// epoch is ahead), {-2} (the submitter is not a member), {-3} (no such group), {-4, USER} (a
     /// Welcome's user is not a member): only the first stores anything.
     static let submitCommit = RedisScript("""
     local group = ARGV[5] == '1'
