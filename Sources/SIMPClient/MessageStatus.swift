@@ -26,6 +26,9 @@ public enum ErrorCode: String, Sendable, Equatable, CaseIterable {
     case cancelled
     /// A failure with no code of its own (a disk write, a reconnect, a code this version does not know).
     case unspecified
+    // The server's, from issue 44's commits (docs/PROTOCOL.md, Commits).
+    /// A commit made on an epoch another commit won: fetch the commits, process them, commit again.
+    case commitConflict = "commit-conflict"
 
     /// The name docs/PROTOCOL.md gives a server's code (e.g. "UNKNOWN_USER", what `simp --json`
     /// prints); nil for the client's own.
@@ -82,6 +85,7 @@ public enum ErrorCode: String, Sendable, Equatable, CaseIterable {
         case .deviceNotCertified: .deviceNotCertified
         case .keyPackagesFull: .keyPackagesFull
         case .keysChanged: .keysChanged
+        case .commitConflict: .commitConflict
         default: .unspecified
         }
     }

@@ -60,7 +60,7 @@ extension Conformance {
     ]
 
     /// Account "a" logged in (device "default") with a new identity key published (`replace`).
-    private static func keyOwner(_ target: ConformanceTarget) throws -> (String, RawPeer, Curve25519.Signing.PrivateKey) {
+    static func keyOwner(_ target: ConformanceTarget) throws -> (String, RawPeer, Curve25519.Signing.PrivateKey) {
         let (user, password) = try target.account("a")
         let peer = try target.peer()
         _ = try peer.login(user, password)
@@ -70,7 +70,7 @@ extension Conformance {
         return (user, peer, identity)
     }
 
-    private static func certify(_ peer: RawPeer, user: String, identity: Curve25519.Signing.PrivateKey,
+    static func certify(_ peer: RawPeer, user: String, identity: Curve25519.Signing.PrivateKey,
                                 deviceKey: Curve25519.Signing.PrivateKey, id: UInt64) throws {
         let certificate = try DeviceCertificate.sign(user: user, device: "default", deviceKey: Array(deviceKey.publicKey.rawRepresentation),
                                                      identity: identity)

@@ -95,6 +95,7 @@ extension Simp_ErrorCode {
         case .deviceNotCertified: return "device_not_certified"
         case .keyPackagesFull: return "key_packages_full"
         case .keysChanged: return "keys_changed"
+        case .commitConflict: return "commit_conflict"
         case .UNRECOGNIZED(let n): return "code_\(n)"
         }
     }

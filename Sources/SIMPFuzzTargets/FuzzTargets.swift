@@ -135,10 +135,49 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             _ = UserName.isValid(request.user)
         case .login(let request):
             _ = UserName.isValid(request.user)
+        case .submitCommit(let request):
+            checkConversation(request.conversation)
+            checkCommitRequest(envelope.body)
+        case .fetchCommits(let request):
+            checkConversation(request.conversation)
+            checkCommitRequest(envelope.body)
         default:
             break
         }
         _ = envelope.textFormatString()
+    }
+
+    /// A commit request's conversation (`CommitConversation`): what parses names itself back,
+    /// and its Redis hash tag holds no brace (a brace would move its keys to another slot) and
+    /// is the same from the other side of a one-to-one conversation.
+    private static func checkConversation(_ name: String) {
+        guard let conversation = CommitConversation(name, asker: "asker") else { return }
+        precondition(CommitConversation(conversation.name, asker: "asker") == conversation, "a conversation does not name itself back")
+        precondition(!conversation.tag.contains("{") && !conversation.tag.contains("}"), "a hash tag with a brace: \(conversation.tag)")
+        if case .direct(let user, let peer) = conversation {
+            precondition(CommitConversation(user, asker: peer)?.tag == conversation.tag, "the two sides' tags differ")
+        }
+    }
+
+    /// A commit request as the server checks it (`CommitRequest.checking`): what it takes is
+    /// within the bounds the server's arithmetic and scripts rely on (an epoch the server adds 1
+    /// to, a Lua double counts exactly), and what it refuses is refused with a reason.
+    private static func checkCommitRequest(_ body: Simp_Envelope.OneOf_Body?) {
+        guard let body, let checked = CommitRequest.checking(body, asker: "asker") else {
+            preconditionFailure("a commit request was not taken for one")
+        }
+        switch checked {
+        case .failure(let refusal):
+            precondition(!refusal.reason.isEmpty && refusal.code != .errorUnspecified, "a refusal without a code or reason")
+        case .success(.submit(_, let epoch, let commit, let welcomes)):
+            precondition(epoch < CommitRules.maxEpoch && epoch + 1 <= CommitRules.maxEpoch, "a submit's epoch past the bound: \(epoch)")
+            precondition((1...CommitRules.maxCommitBytes).contains(commit.count), "a commit of \(commit.count) bytes taken")
+            precondition(welcomes.count <= CommitRules.maxWelcomes, "\(welcomes.count) Welcomes taken")
+            precondition(Set(welcomes.map { CommitRules.welcomeField(user: $0.user, device: $0.device) }).count == welcomes.count,
+                         "two Welcomes for one device taken")
+        case .success(.fetch(_, let from, _)):
+            precondition(from <= CommitRules.maxEpoch, "a fetch's epoch past the bound: \(from)")
+        }
     }
 
     static let signer = TokenSigner(secret: [UInt8](repeating: 9, count: 32))

@@ -139,6 +139,26 @@ import Testing
                 $0.groups = ["club"]; $0.invitations = [.with { $0.group = "team"; $0.by = "alice"; $0.expires = 1_700_604_800_000 }]
             }))),
             ("logout", Simp_Envelope(requestID: 13, .logout(Simp_Logout()))),
+            ("submitCommit", Simp_Envelope(requestID: 17, .submitCommit(.with {
+                $0.conversation = "#team"; $0.epoch = 4; $0.commit = Data([0x00, 0x01, 0x00, 0x01, 0xc0, 0xff, 0xee])
+                $0.welcomes = [.with { $0.user = "carol"; $0.device = "phone"; $0.welcome = Data([0x00, 0x01, 0x00, 0x03, 0xbe, 0xef]) }]
+            }))),
+            ("commitStored", Simp_Envelope(requestID: 17, .commitStored(.with { $0.conversation = "#team"; $0.epoch = 5 }))),
+            ("error (commit conflict)", Simp_Envelope(requestID: 18, .error(.with {
+                $0.code = .commitConflict; $0.reason = "epoch 4 is committed already: #team is at epoch 5; fetch its commits and commit again on it"
+            }))),
+            ("fetchCommits (join)", Simp_Envelope(requestID: 19, .fetchCommits(.with { $0.conversation = "alice"; $0.fromEpoch = 0; $0.join = true }))),
+            ("commitPage", Simp_Envelope(requestID: 19, .commitPage(.with {
+                $0.conversation = "alice"; $0.epoch = 2
+                $0.commits = [.with {
+                    $0.epoch = 1; $0.commit = Data([0x00, 0x01, 0x00, 0x01, 0xc0, 0xde]); $0.fromUser = "alice"; $0.fromDevice = "laptop"
+                    $0.serverTime = 1_700_000_000_789
+                }]
+                $0.welcome = .with {
+                    $0.epoch = 1; $0.welcome = Data([0x00, 0x01, 0x00, 0x03, 0xbe, 0xef]); $0.fromUser = "alice"; $0.fromDevice = "phone"
+                    $0.serverTime = 1_700_000_000_456
+                }
+            }))),
             ("error", Simp_Envelope.error(.sessionReplaced, "a newer session of alice's device phone connected")),
         ]
     }

@@ -47,6 +47,18 @@ import Testing
         await cluster.stop()
     }
 
+    /// The commit checks on their own, twice against one server: each starts at the
+    /// conversation's epoch the run before left.
+    @Test func theCommitChecksPassAndPassAgain() async throws {
+        let cluster = try await TestCluster.start(heartbeat: Self.heartbeat)
+        for _ in 0..<2 {
+            let results = await run(cluster, only: "4.1").filter { ["4.17", "4.18"].contains($0.id) }
+            #expect(results.count == 2)
+            #expect(results.allSatisfy { $0.passed }, "\(results.filter { !$0.passed }.map { "\($0.id): \($0.detail)" })")
+        }
+        await cluster.stop()
+    }
+
     @Test func theServerPassesEveryCheck() async throws {
         let cluster = try await TestCluster.start(heartbeat: Self.heartbeat)
         let results = await run(cluster)

@@ -123,6 +123,9 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
 
   /// the identity or the certificate changed while the request ran: read again and retry
   case keysChanged // = 41
+
+  /// MLS commits (docs/E2EE.md, Part 3; docs/PROTOCOL.md, Commits).
+  case commitConflict // = 42
   case UNRECOGNIZED(Int)
 
   public init() {
@@ -173,6 +176,7 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     case 39: self = .deviceNotCertified
     case 40: self = .keyPackagesFull
     case 41: self = .keysChanged
+    case 42: self = .commitConflict
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -221,6 +225,7 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     case .deviceNotCertified: return 39
     case .keyPackagesFull: return 40
     case .keysChanged: return 41
+    case .commitConflict: return 42
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -269,6 +274,7 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     .deviceNotCertified,
     .keyPackagesFull,
     .keysChanged,
+    .commitConflict,
   ]
 
 }
@@ -1483,6 +1489,165 @@ public nonisolated struct Simp_ClaimedKeyPackages: Sendable {
   public init() {}
 }
 
+/// A commit made on `epoch`, from a device with a device certificate (DEVICE_NOT_CERTIFIED) of a
+/// member (NOT_A_MEMBER, NO_SUCH_GROUP; UNKNOWN_USER for a one-to-one with no such user).
+/// Answered with CommitStored once the commit and its Welcomes are stored, in one step;
+/// COMMIT_CONFLICT (nothing stored) when `epoch` is not the conversation's current epoch.
+public nonisolated struct Simp_SubmitCommit: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// "#GROUP", or the other user's name
+  public var conversation: String = String()
+
+  /// the epoch the commit was made on
+  public var epoch: UInt64 = 0
+
+  /// an MLSMessage (RFC 9420 section 6), 1-16384 bytes
+  public var commit: Data = Data()
+
+  /// at most 32
+  public var welcomes: [Simp_CommitWelcome] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// A Welcome (RFC 9420 section 12.4.3.1) for one device a commit adds, released with the commit:
+/// a Welcome of a commit that is not stored is never handed out.
+public nonisolated struct Simp_CommitWelcome: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// a member of the conversation (NOT_A_MEMBER)
+  public var user: String = String()
+
+  public var device: String = String()
+
+  /// an MLSMessage of wire format mls_welcome, 1-16384 bytes
+  public var welcome: Data = Data()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Simp_CommitStored: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var conversation: String = String()
+
+  /// the conversation's epoch now: the commit's epoch + 1
+  public var epoch: UInt64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// The conversation's commits from `fromEpoch` on, in order, answered with CommitPage (members
+/// only: NOT_A_MEMBER, NO_SUCH_GROUP). A page never skips a commit: it starts at `fromEpoch` (or
+/// the oldest kept), unless `join` is set and the asking device has a Welcome.
+public nonisolated struct Simp_FetchCommits: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var conversation: String = String()
+
+  /// at most 2^53 - 1
+  public var fromEpoch: UInt64 = 0
+
+  /// the device has no state for the conversation: the page carries its Welcome and starts at its epoch
+  public var join: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Simp_StoredCommit: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// made on this epoch (it led to epoch + 1)
+  public var epoch: UInt64 = 0
+
+  public var commit: Data = Data()
+
+  /// who submitted it (set by the server)
+  public var fromUser: String = String()
+
+  public var fromDevice: String = String()
+
+  /// ms since epoch, when it was stored
+  public var serverTime: Int64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Simp_StoredWelcome: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// the epoch it joins the device at
+  public var epoch: UInt64 = 0
+
+  public var welcome: Data = Data()
+
+  public var fromUser: String = String()
+
+  public var fromDevice: String = String()
+
+  public var serverTime: Int64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Simp_CommitPage: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var conversation: String = String()
+
+  /// the conversation's current epoch
+  public var epoch: UInt64 = 0
+
+  /// consecutive epochs, oldest first
+  public var commits: [Simp_StoredCommit] = []
+
+  /// set for a fetch with `join` when this device has a Welcome: the page starts at its epoch
+  public var welcome: Simp_StoredWelcome {
+    get {_welcome ?? Simp_StoredWelcome()}
+    set {_welcome = newValue}
+  }
+  /// Returns true if `welcome` has been explicitly set.
+  public var hasWelcome: Bool {self._welcome != nil}
+  /// Clears the value of `welcome`. Subsequent reads from it will return its default value.
+  public mutating func clearWelcome() {self._welcome = nil}
+
+  /// more commits follow: fetch again from the next epoch
+  public var more: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _welcome: Simp_StoredWelcome? = nil
+}
+
 public nonisolated struct Simp_Envelope: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -1837,6 +2002,38 @@ public nonisolated struct Simp_Envelope: Sendable {
     set {body = .claimedKeyPackages(newValue)}
   }
 
+  public var submitCommit: Simp_SubmitCommit {
+    get {
+      if case .submitCommit(let v)? = body {return v}
+      return Simp_SubmitCommit()
+    }
+    set {body = .submitCommit(newValue)}
+  }
+
+  public var commitStored: Simp_CommitStored {
+    get {
+      if case .commitStored(let v)? = body {return v}
+      return Simp_CommitStored()
+    }
+    set {body = .commitStored(newValue)}
+  }
+
+  public var fetchCommits: Simp_FetchCommits {
+    get {
+      if case .fetchCommits(let v)? = body {return v}
+      return Simp_FetchCommits()
+    }
+    set {body = .fetchCommits(newValue)}
+  }
+
+  public var commitPage: Simp_CommitPage {
+    get {
+      if case .commitPage(let v)? = body {return v}
+      return Simp_CommitPage()
+    }
+    set {body = .commitPage(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Body: Equatable, Sendable {
@@ -1883,6 +2080,10 @@ public nonisolated struct Simp_Envelope: Sendable {
     case keyDirectoryEntry(Simp_KeyDirectoryEntry)
     case claimKeyPackages(Simp_ClaimKeyPackages)
     case claimedKeyPackages(Simp_ClaimedKeyPackages)
+    case submitCommit(Simp_SubmitCommit)
+    case commitStored(Simp_CommitStored)
+    case fetchCommits(Simp_FetchCommits)
+    case commitPage(Simp_CommitPage)
 
   }
 
@@ -1894,7 +2095,7 @@ public nonisolated struct Simp_Envelope: Sendable {
 fileprivate nonisolated let _protobuf_package = "simp"
 
 nonisolated extension Simp_ErrorCode: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_UNSPECIFIED\0\u{1}FRAME_TOO_LARGE\0\u{1}MALFORMED_FRAME\0\u{1}BAD_REQUEST\0\u{1}NOT_AUTHENTICATED\0\u{1}USER_EXISTS\0\u{1}INVALID_CREDENTIALS\0\u{1}UNKNOWN_USER\0\u{1}INVALID_TOKEN\0\u{1}MESSAGE_TOO_LARGE\0\u{1}STORE_UNAVAILABLE\0\u{1}INVALID_NAME\0\u{1}NOT_CONNECTED\0\u{1}INTERNAL\0\u{1}INBOX_FULL\0\u{1}SESSION_REPLACED\0\u{1}WITHDRAWN\0\u{1}RATE_LIMITED\0\u{1}TOO_MANY_CONNECTIONS\0\u{1}TOO_MANY_SESSIONS\0\u{1}LOGIN_THROTTLED\0\u{1}INBOX_SHARE_FULL\0\u{1}SESSION_CLOSED\0\u{1}REPLICAS_UNAVAILABLE\0\u{1}OUT_OF_ORDER\0\u{1}TOO_MANY_DEVICES\0\u{1}DEVICE_REVOKED\0\u{1}NO_SUCH_GROUP\0\u{1}NOT_A_MEMBER\0\u{1}NOT_GROUP_ADMIN\0\u{1}GROUP_EXISTS\0\u{1}GROUP_FULL\0\u{1}NOT_A_CONTACT\0\u{1}NOT_INVITED\0\u{1}TOO_MANY_GROUPS\0\u{1}IDENTITY_EXISTS\0\u{1}NO_IDENTITY\0\u{1}BAD_SIGNATURE\0\u{1}INVALID_KEY_PACKAGE\0\u{1}DEVICE_NOT_CERTIFIED\0\u{1}KEY_PACKAGES_FULL\0\u{1}KEYS_CHANGED\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_UNSPECIFIED\0\u{1}FRAME_TOO_LARGE\0\u{1}MALFORMED_FRAME\0\u{1}BAD_REQUEST\0\u{1}NOT_AUTHENTICATED\0\u{1}USER_EXISTS\0\u{1}INVALID_CREDENTIALS\0\u{1}UNKNOWN_USER\0\u{1}INVALID_TOKEN\0\u{1}MESSAGE_TOO_LARGE\0\u{1}STORE_UNAVAILABLE\0\u{1}INVALID_NAME\0\u{1}NOT_CONNECTED\0\u{1}INTERNAL\0\u{1}INBOX_FULL\0\u{1}SESSION_REPLACED\0\u{1}WITHDRAWN\0\u{1}RATE_LIMITED\0\u{1}TOO_MANY_CONNECTIONS\0\u{1}TOO_MANY_SESSIONS\0\u{1}LOGIN_THROTTLED\0\u{1}INBOX_SHARE_FULL\0\u{1}SESSION_CLOSED\0\u{1}REPLICAS_UNAVAILABLE\0\u{1}OUT_OF_ORDER\0\u{1}TOO_MANY_DEVICES\0\u{1}DEVICE_REVOKED\0\u{1}NO_SUCH_GROUP\0\u{1}NOT_A_MEMBER\0\u{1}NOT_GROUP_ADMIN\0\u{1}GROUP_EXISTS\0\u{1}GROUP_FULL\0\u{1}NOT_A_CONTACT\0\u{1}NOT_INVITED\0\u{1}TOO_MANY_GROUPS\0\u{1}IDENTITY_EXISTS\0\u{1}NO_IDENTITY\0\u{1}BAD_SIGNATURE\0\u{1}INVALID_KEY_PACKAGE\0\u{1}DEVICE_NOT_CERTIFIED\0\u{1}KEY_PACKAGES_FULL\0\u{1}KEYS_CHANGED\0\u{1}COMMIT_CONFLICT\0")
 }
 
 nonisolated extension Simp_Message: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
@@ -3920,9 +4121,323 @@ nonisolated extension Simp_ClaimedKeyPackages: SwiftProtobuf.Message, SwiftProto
   }
 }
 
+nonisolated extension Simp_SubmitCommit: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".SubmitCommit"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}conversation\0\u{1}epoch\0\u{1}commit\0\u{1}welcomes\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.conversation) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.epoch) }()
+      case 3: try { try decoder.decodeSingularBytesField(value: &self.commit) }()
+      case 4: try { try decoder.decodeRepeatedMessageField(value: &self.welcomes) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.conversation.isEmpty {
+      try visitor.visitSingularStringField(value: self.conversation, fieldNumber: 1)
+    }
+    if self.epoch != 0 {
+      try visitor.visitSingularUInt64Field(value: self.epoch, fieldNumber: 2)
+    }
+    if !self.commit.isEmpty {
+      try visitor.visitSingularBytesField(value: self.commit, fieldNumber: 3)
+    }
+    if !self.welcomes.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.welcomes, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_SubmitCommit, rhs: Simp_SubmitCommit) -> Bool {
+    if lhs.conversation != rhs.conversation {return false}
+    if lhs.epoch != rhs.epoch {return false}
+    if lhs.commit != rhs.commit {return false}
+    if lhs.welcomes != rhs.welcomes {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Simp_CommitWelcome: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".CommitWelcome"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}user\0\u{1}device\0\u{1}welcome\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.user) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.device) }()
+      case 3: try { try decoder.decodeSingularBytesField(value: &self.welcome) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.user.isEmpty {
+      try visitor.visitSingularStringField(value: self.user, fieldNumber: 1)
+    }
+    if !self.device.isEmpty {
+      try visitor.visitSingularStringField(value: self.device, fieldNumber: 2)
+    }
+    if !self.welcome.isEmpty {
+      try visitor.visitSingularBytesField(value: self.welcome, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_CommitWelcome, rhs: Simp_CommitWelcome) -> Bool {
+    if lhs.user != rhs.user {return false}
+    if lhs.device != rhs.device {return false}
+    if lhs.welcome != rhs.welcome {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Simp_CommitStored: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".CommitStored"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}conversation\0\u{1}epoch\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.conversation) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.epoch) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.conversation.isEmpty {
+      try visitor.visitSingularStringField(value: self.conversation, fieldNumber: 1)
+    }
+    if self.epoch != 0 {
+      try visitor.visitSingularUInt64Field(value: self.epoch, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_CommitStored, rhs: Simp_CommitStored) -> Bool {
+    if lhs.conversation != rhs.conversation {return false}
+    if lhs.epoch != rhs.epoch {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Simp_FetchCommits: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".FetchCommits"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}conversation\0\u{1}fromEpoch\0\u{1}join\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.conversation) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.fromEpoch) }()
+      case 3: try { try decoder.decodeSingularBoolField(value: &self.join) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.conversation.isEmpty {
+      try visitor.visitSingularStringField(value: self.conversation, fieldNumber: 1)
+    }
+    if self.fromEpoch != 0 {
+      try visitor.visitSingularUInt64Field(value: self.fromEpoch, fieldNumber: 2)
+    }
+    if self.join != false {
+      try visitor.visitSingularBoolField(value: self.join, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_FetchCommits, rhs: Simp_FetchCommits) -> Bool {
+    if lhs.conversation != rhs.conversation {return false}
+    if lhs.fromEpoch != rhs.fromEpoch {return false}
+    if lhs.join != rhs.join {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Simp_StoredCommit: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".StoredCommit"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}epoch\0\u{1}commit\0\u{1}fromUser\0\u{1}fromDevice\0\u{1}serverTime\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.epoch) }()
+      case 2: try { try decoder.decodeSingularBytesField(value: &self.commit) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.fromUser) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.fromDevice) }()
+      case 5: try { try decoder.decodeSingularInt64Field(value: &self.serverTime) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.epoch != 0 {
+      try visitor.visitSingularUInt64Field(value: self.epoch, fieldNumber: 1)
+    }
+    if !self.commit.isEmpty {
+      try visitor.visitSingularBytesField(value: self.commit, fieldNumber: 2)
+    }
+    if !self.fromUser.isEmpty {
+      try visitor.visitSingularStringField(value: self.fromUser, fieldNumber: 3)
+    }
+    if !self.fromDevice.isEmpty {
+      try visitor.visitSingularStringField(value: self.fromDevice, fieldNumber: 4)
+    }
+    if self.serverTime != 0 {
+      try visitor.visitSingularInt64Field(value: self.serverTime, fieldNumber: 5)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_StoredCommit, rhs: Simp_StoredCommit) -> Bool {
+    if lhs.epoch != rhs.epoch {return false}
+    if lhs.commit != rhs.commit {return false}
+    if lhs.fromUser != rhs.fromUser {return false}
+    if lhs.fromDevice != rhs.fromDevice {return false}
+    if lhs.serverTime != rhs.serverTime {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Simp_StoredWelcome: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".StoredWelcome"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}epoch\0\u{1}welcome\0\u{1}fromUser\0\u{1}fromDevice\0\u{1}serverTime\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.epoch) }()
+      case 2: try { try decoder.decodeSingularBytesField(value: &self.welcome) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.fromUser) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.fromDevice) }()
+      case 5: try { try decoder.decodeSingularInt64Field(value: &self.serverTime) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.epoch != 0 {
+      try visitor.visitSingularUInt64Field(value: self.epoch, fieldNumber: 1)
+    }
+    if !self.welcome.isEmpty {
+      try visitor.visitSingularBytesField(value: self.welcome, fieldNumber: 2)
+    }
+    if !self.fromUser.isEmpty {
+      try visitor.visitSingularStringField(value: self.fromUser, fieldNumber: 3)
+    }
+    if !self.fromDevice.isEmpty {
+      try visitor.visitSingularStringField(value: self.fromDevice, fieldNumber: 4)
+    }
+    if self.serverTime != 0 {
+      try visitor.visitSingularInt64Field(value: self.serverTime, fieldNumber: 5)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_StoredWelcome, rhs: Simp_StoredWelcome) -> Bool {
+    if lhs.epoch != rhs.epoch {return false}
+    if lhs.welcome != rhs.welcome {return false}
+    if lhs.fromUser != rhs.fromUser {return false}
+    if lhs.fromDevice != rhs.fromDevice {return false}
+    if lhs.serverTime != rhs.serverTime {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Simp_CommitPage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".CommitPage"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}conversation\0\u{1}epoch\0\u{1}commits\0\u{1}welcome\0\u{1}more\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.conversation) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.epoch) }()
+      case 3: try { try decoder.decodeRepeatedMessageField(value: &self.commits) }()
+      case 4: try { try decoder.decodeSingularMessageField(value: &self._welcome) }()
+      case 5: try { try decoder.decodeSingularBoolField(value: &self.more) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.conversation.isEmpty {
+      try visitor.visitSingularStringField(value: self.conversation, fieldNumber: 1)
+    }
+    if self.epoch != 0 {
+      try visitor.visitSingularUInt64Field(value: self.epoch, fieldNumber: 2)
+    }
+    if !self.commits.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.commits, fieldNumber: 3)
+    }
+    try { if let v = self._welcome {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
+    } }()
+    if self.more != false {
+      try visitor.visitSingularBoolField(value: self.more, fieldNumber: 5)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_CommitPage, rhs: Simp_CommitPage) -> Bool {
+    if lhs.conversation != rhs.conversation {return false}
+    if lhs.epoch != rhs.epoch {return false}
+    if lhs.commits != rhs.commits {return false}
+    if lhs._welcome != rhs._welcome {return false}
+    if lhs.more != rhs.more {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
 nonisolated extension Simp_Envelope: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Envelope"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}requestId\0\u{2}\u{9}error\0\u{1}ok\0\u{1}register\0\u{1}login\0\u{1}loginOk\0\u{1}connect\0\u{1}connected\0\u{1}bound\0\u{1}ping\0\u{1}pong\0\u{1}accepted\0\u{1}delivered\0\u{1}failed\0\u{1}receipt\0\u{1}history\0\u{1}historyResult\0\u{1}withdraw\0\u{1}missing\0\u{1}query\0\u{1}pathResponse\0\u{1}logout\0\u{1}retracted\0\u{1}devices\0\u{1}deviceList\0\u{1}revokeDevice\0\u{1}groupRequest\0\u{1}groupAnswer\0\u{1}contactRequest\0\u{1}contactAnswer\0\u{1}settingsRequest\0\u{1}settingsAnswer\0\u{1}markRead\0\u{1}presence\0\u{1}presenceAnswer\0\u{1}changePassword\0\u{1}publishIdentity\0\u{1}publishDevice\0\u{1}uploadKeyPackages\0\u{1}keyPackagesStored\0\u{1}keyDirectory\0\u{1}keyDirectoryEntry\0\u{1}claimKeyPackages\0\u{1}claimedKeyPackages\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}requestId\0\u{2}\u{9}error\0\u{1}ok\0\u{1}register\0\u{1}login\0\u{1}loginOk\0\u{1}connect\0\u{1}connected\0\u{1}bound\0\u{1}ping\0\u{1}pong\0\u{1}accepted\0\u{1}delivered\0\u{1}failed\0\u{1}receipt\0\u{1}history\0\u{1}historyResult\0\u{1}withdraw\0\u{1}missing\0\u{1}query\0\u{1}pathResponse\0\u{1}logout\0\u{1}retracted\0\u{1}devices\0\u{1}deviceList\0\u{1}revokeDevice\0\u{1}groupRequest\0\u{1}groupAnswer\0\u{1}contactRequest\0\u{1}contactAnswer\0\u{1}settingsRequest\0\u{1}settingsAnswer\0\u{1}markRead\0\u{1}presence\0\u{1}presenceAnswer\0\u{1}changePassword\0\u{1}publishIdentity\0\u{1}publishDevice\0\u{1}uploadKeyPackages\0\u{1}keyPackagesStored\0\u{1}keyDirectory\0\u{1}keyDirectoryEntry\0\u{1}claimKeyPackages\0\u{1}claimedKeyPackages\0\u{1}submitCommit\0\u{1}commitStored\0\u{1}fetchCommits\0\u{1}commitPage\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -4490,6 +5005,58 @@ nonisolated extension Simp_Envelope: SwiftProtobuf.Message, SwiftProtobuf._Messa
           self.body = .claimedKeyPackages(v)
         }
       }()
+      case 53: try {
+        var v: Simp_SubmitCommit?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .submitCommit(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .submitCommit(v)
+        }
+      }()
+      case 54: try {
+        var v: Simp_CommitStored?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .commitStored(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .commitStored(v)
+        }
+      }()
+      case 55: try {
+        var v: Simp_FetchCommits?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .fetchCommits(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .fetchCommits(v)
+        }
+      }()
+      case 56: try {
+        var v: Simp_CommitPage?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .commitPage(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .commitPage(v)
+        }
+      }()
       default: break
       }
     }
@@ -4675,6 +5242,22 @@ nonisolated extension Simp_Envelope: SwiftProtobuf.Message, SwiftProtobuf._Messa
     case .claimedKeyPackages?: try {
       guard case .claimedKeyPackages(let v)? = self.body else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 52)
+    }()
+    case .submitCommit?: try {
+      guard case .submitCommit(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 53)
+    }()
+    case .commitStored?: try {
+      guard case .commitStored(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 54)
+    }()
+    case .fetchCommits?: try {
+      guard case .fetchCommits(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 55)
+    }()
+    case .commitPage?: try {
+      guard case .commitPage(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 56)
     }()
     case nil: break
     }

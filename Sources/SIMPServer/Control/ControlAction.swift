@@ -84,4 +84,6 @@ enum ControlWork: Sendable {
     case presence(id: UInt64, user: String, of: [String], millis: Int64)
     /// A key directory request's steps (`KeyFlow`), run one after another.
     case keys(id: UInt64, KeyFlow)
+    /// A commit request's steps (`CommitFlow`), run one after another.
+    case commits(id: UInt64, CommitFlow)
 }

@@ -578,6 +578,7 @@ extension ControlMachine {
             guard let user = loggedIn(id) else { return }
             start(.presenceCircle(id: id, user: user))
         case .publishIdentity, .publishDevice, .uploadKeyPackages, .keyDirectory, .claimKeyPackages: keys(id, envelope, now: now)
+        case .submitCommit, .fetchCommits: commits(id, envelope, now: now)
         case .none: reply(.error(.badRequest, "envelope without a body", requestID: id))
         default: reply(.error(.badRequest, "a client does not send \(Self.name(envelope.body))", requestID: id))
         }
@@ -722,6 +723,16 @@ extension ControlMachine {
             let flow = KeyFlow(request, user: user, device: device ?? DeviceName.unnamed, nowMillis: now.millis,
                                maxDevices: node.maxDevicesPerUser)
             start(.keys(id: id, flow))
+        }
+    }
+
+    /// A commit request (`CommitFlow`): checked for names, sizes and counts here, then its
+    /// steps run in the worker, with the login's device and the request's time.
+    private mutating func commits(_ id: UInt64, _ envelope: Simp_Envelope, now: Moment) {
+        guard let user = loggedIn(id), let body = envelope.body, let parsed = CommitFlow.request(from: body, user: user) else { return }
+        switch parsed {
+        case .failure(let refusal): reply(.error(refusal.code, refusal.reason, requestID: id))
+        case .success(let request): start(.commits(id: id, CommitFlow(request, user: user, device: device ?? DeviceName.unnamed, nowMillis: now.millis)))
         }
     }
 

@@ -84,7 +84,28 @@ struct ControlWorker {
             })
         case .keys(let id, let flow):
             return answer(id, Self.carryOut(flow.start(), flow, store: store, on: loop).map { Simp_Envelope(requestID: id, $0) })
+        case .commits(let id, let flow):
+            return answer(id, Self.carryOut(flow.start(), flow, store: store, on: loop).map { Simp_Envelope(requestID: id, $0) })
         }
+    }
+
+    /// Runs a commit request's steps (`CommitFlow`): each read or script, its result back to the flow.
+    private static func carryOut(_ next: CommitFlow.Next, _ flow: CommitFlow, store: MessageStore,
+                                 on loop: any EventLoop) -> EventLoopFuture<Simp_Envelope.OneOf_Body> {
+        let step: EventLoopFuture<CommitFlow.Next>
+        switch next {
+        case .answer(let body): return loop.makeSucceededFuture(body)
+        case .refuse(let code, let reason): return loop.makeFailedFuture(ServerError(code, reason))
+        case .readSubmitter(let user, let device, let peer, let welcomes):
+            step = store.commitSubmitter(user: user, device: device, peer: peer, welcomes: welcomes, on: loop).map { flow.checked($0) }
+        case .store(let conversation, let user, let epoch, let entry, let welcomes, let kept):
+            step = store.storeCommit(conversation, user: user, epoch: epoch, entry: entry, welcomes: welcomes, kept: kept, on: loop)
+                .map { flow.stored($0) }
+        case .fetch(let conversation, let user, let field, let from, let maxCommits, let budget, let kept):
+            step = store.fetchCommits(conversation, user: user, welcomeField: field, fromEpoch: from, maxCommits: maxCommits,
+                                      budget: budget, kept: kept, on: loop).map { flow.fetched($0) }
+        }
+        return step.flatMap { carryOut($0, flow, store: store, on: loop) }
     }
 
     /// Runs a key directory request's steps (`KeyFlow`): each read or store, its result back to the flow.

@@ -63,7 +63,7 @@ struct KeyFlow: Sendable {
 
     /// The request as the flow takes it, or why it is refused before anything runs: names,
     /// key sizes, counts and sizes (`KeyDirectoryRules`).
-    static func request(from body: Simp_Envelope.OneOf_Body) -> Result<Request, KeyFlowRefusal>? {
+    static func request(from body: Simp_Envelope.OneOf_Body) -> Result<Request, FlowRefusal>? {
         switch body {
         case .publishIdentity(let publish):
             guard IdentityKey(Array(publish.identityKey)) != nil else {
@@ -202,8 +202,8 @@ struct KeyFlow: Sendable {
     }
 }
 
-/// A key request refused before it runs.
-struct KeyFlowRefusal: Error, Equatable, Sendable {
+/// A request refused before it runs (`KeyFlow`, `CommitFlow`).
+struct FlowRefusal: Error, Equatable, Sendable {
     var code: Simp_ErrorCode
     var reason: String
 

@@ -31,6 +31,15 @@ enum RequestCost {
     static let keyPublish = 4
     static let perKeyPackage = 2
     static let keyClaim = 8
+    /// A commit: a read of the submitter's certificate (and the peer) and a script; each
+    /// Welcome adds a read (its device's certificate) and a write. A fetch: a script that reads
+    /// up to a page of commits.
+    static let commitSubmit = 4
+    static let perWelcome = 2
+    /// And a unit per 4 KiB of the commit and its Welcomes together (stored, replicated, and
+    /// handed out again with every page): at most 16 within the frame limit.
+    static let commitBytesPerUnit = 4_096
+    static let commitFetch = 4
 
     static func of(_ envelope: Simp_Envelope) -> Int {
         switch envelope.body {
@@ -60,6 +69,10 @@ enum RequestCost {
             redisRead + perKeyPackage * (min(upload.keyPackages.count, KeyDirectoryRules.maxKeyPackagesPerUpload) + (upload.lastResort.isEmpty ? 0 : 1))
         case .keyDirectory: redisRead
         case .claimKeyPackages: keyClaim
+        case .submitCommit(let submit):
+            commitSubmit + perWelcome * min(submit.welcomes.count, CommitRules.maxWelcomes)
+                + submit.welcomes.reduce(submit.commit.count) { $0 + $1.welcome.count } / commitBytesPerUnit
+        case .fetchCommits: commitFetch
         default: 1
         }
     }

@@ -158,7 +158,9 @@ extension MessageStore {
         }
         let command = RedisCommand.script(Scripts.groupChange, keys: [keys.groupMembers(group), keys.groupSeq(group), keys.groupLog(group),
                                                                       keys.groupRemovals(group), keys.groupJoins(group),
-                                                                      keys.groupInvited(group)], args: args)
+                                                                      keys.groupInvited(group), keys.commitEpoch(.group(group)),
+                                                                      keys.commits(.group(group)), keys.welcomes(.group(group)),
+                                                                      keys.welcomeEpochs(.group(group))], args: args)
         return redis.run([command], on: loop).flatMapThrowing { replies in
             let parts = try replies[0].checked().array ?? []
             guard let status = parts.first?.int else { throw RedisError(.protocolViolation, "group change script returned \(replies[0])") }

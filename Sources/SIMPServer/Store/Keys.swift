@@ -99,6 +99,15 @@ struct Keys: Sendable {
     func keyPackages(_ name: String) -> String { of(name, "keypkgs") }
     /// NAME's last-resort KeyPackages: field DEVICE, value the package.
     func lastResortKeyPackages(_ name: String) -> String { of(name, "lastresort") }
+    /// A conversation's MLS commits (docs/E2EE.md, Part 3), under its tag
+    /// (`CommitConversation.tag`: a group's keys share it, so a commit script sees the members):
+    /// its epoch (the commits stored), its last commits (field EPOCH, value a `StoredCommit`) and
+    /// the Welcomes its commits released (field USER/DEVICE, value "EPOCH:" and a `StoredWelcome`).
+    func commitEpoch(_ conversation: CommitConversation) -> String { of(conversation.tag, "epoch") }
+    func commits(_ conversation: CommitConversation) -> String { of(conversation.tag, "commits") }
+    func welcomes(_ conversation: CommitConversation) -> String { of(conversation.tag, "welcomes") }
+    /// The same Welcomes by epoch (member USER/DEVICE, score its epoch), to drop the old ones.
+    func welcomeEpochs(_ conversation: CommitConversation) -> String { of(conversation.tag, "welcomeEpochs") }
     var secret: String { "\(prefix):secret" }
     /// A running node's claim on its id (`NodeRecord`): its instance token, expiring unless renewed.
     func node(_ id: String) -> String { "\(prefix):node:\(id)" }

@@ -1,0 +1,107 @@
+import Foundation
+import SIMPCore
+
+/// A Welcome to send with a commit, for one device the commit adds (RFC 9420 section
+/// 12.4.3.1): the server hands it to that device only once the commit is stored.
+public struct CommitWelcome: Sendable, Equatable {
+    public var user: String
+    public var device: String
+    /// An `MLSMessage` of wire format `mls_welcome`: opaque to the server.
+    public var welcome: [UInt8]
+
+    public init(user: String, device: String, welcome: [UInt8]) {
+        self.user = user
+        self.device = device
+        self.welcome = welcome
+    }
+}
+
+/// A commit in a conversation's order, as the server stored it.
+public struct StoredCommit: Sendable, Equatable {
+    /// The epoch it was made on (it led to `epoch + 1`).
+    public var epoch: UInt64
+    /// The commit's `MLSMessage`, as submitted.
+    public var commit: [UInt8]
+    /// Who submitted it, as the server saw the session (the committer's leaf in the commit is
+    /// what a member checks).
+    public var fromUser: String
+    public var fromDevice: String
+    /// When the server stored it (ms since the epoch, by the server's clock).
+    public var serverTime: Int64
+}
+
+/// A Welcome that joins this device to a conversation at `epoch`.
+public struct StoredWelcome: Sendable, Equatable {
+    public var epoch: UInt64
+    public var welcome: [UInt8]
+    public var fromUser: String
+    public var fromDevice: String
+    public var serverTime: Int64
+}
+
+/// A page of a conversation's commits (`fetchCommits`).
+public struct CommitPage: Sendable, Equatable {
+    /// The conversation as asked for: "#GROUP" or the other user's name.
+    public var conversation: String
+    /// The conversation's epoch now: the commits stored in its order.
+    public var epoch: UInt64
+    /// Consecutive epochs, oldest first.
+    public var commits: [StoredCommit]
+    /// This device's Welcome, for a fetch with `join` when the device has one (the page then
+    /// starts at its epoch): join with it, then process `commits`.
+    public var welcome: StoredWelcome?
+    /// More commits follow: fetch again from the epoch after the last one here.
+    public var more: Bool
+}
+
+/// A conversation's MLS commits (docs/PROTOCOL.md, "Commits"; docs/E2EE.md, Part 3): one order
+/// per conversation, the first commit for an epoch wins.
+extension SIMPClient {
+    /// Submits a commit made on `epoch` to `conversation` ("#GROUP", or the other user's name of
+    /// a one-to-one conversation), with Welcomes for the devices it adds. Returns the
+    /// conversation's new epoch (`epoch + 1`). When another commit won `epoch`, throws a
+    /// `ClientError` of code `.commitConflict` and nothing was stored: fetch the commits from
+    /// `epoch`, process them, and make the commit again on the new epoch.
+    public func submitCommit(_ commit: [UInt8], to conversation: String, epoch: UInt64,
+                             welcomes: [CommitWelcome] = []) async throws(ClientError) -> UInt64 {
+        var submit = Simp_SubmitCommit()
+        submit.conversation = conversation
+        submit.epoch = epoch
+        submit.commit = Data(commit)
+        submit.welcomes = welcomes.map { welcome in
+            var wire = Simp_CommitWelcome()
+            wire.user = welcome.user
+            wire.device = welcome.device
+            wire.welcome = Data(welcome.welcome)
+            return wire
+        }
+        return try await ask(.submitCommit(submit), "a commit") { body in
+            if case .commitStored(let stored)? = body { stored.epoch } else { nil }
+        }
+    }
+
+    /// `conversation`'s commits from `fromEpoch` on, in order (a page: `more` says whether to
+    /// ask again). `join`: this device has no state for the conversation yet: the page carries
+    /// its Welcome, when it has one, and starts at the Welcome's epoch (`fromEpoch` is then not
+    /// read). Without it no commit is skipped and no Welcome given.
+    public func fetchCommits(in conversation: String, fromEpoch: UInt64, join: Bool = false) async throws(ClientError) -> CommitPage {
+        var fetch = Simp_FetchCommits()
+        fetch.conversation = conversation
+        fetch.fromEpoch = fromEpoch
+        fetch.join = join
+        return try await ask(.fetchCommits(fetch), "a commit fetch") { body in
+            guard case .commitPage(let page)? = body else { return nil }
+            return CommitPage(
+                conversation: page.conversation, epoch: page.epoch,
+                commits: page.commits.map {
+                    StoredCommit(epoch: $0.epoch, commit: Array($0.commit), fromUser: $0.fromUser, fromDevice: $0.fromDevice,
+                                 serverTime: $0.serverTime)
+                },
+                welcome: page.hasWelcome
+                    ? StoredWelcome(epoch: page.welcome.epoch, welcome: Array(page.welcome.welcome), fromUser: page.welcome.fromUser,
+                                    fromDevice: page.welcome.fromDevice, serverTime: page.welcome.serverTime)
+                    : nil,
+                more: page.more)
+        }
+    }
+}

@@ -1,0 +1,96 @@
+import Crypto
+import Foundation
+import SIMPCore
+import SIMPTestSupport
+
+extension Conformance {
+    /// The commit order (section 4, Commits), in the one-to-one conversation of the two
+    /// accounts: each check starts at the conversation's current epoch, so runs can repeat
+    /// against one server. Commits and Welcomes are opaque to the server: made-up bytes do.
+    static let commits: [ConformanceCheck] = [
+        ConformanceCheck("4.17", "4. Messages, Commits", "the first commit for an epoch is stored and the next epoch given; a second for it is COMMIT_CONFLICT and stores nothing; the other user fetches the commits in order") { target in
+            let (user, peer, identity) = try keyOwner(target)
+            try certify(peer, user: user, identity: identity, deviceKey: Curve25519.Signing.PrivateKey(), id: 3)
+            let (other, otherPassword) = try target.account("b")
+            let epoch = try currentEpoch(peer, other, id: 4)
+            let (first, second) = (commitBytes(), commitBytes())
+            try expect(try submit(peer, 5, to: other, epoch: epoch, first) == epoch + 1, "the first commit was not stored at \(epoch)")
+            let lost = try peer.request(6, .submitCommit(.with { $0.conversation = other; $0.epoch = epoch; $0.commit = Data(second) }))
+            try expect(errorCode(lost) == .commitConflict, "a second commit for epoch \(epoch) got \(describe(lost))")
+            try expect(try submit(peer, 7, to: other, epoch: epoch + 1, second) == epoch + 2, "the commit made again on the next epoch was not stored")
+
+            let reader = try target.peer()
+            _ = try reader.login(other, otherPassword)
+            let reply = try reader.request(2, .fetchCommits(.with { $0.conversation = user; $0.fromEpoch = epoch }))
+            guard case .commitPage(let page)? = reply?.body else { throw ConformanceFailure("fetchCommits: \(describe(reply))") }
+            try expect(page.epoch == epoch + 2, "the conversation is at \(page.epoch), not \(epoch + 2)")
+            try expect(page.commits.map(\.epoch) == [epoch, epoch + 1] && page.commits.map(\.commit) == [Data(first), Data(second)],
+                       "the commits fetched from \(epoch): epochs \(page.commits.map(\.epoch))")
+            try expect(page.commits.allSatisfy { $0.fromUser == user }, "a commit's fromUser is not its submitter")
+        },
+        ConformanceCheck("4.18", "4. Messages, Commits", "a Welcome is handed out with its commit only: the losing commit's never; an uncertified device's commit is DEVICE_NOT_CERTIFIED, a non-member's NOT_A_MEMBER") { target in
+            let (user, peer, identity) = try keyOwner(target)
+            try certify(peer, user: user, identity: identity, deviceKey: Curve25519.Signing.PrivateKey(), id: 3)
+            let (other, otherPassword) = try target.account("b")
+            let epoch = try currentEpoch(peer, other, id: 4)
+            // A Welcome goes to a certified device: the other account certifies a device "joined"
+            // (its login device, "default", stays uncertified).
+            let joiner = try target.peer()
+            _ = try joiner.login(other, otherPassword)
+            let otherIdentity = Curve25519.Signing.PrivateKey()
+            let published = try joiner.request(5, .publishIdentity(.with { $0.identityKey = otherIdentity.publicKey.rawRepresentation; $0.replace = true }))
+            guard case .ok? = published?.body else { throw ConformanceFailure("publishIdentity: \(describe(published))") }
+            let certificate = try DeviceCertificate.sign(user: other, device: "joined", deviceKey: Array(Curve25519.Signing.PrivateKey().publicKey.rawRepresentation),
+                                                         identity: otherIdentity)
+            let certified = try joiner.request(6, .publishDevice(.with { $0.certificate = certificate }))
+            guard case .ok? = certified?.body else { throw ConformanceFailure("publishDevice: \(describe(certified))") }
+            let (won, lost) = (commitBytes(), commitBytes())
+            func welcome(_ bytes: [UInt8]) -> Simp_CommitWelcome { .with { $0.user = other; $0.device = "joined"; $0.welcome = Data(bytes) } }
+            let (winning, losing) = (commitBytes(), commitBytes())
+            let stored = try peer.request(5, .submitCommit(.with {
+                $0.conversation = other; $0.epoch = epoch; $0.commit = Data(won); $0.welcomes = [welcome(winning)]
+            }))
+            guard case .commitStored? = stored?.body else { throw ConformanceFailure("submitCommit: \(describe(stored))") }
+            let refused = try peer.request(6, .submitCommit(.with {
+                $0.conversation = other; $0.epoch = epoch; $0.commit = Data(lost); $0.welcomes = [welcome(losing)]
+            }))
+            try expect(errorCode(refused) == .commitConflict, "the losing commit got \(describe(refused))")
+
+            let joined = try target.peer()
+            _ = try joined.login(other, otherPassword, device: "joined")
+            let reply = try joined.request(2, .fetchCommits(.with { $0.conversation = user; $0.fromEpoch = epoch; $0.join = true }))
+            guard case .commitPage(let page)? = reply?.body else { throw ConformanceFailure("fetchCommits: \(describe(reply))") }
+            try expect(page.hasWelcome && page.welcome.welcome == Data(winning) && page.welcome.epoch == epoch + 1,
+                       "the Welcome handed out is not the winning commit's, into epoch \(epoch + 1)")
+            // The other account's device has no certificate (nothing here publishes one for it).
+            let uncertified = try joiner.request(3, .submitCommit(.with { $0.conversation = user; $0.epoch = epoch + 1; $0.commit = Data(lost) }))
+            try expect(errorCode(uncertified) == .deviceNotCertified, "an uncertified device's commit got \(describe(uncertified))")
+
+            // A group of the first account alone: the other is no member.
+            let group = "c" + String(UInt32.random(in: 0...UInt32.max), radix: 36)
+            let created = try peer.request(8, .groupRequest(.with { $0.action = .create; $0.group = group }))
+            guard case .groupAnswer? = created?.body else { throw ConformanceFailure("create: \(describe(created))") }
+            let stranger = try joiner.request(4, .fetchCommits(.with { $0.conversation = "#" + group; $0.fromEpoch = 0 }))
+            try expect(errorCode(stranger) == .notAMember, "a non-member's fetch got \(describe(stranger))")
+            let member = try peer.request(9, .submitCommit(.with { $0.conversation = "#" + group; $0.epoch = 0; $0.commit = Data(won) }))
+            try expect({ if case .commitStored? = member?.body { true } else { false } }(), "the member's commit got \(describe(member))")
+            _ = try peer.request(10, .groupRequest(.with { $0.action = .leave; $0.group = group }))
+        },
+    ]
+
+    /// Made-up commit bytes: the server does not read them.
+    private static func commitBytes() -> [UInt8] { (0..<64).map { _ in UInt8.random(in: 0...255) } }
+
+    /// The one-to-one conversation's epoch now (a page asked from the highest epoch holds none).
+    private static func currentEpoch(_ peer: RawPeer, _ other: String, id: UInt64) throws -> UInt64 {
+        let reply = try peer.request(id, .fetchCommits(.with { $0.conversation = other; $0.fromEpoch = CommitRules.maxEpoch }))
+        guard case .commitPage(let page)? = reply?.body else { throw ConformanceFailure("fetchCommits: \(describe(reply))") }
+        return page.epoch
+    }
+
+    private static func submit(_ peer: RawPeer, _ id: UInt64, to conversation: String, epoch: UInt64, _ commit: [UInt8]) throws -> UInt64 {
+        let reply = try peer.request(id, .submitCommit(.with { $0.conversation = conversation; $0.epoch = epoch; $0.commit = Data(commit) }))
+        guard case .commitStored(let stored)? = reply?.body else { throw ConformanceFailure("submitCommit on \(epoch): \(describe(reply))") }
+        return stored.epoch
+    }
+}

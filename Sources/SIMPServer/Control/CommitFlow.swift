@@ -1,0 +1,211 @@
+import Foundation
+import SIMPCore
+
+/// A commit request, step by step (docs/E2EE.md, Part 3: commits and their order): what to
+/// read, what to store, what the asker is answered. Pure: the worker carries each step out and
+/// feeds its result back; the time is the request's, passed in. The order itself is the store
+/// script's: it stores a commit only if the conversation is still at the commit's epoch, and
+/// its Welcomes in the same script, so a Welcome of a commit that lost is never handed out.
+///
+/// Who may submit: a device of a member of the conversation (checked by the script, with the
+/// group's members in the same slot) whose user's directory holds a certificate for it (read
+/// first: a device revoked between the read and the store still gets its commit in; its peers
+/// refuse it, as they check every committer's leaf against the certificates themselves).
+struct CommitFlow: Sendable {
+    /// The request, checked (`CommitRequest.checking`).
+    typealias Request = CommitRequest
+    typealias Welcome = CommitRequest.Welcome
+
+    /// A Welcome as the store keeps it: under "USER/DEVICE", its epoch, ':', then the
+    /// `StoredWelcome` (the script reads the epoch without decoding anything).
+    struct KeptWelcome: Sendable, Equatable {
+        /// The member it is for (a group's script checks it is one).
+        var user: String
+        var field: String
+        var value: [UInt8]
+    }
+
+    /// A device a Welcome is for.
+    struct Addressee: Sendable, Equatable {
+        var user: String
+        var device: String
+    }
+
+    /// What the read before a submit found.
+    struct Submitter: Sendable, Equatable {
+        /// The submitting device has a device certificate in its user's directory.
+        var certified: Bool
+        /// For a one-to-one conversation, the other user exists.
+        var peerExists: Bool
+        /// The first Welcome's device that has no device certificate in its user's directory.
+        var uncertifiedWelcome: Addressee? = nil
+    }
+
+    enum Next: Sendable, Equatable {
+        /// Whether `device` of `user` is certified, whether `peer` (when set) exists, and whether
+        /// each Welcome's device is certified; comes back as `checked(_:)`.
+        case readSubmitter(user: String, device: String, peer: String?, welcomes: [Addressee])
+        /// Store `entry` as the commit made on `epoch` if that is still the conversation's
+        /// epoch, with the Welcomes, keeping the last `kept` commits; comes back as `stored(_:)`.
+        case store(CommitConversation, user: String, epoch: UInt64, entry: [UInt8], welcomes: [KeptWelcome], kept: Int)
+        /// Read the commits from `fromEpoch` among the last `kept`, or (a join: `welcomeField`
+        /// set) the Welcome under `welcomeField` and the commits from its epoch; comes back as
+        /// `fetched(_:)`.
+        case fetch(CommitConversation, user: String, welcomeField: String?, fromEpoch: UInt64, maxCommits: Int, budget: Int, kept: Int)
+        case answer(Simp_Envelope.OneOf_Body)
+        case refuse(Simp_ErrorCode, String)
+    }
+
+    /// What the store script answered.
+    enum Stored: Sendable, Equatable {
+        /// Stored: the conversation is at `epoch` now.
+        case stored(epoch: UInt64)
+        /// Stored on the master, but fewer replicas than asked for (`--redis-min-replicas`)
+        /// confirmed it in time: a failover may lose it.
+        case unreplicated(epoch: UInt64, confirmed: Int64)
+        /// Not stored: the conversation is at `current`, not at the commit's epoch.
+        case conflict(current: UInt64)
+        case notAMember
+        case noSuchGroup
+        /// A Welcome names a user who is not a member.
+        case welcomeToNonMember(String)
+    }
+
+    /// What the fetch script answered.
+    enum Fetched: Sendable, Equatable {
+        /// `welcome`, when set (only for a join), is the kept value (epoch, ':', `StoredWelcome`);
+        /// `commits` the stored `StoredCommit`s, consecutive, oldest first.
+        case page(current: UInt64, welcome: [UInt8]?, commits: [[UInt8]], more: Bool)
+        case notAMember
+        case noSuchGroup
+    }
+
+    let request: Request
+    let user: String
+    let device: String
+    let nowMillis: Int64
+
+    init(_ request: Request, user: String, device: String, nowMillis: Int64) {
+        self.request = request
+        self.user = user
+        self.device = device
+        self.nowMillis = nowMillis
+    }
+
+    /// The request as the flow takes it, or why it is refused before anything runs
+    /// (`CommitRequest.checking`, which the fuzz target runs too).
+    static func request(from body: Simp_Envelope.OneOf_Body, user: String) -> Result<Request, FlowRefusal>? {
+        CommitRequest.checking(body, asker: user)?.mapError { FlowRefusal($0.code, $0.reason) }
+    }
+
+    /// How much of a stored `StoredCommit` names the commit, its epoch and its submitter: all
+    /// but the server time (field 5, serialized last), so a retry of the same commit is found
+    /// stored. Bytes that are no `StoredCommit` are all of it.
+    static func sameCommitLength(_ entry: [UInt8]) -> Int {
+        guard var commit = try? Simp_StoredCommit(serializedBytes: entry) else { return entry.count }
+        commit.serverTime = 0
+        guard let named: [UInt8] = try? commit.serializedBytes(), entry.starts(with: named) else { return entry.count }
+        return named.count
+    }
+
+    /// The first step.
+    func start() -> Next {
+        switch request {
+        case .submit(let conversation, _, _, let welcomes):
+            let addressees = welcomes.map { Addressee(user: $0.user, device: $0.device) }
+            if case .direct(_, let peer) = conversation { return .readSubmitter(user: user, device: device, peer: peer, welcomes: addressees) }
+            return .readSubmitter(user: user, device: device, peer: nil, welcomes: addressees)
+        case .fetch(let conversation, let from, let join):
+            return .fetch(conversation, user: user, welcomeField: join ? CommitRules.welcomeField(user: user, device: device) : nil, fromEpoch: from,
+                          maxCommits: CommitRules.maxCommitsPerPage, budget: CommitRules.pageBudget, kept: CommitRules.keptCommits)
+        }
+    }
+
+    /// The submitter read's result.
+    func checked(_ submitter: Submitter) -> Next {
+        guard case .submit(let conversation, let epoch, let commit, let welcomes) = request else {
+            return .refuse(.internal, "commit read for no submit")
+        }
+        // Checked with the request already; a flow made from an unchecked one must not trap either.
+        guard epoch < CommitRules.maxEpoch else { return .refuse(.badRequest, "a commit is made on an epoch below \(CommitRules.maxEpoch)") }
+        guard submitter.peerExists else { return .refuse(.unknownUser, "no such user: \(conversation.name)") }
+        guard submitter.certified else {
+            return .refuse(.deviceNotCertified, "\(device) has no device certificate stored: publish one before committing")
+        }
+        // A device is added with a KeyPackage its certified key signed: a Welcome for any other
+        // device would only take room in the conversation's Welcomes.
+        if let welcome = submitter.uncertifiedWelcome {
+            return .refuse(.deviceNotCertified, "a Welcome for \(welcome.user)/\(welcome.device), which has no device certificate stored")
+        }
+        var stored = Simp_StoredCommit()
+        stored.epoch = epoch
+        stored.commit = Data(commit)
+        stored.fromUser = user
+        stored.fromDevice = device
+        stored.serverTime = nowMillis
+        var kept: [KeptWelcome] = []
+        for welcome in welcomes {
+            var entry = Simp_StoredWelcome()
+            entry.epoch = epoch + 1
+            entry.welcome = Data(welcome.bytes)
+            entry.fromUser = user
+            entry.fromDevice = device
+            entry.serverTime = nowMillis
+            guard let bytes: [UInt8] = try? entry.serializedBytes() else { return .refuse(.internal, "a Welcome did not encode") }
+            kept.append(KeptWelcome(user: welcome.user, field: CommitRules.welcomeField(user: welcome.user, device: welcome.device),
+                                    value: Array("\(epoch + 1):".utf8) + bytes))
+        }
+        guard let entry: [UInt8] = try? stored.serializedBytes() else { return .refuse(.internal, "a commit did not encode") }
+        return .store(conversation, user: user, epoch: epoch, entry: entry, welcomes: kept, kept: CommitRules.keptCommits)
+    }
+
+    /// The store script's result.
+    func stored(_ result: Stored) -> Next {
+        guard case .submit(let conversation, let epoch, _, _) = request else { return .refuse(.internal, "commit stored for no submit") }
+        switch result {
+        case .stored(let now):
+            var answer = Simp_CommitStored()
+            answer.conversation = conversation.name
+            answer.epoch = now
+            return .answer(.commitStored(answer))
+        case .unreplicated(_, let confirmed):
+            return .refuse(.replicasUnavailable, "stored, but only \(confirmed) Redis replicas confirmed it in time, and a failover may lose it: "
+                + "submit it again (answered as stored if it held) or fetch \(conversation.name)'s commits from epoch \(epoch)")
+        case .conflict(let current):
+            let why = current > epoch ? "epoch \(epoch) is committed already" : "epoch \(epoch) is not reached yet"
+            return .refuse(.commitConflict, "\(why): \(conversation.name) is at epoch \(current); fetch its commits and commit again on it")
+        case .notAMember: return .refuse(.notAMember, "you are not a member of \(conversation.name)")
+        case .noSuchGroup: return .refuse(.noSuchGroup, "no such group: \(conversation.name)")
+        case .welcomeToNonMember(let name): return .refuse(.notAMember, "a Welcome for \(name), who is not a member of \(conversation.name)")
+        }
+    }
+
+    /// The fetch script's result.
+    func fetched(_ result: Fetched) -> Next {
+        guard case .fetch(let conversation, _, _) = request else { return .refuse(.internal, "commits fetched for no fetch") }
+        switch result {
+        case .notAMember: return .refuse(.notAMember, "you are not a member of \(conversation.name)")
+        case .noSuchGroup: return .refuse(.noSuchGroup, "no such group: \(conversation.name)")
+        case .page(let current, let welcome, let commits, let more):
+            var page = Simp_CommitPage()
+            page.conversation = conversation.name
+            page.epoch = current
+            // A stored entry that does not decode is the store's fault: never a page with a gap.
+            for bytes in commits {
+                guard let commit = try? Simp_StoredCommit(serializedBytes: bytes) else {
+                    return .refuse(.internal, "a stored commit of \(conversation.name) does not decode")
+                }
+                page.commits.append(commit)
+            }
+            if let welcome {
+                guard let colon = welcome.firstIndex(of: UInt8(ascii: ":")),
+                      let entry = try? Simp_StoredWelcome(serializedBytes: Array(welcome[(colon + 1)...])) else {
+                    return .refuse(.internal, "a stored Welcome of \(conversation.name) does not decode")
+                }
+                page.welcome = entry
+            }
+            page.more = more
+            return .answer(.commitPage(page))
+        }
+    }
+}

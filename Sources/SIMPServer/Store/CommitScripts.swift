@@ -1,0 +1,117 @@
+import SIMPRedis
+
+/// The commit order's scripts (docs/E2EE.md, Part 3; `CommitFlow`). Every key is one
+/// conversation's (`Keys.commitEpoch`, `commits`, `welcomes`, `welcomeEpochs`, and a group's
+/// members): one slot.
+extension Scripts {
+    /// Stores a commit if it was made on the conversation's current epoch, and its Welcomes with
+    /// it. KEYS: epoch, commits, Welcomes, a group's members (for a one-to-one conversation a
+    /// key of its slot that is never written), the Welcomes' epochs. ARGV: the submitting user,
+    /// the commit's epoch, the `StoredCommit`, how many commits to keep, "1" for a group, how many
+    /// Welcomes to keep, the length of the `StoredCommit`'s part that names the commit (all but
+    /// its server time, field 5, the last: tag 40), then per Welcome its user, its field and its
+    /// value. The same commit from the same device stored on its epoch already is answered as
+    /// stored again, storing nothing. An epoch that went back below a stored commit is set past
+    /// the stored commits (and the submit answered as a conflict). Welcomes into an epoch whose
+    /// commits are no longer kept are dropped, then the oldest past the most kept.
+    /// Returns {0, the new epoch}, {-1, the current epoch} (another commit won this epoch, or the
+    /// epoch is ahead), {-2} (the submitter is not a member), {-3} (no such group), {-4, USER} (a
+    /// Welcome's user is not a member): only the first stores anything.
+    static let submitCommit = RedisScript("""
+    local group = ARGV[5] == '1'
+    if group then
+      if redis.call('EXISTS', KEYS[4]) == 0 then return {-3} end
+      if not redis.call('HGET', KEYS[4], ARGV[1]) then return {-2} end
+    end
+    local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+    if redis.call('HEXISTS', KEYS[2], current) == 1 then
+      -- The epoch went back (a failover or a restore lost its write but not the commit's): a
+      -- stored commit is never overwritten; the epoch is set past the commits stored.
+      while redis.call('HEXISTS', KEYS[2], current) == 1 do current = current + 1 end
+      redis.call('SET', KEYS[1], current)
+      return {-1, current}
+    end
+    if tonumber(ARGV[2]) ~= current then
+      -- The same commit from the same device, stored on that epoch already (a retry after a
+      -- lost answer or REPLICAS_UNAVAILABLE): stored, as the first time.
+      local same = tonumber(ARGV[7])
+      local kept = redis.call('HGET', KEYS[2], ARGV[2])
+      if kept and string.sub(kept, 1, same) == string.sub(ARGV[3], 1, same)
+          and (#kept == same or string.byte(kept, same + 1) == 40) then
+        return {0, tonumber(ARGV[2]) + 1}
+      end
+      return {-1, current}
+    end
+    if group then
+      for i = 8, #ARGV, 3 do
+        if not redis.call('HGET', KEYS[4], ARGV[i]) then return {-4, ARGV[i]} end
+      end
+    end
+    local now = current + 1
+    redis.call('HSET', KEYS[2], current, ARGV[3])
+    redis.call('SET', KEYS[1], now)
+    local old = current - tonumber(ARGV[4])
+    if old >= 0 then redis.call('HDEL', KEYS[2], old) end
+    for i = 8, #ARGV, 3 do
+      redis.call('HSET', KEYS[3], ARGV[i + 1], ARGV[i + 2])
+      redis.call('ZADD', KEYS[5], now, ARGV[i + 1])
+    end
+    local function drop(fields)
+      if #fields > 0 then
+        redis.call('HDEL', KEYS[3], unpack(fields))
+        redis.call('ZREM', KEYS[5], unpack(fields))
+      end
+    end
+    drop(redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now - tonumber(ARGV[4]) - 1))
+    local over = redis.call('ZCARD', KEYS[5]) - tonumber(ARGV[6])
+    if over > 0 then drop(redis.call('ZRANGE', KEYS[5], 0, over - 1)) end
+    return {0, now}
+    """)
+
+    /// A page of a conversation's commits. KEYS: epoch, commits, Welcomes, a group's members (as
+    /// in `submitCommit`). ARGV: the asking user, its device's Welcome field for a join (else
+    /// ''), the epoch to start at, the most commits, the most bytes (at least one commit is
+    /// given), "1" for a group, how many commits are kept (a start before them starts at the
+    /// oldest kept). A page never skips a commit after its start: only a join that finds the
+    /// device's Welcome starts at the Welcome's epoch (a device with no state has nothing before
+    /// it to process).
+    /// Returns {0, current epoch, the Welcome or '', 1 if more follow, commits...}, {-2} (not a
+    /// member), {-3} (no such group).
+    static let fetchCommits = RedisScript("""
+    if ARGV[6] == '1' then
+      if redis.call('EXISTS', KEYS[4]) == 0 then return {-3} end
+      if not redis.call('HGET', KEYS[4], ARGV[1]) then return {-2} end
+    end
+    local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+    local from = math.max(tonumber(ARGV[3]), current - tonumber(ARGV[7]))
+    local budget = tonumber(ARGV[5])
+    local given = ''
+    local welcome = ARGV[2] ~= '' and redis.call('HGET', KEYS[3], ARGV[2])
+    if welcome then
+      local colon = string.find(welcome, ':', 1, true)
+      local epoch = colon and tonumber(string.sub(welcome, 1, colon - 1))
+      if epoch then
+        from = math.max(epoch, current - tonumber(ARGV[7]))
+        given = welcome
+        budget = budget - #welcome
+      end
+    end
+    local out = {0, current, given, 0}
+    local epoch = from
+    while epoch < current do
+      local commit = redis.call('HGET', KEYS[2], epoch)
+      if commit then
+        if #out - 4 >= tonumber(ARGV[4]) or (#out > 4 and #commit > budget) then
+          out[4] = 1
+          break
+        end
+        budget = budget - #commit
+        table.insert(out, commit)
+      else
+        break
+      end
+      epoch = epoch + 1
+    end
+    return out
+    """)
+}

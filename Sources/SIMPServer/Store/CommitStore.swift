@@ -1,0 +1,101 @@
+import NIOCore
+import SIMPCore
+import SIMPRedis
+
+/// The commit order in Redis (`CommitScripts.swift`, `CommitFlow`).
+extension MessageStore {
+    /// The conversation's keys, and a group's members (for a one-to-one conversation a key of
+    /// its slot that no script writes, so every key is in one slot).
+    private func commitKeys(_ conversation: CommitConversation) -> [any RedisArgument] {
+        let members: String = switch conversation {
+        case .group(let group): keys.groupMembers(group)
+        case .direct: keys.of(conversation.tag, "members")
+        }
+        return [keys.commitEpoch(conversation), keys.commits(conversation), keys.welcomes(conversation), members,
+                keys.welcomeEpochs(conversation)]
+    }
+
+    private static func isGroup(_ conversation: CommitConversation) -> String {
+        if case .group = conversation { "1" } else { "0" }
+    }
+
+    /// Whether `device` of `user` has a device certificate, whether `peer` exists (true when
+    /// there is none to check), and the first Welcome's device that has none: one pipeline, a
+    /// command per slot.
+    func commitSubmitter(user: String, device: String, peer: String?, welcomes: [CommitFlow.Addressee],
+                         on loop: any EventLoop) -> EventLoopFuture<CommitFlow.Submitter> {
+        let reads = [RedisCommand("HEXISTS", [keys.deviceCertificates(user), device])]
+            + (peer.map { [RedisCommand("EXISTS", [keys.user($0)])] } ?? [])
+            + welcomes.map { RedisCommand("HEXISTS", [keys.deviceCertificates($0.user), $0.device]) }
+        return redis.run(reads, on: loop).flatMapThrowing { replies in
+            guard replies.count == reads.count else { throw RedisError(.protocolViolation, "commit read returned \(replies.count) replies") }
+            let first = peer == nil ? 1 : 2
+            var uncertified: CommitFlow.Addressee?
+            for (index, welcome) in welcomes.enumerated() where try replies[first + index].checked().int != 1 {
+                uncertified = welcome
+                break
+            }
+            return CommitFlow.Submitter(certified: try replies[0].checked().int == 1,
+                                        peerExists: peer == nil ? true : try replies[1].checked().int == 1,
+                                        uncertifiedWelcome: uncertified)
+        }
+    }
+
+    func storeCommit(_ conversation: CommitConversation, user: String, epoch: UInt64, entry: [UInt8], welcomes: [CommitFlow.KeptWelcome],
+                     kept: Int, keptWelcomes: Int = CommitRules.maxKeptWelcomes, on loop: any EventLoop) -> EventLoopFuture<CommitFlow.Stored> {
+        var args: [any RedisArgument] = [user, "\(epoch)", entry, kept, Self.isGroup(conversation), keptWelcomes,
+                                         CommitFlow.sameCommitLength(entry)]
+        for welcome in welcomes {
+            args.append(welcome.user)
+            args.append(welcome.field)
+            args.append(welcome.value)
+        }
+        let command = RedisCommand.script(Scripts.submitCommit, keys: commitKeys(conversation), args: args)
+        // With `minReplicas`, as a message's `accepted`: WAIT on the same connection after the script.
+        let ran: EventLoopFuture<[RedisReplicated]>
+        if settings.minReplicas > 0 {
+            ran = redis.run([command], on: loop, countingReplicas: RedisReplicaWait(replicas: settings.minReplicas,
+                                                                                  timeout: .milliseconds(settings.replicaTimeoutMillis)))
+        } else {
+            ran = redis.run([command], on: loop).map { $0.map { RedisReplicated(reply: $0, replicas: 0) } }
+        }
+        return ran.flatMapThrowing { [replicaRule] replies in
+            guard let reply = replies.first?.reply else { throw RedisError(.protocolViolation, "commit script returned no reply") }
+            let parts = try reply.checked().array ?? []
+            guard let status = parts.first?.int else { throw RedisError(.protocolViolation, "commit script returned \(reply)") }
+            switch status {
+            case 0:
+                let now = UInt64(clamping: parts.count > 1 ? parts[1].int ?? 0 : 0)
+                guard replicaRule.counts(replicas: replies[0].replicas) else { return .unreplicated(epoch: now, confirmed: replies[0].replicas) }
+                return .stored(epoch: now)
+            case -1: return .conflict(current: UInt64(clamping: parts.count > 1 ? parts[1].int ?? 0 : 0))
+            case -2: return .notAMember
+            case -3: return .noSuchGroup
+            case -4: return .welcomeToNonMember(parts.count > 1 ? parts[1].string ?? "" : "")
+            default: throw RedisError(.protocolViolation, "commit script returned status \(status)")
+            }
+        }
+    }
+
+    /// `welcomeField`: set for a join (the device's Welcome is read, and the page starts at it).
+    func fetchCommits(_ conversation: CommitConversation, user: String, welcomeField: String?, fromEpoch: UInt64, maxCommits: Int,
+                      budget: Int, kept: Int, on loop: any EventLoop) -> EventLoopFuture<CommitFlow.Fetched> {
+        let args: [any RedisArgument] = [user, welcomeField ?? "", "\(fromEpoch)", maxCommits, budget, Self.isGroup(conversation), kept]
+        let command = RedisCommand.script(Scripts.fetchCommits, keys: commitKeys(conversation), args: args)
+        return redis.run([command], on: loop).flatMapThrowing { replies in
+            let parts = try replies[0].checked().array ?? []
+            guard let status = parts.first?.int else { throw RedisError(.protocolViolation, "commit fetch script returned \(replies[0])") }
+            switch status {
+            case -2: return .notAMember
+            case -3: return .noSuchGroup
+            default:
+                guard status == 0, parts.count >= 4, let current = parts[1].int else {
+                    throw RedisError(.protocolViolation, "commit fetch script returned \(parts.count) parts")
+                }
+                let welcome = parts[2].bytes.flatMap { $0.isEmpty ? nil : $0 }
+                return .page(current: UInt64(clamping: current), welcome: welcome, commits: parts[4...].compactMap(\.bytes),
+                             more: parts[3].int == 1)
+            }
+        }
+    }
+}

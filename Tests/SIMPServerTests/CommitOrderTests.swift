@@ -1,0 +1,179 @@
+import Foundation
+import SIMPClient
+import SIMPCore
+import Testing
+
+/// The commit order against a real server and redis-server (docs/E2EE.md, Part 3): two devices
+/// race for one epoch and exactly one wins, the other is told `COMMIT_CONFLICT` and succeeds on
+/// the new epoch; a Welcome of a commit that lost is never handed out; a device catches up
+/// through the commits in order; a non-member and an uncertified device are refused.
+@Suite(.serialized) struct CommitOrderTests {
+    static func random(_ count: Int) -> [UInt8] { KeyFixtures.random(count) }
+
+    /// Publishes `keys`' identity (the same key again changes nothing) and a certificate for `device`.
+    func certify(_ client: SIMPClient, _ keys: KeyFixtures, device: String) async throws {
+        try await client.publishIdentity(keys.identityKey)
+        try await client.publishDevice(try keys.certified(device, try KeyFixtures.deviceSigner()))
+    }
+
+    func outcome(_ body: () async throws(ClientError) -> UInt64) async -> Result<UInt64, ClientError> {
+        do throws(ClientError) {
+            return .success(try await body())
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// Both submit on `epoch` at once; returns (the winner's index, the loser's error).
+    func race(_ first: SIMPClient, _ firstCommit: [UInt8], _ firstWelcomes: [CommitWelcome],
+              _ second: SIMPClient, _ secondCommit: [UInt8], _ secondWelcomes: [CommitWelcome],
+              in conversation: String, epoch: UInt64) async -> (winner: Int, loser: ClientError?) {
+        async let a = outcome { () async throws(ClientError) in
+            try await first.submitCommit(firstCommit, to: conversation, epoch: epoch, welcomes: firstWelcomes)
+        }
+        async let b = outcome { () async throws(ClientError) in
+            try await second.submitCommit(secondCommit, to: conversation, epoch: epoch, welcomes: secondWelcomes)
+        }
+        let results = await [a, b]
+        let wins = results.enumerated().filter { if case .success(let now) = $0.element { now == epoch + 1 } else { false } }
+        #expect(wins.count == 1, "exactly one commit wins epoch \(epoch): \(results)")
+        let losses = results.compactMap { if case .failure(let error) = $0 { error } else { nil } }
+        return (wins.first?.offset ?? -1, losses.first)
+    }
+
+    @Test func twoDevicesRaceForAnEpochAndTheLoserCommitsOnTheNextOne() async throws {
+        let cluster = try await TestCluster.start()
+        for user in ["alice", "bob", "carol"] { try await cluster.register(user) }
+        try cluster.letAnyoneAdd(["bob"])
+        let (phone, _) = try await cluster.connectedDevice("alice", "phone")
+        let (laptop, _) = try await cluster.connectedDevice("alice", "laptop")
+        let (desk, _) = try await cluster.connectedDevice("bob", "desk")
+        let (tablet, _) = try await cluster.connectedDevice("bob", "tablet")
+        let (carol, _) = try await cluster.connectedDevice("carol", "phone")
+        let (alice, bob, carolKeys) = (KeyFixtures("alice"), KeyFixtures("bob"), KeyFixtures("carol"))
+        _ = try await phone.createGroup("team", members: ["bob"])
+
+        // An uncertified device may not commit; a certified one of a non-member neither.
+        await expectCode(.deviceNotCertified) { try await phone.submitCommit([1], to: "#team", epoch: 0) }
+        try await certify(phone, alice, device: "phone")
+        try await certify(laptop, alice, device: "laptop")
+        try await certify(desk, bob, device: "desk")
+        try await certify(carol, carolKeys, device: "phone")
+        await expectCode(.notAMember) { try await carol.submitCommit([1], to: "#team", epoch: 0) }
+        await expectCode(.notAMember) { try await carol.fetchCommits(in: "#team", fromEpoch: 0) }
+        await expectCode(.noSuchGroup) { try await phone.submitCommit([1], to: "#nothing", epoch: 0) }
+        await expectCode(.notAMember) {   // a Welcome for a non-member
+            try await phone.submitCommit([1], to: "#team", epoch: 0, welcomes: [CommitWelcome(user: "carol", device: "phone", welcome: [1])])
+        }
+        await expectCode(.deviceNotCertified) { try await tablet.submitCommit([1], to: "#team", epoch: 0) }
+        let before = try await desk.fetchCommits(in: "#team", fromEpoch: 0)
+        #expect(before.epoch == 0 && before.commits.isEmpty && before.welcome == nil && !before.more, "nothing refused was stored")
+
+        // alice's two devices race for epoch 0, each adding bob's desk with its own Welcome.
+        let commits = [Self.random(300), Self.random(300)]
+        let welcomes = [Self.random(500), Self.random(500)]
+        let (winner, loss) = await race(phone, commits[0], [CommitWelcome(user: "bob", device: "desk", welcome: welcomes[0])],
+                                        laptop, commits[1], [CommitWelcome(user: "bob", device: "desk", welcome: welcomes[1])],
+                                        in: "#team", epoch: 0)
+        try #require(winner >= 0)
+        let loser = 1 - winner
+        #expect(loss?.errorCode == .commitConflict, "\(String(describing: loss))")
+        #expect(loss?.message.contains("at epoch 1") == true, "the code names the current epoch: \(String(describing: loss))")
+
+        // The loser fetches what won, and commits again on the new epoch (without a Welcome now).
+        let losingDevice = [phone, laptop][loser]
+        let seen = try await losingDevice.fetchCommits(in: "#team", fromEpoch: 0)
+        #expect(seen.epoch == 1 && seen.commits.map(\.commit) == [commits[winner]] && seen.welcome == nil)
+        #expect(seen.commits.first?.fromUser == "alice" && seen.commits.first?.fromDevice == ["phone", "laptop"][winner])
+        #expect(try await losingDevice.submitCommit(commits[loser], to: "#team", epoch: 1) == 2)
+
+        // bob's desk gets the winner's Welcome, never the loser's, and the commits after it.
+        let joined = try await desk.fetchCommits(in: "#team", fromEpoch: 0, join: true)
+        #expect(joined.welcome?.welcome == welcomes[winner] && joined.welcome?.epoch == 1)
+        #expect(joined.welcome?.welcome != welcomes[loser])
+        #expect(joined.commits.map(\.epoch) == [1] && joined.commits.map(\.commit) == [commits[loser]])
+        #expect(try await tablet.fetchCommits(in: "#team", fromEpoch: 0, join: true).welcome == nil, "a Welcome is its device's only")
+        let member = try await desk.fetchCommits(in: "#team", fromEpoch: 0)
+        #expect(member.welcome == nil && member.commits.map(\.epoch) == [0, 1], "without join: every commit from the epoch asked, no Welcome")
+
+        // More commits; a device catches up from epoch 2 through them in order.
+        var later: [[UInt8]] = []
+        for epoch in UInt64(2)..<7 {
+            later.append(Self.random(100 + Int(epoch)))
+            #expect(try await [desk, phone][Int(epoch) % 2].submitCommit(later.last!, to: "#team", epoch: epoch) == epoch + 1)
+        }
+        let caughtUp = try await tablet.fetchCommits(in: "#team", fromEpoch: 2)
+        #expect(caughtUp.epoch == 7 && !caughtUp.more)
+        #expect(caughtUp.commits.map(\.epoch) == [2, 3, 4, 5, 6] && caughtUp.commits.map(\.commit) == later)
+        #expect(caughtUp.commits.map(\.fromUser) == ["bob", "alice", "bob", "alice", "bob"])
+        await expectCode(.commitConflict) { try await desk.submitCommit([1], to: "#team", epoch: 9) }
+        await expectCode(.commitConflict) { try await desk.submitCommit([1], to: "#team", epoch: 3) }
+
+        // The group gone, its commits go: a group made again under the name starts at epoch 0.
+        try await desk.leaveGroup("team")
+        try await phone.leaveGroup("team")
+        _ = try await phone.createGroup("team")
+        #expect(try await phone.fetchCommits(in: "#team", fromEpoch: 0).epoch == 0)
+
+        for client in [phone, laptop, desk, tablet, carol] { await client.close() }
+        await cluster.stop()
+    }
+
+    @Test func aOneToOneConversationHasOneOrderFromEitherSide() async throws {
+        let cluster = try await TestCluster.start()
+        for user in ["alice", "bob"] { try await cluster.register(user) }
+        let (phone, _) = try await cluster.connectedDevice("alice", "phone")
+        let (desk, _) = try await cluster.connectedDevice("bob", "desk")
+        try await certify(phone, KeyFixtures("alice"), device: "phone")
+        try await certify(desk, KeyFixtures("bob"), device: "desk")
+
+        await expectCode(.unknownUser) { try await phone.submitCommit([1], to: "nobody", epoch: 0) }
+        await expectCode(.notAMember) {   // a Welcome for a third user
+            try await phone.submitCommit([1], to: "bob", epoch: 0, welcomes: [CommitWelcome(user: "carol", device: "phone", welcome: [1])])
+        }
+        await expectCode(.deviceNotCertified) {   // a Welcome for a device with no certificate
+            try await phone.submitCommit([1], to: "bob", epoch: 0, welcomes: [CommitWelcome(user: "bob", device: "ghost", welcome: [1])])
+        }
+        let welcome = Self.random(400)
+        #expect(try await phone.submitCommit([1, 1], to: "bob", epoch: 0, welcomes: [CommitWelcome(user: "bob", device: "desk", welcome: welcome)]) == 1)
+        // bob names the conversation by alice: the same order.
+        let page = try await desk.fetchCommits(in: "alice", fromEpoch: 0, join: true)
+        #expect(page.conversation == "alice" && page.epoch == 1 && page.welcome?.welcome == welcome && page.welcome?.fromUser == "alice")
+        #expect(page.commits.isEmpty, "the Welcome joins at epoch 1: nothing before it to process")
+        await expectCode(.commitConflict) { try await desk.submitCommit([2], to: "alice", epoch: 0) }
+        #expect(try await desk.submitCommit([2, 2], to: "alice", epoch: 1) == 2)
+        let fromAlice = try await phone.fetchCommits(in: "bob", fromEpoch: 0)
+        #expect(fromAlice.commits.map(\.commit) == [[1, 1], [2, 2]] && fromAlice.commits.map(\.fromUser) == ["alice", "bob"])
+
+        for client in [phone, desk] { await client.close() }
+        await cluster.stop()
+    }
+
+    /// On a Redis Cluster, through two nodes: a group's commit scripts touch its slot only, and
+    /// the race is decided there whichever node each device is on.
+    @Test func theOrderHoldsOnARedisClusterAcrossNodes() async throws {
+        let deployment = try Deployment(nodes: 2, cluster: true)
+        defer { deployment.stop() }
+        let owner = try await deployment.connect("coalice", startingAt: 0)
+        let member = try await deployment.connect("cobob", startingAt: 1)
+        try deployment.letAnyoneAdd(["cobob"])
+        _ = try await owner.client.createGroup("coteam", members: ["cobob"])
+        try await certify(owner.client, KeyFixtures("coalice"), device: await owner.client.deviceName())
+        try await certify(member.client, KeyFixtures("cobob"), device: await member.client.deviceName())
+
+        let commits = [Self.random(200), Self.random(200)]
+        let (winner, loss) = await race(owner.client, commits[0], [], member.client, commits[1], [], in: "#coteam", epoch: 0)
+        try #require(winner >= 0)
+        #expect(loss?.errorCode == .commitConflict)
+        let loser = [owner.client, member.client][1 - winner]
+        #expect(try await loser.submitCommit(commits[1 - winner], to: "#coteam", epoch: 1) == 2)
+        for user in [owner, member] {
+            let page = try await user.client.fetchCommits(in: "#coteam", fromEpoch: 0)
+            #expect(page.commits.map(\.commit) == [commits[winner], commits[1 - winner]])
+        }
+        // A one-to-one conversation's keys are in a slot of their own, apart from both users'.
+        #expect(try await owner.client.submitCommit([5], to: "cobob", epoch: 0) == 1)
+        #expect(try await member.client.fetchCommits(in: "coalice", fromEpoch: 0).commits.map(\.commit) == [[5]])
+        for user in [owner, member] { await user.client.close() }
+    }
+}

@@ -1,0 +1,215 @@
+import Foundation
+@testable import SIMPServer
+import SIMPCore
+import Testing
+
+/// The commit order's pure parts (docs/E2EE.md, Part 3): each request's steps in `CommitFlow`,
+/// events in (made-up reads and script results), actions out, at a given time.
+@Suite struct CommitFlowTests {
+    let now: Int64 = 1_800_000_000_000
+
+    func makeFlow(_ body: Simp_Envelope.OneOf_Body, user: String = "alice", device: String = "phone") throws -> CommitFlow {
+        let request = try #require(CommitFlow.request(from: body, user: user)).get()
+        return CommitFlow(request, user: user, device: device, nowMillis: now)
+    }
+
+    func submit(_ conversation: String, epoch: UInt64, commit: [UInt8] = [1, 2, 3],
+                welcomes: [(String, String, [UInt8])] = []) -> Simp_Envelope.OneOf_Body {
+        var submit = Simp_SubmitCommit()
+        submit.conversation = conversation
+        submit.epoch = epoch
+        submit.commit = Data(commit)
+        submit.welcomes = welcomes.map { user, device, bytes in
+            var welcome = Simp_CommitWelcome()
+            welcome.user = user
+            welcome.device = device
+            welcome.welcome = Data(bytes)
+            return welcome
+        }
+        return .submitCommit(submit)
+    }
+
+    func fetch(_ conversation: String, from: UInt64, join: Bool = false) -> Simp_Envelope.OneOf_Body {
+        var fetch = Simp_FetchCommits()
+        fetch.conversation = conversation
+        fetch.fromEpoch = from
+        fetch.join = join
+        return .fetchCommits(fetch)
+    }
+
+    func refusal(_ body: Simp_Envelope.OneOf_Body, user: String = "alice") -> Simp_ErrorCode? {
+        if case .failure(let refusal)? = CommitFlow.request(from: body, user: user) { refusal.code } else { nil }
+    }
+
+    // MARK: conversations
+
+    @Test func aConversationIsAGroupOrThePairOfUsersTheSameFromEitherSide() {
+        #expect(CommitConversation("#team", asker: "alice") == .group("team"))
+        #expect(CommitConversation("bob", asker: "alice") == .direct(user: "alice", peer: "bob"))
+        #expect(CommitConversation("bob", asker: "alice")?.tag == CommitConversation("alice", asker: "bob")?.tag)
+        #expect(CommitConversation("bob", asker: "alice")?.tag == "@alice+bob")
+        #expect(CommitConversation("#team", asker: "alice")?.tag == "#team")
+        for bad in ["", "#", "#Team", "Bob", "a b", "@alice+bob"] { #expect(CommitConversation(bad, asker: "alice") == nil, "\(bad)") }
+    }
+
+    // MARK: requests refused before they run
+
+    @Test func namesSizesAndCountsAreCheckedFirst() {
+        #expect(refusal(submit("#Bad", epoch: 0)) == .badRequest)
+        #expect(refusal(submit("alice", epoch: 0)) == .badRequest, "not with oneself")
+        #expect(refusal(submit("bob", epoch: 0, commit: [])) == .badRequest)
+        #expect(refusal(submit("bob", epoch: 0, commit: Array(repeating: 1, count: CommitRules.maxCommitBytes + 1))) == .badRequest)
+        #expect(refusal(submit("bob", epoch: 0, commit: Array(repeating: 1, count: CommitRules.maxCommitBytes))) == nil)
+        let many = (0...CommitRules.maxWelcomes).map { ("bob", "d\($0)", [UInt8(1)]) }
+        #expect(refusal(submit("#team", epoch: 0, welcomes: many)) == .badRequest)
+        #expect(refusal(submit("#team", epoch: 0, welcomes: [("bob", "phone", [1]), ("bob", "phone", [2])])) == .badRequest, "twice one device")
+        #expect(refusal(submit("#team", epoch: 0, welcomes: [("bob", "phone", [])])) == .badRequest)
+        #expect(refusal(submit("#team", epoch: 0, welcomes: [("bob", "Phone!", [1])])) == .badRequest)
+        #expect(refusal(submit("#team", epoch: 0, welcomes: [("bob", "phone", Array(repeating: 1, count: CommitRules.maxWelcomeBytes + 1))])) == .badRequest)
+        // A one-to-one conversation's Welcomes go to its two users only.
+        #expect(refusal(submit("bob", epoch: 0, welcomes: [("carol", "phone", [1])])) == .notAMember)
+        #expect(refusal(submit("bob", epoch: 0, welcomes: [("bob", "phone", [1]), ("alice", "laptop", [1])])) == nil)
+        #expect(refusal(fetch("#", from: 0)) == .badRequest)
+        #expect(CommitFlow.request(from: .ping(Simp_Ping()), user: "alice") == nil, "not a commit request")
+    }
+
+    @Test func anEpochPastWhatTheStoreCountsExactlyIsRefusedNotAddedTo() throws {
+        // UInt64.max + 1 trapped the server; a Lua double counts exactly only to 2^53.
+        let welcome = [("bob", "desk", [UInt8(1)])]
+        #expect(refusal(submit("bob", epoch: .max, welcomes: welcome)) == .badRequest)
+        #expect(refusal(submit("#team", epoch: CommitRules.maxEpoch, welcomes: welcome)) == .badRequest)
+        #expect(refusal(submit("#team", epoch: CommitRules.maxEpoch - 1, welcomes: welcome)) == nil, "the last epoch a commit is made on")
+        #expect(refusal(fetch("bob", from: .max)) == .badRequest)
+        #expect(refusal(fetch("#team", from: CommitRules.maxEpoch + 1)) == .badRequest)
+        #expect(refusal(fetch("#team", from: CommitRules.maxEpoch)) == nil)
+        // A flow made from an unchecked request refuses too, rather than trap on epoch + 1.
+        let unchecked = CommitFlow(.submit(.group("team"), epoch: .max, commit: [1], welcomes: [.init(user: "bob", device: "desk", bytes: [1])]),
+                                   user: "alice", device: "phone", nowMillis: now)
+        guard case .refuse(.badRequest, _) = unchecked.checked(.init(certified: true, peerExists: true)) else {
+            Issue.record("not BAD_REQUEST"); return
+        }
+        let last = try makeFlow(submit("#team", epoch: CommitRules.maxEpoch - 1, welcomes: welcome))
+        guard case .store(_, _, _, _, let kept, _) = last.checked(.init(certified: true, peerExists: true)) else { Issue.record("no store"); return }
+        #expect(kept.first?.value.starts(with: Array("\(CommitRules.maxEpoch):".utf8)) == true)
+    }
+
+    // MARK: a submit
+
+    @Test func aSubmitReadsTheDeviceAndThePeerThenStoresWithItsWelcomes() throws {
+        let flow = try makeFlow(submit("bob", epoch: 4, commit: [7, 7], welcomes: [("bob", "desk", [9])]))
+        #expect(flow.start() == .readSubmitter(user: "alice", device: "phone", peer: "bob", welcomes: [.init(user: "bob", device: "desk")]))
+        guard case .refuse(.unknownUser, _) = flow.checked(.init(certified: true, peerExists: false)) else { Issue.record("not UNKNOWN_USER"); return }
+        guard case .refuse(.deviceNotCertified, _) = flow.checked(.init(certified: false, peerExists: true)) else {
+            Issue.record("not DEVICE_NOT_CERTIFIED"); return
+        }
+        guard case .refuse(.deviceNotCertified, let why) = flow.checked(.init(certified: true, peerExists: true, uncertifiedWelcome: .init(user: "bob", device: "desk"))) else {
+            Issue.record("a Welcome for an uncertified device not DEVICE_NOT_CERTIFIED"); return
+        }
+        #expect(why.contains("bob/desk"), "\(why)")
+        guard case .store(let conversation, let user, let epoch, let entry, let welcomes, let kept) = flow.checked(.init(certified: true, peerExists: true)) else {
+            Issue.record("no store"); return
+        }
+        #expect(conversation == .direct(user: "alice", peer: "bob") && user == "alice" && epoch == 4 && kept == CommitRules.keptCommits)
+        let stored = try Simp_StoredCommit(serializedBytes: entry)
+        #expect(stored.epoch == 4 && stored.commit == Data([7, 7]) && stored.fromUser == "alice" && stored.fromDevice == "phone")
+        #expect(stored.serverTime == now, "the request's time, not a clock read")
+        #expect(welcomes.map(\.user) == ["bob"] && welcomes.map(\.field) == ["bob/desk"])
+        let value = try #require(welcomes.first?.value)
+        #expect(value.starts(with: Array("5:".utf8)), "the Welcome joins at the epoch after the commit's")
+        let welcome = try Simp_StoredWelcome(serializedBytes: Array(value.dropFirst(2)))
+        #expect(welcome.epoch == 5 && welcome.welcome == Data([9]) && welcome.fromDevice == "phone" && welcome.serverTime == now)
+    }
+
+    @Test func aGroupSubmitReadsOnlyTheDevice() throws {
+        #expect(try makeFlow(submit("#team", epoch: 0)).start() == .readSubmitter(user: "alice", device: "phone", peer: nil, welcomes: []))
+    }
+
+    @Test func theScriptsAnswerBecomesTheAnswerOrItsCode() throws {
+        let flow = try makeFlow(submit("#team", epoch: 4))
+        guard case .answer(.commitStored(let stored)) = flow.stored(.stored(epoch: 5)) else { Issue.record("not stored"); return }
+        #expect(stored.conversation == "#team" && stored.epoch == 5)
+        guard case .refuse(.commitConflict, let reason) = flow.stored(.conflict(current: 6)) else { Issue.record("no conflict"); return }
+        #expect(reason.contains("epoch 4 is committed already") && reason.contains("at epoch 6"), "\(reason)")
+        guard case .refuse(.commitConflict, let ahead) = flow.stored(.conflict(current: 2)) else { Issue.record("no conflict"); return }
+        #expect(ahead.contains("not reached yet") && ahead.contains("at epoch 2"), "\(ahead)")
+        guard case .refuse(.replicasUnavailable, let unconfirmed) = flow.stored(.unreplicated(epoch: 5, confirmed: 0)) else {
+            Issue.record("an unconfirmed commit not REPLICAS_UNAVAILABLE"); return
+        }
+        #expect(unconfirmed.contains("epoch 4"), "\(unconfirmed)")
+        guard case .refuse(.notAMember, _) = flow.stored(.notAMember) else { Issue.record("not NOT_A_MEMBER"); return }
+        guard case .refuse(.noSuchGroup, _) = flow.stored(.noSuchGroup) else { Issue.record("not NO_SUCH_GROUP"); return }
+        guard case .refuse(.notAMember, let who) = flow.stored(.welcomeToNonMember("carol")) else { Issue.record("not NOT_A_MEMBER"); return }
+        #expect(who.contains("carol"))
+    }
+
+    // MARK: a fetch
+
+    @Test func aFetchAsksForTheDevicesWelcomeAndAPageAndAnswersThem() throws {
+        let flow = try makeFlow(fetch("#team", from: 3, join: true), user: "bob", device: "desk")
+        #expect(flow.start() == .fetch(.group("team"), user: "bob", welcomeField: "bob/desk", fromEpoch: 3,
+                                       maxCommits: CommitRules.maxCommitsPerPage, budget: CommitRules.pageBudget,
+                                       kept: CommitRules.keptCommits))
+        // Without join no Welcome is read: a Welcome never moves a member's page past a commit.
+        #expect(try makeFlow(fetch("#team", from: 3), user: "bob", device: "desk").start()
+            == .fetch(.group("team"), user: "bob", welcomeField: nil, fromEpoch: 3, maxCommits: CommitRules.maxCommitsPerPage,
+                      budget: CommitRules.pageBudget, kept: CommitRules.keptCommits))
+        func commit(_ epoch: UInt64) throws -> [UInt8] {
+            var stored = Simp_StoredCommit()
+            stored.epoch = epoch
+            stored.commit = Data([UInt8(epoch)])
+            stored.fromUser = "alice"
+            return try stored.serializedBytes()
+        }
+        var welcome = Simp_StoredWelcome()
+        welcome.epoch = 5
+        welcome.welcome = Data([42])
+        let kept = Array("5:".utf8) + (try welcome.serializedBytes())
+        guard case .answer(.commitPage(let page)) = flow.fetched(.page(current: 7, welcome: kept, commits: [try commit(5), try commit(6)], more: true)) else {
+            Issue.record("no page"); return
+        }
+        #expect(page.conversation == "#team" && page.epoch == 7 && page.more)
+        #expect(page.commits.map(\.epoch) == [5, 6] && page.commits.map(\.commit) == [Data([5]), Data([6])])
+        #expect(page.hasWelcome && page.welcome.epoch == 5 && page.welcome.welcome == Data([42]))
+        guard case .answer(.commitPage(let empty)) = flow.fetched(.page(current: 3, welcome: nil, commits: [], more: false)) else {
+            Issue.record("no page"); return
+        }
+        #expect(!empty.hasWelcome && empty.commits.isEmpty && empty.epoch == 3)
+        // A stored commit or Welcome that does not decode is an internal error, never a page with a gap.
+        let broken: [UInt8] = [0x0a, 0x05, 0x01]
+        guard case .refuse(.internal, _) = flow.fetched(.page(current: 7, welcome: nil, commits: [try commit(5), broken, try commit(6)], more: false)) else {
+            Issue.record("an undecodable commit not INTERNAL"); return
+        }
+        guard case .refuse(.internal, _) = flow.fetched(.page(current: 7, welcome: Array("5:".utf8) + broken, commits: [], more: false)) else {
+            Issue.record("an undecodable Welcome not INTERNAL"); return
+        }
+        guard case .refuse(.notAMember, _) = flow.fetched(.notAMember) else { Issue.record("not NOT_A_MEMBER"); return }
+        guard case .refuse(.noSuchGroup, _) = flow.fetched(.noSuchGroup) else { Issue.record("not NO_SUCH_GROUP"); return }
+    }
+
+    // MARK: the control machine and pricing
+
+    @Test func theMachineNeedsALoginChecksFirstAndHandsTheFlowTheLoginsDeviceAndTime() throws {
+        var connection = ControlMachineTests.Connection(ControlMachineTests.node())
+        #expect(connection.frame(fetch("#team", from: 0)) == ["send #1 error not_authenticated"])
+        connection.logIn("alice", device: "phone")
+        #expect(connection.frame(submit("bob", epoch: 0, commit: [])) == ["send #1 error bad_request"], "refused before any work")
+        #expect(connection.frame(.commitStored(Simp_CommitStored())) == ["send #1 error bad_request"], "an answer is no request")
+        #expect(connection.frame(.commitPage(Simp_CommitPage())) == ["send #1 error bad_request"], "an answer is no request")
+        let actions = connection.raw(.frame(Simp_Envelope(requestID: 4, submit("#team", epoch: 2))))
+        guard case .run(.commits(let id, let flow))? = actions.last else { Issue.record("no commit work: \(actions.map(ControlMachineTests.line))"); return }
+        #expect(id == 4 && flow.user == "alice" && flow.device == "phone" && flow.nowMillis == connection.at.millis)
+        #expect(flow.request == .submit(.group("team"), epoch: 2, commit: [1, 2, 3], welcomes: []))
+    }
+
+    @Test func commitRequestsAreChargedByTheirWork() {
+        let welcomes = (0..<3).map { ("bob", "d\($0)", [UInt8(1)]) }
+        #expect(RequestCost.of(Simp_Envelope(requestID: 1, submit("#team", epoch: 0, welcomes: welcomes))) == RequestCost.commitSubmit + 3 * RequestCost.perWelcome)
+        let many = (0..<500).map { ("bob", "d\($0)", [UInt8(1)]) }
+        #expect(RequestCost.of(Simp_Envelope(requestID: 1, submit("#team", epoch: 0, welcomes: many))) == RequestCost.commitSubmit + RequestCost.perWelcome * CommitRules.maxWelcomes,
+                "clamped: refused anyway")
+        #expect(RequestCost.of(Simp_Envelope(requestID: 1, fetch("#team", from: 0))) == RequestCost.commitFetch)
+        // A unit per 4 KiB of commit and Welcomes together.
+        let big = submit("#team", epoch: 0, commit: Array(repeating: 1, count: 10_000), welcomes: [("bob", "desk", Array(repeating: 1, count: 6_400))])
+        #expect(RequestCost.of(Simp_Envelope(requestID: 1, big)) == RequestCost.commitSubmit + RequestCost.perWelcome + 4)
+    }
+}

@@ -1,0 +1,217 @@
+import Foundation
+import NIOCore
+import NIOPosix
+import SIMPCore
+import SIMPRedis
+import SIMPTestSupport
+import Testing
+@testable import SIMPServer
+
+/// The commit order's scripts on a real Redis (`CommitScripts.swift`): pages bounded by count
+/// and bytes, the commits kept, a device's Welcome and where a page starts, a group's members.
+@Suite(.serialized) struct CommitScriptTests {
+    let loop = MultiThreadedEventLoopGroup.singleton.next()
+    let pair = CommitConversation.direct(user: "ann", peer: "ben")
+
+    func setUp(_ redis: RedisServerProcess) -> (RedisPool, MessageStore) {
+        let pool = RedisPool(configuration: RedisConfiguration(port: redis.port))
+        return (pool, MessageStore(redis: pool, settings: StoreSettings()))
+    }
+
+    func store(_ store: MessageStore, _ conversation: CommitConversation, epoch: UInt64, _ bytes: [UInt8], user: String = "ann",
+               welcomes: [CommitFlow.KeptWelcome] = [], kept: Int = CommitRules.keptCommits,
+               keptWelcomes: Int = CommitRules.maxKeptWelcomes) async throws -> CommitFlow.Stored {
+        try await store.storeCommit(conversation, user: user, epoch: epoch, entry: bytes, welcomes: welcomes, kept: kept,
+                                    keptWelcomes: keptWelcomes, on: loop).get()
+    }
+
+    func fetch(_ store: MessageStore, _ conversation: CommitConversation, from: UInt64, user: String = "ann", device: String = "phone",
+               join: Bool = false, maxCommits: Int = CommitRules.maxCommitsPerPage, kept: Int = CommitRules.keptCommits) async throws -> CommitFlow.Fetched {
+        try await store.fetchCommits(conversation, user: user, welcomeField: join ? CommitRules.welcomeField(user: user, device: device) : nil, fromEpoch: from,
+                                     maxCommits: maxCommits, budget: CommitRules.pageBudget, kept: kept, on: loop).get()
+    }
+
+    @Test func theFirstCommitForAnEpochWinsAndPagesAreBoundedByCountAndBytes() async throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (pool, messages) = setUp(redis)
+        for epoch in UInt64(0)..<70 { #expect(try await store(messages, pair, epoch: epoch, [UInt8(epoch)]) == .stored(epoch: epoch + 1)) }
+        #expect(try await store(messages, pair, epoch: 69, [1]) == .conflict(current: 70))
+        #expect(try await store(messages, pair, epoch: 71, [1]) == .conflict(current: 70))
+        guard case .page(70, nil, let first, true) = try await fetch(messages, pair, from: 0) else { Issue.record("no first page"); return }
+        #expect(first == (0..<64).map { [UInt8($0)] })
+        #expect(try await fetch(messages, pair, from: 64) == .page(current: 70, welcome: nil, commits: (64..<70).map { [UInt8($0)] }, more: false))
+        #expect(try await fetch(messages, pair, from: 70) == .page(current: 70, welcome: nil, commits: [], more: false))
+        #expect(try await fetch(messages, pair, from: 500) == .page(current: 70, welcome: nil, commits: [], more: false))
+
+        // Bytes: 16,000-byte commits, three to a page of 61,440; a page holds one however large.
+        let big = CommitConversation.group("big")
+        _ = try await pool.run(RedisCommand("HSET", [messages.keys.groupMembers("big"), "ann", "owner"]))
+        for epoch in UInt64(0)..<5 { _ = try await store(messages, big, epoch: epoch, [UInt8](repeating: UInt8(epoch), count: 16_000)) }
+        guard case .page(5, nil, let three, true) = try await fetch(messages, big, from: 0) else { Issue.record("no page"); return }
+        #expect(three.map(\.first) == [0, 1, 2])
+        _ = try await store(messages, big, epoch: 5, [UInt8](repeating: 5, count: CommitRules.pageBudget + 1))
+        guard case .page(6, nil, let one, false) = try await fetch(messages, big, from: 5) else { Issue.record("no page"); return }
+        #expect(one.count == 1)
+        await pool.shutdown()
+    }
+
+    @Test func aWelcomeStagedForAMemberDeviceHidesNoCommitFromIt() async throws {
+        // Any member may send a Welcome to any device of a member: ben's desk, a member at epoch 1,
+        // gets a garbage one into epoch 3. Its fetches from 1 still hold every commit from 1.
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (pool, messages) = setUp(redis)
+        let team = CommitConversation.group("team")
+        _ = try await pool.run(RedisCommand("HSET", [messages.keys.groupMembers("team"), "ann", "owner", "ben", "member"]))
+        #expect(try await store(messages, team, epoch: 0, [10]) == .stored(epoch: 1))
+        #expect(try await store(messages, team, epoch: 1, [11]) == .stored(epoch: 2))
+        let garbage = CommitFlow.KeptWelcome(user: "ben", field: "ben/desk", value: Array("3:garbage".utf8))
+        #expect(try await store(messages, team, epoch: 2, [12], welcomes: [garbage]) == .stored(epoch: 3))
+        #expect(try await store(messages, team, epoch: 3, [13]) == .stored(epoch: 4))
+        #expect(try await fetch(messages, team, from: 1, user: "ben", device: "desk")
+            == .page(current: 4, welcome: nil, commits: [[11], [12], [13]], more: false))
+        #expect(try await fetch(messages, team, from: 3, user: "ben", device: "desk") == .page(current: 4, welcome: nil, commits: [[13]], more: false))
+        await pool.shutdown()
+    }
+
+    @Test func welcomesGoWithTheirCommitsAndPastTheMostKept() async throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (pool, messages) = setUp(redis)
+        func welcome(_ device: String, _ epoch: UInt64) -> CommitFlow.KeptWelcome {
+            CommitFlow.KeptWelcome(user: "ben", field: "ben/\(device)", value: Array("\(epoch):w".utf8))
+        }
+        func fields() async throws -> [String] {
+            try await pool.run(RedisCommand("HKEYS", [messages.keys.welcomes(pair)])).array?.compactMap(\.string).sorted() ?? []
+        }
+        // Three commits kept: a Welcome into epoch 1 can be handed out while commit 1 is kept.
+        #expect(try await store(messages, pair, epoch: 0, [0], welcomes: [welcome("desk", 1)], kept: 3) == .stored(epoch: 1))
+        for epoch in UInt64(1)..<4 { _ = try await store(messages, pair, epoch: epoch, [UInt8(epoch)], kept: 3) }
+        #expect(try await fields() == ["ben/desk"], "epochs 1-3 kept: its Welcome still of use")
+        _ = try await store(messages, pair, epoch: 4, [4], kept: 3)
+        #expect(try await fields() == [], "commit 1 gone: the Welcome into 1 goes with it")
+        #expect(try await pool.run(RedisCommand("EXISTS", [messages.keys.welcomeEpochs(pair)])).int == 0)
+
+        // At most two kept: the oldest goes first.
+        _ = try await store(messages, pair, epoch: 5, [5], welcomes: [welcome("a", 6)], keptWelcomes: 2)
+        _ = try await store(messages, pair, epoch: 6, [6], welcomes: [welcome("b", 7)], keptWelcomes: 2)
+        _ = try await store(messages, pair, epoch: 7, [7], welcomes: [welcome("c", 8), welcome("a", 8)], keptWelcomes: 2)
+        #expect(try await fields() == ["ben/a", "ben/c"], "b, the oldest, went; a's later Welcome replaced its first")
+        _ = try await store(messages, pair, epoch: 8, [8], welcomes: [welcome("d", 9)], keptWelcomes: 2)
+        #expect(try await fields().count == 2)
+        #expect(try await pool.run(RedisCommand("ZCARD", [messages.keys.welcomeEpochs(pair)])).int == 2)
+        await pool.shutdown()
+    }
+
+    @Test func anEpochThatWentBackNeverOverwritesAStoredCommit() async throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (pool, messages) = setUp(redis)
+        for epoch in UInt64(0)..<3 { _ = try await store(messages, pair, epoch: epoch, [UInt8(epoch)]) }
+        // A failover lost the epoch's last writes, not the commits'.
+        _ = try await pool.run(RedisCommand("SET", [messages.keys.commitEpoch(pair), "1"]))
+        #expect(try await store(messages, pair, epoch: 1, [9]) == .conflict(current: 3))
+        #expect(try await fetch(messages, pair, from: 0) == .page(current: 3, welcome: nil, commits: [[0], [1], [2]], more: false))
+        #expect(try await store(messages, pair, epoch: 3, [3]) == .stored(epoch: 4))
+        await pool.shutdown()
+    }
+
+    @Test func aCommitTheReplicasDidNotConfirmIsNotAnsweredAsStored() async throws {
+        // One Redis and no replica: WAIT 1 counts none within its timeout.
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let pool = RedisPool(configuration: RedisConfiguration(port: redis.port))
+        var settings = StoreSettings()
+        settings.minReplicas = 1
+        settings.replicaTimeoutMillis = 50
+        let messages = MessageStore(redis: pool, settings: settings)
+        #expect(try await store(messages, pair, epoch: 0, [1]) == .unreplicated(epoch: 1, confirmed: 0))
+        #expect(try await store(messages, pair, epoch: 0, [2]) == .conflict(current: 1), "the master has it")
+        await pool.shutdown()
+    }
+
+    @Test func aRetryOfTheSameCommitIsStoredAgainNotAConflict() async throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (pool, messages) = setUp(redis)
+        func entry(_ commit: [UInt8], device: String = "phone", at time: Int64) throws -> [UInt8] {
+            var stored = Simp_StoredCommit()
+            stored.epoch = 0
+            stored.commit = Data(commit)
+            stored.fromUser = "ann"
+            stored.fromDevice = device
+            stored.serverTime = time
+            return try stored.serializedBytes()
+        }
+        #expect(try await store(messages, pair, epoch: 0, try entry([1, 2], at: 1_800_000_000_000)) == .stored(epoch: 1))
+        #expect(try await store(messages, pair, epoch: 1, [9]) == .stored(epoch: 2))
+        #expect(try await store(messages, pair, epoch: 0, try entry([1, 2], at: 1_800_000_009_999)) == .stored(epoch: 1), "a retry, later")
+        #expect(try await store(messages, pair, epoch: 0, try entry([1, 2], at: 5)) == .stored(epoch: 1), "a retry, a shorter time")
+        #expect(try await store(messages, pair, epoch: 0, try entry([1, 3], at: 1_800_000_000_000)) == .conflict(current: 2))
+        #expect(try await store(messages, pair, epoch: 0, try entry([1], at: 1_800_000_000_000)) == .conflict(current: 2), "a prefix is not the same")
+        #expect(try await store(messages, pair, epoch: 0, try entry([1, 2], device: "desk", at: 1_800_000_000_000)) == .conflict(current: 2))
+        guard case .page(2, nil, let commits, false) = try await fetch(messages, pair, from: 0) else { Issue.record("no page"); return }
+        #expect(commits == [try entry([1, 2], at: 1_800_000_000_000), [9]], "the first stored, nothing overwritten")
+        await pool.shutdown()
+    }
+
+    @Test func theLastEpochsAreCountedExactly() async throws {
+        // The scripts count in Lua doubles: exact up to CommitRules.maxEpoch, which no request passes.
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (pool, messages) = setUp(redis)
+        let last = CommitRules.maxEpoch - 1
+        _ = try await pool.run(RedisCommand("SET", [messages.keys.commitEpoch(pair), "\(last - 1)"]))
+        #expect(try await store(messages, pair, epoch: last - 1, [1]) == .stored(epoch: last))
+        #expect(try await store(messages, pair, epoch: last, [2]) == .stored(epoch: CommitRules.maxEpoch))
+        #expect(try await store(messages, pair, epoch: last, [3]) == .conflict(current: CommitRules.maxEpoch))
+        #expect(try await fetch(messages, pair, from: last - 1) == .page(current: CommitRules.maxEpoch, welcome: nil, commits: [[1], [2]], more: false))
+        #expect(try await pool.run(RedisCommand("GET", [messages.keys.commitEpoch(pair)])).string == "\(CommitRules.maxEpoch)")
+        await pool.shutdown()
+    }
+
+    @Test func onlyTheLastCommitsAreKeptAndAFetchStartsAtTheOldest() async throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (pool, messages) = setUp(redis)
+        for epoch in UInt64(0)..<5 { _ = try await store(messages, pair, epoch: epoch, [UInt8(epoch)], kept: 3) }
+        #expect(try await pool.run(RedisCommand("HLEN", [messages.keys.commits(pair)])).int == 3)
+        #expect(try await fetch(messages, pair, from: 0, kept: 3) == .page(current: 5, welcome: nil, commits: [[2], [3], [4]], more: false))
+        await pool.shutdown()
+    }
+
+    @Test func aDevicesWelcomeStartsItsPageAndAGroupsMembersAreChecked() async throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (pool, messages) = setUp(redis)
+        let team = CommitConversation.group("team")
+        #expect(try await store(messages, team, epoch: 0, [1]) == .noSuchGroup)
+        #expect(try await fetch(messages, team, from: 0) == .noSuchGroup)
+        _ = try await pool.run(RedisCommand("HSET", [messages.keys.groupMembers("team"), "ann", "owner", "ben", "member"]))
+        #expect(try await store(messages, team, epoch: 0, [1], user: "cat") == .notAMember)
+        #expect(try await fetch(messages, team, from: 0, user: "cat") == .notAMember)
+        let toCat = CommitFlow.KeptWelcome(user: "cat", field: "cat/phone", value: Array("1:w".utf8))
+        #expect(try await store(messages, team, epoch: 0, [1], welcomes: [toCat]) == .welcomeToNonMember("cat"))
+        #expect(try await pool.run(RedisCommand("EXISTS", [messages.keys.commits(team), messages.keys.welcomes(team)])).int == 0,
+                "a refused commit stores nothing")
+
+        let toBen = CommitFlow.KeptWelcome(user: "ben", field: "ben/desk", value: Array("1:first".utf8))
+        #expect(try await store(messages, team, epoch: 0, [10], welcomes: [toBen]) == .stored(epoch: 1))
+        #expect(try await store(messages, team, epoch: 1, [11], user: "ben") == .stored(epoch: 2))
+        #expect(try await store(messages, team, epoch: 2, [12]) == .stored(epoch: 3))
+        // ben's desk joins at 1: a join starts at its Welcome, whatever the epoch asked; without
+        // join a page starts at the epoch asked and carries no Welcome.
+        #expect(try await fetch(messages, team, from: 0, user: "ben", device: "desk", join: true)
+            == .page(current: 3, welcome: Array("1:first".utf8), commits: [[11], [12]], more: false))
+        #expect(try await fetch(messages, team, from: 2, user: "ben", device: "desk") == .page(current: 3, welcome: nil, commits: [[12]], more: false))
+        #expect(try await fetch(messages, team, from: 0, user: "ben", device: "desk") == .page(current: 3, welcome: nil, commits: [[10], [11], [12]], more: false))
+        #expect(try await fetch(messages, team, from: 0, user: "ben", device: "tablet", join: true)
+            == .page(current: 3, welcome: nil, commits: [[10], [11], [12]], more: false), "no Welcome: from the epoch asked")
+        // A later Welcome replaces it.
+        let again = CommitFlow.KeptWelcome(user: "ben", field: "ben/desk", value: Array("4:second".utf8))
+        #expect(try await store(messages, team, epoch: 3, [13], welcomes: [again]) == .stored(epoch: 4))
+        #expect(try await fetch(messages, team, from: 2, user: "ben", device: "desk", join: true) == .page(current: 4, welcome: Array("4:second".utf8), commits: [], more: false))
+        await pool.shutdown()
+    }
+}
