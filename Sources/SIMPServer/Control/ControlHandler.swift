@@ -58,7 +58,7 @@ final class ControlHandler: ChannelDuplexHandler, EnvelopeFramed {
 
     private var machine: ControlMachine
     /// Inputs that came while actions were carried out: handled after them, in order.
-    private var pending = CircularBuffer<ControlMachine.Input>()
+    private var pending = CircularBuffer<ControlMachine.Input>(initialCapacity: 2)
     private var feeding = false
     /// The framing resumes once every input is handled, so the envelopes it hands out meet a
     /// machine that is not in the middle of anything.
