@@ -23,6 +23,8 @@ final class ClientStore: Sendable {
         var accepted: [(id: String, to: String, seq: UInt64)]
         /// The latest of the user's messages whose fate is still open, as the history recorded them.
         var statuses: [MessageStatus] = []
+        /// The seqs of received messages the history counts unread (`confirmWhenShown` holds them).
+        var unshown: [UInt64] = []
     }
 
     /// The user whose file this is: the sender of its own messages in the history.
@@ -98,6 +100,8 @@ final class ClientStore: Sendable {
             let last = try Int64.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'lastDelivered'") ?? 0
             let device = try Int64.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'device'") ?? 0
             var saved = Saved(device: Self.deviceName(device), savedUpTo: UInt64(last), pending: [], accepted: [])
+            saved.unshown = try Int64.fetchAll(db, sql: "SELECT seq FROM history WHERE outgoing = 0 AND unread = 1 AND complete = 1 AND seq > 0")
+                .map { UInt64($0) }
             // Latest first, so each pending message knows whether a later one to its recipient
             // was accepted (then it may no longer be stored: `overtaken`).
             var acceptedTo: Set<String> = []

@@ -53,6 +53,7 @@ final class ServerMetrics: Sendable {
     let keepalives: Counter
     /// Copies of a group stopped for a member at its bound of unconfirmed group copies.
     let groupCopiesHeld: Counter
+    let receiptsHolding: Counter
     /// Resumes of held group copies (a member confirmed).
     let groupCopiesResumed: Counter
     /// Inbox entries moved past a client's last seq after Redis lost numbers it had seen.
@@ -111,6 +112,7 @@ final class ServerMetrics: Sendable {
         loginsEnded = counter("logins_ended", "Control connections closed because their login was ended (password change, logout all, device revoked)")
         keepalives = counter("keepalives_received", "PING and PONG frames received on control connections (heartbeats and their answers)")
         groupCopiesHeld = counter("group_copies_held", "Copies of a group to a member stopped at the member's bound of unconfirmed group copies")
+        receiptsHolding = counter("receipts_holding", "Receipts whose client holds messages it received but does not confirm yet (receivedUpToSeq above upToSeq)")
         groupCopiesResumed = counter("group_copies_resumed", "Held group copies resumed from the group's log after the member confirmed")
         renumbered = counter("messages_renumbered", "Messages moved past a client's last seq after Redis lost writes")
         reloads = [true: counter("config_reloads", "Configuration reloads (SIGHUP)", [("result", "ok")]),
