@@ -31,10 +31,13 @@ final class ClientStore: Sendable {
     let user: String
 
     init(directory: String, user: String) throws {
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        // The user's alone: the file holds private keys and login state.
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o700])
         path = (directory as NSString).appendingPathComponent("\(user).sqlite")
         self.user = user
         db = try DatabaseQueue(path: path)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
         try Self.migrator(user: user).migrate(db)
     }
 
@@ -85,6 +88,19 @@ final class ClientStore: Sendable {
                                      message.imageURL.isEmpty ? nil : message.imageURL, message.time, seq,
                                      (seq > 0 ? MessageStatus.Stage.accepted : .sending).name, message.toUser])
             }
+        }
+        migrator.registerMigration("v3-identity") { db in
+            // The user's identity key (Ed25519) and this device's key, private: the file is the
+            // user's alone (`ClientStore.init`). `peers`: each peer's identity key as first
+            // seen, and whether the user verified it (docs/E2EE.md, "Verification").
+            try db.execute(sql: """
+                CREATE TABLE identity (
+                    user TEXT PRIMARY KEY, identityKey BLOB NOT NULL, deviceKey BLOB NOT NULL,
+                    published INTEGER NOT NULL DEFAULT 0);
+                CREATE TABLE peers (
+                    user TEXT PRIMARY KEY, identityKey BLOB NOT NULL, verified INTEGER NOT NULL DEFAULT 0,
+                    seenAt INTEGER NOT NULL);
+                """)
         }
         return migrator
     }

@@ -429,6 +429,11 @@ public enum ClientEvent: Sendable, Equatable {
     /// `count` events, the oldest, were dropped in its place. The application reads what it
     /// missed from the local history (`conversations()`, `messages(in:)`) and the statuses.
     case eventsDropped(count: Int)
+    /// `user`'s identity key is not the one this device saw before (`safetyNumber(with:)`):
+    /// they lost every device and made a new identity, or someone, the server included, put
+    /// another key in their place. Compare the new safety number before trusting it; a
+    /// verified peer is no longer verified.
+    case identityChanged(user: String)
 }
 
 public struct ClientError: Error, Sendable, Equatable, CustomStringConvertible {

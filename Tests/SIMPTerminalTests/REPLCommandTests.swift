@@ -105,6 +105,16 @@ import Testing
         #expect(try REPLCommand.parse("/read bob") == .read(peer: "bob"))
     }
 
+    @Test func verifyTakesAUserAndOptionallyTheComparedNumber() throws {
+        let digits = String(repeating: "12345", count: 12)
+        #expect(try REPLCommand.parse("/verify bob") == .verify(user: "bob", number: nil))
+        #expect(try REPLCommand.parse("/verify bob " + stride(from: 0, to: 60, by: 5).map { _ in "12345" }.joined(separator: " "))
+            == .verify(user: "bob", number: digits))
+        for bad in ["/verify", "/verify #team", "/verify bob 123", "/verify bob " + String(repeating: "x", count: 60)] {
+            #expect(throws: REPLCommand.ParseError.self, "\(bad)") { try REPLCommand.parse(bad) }
+        }
+    }
+
     @Test(arguments: [
         ("/contact", REPLCommand.contactUsage),
         ("/contact add", REPLCommand.contactUsage),
