@@ -23,13 +23,19 @@ import Testing
         return held
     }
 
-    @Test func theSenderHearsDeliveredWhenTheMessageWasShownNotWhenItArrived() async throws {
+    /// A server, alice, and bob's client with `confirmWhenShown`, both connected.
+    static func aliceAndBobConfirmingWhenShown() async throws -> (TestCluster, SIMPClient, EventLog, SIMPClient, EventLog) {
         let cluster = try await TestCluster.start()
         for user in ["alice", "bob"] { try await cluster.register(user) }
         let (alice, aliceLog) = try await cluster.connectedClient("alice", register: false)
-        let bob = Self.client(cluster)
+        let bob = client(cluster)
         let bobLog = EventLog(bob)
         try await bob.connect(user: "bob", password: "pw-bob")
+        return (cluster, alice, aliceLog, bob, bobLog)
+    }
+
+    @Test func theSenderHearsDeliveredWhenTheMessageWasShownNotWhenItArrived() async throws {
+        let (cluster, alice, aliceLog, bob, bobLog) = try await Self.aliceAndBobConfirmingWhenShown()
 
         let one = try await alice.sendTracked(to: "bob", text: "one")
         let two = try await alice.sendTracked(to: "bob", text: "two")
@@ -52,12 +58,7 @@ import Testing
     }
 
     @Test func withReadReceiptsOffShowingStillConfirms() async throws {
-        let cluster = try await TestCluster.start()
-        for user in ["alice", "bob"] { try await cluster.register(user) }
-        let (alice, aliceLog) = try await cluster.connectedClient("alice", register: false)
-        let bob = Self.client(cluster)
-        let bobLog = EventLog(bob)
-        try await bob.connect(user: "bob", password: "pw-bob")
+        let (cluster, alice, aliceLog, bob, bobLog) = try await Self.aliceAndBobConfirmingWhenShown()
         try await bob.set(.readReceipts(false))
 
         let id = try await alice.send(to: "bob", text: "quiet")
