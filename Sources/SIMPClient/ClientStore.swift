@@ -84,6 +84,10 @@ final class ClientStore: Sendable {
                                      (seq > 0 ? MessageStatus.Stage.accepted : .sending).name, message.toUser])
             }
         }
+        // A received group message's place in the group's order: what its read mark names.
+        migrator.registerMigration("v3-group-seq") { db in
+            try db.execute(sql: "ALTER TABLE history ADD COLUMN groupSeq INTEGER NOT NULL DEFAULT 0")
+        }
         return migrator
     }
 
