@@ -75,7 +75,7 @@ extension MessageStore {
         }
         var args: [any RedisArgument] = []
         // Per group: its marks (their place in `marks`), its senders' keys and its arguments.
-        var groups: [(name: String, marks: [Int], keys: [String], args: [any RedisArgument])] = []
+        var groups: [(marks: [Int], keys: [String], args: [any RedisArgument])] = []
         var groupIndex: [String: Int] = [:]
         for (place, mark) in marks.enumerated() {
             let inbox = mark.group.isEmpty ? keys.messageIDs(to: reader, from: mark.fromUser) : keys.groups(reader)
@@ -83,27 +83,30 @@ extension MessageStore {
             guard !mark.group.isEmpty else { continue }
             if groupIndex[mark.group] == nil {
                 groupIndex[mark.group] = groups.count
-                groups.append((mark.group, [], [keys.groupMembers(mark.group)], [reader]))
+                groups.append(([], [keys.groupMembers(mark.group)], [reader]))
             }
             let senderKey = keys.groupIDs(mark.group, from: mark.fromUser)
             var group = groups[groupIndex[mark.group]!]
-            let keyIndex = (group.keys.firstIndex(of: senderKey) ?? { group.keys.append(senderKey); return group.keys.count - 1 }()) + 1
+            if !group.keys.contains(senderKey) { group.keys.append(senderKey) }
+            // KEYS of the group's script count from 1: members first, then the senders' ids.
+            let keyIndex = group.keys.firstIndex(of: senderKey)! + 1
             group.marks.append(place)
             group.args += [keyIndex, mark.messageID, Int64(mark.groupSeq)] as [any RedisArgument]
             groups[groupIndex[mark.group]!] = group
         }
         let commands = [RedisCommand.script(Scripts.readMarks, keys: names, args: args)]
             + groups.map { RedisCommand.script(Scripts.groupReadMarks, keys: $0.keys, args: $0.args) }
+        let groupMarks = groups.map(\.marks)
         return redis.run(commands, on: loop).flatMapThrowing { replies in
             let parts = try replies[0].checked().array ?? []
             guard parts.first?.int == 1 else { return nil }
             var holds = Set(parts.dropFirst().compactMap { $0.int }.map { Int($0) - 1 })
             var out = GenuineReads(marks: [])
-            for (group, reply) in zip(groups, replies.dropFirst()) {
+            for (places, reply) in zip(groupMarks, replies.dropFirst()) {
                 let answer = try reply.checked().array ?? []
-                let inGroup = Set(answer.dropFirst().compactMap { $0.int }.compactMap { $0 >= 1 && $0 <= group.marks.count ? group.marks[Int($0) - 1] : nil })
-                if answer.first?.int != 1 { out.notMember += group.marks.count }
-                holds.subtract(Set(group.marks).subtracting(inGroup))
+                let inGroup = Set(answer.dropFirst().compactMap { $0.int }.compactMap { $0 >= 1 && $0 <= places.count ? places[Int($0) - 1] : nil })
+                if answer.first?.int != 1 { out.notMember += places.count }
+                holds.subtract(Set(places).subtracting(inGroup))
             }
             out.marks = marks.indices.filter(holds.contains).map { marks[$0] }
             return out
