@@ -204,7 +204,8 @@ extension ClientEngine {
     }
 
     /// A read receipt (a READ notice in the inbox): the sender's devices hear who read which of
-    /// its messages, the reader's other devices what their user read. Never before `delivered`.
+    /// its messages (a group's notice names the group, `#NAME`: its reader is one member), the
+    /// reader's other devices what their user read. Never before `delivered`.
     private mutating func showReads(_ message: IncomingMessage) {
         let ids = message.text.split(separator: " ").map(String.init)
         if message.from == credentials?.user {
@@ -212,9 +213,16 @@ extension ClientEngine {
             for id in ids { emit(.read(id: id, from: message.to, by: message.from)) }
             return
         }
+        // The user's own messages: to the reader, or to a group the reader is in.
+        let sender = message.group == nil ? message.to : credentials?.user ?? message.to
         for id in ids {
-            if let delivered = sending.deliveryImplied(byReadOf: id) { self.delivered(delivered) }
-            emit(.read(id: id, from: message.to, by: message.from))
+            if let group = message.group {
+                let seq = statuses.status(of: id)?.seq ?? 0
+                if let delivered = sending.memberDeliveryImplied(byReadOf: id, member: message.from, group: group, seq: seq) { emit(delivered) }
+            } else if let delivered = sending.deliveryImplied(byReadOf: id) {
+                self.delivered(delivered)
+            }
+            emit(.read(id: id, from: sender, by: message.from))
         }
     }
 

@@ -89,7 +89,11 @@ final class ClientStore: Sendable {
                                      (seq > 0 ? MessageStatus.Stage.accepted : .sending).name, message.toUser])
             }
         }
-        migrator.registerMigration("v3-identity") { db in
+        // A received group message's place in the group's order: what its read mark names.
+        migrator.registerMigration("v3-group-seq") { db in
+            try db.execute(sql: "ALTER TABLE history ADD COLUMN groupSeq INTEGER NOT NULL DEFAULT 0")
+        }
+        migrator.registerMigration("v4-identity") { db in
             // The user's identity key (Ed25519) and this device's key, private: the file is the
             // user's alone (`ClientStore.init`). `peers`: each peer's identity key as first
             // seen, and whether the user verified it (docs/E2EE.md, "Verification").

@@ -409,7 +409,8 @@ public enum ClientEvent: Sendable, Equatable {
     /// `by` invited the user to `group` (`acceptGroup`, `declineGroup`); on every device.
     case groupInvited(group: String, by: String)
     /// `by` read the message `id` that `from` sent: on the sender's devices after its
-    /// `delivered`, and on the reader's other devices (then `by` is the user).
+    /// `delivered` (for a group message: after `by`'s `memberDelivered`; `by` is the member
+    /// who read it), and on the reader's other devices (then `by` is the user).
     case read(id: String, from: String, by: String)
     /// It will not be delivered; the reason says why, and `code` is the server's error code
     /// when the server refused it (nil when the client gave up: disconnected, withdrawn).

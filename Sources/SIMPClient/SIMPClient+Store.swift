@@ -45,7 +45,7 @@ extension SIMPClient {
 
     /// The application showed a conversation's received messages up to `position` (nil: all):
     /// they no longer count as unread. While connected, their senders are told they were read
-    /// (`markRead`; one-to-one messages only, and only if the user has read receipts on);
+    /// (`markRead`, group messages too; only if the user has read receipts on);
     /// offline only the local history changes. With `confirmWhenShown`, they are confirmed
     /// too: their senders hear **delivered**. Returns the messages marked.
     @discardableResult

@@ -15,7 +15,8 @@ public enum REPLCommand: Equatable, Sendable {
     case group(GroupCommand)
     case groups
     case contact(ContactCommand)
-    /// `/read USER`: mark every message shown from USER read.
+    /// `/read USER` or `/read #GROUP`: mark every message shown from USER (one to one), or in
+    /// GROUP, read.
     case read(peer: String)
     /// `/presence`: contacts and group members, online or when last seen.
     case presence
@@ -89,7 +90,7 @@ public enum REPLCommand: Equatable, Sendable {
       /presence             your contacts and group members: online, or when last seen
       /verify USER [NUMBER] the safety number you and USER compare; with it, mark USER verified
       /set last-seen on|off       let them see yours (default on)
-      /read USER            mark what was shown from USER read (in a /to conversation it is at once)
+      /read USER|#GROUP     mark what was shown from USER or in #GROUP read (in a /to conversation it is at once)
       /set read-receipts on|off   tell senders what you read, and hear what they read (default on)
     history:
       /history USER [N]     show the last N messages with USER (default 20, at most 1000)
@@ -161,9 +162,10 @@ public enum REPLCommand: Equatable, Sendable {
             }
             return .verify(user: parts[1], number: number.isEmpty ? nil : number)
         case "/read":
-            guard parts.count == 2 else { throw ParseError(message: "usage: /read USER") }
-            if GroupName.addressed(by: parts[1]) != nil { throw ParseError(message: "group messages are not marked read") }
-            guard UserName.isValid(parts[1]) else { throw ParseError(message: "not a user name: \(parts[1])") }
+            guard parts.count == 2 else { throw ParseError(message: "usage: /read USER|#GROUP") }
+            guard UserName.isValid(parts[1]) || GroupName.addressed(by: parts[1]) != nil else {
+                throw ParseError(message: "not a user or group name: \(parts[1])")
+            }
             return .read(peer: parts[1])
         case "/contact", "/contacts", "/block", "/unblock", "/blocked", "/set": return .contact(try parseContact(trimmed))
         case "/help": return .help

@@ -103,6 +103,7 @@ import Testing
         #expect(try REPLCommand.parse("/group decline team") == .group(.decline(name: "team")))
         #expect(throws: REPLCommand.ParseError.self) { try REPLCommand.parse("/group accept team bob") }
         #expect(try REPLCommand.parse("/read bob") == .read(peer: "bob"))
+        #expect(try REPLCommand.parse("/read #team") == .read(peer: "#team"))
     }
 
     @Test func verifyTakesAUserAndOptionallyTheComparedNumber() throws {
@@ -125,9 +126,8 @@ import Testing
         ("/contact add #team", "not a user name: #team"),
         ("/set contacts-only maybe", "contacts-only is on, off; not maybe"),
         ("/set typing off", "no such setting: typing (there are: contacts-only, read-receipts, last-seen, group-adds)"),
-        ("/read", "usage: /read USER"),
-        ("/read #team", "group messages are not marked read"),
-        ("/read Bob", "not a user name: Bob"),
+        ("/read", "usage: /read USER|#GROUP"),
+        ("/read Bob", "not a user or group name: Bob"),
         ("/set contacts-only", "usage: /set NAME VALUE, or /set alone for your settings"),
     ])
     func refusesMalformedContactCommands(_ line: String, _ message: String) {

@@ -1243,8 +1243,8 @@ public nonisolated struct Simp_SettingsAnswer: Sendable {
 }
 
 /// The reader's client showed these messages to its user (section 4, Read receipts); answered
-/// with Ok. Marks the reader's session has not confirmed, or that name no message of its inbox,
-/// are ignored.
+/// with Ok. Marks the reader's session has not confirmed, or that name no message of its inbox
+/// (for a group: no entry of the group's order copied to the reader), are ignored.
 public nonisolated struct Simp_ReadRequest: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -1269,6 +1269,13 @@ public nonisolated struct Simp_ReadMark: Sendable {
 
   /// its seq in the reader's inbox
   public var seq: UInt64 = 0
+
+  /// A group message's mark: the group's name (without '#'), and the entry's place in the
+  /// group's order (its Message.groupSeq). Both empty/0 for a one-to-one mark; both set or
+  /// neither.
+  public var group: String = String()
+
+  public var groupSeq: UInt64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -3654,7 +3661,7 @@ nonisolated extension Simp_ReadRequest: SwiftProtobuf.Message, SwiftProtobuf._Me
 
 nonisolated extension Simp_ReadMark: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ReadMark"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}fromUser\0\u{1}messageId\0\u{1}seq\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}fromUser\0\u{1}messageId\0\u{1}seq\0\u{1}group\0\u{1}groupSeq\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -3665,6 +3672,8 @@ nonisolated extension Simp_ReadMark: SwiftProtobuf.Message, SwiftProtobuf._Messa
       case 1: try { try decoder.decodeSingularStringField(value: &self.fromUser) }()
       case 2: try { try decoder.decodeSingularStringField(value: &self.messageID) }()
       case 3: try { try decoder.decodeSingularUInt64Field(value: &self.seq) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.group) }()
+      case 5: try { try decoder.decodeSingularUInt64Field(value: &self.groupSeq) }()
       default: break
       }
     }
@@ -3680,6 +3689,12 @@ nonisolated extension Simp_ReadMark: SwiftProtobuf.Message, SwiftProtobuf._Messa
     if self.seq != 0 {
       try visitor.visitSingularUInt64Field(value: self.seq, fieldNumber: 3)
     }
+    if !self.group.isEmpty {
+      try visitor.visitSingularStringField(value: self.group, fieldNumber: 4)
+    }
+    if self.groupSeq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.groupSeq, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -3687,6 +3702,8 @@ nonisolated extension Simp_ReadMark: SwiftProtobuf.Message, SwiftProtobuf._Messa
     if lhs.fromUser != rhs.fromUser {return false}
     if lhs.messageID != rhs.messageID {return false}
     if lhs.seq != rhs.seq {return false}
+    if lhs.group != rhs.group {return false}
+    if lhs.groupSeq != rhs.groupSeq {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

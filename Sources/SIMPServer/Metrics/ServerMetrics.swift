@@ -118,7 +118,7 @@ final class ServerMetrics: Sendable {
         reloads = [true: counter("config_reloads", "Configuration reloads (SIGHUP)", [("result", "ok")]),
                    false: counter("config_reloads", "Configuration reloads (SIGHUP)", [("result", "failed")])]
         readMarks = Dictionary(uniqueKeysWithValues: ReadReceipts.LeftOut.allCases.map {
-            ($0, counter("read_marks_left_out", "markRead marks not told to their sender: above the session's confirmed mark, or naming no message of the reader's inbox",
+            ($0, counter("read_marks_left_out", "markRead marks not told to their sender: above the session's confirmed mark, naming no message of the reader's inbox, or a group's of a reader not in it",
                          [("reason", $0.rawValue)]))
         })
         replicaRefusals = counter("replica_refusals", "Messages failed REPLICAS_UNAVAILABLE: their shard lacked replicas for the whole wait")
