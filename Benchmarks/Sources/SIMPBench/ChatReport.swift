@@ -31,6 +31,8 @@ public struct ChatSystemReport: Sendable, Codable {
     public var usage: [String: ProcessUsage]
     /// The server's (or broker's) growth in RSS from before the first login to the window's end, per session.
     public var serverBytesPerSession: Int?
+    /// What the spawned servers counted (SIMP with `--spawn` only).
+    public var serverCounters: ServerCounters?
 
     public init(system: String, _ run: ChatRun, delivered: Bool) {
         let result = run.result
@@ -89,11 +91,14 @@ public struct ChatBenchReport: Sendable, Codable, JSONReport {
     public var offeredPerSecond: Double
     /// SIMP's deployment (Mosquitto, when compared, is one broker).
     public var topology: Topology?
+    /// Processes that only burned CPU beside the run (`--busy-loops`).
+    public var busyLoops: Int
     public var systems: [ChatSystemReport]
     public var ratios: ChatRatios?
 
-    public init(pattern: ChatPattern, topology: Topology? = nil, systems: [ChatSystemReport]) {
+    public init(pattern: ChatPattern, topology: Topology? = nil, busyLoops: Int = 0, systems: [ChatSystemReport]) {
         self.pattern = pattern
+        self.busyLoops = busyLoops
         offeredPerSecond = pattern.offeredRate
         self.topology = topology
         self.systems = systems
@@ -118,6 +123,11 @@ public struct ChatBenchReport: Sendable, Codable, JSONReport {
         row("connections lost") { "\($0.disconnects)" }
         for (name, values) in BenchReport.usageRows(systems.map(\.usage)) { lines.append([name] + values) }
         row("server RSS per session KiB") { s in s.serverBytesPerSession.map { String(format: "%.1f", Double($0) / 1024) } ?? "-" }
+        if systems.contains(where: { $0.serverCounters != nil }) {
+            row("stored/pushed (server)") { s in s.serverCounters.map { "\($0.stored)/\($0.pushes)" } ?? "-" }
+            row("push retransmits/sender resends") { s in s.serverCounters.map { "\($0.pushRetransmits)/\($0.senderResends)" } ?? "-" }
+            row("retransmits per stored message") { s in s.serverCounters.map { String(format: "%.3f", $0.retransmitsPerStored) } ?? "-" }
+        }
         return ([title] + (topology.map { ["SIMP: \($0)"] } ?? []) + [BenchReport.align(lines)] + ratioLines() + problems())
             .joined(separator: "\n")
     }
@@ -140,6 +150,7 @@ public struct ChatBenchReport: Sendable, Codable, JSONReport {
         let p = pattern
         return "chat: \(p.sessions) users x \(p.rate) msg/s = \(String(format: "%.0f", p.offeredRate)) msg/s offered, "
             + "\(p.payloadBytes)-byte texts, \(BenchReport.seconds(p.duration)) s measured after \(BenchReport.seconds(p.warmup)) s warm-up"
+            + (busyLoops > 0 ? ", \(busyLoops) busy loop\(busyLoops == 1 ? "" : "s") beside it" : "")
     }
 
     private func ratioLines() -> [String] {

@@ -127,6 +127,11 @@ public enum Spawn {
 
     /// Reads simp-server's ready line ("simp-server listening tcp=HOST:PORT ...") for its port.
     static func readyPort(_ server: Process) throws -> Int {
+        try ready(server).port
+    }
+
+    /// The control port from simp-server's ready line, and its metrics address when it serves them.
+    static func ready(_ server: Process) throws -> (port: Int, metrics: String?) {
         guard let pipe = server.standardOutput as? Pipe else { throw BenchError("simp-server has no stdout pipe") }
         var text = ""
         while !text.contains("\n") {
@@ -138,7 +143,9 @@ public enum Spawn {
               let port = field.split(separator: ":").last.flatMap({ Int($0) }) else {
             throw BenchError("unexpected ready line from simp-server: \(text)")
         }
-        return port
+        let metrics = text.split(whereSeparator: \.isWhitespace).first(where: { $0.hasPrefix("metrics=") })
+            .map { String($0.dropFirst("metrics=".count)) }
+        return (port, metrics)
     }
 
     static func executable(_ name: String) throws -> String {

@@ -22,6 +22,8 @@ public final class SpawnedStack: @unchecked Sendable {
     public let topology: Topology
     public let serverAddresses: [ServerAddress]
     public let serverPIDs: [Int32]
+    /// Each node's metrics endpoint (HOST:PORT), for the nodes started with `--metrics-port`.
+    public let metricsAddresses: [String]
     public let redisPIDs: [Int32]
     private let servers: [Process]
     private let redis: [Process]
@@ -36,7 +38,7 @@ public final class SpawnedStack: @unchecked Sendable {
             Spawn.removeDirectory(directory)
             throw error
         }
-        var servers: [(process: Process, port: Int)] = []
+        var servers: [(process: Process, port: Int, metrics: String?)] = []
         do {
             for node in 1...options.nodes {
                 servers.append(try await startServer(node: node, options, redis: redis))
@@ -50,25 +52,27 @@ public final class SpawnedStack: @unchecked Sendable {
     }
 
     private static func startServer(node: Int, _ options: SpawnOptions,
-                                    redis: SpawnedRedis) async throws -> (process: Process, port: Int) {
+                                    redis: SpawnedRedis) async throws -> (process: Process, port: Int, metrics: String?) {
         let server = try Spawn.launch(options.serverBinary, [
             "--port", "0", "--udp-port", "0", "--node-id", "node-\(node)",
         ] + redis.serverArguments + options.serverArguments
             + (options.minReplicas > 0 ? ["--redis-min-replicas", "\(options.minReplicas)"] : []), stdout: Pipe())
         do {
-            return (server, try Spawn.readyPort(server))
+            let ready = try Spawn.ready(server)
+            return (server, ready.port, ready.metrics)
         } catch {
             await Spawn.terminate([server])
             throw error
         }
     }
 
-    private init(servers: [(process: Process, port: Int)], redis: SpawnedRedis, minReplicas: Int, directory: URL) {
+    private init(servers: [(process: Process, port: Int, metrics: String?)], redis: SpawnedRedis, minReplicas: Int, directory: URL) {
         self.servers = servers.map(\.process)
         self.redis = redis.processes
         self.directory = directory
         serverAddresses = servers.map { ServerAddress(host: "127.0.0.1", port: $0.port) }
         serverPIDs = self.servers.map(\.processIdentifier)
+        metricsAddresses = servers.compactMap(\.metrics)
         redisPIDs = self.redis.map(\.processIdentifier)
         topology = Topology(nodes: servers.count, redis: redis.cluster ? "cluster" : "single",
                             redisMasters: redis.masters, redisReplicas: redis.replicas, minReplicas: minReplicas)

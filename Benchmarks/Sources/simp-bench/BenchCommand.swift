@@ -124,6 +124,9 @@ struct BenchCommand: AsyncParsableCommand {
     @Flag(name: .customLong("long-messages"), help: "Instead of a load: one sender posts 1,000 small texts to one user (one every 5 ms), then the same with 20 texts of 60 KiB to another user among them; prints the small ones' figures for both runs, with/without.")
     var longMessages = false
 
+    @Option(name: .customLong("busy-loops"), help: "With --sessions: run this many processes that only burn CPU (yes > /dev/null) for the length of the run, beside the server, Redis and the bench (a starved CPU). With --spawn the report adds the server's push retransmits and sender resends per stored message.")
+    var busyLoops = 0
+
     @Flag(help: "Print the report as one JSON object.")
     var json = false
 
@@ -186,6 +189,7 @@ struct BenchCommand: AsyncParsableCommand {
         guard others.isEmpty else {
             throw ValidationError("--sessions (the chat pattern) cannot be combined with " + others.joined(separator: ", "))
         }
+        guard busyLoops >= 0 else { throw ValidationError("--busy-loops must not be negative") }
     }
 
     /// Why --redis-min-replicas cannot be met by the spawned Redis: every store would wait for
@@ -278,21 +282,42 @@ struct BenchCommand: AsyncParsableCommand {
         let pattern = ChatPattern(sessions: sessions, rate: rate, payloadBytes: size, duration: duration, warmup: warmup, drain: drain)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
         let (simp, topology) = try await withTarget { target in
-            let run = try await ChatLoad.run(pattern, placement: target.placement, group: group, processes: target.processes,
-                                             progress: Self.progress)
-            return (ChatSystemReport(system: "SIMP", run, delivered: true), target.topology)
+            let run = try await withBusyLoops {
+                try await ChatLoad.run(pattern, placement: target.placement, group: group, processes: target.processes,
+                                       progress: Self.progress)
+            }
+            var report = ChatSystemReport(system: "SIMP", run, delivered: true)
+            report.serverCounters = target.stack.flatMap { ServerCounters.scrape($0.metricsAddresses) }
+            return (report, target.topology)
         }
         var systems = [simp]
         if compareMosquitto {
             let run = try await withBroker(MosquittoProcess.start) { broker in
-                try await ChatLoad.throughBroker(pattern, port: broker.port, pid: broker.pid, group: group, progress: Self.progress)
+                try await withBusyLoops {
+                    try await ChatLoad.throughBroker(pattern, port: broker.port, pid: broker.pid, group: group, progress: Self.progress)
+                }
             }
             systems.append(ChatSystemReport(system: "Mosquitto", run, delivered: false))
         }
         try await group.shutdownGracefully()
-        let report = ChatBenchReport(pattern: pattern, topology: topology, systems: systems)
+        let report = ChatBenchReport(pattern: pattern, topology: topology, busyLoops: busyLoops, systems: systems)
         print(json ? report.json() : report.table())
         if !report.healthy { throw ExitCode(2) }
+    }
+
+    /// `body` with `--busy-loops` processes burning CPU beside it; they stop when it ends.
+    private func withBusyLoops<T>(_ body: () async throws -> T) async throws -> T {
+        guard busyLoops > 0 else { return try await body() }
+        let busy = try BusyLoops(busyLoops)
+        Self.progress("started \(busyLoops) busy loop\(busyLoops == 1 ? "" : "s") (yes > /dev/null)")
+        do {
+            let value = try await body()
+            await busy.stop()
+            return value
+        } catch {
+            await busy.stop()
+            throw error
+        }
     }
 
     /// Every client of this process holds descriptors, and running out half way fails as
@@ -412,7 +437,8 @@ struct BenchCommand: AsyncParsableCommand {
             "--scrypt-rounds", "1024", "--log-level", "warning",
             "--max-conns-per-ip", "\(max(100_000, 2 * (sessions ?? 0)))", "--max-registrations-per-ip", "1000000",
             "--max-hashing-queue", "1024", "--max-hashing-per-ip", "1024",
-        ] + (serverEventLoops.map { ["--event-loops", "\($0)"] } ?? [])
+            // The chat report reads the retransmit counters from here.
+        ] + (sessions != nil ? ["--metrics-port", "0"] : []) + (serverEventLoops.map { ["--event-loops", "\($0)"] } ?? [])
             // The sender is a member too.
             + (groupMembers.map { ["--max-group-members", "\(max(1000, $0 + 1))"] } ?? []))
         options.nodes = nodes
