@@ -39,12 +39,9 @@ public struct ServerConfiguration: Sendable {
     /// Contact requests one user may make in an hour (RATE_LIMITED beyond).
     public var contactRequestsPerHour = 30
     /// The client confirms at the end of the loop turn that read the push (after its disk
-    /// write, when it keeps one): the ack delay allowed for is QUIC's default. A session that
-    /// confirms nothing is probed ever less often, up to every 30 s; a loop turn of the
-    /// server's later than 30 ms is time the server was not running, not the client's.
+    /// write, when it keeps one): the ack delay allowed for is QUIC's default.
     public var pushRetransmit = RetransmitPolicy(maxBackoff: .seconds(4), giveUpAfter: .seconds(60),
-                                                 maxAckDelay: RetransmitPolicy.defaultMaxAckDelay,
-                                                 maxProbeBackoff: .seconds(30), stallAllowance: .milliseconds(30))
+                                                 maxAckDelay: RetransmitPolicy.defaultMaxAckDelay)
     /// scrypt cost N; lower it only for tests.
     /// scrypt's N (r = 8, p = 1): 2^17, OWASP's minimum; 128 MiB per hash.
     public var scryptRounds = 131_072

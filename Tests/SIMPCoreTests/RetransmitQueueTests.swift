@@ -201,48 +201,6 @@ import Testing
         #expect(q.timeout == .milliseconds(900))
     }
 
-    @Test func probesBackOffPastTheResendCapUpToTheirOwn() {
-        var q = RetransmitQueue<Int, String>(policy: RetransmitPolicy(maxBackoff: .seconds(1), giveUpAfter: .seconds(600),
-                                                                      maxProbeBackoff: .seconds(4)),
-                                             estimator: RTTEstimator(initialRTO: .milliseconds(500)))
-        q.track(1, payload: "", now: t0)
-        var probes: [Int64] = []
-        var now = t0
-        while probes.count < 5 {
-            now = now + .milliseconds(10)
-            if !q.due(now: now).resend.isEmpty { probes.append((now - t0).nanoseconds / 1_000_000) }
-        }
-        #expect(probes == [500, 1500, 3500, 7500, 11500])
-        // Until an RTT sample, a new entry starts at the backed-off timeout too.
-        #expect(q.timeout == .seconds(4))
-    }
-
-    @Test func timeThisSideWasNotRunningDoesNotCountAgainstThePeer() {
-        var q = RetransmitQueue<Int, String>(policy: RetransmitPolicy(giveUpAfter: .seconds(60), stallAllowance: .milliseconds(30)),
-                                             estimator: RTTEstimator(initialRTO: .milliseconds(500)))
-        q.track(1, payload: "", now: t0)
-        // Looked at every 10 ms for 200 ms, then not for 700 ms: 670 ms of that was a stall.
-        var now = t0
-        var resent = 0
-        while now < t0 + .milliseconds(200) {
-            now = now + .milliseconds(10)
-            resent += q.due(now: now).resend.count
-        }
-        now = now + .milliseconds(700)
-        while now < t0 + .milliseconds(1160) {
-            resent += q.due(now: now).resend.count
-            now = now + .milliseconds(10)
-        }
-        #expect(resent == 0)
-        #expect(q.due(now: t0 + .milliseconds(1170)).resend.map(\.key) == [1])
-    }
-
-    @Test func everyGapCountsWithoutAStallAllowance() {
-        var q = tracked(1...1)
-        #expect(q.due(now: t0 + .milliseconds(10)).resend.isEmpty)
-        #expect(q.due(now: t0 + .milliseconds(900)).resend.map(\.key) == [1])
-    }
-
     @Test func expeditingResendsEverythingWithoutAProbe() {
         var q = tracked(1...5)
         _ = q.due(now: t0 + .milliseconds(500))

@@ -2,12 +2,9 @@ import NIOCore
 
 /// What retransmission does between timeouts.
 public struct RetransmitPolicy: Sendable, Equatable {
-    /// Backoff doubles the timeout of an entry on every resend, up to this.
+    /// Backoff doubles the timeout of an entry on every resend, and the queue's timeout on
+    /// every probe, up to this.
     public var maxBackoff: TimeAmount
-    /// The queue's own timeout doubles with every probe, and the timeout of new entries with
-    /// every timeout until an RTT sample, up to this (RFC 9002 sets no bound: a peer that
-    /// stays silent is probed ever less often).
-    public var maxProbeBackoff: TimeAmount
     /// An entry not acknowledged this long after its first send has failed.
     public var giveUpAfter: TimeAmount
     /// How long the peer may wait before it acknowledges (QUIC's max_ack_delay, RFC 9002 5.3):
@@ -16,23 +13,16 @@ public struct RetransmitPolicy: Sendable, Equatable {
     /// A timeout while nothing was acknowledged since the oldest due entry was sent resends
     /// this many of the oldest due entries (a probe, RFC 9002 6.2.4), not every due one.
     public var probeSize: Int
-    /// A gap longer than this between two calls that tell the time means this side was not
-    /// running (a starved CPU): the excess does not count against the peer, whose answers may
-    /// be waiting unread. Nil: every gap counts.
-    public var stallAllowance: TimeAmount?
 
     /// QUIC's default max_ack_delay (RFC 9000, 18.2).
     public static let defaultMaxAckDelay = TimeAmount.milliseconds(25)
 
     public init(maxBackoff: TimeAmount = .seconds(8), giveUpAfter: TimeAmount = .seconds(60),
-                maxAckDelay: TimeAmount = .zero, probeSize: Int = 2, maxProbeBackoff: TimeAmount? = nil,
-                stallAllowance: TimeAmount? = nil) {
+                maxAckDelay: TimeAmount = .zero, probeSize: Int = 2) {
         self.maxBackoff = maxBackoff
         self.giveUpAfter = giveUpAfter
         self.maxAckDelay = maxAckDelay
         self.probeSize = max(1, probeSize)
-        self.maxProbeBackoff = max(maxProbeBackoff ?? maxBackoff, maxBackoff)
-        self.stallAllowance = stallAllowance
     }
 }
 
@@ -46,13 +36,12 @@ public struct RetransmitPolicy: Sendable, Equatable {
 /// timers fire and nothing was acknowledged since the oldest due entry was sent, the whole
 /// flight is unanswered: the queue sends a probe of the `probeSize` oldest due entries, and
 /// nothing more until its own timeout, which doubles with every probe (capped at
-/// `maxProbeBackoff`). A new acknowledgement ends the probing; what is still due then was sent
+/// `maxBackoff`). A new acknowledgement ends the probing; what is still due then was sent
 /// before something the peer answered, and is resent as before, each entry with its own
 /// doubling timeout. The doubled timeout also stays for entries tracked later, until an
 /// acknowledgement gives an RTT sample (Karn's algorithm, RFC 6298 5.7): otherwise every new
 /// entry would start at the timeout that just proved too short. Loss shown otherwise (a
-/// receipt's `missing`) is the caller's to resend at once. Time this side spent not running
-/// (`stallAllowance`) is taken off every timer.
+/// receipt's `missing`) is the caller's to resend at once.
 /// Inlinable, so that each user of it is specialised for its key and payload: generic code
 /// called across modules looked up type metadata on every call.
 public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Sendable {
@@ -66,8 +55,6 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
         @usableFromInline var place: UInt64
         /// Waiting to leave (`hold`): no timer runs, only the give-up one.
         @usableFromInline var held = false
-        /// `paused` when it was last sent: its timer runs that much less than the clock since.
-        @usableFromInline var pauseMark: TimeAmount = .zero
 
         @inlinable
         init(payload: Payload, firstSent: NIODeadline, lastSent: NIODeadline, timeout: TimeAmount, attempts: Int, place: UInt64) {
@@ -94,11 +81,6 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
     @usableFromInline var backoff = 0
     /// Set by `expediteAll`: the next `due` resends everything due, with no probe.
     @usableFromInline var expedited = false
-    /// Time this side was found not running (beyond `stallAllowance`), in all.
-    @usableFromInline var paused: TimeAmount = .zero
-    @usableFromInline var lastLooked: NIODeadline?
-    @usableFromInline var ackPauseMark: TimeAmount = .zero
-    @usableFromInline var probePauseMark: TimeAmount = .zero
 
     @inlinable
     public init(policy: RetransmitPolicy = .init(), estimator: RTTEstimator = .init()) {
@@ -115,23 +97,7 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
     /// The timeout a newly tracked entry gets: RTO plus the peer's ack delay, doubled for
     /// every timeout since the last RTT sample, capped.
     @inlinable public var timeout: TimeAmount {
-        Self.doubled(rtt.rto + policy.maxAckDelay, backoff, cap: policy.maxProbeBackoff)
-    }
-
-    /// Notes the time of a call: a gap beyond `stallAllowance` since the last one was this
-    /// side not running, and is added to `paused`.
-    @inlinable
-    mutating func look(_ now: NIODeadline) {
-        if let allowance = policy.stallAllowance, let last = lastLooked, !entries.isEmpty, now - last > allowance {
-            paused = paused + (now - last - allowance)
-        }
-        if lastLooked.map({ now > $0 }) ?? true { lastLooked = now }
-    }
-
-    /// A time remembered with the pause then: later by what was paused since.
-    @inlinable
-    func shifted(_ time: NIODeadline, mark: TimeAmount) -> NIODeadline {
-        time == .distantPast ? time : time + (paused - mark)
+        Self.doubled(rtt.rto + policy.maxAckDelay, backoff, cap: policy.maxBackoff)
     }
 
     @inlinable
@@ -145,10 +111,8 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
     @inlinable
     public mutating func track(_ key: Key, payload: Payload, now: NIODeadline) {
         guard entries[key] == nil else { return }
-        look(now)
         tracked += 1
         entries[key] = Entry(payload: payload, firstSent: now, lastSent: now, timeout: timeout, attempts: 1, place: tracked)
-        entries[key]!.pauseMark = paused
     }
 
     /// Tracks an entry given up on (`Due.expired`) afresh from `now`, in the place it had:
@@ -156,10 +120,8 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
     @inlinable
     public mutating func retrack(_ expired: Item, now: NIODeadline) {
         guard entries[expired.key] == nil else { return }
-        look(now)
         entries[expired.key] = Entry(payload: expired.payload, firstSent: now, lastSent: now, timeout: timeout,
                                      attempts: 1, place: expired.place)
-        entries[expired.key]!.pauseMark = paused
     }
 
     /// The entry waits to leave (for a congestion window): its retransmit timer stops until
@@ -174,16 +136,13 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
     @inlinable
     public mutating func left(_ key: Key, now: NIODeadline) {
         guard entries[key] != nil else { return }
-        look(now)
         entries[key]!.held = false
         entries[key]!.lastSent = now
-        entries[key]!.pauseMark = paused
     }
 
     @inlinable
     func deadline(of entry: Entry) -> NIODeadline {
-        entry.held ? entry.firstSent + policy.giveUpAfter
-            : max(shifted(entry.lastSent, mark: entry.pauseMark), shifted(lastAcknowledged, mark: ackPauseMark)) + entry.timeout
+        entry.held ? entry.firstSent + policy.giveUpAfter : max(entry.lastSent, lastAcknowledged) + entry.timeout
     }
 
     /// A pending entry's place among the tracked ones (earlier tracked, lower).
@@ -221,11 +180,7 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
     /// `remove`, say): probing ends, and the timers of what is still pending run from now.
     @inlinable
     public mutating func acknowledged(now: NIODeadline) {
-        look(now)
-        if now > lastAcknowledged {
-            lastAcknowledged = now
-            ackPauseMark = paused
-        }
+        lastAcknowledged = max(lastAcknowledged, now)
         probes = 0
     }
 
@@ -284,9 +239,8 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
     @inlinable
     public mutating func due(now: NIODeadline) -> Due {
         var result = Due()
-        look(now)
         // Probing: nothing more until the probe's timeout.
-        if probes > 0, now < shifted(probeDeadline, mark: probePauseMark) { return result }
+        if probes > 0, now < probeDeadline { return result }
         // The usual tick finds nothing due: answer that without building any collection.
         guard entries.values.contains(where: { now >= deadline(of: $0) }) else { return result }
         let ready = entries.filter { now >= deadline(of: $0.value) }.sorted { $0.value.place < $1.value.place }
@@ -307,7 +261,6 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
         for (key, entry) in probing ? Array(resendable.prefix(policy.probeSize)) : resendable {
             var next = entry
             next.lastSent = now
-            next.pauseMark = paused
             next.attempts += 1
             next.timeout = .nanoseconds(min(entry.timeout.nanoseconds * 2, max(policy.maxBackoff.nanoseconds, entry.timeout.nanoseconds)))
             entries[key] = next
@@ -318,7 +271,6 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
         if probing {
             probes += 1
             probeDeadline = now + timeout
-            probePauseMark = paused
         }
         return result
     }
@@ -326,14 +278,12 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
     /// Marks every entry as due at once, e.g. after a reconnect on a new path.
     @inlinable
     public mutating func expediteAll(now: NIODeadline) {
-        look(now)
         lastAcknowledged = .distantPast
         probes = 0
         expedited = !entries.isEmpty
         for key in entries.keys {
             entries[key]!.held = false
             entries[key]!.lastSent = now - entries[key]!.timeout
-            entries[key]!.pauseMark = paused
         }
     }
 
@@ -341,6 +291,6 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
     @inlinable
     public var nextDeadline: NIODeadline? {
         guard let earliest = entries.values.map({ deadline(of: $0) }).min() else { return nil }
-        return probes > 0 ? max(earliest, shifted(probeDeadline, mark: probePauseMark)) : earliest
+        return probes > 0 ? max(earliest, probeDeadline) : earliest
     }
 }
