@@ -38,10 +38,7 @@ extension ClientConfiguration {
     var loopTimes: LoopTimes {
         LoopTimes(connect: TimeAmount(connectTimeout),
                   reconnect: ReconnectBackoff(base: TimeAmount(reconnectBase), cap: TimeAmount(reconnectCap)),
-                  // The server accepts once the store answers (its batch may wait for the one
-                  // ahead of it): the ack delay allowed for is QUIC's default.
-                  retransmit: RetransmitPolicy(maxBackoff: TimeAmount(retransmitBackoffCap), giveUpAfter: TimeAmount(giveUpAfter),
-                                               maxAckDelay: RetransmitPolicy.defaultMaxAckDelay),
+                  retransmit: RetransmitPolicy(maxBackoff: TimeAmount(retransmitBackoffCap), giveUpAfter: TimeAmount(giveUpAfter)),
                   keepalive: TimeAmount(keepaliveInterval),
                   bindRetry: TimeAmount(bindRetry),
                   request: TimeAmount(requestTimeout))

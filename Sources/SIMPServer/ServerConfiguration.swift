@@ -38,10 +38,7 @@ public struct ServerConfiguration: Sendable {
     public var maxGroupsPerUser = 500
     /// Contact requests one user may make in an hour (RATE_LIMITED beyond).
     public var contactRequestsPerHour = 30
-    /// The client confirms at the end of the loop turn that read the push (after its disk
-    /// write, when it keeps one): the ack delay allowed for is QUIC's default.
-    public var pushRetransmit = RetransmitPolicy(maxBackoff: .seconds(4), giveUpAfter: .seconds(60),
-                                                 maxAckDelay: RetransmitPolicy.defaultMaxAckDelay)
+    public var pushRetransmit = RetransmitPolicy(maxBackoff: .seconds(4), giveUpAfter: .seconds(60))
     /// scrypt cost N; lower it only for tests.
     /// scrypt's N (r = 8, p = 1): 2^17, OWASP's minimum; 128 MiB per hash.
     public var scryptRounds = 131_072

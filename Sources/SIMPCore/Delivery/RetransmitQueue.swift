@@ -2,46 +2,19 @@ import NIOCore
 
 /// What retransmission does between timeouts.
 public struct RetransmitPolicy: Sendable, Equatable {
-    /// Backoff doubles the timeout of an entry on every resend, and the queue's timeout on
-    /// every probe, up to this.
+    /// Backoff doubles the timeout of an entry on every resend, up to this.
     public var maxBackoff: TimeAmount
     /// An entry not acknowledged this long after its first send has failed.
     public var giveUpAfter: TimeAmount
-    /// How long the peer may wait before it acknowledges (QUIC's max_ack_delay, RFC 9002 5.3):
-    /// added to every timeout, so a peer that answers late but within it is not sent anything again.
-    public var maxAckDelay: TimeAmount
-    /// A timeout while nothing was acknowledged since the oldest due entry was sent resends
-    /// this many of the oldest due entries (a probe, RFC 9002 6.2.4), not every due one.
-    public var probeSize: Int
 
-    /// QUIC's default max_ack_delay (RFC 9000, 18.2).
-    public static let defaultMaxAckDelay = TimeAmount.milliseconds(25)
-
-    public init(maxBackoff: TimeAmount = .seconds(8), giveUpAfter: TimeAmount = .seconds(60),
-                maxAckDelay: TimeAmount = .zero, probeSize: Int = 2) {
+    public init(maxBackoff: TimeAmount = .seconds(8), giveUpAfter: TimeAmount = .seconds(60)) {
         self.maxBackoff = maxBackoff
         self.giveUpAfter = giveUpAfter
-        self.maxAckDelay = maxAckDelay
-        self.probeSize = max(1, probeSize)
     }
 }
 
 /// Pure retransmit state: which packets wait for an acknowledgement, when each is due again,
 /// and which have given up. The caller supplies the time; nothing here reads a clock.
-///
-/// One queue is one peer (a session). Timers follow RFC 9002's probe timeout rather than
-/// resending everything that is due: an entry's timeout is the RTO plus the peer's
-/// `maxAckDelay`, and runs from its last send or the peer's last acknowledgement, whichever
-/// is later (a peer that is still acknowledging is working through what it was sent). When
-/// timers fire and nothing was acknowledged since the oldest due entry was sent, the whole
-/// flight is unanswered: the queue sends a probe of the `probeSize` oldest due entries, and
-/// nothing more until its own timeout, which doubles with every probe (capped at
-/// `maxBackoff`). A new acknowledgement ends the probing; what is still due then was sent
-/// before something the peer answered, and is resent as before, each entry with its own
-/// doubling timeout. The doubled timeout also stays for entries tracked later, until an
-/// acknowledgement gives an RTT sample (Karn's algorithm, RFC 6298 5.7): otherwise every new
-/// entry would start at the timeout that just proved too short. Loss shown otherwise (a
-/// receipt's `missing`) is the caller's to resend at once.
 /// Inlinable, so that each user of it is specialised for its key and payload: generic code
 /// called across modules looked up type metadata on every call.
 public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Sendable {
@@ -72,15 +45,6 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
     @usableFromInline var rtt: RTTEstimator
     @usableFromInline var entries: [Key: Entry] = [:]
     @usableFromInline var tracked: UInt64 = 0
-    /// When the peer last acknowledged an entry it had not acknowledged before.
-    @usableFromInline var lastAcknowledged: NIODeadline = .distantPast
-    /// Probes sent since the last acknowledgement; while above 0 nothing is resent before `probeDeadline`.
-    @usableFromInline var probes = 0
-    @usableFromInline var probeDeadline: NIODeadline = .distantPast
-    /// Doublings of the timeout kept since the last RTT sample (Karn).
-    @usableFromInline var backoff = 0
-    /// Set by `expediteAll`: the next `due` resends everything due, with no probe.
-    @usableFromInline var expedited = false
 
     @inlinable
     public init(policy: RetransmitPolicy = .init(), estimator: RTTEstimator = .init()) {
@@ -92,27 +56,13 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
     @inlinable public var isEmpty: Bool { entries.isEmpty }
     @inlinable public func contains(_ key: Key) -> Bool { entries[key] != nil }
     @inlinable public var pendingKeys: [Key] { Array(entries.keys) }
-    /// Probes sent since the peer last acknowledged anything.
-    @inlinable public var probeCount: Int { probes }
-    /// The timeout a newly tracked entry gets: RTO plus the peer's ack delay, doubled for
-    /// every timeout since the last RTT sample, capped.
-    @inlinable public var timeout: TimeAmount {
-        Self.doubled(rtt.rto + policy.maxAckDelay, backoff, cap: policy.maxBackoff)
-    }
-
-    @inlinable
-    static func doubled(_ base: TimeAmount, _ times: Int, cap: TimeAmount) -> TimeAmount {
-        var value = base.nanoseconds
-        for _ in 0..<times where value < cap.nanoseconds { value *= 2 }
-        return .nanoseconds(min(value, max(cap.nanoseconds, base.nanoseconds)))
-    }
 
     /// Records a first send. Tracking a key twice keeps the first send's times.
     @inlinable
     public mutating func track(_ key: Key, payload: Payload, now: NIODeadline) {
         guard entries[key] == nil else { return }
         tracked += 1
-        entries[key] = Entry(payload: payload, firstSent: now, lastSent: now, timeout: timeout, attempts: 1, place: tracked)
+        entries[key] = Entry(payload: payload, firstSent: now, lastSent: now, timeout: rtt.rto, attempts: 1, place: tracked)
     }
 
     /// Tracks an entry given up on (`Due.expired`) afresh from `now`, in the place it had:
@@ -120,7 +70,7 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
     @inlinable
     public mutating func retrack(_ expired: Item, now: NIODeadline) {
         guard entries[expired.key] == nil else { return }
-        entries[expired.key] = Entry(payload: expired.payload, firstSent: now, lastSent: now, timeout: timeout,
+        entries[expired.key] = Entry(payload: expired.payload, firstSent: now, lastSent: now, timeout: rtt.rto,
                                      attempts: 1, place: expired.place)
     }
 
@@ -142,7 +92,7 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
 
     @inlinable
     func deadline(of entry: Entry) -> NIODeadline {
-        entry.held ? entry.firstSent + policy.giveUpAfter : max(entry.lastSent, lastAcknowledged) + entry.timeout
+        entry.held ? entry.firstSent + policy.giveUpAfter : entry.lastSent + entry.timeout
     }
 
     /// A pending entry's place among the tracked ones (earlier tracked, lower).
@@ -169,19 +119,10 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
     @inlinable @discardableResult
     public mutating func acknowledge(_ key: Key, now: NIODeadline) -> Payload? {
         guard let entry = entries.removeValue(forKey: key) else { return nil }
-        acknowledged(now: now)
         if entry.attempts == 1 {
-            sampleRTT(now - entry.firstSent)
+            rtt.sample(now - entry.firstSent)
         }
         return entry.payload
-    }
-
-    /// The peer acknowledged something it had not before (entries the caller took out with
-    /// `remove`, say): probing ends, and the timers of what is still pending run from now.
-    @inlinable
-    public mutating func acknowledged(now: NIODeadline) {
-        lastAcknowledged = max(lastAcknowledged, now)
-        probes = 0
     }
 
     /// The payload of a pending entry, without changing its timers.
@@ -194,7 +135,6 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
     @inlinable
     public mutating func sampleRTT(_ sample: TimeAmount) {
         rtt.sample(sample)
-        backoff = 0
     }
 
     /// When a pending entry was last sent (or found due).
@@ -234,43 +174,25 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
 
     /// The entries to send again now (their timeouts doubled) and those that gave up (removed),
     /// each list in the order the entries were first tracked, so a burst resent after an
-    /// outage reaches the receiver in the order it was sent. While nothing was acknowledged
-    /// since the oldest due entry was sent, only a probe goes (see the type's notes).
+    /// outage reaches the receiver in the order it was sent.
     @inlinable
     public mutating func due(now: NIODeadline) -> Due {
         var result = Due()
-        // Probing: nothing more until the probe's timeout.
-        if probes > 0, now < probeDeadline { return result }
         // The usual tick finds nothing due: answer that without building any collection.
         guard entries.values.contains(where: { now >= deadline(of: $0) }) else { return result }
         let ready = entries.filter { now >= deadline(of: $0.value) }.sorted { $0.value.place < $1.value.place }
-        var resendable: [(key: Key, value: Entry)] = []
         for (key, entry) in ready {
             if now - entry.firstSent >= policy.giveUpAfter {
                 entries[key] = nil
                 result.expired.append(Item(key: key, payload: entry.payload, place: entry.place, sentAt: entry.lastSent))
                 continue
             }
-            // Held (waiting to leave): only its give-up timer runs.
-            if !entry.held { resendable.append((key, entry)) }
-        }
-        guard !resendable.isEmpty else { return result }
-        let oldestSent = resendable.lazy.map(\.value.lastSent).min()!
-        let probing = !expedited && lastAcknowledged < oldestSent
-        expedited = false
-        for (key, entry) in probing ? Array(resendable.prefix(policy.probeSize)) : resendable {
             var next = entry
             next.lastSent = now
             next.attempts += 1
-            next.timeout = .nanoseconds(min(entry.timeout.nanoseconds * 2, max(policy.maxBackoff.nanoseconds, entry.timeout.nanoseconds)))
+            next.timeout = .nanoseconds(min(entry.timeout.nanoseconds * 2, policy.maxBackoff.nanoseconds))
             entries[key] = next
             result.resend.append(Item(key: key, payload: entry.payload, place: entry.place, sentAt: entry.lastSent))
-        }
-        // A timeout: the RTO proved too short, and stays doubled until an RTT sample.
-        backoff = min(backoff + 1, 32)
-        if probing {
-            probes += 1
-            probeDeadline = now + timeout
         }
         return result
     }
@@ -278,9 +200,6 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
     /// Marks every entry as due at once, e.g. after a reconnect on a new path.
     @inlinable
     public mutating func expediteAll(now: NIODeadline) {
-        lastAcknowledged = .distantPast
-        probes = 0
-        expedited = !entries.isEmpty
         for key in entries.keys {
             entries[key]!.held = false
             entries[key]!.lastSent = now - entries[key]!.timeout
@@ -290,7 +209,6 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
     /// The earliest time an entry becomes due; nil when nothing is pending.
     @inlinable
     public var nextDeadline: NIODeadline? {
-        guard let earliest = entries.values.map({ deadline(of: $0) }).min() else { return nil }
-        return probes > 0 ? max(earliest, probeDeadline) : earliest
+        entries.values.map { deadline(of: $0) }.min()
     }
 }
