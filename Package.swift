@@ -105,6 +105,7 @@ let package = Package(
             name: "SIMPClient",
             dependencies: [
                 "SIMPCore",
+                "SIMPMLS",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -13,14 +13,15 @@ extension ClientEngine {
     }
 
     /// A text, whole when it fits one part, else in parts; over `limit` bytes, refused.
-    static func text(_ text: String, to user: String, limit: Int, at millis: Int64,
+    /// `partBytes`: the most text one message carries (`SealedText.partBytes` for one to be sealed).
+    static func text(_ text: String, to user: String, limit: Int, at millis: Int64, partBytes: Int = LongText.partBytes,
                      random: () -> UInt64) throws(ClientError) -> Made {
         let size = text.utf8.count
         guard size <= limit else {
             throw ClientError("message is \(size) bytes; the limit is \(limit)", code: .messageTooLarge)
         }
-        guard size > LongText.partBytes else { return try message(plain(text), to: user, at: millis, random: random) }
-        let parts = LongText.split(text)
+        guard size > partBytes else { return try message(plain(text), to: user, at: millis, random: random) }
+        let parts = LongText.split(text, partBytes: partBytes)
         let base = String(messageID(random))
         var items: [Outgoing] = []
         for (index, part) in parts.enumerated() {

@@ -113,7 +113,7 @@ extension ClientEngine {
     private mutating func receivedEarly(_ payload: [UInt8], now: Moment) {
         guard let pushed = try? EarlyPayload(decoding: payload),
               let message = try? Simp_Message(serializedBytes: pushed.message), message.seq == 0,
-              message.type != .textPart else { return }
+              message.type != .textPart, message.type != .sealed else { return }
         let key = EarlyLedger.Key(from: message.fromUser, id: message.messageID)
         guard early.admit(key, afterSeq: pushed.afterSeq, deliveredUpTo: sequencer.deliveredUpTo,
                           holding: sequencer.bufferedCount > 0, now: now.deadline) else { return }
@@ -132,10 +132,10 @@ extension ClientEngine {
         if let batch = saves.ready(ready, after: after, upTo: sequencer.deliveredUpTo) { actions.append(.saveReceived(batch)) }
     }
 
-    mutating func saved(_ result: Result<Void, StoreWriteError>, now: Moment) {
+    mutating func saved(_ result: Result<Void, StoreWriteError>, opened: [IncomingMessage]? = nil, now: Moment) {
         switch result {
         case .success:
-            let (shown, next) = saves.written()
+            let (shown, next) = saves.written(opened: opened)
             for item in shown { show(item, now: now) }
             atTurnEnd(.receipt)
             if let next { actions.append(.saveReceived(next)) }
@@ -169,6 +169,10 @@ extension ClientEngine {
         if let change = message.groupChange, let group = message.group {
             emit(.groupChanged(group: group, change: change, seq: message.groupSeq))
             return
+        }
+        if message.sealed {
+            let why = message.unopened ?? "this client keeps no keys (end-to-end encryption needs a data directory)"
+            return emit(.undecryptable(from: message.from, id: message.id, reason: why))
         }
         switch message.kind {
         case .contactRequest: return emit(.contactRequest(from: message.from))

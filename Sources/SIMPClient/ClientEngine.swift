@@ -82,6 +82,8 @@ struct ClientEngine {
         case turnEnded(TurnEnd)
         /// A batch of received messages (`Action.saveReceived`) was written, or not.
         case saved(Result<Void, StoreWriteError>)
+        /// A batch with sealed messages is on disk (or not), opened first: as written.
+        case savedOpened(Result<Void, StoreWriteError>, [IncomingMessage])
         /// A change to the outbox on disk (`Action.writeOutbox`) was made, or not.
         case outboxWritten(OutboxWrite, Result<Void, StoreWriteError>)
         /// The earlier parts of a long message read back from the history (`Action.recoverParts`).
@@ -333,6 +335,7 @@ struct ClientEngine {
         case .releaseDue: releaseDue()
         case .turnEnded(let end): turnEnded(end, now: now)
         case .saved(let result): saved(result, now: now)
+        case .savedOpened(let result, let opened): saved(result, opened: opened, now: now)
         case .outboxWritten(let write, let result): outboxWritten(write, result)
         case .partsRecovered(let found): partsRecovered(found, now: now)
         case .historyWritten(let result): historyWritten(result)

@@ -49,16 +49,23 @@ extension ClientStore {
             }
             let verified: Bool = row["verified"]
             if [UInt8](row["identityKey"] as Data) == key { return .same(verified: verified) }
-            try db.execute(sql: "UPDATE peers SET identityKey = ?, verified = 0, seenAt = ? WHERE user = ?",
-                           arguments: [Data(key), nowMillis, peer])
+            // A verified peer's new key holds sending to them until the user verifies it again.
+            try db.execute(sql: "UPDATE peers SET identityKey = ?, verified = 0, held = ?, seenAt = ? WHERE user = ?",
+                           arguments: [Data(key), verified, nowMillis, peer])
             return .changed(wasVerified: verified)
         }
+    }
+
+    /// Whether sending to `peer` waits for the user: a verified identity of theirs changed and
+    /// was not verified again.
+    func isHeld(peer: String) throws -> Bool {
+        try db.read { db in try Bool.fetchOne(db, sql: "SELECT held FROM peers WHERE user = ?", arguments: [peer]) ?? false }
     }
 
     /// Marks `peer`'s identity verified, if `key` is still the one recorded; returns whether it was.
     func verify(peer: String, identityKey key: [UInt8]) throws -> Bool {
         try db.write { db in
-            try db.execute(sql: "UPDATE peers SET verified = 1 WHERE user = ? AND identityKey = ?", arguments: [peer, Data(key)])
+            try db.execute(sql: "UPDATE peers SET verified = 1, held = 0 WHERE user = ? AND identityKey = ?", arguments: [peer, Data(key)])
             return db.changesCount == 1
         }
     }

@@ -106,6 +106,21 @@ final class ClientStore: Sendable {
                     seenAt INTEGER NOT NULL);
                 """)
         }
+        migrator.registerMigration("v5-conversations") { db in
+            // Each conversation's MLS group state (secret: its epoch secrets and private keys),
+            // this device's KeyPackages with their private keys, and what a sealed message
+            // opened to, kept with the group state that opened it: a message pushed again after a
+            // crash opens from here, as its ratchet key is gone (docs/E2EE.md, Part 4).
+            // `peers.held`: a verified peer's identity changed; sending waits for the user.
+            try db.execute(sql: """
+                CREATE TABLE mls_groups (conversation TEXT PRIMARY KEY, state BLOB NOT NULL);
+                CREATE TABLE key_packages (
+                    ref BLOB PRIMARY KEY, package BLOB NOT NULL, initKey BLOB NOT NULL, encryptionKey BLOB NOT NULL,
+                    lastResort INTEGER NOT NULL DEFAULT 0);
+                CREATE TABLE mls_opened (seq INTEGER PRIMARY KEY, id TEXT NOT NULL, inner BLOB NOT NULL);
+                ALTER TABLE peers ADD COLUMN held INTEGER NOT NULL DEFAULT 0;
+                """)
+        }
         return migrator
     }
 

@@ -86,6 +86,14 @@ public struct ClientConfiguration: Sendable {
     /// message counts as delivered once handed over (and, with a `dataDirectory`, saved).
     /// Takes nothing early (`earlyDelivery`).
     public var confirmWhenShown = false
+    /// End-to-end encrypt one-to-one conversations (docs/E2EE.md, Part 4): needs a
+    /// `dataDirectory` (the keys live there) and an identity (`SIMPClient.setUpIdentity`,
+    /// which then also uploads this device's KeyPackages). Texts and images to a user go
+    /// sealed in the conversation's MLS group, made on the first send; the server stores and
+    /// forwards only ciphertext. A peer without keys cannot be sent to (`.endToEnd`); a
+    /// verified peer whose identity changed neither (`.identityChanged`) until verified again.
+    /// Groups are not encrypted yet. Sealed messages received are decrypted whatever this says.
+    public var endToEnd = false
     /// Send under a congestion window and pacing (docs/PROTOCOL.md, Congestion control): what
     /// the path does not take waits in the client, and a loss the server reports slows it.
     /// Off, every message leaves at once and only the retransmit timers and the server's
@@ -174,6 +182,21 @@ public struct IncomingMessage: Sendable, Equatable {
     public var parts = 1
     /// A part of a long message, not yet put together with the others (`Reassembly`).
     var part: LongText.PartID?
+    /// It came end-to-end encrypted (docs/E2EE.md, Part 4) and this device decrypted it.
+    public var encrypted = false
+    /// Still sealed (type SEALED): `text` holds the ciphertext in base64 until it is opened.
+    var sealed = false
+    /// Why a sealed message did not open (`ConversationKeys.open`); nil if it was not tried.
+    var unopened: String?
+
+    /// A sealed message opened: what its sender wrote, from the decrypted `inner` message.
+    mutating func unseal(_ inner: Simp_Message) {
+        text = inner.content
+        imageLink = inner.type == .image ? inner.imageURL : nil
+        part = inner.type == .textPart ? LongText.PartID(id) : nil
+        sealed = false
+        encrypted = true
+    }
 
     /// The id a read mark names: a long message's last part (the entry at `seq`).
     var markID: String {
@@ -211,6 +234,7 @@ public struct IncomingMessage: Sendable, Equatable {
         groupSeq = m.groupSeq
         groupChange = GroupChange(m)
         part = m.type == .textPart ? LongText.PartID(m.messageID) : nil
+        sealed = m.type == .sealed
         kind = switch m.type {
         case .contactRequest: .contactRequest
         case .contactAccepted: .contactAccepted
@@ -435,6 +459,10 @@ public enum ClientEvent: Sendable, Equatable {
     /// another key in their place. Compare the new safety number before trusting it; a
     /// verified peer is no longer verified.
     case identityChanged(user: String)
+    /// A sealed message (docs/E2EE.md, Part 4) from `from` that this device could not decrypt,
+    /// and why. It is confirmed (the server would push it forever otherwise) and not shown;
+    /// `simp_...` counts are the application's to keep. Never silent.
+    case undecryptable(from: String, id: String, reason: String)
 }
 
 public struct ClientError: Error, Sendable, Equatable, CustomStringConvertible {

@@ -26,6 +26,11 @@ public enum ErrorCode: String, Sendable, Equatable, CaseIterable {
     case cancelled
     /// A failure with no code of its own (a disk write, a reconnect, a code this version does not know).
     case unspecified
+    /// End-to-end encryption could not be set up or used for the conversation (docs/E2EE.md, Part 4).
+    case endToEnd = "end-to-end"
+    /// A verified peer's identity changed: nothing more is sent to them until the user verifies
+    /// the new safety number (`markVerified`).
+    case identityChanged = "identity-changed"
     // The server's, from issue 44's commits (docs/PROTOCOL.md, Commits).
     /// A commit made on an epoch another commit won: fetch the commits, process them, commit again.
     case commitConflict = "commit-conflict"
@@ -33,7 +38,7 @@ public enum ErrorCode: String, Sendable, Equatable, CaseIterable {
     /// The name docs/PROTOCOL.md gives a server's code (e.g. "UNKNOWN_USER", what `simp --json`
     /// prints); nil for the client's own.
     public var protocolName: String? {
-        guard self != .gaveUp, self != .unspecified, self != .cancelled else { return nil }
+        guard ![.gaveUp, .unspecified, .cancelled, .endToEnd, .identityChanged].contains(self) else { return nil }
         return rawValue.split(separator: "-").joined(separator: "_").uppercased()
     }
 

@@ -36,6 +36,9 @@ extension ClientConfiguration {
             return ClientError("not a valid device name: \(named) (1-\(DeviceName.maxBytes) of a-z, 0-9, '.', '_' and '-', "
                                + "starting with a letter or digit)", code: .invalidName)
         }
+        if endToEnd, dataDirectory == nil {
+            return ClientError("end-to-end encryption needs a data directory (--data-dir): the keys are kept there", code: .endToEnd)
+        }
         return plaintextExposure.map(ClientError.plaintext(to:))
     }
 }

@@ -57,12 +57,14 @@ struct ReceivedSaves: Sendable {
     }
 
     /// The write in flight is on disk: its messages may be shown and confirmed; returns the
-    /// next batch to write, if any waits.
-    mutating func written() -> (shown: [IncomingMessage], next: Batch?) {
+    /// next batch to write, if any waits. `opened`: its messages as written, the sealed ones
+    /// opened (`ConversationKeys.open`), in the same order.
+    mutating func written(opened: [IncomingMessage]? = nil) -> (shown: [IncomingMessage], next: Batch?) {
         guard let done = writing else { return ([], nil) }
         writing = nil
         savedUpTo = max(savedUpTo, done.upTo)
-        return (done.messages, startNext())
+        guard let opened, opened.count == done.messages.count else { return (done.messages, startNext()) }
+        return (opened, startNext())
     }
 
     /// The write in flight did not happen: it and what waits behind it are given up.

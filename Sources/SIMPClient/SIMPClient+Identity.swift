@@ -52,7 +52,18 @@ extension SIMPClient {
     /// server's: every device certificate and KeyPackage of the user goes, and peers are told
     /// of the change when they next look (`identityChanged`).
     @discardableResult
+    ///
+    /// With `endToEnd`, a device that holds the identity also uploads its KeyPackages (when it
+    /// has few left), so that peers can start encrypted conversations with it.
     public func setUpIdentity(newIdentity: Bool = false) async throws(ClientError) -> IdentityState {
+        let state = try await identityState(newIdentity: newIdentity)
+        if configuration.endToEnd, state != .needsLinking {
+            try await conversationKeys().refillKeyPackages(self)
+        }
+        return state
+    }
+
+    private func identityState(newIdentity: Bool) async throws(ClientError) -> IdentityState {
         let store = try await identityStore()
         let user = store.user
         let device = try await currentDevice()
@@ -125,7 +136,7 @@ extension SIMPClient {
 
     // MARK: parts
 
-    private func identityStore() async throws(ClientError) -> ClientStore {
+    func identityStore() async throws(ClientError) -> ClientStore {
         guard configuration.dataDirectory != nil else {
             throw ClientError("an identity needs a data directory (--data-dir): its private key is kept there")
         }
@@ -135,7 +146,7 @@ extension SIMPClient {
         return store
     }
 
-    private func currentDevice() async throws(ClientError) -> String {
+    func currentDevice() async throws(ClientError) -> String {
         guard let device = try? await loop.submit({ [self] in engine.device }).get() else { throw ClientError("the client is closed") }
         return device
     }

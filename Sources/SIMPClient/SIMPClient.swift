@@ -22,6 +22,8 @@ public final class SIMPClient: @unchecked Sendable {
     /// `events` and `eventBatches`, made once (see there).
     let defaultEvents: Locked<AsyncStream<ClientEvent>?>
     let defaultBatches: Locked<AsyncStream<[ClientEvent]>?>
+    /// This device's keys for encrypted conversations, once made (`conversationKeys()`).
+    let keyring = Locked<ConversationKeys?>(nil)
 
     let loop: any EventLoop
     /// The client's event loop as a task executor. An application task started with it
@@ -152,8 +154,12 @@ public final class SIMPClient: @unchecked Sendable {
     /// caller's executor (no hop to the global one). A text over one datagram goes in parts
     /// and arrives whole (docs/PROTOCOL.md, Long messages); one over the server's limit
     /// (65,536 bytes unless it says otherwise) throws `.messageTooLarge` and nothing is sent.
+    /// With `endToEnd`, a text to a user goes sealed (docs/E2EE.md, Part 4).
     public nonisolated(nonsending) func send(to user: String, text: String) async throws(ClientError) -> String {
-        try await queue(ClientEngine.text(text, to: user, limit: textLimit.value, at: Self.moment().millis, random: random))
+        let sealing = sealsMessages(to: user)
+        let made = try ClientEngine.text(text, to: user, limit: textLimit.value, at: Self.moment().millis,
+                                         partBytes: sealing ? SealedText.partBytes : LongText.partBytes, random: random)
+        return try await queue(sealing ? try await sealed(made) : made)
     }
 
     /// Queues an image message (the image travels as a URL) and returns its id.
@@ -161,7 +167,8 @@ public final class SIMPClient: @unchecked Sendable {
         var message = ClientEngine.plain(caption, type: .image)
         message.imageURL = imageURL.absoluteString
         message.imageScale = 1
-        return try await queue(ClientEngine.message(message, to: user, at: Self.moment().millis, random: random))
+        let made = try ClientEngine.message(message, to: user, at: Self.moment().millis, random: random)
+        return try await queue(sealsMessages(to: user) ? try await sealed(made) : made)
     }
 
     /// Queues a text message without suspending and returns its id, like `send`; for callers
@@ -339,7 +346,11 @@ public final class SIMPClient: @unchecked Sendable {
         case .watchHeartbeat(let interval): watchHeartbeat(interval)
         case .writeOutbox(let write): writeOutbox(write)
         case .saveReceived(let batch):
-            store?.receive(batch.messages, savedUpTo: batch.upTo) { [self] result in loop.execute { [self] in handle(.saved(result)) } }
+            guard batch.messages.contains(where: \.sealed), let store else {
+                store?.receive(batch.messages, savedUpTo: batch.upTo) { [self] result in loop.execute { [self] in handle(.saved(result)) } }
+                return
+            }
+            openThenSave(batch, in: store)
         case .recoverParts(let part, let message, let peer):
             Task { [self] in
                 let found = await earlierParts(before: part, of: message, with: peer)

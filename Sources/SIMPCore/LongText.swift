@@ -20,7 +20,7 @@ public enum LongText {
 
     /// `text` cut into parts of at most `partBytes` bytes, each ending where a character
     /// (a Unicode scalar) ends, so each part is valid UTF-8 and the parts joined are the text.
-    public static func split(_ text: String) -> [String] {
+    public static func split(_ text: String, partBytes: Int = LongText.partBytes) -> [String] {
         let bytes = Array(text.utf8)
         var parts: [String] = []
         var start = 0

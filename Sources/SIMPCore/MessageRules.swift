@@ -35,6 +35,7 @@ public enum MessageRules {
             return (.messageTooLarge, "text of \(message.content.utf8.count) bytes is over the limit of \(maxTextBytes)")
         case .text, .image, .audio: return nil
         case .textPart: return LongText.problem(inPart: message, maxBytes: maxTextBytes)
+        case .sealed: return SealedText.problem(in: message, maxTextBytes: maxTextBytes)
         default: return (.badRequest, "message type \(message.type) cannot be sent as data")
         }
     }

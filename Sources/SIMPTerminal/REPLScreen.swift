@@ -228,6 +228,8 @@ public struct REPLScreen: Sendable {
             return [error(Self.droppedEventsText(count))]
         case .identityChanged(let user):
             return [error(Self.identityChangedText(user))]
+        case .undecryptable(let from, let id, let reason):
+            return [error("cannot decrypt message \(id) from \(from): \(reason)")]
         @unknown default:
             return []
         }

@@ -82,7 +82,7 @@ private final class JSONLines: @unchecked Sendable {
         case .eventsDropped(let count):
             emit(["event": "error", "message": "events dropped: \(count) (this consumer fell behind its buffer; read the local history to catch up)"])
         case .groupAccepted, .memberDelivered, .groupChanged, .contactRequest, .contactAccepted, .groupInvited, .read, .typing, .presence,
-             .identityChanged: break
+             .identityChanged, .undecryptable: break
         @unknown default: break
         }
     }

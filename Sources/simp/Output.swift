@@ -70,6 +70,9 @@ final class Output: @unchecked Sendable {
             error(message, code: code)
         case .eventsDropped(let count):
             error(REPLScreen.droppedEventsText(count))
+        case .undecryptable(let from, let id, let reason):
+            emit(["event": "undecryptable", "from": from, "id": id, "reason": reason],
+                 human: "[cannot decrypt] message \(id) from \(from): \(reason)", toStderr: true)
         case .identityChanged(let user):
             emit(["event": "identity-changed", "user": user], human: "[identity changed] " + REPLScreen.identityChangedText(user), toStderr: true)
         @unknown default:

@@ -378,6 +378,14 @@ public nonisolated struct Simp_Message: Sendable {
     /// `fromUser` invited the inbox's owner to the group `content` ("#NAME"). The invitee
     /// joins with GroupRequest ACCEPT, or ends it with DECLINE; it lapses after 7 days.
     case groupInvited // = 12
+
+    /// End to end encrypted (section 4, Sealed messages; docs/E2EE.md, Part 4): `content` is the
+    /// standard base64 (RFC 4648 section 4, with padding) of an MLSMessage of wire format
+    /// mls_private_message (RFC 9420 section 6) of the conversation's MLS group, whose
+    /// application data is a Message (`SealedContent`) holding what the sender wrote. The server
+    /// checks the form only; it cannot read it. A long text goes in sealed parts, `messageId`
+    /// "<id>/<i>/<n>" as for TEXT_PART.
+    case sealed // = 13
     case UNRECOGNIZED(Int)
 
     public init() {
@@ -399,6 +407,7 @@ public nonisolated struct Simp_Message: Sendable {
       case 10: self = .read
       case 11: self = .textPart
       case 12: self = .groupInvited
+      case 13: self = .sealed
       default: self = .UNRECOGNIZED(rawValue)
       }
     }
@@ -418,6 +427,7 @@ public nonisolated struct Simp_Message: Sendable {
       case .read: return 10
       case .textPart: return 11
       case .groupInvited: return 12
+      case .sealed: return 13
       case .UNRECOGNIZED(let i): return i
       }
     }
@@ -437,6 +447,7 @@ public nonisolated struct Simp_Message: Sendable {
       .read,
       .textPart,
       .groupInvited,
+      .sealed,
     ]
 
   }
@@ -2220,7 +2231,7 @@ nonisolated extension Simp_Message: SwiftProtobuf.Message, SwiftProtobuf._Messag
 }
 
 nonisolated extension Simp_Message.MessageType: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0TEXT\0\u{1}IMAGE\0\u{1}AUDIO\0\u{1}CONNECT\0\u{1}RECEIPT\0\u{1}GROUP_ADDED\0\u{1}GROUP_REMOVED\0\u{1}GROUP_LEFT\0\u{1}CONTACT_REQUEST\0\u{1}CONTACT_ACCEPTED\0\u{1}READ\0\u{1}TEXT_PART\0\u{1}GROUP_INVITED\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0TEXT\0\u{1}IMAGE\0\u{1}AUDIO\0\u{1}CONNECT\0\u{1}RECEIPT\0\u{1}GROUP_ADDED\0\u{1}GROUP_REMOVED\0\u{1}GROUP_LEFT\0\u{1}CONTACT_REQUEST\0\u{1}CONTACT_ACCEPTED\0\u{1}READ\0\u{1}TEXT_PART\0\u{1}GROUP_INVITED\0\u{1}SEALED\0")
 }
 
 nonisolated extension Simp_Error: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {

@@ -215,6 +215,10 @@ public struct MLSGroup: Sendable, CustomStringConvertible, CustomReflectable {
     /// The leaves of the members, in order.
     public var members: [LeafIndex] { tree.memberLeaves }
 
+    /// The credential of the member at `leaf` (section 5.3): who sent an application message
+    /// that ``process(_:psk:)`` names by its leaf. Nil for a blank or absent leaf.
+    public func credential(at leaf: LeafIndex) -> Credential? { tree.leaf(leaf)?.credential }
+
     public var description: String { "MLSGroup(suite \(suite.id), epoch \(epoch), \(myLeaf), redacted)" }
     public var customMirror: Mirror { Mirror(self, children: ["epoch": epoch, "leaf": myLeaf.value], displayStyle: .struct) }
 }

@@ -1,0 +1,82 @@
+import Foundation
+import GRDB
+
+/// What the data directory keeps for end-to-end encrypted conversations (docs/E2EE.md, Part 4):
+/// each conversation's MLS group state, this device's KeyPackages, and what sealed messages
+/// opened to. All of it is secret: the file is the user's alone (`ClientStore.init`).
+extension ClientStore {
+    /// One of this device's KeyPackages: the `MLSMessage` as uploaded, and the seeds its init
+    /// and leaf encryption private keys derive from (RFC 9420 section 5.1.1, DeriveKeyPair).
+    struct StoredKeyPackage: Sendable, Equatable {
+        var reference: [UInt8]
+        var package: [UInt8]
+        var initSeed: [UInt8]
+        var encryptionSeed: [UInt8]
+        var lastResort: Bool
+    }
+
+    /// What a sealed message opened to, kept by its seq.
+    struct Opened: Sendable, Equatable {
+        var id: String
+        var inner: [UInt8]
+    }
+
+    func groupState(of conversation: String) throws -> [UInt8]? {
+        try db.read { db in
+            try Data.fetchOne(db, sql: "SELECT state FROM mls_groups WHERE conversation = ?", arguments: [conversation]).map { [UInt8]($0) }
+        }
+    }
+
+    /// Keeps a group's state; with `opened`, what a message opened to, in the same transaction:
+    /// a state that used a message's key is never kept without the message.
+    func saveGroup(_ conversation: String, state: [UInt8], opened: (seq: UInt64, Opened)? = nil) throws {
+        try db.write { db in
+            try db.execute(sql: "INSERT OR REPLACE INTO mls_groups (conversation, state) VALUES (?, ?)",
+                           arguments: [conversation, Data(state)])
+            if let (seq, message) = opened {
+                try db.execute(sql: "INSERT OR REPLACE INTO mls_opened (seq, id, inner) VALUES (?, ?, ?)",
+                               arguments: [Int64(seq), message.id, Data(message.inner)])
+            }
+        }
+    }
+
+    func opened(seq: UInt64) throws -> Opened? {
+        try db.read { db in
+            try Row.fetchOne(db, sql: "SELECT id, inner FROM mls_opened WHERE seq = ?", arguments: [Int64(seq)]).map {
+                Opened(id: $0["id"], inner: [UInt8]($0["inner"] as Data))
+            }
+        }
+    }
+
+    /// Forgets what messages up to `seq` opened to: they are on disk as received messages.
+    func forgetOpened(upTo seq: UInt64) throws {
+        try db.write { db in try db.execute(sql: "DELETE FROM mls_opened WHERE seq <= ?", arguments: [Int64(seq)]) }
+    }
+
+    func keyPackages() throws -> [StoredKeyPackage] {
+        try db.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM key_packages ORDER BY lastResort").map { row in
+                let keys = [UInt8](row["encryptionKey"] as Data)
+                return StoredKeyPackage(reference: [UInt8](row["ref"] as Data), package: [UInt8](row["package"] as Data),
+                                        initSeed: [UInt8](row["initKey"] as Data), encryptionSeed: keys, lastResort: row["lastResort"])
+            }
+        }
+    }
+
+    func addKeyPackages(_ packages: [StoredKeyPackage]) throws {
+        try db.write { db in
+            for p in packages {
+                try db.execute(sql: """
+                    INSERT OR REPLACE INTO key_packages (ref, package, initKey, encryptionKey, lastResort) VALUES (?, ?, ?, ?, ?)
+                    """, arguments: [Data(p.reference), Data(p.package), Data(p.initSeed), Data(p.encryptionSeed), p.lastResort])
+            }
+        }
+    }
+
+    /// A one-time KeyPackage a Welcome used: its private keys go (RFC 9420 section 16.8).
+    func removeKeyPackage(_ reference: [UInt8]) throws {
+        try db.write { db in
+            try db.execute(sql: "DELETE FROM key_packages WHERE ref = ? AND lastResort = 0", arguments: [Data(reference)])
+        }
+    }
+}

@@ -1,0 +1,397 @@
+import Crypto
+import Foundation
+import SIMPCore
+import SIMPMLS
+
+/// End-to-end encryption of one-to-one conversations (docs/E2EE.md, Part 4): each is an MLS
+/// group (RFC 9420) of both users' devices, made by the first device that sends, through the
+/// server's commit order (the first commit for an epoch wins, Part 3); what a user writes
+/// travels as an application message of it (section 15) in a SEALED message. Only devices whose
+/// certificate verifies under their user's identity key are added or accepted (section 5.3.1:
+/// `DirectoryValidator`), and a peer's identity is pinned on first use (`safetyNumber`).
+///
+/// Every change of a group's state is on disk before it is used: a sealed message's state
+/// before the message goes out (its key is never used twice), an opened one's together with what
+/// it opened to (a message pushed again after a crash opens from there). Awaits (requests) come
+/// before the state is read; a state is read, changed and kept with no await in between, so
+/// a seal and an open of one conversation never work on the same state.
+actor ConversationKeys {
+    static let suite = MLSCipherSuite.x25519AES128GCMSHA256Ed25519
+    static let capabilities = Capabilities(versions: [1], cipherSuites: [CipherSuiteID(1)], extensions: [], proposals: [],
+                                           credentials: [.basic])
+    /// One-time KeyPackages uploaded at a time; a new batch goes up when fewer are kept.
+    static let batch = 16
+    static let refillBelow = 4
+    /// How long an uploaded KeyPackage stays valid (section 7.2): 90 days.
+    static let packageLifetime: UInt64 = 90 * 86_400
+
+    let store: ClientStore
+    let user: String
+    let device: String
+    private let signer: SignaturePrivateKey
+    private let identityPublic: [UInt8]
+    private let randomness: @Sendable (Int) -> [UInt8]
+    private var groups: [String: MLSGroup] = [:]
+    /// A conversation's group being set up (joined or created): a second caller waits for it.
+    private var settingUp: [String: Task<Void, any Error>] = [:]
+
+    init(store: ClientStore, user: String, device: String, keys: ClientStore.OwnKeys,
+         randomness: @escaping @Sendable (Int) -> [UInt8] = ConversationKeys.systemRandom) throws(ClientError) {
+        guard let signer = try? SignaturePrivateKey(rawRepresentation: keys.deviceKey),
+              let identity = try? Curve25519.Signing.PrivateKey(rawRepresentation: keys.identityKey) else {
+            throw ClientError("the identity kept in \(store.path) is damaged", code: .endToEnd)
+        }
+        self.store = store
+        self.user = user
+        self.device = device
+        self.signer = signer
+        identityPublic = Array(identity.publicKey.rawRepresentation)
+        self.randomness = randomness
+    }
+
+    @Sendable static func systemRandom(_ count: Int) -> [UInt8] {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
+    }
+
+    var credential: Credential { .basic(identity: KeyDirectoryRules.credentialIdentity(user: user, device: device)) }
+
+    // MARK: KeyPackages
+
+    /// Makes and uploads a batch of one-time KeyPackages (and the last-resort one, the first
+    /// time) when fewer than `refillBelow` are kept. They are on disk before the server has them:
+    /// a Welcome to one can always be opened.
+    func refillKeyPackages(_ client: SIMPClient) async throws(ClientError) {
+        let kept = try storeCall { try store.keyPackages() }
+        let oneTime = kept.filter { !$0.lastResort }.count
+        let needsLastResort = !kept.contains { $0.lastResort }
+        guard oneTime < Self.refillBelow || needsLastResort else { return }
+        let now = UInt64(Date().timeIntervalSince1970)
+        let lifetime = Lifetime(notBefore: now - 3_600, notAfter: now + Self.packageLifetime)
+        var made: [ClientStore.StoredKeyPackage] = []
+        for _ in 0..<(oneTime < Self.refillBelow ? Self.batch : 0) { made.append(try makeKeyPackage(lifetime, lastResort: false)) }
+        if needsLastResort { made.append(try makeKeyPackage(lifetime, lastResort: true)) }
+        try storeCall { try store.addKeyPackages(made) }
+        _ = try await client.uploadKeyPackages(made.filter { !$0.lastResort }.map(\.package),
+                                               lastResort: made.first { $0.lastResort }?.package)
+    }
+
+    private func makeKeyPackage(_ lifetime: Lifetime, lastResort: Bool) throws(ClientError) -> ClientStore.StoredKeyPackage {
+        // The bundle draws its init key's seed, then its leaf encryption key's: kept, they
+        // give the private keys back (`bundle(of:)`).
+        let seeds = [randomness(Self.suite.hashLength), randomness(Self.suite.hashLength)]
+        let next = Locked(0)
+        do {
+            let bundle = try MLSKeyPackageBundle(
+                suite: Self.suite, credential: credential, capabilities: Self.capabilities, lifetime: lifetime, signer: signer,
+                randomness: { _ in next.withLock { i in defer { i += 1 }; return seeds[min(i, 1)] } })
+            return ClientStore.StoredKeyPackage(
+                reference: try bundle.keyPackage.reference(), package: try MLSMessage.keyPackage(bundle.keyPackage.wire).mlsEncoded(),
+                initSeed: seeds[0], encryptionSeed: seeds[1], lastResort: lastResort)
+        } catch {
+            throw ClientError("cannot make a KeyPackage: \(error)", code: .endToEnd)
+        }
+    }
+
+    private func bundle(of kept: ClientStore.StoredKeyPackage) throws -> MLSKeyPackageBundle {
+        guard case .keyPackage(let wire) = try MLSMessage(mlsDecoding: kept.package) else { throw MLSGroupError.keyPackageKeysMismatch }
+        return try MLSKeyPackageBundle(
+            keyPackage: try wire.validate(suite: Self.suite), initPrivateKey: try Self.suite.deriveHPKEKeyPair(ikm: kept.initSeed),
+            encryptionPrivateKey: try Self.suite.deriveHPKEKeyPair(ikm: kept.encryptionSeed), signer: signer)
+    }
+
+    // MARK: sealing
+
+    /// `items` (to `peer`) sealed: each one's type, text and image in an application message of
+    /// the conversation's group, made first if there is none.
+    func seal(_ items: [Outgoing], to peer: String, client: SIMPClient) async throws(ClientError) -> [Outgoing] {
+        if try storeCall({ try store.isHeld(peer: peer) }) {
+            throw ClientError("\(peer)'s identity changed since you verified it: compare the new safety number "
+                              + "(/verify \(peer)) before sending to them", code: .identityChanged)
+        }
+        try await setUp(peer, client: client, creating: true)
+        guard var group = groups[peer] else { throw ClientError("no encrypted conversation with \(peer)", code: .endToEnd) }
+        var sealed: [Outgoing] = []
+        do {
+            for item in items {
+                var inner = Simp_Message()
+                inner.messageID = item.message.messageID
+                inner.type = item.message.type
+                inner.content = item.message.content
+                inner.imageURL = item.message.imageURL
+                inner.imageScale = item.message.imageScale
+                let data: [UInt8] = try inner.serializedBytes()
+                // The content is padded, with its length and signature, to a multiple of a block.
+                let message = try group.encrypt(data, paddingLength: SealedText.padding(for: data.count + 67), randomness: randomness)
+                var outer = item.message
+                outer.type = .sealed
+                outer.content = Data(try MLSMessage.privateMessage(message).mlsEncoded()).base64EncodedString()
+                outer.imageURL = ""
+                outer.imageScale = 0
+                sealed.append(Outgoing(to: item.to, message: outer))
+            }
+        } catch {
+            throw ClientError("cannot encrypt for \(peer): \(error)", code: .endToEnd)
+        }
+        try storeCall { try store.saveGroup(peer, state: try group.savedState()) }
+        groups[peer] = group
+        return sealed
+    }
+
+    // MARK: opening
+
+    /// Why a sealed message did not open.
+    enum OpenFailure: Error, Equatable {
+        case malformed
+        case notInConversation
+        case wrongSender
+        case wrongID
+        case mls(String)
+    }
+
+    /// The messages with each sealed one opened; one that cannot be stays sealed, with why
+    /// (`IncomingMessage.unopened`).
+    func open(_ messages: [IncomingMessage], client: SIMPClient) async -> [IncomingMessage] {
+        var opened: [IncomingMessage] = []
+        for message in messages {
+            guard message.sealed else {
+                opened.append(message)
+                continue
+            }
+            do {
+                opened.append(try await open(message, client: client))
+            } catch {
+                var failed = message
+                failed.unopened = Self.reason(error)
+                opened.append(failed)
+            }
+        }
+        return opened
+    }
+
+    static func reason(_ error: any Error) -> String {
+        switch error {
+        case OpenFailure.malformed: "not a well-formed MLS application message"
+        case OpenFailure.notInConversation: "this device is not in the conversation's group"
+        case OpenFailure.wrongSender: "the sender's device in the group is not the user the server names"
+        case OpenFailure.wrongID: "the id inside is not the message's"
+        case OpenFailure.mls(let why): "MLS: \(why)"
+        case let error as ClientError: error.message
+        default: "\(error)"
+        }
+    }
+
+    private func open(_ message: IncomingMessage, client: SIMPClient) async throws -> IncomingMessage {
+        if let kept = try store.opened(seq: message.seq), kept.id == message.id {
+            return try unsealed(message, kept.inner)
+        }
+        let conversation = message.from == user ? message.to : message.from
+        guard let bytes = SealedText.mlsBytes(of: message.text),
+              case .privateMessage(let sealed) = try? MLSMessage(mlsDecoding: bytes) else { throw OpenFailure.malformed }
+        try await setUp(conversation, client: client, creating: false)
+        if let group = groups[conversation], sealed.epoch > group.epoch { try await catchUp(conversation, client: client) }
+        // From here to the end, no await: the state read is the state kept.
+        guard var group = groups[conversation] else { throw OpenFailure.notInConversation }
+        let received: MLSGroup.Received
+        do { received = try group.process(.privateMessage(sealed)) } catch { throw OpenFailure.mls("\(error)") }
+        guard case .application(let sender, let data, _, _) = received else { throw OpenFailure.malformed }
+        // The server names the sender; the group's leaf must be that user's.
+        guard case .basic(let identity)? = group.credential(at: sender),
+              identity.starts(with: Array("\(message.from)/".utf8)) else { throw OpenFailure.wrongSender }
+        let result = try unsealed(message, data)
+        try store.saveGroup(conversation, state: try group.savedState(), opened: (message.seq, .init(id: message.id, inner: data)))
+        groups[conversation] = group
+        return result
+    }
+
+    /// `message` with what its sealed content held; its id must be the one inside.
+    private func unsealed(_ message: IncomingMessage, _ data: [UInt8]) throws -> IncomingMessage {
+        guard let inner = try? Simp_Message(serializedBytes: data) else { throw OpenFailure.malformed }
+        guard inner.messageID == message.id else { throw OpenFailure.wrongID }
+        var opened = message
+        opened.unseal(inner)
+        return opened
+    }
+
+    // MARK: the group
+
+    /// Makes sure `conversation`'s group is loaded: from disk, by joining with this device's
+    /// Welcome, or (`creating`) by making it with a commit that adds every certified device of
+    /// both users that has a KeyPackage.
+    private func setUp(_ conversation: String, client: SIMPClient, creating: Bool) async throws(ClientError) {
+        if groups[conversation] != nil { return }
+        if let running = settingUp[conversation] {
+            do { try await running.value } catch { throw Self.clientError(error) }
+            if groups[conversation] != nil || !creating { return }
+        }
+        let task = Task { try await self.load(conversation, client: client, creating: creating) }
+        settingUp[conversation] = task
+        defer { settingUp[conversation] = nil }
+        do { try await task.value } catch { throw Self.clientError(error) }
+    }
+
+    private func load(_ conversation: String, client: SIMPClient, creating: Bool) async throws {
+        if let saved = try store.groupState(of: conversation) {
+            var group = try MLSGroup(savedState: saved, credentialValidator: nil, proposalApprover: nil)
+            group.credentialValidator = try await validator(for: conversation, client: client)
+            groups[conversation] = group
+            return
+        }
+        let validator = try await validator(for: conversation, client: client)
+        for _ in 0..<3 {
+            let page = try await client.fetchCommits(in: conversation, fromEpoch: 0, join: true)
+            if let welcome = page.welcome {
+                try join(conversation, welcome, validator: validator)
+                try await catchUp(conversation, client: client)
+                try await refillKeyPackages(client)
+                return
+            }
+            guard page.epoch == 0 else {
+                throw ClientError("this device is not in the encrypted conversation with \(conversation): "
+                                  + "no device added it (a device linked later is added by another of the user's devices)",
+                                  code: .endToEnd)
+            }
+            guard creating else { throw OpenFailure.notInConversation }
+            if try await create(conversation, validator: validator, client: client) { return }
+        }
+        throw ClientError("cannot set up the encrypted conversation with \(conversation): other commits keep winning",
+                          code: .endToEnd)
+    }
+
+    private func join(_ conversation: String, _ stored: StoredWelcome, validator: DirectoryValidator) throws {
+        guard case .welcome(let welcome) = try MLSMessage(mlsDecoding: stored.welcome) else { throw OpenFailure.malformed }
+        for kept in try store.keyPackages() {
+            guard let bundle = try? bundle(of: kept),
+                  let group = try? MLSGroup(joining: welcome, with: bundle, credentialValidator: validator) else { continue }
+            try store.saveGroup(conversation, state: try group.savedState())
+            try store.removeKeyPackage(kept.reference)
+            groups[conversation] = group
+            return
+        }
+        throw OpenFailure.mls("the Welcome names none of this device's KeyPackages")
+    }
+
+    /// Creates the group with everyone's devices; false when another device's commit won epoch 0.
+    private func create(_ peer: String, validator: DirectoryValidator, client: SIMPClient) async throws -> Bool {
+        var adds: [(user: String, device: String, package: KeyPackage)] = []
+        for owner in [peer, user] {
+            for claimed in try await client.claimKeyPackages(of: owner) {
+                guard case .keyPackage(let wire)? = try? MLSMessage(mlsDecoding: claimed.keyPackage),
+                      let package = try? wire.validate(suite: Self.suite),
+                      package.credential == .basic(identity: KeyDirectoryRules.credentialIdentity(user: owner, device: claimed.device)),
+                      (try? validator.validate(package.credential, signatureKey: package.signatureKey)) != nil else { continue }
+                adds.append((owner, claimed.device, package))
+            }
+        }
+        guard adds.contains(where: { $0.user == peer }) else {
+            throw ClientError("\(peer) has no device with keys for encryption yet (their client must set up an identity)",
+                              code: .endToEnd)
+        }
+        var group = try MLSGroup.create(
+            groupID: randomness(16), suite: Self.suite, credential: credential, capabilities: Self.capabilities,
+            lifetime: Lifetime(notBefore: 0, notAfter: .max), signer: signer, randomness: randomness)
+        group.credentialValidator = validator
+        let output = try group.commit(adding: adds.map(\.package), randomness: randomness)
+        guard let welcome = output.welcome else { throw OpenFailure.malformed }
+        let welcomeBytes = try MLSMessage.welcome(welcome).mlsEncoded()
+        let commit = try output.message.mlsEncoded()
+        let welcomes = adds.map { CommitWelcome(user: $0.user, device: $0.device, welcome: welcomeBytes) }
+        if let refused = await Self.submit(commit, to: peer, welcomes: welcomes, client: client) {
+            if refused.code == .commitConflict { return false }
+            throw refused
+        }
+        try store.saveGroup(peer, state: try output.group.savedState())
+        groups[peer] = output.group
+        return true
+    }
+
+    /// Records the peer's identity key on first use, or reports its change (`safetyNumber`).
+    private static func pin(_ peer: String, client: SIMPClient) async -> ClientError? {
+        do {
+            _ = try await client.safetyNumber(with: peer)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    /// Submits a commit on epoch 0; the refusal, if any.
+    private static func submit(_ commit: [UInt8], to peer: String, welcomes: [CommitWelcome], client: SIMPClient) async -> ClientError? {
+        do {
+            _ = try await client.submitCommit(commit, to: peer, epoch: 0, welcomes: welcomes)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    /// Processes the conversation's commits the server stored since the group's epoch, in order.
+    private func catchUp(_ conversation: String, client: SIMPClient) async throws {
+        let validator = try await validator(for: conversation, client: client)
+        while let epoch = groups[conversation]?.epoch {
+            let page = try await client.fetchCommits(in: conversation, fromEpoch: epoch)
+            guard var group = groups[conversation] else { return }
+            group.credentialValidator = validator
+            for stored in page.commits where stored.epoch == group.epoch {
+                if try group.process(try MLSMessage(mlsDecoding: stored.commit)) == .removed {
+                    throw OpenFailure.notInConversation
+                }
+            }
+            try store.saveGroup(conversation, state: try group.savedState())
+            groups[conversation] = group
+            if !page.more || page.commits.isEmpty { return }
+        }
+    }
+
+    /// The certified devices of this user and the peer, as the key directory has them, each
+    /// certificate checked under its user's identity key; this user's identity must be the one
+    /// this device holds, and the peer's is pinned on first use (`safetyNumber`).
+    private func validator(for peer: String, client: SIMPClient) async throws(ClientError) -> DirectoryValidator {
+        if let refused = await Self.pin(peer, client: client) {
+            guard refused.code == .unknownUser else { throw refused }
+            throw ClientError("\(peer) has no identity key yet: their client has not set up end-to-end encryption", code: .endToEnd)
+        }
+        if try storeCall({ try store.isHeld(peer: peer) }) {
+            throw ClientError("\(peer)'s identity changed since you verified it: compare the new safety number "
+                              + "(/verify \(peer)) first", code: .identityChanged)
+        }
+        var keys: [[UInt8]: [UInt8]] = [:]
+        for owner in [user, peer] {
+            let entry = try await client.keyDirectory(of: owner)
+            if owner == user, entry.identityKey != identityPublic {
+                throw ClientError("the server gives another identity key for \(user) than this device's", code: .endToEnd)
+            }
+            for device in entry.verifiedDevices {
+                keys[KeyDirectoryRules.credentialIdentity(user: owner, device: device.device)] = device.deviceKey
+            }
+        }
+        return DirectoryValidator(keys: keys)
+    }
+
+    private func storeCall<T>(_ body: () throws -> T) throws(ClientError) -> T {
+        do { return try body() } catch { throw ClientError("cannot use the keys in \(store.path): \(error)", code: .endToEnd) }
+    }
+
+    static func clientError(_ error: any Error) -> ClientError {
+        if let error = error as? ClientError { return error }
+        return ClientError("end-to-end encryption failed: \(error)", code: .endToEnd)
+    }
+}
+
+/// Section 5.3.1 for SIMP: a member's basic credential is "USER/DEVICE" and its signature key
+/// the device key that USER's identity certified, as the key directory gave them (each
+/// certificate checked under the identity key; the identity itself pinned or verified).
+struct DirectoryValidator: CredentialValidator {
+    /// Credential identity -> certified device key.
+    let keys: [[UInt8]: [UInt8]]
+
+    struct Uncertified: Error, CustomStringConvertible {
+        var description: String { "a member's device is not certified by its user's identity" }
+    }
+
+    func validate(_ credential: Credential, signatureKey: SignaturePublicKey) throws {
+        guard case .basic(let identity) = credential, let key = keys[identity], key == signatureKey.rawRepresentation else {
+            throw Uncertified()
+        }
+    }
+}

