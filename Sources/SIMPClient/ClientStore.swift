@@ -36,7 +36,10 @@ final class ClientStore: Sendable {
                                                 attributes: [.posixPermissions: 0o700])
         path = (directory as NSString).appendingPathComponent("\(user).sqlite")
         self.user = user
-        db = try DatabaseQueue(path: path)
+        // A closed client's last writes may still be finishing when the next one opens the file.
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(5)
+        db = try DatabaseQueue(path: path, configuration: configuration)
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
         try Self.migrator(user: user).migrate(db)
     }

@@ -94,6 +94,10 @@ public struct ClientConfiguration: Sendable {
     /// verified peer whose identity changed neither (`.identityChanged`) until verified again.
     /// Groups are not encrypted yet. Sealed messages received are decrypted whatever this says.
     public var endToEnd = false
+    /// With `endToEnd`: a send checks the conversation's devices against the key directory (and
+    /// the peer's identity against the one pinned) when the last check is older than this, and
+    /// adds or removes devices by commit. Zero: before every send.
+    public var directoryCheckInterval: Duration = .seconds(1)
     /// Send under a congestion window and pacing (docs/PROTOCOL.md, Congestion control): what
     /// the path does not take waits in the client, and a loss the server reports slows it.
     /// Off, every message leaves at once and only the retransmit timers and the server's

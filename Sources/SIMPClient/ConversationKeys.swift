@@ -24,6 +24,9 @@ actor ConversationKeys {
     static let refillBelow = 4
     /// How long an uploaded KeyPackage stays valid (section 7.2): 90 days.
     static let packageLifetime: UInt64 = 90 * 86_400
+    /// Application messages of the two epochs before the current one still decrypt: a message
+    /// sealed before a commit it had not seen arrives after it (section 12.4.2's late messages).
+    static let policy = MLSGroupPolicy(pastEpochsKept: 2)
 
     let store: ClientStore
     let user: String
@@ -32,10 +35,16 @@ actor ConversationKeys {
     private let identityPublic: [UInt8]
     private let randomness: @Sendable (Int) -> [UInt8]
     private var groups: [String: MLSGroup] = [:]
-    /// A conversation's group being set up (joined or created): a second caller waits for it.
+    /// A conversation's group being set up (joined or created), or its members being brought in
+    /// line with the key directory: a second caller waits for it.
     private var settingUp: [String: Task<Void, any Error>] = [:]
+    private var syncing: [String: Task<Void, any Error>] = [:]
+    /// When each conversation's members were last checked against the key directory.
+    private var checked: [String: ContinuousClock.Instant] = [:]
+    /// How often (`ClientConfiguration.directoryCheckInterval`).
+    private let checkInterval: Duration
 
-    init(store: ClientStore, user: String, device: String, keys: ClientStore.OwnKeys,
+    init(store: ClientStore, user: String, device: String, keys: ClientStore.OwnKeys, checkInterval: Duration = .seconds(1),
          randomness: @escaping @Sendable (Int) -> [UInt8] = ConversationKeys.systemRandom) throws(ClientError) {
         guard let signer = try? SignaturePrivateKey(rawRepresentation: keys.deviceKey),
               let identity = try? Curve25519.Signing.PrivateKey(rawRepresentation: keys.identityKey) else {
@@ -47,6 +56,7 @@ actor ConversationKeys {
         self.signer = signer
         identityPublic = Array(identity.publicKey.rawRepresentation)
         self.randomness = randomness
+        self.checkInterval = checkInterval
     }
 
     @Sendable static func systemRandom(_ count: Int) -> [UInt8] {
@@ -110,6 +120,7 @@ actor ConversationKeys {
                               + "(/verify \(peer)) before sending to them", code: .identityChanged)
         }
         try await setUp(peer, client: client, creating: true)
+        try await syncMembers(peer, client: client)
         guard var group = groups[peer] else { throw ClientError("no encrypted conversation with \(peer)", code: .endToEnd) }
         var sealed: [Outgoing] = []
         do {
@@ -235,6 +246,7 @@ actor ConversationKeys {
             var group = try MLSGroup(savedState: saved, credentialValidator: nil, proposalApprover: nil)
             group.credentialValidator = try await validator(for: conversation, client: client)
             groups[conversation] = group
+            try await catchUp(conversation, client: client)
             return
         }
         let validator = try await validator(for: conversation, client: client)
@@ -262,7 +274,8 @@ actor ConversationKeys {
         guard case .welcome(let welcome) = try MLSMessage(mlsDecoding: stored.welcome) else { throw OpenFailure.malformed }
         for kept in try store.keyPackages() {
             guard let bundle = try? bundle(of: kept),
-                  let group = try? MLSGroup(joining: welcome, with: bundle, credentialValidator: validator) else { continue }
+                  let group = try? MLSGroup(joining: welcome, with: bundle, policy: Self.policy, credentialValidator: validator)
+            else { continue }
             try store.saveGroup(conversation, state: try group.savedState())
             try store.removeKeyPackage(kept.reference)
             groups[conversation] = group
@@ -273,16 +286,7 @@ actor ConversationKeys {
 
     /// Creates the group with everyone's devices; false when another device's commit won epoch 0.
     private func create(_ peer: String, validator: DirectoryValidator, client: SIMPClient) async throws -> Bool {
-        var adds: [(user: String, device: String, package: KeyPackage)] = []
-        for owner in [peer, user] {
-            for claimed in try await client.claimKeyPackages(of: owner) {
-                guard case .keyPackage(let wire)? = try? MLSMessage(mlsDecoding: claimed.keyPackage),
-                      let package = try? wire.validate(suite: Self.suite),
-                      package.credential == .basic(identity: KeyDirectoryRules.credentialIdentity(user: owner, device: claimed.device)),
-                      (try? validator.validate(package.credential, signatureKey: package.signatureKey)) != nil else { continue }
-                adds.append((owner, claimed.device, package))
-            }
-        }
+        let adds = try await claim(from: [peer, user], validator: validator, client: client) { _ in true }
         guard adds.contains(where: { $0.user == peer }) else {
             throw ClientError("\(peer) has no device with keys for encryption yet (their client must set up an identity)",
                               code: .endToEnd)
@@ -291,6 +295,7 @@ actor ConversationKeys {
             groupID: randomness(16), suite: Self.suite, credential: credential, capabilities: Self.capabilities,
             lifetime: Lifetime(notBefore: 0, notAfter: .max), signer: signer, randomness: randomness)
         group.credentialValidator = validator
+        group.policy = Self.policy
         let output = try group.commit(adding: adds.map(\.package), randomness: randomness)
         guard let welcome = output.welcome else { throw OpenFailure.malformed }
         let welcomeBytes = try MLSMessage.welcome(welcome).mlsEncoded()
@@ -315,10 +320,95 @@ actor ConversationKeys {
         }
     }
 
-    /// Submits a commit on epoch 0; the refusal, if any.
-    private static func submit(_ commit: [UInt8], to peer: String, welcomes: [CommitWelcome], client: SIMPClient) async -> ClientError? {
+    /// One validated KeyPackage of each certified device of `owners` that `wanted` names (by
+    /// credential identity), claimed from the server; a package that does not validate, or whose
+    /// credential or key is not the certified device's, is left out (never encrypted to).
+    private func claim(from owners: [String], validator: DirectoryValidator, client: SIMPClient,
+                       wanted: ([UInt8]) -> Bool) async throws -> [(user: String, device: String, package: KeyPackage)] {
+        var adds: [(user: String, device: String, package: KeyPackage)] = []
+        for owner in owners {
+            for claimed in try await client.claimKeyPackages(of: owner) {
+                let identity = KeyDirectoryRules.credentialIdentity(user: owner, device: claimed.device)
+                guard wanted(identity), case .keyPackage(let wire)? = try? MLSMessage(mlsDecoding: claimed.keyPackage),
+                      let package = try? wire.validate(suite: Self.suite), package.credential == .basic(identity: identity),
+                      (try? validator.validate(package.credential, signatureKey: package.signatureKey)) != nil else { continue }
+                adds.append((owner, claimed.device, package))
+            }
+        }
+        return adds
+    }
+
+    /// Brings the group's members in line with the key directory, at most once per
+    /// `checkInterval`: a device no longer certified (revoked, or its user's identity replaced)
+    /// is removed, a certified device with a KeyPackage that is not a member is added, by one
+    /// commit in the conversation's order; a lost race is caught up and tried again.
+    private func syncMembers(_ conversation: String, client: SIMPClient) async throws(ClientError) {
+        if let last = checked[conversation], ContinuousClock.now - last < checkInterval { return }
+        if let running = syncing[conversation] {
+            do { try await running.value } catch { throw Self.clientError(error) }
+            return
+        }
+        let task = Task { try await self.resync(conversation, client: client) }
+        syncing[conversation] = task
+        defer { syncing[conversation] = nil }
+        do { try await task.value } catch { throw Self.clientError(error) }
+    }
+
+    private func resync(_ conversation: String, client: SIMPClient) async throws {
+        let started = ContinuousClock.now
+        let validator = try await validator(for: conversation, client: client)
+        let mine = KeyDirectoryRules.credentialIdentity(user: user, device: device)
+        for _ in 0..<3 {
+            guard let group = groups[conversation] else { return }
+            let present = Set(Self.memberIdentities(group).values)
+            let missing = Set(validator.keys.keys).subtracting(present).subtracting([mine])
+            let adds = missing.isEmpty ? [] : try await claim(from: [conversation, user], validator: validator, client: client) {
+                missing.contains($0)
+            }
+            // No await from here to the submit: the commit is made on the state as it is now.
+            guard var current = groups[conversation] else { return }
+            current.credentialValidator = validator
+            let stale = Self.memberIdentities(current).filter { $0.key != current.myLeaf && validator.keys[$0.value] == nil }.map(\.key)
+            if adds.isEmpty && stale.isEmpty {
+                groups[conversation] = current
+                checked[conversation] = started
+                return
+            }
+            let epoch = current.epoch
+            let output = try current.commit(adding: adds.map(\.package), removing: stale, randomness: randomness)
+            var welcomes: [CommitWelcome] = []
+            if let welcome = output.welcome {
+                let bytes = try MLSMessage.welcome(welcome).mlsEncoded()
+                welcomes = adds.map { CommitWelcome(user: $0.user, device: $0.device, welcome: bytes) }
+            }
+            if let refused = await Self.submit(try output.message.mlsEncoded(), to: conversation, epoch: epoch, welcomes: welcomes, client: client) {
+                guard refused.code == .commitConflict else { throw refused }
+                try await catchUp(conversation, client: client)
+                continue
+            }
+            // Stored: the new epoch's state replaces whatever this epoch's state became meanwhile.
+            try store.saveGroup(conversation, state: try output.group.savedState())
+            groups[conversation] = output.group
+            checked[conversation] = started
+            return
+        }
+        throw ClientError("cannot update the encrypted conversation with \(conversation): other commits keep winning", code: .endToEnd)
+    }
+
+    /// Each member's leaf and credential identity ("USER/DEVICE").
+    static func memberIdentities(_ group: MLSGroup) -> [LeafIndex: [UInt8]] {
+        var identities: [LeafIndex: [UInt8]] = [:]
+        for leaf in group.members {
+            if case .basic(let identity)? = group.credential(at: leaf) { identities[leaf] = identity }
+        }
+        return identities
+    }
+
+    /// Submits a commit made on `epoch`; the refusal, if any.
+    private static func submit(_ commit: [UInt8], to peer: String, epoch: UInt64 = 0, welcomes: [CommitWelcome],
+                               client: SIMPClient) async -> ClientError? {
         do {
-            _ = try await client.submitCommit(commit, to: peer, epoch: 0, welcomes: welcomes)
+            _ = try await client.submitCommit(commit, to: peer, epoch: epoch, welcomes: welcomes)
             return nil
         } catch {
             return error

@@ -10,6 +10,14 @@ extension SIMPClient {
         configuration.endToEnd && GroupName.addressed(by: recipient) == nil
     }
 
+    /// A text to send to `recipient`: in parts when long, sealed when `sealsMessages(to:)`.
+    nonisolated(nonsending) func madeText(_ text: String, to recipient: String) async throws(ClientError) -> ClientEngine.Made {
+        let sealing = sealsMessages(to: recipient)
+        let made = try ClientEngine.text(text, to: recipient, limit: textLimit.value, at: Self.moment().millis,
+                                         partBytes: sealing ? SealedText.partBytes : LongText.partBytes, random: random)
+        return sealing ? try await sealed(made) : made
+    }
+
     /// `made` with its items sealed for their recipient; the whole (what the history keeps) stays
     /// as written.
     nonisolated(nonsending) func sealed(_ made: ClientEngine.Made) async throws(ClientError) -> ClientEngine.Made {
@@ -28,7 +36,8 @@ extension SIMPClient {
             throw ClientError("this device has no identity yet: setUpIdentity() first (end-to-end encryption needs one)",
                               code: .endToEnd)
         }
-        let made = try ConversationKeys(store: store, user: store.user, device: device, keys: own)
+        let made = try ConversationKeys(store: store, user: store.user, device: device, keys: own,
+                                        checkInterval: configuration.directoryCheckInterval)
         return keyring.withLock { kept in
             if let kept { return kept }
             kept = made

@@ -77,7 +77,7 @@ extension SIMPClient {
 
     /// Sends a text like `send(to:text:)` and returns a handle on its status.
     public nonisolated(nonsending) func sendTracked(to user: String, text: String) async throws(ClientError) -> MessageHandle {
-        let made = try ClientEngine.text(text, to: user, limit: textLimit.value, at: Self.moment().millis, random: random)
+        let made = try await madeText(text, to: user)
         statusWatchers.started(made.id, to: user)
         track(made.id)
         _ = try await queue(made)

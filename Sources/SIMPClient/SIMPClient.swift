@@ -156,10 +156,7 @@ public final class SIMPClient: @unchecked Sendable {
     /// (65,536 bytes unless it says otherwise) throws `.messageTooLarge` and nothing is sent.
     /// With `endToEnd`, a text to a user goes sealed (docs/E2EE.md, Part 4).
     public nonisolated(nonsending) func send(to user: String, text: String) async throws(ClientError) -> String {
-        let sealing = sealsMessages(to: user)
-        let made = try ClientEngine.text(text, to: user, limit: textLimit.value, at: Self.moment().millis,
-                                         partBytes: sealing ? SealedText.partBytes : LongText.partBytes, random: random)
-        return try await queue(sealing ? try await sealed(made) : made)
+        try await queue(try await madeText(text, to: user))
     }
 
     /// Queues an image message (the image travels as a URL) and returns its id.

@@ -62,16 +62,26 @@ struct REPL: AsyncParsableCommand {
     @Option(name: .customLong("data-dir"), help: "Keep the outbox, receipts and received messages in DIR/USER.sqlite: a restarted client resends what was not accepted and shows nothing twice.")
     var dataDir: String?
 
+    @Flag(name: .customLong("e2e"), help: "End-to-end encrypt messages to users (needs --data-dir, where the keys are kept): the first device makes the user's identity.")
+    var endToEnd = false
+
     func run() async throws {
         let output = Output(json: json)
         guard linger >= 0 else { throw ValidationError("--linger must be >= 0") }
+        guard !endToEnd || dataDir != nil else { throw ValidationError("--e2e needs --data-dir: the keys are kept there") }
         let plan = try connection.loginPlan(needsPassword: register)
-        let client = try SIMPClient(configuration: connection.configuration(plan, dataDirectory: dataDir))
+        var configuration = try connection.configuration(plan, dataDirectory: dataDir)
+        configuration.endToEnd = endToEnd
+        let client = SIMPClient(configuration: configuration)
         do {
             if register, case .password(let password) = plan.method {
                 try await client.register(user: plan.user, password: password)
             }
             try await connection.connect(client, plan)
+            if endToEnd, try await client.setUpIdentity() == .needsLinking {
+                throw ClientError("this device does not hold your identity (another device made it): linking devices is not built yet, "
+                                  + "so run --e2e on the device that made it", code: .endToEnd)
+            }
         } catch {
             output.error(describe(error), code: (error as? ClientError)?.code)
             throw ExitCode(1)

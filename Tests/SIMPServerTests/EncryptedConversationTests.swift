@@ -14,6 +14,7 @@ import Testing
         var configuration = cluster.clientConfiguration()
         configuration.dataDirectory = directory
         configuration.device = device
+        configuration.directoryCheckInterval = .zero
         configuration.endToEnd = endToEnd
         let client = SIMPClient(configuration: configuration)
         let log = EventLog(client)
@@ -86,6 +87,41 @@ import Testing
         }
         #expect(redis.contains("a plaintext control"), "the dump reads what Redis holds")
         for client in [alice, bob, carol] { await client.close() }
+        await cluster.stop()
+    }
+
+    @Test func aNewIdentityHoldsSendingToAVerifiedPeerAndTheNewDeviceIsAddedByCommit() async throws {
+        let cluster = try await TestCluster.start()
+        let directories = (0..<3).map { _ in LocalHistoryTests.directory() }
+        defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
+        for user in ["alice", "bob"] { try await cluster.register(user) }
+        let (alice, aliceLog) = try await Self.connected(cluster, "alice", directories[0])
+        var (bob, bobLog) = try await Self.connected(cluster, "bob", directories[1])
+        #expect(try await alice.setUpIdentity() == .created)
+        #expect(try await bob.setUpIdentity() == .created)
+        let first = try await alice.send(to: "bob", text: "before the change")
+        #expect(await bobLog.wait { $0.messages.contains { $0.id == first && $0.text == "before the change" } })
+        try await alice.markVerified("bob", number: try await alice.safetyNumber(with: "bob").number)
+
+        // bob loses his device and makes a new identity on a new one.
+        await bob.close()
+        (bob, bobLog) = try await Self.connected(cluster, "bob", directories[2], device: "tablet")
+        #expect(try await bob.setUpIdentity(newIdentity: true) == .created)
+
+        // alice is told before anything more goes, and nothing goes until she verifies again.
+        let held = await #expect(throws: ClientError.self) { try await alice.send(to: "bob", text: "held back") }
+        #expect(held?.code == .identityChanged)
+        #expect(await aliceLog.wait { $0.all.contains(.identityChanged(user: "bob")) })
+        #expect(aliceLog.accepted == [first], "only the first was sent")
+        let number = try await alice.safetyNumber(with: "bob").number
+        try await alice.markVerified("bob", number: number)
+
+        // The next send removes the old device and adds the new one by commit; the new one reads it.
+        let after = try await alice.send(to: "bob", text: "after the change")
+        #expect(await bobLog.wait { $0.messages.contains { $0.id == after && $0.text == "after the change" && $0.encrypted } })
+        let reply = try await bob.send(to: "alice", text: "the new device answers")
+        #expect(await aliceLog.wait { $0.messages.contains { $0.id == reply && $0.text == "the new device answers" } })
+        for client in [alice, bob] { await client.close() }
         await cluster.stop()
     }
 
