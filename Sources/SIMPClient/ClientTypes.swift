@@ -88,7 +88,7 @@ public struct ClientConfiguration: Sendable {
     public var confirmWhenShown = false
     /// End-to-end encrypt one-to-one conversations (docs/E2EE.md, Part 4): needs a
     /// `dataDirectory` (the keys live there) and an identity (`SIMPClient.setUpIdentity`,
-    /// which then also uploads this device's KeyPackages). Texts and images to a user go
+    /// which also uploads this device's KeyPackages, with or without this). Texts and images to a user go
     /// sealed in the conversation's MLS group, made on the first send; the server stores and
     /// forwards only ciphertext. A peer without keys cannot be sent to (`.endToEnd`); a
     /// verified peer whose identity changed neither (`.identityChanged`) until verified again.

@@ -124,29 +124,38 @@ actor ConversationKeys {
         guard var group = groups[peer] else { throw ClientError("no encrypted conversation with \(peer)", code: .endToEnd) }
         var sealed: [Outgoing] = []
         do {
-            for item in items {
-                var inner = Simp_Message()
-                inner.messageID = item.message.messageID
-                inner.type = item.message.type
-                inner.content = item.message.content
-                inner.imageURL = item.message.imageURL
-                inner.imageScale = item.message.imageScale
-                let data: [UInt8] = try inner.serializedBytes()
-                // The content is padded, with its length and signature, to a multiple of a block.
-                let message = try group.encrypt(data, paddingLength: SealedText.padding(for: data.count + 67), randomness: randomness)
-                var outer = item.message
-                outer.type = .sealed
-                outer.content = Data(try MLSMessage.privateMessage(message).mlsEncoded()).base64EncodedString()
-                outer.imageURL = ""
-                outer.imageScale = 0
-                sealed.append(Outgoing(to: item.to, message: outer))
-            }
+            for item in items { sealed.append(try Self.sealed(item, in: &group, randomness: randomness)) }
         } catch {
             throw ClientError("cannot encrypt for \(peer): \(error)", code: .endToEnd)
+        }
+        // Before the state is kept: a message the server would refuse uses no key.
+        guard sealed.allSatisfy({ ((try? $0.message.serializedBytes()) as [UInt8]?)?.count ?? .max <= MessageRules.maxMessageBytes }) else {
+            throw ClientError("the sealed message is over \(MessageRules.maxMessageBytes) bytes (a long id or image URL?)", code: .messageTooLarge)
         }
         try storeCall { try store.saveGroup(peer, state: try group.savedState()) }
         groups[peer] = group
         return sealed
+    }
+
+    /// One message sealed in `group` (docs/PROTOCOL.md, Sealed messages): its id, type, text and
+    /// image in the application data, padded with its length and signature to a multiple of
+    /// `SealedText.paddingBlock`; the outer message keeps only the id and addressing.
+    static func sealed(_ item: Outgoing, in group: inout MLSGroup, randomness: (Int) throws -> [UInt8]) throws -> Outgoing {
+        var inner = Simp_Message()
+        inner.messageID = item.message.messageID
+        inner.type = item.message.type
+        inner.content = item.message.content
+        inner.imageURL = item.message.imageURL
+        inner.imageScale = item.message.imageScale
+        let data: [UInt8] = try inner.serializedBytes()
+        // 67: the data's length (2 bytes) and the signature (65) go in the padded content too.
+        let message = try group.encrypt(data, paddingLength: SealedText.padding(for: data.count + 67), randomness: randomness)
+        var outer = item.message
+        outer.type = .sealed
+        outer.content = Data(try MLSMessage.privateMessage(message).mlsEncoded()).base64EncodedString()
+        outer.imageURL = ""
+        outer.imageScale = 0
+        return Outgoing(to: item.to, message: outer)
     }
 
     // MARK: opening

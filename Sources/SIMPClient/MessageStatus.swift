@@ -34,6 +34,8 @@ public enum ErrorCode: String, Sendable, Equatable, CaseIterable {
     // The server's, from issue 44's commits (docs/PROTOCOL.md, Commits).
     /// A commit made on an epoch another commit won: fetch the commits, process them, commit again.
     case commitConflict = "commit-conflict"
+    /// The server takes only end-to-end encrypted messages to users (`--e2e required`).
+    case e2eRequired = "e2e-required"
 
     /// The name docs/PROTOCOL.md gives a server's code (e.g. "UNKNOWN_USER", what `simp --json`
     /// prints); nil for the client's own.
@@ -91,6 +93,7 @@ public enum ErrorCode: String, Sendable, Equatable, CaseIterable {
         case .keyPackagesFull: .keyPackagesFull
         case .keysChanged: .keysChanged
         case .commitConflict: .commitConflict
+        case .e2ERequired: .e2eRequired
         default: .unspecified
         }
     }

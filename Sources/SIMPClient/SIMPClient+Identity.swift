@@ -53,11 +53,11 @@ extension SIMPClient {
     /// of the change when they next look (`identityChanged`).
     @discardableResult
     ///
-    /// With `endToEnd`, a device that holds the identity also uploads its KeyPackages (when it
-    /// has few left), so that peers can start encrypted conversations with it.
+    /// A device that holds the identity also uploads its KeyPackages (when it has few left), so
+    /// that peers can start encrypted conversations with it (docs/E2EE.md, Part 4).
     public func setUpIdentity(newIdentity: Bool = false) async throws(ClientError) -> IdentityState {
         let state = try await identityState(newIdentity: newIdentity)
-        if configuration.endToEnd, state != .needsLinking {
+        if state != .needsLinking {
             try await conversationKeys().refillKeyPackages(self)
         }
         return state

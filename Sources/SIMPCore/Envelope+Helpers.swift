@@ -96,6 +96,7 @@ extension Simp_ErrorCode {
         case .keyPackagesFull: return "key_packages_full"
         case .keysChanged: return "keys_changed"
         case .commitConflict: return "commit_conflict"
+        case .e2ERequired: return "e2e_required"
         case .UNRECOGNIZED(let n): return "code_\(n)"
         }
     }

@@ -130,6 +130,7 @@ public final class SIMPServer: Service, Sendable {
         settings.messagesPerSecond = configuration.limits.messagesPerSecond
         settings.messageBurst = configuration.limits.messageBurst
         settings.maxMessageBytes = configuration.limits.maxMessageBytes
+        settings.sealedOnly = configuration.endToEnd == .required
         settings.newRecipientsPerHour = configuration.limits.newRecipientsPerHour
         let router = Router(loop: loop, store: store, settings: settings, metrics: metrics, logger: logger)
         try keep { $0.router = router }

@@ -4,6 +4,15 @@ import SIMPCore
 import SIMPRedis
 
 public struct ServerConfiguration: Sendable {
+    /// Whether messages to users must be end-to-end encrypted (docs/E2EE.md, Part 4).
+    public enum EndToEnd: String, Sendable, CaseIterable {
+        /// Plaintext and SEALED messages are both taken (today's default: groups are not
+        /// encrypted yet, and plaintext clients still talk).
+        case optional
+        /// A message to a user that is not SEALED is refused (E2E_REQUIRED).
+        case required
+    }
+    public var endToEnd: EndToEnd = .optional
     public var host = "127.0.0.1"
     /// 0 binds a free port.
     public var port = 7700

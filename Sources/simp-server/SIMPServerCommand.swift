@@ -54,6 +54,9 @@ struct SIMPServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical (env SIMP_LOG_LEVEL). Default info.")
     var logLevel: String?
 
+    @Option(name: .customLong("e2e"), help: "optional (plaintext and end-to-end encrypted messages) or required (a message to a user that is not end-to-end encrypted is refused with E2E_REQUIRED; groups are not encrypted yet) (env SIMP_E2E). Default optional.")
+    var endToEnd: String?
+
     @Option(name: .customLong("log-format"), help: "text (for a terminal) or json (one object per line, for a log collector) on stderr (env SIMP_LOG_FORMAT). Default text.")
     var logFormat: String?
 
@@ -241,6 +244,7 @@ struct SIMPServerCommand: AsyncParsableCommand {
     private func makeConfiguration(_ settings: inout SettingsReader) throws -> ServerConfiguration {
         var config = ServerConfiguration()
         config.host = try settings.read("host", flag: host, default: config.host)
+        config.endToEnd = try settings.read("e2e", flag: try textFlag(endToEnd, "e2e") as ServerConfiguration.EndToEnd?, default: .optional)
         config.port = try settings.read("port", flag: port, default: config.port, rule: .port)
         let derivedUDP = config.port == 0 ? "a free port (port is 0)" : "\(config.port + 1) (port + 1)"
         config.udpPort = try settings.readOptional("udp-port", flag: udpPort, absent: derivedUDP, rule: .port)
@@ -349,3 +353,4 @@ struct LoadedSettings: Sendable {
 
 extension Logger.Level: TextSettingValue {}
 extension LogFormat: TextSettingValue {}
+extension ServerConfiguration.EndToEnd: TextSettingValue {}

@@ -111,6 +111,8 @@ import Testing
             ("delivered", Simp_Envelope(.delivered(.with { $0.messageID = "17"; $0.toUser = "bob"; $0.seq = 5 }))),
             ("delivered (group member)", Simp_Envelope(.delivered(.with { $0.messageID = "18"; $0.toUser = "#team"; $0.seq = 9; $0.member = "carol" }))),
             ("failed", Simp_Envelope(.failed(Simp_Failed(messageID: "19", to: "nobody", code: .unknownUser, reason: "no such user: nobody")))),
+            ("failed (e2e required)", Simp_Envelope(.failed(Simp_Failed(messageID: "22", to: "bob", code: .e2ERequired,
+                                                                          reason: "this server takes only end-to-end encrypted messages to users")))),
             ("receipt", Simp_Envelope(requestID: 5, .receipt(.with { $0.upToSeq = 42; $0.missing = [44, 45] }))),
             ("receipt (holding)", Simp_Envelope(requestID: 5, .receipt(.with { $0.upToSeq = 42; $0.receivedUpToSeq = 47 }))),
             ("connect (holding)", Simp_Envelope(requestID: 3, .connect(.with {
@@ -187,6 +189,12 @@ import Testing
             $0.version = 1; $0.messageID = "9001"; $0.type = .groupInvited; $0.content = "#team"; $0.fromUser = "alice"; $0.toUser = "carol"
             $0.seq = 3; $0.time = 1_700_000_000_456; $0.serverTime = 1_700_000_000_456
         }.serializedBytes()
+        // The form the server checks (docs/PROTOCOL.md, Sealed messages): base64 of an MLSMessage
+        // starting with mls10 and mls_private_message; the rest is opaque to it.
+        let sealed: [UInt8] = try message {
+            $0.version = 1; $0.messageID = "18"; $0.type = .sealed; $0.toUser = "bob"; $0.clientSeq = 2
+            $0.content = Data(SealedText.privateMessagePrefix + Array(repeating: 0x5a, count: 20)).base64EncodedString()
+        }.serializedBytes()
         let cases: [(String, DatagramKind, DatagramDirection, UInt64, [UInt8])] = [
             ("BIND", .bind, .toServer, 1, Array(repeating: 0xab, count: 16)),
             ("DATA to the server", .data, .toServer, 2, text),
@@ -197,6 +205,7 @@ import Testing
             ("BUNDLE to the client", .bundle, .toClient, 4, DatagramBundle.pack([pushed, pushed], spread: 1).first!.payload),
             ("EARLY", .early, .toClient, 5, EarlyPayload(afterSeq: 4, message: text).encoded()!),
             ("DATA to the client (a group invitation)", .data, .toClient, 6, invitation),
+            ("DATA to the server (a sealed message)", .data, .toServer, 4, sealed),
         ]
         return try cases.map { name, kind, direction, number, plaintext in
             let header = DatagramHeader(kind: kind, sessionID: sessionID, packetNumber: number)

@@ -125,6 +125,27 @@ import Testing
         await cluster.stop()
     }
 
+    @Test func aServerThatRequiresEncryptionRefusesPlaintextToUsers() async throws {
+        let cluster = try await TestCluster.start { $0.endToEnd = .required }
+        let directories = (0..<2).map { _ in LocalHistoryTests.directory() }
+        defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
+        for user in ["alice", "bob"] { try await cluster.register(user) }
+        let (alice, aliceLog) = try await Self.connected(cluster, "alice", directories[0])
+        let (bob, bobLog) = try await Self.connected(cluster, "bob", directories[1], endToEnd: false)
+        #expect(try await alice.setUpIdentity() == .created)
+        #expect(try await bob.setUpIdentity() == .created, "bob's device has keys, but sends in plaintext")
+
+        let plain = try await bob.send(to: "alice", text: "in the clear")
+        #expect(await bobLog.wait { log in log.all.contains { if case .failed(id: plain, _, _, .e2eRequired?) = $0 { true } else { false } } })
+        let sealed = try await alice.send(to: "bob", text: "sealed is taken")
+        #expect(await bobLog.wait { $0.messages.contains { $0.id == sealed && $0.text == "sealed is taken" } })
+        #expect(!aliceLog.messages.contains { $0.id == plain }, "the refused one was not stored")
+        #expect(cluster.metric("simp_plaintext_refused_total") == 1)
+        #expect(cluster.metric("simp_messages_sealed_total") == 1)
+        for client in [alice, bob] { await client.close() }
+        await cluster.stop()
+    }
+
     @Test func aPeerWithoutKeysIsNotSentToAndAnUnopenableMessageIsReported() async throws {
         let cluster = try await TestCluster.start()
         let directories = (0..<3).map { _ in LocalHistoryTests.directory() }

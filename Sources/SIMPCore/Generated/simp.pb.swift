@@ -126,6 +126,9 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
 
   /// MLS commits (docs/E2EE.md, Part 3; docs/PROTOCOL.md, Commits).
   case commitConflict // = 42
+
+  /// End-to-end encryption (docs/E2EE.md, Part 4; docs/PROTOCOL.md, Sealed messages).
+  case e2ERequired // = 43
   case UNRECOGNIZED(Int)
 
   public init() {
@@ -177,6 +180,7 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     case 40: self = .keyPackagesFull
     case 41: self = .keysChanged
     case 42: self = .commitConflict
+    case 43: self = .e2ERequired
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -226,6 +230,7 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     case .keyPackagesFull: return 40
     case .keysChanged: return 41
     case .commitConflict: return 42
+    case .e2ERequired: return 43
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -275,6 +280,7 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     .keyPackagesFull,
     .keysChanged,
     .commitConflict,
+    .e2ERequired,
   ]
 
 }
@@ -2122,7 +2128,7 @@ public nonisolated struct Simp_Envelope: Sendable {
 fileprivate nonisolated let _protobuf_package = "simp"
 
 nonisolated extension Simp_ErrorCode: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_UNSPECIFIED\0\u{1}FRAME_TOO_LARGE\0\u{1}MALFORMED_FRAME\0\u{1}BAD_REQUEST\0\u{1}NOT_AUTHENTICATED\0\u{1}USER_EXISTS\0\u{1}INVALID_CREDENTIALS\0\u{1}UNKNOWN_USER\0\u{1}INVALID_TOKEN\0\u{1}MESSAGE_TOO_LARGE\0\u{1}STORE_UNAVAILABLE\0\u{1}INVALID_NAME\0\u{1}NOT_CONNECTED\0\u{1}INTERNAL\0\u{1}INBOX_FULL\0\u{1}SESSION_REPLACED\0\u{1}WITHDRAWN\0\u{1}RATE_LIMITED\0\u{1}TOO_MANY_CONNECTIONS\0\u{1}TOO_MANY_SESSIONS\0\u{1}LOGIN_THROTTLED\0\u{1}INBOX_SHARE_FULL\0\u{1}SESSION_CLOSED\0\u{1}REPLICAS_UNAVAILABLE\0\u{1}OUT_OF_ORDER\0\u{1}TOO_MANY_DEVICES\0\u{1}DEVICE_REVOKED\0\u{1}NO_SUCH_GROUP\0\u{1}NOT_A_MEMBER\0\u{1}NOT_GROUP_ADMIN\0\u{1}GROUP_EXISTS\0\u{1}GROUP_FULL\0\u{1}NOT_A_CONTACT\0\u{1}NOT_INVITED\0\u{1}TOO_MANY_GROUPS\0\u{1}IDENTITY_EXISTS\0\u{1}NO_IDENTITY\0\u{1}BAD_SIGNATURE\0\u{1}INVALID_KEY_PACKAGE\0\u{1}DEVICE_NOT_CERTIFIED\0\u{1}KEY_PACKAGES_FULL\0\u{1}KEYS_CHANGED\0\u{1}COMMIT_CONFLICT\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_UNSPECIFIED\0\u{1}FRAME_TOO_LARGE\0\u{1}MALFORMED_FRAME\0\u{1}BAD_REQUEST\0\u{1}NOT_AUTHENTICATED\0\u{1}USER_EXISTS\0\u{1}INVALID_CREDENTIALS\0\u{1}UNKNOWN_USER\0\u{1}INVALID_TOKEN\0\u{1}MESSAGE_TOO_LARGE\0\u{1}STORE_UNAVAILABLE\0\u{1}INVALID_NAME\0\u{1}NOT_CONNECTED\0\u{1}INTERNAL\0\u{1}INBOX_FULL\0\u{1}SESSION_REPLACED\0\u{1}WITHDRAWN\0\u{1}RATE_LIMITED\0\u{1}TOO_MANY_CONNECTIONS\0\u{1}TOO_MANY_SESSIONS\0\u{1}LOGIN_THROTTLED\0\u{1}INBOX_SHARE_FULL\0\u{1}SESSION_CLOSED\0\u{1}REPLICAS_UNAVAILABLE\0\u{1}OUT_OF_ORDER\0\u{1}TOO_MANY_DEVICES\0\u{1}DEVICE_REVOKED\0\u{1}NO_SUCH_GROUP\0\u{1}NOT_A_MEMBER\0\u{1}NOT_GROUP_ADMIN\0\u{1}GROUP_EXISTS\0\u{1}GROUP_FULL\0\u{1}NOT_A_CONTACT\0\u{1}NOT_INVITED\0\u{1}TOO_MANY_GROUPS\0\u{1}IDENTITY_EXISTS\0\u{1}NO_IDENTITY\0\u{1}BAD_SIGNATURE\0\u{1}INVALID_KEY_PACKAGE\0\u{1}DEVICE_NOT_CERTIFIED\0\u{1}KEY_PACKAGES_FULL\0\u{1}KEYS_CHANGED\0\u{1}COMMIT_CONFLICT\0\u{1}E2E_REQUIRED\0")
 }
 
 nonisolated extension Simp_Message: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {

@@ -34,6 +34,10 @@ final class ServerMetrics: Sendable {
     let earlyPushes: Counter
     let earlyRetracted: Counter
     let typingRelayed: Counter
+    /// Messages taken that were end-to-end encrypted (SEALED), and plaintext ones refused by
+    /// `--e2e required`: what share of the traffic the server can read.
+    let sealedTaken: Counter
+    let plaintextRefused: Counter
     let presenceRelayed: Counter
     let retransmits: Counter
     let pushesGivenUp: Counter
@@ -100,6 +104,8 @@ final class ServerMetrics: Sendable {
         earlyPushes = counter("early_pushes", "Messages pushed to an idle recipient before their store answered (EARLY)")
         earlyRetracted = counter("early_retracted", "Early pushes whose store failed: the recipient was told they were retracted")
         typingRelayed = counter("typing_relayed", "TYPING datagrams sent to a session (never stored)")
+        sealedTaken = counter("messages_sealed", "End-to-end encrypted (SEALED) messages taken from senders, before storing")
+        plaintextRefused = counter("plaintext_refused", "Messages to users refused for not being end-to-end encrypted (--e2e required)")
         presenceRelayed = counter("presence_relayed", "PRESENCE datagrams sent to a session (never stored)")
         pushesGivenUp = counter("pushes_given_up", "Pushes given up until the client's next keepalive or session")
         pushesLost = counter("pushes_lost", "Pushes found lost (timed out, or reported missing by a receipt)")

@@ -143,10 +143,12 @@ extension DeliveryEngine {
             metrics.dropped(.malformed)
             return
         }
-        if let problem = MessageRules.problem(in: message, maxTextBytes: settings.maxMessageBytes) {
+        if let problem = MessageRules.problem(in: message, maxTextBytes: settings.maxMessageBytes, sealedOnly: settings.sealedOnly) {
+            if problem.code == .e2ERequired { metrics.plaintextRefused.increment() }
             refuse(message, problem, from: session, now: now)
             return
         }
+        if message.type == .sealed { metrics.sealedTaken.increment() }
         // Before anything is looked up: the answer would say whether the name exists.
         if GroupName.addressed(by: message.toUser) == nil, message.toUser != session.user,
            !recipients.admits(session.user, writingTo: message.toUser, now: now.deadline) {

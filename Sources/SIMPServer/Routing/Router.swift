@@ -18,6 +18,8 @@ struct RouterSettings: Sendable {
     var messagesPerSecond = 1000
     var messageBurst = 2000
     var maxMessageBytes = LongText.defaultMaxBytes
+    /// `--e2e required`: messages to users must be SEALED.
+    var sealedOnly = false
     /// With `--redis-min-replicas`: how long a store waits for its shard's replicas before it
     /// fails (REPLICAS_UNAVAILABLE), and how often a held shard is asked for them.
     var replicaHoldLimit: TimeAmount = .seconds(10)

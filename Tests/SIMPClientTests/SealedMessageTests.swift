@@ -1,0 +1,86 @@
+import Foundation
+import SIMPCore
+import SIMPMLS
+import Testing
+@testable import SIMPClient
+
+/// The sealed form (docs/PROTOCOL.md, Sealed messages), with real MLS groups made here: a
+/// full sealed part with the longest id and recipient fits what a client may send, the
+/// server's rule takes it, sizes are padded, and the receiving member opens what was sealed.
+struct SealedMessageTests {
+    static let suite = ConversationKeys.suite
+    static func random(_ count: Int) -> [UInt8] { (0..<count).map { _ in UInt8.random(in: 0...255) } }
+
+    /// Two members: the sender's group and the receiver's, joined from the Welcome.
+    static func pair() throws -> (sender: MLSGroup, receiver: MLSGroup) {
+        let credential = { (name: String) in Credential.basic(identity: Array("\(name)/phone".utf8)) }
+        let receiverSigner = try SignaturePrivateKey(rawRepresentation: random(32))
+        let bundle = try MLSKeyPackageBundle(suite: suite, credential: credential("bob"), capabilities: ConversationKeys.capabilities,
+                                             lifetime: Lifetime(notBefore: 0, notAfter: .max), signer: receiverSigner, randomness: random)
+        var sender = try MLSGroup.create(groupID: random(16), suite: suite, credential: credential("alice"),
+                                         capabilities: ConversationKeys.capabilities, lifetime: Lifetime(notBefore: 0, notAfter: .max),
+                                         signer: try SignaturePrivateKey(rawRepresentation: random(32)), randomness: random)
+        let output = try sender.commit(adding: [bundle.keyPackage], randomness: random)
+        let receiver = try MLSGroup(joining: try #require(output.welcome), with: bundle, policy: ConversationKeys.policy)
+        return (output.group, receiver)
+    }
+
+    @Test func aFullSealedPartWithTheLongestIdAndRecipientFitsAndOpens() throws {
+        var (sender, receiver) = try Self.pair()
+        let recipient = String(repeating: "r", count: 32)
+        let id = LongText.PartID(base: String(repeating: "9", count: 20), index: 148, count: 148).description
+        var message = ClientEngine.plain(String(repeating: "é", count: SealedText.partBytes / 2), type: Simp_Message.MessageType.textPart)
+        message.version = 1
+        message.messageID = id
+        message.toUser = recipient
+        message.time = Int64(Date().timeIntervalSince1970 * 1000)
+        message.clientSeq = UInt64(UInt32.max)
+        message.fresh = true
+        let sealed = try ConversationKeys.sealed(Outgoing(to: recipient, message: message), in: &sender, randomness: Self.random)
+        let size = (try sealed.message.serializedBytes() as [UInt8]).count
+        #expect(size <= MessageRules.maxMessageBytes, "\(size) bytes")
+        #expect(MessageRules.problem(in: sealed.message, sealedOnly: true) == nil)
+        #expect(!sealed.message.content.contains("é") && sealed.message.imageURL.isEmpty)
+
+        let bytes = try #require(SealedText.mlsBytes(of: sealed.message.content))
+        guard case .privateMessage(let wire) = try MLSMessage(mlsDecoding: bytes) else { Issue.record("not a PrivateMessage"); return }
+        guard case .application(_, let data, _, _) = try receiver.process(.privateMessage(wire)) else { Issue.record("not application data"); return }
+        let inner = try Simp_Message(serializedBytes: data)
+        #expect(inner.content == message.content && inner.messageID == id && inner.type == .textPart)
+    }
+
+    @Test func sizesArePaddedToTheBlock() throws {
+        var (sender, _) = try Self.pair()
+        var sizes: Set<Int> = []
+        for length in 1...40 {
+            var message = ClientEngine.plain(String(repeating: "x", count: length))
+            message.messageID = "1"
+            let sealed = try ConversationKeys.sealed(Outgoing(to: "bob", message: message), in: &sender, randomness: Self.random)
+            sizes.insert(try #require(SealedText.mlsBytes(of: sealed.message.content)).count)
+        }
+        #expect(sizes.count == 1, "texts of 1 to 40 bytes look alike: \(sizes)")
+    }
+
+    @Test func theServerRuleRefusesWhatIsNotSealedOrNotItsForm() {
+        var plain = ClientEngine.plain("hello")
+        plain.messageID = "1"
+        plain.toUser = "bob"
+        #expect(MessageRules.problem(in: plain, sealedOnly: true)?.code == .e2ERequired)
+        plain.toUser = "#team"
+        #expect(MessageRules.problem(in: plain, sealedOnly: true) == nil, "groups are not encrypted yet")
+        var sealed = plain
+        sealed.toUser = "bob"
+        sealed.type = .sealed
+        sealed.content = "hello"
+        #expect(MessageRules.problem(in: sealed)?.code == .badRequest)
+        sealed.content = Data([0, 1, 0, 1, 9]).base64EncodedString()
+        #expect(MessageRules.problem(in: sealed)?.code == .badRequest, "a PublicMessage is not a sealed message")
+        sealed.content = Data(SealedText.privateMessagePrefix + [9]).base64EncodedString()
+        #expect(MessageRules.problem(in: sealed) == nil)
+        sealed.messageID = "7/2/\(SealedText.maxParts(forMaxBytes: LongText.defaultMaxBytes) + 1)"
+        #expect(MessageRules.problem(in: sealed)?.code == .messageTooLarge)
+        sealed.messageID = "7/2/3"
+        sealed.imageURL = "https://example.com/a.png"
+        #expect(MessageRules.problem(in: sealed)?.code == .badRequest, "the image goes inside")
+    }
+}
