@@ -36,6 +36,7 @@ final class Output: @unchecked Sendable {
                                          "sentAt": Int(m.sentAt.millisSince1970), "receivedAt": Int(Date().timeIntervalSince1970 * 1000)]
             if let url = m.imageURL { object["imageURL"] = url.absoluteString }
             if !m.fromDevice.isEmpty { object["fromDevice"] = m.fromDevice }
+            if m.encrypted { object["encrypted"] = true }
             if let group = m.group {
                 object["group"] = group
                 object["groupSeq"] = Int(m.groupSeq)

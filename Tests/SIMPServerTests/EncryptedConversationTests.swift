@@ -1,6 +1,7 @@
 import Foundation
 import SIMPClient
 import SIMPCore
+import SIMPTestSupport
 import Testing
 
 /// End-to-end encrypted one-to-one conversations (docs/E2EE.md, Part 4) against a real server
@@ -143,6 +144,35 @@ import Testing
         #expect(cluster.metric("simp_plaintext_refused_total") == 1)
         #expect(cluster.metric("simp_messages_sealed_total") == 1)
         for client in [alice, bob] { await client.close() }
+        await cluster.stop()
+    }
+
+    @Test func simpE2ESendsSealedAndPrintsWhatItDecrypted() async throws {
+        let cluster = try await TestCluster.start()
+        let directories = (0..<2).map { _ in LocalHistoryTests.directory() }
+        let configHome = FileManager.default.temporaryDirectory.appendingPathComponent("simp-config-\(UUID().uuidString)").path
+        defer { for directory in directories + [configHome] { try? FileManager.default.removeItem(atPath: directory) } }
+        for user in ["alice", "bob"] { try await cluster.register(user) }
+        let (bob, bobLog) = try await Self.connected(cluster, "bob", directories[1])
+        #expect(try await bob.setUpIdentity() == .created)
+
+        let repl = try ChildProcess(try productPath("simp"), ["--server", "127.0.0.1:\(cluster.addresses.tcpPort)", "--user", "alice",
+                                                             "--password", "pw-alice", "--data-dir", directories[0], "--e2e", "--json"],
+                                    environment: ["XDG_CONFIG_HOME": configHome])
+        #expect(repl.waitForLine(timeout: 30) { $0.contains(#""event":"connected""#) } != nil, "stderr: \(repl.stderr)")
+        repl.write("/send bob sealed from the command line\n")
+        #expect(await bobLog.wait { $0.messages.contains { $0.text == "sealed from the command line" && $0.encrypted } })
+        _ = try await bob.send(to: "alice", text: "and back to the REPL")
+        let line = repl.waitForLine(timeout: 30) { $0.contains("and back to the REPL") }
+        #expect(line?.contains(#""encrypted":true"#) == true, "printed: \(line ?? repl.stdout)")
+        repl.write("/quit\n")
+        #expect(repl.waitForExit(timeout: 30) == 0, "stderr: \(repl.stderr)")
+
+        // Without --data-dir there is nowhere to keep the keys: refused before connecting.
+        let refused = try ChildProcess(try productPath("simp"), ["--server", "127.0.0.1:\(cluster.addresses.tcpPort)", "--user", "alice",
+                                                                "--password", "pw-alice", "--e2e"], environment: ["XDG_CONFIG_HOME": configHome])
+        #expect(refused.waitForExit(timeout: 30) != 0 && refused.stderr.contains("--e2e needs --data-dir"), "stderr: \(refused.stderr)")
+        await bob.close()
         await cluster.stop()
     }
 
