@@ -28,15 +28,32 @@ extension ClientStore {
     }
 
     /// Keeps a group's state; with `opened`, what a message opened to, in the same transaction:
-    /// a state that used a message's key is never kept without the message.
-    func saveGroup(_ conversation: String, state: [UInt8], opened: (seq: UInt64, Opened)? = nil) throws {
+    /// a state that used a message's key is never kept without the message. `sealed`: messages
+    /// this state sealed; `renewedAt` (ms): the state comes from a commit of this device's own,
+    /// whose path gave its leaf new keys (or from joining with a fresh KeyPackage).
+    func saveGroup(_ conversation: String, state: [UInt8], opened: (seq: UInt64, Opened)? = nil, sealed: Int = 0,
+                   renewedAt: Int64? = nil) throws {
         try db.write { db in
-            try db.execute(sql: "INSERT OR REPLACE INTO mls_groups (conversation, state) VALUES (?, ?)",
-                           arguments: [conversation, Data(state)])
+            try db.execute(sql: """
+                INSERT INTO mls_groups (conversation, state, sealed, updatedAt) VALUES (?, ?, ?, ?)
+                ON CONFLICT(conversation) DO UPDATE SET state = excluded.state, sealed = sealed + excluded.sealed
+                """, arguments: [conversation, Data(state), sealed, renewedAt ?? 0])
+            if let renewedAt {
+                try db.execute(sql: "UPDATE mls_groups SET sealed = 0, updatedAt = ? WHERE conversation = ?",
+                               arguments: [renewedAt, conversation])
+            }
             if let (seq, message) = opened {
                 try db.execute(sql: "INSERT OR REPLACE INTO mls_opened (seq, id, inner) VALUES (?, ?, ?)",
                                arguments: [Int64(seq), message.id, Data(message.inner)])
             }
+        }
+    }
+
+    /// Messages sealed since this device's leaf was last renewed in the conversation, and when (ms).
+    func renewal(of conversation: String) throws -> (sealed: Int, at: Int64)? {
+        try db.read { db in
+            try Row.fetchOne(db, sql: "SELECT sealed, updatedAt FROM mls_groups WHERE conversation = ?", arguments: [conversation])
+                .map { ($0["sealed"], $0["updatedAt"]) }
         }
     }
 

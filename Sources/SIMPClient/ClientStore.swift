@@ -114,9 +114,13 @@ final class ClientStore: Sendable {
             // this device's KeyPackages with their private keys, and what a sealed message
             // opened to, kept with the group state that opened it: a message pushed again after a
             // crash opens from here, as its ratchet key is gone (docs/E2EE.md, Part 4).
+            // `sealed`, `updatedAt`: messages this device sealed since its leaf's keys were last
+            // new (a commit of its own), and when that was: what makes an Update due.
             // `peers.held`: a verified peer's identity changed; sending waits for the user.
             try db.execute(sql: """
-                CREATE TABLE mls_groups (conversation TEXT PRIMARY KEY, state BLOB NOT NULL);
+                CREATE TABLE mls_groups (
+                    conversation TEXT PRIMARY KEY, state BLOB NOT NULL,
+                    sealed INTEGER NOT NULL DEFAULT 0, updatedAt INTEGER NOT NULL DEFAULT 0);
                 CREATE TABLE key_packages (
                     ref BLOB PRIMARY KEY, package BLOB NOT NULL, initKey BLOB NOT NULL, encryptionKey BLOB NOT NULL,
                     lastResort INTEGER NOT NULL DEFAULT 0);

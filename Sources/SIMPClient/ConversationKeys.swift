@@ -27,6 +27,10 @@ actor ConversationKeys {
     /// Application messages of the two epochs before the current one still decrypt: a message
     /// sealed before a commit it had not seen arrives after it (section 12.4.2's late messages).
     static let policy = MLSGroupPolicy(pastEpochsKept: 2)
+    /// A device renews its leaf's keys (an Update: a commit with a path, section 12.4) after
+    /// this many sealed messages or this long (ms), for post-compromise security (section 16.6).
+    static let updateAfterMessages = 1_000
+    static let updateAfterMillis: Int64 = 7 * 86_400_000
 
     let store: ClientStore
     let user: String
@@ -43,8 +47,13 @@ actor ConversationKeys {
     private var checked: [String: ContinuousClock.Instant] = [:]
     /// How often (`ClientConfiguration.directoryCheckInterval`).
     private let checkInterval: Duration
+    /// The wall clock in ms (key lifetimes, when an Update is due); injected by tests.
+    private let clock: @Sendable () -> Int64
+    private let updateAfter: (messages: Int, millis: Int64)
 
     init(store: ClientStore, user: String, device: String, keys: ClientStore.OwnKeys, checkInterval: Duration = .seconds(1),
+         updateAfter: (messages: Int, millis: Int64) = (ConversationKeys.updateAfterMessages, ConversationKeys.updateAfterMillis),
+         clock: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970 * 1000) },
          randomness: @escaping @Sendable (Int) -> [UInt8] = ConversationKeys.systemRandom) throws(ClientError) {
         guard let signer = try? SignaturePrivateKey(rawRepresentation: keys.deviceKey),
               let identity = try? Curve25519.Signing.PrivateKey(rawRepresentation: keys.identityKey) else {
@@ -57,6 +66,8 @@ actor ConversationKeys {
         identityPublic = Array(identity.publicKey.rawRepresentation)
         self.randomness = randomness
         self.checkInterval = checkInterval
+        self.updateAfter = updateAfter
+        self.clock = clock
     }
 
     @Sendable static func systemRandom(_ count: Int) -> [UInt8] {
@@ -76,7 +87,7 @@ actor ConversationKeys {
         let oneTime = kept.filter { !$0.lastResort }.count
         let needsLastResort = !kept.contains { $0.lastResort }
         guard oneTime < Self.refillBelow || needsLastResort else { return }
-        let now = UInt64(Date().timeIntervalSince1970)
+        let now = UInt64(clock() / 1000)
         let lifetime = Lifetime(notBefore: now - 3_600, notAfter: now + Self.packageLifetime)
         var made: [ClientStore.StoredKeyPackage] = []
         for _ in 0..<(oneTime < Self.refillBelow ? Self.batch : 0) { made.append(try makeKeyPackage(lifetime, lastResort: false)) }
@@ -121,6 +132,7 @@ actor ConversationKeys {
         }
         try await setUp(peer, client: client, creating: true)
         try await syncMembers(peer, client: client)
+        try await updateIfDue(peer, client: client)
         guard var group = groups[peer] else { throw ClientError("no encrypted conversation with \(peer)", code: .endToEnd) }
         var sealed: [Outgoing] = []
         do {
@@ -132,7 +144,7 @@ actor ConversationKeys {
         guard sealed.allSatisfy({ ((try? $0.message.serializedBytes()) as [UInt8]?)?.count ?? .max <= MessageRules.maxMessageBytes }) else {
             throw ClientError("the sealed message is over \(MessageRules.maxMessageBytes) bytes (a long id or image URL?)", code: .messageTooLarge)
         }
-        try storeCall { try store.saveGroup(peer, state: try group.savedState()) }
+        try storeCall { try store.saveGroup(peer, state: try group.savedState(), sealed: sealed.count) }
         groups[peer] = group
         return sealed
     }
@@ -285,7 +297,7 @@ actor ConversationKeys {
             guard let bundle = try? bundle(of: kept),
                   let group = try? MLSGroup(joining: welcome, with: bundle, policy: Self.policy, credentialValidator: validator)
             else { continue }
-            try store.saveGroup(conversation, state: try group.savedState())
+            try store.saveGroup(conversation, state: try group.savedState(), renewedAt: clock())
             try store.removeKeyPackage(kept.reference)
             groups[conversation] = group
             return
@@ -314,7 +326,7 @@ actor ConversationKeys {
             if refused.code == .commitConflict { return false }
             throw refused
         }
-        try store.saveGroup(peer, state: try output.group.savedState())
+        try store.saveGroup(peer, state: try output.group.savedState(), renewedAt: clock())
         groups[peer] = output.group
         return true
     }
@@ -396,12 +408,39 @@ actor ConversationKeys {
                 continue
             }
             // Stored: the new epoch's state replaces whatever this epoch's state became meanwhile.
-            try store.saveGroup(conversation, state: try output.group.savedState())
+            // Its path renewed this device's leaf too.
+            try store.saveGroup(conversation, state: try output.group.savedState(), renewedAt: clock())
             groups[conversation] = output.group
             checked[conversation] = started
             return
         }
         throw ClientError("cannot update the encrypted conversation with \(conversation): other commits keep winning", code: .endToEnd)
+    }
+
+    /// Renews this device's leaf keys by an Update when due (`updateAfter`): a commit with a path
+    /// and no proposals (sections 12.4, 16.6). A lost race is caught up; the Update is then
+    /// tried at the next send.
+    private func updateIfDue(_ conversation: String, client: SIMPClient) async throws(ClientError) {
+        let now = clock()
+        guard let renewal = try storeCall({ try store.renewal(of: conversation) }),
+              renewal.sealed >= updateAfter.messages || now - renewal.at >= updateAfter.millis,
+              var current = groups[conversation] else { return }
+        let epoch = current.epoch
+        let output: MLSGroup.CommitOutput
+        let commit: [UInt8]
+        do {
+            output = try current.commit(randomness: randomness)
+            commit = try output.message.mlsEncoded()
+        } catch {
+            throw ClientError("cannot make an Update for \(conversation): \(error)", code: .endToEnd)
+        }
+        if let refused = await Self.submit(commit, to: conversation, epoch: epoch, welcomes: [], client: client) {
+            guard refused.code == .commitConflict else { throw refused }
+            do { try await catchUp(conversation, client: client) } catch { throw Self.clientError(error) }
+            return
+        }
+        try storeCall { try store.saveGroup(conversation, state: try output.group.savedState(), renewedAt: now) }
+        groups[conversation] = output.group
     }
 
     /// Each member's leaf and credential identity ("USER/DEVICE").

@@ -49,6 +49,50 @@ struct SealedMessageTests {
         #expect(inner.content == message.content && inner.messageID == id && inner.type == .textPart)
     }
 
+    static func sealedBytes(_ text: String, in group: inout MLSGroup) throws -> MLSMessage {
+        var message = ClientEngine.plain(text)
+        message.messageID = "1"
+        let sealed = try ConversationKeys.sealed(Outgoing(to: "bob", message: message), in: &group, randomness: random)
+        return try MLSMessage(mlsDecoding: try #require(SealedText.mlsBytes(of: sealed.message.content)))
+    }
+
+    /// Forward secrecy (RFC 9420 section 16.6): a state saved after the receiver read a message
+    /// and a commit came cannot read that message again, and after more commits than the kept
+    /// past epochs, not even one it never read.
+    @Test func aStateSavedAfterACommitCannotDecryptWhatWasCapturedBefore() throws {
+        var (alice, bob) = try Self.pair()
+        let read = try Self.sealedBytes("read before the commit", in: &alice)
+        let unread = try Self.sealedBytes("never read", in: &alice)
+        guard case .application = try bob.process(read) else { Issue.record("not read"); return }
+        for _ in 0..<3 {
+            let update = try alice.commit(randomness: Self.random)
+            alice = update.group
+            #expect(try bob.process(update.message) == .newEpoch(alice.epoch))
+        }
+        let stolen = try MLSGroup(savedState: try bob.savedState(), credentialValidator: nil, proposalApprover: nil)
+        var thief = stolen
+        #expect(throws: (any Error).self) { try thief.process(read) }
+        thief = stolen
+        #expect(throws: (any Error).self, "the epoch's keys are gone after 3 commits") { try thief.process(unread) }
+    }
+
+    /// Post-compromise security (section 16.6): a clone of a device's state taken before that
+    /// device's Update cannot follow the group past it.
+    @Test func aClonedStateCannotDecryptAfterTheVictimsNextUpdate() throws {
+        var (alice, bob) = try Self.pair()
+        let clone = try MLSGroup(savedState: try bob.savedState(), credentialValidator: nil, proposalApprover: nil)
+        let update = try bob.commit(randomness: Self.random)
+        bob = update.group
+        #expect(try alice.process(update.message) == .newEpoch(bob.epoch))
+        let after = try Self.sealedBytes("after the update", in: &alice)
+        guard case .application(_, let data, _, _) = try bob.process(after) else { Issue.record("bob cannot read"); return }
+        #expect(try Simp_Message(serializedBytes: data).content == "after the update")
+        var thief = clone
+        #expect(throws: (any Error).self, "the clone cannot take the victim's commit") { try thief.process(update.message) }
+        thief = clone
+        #expect(throws: (any Error).self, "nor read what follows it") { try thief.process(after) }
+    }
+
     @Test func sizesArePaddedToTheBlock() throws {
         var (sender, _) = try Self.pair()
         var sizes: Set<Int> = []

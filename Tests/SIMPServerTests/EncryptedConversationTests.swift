@@ -1,5 +1,5 @@
 import Foundation
-import SIMPClient
+@testable import SIMPClient
 import SIMPCore
 import SIMPTestSupport
 import Testing
@@ -122,6 +122,31 @@ import Testing
         #expect(await bobLog.wait { $0.messages.contains { $0.id == after && $0.text == "after the change" && $0.encrypted } })
         let reply = try await bob.send(to: "alice", text: "the new device answers")
         #expect(await aliceLog.wait { $0.messages.contains { $0.id == reply && $0.text == "the new device answers" } })
+        for client in [alice, bob] { await client.close() }
+        await cluster.stop()
+    }
+
+    @Test func aDeviceRenewsItsKeysByAnUpdateAfterItsMessagesAndThePeerFollows() async throws {
+        let cluster = try await TestCluster.start()
+        let directories = (0..<2).map { _ in LocalHistoryTests.directory() }
+        defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
+        for user in ["alice", "bob"] { try await cluster.register(user) }
+        let (alice, _) = try await Self.connected(cluster, "alice", directories[0])
+        let (bob, bobLog) = try await Self.connected(cluster, "bob", directories[1])
+        #expect(try await alice.setUpIdentity() == .created)
+        #expect(try await bob.setUpIdentity() == .created)
+        // An Update after every 3 sealed messages instead of 1,000.
+        let store = try await alice.identityStore()
+        let keys = try ConversationKeys(store: store, user: "alice", device: "phone", keys: try #require(try store.ownKeys()),
+                                        checkInterval: .zero, updateAfter: (messages: 3, millis: .max))
+        alice.keyring.withLock { $0 = keys }
+
+        var ids: [String] = []
+        for i in 1...7 { ids.append(try await alice.send(to: "bob", text: "message \(i)")) }
+        #expect(await bobLog.wait { log in ids.allSatisfy { id in log.messages.contains { $0.id == id && $0.encrypted } } })
+        #expect(bobLog.messages.map(\.text) == (1...7).map { "message \($0)" })
+        // The group's creation, then an Update before the 4th and the 7th message.
+        #expect(try await alice.fetchCommits(in: "bob", fromEpoch: 0).epoch == 3)
         for client in [alice, bob] { await client.close() }
         await cluster.stop()
     }
