@@ -65,11 +65,6 @@ extension ClientStore {
         }
     }
 
-    /// Forgets what messages up to `seq` opened to: they are on disk as received messages.
-    func forgetOpened(upTo seq: UInt64) throws {
-        try db.write { db in try db.execute(sql: "DELETE FROM mls_opened WHERE seq <= ?", arguments: [Int64(seq)]) }
-    }
-
     func keyPackages() throws -> [StoredKeyPackage] {
         try db.read { db in
             try Row.fetchAll(db, sql: "SELECT * FROM key_packages ORDER BY lastResort").map { row in

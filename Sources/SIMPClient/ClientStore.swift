@@ -222,6 +222,9 @@ final class ClientStore: Sendable {
             }
             for entry in entries { try Self.insert(entry, recipient: nil, db) }
             try db.execute(sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('lastDelivered', ?)", arguments: [Int64(savedUpTo)])
+            // What sealed messages up to the mark opened to is now in the history: none of them
+            // is taken again (ConversationKeys keeps it only until then).
+            try db.execute(sql: "DELETE FROM mls_opened WHERE seq <= ?", arguments: [Int64(savedUpTo)])
         }
     }
 

@@ -19,6 +19,11 @@ public enum AsyncLoad {
             receiverConfiguration.eventBatches = batched
             let sender = try await SIMPLoad.connectedClient("bench-s\(i)", senderConfiguration, group)
             let receiver = try await SIMPLoad.connectedClient("bench-r\(i)", receiverConfiguration, group)
+            // Identities and KeyPackages first: the first send makes the conversation's group.
+            if placement.endToEnd {
+                _ = try await receiver.setUpIdentity()
+                _ = try await sender.setUpIdentity()
+            }
             pairs.append((sender, receiver))
         }
         progress("running: \(pattern.warmup) s warm-up, \(pattern.duration) s measured")

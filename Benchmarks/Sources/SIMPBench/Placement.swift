@@ -11,6 +11,11 @@ public struct Placement: Sendable {
     /// Every client sends through a congestion window (`ClientConfiguration.congestionControl`).
     public let congestionControl: Bool
 
+    /// Every client keeps its outbox, history and keys in this directory (one file per user).
+    public var dataDirectory: String?
+    /// Every client end-to-end encrypts (`ClientConfiguration.endToEnd`; needs `dataDirectory`).
+    public var endToEnd = false
+
     public init(nodes: [ServerAddress], earlyDelivery: Bool = false, congestionControl: Bool = true) {
         precondition(!nodes.isEmpty, "a placement needs a node")
         self.nodes = nodes
@@ -28,6 +33,8 @@ public struct Placement: Sendable {
         var configuration = ClientConfiguration(servers: Array(nodes[first...] + nodes[..<first]))
         configuration.earlyDelivery = earlyDelivery
         configuration.congestionControl = congestionControl
+        configuration.dataDirectory = dataDirectory
+        configuration.endToEnd = endToEnd
         return configuration
     }
 

@@ -127,11 +127,20 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(name: .customLong("busy-loops"), help: "With --sessions: run this many processes that only burn CPU (yes > /dev/null) for the length of the run, beside the server, Redis and the bench (a starved CPU). With --spawn the report adds the server's push retransmits and sender resends per stored message.")
     var busyLoops = 0
 
+    @Flag(name: .customLong("data-dir"), help: "With --api async: every client keeps a data directory (outbox, history; in a new temporary directory), as an application with a store does.")
+    var dataDirectories = false
+
+    @Flag(name: .customLong("e2e"), help: "With --api async: every client end-to-end encrypts (ClientConfiguration.endToEnd, with a data directory as --data-dir): compare with --data-dir alone.")
+    var endToEnd = false
+
     @Flag(help: "Print the report as one JSON object.")
     var json = false
 
     func validate() throws {
         guard pairs ?? 1 > 0, window > 0, threads > 0 else { throw ValidationError("--pairs, --window and --threads must be positive") }
+        if (dataDirectories || endToEnd) && api != .async {
+            throw ValidationError("--data-dir and --e2e need --api async: a client with a data directory sends with try await send")
+        }
         if let groupMembers {
             let others = [(pairs != nil, "--pairs"), (idle != nil, "--idle"), (receiptFlood, "--receipt-flood"),
                           (inboxFlood, "--inbox-flood"), (early, "--early")]
@@ -416,13 +425,22 @@ struct BenchCommand: AsyncParsableCommand {
         let bench: ProcessGroups = [("bench", [getpid()])]
         guard spawn else {
             let nodes = try Placement.parse(server)
-            return (nil, Placement(nodes: nodes, earlyDelivery: early, congestionControl: congestionControl), Topology(nodes: nodes.count, earlyDelivery: early),
+            return (nil, stored(Placement(nodes: nodes, earlyDelivery: early, congestionControl: congestionControl)), Topology(nodes: nodes.count, earlyDelivery: early),
                     bench + [("server", serverPIDs), ("redis", redisPIDs)].filter { !$0.pids.isEmpty })
         }
         let stack = try await SpawnedStack.start(spawnOptions())
         Self.progress("started \(stack.topology)")
-        return (stack, Placement(nodes: stack.serverAddresses, earlyDelivery: early, congestionControl: congestionControl), stack.topology.withEarlyDelivery(early),
-                bench + [("server", stack.serverPIDs), ("redis", stack.redisPIDs)])
+        return (stack, stored(Placement(nodes: stack.serverAddresses, earlyDelivery: early, congestionControl: congestionControl)),
+                stack.topology.withEarlyDelivery(early), bench + [("server", stack.serverPIDs), ("redis", stack.redisPIDs)])
+    }
+
+    /// `placement` with a new temporary data directory for every client, with `--data-dir` or `--e2e`.
+    private func stored(_ placement: Placement) -> Placement {
+        guard dataDirectories || endToEnd else { return placement }
+        var stored = placement
+        stored.dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("simp-bench-\(UUID().uuidString)").path
+        stored.endToEnd = endToEnd
+        return stored
     }
 
     private func spawnOptions() -> SpawnOptions {
