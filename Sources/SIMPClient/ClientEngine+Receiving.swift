@@ -46,7 +46,7 @@ extension ClientEngine {
 
     private mutating func failed(_ failed: Simp_Failed, now: Moment) {
         acknowledged(failed.messageID, now: now)
-        guard let event = sending.failed(failed) else { return }
+        guard let event = sending.failed(failed, now: now.deadline) else { return }
         writeOutbox(.remove(id: failed.messageID), for: .failed)
         emit(event)
     }

@@ -209,13 +209,19 @@ struct SendTracker: Sendable {
         }
     }
 
-    /// Nil when the message was not waiting for its fate.
-    mutating func failed(_ notice: Simp_Failed) -> ClientEvent? {
+    /// Nil when the message was not waiting for its fate. A refusal is an answer: the server
+    /// is working through what it was sent, so what still waits is not an unanswered flight
+    /// to probe two at a time (`now`: when it came).
+    mutating func failed(_ notice: Simp_Failed, now: NIODeadline? = nil) -> ClientEvent? {
         let id = notice.messageID
         // Accepted is durable: a later failure can only be a resend's store that failed
         // (Redis down), which does not undo the first. The receipt will come.
         guard awaitingDelivery[id] == nil else { return nil }
-        guard outbox.remove(id) != nil || withdrawing.removeValue(forKey: id) != nil else { return nil }
+        if outbox.remove(id) != nil {
+            if let now { outbox.acknowledged(now: now) }
+        } else if withdrawing.removeValue(forKey: id) == nil {
+            return nil
+        }
         forgetOrder(of: id)
         _ = oldestWaiting(to: notice.toUser)
         return .failed(id: id, to: notice.toUser, reason: notice.reason.isEmpty ? notice.code.name : notice.reason, code: ErrorCode(notice.code))

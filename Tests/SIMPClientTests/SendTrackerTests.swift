@@ -200,6 +200,17 @@ import Testing
         #expect(ids(tracker.resends(now: t0 + .milliseconds(1950), bound: true)) == ["c", "d"])
     }
 
+    /// A refusal answers too: after the server refused the first two (a full inbox share, say),
+    /// the rest are not probed two at a time but go again on their timers, all of them.
+    @Test func aRefusalEndsTheProbing() {
+        var tracker = tracker()
+        _ = send(["a", "b", "c", "d"], on: &tracker, now: t0)
+        #expect(ids(tracker.resends(now: t0 + .milliseconds(500), bound: true)) == ["a", "b"])
+        _ = tracker.failed(Simp_Failed(messageID: "a", to: "bob", code: .inboxFull, reason: "full"), now: t0 + .milliseconds(1450))
+        _ = tracker.failed(Simp_Failed(messageID: "b", to: "bob", code: .inboxFull, reason: "full"), now: t0 + .milliseconds(1450))
+        #expect(ids(tracker.resends(now: t0 + .milliseconds(1950), bound: true)) == ["c", "d"])
+    }
+
     @Test func unboundNothingGoesOutButResendsStayDue() {
         var tracker = tracker()
         _ = send(["a"], on: &tracker, now: t0, bound: false)
