@@ -18,6 +18,7 @@ extension ClientEngine {
         device = configuration.device ?? saved.device
         sequencer = InboundSequencer(deliveredUpTo: saved.savedUpTo)
         saves = ReceivedSaves(savedUpTo: saved.savedUpTo)
+        unshown = ShownLedger(waiting: saved.unshown)
         sending.restore(saved, now: now.deadline)
         statuses.restore(saved.statuses)
     }
@@ -145,8 +146,9 @@ extension ClientEngine {
         connect.token = token
         connect.udpPort = UInt32(sessionUDPPort)
         connect.lastSeq = confirmUpTo
+        if receivedUpTo > connect.lastSeq { connect.receivedSeq = receivedUpTo }
         connect.bundles = true
-        connect.early = configuration.earlyDelivery && configuration.dataDirectory == nil
+        connect.early = configuration.earlyDelivery && configuration.dataDirectory == nil && !configuration.confirmWhenShown
         connect.device = device
         actions.append(.request(.connect(connect), .connect(tokenPresented: presented)))
     }

@@ -20,6 +20,7 @@ extension ClientEngine {
         case .bound:
             lifecycle.pathBound()
             actions.append(.pathBound)
+            tellConfirmedReadMarks()
         case .ping(let ping):
             var pong = Simp_Pong()
             pong.nonce = ping.nonce
@@ -177,6 +178,7 @@ extension ClientEngine {
         case .message: break
         }
         emit(.message(message))
+        if configuration.confirmWhenShown, message.from != credentials?.user { unshown.handedOver(message.seq) }
         guard message.group == nil, !message.fromDevice.isEmpty, message.from == credentials?.user,
               let receipt = copyReceipts.shown(id: message.id, to: message.to) else { return }
         emit(.delivered(id: message.id, to: receipt.to, seq: receipt.seq))
@@ -202,7 +204,8 @@ extension ClientEngine {
     }
 
     /// A read receipt (a READ notice in the inbox): the sender's devices hear who read which of
-    /// its messages, the reader's other devices what their user read. Never before `delivered`.
+    /// its messages (a group's notice names the group, `#NAME`: its reader is one member), the
+    /// reader's other devices what their user read. Never before `delivered`.
     private mutating func showReads(_ message: IncomingMessage) {
         let ids = message.text.split(separator: " ").map(String.init)
         if message.from == credentials?.user {
@@ -210,9 +213,16 @@ extension ClientEngine {
             for id in ids { emit(.read(id: id, from: message.to, by: message.from)) }
             return
         }
+        // The user's own messages: to the reader, or to a group the reader is in.
+        let sender = message.group == nil ? message.to : credentials?.user ?? message.to
         for id in ids {
-            if let delivered = sending.deliveryImplied(byReadOf: id) { self.delivered(delivered) }
-            emit(.read(id: id, from: message.to, by: message.from))
+            if let group = message.group {
+                let seq = statuses.status(of: id)?.seq ?? 0
+                if let delivered = sending.memberDeliveryImplied(byReadOf: id, member: message.from, group: group, seq: seq) { emit(delivered) }
+            } else if let delivered = sending.deliveryImplied(byReadOf: id) {
+                self.delivered(delivered)
+            }
+            emit(.read(id: id, from: sender, by: message.from))
         }
     }
 
@@ -225,6 +235,7 @@ extension ClientEngine {
         timers.gapReported(first: first, at: now)
         var receipt = Simp_Receipt()
         receipt.upToSeq = confirmUpTo
+        if receivedUpTo > receipt.upToSeq { receipt.receivedUpToSeq = receivedUpTo }
         receipt.missing = gaps
         sendControl(.receipt(receipt))
     }
@@ -239,6 +250,38 @@ extension ClientEngine {
     mutating func sendReceipt() {
         var receipt = Simp_Receipt()
         receipt.upToSeq = confirmUpTo
+        if receivedUpTo > receipt.upToSeq { receipt.receivedUpToSeq = receivedUpTo }
         sendControl(.receipt(receipt))
+    }
+
+    /// The application showed these (`confirmWhenShown`): what they held is confirmed now,
+    /// then the read marks of what is confirmed are told (the server tells only those); the
+    /// others wait for the messages below them to be shown.
+    mutating func shown(_ seqs: [UInt64], marks: [Simp_ReadMark]) {
+        guard configuration.confirmWhenShown else { return }
+        let rose = unshown.shown(seqs)
+        heldReadMarks += marks
+        if heldReadMarks.count > Self.maxHeldReadMarks { heldReadMarks.removeFirst(heldReadMarks.count - Self.maxHeldReadMarks) }
+        guard session != nil else { return }
+        if rose { sendReceipt() }
+        tellConfirmedReadMarks()
+    }
+
+    /// Read marks held for their messages' confirmation, at most; the oldest go first.
+    static let maxHeldReadMarks = 4_096
+
+    /// Sends the held read marks the session has confirmed, 256 to a request; nobody waits
+    /// for their answer (request id 0).
+    mutating func tellConfirmedReadMarks() {
+        guard !heldReadMarks.isEmpty else { return }
+        let confirmed = confirmUpTo
+        let due = heldReadMarks.filter { $0.seq <= confirmed }
+        guard !due.isEmpty else { return }
+        heldReadMarks.removeAll { $0.seq <= confirmed }
+        for start in stride(from: 0, to: due.count, by: 256) {
+            var request = Simp_ReadRequest()
+            request.reads = Array(due[start..<min(start + 256, due.count)])
+            sendControl(.markRead(request))
+        }
     }
 }

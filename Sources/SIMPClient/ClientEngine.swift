@@ -28,6 +28,9 @@ struct ClientEngine {
         case send([Outgoing])
         /// The application holds a handle on this message's status (`sendTracked`, `status(of:)`).
         case track(id: String)
+        /// With `confirmWhenShown`: the application showed the received messages at these seqs
+        /// (`markShown`, `markRead`), and these read marks of them are to be told.
+        case shown([UInt64], marks: [Simp_ReadMark])
         case typing(to: String)
         case disconnect
         /// The task awaiting `connect` was cancelled: that connect ends, nothing is retried.
@@ -267,7 +270,15 @@ struct ClientEngine {
     /// than its saved mark.
     var saves = ReceivedSaves(savedUpTo: 0)
     /// What the next receipt confirms: the delivered mark, or with a store the saved mark.
-    var confirmUpTo: UInt64 { hasStore ? saves.savedUpTo : sequencer.deliveredUpTo }
+    /// Everything up to it is here, in order (with a store: saved).
+    var receivedUpTo: UInt64 { hasStore ? saves.savedUpTo : sequencer.deliveredUpTo }
+    /// What receipts confirm: all that was received, or with `confirmWhenShown` what was shown below it.
+    var confirmUpTo: UInt64 { configuration.confirmWhenShown ? unshown.confirmable(received: receivedUpTo) : receivedUpTo }
+    /// With `confirmWhenShown`: what was handed over and not yet shown.
+    var unshown = ShownLedger()
+    /// With `confirmWhenShown`: read marks of messages not confirmed yet (one below them is
+    /// not shown), told once they are: the server tells only what the session confirmed.
+    var heldReadMarks: [Simp_ReadMark] = []
 
     init(configuration: ClientConfiguration, random: @escaping @Sendable () -> UInt64) {
         self.configuration = configuration
@@ -326,6 +337,7 @@ struct ClientEngine {
         case .partsRecovered(let found): partsRecovered(found, now: now)
         case .historyWritten(let result): historyWritten(result)
         case .track(let id): statuses.track(id)
+        case .shown(let seqs, let marks): shown(seqs, marks: marks)
         }
     }
 

@@ -10,13 +10,15 @@ extension ClientStore {
         // Once: a message received again changes nothing; only a long message's whole fills its
         // place, which its first part took.
         try db.execute(sql: """
-            INSERT INTO history (id, conversation, sender, outgoing, text, imageURL, sentAt, seq, unread, stage, recipient, complete, parts)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            ON CONFLICT (sender, id) DO UPDATE SET text = excluded.text, seq = excluded.seq, parts = excluded.parts, complete = 1
+            INSERT INTO history (id, conversation, sender, outgoing, text, imageURL, sentAt, seq, unread, stage, recipient, complete, parts,
+                groupSeq)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT (sender, id) DO UPDATE SET text = excluded.text, seq = excluded.seq, parts = excluded.parts, complete = 1,
+                groupSeq = excluded.groupSeq
             WHERE excluded.complete = 1 AND history.complete = 0
             """, arguments: [entry.id, entry.conversation, entry.from, entry.outgoing, entry.text, entry.imageURL, entry.sentAt,
                              Int64(entry.seq), entry.unread, entry.stage?.name, recipient ?? (entry.outgoing ? entry.conversation : nil),
-                             entry.complete, entry.parts])
+                             entry.complete, entry.parts, Int64(entry.groupSeq)])
     }
 
     /// Records where a message the user sent stands (the user's own, from any of its devices).
@@ -99,6 +101,6 @@ extension ClientStore {
         }
         return LocalMessage(id: row["id"], conversation: row["conversation"], from: row["sender"], isOutgoing: outgoing,
                             text: row["text"], imageLink: row["imageURL"], sentMillis: row["sentAt"], seq: UInt64(row["seq"] as Int64), position: row["position"],
-                            status: status, unread: row["unread"], parts: row["parts"])
+                            status: status, unread: row["unread"], parts: row["parts"], groupSeq: UInt64(row["groupSeq"] as Int64))
     }
 }

@@ -23,16 +23,21 @@ final class ClientStore: Sendable {
         var accepted: [(id: String, to: String, seq: UInt64)]
         /// The latest of the user's messages whose fate is still open, as the history recorded them.
         var statuses: [MessageStatus] = []
+        /// The seqs of received messages the history counts unread (`confirmWhenShown` holds them).
+        var unshown: [UInt64] = []
     }
 
     /// The user whose file this is: the sender of its own messages in the history.
     let user: String
 
     init(directory: String, user: String) throws {
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        // The user's alone: the file holds private keys and login state.
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o700])
         path = (directory as NSString).appendingPathComponent("\(user).sqlite")
         self.user = user
         db = try DatabaseQueue(path: path)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
         try Self.migrator(user: user).migrate(db)
     }
 
@@ -84,6 +89,23 @@ final class ClientStore: Sendable {
                                      (seq > 0 ? MessageStatus.Stage.accepted : .sending).name, message.toUser])
             }
         }
+        // A received group message's place in the group's order: what its read mark names.
+        migrator.registerMigration("v3-group-seq") { db in
+            try db.execute(sql: "ALTER TABLE history ADD COLUMN groupSeq INTEGER NOT NULL DEFAULT 0")
+        }
+        migrator.registerMigration("v4-identity") { db in
+            // The user's identity key (Ed25519) and this device's key, private: the file is the
+            // user's alone (`ClientStore.init`). `peers`: each peer's identity key as first
+            // seen, and whether the user verified it (docs/E2EE.md, "Verification").
+            try db.execute(sql: """
+                CREATE TABLE identity (
+                    user TEXT PRIMARY KEY, identityKey BLOB NOT NULL, deviceKey BLOB NOT NULL,
+                    published INTEGER NOT NULL DEFAULT 0);
+                CREATE TABLE peers (
+                    user TEXT PRIMARY KEY, identityKey BLOB NOT NULL, verified INTEGER NOT NULL DEFAULT 0,
+                    seenAt INTEGER NOT NULL);
+                """)
+        }
         return migrator
     }
 
@@ -98,6 +120,8 @@ final class ClientStore: Sendable {
             let last = try Int64.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'lastDelivered'") ?? 0
             let device = try Int64.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'device'") ?? 0
             var saved = Saved(device: Self.deviceName(device), savedUpTo: UInt64(last), pending: [], accepted: [])
+            saved.unshown = try Int64.fetchAll(db, sql: "SELECT seq FROM history WHERE outgoing = 0 AND unread = 1 AND complete = 1 AND seq > 0")
+                .map { UInt64($0) }
             // Latest first, so each pending message knows whether a later one to its recipient
             // was accepted (then it may no longer be stored: `overtaken`).
             var acceptedTo: Set<String> = []

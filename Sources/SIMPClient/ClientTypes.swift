@@ -74,6 +74,18 @@ public struct ClientConfiguration: Sendable {
     /// store then fails, `.retracted` says so. Not with a `dataDirectory`, which keeps
     /// received messages by seq.
     public var earlyDelivery = false
+    /// **Delivered** means shown: the client confirms a message to the server (so its sender
+    /// hears `delivered`) only once the application said it showed it, with `markShown(in:)`
+    /// (a `dataDirectory`'s history) or `markRead(_:)`. Until then the message is held: the
+    /// server stops pushing it, but it stays in the inbox, counts against its sender's
+    /// unconfirmed messages, and comes again in the next session if the process ends first
+    /// (with a `dataDirectory`, messages the history still counts unread stay held across a
+    /// restart). Confirmation is cumulative, so one message not shown holds its senders'
+    /// `delivered` for those after it too. Read receipts are unchanged: a user with them off
+    /// tells no one what was read, but still confirms what was shown. Off (the default), a
+    /// message counts as delivered once handed over (and, with a `dataDirectory`, saved).
+    /// Takes nothing early (`earlyDelivery`).
+    public var confirmWhenShown = false
     /// Send under a congestion window and pacing (docs/PROTOCOL.md, Congestion control): what
     /// the path does not take waits in the client, and a loss the server reports slows it.
     /// Off, every message leaves at once and only the retransmit timers and the server's
@@ -397,7 +409,8 @@ public enum ClientEvent: Sendable, Equatable {
     /// `by` invited the user to `group` (`acceptGroup`, `declineGroup`); on every device.
     case groupInvited(group: String, by: String)
     /// `by` read the message `id` that `from` sent: on the sender's devices after its
-    /// `delivered`, and on the reader's other devices (then `by` is the user).
+    /// `delivered` (for a group message: after `by`'s `memberDelivered`; `by` is the member
+    /// who read it), and on the reader's other devices (then `by` is the user).
     case read(id: String, from: String, by: String)
     /// It will not be delivered; the reason says why, and `code` is the server's error code
     /// when the server refused it (nil when the client gave up: disconnected, withdrawn).
@@ -417,6 +430,11 @@ public enum ClientEvent: Sendable, Equatable {
     /// `count` events, the oldest, were dropped in its place. The application reads what it
     /// missed from the local history (`conversations()`, `messages(in:)`) and the statuses.
     case eventsDropped(count: Int)
+    /// `user`'s identity key is not the one this device saw before (`safetyNumber(with:)`):
+    /// they lost every device and made a new identity, or someone, the server included, put
+    /// another key in their place. Compare the new safety number before trusting it; a
+    /// verified peer is no longer verified.
+    case identityChanged(user: String)
 }
 
 public struct ClientError: Error, Sendable, Equatable, CustomStringConvertible {

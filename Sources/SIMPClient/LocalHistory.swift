@@ -35,21 +35,55 @@ public struct LocalMessage: Sendable, Equatable {
     public var unread: Bool
     /// How many parts a long message came in; 1 for others.
     public var parts = 1
+    /// A received group message: its place in the group's order (what its read mark names);
+    /// 0 for others, and for one kept before the history recorded it.
+    var groupSeq: UInt64 = 0
 
     /// The id a read mark names: a long message's last part (the entry at `seq`).
     var markID: String {
         parts > 1 ? LongText.PartID(base: id, index: parts, count: parts).description : id
     }
 
-    /// The read marks that tell senders what was shown: one per received, numbered one-to-one
-    /// message (the server takes no read marks for group messages).
+    /// The read marks that tell senders what was shown: one per received, numbered message; a
+    /// group message's names its group and place in the group's order (one kept without its
+    /// place, before the history recorded it, is left out).
     static func readMarks(_ shown: [LocalMessage]) -> [Simp_ReadMark] {
-        shown.filter { !$0.isOutgoing && $0.seq > 0 && GroupName.addressed(by: $0.conversation) == nil }.map { message in
-            var mark = Simp_ReadMark()
-            mark.fromUser = message.from
-            mark.messageID = message.markID
-            mark.seq = message.seq
-            return mark
+        shown.compactMap { message in
+            guard !message.isOutgoing, message.seq > 0 else { return nil }
+            let group = GroupName.addressed(by: message.conversation)
+            guard group == nil || message.groupSeq > 0 else { return nil }
+            return Simp_ReadMark(from: message.from, id: message.markID, seq: message.seq, group: group, groupSeq: message.groupSeq)
+        }
+    }
+}
+
+extension IncomingMessage {
+    /// The read mark of a message another user sent `reader`, one to one or in a group; nil for
+    /// notices, group changes, the user's own (a copy from another device) and messages handed
+    /// over early and never numbered (`seq` 0). Every group message carries its sender's
+    /// device, so a group's own are told apart by their sender.
+    func readMark(reader: String?) -> Simp_ReadMark? {
+        guard kind == .message, groupChange == nil, seq > 0 else { return nil }
+        if let group {
+            guard groupSeq > 0, let reader, from != reader else { return nil }
+            return Simp_ReadMark(from: from, id: markID, seq: seq, group: group, groupSeq: groupSeq)
+        }
+        guard fromDevice.isEmpty else { return nil }
+        return Simp_ReadMark(from: from, id: markID, seq: seq, group: nil, groupSeq: 0)
+    }
+}
+
+extension Simp_ReadMark {
+    /// The mark of the message `id` from `from` at `seq` in the reader's inbox, and for a group
+    /// message its group and place in the group's order.
+    init(from: String, id: String, seq: UInt64, group: String?, groupSeq: UInt64) {
+        self.init()
+        fromUser = from
+        messageID = id
+        self.seq = seq
+        if let group {
+            self.group = group
+            self.groupSeq = groupSeq
         }
     }
 }
@@ -77,6 +111,8 @@ struct HistoryEntry: Sendable, Equatable {
     var seq: UInt64
     /// Counts as unread until the application marks it shown.
     var unread: Bool
+    /// A received group message's place in the group's order (`LocalMessage.groupSeq`).
+    var groupSeq: UInt64 = 0
     /// For the user's own: where it stands when written.
     var stage: MessageStatus.Stage?
     /// False for a long message of which only some parts came: it takes its place in the
@@ -95,7 +131,8 @@ struct HistoryEntry: Sendable, Equatable {
                             text: message.part == nil ? message.text : "", imageURL: message.imageLink, sentAt: message.sentMillis,
                             seq: message.seq,
                             // A copy of the user's own, sent from another device: accepted, its delivery still to come.
-                            unread: !own, stage: own ? .accepted : nil, complete: message.part == nil, parts: message.parts)
+                            unread: !own, groupSeq: own ? 0 : message.groupSeq, stage: own ? .accepted : nil, complete: message.part == nil,
+                            parts: message.parts)
     }
 
     /// A message this device sends, as `send` writes it (the whole of a long text).

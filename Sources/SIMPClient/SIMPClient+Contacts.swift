@@ -73,16 +73,19 @@ extension SIMPClient {
     }
 
     /// Tells the senders of these messages (and this user's other devices) that the user read
-    /// them, unless the user turned read receipts off. Only what the client confirmed counts
-    /// (a message is never read before it is delivered); group messages, notices and messages
-    /// handed over early and never numbered (`seq` 0) are left out. Up to 256 at a time.
+    /// them, unless the user turned read receipts off; a group message's sender hears which
+    /// member read it. Only what the client confirmed counts (a message is never read before it
+    /// is delivered); notices, group changes and messages handed over early and never numbered
+    /// (`seq` 0) are left out. Up to 256 at a time.
+    /// With `confirmWhenShown`, they are confirmed first (their senders hear **delivered**),
+    /// read receipts on or off; a read mark then waits until every message before it was
+    /// shown (confirmation is cumulative, and the server tells only what was confirmed), and
+    /// this returns without waiting for the server.
     public func markRead(_ messages: [IncomingMessage]) async throws(ClientError) {
-        let marks = messages.filter { $0.kind == .message && $0.group == nil && $0.seq > 0 && $0.fromDevice.isEmpty }.map { message in
-            var mark = Simp_ReadMark()
-            mark.fromUser = message.from
-            mark.messageID = message.markID
-            mark.seq = message.seq
-            return mark
+        let reader = try? await loop.submit { [self] in engine.credentials?.user }.get()
+        let marks = messages.compactMap { $0.readMark(reader: reader) }
+        if configuration.confirmWhenShown {
+            return showed(messages.filter { $0.kind == .message }.map(\.seq), marks: marks)
         }
         for start in stride(from: 0, to: marks.count, by: 256) {
             var request = Simp_ReadRequest()

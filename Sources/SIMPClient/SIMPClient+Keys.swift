@@ -38,19 +38,48 @@ public struct CertifiedDevice: Sendable, Equatable {
 /// A user's entry in the server's key directory (docs/E2EE.md, Part 2): as the server gave it,
 /// so nothing in it is trusted. `verifiedDevices` keeps the certificates that verify under the
 /// identity key; whether the identity key itself is the user's is the caller's to establish
-/// (safety numbers, a later part).
+/// (safety numbers).
 public struct KeyDirectoryEntry: Sendable, Equatable {
     public var user: String
     public var identityKey: [UInt8]
     /// When this identity key was published, by the server's clock.
     public var identitySince: Date
-    public var devices: [UnverifiedDeviceCertificate]
+    /// The device certificates as the server gave them: unverified.
+    public var devices: [CertifiedDevice]
 
-    /// The device certificates whose signatures verify under `identityKey`, by device name;
-    /// none if the identity key is no Ed25519 key.
-    public var verifiedDevices: [DeviceCertificate] {
+    public init(user: String, identityKey: [UInt8], identitySince: Date, devices: [CertifiedDevice]) {
+        self.user = user
+        self.identityKey = identityKey
+        self.identitySince = identitySince
+        self.devices = devices
+    }
+
+    /// The device certificates whose signatures verify under `identityKey`, in the entry's
+    /// order; none if the identity key is no Ed25519 key.
+    public var verifiedDevices: [VerifiedDevice] {
         guard let identity = IdentityKey(identityKey) else { return [] }
-        return devices.compactMap { try? $0.verified(by: identity) }
+        return devices.compactMap { device in
+            let unverified = UnverifiedDeviceCertificate(user: user, device: device.device, deviceKey: device.deviceKey, signature: device.signature)
+            return (try? unverified.verified(by: identity)).map(VerifiedDevice.init)
+        }
+    }
+}
+
+/// A device whose certificate verified under its user's identity key (`KeyDirectoryEntry.verifiedDevices`):
+/// made only by that check.
+public struct VerifiedDevice: Sendable, Equatable {
+    public let user: String
+    public let device: String
+    /// Ed25519 public key, 32 bytes.
+    public let deviceKey: [UInt8]
+    /// The identity key the certificate verified under.
+    public let identityKey: [UInt8]
+
+    init(_ certificate: DeviceCertificate) {
+        user = certificate.user
+        device = certificate.device
+        deviceKey = certificate.deviceKey
+        identityKey = certificate.identity.rawRepresentation
     }
 }
 
@@ -117,7 +146,7 @@ extension SIMPClient {
         return try await ask(.keyDirectory(request), "a key directory request") { body in
             guard case .keyDirectoryEntry(let entry)? = body else { return nil }
             return KeyDirectoryEntry(user: entry.user, identityKey: Array(entry.identityKey), identitySince: Date(millis: entry.identitySince),
-                                     devices: entry.devices.map { UnverifiedDeviceCertificate(user: entry.user, $0) })
+                                     devices: entry.devices.map { CertifiedDevice(device: $0.device, deviceKey: Array($0.deviceKey), signature: Array($0.signature)) })
         }
     }
 

@@ -45,8 +45,9 @@ extension SIMPClient {
 
     /// The application showed a conversation's received messages up to `position` (nil: all):
     /// they no longer count as unread. While connected, their senders are told they were read
-    /// (`markRead`; one-to-one messages only, and only if the user has read receipts on);
-    /// offline only the local history changes. Returns the messages marked.
+    /// (`markRead`, group messages too; only if the user has read receipts on);
+    /// offline only the local history changes. With `confirmWhenShown`, they are confirmed
+    /// too: their senders hear **delivered**. Returns the messages marked.
     @discardableResult
     public func markShown(in conversation: String, upTo position: Int64? = nil) async throws(ClientError) -> [LocalMessage] {
         let store = try await openedStore()
@@ -57,6 +58,10 @@ extension SIMPClient {
             throw ClientError("cannot mark messages shown in \(error.path): \(error.reason)")
         }
         let marks = LocalMessage.readMarks(marked)
+        if configuration.confirmWhenShown {
+            showed(marked.filter { !$0.isOutgoing }.map(\.seq), marks: marks)
+            return marked
+        }
         guard connectedServer != nil else { return marked }
         for start in stride(from: 0, to: marks.count, by: 256) {
             var request = Simp_ReadRequest()
@@ -87,6 +92,14 @@ extension SIMPClient {
         statusWatchers.started(id, to: user)
         track(id)
         return MessageHandle(id: id, to: user, watchers: statusWatchers)
+    }
+
+    /// With `confirmWhenShown`: the messages at these seqs were shown, so their receipt goes,
+    /// then these read marks, each once what it marks is confirmed (`ClientEngine.shown`).
+    func showed(_ seqs: [UInt64], marks: [Simp_ReadMark]) {
+        guard !seqs.isEmpty || !marks.isEmpty else { return }
+        guard loop.inEventLoop else { return loop.execute { [self] in handle(.shown(seqs, marks: marks)) } }
+        handle(.shown(seqs, marks: marks))
     }
 
     /// Tells the engine a handle follows `id`, before anything sent after this call.

@@ -350,7 +350,7 @@ public final class SIMPClient: @unchecked Sendable {
         }
     }
 
-    private func deliver(_ event: ClientEvent) {
+    func deliver(_ event: ClientEvent) {
         eventHandler?(event)
         if hub.publish(event) { loop.execute { [self] in hub.flushBatch() } }
     }

@@ -179,6 +179,15 @@ struct SendTracker: Sendable {
         for old in dropped { membersConfirmed[old] = nil }
     }
 
+    /// The `memberDelivered` a member's read implies, unless that member's confirmation was
+    /// reported already (its own notice may still be on the way, from another node); the
+    /// notice that comes after it is then not reported again.
+    mutating func memberDeliveryImplied(byReadOf id: String, member: String, group: String, seq: UInt64) -> ClientEvent? {
+        rememberMembers(of: id)
+        guard !memberSeenBefore(id, member) else { return nil }
+        return .memberDelivered(id: id, to: GroupName.address(group), member: member, seq: seq)
+    }
+
     /// Whether this member's confirmation of a message this client sent was reported already.
     private mutating func memberSeenBefore(_ id: String, _ member: String) -> Bool {
         guard membersConfirmed[id] != nil else { return false }

@@ -47,6 +47,29 @@ extension Conformance {
             guard let read = try x.push(of: { $0.type == .read }) else { throw ConformanceFailure("no READ pushed") }
             try expect(read.fromUser == yName && read.content == "r1", "READ: \(read)")
         },
+        ConformanceCheck("4.20", "4. Messages, Receipts",
+                         "a receipt that holds what it received (`receivedUpToSeq` above `upToSeq`) confirms nothing more: a read mark of a held message is left out, one of a confirmed message is told") { target in
+            // Accounts of their own: another check's READ left in an inbox would come first.
+            let (x, xName) = try target.boundPeer("s")
+            let (y, yName) = try target.boundPeer("t")
+            try strangers(x, xName, y, yName)
+            x.sendDatagram(.data, try message(id: "h1", to: yName, order: 1))
+            x.sendDatagram(.data, try message(id: "h2", to: yName, order: 2))
+            guard let first = try y.push(of: "h1"), let second = try y.push(of: "h2") else { throw ConformanceFailure("not pushed") }
+            func mark(_ pushed: Simp_Message, _ id: String) -> Simp_Envelope.OneOf_Body {
+                .markRead(.with { $0.reads = [.with { $0.fromUser = pushed.fromUser; $0.messageID = id; $0.seq = pushed.seq }] })
+            }
+            // Both arrived, neither is confirmed: the mark of h1 must be left out.
+            let held = Simp_Envelope(requestID: 40, .receipt(.with { $0.upToSeq = first.seq - 1; $0.receivedUpToSeq = second.seq }))
+            y.writeRaw(y.frame(held) + y.frame(Simp_Envelope(requestID: 41, mark(first, "h1"))))
+            guard case .ok? = try y.response(to: 41)?.body else { throw ConformanceFailure("the first markRead was not answered ok") }
+            // Now both are confirmed, and h2 is marked: its READ is the first x gets.
+            let confirmed = Simp_Envelope(requestID: 42, .receipt(.with { $0.upToSeq = second.seq }))
+            y.writeRaw(y.frame(confirmed) + y.frame(Simp_Envelope(requestID: 43, mark(second, "h2"))))
+            guard case .ok? = try y.response(to: 43)?.body else { throw ConformanceFailure("the second markRead was not answered ok") }
+            guard let read = try x.push(of: { $0.type == .read }) else { throw ConformanceFailure("no READ pushed") }
+            try expect(read.content == "h2", "the first READ names \(read.content): a held receipt was taken as confirming h1")
+        },
         ConformanceCheck("2.5", "2. Datagrams, Typing and presence", "a TYPING datagram naming a user reaches that user as a TYPING datagram naming the typer") { target in
             let (x, xName) = try target.boundPeer("c")
             let (y, yName) = try target.boundPeer("d")

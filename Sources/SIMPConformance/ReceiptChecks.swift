@@ -3,7 +3,8 @@ import SIMPCore
 import SIMPTestSupport
 
 extension Conformance {
-    /// Receipts with `missing`, history and group membership (section 1, History pages, and 4).
+    /// Receipts with `missing`, history, group membership and a group's read receipt (section 1,
+    /// History pages, and 4).
     static let receipts: [ConformanceCheck] = [
         ConformanceCheck("4.10", "4. Messages", "a receipt naming a seq as missing gets that message pushed again, and confirming it delivers it") { target in
             let (alice, _) = try target.boundPeer("a")
@@ -62,6 +63,38 @@ extension Conformance {
             try expect(list.invitations.isEmpty, "the blocker's invitations: \(list.invitations)")
             let accepted = try bobPeer.request(23, .groupRequest(.with { $0.action = .accept; $0.group = group }))
             try expect(errorCode(accepted) == .notInvited, "ACCEPT with no invitation: \(describe(accepted))")
+        },
+        ConformanceCheck("4.19", "4. Messages, Read receipts",
+                         "a member's receipt and read mark of a group message (its group and place named) reach its sender as a READ push naming the group") { target in
+            let (alice, aliceName) = try target.boundPeer("a")
+            let (bobPeer, bob) = try target.boundPeer("b")
+            // 4.13 leaves a block behind: undone (an error when there is none is no matter).
+            _ = try bobPeer.request(39, .contactRequest(.with { $0.action = .unblock; $0.user = aliceName }))
+            let group = "g" + String(UInt32.random(in: 0...UInt32.max), radix: 36)
+            let created = try alice.request(40, .groupRequest(.with { $0.action = .create; $0.group = group; $0.users = [bob] }))
+            guard case .groupAnswer(let made)? = created?.body else { throw ConformanceFailure("create: \(describe(created))") }
+            if !made.members.contains(where: { $0.name == bob }) {
+                let accepted = try bobPeer.request(41, .groupRequest(.with { $0.action = .accept; $0.group = group }))
+                guard case .groupAnswer? = accepted?.body else { throw ConformanceFailure("accept: \(describe(accepted))") }
+            }
+            alice.sendDatagram(.data, try message(id: "gr1", to: "#" + group, order: 1))
+            guard try alice.answers(until: "gr1").last?.kind == "accepted" else { throw ConformanceFailure("not accepted") }
+            guard let pushed = try bobPeer.push(of: "gr1") else { throw ConformanceFailure("not pushed to the member") }
+            let mark = Simp_Envelope(requestID: 43, .markRead(.with {
+                $0.reads = [.with {
+                    $0.fromUser = pushed.fromUser
+                    $0.messageID = "gr1"
+                    $0.seq = pushed.seq
+                    $0.group = group
+                    $0.groupSeq = pushed.groupSeq
+                }]
+            }))
+            // One write, the receipt first: the mark sees it.
+            bobPeer.writeRaw(bobPeer.frame(Simp_Envelope(requestID: 42, .receipt(.with { $0.upToSeq = pushed.seq }))) + bobPeer.frame(mark))
+            let marked = try bobPeer.response(to: 43)
+            guard case .ok? = marked?.body else { throw ConformanceFailure("markRead: \(describe(marked))") }
+            guard let read = try alice.push(of: { $0.type == .read }) else { throw ConformanceFailure("no READ pushed to the sender") }
+            try expect(read.fromUser == bob && read.toUser == "#" + group && read.content == "gr1", "READ: \(read)")
         },
     ]
 }

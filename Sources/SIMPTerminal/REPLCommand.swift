@@ -15,10 +15,14 @@ public enum REPLCommand: Equatable, Sendable {
     case group(GroupCommand)
     case groups
     case contact(ContactCommand)
-    /// `/read USER`: mark every message shown from USER read.
+    /// `/read USER` or `/read #GROUP`: mark every message shown from USER (one to one), or in
+    /// GROUP, read.
     case read(peer: String)
     /// `/presence`: contacts and group members, online or when last seen.
     case presence
+    /// `/verify USER`: the safety number with USER; `/verify USER NUMBER`: mark USER verified,
+    /// NUMBER being the safety number the two compared.
+    case verify(user: String, number: String?)
     case help
     /// `/logout`, or `/logout --all`: every login of the user ends, on all its devices.
     case logout(everywhere: Bool)
@@ -84,8 +88,9 @@ public enum REPLCommand: Equatable, Sendable {
       /block USER           nothing USER sends reaches you (/unblock USER; /blocked lists them)
       /set contacts-only on|off   take messages from contacts only (/set alone: your settings)
       /presence             your contacts and group members: online, or when last seen
+      /verify USER [NUMBER] the safety number you and USER compare; with it, mark USER verified
       /set last-seen on|off       let them see yours (default on)
-      /read USER            mark what was shown from USER read (in a /to conversation it is at once)
+      /read USER|#GROUP     mark what was shown from USER or in #GROUP read (in a /to conversation it is at once)
       /set read-receipts on|off   tell senders what you read, and hear what they read (default on)
     history:
       /history USER [N]     show the last N messages with USER (default 20, at most 1000)
@@ -148,10 +153,19 @@ public enum REPLCommand: Equatable, Sendable {
         case "/presence":
             guard parts.count == 1 else { throw ParseError(message: "usage: /presence") }
             return .presence
-        case "/read":
-            guard parts.count == 2 else { throw ParseError(message: "usage: /read USER") }
-            if GroupName.addressed(by: parts[1]) != nil { throw ParseError(message: "group messages are not marked read") }
+        case "/verify":
+            guard parts.count >= 2 else { throw ParseError(message: "usage: /verify USER [SAFETY-NUMBER]") }
             guard UserName.isValid(parts[1]) else { throw ParseError(message: "not a user name: \(parts[1])") }
+            let number = parts.dropFirst(2).joined().filter { !$0.isWhitespace }
+            guard number.isEmpty || (number.count == 60 && number.allSatisfy(\.isASCII) && number.allSatisfy(\.isNumber)) else {
+                throw ParseError(message: "a safety number is 60 digits (spaces allowed)")
+            }
+            return .verify(user: parts[1], number: number.isEmpty ? nil : number)
+        case "/read":
+            guard parts.count == 2 else { throw ParseError(message: "usage: /read USER|#GROUP") }
+            guard UserName.isValid(parts[1]) || GroupName.addressed(by: parts[1]) != nil else {
+                throw ParseError(message: "not a user or group name: \(parts[1])")
+            }
             return .read(peer: parts[1])
         case "/contact", "/contacts", "/block", "/unblock", "/blocked", "/set": return .contact(try parseContact(trimmed))
         case "/help": return .help

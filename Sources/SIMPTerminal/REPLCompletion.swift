@@ -7,8 +7,8 @@ import SIMPCore
 /// Pure: the line editor asks with the text before the cursor.
 public enum REPLCompletion {
     public static let commands = ["/to", "/send", "/image", "/history", "/status", "/devices", "/device", "/groups", "/group",
-                                  "/contacts", "/contact", "/block", "/unblock", "/blocked", "/set", "/read", "/presence", "/help", "/logout", "/quit"]
-    static let commandsTakingUser: Set<String> = ["/to", "/send", "/image", "/history", "/block", "/unblock", "/read"]
+                                  "/contacts", "/contact", "/block", "/unblock", "/blocked", "/set", "/read", "/presence", "/verify", "/help", "/logout", "/quit"]
+    static let commandsTakingUser: Set<String> = ["/to", "/send", "/image", "/history", "/block", "/unblock", "/read", "/verify"]
     static let groupActions = ["create", "add", "remove", "admin", "leave", "members", "accept", "decline"]
     static let contactActions = ["add", "accept", "decline", "remove"]
 

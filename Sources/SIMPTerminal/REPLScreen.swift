@@ -151,6 +151,12 @@ public struct REPLScreen: Sendable {
 
     // MARK: events
 
+    /// What the user is told when a peer's identity key changed (`ClientEvent.identityChanged`).
+    public static func identityChangedText(_ user: String) -> String {
+        "\(TerminalText.escaped(user))'s identity key changed: they made a new identity, or someone put another key in their place; "
+            + "compare the safety number again (/verify \(TerminalText.escaped(user))) before you trust it"
+    }
+
     /// The lines for one client event; `now` stamps a message that carries no time.
     public mutating func handle(_ event: ClientEvent, now: Date) -> [String] {
         switch event {
@@ -220,6 +226,8 @@ public struct REPLScreen: Sendable {
             return [error(message)]
         case .eventsDropped(let count):
             return [error(Self.droppedEventsText(count))]
+        case .identityChanged(let user):
+            return [error(Self.identityChangedText(user))]
         @unknown default:
             return []
         }

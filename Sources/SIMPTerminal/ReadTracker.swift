@@ -1,8 +1,9 @@
 import SIMPClient
+import SIMPCore
 
 /// Which messages a REPL showed and has not yet marked read, and which are due to be marked:
-/// those shown while their sender's conversation is open (`/to`), and all shown from a user
-/// on `/read USER`. Pure: the REPL sends what `takeDue` hands over.
+/// those shown while their conversation is open (`/to USER`, `/to #GROUP`), and all shown in a
+/// conversation on `/read USER` or `/read #GROUP`. Pure: the REPL sends what `takeDue` hands over.
 public struct ReadTracker: Sendable {
     /// Shown, not marked, oldest first; the oldest are forgotten past `capacity`.
     private var unread: [IncomingMessage] = []
@@ -13,16 +14,24 @@ public struct ReadTracker: Sendable {
         self.capacity = capacity
     }
 
-    /// Whether a message can be marked read: a user's message to this user (not a notice, nor a
-    /// group's, nor one sent from another of the user's devices), numbered.
+    /// Whether a message can be marked read: a user's message to this user (not a notice, nor
+    /// one sent from another of the user's devices) or to one of its groups (not a change; with
+    /// its place in the group's order), numbered. Every group message names its sender's
+    /// device: the user's own among them are left out by `SIMPClient.markRead`.
     public static func markable(_ message: IncomingMessage) -> Bool {
-        message.kind == .message && message.group == nil && message.fromDevice.isEmpty && message.seq > 0
+        guard message.kind == .message, message.groupChange == nil, message.seq > 0 else { return false }
+        return message.group == nil ? message.fromDevice.isEmpty : message.groupSeq > 0
     }
 
-    /// `message` was shown; with its sender's conversation open it is read now.
+    /// The conversation a message is shown in: its sender, or `#NAME` for a group's.
+    static func conversation(of message: IncomingMessage) -> String {
+        message.group.map(GroupName.address) ?? message.from
+    }
+
+    /// `message` was shown; with its conversation open it is read now.
     public mutating func shown(_ message: IncomingMessage, conversation: String?) {
         guard Self.markable(message) else { return }
-        if message.from == conversation {
+        if Self.conversation(of: message) == conversation {
             due.append(message)
             return
         }
@@ -30,11 +39,12 @@ public struct ReadTracker: Sendable {
         if unread.count > capacity { unread.removeFirst(unread.count - capacity) }
     }
 
-    /// Everything shown from `peer` is due to be marked read; how many.
+    /// Everything shown from `peer` (one to one), or in the group `peer` (`#NAME`), is due to
+    /// be marked read; how many.
     @discardableResult
     public mutating func markAll(from peer: String) -> Int {
-        let taken = unread.filter { $0.from == peer }
-        unread.removeAll { $0.from == peer }
+        let taken = unread.filter { Self.conversation(of: $0) == peer }
+        unread.removeAll { Self.conversation(of: $0) == peer }
         due += taken
         return taken.count
     }

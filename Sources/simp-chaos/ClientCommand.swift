@@ -81,7 +81,8 @@ private final class JSONLines: @unchecked Sendable {
         case .error(let message, _): emit(["event": "error", "message": message])
         case .eventsDropped(let count):
             emit(["event": "error", "message": "events dropped: \(count) (this consumer fell behind its buffer; read the local history to catch up)"])
-        case .groupAccepted, .memberDelivered, .groupChanged, .contactRequest, .contactAccepted, .groupInvited, .read, .typing, .presence: break
+        case .groupAccepted, .memberDelivered, .groupChanged, .contactRequest, .contactAccepted, .groupInvited, .read, .typing, .presence,
+             .identityChanged: break
         @unknown default: break
         }
     }

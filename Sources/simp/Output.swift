@@ -70,6 +70,8 @@ final class Output: @unchecked Sendable {
             error(message, code: code)
         case .eventsDropped(let count):
             error(REPLScreen.droppedEventsText(count))
+        case .identityChanged(let user):
+            emit(["event": "identity-changed", "user": user], human: "[identity changed] " + REPLScreen.identityChangedText(user), toStderr: true)
         @unknown default:
             break
         }
@@ -122,8 +124,9 @@ final class Output: @unchecked Sendable {
         emit(["event": "devices", "devices": list], human: human)
     }
 
+    /// Each line of `human` escaped on its own: a result may take several lines.
     func result(_ result: RequestResult) {
-        emit(result.json, human: safe(result.human))
+        emit(result.json, human: result.human.split(separator: "\n", omittingEmptySubsequences: false).map { safe(String($0)) }.joined(separator: "\n"))
     }
 
     func info(_ text: String) {

@@ -38,7 +38,7 @@ struct SIMPCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "simp",
         abstract: "SIMP client: the REPL when no subcommand is given, or one command for a script.",
-        subcommands: [REPL.self, Send.self, Listen.self, History.self, Group.self, Contact.self, Login.self, Password.self],
+        subcommands: [REPL.self, Send.self, Listen.self, History.self, Group.self, Contact.self, Login.self, Password.self, Verify.self],
         defaultSubcommand: REPL.self)
 }
 
@@ -179,6 +179,8 @@ struct REPL: AsyncParsableCommand {
                 output.result(try await contact.run(on: client))
             case .presence:
                 output.presence(try await client.presence())
+            case .verify(let peer, let number):
+                output.result(try await Verification.run(peer, number: number, on: client))
             case .read(let peer):
                 let count = try await markShown(from: peer, shown, client: client)
                 output.info("marked \(count) message\(count == 1 ? "" : "s") from \(peer) read")

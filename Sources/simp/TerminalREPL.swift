@@ -111,6 +111,9 @@ final class TerminalREPL: @unchecked Sendable {
             case .presence:
                 let users = try await client.presence()
                 show(withScreen { $0.presence(users, now: Date()) })
+            case .verify(let peer, let number):
+                let result = try await Verification.run(peer, number: number, on: client)
+                show([withScreen { $0.info(result.human) }])
             case .read(let peer):
                 let count = withScreen { $0.reads.markAll(from: peer) }
                 try await client.markRead(withScreen { $0.reads.takeDue() })

@@ -207,16 +207,51 @@ import Testing
 
 /// Which shown messages tell their senders they were read (`markShown`).
 @Suite struct ReadMarkTests {
-    static func message(_ id: String, in conversation: String, from: String, outgoing: Bool = false, seq: UInt64, parts: Int = 1) -> LocalMessage {
+    static func message(_ id: String, in conversation: String, from: String, outgoing: Bool = false, seq: UInt64, parts: Int = 1,
+                        groupSeq: UInt64 = 0) -> LocalMessage {
         LocalMessage(id: id, conversation: conversation, from: from, isOutgoing: outgoing, text: "t", imageLink: nil, sentMillis: 0,
-                     seq: seq, position: 1, status: nil, unread: true, parts: parts)
+                     seq: seq, position: 1, status: nil, unread: true, parts: parts, groupSeq: groupSeq)
     }
 
-    @Test func onlyReceivedNumberedOneToOneMessagesAreMarked() {
+    @Test func aGroupMessageIsMarkedWithItsGroupAndPlace() {
+        let marks = LocalMessage.readMarks([
+            Self.message("d", in: "#team", from: "bob", seq: 5, groupSeq: 12),
+            Self.message("e", in: "#team", from: "bob", seq: 6, parts: 2, groupSeq: 14),
+            Self.message("f", in: "#team", from: "alice", outgoing: true, seq: 7, groupSeq: 15),
+            Self.message("g", in: "bob", from: "bob", seq: 8),
+        ])
+        #expect(marks.map(\.messageID) == ["d", "e/2/2", "g"])
+        #expect(marks.map(\.group) == ["team", "team", ""] && marks.map(\.groupSeq) == [12, 14, 0])
+        #expect(marks.map(\.seq) == [5, 6, 8])
+    }
+
+    @Test func aReceivedMessageIsMarkedUnlessItIsTheUsersOwn() {
+        func incoming(_ id: String, from: String, device: String = "", group: String? = nil, place: UInt64 = 0, seq: UInt64 = 3) -> IncomingMessage {
+            var message = IncomingMessage(id: id, from: from, to: group.map { "#\($0)" } ?? "alice", text: "t", seq: seq,
+                                          sentAt: Date(timeIntervalSince1970: 1), fromDevice: device)
+            message.group = group
+            message.groupSeq = place
+            return message
+        }
+        let marks = [
+            incoming("a", from: "bob"),
+            incoming("b", from: "alice", device: "laptop"),
+            // Every group message names its sender's device.
+            incoming("c", from: "bob", device: "phone", group: "team", place: 8),
+            incoming("d", from: "alice", device: "laptop", group: "team", place: 9),
+            incoming("e", from: "bob", device: "phone", group: "team", place: 0),
+            incoming("f", from: "bob", seq: 0),
+        ].compactMap { $0.readMark(reader: "alice") }
+        #expect(marks.map(\.messageID) == ["a", "c"])
+        #expect(marks.map(\.group) == ["", "team"] && marks.map(\.groupSeq) == [0, 8])
+    }
+
+    @Test func onlyReceivedNumberedMessagesAreMarked() {
         let marks = LocalMessage.readMarks([
             Self.message("a", in: "bob", from: "bob", seq: 3),
             Self.message("b", in: "bob", from: "alice", outgoing: true, seq: 4),
             Self.message("c", in: "bob", from: "bob", seq: 0),
+            // A group message kept before the history recorded its place cannot be marked.
             Self.message("d", in: "#team", from: "bob", seq: 5),
             Self.message("e", in: "bob", from: "bob", seq: 7, parts: 3),
         ])

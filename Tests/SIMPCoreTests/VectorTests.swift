@@ -112,6 +112,10 @@ import Testing
             ("delivered (group member)", Simp_Envelope(.delivered(.with { $0.messageID = "18"; $0.toUser = "#team"; $0.seq = 9; $0.member = "carol" }))),
             ("failed", Simp_Envelope(.failed(Simp_Failed(messageID: "19", to: "nobody", code: .unknownUser, reason: "no such user: nobody")))),
             ("receipt", Simp_Envelope(requestID: 5, .receipt(.with { $0.upToSeq = 42; $0.missing = [44, 45] }))),
+            ("receipt (holding)", Simp_Envelope(requestID: 5, .receipt(.with { $0.upToSeq = 42; $0.receivedUpToSeq = 47 }))),
+            ("connect (holding)", Simp_Envelope(requestID: 3, .connect(.with {
+                $0.token = "opaque-token"; $0.lastSeq = 42; $0.bundles = true; $0.device = "phone"; $0.receivedSeq = 47
+            }))),
             ("missing", Simp_Envelope(.missing(.with { $0.clientSeqs = [3] }))),
             ("withdraw", Simp_Envelope(requestID: 6, .withdraw(.with { $0.messageID = "20"; $0.clientSeq = 7; $0.toUser = "bob" }))),
             ("query", Simp_Envelope(requestID: 7, .query(.with { $0.messages = [.with { $0.messageID = "17"; $0.toUser = "bob"; $0.seq = 5 }] }))),

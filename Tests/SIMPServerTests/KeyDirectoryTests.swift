@@ -14,7 +14,7 @@ import Testing
     let alice = KeyFixtures("alice")
 
     /// The claimed package decodes and validates, signed by the device's certified key.
-    func expectValid(_ claimed: ClaimedKeyPackage, certificates: [DeviceCertificate], sourceLocation: SourceLocation = #_sourceLocation) throws {
+    func expectValid(_ claimed: ClaimedKeyPackage, certificates: [VerifiedDevice], sourceLocation: SourceLocation = #_sourceLocation) throws {
         guard case .keyPackage(let wire) = try MLSMessage(mlsDecoding: claimed.keyPackage) else {
             Issue.record("not a KeyPackage", sourceLocation: sourceLocation)
             return

@@ -131,6 +131,43 @@ import Testing
         await cluster.stop()
     }
 
+    /// What a member marks shown in a group's conversation is read on the sender's handle (the
+    /// history keeps each group message's place, which the mark names); with every member's
+    /// read the handle is final, and the sender's history says so.
+    @Test func aGroupMessageMarkedShownIsReadByThatMember() async throws {
+        let cluster = try await TestCluster.start()
+        let aliceDirectory = Self.directory(), bobDirectory = Self.directory()
+        defer {
+            try? FileManager.default.removeItem(atPath: aliceDirectory)
+            try? FileManager.default.removeItem(atPath: bobDirectory)
+        }
+        for user in ["alice", "bob", "carol"] { try await cluster.register(user) }
+        let alice = Self.client(cluster, dataDirectory: aliceDirectory)
+        try await alice.connect(user: "alice", password: "pw-alice")
+        try cluster.letAnyoneAdd(["bob", "carol"])
+        _ = try await alice.createGroup("crew", members: ["bob", "carol"])
+        let bob = Self.client(cluster, dataDirectory: bobDirectory)
+        try await bob.connect(user: "bob", password: "pw-bob")
+        let (carol, carolLog) = try await cluster.connectedDevice("carol", "main")
+
+        let handle = try await alice.sendTracked(to: "#crew", text: "hello crew")
+        #expect(await eventually { try await bob.messages(in: "#crew").count == 1 })
+        #expect(await carolLog.wait { $0.groupMessages("crew").count == 1 })
+        #expect(await eventually { handle.status.isSettled })
+        let marked = try await bob.markShown(in: "#crew")
+        #expect(marked.map(\.id) == [handle.id])
+        #expect(await eventually { handle.status.members["bob"] == .read })
+        #expect(!handle.status.isFinal, "carol has not read it")
+        try await carol.markRead(carolLog.groupMessages("crew"))
+        #expect(await eventually { handle.status.isFinal })
+        #expect(handle.status.stage == .read && handle.status.members == ["bob": .read, "carol": .read])
+        #expect(await eventually {
+            try await alice.messages(in: "#crew").last?.status?.members == ["bob": .read, "carol": .read]
+        })
+        for client in [alice, bob, carol] { await client.close() }
+        await cluster.stop()
+    }
+
     /// Two devices of one user keep one history: what one sends appears on the other with its
     /// status, a long message is kept whole, and what one marks shown is no longer unread on the other.
     @Test func theUsersDevicesKeepInStep() async throws {

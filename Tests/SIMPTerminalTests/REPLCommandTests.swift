@@ -103,6 +103,17 @@ import Testing
         #expect(try REPLCommand.parse("/group decline team") == .group(.decline(name: "team")))
         #expect(throws: REPLCommand.ParseError.self) { try REPLCommand.parse("/group accept team bob") }
         #expect(try REPLCommand.parse("/read bob") == .read(peer: "bob"))
+        #expect(try REPLCommand.parse("/read #team") == .read(peer: "#team"))
+    }
+
+    @Test func verifyTakesAUserAndOptionallyTheComparedNumber() throws {
+        let digits = String(repeating: "12345", count: 12)
+        #expect(try REPLCommand.parse("/verify bob") == .verify(user: "bob", number: nil))
+        #expect(try REPLCommand.parse("/verify bob " + stride(from: 0, to: 60, by: 5).map { _ in "12345" }.joined(separator: " "))
+            == .verify(user: "bob", number: digits))
+        for bad in ["/verify", "/verify #team", "/verify bob 123", "/verify bob " + String(repeating: "x", count: 60)] {
+            #expect(throws: REPLCommand.ParseError.self, "\(bad)") { try REPLCommand.parse(bad) }
+        }
     }
 
     @Test(arguments: [
@@ -115,9 +126,8 @@ import Testing
         ("/contact add #team", "not a user name: #team"),
         ("/set contacts-only maybe", "contacts-only is on, off; not maybe"),
         ("/set typing off", "no such setting: typing (there are: contacts-only, read-receipts, last-seen, group-adds)"),
-        ("/read", "usage: /read USER"),
-        ("/read #team", "group messages are not marked read"),
-        ("/read Bob", "not a user name: Bob"),
+        ("/read", "usage: /read USER|#GROUP"),
+        ("/read Bob", "not a user or group name: Bob"),
         ("/set contacts-only", "usage: /set NAME VALUE, or /set alone for your settings"),
     ])
     func refusesMalformedContactCommands(_ line: String, _ message: String) {

@@ -241,4 +241,24 @@ import Testing
         _ = screen.handle(.read(id: "4", from: "carol", by: "alice"), now: Date())
         #expect(screen.reads.markAll(from: "carol") == 0, "read on another device")
     }
+
+    @Test func aGroupsMessagesAreReadInTheGroupsConversation() {
+        var screen = REPLScreen(session: session, style: ANSIStyle(enabled: false))
+        func message(_ id: String, from: String, seq: UInt64, group: String?, place: UInt64) -> IncomingMessage {
+            var message = IncomingMessage(id: id, from: from, to: group.map { "#\($0)" } ?? "alice", text: "t", seq: seq,
+                                          sentAt: Date(millisSince1970: 1))
+            message.group = group
+            message.groupSeq = place
+            return message
+        }
+        _ = screen.converse(with: "#team")
+        _ = screen.handle(.message(message("1", from: "bob", seq: 1, group: "team", place: 4)), now: Date())
+        _ = screen.handle(.message(message("2", from: "bob", seq: 2, group: nil, place: 0)), now: Date())
+        _ = screen.handle(.message(message("3", from: "bob", seq: 3, group: "club", place: 9)), now: Date())
+        _ = screen.handle(.message(message("4", from: "bob", seq: 4, group: "team", place: 0)), now: Date())
+        #expect(screen.reads.takeDue().map(\.id) == ["1"], "#team is open; one without its place cannot be marked")
+        #expect(screen.reads.markAll(from: "bob") == 1, "bob's own conversation, not his messages in groups")
+        #expect(screen.reads.markAll(from: "#club") == 1)
+        #expect(screen.reads.takeDue().map(\.id) == ["2", "3"])
+    }
 }

@@ -537,6 +537,9 @@ public nonisolated struct Simp_ConnectRequest: Sendable {
   /// which of the user's devices this is; empty: "default"
   public var device: String = String()
 
+  /// highest sequence the client holds without confirming it (Receipt.receivedUpToSeq); 0: none above lastSeq
+  public var receivedSeq: UInt64 = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -686,6 +689,10 @@ public nonisolated struct Simp_Failed: Sendable {
 /// Cumulative: every message with seq <= upToSeq has been handed to the application.
 /// missing: sequence numbers above upToSeq the client knows it lacks (it holds later ones);
 /// the server resends them at once instead of waiting for its retransmission timer.
+/// receivedUpToSeq: every message with seq <= it reached the client (and, with a store of its
+/// own, is saved) but is not confirmed yet: the server stops pushing them on this session and
+/// tells no one they were delivered until upToSeq covers them (a client that confirms only
+/// what its application showed; section 4, Receipts). 0, or at most upToSeq: nothing more.
 public nonisolated struct Simp_Receipt: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -694,6 +701,8 @@ public nonisolated struct Simp_Receipt: Sendable {
   public var upToSeq: UInt64 = 0
 
   public var missing: [UInt64] = []
+
+  public var receivedUpToSeq: UInt64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1234,8 +1243,8 @@ public nonisolated struct Simp_SettingsAnswer: Sendable {
 }
 
 /// The reader's client showed these messages to its user (section 4, Read receipts); answered
-/// with Ok. Marks the reader's session has not confirmed, or that name no message of its inbox,
-/// are ignored.
+/// with Ok. Marks the reader's session has not confirmed, or that name no message of its inbox
+/// (for a group: no entry of the group's order copied to the reader), are ignored.
 public nonisolated struct Simp_ReadRequest: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -1260,6 +1269,13 @@ public nonisolated struct Simp_ReadMark: Sendable {
 
   /// its seq in the reader's inbox
   public var seq: UInt64 = 0
+
+  /// A group message's mark: the group's name (without '#'), and the entry's place in the
+  /// group's order (its Message.groupSeq). Both empty/0 for a one-to-one mark; both set or
+  /// neither.
+  public var group: String = String()
+
+  public var groupSeq: UInt64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -2373,7 +2389,7 @@ nonisolated extension Simp_LoginResponse: SwiftProtobuf.Message, SwiftProtobuf._
 
 nonisolated extension Simp_ConnectRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ConnectRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}token\0\u{1}udpPort\0\u{1}lastSeq\0\u{1}bundles\0\u{1}early\0\u{1}device\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}token\0\u{1}udpPort\0\u{1}lastSeq\0\u{1}bundles\0\u{1}early\0\u{1}device\0\u{1}receivedSeq\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2387,6 +2403,7 @@ nonisolated extension Simp_ConnectRequest: SwiftProtobuf.Message, SwiftProtobuf.
       case 4: try { try decoder.decodeSingularBoolField(value: &self.bundles) }()
       case 5: try { try decoder.decodeSingularBoolField(value: &self.early) }()
       case 6: try { try decoder.decodeSingularStringField(value: &self.device) }()
+      case 7: try { try decoder.decodeSingularUInt64Field(value: &self.receivedSeq) }()
       default: break
       }
     }
@@ -2411,6 +2428,9 @@ nonisolated extension Simp_ConnectRequest: SwiftProtobuf.Message, SwiftProtobuf.
     if !self.device.isEmpty {
       try visitor.visitSingularStringField(value: self.device, fieldNumber: 6)
     }
+    if self.receivedSeq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.receivedSeq, fieldNumber: 7)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2421,6 +2441,7 @@ nonisolated extension Simp_ConnectRequest: SwiftProtobuf.Message, SwiftProtobuf.
     if lhs.bundles != rhs.bundles {return false}
     if lhs.early != rhs.early {return false}
     if lhs.device != rhs.device {return false}
+    if lhs.receivedSeq != rhs.receivedSeq {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -2743,7 +2764,7 @@ nonisolated extension Simp_Failed: SwiftProtobuf.Message, SwiftProtobuf._Message
 
 nonisolated extension Simp_Receipt: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Receipt"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}upToSeq\0\u{1}missing\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}upToSeq\0\u{1}missing\0\u{1}receivedUpToSeq\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2753,6 +2774,7 @@ nonisolated extension Simp_Receipt: SwiftProtobuf.Message, SwiftProtobuf._Messag
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularUInt64Field(value: &self.upToSeq) }()
       case 2: try { try decoder.decodeRepeatedUInt64Field(value: &self.missing) }()
+      case 3: try { try decoder.decodeSingularUInt64Field(value: &self.receivedUpToSeq) }()
       default: break
       }
     }
@@ -2765,12 +2787,16 @@ nonisolated extension Simp_Receipt: SwiftProtobuf.Message, SwiftProtobuf._Messag
     if !self.missing.isEmpty {
       try visitor.visitPackedUInt64Field(value: self.missing, fieldNumber: 2)
     }
+    if self.receivedUpToSeq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.receivedUpToSeq, fieldNumber: 3)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Simp_Receipt, rhs: Simp_Receipt) -> Bool {
     if lhs.upToSeq != rhs.upToSeq {return false}
     if lhs.missing != rhs.missing {return false}
+    if lhs.receivedUpToSeq != rhs.receivedUpToSeq {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -3635,7 +3661,7 @@ nonisolated extension Simp_ReadRequest: SwiftProtobuf.Message, SwiftProtobuf._Me
 
 nonisolated extension Simp_ReadMark: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ReadMark"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}fromUser\0\u{1}messageId\0\u{1}seq\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}fromUser\0\u{1}messageId\0\u{1}seq\0\u{1}group\0\u{1}groupSeq\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -3646,6 +3672,8 @@ nonisolated extension Simp_ReadMark: SwiftProtobuf.Message, SwiftProtobuf._Messa
       case 1: try { try decoder.decodeSingularStringField(value: &self.fromUser) }()
       case 2: try { try decoder.decodeSingularStringField(value: &self.messageID) }()
       case 3: try { try decoder.decodeSingularUInt64Field(value: &self.seq) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.group) }()
+      case 5: try { try decoder.decodeSingularUInt64Field(value: &self.groupSeq) }()
       default: break
       }
     }
@@ -3661,6 +3689,12 @@ nonisolated extension Simp_ReadMark: SwiftProtobuf.Message, SwiftProtobuf._Messa
     if self.seq != 0 {
       try visitor.visitSingularUInt64Field(value: self.seq, fieldNumber: 3)
     }
+    if !self.group.isEmpty {
+      try visitor.visitSingularStringField(value: self.group, fieldNumber: 4)
+    }
+    if self.groupSeq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.groupSeq, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -3668,6 +3702,8 @@ nonisolated extension Simp_ReadMark: SwiftProtobuf.Message, SwiftProtobuf._Messa
     if lhs.fromUser != rhs.fromUser {return false}
     if lhs.messageID != rhs.messageID {return false}
     if lhs.seq != rhs.seq {return false}
+    if lhs.group != rhs.group {return false}
+    if lhs.groupSeq != rhs.groupSeq {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

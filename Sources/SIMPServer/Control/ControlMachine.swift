@@ -96,6 +96,7 @@ struct ControlMachine {
         var lastSeq: UInt64
         var bundles: Bool
         var early: Bool
+        var receivedSeq: UInt64 = 0
     }
 
     /// A connection joining the node's `LoginTable` (the driver holds the channel it needs).
@@ -481,7 +482,8 @@ struct ControlMachine {
         if let problem = takeSlot(for: token.user) { return connectFailed(connect.id, problem, now: now) }
         if let revocable = token.revocable, !tokens.contains(revocable) { tokens.append(revocable) }
         let request = DeliveryEngine.SessionRequest(user: token.user, device: connect.device, tokenIssuedMillis: token.issued,
-                                                    lastSeq: connect.lastSeq, takesBundles: connect.bundles, takesEarly: connect.early)
+                                                    lastSeq: connect.lastSeq, takesBundles: connect.bundles, takesEarly: connect.early,
+                                                    receivedSeq: connect.receivedSeq)
         actions.append(.run(.openSession(id: connect.id, request)))
     }
 
@@ -632,7 +634,8 @@ extension ControlMachine {
         }
         guard let device = Self.device(named: request.device) else { return reply(.error(.invalidName, Self.deviceNameRule, requestID: id)) }
         flags.insert(.connecting)
-        let connect = Connect(id: id, device: device, lastSeq: request.lastSeq, bundles: request.bundles, early: request.early)
+        let connect = Connect(id: id, device: device, lastSeq: request.lastSeq, bundles: request.bundles, early: request.early,
+                              receivedSeq: request.receivedSeq)
         start(.verifyToken(connect, token: request.token, millis: now.millis))
     }
 

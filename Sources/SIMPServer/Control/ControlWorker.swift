@@ -192,8 +192,10 @@ struct ControlWorker {
             metrics.readMarksLeftOut(.unconfirmed, sorted.unconfirmed)
             return router.store.genuineReads(sorted.delivered, reader: user, on: router.loop).flatMap { genuine in
                 // nil: the reader turned read receipts off, so nothing is told by choice.
-                guard let genuine else { return router.loop.makeSucceededVoidFuture() }
-                metrics.readMarksLeftOut(.unknown, sorted.delivered.count - genuine.count)
+                guard let found = genuine else { return router.loop.makeSucceededVoidFuture() }
+                let genuine = found.marks
+                metrics.readMarksLeftOut(.notMember, found.notMember)
+                metrics.readMarksLeftOut(.unknown, sorted.delivered.count - genuine.count - found.notMember)
                 let senders = Array(Set(genuine.map(\.fromUser)))
                 return router.store.takingReadReceipts(senders, from: user, on: router.loop).map { taking in
                     let notices = ReadReceipts.notices(genuine, reader: reader, sendersTakingReceipts: taking,

@@ -21,6 +21,10 @@ enum ReadReceipts {
         if let bad = request.reads.first(where: { !UserName.isValid($0.fromUser) || $0.fromUser == user || $0.seq == 0 || $0.messageID.isEmpty }) {
             return "not a message of another user's in your inbox: \(bad.fromUser) \(bad.messageID) at seq \(bad.seq)"
         }
+        if let bad = request.reads.first(where: { $0.group.isEmpty != ($0.groupSeq == 0) || (!$0.group.isEmpty && !GroupName.isValid($0.group)) }) {
+            return "a group message's mark names its group and its place in the group's order, a one-to-one mark neither: "
+                + "group '\(bad.group)' at \(bad.groupSeq)"
+        }
         return nil
     }
 
@@ -30,8 +34,12 @@ enum ReadReceipts {
     enum LeftOut: String, CaseIterable, Sendable {
         /// Above the reading session's confirmed mark: not delivered (yet), so not read.
         case unconfirmed
-        /// Not the sender's message at that seq in the reader's inbox.
+        /// Not the sender's message at that seq in the reader's inbox (for a group mark: not
+        /// the sender's entry at that place in the group's order, or one the group's copies to
+        /// the reader have not reached).
         case unknown
+        /// A group mark of a reader who is not a member of the group (now).
+        case notMember = "not-member"
     }
 
     /// A request's marks: those told if genuine, and how many were above the confirmed mark.
@@ -45,7 +53,7 @@ enum ReadReceipts {
     static func sorted(_ request: Simp_ReadRequest, reader: Reader) -> Sorted {
         var seen = Set<String>()
         var out = Sorted(delivered: [], unconfirmed: 0)
-        for mark in request.reads where seen.insert("\(mark.fromUser) \(mark.messageID)").inserted {
+        for mark in request.reads where seen.insert("\(mark.fromUser) \(mark.messageID) \(mark.group)").inserted {
             if mark.seq <= reader.deviceMark { out.delivered.append(mark) } else { out.unconfirmed += 1 }
         }
         return out
@@ -56,22 +64,42 @@ enum ReadReceipts {
         sorted(request, reader: reader).delivered
     }
 
-    /// The notices for marks the store found genuine (`Scripts.readMarks`), by sender: one in
-    /// each sender's inbox whose user takes read receipts, and one in the reader's own for its
-    /// other devices.
+    /// Where a mark's message was sent: its sender, or `#NAME` for a group's.
+    struct Conversation: Hashable, Sendable {
+        var sender: String
+        /// The group's name; empty for a one-to-one message.
+        var group: String
+
+        init(_ mark: Simp_ReadMark) {
+            sender = mark.fromUser
+            group = mark.group
+        }
+
+        /// The notice's `toUser` in the sender's inbox: the sender, or the group's address.
+        var toUser: String { group.isEmpty ? sender : GroupName.address(group) }
+    }
+
+    /// The notices for marks the store found genuine (`Scripts.readMarks`,
+    /// `Scripts.groupReadMarks`), by sender and conversation: one in each sender's inbox whose
+    /// user takes read receipts (a group message's names the group: `toUser` `#NAME`), and one
+    /// in the reader's own for its other devices (naming the sender, for a group message too:
+    /// the local history knows a message by its sender and id).
     static func notices(_ marks: [Simp_ReadMark], reader: Reader, sendersTakingReceipts: Set<String>,
                         ids: () -> UInt64, nowMillis: Int64) -> [StoreRequest] {
-        var bySender: [String: [String]] = [:]
-        var order: [String] = []
+        var byConversation: [Conversation: [String]] = [:]
+        var order: [Conversation] = []
         for mark in marks {
-            if bySender[mark.fromUser] == nil { order.append(mark.fromUser) }
-            bySender[mark.fromUser, default: []].append(mark.messageID)
+            let conversation = Conversation(mark)
+            if byConversation[conversation] == nil { order.append(conversation) }
+            byConversation[conversation, default: []].append(mark.messageID)
         }
-        return order.flatMap { sender -> [StoreRequest] in
-            let content = bySender[sender]!.joined(separator: " ")
+        return order.flatMap { conversation -> [StoreRequest] in
+            let content = byConversation[conversation]!.joined(separator: " ")
+            let sender = conversation.sender
             var out: [StoreRequest] = []
             if sendersTakingReceipts.contains(sender) {
-                out.append(notice(from: reader.user, to: sender, owner: sender, content: content, device: "", id: ids(), nowMillis: nowMillis))
+                out.append(notice(from: reader.user, to: conversation.toUser, owner: sender, content: content, device: "", id: ids(),
+                                  nowMillis: nowMillis))
             }
             if reader.otherDevices {
                 out.append(notice(from: reader.user, to: sender, owner: reader.user, content: content, device: reader.device, id: ids(),

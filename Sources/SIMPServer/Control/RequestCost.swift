@@ -41,6 +41,13 @@ enum RequestCost {
     static let commitBytesPerUnit = 4_096
     static let commitFetch = 4
 
+    /// The groups a read request's marks name (each checked by a script in its slot).
+    static func groupsNamed(by request: Simp_ReadRequest) -> Int {
+        var groups = Set<String>()
+        for mark in request.reads where !mark.group.isEmpty { groups.insert(mark.group) }
+        return groups.count
+    }
+
     static func of(_ envelope: Simp_Envelope) -> Int {
         switch envelope.body {
         case .receipt(let receipt):
@@ -62,8 +69,9 @@ enum RequestCost {
         // The user's contacts and groups; the groups' members and each one's presence are
         // charged once read (`presenceRead`).
         case .presence: redisRead
-        // A script over the marks, a read per sender, and up to two notices per sender.
-        case .markRead(let request): redisRead + request.reads.count / 16
+        // A script over the marks, a read per sender, and up to two notices per sender (and
+        // conversation); a group's marks are checked in the group's slot too: a script per group.
+        case .markRead(let request): redisRead + request.reads.count / 16 + groupsNamed(by: request)
         case .publishIdentity, .publishDevice: keyPublish
         case .uploadKeyPackages(let upload):
             redisRead + perKeyPackage * (min(upload.keyPackages.count, KeyDirectoryRules.maxKeyPackagesPerUpload) + (upload.lastResort.isEmpty ? 0 : 1))

@@ -53,6 +53,7 @@ final class ServerMetrics: Sendable {
     let keepalives: Counter
     /// Copies of a group stopped for a member at its bound of unconfirmed group copies.
     let groupCopiesHeld: Counter
+    let receiptsHolding: Counter
     /// Resumes of held group copies (a member confirmed).
     let groupCopiesResumed: Counter
     /// Inbox entries moved past a client's last seq after Redis lost numbers it had seen.
@@ -111,12 +112,13 @@ final class ServerMetrics: Sendable {
         loginsEnded = counter("logins_ended", "Control connections closed because their login was ended (password change, logout all, device revoked)")
         keepalives = counter("keepalives_received", "PING and PONG frames received on control connections (heartbeats and their answers)")
         groupCopiesHeld = counter("group_copies_held", "Copies of a group to a member stopped at the member's bound of unconfirmed group copies")
+        receiptsHolding = counter("receipts_holding", "Receipts whose client holds messages it received but does not confirm yet (receivedUpToSeq above upToSeq)")
         groupCopiesResumed = counter("group_copies_resumed", "Held group copies resumed from the group's log after the member confirmed")
         renumbered = counter("messages_renumbered", "Messages moved past a client's last seq after Redis lost writes")
         reloads = [true: counter("config_reloads", "Configuration reloads (SIGHUP)", [("result", "ok")]),
                    false: counter("config_reloads", "Configuration reloads (SIGHUP)", [("result", "failed")])]
         readMarks = Dictionary(uniqueKeysWithValues: ReadReceipts.LeftOut.allCases.map {
-            ($0, counter("read_marks_left_out", "markRead marks not told to their sender: above the session's confirmed mark, or naming no message of the reader's inbox",
+            ($0, counter("read_marks_left_out", "markRead marks not told to their sender: above the session's confirmed mark, naming no message of the reader's inbox, or a group's of a reader not in it",
                          [("reason", $0.rawValue)]))
         })
         replicaRefusals = counter("replica_refusals", "Messages failed REPLICAS_UNAVAILABLE: their shard lacked replicas for the whole wait")

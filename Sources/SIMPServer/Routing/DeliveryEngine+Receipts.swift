@@ -8,8 +8,13 @@ extension DeliveryEngine {
     /// is written with the tick's other receipts.
     mutating func receipt(sessionID: UInt64, _ receipt: Simp_Receipt, now: Moment) {
         guard let session = sessions[sessionID] else { return }
-        let confirmed = session.pushes.confirm(upTo: receipt.upToSeq, now: now.deadline)
-        session.raiseNumberingFloor(receipt.upToSeq)
+        // What arrived stops being pushed; only what is confirmed is delivered (a client that
+        // confirms only what its application showed holds the rest: `receivedUpToSeq`).
+        let received = max(receipt.upToSeq, receipt.receivedUpToSeq)
+        if received > receipt.upToSeq { metrics.receiptsHolding.increment() }
+        let arrived = session.pushes.confirm(upTo: received, now: now.deadline)
+        let confirmed = received > receipt.upToSeq ? arrived.filter { $0.seq <= receipt.upToSeq } : arrived
+        session.raiseNumberingFloor(received)
         resendMissing(receipt.missing.prefix(RequestCost.missingPerReceipt), to: session, now: now)
         if session.pushes.hasQueued { releasing.insert(session.id) }
         sendDatagrams(now: now)

@@ -14,6 +14,11 @@ extension DeliveryEngine {
         var lastSeq: UInt64
         var takesBundles = false
         var takesEarly = false
+        /// The highest seq the client holds without confirming it (`receivedSeq`), if above `lastSeq`.
+        var receivedSeq: UInt64 = 0
+
+        /// The highest seq the client has seen: numbering never goes at or below it again.
+        var seenSeq: UInt64 { max(lastSeq, receivedSeq) }
     }
 
     /// A session opened and not yet answered: what its CONNECT's answer needs once its
@@ -22,6 +27,7 @@ extension DeliveryEngine {
         var attempt: UInt64
         var bindToken: [UInt8]
         var lastSeq: UInt64
+        var seenSeq: UInt64
         /// The device's confirmed mark in the store.
         var deviceMark: UInt64
         var devices: Int
@@ -45,9 +51,10 @@ extension DeliveryEngine {
         // answered could be one its filters refuse.
         if filtered { wanted.takesEarly = false }
         let (session, bindToken) = open(wanted, devices: devices, nodes: nodes, now: now)
-        connecting[session.id] = Connecting(attempt: attempt, bindToken: bindToken, lastSeq: request.lastSeq, deviceMark: deviceMark, devices: devices)
+        connecting[session.id] = Connecting(attempt: attempt, bindToken: bindToken, lastSeq: request.lastSeq, seenSeq: request.seenSeq,
+                                            deviceMark: deviceMark, devices: devices)
         act(.opened(attempt: attempt, session: session.id))
-        act(.repairNumbering(session: session.id, user: request.user, lastSeq: request.lastSeq))
+        act(.repairNumbering(session: session.id, user: request.user, lastSeq: request.seenSeq))
     }
 
     /// The new session's numbering was checked: its CONNECT is answered, or refused (and the
@@ -56,7 +63,7 @@ extension DeliveryEngine {
         guard let pending = connecting.removeValue(forKey: id), let session = sessions[id] else { return }
         switch moved {
         case .success(let count):
-            numberingChecked(session, lastSeq: pending.lastSeq, deviceMark: pending.deviceMark, moved: count)
+            numberingChecked(session, lastSeq: pending.lastSeq, seenSeq: pending.seenSeq, deviceMark: pending.deviceMark, moved: count)
             act(.connectAnswered(attempt: pending.attempt, connectResponse(session, bindToken: pending.bindToken, deviceMark: pending.deviceMark,
                                                                            devices: pending.devices, udpPort: udpPort ?? 0)))
         case .failure(let error):
@@ -102,7 +109,7 @@ extension DeliveryEngine {
         logger.info("session opened", metadata: session.logMetadata)
         // Stores made from now on run in Redis after the numbering check (one connection, in
         // order), so they may already number above what the client has seen.
-        session.numberingFloor = request.lastSeq
+        session.numberingFloor = request.seenSeq
         return (session, bindToken)
     }
 
@@ -116,10 +123,10 @@ extension DeliveryEngine {
 
     /// The session's numbering was checked (`moved` entries renumbered past the client's
     /// `lastSeq`); `deviceMark` is its device's confirmed mark in the store.
-    mutating func numberingChecked(_ session: Session, lastSeq: UInt64, deviceMark: UInt64, moved: Int) {
+    mutating func numberingChecked(_ session: Session, lastSeq: UInt64, seenSeq: UInt64, deviceMark: UInt64, moved: Int) {
         if moved > 0 {
             metrics.renumbered.increment(by: Int64(moved))
-            logger.warning("Redis lost numbers \(session.user) had seen; \(moved) messages stored since moved past seq \(lastSeq)",
+            logger.warning("Redis lost numbers \(session.user) had seen; \(moved) messages stored since moved past seq \(seenSeq)",
                            metadata: session.logMetadata)
         }
         session.deviceMark = max(lastSeq, deviceMark)

@@ -24,7 +24,8 @@ extension Push {
     /// The push of an inbox entry read back or copied from a group: what it says of itself.
     init(stored message: Simp_Message, bytes: [UInt8], recipient: String) {
         self.init(bytes: bytes, from: message.fromUser, id: message.messageID)
-        guard let group = GroupName.addressed(by: message.toUser) else {
+        // A notice tells nobody of its delivery (a group's READ notice names the group too).
+        guard !message.isNotice, let group = GroupName.addressed(by: message.toUser) else {
             isCopy = message.toUser != recipient || message.isNotice
             return
         }

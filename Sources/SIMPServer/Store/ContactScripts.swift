@@ -80,17 +80,26 @@ extension Scripts {
     """)
 
     /// Which read marks name a message of the reader's inbox: the sender's id stored there at
-    /// the seq the mark says. KEYS: the reader's settings, then the ids each sender stored in
-    /// the reader's inbox. ARGV: per mark the index of its sender's key (from 2), its id, its
-    /// seq. Returns {0} when the reader turned read receipts off, else {1, index...} (the marks
-    /// that hold, from 1).
+    /// the seq the mark says, or for a group mark, an entry the group's copies to the reader
+    /// reached (the mark in the reader's groups; the entry itself is checked in the group's
+    /// slot, `groupReadMarks`). KEYS: the reader's settings, then the ids each sender stored in
+    /// the reader's inbox, or the reader's groups. ARGV: per mark the index of its key (from 2),
+    /// its id, its seq, its group ('' for one-to-one) and its place in the group's order.
+    /// Returns {0} when the reader turned read receipts off, else {1, index...} (the marks that
+    /// hold, from 1).
     static let readMarks = RedisScript("""
     if redis.call('HGET', KEYS[1], 'read-receipts') == 'off' then return {0} end
     local out = {1}
-    for i = 1, #ARGV, 3 do
-      if tonumber(redis.call('ZSCORE', KEYS[tonumber(ARGV[i])], ARGV[i + 1]) or '-1') == tonumber(ARGV[i + 2]) then
-        table.insert(out, (i + 2) / 3)
+    for i = 1, #ARGV, 5 do
+      local key, group = KEYS[tonumber(ARGV[i])], ARGV[i + 3]
+      local holds
+      if group == '' then
+        holds = tonumber(redis.call('ZSCORE', key, ARGV[i + 1]) or '-1') == tonumber(ARGV[i + 2])
+      else
+        local mark = tonumber(string.match(redis.call('HGET', key, group) or '', '^(%d+) ') or '0')
+        holds = mark >= tonumber(ARGV[i + 4])
       end
+      if holds then table.insert(out, (i + 4) / 5) end
     end
     return out
     """)

@@ -49,26 +49,67 @@ extension Simp_Contact {
     }
 }
 
-/// Read receipts in Redis (`Scripts.readMarks`).
+/// Read receipts in Redis (`Scripts.readMarks`, `Scripts.groupReadMarks`).
 extension MessageStore {
-    /// The marks that name messages in `reader`'s inbox; nil when the reader turned read receipts off.
-    func genuineReads(_ marks: [Simp_ReadMark], reader: String, on loop: any EventLoop) -> EventLoopFuture<[Simp_ReadMark]?> {
-        guard !marks.isEmpty else { return loop.makeSucceededFuture([]) }
-        var senders: [String] = []
+    /// What the store found of a request's marks.
+    struct GenuineReads: Sendable, Equatable {
+        /// The marks that name messages of the reader's inbox, in the request's order.
+        var marks: [Simp_ReadMark]
+        /// Group marks left out because the reader is not a member of the group.
+        var notMember = 0
+    }
+
+    /// The marks that name messages in `reader`'s inbox; nil when the reader turned read
+    /// receipts off. A group mark holds when both the reader's slot (the group's copies to the
+    /// reader reached its place) and the group's (the reader is a member, the sender's id is at
+    /// that place) say so: one command per slot, in one round trip.
+    func genuineReads(_ marks: [Simp_ReadMark], reader: String, on loop: any EventLoop) -> EventLoopFuture<GenuineReads?> {
+        guard !marks.isEmpty else { return loop.makeSucceededFuture(GenuineReads(marks: [])) }
+        var names = [keys.settings(reader)]
         var index: [String: Int] = [:]
-        var args: [any RedisArgument] = []
-        for mark in marks {
-            if index[mark.fromUser] == nil {
-                index[mark.fromUser] = senders.count + 2
-                senders.append(mark.fromUser)
-            }
-            args += [index[mark.fromUser]!, mark.messageID, Int64(mark.seq)] as [any RedisArgument]
+        func key(_ name: String) -> Int {
+            if let known = index[name] { return known }
+            names.append(name)
+            index[name] = names.count
+            return names.count
         }
-        let names = [keys.settings(reader)] + senders.map { keys.messageIDs(to: reader, from: $0) }
-        return redis.run([RedisCommand.script(Scripts.readMarks, keys: names, args: args)], on: loop).flatMapThrowing { replies in
+        var args: [any RedisArgument] = []
+        // Per group: its marks (their place in `marks`), its senders' keys and its arguments.
+        var groups: [(marks: [Int], keys: [String], args: [any RedisArgument])] = []
+        var groupIndex: [String: Int] = [:]
+        for (place, mark) in marks.enumerated() {
+            let inbox = mark.group.isEmpty ? keys.messageIDs(to: reader, from: mark.fromUser) : keys.groups(reader)
+            args += [key(inbox), mark.messageID, Int64(mark.seq), mark.group, Int64(mark.groupSeq)] as [any RedisArgument]
+            guard !mark.group.isEmpty else { continue }
+            if groupIndex[mark.group] == nil {
+                groupIndex[mark.group] = groups.count
+                groups.append(([], [keys.groupMembers(mark.group)], [reader]))
+            }
+            let senderKey = keys.groupIDs(mark.group, from: mark.fromUser)
+            var group = groups[groupIndex[mark.group]!]
+            if !group.keys.contains(senderKey) { group.keys.append(senderKey) }
+            // KEYS of the group's script count from 1: members first, then the senders' ids.
+            let keyIndex = group.keys.firstIndex(of: senderKey)! + 1
+            group.marks.append(place)
+            group.args += [keyIndex, mark.messageID, Int64(mark.groupSeq)] as [any RedisArgument]
+            groups[groupIndex[mark.group]!] = group
+        }
+        let commands = [RedisCommand.script(Scripts.readMarks, keys: names, args: args)]
+            + groups.map { RedisCommand.script(Scripts.groupReadMarks, keys: $0.keys, args: $0.args) }
+        let groupMarks = groups.map(\.marks)
+        return redis.run(commands, on: loop).flatMapThrowing { replies in
             let parts = try replies[0].checked().array ?? []
             guard parts.first?.int == 1 else { return nil }
-            return parts.dropFirst().compactMap { $0.int }.compactMap { $0 >= 1 && $0 <= marks.count ? marks[Int($0) - 1] : nil }
+            var holds = Set(parts.dropFirst().compactMap { $0.int }.map { Int($0) - 1 })
+            var out = GenuineReads(marks: [])
+            for (places, reply) in zip(groupMarks, replies.dropFirst()) {
+                let answer = try reply.checked().array ?? []
+                let inGroup = Set(answer.dropFirst().compactMap { $0.int }.compactMap { $0 >= 1 && $0 <= places.count ? places[Int($0) - 1] : nil })
+                if answer.first?.int != 1 { out.notMember += places.count }
+                holds.subtract(Set(places).subtracting(inGroup))
+            }
+            out.marks = marks.indices.filter(holds.contains).map { marks[$0] }
+            return out
         }
     }
 

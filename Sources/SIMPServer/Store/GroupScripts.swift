@@ -283,6 +283,23 @@ extension Scripts {
     return {visible, redis.call('ZRANGE', KEYS[2], -oldest, -(skip + 1))}
     """)
 
+    /// Which read marks of one group name an entry of its order: the sender's id stored in the
+    /// group at the place the mark says (the reader's slot checks that the group's copies to
+    /// the reader reached it, `readMarks`). Reads only. KEYS: members, then the ids each sender
+    /// stored in the group. ARGV: the reader, then per mark the index of its sender's key
+    /// (from 2), its id and its place. Returns {0} when the reader is not a member, else {1,
+    /// index...} (the marks that hold, from 1).
+    static let groupReadMarks = RedisScript("""
+    if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return {0} end
+    local out = {1}
+    for i = 2, #ARGV, 3 do
+      if tonumber(redis.call('ZSCORE', KEYS[tonumber(ARGV[i])], ARGV[i + 1]) or '-1') == tonumber(ARGV[i + 2]) then
+        table.insert(out, (i + 1) / 3)
+      end
+    end
+    return out
+    """)
+
     /// Lua: the held-groups string (`Keys.heldGroups`) without the group `name`, written back
     /// (deleted when empty) only when it named it.
     static let unhold = """

@@ -120,7 +120,7 @@ extension ContactScriptTests {
         }
         let marks = [mark("ann", "a1", 1), mark("ann", "a1", 2), mark("cat", "c1", 2), mark("cat", "zz", 3), mark("ann", "c1", 2)]
         let genuine = try await messages.genuineReads(marks, reader: "bob", on: loop).get()
-        #expect(genuine?.map { "\($0.fromUser) \($0.messageID)" } == ["ann a1", "cat c1"])
+        #expect(genuine?.marks.map { "\($0.fromUser) \($0.messageID)" } == ["ann a1", "cat c1"])
         _ = try await messages.settings(of: "bob", changing: [("read-receipts", "off")], on: loop).get()
         #expect(try await messages.genuineReads(marks, reader: "bob", on: loop).get() == nil, "bob turned them off")
         _ = try await messages.settings(of: "ann", changing: [("read-receipts", "off")], on: loop).get()

@@ -1,0 +1,65 @@
+import Foundation
+import GRDB
+
+/// The user's identity in the data directory, and what it knows of its peers' identities
+/// (docs/E2EE.md, "Identity and devices", "Verification").
+extension ClientStore {
+    /// This installation's keys: the user's identity key (which signs device certificates)
+    /// and this device's own key, both Ed25519 private keys (32 bytes each).
+    struct OwnKeys: Sendable, Equatable {
+        var identityKey: [UInt8]
+        var deviceKey: [UInt8]
+        /// The server took the identity key and this device's certificate.
+        var published: Bool
+    }
+
+    func ownKeys() throws -> OwnKeys? {
+        try db.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM identity WHERE user = ?", arguments: [user]).map { row in
+                OwnKeys(identityKey: [UInt8](row["identityKey"] as Data), deviceKey: [UInt8](row["deviceKey"] as Data),
+                        published: row["published"])
+            }
+        }
+    }
+
+    func save(_ keys: OwnKeys) throws {
+        try db.write { db in
+            try db.execute(sql: "INSERT OR REPLACE INTO identity (user, identityKey, deviceKey, published) VALUES (?, ?, ?, ?)",
+                           arguments: [user, Data(keys.identityKey), Data(keys.deviceKey), keys.published])
+        }
+    }
+
+    /// What the store knew of a peer's identity key before this look.
+    enum PeerRecord: Sendable, Equatable {
+        /// Never seen: now recorded.
+        case new
+        case same(verified: Bool)
+        /// Another key than the one recorded (the peer has a new identity): recorded now,
+        /// not verified.
+        case changed(wasVerified: Bool)
+    }
+
+    /// Records `key` as `peer`'s identity key (trust on first use, a change reported).
+    func record(peer: String, identityKey key: [UInt8], nowMillis: Int64) throws -> PeerRecord {
+        try db.write { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT identityKey, verified FROM peers WHERE user = ?", arguments: [peer]) else {
+                try db.execute(sql: "INSERT INTO peers (user, identityKey, verified, seenAt) VALUES (?, ?, 0, ?)",
+                               arguments: [peer, Data(key), nowMillis])
+                return .new
+            }
+            let verified: Bool = row["verified"]
+            if [UInt8](row["identityKey"] as Data) == key { return .same(verified: verified) }
+            try db.execute(sql: "UPDATE peers SET identityKey = ?, verified = 0, seenAt = ? WHERE user = ?",
+                           arguments: [Data(key), nowMillis, peer])
+            return .changed(wasVerified: verified)
+        }
+    }
+
+    /// Marks `peer`'s identity verified, if `key` is still the one recorded; returns whether it was.
+    func verify(peer: String, identityKey key: [UInt8]) throws -> Bool {
+        try db.write { db in
+            try db.execute(sql: "UPDATE peers SET verified = 1 WHERE user = ? AND identityKey = ?", arguments: [peer, Data(key)])
+            return db.changesCount == 1
+        }
+    }
+}

@@ -1,0 +1,174 @@
+import Crypto
+import Foundation
+import SIMPCore
+
+/// Where this device's identity stands (`SIMPClient.setUpIdentity`).
+public enum IdentityState: Sendable, Equatable {
+    /// This device made the user's identity (the first device) and published it with its own
+    /// certificate.
+    case created
+    /// This device holds the user's identity, published.
+    case ready
+    /// The user has an identity this device does not hold: another device made it. This one
+    /// must be linked from a device the user has (docs/E2EE.md, "Devices").
+    case needsLinking
+}
+
+/// The safety number of the user and a peer (`SIMPClient.safetyNumber(with:)`).
+public struct SafetyCheck: Sendable, Equatable {
+    public var user: String
+    /// 60 digits in 12 groups of 5, the same on both sides.
+    public var number: String
+    /// The user marked this peer's current identity key verified (`markVerified`).
+    public var verified: Bool
+    /// The peer's identity key is not the one this device saw before.
+    public var identityChanged: Bool
+}
+
+/// What `setUpIdentity` does next, from what the store and the server hold. Pure.
+enum IdentitySetup: Equatable {
+    case create
+    /// Publish the stored keys (the server does not have them yet, or has them already: idempotent).
+    case publish
+    case ready
+    case needsLinking
+
+    static func next(stored: (identityPublic: [UInt8], published: Bool)?, onServer: [UInt8]?, newIdentity: Bool) -> IdentitySetup {
+        if newIdentity { return .create }
+        guard let stored else { return onServer == nil ? .create : .needsLinking }
+        if onServer == stored.identityPublic { return stored.published ? .ready : .publish }
+        // The server has none (a new server, or it was dropped) or another one: this device's
+        // identity is the user's, since only the user's devices hold it.
+        return onServer == nil ? .publish : .needsLinking
+    }
+}
+
+/// The user's identity key and this device's certificate, made and kept in the data directory
+/// (docs/E2EE.md, Part 2); safety numbers and verification (docs/E2EE.md, "Verification").
+extension SIMPClient {
+    /// Makes the user's identity on its first device, or checks this device's: needs a
+    /// connection and a `dataDirectory` (the private keys live there, readable by the user
+    /// alone). With `newIdentity` (every device was lost), a new identity replaces the
+    /// server's: every device certificate and KeyPackage of the user goes, and peers are told
+    /// of the change when they next look (`identityChanged`).
+    @discardableResult
+    public func setUpIdentity(newIdentity: Bool = false) async throws(ClientError) -> IdentityState {
+        let store = try await identityStore()
+        let user = store.user
+        let device = try await currentDevice()
+        let stored: ClientStore.OwnKeys?
+        do { stored = try store.ownKeys() } catch { throw ClientError("cannot read the identity in \(store.path): \(error)") }
+        let onServer = try await keyDirectoryIfAny(of: user)
+        let storedPublic = stored.flatMap { try? Curve25519.Signing.PrivateKey(rawRepresentation: $0.identityKey) }.map { Array($0.publicKey.rawRepresentation) }
+        switch IdentitySetup.next(stored: storedPublic.map { ($0, stored!.published) }, onServer: onServer?.identityKey, newIdentity: newIdentity) {
+        case .ready:
+            return .ready
+        case .needsLinking:
+            return .needsLinking
+        case .create:
+            let keys = ClientStore.OwnKeys(identityKey: Array(Curve25519.Signing.PrivateKey().rawRepresentation),
+                                           deviceKey: Array(Curve25519.Signing.PrivateKey().rawRepresentation), published: false)
+            try saveKeys(keys, in: store)
+            try await publish(keys, user: user, device: device, replace: newIdentity || onServer != nil, store: store)
+            return .created
+        case .publish:
+            try await publish(stored!, user: user, device: device, replace: false, store: store)
+            return .ready
+        }
+    }
+
+    /// The safety number of the user and `peer`, from both identity keys as the server gives
+    /// them; the user's own key must be this device's (`setUpIdentity`). The peer's key is
+    /// recorded the first time; a different one later is reported (`identityChanged`, and the
+    /// event of that name) and is no longer verified.
+    public func safetyNumber(with peer: String) async throws(ClientError) -> SafetyCheck {
+        let store = try await identityStore()
+        guard let own = try? store.ownKeys(), let identity = try? Curve25519.Signing.PrivateKey(rawRepresentation: own.identityKey) else {
+            throw ClientError("this device has no identity yet: setUpIdentity() first")
+        }
+        guard let entry = try await keyDirectoryIfAny(of: peer), let peerKey = IdentityKey(entry.identityKey),
+              let ownKey = IdentityKey(Array(identity.publicKey.rawRepresentation)) else {
+            throw ClientError("\(peer) has published no identity key yet", code: .unknownUser)
+        }
+        let record: ClientStore.PeerRecord
+        do {
+            record = try store.record(peer: peer, identityKey: entry.identityKey, nowMillis: Date().millis)
+        } catch {
+            throw ClientError("cannot record \(peer)'s identity in \(store.path): \(error)")
+        }
+        let number = SafetyNumber((store.user, ownKey), (peer, peerKey))
+        var check = SafetyCheck(user: peer, number: number.description, verified: false, identityChanged: false)
+        switch record {
+        case .new: break
+        case .same(let verified): check.verified = verified
+        case .changed:
+            check.identityChanged = true
+            loop.execute { [self] in deliver(.identityChanged(user: peer)) }
+        }
+        return check
+    }
+
+    /// Marks `peer`'s identity verified: `number` is the safety number the two users compared
+    /// (spaces ignored). Throws if it is not the current one, or the key changed meanwhile.
+    public func markVerified(_ peer: String, number: String) async throws(ClientError) {
+        let check = try await safetyNumber(with: peer)
+        let typed = number.filter { !$0.isWhitespace }
+        guard !check.identityChanged, check.number.filter(\.isNumber) == typed else {
+            throw ClientError("that is not the safety number with \(peer) now: compare again (/verify \(peer))")
+        }
+        let store = try await identityStore()
+        guard let entry = try await keyDirectoryIfAny(of: peer),
+              (try? store.verify(peer: peer, identityKey: entry.identityKey)) == true else {
+            throw ClientError("\(peer)'s identity changed while verifying: compare again (/verify \(peer))")
+        }
+    }
+
+    // MARK: parts
+
+    private func identityStore() async throws(ClientError) -> ClientStore {
+        guard configuration.dataDirectory != nil else {
+            throw ClientError("an identity needs a data directory (--data-dir): its private key is kept there")
+        }
+        guard let store = try? await loop.submit({ [self] in self.store }).get() else {
+            throw ClientError("not connected: the identity is set up once connected", code: .notConnected)
+        }
+        return store
+    }
+
+    private func currentDevice() async throws(ClientError) -> String {
+        guard let device = try? await loop.submit({ [self] in engine.device }).get() else { throw ClientError("the client is closed") }
+        return device
+    }
+
+    private func keyDirectoryIfAny(of user: String) async throws(ClientError) -> KeyDirectoryEntry? {
+        do {
+            let entry = try await keyDirectory(of: user)
+            return entry.identityKey.isEmpty ? nil : entry
+        } catch where error.code == .unknownUser || error.code == .noIdentity {
+            return nil
+        }
+    }
+
+    private func saveKeys(_ keys: ClientStore.OwnKeys, in store: ClientStore) throws(ClientError) {
+        do { try store.save(keys) } catch { throw ClientError("cannot keep the identity in \(store.path): \(error)") }
+    }
+
+    /// Publishes the identity key and this device's certificate, then records that it did.
+    private func publish(_ keys: ClientStore.OwnKeys, user: String, device: String, replace: Bool, store: ClientStore) async throws(ClientError) {
+        guard let identity = try? Curve25519.Signing.PrivateKey(rawRepresentation: keys.identityKey),
+              let deviceKey = try? Curve25519.Signing.PrivateKey(rawRepresentation: keys.deviceKey) else {
+            throw ClientError("the identity kept in \(store.path) is damaged")
+        }
+        try await publishIdentity(Array(identity.publicKey.rawRepresentation), replace: replace)
+        let certificate: CertifiedDevice
+        do {
+            certificate = try CertifiedDevice.sign(user: user, device: device, deviceKey: Array(deviceKey.publicKey.rawRepresentation), identity: identity)
+        } catch {
+            throw ClientError("cannot sign this device's certificate: \(error)")
+        }
+        try await publishDevice(certificate)
+        var published = keys
+        published.published = true
+        try saveKeys(published, in: store)
+    }
+}
