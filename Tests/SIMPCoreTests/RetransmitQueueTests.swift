@@ -187,18 +187,38 @@ import Testing
         #expect(q.isEmpty)
     }
 
-    @Test func theDoubledTimeoutStaysForNewEntriesUntilAnRTTSample() {
+    /// A timeout doubles the timeouts of what went again, not of what is sent later: kept for
+    /// new entries until an RTT sample, it held every message of a lossy path to the cap.
+    @Test func aNewEntryStartsAtTheRTOAfterATimeout() {
         var q = tracked(1...1)
         _ = q.due(now: t0 + .milliseconds(500))
         q.acknowledge(1, now: t0 + .milliseconds(600))
-        #expect(q.timeout == .seconds(1))
+        #expect(q.timeout == .milliseconds(500))
         let later = t0 + .seconds(2)
         q.track(2, payload: "m2", now: later)
-        #expect(q.due(now: later + .milliseconds(999)).resend.isEmpty)
-        // Answered in 300 ms, first time: a sample (RTO 300 + 4 x 150 = 900 ms), the doubling ends.
-        q.acknowledge(2, now: later + .milliseconds(300))
-        #expect(q.estimator.smoothedRTT == .milliseconds(300))
-        #expect(q.timeout == .milliseconds(900))
+        #expect(q.due(now: later + .milliseconds(499)).resend.isEmpty)
+        #expect(q.due(now: later + .milliseconds(500)).resend.map(\.key) == [2])
+    }
+
+    /// A peer that takes entries in order holds what came after a lost one until its resend
+    /// arrives: those acknowledgements measure the loss, and give no RTT sample.
+    @Test func anAcknowledgementThatWaitedBehindAResendGivesNoSample() {
+        var q = tracked(1...3)
+        #expect(q.due(now: t0 + .milliseconds(500)).resend.map(\.key) == [1, 2])
+        q.acknowledge(1, now: t0 + .milliseconds(550))
+        q.acknowledge(2, now: t0 + .milliseconds(550))
+        q.acknowledge(3, now: t0 + .milliseconds(550))
+        #expect(q.estimator.smoothedRTT == nil)
+        // Resent by the caller (a loss the peer reported): 5 and 6 waited for it, 4 did not.
+        q.track(4, payload: "m4", now: t0 + .seconds(1))
+        q.track(5, payload: "m5", now: t0 + .seconds(1))
+        q.track(6, payload: "m6", now: t0 + .seconds(1))
+        q.resentOutOfBand([5])
+        q.acknowledge(5, now: t0 + .milliseconds(1300))
+        q.acknowledge(6, now: t0 + .milliseconds(1300))
+        #expect(q.estimator.smoothedRTT == nil)
+        q.acknowledge(4, now: t0 + .milliseconds(1200))
+        #expect(q.estimator.smoothedRTT == .milliseconds(200))
     }
 
     @Test func probesBackOffPastTheResendCapUpToTheirOwn() {
@@ -213,8 +233,8 @@ import Testing
             if !q.due(now: now).resend.isEmpty { probes.append((now - t0).nanoseconds / 1_000_000) }
         }
         #expect(probes == [500, 1500, 3500, 7500, 11500])
-        // Until an RTT sample, a new entry starts at the backed-off timeout too.
-        #expect(q.timeout == .seconds(4))
+        // A new entry starts at the RTO: only the probes back off.
+        #expect(q.timeout == .milliseconds(500))
     }
 
     @Test func timeThisSideWasNotRunningDoesNotCountAgainstThePeer() {

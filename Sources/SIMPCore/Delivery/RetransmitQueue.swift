@@ -4,9 +4,8 @@ import NIOCore
 public struct RetransmitPolicy: Sendable, Equatable {
     /// Backoff doubles the timeout of an entry on every resend, up to this.
     public var maxBackoff: TimeAmount
-    /// The queue's own timeout doubles with every probe, and the timeout of new entries with
-    /// every timeout until an RTT sample, up to this (RFC 9002 sets no bound: a peer that
-    /// stays silent is probed ever less often).
+    /// The queue's own timeout doubles with every probe, up to this (RFC 9002 sets no bound:
+    /// a peer that stays silent is probed ever less often).
     public var maxProbeBackoff: TimeAmount
     /// An entry not acknowledged this long after its first send has failed.
     public var giveUpAfter: TimeAmount
@@ -48,9 +47,12 @@ public struct RetransmitPolicy: Sendable, Equatable {
 /// nothing more until its own timeout, which doubles with every probe (capped at
 /// `maxProbeBackoff`). A new acknowledgement ends the probing; what is still due then was sent
 /// before something the peer answered, and is resent as before, each entry with its own
-/// doubling timeout. The doubled timeout also stays for entries tracked later, until an
-/// acknowledgement gives an RTT sample (Karn's algorithm, RFC 6298 5.7): otherwise every new
-/// entry would start at the timeout that just proved too short. Loss shown otherwise (a
+/// doubling timeout. New entries start at the RTO, not at a timeout doubled by earlier
+/// timeouts (as RFC 9002 resets its PTO backoff on an acknowledgement, not on an RTT sample):
+/// kept until an RTT sample (Karn's algorithm for one timer, RFC 6298 5.7), it held every new
+/// message of a lossy path to the 4 s cap (the fault suite's 30% loss with early delivery: p99
+/// 5-30 s, was 1-3 s). An acknowledgement that may have waited behind a resend of an earlier
+/// entry (a peer that takes them in order) gives no RTT sample. Loss shown otherwise (a
 /// receipt's `missing`) is the caller's to resend at once. Time this side spent not running
 /// (`stallAllowance`) is taken off every timer.
 /// Inlinable, so that each user of it is specialised for its key and payload: generic code
@@ -68,6 +70,9 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
         @usableFromInline var held = false
         /// `paused` when it was last sent: its timer runs that much less than the clock since.
         @usableFromInline var pauseMark: TimeAmount = .zero
+        /// One tracked before it (or this one) went again while this one was pending: a peer
+        /// that takes them in order held this one for it, so its acknowledgement gives no RTT sample.
+        @usableFromInline var waited = false
 
         @inlinable
         init(payload: Payload, firstSent: NIODeadline, lastSent: NIODeadline, timeout: TimeAmount, attempts: Int, place: UInt64) {
@@ -90,8 +95,6 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
     /// Probes sent since the last acknowledgement; while above 0 nothing is resent before `probeDeadline`.
     @usableFromInline var probes = 0
     @usableFromInline var probeDeadline: NIODeadline = .distantPast
-    /// Doublings of the timeout kept since the last RTT sample (Karn).
-    @usableFromInline var backoff = 0
     /// Set by `expediteAll`: the next `due` resends everything due, with no probe.
     @usableFromInline var expedited = false
     /// Time this side was found not running (beyond `stallAllowance`), in all.
@@ -112,10 +115,12 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
     @inlinable public var pendingKeys: [Key] { Array(entries.keys) }
     /// Probes sent since the peer last acknowledged anything.
     @inlinable public var probeCount: Int { probes }
-    /// The timeout a newly tracked entry gets: RTO plus the peer's ack delay, doubled for
-    /// every timeout since the last RTT sample, capped.
-    @inlinable public var timeout: TimeAmount {
-        Self.doubled(rtt.rto + policy.maxAckDelay, backoff, cap: policy.maxProbeBackoff)
+    /// The timeout a newly tracked entry gets: RTO plus the peer's ack delay.
+    @inlinable public var timeout: TimeAmount { rtt.rto + policy.maxAckDelay }
+    /// How long after a probe the next may go: the timeout doubled for every probe since the
+    /// peer last acknowledged anything, capped.
+    @inlinable var probeTimeout: TimeAmount {
+        Self.doubled(timeout, probes, cap: policy.maxProbeBackoff)
     }
 
     /// Notes the time of a call: a gap beyond `stallAllowance` since the last one was this
@@ -211,7 +216,7 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
     public mutating func acknowledge(_ key: Key, now: NIODeadline) -> Payload? {
         guard let entry = entries.removeValue(forKey: key) else { return nil }
         acknowledged(now: now)
-        if entry.attempts == 1 {
+        if entry.attempts == 1 && !entry.waited {
             sampleRTT(now - entry.firstSent)
         }
         return entry.payload
@@ -229,6 +234,30 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
         probes = 0
     }
 
+    /// The caller sent these entries again on its own (losses the peer reported): they and
+    /// every pending entry tracked after the first may be held for them, and their
+    /// acknowledgements give no RTT sample. Their timers are not changed.
+    @inlinable
+    public mutating func resentOutOfBand(_ keys: some Sequence<Key>) {
+        var first: UInt64?
+        for key in keys {
+            if let place = entries[key]?.place, place < first ?? .max { first = place }
+        }
+        if let first { markWaiting(from: first) }
+    }
+
+    /// Every pending entry from `place` on waited for a resend (see `Entry.waited`).
+    @inlinable
+    mutating func markWaiting(from place: UInt64) {
+        var index = entries.values.startIndex
+        while index != entries.values.endIndex {
+            if entries.values[index].place >= place && !entries.values[index].waited {
+                entries.values[index].waited = true
+            }
+            entries.values.formIndex(after: &index)
+        }
+    }
+
     /// The payload of a pending entry, without changing its timers.
     @inlinable
     public func peek(_ key: Key) -> Payload? {
@@ -239,7 +268,6 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
     @inlinable
     public mutating func sampleRTT(_ sample: TimeAmount) {
         rtt.sample(sample)
-        backoff = 0
     }
 
     /// When a pending entry was last sent (or found due).
@@ -313,11 +341,12 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
             entries[key] = next
             result.resend.append(Item(key: key, payload: entry.payload, place: entry.place, sentAt: entry.lastSent))
         }
-        // A timeout: the RTO proved too short, and stays doubled until an RTT sample.
-        backoff = min(backoff + 1, 32)
+        // What was tracked after the first one resent waits for it at a peer that takes them
+        // in order: its acknowledgement would measure the loss, not the path.
+        if let first = result.resend.first { markWaiting(from: first.place) }
         if probing {
-            probes += 1
-            probeDeadline = now + timeout
+            probes = min(probes + 1, 32)
+            probeDeadline = now + probeTimeout
             probePauseMark = paused
         }
         return result
