@@ -12,7 +12,7 @@ extension ClientEngine {
         case .delivered(let delivered): self.delivered(delivered)
         case .failed(let failed): self.failed(failed, now: now)
         case .missing(let missing):
-            for message in sending.missing(missing) { transmit(message, .reported, now: now) }
+            for message in sending.missing(missing, now: now.deadline) { transmit(message, .reported, now: now) }
         case .retracted(let retracted):
             guard early.retracted(.init(from: retracted.fromUser, id: retracted.messageID)) else { return }
             emit(.retracted(id: retracted.messageID, from: retracted.fromUser,

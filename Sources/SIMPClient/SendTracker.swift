@@ -237,15 +237,24 @@ struct SendTracker: Sendable {
     }
 
     /// The messages the server says it is missing from this session (at most 64), to send
-    /// again at once with the order they had.
-    func missing(_ notice: Simp_Missing) -> [Simp_Message] {
+    /// again at once with the order they had. The server holds what came after them: those
+    /// acceptances will measure the wait, not the path (no RTT sample). The notice is an
+    /// answer too (like an acknowledgement that skips a gap, it shows that something sent
+    /// later arrived): probing ends, and what still waits is timed from `now`. Counted as
+    /// silence, a lossy path's flight, held whole behind each lost message, was probed
+    /// with ever longer waits.
+    mutating func missing(_ notice: Simp_Missing, now: NIODeadline) -> [Simp_Message] {
         var resend: [Simp_Message] = []
+        var ids: [String] = []
         for order in notice.clientSeqs.prefix(64) {
             guard let id = orderToID[order], var message = outbox.peek(id)?.message else { continue }
             message.clientSeq = order
             message.fresh = !sentBefore.contains(id)
             resend.append(message)
+            ids.append(id)
         }
+        outbox.resentOutOfBand(ids)
+        outbox.acknowledged(now: now)
         return resend
     }
 
