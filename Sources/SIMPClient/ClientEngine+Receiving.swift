@@ -12,7 +12,7 @@ extension ClientEngine {
         case .delivered(let delivered): self.delivered(delivered)
         case .failed(let failed): self.failed(failed, now: now)
         case .missing(let missing):
-            for message in sending.missing(missing) { transmit(message, .reported, now: now) }
+            for message in sending.missing(missing, now: now.deadline) { transmit(message, .reported, now: now) }
         case .retracted(let retracted):
             guard early.retracted(.init(from: retracted.fromUser, id: retracted.messageID)) else { return }
             emit(.retracted(id: retracted.messageID, from: retracted.fromUser,
@@ -47,7 +47,7 @@ extension ClientEngine {
 
     private mutating func failed(_ failed: Simp_Failed, now: Moment) {
         acknowledged(failed.messageID, now: now)
-        guard let event = sending.failed(failed) else { return }
+        guard let event = sending.failed(failed, now: now.deadline) else { return }
         writeOutbox(.remove(id: failed.messageID), for: .failed)
         emit(event)
     }

@@ -38,7 +38,12 @@ extension ClientConfiguration {
     var loopTimes: LoopTimes {
         LoopTimes(connect: TimeAmount(connectTimeout),
                   reconnect: ReconnectBackoff(base: TimeAmount(reconnectBase), cap: TimeAmount(reconnectCap)),
-                  retransmit: RetransmitPolicy(maxBackoff: TimeAmount(retransmitBackoffCap), giveUpAfter: TimeAmount(giveUpAfter)),
+                  // The server accepts once the store answers (its batch may wait for the one
+                  // ahead of it): the ack delay allowed for is QUIC's default. Probes of an
+                  // unanswered flight back off to the resend cap, no further (see the server's
+                  // `pushRetransmit`); a tick later than 30 ms is time this client was not running.
+                  retransmit: RetransmitPolicy(maxBackoff: TimeAmount(retransmitBackoffCap), giveUpAfter: TimeAmount(giveUpAfter),
+                                               maxAckDelay: RetransmitPolicy.defaultMaxAckDelay, stallAllowance: .milliseconds(30)),
                   keepalive: TimeAmount(keepaliveInterval),
                   bindRetry: TimeAmount(bindRetry),
                   request: TimeAmount(requestTimeout))

@@ -218,28 +218,43 @@ struct SendTracker: Sendable {
         }
     }
 
-    /// Nil when the message was not waiting for its fate.
-    mutating func failed(_ notice: Simp_Failed) -> ClientEvent? {
+    /// Nil when the message was not waiting for its fate. A refusal is an answer: the server
+    /// is working through what it was sent, so what still waits is not an unanswered flight
+    /// to probe two at a time (`now`: when it came).
+    mutating func failed(_ notice: Simp_Failed, now: NIODeadline? = nil) -> ClientEvent? {
         let id = notice.messageID
         // Accepted is durable: a later failure can only be a resend's store that failed
         // (Redis down), which does not undo the first. The receipt will come.
         guard awaitingDelivery[id] == nil else { return nil }
-        guard outbox.remove(id) != nil || withdrawing.removeValue(forKey: id) != nil else { return nil }
+        if outbox.remove(id) != nil {
+            if let now { outbox.acknowledged(now: now) }
+        } else if withdrawing.removeValue(forKey: id) == nil {
+            return nil
+        }
         forgetOrder(of: id)
         _ = oldestWaiting(to: notice.toUser)
         return .failed(id: id, to: notice.toUser, reason: notice.reason.isEmpty ? notice.code.name : notice.reason, code: ErrorCode(notice.code))
     }
 
     /// The messages the server says it is missing from this session (at most 64), to send
-    /// again at once with the order they had.
-    func missing(_ notice: Simp_Missing) -> [Simp_Message] {
+    /// again at once with the order they had. The server holds what came after them: those
+    /// acceptances will measure the wait, not the path (no RTT sample). The notice is an
+    /// answer too (like an acknowledgement that skips a gap, it shows that something sent
+    /// later arrived): probing ends, and what still waits is timed from `now`. Counted as
+    /// silence, a lossy path's flight, held whole behind each lost message, was probed
+    /// with ever longer waits.
+    mutating func missing(_ notice: Simp_Missing, now: NIODeadline) -> [Simp_Message] {
         var resend: [Simp_Message] = []
+        var ids: [String] = []
         for order in notice.clientSeqs.prefix(64) {
             guard let id = orderToID[order], var message = outbox.peek(id)?.message else { continue }
             message.clientSeq = order
             message.fresh = !sentBefore.contains(id)
             resend.append(message)
+            ids.append(id)
         }
+        outbox.resentOutOfBand(ids)
+        outbox.acknowledged(now: now)
         return resend
     }
 

@@ -47,7 +47,14 @@ public struct ServerConfiguration: Sendable {
     public var maxGroupsPerUser = 500
     /// Contact requests one user may make in an hour (RATE_LIMITED beyond).
     public var contactRequestsPerHour = 30
-    public var pushRetransmit = RetransmitPolicy(maxBackoff: .seconds(4), giveUpAfter: .seconds(60))
+    /// The client confirms at the end of the loop turn that read the push (after its disk
+    /// write, when it keeps one): the ack delay allowed for is QUIC's default. A session that
+    /// confirms nothing is probed, at most every 4 s (probes backing off to 30 s made the fault
+    /// suite's 30% loss fail messages and wait over a minute for the last of a burst); a loop
+    /// turn of the server's later than 30 ms is time the server was not running, not the client's.
+    public var pushRetransmit = RetransmitPolicy(maxBackoff: .seconds(4), giveUpAfter: .seconds(60),
+                                                 maxAckDelay: RetransmitPolicy.defaultMaxAckDelay,
+                                                 stallAllowance: .milliseconds(30))
     /// scrypt cost N; lower it only for tests.
     /// scrypt's N (r = 8, p = 1): 2^17, OWASP's minimum; 128 MiB per hash.
     public var scryptRounds = 131_072

@@ -142,11 +142,23 @@ import Testing
     @Test func missingResendsWithTheOrderTheMessagesHad() {
         var tracker = tracker()
         _ = send(["a", "b", "c"], on: &tracker, now: t0)
-        let resend = tracker.missing(missing([3, 99, 2]))
+        let resend = tracker.missing(missing([3, 99, 2]), now: t0)
         #expect(resend.map(\.messageID) == ["c", "b"])
         #expect(resend.map(\.clientSeq) == [3, 2])
         _ = tracker.accepted(accepted("b", seq: 1), now: t0)
-        #expect(tracker.missing(missing([2])).isEmpty)
+        #expect(tracker.missing(missing([2]), now: t0).isEmpty)
+    }
+
+    /// A `missing` shows that something sent later arrived: the flight the server holds behind
+    /// the gap is not probed with ever longer waits, it goes again an RTO after the notice.
+    @Test func aMissingNoticeEndsTheProbing() {
+        var tracker = tracker()
+        _ = send(["a", "b", "c", "d"], on: &tracker, now: t0)
+        #expect(ids(tracker.resends(now: t0 + .milliseconds(500), bound: true)) == ["a", "b"])
+        #expect(tracker.missing(missing([1]), now: t0 + .milliseconds(600)).map(\.messageID) == ["a"])
+        // c and d an RTO after the notice, all of them (a and b went again at 500 ms: later).
+        #expect(tracker.resends(now: t0 + .milliseconds(1099), bound: true).transmit.isEmpty)
+        #expect(ids(tracker.resends(now: t0 + .milliseconds(1100), bound: true)) == ["c", "d"])
     }
 
     /// A long session keeps numbers only for what the server has not answered for.
@@ -162,7 +174,7 @@ import Testing
         _ = tracker.failed(failure)
         #expect(tracker.numberedCount == 1)
         // The number of the one still waiting is kept, and the next message continues the count.
-        #expect(tracker.missing(missing([4])).map(\.messageID) == ["d"])
+        #expect(tracker.missing(missing([4]), now: t0).map(\.messageID) == ["d"])
         #expect(send(["e"], on: &tracker, now: t0) == [5])
     }
 
@@ -170,7 +182,7 @@ import Testing
         var tracker = tracker()
         let ids = (1...100).map { "m\($0)" }
         _ = send(ids, on: &tracker, now: t0)
-        #expect(tracker.missing(missing(Array(1...100))).count == 64)
+        #expect(tracker.missing(missing(Array(1...100)), now: t0).count == 64)
     }
 
     // MARK: timers
@@ -179,11 +191,36 @@ import Testing
         var tracker = tracker()
         _ = send(["a", "b"], on: &tracker, now: t0)
         _ = tracker.accepted(accepted("a", seq: 1), now: t0 + .milliseconds(10))
-        #expect(tracker.resends(now: t0 + .milliseconds(499), bound: true).transmit.isEmpty)
-        let due = tracker.resends(now: t0 + .milliseconds(500), bound: true)
+        // The timer runs from the server's last acknowledgement (it was still answering).
+        #expect(tracker.resends(now: t0 + .milliseconds(509), bound: true).transmit.isEmpty)
+        let due = tracker.resends(now: t0 + .milliseconds(510), bound: true)
         #expect(ids(due) == ["b"])
         #expect(orders(due) == [2])
         #expect(due.withdraw.isEmpty)
+    }
+
+    /// A server that answers nothing (a starved CPU, a dead path) gets a probe of the two
+    /// oldest, not every message again; once it answers, the rest follow.
+    @Test func anUnansweredFlightIsProbedWithTheOldestTwo() {
+        var tracker = tracker()
+        _ = send(["a", "b", "c", "d"], on: &tracker, now: t0)
+        #expect(ids(tracker.resends(now: t0 + .milliseconds(500), bound: true)) == ["a", "b"])
+        #expect(tracker.resends(now: t0 + .milliseconds(1400), bound: true).transmit.isEmpty)
+        _ = tracker.accepted(accepted("a", seq: 1), now: t0 + .milliseconds(1450))
+        _ = tracker.accepted(accepted("b", seq: 2), now: t0 + .milliseconds(1450))
+        #expect(tracker.resends(now: t0 + .milliseconds(1949), bound: true).transmit.isEmpty)
+        #expect(ids(tracker.resends(now: t0 + .milliseconds(1950), bound: true)) == ["c", "d"])
+    }
+
+    /// A refusal answers too: after the server refused the first two (a full inbox share, say),
+    /// the rest are not probed two at a time but go again on their timers, all of them.
+    @Test func aRefusalEndsTheProbing() {
+        var tracker = tracker()
+        _ = send(["a", "b", "c", "d"], on: &tracker, now: t0)
+        #expect(ids(tracker.resends(now: t0 + .milliseconds(500), bound: true)) == ["a", "b"])
+        _ = tracker.failed(Simp_Failed(messageID: "a", to: "bob", code: .inboxFull, reason: "full"), now: t0 + .milliseconds(1450))
+        _ = tracker.failed(Simp_Failed(messageID: "b", to: "bob", code: .inboxFull, reason: "full"), now: t0 + .milliseconds(1450))
+        #expect(ids(tracker.resends(now: t0 + .milliseconds(1950), bound: true)) == ["c", "d"])
     }
 
     @Test func unboundNothingGoesOutButResendsStayDue() {
@@ -251,7 +288,7 @@ import Testing
         _ = send(["a", "b", "c"], on: &tracker, now: t0)
         _ = tracker.accepted(accepted("a", seq: 1), now: t0)
         tracker.startSession(now: t0 + .seconds(1))
-        #expect(tracker.missing(missing([2, 3])).isEmpty)
+        #expect(tracker.missing(missing([2, 3]), now: t0).isEmpty)
         let due = tracker.resendAll(now: t0 + .seconds(2), bound: true)
         #expect(ids(due) == ["b", "c"])
         #expect(orders(due) == [1, 2])
@@ -310,7 +347,7 @@ import Testing
         let due = tracker.resends(now: t0 + .milliseconds(500), bound: true)
         #expect(ids(due) == ["a", "c", "d"])
         #expect(due.transmit.map(\.payload.message.overtaken) == [true, false, false])
-        #expect(tracker.missing(missing([1])).map(\.overtaken) == [true])
+        #expect(tracker.missing(missing([1]), now: t0).map(\.overtaken) == [true])
     }
 
     /// A withdrawn message whose answer was lost with its session goes out again on the next
@@ -332,7 +369,7 @@ import Testing
         var tracker = tracker()
         _ = send(["a", "b"], on: &tracker, now: t0)
         _ = tracker.delivered(delivered("b", seq: 4))
-        #expect(tracker.missing(missing([1])).map(\.overtaken) == [true])
+        #expect(tracker.missing(missing([1]), now: t0).map(\.overtaken) == [true])
     }
 
     @Test func theDeliveryQueryNamesWhatAwaitsDelivery() {
@@ -391,7 +428,7 @@ import Testing
         #expect(resend.map(\.payload.message.fresh) == [true])
         var missing = Simp_Missing()
         missing.clientSeqs = [1]
-        #expect(tracker.missing(missing).map(\.fresh) == [true])
+        #expect(tracker.missing(missing, now: t0).map(\.fresh) == [true])
 
         tracker.startSession(now: t0 + .seconds(2))
         let again = tracker.resendAll(now: t0 + .seconds(2), bound: true).transmit

@@ -102,6 +102,175 @@ import Testing
     }
 }
 
+/// RFC 9002's probe timeout, with injected time: a starved CPU slows SIMP down, it does not
+/// make it resend everything it has not heard about.
+@Suite struct RetransmitProbeTests {
+    let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000)
+
+    /// RTO 500 ms until a sample, floor 100 ms.
+    func queue(ackDelay: TimeAmount = .zero, cap: TimeAmount = .seconds(8)) -> RetransmitQueue<Int, String> {
+        RetransmitQueue(policy: RetransmitPolicy(maxBackoff: cap, giveUpAfter: .seconds(60), maxAckDelay: ackDelay),
+                        estimator: RTTEstimator(initialRTO: .milliseconds(500), minRTO: .milliseconds(100), maxRTO: .seconds(8)))
+    }
+
+    func tracked(_ keys: ClosedRange<Int>, ackDelay: TimeAmount = .zero) -> RetransmitQueue<Int, String> {
+        var q = queue(ackDelay: ackDelay)
+        for key in keys { q.track(key, payload: "m\(key)", now: t0) }
+        return q
+    }
+
+    @Test func theTimeoutAllowsForThePeersAckDelay() {
+        var q = tracked(1...1, ackDelay: .milliseconds(25))
+        #expect(q.due(now: t0 + .milliseconds(524)).resend.isEmpty)
+        #expect(q.due(now: t0 + .milliseconds(525)).resend.map(\.key) == [1])
+    }
+
+    @Test func aWholeFlightUnansweredGetsAProbeOfTheOldestTwo() {
+        var q = tracked(1...10)
+        #expect(q.due(now: t0 + .milliseconds(500)).resend.map(\.key) == [1, 2])
+        #expect(q.probeCount == 1)
+        // Nothing more until the probe's timeout, doubled: 1 s after the probe.
+        var resent = 0
+        var now = t0 + .milliseconds(500)
+        while now < t0 + .milliseconds(1490) {
+            now = now + .milliseconds(10)
+            resent += q.due(now: now).resend.count
+        }
+        #expect(resent == 0)
+        #expect(q.nextDeadline == t0 + .milliseconds(1500))
+        // Then the oldest again, and the probe's timeout doubles again.
+        #expect(q.due(now: t0 + .milliseconds(1500)).resend.map(\.key) == [1, 2])
+        #expect(q.probeCount == 2)
+        #expect(q.due(now: t0 + .milliseconds(3490)).resend.isEmpty)
+        #expect(q.due(now: t0 + .milliseconds(3500)).resend.map(\.key) == [1, 2])
+    }
+
+    @Test func theProbesTimeoutIsCapped() {
+        var q = RetransmitQueue<Int, String>(policy: RetransmitPolicy(maxBackoff: .seconds(2), giveUpAfter: .seconds(60)),
+                                             estimator: RTTEstimator(initialRTO: .milliseconds(500)))
+        for key in 1...5 { q.track(key, payload: "", now: t0) }
+        var probes: [Int64] = []
+        var now = t0
+        while probes.count < 5 {
+            now = now + .milliseconds(10)
+            if !q.due(now: now).resend.isEmpty { probes.append((now - t0).nanoseconds / 1_000_000) }
+        }
+        #expect(probes == [500, 1500, 3500, 5500, 7500])
+    }
+
+    @Test func anAcknowledgementEndsTheProbingAndTheRestFollowOnTheirTimers() {
+        var q = tracked(1...5)
+        #expect(q.due(now: t0 + .milliseconds(500)).resend.map(\.key) == [1, 2])
+        // The peer answers the probe (a resent entry: no RTT sample).
+        q.acknowledge(1, now: t0 + .milliseconds(550))
+        q.acknowledge(2, now: t0 + .milliseconds(550))
+        #expect(q.probeCount == 0)
+        // What was sent before it and is still unanswered an RTO after the answer is lost:
+        // all of it goes, not a probe.
+        #expect(q.due(now: t0 + .milliseconds(1049)).resend.isEmpty)
+        #expect(q.due(now: t0 + .milliseconds(1050)).resend.map(\.key) == [3, 4, 5])
+    }
+
+    @Test func aPeerStillAnsweringIsNotSentAnythingAgain() {
+        var q = tracked(1...10)
+        // It answers one every 400 ms (less than the RTO apart): the rest wait for it.
+        var resent = 0
+        var now = t0
+        for key in 1...10 {
+            for _ in 0..<40 {
+                now = now + .milliseconds(10)
+                resent += q.due(now: now).resend.count
+            }
+            q.acknowledge(key, now: now)
+        }
+        #expect(resent == 0)
+        #expect(q.isEmpty)
+    }
+
+    /// A timeout doubles the timeouts of what went again, not of what is sent later: kept for
+    /// new entries until an RTT sample, it held every message of a lossy path to the cap.
+    @Test func aNewEntryStartsAtTheRTOAfterATimeout() {
+        var q = tracked(1...1)
+        _ = q.due(now: t0 + .milliseconds(500))
+        q.acknowledge(1, now: t0 + .milliseconds(600))
+        #expect(q.timeout == .milliseconds(500))
+        let later = t0 + .seconds(2)
+        q.track(2, payload: "m2", now: later)
+        #expect(q.due(now: later + .milliseconds(499)).resend.isEmpty)
+        #expect(q.due(now: later + .milliseconds(500)).resend.map(\.key) == [2])
+    }
+
+    /// A peer that takes entries in order holds what came after a lost one until its resend
+    /// arrives: those acknowledgements measure the loss, and give no RTT sample.
+    @Test func anAcknowledgementThatWaitedBehindAResendGivesNoSample() {
+        var q = tracked(1...3)
+        #expect(q.due(now: t0 + .milliseconds(500)).resend.map(\.key) == [1, 2])
+        q.acknowledge(1, now: t0 + .milliseconds(550))
+        q.acknowledge(2, now: t0 + .milliseconds(550))
+        q.acknowledge(3, now: t0 + .milliseconds(550))
+        #expect(q.estimator.smoothedRTT == nil)
+        // Resent by the caller (a loss the peer reported): 5 and 6 waited for it, 4 did not.
+        q.track(4, payload: "m4", now: t0 + .seconds(1))
+        q.track(5, payload: "m5", now: t0 + .seconds(1))
+        q.track(6, payload: "m6", now: t0 + .seconds(1))
+        q.resentOutOfBand([5])
+        q.acknowledge(5, now: t0 + .milliseconds(1300))
+        q.acknowledge(6, now: t0 + .milliseconds(1300))
+        #expect(q.estimator.smoothedRTT == nil)
+        q.acknowledge(4, now: t0 + .milliseconds(1200))
+        #expect(q.estimator.smoothedRTT == .milliseconds(200))
+    }
+
+    @Test func probesBackOffPastTheResendCapUpToTheirOwn() {
+        var q = RetransmitQueue<Int, String>(policy: RetransmitPolicy(maxBackoff: .seconds(1), giveUpAfter: .seconds(600),
+                                                                      maxProbeBackoff: .seconds(4)),
+                                             estimator: RTTEstimator(initialRTO: .milliseconds(500)))
+        q.track(1, payload: "", now: t0)
+        var probes: [Int64] = []
+        var now = t0
+        while probes.count < 5 {
+            now = now + .milliseconds(10)
+            if !q.due(now: now).resend.isEmpty { probes.append((now - t0).nanoseconds / 1_000_000) }
+        }
+        #expect(probes == [500, 1500, 3500, 7500, 11500])
+        // A new entry starts at the RTO: only the probes back off.
+        #expect(q.timeout == .milliseconds(500))
+    }
+
+    @Test func timeThisSideWasNotRunningDoesNotCountAgainstThePeer() {
+        var q = RetransmitQueue<Int, String>(policy: RetransmitPolicy(giveUpAfter: .seconds(60), stallAllowance: .milliseconds(30)),
+                                             estimator: RTTEstimator(initialRTO: .milliseconds(500)))
+        q.track(1, payload: "", now: t0)
+        // Looked at every 10 ms for 200 ms, then not for 700 ms: 670 ms of that was a stall.
+        var now = t0
+        var resent = 0
+        while now < t0 + .milliseconds(200) {
+            now = now + .milliseconds(10)
+            resent += q.due(now: now).resend.count
+        }
+        now = now + .milliseconds(700)
+        while now < t0 + .milliseconds(1160) {
+            resent += q.due(now: now).resend.count
+            now = now + .milliseconds(10)
+        }
+        #expect(resent == 0)
+        #expect(q.due(now: t0 + .milliseconds(1170)).resend.map(\.key) == [1])
+    }
+
+    @Test func everyGapCountsWithoutAStallAllowance() {
+        var q = tracked(1...1)
+        #expect(q.due(now: t0 + .milliseconds(10)).resend.isEmpty)
+        #expect(q.due(now: t0 + .milliseconds(900)).resend.map(\.key) == [1])
+    }
+
+    @Test func expeditingResendsEverythingWithoutAProbe() {
+        var q = tracked(1...5)
+        _ = q.due(now: t0 + .milliseconds(500))
+        q.expediteAll(now: t0 + .milliseconds(600))
+        #expect(q.due(now: t0 + .milliseconds(600)).resend.map(\.key) == [1, 2, 3, 4, 5])
+    }
+}
+
 @Suite struct RTTEstimatorTests {
     @Test func firstSampleFollowsRFC6298() {
         var e = RTTEstimator(initialRTO: .seconds(1), minRTO: .milliseconds(1), maxRTO: .seconds(60))

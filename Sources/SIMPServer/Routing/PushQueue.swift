@@ -197,6 +197,7 @@ struct PushQueue {
         }
         // One sample per receipt, from the push that made it, and none when the receipt also
         // confirms one that was lost: a push held behind a gap waited for the gap, not the path.
+        if newest != nil { unconfirmed.acknowledged(now: now) }
         if let newest, !tainted { unconfirmed.sampleRTT(now - newest.sentAt) }
         if !unsent.isEmpty {
             for (seq, push) in unsent where seq <= upTo {

@@ -165,6 +165,26 @@ extension PushQueue.Release {
         #expect(q.release(now: t0 + .seconds(1)).resent == 1)
     }
 
+    /// A recipient that confirms nothing (a starved CPU) gets the two oldest pushes again, not
+    /// all of them, and nothing more until the probe's doubled timeout; its receipt ends that.
+    @Test func anUnconfirmedFlightIsProbedWithTheOldestTwo() {
+        var q = queue()
+        _ = pushed(&q, Array(1...10), now: t0)
+        var resent = 0
+        var now = t0
+        while now < t0 + .milliseconds(1400) {
+            now = now + .milliseconds(10)
+            _ = q.due(now: now)
+            resent += q.release(now: now).resent
+        }
+        #expect(resent == 2)
+        #expect(q.congestion.lost == 2)
+        // The receipt that comes at last confirms all of them: nothing more goes.
+        #expect(q.confirm(upTo: 10, now: now).count == 10)
+        _ = q.due(now: now + .seconds(5))
+        #expect(q.release(now: now + .seconds(5)).resent == 0)
+    }
+
     /// The RTT comes from the push that made a receipt, never from one held behind a lost one.
     @Test func rttSamplesSkipReceiptsThatCoverALoss() {
         var q = queue()
