@@ -23,6 +23,18 @@ import Testing
         return (client, log)
     }
 
+    /// alice and bob registered, connected with a data directory each (the first two of
+    /// `directories`), each with an identity made on this device.
+    static func aliceAndBob(_ cluster: TestCluster, _ directories: [String]) async throws
+        -> (alice: (SIMPClient, EventLog), bob: (SIMPClient, EventLog)) {
+        for user in ["alice", "bob"] { try await cluster.register(user) }
+        let alice = try await connected(cluster, "alice", directories[0])
+        let bob = try await connected(cluster, "bob", directories[1])
+        #expect(try await alice.0.setUpIdentity() == .created)
+        #expect(try await bob.0.setUpIdentity() == .created)
+        return (alice, bob)
+    }
+
     /// Every value in Redis, read by type, as one string: what someone with the server's Redis sees.
     static func everythingInRedis(_ cluster: TestCluster) throws -> String {
         var dump = ""
@@ -46,11 +58,9 @@ import Testing
         let cluster = try await TestCluster.start()
         let directories = (0..<2).map { _ in LocalHistoryTests.directory() }
         defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
-        for user in ["alice", "bob"] { try await cluster.register(user) }
-        let (alice, aliceLog) = try await Self.connected(cluster, "alice", directories[0])
-        var (bob, bobLog) = try await Self.connected(cluster, "bob", directories[1])
-        #expect(try await alice.setUpIdentity() == .created)
-        #expect(try await bob.setUpIdentity() == .created)
+        let pair = try await Self.aliceAndBob(cluster, directories)
+        let (alice, aliceLog) = pair.alice
+        var (bob, bobLog) = pair.bob
 
         let secret = "the owl flies at midnight"
         let first = try await alice.send(to: "bob", text: secret)
@@ -95,11 +105,9 @@ import Testing
         let cluster = try await TestCluster.start()
         let directories = (0..<3).map { _ in LocalHistoryTests.directory() }
         defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
-        for user in ["alice", "bob"] { try await cluster.register(user) }
-        let (alice, aliceLog) = try await Self.connected(cluster, "alice", directories[0])
-        var (bob, bobLog) = try await Self.connected(cluster, "bob", directories[1])
-        #expect(try await alice.setUpIdentity() == .created)
-        #expect(try await bob.setUpIdentity() == .created)
+        let pair = try await Self.aliceAndBob(cluster, directories)
+        let (alice, aliceLog) = pair.alice
+        var (bob, bobLog) = pair.bob
         let first = try await alice.send(to: "bob", text: "before the change")
         #expect(await bobLog.wait { $0.messages.contains { $0.id == first && $0.text == "before the change" } })
         try await alice.markVerified("bob", number: try await alice.safetyNumber(with: "bob").number)
@@ -130,11 +138,8 @@ import Testing
         let cluster = try await TestCluster.start()
         let directories = (0..<2).map { _ in LocalHistoryTests.directory() }
         defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
-        for user in ["alice", "bob"] { try await cluster.register(user) }
-        let (alice, _) = try await Self.connected(cluster, "alice", directories[0])
-        let (bob, bobLog) = try await Self.connected(cluster, "bob", directories[1])
-        #expect(try await alice.setUpIdentity() == .created)
-        #expect(try await bob.setUpIdentity() == .created)
+        let pair = try await Self.aliceAndBob(cluster, directories)
+        let (alice, (bob, bobLog)) = (pair.alice.0, pair.bob)
         // An Update after every 3 sealed messages instead of 1,000.
         let store = try await alice.identityStore()
         let keys = try ConversationKeys(store: store, user: "alice", device: "phone", keys: try #require(try store.ownKeys()),
