@@ -36,6 +36,9 @@ public enum ErrorCode: String, Sendable, Equatable, CaseIterable {
     case commitConflict = "commit-conflict"
     /// The server takes only end-to-end encrypted messages to users (`--e2e required`).
     case e2eRequired = "e2e-required"
+    /// A device link's step out of order, or by a device that may not take it (docs/E2EE.md,
+    /// "Linking a device").
+    case linkStep = "link-step"
 
     /// The name docs/PROTOCOL.md gives a server's code (e.g. "UNKNOWN_USER", what `simp --json`
     /// prints); nil for the client's own.
@@ -94,6 +97,7 @@ public enum ErrorCode: String, Sendable, Equatable, CaseIterable {
         case .keysChanged: .keysChanged
         case .commitConflict: .commitConflict
         case .e2ERequired: .e2eRequired
+        case .linkStep: .linkStep
         default: .unspecified
         }
     }

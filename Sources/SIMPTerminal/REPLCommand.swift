@@ -12,6 +12,13 @@ public enum REPLCommand: Equatable, Sendable {
     case status
     case devices
     case revokeDevice(name: String)
+    /// `/device link`: this (new) device asks the user's other devices for the identity and
+    /// shows the code to approve there (docs/E2EE.md, "Linking a device").
+    case linkDevice
+    /// `/device links`: the user's new devices asking to be linked, with their codes.
+    case deviceLinks
+    /// `/device approve NAME CODE`: link NAME, whose screen shows CODE.
+    case approveLink(name: String, code: String)
     case group(GroupCommand)
     case groups
     case contact(ContactCommand)
@@ -98,6 +105,9 @@ public enum REPLCommand: Equatable, Sendable {
       /status               server, TLS, user, messages pending and received in this run
       /devices              your devices: online, last seen; * marks this one
       /device revoke NAME   end one of your devices: its session closes, its login stops working
+      /device link          on a new device: ask your other devices for your identity; shows a code
+      /device links         on a device with your identity: new devices asking, with their codes
+      /device approve NAME CODE   link NAME once its screen shows the same CODE
       /help                 this list
       /logout               revoke this login on the server and leave
       /logout --all         end every login of yours, on all your devices, and leave
@@ -142,10 +152,21 @@ public enum REPLCommand: Equatable, Sendable {
             guard parts.count == 1 else { throw ParseError(message: "usage: /devices") }
             return .devices
         case "/device":
-            guard parts.count == 3, parts[1] == "revoke", !parts[2].contains(" ") else {
-                throw ParseError(message: "usage: /device revoke NAME")
+            let usage = "usage: /device revoke NAME | /device link | /device links | /device approve NAME CODE"
+            let words = trimmed.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
+            switch (words.count > 1 ? words[1] : "", words.count) {
+            case ("link", 2): return .linkDevice
+            case ("links", 2): return .deviceLinks
+            case ("revoke", 3): return .revokeDevice(name: words[2])
+            case ("approve", 4...):
+                let code = words.dropFirst(3).joined()
+                guard DeviceName.isValid(words[2]) else { throw ParseError(message: "not a device name: \(words[2])") }
+                guard code.count == DeviceLink.codeDigits, code.allSatisfy({ $0.isASCII && $0.isNumber }) else {
+                    throw ParseError(message: "a link code is \(DeviceLink.codeDigits) digits")
+                }
+                return .approveLink(name: words[2], code: code)
+            default: throw ParseError(message: usage)
             }
-            return .revokeDevice(name: parts[2])
         case "/groups":
             guard parts.count == 1 else { throw ParseError(message: "usage: /groups") }
             return .groups

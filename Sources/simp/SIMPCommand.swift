@@ -181,6 +181,12 @@ struct REPL: AsyncParsableCommand {
             case .revokeDevice(let name):
                 try await client.revokeDevice(name)
                 output.info("device \(name) revoked")
+            case .linkDevice:
+                output.result(try await DeviceLinking.link(on: client) { output.result($0) })
+            case .deviceLinks:
+                output.result(try await DeviceLinking.links(on: client))
+            case .approveLink(let name, let code):
+                output.result(try await DeviceLinking.approve(name, code: code, on: client))
             case .group(let group):
                 output.result(try await group.run(on: client))
             case .groups:

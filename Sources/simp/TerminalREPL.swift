@@ -95,6 +95,15 @@ final class TerminalREPL: @unchecked Sendable {
             case .revokeDevice(let name):
                 try await client.revokeDevice(name)
                 show([withScreen { $0.info("device \(name) revoked") }])
+            case .linkDevice:
+                let result = try await DeviceLinking.link(on: client) { [self] shown in show([withScreen { $0.info(shown.human) }]) }
+                show([withScreen { $0.info(result.human) }])
+            case .deviceLinks:
+                let result = try await DeviceLinking.links(on: client)
+                show([withScreen { $0.info(result.human) }])
+            case .approveLink(let name, let code):
+                let result = try await DeviceLinking.approve(name, code: code, on: client)
+                show([withScreen { $0.info(result.human) }])
             case .group(let group):
                 let result = try await group.run(on: client)
                 show([withScreen { $0.info(result.human) }])

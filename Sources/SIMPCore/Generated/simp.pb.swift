@@ -129,6 +129,9 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
 
   /// End-to-end encryption (docs/E2EE.md, Part 4; docs/PROTOCOL.md, Sealed messages).
   case e2ERequired // = 43
+
+  /// a LinkStep that does not follow the link's last step, or by a device that may not take it (docs/E2EE.md, "Linking a device")
+  case linkStep // = 46
   case UNRECOGNIZED(Int)
 
   public init() {
@@ -181,6 +184,7 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     case 41: self = .keysChanged
     case 42: self = .commitConflict
     case 43: self = .e2ERequired
+    case 46: self = .linkStep
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -231,6 +235,7 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     case .keysChanged: return 41
     case .commitConflict: return 42
     case .e2ERequired: return 43
+    case .linkStep: return 46
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -281,6 +286,72 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     .keysChanged,
     .commitConflict,
     .e2ERequired,
+    .linkStep,
+  ]
+
+}
+
+/// Linking a device (docs/E2EE.md, "Linking a device"): a new device of a user gets the user's
+/// identity key from a device that holds it, after the user compared a short code on both. The
+/// server relays the steps between the user's devices, in one record per new device, kept 10
+/// minutes, and checks only their order and who takes each; the bodies are the clients'
+/// (fixed-size, docs/E2EE.md), 1-256 bytes.
+public nonisolated enum Simp_LinkStepKind: SwiftProtobuf.Enum, Swift.CaseIterable {
+  public typealias RawValue = Int
+  case linkStepNone // = 0
+
+  /// by the new device itself: starts (or starts again) its link
+  case linkRequest // = 1
+
+  /// by another device of the user, once, after the request
+  case linkOffer // = 2
+
+  /// by the new device, once, after the offer
+  case linkReveal // = 3
+
+  /// by the device that offered, once, after the reveal
+  case linkGrant // = 4
+
+  /// by the new device or the device that offered, at any step: the link ends
+  case linkDecline // = 5
+  case UNRECOGNIZED(Int)
+
+  public init() {
+    self = .linkStepNone
+  }
+
+  public init?(rawValue: Int) {
+    switch rawValue {
+    case 0: self = .linkStepNone
+    case 1: self = .linkRequest
+    case 2: self = .linkOffer
+    case 3: self = .linkReveal
+    case 4: self = .linkGrant
+    case 5: self = .linkDecline
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  public var rawValue: Int {
+    switch self {
+    case .linkStepNone: return 0
+    case .linkRequest: return 1
+    case .linkOffer: return 2
+    case .linkReveal: return 3
+    case .linkGrant: return 4
+    case .linkDecline: return 5
+    case .UNRECOGNIZED(let i): return i
+    }
+  }
+
+  // The compiler won't synthesize support with the UNRECOGNIZED case.
+  public static let allCases: [Simp_LinkStepKind] = [
+    .linkStepNone,
+    .linkRequest,
+    .linkOffer,
+    .linkReveal,
+    .linkGrant,
+    .linkDecline,
   ]
 
 }
@@ -1681,6 +1752,80 @@ public nonisolated struct Simp_CommitPage: Sendable {
   fileprivate var _welcome: Simp_StoredWelcome? = nil
 }
 
+/// Answered with Ok, or Error LINK_STEP (out of order, or not this device's step), BAD_REQUEST.
+public nonisolated struct Simp_LinkStep: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var kind: Simp_LinkStepKind = .linkStepNone
+
+  /// the new device; empty (or the sender's own name) for LINK_REQUEST
+  public var device: String = String()
+
+  /// 1-256 bytes; empty for LINK_DECLINE
+  public var body: Data = Data()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// The user's link records, answered with LinkRecords: the one of `device`, or with `device`
+/// empty, every link of the user still kept.
+public nonisolated struct Simp_LinkFetch: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var device: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Simp_LinkRecord: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// the new device
+  public var device: String = String()
+
+  public var request: Data = Data()
+
+  /// the device that took LINK_OFFER ("" before)
+  public var offeredBy: String = String()
+
+  public var offer: Data = Data()
+
+  public var reveal: Data = Data()
+
+  public var grant: Data = Data()
+
+  public var declined: Bool = false
+
+  /// ms since epoch; the record is gone after
+  public var expiresAt: Int64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Simp_LinkRecords: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var links: [Simp_LinkRecord] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 public nonisolated struct Simp_Envelope: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -2067,6 +2212,30 @@ public nonisolated struct Simp_Envelope: Sendable {
     set {body = .commitPage(newValue)}
   }
 
+  public var linkStep: Simp_LinkStep {
+    get {
+      if case .linkStep(let v)? = body {return v}
+      return Simp_LinkStep()
+    }
+    set {body = .linkStep(newValue)}
+  }
+
+  public var linkFetch: Simp_LinkFetch {
+    get {
+      if case .linkFetch(let v)? = body {return v}
+      return Simp_LinkFetch()
+    }
+    set {body = .linkFetch(newValue)}
+  }
+
+  public var linkRecords: Simp_LinkRecords {
+    get {
+      if case .linkRecords(let v)? = body {return v}
+      return Simp_LinkRecords()
+    }
+    set {body = .linkRecords(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Body: Equatable, Sendable {
@@ -2117,6 +2286,9 @@ public nonisolated struct Simp_Envelope: Sendable {
     case commitStored(Simp_CommitStored)
     case fetchCommits(Simp_FetchCommits)
     case commitPage(Simp_CommitPage)
+    case linkStep(Simp_LinkStep)
+    case linkFetch(Simp_LinkFetch)
+    case linkRecords(Simp_LinkRecords)
 
   }
 
@@ -2128,7 +2300,11 @@ public nonisolated struct Simp_Envelope: Sendable {
 fileprivate nonisolated let _protobuf_package = "simp"
 
 nonisolated extension Simp_ErrorCode: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_UNSPECIFIED\0\u{1}FRAME_TOO_LARGE\0\u{1}MALFORMED_FRAME\0\u{1}BAD_REQUEST\0\u{1}NOT_AUTHENTICATED\0\u{1}USER_EXISTS\0\u{1}INVALID_CREDENTIALS\0\u{1}UNKNOWN_USER\0\u{1}INVALID_TOKEN\0\u{1}MESSAGE_TOO_LARGE\0\u{1}STORE_UNAVAILABLE\0\u{1}INVALID_NAME\0\u{1}NOT_CONNECTED\0\u{1}INTERNAL\0\u{1}INBOX_FULL\0\u{1}SESSION_REPLACED\0\u{1}WITHDRAWN\0\u{1}RATE_LIMITED\0\u{1}TOO_MANY_CONNECTIONS\0\u{1}TOO_MANY_SESSIONS\0\u{1}LOGIN_THROTTLED\0\u{1}INBOX_SHARE_FULL\0\u{1}SESSION_CLOSED\0\u{1}REPLICAS_UNAVAILABLE\0\u{1}OUT_OF_ORDER\0\u{1}TOO_MANY_DEVICES\0\u{1}DEVICE_REVOKED\0\u{1}NO_SUCH_GROUP\0\u{1}NOT_A_MEMBER\0\u{1}NOT_GROUP_ADMIN\0\u{1}GROUP_EXISTS\0\u{1}GROUP_FULL\0\u{1}NOT_A_CONTACT\0\u{1}NOT_INVITED\0\u{1}TOO_MANY_GROUPS\0\u{1}IDENTITY_EXISTS\0\u{1}NO_IDENTITY\0\u{1}BAD_SIGNATURE\0\u{1}INVALID_KEY_PACKAGE\0\u{1}DEVICE_NOT_CERTIFIED\0\u{1}KEY_PACKAGES_FULL\0\u{1}KEYS_CHANGED\0\u{1}COMMIT_CONFLICT\0\u{1}E2E_REQUIRED\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_UNSPECIFIED\0\u{1}FRAME_TOO_LARGE\0\u{1}MALFORMED_FRAME\0\u{1}BAD_REQUEST\0\u{1}NOT_AUTHENTICATED\0\u{1}USER_EXISTS\0\u{1}INVALID_CREDENTIALS\0\u{1}UNKNOWN_USER\0\u{1}INVALID_TOKEN\0\u{1}MESSAGE_TOO_LARGE\0\u{1}STORE_UNAVAILABLE\0\u{1}INVALID_NAME\0\u{1}NOT_CONNECTED\0\u{1}INTERNAL\0\u{1}INBOX_FULL\0\u{1}SESSION_REPLACED\0\u{1}WITHDRAWN\0\u{1}RATE_LIMITED\0\u{1}TOO_MANY_CONNECTIONS\0\u{1}TOO_MANY_SESSIONS\0\u{1}LOGIN_THROTTLED\0\u{1}INBOX_SHARE_FULL\0\u{1}SESSION_CLOSED\0\u{1}REPLICAS_UNAVAILABLE\0\u{1}OUT_OF_ORDER\0\u{1}TOO_MANY_DEVICES\0\u{1}DEVICE_REVOKED\0\u{1}NO_SUCH_GROUP\0\u{1}NOT_A_MEMBER\0\u{1}NOT_GROUP_ADMIN\0\u{1}GROUP_EXISTS\0\u{1}GROUP_FULL\0\u{1}NOT_A_CONTACT\0\u{1}NOT_INVITED\0\u{1}TOO_MANY_GROUPS\0\u{1}IDENTITY_EXISTS\0\u{1}NO_IDENTITY\0\u{1}BAD_SIGNATURE\0\u{1}INVALID_KEY_PACKAGE\0\u{1}DEVICE_NOT_CERTIFIED\0\u{1}KEY_PACKAGES_FULL\0\u{1}KEYS_CHANGED\0\u{1}COMMIT_CONFLICT\0\u{1}E2E_REQUIRED\0\u{2}\u{3}LINK_STEP\0")
+}
+
+nonisolated extension Simp_LinkStepKind: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0LINK_STEP_NONE\0\u{1}LINK_REQUEST\0\u{1}LINK_OFFER\0\u{1}LINK_REVEAL\0\u{1}LINK_GRANT\0\u{1}LINK_DECLINE\0")
 }
 
 nonisolated extension Simp_Message: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
@@ -4488,9 +4664,174 @@ nonisolated extension Simp_CommitPage: SwiftProtobuf.Message, SwiftProtobuf._Mes
   }
 }
 
+nonisolated extension Simp_LinkStep: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".LinkStep"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}kind\0\u{1}device\0\u{1}body\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularEnumField(value: &self.kind) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.device) }()
+      case 3: try { try decoder.decodeSingularBytesField(value: &self.body) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.kind != .linkStepNone {
+      try visitor.visitSingularEnumField(value: self.kind, fieldNumber: 1)
+    }
+    if !self.device.isEmpty {
+      try visitor.visitSingularStringField(value: self.device, fieldNumber: 2)
+    }
+    if !self.body.isEmpty {
+      try visitor.visitSingularBytesField(value: self.body, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_LinkStep, rhs: Simp_LinkStep) -> Bool {
+    if lhs.kind != rhs.kind {return false}
+    if lhs.device != rhs.device {return false}
+    if lhs.body != rhs.body {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Simp_LinkFetch: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".LinkFetch"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}device\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.device) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.device.isEmpty {
+      try visitor.visitSingularStringField(value: self.device, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_LinkFetch, rhs: Simp_LinkFetch) -> Bool {
+    if lhs.device != rhs.device {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Simp_LinkRecord: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".LinkRecord"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}device\0\u{1}request\0\u{1}offeredBy\0\u{1}offer\0\u{1}reveal\0\u{1}grant\0\u{1}declined\0\u{1}expiresAt\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.device) }()
+      case 2: try { try decoder.decodeSingularBytesField(value: &self.request) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.offeredBy) }()
+      case 4: try { try decoder.decodeSingularBytesField(value: &self.offer) }()
+      case 5: try { try decoder.decodeSingularBytesField(value: &self.reveal) }()
+      case 6: try { try decoder.decodeSingularBytesField(value: &self.grant) }()
+      case 7: try { try decoder.decodeSingularBoolField(value: &self.declined) }()
+      case 8: try { try decoder.decodeSingularInt64Field(value: &self.expiresAt) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.device.isEmpty {
+      try visitor.visitSingularStringField(value: self.device, fieldNumber: 1)
+    }
+    if !self.request.isEmpty {
+      try visitor.visitSingularBytesField(value: self.request, fieldNumber: 2)
+    }
+    if !self.offeredBy.isEmpty {
+      try visitor.visitSingularStringField(value: self.offeredBy, fieldNumber: 3)
+    }
+    if !self.offer.isEmpty {
+      try visitor.visitSingularBytesField(value: self.offer, fieldNumber: 4)
+    }
+    if !self.reveal.isEmpty {
+      try visitor.visitSingularBytesField(value: self.reveal, fieldNumber: 5)
+    }
+    if !self.grant.isEmpty {
+      try visitor.visitSingularBytesField(value: self.grant, fieldNumber: 6)
+    }
+    if self.declined != false {
+      try visitor.visitSingularBoolField(value: self.declined, fieldNumber: 7)
+    }
+    if self.expiresAt != 0 {
+      try visitor.visitSingularInt64Field(value: self.expiresAt, fieldNumber: 8)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_LinkRecord, rhs: Simp_LinkRecord) -> Bool {
+    if lhs.device != rhs.device {return false}
+    if lhs.request != rhs.request {return false}
+    if lhs.offeredBy != rhs.offeredBy {return false}
+    if lhs.offer != rhs.offer {return false}
+    if lhs.reveal != rhs.reveal {return false}
+    if lhs.grant != rhs.grant {return false}
+    if lhs.declined != rhs.declined {return false}
+    if lhs.expiresAt != rhs.expiresAt {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Simp_LinkRecords: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".LinkRecords"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}links\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.links) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.links.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.links, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_LinkRecords, rhs: Simp_LinkRecords) -> Bool {
+    if lhs.links != rhs.links {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
 nonisolated extension Simp_Envelope: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Envelope"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}requestId\0\u{2}\u{9}error\0\u{1}ok\0\u{1}register\0\u{1}login\0\u{1}loginOk\0\u{1}connect\0\u{1}connected\0\u{1}bound\0\u{1}ping\0\u{1}pong\0\u{1}accepted\0\u{1}delivered\0\u{1}failed\0\u{1}receipt\0\u{1}history\0\u{1}historyResult\0\u{1}withdraw\0\u{1}missing\0\u{1}query\0\u{1}pathResponse\0\u{1}logout\0\u{1}retracted\0\u{1}devices\0\u{1}deviceList\0\u{1}revokeDevice\0\u{1}groupRequest\0\u{1}groupAnswer\0\u{1}contactRequest\0\u{1}contactAnswer\0\u{1}settingsRequest\0\u{1}settingsAnswer\0\u{1}markRead\0\u{1}presence\0\u{1}presenceAnswer\0\u{1}changePassword\0\u{1}publishIdentity\0\u{1}publishDevice\0\u{1}uploadKeyPackages\0\u{1}keyPackagesStored\0\u{1}keyDirectory\0\u{1}keyDirectoryEntry\0\u{1}claimKeyPackages\0\u{1}claimedKeyPackages\0\u{1}submitCommit\0\u{1}commitStored\0\u{1}fetchCommits\0\u{1}commitPage\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}requestId\0\u{2}\u{9}error\0\u{1}ok\0\u{1}register\0\u{1}login\0\u{1}loginOk\0\u{1}connect\0\u{1}connected\0\u{1}bound\0\u{1}ping\0\u{1}pong\0\u{1}accepted\0\u{1}delivered\0\u{1}failed\0\u{1}receipt\0\u{1}history\0\u{1}historyResult\0\u{1}withdraw\0\u{1}missing\0\u{1}query\0\u{1}pathResponse\0\u{1}logout\0\u{1}retracted\0\u{1}devices\0\u{1}deviceList\0\u{1}revokeDevice\0\u{1}groupRequest\0\u{1}groupAnswer\0\u{1}contactRequest\0\u{1}contactAnswer\0\u{1}settingsRequest\0\u{1}settingsAnswer\0\u{1}markRead\0\u{1}presence\0\u{1}presenceAnswer\0\u{1}changePassword\0\u{1}publishIdentity\0\u{1}publishDevice\0\u{1}uploadKeyPackages\0\u{1}keyPackagesStored\0\u{1}keyDirectory\0\u{1}keyDirectoryEntry\0\u{1}claimKeyPackages\0\u{1}claimedKeyPackages\0\u{1}submitCommit\0\u{1}commitStored\0\u{1}fetchCommits\0\u{1}commitPage\0\u{2}\u{4}linkStep\0\u{1}linkFetch\0\u{1}linkRecords\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -5110,6 +5451,45 @@ nonisolated extension Simp_Envelope: SwiftProtobuf.Message, SwiftProtobuf._Messa
           self.body = .commitPage(v)
         }
       }()
+      case 60: try {
+        var v: Simp_LinkStep?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .linkStep(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .linkStep(v)
+        }
+      }()
+      case 61: try {
+        var v: Simp_LinkFetch?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .linkFetch(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .linkFetch(v)
+        }
+      }()
+      case 62: try {
+        var v: Simp_LinkRecords?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .linkRecords(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .linkRecords(v)
+        }
+      }()
       default: break
       }
     }
@@ -5311,6 +5691,18 @@ nonisolated extension Simp_Envelope: SwiftProtobuf.Message, SwiftProtobuf._Messa
     case .commitPage?: try {
       guard case .commitPage(let v)? = self.body else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 56)
+    }()
+    case .linkStep?: try {
+      guard case .linkStep(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 60)
+    }()
+    case .linkFetch?: try {
+      guard case .linkFetch(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 61)
+    }()
+    case .linkRecords?: try {
+      guard case .linkRecords(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 62)
     }()
     case nil: break
     }

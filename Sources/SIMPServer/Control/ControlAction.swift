@@ -86,4 +86,6 @@ enum ControlWork: Sendable {
     case keys(id: UInt64, KeyFlow)
     /// A commit request's steps (`CommitFlow`), run one after another.
     case commits(id: UInt64, CommitFlow)
+    /// A device link's step or fetch (`LinkFlow`).
+    case links(id: UInt64, LinkFlow)
 }

@@ -581,6 +581,7 @@ extension ControlMachine {
             start(.presenceCircle(id: id, user: user))
         case .publishIdentity, .publishDevice, .uploadKeyPackages, .keyDirectory, .claimKeyPackages: keys(id, envelope, now: now)
         case .submitCommit, .fetchCommits: commits(id, envelope, now: now)
+        case .linkStep, .linkFetch: links(id, envelope, now: now)
         case .none: reply(.error(.badRequest, "envelope without a body", requestID: id))
         default: reply(.error(.badRequest, "a client does not send \(Self.name(envelope.body))", requestID: id))
         }
@@ -736,6 +737,17 @@ extension ControlMachine {
         switch parsed {
         case .failure(let refusal): reply(.error(refusal.code, refusal.reason, requestID: id))
         case .success(let request): start(.commits(id: id, CommitFlow(request, user: user, device: device ?? DeviceName.unnamed, nowMillis: now.millis)))
+        }
+    }
+
+    /// A device link's step or fetch (`LinkFlow`): checked for kind, names, sizes and who may
+    /// take the step here, then run in the worker with the login's device.
+    private mutating func links(_ id: UInt64, _ envelope: Simp_Envelope, now: Moment) {
+        let sender = device ?? DeviceName.unnamed
+        guard let user = loggedIn(id), let body = envelope.body, let parsed = LinkFlow.request(from: body, device: sender) else { return }
+        switch parsed {
+        case .failure(let refusal): reply(.error(refusal.code, refusal.reason, requestID: id))
+        case .success(let request): start(.links(id: id, LinkFlow(request: request, user: user, device: sender, nowMillis: now.millis)))
         }
     }
 

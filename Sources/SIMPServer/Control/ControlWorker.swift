@@ -86,6 +86,8 @@ struct ControlWorker {
             return answer(id, Self.carryOut(flow.start(), flow, store: store, on: loop).map { Simp_Envelope(requestID: id, $0) })
         case .commits(let id, let flow):
             return answer(id, Self.carryOut(flow.start(), flow, store: store, on: loop).map { Simp_Envelope(requestID: id, $0) })
+        case .links(let id, let flow):
+            return answer(id, Self.carryOut(flow.start(), flow, store: store, on: loop).map { Simp_Envelope(requestID: id, $0) })
         }
     }
 
@@ -106,6 +108,20 @@ struct ControlWorker {
                                       budget: budget, kept: kept, on: loop).map { flow.fetched($0) }
         }
         return step.flatMap { carryOut($0, flow, store: store, on: loop) }
+    }
+
+    /// Runs a device link's step or fetch (`LinkFlow`).
+    private static func carryOut(_ next: LinkFlow.Next, _ flow: LinkFlow, store: MessageStore,
+                                 on loop: any EventLoop) -> EventLoopFuture<Simp_Envelope.OneOf_Body> {
+        switch next {
+        case .answer(let body): return loop.makeSucceededFuture(body)
+        case .refuse(let code, let reason): return loop.makeFailedFuture(ServerError(code, reason))
+        case .step(let user, let device, let kind, let sender, let body, let nowMillis, let keptMillis):
+            return store.linkStep(user: user, device: device, kind: kind.rawValue, sender: sender, body: body, nowMillis: nowMillis,
+                                  keptMillis: keptMillis, on: loop).flatMap { carryOut(flow.stepped($0), flow, store: store, on: loop) }
+        case .fetch(let user):
+            return store.links(of: user, on: loop).flatMap { carryOut(flow.fetched($0), flow, store: store, on: loop) }
+        }
     }
 
     /// Runs a key directory request's steps (`KeyFlow`): each read or store, its result back to the flow.

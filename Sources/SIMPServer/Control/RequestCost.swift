@@ -81,6 +81,8 @@ enum RequestCost {
             commitSubmit + perWelcome * min(submit.welcomes.count, CommitRules.maxWelcomes)
                 + submit.welcomes.reduce(submit.commit.count) { $0 + $1.welcome.count } / commitBytesPerUnit
         case .fetchCommits: commitFetch
+        // A script over one user's links, or a read of them.
+        case .linkStep, .linkFetch: redisRead
         default: 1
         }
     }

@@ -99,6 +99,9 @@ struct Keys: Sendable {
     func keyPackages(_ name: String) -> String { of(name, "keypkgs") }
     /// NAME's last-resort KeyPackages: field DEVICE, value the package.
     func lastResortKeyPackages(_ name: String) -> String { of(name, "lastresort") }
+    /// NAME's device links (docs/E2EE.md, "Linking a device"; `Scripts.linkStep`): field
+    /// "DEVICE\0PART" for each part of the link of the new device DEVICE.
+    func links(_ name: String) -> String { of(name, "links") }
     /// A conversation's MLS commits (docs/E2EE.md, Part 3), under its tag
     /// (`CommitConversation.tag`: a group's keys share it, so a commit script sees the members):
     /// its epoch (the commits stored), its last commits (field EPOCH, value a `StoredCommit`) and

@@ -1,0 +1,144 @@
+import Foundation
+@testable import SIMPClient
+import SIMPCore
+import SIMPTestSupport
+import Testing
+
+/// Linking a device (docs/E2EE.md, "Linking a device") against a real server and Redis: a
+/// second device of alice's gets her identity only after the code shown on it was typed on
+/// her first device; then it reads encrypted conversations as the first does. A wrong code
+/// declines the link and gives nothing; the server takes the steps only in order, each from
+/// the device that may take it.
+@Suite(.serialized) struct DeviceLinkingTests {
+    /// alice's phone (made her identity), alice's laptop (to be linked), bob's phone; each with
+    /// its own data directory.
+    static func devices(_ cluster: TestCluster, _ directories: [String]) async throws
+        -> (phone: (SIMPClient, EventLog), laptop: (SIMPClient, EventLog), bob: (SIMPClient, EventLog)) {
+        let pair = try await EncryptedConversationTests.aliceAndBob(cluster, directories)
+        let laptop = try await EncryptedConversationTests.connected(cluster, "alice", directories[2], device: "laptop")
+        #expect(try await laptop.0.setUpIdentity() == .needsLinking)
+        return (pair.alice, laptop, pair.bob)
+    }
+
+    /// What the new device's `linkThisDevice` showed: its code, once.
+    final class ShownCode: @unchecked Sendable {
+        private let lock = NSLock()
+        private var codes: [String] = []
+        func show(_ code: String) { lock.withLock { codes.append(code) } }
+        var all: [String] { lock.withLock { codes } }
+    }
+
+    /// The existing device's links, listed until `device` shows a code (the new device reveals
+    /// as soon as it sees the offer).
+    static func code(of device: String, on client: SIMPClient) async throws -> String? {
+        for _ in 0..<20 {
+            if let code = try await client.pendingLinks(waitSeconds: 2).first(where: { $0.device == device })?.code { return code }
+        }
+        return nil
+    }
+
+    @Test func aLinkedDeviceReadsWhatItsUserIsSent() async throws {
+        let cluster = try await TestCluster.start()
+        let directories = (0..<3).map { _ in LocalHistoryTests.directory() }
+        defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
+        let (phone, laptop, bob) = try await Self.devices(cluster, directories)
+        let before = try await bob.0.safetyNumber(with: "alice").number
+
+        let shown = ShownCode()
+        let linking = Task { try await laptop.0.linkThisDevice(timeoutSeconds: 60) { shown.show($0) } }
+        let code = try #require(try await Self.code(of: "laptop", on: phone.0))
+        // The two devices show one code: the user compares them, then types it on the phone.
+        #expect(await laptop.1.wait { _ in shown.all == [code] })
+        try await phone.0.approveLink(device: "laptop", code: code)
+        #expect(try await linking.value == .ready)
+        #expect(try await laptop.0.setUpIdentity() == .ready, "kept in the laptop's data directory")
+
+        // The directory certifies both devices under the one identity; bob's number is unchanged.
+        let entry = try await bob.0.keyDirectory(of: "alice")
+        #expect(Set(entry.devices.map(\.device)) == ["phone", "laptop"])
+        #expect(try await bob.0.safetyNumber(with: "alice").number == before, "a device added leaves the safety number")
+        #expect(try await laptop.0.safetyNumber(with: "bob").number == before)
+
+        // bob writes to alice: both her devices decrypt it.
+        let secret = "meet me where the river bends"
+        let id = try await bob.0.send(to: "alice", text: secret)
+        #expect(await phone.1.wait { $0.messages.contains { $0.id == id && $0.text == secret && $0.encrypted } })
+        #expect(await laptop.1.wait { $0.messages.contains { $0.id == id && $0.text == secret && $0.encrypted } })
+        // And the laptop writes back, encrypted.
+        let reply = try await laptop.0.send(to: "bob", text: "on the laptop now")
+        #expect(await bob.1.wait { $0.messages.contains { $0.id == reply && $0.text == "on the laptop now" && $0.encrypted } })
+        #expect(!(try EncryptedConversationTests.everythingInRedis(cluster)).contains(secret))
+        for client in [phone.0, laptop.0, bob.0] { await client.close() }
+        await cluster.stop()
+    }
+
+    @Test func aWrongCodeDeclinesTheLinkAndGivesNothing() async throws {
+        let cluster = try await TestCluster.start()
+        let directories = (0..<3).map { _ in LocalHistoryTests.directory() }
+        defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
+        let (phone, laptop, bob) = try await Self.devices(cluster, directories)
+
+        let linking = Task { try await laptop.0.linkThisDevice(timeoutSeconds: 60) { _ in } }
+        let code = try #require(try await Self.code(of: "laptop", on: phone.0))
+        let wrong = String(format: "%06d", (Int(code)! + 1) % 1_000_000)
+        await #expect(throws: ClientError.self) { try await phone.0.approveLink(device: "laptop", code: wrong) }
+        // The new device hears of the decline and holds no identity.
+        let failure = await #expect(throws: ClientError.self) { try await linking.value }
+        #expect(failure?.message.contains("declined") == true)
+        #expect(try await laptop.0.setUpIdentity() == .needsLinking)
+        #expect(try await bob.0.keyDirectory(of: "alice").devices.map(\.device) == ["phone"])
+        // The right code cannot be used after the decline either.
+        await #expect(throws: ClientError.self) { try await phone.0.approveLink(device: "laptop", code: code) }
+        for client in [phone.0, laptop.0, bob.0] { await client.close() }
+        await cluster.stop()
+    }
+
+    /// The server's checks (docs/PROTOCOL.md, "Linking a device"), with raw steps: each step
+    /// only after the one before it, each by the device that may take it (LINK_STEP), and a
+    /// second offer refused: the first device to offer is the only one that can grant.
+    @Test func theServerTakesStepsInOrderFromTheirDevices() async throws {
+        let cluster = try await TestCluster.start()
+        let directories = (0..<3).map { _ in LocalHistoryTests.directory() }
+        defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
+        let (phone, laptop, bob) = try await Self.devices(cluster, directories)
+        let body = [UInt8](repeating: 1, count: 97)
+
+        func refused(_ client: SIMPClient, _ kind: Simp_LinkStepKind, _ device: String, _ body: [UInt8] = [1]) async -> ErrorCode? {
+            do {
+                try await client.linkStep(kind, device: device, body: body)
+                return nil
+            } catch {
+                return error.errorCode
+            }
+        }
+        #expect(await refused(phone.0, .linkOffer, "laptop") == .linkStep, "no request yet")
+        #expect(await refused(phone.0, .linkRequest, "laptop", body) == .linkStep, "only the laptop asks for itself")
+        try await laptop.0.linkStep(.linkRequest, device: "laptop", body: body)
+        #expect(await refused(laptop.0, .linkReveal, "laptop") == .linkStep, "no offer yet")
+        #expect(await refused(laptop.0, .linkOffer, "laptop") == .linkStep, "a device does not offer to itself")
+        #expect(await refused(phone.0, .linkOffer, "laptop", []) == .badRequest, "an empty body")
+        #expect(await refused(phone.0, .linkOffer, "laptop", [UInt8](repeating: 0, count: 257)) == .badRequest, "over 256 bytes")
+        try await phone.0.linkStep(.linkOffer, device: "laptop", body: [2])
+        let tablet = try await EncryptedConversationTests.connected(cluster, "alice", LocalHistoryTests.directory(), device: "tablet")
+        #expect(await refused(tablet.0, .linkOffer, "laptop") == .linkStep, "offered already")
+        #expect(await refused(phone.0, .linkGrant, "laptop") == .linkStep, "no reveal yet")
+        try await laptop.0.linkStep(.linkReveal, device: "laptop", body: [3])
+        #expect(await refused(tablet.0, .linkGrant, "laptop") == .linkStep, "only the device that offered grants")
+        #expect(await refused(bob.0, .linkGrant, "laptop") == .linkStep, "bob has no link of alice's")
+        try await phone.0.linkStep(.linkGrant, device: "laptop", body: [4])
+        #expect(await refused(phone.0, .linkGrant, "laptop") == .linkStep, "granted once")
+
+        let record = try #require(try await laptop.0.linkRecords(device: "laptop").first)
+        #expect(record.request == Data(body) && record.offeredBy == "phone" && record.offer == Data([2]) && record.reveal == Data([3])
+            && record.grant == Data([4]) && !record.declined)
+        #expect(try await bob.0.linkRecords(device: nil).isEmpty, "each user sees only their own links")
+        // A new request starts the link again.
+        try await laptop.0.linkStep(.linkRequest, device: "laptop", body: body)
+        let again = try #require(try await phone.0.linkRecords(device: nil).first)
+        #expect(again.offeredBy.isEmpty && again.grant.isEmpty)
+        try await laptop.0.linkStep(.linkDecline, device: "laptop", body: [])
+        #expect(await refused(phone.0, .linkOffer, "laptop") == .linkStep, "declined")
+        for client in [phone.0, laptop.0, bob.0, tablet.0] { await client.close() }
+        await cluster.stop()
+    }
+}
