@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds simp-fuzz with libFuzzer (swiftc -sanitize=fuzzer) and runs each target.
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
-#   targets: frames datagrams envelopes tokens mls-message mls-ratchet-tree
+#   targets: frames datagrams envelopes tokens mls-message mls-ratchet-tree device-link
 # SIMP_FUZZ_CONFIG=release builds optimised (for long runs); the default, debug, builds faster.
 # Seeds and every crasher ever found live in Tests/FuzzCorpus/TARGET and are replayed by the
 # unit tests; the growing corpus stays in .build-fuzz/corpus. A crash exits non-zero and
@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-30}
 shift || true
-targets=${*:-frames datagrams envelopes tokens mls-message mls-ratchet-tree}
+targets=${*:-frames datagrams envelopes tokens mls-message mls-ratchet-tree device-link}
 config=${SIMP_FUZZ_CONFIG:-debug}
 swift build -c "$config" --scratch-path .build-fuzz --product simp-fuzz \
   -Xswiftc -sanitize=fuzzer -Xswiftc -DSIMP_LIBFUZZER

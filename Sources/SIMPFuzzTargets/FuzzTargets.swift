@@ -9,6 +9,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case frames, datagrams, envelopes, tokens
     /// MLS (RFC 9420) messages and the ratchet tree extension: MLSFuzzTargets.swift.
     case mlsMessage = "mls-message", mlsRatchetTree = "mls-ratchet-tree"
+    /// The bodies of a device link (docs/E2EE.md, "Linking a device"), as a device reads them.
+    case deviceLink = "device-link"
 
     public func run(_ data: [UInt8]) {
         switch self {
@@ -18,6 +20,32 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .tokens: FuzzTarget.tokens(data)
         case .mlsMessage: FuzzTarget.mlsMessage(data)
         case .mlsRatchetTree: FuzzTarget.mlsRatchetTree(data)
+        case .deviceLink: FuzzTarget.deviceLink(data)
+        }
+    }
+
+    static let linkingDevice = LinkingDevice(user: "alice", device: "laptop")
+
+    /// Each body decoder of a device link on the bytes: one that decodes re-encodes to them;
+    /// a grant that decodes is opened (it must throw, not crash: nothing here was sealed to
+    /// the device), and a reveal is checked against an offer's commitment.
+    static func deviceLink(_ data: [UInt8]) {
+        if let request = try? DeviceLink.Request(bytes: data) {
+            precondition(request.bytes == data, "a link request does not re-encode to its bytes")
+        }
+        if let offer = try? DeviceLink.Offer(bytes: data) {
+            precondition(offer.bytes == data, "a link offer does not re-encode to its bytes")
+            _ = linkingDevice.code(for: offer)
+        }
+        if let reveal = try? DeviceLink.Reveal(bytes: data) {
+            precondition(reveal.bytes == data, "a link reveal does not re-encode to its bytes")
+            let offered = OfferedLink(user: "alice", device: "laptop", request: linkingDevice.request, identityKey: [UInt8](repeating: 1, count: 32))
+            precondition((try? offered.revealed(by: reveal)) == nil || reveal == linkingDevice.reveal, "a stranger's reveal opened the commitment")
+        }
+        if let grant = try? DeviceLink.Grant(bytes: data) {
+            precondition(grant.bytes == data, "a link grant does not re-encode to its bytes")
+            let offer = DeviceLink.Offer(identityKey: [UInt8](repeating: 2, count: 32), nonce: [UInt8](repeating: 3, count: 32))
+            precondition((try? linkingDevice.open(grant, offer: offer)) == nil, "a grant nobody sealed to this device opened")
         }
     }
 

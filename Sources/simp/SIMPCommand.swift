@@ -79,8 +79,9 @@ struct REPL: AsyncParsableCommand {
             }
             try await connection.connect(client, plan)
             if endToEnd, try await client.setUpIdentity() == .needsLinking {
-                throw ClientError("this device does not hold your identity (another device made it): linking devices is not built yet, "
-                                  + "so run --e2e on the device that made it", code: .endToEnd)
+                output.result(RequestResult(human: "this device does not hold your identity (another device of yours made it): "
+                                                + "link it with /device link before it sends or reads encrypted messages",
+                                            json: ["event": "needs-linking"]))
             }
         } catch {
             output.error(describe(error), code: (error as? ClientError)?.code)

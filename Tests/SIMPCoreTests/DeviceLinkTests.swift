@@ -94,3 +94,63 @@ import Testing
         #expect(throws: DeviceLink.Problem.self) { try DeviceLink.Grant(bytes: [UInt8](repeating: 1, count: 80)) }
     }
 }
+
+/// docs/vectors/device-link.json: links made from fixed seeds and nonces: the four bodies and
+/// the code must be what `DeviceLink` makes now; the grant (HPKE draws its ephemeral key, so it
+/// is not made again) must open to the identity seed. `scripts/gen-vectors.sh` rewrites the
+/// file (its filter names this test too).
+@Suite struct DeviceLinkVectorTests {
+    struct Vector: Codable, Equatable {
+        var name: String
+        var user: String
+        var device: String
+        var deviceKeySeed: String
+        var hpkeKeySeed: String
+        var newDeviceNonce: String
+        var identitySeed: String
+        var offerNonce: String
+        var request: String
+        var offer: String
+        var reveal: String
+        var code: String
+        var grant: String
+    }
+
+    static let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("../../docs/vectors/device-link.json").standardized
+
+    static func made() throws -> [Vector] {
+        let cases: [(String, String, String, UInt8)] = [("alice's laptop", "alice", "laptop", 1), ("longest names", "abcdefghijklmnopqrstuvwxyz012345", "device-16-bytes_", 5)]
+        return try cases.map { name, user, device, seed in
+            let fill = { (offset: UInt8) in [UInt8](repeating: seed &+ offset, count: 32) }
+            let identity = try Curve25519.Signing.PrivateKey(rawRepresentation: fill(3))
+            let new = LinkingDevice(user: user, device: device, deviceKey: try .init(rawRepresentation: fill(0)),
+                                    hpkeKey: try .init(rawRepresentation: fill(1)), nonce: fill(2))
+            let offered = OfferedLink(user: user, device: device, request: new.request,
+                                      offer: DeviceLink.Offer(identityKey: Array(identity.publicKey.rawRepresentation), nonce: fill(4)))
+            let revealed = try offered.revealed(by: new.reveal)
+            let grant = try revealed.grant(identity: identity, typed: revealed.code)
+            return Vector(name: name, user: user, device: device, deviceKeySeed: VectorTests.hex(fill(0)), hpkeKeySeed: VectorTests.hex(fill(1)),
+                          newDeviceNonce: VectorTests.hex(fill(2)), identitySeed: VectorTests.hex(fill(3)), offerNonce: VectorTests.hex(fill(4)),
+                          request: VectorTests.hex(new.request.bytes), offer: VectorTests.hex(offered.offer.bytes),
+                          reveal: VectorTests.hex(new.reveal.bytes), code: revealed.code, grant: VectorTests.hex(grant.bytes))
+        }
+    }
+
+    @Test func theVectorFilesAreWhatTheCodecsMake() throws {
+        var made = try Self.made()
+        if VectorTests.writing {
+            try VectorTests.encode(made).write(to: Self.file)
+        }
+        let onFile = try JSONDecoder().decode([Vector].self, from: Data(contentsOf: Self.file))
+        #expect(onFile.count == made.count)
+        for (index, vector) in onFile.enumerated() where index < made.count {
+            made[index].grant = vector.grant
+            #expect(vector == made[index], "docs/vectors/device-link.json differs from what DeviceLink makes")
+            let new = LinkingDevice(user: vector.user, device: vector.device, deviceKey: try .init(rawRepresentation: VectorTests.bytes(vector.deviceKeySeed)),
+                                    hpkeKey: try .init(rawRepresentation: VectorTests.bytes(vector.hpkeKeySeed)), nonce: VectorTests.bytes(vector.newDeviceNonce))
+            let identity = try new.open(DeviceLink.Grant(bytes: VectorTests.bytes(vector.grant)), offer: DeviceLink.Offer(bytes: VectorTests.bytes(vector.offer)))
+            #expect(Array(identity.rawRepresentation) == VectorTests.bytes(vector.identitySeed))
+        }
+    }
+}

@@ -165,6 +165,19 @@ import Testing
                     $0.serverTime = 1_700_000_000_456
                 }
             }))),
+            ("linkStep (offer)", Simp_Envelope(requestID: 20, .linkStep(.with {
+                $0.kind = .linkOffer; $0.device = "laptop"; $0.body = Data([0x01] + [UInt8](repeating: 0xab, count: 32) + [UInt8](repeating: 0xcd, count: 32))
+            }))),
+            ("linkFetch", Simp_Envelope(requestID: 21, .linkFetch(.with { $0.device = "laptop" }))),
+            ("linkRecords", Simp_Envelope(requestID: 21, .linkRecords(.with {
+                $0.links = [.with {
+                    $0.device = "laptop"; $0.request = Data([0x01, 0x02]); $0.offeredBy = "phone"; $0.offer = Data([0x01, 0x03])
+                    $0.expiresAt = 1_700_000_600_000
+                }]
+            }))),
+            ("error (link step)", Simp_Envelope(requestID: 22, .error(.with {
+                $0.code = .linkStep; $0.reason = "a reveal does not follow the last step of laptop's link (or the link was declined)"
+            }))),
             ("error", Simp_Envelope.error(.sessionReplaced, "a newer session of alice's device phone connected")),
         ]
     }

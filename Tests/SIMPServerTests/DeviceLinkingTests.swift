@@ -141,4 +141,51 @@ import Testing
         for client in [phone.0, laptop.0, bob.0, tablet.0] { await client.close() }
         await cluster.stop()
     }
+
+    /// The flow in `simp --json` on both devices, as a script would drive it: the new device's
+    /// code is an event, the other device lists the link with the same code, and the approval
+    /// is a command.
+    @Test func simpJSONLinksADevice() async throws {
+        let cluster = try await TestCluster.start()
+        let directories = (0..<2).map { _ in LocalHistoryTests.directory() }
+        let configHomes = (0..<2).map { _ in FileManager.default.temporaryDirectory.appendingPathComponent("simp-config-\(UUID().uuidString)").path }
+        defer { for directory in directories + configHomes { try? FileManager.default.removeItem(atPath: directory) } }
+        try await cluster.register("alice")
+        func repl(_ index: Int, device: String) throws -> ChildProcess {
+            try ChildProcess(try productPath("simp"), ["--server", "127.0.0.1:\(cluster.addresses.tcpPort)", "--user", "alice", "--password", "pw-alice",
+                                                       "--device", device, "--data-dir", directories[index], "--e2e", "--json"],
+                             environment: ["XDG_CONFIG_HOME": configHomes[index]])
+        }
+        let phone = try repl(0, device: "phone")
+        #expect(phone.waitForLine(timeout: 30) { $0.contains(#""event":"connected""#) } != nil, "stderr: \(phone.stderr)")
+        // With --e2e the first device made the identity as it connected: nothing to link.
+        phone.write("/device link\n")
+        #expect(phone.waitForLine(timeout: 30) { $0.contains(#""event":"linked""#) && $0.contains("ready") } != nil, "printed: \(phone.stdout)")
+
+        let laptop = try repl(1, device: "laptop")
+        #expect(laptop.waitForLine(timeout: 30) { $0.contains(#""event":"connected""#) } != nil, "stderr: \(laptop.stderr)")
+        #expect(laptop.waitForLine(timeout: 30) { $0.contains(#""event":"needs-linking""#) } != nil, "printed: \(laptop.stdout)")
+        laptop.write("/device link\n")
+        var listed: String?
+        // Listed before the laptop's request is stored, there is nothing yet: list again.
+        for _ in 0..<10 where listed == nil {
+            phone.write("/device links\n")
+            listed = phone.waitForLine(timeout: 6) { $0.contains(#""event":"link-requests""#) && $0.contains(#""code""#) }
+        }
+        let shown = try #require(laptop.waitForLine(timeout: 30) { $0.contains(#""event":"link-code""#) }, "printed: \(laptop.stdout)")
+        let code = try #require(shown.firstMatch(of: /"code":"(\d{6})"/)?.1)
+        #expect(listed?.contains(#""code":"\#(code)""#) == true, "the phone lists the laptop with the same code: \(listed ?? phone.stdout)")
+        phone.write("/device approve laptop \(code)\n")
+        #expect(phone.waitForLine(timeout: 30) { $0.contains(#""event":"link-approved""#) } != nil, "printed: \(phone.stdout)")
+        #expect(laptop.waitForLine(timeout: 30) { $0.contains(#""event":"linked""#) && $0.contains("ready") } != nil, "printed: \(laptop.stdout)")
+        for process in [phone, laptop] {
+            process.write("/quit\n")
+            #expect(process.waitForExit(timeout: 30) == 0, "stderr: \(process.stderr)")
+        }
+        // The directory now certifies both devices.
+        let (reader, _) = try await cluster.connectedClient("bob")
+        #expect(Set(try await reader.keyDirectory(of: "alice").devices.map(\.device)) == ["phone", "laptop"])
+        await reader.close()
+        await cluster.stop()
+    }
 }

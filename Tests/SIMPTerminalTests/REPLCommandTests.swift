@@ -21,6 +21,19 @@ import Testing
         #expect(try REPLCommand.parse("/device revoke laptop") == .revokeDevice(name: "laptop"))
     }
 
+    /// Linking a device: `/device link` on the new one, `/device links` and `/device approve
+    /// NAME CODE` on one holding the identity; the code is 6 digits, spaces allowed.
+    @Test func deviceLinkCommands() throws {
+        #expect(try REPLCommand.parse("/device link") == .linkDevice)
+        #expect(try REPLCommand.parse("/device links") == .deviceLinks)
+        #expect(try REPLCommand.parse("/device approve laptop 012345") == .approveLink(name: "laptop", code: "012345"))
+        #expect(try REPLCommand.parse("/device approve laptop 012 345") == .approveLink(name: "laptop", code: "012345"))
+        for bad in ["/device approve laptop 12345", "/device approve laptop 1234567", "/device approve laptop abcdef",
+                    "/device approve Not!A!Name 123456", "/device approve laptop", "/device link now", "/device"] {
+            #expect(throws: REPLCommand.ParseError.self, "\(bad)") { try REPLCommand.parse(bad) }
+        }
+    }
+
     /// `/to USER` starts a conversation; plain lines then go there; commands still work.
     @Test func plainLinesGoToTheConversation() throws {
         #expect(try REPLCommand.parse("/to bob") == .converse(with: "bob"))
