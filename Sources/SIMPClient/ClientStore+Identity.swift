@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import SIMPCore
 
 /// The user's identity in the data directory, and what it knows of its peers' identities
 /// (docs/E2EE.md, "Identity and devices", "Verification").
@@ -26,6 +27,43 @@ extension ClientStore {
         try db.write { db in
             try db.execute(sql: "INSERT OR REPLACE INTO identity (user, identityKey, deviceKey, published) VALUES (?, ?, ?, ?)",
                            arguments: [user, Data(keys.identityKey), Data(keys.deviceKey), keys.published])
+        }
+    }
+
+    /// The offer this device made to link `device`, if any (`SIMPClient.pendingLinks`).
+    func linkOffer(to device: String) throws -> OfferedLink? {
+        try db.read { db in
+            try Row.fetchOne(db, sql: "SELECT request, offer FROM link_offers WHERE device = ?", arguments: [device]).flatMap { row in
+                guard let request = try? DeviceLink.Request(bytes: [UInt8](row["request"] as Data)),
+                      let offer = try? DeviceLink.Offer(bytes: [UInt8](row["offer"] as Data)) else { return nil }
+                return OfferedLink(user: user, device: device, request: request, offer: offer)
+            }
+        }
+    }
+
+    /// Every offer this device made, by new device.
+    func linkOffers() throws -> [String: OfferedLink] {
+        try db.read { db in
+            var offers: [String: OfferedLink] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT device, request, offer FROM link_offers") {
+                let device: String = row["device"]
+                guard let request = try? DeviceLink.Request(bytes: [UInt8](row["request"] as Data)),
+                      let offer = try? DeviceLink.Offer(bytes: [UInt8](row["offer"] as Data)) else { continue }
+                offers[device] = OfferedLink(user: user, device: device, request: request, offer: offer)
+            }
+            return offers
+        }
+    }
+
+    /// Keeps `offered` (replacing an older offer to its device), or with nil drops the offer to `device`.
+    func keepLinkOffer(_ offered: OfferedLink?, device: String) throws {
+        try db.write { db in
+            if let offered {
+                try db.execute(sql: "INSERT OR REPLACE INTO link_offers (device, request, offer) VALUES (?, ?, ?)",
+                               arguments: [device, Data(offered.request.bytes), Data(offered.offer.bytes)])
+            } else {
+                try db.execute(sql: "DELETE FROM link_offers WHERE device = ?", arguments: [device])
+            }
         }
     }
 

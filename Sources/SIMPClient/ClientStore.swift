@@ -128,6 +128,15 @@ final class ClientStore: Sendable {
                 ALTER TABLE peers ADD COLUMN held INTEGER NOT NULL DEFAULT 0;
                 """)
         }
+        migrator.registerMigration("v6-link-offers") { db in
+            // The offers this device made to link a new device (docs/E2EE.md, "Linking a
+            // device"): the request as it was offered to and the offer as sent. Kept here, not
+            // read back from the server, which could otherwise choose the offer's nonce after
+            // the fact; kept across runs, so `/device links` and `/device approve` may be two.
+            try db.execute(sql: """
+                CREATE TABLE link_offers (device TEXT PRIMARY KEY, request BLOB NOT NULL, offer BLOB NOT NULL);
+                """)
+        }
         return migrator
     }
 

@@ -52,8 +52,9 @@ enum LinkPlan {
                     steps.append(.decline(device: record.device))
                 }
             }
-            // This device offered, but the offer is not in memory (another run): the new
-            // device starts again, and its new request is offered to afresh.
+            // This device offered, but to an earlier request (the new device started again
+            // after this offer): the server dropped the offer with the new request, so it is
+            // offered to afresh on the next look.
         }
         return (steps, shown)
     }
@@ -107,19 +108,23 @@ extension SIMPClient {
     /// Needs this device to hold the identity.
     public func pendingLinks(waitSeconds: Int = 5) async throws(ClientError) -> [PendingLink] {
         let (user, identity, own) = try await heldIdentity()
+        let store = try await identityStore()
         var shown: [PendingLink] = []
         for poll in 0...max(0, waitSeconds * 1000 / Self.linkPollMillis) {
             let records = try await linkRecords(device: nil)
-            let plan = LinkPlan.plan(records, device: own, offers: linkOffers.value)
+            let offers: [String: OfferedLink]
+            do { offers = try store.linkOffers() } catch { throw ClientError("cannot read the link offers in \(store.path): \(error)") }
+            let plan = LinkPlan.plan(records, device: own, offers: offers)
             for step in plan.steps {
                 switch step {
                 case .offer(let device, let request):
                     let offered = OfferedLink(user: user, device: device, request: request, identityKey: Array(identity.publicKey.rawRepresentation))
+                    // Kept before it is sent: an offer the server took is always one this device can finish.
+                    try keep(offered, device: device, in: store)
                     try await linkStep(.linkOffer, device: device, body: offered.offer.bytes)
-                    linkOffers.value[device] = offered
                 case .decline(let device):
                     try? await linkStep(.linkDecline, device: device, body: [])
-                    linkOffers.value[device] = nil
+                    try keep(nil, device: device, in: store)
                 }
             }
             shown = plan.shown
@@ -135,7 +140,8 @@ extension SIMPClient {
     /// device, sealed to the key it asked with. A different code declines the link.
     public func approveLink(device: String, code: String) async throws(ClientError) {
         let (_, identity, _) = try await heldIdentity()
-        guard let offered = linkOffers.value[device] else {
+        let store = try await identityStore()
+        guard let offered = try? store.linkOffer(to: device) else {
             throw ClientError("this device made no offer to link \(device): list the links first (/device links)", code: .endToEnd)
         }
         guard let record = try await linkRecords(device: device).first, !record.declined,
@@ -147,11 +153,15 @@ extension SIMPClient {
             grant = try offered.revealed(by: DeviceLink.Reveal(bytes: Array(record.reveal))).grant(identity: identity, typed: code)
         } catch {
             try? await linkStep(.linkDecline, device: device, body: [])
-            linkOffers.value[device] = nil
+            try keep(nil, device: device, in: store)
             throw ClientError("\(error); \(device)'s link is declined", code: .endToEnd)
         }
         try await linkStep(.linkGrant, device: device, body: grant.bytes)
-        linkOffers.value[device] = nil
+        try keep(nil, device: device, in: store)
+    }
+
+    private func keep(_ offered: OfferedLink?, device: String, in store: ClientStore) throws(ClientError) {
+        do { try store.keepLinkOffer(offered, device: device) } catch { throw ClientError("cannot keep the link offer in \(store.path): \(error)") }
     }
 
     // MARK: parts

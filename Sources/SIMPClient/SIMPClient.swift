@@ -24,8 +24,6 @@ public final class SIMPClient: @unchecked Sendable {
     let defaultBatches: Locked<AsyncStream<[ClientEvent]>?>
     /// This device's keys for encrypted conversations, once made (`conversationKeys()`).
     let keyring = Locked<ConversationKeys?>(nil)
-    /// The offers this device made to link new devices, by new device (`pendingLinks`).
-    let linkOffers = Locked<[String: OfferedLink]>([:])
 
     let loop: any EventLoop
     /// The client's event loop as a task executor. An application task started with it
