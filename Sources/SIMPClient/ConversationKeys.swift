@@ -126,19 +126,19 @@ actor ConversationKeys {
     /// `items` (to `peer`) sealed: each one's type, text and image in an application message of
     /// the conversation's group, made first if there is none.
     func seal(_ items: [Outgoing], to peer: String, client: SIMPClient) async throws(ClientError) -> [Outgoing] {
-        if try storeCall({ try store.isHeld(peer: peer) }) {
+        if GroupName.addressed(by: peer) == nil, try storeCall({ try store.isHeld(peer: peer) }) {
             throw ClientError("\(peer)'s identity changed since you verified it: compare the new safety number "
                               + "(/verify \(peer)) before sending to them", code: .identityChanged)
         }
         try await setUp(peer, client: client, creating: true)
         try await syncMembers(peer, client: client)
         try await updateIfDue(peer, client: client)
-        guard var group = groups[peer] else { throw ClientError("no encrypted conversation with \(peer)", code: .endToEnd) }
+        guard var group = groups[peer] else { throw ClientError("no encrypted conversation \(Self.named(peer))", code: .endToEnd) }
         var sealed: [Outgoing] = []
         do {
             for item in items { sealed.append(try Self.sealed(item, in: &group, randomness: randomness)) }
         } catch {
-            throw ClientError("cannot encrypt for \(peer): \(error)", code: .endToEnd)
+            throw ClientError("cannot encrypt \(Self.named(peer)): \(error)", code: .endToEnd)
         }
         // Before the state is kept: a message the server would refuse uses no key.
         guard sealed.allSatisfy({ ((try? $0.message.serializedBytes()) as [UInt8]?)?.count ?? .max <= MessageRules.maxMessageBytes }) else {
@@ -217,7 +217,7 @@ actor ConversationKeys {
         if let kept = try store.opened(seq: message.seq), kept.id == message.id {
             return try unsealed(message, kept.inner)
         }
-        let conversation = message.from == user ? message.to : message.from
+        let conversation = Self.conversation(of: message, user: user)
         guard let bytes = SealedText.mlsBytes(of: message.text),
               case .privateMessage(let sealed) = try? MLSMessage(mlsDecoding: bytes) else { throw OpenFailure.malformed }
         try await setUp(conversation, client: client, creating: false)
@@ -280,14 +280,14 @@ actor ConversationKeys {
                 return
             }
             guard page.epoch == 0 else {
-                throw ClientError("this device is not in the encrypted conversation with \(conversation): "
+                throw ClientError("this device is not in the encrypted conversation \(Self.named(conversation)): "
                                   + "no device added it (a device linked later is added by another of the user's devices)",
                                   code: .endToEnd)
             }
             guard creating else { throw OpenFailure.notInConversation }
             if try await create(conversation, validator: validator, client: client) { return }
         }
-        throw ClientError("cannot set up the encrypted conversation with \(conversation): other commits keep winning",
+        throw ClientError("cannot set up the encrypted conversation \(Self.named(conversation)): other commits keep winning",
                           code: .endToEnd)
     }
 
@@ -307,8 +307,9 @@ actor ConversationKeys {
 
     /// Creates the group with everyone's devices; false when another device's commit won epoch 0.
     private func create(_ peer: String, validator: DirectoryValidator, client: SIMPClient) async throws -> Bool {
-        let adds = try await claim(from: [peer, user], validator: validator, client: client) { _ in true }
-        guard adds.contains(where: { $0.user == peer }) else {
+        let adds = try await claim(from: validator.owners, validator: validator, client: client) { _ in true }
+        // A group may start with this user's devices alone: members with keys are added as they come.
+        guard GroupName.addressed(by: peer) != nil || adds.contains(where: { $0.user == peer }) else {
             throw ClientError("\(peer) has no device with keys for encryption yet (their client must set up an identity)",
                               code: .endToEnd)
         }
@@ -383,7 +384,7 @@ actor ConversationKeys {
             guard let group = groups[conversation] else { return }
             let present = Set(Self.memberIdentities(group).values)
             let missing = Set(validator.keys.keys).subtracting(present).subtracting([mine])
-            let adds = missing.isEmpty ? [] : try await claim(from: [conversation, user], validator: validator, client: client) {
+            let adds = missing.isEmpty ? [] : try await claim(from: validator.owners, validator: validator, client: client) {
                 missing.contains($0)
             }
             // No await from here to the submit: the commit is made on the state as it is now.
@@ -414,7 +415,7 @@ actor ConversationKeys {
             checked[conversation] = started
             return
         }
-        throw ClientError("cannot update the encrypted conversation with \(conversation): other commits keep winning", code: .endToEnd)
+        throw ClientError("cannot update the encrypted conversation \(Self.named(conversation)): other commits keep winning", code: .endToEnd)
     }
 
     /// Renews this device's leaf keys by an Update when due (`updateAfter`): a commit with a path
@@ -481,20 +482,34 @@ actor ConversationKeys {
         }
     }
 
-    /// The certified devices of this user and the peer, as the key directory has them, each
-    /// certificate checked under its user's identity key; this user's identity must be the one
-    /// this device holds, and the peer's is pinned on first use (`safetyNumber`).
-    private func validator(for peer: String, client: SIMPClient) async throws(ClientError) -> DirectoryValidator {
-        if let refused = await Self.pin(peer, client: client) {
-            guard refused.code == .unknownUser else { throw refused }
-            throw ClientError("\(peer) has no identity key yet: their client has not set up end-to-end encryption", code: .endToEnd)
-        }
-        if try storeCall({ try store.isHeld(peer: peer) }) {
-            throw ClientError("\(peer)'s identity changed since you verified it: compare the new safety number "
-                              + "(/verify \(peer)) first", code: .identityChanged)
+    /// The certified devices of the conversation's users (this user and the peer, or a group's
+    /// members), as the key directory has them, each certificate checked under its user's
+    /// identity key; this user's identity must be the one this device holds, and every other
+    /// user's is pinned on first use (`safetyNumber`). In a group, a member without an identity
+    /// (a client without encryption) has no device to add: it cannot read the group.
+    private func validator(for conversation: String, client: SIMPClient) async throws(ClientError) -> DirectoryValidator {
+        let group = GroupName.addressed(by: conversation)
+        let others: [String]
+        if let group {
+            others = try await client.groupMembers(group).members.map(\.name).filter { $0 != user }
+        } else {
+            others = [conversation]
         }
         var keys: [[UInt8]: [UInt8]] = [:]
-        for owner in [user, peer] {
+        var owners = [user]
+        for peer in others {
+            if let refused = await Self.pin(peer, client: client) {
+                guard refused.code == .unknownUser else { throw refused }
+                if group != nil { continue }
+                throw ClientError("\(peer) has no identity key yet: their client has not set up end-to-end encryption", code: .endToEnd)
+            }
+            if try storeCall({ try store.isHeld(peer: peer) }) {
+                throw ClientError("\(peer)'s identity changed since you verified it: compare the new safety number "
+                                  + "(/verify \(peer)) first", code: .identityChanged)
+            }
+            owners.append(peer)
+        }
+        for owner in owners {
             let entry = try await client.keyDirectory(of: owner)
             if owner == user, entry.identityKey != identityPublic {
                 throw ClientError("the server gives another identity key for \(user) than this device's", code: .endToEnd)
@@ -503,7 +518,33 @@ actor ConversationKeys {
                 keys[KeyDirectoryRules.credentialIdentity(user: owner, device: device.device)] = device.deviceKey
             }
         }
-        return DirectoryValidator(keys: keys)
+        return DirectoryValidator(keys: keys, owners: owners)
+    }
+
+    /// The conversation a message belongs to: its group, or the other user of a one-to-one one.
+    static func conversation(of message: IncomingMessage, user: String) -> String {
+        if GroupName.addressed(by: message.to) != nil { return message.to }
+        return message.from == user ? message.to : message.from
+    }
+
+    /// "with USER", or "#GROUP", for errors.
+    static func named(_ conversation: String) -> String {
+        GroupName.addressed(by: conversation) != nil ? conversation : "with \(conversation)"
+    }
+
+    /// A group's members changed (this user's request, or a change it was told of): the next
+    /// send checks them against the key directory at once, not after `checkInterval`. With
+    /// `commit` (this device made the change), a group this device has follows now: the added
+    /// members' devices get their Welcomes, the removed ones' leaves go.
+    func membersChanged(_ conversation: String, client: SIMPClient, commit: Bool) async {
+        checked[conversation] = nil
+        guard commit, groups[conversation] != nil || (try? store.groupState(of: conversation)) != nil else { return }
+        do {
+            try await setUp(conversation, client: client, creating: false)
+            try await syncMembers(conversation, client: client)
+        } catch {
+            // The next send tries again (and says why it cannot).
+        }
     }
 
     private func storeCall<T>(_ body: () throws -> T) throws(ClientError) -> T {
@@ -522,6 +563,8 @@ actor ConversationKeys {
 struct DirectoryValidator: CredentialValidator {
     /// Credential identity -> certified device key.
     let keys: [[UInt8]: [UInt8]]
+    /// The users whose devices these are (this user first), in the order KeyPackages are claimed.
+    var owners: [String] = []
 
     struct Uncertified: Error, CustomStringConvertible {
         var description: String { "a member's device is not certified by its user's identity" }

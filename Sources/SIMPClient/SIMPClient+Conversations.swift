@@ -4,10 +4,9 @@ import SIMPCore
 /// End-to-end encrypted conversations (docs/E2EE.md, Part 4): the driver's side. The keys and
 /// groups are `ConversationKeys`'; this carries messages to it and back.
 extension SIMPClient {
-    /// Whether a message to `recipient` is sealed: with `endToEnd`, one to a user (groups are not
-    /// encrypted yet).
+    /// Whether a message to `recipient` (a user or a group) is sealed: with `endToEnd`.
     func sealsMessages(to recipient: String) -> Bool {
-        configuration.endToEnd && GroupName.addressed(by: recipient) == nil
+        configuration.endToEnd
     }
 
     /// A text to send to `recipient`: in parts when long, sealed when `sealsMessages(to:)`.

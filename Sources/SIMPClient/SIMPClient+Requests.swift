@@ -176,6 +176,16 @@ extension SIMPClient {
     }
 
     private func groupRequest(_ action: Simp_GroupRequest.Action, _ name: String, _ users: [String]) async throws(ClientError) -> Simp_GroupAnswer {
+        let answer = try await groupRequestOnly(action, name, users)
+        // Encrypted: a change this device made is committed to the group's MLS group at once
+        // (added members' devices can read at once; removed ones stop at once).
+        if configuration.endToEnd, [.create, .add, .remove, .accept].contains(action), let keys = keyring.withLock({ $0 }) {
+            await keys.membersChanged(GroupName.address(name), client: self, commit: action != .accept)
+        }
+        return answer
+    }
+
+    private func groupRequestOnly(_ action: Simp_GroupRequest.Action, _ name: String, _ users: [String]) async throws(ClientError) -> Simp_GroupAnswer {
         var request = Simp_GroupRequest()
         request.action = action
         request.group = name.first == GroupName.marker ? String(name.dropFirst()) : name

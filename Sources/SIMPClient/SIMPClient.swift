@@ -359,6 +359,10 @@ public final class SIMPClient: @unchecked Sendable {
     }
 
     func deliver(_ event: ClientEvent) {
+        if case .groupChanged(let group, _, _) = event, let keys = keyring.withLock({ $0 }) {
+            // The group's encrypted members follow its members at the next send, not a check interval later.
+            Task { await keys.membersChanged(GroupName.address(group), client: self, commit: false) }
+        }
         eventHandler?(event)
         if hub.publish(event) { loop.execute { [self] in hub.flushBatch() } }
     }

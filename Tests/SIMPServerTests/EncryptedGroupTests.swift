@@ -1,0 +1,103 @@
+import Foundation
+@testable import SIMPClient
+import SIMPCore
+import SIMPTestSupport
+import Testing
+
+/// Groups as MLS groups (docs/E2EE.md, Part 6) against a real server and Redis: a group of
+/// three users, one with two devices, reads every message on every device, decrypted; none of
+/// the text is in Redis; a member added later reads from its addition on, a removed one is
+/// removed from the MLS group by the remover's commit and reads nothing sent after.
+@Suite(.serialized) struct EncryptedGroupTests {
+    typealias Device = (client: SIMPClient, log: EventLog)
+
+    /// alice (phone and a linked laptop), bob and carol, each with an identity, all letting
+    /// anyone add them to groups.
+    static func people(_ cluster: TestCluster, _ directories: [String]) async throws -> (phone: Device, laptop: Device, bob: Device, carol: Device) {
+        let pair = try await EncryptedConversationTests.aliceAndBob(cluster, directories)
+        try await cluster.register("carol")
+        let carol = try await EncryptedConversationTests.connected(cluster, "carol", directories[3])
+        #expect(try await carol.0.setUpIdentity() == .created)
+        let laptop = try await EncryptedConversationTests.connected(cluster, "alice", directories[2], device: "laptop")
+        let shown = DeviceLinkingTests.ShownCode()
+        let linking = Task { try await laptop.0.linkThisDevice(timeoutSeconds: 60) { shown.show($0) } }
+        let code = try #require(try await DeviceLinkingTests.code(of: "laptop", on: pair.alice.0))
+        try await pair.alice.0.approveLink(device: "laptop", code: code)
+        #expect(try await linking.value == .ready)
+        for client in [pair.alice.0, pair.bob.0, carol.0] { try await client.set(.groupAdds(.everyone)) }
+        return (pair.alice, laptop, pair.bob, carol)
+    }
+
+    static func reads(_ device: Device, _ id: String, _ text: String) async -> Bool {
+        await device.log.wait { $0.messages.contains { $0.id == id && $0.text == text && $0.encrypted } }
+    }
+
+    @Test func everyDeviceOfEveryMemberReadsTheGroupAndRedisHoldsNoText() async throws {
+        let cluster = try await TestCluster.start()
+        let directories = (0..<5).map { _ in LocalHistoryTests.directory() }
+        defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
+        let (phone, laptop, bob, carol) = try await Self.people(cluster, directories)
+        _ = try await bob.client.createGroup("trio", members: ["alice", "carol"])
+
+        let first = "the group's first secret"
+        let id = try await bob.client.send(to: "#trio", text: first)
+        for device in [phone, laptop, carol] { #expect(await Self.reads(device, id, first)) }
+        // Every member writes, from every device; every other device reads it.
+        let everyone = [phone, laptop, bob, carol]
+        var written: [(id: String, text: String, by: Int)] = []
+        for (index, device) in everyone.enumerated() {
+            let text = "secret number \(index) in the group"
+            written.append((try await device.client.send(to: "#trio", text: text), text, index))
+        }
+        // Every device but the sender's reads it (alice's other device as her copy).
+        for (id, text, by) in written {
+            for (index, device) in everyone.enumerated() where index != by { #expect(await Self.reads(device, id, text), "\(text) on \(index)") }
+        }
+        // A long text in sealed parts.
+        let long = String(repeating: "a long group secret of many parts; ", count: 600)
+        let longID = try await carol.client.send(to: "#trio", text: long)
+        for device in [phone, laptop, bob] { #expect(await Self.reads(device, longID, long)) }
+
+        let dump = try EncryptedConversationTests.everythingInRedis(cluster)
+        for text in [first, long] + written.map(\.text) { #expect(!dump.contains(text), "\(text.prefix(30)) is in Redis") }
+        for device in [phone, laptop, bob, carol] { await device.client.close() }
+        await cluster.stop()
+    }
+
+    @Test func anAddedMemberReadsFromItsAdditionAndARemovedOneReadsNothingAfter() async throws {
+        let cluster = try await TestCluster.start()
+        let directories = (0..<6).map { _ in LocalHistoryTests.directory() }
+        defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
+        let (phone, laptop, bob, carol) = try await Self.people(cluster, directories)
+        try await cluster.register("dave")
+        let joined = try await EncryptedConversationTests.connected(cluster, "dave", directories[4])
+        let dave: Device = (joined.0, joined.1)
+        #expect(try await dave.0.setUpIdentity() == .created)
+        try await dave.0.set(.groupAdds(.everyone))
+
+        _ = try await phone.client.createGroup("crew", members: ["bob", "carol"])
+        let before = try await phone.client.send(to: "#crew", text: "before dave")
+        #expect(await Self.reads(bob, before, "before dave"))
+
+        // Added: the adder's device commits dave's devices in at once, so dave can write first.
+        _ = try await phone.client.addToGroup("crew", ["dave"])
+        let fromDave = try await dave.0.send(to: "#crew", text: "dave says hello")
+        for device in [phone, laptop, bob, carol] { #expect(await Self.reads(device, fromDave, "dave says hello")) }
+        let after = try await bob.client.send(to: "#crew", text: "welcome dave")
+        #expect(await Self.reads(dave, after, "welcome dave"))
+        #expect(!dave.1.messages.contains { $0.id == before }, "dave reads nothing from before his addition")
+
+        // Removed: carol's devices leave the MLS group by bob's commit; what follows is sealed
+        // for the others only (carol's copy of it is not even pushed: the server no longer fans
+        // out to her), and she reads nothing of it.
+        let epochBefore = try await bob.client.fetchCommits(in: "#crew", fromEpoch: 0).epoch
+        _ = try await phone.client.removeFromGroup("crew", ["carol"])
+        let epochAfter = try await bob.client.fetchCommits(in: "#crew", fromEpoch: 0).epoch
+        #expect(epochAfter > epochBefore, "the removal is a commit")
+        let secret = try await bob.client.send(to: "#crew", text: "carol has gone")
+        for device in [phone, laptop, dave] { #expect(await Self.reads(device, secret, "carol has gone")) }
+        #expect(!carol.log.messages.contains { $0.id == secret })
+        for device in [phone, laptop, bob, carol, dave] { await device.client.close() }
+        await cluster.stop()
+    }
+}
