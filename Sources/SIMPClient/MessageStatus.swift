@@ -36,6 +36,9 @@ public enum ErrorCode: String, Sendable, Equatable, CaseIterable {
     case commitConflict = "commit-conflict"
     /// The server takes only end-to-end encrypted messages to users (`--e2e required`).
     case e2eRequired = "e2e-required"
+    /// The server carries no datagrams inside the control connection
+    /// (`--datagrams-over-stream never`): UDP only.
+    case streamPathOff = "stream-path-off"
 
     /// The name docs/PROTOCOL.md gives a server's code (e.g. "UNKNOWN_USER", what `simp --json`
     /// prints); nil for the client's own.
@@ -94,6 +97,7 @@ public enum ErrorCode: String, Sendable, Equatable, CaseIterable {
         case .keysChanged: .keysChanged
         case .commitConflict: .commitConflict
         case .e2ERequired: .e2eRequired
+        case .streamPathOff: .streamPathOff
         default: .unspecified
         }
     }

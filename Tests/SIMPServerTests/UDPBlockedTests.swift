@@ -1,0 +1,156 @@
+import Foundation
+import NIOPosix
+@_spi(NIO) import SIMPClient
+import SIMPCore
+import SIMPTestSupport
+import Testing
+
+/// Issue 45, item 1: a network that drops every UDP packet from the start. The server and Redis
+/// run in a network namespace whose iptables drops all UDP; the clients run in this process
+/// on an event loop whose thread entered the namespace, so each of their datagrams and each of
+/// the server's crosses that rule (and is dropped). Everything must travel inside the control
+/// connections.
+@Suite(.serialized, .enabled(if: NetworkNamespace.available, "needs root, iproute2 and iptables for a network namespace"))
+struct UDPBlockedTests {
+    static let pairs = 3
+    static let perPair = 100
+
+    /// A stack whose namespace drops every UDP packet, and a loop inside it.
+    static func blocked() async throws -> (NamespaceStack, NamespacedLoop) {
+        let stack = try NamespaceStack()
+        try stack.ns.run("iptables", "-A", "INPUT", "-p", "udp", "-j", "DROP")
+        return (stack, try await NamespacedLoop(stack.ns))
+    }
+
+    static func configuration(_ stack: NamespaceStack) -> ClientConfiguration {
+        var config = ClientConfiguration(host: "127.0.0.1", port: stack.server.tcpPort)
+        config.reconnectBase = .milliseconds(50)
+        config.reconnectCap = .milliseconds(500)
+        config.requestTimeout = .seconds(5)
+        return config
+    }
+
+    /// Datagrams the namespace's rule dropped (it saw and dropped UDP: the test is real).
+    static func droppedUDP(_ ns: NetworkNamespace) throws -> Int {
+        let p = try ChildProcess("/usr/sbin/ip", ["netns", "exec", ns.name, try findExecutable("iptables").path, "-L", "INPUT", "-v", "-x", "-n"])
+        _ = p.waitForExit(timeout: 10)
+        // The chain's one rule; its protocol shows as "udp" or "17" by iptables' version.
+        let line = p.stdout.split(separator: "\n").first { $0.contains("DROP") }
+        return line.flatMap { Int($0.split(separator: " ", omittingEmptySubsequences: true).first ?? "") } ?? 0
+    }
+
+    @Test func threePairsExchangeAHundredMessagesEachWithEveryUDPPacketDropped() async throws {
+        let (stack, loops) = try await Self.blocked()
+        defer { withExtendedLifetime(stack) {} }
+        let config = Self.configuration(stack)
+        for p in 0..<Self.pairs {
+            for user in ["s\(p)", "r\(p)"] {
+                try await SIMPClient(configuration: config, eventLoopGroup: loops.group).register(user: user, password: "pw-\(user)")
+            }
+        }
+        struct Pair {
+            var sender: SIMPClient
+            var senderLog: EventLog
+            var recipient: SIMPClient
+            var recipientLog: EventLog
+            var started: Date
+            var ids: [String] = []
+        }
+        var pairs: [Pair] = []
+        for p in 0..<Self.pairs {
+            // The 3 s run from here: both clients start, connect, and the first message goes.
+            let started = Date()
+            let recipient = SIMPClient(configuration: config, eventLoopGroup: loops.group)
+            let recipientLog = EventLog(recipient)
+            try await recipient.connect(user: "r\(p)", password: "pw-r\(p)")
+            let sender = SIMPClient(configuration: config, eventLoopGroup: loops.group)
+            let senderLog = EventLog(sender)
+            try await sender.connect(user: "s\(p)", password: "pw-s\(p)")
+            pairs.append(Pair(sender: sender, senderLog: senderLog, recipient: recipient, recipientLog: recipientLog, started: started))
+            pairs[p].ids.append(try await sender.send(to: "r\(p)", text: "m-0"))
+        }
+        for p in 0..<Self.pairs {
+            for index in 1..<Self.perPair { pairs[p].ids.append(try await pairs[p].sender.send(to: "r\(p)", text: "m-\(index)")) }
+        }
+        for (p, pair) in pairs.enumerated() {
+            let ids = Set(pair.ids)
+            #expect(await pair.recipientLog.wait(timeout: .seconds(60)) { Set($0.messages.map(\.id)).isSuperset(of: ids) },
+                    "pair \(p): \(pair.recipientLog.messages.count) of \(Self.perPair) arrived")
+            #expect(await pair.senderLog.wait(timeout: .seconds(60)) { Set($0.delivered).isSuperset(of: ids) || !$0.failed.isEmpty },
+                    "pair \(p): \(pair.senderLog.delivered.count) of \(Self.perPair) delivered")
+        }
+        // A last message per pair: once it is in, any repeat of an earlier one would be too.
+        for (p, pair) in pairs.enumerated() {
+            let marker = try await pair.sender.send(to: "r\(p)", text: "marker")
+            #expect(await pair.recipientLog.wait(timeout: .seconds(30)) { $0.messages.contains { $0.id == marker } })
+            pairs[p].ids.append(marker)
+        }
+        for (p, pair) in pairs.enumerated() {
+            let received = pair.recipientLog.messages.filter { $0.from == "s\(p)" }
+            #expect(received.map(\.id) == pair.ids, "pair \(p): each message once, in the order sent")
+            #expect(received.map(\.text) == (0..<Self.perPair).map { "m-\($0)" } + ["marker"])
+            #expect(pair.senderLog.failed.isEmpty, "pair \(p): \(pair.senderLog.failed)")
+            let delivered = pair.senderLog.delivered
+            #expect(Set(delivered).isSuperset(of: pair.ids.dropLast()), "pair \(p): the sender saw every message delivered")
+            #expect(delivered.count == Set(delivered).count, "pair \(p): each delivered once")
+            // Recorded times, compared: the first message reached the recipient within 3 s of the pair's start.
+            let first = pair.recipientLog.arrivalTimes[pair.ids[0]]
+            let took = first.map { $0.timeIntervalSince(pair.started) }
+            #expect(took.map { $0 < 3 } == true, "pair \(p): first delivery \(took.map { "\($0) s" } ?? "never") after the start")
+            for log in [pair.senderLog, pair.recipientLog] {
+                #expect(log.all.contains { if case .connected(_, .stream) = $0 { true } else { false } }, "connected on the stream")
+            }
+            #expect(pair.sender.path == .stream && pair.recipient.path == .stream)
+        }
+        let onStream = stack.metric(#"simp_sessions_on_path{path="stream"}"#)
+        let payloadsIn = stack.metric(#"simp_stream_payloads_total{direction="in"}"#)
+        let payloadsOut = stack.metric(#"simp_stream_payloads_total{direction="out"}"#)
+        let retransmits = stack.metric("simp_retransmits_total")
+        let dropped = try Self.droppedUDP(stack.ns)
+        print("UDP blocked: \(Self.pairs) pairs x \(Self.perPair): first deliveries after "
+              + pairs.map { p in p.recipientLog.arrivalTimes[p.ids[0]].map { String(format: "%.2f s", $0.timeIntervalSince(p.started)) } ?? "-" }
+                .joined(separator: ", ")
+              + "; \(Int(payloadsIn)) payload datagrams in and \(Int(payloadsOut)) out on the stream, \(Int(retransmits)) retransmits, "
+              + "\(dropped) UDP packets dropped")
+        #expect(onStream == Double(2 * Self.pairs), "every session on the stream path")
+        // Bundles: several messages to a datagram.
+        #expect(payloadsIn > 0 && payloadsOut > 0, "messages travelled inside the connections")
+        #expect(retransmits == 0, "nothing the stream carried was sent again")
+        #expect(dropped > 0, "the clients tried UDP, and the rule dropped it")
+        for pair in pairs {
+            await pair.sender.close()
+            await pair.recipient.close()
+        }
+        try await loops.group.shutdownGracefully()
+    }
+
+    @Test func aLongMessageCrossesTheStreamWholeAndOnce() async throws {
+        let (stack, loops) = try await Self.blocked()
+        defer { withExtendedLifetime(stack) {} }
+        let config = Self.configuration(stack)
+        func connected(_ user: String) async throws -> (SIMPClient, EventLog) {
+            let client = SIMPClient(configuration: config, eventLoopGroup: loops.group)
+            let log = EventLog(client)
+            try await client.register(user: user, password: "pw-\(user)")
+            try await client.connect(user: user, password: "pw-\(user)")
+            return (client, log)
+        }
+        let (bob, bobLog) = try await connected("bob")
+        let (alice, aliceLog) = try await connected("alice")
+        let text = LongMessageTests.mixedText(bytes: 60 * 1024, tag: "stream")
+        let longID = try await alice.send(to: "bob", text: text)
+        #expect(await bobLog.wait(timeout: .seconds(60)) { $0.messages.contains { $0.id == longID } })
+        #expect(await aliceLog.wait(timeout: .seconds(60)) { $0.delivered.contains(longID) || !$0.failed.isEmpty })
+        let marker = try await alice.send(to: "bob", text: "marker")
+        #expect(await bobLog.wait(timeout: .seconds(30)) { $0.messages.contains { $0.id == marker } })
+        #expect(bobLog.messages.map(\.id) == [longID, marker], "the long message once, then the marker")
+        #expect(bobLog.messages.first?.text == text, "whole and exact")
+        #expect(bobLog.messages.first?.parts == LongMessageTests.expectedParts(text))
+        #expect(aliceLog.delivered.filter { $0 == longID }.count == 1)
+        #expect(aliceLog.failed.isEmpty, "\(aliceLog.failed)")
+        #expect(alice.path == .stream && bob.path == .stream)
+        #expect(stack.metric("simp_retransmits_total") == 0)
+        for client in [alice, bob] { await client.close() }
+        try await loops.group.shutdownGracefully()
+    }
+}
