@@ -153,4 +153,35 @@ struct UDPBlockedTests {
         for client in [alice, bob] { await client.close() }
         try await loops.group.shutdownGracefully()
     }
+
+    /// The command-line client says which path it is on: `--json`'s `connected` event and
+    /// `/status`; with `--datagrams-over-stream never` it does not take the stream, and so
+    /// cannot connect where UDP is blocked.
+    @Test func theCommandLineClientSaysItIsOnTheStream() async throws {
+        let (stack, loops) = try await Self.blocked()
+        defer { withExtendedLifetime(stack) {} }
+        try await loops.group.shutdownGracefully()
+        try stack.register("bob")
+        try stack.register("alice")
+        let bob = try stack.client("bob", [])
+        let connected = bob.waitForLine(timeout: 20) { $0.contains(#""event":"connected""#) }
+        #expect(connected?.contains(#""path":"stream""#) == true, "\(connected ?? "no connected event"): \(bob.stderr)")
+        let alice = try stack.client("alice", ["--linger", "5"])
+        alice.write("/status\n/send bob over the stream\n")
+        alice.closeStdin()
+        let status = alice.waitForLine(timeout: 20) { $0.contains("pending sends") }
+        #expect(status?.contains("path stream") == true, "\(status ?? "no status line")")
+        #expect(bob.waitForLine(timeout: 20) { $0.contains("over the stream") } != nil, "bob got the message")
+        _ = alice.waitForExit(timeout: 20)
+        bob.closeStdin()
+        _ = bob.waitForExit(timeout: 20)
+
+        let udpOnly = try stack.client("bob", ["--datagrams-over-stream", "never"])
+        udpOnly.closeStdin()
+        let code = udpOnly.waitForExit(timeout: 30)
+        #expect(code != 0 && code != nil, "UDP only cannot connect here")
+        #expect(!udpOnly.stdout.contains(#""event":"connected""#))
+        // With --json the error is an event on stdout.
+        #expect((udpOnly.stdout + udpOnly.stderr).contains("UDP path"), "\(udpOnly.stdout) \(udpOnly.stderr)")
+    }
 }

@@ -173,6 +173,16 @@ import Testing
         #expect(screen.handle(.connected(user: "alice"), now: Date()) == ["connected as alice"])
     }
 
+    /// `/status` says which way messages travel, and a change of path is a line of its own.
+    @Test func theStatusNamesThePathAndAChangeIsShown() {
+        var screen = REPLScreen(session: session, style: ANSIStyle(enabled: false), timeZone: utc)
+        #expect(screen.handle(.connected(user: "alice", path: .stream), now: Date()).isEmpty)
+        #expect(screen.status()[0].hasSuffix("(connected, path stream)"))
+        #expect(screen.handle(.path(.udp), now: Date()) == ["UDP works: messages travel over UDP again"])
+        #expect(screen.status()[0].hasSuffix("(connected, path udp)"))
+        #expect(screen.handle(.path(.stream), now: Date()) == ["UDP does not get through: messages now travel inside the control connection"])
+    }
+
     @Test func colourPromptHidesItsSequencesFromLibedit() {
         let screen = REPLScreen(session: session, style: ANSIStyle(enabled: true), timeZone: utc)
         #expect(screen.prompt == "\u{1}\u{1B}[1;34m\u{1}alice>\u{1}\u{1B}[0m\u{1} ")
