@@ -184,4 +184,46 @@ struct UDPBlockedTests {
         // With --json the error is an event on stdout.
         #expect((udpOnly.stdout + udpOnly.stderr).contains("UDP path"), "\(udpOnly.stdout) \(udpOnly.stderr)")
     }
+
+    /// UDP blocked at the start, then let through: the clients' probes get through, the
+    /// server's challenge is answered, and both move to UDP (a `path` event) with nothing lost,
+    /// repeated or reordered across the change; what follows travels over UDP.
+    @Test func whenUDPComesBackTheSessionsMoveToItAndNothingIsLostOrRepeated() async throws {
+        let (stack, loops) = try await Self.blocked()
+        defer { withExtendedLifetime(stack) {} }
+        let config = Self.configuration(stack)
+        func connected(_ user: String) async throws -> (SIMPClient, EventLog) {
+            let client = SIMPClient(configuration: config, eventLoopGroup: loops.group)
+            let log = EventLog(client)
+            try await client.register(user: user, password: "pw-\(user)")
+            try await client.connect(user: user, password: "pw-\(user)")
+            return (client, log)
+        }
+        let (bob, bobLog) = try await connected("bob")
+        let (alice, aliceLog) = try await connected("alice")
+        #expect(alice.path == .stream && bob.path == .stream)
+        var ids: [String] = []
+        for index in 0..<20 { ids.append(try await alice.send(to: "bob", text: "before \(index)")) }
+        #expect(await bobLog.wait(timeout: .seconds(20)) { Set($0.messages.map(\.id)).isSuperset(of: ids) })
+        try stack.ns.run("iptables", "-D", "INPUT", "-p", "udp", "-j", "DROP")
+        // The probes come at 0.5 s, then 1, 2, 4 ... s after the stream was taken.
+        let aliceMoved = await aliceLog.wait(timeout: .seconds(20)) { $0.all.contains(.path(.udp)) }
+        let bobMoved = await bobLog.wait(timeout: .seconds(20)) { $0.all.contains(.path(.udp)) }
+        #expect(aliceMoved && bobMoved, "both moved to UDP")
+        #expect(alice.path == .udp && bob.path == .udp)
+        let streamedBefore = stack.metric(#"simp_stream_payloads_total{direction="in"}"#)
+            + stack.metric(#"simp_stream_payloads_total{direction="out"}"#)
+        for index in 0..<20 { ids.append(try await alice.send(to: "bob", text: "after \(index)")) }
+        #expect(await bobLog.wait(timeout: .seconds(20)) { Set($0.messages.map(\.id)).isSuperset(of: ids) })
+        #expect(await aliceLog.wait(timeout: .seconds(20)) { Set($0.delivered).isSuperset(of: ids) })
+        #expect(bobLog.messages.map(\.id) == ids, "each once, in order, across the change")
+        #expect(aliceLog.delivered.count == ids.count && aliceLog.failed.isEmpty)
+        let streamedAfter = stack.metric(#"simp_stream_payloads_total{direction="in"}"#)
+            + stack.metric(#"simp_stream_payloads_total{direction="out"}"#)
+        #expect(streamedAfter == streamedBefore, "after the move no message went on the stream")
+        #expect(stack.metric(#"simp_path_changes_total{to="udp"}"#) == 2)
+        #expect(stack.metric(#"simp_sessions_on_path{path="udp"}"#) == 2 && stack.metric(#"simp_sessions_on_path{path="stream"}"#) == 0)
+        for client in [alice, bob] { await client.close() }
+        try await loops.group.shutdownGracefully()
+    }
 }
