@@ -226,4 +226,54 @@ struct UDPBlockedTests {
         for client in [alice, bob] { await client.close() }
         try await loops.group.shutdownGracefully()
     }
+
+    /// A group and a second device on the stream: every member's device gets the group's
+    /// messages once, in the group's order; the sender hears each member confirm; a one-to-one
+    /// message reaches both of the recipient's devices and shows on the sender's other device.
+    @Test func aGroupAndASecondDeviceWorkOnTheStream() async throws {
+        let (stack, loops) = try await Self.blocked()
+        defer { withExtendedLifetime(stack) {} }
+        func device(_ user: String, _ name: String, register: Bool = false) async throws -> (SIMPClient, EventLog) {
+            var config = Self.configuration(stack)
+            config.device = name
+            let client = SIMPClient(configuration: config, eventLoopGroup: loops.group)
+            let log = EventLog(client)
+            if register { try await client.register(user: user, password: "pw-\(user)") }
+            try await client.connect(user: user, password: "pw-\(user)")
+            return (client, log)
+        }
+        let (alice, aliceLog) = try await device("alice", "main", register: true)
+        let (phone, phoneLog) = try await device("bob", "phone", register: true)
+        let (laptop, laptopLog) = try await device("bob", "laptop")
+        let (carol, carolLog) = try await device("carol", "main", register: true)
+        _ = try await alice.createGroup("crew", members: ["bob", "carol"])
+        // Added or invited, as their settings say: an invitation is accepted.
+        _ = try? await phone.acceptGroup("crew")
+        _ = try? await carol.acceptGroup("crew")
+        #expect(try await alice.groupMembers("crew").members.map(\.name).sorted() == ["alice", "bob", "carol"])
+        var group: [String] = []
+        for index in 0..<20 { group.append(try await alice.send(to: "#crew", text: "crew \(index)")) }
+        var places: [String: UInt64] = [:]
+        for log in [phoneLog, laptopLog, carolLog] {
+            #expect(await log.wait(timeout: .seconds(30)) { $0.groupMessages("crew").map(\.id) == group })
+            expectOneOrder(log.groupMessages("crew"), places: &places)
+        }
+        #expect(await aliceLog.wait(timeout: .seconds(30)) { log in
+            group.allSatisfy { id in Set(log.memberDeliveries.filter { $0.id == id }.map(\.member)) == ["bob", "carol"] }
+        }, "each member confirmed each group message")
+
+        let direct = try await alice.send(to: "bob", text: "to both of bob's devices")
+        for log in [phoneLog, laptopLog] {
+            #expect(await log.wait(timeout: .seconds(30)) { $0.messages.filter { $0.id == direct }.count == 1 })
+        }
+        #expect(await aliceLog.wait(timeout: .seconds(30)) { $0.delivered.contains(direct) })
+        let fromPhone = try await phone.send(to: "alice", text: "from bob's phone")
+        #expect(await laptopLog.wait(timeout: .seconds(30)) { $0.messages.contains { $0.id == fromPhone } },
+                "bob's laptop shows what the phone sent")
+        #expect(await aliceLog.wait(timeout: .seconds(30)) { $0.messages.filter { $0.id == fromPhone }.count == 1 })
+        for client in [alice, phone, laptop, carol] { #expect(client.path == .stream) }
+        #expect(stack.metric(#"simp_sessions_on_path{path="stream"}"#) == 4)
+        for client in [alice, phone, laptop, carol] { await client.close() }
+        try await loops.group.shutdownGracefully()
+    }
 }
