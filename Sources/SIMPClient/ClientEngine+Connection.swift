@@ -72,7 +72,7 @@ extension ClientEngine {
     private mutating func established(index: Int, now: Moment) {
         rotation.connected(to: index)
         actions.append(.connectedServer(server))
-        emit(.connected(user: credentials?.user ?? ""))
+        emit(.connected(user: credentials?.user ?? "", path: paths.path ?? .udp))
         setConnectionState(.connected(server))
         uplink.newPath()
         perform(sending.resendAll(now: now.deadline, bound: lifecycle.isBound), .first, now: now)
@@ -184,14 +184,16 @@ extension ClientEngine {
         sending.startSession(now: now.deadline)
         sequencer.advance(to: response.confirmedSeq)
         actions.append(.watchHeartbeat(.milliseconds(Int64(max(response.heartbeatMillis, 100)))))
+        paths.sessionOpened(now: now.deadline)
         sendBind(now: now.deadline)
-        armTick(at: now.deadline + times.bindRetry)
+        armTick(at: now.deadline + min(times.bindRetry, PathChoice.streamHeadStart))
     }
 
     // MARK: loss, reconnects, disconnect
 
     mutating func controlClosed() {
         session = nil
+        paths.sessionEnded()
         actions.append(.connectedServer(nil))
         switch lifecycle.connectionLost() {
         case .nothing:

@@ -17,10 +17,15 @@ extension ClientEngine {
             guard early.retracted(.init(from: retracted.fromUser, id: retracted.messageID)) else { return }
             emit(.retracted(id: retracted.messageID, from: retracted.fromUser,
                             reason: retracted.reason.isEmpty ? retracted.code.name : retracted.reason))
-        case .bound:
+        case .bound(let bound):
+            // The server's path: UDP, or the stream (an empty address). A change after the
+            // session was bound is told; the first one goes with `connected`.
+            if let path = paths.bound(address: bound.address, now: now.deadline), lifecycle.isBound { emit(.path(path)) }
             lifecycle.pathBound()
             actions.append(.pathBound)
             tellConfirmedReadMarks()
+        case .datagram(let bytes):
+            datagram(ByteBuffer(bytes: bytes), now: now)
         case .ping(let ping):
             var pong = Simp_Pong()
             pong.nonce = ping.nonce

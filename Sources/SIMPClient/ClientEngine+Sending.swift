@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import SIMPCore
 
@@ -29,19 +30,25 @@ extension ClientEngine {
         atTurnEnd(.flush)
     }
 
-    private mutating func sendDatagram(_ kind: DatagramKind, _ payload: [UInt8]) {
-        writeDatagram(kind, payload)
+    private mutating func sendDatagram(_ kind: DatagramKind, _ payload: [UInt8], via path: DatagramPath? = nil) {
+        writeDatagram(kind, payload, via: path)
         atTurnEnd(.flush)
     }
 
-    /// Sealed under the session's key, numbered in its order.
-    private mutating func writeDatagram(_ kind: DatagramKind, _ payload: [UInt8]) {
+    /// Sealed under the session's key, numbered in its order (one order for both paths), on
+    /// `path`, or the session's when nil. Inside the control connection it is a frame of its
+    /// own, written at once.
+    private mutating func writeDatagram(_ kind: DatagramKind, _ payload: [UInt8], via path: DatagramPath? = nil) {
         guard let session, let key = sessionKey else { return }
         let header = DatagramHeader(kind: kind, sessionID: session.sessionID, packetNumber: nextPacketNumber)
         nextPacketNumber += 1
         guard let sealed = try? DatagramSeal.seal(header, payload: payload, key: key, direction: .toServer,
                                                   allocator: ByteBufferAllocator()) else { return }
-        actions.append(.writeDatagram(sealed))
+        if (path ?? (paths.onStream ? .stream : .udp)) == .stream {
+            actions.append(.sendControl(Simp_Envelope(.datagram(Data(sealed.readableBytesView)))))
+        } else {
+            actions.append(.writeDatagram(sealed))
+        }
     }
 
     mutating func turnEnded(_ end: TurnEnd, now: Moment) {
@@ -61,7 +68,11 @@ extension ClientEngine {
     private mutating func writeUnsent(now: Moment) {
         guard uplink.hasQueued else { return }
         let release = uplink.release(now: now.deadline, bundles: session?.bundles == true)
-        for id in release.ids { sending.left(id, now: now.deadline) }
+        // The stream loses nothing: what leaves on it has no retransmit timer (only the
+        // give-up one), and waits for the server's answer.
+        for id in release.ids {
+            if paths.onStream { sending.waiting(id) } else { sending.left(id, now: now.deadline) }
+        }
         for datagram in release.datagrams { writeDatagram(datagram.kind, datagram.payload) }
         guard !releaseScheduled, let next = uplink.nextRelease(now: now.deadline) else { return }
         releaseScheduled = true
@@ -86,10 +97,12 @@ extension ClientEngine {
         let due = timers.due(waits, now: now.deadline)
         if due.resend { perform(sending.resends(now: now.deadline, bound: lifecycle.isBound), .timeout, now: now) }
         if due.bind { sendBind(now: now.deadline) }
+        if paths.streamBindDue(now: now.deadline) { sendBindOverStream() }
+        if paths.udpProbeDue(now: now.deadline) { probeUDP() }
         if due.deliveryQuery { queryDeliveries(now: now.deadline) }
         if due.gapReport { reportGap(now: now.deadline) }
         if due.keepalive { sendKeepalive(now: now) }
-        armTick(at: timers.nextTick(waits, now: now.deadline))
+        armTick(at: min(timers.nextTick(waits, now: now.deadline), paths.nextDeadline ?? .distantFuture))
     }
 
     private var waits: ClientTimers.Waits {
@@ -110,11 +123,26 @@ extension ClientEngine {
     mutating func sendBind(now: NIODeadline) {
         guard let session, !lifecycle.isBound else { return }
         timers.bindSent(at: now)
-        sendDatagram(.bind, Array(session.bindToken))
+        sendDatagram(.bind, Array(session.bindToken), via: .udp)
     }
 
+    /// The BIND inside the control connection: UDP has not answered in time.
+    private mutating func sendBindOverStream() {
+        guard let session, !lifecycle.isBound else { return }
+        sendDatagram(.bind, Array(session.bindToken), via: .stream)
+    }
+
+    /// On the stream: a BIND over UDP. The server challenges the address it came from, and
+    /// moves the session to UDP once the challenge is answered (its `bound` names the address).
+    private mutating func probeUDP() {
+        guard let session else { return }
+        sendDatagram(.bind, Array(session.bindToken), via: .udp)
+    }
+
+    /// A keepalive holds a NAT mapping: on the stream there is none to hold (the probes do).
     mutating func sendKeepalive(now: Moment) {
         timers.keepaliveSent(at: now.deadline)
+        guard !paths.onStream else { return }
         sendDatagram(.keepalive, [])
     }
 

@@ -248,6 +248,8 @@ struct ClientEngine {
     var replay = ReplayWindow()
     var nextPacketNumber: UInt64 = 1
     var timers: ClientTimers
+    /// UDP or the stream (`PathChoice`).
+    var paths: PathChoice
 
     // Sending.
     var sending: SendTracker
@@ -291,6 +293,7 @@ struct ClientEngine {
         uplink = Uplink(windowed: configuration.congestionControl)
         device = configuration.device ?? DeviceName.unnamed
         timers = ClientTimers(keepaliveInterval: times.keepalive, bindRetry: times.bindRetry)
+        paths = PathChoice(allowed: configuration.datagramsOverStream == .auto)
         rotation = ServerRotation(count: configuration.servers.count,
                                   backoff: times.reconnect)
         server = configuration.servers.first ?? ServerAddress(host: "", port: 0)

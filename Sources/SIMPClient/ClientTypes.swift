@@ -46,6 +46,10 @@ public struct ClientConfiguration: Sendable {
     public var keepaliveInterval: Duration = .seconds(25)
     /// How soon an unconfirmed UDP bind is sent again.
     public var bindRetry: Duration = .milliseconds(250)
+    /// `.auto`: when UDP does not answer the BIND, datagrams travel inside the control
+    /// connection (and move to UDP once it answers); `.never`: UDP only, as `simp
+    /// --datagrams-over-stream never` asks.
+    public var datagramsOverStream = DatagramsOverStream.auto
     /// A request the server has not answered in this long fails.
     public var requestTimeout: Duration = .seconds(10)
     /// The longest control frame taken from the server, in bytes.
@@ -406,7 +410,11 @@ public enum ConnectionState: Sendable, Equatable {
 /// }
 /// ```
 public enum ClientEvent: Sendable, Equatable {
-    case connected(user: String)
+    /// The session is bound; `path` says whether its datagrams take UDP or the control
+    /// connection (UDP does not work here).
+    case connected(user: String, path: DatagramPath = .udp)
+    /// The session's datagrams changed path (after `connected`).
+    case path(DatagramPath)
     case disconnected(reason: String)
     /// The session is over and the client will not resume it (an administrator closed it, its
     /// device was revoked, or a newer client of the same device took over); `connect` would

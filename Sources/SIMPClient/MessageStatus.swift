@@ -36,6 +36,9 @@ public enum ErrorCode: String, Sendable, Equatable, CaseIterable {
     case commitConflict = "commit-conflict"
     /// The server takes only end-to-end encrypted messages to users (`--e2e required`).
     case e2eRequired = "e2e-required"
+    /// The server carries no datagrams inside the control connection
+    /// (`--datagrams-over-stream never`): UDP only.
+    case streamPathOff = "stream-path-off"
     /// A device link's step out of order, or by a device that may not take it (docs/E2EE.md,
     /// "Linking a device").
     case linkStep = "link-step"
@@ -97,6 +100,7 @@ public enum ErrorCode: String, Sendable, Equatable, CaseIterable {
         case .keysChanged: .keysChanged
         case .commitConflict: .commitConflict
         case .e2ERequired: .e2eRequired
+        case .streamPathOff: .streamPathOff
         case .linkStep: .linkStep
         default: .unspecified
         }

@@ -68,6 +68,7 @@ public final class SIMPClient: @unchecked Sendable {
     let statusWatchers = StatusWatchers()
     /// The server a session is open on, readable from any thread.
     private let connectedBox = Locked<ServerAddress?>(nil)
+    private let pathBox = Locked<DatagramPath?>(nil)
     /// The longest text the server takes (its `--max-message-bytes`, told at connect).
     let textLimit = Locked(LongText.defaultMaxBytes)
 
@@ -120,6 +121,9 @@ public final class SIMPClient: @unchecked Sendable {
     /// the node the client moved to (the events say when: `.disconnected`, `.reconnecting`,
     /// then `.connected`).
     public var connectedServer: ServerAddress? { connectedBox.value }
+    /// Which way the session's datagrams travel: UDP, or inside the control connection where
+    /// UDP does not get through; nil before the first session is bound.
+    public var path: DatagramPath? { pathBox.value }
 
     /// The token of the current login, to keep for `connect(user:token:)`; nil before a login.
     public func loginToken() async -> LoginToken? {
@@ -359,9 +363,12 @@ public final class SIMPClient: @unchecked Sendable {
     }
 
     func deliver(_ event: ClientEvent) {
-        if case .groupChanged(let group, _, _) = event, let keys = keyring.withLock({ $0 }) {
+        switch event {
+        case .connected(_, let path), .path(let path): pathBox.value = path
+        case .groupChanged(let group, _, _):
             // The group's encrypted members follow its members at the next send, not a check interval later.
-            Task { await keys.membersChanged(GroupName.address(group), client: self, commit: false) }
+            if let keys = keyring.withLock({ $0 }) { Task { await keys.membersChanged(GroupName.address(group), client: self, commit: false) } }
+        default: break
         }
         eventHandler?(event)
         if hub.publish(event) { loop.execute { [self] in hub.flushBatch() } }

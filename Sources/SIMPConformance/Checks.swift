@@ -5,7 +5,7 @@ import SIMPTestSupport
 extension Conformance {
     /// Every check, by section of docs/PROTOCOL.md. The suite grows with the protocol.
     public static let all: [ConformanceCheck] = (framing + logout + names + limits + session + rebinding + sessions
-        + datagrams + messages + conversations + receipts + conversationsII + keys + commits + sealed + links).sorted { $0.rank.lexicographicallyPrecedes($1.rank) }
+        + datagrams + messages + conversations + receipts + conversationsII + keys + commits + sealed + stream + links).sorted { $0.rank.lexicographicallyPrecedes($1.rank) }
 
     static let framing: [ConformanceCheck] = [
         ConformanceCheck("1.1", "1. Control frames", "a frame of length 0 is MALFORMED_FRAME, then the connection closes") { target in

@@ -97,6 +97,7 @@ extension Simp_ErrorCode {
         case .keysChanged: return "keys_changed"
         case .commitConflict: return "commit_conflict"
         case .e2ERequired: return "e2e_required"
+        case .streamPathOff: return "stream_path_off"
         case .linkStep: return "link_step"
         case .UNRECOGNIZED(let n): return "code_\(n)"
         }

@@ -131,6 +131,7 @@ public final class SIMPServer: Service, Sendable {
         settings.messageBurst = configuration.limits.messageBurst
         settings.maxMessageBytes = configuration.limits.maxMessageBytes
         settings.sealedOnly = configuration.endToEnd == .required
+        settings.datagramsOverStream = configuration.datagramsOverStream == .auto
         settings.newRecipientsPerHour = configuration.limits.newRecipientsPerHour
         let router = Router(loop: loop, store: store, settings: settings, metrics: metrics, logger: logger)
         try keep { $0.router = router }

@@ -13,6 +13,9 @@ public struct ServerConfiguration: Sendable {
         case required
     }
     public var endToEnd: EndToEnd = .optional
+    /// `never`: datagrams inside control connections are refused (STREAM_PATH_OFF), for those
+    /// who want UDP only.
+    public var datagramsOverStream = DatagramsOverStream.auto
     public var host = "127.0.0.1"
     /// 0 binds a free port.
     public var port = 7700

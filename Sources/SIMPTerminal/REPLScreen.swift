@@ -27,6 +27,9 @@ public struct REPLScreen: Sendable {
     public private(set) var users = KnownUsers()
     public private(set) var receivedCount = 0
     public private(set) var connection = Connection.connected
+    /// Which way the session's datagrams travel (`/status`): UDP, or inside the control
+    /// connection where UDP does not work.
+    public private(set) var path = DatagramPath.udp
     /// Where plain lines go (`/to USER`); nil: none, plain lines are refused.
     public private(set) var conversation: String?
     /// Messages shown and not yet marked read.
@@ -160,13 +163,18 @@ public struct REPLScreen: Sendable {
     /// The lines for one client event; `now` stamps a message that carries no time.
     public mutating func handle(_ event: ClientEvent, now: Date) -> [String] {
         switch event {
-        case .connected(let user):
+        case .connected(let user, let path):
             // The banner already said so for the first login; a reconnect is worth a line.
+            self.path = path
             defer { connection = .connected }
             return connection == .connected ? [] : [style.paint("connected as \(safe(user))", .dim)]
         case .disconnected(let reason):
             connection = .disconnected
             return [style.paint("disconnected: \(safe(reason))", .yellow)]
+        case .path(let path):
+            self.path = path
+            return [style.paint(path == .stream ? "UDP does not get through: messages now travel inside the control connection"
+                                                : "UDP works: messages travel over UDP again", .dim)]
         case .ended(let reason):
             connection = .disconnected
             return [style.paint("session ended: \(safe(reason))", .yellow)]
@@ -310,7 +318,7 @@ public struct REPLScreen: Sendable {
     // MARK: commands
 
     public func status() -> [String] {
-        ["server \(safe(session.server)), " + tlsText + ", user " + style.paint(safe(session.user), .bold) + " (\(connection.rawValue))",
+        ["server \(safe(session.server)), " + tlsText + ", user " + style.paint(safe(session.user), .bold) + " (\(connection.rawValue), path \(path.rawValue))",
          "sent this run: \(marks.sentCount), pending (not yet delivered or failed): \(marks.pendingCount)",
          "received this run: \(receivedCount)"]
     }

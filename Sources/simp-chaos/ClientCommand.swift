@@ -67,7 +67,8 @@ private final class JSONLines: @unchecked Sendable {
 
     func event(_ event: ClientEvent) {
         switch event {
-        case .connected(let user): emit(["event": "connected", "user": user])
+        case .connected(let user, let path): emit(["event": "connected", "user": user, "path": path.rawValue])
+        case .path(let path): emit(["event": "path", "path": path.rawValue])
         case .disconnected(let reason): emit(["event": "disconnected", "reason": reason])
         case .ended(let reason): emit(["event": "ended", "reason": reason])
         case .reconnecting(let attempt, let delay): emit(["event": "reconnecting", "attempt": attempt, "delayMillis": Int(delay / .milliseconds(1))])

@@ -57,6 +57,9 @@ struct SIMPServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("e2e"), help: "optional (plaintext and end-to-end encrypted messages) or required (a message to a user that is not end-to-end encrypted is refused with E2E_REQUIRED; groups are not encrypted yet) (env SIMP_E2E). Default optional.")
     var endToEnd: String?
 
+    @Option(name: .customLong("datagrams-over-stream"), help: "auto (a client that cannot use UDP carries its datagrams inside its control connection) or never (UDP only; such a client cannot send or receive) (env SIMP_DATAGRAMS_OVER_STREAM). Default auto.")
+    var datagramsOverStream: String?
+
     @Option(name: .customLong("log-format"), help: "text (for a terminal) or json (one object per line, for a log collector) on stderr (env SIMP_LOG_FORMAT). Default text.")
     var logFormat: String?
 
@@ -245,6 +248,9 @@ struct SIMPServerCommand: AsyncParsableCommand {
         var config = ServerConfiguration()
         config.host = try settings.read("host", flag: host, default: config.host)
         config.endToEnd = try settings.read("e2e", flag: try textFlag(endToEnd, "e2e") as ServerConfiguration.EndToEnd?, default: .optional)
+        config.datagramsOverStream = try settings.read("datagrams-over-stream",
+                                                       flag: try textFlag(datagramsOverStream, "datagrams-over-stream") as DatagramsOverStream?,
+                                                       default: .auto)
         config.port = try settings.read("port", flag: port, default: config.port, rule: .port)
         let derivedUDP = config.port == 0 ? "a free port (port is 0)" : "\(config.port + 1) (port + 1)"
         config.udpPort = try settings.readOptional("udp-port", flag: udpPort, absent: derivedUDP, rule: .port)
@@ -354,3 +360,4 @@ struct LoadedSettings: Sendable {
 extension Logger.Level: TextSettingValue {}
 extension LogFormat: TextSettingValue {}
 extension ServerConfiguration.EndToEnd: TextSettingValue {}
+extension DatagramsOverStream: TextSettingValue {}

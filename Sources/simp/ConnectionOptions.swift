@@ -45,6 +45,10 @@ struct ConnectionOptions: ParsableArguments {
     @Option(name: .customLong("server-name"), help: "Name the server's certificate must carry for TLS. Default: the --server host.")
     var serverName: String?
 
+    @Option(name: .customLong("datagrams-over-stream"),
+            help: "auto (when UDP does not work, messages travel inside the control connection, and move to UDP once it answers) or never (UDP only). Default auto.")
+    var datagramsOverStream: DatagramsOverStream = .auto
+
     @Option(name: .customLong("reconnect-base"), help: .hidden)
     var reconnectBase: Double = 2
 
@@ -99,6 +103,7 @@ struct ConnectionOptions: ParsableArguments {
         guard !early || dataDirectory == nil else { throw ValidationError("--early cannot be used with --data-dir: received messages are kept there by seq") }
         config.earlyDelivery = early
         config.congestionControl = congestionControl
+        config.datagramsOverStream = datagramsOverStream
         guard plan.tls || (ca == nil && serverName == nil) else { throw ValidationError("--ca and --server-name need TLS: add --tls") }
         if plan.tls { config.tls = ClientTLS(caFile: ca, serverName: serverName) }
         config.allowPlaintext = allowPlaintext
@@ -196,3 +201,5 @@ struct LoginPlan {
     var user: String
     var method: Method
 }
+
+extension DatagramsOverStream: ExpressibleByArgument {}

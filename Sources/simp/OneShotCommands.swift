@@ -164,7 +164,7 @@ struct Listen: AsyncParsableCommand {
         // Closing the client ends the events stream, so the loop below ends and we exit 0.
         let stop = StopSignals { Task { await client.close() } }
         for await event in client.events {
-            if case .connected(let user) = event, !json {
+            if case .connected(let user, _) = event, !json {
                 output.note("connected as \(user)")
             } else {
                 output.event(event)

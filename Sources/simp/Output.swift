@@ -14,8 +14,12 @@ final class Output: @unchecked Sendable {
 
     func event(_ event: ClientEvent) {
         switch event {
-        case .connected(let user):
-            emit(["event": "connected", "user": user], human: "connected as \(user)")
+        case .connected(let user, let path):
+            emit(["event": "connected", "user": user, "path": path.rawValue], human: "connected as \(user)")
+        case .path(let path):
+            emit(["event": "path", "path": path.rawValue],
+                 human: path == .stream ? "UDP does not get through: messages now travel inside the control connection"
+                                        : "UDP works: messages travel over UDP again")
         case .disconnected(let reason):
             emit(["event": "disconnected", "reason": reason], human: "disconnected: \(safe(reason))", toStderr: true)
         case .ended(let reason):

@@ -206,7 +206,7 @@ struct REPL: AsyncParsableCommand {
             case .status:
                 let tls = client.configuration.tls == nil ? "off" : "on"
                 let server = "\(client.configuration.host):\(client.configuration.port)"
-                output.info("server \(server), TLS \(tls), user \(user), pending sends \(await client.outstandingCount())")
+                output.info("server \(server), TLS \(tls), user \(user), pending sends \(await client.outstandingCount()), path \(client.path?.rawValue ?? "none")")
             case .quit, .empty, .logout, .converse:
                 break
             }

@@ -10,6 +10,8 @@ import Testing
     static let start = Moment(deadline: .uptimeNanoseconds(1_000_000_000), millis: 1_700_000_000_000)
     static let key = SymmetricKey(data: Array(repeating: UInt8(7), count: 32))
     static let sessionID: UInt64 = 42
+    /// The server's `bound` for a session bound over UDP (an empty address: the stream).
+    static let udpBound = Simp_Bound.with { $0.address = "127.0.0.1:7701" }
 
     static func at(_ ms: Int64) -> Moment {
         Moment(deadline: start.deadline + .milliseconds(ms), millis: start.millis + ms)
@@ -52,7 +54,7 @@ import Testing
         _ = engine.handle(.sessionAnswered(.login, .success(loginOk())), at: start)
         _ = engine.handle(.sessionAnswered(.connect(tokenPresented: false), .success(Simp_Envelope(.connected(response())))), at: start)
         _ = engine.handle(.sessionOpened(response()), at: start)
-        _ = engine.handle(.control(Simp_Envelope(.bound(Simp_Bound()))), at: start)
+        _ = engine.handle(.control(Simp_Envelope(.bound(ClientEngineTests.udpBound))), at: start)
         _ = engine.handle(.attemptEnded(index: 0, .connect, .success(())), at: start)
         _ = engine.handle(.turnEnded(.flush), at: start)
         return engine
@@ -282,7 +284,7 @@ import Testing
         _ = engine.handle(.connectRequested(user: "alice", password: "pw", token: nil), at: Self.start)
         _ = engine.handle(.send([Self.outgoing("m1")]), at: Self.start)
         _ = engine.handle(.sessionOpened(Self.response()), at: Self.start)
-        _ = engine.handle(.control(Simp_Envelope(.bound(Simp_Bound()))), at: Self.start)
+        _ = engine.handle(.control(Simp_Envelope(.bound(ClientEngineTests.udpBound))), at: Self.start)
         _ = engine.handle(.turnEnded(.flush), at: Self.start)
         let actions = engine.handle(.attemptEnded(index: 0, .connect, .success(())), at: Self.at(1))
         #expect(Self.events(actions) == [.connected(user: "alice")])

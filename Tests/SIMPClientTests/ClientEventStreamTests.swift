@@ -22,7 +22,7 @@ import Testing
         _ = engine.handle(.sessionAnswered(.login, .success(T.loginOk())), at: T.start)
         _ = engine.handle(.sessionAnswered(.connect(tokenPresented: false), .success(Simp_Envelope(.connected(T.response())))), at: T.start)
         _ = engine.handle(.sessionOpened(T.response()), at: T.start)
-        _ = engine.handle(.control(Simp_Envelope(.bound(Simp_Bound()))), at: T.start)
+        _ = engine.handle(.control(Simp_Envelope(.bound(ClientEngineTests.udpBound))), at: T.start)
         seen += Self.states(engine.handle(.attemptEnded(index: 0, .connect, .success(())), at: T.start))
         let lost = engine.handle(.controlClosed, at: T.at(1))
         seen += Self.states(lost)

@@ -122,6 +122,11 @@ import Testing
             ("withdraw", Simp_Envelope(requestID: 6, .withdraw(.with { $0.messageID = "20"; $0.clientSeq = 7; $0.toUser = "bob" }))),
             ("query", Simp_Envelope(requestID: 7, .query(.with { $0.messages = [.with { $0.messageID = "17"; $0.toUser = "bob"; $0.seq = 5 }] }))),
             ("pathResponse", Simp_Envelope(requestID: 8, .pathResponse(.with { $0.token = Data(repeating: 0xcd, count: 16) }))),
+            // The stream path: a BIND sealed under the `connected` vector's key, inside the connection.
+            ("datagram (stream path)", Simp_Envelope(.datagram(Data(try! DatagramSeal.seal(
+                DatagramHeader(kind: .bind, sessionID: 0x0102_0304_0506_0708, packetNumber: 1), payload: Array(repeating: 0xab, count: 16),
+                key: SymmetricKey(data: (0..<32).map { UInt8($0) }), direction: .toServer, allocator: ByteBufferAllocator()).readableBytesView)))),
+            ("bound (stream path)", Simp_Envelope(.bound(Simp_Bound()))),
             ("history", Simp_Envelope(requestID: 9, .history(.with { $0.peer = "bob"; $0.limit = 20; $0.before = 0 }))),
             ("historyResult", Simp_Envelope(requestID: 9, .historyResult(.with {
                 $0.peer = "bob"; $0.messages = [text]; $0.more = true; $0.nextBefore = 20

@@ -89,6 +89,11 @@ import Testing
         #expect(await againLog.wait { $0.messages.count >= 50 })
         #expect(againLog.messages.map(\.id) == ids)
         #expect(cluster.metric("simp_push_bundles_total") >= 1, "the messages came in bundles")
+        // UDP works here: the stream path carried no message either way (issue 45, item 1).
+        #expect(cluster.metric(#"simp_stream_payloads_total{direction="in"}"#) == 0)
+        #expect(cluster.metric(#"simp_stream_payloads_total{direction="out"}"#) == 0)
+        #expect(cluster.metric(#"simp_sessions_on_path{path="udp"}"#) >= 1 && cluster.metric(#"simp_sessions_on_path{path="stream"}"#) == 0)
+        #expect(again.path == .udp && againLog.all.contains(.connected(user: "bob", path: .udp)))
         #expect(await annLog.wait { Set($0.delivered) == Set(ids) })
         _ = bobLog
         await again.close()

@@ -29,7 +29,7 @@ import Testing
             try screen.waitFor("#2 ✗ failed: no such user: nobody")
             screen.type("/status")
             screen.keys("Enter")
-            try screen.waitFor("server 127.0.0.1:\(cluster.addresses.tcpPort), TLS off (plain TCP), user alice (connected)")
+            try screen.waitFor("server 127.0.0.1:\(cluster.addresses.tcpPort), TLS off (plain TCP), user alice (connected, path udp)")
             try screen.waitFor("sent this run: 2, pending (not yet delivered or failed): 0")
             await bob.close()
         }
@@ -132,7 +132,7 @@ import Testing
             #expect(alice.waitForLine(timeout: 20) { $0 == "connected as alice" } != nil)
             alice.write("/status\n")
             let line = alice.waitForLine(timeout: 20) { $0.hasPrefix("server ") }
-            #expect(line == "server 127.0.0.1:\(cluster.addresses.tcpPort), TLS off, user alice, pending sends 0")
+            #expect(line == "server 127.0.0.1:\(cluster.addresses.tcpPort), TLS off, user alice, pending sends 0, path udp")
             alice.closeStdin()
             #expect(alice.waitForExit(timeout: 20) == 0)
             #expect(!alice.stdout.contains("\u{1B}"), "no colour through a pipe")

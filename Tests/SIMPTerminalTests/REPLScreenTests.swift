@@ -120,7 +120,7 @@ import Testing
         #expect(screen.handle(.message(message(from: "bob", text: "hi")), now: Date()) == ["22:13 bob: hi"])
         #expect(screen.handle(.message(message(from: "bob", text: "look", image: "https://x/c.png")), now: Date())
                 == ["22:13 bob: [image] https://x/c.png look"])
-        #expect(screen.status() == ["server 127.0.0.1:7700, TLS off (plain TCP), user alice (connected)",
+        #expect(screen.status() == ["server 127.0.0.1:7700, TLS off (plain TCP), user alice (connected, path udp)",
                                     "sent this run: 2, pending (not yet delivered or failed): 0",
                                     "received this run: 2"])
         #expect(screen.users.sorted == ["alice", "bob", "nobody"])
@@ -169,8 +169,18 @@ import Testing
         #expect(screen.banner().first == "simp connected to 127.0.0.1:7700 as alice, TLS off (plain TCP)")
         #expect(screen.handle(.connected(user: "alice"), now: Date()).isEmpty)
         #expect(screen.handle(.reconnecting(attempt: 1, delay: .milliseconds(100)), now: Date()) == ["reconnecting in 100 ms (attempt 1)"])
-        #expect(screen.status()[0].hasSuffix("(reconnecting)"))
+        #expect(screen.status()[0].hasSuffix("(reconnecting, path udp)"))
         #expect(screen.handle(.connected(user: "alice"), now: Date()) == ["connected as alice"])
+    }
+
+    /// `/status` says which way messages travel, and a change of path is a line of its own.
+    @Test func theStatusNamesThePathAndAChangeIsShown() {
+        var screen = REPLScreen(session: session, style: ANSIStyle(enabled: false), timeZone: utc)
+        #expect(screen.handle(.connected(user: "alice", path: .stream), now: Date()).isEmpty)
+        #expect(screen.status()[0].hasSuffix("(connected, path stream)"))
+        #expect(screen.handle(.path(.udp), now: Date()) == ["UDP works: messages travel over UDP again"])
+        #expect(screen.status()[0].hasSuffix("(connected, path udp)"))
+        #expect(screen.handle(.path(.stream), now: Date()) == ["UDP does not get through: messages now travel inside the control connection"])
     }
 
     @Test func colourPromptHidesItsSequencesFromLibedit() {

@@ -130,6 +130,9 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
   /// End-to-end encryption (docs/E2EE.md, Part 4; docs/PROTOCOL.md, Sealed messages).
   case e2ERequired // = 43
 
+  /// Datagrams over the control connection (docs/PROTOCOL.md, section 2, The stream path).
+  case streamPathOff // = 44
+
   /// a LinkStep that does not follow the link's last step, or by a device that may not take it (docs/E2EE.md, "Linking a device")
   case linkStep // = 46
   case UNRECOGNIZED(Int)
@@ -184,6 +187,7 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     case 41: self = .keysChanged
     case 42: self = .commitConflict
     case 43: self = .e2ERequired
+    case 44: self = .streamPathOff
     case 46: self = .linkStep
     default: self = .UNRECOGNIZED(rawValue)
     }
@@ -235,6 +239,7 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     case .keysChanged: return 41
     case .commitConflict: return 42
     case .e2ERequired: return 43
+    case .streamPathOff: return 44
     case .linkStep: return 46
     case .UNRECOGNIZED(let i): return i
     }
@@ -286,6 +291,7 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     .keysChanged,
     .commitConflict,
     .e2ERequired,
+    .streamPathOff,
     .linkStep,
   ]
 
@@ -681,7 +687,7 @@ public nonisolated struct Simp_Bound: Sendable {
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  /// the observed UDP source address, "host:port"
+  /// the observed UDP source address, "host:port"; empty when the path is the control connection (section 2, The stream path)
   public var address: String = String()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
@@ -2212,6 +2218,17 @@ public nonisolated struct Simp_Envelope: Sendable {
     set {body = .commitPage(newValue)}
   }
 
+  /// One sealed datagram, byte for byte what a UDP datagram would carry (header, sealed
+  /// payload, tag), on the control connection: both ways, when UDP does not work
+  /// (docs/PROTOCOL.md, section 2, The stream path). requestId is 0 and nothing answers it.
+  public var datagram: Data {
+    get {
+      if case .datagram(let v)? = body {return v}
+      return Data()
+    }
+    set {body = .datagram(newValue)}
+  }
+
   public var linkStep: Simp_LinkStep {
     get {
       if case .linkStep(let v)? = body {return v}
@@ -2286,6 +2303,10 @@ public nonisolated struct Simp_Envelope: Sendable {
     case commitStored(Simp_CommitStored)
     case fetchCommits(Simp_FetchCommits)
     case commitPage(Simp_CommitPage)
+    /// One sealed datagram, byte for byte what a UDP datagram would carry (header, sealed
+    /// payload, tag), on the control connection: both ways, when UDP does not work
+    /// (docs/PROTOCOL.md, section 2, The stream path). requestId is 0 and nothing answers it.
+    case datagram(Data)
     case linkStep(Simp_LinkStep)
     case linkFetch(Simp_LinkFetch)
     case linkRecords(Simp_LinkRecords)
@@ -2300,7 +2321,7 @@ public nonisolated struct Simp_Envelope: Sendable {
 fileprivate nonisolated let _protobuf_package = "simp"
 
 nonisolated extension Simp_ErrorCode: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_UNSPECIFIED\0\u{1}FRAME_TOO_LARGE\0\u{1}MALFORMED_FRAME\0\u{1}BAD_REQUEST\0\u{1}NOT_AUTHENTICATED\0\u{1}USER_EXISTS\0\u{1}INVALID_CREDENTIALS\0\u{1}UNKNOWN_USER\0\u{1}INVALID_TOKEN\0\u{1}MESSAGE_TOO_LARGE\0\u{1}STORE_UNAVAILABLE\0\u{1}INVALID_NAME\0\u{1}NOT_CONNECTED\0\u{1}INTERNAL\0\u{1}INBOX_FULL\0\u{1}SESSION_REPLACED\0\u{1}WITHDRAWN\0\u{1}RATE_LIMITED\0\u{1}TOO_MANY_CONNECTIONS\0\u{1}TOO_MANY_SESSIONS\0\u{1}LOGIN_THROTTLED\0\u{1}INBOX_SHARE_FULL\0\u{1}SESSION_CLOSED\0\u{1}REPLICAS_UNAVAILABLE\0\u{1}OUT_OF_ORDER\0\u{1}TOO_MANY_DEVICES\0\u{1}DEVICE_REVOKED\0\u{1}NO_SUCH_GROUP\0\u{1}NOT_A_MEMBER\0\u{1}NOT_GROUP_ADMIN\0\u{1}GROUP_EXISTS\0\u{1}GROUP_FULL\0\u{1}NOT_A_CONTACT\0\u{1}NOT_INVITED\0\u{1}TOO_MANY_GROUPS\0\u{1}IDENTITY_EXISTS\0\u{1}NO_IDENTITY\0\u{1}BAD_SIGNATURE\0\u{1}INVALID_KEY_PACKAGE\0\u{1}DEVICE_NOT_CERTIFIED\0\u{1}KEY_PACKAGES_FULL\0\u{1}KEYS_CHANGED\0\u{1}COMMIT_CONFLICT\0\u{1}E2E_REQUIRED\0\u{2}\u{3}LINK_STEP\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_UNSPECIFIED\0\u{1}FRAME_TOO_LARGE\0\u{1}MALFORMED_FRAME\0\u{1}BAD_REQUEST\0\u{1}NOT_AUTHENTICATED\0\u{1}USER_EXISTS\0\u{1}INVALID_CREDENTIALS\0\u{1}UNKNOWN_USER\0\u{1}INVALID_TOKEN\0\u{1}MESSAGE_TOO_LARGE\0\u{1}STORE_UNAVAILABLE\0\u{1}INVALID_NAME\0\u{1}NOT_CONNECTED\0\u{1}INTERNAL\0\u{1}INBOX_FULL\0\u{1}SESSION_REPLACED\0\u{1}WITHDRAWN\0\u{1}RATE_LIMITED\0\u{1}TOO_MANY_CONNECTIONS\0\u{1}TOO_MANY_SESSIONS\0\u{1}LOGIN_THROTTLED\0\u{1}INBOX_SHARE_FULL\0\u{1}SESSION_CLOSED\0\u{1}REPLICAS_UNAVAILABLE\0\u{1}OUT_OF_ORDER\0\u{1}TOO_MANY_DEVICES\0\u{1}DEVICE_REVOKED\0\u{1}NO_SUCH_GROUP\0\u{1}NOT_A_MEMBER\0\u{1}NOT_GROUP_ADMIN\0\u{1}GROUP_EXISTS\0\u{1}GROUP_FULL\0\u{1}NOT_A_CONTACT\0\u{1}NOT_INVITED\0\u{1}TOO_MANY_GROUPS\0\u{1}IDENTITY_EXISTS\0\u{1}NO_IDENTITY\0\u{1}BAD_SIGNATURE\0\u{1}INVALID_KEY_PACKAGE\0\u{1}DEVICE_NOT_CERTIFIED\0\u{1}KEY_PACKAGES_FULL\0\u{1}KEYS_CHANGED\0\u{1}COMMIT_CONFLICT\0\u{1}E2E_REQUIRED\0\u{1}STREAM_PATH_OFF\0\u{2}\u{2}LINK_STEP\0")
 }
 
 nonisolated extension Simp_LinkStepKind: SwiftProtobuf._ProtoNameProviding {
@@ -4831,7 +4852,7 @@ nonisolated extension Simp_LinkRecords: SwiftProtobuf.Message, SwiftProtobuf._Me
 
 nonisolated extension Simp_Envelope: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Envelope"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}requestId\0\u{2}\u{9}error\0\u{1}ok\0\u{1}register\0\u{1}login\0\u{1}loginOk\0\u{1}connect\0\u{1}connected\0\u{1}bound\0\u{1}ping\0\u{1}pong\0\u{1}accepted\0\u{1}delivered\0\u{1}failed\0\u{1}receipt\0\u{1}history\0\u{1}historyResult\0\u{1}withdraw\0\u{1}missing\0\u{1}query\0\u{1}pathResponse\0\u{1}logout\0\u{1}retracted\0\u{1}devices\0\u{1}deviceList\0\u{1}revokeDevice\0\u{1}groupRequest\0\u{1}groupAnswer\0\u{1}contactRequest\0\u{1}contactAnswer\0\u{1}settingsRequest\0\u{1}settingsAnswer\0\u{1}markRead\0\u{1}presence\0\u{1}presenceAnswer\0\u{1}changePassword\0\u{1}publishIdentity\0\u{1}publishDevice\0\u{1}uploadKeyPackages\0\u{1}keyPackagesStored\0\u{1}keyDirectory\0\u{1}keyDirectoryEntry\0\u{1}claimKeyPackages\0\u{1}claimedKeyPackages\0\u{1}submitCommit\0\u{1}commitStored\0\u{1}fetchCommits\0\u{1}commitPage\0\u{2}\u{4}linkStep\0\u{1}linkFetch\0\u{1}linkRecords\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}requestId\0\u{2}\u{9}error\0\u{1}ok\0\u{1}register\0\u{1}login\0\u{1}loginOk\0\u{1}connect\0\u{1}connected\0\u{1}bound\0\u{1}ping\0\u{1}pong\0\u{1}accepted\0\u{1}delivered\0\u{1}failed\0\u{1}receipt\0\u{1}history\0\u{1}historyResult\0\u{1}withdraw\0\u{1}missing\0\u{1}query\0\u{1}pathResponse\0\u{1}logout\0\u{1}retracted\0\u{1}devices\0\u{1}deviceList\0\u{1}revokeDevice\0\u{1}groupRequest\0\u{1}groupAnswer\0\u{1}contactRequest\0\u{1}contactAnswer\0\u{1}settingsRequest\0\u{1}settingsAnswer\0\u{1}markRead\0\u{1}presence\0\u{1}presenceAnswer\0\u{1}changePassword\0\u{1}publishIdentity\0\u{1}publishDevice\0\u{1}uploadKeyPackages\0\u{1}keyPackagesStored\0\u{1}keyDirectory\0\u{1}keyDirectoryEntry\0\u{1}claimKeyPackages\0\u{1}claimedKeyPackages\0\u{1}submitCommit\0\u{1}commitStored\0\u{1}fetchCommits\0\u{1}commitPage\0\u{1}datagram\0\u{2}\u{3}linkStep\0\u{1}linkFetch\0\u{1}linkRecords\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -5451,6 +5472,14 @@ nonisolated extension Simp_Envelope: SwiftProtobuf.Message, SwiftProtobuf._Messa
           self.body = .commitPage(v)
         }
       }()
+      case 57: try {
+        var v: Data?
+        try decoder.decodeSingularBytesField(value: &v)
+        if let v = v {
+          if self.body != nil {try decoder.handleConflictingOneOf()}
+          self.body = .datagram(v)
+        }
+      }()
       case 60: try {
         var v: Simp_LinkStep?
         var hadOneofValue = false
@@ -5691,6 +5720,10 @@ nonisolated extension Simp_Envelope: SwiftProtobuf.Message, SwiftProtobuf._Messa
     case .commitPage?: try {
       guard case .commitPage(let v)? = self.body else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 56)
+    }()
+    case .datagram?: try {
+      guard case .datagram(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularBytesField(value: v, fieldNumber: 57)
     }()
     case .linkStep?: try {
       guard case .linkStep(let v)? = self.body else { preconditionFailure() }

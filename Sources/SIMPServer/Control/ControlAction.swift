@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import SIMPCore
 
@@ -49,6 +50,8 @@ enum RouterCall: Sendable {
     case receipt(session: UInt64, Simp_Receipt)
     case withdraw(session: UInt64, Simp_Withdraw)
     case pathResponse(session: UInt64, token: [UInt8])
+    /// A sealed datagram that came inside the connection (the stream path).
+    case datagram(session: UInt64, Data)
     case closeSession(UInt64)
 }
 

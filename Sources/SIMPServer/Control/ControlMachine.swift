@@ -561,6 +561,7 @@ extension ControlMachine {
         case .receipt(let receipt): forSession(id, "receipt") { .receipt(session: $0, receipt) }
         case .withdraw(let withdraw): forSession(id, "withdraw") { .withdraw(session: $0, withdraw) }
         case .pathResponse(let response): forSession(id, "path response") { .pathResponse(session: $0, token: Array(response.token)) }
+        case .datagram(let bytes): forSession(id, "datagram") { .datagram(session: $0, bytes) }
         case .query(let query): self.query(id, query)
         case .history(let request): history(id, request)
         case .logout(let request): logout(id, all: request.all, now: now)

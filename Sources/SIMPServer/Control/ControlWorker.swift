@@ -270,6 +270,7 @@ extension Router {
         case .receipt(let session, let receipt): self.receipt(sessionID: session, receipt)
         case .withdraw(let session, let withdraw): self.withdraw(sessionID: session, withdraw)
         case .pathResponse(let session, let token): pathResponse(sessionID: session, token: token)
+        case .datagram(let session, let bytes): streamDatagram(sessionID: session, ByteBuffer(bytes: bytes))
         case .closeSession(let session): closeSession(session)
         }
     }

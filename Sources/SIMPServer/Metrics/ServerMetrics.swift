@@ -1,5 +1,6 @@
 import NIOConcurrencyHelpers
 import Prometheus
+import SIMPCore
 import SIMPRedis
 
 /// Why the server dropped a datagram without acting on it.
@@ -18,6 +19,11 @@ enum Limit: String, CaseIterable, Sendable {
     case newRecipients = "new_recipients"
     case inboxShare = "inbox_share", controlRequests = "control_requests", frameDeadline = "frame_deadline", loginDeadline = "login_deadline"
     case passwordHashing = "password_hashing", registrations, resendBytes = "resend_bytes"
+}
+
+/// Which way a datagram crossed the control connection.
+enum StreamDirection: String, CaseIterable, Sendable {
+    case `in`, out
 }
 
 /// Everything the server counts, in one Prometheus registry per server (so several servers
@@ -64,6 +70,12 @@ final class ServerMetrics: Sendable {
     let renumbered: Counter
     let sessions: Gauge
     let controlConnections: Gauge
+    /// Bound sessions by path, and the changes of path (a first bind is none).
+    private let sessionsOnPath: [DatagramPath: Gauge]
+    private let pathChanges: [DatagramPath: Counter]
+    /// Datagrams carried inside control connections, and those of them that held messages.
+    private let streamDatagrams: [StreamDirection: Counter]
+    private let streamPayloads: [StreamDirection: Counter]
     /// Stores refused because the recipient's shard had too few replicas, after their wait.
     let replicaRefusals: Counter
     /// Read marks not told, by why (`ReadReceipts.LeftOut`).
@@ -130,6 +142,20 @@ final class ServerMetrics: Sendable {
         replicaRefusals = counter("replica_refusals", "Messages failed REPLICAS_UNAVAILABLE: their shard lacked replicas for the whole wait")
         sessions = gauge("sessions", "Sessions open on this node")
         controlConnections = gauge("control_connections", "Open control connections")
+        sessionsOnPath = Dictionary(uniqueKeysWithValues: DatagramPath.allCases.map {
+            ($0, registry.makeGauge(descriptor: MetricNameDescriptor(namespace: "simp", metricName: "sessions_on_path", unitName: "",
+                                                                     helpText: "Bound sessions on this node by the path their datagrams take"),
+                                    labels: [("path", $0.rawValue)]))
+        })
+        pathChanges = Dictionary(uniqueKeysWithValues: DatagramPath.allCases.map {
+            ($0, counter("path_changes", "Sessions whose datagram path changed, by the path taken", [("to", $0.rawValue)]))
+        })
+        streamDatagrams = Dictionary(uniqueKeysWithValues: StreamDirection.allCases.map {
+            ($0, counter("stream_datagrams", "Sealed datagrams carried inside control connections (the stream path)", [("direction", $0.rawValue)]))
+        })
+        streamPayloads = Dictionary(uniqueKeysWithValues: StreamDirection.allCases.map {
+            ($0, counter("stream_payloads", "DATA, BUNDLE and EARLY datagrams (messages) carried inside control connections", [("direction", $0.rawValue)]))
+        })
         // From 100 us (an idle loopback Redis) to 2.5 s (near the command timeout).
         let buckets: [Duration] = [.microseconds(100), .microseconds(250), .microseconds(500), .milliseconds(1),
                                    .milliseconds(2.5), .milliseconds(5), .milliseconds(10), .milliseconds(25),
@@ -170,6 +196,21 @@ final class ServerMetrics: Sendable {
 
     func dropped(_ reason: DropReason) {
         drops[reason]?.increment()
+    }
+
+    /// A session's path changed: `from` nil at its bind, `to` nil when it closed.
+    func pathChanged(from: DatagramPath?, to: DatagramPath?) {
+        if let from { sessionsOnPath[from]?.decrement() }
+        if let to { sessionsOnPath[to]?.increment() }
+        if from != nil, let to { pathChanges[to]?.increment() }
+    }
+
+    func streamDatagrams(_ direction: StreamDirection) {
+        streamDatagrams[direction]?.increment()
+    }
+
+    func streamPayloads(_ direction: StreamDirection) {
+        streamPayloads[direction]?.increment()
     }
 
     func exceeded(_ limit: Limit) {

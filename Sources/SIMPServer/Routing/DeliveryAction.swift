@@ -21,6 +21,9 @@ enum DeliveryAction {
     // Datagrams.
     case datagram(OutgoingDatagram)
     case flushDatagrams
+    /// A datagram for a session on the stream path: sealed like any, and written inside its
+    /// control connection (an `Envelope{datagram}`).
+    case streamDatagram(session: UInt64, header: DatagramHeader, payload: [UInt8], key: SymmetricKey)
 
     // A CONNECT, by the attempt the driver named it with (`DeliveryEvent.deviceRegistered`).
     /// Register the device in the store (answered with `deviceRegistered`).

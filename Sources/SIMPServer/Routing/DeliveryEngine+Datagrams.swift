@@ -14,39 +14,90 @@ extension DeliveryEngine {
         case .drop(let reason):
             metrics.dropped(reason)
         case .open(let session, .bind, let token):
-            bind(session, token: token, from: envelope.remoteAddress, now: now)
-        case .open(let session, .data, let payload):
+            bind(session, token: token, from: envelope.remoteAddress, size: size, now: now)
+        case .open(let session, let kind, let payload):
             guard fromValidatedAddress(session, envelope.remoteAddress, size: size, now: now) else { return }
+            opened(session, kind, payload, now: now)
+        }
+    }
+
+    /// A sealed datagram that came inside session `id`'s control connection (the stream path):
+    /// checked as one from UDP (size, header, seal, replay window, kind), but it must name the
+    /// connection's own session, and its source needs no validation: the connection is the
+    /// session's.
+    mutating func receiveOverStream(_ datagram: ByteBuffer, sessionID id: UInt64, now: Moment) {
+        metrics.streamDatagrams(.in)
+        guard settings.datagramsOverStream else {
+            if let session = sessions[id] {
+                tellLimit(session, .streamPathOff, "this server takes datagrams over UDP only (--datagrams-over-stream never); dropped", now: now)
+            }
+            return
+        }
+        switch DatagramIntake.decide(datagram, peers: { $0 == id ? sessions[$0] : nil }) {
+        case .oversize:
+            metrics.dropped(.oversize)
+            metrics.exceeded(.datagramSize)
+        case .drop(let reason):
+            metrics.dropped(reason)
+        case .open(let session, .bind, let token):
+            bound(session, session.path.bindOverStream(token: token), now: now)
+        case .open(let session, let kind, let payload):
+            if kind == .data || kind == .bundle { metrics.streamPayloads(.in) }
+            opened(session, kind, payload, now: now)
+        }
+    }
+
+    /// A datagram from a validated path, by kind.
+    private mutating func opened(_ session: Session, _ kind: DatagramKind, _ payload: [UInt8], now: Moment) {
+        switch kind {
+        case .data:
             data(session, payload: payload, now: now)
-        case .open(let session, .bundle, let payload):
-            guard fromValidatedAddress(session, envelope.remoteAddress, size: size, now: now) else { return }
+        case .bundle:
             guard let messages = try? DatagramBundle.split(payload) else {
                 metrics.dropped(.malformed)
                 return
             }
             for message in messages { data(session, payload: message, now: now) }
-        case .open(let session, .typing, let payload):
-            guard fromValidatedAddress(session, envelope.remoteAddress, size: size, now: now) else { return }
+        case .typing:
             typing(session, to: payload, now: now)
-        case .open(let session, _, _):
-            guard fromValidatedAddress(session, envelope.remoteAddress, size: size, now: now) else { return }
+        default:
             keepalive(session, now: now)
         }
     }
 
     /// The session's control connection returned the challenge token: the new address is its.
     mutating func pathResponse(sessionID: UInt64, token: [UInt8], now: Moment) {
-        guard let session = sessions[sessionID], session.path.respond(token: token) != nil else { return }
+        guard let session = sessions[sessionID] else { return }
+        let fromStream = session.path.onStream
+        guard session.path.respond(token: token) != nil else { return }
         sendBound(session)
         refreshPresence(session, promptly: true, now: now)
-        metrics.pushesGivenUp.increment(by: Int64(session.pushes.expediteAll(now: now.deadline)))
+        if fromStream {
+            // What the stream carried arrives (the connection loses nothing): only what waits
+            // for the window goes on, now over UDP.
+            pathChanged(session, from: .stream)
+        } else {
+            metrics.pushesGivenUp.increment(by: Int64(session.pushes.expediteAll(now: now.deadline)))
+        }
         releasing.insert(session.id)
         sendDatagrams(now: now)
     }
 
-    private mutating func bind(_ session: Session, token: [UInt8], from address: SocketAddress, now: Moment) {
-        switch session.path.bind(token: token, from: address) {
+    private mutating func bind(_ session: Session, token: [UInt8], from address: SocketAddress, size: Int, now: Moment) {
+        let result = session.path.bind(token: token, from: address)
+        // On the stream path a BIND over UDP is the client's probe of UDP: its address is
+        // challenged, as any new one, and taken when the control connection answers.
+        guard result != .ignored || !session.path.onStream else {
+            _ = fromValidatedAddress(session, address, size: size, now: now)
+            return
+        }
+        bound(session, result, now: now)
+    }
+
+    private mutating func bound(_ session: Session, _ result: PathValidator.BindResult, now: Moment) {
+        switch result {
         case .bound:
+            pathChanged(session, from: nil)
             sendBound(session)
             // Presence is written before the inbox is read, on the same connection: a store on
             // another node either ran before the write (the read sees it) or after it (it finds
@@ -67,8 +118,16 @@ extension DeliveryEngine {
         }
     }
 
+    /// The session took a path (`from` nil: its bind): counted, and logged.
+    private mutating func pathChanged(_ session: Session, from: DatagramPath?) {
+        metrics.pathChanged(from: from, to: session.datagramPath)
+        let path = session.datagramPath?.rawValue ?? "none"
+        logger.info(from == nil ? "session bound" : "session path changed", metadata: session.logMetadata.merging(["path": "\(path)"]) { $1 })
+    }
+
     private mutating func sendBound(_ session: Session) {
         var bound = Simp_Bound()
+        // Empty on the stream path: the client learns which path the server uses.
         bound.address = session.address.map(Self.describe) ?? ""
         act(.send(Simp_Envelope(.bound(bound)), session: session.id))
         sendDatagram(to: session, kind: .pong, payload: [])
@@ -252,7 +311,7 @@ extension DeliveryEngine {
         tellLimit(session, .messageTooLarge, reason, now: now)
     }
 
-    private mutating func tellLimit(_ session: Session, _ code: Simp_ErrorCode, _ reason: String, now: Moment) {
+    mutating func tellLimit(_ session: Session, _ code: Simp_ErrorCode, _ reason: String, now: Moment) {
         guard Self.mayTellLimit(lastTold: session.lastLimitError[code], now: now.deadline) else { return }
         session.lastLimitError[code] = now.deadline
         act(.send(.error(code, reason), session: session.id))

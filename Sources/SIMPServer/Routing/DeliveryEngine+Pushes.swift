@@ -64,7 +64,7 @@ extension DeliveryEngine {
 
     /// Queues the push for the next `sendDatagrams`.
     mutating func push(_ seq: UInt64, _ push: Push, to session: Session, now: Moment) {
-        guard hasUDP, session.address != nil, session.pushes.push(seq, push) else { return }
+        guard hasUDP, session.isBound, session.pushes.push(seq, push) else { return }
         metrics.pushes.increment()
         session.highestPushed = max(session.highestPushed, seq)
         pushing.insert(session.id)
@@ -83,7 +83,7 @@ extension DeliveryEngine {
                 releasing.remove(id)
                 continue
             }
-            let release = session.pushes.release(now: now.deadline, bundles: session.takesBundles)
+            let release = session.pushes.release(now: now.deadline, bundles: session.takesBundles, reliable: session.path.onStream)
             if !session.pushes.hasQueued { releasing.remove(id) }
             metrics.retransmits.increment(by: Int64(release.resent))
             for group in release.datagrams { send(group, to: session) }
@@ -103,12 +103,21 @@ extension DeliveryEngine {
         metrics.bundles.increment()
     }
 
-    /// Sends under a fresh packet number, to the validated address unless told otherwise;
-    /// false when there is nowhere to send it.
+    /// Sends under a fresh packet number, on the session's path (to the validated address, or
+    /// inside its control connection) unless told an address; false when there is nowhere to
+    /// send it. One packet number sequence serves both paths.
     @discardableResult
     mutating func sendDatagram(to session: Session, kind: DatagramKind, payload: [UInt8], flush: Bool = true,
                                at target: SocketAddress? = nil) -> Bool {
-        guard hasUDP, let address = target ?? session.address, payload.count <= DatagramHeader.maxPayload else { return false }
+        guard hasUDP, payload.count <= DatagramHeader.maxPayload else { return false }
+        if target == nil, session.path.onStream {
+            let header = DatagramHeader(kind: kind, sessionID: session.id, packetNumber: session.takePacketNumber())
+            act(.streamDatagram(session: session.id, header: header, payload: payload, key: session.key))
+            metrics.streamDatagrams(.out)
+            if kind == .data || kind == .bundle || kind == .early { metrics.streamPayloads(.out) }
+            return true
+        }
+        guard let address = target ?? session.address else { return false }
         let header = DatagramHeader(kind: kind, sessionID: session.id, packetNumber: session.takePacketNumber())
         act(.datagram(OutgoingDatagram(header: header, payload: payload, key: session.key, address: address, flush: flush)))
         return true
@@ -131,7 +140,8 @@ extension DeliveryEngine {
                 pushing.remove(id)
                 continue
             }
-            guard session.isBound else { continue }
+            // On the stream path nothing is lost: no retransmit timer runs.
+            guard session.isBound, !session.path.onStream else { continue }
             let before = session.pushes.congestion
             // Given up on this path for now: pushed again after the client's next keepalive.
             metrics.pushesGivenUp.increment(by: Int64(session.pushes.due(now: now.deadline)))

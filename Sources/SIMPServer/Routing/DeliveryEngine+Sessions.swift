@@ -169,6 +169,7 @@ extension DeliveryEngine {
             act(.connectRefused(attempt: pending.attempt, ServerError(.sessionClosed, "the session closed before it was ready")))
         }
         metrics.sessions.set(Int64(sessions.count))
+        if let path = session.datagramPath { metrics.pathChanged(from: path, to: nil) }
         presenceDue[session.id] = nil
         presenceRenewals[session.id] = nil
         logger.info("session closed", metadata: session.logMetadata)

@@ -44,6 +44,8 @@ enum DeliveryEvent {
     case datagram(AddressedEnvelope<ByteBuffer>)
     /// The session's control connection returned the challenge token.
     case pathResponse(session: UInt64, token: [UInt8])
+    /// A sealed datagram that came inside the session's control connection.
+    case streamDatagram(session: UInt64, ByteBuffer)
     case withdraw(session: UInt64, Simp_Withdraw)
     case receipt(session: UInt64, Simp_Receipt)
     /// A reconnected sender asks which of its messages were delivered; `ask` names the
@@ -112,6 +114,7 @@ extension DeliveryEngine {
         switch event {
         case .datagram(let envelope): receive(envelope, now: now)
         case .pathResponse(let id, let token): pathResponse(sessionID: id, token: token, now: now)
+        case .streamDatagram(let id, let datagram): receiveOverStream(datagram, sessionID: id, now: now)
         case .withdraw(let id, let withdraw): self.withdraw(sessionID: id, withdraw, now: now)
         case .receipt(let id, let receipt): self.receipt(sessionID: id, receipt, now: now)
         case .deliveryQuery(let id, let query, let ask): self.query(query, sessionID: id, ask: ask)

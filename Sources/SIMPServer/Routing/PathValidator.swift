@@ -5,8 +5,17 @@ import SIMPCore
 /// single-use bind token; a later one (the client's NAT mapping or socket changed, or someone
 /// on the path rewrote the source) is challenged, and only the session's own control connection
 /// can answer. Until it does, that address gets nothing but challenges, within three times the
-/// bytes it sent. Pure: the caller supplies the time and the challenge tokens.
+/// bytes it sent. The session may instead be bound to its control connection (the stream path:
+/// UDP does not work for it); a UDP address is then taken only through a challenge too.
+/// Pure: the caller supplies the time and the challenge tokens.
 struct PathValidator {
+    /// Where the session's datagrams go.
+    enum Route: Equatable {
+        case udp(SocketAddress)
+        /// Inside the session's control connection (docs/PROTOCOL.md, section 2, The stream path).
+        case stream
+    }
+
     enum Verdict: Equatable {
         case accept
         case drop(DropReason)
@@ -28,7 +37,7 @@ struct PathValidator {
 
     static let challengeInterval = TimeAmount.milliseconds(200)
 
-    private(set) var address: SocketAddress?
+    private(set) var route: Route?
     private var bindToken: [UInt8]
     private var pending: PathChallenge?
 
@@ -36,14 +45,36 @@ struct PathValidator {
         self.bindToken = bindToken
     }
 
-    var isBound: Bool { address != nil }
+    /// The validated UDP address; nil before the bind and while the path is the stream.
+    var address: SocketAddress? {
+        guard case .udp(let address) = route else { return nil }
+        return address
+    }
+
+    var isBound: Bool { route != nil }
+    var onStream: Bool { route == .stream }
 
     mutating func bind(token: [UInt8], from source: SocketAddress) -> BindResult {
-        if let address { return address == source ? .answerAgain : .ignored }
-        guard !bindToken.isEmpty, constantTimeEqual(token, bindToken) else { return .badToken }
-        bindToken = []
-        address = source
+        if let route { return route == .udp(source) ? .answerAgain : .ignored }
+        guard takeBindToken(token) else { return .badToken }
+        route = .udp(source)
         return .bound
+    }
+
+    /// A BIND that came inside the session's own control connection: before the bind, its
+    /// token binds the session to the stream; once bound (either way) it is a path check,
+    /// answered, and changes nothing (a UDP path is left only when the connection closes).
+    mutating func bindOverStream(token: [UInt8]) -> BindResult {
+        if route != nil { return .answerAgain }
+        guard takeBindToken(token) else { return .badToken }
+        route = .stream
+        return .bound
+    }
+
+    private mutating func takeBindToken(_ token: [UInt8]) -> Bool {
+        guard !bindToken.isEmpty, constantTimeEqual(token, bindToken) else { return false }
+        bindToken = []
+        return true
     }
 
     /// Whether a datagram of `size` bytes from `source` may be acted on.
@@ -64,7 +95,7 @@ struct PathValidator {
     mutating func respond(token: [UInt8]) -> SocketAddress? {
         guard let pending, constantTimeEqual(token, pending.token) else { return nil }
         self.pending = nil
-        address = pending.address
+        route = .udp(pending.address)
         return pending.address
     }
 }

@@ -96,7 +96,10 @@ struct PushQueue {
     /// then first pushes in order. With `bundles` a datagram holds as many as fit in its
     /// payload, but a release of a few is spread over at least `DatagramBundle.spread`
     /// datagrams, so that a lost one is usually followed by one that shows the gap.
-    mutating func release(now: NIODeadline, bundles: Bool = false) -> Release {
+    /// `reliable`: they go on the stream path (the control connection), which loses nothing,
+    /// so no retransmit timer runs for them: they wait for a receipt, and only give up (parked)
+    /// after `giveUpAfter`, as a push held for the window does.
+    mutating func release(now: NIODeadline, bundles: Bool = false, reliable: Bool = false) -> Release {
         var release = Release()
         let perDatagram = bundles ? max(1, (lostSeqs.count + unsent.count) / DatagramBundle.spread) : 1
         // A lost push goes past a full window (paced still): the receiver holds what was sent
@@ -109,6 +112,7 @@ struct PushQueue {
                 let cost = DatagramBundle.prefixSize + push.bytes.count
                 if !group.isEmpty, size + cost > DatagramHeader.maxPayload { break }
                 take(seq, push, isResend: isResend, now: now)
+                if reliable { unconfirmed.hold(seq) }
                 if isResend { release.resent += 1 }
                 group.append(push.bytes)
                 size += cost

@@ -29,6 +29,9 @@ struct RouterSettings: Sendable {
     var resendBytesPerSecond = 64 * 1024
     /// Users one user may write to for the first time per hour (`RecipientPacing`).
     var newRecipientsPerHour = 100
+    /// `--datagrams-over-stream auto`: a session may carry its datagrams inside its control
+    /// connection when UDP does not work (`never`: refused, STREAM_PATH_OFF).
+    var datagramsOverStream = true
 }
 
 /// The I/O driver of one node's delivery: it reads the clock once per event, feeds datagrams,
@@ -193,6 +196,11 @@ final class Router: @unchecked Sendable {
         feed(.pathResponse(session: sessionID, token: token))
     }
 
+    /// A sealed datagram that came inside the session's control connection.
+    func streamDatagram(sessionID: UInt64, _ datagram: ByteBuffer) {
+        feed(.streamDatagram(session: sessionID, datagram))
+    }
+
     func withdraw(sessionID: UInt64, _ withdraw: Simp_Withdraw) {
         feed(.withdraw(session: sessionID, withdraw))
     }
@@ -262,6 +270,11 @@ final class Router: @unchecked Sendable {
             send(datagram)
         case .flushDatagrams:
             udp?.flush()
+        case .streamDatagram(let id, let header, let payload, let key):
+            guard let control = controls[id],
+                  let sealed = try? DatagramSeal.seal(header, payload: payload, key: key, direction: .toClient, allocator: control.allocator)
+            else { return }
+            outbox.send(Simp_Envelope(.datagram(Data(sealed.readableBytesView))), on: control)
         case .later(let due):
             loop.execute { [self] in feed(.due(due)) }
         case .after(let delay, let due):

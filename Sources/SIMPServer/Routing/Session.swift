@@ -81,6 +81,14 @@ final class Session: TableEntry, SealedPeer, @unchecked Sendable {
 
     var address: SocketAddress? { path.address }
     var isBound: Bool { path.isBound }
+    /// The path its datagrams take once bound.
+    var datagramPath: DatagramPath? {
+        switch path.route {
+        case .udp: .udp
+        case .stream: .stream
+        case nil: nil
+        }
+    }
 
     func takePacketNumber() -> UInt64 {
         defer { nextPacketNumber += 1 }

@@ -19,8 +19,9 @@ import Testing
         var actions: [DeliveryAction] = []
         var packets: UInt64 = 1
 
-        static func make(minReplicas: Int = 0, messagesPerSecond: Int = 1000, burst: Int = 2000) -> Node {
+        static func make(minReplicas: Int = 0, messagesPerSecond: Int = 1000, burst: Int = 2000, datagramsOverStream: Bool = true) -> Node {
             var settings = RouterSettings(nodeID: "n1", heartbeat: .seconds(15), retransmit: RetransmitPolicy())
+            settings.datagramsOverStream = datagramsOverStream
             settings.messagesPerSecond = messagesPerSecond
             settings.messageBurst = burst
             let configuration = DeliveryEngine.Configuration(router: settings, presenceTTLSeconds: 90, minReplicas: minReplicas, inboxShare: 2500)

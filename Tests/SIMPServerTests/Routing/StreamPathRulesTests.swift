@@ -1,0 +1,152 @@
+import NIOCore
+import SIMPCore
+import Testing
+@testable import SIMPServer
+
+/// The server's pure decisions for the stream path (datagrams inside the control connection):
+/// how a session binds to it and leaves it for UDP, and that nothing it carries is retransmitted
+/// by a timer. Time is injected.
+@Suite struct StreamPathRulesTests {
+    let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000)
+    let udp = try! SocketAddress(ipAddress: "10.0.0.1", port: 4000)
+    let token: [UInt8] = Array(repeating: 7, count: 16)
+
+    @Test func aBindOverTheStreamBindsTheSessionThereOnce() {
+        var path = PathValidator(bindToken: token)
+        #expect(path.bindOverStream(token: [0] + token.dropFirst()) == .badToken)
+        #expect(path.bindOverStream(token: token) == .bound)
+        #expect(path.isBound && path.onStream && path.address == nil)
+        #expect(path.bindOverStream(token: token) == .answerAgain, "a path check, answered")
+        // The bind token is spent: UDP cannot bind with it.
+        #expect(path.bind(token: token, from: udp) == .ignored)
+        #expect(path.onStream)
+    }
+
+    @Test func onTheStreamAUDPAddressIsChallengedAndTakenOnlyWhenAnswered() {
+        var path = PathValidator(bindToken: token)
+        _ = path.bindOverStream(token: token)
+        let verdict = path.check(udp, size: 52, now: t0, newToken: { [9, 9] })
+        #expect(verdict == .challenge(token: [9, 9], to: udp))
+        #expect(path.onStream, "not before the control connection answers")
+        #expect(path.respond(token: [1]) == nil)
+        #expect(path.respond(token: [9, 9]) == udp)
+        #expect(path.route == .udp(udp) && !path.onStream)
+        #expect(path.check(udp, size: 52, now: t0, newToken: { [1] }) == .accept)
+    }
+
+    @Test func aUDPBoundSessionStaysOnUDPWhenItsClientBindsOverTheStream() {
+        var path = PathValidator(bindToken: token)
+        #expect(path.bind(token: token, from: udp) == .bound)
+        #expect(path.bindOverStream(token: token) == .answerAgain)
+        #expect(path.route == .udp(udp))
+    }
+
+    @Test func pushesReleasedOnTheStreamHaveNoRetransmitTimer() {
+        var queue = PushQueue(policy: RetransmitPolicy(maxBackoff: .seconds(1), giveUpAfter: .seconds(30)))
+        for seq: UInt64 in 1...3 { _ = queue.push(seq, Push(bytes: [UInt8(seq)], from: "alice", id: "m\(seq)")) }
+        let release = queue.release(now: t0, reliable: true)
+        #expect(release.datagrams.flatMap { $0 } == [[1], [2], [3]])
+        // Far past any retransmit timeout (the first is 200 ms or so), short of the give-up.
+        for seconds in [1, 5, 20, 29] {
+            #expect(queue.due(now: t0 + .seconds(Int64(seconds))) == 0)
+            #expect(!queue.hasQueued, "nothing found lost after \(seconds) s")
+        }
+        let confirmed = queue.confirm(upTo: 3, now: t0 + .seconds(29))
+        #expect(confirmed.map(\.seq) == [1, 2, 3])
+        #expect(queue.isEmpty)
+    }
+
+    @Test func pushesReleasedOverUDPAreStillRetransmitted() {
+        var queue = PushQueue(policy: RetransmitPolicy(maxBackoff: .seconds(1), giveUpAfter: .seconds(30)))
+        _ = queue.push(1, Push(bytes: [1], from: "alice", id: "m1"))
+        _ = queue.release(now: t0)
+        _ = queue.due(now: t0 + .seconds(5))
+        #expect(queue.hasQueued, "found lost, to go again")
+    }
+}
+
+/// The engine on the stream path, events in and actions out with an injected time.
+@Suite struct StreamPathEngineTests {
+    typealias E = DeliveryEngineEventTests
+
+    static func sealed(_ kind: DatagramKind, _ payload: [UInt8], session: Session, packet: UInt64) throws -> ByteBuffer {
+        try DatagramSeal.seal(DatagramHeader(kind: kind, sessionID: session.id, packetNumber: packet), payload: payload,
+                              key: session.key, direction: .toServer)
+    }
+
+    /// The datagrams the actions carry inside the control connection, by kind.
+    static func streamed(_ actions: [DeliveryAction]) -> [DatagramKind] {
+        actions.compactMap { if case .streamDatagram(_, let header, _, _) = $0 { header.kind } else { nil } }
+    }
+
+    static func overUDP(_ actions: [DeliveryAction]) -> [DatagramKind] {
+        actions.compactMap { if case .datagram(let datagram) = $0 { datagram.header.kind } else { nil } }
+    }
+
+    static func boundAddresses(_ actions: [DeliveryAction]) -> [String] {
+        actions.compactMap { if case .send(let envelope, _) = $0, case .bound(let bound) = envelope.body { bound.address } else { nil } }
+    }
+
+    static func stored(seq: UInt64) throws -> [UInt8] {
+        var message = Simp_Message()
+        message.messageID = "m\(seq)"
+        message.fromUser = "alice"
+        message.toUser = "bob"
+        message.content = "hello"
+        message.seq = seq
+        return try message.serializedBytes()
+    }
+
+    @Test func aSessionBoundOnTheStreamIsPushedThereAndNothingIsResentOnATimer() throws {
+        var node = E.Node.make()
+        let (session, token) = node.open("bob")
+        node.on(.streamDatagram(session: session.id, try Self.sealed(.bind, token, session: session, packet: 1)), at: E.at())
+        #expect(Self.boundAddresses(node.actions) == [""], "bound on the stream names no address")
+        #expect(Self.streamed(node.actions) == [.pong] && Self.overUDP(node.actions).isEmpty)
+        #expect(session.datagramPath == .stream)
+        node.on(.inboxRead(session: session.id, .sync, .success([try Self.stored(seq: 1), try Self.stored(seq: 2)])), at: E.at())
+        var pushed = Self.streamed(node.actions)
+        for second in 1...25 {
+            node.on(.due(.tick), at: E.at(.seconds(Int64(second))))
+            pushed += Self.streamed(node.actions)
+            #expect(Self.overUDP(node.actions).isEmpty)
+        }
+        #expect(pushed.filter { $0 == .data || $0 == .bundle }.count == 2, "each pushed once, never resent: \(pushed)")
+        // The client's data over the stream is taken as from UDP.
+        var message = Simp_Message()
+        message.messageID = "x1"
+        message.toUser = "alice"
+        message.content = "hi"
+        message.clientSeq = 1
+        node.on(.streamDatagram(session: session.id, try Self.sealed(.data, try message.serializedBytes(), session: session, packet: 2)),
+                at: E.at(.seconds(26)))
+        #expect(node.actions.contains { if case .store = $0 { true } else { false } } || node.actions.contains { if case .later = $0 { true } else { false } },
+                "the message goes to the store: \(node.actions)")
+    }
+
+    @Test func aUDPProbeOnTheStreamIsChallengedAndTheAnswerMovesTheSessionToUDP() throws {
+        var node = E.Node.make()
+        let (session, token) = node.open("bob")
+        node.on(.streamDatagram(session: session.id, try Self.sealed(.bind, token, session: session, packet: 1)), at: E.at())
+        let address = try SocketAddress(ipAddress: "192.0.2.1", port: 5000)
+        node.on(.datagram(AddressedEnvelope(remoteAddress: address, data: try Self.sealed(.bind, token, session: session, packet: 2))),
+                at: E.at(.seconds(1)))
+        let challenge = node.actions.compactMap { if case .datagram(let d) = $0, d.header.kind == .challenge { d } else { nil } }.first
+        #expect(challenge?.address == address, "the probe's address is challenged there")
+        #expect(session.datagramPath == .stream)
+        node.on(.pathResponse(session: session.id, token: challenge?.payload ?? []), at: E.at(.seconds(1)))
+        #expect(Self.boundAddresses(node.actions) == ["192.0.2.1:5000"])
+        #expect(session.datagramPath == .udp && Self.overUDP(node.actions) == [.pong])
+        node.on(.inboxRead(session: session.id, .sync, .success([try Self.stored(seq: 1)])), at: E.at(.seconds(1)))
+        #expect(Self.overUDP(node.actions) == [.data] && Self.streamed(node.actions).isEmpty)
+    }
+
+    @Test func withTheStreamPathOffAStreamDatagramIsRefused() throws {
+        var node = E.Node.make(datagramsOverStream: false)
+        let (session, token) = node.open("bob")
+        node.on(.streamDatagram(session: session.id, try Self.sealed(.bind, token, session: session, packet: 1)), at: E.at())
+        #expect(!session.isBound)
+        let errors = node.actions.compactMap { if case .send(let envelope, _) = $0, case .error(let error) = envelope.body { error.code } else { nil } }
+        #expect(errors == [.streamPathOff])
+    }
+}

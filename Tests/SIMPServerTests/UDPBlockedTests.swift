@@ -1,0 +1,279 @@
+import Foundation
+import NIOPosix
+@_spi(NIO) import SIMPClient
+import SIMPCore
+import SIMPTestSupport
+import Testing
+
+/// Issue 45, item 1: a network that drops every UDP packet from the start. The server and Redis
+/// run in a network namespace whose iptables drops all UDP; the clients run in this process
+/// on an event loop whose thread entered the namespace, so each of their datagrams and each of
+/// the server's crosses that rule (and is dropped). Everything must travel inside the control
+/// connections.
+@Suite(.serialized, .enabled(if: NetworkNamespace.available, "needs root, iproute2 and iptables for a network namespace"))
+struct UDPBlockedTests {
+    static let pairs = 3
+    static let perPair = 100
+
+    /// A stack whose namespace drops every UDP packet, and a loop inside it.
+    static func blocked() async throws -> (NamespaceStack, NamespacedLoop) {
+        let stack = try NamespaceStack()
+        try stack.ns.run("iptables", "-A", "INPUT", "-p", "udp", "-j", "DROP")
+        return (stack, try await NamespacedLoop(stack.ns))
+    }
+
+    static func configuration(_ stack: NamespaceStack) -> ClientConfiguration {
+        var config = ClientConfiguration(host: "127.0.0.1", port: stack.server.tcpPort)
+        config.reconnectBase = .milliseconds(50)
+        config.reconnectCap = .milliseconds(500)
+        config.requestTimeout = .seconds(5)
+        return config
+    }
+
+    /// Datagrams the namespace's rule dropped (it saw and dropped UDP: the test is real).
+    static func droppedUDP(_ ns: NetworkNamespace) throws -> Int {
+        let p = try ChildProcess("/usr/sbin/ip", ["netns", "exec", ns.name, try findExecutable("iptables").path, "-L", "INPUT", "-v", "-x", "-n"])
+        _ = p.waitForExit(timeout: 10)
+        // The chain's one rule; its protocol shows as "udp" or "17" by iptables' version.
+        let line = p.stdout.split(separator: "\n").first { $0.contains("DROP") }
+        return line.flatMap { Int($0.split(separator: " ", omittingEmptySubsequences: true).first ?? "") } ?? 0
+    }
+
+    @Test func threePairsExchangeAHundredMessagesEachWithEveryUDPPacketDropped() async throws {
+        let (stack, loops) = try await Self.blocked()
+        defer { withExtendedLifetime(stack) {} }
+        let config = Self.configuration(stack)
+        for p in 0..<Self.pairs {
+            for user in ["s\(p)", "r\(p)"] {
+                try await SIMPClient(configuration: config, eventLoopGroup: loops.group).register(user: user, password: "pw-\(user)")
+            }
+        }
+        struct Pair {
+            var sender: SIMPClient
+            var senderLog: EventLog
+            var recipient: SIMPClient
+            var recipientLog: EventLog
+            var started: Date
+            var ids: [String] = []
+        }
+        var pairs: [Pair] = []
+        for p in 0..<Self.pairs {
+            // The 3 s run from here: both clients start, connect, and the first message goes.
+            let started = Date()
+            let recipient = SIMPClient(configuration: config, eventLoopGroup: loops.group)
+            let recipientLog = EventLog(recipient)
+            try await recipient.connect(user: "r\(p)", password: "pw-r\(p)")
+            let sender = SIMPClient(configuration: config, eventLoopGroup: loops.group)
+            let senderLog = EventLog(sender)
+            try await sender.connect(user: "s\(p)", password: "pw-s\(p)")
+            pairs.append(Pair(sender: sender, senderLog: senderLog, recipient: recipient, recipientLog: recipientLog, started: started))
+            pairs[p].ids.append(try await sender.send(to: "r\(p)", text: "m-0"))
+        }
+        for p in 0..<Self.pairs {
+            for index in 1..<Self.perPair { pairs[p].ids.append(try await pairs[p].sender.send(to: "r\(p)", text: "m-\(index)")) }
+        }
+        for (p, pair) in pairs.enumerated() {
+            let ids = Set(pair.ids)
+            #expect(await pair.recipientLog.wait(timeout: .seconds(60)) { Set($0.messages.map(\.id)).isSuperset(of: ids) },
+                    "pair \(p): \(pair.recipientLog.messages.count) of \(Self.perPair) arrived")
+            #expect(await pair.senderLog.wait(timeout: .seconds(60)) { Set($0.delivered).isSuperset(of: ids) || !$0.failed.isEmpty },
+                    "pair \(p): \(pair.senderLog.delivered.count) of \(Self.perPair) delivered")
+        }
+        // A last message per pair: once it is in, any repeat of an earlier one would be too.
+        for (p, pair) in pairs.enumerated() {
+            let marker = try await pair.sender.send(to: "r\(p)", text: "marker")
+            #expect(await pair.recipientLog.wait(timeout: .seconds(30)) { $0.messages.contains { $0.id == marker } })
+            pairs[p].ids.append(marker)
+        }
+        for (p, pair) in pairs.enumerated() {
+            let received = pair.recipientLog.messages.filter { $0.from == "s\(p)" }
+            #expect(received.map(\.id) == pair.ids, "pair \(p): each message once, in the order sent")
+            #expect(received.map(\.text) == (0..<Self.perPair).map { "m-\($0)" } + ["marker"])
+            #expect(pair.senderLog.failed.isEmpty, "pair \(p): \(pair.senderLog.failed)")
+            let delivered = pair.senderLog.delivered
+            #expect(Set(delivered).isSuperset(of: pair.ids.dropLast()), "pair \(p): the sender saw every message delivered")
+            #expect(delivered.count == Set(delivered).count, "pair \(p): each delivered once")
+            // Recorded times, compared: the first message reached the recipient within 3 s of the pair's start.
+            let first = pair.recipientLog.arrivalTimes[pair.ids[0]]
+            let took = first.map { $0.timeIntervalSince(pair.started) }
+            #expect(took.map { $0 < 3 } == true, "pair \(p): first delivery \(took.map { "\($0) s" } ?? "never") after the start")
+            for log in [pair.senderLog, pair.recipientLog] {
+                #expect(log.all.contains { if case .connected(_, .stream) = $0 { true } else { false } }, "connected on the stream")
+            }
+            #expect(pair.sender.path == .stream && pair.recipient.path == .stream)
+        }
+        let onStream = stack.metric(#"simp_sessions_on_path{path="stream"}"#)
+        let payloadsIn = stack.metric(#"simp_stream_payloads_total{direction="in"}"#)
+        let payloadsOut = stack.metric(#"simp_stream_payloads_total{direction="out"}"#)
+        let retransmits = stack.metric("simp_retransmits_total")
+        let dropped = try Self.droppedUDP(stack.ns)
+        print("UDP blocked: \(Self.pairs) pairs x \(Self.perPair): first deliveries after "
+              + pairs.map { p in p.recipientLog.arrivalTimes[p.ids[0]].map { String(format: "%.2f s", $0.timeIntervalSince(p.started)) } ?? "-" }
+                .joined(separator: ", ")
+              + "; \(Int(payloadsIn)) payload datagrams in and \(Int(payloadsOut)) out on the stream, \(Int(retransmits)) retransmits, "
+              + "\(dropped) UDP packets dropped")
+        #expect(onStream == Double(2 * Self.pairs), "every session on the stream path")
+        // Bundles: several messages to a datagram.
+        #expect(payloadsIn > 0 && payloadsOut > 0, "messages travelled inside the connections")
+        #expect(retransmits == 0, "nothing the stream carried was sent again")
+        #expect(dropped > 0, "the clients tried UDP, and the rule dropped it")
+        for pair in pairs {
+            await pair.sender.close()
+            await pair.recipient.close()
+        }
+        try await loops.group.shutdownGracefully()
+    }
+
+    @Test func aLongMessageCrossesTheStreamWholeAndOnce() async throws {
+        let (stack, loops) = try await Self.blocked()
+        defer { withExtendedLifetime(stack) {} }
+        let config = Self.configuration(stack)
+        func connected(_ user: String) async throws -> (SIMPClient, EventLog) {
+            let client = SIMPClient(configuration: config, eventLoopGroup: loops.group)
+            let log = EventLog(client)
+            try await client.register(user: user, password: "pw-\(user)")
+            try await client.connect(user: user, password: "pw-\(user)")
+            return (client, log)
+        }
+        let (bob, bobLog) = try await connected("bob")
+        let (alice, aliceLog) = try await connected("alice")
+        let text = LongMessageTests.mixedText(bytes: 60 * 1024, tag: "stream")
+        let longID = try await alice.send(to: "bob", text: text)
+        #expect(await bobLog.wait(timeout: .seconds(60)) { $0.messages.contains { $0.id == longID } })
+        #expect(await aliceLog.wait(timeout: .seconds(60)) { $0.delivered.contains(longID) || !$0.failed.isEmpty })
+        let marker = try await alice.send(to: "bob", text: "marker")
+        #expect(await bobLog.wait(timeout: .seconds(30)) { $0.messages.contains { $0.id == marker } })
+        #expect(bobLog.messages.map(\.id) == [longID, marker], "the long message once, then the marker")
+        #expect(bobLog.messages.first?.text == text, "whole and exact")
+        #expect(bobLog.messages.first?.parts == LongMessageTests.expectedParts(text))
+        #expect(aliceLog.delivered.filter { $0 == longID }.count == 1)
+        #expect(aliceLog.failed.isEmpty, "\(aliceLog.failed)")
+        #expect(alice.path == .stream && bob.path == .stream)
+        #expect(stack.metric("simp_retransmits_total") == 0)
+        for client in [alice, bob] { await client.close() }
+        try await loops.group.shutdownGracefully()
+    }
+
+    /// The command-line client says which path it is on: `--json`'s `connected` event and
+    /// `/status`; with `--datagrams-over-stream never` it does not take the stream, and so
+    /// cannot connect where UDP is blocked.
+    @Test func theCommandLineClientSaysItIsOnTheStream() async throws {
+        let (stack, loops) = try await Self.blocked()
+        defer { withExtendedLifetime(stack) {} }
+        try await loops.group.shutdownGracefully()
+        try stack.register("bob")
+        try stack.register("alice")
+        let bob = try stack.client("bob", [])
+        let connected = bob.waitForLine(timeout: 20) { $0.contains(#""event":"connected""#) }
+        #expect(connected?.contains(#""path":"stream""#) == true, "\(connected ?? "no connected event"): \(bob.stderr)")
+        let alice = try stack.client("alice", ["--linger", "5"])
+        alice.write("/status\n/send bob over the stream\n")
+        alice.closeStdin()
+        let status = alice.waitForLine(timeout: 20) { $0.contains("pending sends") }
+        #expect(status?.contains("path stream") == true, "\(status ?? "no status line")")
+        #expect(bob.waitForLine(timeout: 20) { $0.contains("over the stream") } != nil, "bob got the message")
+        _ = alice.waitForExit(timeout: 20)
+        bob.closeStdin()
+        _ = bob.waitForExit(timeout: 20)
+
+        let udpOnly = try stack.client("bob", ["--datagrams-over-stream", "never"])
+        udpOnly.closeStdin()
+        let code = udpOnly.waitForExit(timeout: 30)
+        #expect(code != 0 && code != nil, "UDP only cannot connect here")
+        #expect(!udpOnly.stdout.contains(#""event":"connected""#))
+        // With --json the error is an event on stdout.
+        #expect((udpOnly.stdout + udpOnly.stderr).contains("UDP path"), "\(udpOnly.stdout) \(udpOnly.stderr)")
+    }
+
+    /// UDP blocked at the start, then let through: the clients' probes get through, the
+    /// server's challenge is answered, and both move to UDP (a `path` event) with nothing lost,
+    /// repeated or reordered across the change; what follows travels over UDP.
+    @Test func whenUDPComesBackTheSessionsMoveToItAndNothingIsLostOrRepeated() async throws {
+        let (stack, loops) = try await Self.blocked()
+        defer { withExtendedLifetime(stack) {} }
+        let config = Self.configuration(stack)
+        func connected(_ user: String) async throws -> (SIMPClient, EventLog) {
+            let client = SIMPClient(configuration: config, eventLoopGroup: loops.group)
+            let log = EventLog(client)
+            try await client.register(user: user, password: "pw-\(user)")
+            try await client.connect(user: user, password: "pw-\(user)")
+            return (client, log)
+        }
+        let (bob, bobLog) = try await connected("bob")
+        let (alice, aliceLog) = try await connected("alice")
+        #expect(alice.path == .stream && bob.path == .stream)
+        var ids: [String] = []
+        for index in 0..<20 { ids.append(try await alice.send(to: "bob", text: "before \(index)")) }
+        #expect(await bobLog.wait(timeout: .seconds(20)) { Set($0.messages.map(\.id)).isSuperset(of: ids) })
+        try stack.ns.run("iptables", "-D", "INPUT", "-p", "udp", "-j", "DROP")
+        // The probes come at 0.5 s, then 1, 2, 4 ... s after the stream was taken.
+        let aliceMoved = await aliceLog.wait(timeout: .seconds(20)) { $0.all.contains(.path(.udp)) }
+        let bobMoved = await bobLog.wait(timeout: .seconds(20)) { $0.all.contains(.path(.udp)) }
+        #expect(aliceMoved && bobMoved, "both moved to UDP")
+        #expect(alice.path == .udp && bob.path == .udp)
+        let streamedBefore = stack.metric(#"simp_stream_payloads_total{direction="in"}"#)
+            + stack.metric(#"simp_stream_payloads_total{direction="out"}"#)
+        for index in 0..<20 { ids.append(try await alice.send(to: "bob", text: "after \(index)")) }
+        #expect(await bobLog.wait(timeout: .seconds(20)) { Set($0.messages.map(\.id)).isSuperset(of: ids) })
+        #expect(await aliceLog.wait(timeout: .seconds(20)) { Set($0.delivered).isSuperset(of: ids) })
+        #expect(bobLog.messages.map(\.id) == ids, "each once, in order, across the change")
+        #expect(aliceLog.delivered.count == ids.count && aliceLog.failed.isEmpty)
+        let streamedAfter = stack.metric(#"simp_stream_payloads_total{direction="in"}"#)
+            + stack.metric(#"simp_stream_payloads_total{direction="out"}"#)
+        #expect(streamedAfter == streamedBefore, "after the move no message went on the stream")
+        #expect(stack.metric(#"simp_path_changes_total{to="udp"}"#) == 2)
+        #expect(stack.metric(#"simp_sessions_on_path{path="udp"}"#) == 2 && stack.metric(#"simp_sessions_on_path{path="stream"}"#) == 0)
+        for client in [alice, bob] { await client.close() }
+        try await loops.group.shutdownGracefully()
+    }
+
+    /// A group and a second device on the stream: every member's device gets the group's
+    /// messages once, in the group's order; the sender hears each member confirm; a one-to-one
+    /// message reaches both of the recipient's devices and shows on the sender's other device.
+    @Test func aGroupAndASecondDeviceWorkOnTheStream() async throws {
+        let (stack, loops) = try await Self.blocked()
+        defer { withExtendedLifetime(stack) {} }
+        func device(_ user: String, _ name: String, register: Bool = false) async throws -> (SIMPClient, EventLog) {
+            var config = Self.configuration(stack)
+            config.device = name
+            let client = SIMPClient(configuration: config, eventLoopGroup: loops.group)
+            let log = EventLog(client)
+            if register { try await client.register(user: user, password: "pw-\(user)") }
+            try await client.connect(user: user, password: "pw-\(user)")
+            return (client, log)
+        }
+        let (alice, aliceLog) = try await device("alice", "main", register: true)
+        let (phone, phoneLog) = try await device("bob", "phone", register: true)
+        let (laptop, laptopLog) = try await device("bob", "laptop")
+        let (carol, carolLog) = try await device("carol", "main", register: true)
+        _ = try await alice.createGroup("crew", members: ["bob", "carol"])
+        // Added or invited, as their settings say: an invitation is accepted.
+        _ = try? await phone.acceptGroup("crew")
+        _ = try? await carol.acceptGroup("crew")
+        #expect(try await alice.groupMembers("crew").members.map(\.name).sorted() == ["alice", "bob", "carol"])
+        var group: [String] = []
+        for index in 0..<20 { group.append(try await alice.send(to: "#crew", text: "crew \(index)")) }
+        var places: [String: UInt64] = [:]
+        for log in [phoneLog, laptopLog, carolLog] {
+            #expect(await log.wait(timeout: .seconds(30)) { $0.groupMessages("crew").map(\.id) == group })
+            expectOneOrder(log.groupMessages("crew"), places: &places)
+        }
+        #expect(await aliceLog.wait(timeout: .seconds(30)) { log in
+            group.allSatisfy { id in Set(log.memberDeliveries.filter { $0.id == id }.map(\.member)) == ["bob", "carol"] }
+        }, "each member confirmed each group message")
+
+        let direct = try await alice.send(to: "bob", text: "to both of bob's devices")
+        for log in [phoneLog, laptopLog] {
+            #expect(await log.wait(timeout: .seconds(30)) { $0.messages.filter { $0.id == direct }.count == 1 })
+        }
+        #expect(await aliceLog.wait(timeout: .seconds(30)) { $0.delivered.contains(direct) })
+        let fromPhone = try await phone.send(to: "alice", text: "from bob's phone")
+        #expect(await laptopLog.wait(timeout: .seconds(30)) { $0.messages.contains { $0.id == fromPhone } },
+                "bob's laptop shows what the phone sent")
+        #expect(await aliceLog.wait(timeout: .seconds(30)) { $0.messages.filter { $0.id == fromPhone }.count == 1 })
+        for client in [alice, phone, laptop, carol] { #expect(client.path == .stream) }
+        #expect(stack.metric(#"simp_sessions_on_path{path="stream"}"#) == 4)
+        for client in [alice, phone, laptop, carol] { await client.close() }
+        try await loops.group.shutdownGracefully()
+    }
+}
