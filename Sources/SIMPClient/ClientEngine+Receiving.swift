@@ -177,6 +177,7 @@ extension ClientEngine {
         }
         if message.sealed {
             let why = message.unopened ?? "this client keeps no keys (end-to-end encryption needs a data directory)"
+            actions.append(.countDecryptionFailure(message.unopenedCause ?? .noKeys))
             return emit(.undecryptable(from: message.from, id: message.id, reason: why))
         }
         switch message.kind {

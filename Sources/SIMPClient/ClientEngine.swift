@@ -96,6 +96,8 @@ struct ClientEngine {
     enum Action {
         /// Hand the event to the application.
         case emit(ClientEvent)
+        /// A sealed message was shown undecryptable, for this cause: counted.
+        case countDecryptionFailure(DecryptionFailure)
         case sendControl(Simp_Envelope)
         /// A request of the session's opening; its answer comes back as `sessionAnswered`.
         case request(Simp_Envelope.OneOf_Body, SessionStep)

@@ -21,6 +21,11 @@ extension ClientStore {
         var inner: [UInt8]
     }
 
+    /// Every conversation this device has a group for.
+    func conversationsWithGroups() throws -> [String] {
+        try db.read { db in try String.fetchAll(db, sql: "SELECT conversation FROM mls_groups ORDER BY conversation") }
+    }
+
     func groupState(of conversation: String) throws -> [UInt8]? {
         try db.read { db in
             try Data.fetchOne(db, sql: "SELECT state FROM mls_groups WHERE conversation = ?", arguments: [conversation]).map { [UInt8]($0) }

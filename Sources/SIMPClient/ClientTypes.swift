@@ -96,7 +96,8 @@ public struct ClientConfiguration: Sendable {
     /// sealed in the conversation's MLS group, made on the first send; the server stores and
     /// forwards only ciphertext. A peer without keys cannot be sent to (`.endToEnd`); a
     /// verified peer whose identity changed neither (`.identityChanged`) until verified again.
-    /// Groups are not encrypted yet. Sealed messages received are decrypted whatever this says.
+    /// Groups too: each is an MLS group of its members' devices. Sealed messages received are
+    /// decrypted whatever this says.
     public var endToEnd = false
     /// With `endToEnd`: a send checks the conversation's devices against the key directory (and
     /// the peer's identity against the one pinned) when the last check is older than this, and
@@ -196,6 +197,7 @@ public struct IncomingMessage: Sendable, Equatable {
     var sealed = false
     /// Why a sealed message did not open (`ConversationKeys.open`); nil if it was not tried.
     var unopened: String?
+    var unopenedCause: DecryptionFailure?
 
     /// A sealed message opened: what its sender wrote, from the decrypted `inner` message.
     mutating func unseal(_ inner: Simp_Message) {
@@ -475,6 +477,26 @@ public enum ClientEvent: Sendable, Equatable {
     /// and why. It is confirmed (the server would push it forever otherwise) and not shown;
     /// `simp_...` counts are the application's to keep. Never silent.
     case undecryptable(from: String, id: String, reason: String)
+}
+
+/// Why a sealed message could not be decrypted: the cause `SIMPClient.decryptionFailures()`
+/// counts, and the metric `simp_client_decryption_failures_total{cause}` (docs/E2EE.md,
+/// "What a device cannot open").
+public enum DecryptionFailure: String, Sendable, Hashable, CaseIterable {
+    /// This client keeps no keys (no data directory, or no identity on this device).
+    case noKeys = "no-keys"
+    /// Not a well-formed MLS application message.
+    case malformed
+    /// This device is not in the conversation's group (never added, or removed).
+    case notInConversation = "not-in-conversation"
+    /// The sender's device in the group is not the user the server names.
+    case wrongSender = "wrong-sender"
+    /// The id inside is not the message's.
+    case wrongID = "wrong-id"
+    /// MLS refused it: an epoch not kept, a key used already (a replay), a bad signature.
+    case mls
+    /// Anything else (the data directory failed, a request for commits failed).
+    case other
 }
 
 public struct ClientError: Error, Sendable, Equatable, CustomStringConvertible {

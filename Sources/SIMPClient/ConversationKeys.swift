@@ -195,10 +195,22 @@ actor ConversationKeys {
             } catch {
                 var failed = message
                 failed.unopened = Self.reason(error)
+                failed.unopenedCause = Self.cause(error)
                 opened.append(failed)
             }
         }
         return opened
+    }
+
+    static func cause(_ error: any Error) -> DecryptionFailure {
+        switch error {
+        case OpenFailure.malformed: .malformed
+        case OpenFailure.notInConversation: .notInConversation
+        case OpenFailure.wrongSender: .wrongSender
+        case OpenFailure.wrongID: .wrongID
+        case OpenFailure.mls: .mls
+        default: .other
+        }
     }
 
     static func reason(_ error: any Error) -> String {
@@ -280,6 +292,8 @@ actor ConversationKeys {
                 return
             }
             guard page.epoch == 0 else {
+                // Receiving: the message names a group this device was never added to.
+                guard creating else { throw OpenFailure.notInConversation }
                 throw ClientError("this device is not in the encrypted conversation \(Self.named(conversation)): "
                                   + "no device added it (a device linked later is added by another of the user's devices)",
                                   code: .endToEnd)
@@ -530,6 +544,14 @@ actor ConversationKeys {
     /// "with USER", or "#GROUP", for errors.
     static func named(_ conversation: String) -> String {
         GroupName.addressed(by: conversation) != nil ? conversation : "with \(conversation)"
+    }
+
+    /// One of the user's devices was revoked by this one: every conversation this device has a
+    /// group for removes it now, by commit (its certificate is gone from the key directory).
+    func deviceRevoked(client: SIMPClient) async {
+        for conversation in (try? store.conversationsWithGroups()) ?? [] {
+            await membersChanged(conversation, client: client, commit: true)
+        }
     }
 
     /// A group's members changed (this user's request, or a change it was told of): the next

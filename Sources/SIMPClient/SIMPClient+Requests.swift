@@ -101,6 +101,10 @@ extension SIMPClient {
         _ = try await ask(.revokeDevice(revoke), "revoke") { body in
             if case .ok? = body { () } else { nil }
         }
+        // Encrypted: the revoked device leaves every conversation this device has, by commit, now.
+        if configuration.endToEnd, let keys = try? await conversationKeys() {
+            await keys.deviceRevoked(client: self)
+        }
     }
 
     /// Changes the password: every other login of the user ends (its tokens stop working and

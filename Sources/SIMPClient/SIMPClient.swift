@@ -24,6 +24,7 @@ public final class SIMPClient: @unchecked Sendable {
     let defaultBatches: Locked<AsyncStream<[ClientEvent]>?>
     /// This device's keys for encrypted conversations, once made (`conversationKeys()`).
     let keyring = Locked<ConversationKeys?>(nil)
+    let decryptionFailureCounts = DecryptionFailures()
 
     let loop: any EventLoop
     /// The client's event loop as a task executor. An application task started with it
@@ -303,6 +304,7 @@ public final class SIMPClient: @unchecked Sendable {
     private func carry(_ action: ClientEngine.Action) {
         switch action {
         case .emit(let event): deliver(event)
+        case .countDecryptionFailure(let cause): decryptionFailureCounts.count(cause)
         case .sendControl(let envelope): control?.writeAndFlush(envelope, promise: nil)
         case .request(let body, let step):
             request(body).whenComplete { [self] in handle(.sessionAnswered(step, $0.mapError(Self.clientError))) }

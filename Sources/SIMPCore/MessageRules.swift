@@ -15,7 +15,7 @@ public enum MessageRules {
 
     /// The error code and reason the sender gets, or nil when the message may be stored.
     /// `maxTextBytes`: the longest text the server takes (`--max-message-bytes`), whole or in parts.
-    /// `sealedOnly` (`--e2e required`): a message to a user must be SEALED.
+    /// `sealedOnly` (`--e2e required`): a message to a user or a group must be SEALED.
     public static func problem(in message: Simp_Message, maxTextBytes: Int = LongText.defaultMaxBytes, sealedOnly: Bool = false)
         -> (code: Simp_ErrorCode, reason: String)? {
         if message.messageID.isEmpty || message.messageID.utf8.count > maxMessageIDBytes {
@@ -31,8 +31,8 @@ public enum MessageRules {
         if !message.imageURL.isEmpty && !isAllowedImageURL(message.imageURL) {
             return (.badRequest, imageURLReason)
         }
-        if sealedOnly, message.type != .sealed, GroupName.addressed(by: message.toUser) == nil {
-            return (.e2ERequired, "this server takes only end-to-end encrypted messages to users (--e2e required): use a client that encrypts")
+        if sealedOnly, message.type != .sealed {
+            return (.e2ERequired, "this server takes only end-to-end encrypted messages (--e2e required): use a client that encrypts")
         }
         switch message.type {
         case .text where message.content.utf8.count > maxTextBytes:

@@ -54,7 +54,7 @@ struct SIMPServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical (env SIMP_LOG_LEVEL). Default info.")
     var logLevel: String?
 
-    @Option(name: .customLong("e2e"), help: "optional (plaintext and end-to-end encrypted messages) or required (a message to a user that is not end-to-end encrypted is refused with E2E_REQUIRED; groups are not encrypted yet) (env SIMP_E2E). Default optional.")
+    @Option(name: .customLong("e2e"), help: "optional (plaintext and end-to-end encrypted messages) or required (a message to a user or a group that is not end-to-end encrypted is refused with E2E_REQUIRED) (env SIMP_E2E). Default optional.")
     var endToEnd: String?
 
     @Option(name: .customLong("datagrams-over-stream"), help: "auto (a client that cannot use UDP carries its datagrams inside its control connection) or never (UDP only; such a client cannot send or receive) (env SIMP_DATAGRAMS_OVER_STREAM). Default auto.")

@@ -111,7 +111,7 @@ struct SealedMessageTests {
         plain.toUser = "bob"
         #expect(MessageRules.problem(in: plain, sealedOnly: true)?.code == .e2ERequired)
         plain.toUser = "#team"
-        #expect(MessageRules.problem(in: plain, sealedOnly: true) == nil, "groups are not encrypted yet")
+        #expect(MessageRules.problem(in: plain, sealedOnly: true)?.code == .e2ERequired, "groups are encrypted too")
         var sealed = plain
         sealed.toUser = "bob"
         sealed.type = .sealed

@@ -68,6 +68,14 @@ import Testing
         let reply = try await laptop.0.send(to: "bob", text: "on the laptop now")
         #expect(await bob.1.wait { $0.messages.contains { $0.id == reply && $0.text == "on the laptop now" && $0.encrypted } })
         #expect(!(try EncryptedConversationTests.everythingInRedis(cluster)).contains(secret))
+
+        // Revoked from the phone, the laptop leaves the conversation at once, by the phone's commit.
+        let epoch = try await bob.0.fetchCommits(in: "alice", fromEpoch: 0).epoch
+        try await phone.0.revokeDevice("laptop")
+        #expect(try await bob.0.fetchCommits(in: "alice", fromEpoch: 0).epoch == epoch + 1)
+        let after = try await bob.0.send(to: "alice", text: "for the phone alone")
+        #expect(await phone.1.wait { $0.messages.contains { $0.id == after && $0.encrypted } })
+        #expect(bob.0.decryptionFailures().isEmpty && phone.0.decryptionFailures().isEmpty)
         for client in [phone.0, laptop.0, bob.0] { await client.close() }
         await cluster.stop()
     }

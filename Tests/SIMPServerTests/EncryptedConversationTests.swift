@@ -81,6 +81,7 @@ import Testing
         #expect(bobLog.messages.first { $0.id == longID }?.text == long)
         #expect(await aliceLog.wait(timeout: .seconds(60)) { $0.delivered.contains(longID) })
         #expect(!bobLog.all.contains { if case .undecryptable = $0 { true } else { false } })
+        #expect(bob.decryptionFailures().isEmpty && alice.decryptionFailures().isEmpty)
 
         // The history shows the plaintext, from the device's own store.
         let history = try await bob.messages(in: "alice")
@@ -171,8 +172,15 @@ import Testing
         let sealed = try await alice.send(to: "bob", text: "sealed is taken")
         #expect(await bobLog.wait { $0.messages.contains { $0.id == sealed && $0.text == "sealed is taken" } })
         #expect(!aliceLog.messages.contains { $0.id == plain }, "the refused one was not stored")
-        #expect(cluster.metric("simp_plaintext_refused_total") == 1)
-        #expect(cluster.metric("simp_messages_sealed_total") == 1)
+        // A group is no exception: plaintext to it is refused, sealed is taken.
+        try await bob.set(.groupAdds(.everyone))
+        _ = try await alice.createGroup("pair", members: ["bob"])
+        let plainToGroup = try await bob.send(to: "#pair", text: "the group in the clear")
+        #expect(await bobLog.wait { log in log.all.contains { if case .failed(id: plainToGroup, _, _, .e2eRequired?) = $0 { true } else { false } } })
+        let sealedToGroup = try await alice.send(to: "#pair", text: "the group sealed")
+        #expect(await bobLog.wait { $0.messages.contains { $0.id == sealedToGroup && $0.text == "the group sealed" } })
+        #expect(cluster.metric("simp_plaintext_refused_total") == 2)
+        #expect(cluster.metric("simp_messages_sealed_total") == 2)
         for client in [alice, bob] { await client.close() }
         await cluster.stop()
     }
@@ -232,6 +240,7 @@ import Testing
         let (again, againLog) = try await Self.connected(cluster, "bob", directories[2], endToEnd: false)
         #expect(await againLog.wait { log in log.all.contains { if case .undecryptable(from: "alice", id: sent, _) = $0 { true } else { false } } })
         #expect(!againLog.messages.contains { $0.id == sent })
+        #expect(again.decryptionFailures() == [.noKeys: 1], "counted by cause")
         #expect(await aliceLog.wait { $0.delivered.contains(sent) }, "confirmed, so it is not pushed forever")
         _ = carolLog
         for client in [alice, carol, again] { await client.close() }

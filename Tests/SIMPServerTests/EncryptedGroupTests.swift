@@ -60,6 +60,7 @@ import Testing
 
         let dump = try EncryptedConversationTests.everythingInRedis(cluster)
         for text in [first, long] + written.map(\.text) { #expect(!dump.contains(text), "\(text.prefix(30)) is in Redis") }
+        for device in everyone { #expect(device.client.decryptionFailures().isEmpty, "every device decrypted everything") }
         for device in [phone, laptop, bob, carol] { await device.client.close() }
         await cluster.stop()
     }
