@@ -57,6 +57,25 @@ extension Conformance {
             try expect(claimed.dropFirst().allSatisfy { $0.keyPackage == Data(lastResort) && $0.lastResort },
                        "the later claims did not hand out the last-resort package, twice")
         },
+        ConformanceCheck("4.24", "4. Messages, Keys", "a claim by a user the owner blocked is NOT_A_CONTACT, as a message would be; unblocked, it is answered") { target in
+            let (user, peer, identity) = try keyOwner(target)
+            let deviceKey = Curve25519.Signing.PrivateKey()
+            try certify(peer, user: user, identity: identity, deviceKey: deviceKey, id: 3)
+            let lastResort = try HandMadeKeyPackage.make(identity: "\(user)/default", signer: deviceKey)
+            _ = try peer.request(4, .uploadKeyPackages(.with { $0.lastResort = Data(lastResort) }))
+            let (other, otherPassword) = try target.account("b")
+            let claimer = try target.peer()
+            _ = try claimer.login(other, otherPassword)
+            try strangers(claimer, other, peer, user)
+            _ = try peer.request(5, .contactRequest(.with { $0.action = .block; $0.user = other }))
+            let refused = try claimer.request(2, .claimKeyPackages(.with { $0.user = user }))
+            try expect(errorCode(refused) == .notAContact, "a blocked claimer got \(describe(refused))")
+            _ = try peer.request(6, .contactRequest(.with { $0.action = .unblock; $0.user = other }))
+            let answered = try claimer.request(3, .claimKeyPackages(.with { $0.user = user }))
+            guard case .claimedKeyPackages(let claimed)? = answered?.body, claimed.packages.count == 1 else {
+                throw ConformanceFailure("an unblocked claim: \(describe(answered))")
+            }
+        },
     ]
 
     /// Account "a" logged in (device "default") with a new identity key published (`replace`).

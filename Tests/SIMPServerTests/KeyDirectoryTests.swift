@@ -86,6 +86,51 @@ import Testing
         await cluster.stop()
     }
 
+    /// Who may claim (docs/E2EE.md, "Who may claim"): a user that blocked the claimer, or takes
+    /// contacts only from a stranger, hands out nothing (`NOT_A_CONTACT`, as a message would
+    /// be refused); a contact or a fellow group member may; and one claimer takes at most
+    /// `oneTimeClaimsPerHour` one-time packages an hour, then only the last-resort one, so the
+    /// one-time pool cannot be drained by a stranger.
+    @Test func claimsFollowTheUsersSettingsAndAreBoundedPerHour() async throws {
+        let cluster = try await TestCluster.start()
+        for user in ["alice", "bob", "carol", "dave"] { try await cluster.register(user) }
+        let (phone, _) = try await cluster.connectedDevice("alice", "phone")
+        let (bob, _) = try await cluster.connectedDevice("bob", "desk")
+        let (carol, _) = try await cluster.connectedDevice("carol", "desk")
+        let (dave, _) = try await cluster.connectedDevice("dave", "desk")
+        let phoneKey = try KeyFixtures.deviceSigner()
+        try await phone.publishIdentity(alice.identityKey)
+        try await phone.publishDevice(try alice.certified("phone", phoneKey))
+        let packages = KeyDirectoryRules.oneTimeClaimsPerHour + 5
+        for start in stride(from: 0, to: packages, by: KeyDirectoryRules.maxKeyPackagesPerUpload) {
+            let count = min(KeyDirectoryRules.maxKeyPackagesPerUpload, packages - start)
+            _ = try await phone.uploadKeyPackages(try (0..<count).map { _ in try alice.keyPackage("phone", phoneKey) },
+                                                  lastResort: start == 0 ? try alice.keyPackage("phone", phoneKey) : nil)
+        }
+
+        // bob takes one-time packages up to the bound, then the last resort only.
+        for _ in 0..<KeyDirectoryRules.oneTimeClaimsPerHour {
+            #expect(try await bob.claimKeyPackages(of: "alice").map(\.lastResort) == [false])
+        }
+        #expect(try await bob.claimKeyPackages(of: "alice").map(\.lastResort) == [true], "bounded: the last resort")
+        #expect(try await carol.claimKeyPackages(of: "alice").map(\.lastResort) == [false], "another claimer has its own bound")
+
+        // alice blocks bob: he gets nothing. Contacts only: carol (a stranger) gets nothing, dave
+        // (a contact) does, and carol does once she and alice are in a group.
+        try await phone.block("bob")
+        await expectCode(.notAContact) { try await bob.claimKeyPackages(of: "alice") }
+        try await phone.set(.contactsOnly(true))
+        await expectCode(.notAContact) { try await carol.claimKeyPackages(of: "alice") }
+        _ = try await dave.addContact("alice")
+        _ = try await phone.acceptContact("dave")
+        #expect(try await dave.claimKeyPackages(of: "alice").count == 1)
+        try await carol.set(.groupAdds(.everyone))
+        _ = try await phone.createGroup("pair", members: ["carol"])
+        #expect(try await carol.claimKeyPackages(of: "alice").count == 1, "a fellow group member")
+        for client in [phone, bob, carol, dave] { await client.close() }
+        await cluster.stop()
+    }
+
     /// `simp-admin keypackages USER` (a real process against the server's Redis): the identity,
     /// and per device its certificate and pool, as claims drain it.
     @Test func simpAdminShowsEachDevicesPool() async throws {

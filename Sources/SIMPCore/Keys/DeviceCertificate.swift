@@ -143,6 +143,10 @@ public enum KeyDirectoryRules {
     public static let maxKeyPackageBytes = 4_096
     /// One-time KeyPackages stored per device.
     public static let maxPoolPerDevice = 100
+    /// One-time KeyPackages one user may claim of another's devices in an hour; past it, claims
+    /// hand out the last-resort packages only, so nobody can drain a user's one-time packages
+    /// (docs/E2EE.md, "Who may claim").
+    public static let oneTimeClaimsPerHour = 20
 
     /// The identity of the basic credential (RFC 9420 section 5.3) in a device's leaves: "USER/DEVICE".
     public static func credentialIdentity(user: String, device: String) -> [UInt8] {

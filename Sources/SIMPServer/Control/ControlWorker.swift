@@ -140,8 +140,10 @@ struct ControlWorker {
         case .storePackages(let user, let device, let certificate, let packages, let lastResort, let maxPool):
             step = store.storeKeyPackages(user: user, device: device, certificate: certificate, packages: packages,
                                           lastResort: lastResort, maxPool: maxPool, on: loop).map { flow.stored($0) }
-        case .claim(let user, let except):
-            step = store.claimKeyPackages(of: user, except: except, on: loop).map { flow.claimed($0) }
+        case .readClaimRights(let user, let claimer):
+            step = store.claimRights(of: user, claimer: claimer, on: loop).map { flow.claimRights($0) }
+        case .claim(let user, let except, let claimer, let perHour):
+            step = store.claimKeyPackages(of: user, except: except, claimer: claimer, perHour: perHour, on: loop).map { flow.claimed($0) }
         }
         return step.flatMap { carryOut($0, flow, store: store, on: loop) }
     }

@@ -31,10 +31,24 @@ struct KeyFlow: Sendable {
         case storeIdentity(user: String, key: [UInt8], replace: Bool, millis: Int64)
         case storeCertificate(user: String, device: String, certificate: [UInt8], identity: [UInt8], maxDevices: Int)
         case storePackages(user: String, device: String, certificate: [UInt8], packages: [[UInt8]], lastResort: [UInt8]?, maxPool: Int)
-        /// Take one KeyPackage per device of `user` other than `except`; comes back as `claimed(_:)`.
-        case claim(user: String, except: String)
+        /// Read whether `claimer` may claim `user`'s KeyPackages; comes back as `claimRights(_:)`.
+        case readClaimRights(user: String, claimer: String)
+        /// Take one KeyPackage per device of `user` other than `except`, one-time ones only while
+        /// `claimer` has claimed fewer than `perHour` this hour; comes back as `claimed(_:)`.
+        case claim(user: String, except: String, claimer: String, perHour: Int)
         case answer(Simp_Envelope.OneOf_Body)
         case refuse(Simp_ErrorCode, String)
+    }
+
+    /// Whether a claimer may have a user's KeyPackages, as the user's settings say.
+    struct ClaimRights: Sendable, Equatable {
+        var userExists = true
+        /// The user blocked the claimer.
+        var blocked = false
+        /// The user takes messages from contacts only, and the claimer is not one.
+        var contactsOnlyStranger = false
+        /// The two are members of one group (whose members must encrypt to each other).
+        var shareAGroup = false
     }
 
     /// What a store step's script answered.
@@ -107,8 +121,22 @@ struct KeyFlow: Sendable {
         case .publishIdentity(let key, let replace): .storeIdentity(user: user, key: key, replace: replace, millis: nowMillis)
         case .publishDevice, .upload: .read(user: user)
         case .fetch(let target): .read(user: target)
-        case .claim(let target): .claim(user: target, except: target == user ? device : "")
+        case .claim(let target) where target == user:
+            .claim(user: target, except: device, claimer: user, perHour: .max)
+        case .claim(let target): .readClaimRights(user: target, claimer: user)
         }
+    }
+
+    /// A claim of another user's KeyPackages, once the rights are read: refused (as if the
+    /// user had no device) when the user blocked the claimer, or takes contacts only and the
+    /// claimer is neither a contact nor in a group with it (docs/E2EE.md, "Who may claim").
+    func claimRights(_ rights: ClaimRights) -> Next {
+        guard case .claim(let target) = request else { return .refuse(.internal, "not a claim") }
+        guard rights.userExists else { return .refuse(.unknownUser, "no such user: \(target)") }
+        if rights.blocked || (rights.contactsOnlyStranger && !rights.shareAGroup) {
+            return .refuse(.notAContact, "\(target) takes messages from contacts only: no keys for you")
+        }
+        return .claim(user: target, except: "", claimer: user, perHour: KeyDirectoryRules.oneTimeClaimsPerHour)
     }
 
     /// A read step's result.

@@ -54,17 +54,26 @@ extension Scripts {
     """)
 
     /// One KeyPackage per certified device of the user but ARGV[1]: a one-time package, removed,
-    /// or the last-resort one, kept. KEYS: certificates, KeyPackages, last-resort KeyPackages.
-    /// Returns a flat list of {device, package, 1 if last resort}, by device name; a device with
-    /// neither is left out.
+    /// or the last-resort one, kept. KEYS: certificates, KeyPackages, last-resort KeyPackages,
+    /// the claimer's count of one-time packages taken this hour. ARGV: the device left out, the
+    /// most one-time packages the claimer may take in an hour (-1: no bound); past it, only
+    /// last-resort packages. Returns a flat list of {device, package, 1 if last resort}, by
+    /// device name; a device with neither is left out.
     static let claimKeyPackages = RedisScript("""
     local devices = redis.call('HKEYS', KEYS[1])
     table.sort(devices)
     local out = {}
+    local bound = tonumber(ARGV[2])
+    local taken = tonumber(redis.call('GET', KEYS[4]) or '0')
+    local before = taken
     for _, device in ipairs(devices) do
       if device ~= ARGV[1] then
-        local first = redis.call('ZRANGEBYLEX', KEYS[2], '[' .. device .. '\\0', '(' .. device .. '\\1', 'LIMIT', 0, 1)
+        local first = {}
+        if bound < 0 or taken < bound then
+          first = redis.call('ZRANGEBYLEX', KEYS[2], '[' .. device .. '\\0', '(' .. device .. '\\1', 'LIMIT', 0, 1)
+        end
         if first[1] then
+          taken = taken + 1
           redis.call('ZREM', KEYS[2], first[1])
           table.insert(out, device)
           table.insert(out, string.sub(first[1], #device + 2))
@@ -78,6 +87,9 @@ extension Scripts {
           end
         end
       end
+    end
+    if bound >= 0 and taken > before then
+      if before == 0 then redis.call('SET', KEYS[4], taken, 'EX', 3600) else redis.call('SET', KEYS[4], taken, 'KEEPTTL') end
     end
     return out
     """)

@@ -59,14 +59,41 @@ extension MessageStore {
         }
     }
 
-    func claimKeyPackages(of user: String, except device: String,
+    func claimKeyPackages(of user: String, except device: String, claimer: String, perHour: Int,
                           on loop: any EventLoop) -> EventLoopFuture<[(device: String, bytes: [UInt8], lastResort: Bool)]> {
-        let command = RedisCommand.script(Scripts.claimKeyPackages, keys: Array(keyDirectoryKeys(user).dropFirst()), args: [device])
+        let command = RedisCommand.script(Scripts.claimKeyPackages, keys: Array(keyDirectoryKeys(user).dropFirst()) + [keys.claims(of: user, by: claimer)],
+                                          args: [device, perHour == .max ? -1 : perHour])
         return redis.run([command], on: loop).flatMapThrowing { replies in
             let flat = try replies[0].checked().array ?? []
             return stride(from: 0, to: flat.count - 2, by: 3).compactMap { index in
                 guard let device = flat[index].string, let bytes = flat[index + 1].bytes else { return nil }
                 return (device, bytes, flat[index + 2].int == 1)
+            }
+        }
+    }
+
+    /// Whether `claimer` may claim `user`'s KeyPackages (`KeyFlow.claimRights`): the user's
+    /// blocks, contacts-only setting and contacts, and whether the two share a group (the
+    /// claimer's groups are another slot's: read only when it matters).
+    func claimRights(of user: String, claimer: String, on loop: any EventLoop) -> EventLoopFuture<KeyFlow.ClaimRights> {
+        let reads = [RedisCommand("EXISTS", [keys.user(user)]), RedisCommand("SISMEMBER", [keys.blocked(user), claimer]),
+                     RedisCommand("HGET", [keys.settings(user), "contacts-only"]), RedisCommand("HGET", [keys.contacts(user), claimer]),
+                     RedisCommand("HKEYS", [keys.groups(user)])]
+        let redis = self.redis
+        let claimerGroups = keys.groups(claimer)
+        return redis.run(reads, on: loop).flatMapThrowing { replies -> (KeyFlow.ClaimRights, Set<String>) in
+            guard replies.count == 5 else { throw RedisError(.protocolViolation, "claim rights read returned \(replies.count) replies") }
+            var rights = KeyFlow.ClaimRights()
+            rights.userExists = try replies[0].checked().int == 1
+            rights.blocked = try replies[1].checked().int == 1
+            rights.contactsOnlyStranger = try replies[2].checked().string == "on" && (try replies[3].checked().string) != "contact"
+            return (rights, Set((try replies[4].checked().array ?? []).compactMap(\.string)))
+        }.flatMap { rights, theirGroups in
+            guard rights.contactsOnlyStranger, !rights.blocked, !theirGroups.isEmpty else { return loop.makeSucceededFuture(rights) }
+            return redis.run([RedisCommand("HKEYS", [claimerGroups])], on: loop).flatMapThrowing { replies in
+                var shared = rights
+                shared.shareAGroup = !theirGroups.isDisjoint(with: (try replies[0].checked().array ?? []).compactMap(\.string))
+                return shared
             }
         }
     }

@@ -102,6 +102,9 @@ struct Keys: Sendable {
     /// NAME's device links (docs/E2EE.md, "Linking a device"; `Scripts.linkStep`): field
     /// "DEVICE\0PART" for each part of the link of the new device DEVICE.
     func links(_ name: String) -> String { of(name, "links") }
+    /// How many of NAME's one-time KeyPackages CLAIMER took this hour (expires an hour after
+    /// the first; `KeyDirectoryRules.oneTimeClaimsPerHour`).
+    func claims(of name: String, by claimer: String) -> String { of(name, "claims:\(claimer)") }
     /// A conversation's MLS commits (docs/E2EE.md, Part 3), under its tag
     /// (`CommitConversation.tag`: a group's keys share it, so a commit script sees the members):
     /// its epoch (the commits stored), its last commits (field EPOCH, value a `StoredCommit`) and

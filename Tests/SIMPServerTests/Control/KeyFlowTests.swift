@@ -150,10 +150,19 @@ import Testing
 
         var claim = Simp_ClaimKeyPackages()
         claim.user = "alice"
-        #expect(try makeFlow(.claimKeyPackages(claim), device: "phone").start() == .claim(user: "alice", except: "phone"))
+        #expect(try makeFlow(.claimKeyPackages(claim), device: "phone").start() == .claim(user: "alice", except: "phone", claimer: "alice", perHour: .max),
+                "a user's own devices: no rights to read, no bound")
         claim.user = "bob"
         let other = try makeFlow(.claimKeyPackages(claim))
-        #expect(other.start() == .claim(user: "bob", except: ""))
+        #expect(other.start() == .readClaimRights(user: "bob", claimer: "alice"))
+        // Another user's packages: as bob's settings say, and bounded per hour.
+        let bounded = KeyFlow.Next.claim(user: "bob", except: "", claimer: "alice", perHour: KeyDirectoryRules.oneTimeClaimsPerHour)
+        #expect(other.claimRights(.init()) == bounded)
+        #expect(other.claimRights(.init(contactsOnlyStranger: true, shareAGroup: true)) == bounded, "a fellow group member")
+        for refused in [KeyFlow.ClaimRights(blocked: true), .init(blocked: true, shareAGroup: true), .init(contactsOnlyStranger: true)] {
+            guard case .refuse(.notAContact, _) = other.claimRights(refused) else { Issue.record("\(refused) is not NOT_A_CONTACT"); continue }
+        }
+        guard case .refuse(.unknownUser, _) = other.claimRights(.init(userExists: false)) else { Issue.record("not UNKNOWN_USER"); return }
         guard case .answer(.claimedKeyPackages(let answer)) = other.claimed([("tablet", [2], true), ("laptop", [1], false)]) else {
             Issue.record("no answer"); return
         }

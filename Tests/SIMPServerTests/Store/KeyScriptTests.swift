@@ -53,14 +53,14 @@ import Testing
         #expect(try await store.storeKeyPackages(user: "ann", device: "phone", certificate: certificate, packages: [[3]], lastResort: [9],
                                                  maxPool: 3, on: loop).get() == .done(pool: 3, lastResort: true), "a package stored already is no new one")
         // "ph" is a prefix of "phone": its range holds none of phone's packages.
-        let claimed = try await store.claimKeyPackages(of: "ann", except: "", on: loop).get()
+        let claimed = try await store.claimKeyPackages(of: "ann", except: "", claimer: "bob", perHour: 5, on: loop).get()
         #expect(claimed.map(\.device) == ["phone"] && claimed.map(\.bytes) == [[1]])
         #expect(try await store.storeCertificate(user: "ann", device: "tablet", certificate: certificate, identity: identity, maxDevices: 2,
                                                  on: loop).get() == .tooManyDevices)
         // A new key for phone drops the packages the old one signed.
         let rekeyed = [UInt8](repeating: 4, count: 96)
         _ = try await store.storeCertificate(user: "ann", device: "phone", certificate: rekeyed, identity: identity, maxDevices: 10, on: loop).get()
-        #expect(try await store.claimKeyPackages(of: "ann", except: "", on: loop).get().isEmpty)
+        #expect(try await store.claimKeyPackages(of: "ann", except: "", claimer: "bob", perHour: 5, on: loop).get().isEmpty)
         await pool.shutdown()
     }
 }
