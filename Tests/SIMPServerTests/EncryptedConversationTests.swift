@@ -246,4 +246,41 @@ import Testing
         for client in [alice, carol, again] { await client.close() }
         await cluster.stop()
     }
+
+    /// A malicious server (here: a write to its Redis) adds a device to alice's directory: a
+    /// certificate her identity never signed, and a KeyPackage of its key. bob's device does not
+    /// encrypt to it (no Welcome is made for it, its leaf is never added), and alice reads bob.
+    @Test func aDeviceTheServerAddsIsNotEncryptedTo() async throws {
+        let cluster = try await TestCluster.start()
+        let directories = (0..<2).map { _ in LocalHistoryTests.directory() }
+        defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
+        let pair = try await Self.aliceAndBob(cluster, directories)
+        let (alice, aliceLog) = pair.alice
+        let (bob, _) = pair.bob
+
+        let evil = try KeyFixtures.deviceSigner()
+        let package = try KeyFixtures("alice").keyPackage("evil", evil)
+        let certificate = Array(evil.publicKey.rawRepresentation) + [UInt8](repeating: 0x5a, count: 64)
+        let keys = try TypingTests.keys(cluster)
+        let devcerts = try #require(keys.first { $0.hasSuffix("{alice}:devcerts") })
+        let keypkgs = devcerts.replacingOccurrences(of: ":devcerts", with: ":keypkgs")
+        let hex = { (bytes: [UInt8]) in bytes.map { String(format: "%02x", $0) }.joined() }
+        _ = try cluster.redis.command(["EVAL", """
+            local function unhex(h) return (h:gsub('..', function(c) return string.char(tonumber(c, 16)) end)) end
+            redis.call('HSET', KEYS[1], 'evil', unhex(ARGV[1]))
+            redis.call('ZADD', KEYS[2], 0, 'evil' .. string.char(0) .. unhex(ARGV[2]))
+            return 1
+            """, "2", devcerts, keypkgs, hex(certificate), hex(package)])
+        #expect(try await bob.keyDirectory(of: "alice").devices.map(\.device).sorted() == ["evil", "phone"], "the server serves it")
+        #expect(try await bob.keyDirectory(of: "alice").verifiedDevices.map(\.device) == ["phone"], "it does not verify")
+
+        let id = try await bob.send(to: "alice", text: "for alice's real device")
+        #expect(await aliceLog.wait { $0.messages.contains { $0.id == id && $0.encrypted } })
+        // The commit that made the group has Welcomes for alice's phone only.
+        let welcomed = try TypingTests.keys(cluster).filter { $0.hasSuffix(":welcomes") }
+            .flatMap { try cluster.redis.command(["HKEYS", $0]).split(separator: "\r\n").map(String.init) }
+        #expect(welcomed.contains("alice/phone") && !welcomed.contains { $0.contains("evil") }, "welcomed: \(welcomed)")
+        for client in [alice, bob] { await client.close() }
+        await cluster.stop()
+    }
 }
