@@ -4,8 +4,9 @@ import SIMPClient
 
 /// `simp-chaos client`: one SIMPClient in a process of its own, for a client whose datagrams
 /// go through a lossy relay (`simp` has no flag for a datagram port other than the one the
-/// server names), end-to-end encrypted with `--e2e` as `simp --e2e` is. It reads `/send USER TEXT` lines on stdin and prints every event as the JSON
-/// line `simp --json` prints for it, so the checker reads both alike.
+/// server names), end-to-end encrypted with `--encrypt` as `simp --e2e` is. It reads
+/// `/send USER TEXT` lines on stdin and prints every event as the JSON line `simp --json`
+/// prints for it, so the checker reads both alike.
 struct ClientCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "client", shouldDisplay: false)
 
@@ -14,11 +15,12 @@ struct ClientCommand: AsyncParsableCommand {
     @Option var password: String
     @Option(name: .customLong("udp-port")) var udpPort: Int
     @Option(name: .customLong("data-dir")) var dataDirectory: String?
-    /// End-to-end encrypted, as `simp --e2e` (needs --data-dir, where the keys are kept).
-    @Flag(name: .customLong("e2e")) var endToEnd = false
+    /// End-to-end encrypted, as `simp --e2e` (needs --data-dir, where the keys are kept). Not
+    /// `--e2e`: that name is the run's own option (`--e2e on|off`), which would take it.
+    @Flag(name: .customLong("encrypt")) var endToEnd = false
 
     func validate() throws {
-        guard !endToEnd || dataDirectory != nil else { throw ValidationError("--e2e needs --data-dir: the keys are kept there") }
+        guard !endToEnd || dataDirectory != nil else { throw ValidationError("--encrypt needs --data-dir: the keys are kept there") }
     }
 
     func run() async throws {

@@ -115,7 +115,7 @@ final class ClientSlot: @unchecked Sendable {
     convenience init(index: Int, user: String, dataDirectory: String?, endToEnd: Bool, chaos: String, server: String, udpPort: Int) {
         self.init(index: index, user: user, dataDirectory: dataDirectory, executable: chaos,
                   arguments: ["client", "--server", server, "--user", user, "--password", Runner.password, "--udp-port", "\(udpPort)"]
-                      + (endToEnd ? ["--e2e"] : []))
+                      + (endToEnd ? ["--encrypt"] : []))
     }
 
     private init(index: Int, user: String, dataDirectory: String?, executable: String, arguments: [String]) {
