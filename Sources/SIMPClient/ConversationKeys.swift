@@ -182,8 +182,10 @@ actor ConversationKeys {
     }
 
     /// The messages with each sealed one opened; one that cannot be stays sealed, with why
-    /// (`IncomingMessage.unopened`).
-    func open(_ messages: [IncomingMessage], client: SIMPClient) async -> [IncomingMessage] {
+    /// (`IncomingMessage.unopened`). Throws, for the whole batch, when one could not be opened
+    /// for now (`openLater`): the batch is then neither written nor confirmed, and the server
+    /// pushes it again.
+    func open(_ messages: [IncomingMessage], client: SIMPClient) async throws(ClientError) -> [IncomingMessage] {
         var opened: [IncomingMessage] = []
         for message in messages {
             guard message.sealed else {
@@ -193,12 +195,26 @@ actor ConversationKeys {
             do {
                 opened.append(try await open(message, client: client))
             } catch {
+                if let error = error as? ClientError, Self.openLater(error) { throw error }
                 var failed = message
                 failed.unopened = Self.reason(error)
                 opened.append(failed)
             }
         }
         return opened
+    }
+
+    /// A failure to ask rather than an answer: the connection was lost or timed out, or the
+    /// server could not reach its store; the same message may open when asked again (a
+    /// `kill -9` of Redis or of a node while a device fetched a conversation's commits made
+    /// messages undecryptable for good: simp-chaos, seed 2929851673).
+    static func openLater(_ error: ClientError) -> Bool {
+        if error.isCancelled { return false }
+        switch error.code {
+        case nil: return true
+        case .storeUnavailable?, .replicasUnavailable?, .notConnected?, .rateLimited?, .sessionClosed?, .internalError?: return true
+        default: return false
+        }
     }
 
     static func reason(_ error: any Error) -> String {
