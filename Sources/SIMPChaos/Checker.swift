@@ -15,6 +15,13 @@ public enum ViolationKind: String, CaseIterable, Codable, Sendable {
     /// Two final states that exclude each other: delivered and failed, or accepted and then
     /// failed for certain (an accepted message stays accepted).
     case contradictory
+    /// A recipient reported a sealed message it could not decrypt (`undecryptable`): in a run
+    /// where every device was a member of the conversation when the message was sent, every
+    /// message must decrypt (issue 44, item 5).
+    case undecryptable
+    /// In an end-to-end encrypted run, a message shown that was not decrypted: it travelled in
+    /// plaintext.
+    case notEncrypted = "not-encrypted"
 }
 
 public struct Violation: Equatable, Codable, Sendable, CustomStringConvertible {
@@ -47,6 +54,10 @@ public struct CheckReport: Equatable, Codable, Sendable {
     /// between writing it and showing it (docs/GUARANTEES.md: "in the local history but was not
     /// shown"), the documented window, counted here and not as a violation.
     public var keptNotShown = 0
+    /// Distinct messages shown decrypted (`"encrypted":true`) by their recipient.
+    public var decrypted = 0
+    /// `undecryptable` reports over every recipient's runs (each is also a violation).
+    public var undecryptable = 0
     /// How many messages failed, by the reason's first words (up to its first colon).
     public var failureReasons: [String: Int] = [:]
     public var violations: [Violation] = []
@@ -56,14 +67,18 @@ public struct CheckReport: Equatable, Codable, Sendable {
 
 /// Checks the promise over the logs of all clients of a run: every accepted message shown
 /// exactly once, in per-conversation order, or failed with a reason; nothing failed for certain
-/// yet shown; no `delivered` for what was not shown; nothing left unresolved. Pure: the runner
-/// reads the files, this only looks at events.
+/// yet shown; no `delivered` for what was not shown; nothing left unresolved; every message a
+/// recipient received decrypted (no `undecryptable`) and, in an end-to-end encrypted run, none
+/// shown that was not decrypted. Pure: the runner reads the files, this only looks at events.
 public enum Checker {
     static let ambiguity = "may still be delivered"
 
     /// `excused`: ids accepted where the run knowingly let Redis lose acknowledged writes.
     /// `keptOnDisk`: ids found in the recipients' data directories after the run.
-    public static func check(_ logs: [ClientLog], excused: Set<String> = [], keptOnDisk: Set<String> = []) -> CheckReport {
+    /// `endToEnd`: every client ran end-to-end encrypted, so every message shown must have been
+    /// decrypted.
+    public static func check(_ logs: [ClientLog], excused: Set<String> = [], keptOnDisk: Set<String> = [],
+                             endToEnd: Bool = false) -> CheckReport {
         var fates: [String: SenderSide] = [:]
         var order: [String] = []
         for log in logs {
@@ -92,10 +107,26 @@ public enum Checker {
         var shown: [String: Int] = [:]
         var report = CheckReport()
         var unlogged = Set<String>()
+        var decrypted = Set<String>()
+        var undecryptable = Set<String>()
         for log in logs {
             // Per sender: the highest running count shown so far.
             var highest: [String: Int] = [:]
-            for case .message(let id, let from, let text, _) in log.events {
+            for event in log.events {
+                if case .undecryptable(let id, let from, let reason) = event {
+                    report.undecryptable += 1
+                    undecryptable.insert(id)
+                    report.violations.append(Violation(kind: .undecryptable, id: id,
+                                                       detail: "\(log.user) could not decrypt a message from \(from): \(reason)"))
+                    continue
+                }
+                guard case .message(let id, let from, let text, _, let encrypted) = event else { continue }
+                if encrypted {
+                    decrypted.insert(id)
+                } else if endToEnd {
+                    report.violations.append(Violation(kind: .notEncrypted, id: id,
+                                                       detail: "\(log.user) showed \(text) from \(from), not decrypted (it travelled in plaintext)"))
+                }
                 shown[id, default: 0] += 1
                 if shown[id] == 2 {
                     report.violations.append(Violation(kind: .duplicate, id: id, detail: "\(log.user) showed \(text) from \(from) again"))
@@ -110,6 +141,7 @@ public enum Checker {
             }
         }
         report.unloggedSends = unlogged.count
+        report.decrypted = decrypted.count
 
         for id in order {
             let fate = fates[id]!
@@ -127,6 +159,11 @@ public enum Checker {
             if ambiguous {
                 report.ambiguousFailed += 1
                 if received { report.ambiguousReceived += 1 }
+            }
+            if !received && undecryptable.contains(id) {
+                // Its recipient had it and said it could not decrypt it: that violation is the
+                // cause, not a loss.
+                continue
             }
             if fate.delivered && !received && keptOnDisk.contains(id) {
                 report.keptNotShown += 1

@@ -7,7 +7,11 @@ public enum LogEvent: Equatable, Sendable {
     case accepted(id: String, to: String, seq: Int)
     case delivered(id: String, to: String, seq: Int)
     case failed(id: String, to: String, reason: String)
-    case message(id: String, from: String, text: String, seq: Int)
+    /// `encrypted`: the line said `"encrypted":true`, the message travelled sealed and this
+    /// device decrypted it (docs/E2EE.md, Part 4).
+    case message(id: String, from: String, text: String, seq: Int, encrypted: Bool = false)
+    /// A sealed message this device could not open: `simp --json`'s `undecryptable` line.
+    case undecryptable(id: String, from: String, reason: String)
     /// The runner killed this client with SIGKILL here; what follows is its next run.
     case killed
     /// Anything else (`connected`, `error`, `reconnecting`, ...): kept for the record only.
@@ -25,10 +29,19 @@ public enum LogEvent: Equatable, Sendable {
         case "delivered": return .delivered(id: id, to: object["to"] as? String ?? "", seq: seq)
         case "failed": return .failed(id: id, to: object["to"] as? String ?? "", reason: object["reason"] as? String ?? "")
         case "message":
-            return .message(id: id, from: object["from"] as? String ?? "", text: object["text"] as? String ?? "", seq: seq)
+            return .message(id: id, from: object["from"] as? String ?? "", text: object["text"] as? String ?? "", seq: seq,
+                            encrypted: flag(object["encrypted"]))
+        case "undecryptable":
+            return .undecryptable(id: id, from: object["from"] as? String ?? "", reason: object["reason"] as? String ?? "")
         case "chaos-kill": return .killed
         default: return .other(event)
         }
+    }
+
+    /// A JSON `true` (Foundation gives a Bool or an NSNumber, by platform).
+    private static func flag(_ value: Any?) -> Bool {
+        if let bool = value as? Bool { return bool }
+        return (value as? NSNumber)?.boolValue ?? false
     }
 
     public static func parseLog(_ text: String) -> [LogEvent] {

@@ -182,8 +182,10 @@ actor ConversationKeys {
     }
 
     /// The messages with each sealed one opened; one that cannot be stays sealed, with why
-    /// (`IncomingMessage.unopened`).
-    func open(_ messages: [IncomingMessage], client: SIMPClient) async -> [IncomingMessage] {
+    /// (`IncomingMessage.unopened`). Throws, for the whole batch, when one could not be opened
+    /// for now (`openLater`): the batch is then neither written nor confirmed, and the server
+    /// pushes it again.
+    func open(_ messages: [IncomingMessage], client: SIMPClient) async throws(ClientError) -> [IncomingMessage] {
         var opened: [IncomingMessage] = []
         for message in messages {
             guard message.sealed else {
@@ -193,6 +195,7 @@ actor ConversationKeys {
             do {
                 opened.append(try await open(message, client: client))
             } catch {
+                if let error = error as? ClientError, Self.openLater(error) { throw error }
                 var failed = message
                 failed.unopened = Self.reason(error)
                 failed.unopenedCause = Self.cause(error)
@@ -210,6 +213,19 @@ actor ConversationKeys {
         case OpenFailure.wrongID: .wrongID
         case OpenFailure.mls: .mls
         default: .other
+        }
+    }
+
+    /// A failure to ask rather than an answer: the connection was lost or timed out, or the
+    /// server could not reach its store; the same message may open when asked again (a
+    /// `kill -9` of Redis or of a node while a device fetched a conversation's commits made
+    /// messages undecryptable for good: simp-chaos, seed 2929851673).
+    static func openLater(_ error: ClientError) -> Bool {
+        if error.isCancelled { return false }
+        switch error.code {
+        case nil: return true
+        case .storeUnavailable?, .replicasUnavailable?, .notConnected?, .rateLimited?, .sessionClosed?, .internalError?: return true
+        default: return false
         }
     }
 
@@ -339,7 +355,7 @@ actor ConversationKeys {
         let welcomes = adds.map { CommitWelcome(user: $0.user, device: $0.device, welcome: welcomeBytes) }
         if let refused = await Self.submit(commit, to: peer, welcomes: welcomes, client: client) {
             if refused.code == .commitConflict { return false }
-            throw refused
+            guard await Self.held(commit, in: peer, epoch: 0, client: client) else { throw refused }
         }
         try store.saveGroup(peer, state: try output.group.savedState(), renewedAt: clock())
         groups[peer] = output.group
@@ -417,10 +433,13 @@ actor ConversationKeys {
                 let bytes = try MLSMessage.welcome(welcome).mlsEncoded()
                 welcomes = adds.map { CommitWelcome(user: $0.user, device: $0.device, welcome: bytes) }
             }
-            if let refused = await Self.submit(try output.message.mlsEncoded(), to: conversation, epoch: epoch, welcomes: welcomes, client: client) {
-                guard refused.code == .commitConflict else { throw refused }
-                try await catchUp(conversation, client: client)
-                continue
+            let commit = try output.message.mlsEncoded()
+            if let refused = await Self.submit(commit, to: conversation, epoch: epoch, welcomes: welcomes, client: client) {
+                if refused.code == .commitConflict {
+                    try await catchUp(conversation, client: client)
+                    continue
+                }
+                guard await Self.held(commit, in: conversation, epoch: epoch, client: client) else { throw refused }
             }
             // Stored: the new epoch's state replaces whatever this epoch's state became meanwhile.
             // Its path renewed this device's leaf too.
@@ -450,9 +469,11 @@ actor ConversationKeys {
             throw ClientError("cannot make an Update for \(conversation): \(error)", code: .endToEnd)
         }
         if let refused = await Self.submit(commit, to: conversation, epoch: epoch, welcomes: [], client: client) {
-            guard refused.code == .commitConflict else { throw refused }
-            do { try await catchUp(conversation, client: client) } catch { throw Self.clientError(error) }
-            return
+            if refused.code == .commitConflict {
+                do { try await catchUp(conversation, client: client) } catch { throw Self.clientError(error) }
+                return
+            }
+            guard await Self.held(commit, in: conversation, epoch: epoch, client: client) else { throw refused }
         }
         try storeCall { try store.saveGroup(conversation, state: try output.group.savedState(), renewedAt: now) }
         groups[conversation] = output.group
@@ -465,6 +486,17 @@ actor ConversationKeys {
             if case .basic(let identity)? = group.credential(at: leaf) { identities[leaf] = identity }
         }
         return identities
+    }
+
+    /// Whether the conversation's order has `commit` on `epoch`: asked after a submit whose fate
+    /// is unknown (answered `REPLICAS_UNAVAILABLE`, stored on the master but not yet on a
+    /// replica, or not answered at all). Such a commit may hold, and a peer may already have
+    /// joined with its Welcome: it is this device's once the order shows it (docs/E2EE.md,
+    /// Part 3, "Replicas and a lost write"). Dropping it left the device out of a group it made
+    /// (simp-chaos seed 2929851673, cluster, min-replicas 1: 16 undecryptable messages).
+    private static func held(_ commit: [UInt8], in conversation: String, epoch: UInt64, client: SIMPClient) async -> Bool {
+        guard let page = try? await client.fetchCommits(in: conversation, fromEpoch: epoch) else { return false }
+        return page.commits.first { $0.epoch == epoch }?.commit == commit
     }
 
     /// Submits a commit made on `epoch`; the refusal, if any.

@@ -45,12 +45,20 @@ extension SIMPClient {
     }
 
     /// A received batch with sealed messages: opened (off the loop: it may fetch commits and
-    /// Welcomes), then written as opened, then handed back to the engine.
+    /// Welcomes), then written as opened, then handed back to the engine. A batch that could
+    /// not be opened for now (the server or its store out of reach) goes back as a write that
+    /// failed: neither shown nor confirmed, the server pushes it again.
     func openThenSave(_ batch: ReceivedSaves.Batch, in store: ClientStore) {
         Task { [self] in
             var opened = batch.messages
             if let keys = try? await conversationKeys() {
-                opened = await keys.open(batch.messages, client: self)
+                do {
+                    opened = try await keys.open(batch.messages, client: self)
+                } catch {
+                    let failure = StoreWriteError(path: store.path, ClientError("a sealed message could not be opened for now (\(error))"))
+                    loop.execute { [self] in handle(.savedOpened(.failure(failure), [])) }
+                    return
+                }
             }
             let written = opened
             store.receive(written, savedUpTo: batch.upTo) { [self] result in

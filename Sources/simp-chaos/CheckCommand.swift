@@ -8,7 +8,7 @@ import SIMPChaos
 struct CheckCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "check",
-        abstract: "Check the client logs a run kept in its directory (logs/USER.jsonl, logs/excused.txt, data-USER/).")
+        abstract: "Check the client logs a run kept in its directory (logs/USER.jsonl, logs/excused.txt, logs/e2e, data-USER/).")
 
     @Argument(help: "The run directory a run printed.")
     var directory: String
@@ -23,14 +23,15 @@ struct CheckCommand: ParsableCommand {
         var kept = Set<String>()
         for user in users { kept.formUnion((try? run.keptMessages(of: user)) ?? []) }
         let logs = try users.map { ClientLog(user: $0, events: LogEvent.parseLog(try String(contentsOf: run.log(of: $0), encoding: .utf8))) }
-        let report = Checker.check(logs, excused: run.excused(), keptOnDisk: kept)
+        let report = Checker.check(logs, excused: run.excused(), keptOnDisk: kept, endToEnd: run.endToEnd)
         if json {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys]
             print(String(decoding: try encoder.encode(report), as: UTF8.self))
         } else {
             print("messages \(report.messages), accepted \(report.accepted), delivered \(report.delivered), failed \(report.failed), "
-                  + "ambiguous \(report.ambiguousFailed), excused lost \(report.excusedLost), kept not shown \(report.keptNotShown)")
+                  + "ambiguous \(report.ambiguousFailed), excused lost \(report.excusedLost), kept not shown \(report.keptNotShown)"
+                  + (run.endToEnd ? ", decrypted \(report.decrypted), undecryptable \(report.undecryptable)" : ", plaintext run"))
             print("violations: \(report.violations.count)")
             for violation in report.violations { print("  \(violation)") }
         }
@@ -52,6 +53,11 @@ struct RunDirectory {
     func dataDirectory(of user: String) -> URL { root.appendingPathComponent("data-\(user)") }
 
     var excusedFile: URL { logs.appendingPathComponent("excused.txt") }
+
+    /// Present when the run was end-to-end encrypted (every message must have been decrypted).
+    var endToEndMarker: URL { logs.appendingPathComponent("e2e") }
+
+    var endToEnd: Bool { FileManager.default.fileExists(atPath: endToEndMarker.path) }
 
     func users() throws -> [String] {
         try FileManager.default.contentsOfDirectory(atPath: logs.path).filter { $0.hasSuffix(".jsonl") }

@@ -4,8 +4,9 @@ import SIMPClient
 
 /// `simp-chaos client`: one SIMPClient in a process of its own, for a client whose datagrams
 /// go through a lossy relay (`simp` has no flag for a datagram port other than the one the
-/// server names). It reads `/send USER TEXT` lines on stdin and prints every event as the JSON
-/// line `simp --json` prints for it, so the checker reads both alike.
+/// server names), end-to-end encrypted with `--encrypt` as `simp --e2e` is. It reads
+/// `/send USER TEXT` lines on stdin and prints every event as the JSON line `simp --json`
+/// prints for it, so the checker reads both alike.
 struct ClientCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "client", shouldDisplay: false)
 
@@ -14,6 +15,13 @@ struct ClientCommand: AsyncParsableCommand {
     @Option var password: String
     @Option(name: .customLong("udp-port")) var udpPort: Int
     @Option(name: .customLong("data-dir")) var dataDirectory: String?
+    /// End-to-end encrypted, as `simp --e2e` (needs --data-dir, where the keys are kept). Not
+    /// `--e2e`: that name is the run's own option (`--e2e on|off`), which would take it.
+    @Flag(name: .customLong("encrypt")) var endToEnd = false
+
+    func validate() throws {
+        guard !endToEnd || dataDirectory != nil else { throw ValidationError("--encrypt needs --data-dir: the keys are kept there") }
+    }
 
     func run() async throws {
         let parts = server.split(separator: ":")
@@ -22,10 +30,16 @@ struct ClientCommand: AsyncParsableCommand {
         config.reconnectBase = .milliseconds(200)
         config.udpPortOverride = udpPort
         config.dataDirectory = dataDirectory
+        config.endToEnd = endToEnd
         let output = JSONLines()
         let client = SIMPClient(configuration: config)
         do {
             try await client.connect(user: user, password: password)
+            // As simp --e2e: the identity (made on the first run, kept in the data directory)
+            // and KeyPackages before the first line, so `connected` means ready to encrypt.
+            if endToEnd, try await client.setUpIdentity() == .needsLinking {
+                output.emit(["event": "needs-linking"])
+            }
         } catch {
             output.emit(["event": "error", "message": "\(error)"])
             throw ExitCode(1)
@@ -76,14 +90,18 @@ private final class JSONLines: @unchecked Sendable {
         case .delivered(let id, let to, let seq): emit(["event": "delivered", "id": id, "to": to, "seq": Int(seq)])
         case .failed(let id, let to, let reason, _): emit(["event": "failed", "id": id, "to": to, "reason": reason])
         case .message(let m):
-            emit(["event": "message", "id": m.id, "from": m.from, "text": m.text, "seq": Int(m.seq), "sentAt": Int((m.sentAt.timeIntervalSince1970 * 1000).rounded()),
-                  "receivedAt": Int(Date().timeIntervalSince1970 * 1000)])
+            var object: [String: Any] = ["event": "message", "id": m.id, "from": m.from, "text": m.text, "seq": Int(m.seq),
+                                         "sentAt": Int((m.sentAt.timeIntervalSince1970 * 1000).rounded()),
+                                         "receivedAt": Int(Date().timeIntervalSince1970 * 1000)]
+            if m.encrypted { object["encrypted"] = true }
+            emit(object)
+        case .undecryptable(let from, let id, let reason): emit(["event": "undecryptable", "from": from, "id": id, "reason": reason])
+        case .identityChanged(let user): emit(["event": "identity-changed", "user": user])
         case .retracted(let id, let from, let reason): emit(["event": "retracted", "id": id, "from": from, "reason": reason])
         case .error(let message, _): emit(["event": "error", "message": message])
         case .eventsDropped(let count):
             emit(["event": "error", "message": "events dropped: \(count) (this consumer fell behind its buffer; read the local history to catch up)"])
-        case .groupAccepted, .memberDelivered, .groupChanged, .contactRequest, .contactAccepted, .groupInvited, .read, .typing, .presence,
-             .identityChanged, .undecryptable: break
+        case .groupAccepted, .memberDelivered, .groupChanged, .contactRequest, .contactAccepted, .groupInvited, .read, .typing, .presence: break
         @unknown default: break
         }
     }

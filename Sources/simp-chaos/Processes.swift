@@ -23,7 +23,8 @@ final class Node: @unchecked Sendable {
     /// Every run's process, for its stderr after the run.
     private var runs: [ChildProcess] = []
 
-    init(index: Int, binary: String, logLevel: String, redisArguments: [String]) throws {
+    /// `more`: further simp-server options (`--e2e required` for an encrypted run).
+    init(index: Int, binary: String, logLevel: String, redisArguments: [String], more: [String] = []) throws {
         self.index = index
         self.binary = binary
         tcpPort = try freeTCPPort()
@@ -35,7 +36,7 @@ final class Node: @unchecked Sendable {
                      "--max-registrations-per-ip", "1000", "--log-level", logLevel,
                      // A run checks delivery, not hashing: its logins cost what they did before
                      // the default rose to 2^17.
-                     "--scrypt-rounds", "16384"] + redisArguments
+                     "--scrypt-rounds", "16384"] + redisArguments + more
     }
 
     var name: String { "node-\(index + 1)" }
@@ -102,16 +103,19 @@ final class ClientSlot: @unchecked Sendable {
     /// Killed by the nemesis and not yet started again.
     private(set) var down = false
 
-    /// `simp` (the REPL, `--json`) on `servers`, the usual client.
-    convenience init(index: Int, user: String, dataDirectory: String?, simp: String, servers: String) {
+    /// `simp` (the REPL, `--json`) on `servers`, the usual client; `--e2e` with `endToEnd` (it
+    /// needs the data directory).
+    convenience init(index: Int, user: String, dataDirectory: String?, endToEnd: Bool, simp: String, servers: String) {
         self.init(index: index, user: user, dataDirectory: dataDirectory, executable: simp,
-                  arguments: ["--server", servers, "--user", user, "--password", Runner.password, "--json", "--reconnect-base", "0.2", "--linger", "0"])
+                  arguments: ["--server", servers, "--user", user, "--password", Runner.password, "--json", "--reconnect-base", "0.2", "--linger", "0"]
+                      + (endToEnd ? ["--e2e"] : []))
     }
 
     /// `simp-chaos client` on one node, its datagrams through a relay on `udpPort`.
-    convenience init(index: Int, user: String, dataDirectory: String?, chaos: String, server: String, udpPort: Int) {
+    convenience init(index: Int, user: String, dataDirectory: String?, endToEnd: Bool, chaos: String, server: String, udpPort: Int) {
         self.init(index: index, user: user, dataDirectory: dataDirectory, executable: chaos,
-                  arguments: ["client", "--server", server, "--user", user, "--password", Runner.password, "--udp-port", "\(udpPort)"])
+                  arguments: ["client", "--server", server, "--user", user, "--password", Runner.password, "--udp-port", "\(udpPort)"]
+                      + (endToEnd ? ["--encrypt"] : []))
     }
 
     private init(index: Int, user: String, dataDirectory: String?, executable: String, arguments: [String]) {

@@ -19,6 +19,9 @@ final class Runner: @unchecked Sendable {
         var settle: Double
         /// simp-server's --log-level (its stderr is kept in logs/node-N.log).
         var nodeLogLevel = "warning"
+        /// Every client end-to-end encrypted (`simp --e2e`, each on a data directory of its own
+        /// that its restarts keep), the nodes refusing plaintext (`--e2e required`).
+        var endToEnd = true
         var say: @Sendable (String) -> Void
     }
 
@@ -66,7 +69,8 @@ final class Runner: @unchecked Sendable {
         let server = options.binDirectory + "/simp-server"
         let redisArguments = redis.serverArguments + (plan.minReplicas > 0 ? ["--redis-min-replicas", "\(plan.minReplicas)"] : [])
         for index in 0..<plan.topology.nodes {
-            let node = try Node(index: index, binary: server, logLevel: options.nodeLogLevel, redisArguments: redisArguments)
+            let node = try Node(index: index, binary: server, logLevel: options.nodeLogLevel, redisArguments: redisArguments,
+                                more: options.endToEnd ? ["--e2e", "required"] : [])
             try node.start()
             nodes.append(node)
         }
@@ -79,7 +83,8 @@ final class Runner: @unchecked Sendable {
         var rng = SIMPChaos.SplitMix64(seed: plan.seed ^ 0x5EED)
         let simp = options.binDirectory + "/simp"
         for (index, user) in plan.users.enumerated() {
-            let dataDir = plan.dataDirClients.contains(index) ? RunDirectory(options.directory).dataDirectory(of: user).path : nil
+            // Encrypted, every client keeps its keys in a data directory; else the plan's half.
+            let dataDir = options.endToEnd || plan.dataDirClients.contains(index) ? RunDirectory(options.directory).dataDirectory(of: user).path : nil
             if let dataDir { try FileManager.default.createDirectory(atPath: dataDir, withIntermediateDirectories: true) }
             // Each client has the nodes in an order of its own, so a lost node's clients spread.
             let servers = nodes.map(\.address).shuffled(using: &rng).joined(separator: ",")
@@ -89,10 +94,10 @@ final class Runner: @unchecked Sendable {
                 let node = nodes[index % nodes.count]
                 let proxy = try UDPFaultProxy(serverPort: node.udpPort, profile: FaultProfile(drop: loss.rate), seed: plan.seed &+ UInt64(index))
                 proxies.append((user, proxy))
-                client = ClientSlot(index: index, user: user, dataDirectory: dataDir, chaos: options.binDirectory + "/simp-chaos",
+                client = ClientSlot(index: index, user: user, dataDirectory: dataDir, endToEnd: options.endToEnd, chaos: options.binDirectory + "/simp-chaos",
                                     server: node.address, udpPort: proxy.port)
             } else {
-                client = ClientSlot(index: index, user: user, dataDirectory: dataDir, simp: simp, servers: servers)
+                client = ClientSlot(index: index, user: user, dataDirectory: dataDir, endToEnd: options.endToEnd, simp: simp, servers: servers)
             }
             try client.start(environment: environment)
             clients.append(client)
@@ -311,7 +316,7 @@ final class Runner: @unchecked Sendable {
     /// `final`: the clients have stopped; a data directory that cannot be read is noted.
     func check(final: Bool = false) -> CheckReport {
         let (logs, excused) = locked { (clients.map { $0.log() }, self.excused) }
-        return Checker.check(logs, excused: excused, keptOnDisk: keptOnDisk(noting: final))
+        return Checker.check(logs, excused: excused, keptOnDisk: keptOnDisk(noting: final), endToEnd: options.endToEnd)
     }
 
     /// The ids of the received messages in the clients' data directories, read once the
@@ -350,6 +355,7 @@ final class Runner: @unchecked Sendable {
                 client.removeFiles()
             }
             try? excused.sorted().map { $0 + "\n" }.joined().write(to: run.excusedFile, atomically: true, encoding: .utf8)
+            if options.endToEnd { try? "".write(to: run.endToEndMarker, atomically: true, encoding: .utf8) }
         }
         for (_, proxy) in proxies { proxy.shutdown() }
         for node in nodes {

@@ -165,4 +165,70 @@ import Testing
             .message(id: "9", from: "bob", text: "bob#0", seq: 4), .killed,
         ])
     }
+
+    // MARK: end-to-end encrypted runs
+
+    /// `cleanRun` with every message shown decrypted, as `simp --e2e` prints it.
+    func encryptedRun(count: Int = 3) -> (alice: [LogEvent], bob: [LogEvent]) {
+        var (alice, bob) = cleanRun(count: count)
+        bob = bob.map { event in
+            guard case .message(let id, let from, let text, let seq, _) = event else { return event }
+            return .message(id: id, from: from, text: text, seq: seq, encrypted: true)
+        }
+        return (alice, bob)
+    }
+
+    func checkEncrypted(_ alice: [LogEvent], _ bob: [LogEvent], endToEnd: Bool = true) -> CheckReport {
+        Checker.check([ClientLog(user: "alice", events: alice), ClientLog(user: "bob", events: bob)], endToEnd: endToEnd)
+    }
+
+    @Test func anEncryptedRunWithEveryMessageDecryptedIsClean() {
+        let (alice, bob) = encryptedRun()
+        let report = checkEncrypted(alice, bob)
+        #expect(report.violations == [])
+        #expect(report.decrypted == 3)
+        #expect(report.undecryptable == 0)
+    }
+
+    @Test func aMessageItsRecipientCouldNotDecryptIsAViolation() {
+        var (alice, bob) = encryptedRun()
+        // bob was killed and came back without the keys for a1: confirmed (alice sees
+        // delivered), reported, not shown.
+        let index = bob.firstIndex { if case .message("a1", _, _, _, _) = $0 { true } else { false } }!
+        bob[index] = .undecryptable(id: "a1", from: "alice", reason: "no state for this conversation")
+        let report = checkEncrypted(alice, bob)
+        #expect(report.violations.map(\.kind) == [.undecryptable])
+        #expect(report.violations.first?.id == "a1")
+        #expect(report.violations.first?.detail.contains("no state for this conversation") == true)
+        #expect(report.undecryptable == 1)
+        #expect(report.decrypted == 2)
+        // A plaintext run that meets one is held to it too.
+        #expect(checkEncrypted(alice, bob, endToEnd: false).violations.map(\.kind) == [.undecryptable])
+    }
+
+    @Test func aMessageShownWithoutDecryptionInAnEncryptedRunIsNotEncrypted() {
+        var (alice, bob) = encryptedRun()
+        let index = bob.firstIndex { if case .message("a2", _, _, _, _) = $0 { true } else { false } }!
+        bob[index] = .message(id: "a2", from: "alice", text: "alice#2", seq: 3)
+        let report = checkEncrypted(alice, bob)
+        #expect(report.violations.map(\.kind) == [.notEncrypted])
+        #expect(report.violations.first?.id == "a2")
+        #expect(report.decrypted == 2)
+        // The same log of a plaintext run is clean.
+        #expect(checkEncrypted(alice, bob, endToEnd: false).violations == [])
+        #expect(check(cleanRun().alice, cleanRun().bob).violations == [])
+    }
+
+    @Test func parsesEncryptedAndUndecryptableLines() {
+        let text = """
+        {"encrypted":true,"event":"message","from":"bob","fromDevice":"d1","id":"9","receivedAt":1,"seq":4,"sentAt":1,"text":"bob#0","to":"alice"}
+        {"event":"message","from":"bob","id":"10","receivedAt":1,"seq":5,"sentAt":1,"text":"bob#1"}
+        {"event":"undecryptable","from":"bob","id":"11","reason":"not a member of this conversation's group"}
+        """
+        #expect(LogEvent.parseLog(text) == [
+            .message(id: "9", from: "bob", text: "bob#0", seq: 4, encrypted: true),
+            .message(id: "10", from: "bob", text: "bob#1", seq: 5, encrypted: false),
+            .undecryptable(id: "11", from: "bob", reason: "not a member of this conversation's group"),
+        ])
+    }
 }
