@@ -276,4 +276,83 @@ struct UDPBlockedTests {
         for client in [alice, phone, laptop, carol] { await client.close() }
         try await loops.group.shutdownGracefully()
     }
+    /// Issue 45, items 2 and 3: UDP cut mid-session while 20 messages a second flow, then let
+    /// through again. Both sessions move to the stream (the sender's client asks, the server
+    /// moves the recipient when its pushes go unanswered), nothing is lost, repeated or
+    /// reordered, no gap between arrivals is over 3 s (recorded times, compared), and after
+    /// the restore the probes move both back to UDP: no message travels on the stream after.
+    @Test func udpCutMidSessionMovesBothToTheStreamAndBackWithNothingLostAndNoLongGap() async throws {
+        let stack = try NamespaceStack()
+        defer { withExtendedLifetime(stack) {} }
+        let loops = try await NamespacedLoop(stack.ns)
+        let config = Self.configuration(stack)
+        func connected(_ user: String) async throws -> (SIMPClient, EventLog) {
+            let client = SIMPClient(configuration: config, eventLoopGroup: loops.group)
+            let log = EventLog(client)
+            try await client.register(user: user, password: "pw-\(user)")
+            try await client.connect(user: user, password: "pw-\(user)")
+            return (client, log)
+        }
+        let (bob, bobLog) = try await connected("bob")
+        let (alice, aliceLog) = try await connected("alice")
+        #expect(alice.path == .udp && bob.path == .udp, "UDP works at the start")
+        var ids: [String] = []
+        var cutAt: Date?
+        var restoredAt: Date?
+        var dropped = 0
+        let start = Date()
+        // 20 a second: UDP cut after 2 s, let through again at 6 s, messages until 14 s.
+        for index in 0..<280 {
+            let due = start.addingTimeInterval(Double(index) / 20)
+            let wait = due.timeIntervalSinceNow
+            if wait > 0 { try await Task.sleep(for: .milliseconds(Int(wait * 1000))) }
+            if index == 40 {
+                try stack.ns.run("iptables", "-I", "INPUT", "1", "-p", "udp", "-j", "DROP")
+                cutAt = Date()
+            }
+            if index == 120 {
+                dropped = try Self.droppedUDP(stack.ns)
+                try stack.ns.run("iptables", "-D", "INPUT", "-p", "udp", "-j", "DROP")
+                restoredAt = Date()
+            }
+            ids.append(try await alice.send(to: "bob", text: "flow \(index)"))
+        }
+        #expect(await bobLog.wait(timeout: .seconds(60)) { Set($0.messages.map(\.id)).isSuperset(of: ids) },
+                "\(bobLog.messages.count) of \(ids.count) arrived")
+        #expect(await aliceLog.wait(timeout: .seconds(60)) { Set($0.delivered).isSuperset(of: ids) || !$0.failed.isEmpty })
+        let aliceBack = await aliceLog.wait(timeout: .seconds(30)) { $0.all.filter { $0 == .path(.udp) }.count >= 1 }
+        let bobBack = await bobLog.wait(timeout: .seconds(30)) { $0.all.filter { $0 == .path(.udp) }.count >= 1 }
+        #expect(aliceBack && bobBack, "both back on UDP")
+        for log in [aliceLog, bobLog] {
+            let paths = log.all.compactMap { if case .path(let path) = $0 { path } else { nil } }
+            #expect(paths.first == .stream && paths.last == .udp, "to the stream and back: \(paths)")
+        }
+        // Recorded arrival times, compared: the longest wait between two arrivals in a row.
+        let times = ids.compactMap { bobLog.arrivalTimes[$0] }.sorted()
+        let gaps = zip(times.dropFirst(), times).map { $0.timeIntervalSince($1) }
+        let longest = gaps.max() ?? 0
+        #expect(longest < 3, "longest gap between arrivals \(longest) s")
+        // Each message once, in the order sent; each delivered once.
+        #expect(bobLog.messages.map(\.id) == ids, "each once, in order, across both changes")
+        #expect(aliceLog.failed.isEmpty, "\(aliceLog.failed)")
+        #expect(aliceLog.delivered.count == Set(aliceLog.delivered).count)
+        // After the move back, UDP carries the messages: the stream's counter stays still.
+        let streamed = { stack.metric(#"simp_stream_payloads_total{direction="in"}"#) + stack.metric(#"simp_stream_payloads_total{direction="out"}"#) }
+        let streamedBefore = streamed()
+        var after: [String] = []
+        for index in 0..<20 { after.append(try await alice.send(to: "bob", text: "after \(index)")) }
+        #expect(await bobLog.wait(timeout: .seconds(20)) { Set($0.messages.map(\.id)).isSuperset(of: after) })
+        #expect(streamed() == streamedBefore, "after the move back no message went on the stream")
+        #expect(streamedBefore > 0, "the stream carried messages while UDP was cut")
+        #expect(alice.path == .udp && bob.path == .udp)
+        #expect(stack.metric(#"simp_path_changes_total{to="stream"}"#) == 2)
+        #expect(dropped > 0, "the rule dropped UDP while it was in")
+        print("UDP cut mid-session: cut at \(cutAt.map { String(format: "%.2f s", $0.timeIntervalSince(start)) } ?? "-"), "
+              + "restored at \(restoredAt.map { String(format: "%.2f s", $0.timeIntervalSince(start)) } ?? "-"); longest gap "
+              + String(format: "%.2f s", longest) + "; \(Int(streamedBefore)) payload datagrams on the stream, \(dropped) UDP packets dropped; "
+              + "alice \(aliceLog.all.compactMap { if case .path(let p) = $0 { p.rawValue } else { nil } }), "
+              + "bob \(bobLog.all.compactMap { if case .path(let p) = $0 { p.rawValue } else { nil } })")
+        for client in [alice, bob] { await client.close() }
+        try await loops.group.shutdownGracefully()
+    }
 }
