@@ -347,11 +347,58 @@ struct UDPBlockedTests {
         #expect(alice.path == .udp && bob.path == .udp)
         #expect(stack.metric(#"simp_path_changes_total{to="stream"}"#) == 2)
         #expect(dropped > 0, "the rule dropped UDP while it was in")
+        let reasons = stack.server.process.stderr.split(separator: "\n").filter { $0.contains("session path changed") }
+            .compactMap { $0.split(separator: " ").first { $0.hasPrefix("reason=") } }
+        #expect(reasons.contains("reason=client-asked") || reasons.contains("reason=udp-silent"), "\(reasons)")
         print("UDP cut mid-session: cut at \(cutAt.map { String(format: "%.2f s", $0.timeIntervalSince(start)) } ?? "-"), "
               + "restored at \(restoredAt.map { String(format: "%.2f s", $0.timeIntervalSince(start)) } ?? "-"); longest gap "
               + String(format: "%.2f s", longest) + "; \(Int(streamedBefore)) payload datagrams on the stream, \(dropped) UDP packets dropped; "
-              + "alice \(aliceLog.all.compactMap { if case .path(let p) = $0 { p.rawValue } else { nil } }), "
+              + "server: \(reasons); alice \(aliceLog.all.compactMap { if case .path(let p) = $0 { p.rawValue } else { nil } }), "
               + "bob \(bobLog.all.compactMap { if case .path(let p) = $0 { p.rawValue } else { nil } })")
+        for client in [alice, bob] { await client.close() }
+        try await loops.group.shutdownGracefully()
+    }
+    /// Issue 45, item 4: UDP policed at 20 packets a second (an iptables limit match in the
+    /// namespace: 20 a second, bursts of 20, the rest dropped). Bob has 1,500 messages waiting
+    /// when he connects; the server finds the bottleneck far below what the stream carries and
+    /// moves his session there, so the backlog arrives in under 5 s (recorded times, compared)
+    /// instead of at the policer's rate; each once, in order.
+    @Test func aBacklogBehindAUDPPolicerCatchesUpOverTheStream() async throws {
+        let stack = try NamespaceStack()
+        defer { withExtendedLifetime(stack) {} }
+        let loops = try await NamespacedLoop(stack.ns)
+        let config = Self.configuration(stack)
+        func client(_ user: String) async throws -> (SIMPClient, EventLog) {
+            let client = SIMPClient(configuration: config, eventLoopGroup: loops.group)
+            let log = EventLog(client)
+            try await client.register(user: user, password: "pw-\(user)")
+            return (client, log)
+        }
+        let (bob, bobLog) = try await client("bob")
+        let (alice, aliceLog) = try await client("alice")
+        try await alice.connect(user: "alice", password: "pw-alice")
+        var ids: [String] = []
+        for index in 0..<1500 { ids.append(try await alice.send(to: "bob", text: "backlog \(index)")) }
+        #expect(await aliceLog.wait(timeout: .seconds(60)) { Set($0.accepted).isSuperset(of: ids) }, "all stored for bob")
+        try stack.ns.run("iptables", "-I", "INPUT", "1", "-p", "udp", "-m", "limit", "--limit", "20/second", "--limit-burst", "20", "-j", "ACCEPT")
+        try stack.ns.run("iptables", "-I", "INPUT", "2", "-p", "udp", "-j", "DROP")
+        let start = Date()
+        try await bob.connect(user: "bob", password: "pw-bob")
+        #expect(await bobLog.wait(timeout: .seconds(60)) { Set($0.messages.map(\.id)).isSuperset(of: ids) },
+                "\(bobLog.messages.count) of \(ids.count) arrived")
+        let last = ids.compactMap { bobLog.arrivalTimes[$0] }.max()
+        let took = last.map { $0.timeIntervalSince(start) } ?? .infinity
+        #expect(took < 5, "the backlog took \(took) s from bob's connect")
+        #expect(bobLog.messages.map(\.id) == ids, "each once, in order")
+        let dropped = try Self.droppedUDP(stack.ns)
+        let paths = bobLog.all.compactMap { if case .path(let path) = $0 { path.rawValue } else { nil } }
+        let connectedOn = bobLog.all.compactMap { if case .connected(_, let path) = $0 { path.rawValue } else { nil } }
+        print("UDP policed at 20/s: 1500 waiting messages arrived \(String(format: "%.2f s", took)) after bob's connect; "
+              + "bob connected on \(connectedOn), then \(paths); \(dropped) UDP packets over the limit dropped; "
+              + "\(Int(stack.metric(#"simp_stream_payloads_total{direction="out"}"#))) payload datagrams out on the stream")
+        #expect(dropped > 0, "the policer dropped UDP")
+        let log = stack.server.process.stderr
+        #expect(log.contains("reason=udp-throttled"), "the server moved bob because UDP was throttled")
         for client in [alice, bob] { await client.close() }
         try await loops.group.shutdownGracefully()
     }

@@ -151,6 +151,12 @@ public struct CongestionController: Sendable, Equatable {
         }
     }
 
+    /// The bottleneck's rate in bytes per second, once a ceiling stopped the losses (a policer
+    /// found, `policed`); nil while none is known.
+    public var bottleneckRate: Double? {
+        policed ? ceiling : nil
+    }
+
     /// Something sent is no longer waited for (given up on): out of flight, no event.
     public mutating func discarded(bytes: Int) {
         bytesInFlight = max(0, bytesInFlight - bytes)

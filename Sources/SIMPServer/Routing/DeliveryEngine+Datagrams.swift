@@ -113,7 +113,7 @@ extension DeliveryEngine {
             if !session.path.onStream { session.udpSilence.heard(now: now.deadline) }
             sendBound(session)
         case .movedToStream:
-            movedToStream(session, now: now)
+            movedToStream(session, because: "client-asked", now: now)
         case .badToken:
             metrics.dropped(.badBindToken)
             act(.send(.error(.invalidToken, "bind token does not belong to this session"), session: session.id))
@@ -128,13 +128,13 @@ extension DeliveryEngine {
     /// takes the stream, says so (`bound` with an empty address), and everything unconfirmed
     /// goes again inside the connection, in push order, under a new controller (what went over
     /// UDP is no measure of the stream). The client de-duplicates what arrived both ways.
-    mutating func moveToStream(_ session: Session, now: Moment) {
+    mutating func moveToStream(_ session: Session, because reason: String, now: Moment) {
         session.path.leaveUDP()
-        movedToStream(session, now: now)
+        movedToStream(session, because: reason, now: now)
     }
 
-    private mutating func movedToStream(_ session: Session, now: Moment) {
-        pathChanged(session, from: .udp)
+    private mutating func movedToStream(_ session: Session, because reason: String, now: Moment) {
+        pathChanged(session, from: .udp, because: reason)
         sendBound(session)
         _ = session.pushes.expediteAll(now: now.deadline)
         for (seq, push) in session.pushes.unpark() { self.push(seq, push, to: session, now: now) }
@@ -143,10 +143,12 @@ extension DeliveryEngine {
     }
 
     /// The session took a path (`from` nil: its bind): counted, and logged.
-    private mutating func pathChanged(_ session: Session, from: DatagramPath?) {
+    private mutating func pathChanged(_ session: Session, from: DatagramPath?, because reason: String? = nil) {
         metrics.pathChanged(from: from, to: session.datagramPath)
         let path = session.datagramPath?.rawValue ?? "none"
-        logger.info(from == nil ? "session bound" : "session path changed", metadata: session.logMetadata.merging(["path": "\(path)"]) { $1 })
+        var metadata = session.logMetadata.merging(["path": "\(path)"]) { $1 }
+        if let reason { metadata["reason"] = "\(reason)" }
+        logger.info(from == nil ? "session bound" : "session path changed", metadata: metadata)
     }
 
     private mutating func sendBound(_ session: Session) {

@@ -151,9 +151,15 @@ extension DeliveryEngine {
                 session.udpSilence.timeout()
                 // Gone quiet while the connection lives: the stream carries it (Losing UDP).
                 if settings.datagramsOverStream, session.udpSilence.lost(now: now.deadline) {
-                    moveToStream(session, now: now)
+                    moveToStream(session, because: "udp-silent", now: now)
                     continue
                 }
+            }
+            // Policed far below what the stream would carry, with a backlog: the stream
+            // delivers more (docs/PROTOCOL.md, Throttled UDP).
+            if settings.datagramsOverStream, session.pushes.throttled {
+                moveToStream(session, because: "udp-throttled", now: now)
+                continue
             }
             if session.pushes.hasQueued { releasing.insert(id) }
         }

@@ -79,6 +79,57 @@ import Testing
         #expect(queue.isEmpty)
     }
 
+    /// Issue 45, item 4: 1,500 pushes through a policer of 20 datagrams a second (bursts of
+    /// 20) on a 1 ms path, the receiver confirming what arrived in order and naming the gaps
+    /// every 10 ms: within 2 s the queue says UDP is throttled (a bottleneck far below what
+    /// the stream carries) while most of the backlog still waits.
+    @Test func aBacklogBehindAPolicerIsFoundThrottled() {
+        var queue = PushQueue(policy: RetransmitPolicy(maxBackoff: .seconds(4), giveUpAfter: .seconds(60)))
+        for seq: UInt64 in 1...1500 {
+            _ = queue.push(seq, Push(bytes: [UInt8(seq >> 8), UInt8(seq & 0xFF)] + Array(repeating: 0x61, count: 60), from: "alice", id: "m\(seq)"))
+        }
+        var budget = TokenBucket(rate: 1_000_000, burst: 1_000_000, now: t0)
+        var tokens = 20.0
+        var arrived = Set<UInt64>()
+        var confirmed: UInt64 = 0
+        var throttledAt: Int64?
+        for ms in Int64(1)...3000 {
+            let now = t0 + .milliseconds(ms)
+            tokens = min(20, tokens + 0.02)
+            for datagram in queue.release(now: now, bundles: true).datagrams {
+                guard tokens >= 1 else { continue }
+                tokens -= 1
+                for push in datagram { arrived.insert(UInt64(push[0]) << 8 | UInt64(push[1])) }
+            }
+            _ = queue.due(now: now)
+            if ms % 10 == 0 {
+                while arrived.contains(confirmed + 1) { confirmed += 1 }
+                _ = queue.confirm(upTo: confirmed, now: now)
+                let highest = arrived.max() ?? 0
+                let gaps = highest > confirmed ? (confirmed + 1..<highest).filter { !arrived.contains($0) }.prefix(64) : []
+                _ = queue.missing(gaps, budget: &budget, now: now)
+            }
+            if queue.throttled {
+                throttledAt = ms
+                break
+            }
+        }
+        #expect(throttledAt.map { $0 <= 2000 } == true, "found throttled at \(throttledAt.map { "\($0) ms" } ?? "never")")
+        #expect(arrived.count < 1000, "most still waited: \(arrived.count) arrived")
+    }
+
+    @Test func aBacklogOnAWorkingPathIsNotThrottled() {
+        var queue = PushQueue(policy: RetransmitPolicy(maxBackoff: .seconds(4), giveUpAfter: .seconds(60)))
+        for seq: UInt64 in 1...1500 { _ = queue.push(seq, Push(bytes: Array(repeating: 0x61, count: 60), from: "alice", id: "m\(seq)")) }
+        var released: UInt64 = 0
+        for ms in Int64(1)...500 {
+            let now = t0 + .milliseconds(ms)
+            released += UInt64(queue.release(now: now, bundles: true).datagrams.flatMap { $0 }.count)
+            _ = queue.confirm(upTo: released, now: now + .milliseconds(1))
+            #expect(!queue.throttled)
+        }
+    }
+
     @Test func pushesReleasedOverUDPAreStillRetransmitted() {
         var queue = PushQueue(policy: RetransmitPolicy(maxBackoff: .seconds(1), giveUpAfter: .seconds(30)))
         _ = queue.push(1, Push(bytes: [1], from: "alice", id: "m1"))
