@@ -101,6 +101,8 @@ extension ClientEngine {
             if lifecycle.isBound, !resends.transmit.isEmpty, paths.udpTimedOut(now: now.deadline) { askForStream() }
             perform(resends, .timeout, now: now)
         }
+        // Held back by a policer far below the stream's rate: the stream is asked for.
+        if lifecycle.isBound, uplink.throttled, paths.udpThrottled() { askForStream() }
         if due.bind { sendBind(now: now.deadline) }
         if paths.streamBindDue(now: now.deadline) { sendBindOverStream() }
         if paths.udpProbeDue(now: now.deadline) { probeUDP() }

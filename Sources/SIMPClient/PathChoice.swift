@@ -8,8 +8,9 @@ import SIMPCore
 /// says which path it took (an empty `address`: the stream).
 ///
 /// On UDP, `UDPSilence` watches the retransmit timeouts: when UDP has gone quiet (three in a
-/// row and a second without an answer), a BIND over the stream asks the server to move the
-/// session there (Losing UDP). On the stream, UDP is probed with a BIND over UDP; the server
+/// row and a second without an answer), or messages wait behind a policer far below the
+/// stream's rate, an empty BIND over the stream asks the server to move the session there
+/// (Losing UDP, Throttled UDP). On the stream, UDP is probed with a BIND over UDP; the server
 /// challenges its address, and its `bound` after the answer moves both ends to UDP. The probes'
 /// back-off: a session that took the stream at its start (UDP never worked) probes after
 /// `probeStart`, doubling to `probeCap`; one that lost UDP mid-session probes after
@@ -113,6 +114,14 @@ struct PathChoice: Sendable, Equatable {
         guard allowed, path == .udp, !streamAsked else { return false }
         silence.timeout()
         guard silence.lost(now: now) else { return false }
+        streamAsked = true
+        return true
+    }
+
+    /// On UDP, messages wait behind a policer far below the stream's rate: whether the BIND
+    /// asking for the stream goes now (once until the server answers).
+    mutating func udpThrottled() -> Bool {
+        guard allowed, path == .udp, !streamAsked else { return false }
         streamAsked = true
         return true
     }

@@ -136,6 +136,20 @@ import Testing
         #expect(paths.falls == 0)
     }
 
+    @Test func aThrottledUDPAsksForTheStreamOnce() {
+        var paths = PathChoice(allowed: true)
+        paths.sessionOpened(now: t0)
+        _ = paths.bound(address: "10.0.0.1:7701", now: ms(10))
+        let first = paths.udpThrottled()
+        let again = paths.udpThrottled()
+        #expect(first && !again)
+        var never = PathChoice(allowed: false)
+        never.sessionOpened(now: t0)
+        _ = never.bound(address: "10.0.0.1:7701", now: ms(10))
+        let asked = never.udpThrottled()
+        #expect(!asked)
+    }
+
     @Test func aNewSessionStartsOverWithNothingKnown() {
         var paths = PathChoice(allowed: true)
         paths.sessionOpened(now: t0)
@@ -329,5 +343,53 @@ import Testing
         for now in stride(from: Int64(10), through: 5000, by: 10) { actions += engine.handle(.tick, at: T.at(now)) }
         #expect(Self.streamed(actions).isEmpty)
         #expect(T.datagrams(actions).count >= 15, "BIND over UDP every 250 ms")
+    }
+}
+
+/// Issue 45, item 4, the client's direction: 1,500 messages through a policer of 20 datagrams
+/// a second (bursts of 20) on a 1 ms path, the server acknowledging what arrives and naming
+/// what it skipped: within 2 s the uplink says UDP is throttled, while most still wait.
+@Suite struct UplinkThrottleTests {
+    let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000)
+
+    @Test func aBacklogBehindAPolicerIsFoundThrottled() {
+        var uplink = Uplink(windowed: true)
+        let payload = Array(repeating: UInt8(0x61), count: 60)
+        for index in 0..<1500 { uplink.send("m\(index)", payload, now: t0, reason: .first) }
+        var tokens = 20.0
+        var arrived = 0
+        var throttledAt: Int64?
+        for ms in Int64(1)...3000 {
+            let now = t0 + .milliseconds(ms)
+            tokens = min(20, tokens + 0.02)
+            let release = uplink.release(now: now, bundles: false)
+            for id in release.ids {
+                if tokens >= 1 {
+                    tokens -= 1
+                    arrived += 1
+                    uplink.acknowledged(id, now: now + .milliseconds(1))
+                } else {
+                    // The server names it missing with what arrives next: sent again, a loss shown.
+                    uplink.send(id, payload, now: now + .milliseconds(1), reason: .reported)
+                }
+            }
+            if uplink.throttled {
+                throttledAt = ms
+                break
+            }
+        }
+        #expect(throttledAt.map { $0 <= 2000 } == true, "found throttled at \(throttledAt.map { "\($0) ms" } ?? "never")")
+        #expect(arrived < 1000, "\(arrived) arrived")
+    }
+
+    @Test func aBacklogOnAWorkingPathIsNotThrottled() {
+        var uplink = Uplink(windowed: true)
+        let payload = Array(repeating: UInt8(0x61), count: 60)
+        for index in 0..<1500 { uplink.send("m\(index)", payload, now: t0, reason: .first) }
+        for ms in Int64(1)...500 {
+            let now = t0 + .milliseconds(ms)
+            for id in uplink.release(now: now, bundles: false).ids { uplink.acknowledged(id, now: now + .milliseconds(1)) }
+            #expect(!uplink.throttled)
+        }
     }
 }

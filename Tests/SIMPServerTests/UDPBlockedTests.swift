@@ -402,4 +402,41 @@ struct UDPBlockedTests {
         for client in [alice, bob] { await client.close() }
         try await loops.group.shutdownGracefully()
     }
+    /// The client's direction of item 4: alice and bob online, UDP policed at 20 packets a
+    /// second, and alice sends 1,500 messages at once. Her client finds the bottleneck and
+    /// asks for the stream; the server moves bob's pushes too; all arrive in under 5 s.
+    @Test func aSendersBacklogBehindAUDPPolicerGoesOverTheStream() async throws {
+        let stack = try NamespaceStack()
+        defer { withExtendedLifetime(stack) {} }
+        let loops = try await NamespacedLoop(stack.ns)
+        let config = Self.configuration(stack)
+        func connected(_ user: String) async throws -> (SIMPClient, EventLog) {
+            let client = SIMPClient(configuration: config, eventLoopGroup: loops.group)
+            let log = EventLog(client)
+            try await client.register(user: user, password: "pw-\(user)")
+            try await client.connect(user: user, password: "pw-\(user)")
+            return (client, log)
+        }
+        let (bob, bobLog) = try await connected("bob")
+        let (alice, aliceLog) = try await connected("alice")
+        try stack.ns.run("iptables", "-I", "INPUT", "1", "-p", "udp", "-m", "limit", "--limit", "20/second", "--limit-burst", "20", "-j", "ACCEPT")
+        try stack.ns.run("iptables", "-I", "INPUT", "2", "-p", "udp", "-j", "DROP")
+        let start = Date()
+        var ids: [String] = []
+        for index in 0..<1500 { ids.append(try await alice.send(to: "bob", text: "burst \(index)")) }
+        #expect(await bobLog.wait(timeout: .seconds(60)) { Set($0.messages.map(\.id)).isSuperset(of: ids) },
+                "\(bobLog.messages.count) of \(ids.count) arrived")
+        let last = ids.compactMap { bobLog.arrivalTimes[$0] }.max()
+        let took = last.map { $0.timeIntervalSince(start) } ?? .infinity
+        #expect(took < 5, "the backlog took \(took) s")
+        #expect(bobLog.messages.map(\.id) == ids, "each once, in order")
+        let log = stack.server.process.stderr
+        #expect(log.contains("reason=client-asked"), "alice's client asked for the stream")
+        let paths = { (events: [ClientEvent]) in events.compactMap { if case .path(let path) = $0 { path.rawValue } else { nil } } }
+        print("UDP policed at 20/s, alice sends 1500 at once: all at bob \(String(format: "%.2f s", took)) after the first send; "
+              + "alice \(paths(aliceLog.all)), bob \(paths(bobLog.all)); server: "
+              + "\(log.split(separator: "\n").filter { $0.contains("session path changed") }.compactMap { $0.split(separator: " ").first { $0.hasPrefix("reason=") } })")
+        for client in [alice, bob] { await client.close() }
+        try await loops.group.shutdownGracefully()
+    }
 }

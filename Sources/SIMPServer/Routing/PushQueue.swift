@@ -78,18 +78,10 @@ struct PushQueue {
         DatagramHeader.size + push.bytes.count + DatagramSeal.tagSize
     }
 
-    /// Below this rate a UDP bottleneck delivers far less than the control connection would
-    /// (issue 45, item 4): 128 KiB a second, about 100 full datagrams; a policer of tens of
-    /// datagrams a second is under it (found at up to 3.5 times its rate: the last second's
-    /// deliveries hold its burst and the first window), a working path far over it.
-    static let throttledRate = 131_072.0
-
     /// UDP is policed far below what the stream would carry, and pushes wait for it: the
-    /// controller found a bottleneck (a ceiling that stopped the losses) under `throttledRate`.
-    var throttled: Bool {
-        guard hasQueued, let rate = congestion.bottleneckRate else { return false }
-        return rate < Self.throttledRate
-    }
+    /// controller found a bottleneck (a ceiling that stopped the losses) under
+    /// `CongestionController.throttledRate`.
+    var throttled: Bool { hasQueued && congestion.throttled }
 
     /// Queues a first push; false when the seq is already queued or waiting (nothing to send).
     mutating func push(_ seq: UInt64, _ push: Push) -> Bool {
