@@ -29,13 +29,16 @@ struct CongestionTests {
     /// The client's path (`--congestion-control`): alice sends 1,500 messages and a 60 KiB
     /// one through a policer of her datagrams to the server at 100 a second. Every message is stored once, in order
     /// (bob, online, gets them so), and at most a tenth of what reaches the policer is dropped.
+    /// UDP's own congestion control is what is measured: alice keeps to UDP
+    /// (`--datagrams-over-stream never`), where her client would otherwise ask for the stream
+    /// once it found the policer far below the stream's rate (UDPBlockedTests).
     @Test func aSenderThroughAPolicerLosesLittle() throws {
-        let stack = try NamespaceStack()
+        let stack = try NamespaceStack(serverOptions: ["--datagrams-over-stream", "never"])
         try stack.register("bob")
         let bob = try stack.client("bob", [])
         defer { bob.closeStdin(); _ = bob.waitForExit(timeout: 20) }
         #expect(bob.waitForLine(timeout: 30) { $0.contains(#""event":"connected""#) } != nil)
-        let alice = try stack.client("alice", ["--register", "--linger", "0", "--congestion-control"])
+        let alice = try stack.client("alice", ["--register", "--linger", "0", "--congestion-control", "--datagrams-over-stream", "never"])
         #expect(alice.waitForLine(timeout: 30) { $0.contains(#""event":"connected""#) } != nil)
         try stack.police(rate: Self.policedRate, toServer: true)
         let filler = String(repeating: "x", count: 200)

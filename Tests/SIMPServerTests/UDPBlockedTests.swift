@@ -5,11 +5,12 @@ import SIMPCore
 import SIMPTestSupport
 import Testing
 
-/// Issue 45, item 1: a network that drops every UDP packet from the start. The server and Redis
-/// run in a network namespace whose iptables drops all UDP; the clients run in this process
-/// on an event loop whose thread entered the namespace, so each of their datagrams and each of
-/// the server's crosses that rule (and is dropped). Everything must travel inside the control
-/// connections.
+/// Issue 45: networks where UDP does not work well. The server and Redis run in a network
+/// namespace whose iptables drops UDP (item 1: all of it from the start; items 2 and 3: from
+/// mid-session until it is let through again) or polices it (item 4: 20 packets a second); the
+/// clients run in this process on an event loop whose thread entered the namespace, so each of
+/// their datagrams and each of the server's crosses those rules. What UDP does not carry must
+/// travel inside the control connections.
 @Suite(.serialized, .enabled(if: NetworkNamespace.available, "needs root, iproute2 and iptables for a network namespace"))
 struct UDPBlockedTests {
     static let pairs = 3
@@ -393,12 +394,15 @@ struct UDPBlockedTests {
         let dropped = try Self.droppedUDP(stack.ns)
         let paths = bobLog.all.compactMap { if case .path(let path) = $0 { path.rawValue } else { nil } }
         let connectedOn = bobLog.all.compactMap { if case .connected(_, let path) = $0 { path.rawValue } else { nil } }
+        // Throttled (the policer found), or silent (nothing in order came back for a second):
+        // either rule may see it first.
+        let reasons = stack.server.process.stderr.split(separator: "\n").filter { $0.contains("session path changed") }
+            .compactMap { $0.split(separator: " ").first { $0.hasPrefix("reason=") } }
         print("UDP policed at 20/s: 1500 waiting messages arrived \(String(format: "%.2f s", took)) after bob's connect; "
-              + "bob connected on \(connectedOn), then \(paths); \(dropped) UDP packets over the limit dropped; "
+              + "bob connected on \(connectedOn), then \(paths) (server: \(reasons)); \(dropped) UDP packets over the limit dropped; "
               + "\(Int(stack.metric(#"simp_stream_payloads_total{direction="out"}"#))) payload datagrams out on the stream")
         #expect(dropped > 0, "the policer dropped UDP")
-        let log = stack.server.process.stderr
-        #expect(log.contains("reason=udp-throttled"), "the server moved bob because UDP was throttled")
+        #expect(reasons.contains("reason=udp-throttled") || reasons.contains("reason=udp-silent"), "\(reasons)")
         for client in [alice, bob] { await client.close() }
         try await loops.group.shutdownGracefully()
     }
