@@ -8,10 +8,15 @@ extension ClientEngine {
 
     mutating func control(_ envelope: Simp_Envelope, now: Moment) {
         switch envelope.body {
-        case .accepted(let accepted): self.accepted(accepted, now: now)
+        case .accepted(let accepted):
+            paths.udpHeard(now: now.deadline)
+            self.accepted(accepted, now: now)
         case .delivered(let delivered): self.delivered(delivered)
-        case .failed(let failed): self.failed(failed, now: now)
+        case .failed(let failed):
+            paths.udpHeard(now: now.deadline)
+            self.failed(failed, now: now)
         case .missing(let missing):
+            paths.udpHeard(now: now.deadline)
             for message in sending.missing(missing, now: now.deadline) { transmit(message, .reported, now: now) }
         case .retracted(let retracted):
             guard early.retracted(.init(from: retracted.fromUser, id: retracted.messageID)) else { return }
@@ -20,7 +25,15 @@ extension ClientEngine {
         case .bound(let bound):
             // The server's path: UDP, or the stream (an empty address). A change after the
             // session was bound is told; the first one goes with `connected`.
-            if let path = paths.bound(address: bound.address, now: now.deadline), lifecycle.isBound { emit(.path(path)) }
+            let was = paths.path
+            if let path = paths.bound(address: bound.address, now: now.deadline), lifecycle.isBound {
+                emit(.path(path))
+                // UDP was lost: what it did not carry goes again inside the connection, at once.
+                if path == .stream, was == .udp {
+                    uplink.newPath()
+                    perform(sending.resendAll(now: now.deadline, bound: true), .first, now: now)
+                }
+            }
             lifecycle.pathBound()
             actions.append(.pathBound)
             tellConfirmedReadMarks()
@@ -79,6 +92,7 @@ extension ClientEngine {
         guard let header = try? Datagram.decodeHeader(&buffer), header.sessionID == session?.sessionID, let key = sessionKey,
               let payload = try? DatagramSeal.open(header, sealed: buffer, key: key, direction: .toClient),
               replay.accept(header.packetNumber) else { return }
+        paths.udpHeard(now: now.deadline)
         switch header.kind {
         case .challenge:
             var response = Simp_PathResponse()

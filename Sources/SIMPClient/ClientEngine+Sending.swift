@@ -95,7 +95,14 @@ extension ClientEngine {
     mutating func tick(now: Moment) {
         timers.fired()
         let due = timers.due(waits, now: now.deadline)
-        if due.resend { perform(sending.resends(now: now.deadline, bound: lifecycle.isBound), .timeout, now: now) }
+        if due.resend {
+            let resends = sending.resends(now: now.deadline, bound: lifecycle.isBound)
+            // Timeouts on UDP with no answer between them: UDP is lost, the stream is asked for.
+            if lifecycle.isBound, !resends.transmit.isEmpty, paths.udpTimedOut(now: now.deadline) { askForStream() }
+            perform(resends, .timeout, now: now)
+        }
+        // Held back by a policer far below the stream's rate: the stream is asked for.
+        if lifecycle.isBound, uplink.throttled, paths.udpThrottled() { askForStream() }
         if due.bind { sendBind(now: now.deadline) }
         if paths.streamBindDue(now: now.deadline) { sendBindOverStream() }
         if paths.udpProbeDue(now: now.deadline) { probeUDP() }
@@ -130,6 +137,14 @@ extension ClientEngine {
     private mutating func sendBindOverStream() {
         guard let session, !lifecycle.isBound else { return }
         sendDatagram(.bind, Array(session.bindToken), via: .stream)
+    }
+
+    /// On UDP, gone quiet: an empty BIND inside the control connection asks the server to move
+    /// the session to the stream (its `bound` with an empty address says it did). Empty, so
+    /// that it differs from the race's BIND, which may arrive after UDP won.
+    private mutating func askForStream() {
+        guard session != nil else { return }
+        sendDatagram(.bind, [], via: .stream)
     }
 
     /// On the stream: a BIND over UDP. The server challenges the address it came from, and

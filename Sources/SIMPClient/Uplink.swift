@@ -41,6 +41,9 @@ struct Uplink {
 
     /// Something waits for the window or the pacing.
     var hasQueued: Bool { !waiting.isEmpty }
+    /// Messages wait behind a UDP bottleneck far below what the control connection would carry
+    /// (`CongestionController.throttled`): the stream delivers more.
+    var throttled: Bool { windowed && hasQueued && congestion.throttled }
 
     /// Bytes on the wire for a message that goes alone: header, payload, tag.
     static func wireSize(_ payload: [UInt8]) -> Int {

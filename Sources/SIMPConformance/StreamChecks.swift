@@ -35,6 +35,57 @@ extension Conformance {
             let stray = try y.peer.receiveDatagram(seconds: 1)
             try expect(stray == nil, "a datagram over UDP to a session on the stream: \(String(describing: stray?.header))")
         },
+        ConformanceCheck("2.7", "2. Datagrams, The stream path",
+                         "a path change mid-conversation: a session on UDP that asks for the stream (an empty BIND inside the connection) is pushed there, and its UDP probe, challenged and answered, moves it back") { target in
+            let (xPeer, xUser) = try target.boundPeer("p")
+            let (y, yUser) = try target.boundPeer("q")
+            guard let xSession = xPeer.session else { throw ConformanceFailure("no session") }
+            try strangers(xPeer, xUser, y, yUser)
+            // Pushed over UDP first.
+            func pushedOverUDP(_ id: String) throws -> Simp_Message? {
+                while let datagram = try xPeer.receiveDatagram(seconds: 5) {
+                    guard datagram.header.kind == .data || datagram.header.kind == .bundle else { continue }
+                    let payloads = datagram.header.kind == .data ? [datagram.payload] : try DatagramBundle.split(datagram.payload)
+                    for payload in payloads {
+                        let message = try Simp_Message(serializedBytes: payload)
+                        if message.messageID == id { return message }
+                    }
+                }
+                return nil
+            }
+            y.sendDatagram(.data, try message(id: "c1", to: xUser, order: 1))
+            guard let first = try pushedOverUDP("c1") else { throw ConformanceFailure("c1 was not pushed over UDP") }
+            xPeer.writeRaw(xPeer.frame(Simp_Envelope(requestID: 51, .receipt(.with { $0.upToSeq = first.seq }))))
+            // The client's word that UDP went quiet: an empty BIND inside the connection, numbered
+            // past what went over UDP (one numbering for both paths).
+            let x = StreamPeer((xPeer, xSession))
+            x.skipPacketNumbers(to: 1_000)
+            x.send(.bind, [])
+            guard let moved = try x.next(where: { if case .bound = $0.body { true } else { false } }),
+                  case .bound(let onStream) = moved.body else { throw ConformanceFailure("an empty BIND inside the connection was not answered with bound") }
+            try expect(onStream.address.isEmpty, "moved to the stream, so bound names no address: \(onStream.address)")
+            y.sendDatagram(.data, try message(id: "c2", to: xUser, order: 2))
+            var second: Simp_Message?
+            while second?.messageID != "c2", let next = try x.nextPush() { second = next }
+            guard let second, second.messageID == "c2" else { throw ConformanceFailure("c2 was not pushed inside the connection") }
+            xPeer.writeRaw(xPeer.frame(Simp_Envelope(requestID: 52, .receipt(.with { $0.upToSeq = second.seq }))))
+            let stray = try xPeer.receiveDatagram(seconds: 1)
+            try expect(stray == nil, "a datagram over UDP after the move: \(String(describing: stray?.header))")
+            // Back: a BIND over UDP is challenged; the answer over the connection moves the session.
+            xPeer.sendDatagram(.bind, Array(xSession.bindToken))
+            var challenge: [UInt8]?
+            while challenge == nil, let datagram = try xPeer.receiveDatagram(seconds: 5) {
+                if datagram.header.kind == .challenge { challenge = datagram.payload }
+            }
+            guard let token = challenge else { throw ConformanceFailure("the UDP probe of a session on the stream was not challenged") }
+            xPeer.writeRaw(xPeer.frame(Simp_Envelope(requestID: 0, .pathResponse(.with { $0.token = Data(token) }))))
+            guard let back = try x.next(where: { if case .bound = $0.body { true } else { false } }),
+                  case .bound(let onUDP) = back.body else { throw ConformanceFailure("no bound after pathResponse") }
+            try expect(!onUDP.address.isEmpty, "back on UDP, bound names the address")
+            y.sendDatagram(.data, try message(id: "c3", to: xUser, order: 3))
+            guard let third = try pushedOverUDP("c3") else { throw ConformanceFailure("c3 was not pushed over UDP after the move back") }
+            try expect(third.seq > second.seq && second.seq > first.seq, "one order across the changes: \(first.seq), \(second.seq), \(third.seq)")
+        },
     ]
 }
 
@@ -49,6 +100,11 @@ final class StreamPeer {
 
     init(_ opened: (peer: RawPeer, connected: Simp_ConnectResponse)) {
         (peer, connected) = opened
+    }
+
+    /// Numbers from `number` on: a session that sent over UDP before goes on with its one count.
+    func skipPacketNumbers(to number: UInt64) {
+        nextPacket = number
     }
 
     func send(_ kind: DatagramKind, _ payload: [UInt8]) {

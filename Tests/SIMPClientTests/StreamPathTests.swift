@@ -69,6 +69,87 @@ import Testing
         #expect(!paths.onStream && !probedAfter)
     }
 
+    /// On UDP: three timeouts in a row and a second with no answer, and the stream is asked
+    /// for, once until the server answers.
+    @Test func udpGoneQuietAsksForTheStreamOnce() {
+        var paths = PathChoice(allowed: true)
+        paths.sessionOpened(now: t0)
+        _ = paths.bound(address: "10.0.0.1:7701", now: ms(10))
+        // Many timeouts within the first second: a blip, not a loss.
+        var asked: [Int64] = []
+        for now in stride(from: Int64(20), through: 1000, by: 20) where paths.udpTimedOut(now: ms(now)) { asked.append(now) }
+        #expect(asked.isEmpty)
+        // An answer starts the count again.
+        paths.udpHeard(now: ms(1000))
+        let twoMore = [1300, 1700].map { paths.udpTimedOut(now: ms($0)) }
+        #expect(twoMore == [false, false])
+        let third = paths.udpTimedOut(now: ms(2000))
+        #expect(third, "three timeouts, a second after the last answer")
+        let again = paths.udpTimedOut(now: ms(2500))
+        #expect(!again, "asked once until the server answers")
+        // The server heard from us over UDP and stays: the count starts over.
+        #expect(paths.bound(address: "10.0.0.1:7701", now: ms(2600)) == nil)
+        let afterRefusal = [2700, 2800, 3000].map { paths.udpTimedOut(now: ms($0)) }
+        #expect(afterRefusal == [false, false, false])
+        let later = paths.udpTimedOut(now: ms(3700))
+        #expect(later)
+    }
+
+    @Test func neverAsksForTheStreamWhenItIsNotAllowed() {
+        var paths = PathChoice(allowed: false)
+        paths.sessionOpened(now: t0)
+        _ = paths.bound(address: "10.0.0.1:7701", now: ms(10))
+        let asked = (1...20).map { paths.udpTimedOut(now: ms(Int64($0) * 1000)) }
+        #expect(!asked.contains(true))
+    }
+
+    /// After UDP was lost mid-session, UDP is probed after 2 s doubling to 10 min; a second
+    /// fall in the session starts at 4 s: a path that breaks again is tried ever more rarely.
+    @Test func afterAFallUDPIsProbedOnALongerBackOffThatGrowsWithEachFall() {
+        var paths = PathChoice(allowed: true)
+        paths.sessionOpened(now: t0)
+        _ = paths.bound(address: "10.0.0.1:7701", now: ms(10))
+        #expect(paths.bound(address: "", now: ms(5000)) == .stream)
+        #expect(paths.falls == 1)
+        func probes(from start: Int64, until end: Int64) -> [Int64] {
+            var probes: [Int64] = []
+            var now = start
+            while now < end {
+                now += 100
+                if paths.udpProbeDue(now: ms(now)) { probes.append(now) }
+            }
+            return probes
+        }
+        let first = probes(from: 5000, until: 5000 + 2_000_000)
+        #expect(first.first == 7000, "2 s after the fall")
+        let gaps = zip(first.dropFirst(), first).map { $0 - $1 }
+        #expect(gaps.prefix(4) == [4000, 8000, 16_000, 32_000])
+        #expect(gaps.max() == 600_000, "capped at 10 min: \(gaps)")
+        let end = first.last! + 100
+        #expect(paths.bound(address: "10.0.0.1:7701", now: ms(end)) == .udp)
+        #expect(paths.bound(address: "", now: ms(end + 1000)) == .stream)
+        #expect(paths.falls == 2)
+        let second = probes(from: end + 1000, until: end + 20_000)
+        #expect(second.first == end + 1000 + 4000, "4 s after the second fall")
+        // A new session forgets the falls: the race starts over.
+        paths.sessionOpened(now: ms(end + 30_000))
+        #expect(paths.falls == 0)
+    }
+
+    @Test func aThrottledUDPAsksForTheStreamOnce() {
+        var paths = PathChoice(allowed: true)
+        paths.sessionOpened(now: t0)
+        _ = paths.bound(address: "10.0.0.1:7701", now: ms(10))
+        let first = paths.udpThrottled()
+        let again = paths.udpThrottled()
+        #expect(first && !again)
+        var never = PathChoice(allowed: false)
+        never.sessionOpened(now: t0)
+        _ = never.bound(address: "10.0.0.1:7701", now: ms(10))
+        let asked = never.udpThrottled()
+        #expect(!asked)
+    }
+
     @Test func aNewSessionStartsOverWithNothingKnown() {
         var paths = PathChoice(allowed: true)
         paths.sessionOpened(now: t0)
@@ -158,6 +239,101 @@ import Testing
         #expect(Self.streamed(flushed).isEmpty)
     }
 
+    /// Bound over UDP, a first message answered; one sent at 100 ms gets no `accepted`: UDP is
+    /// lost (silent from 60 ms on). Ticks every
+    /// 10 ms (flushing as the engine asks) up to `until`; returns the engine and its actions.
+    static func udpGoesQuiet(until ms: Int64) -> (ClientEngine, [ClientEngine.Action]) {
+        var engine = T.engine()
+        _ = engine.handle(.connectRequested(user: "alice", password: "pw", token: nil), at: T.start)
+        _ = engine.handle(.sessionOpened(T.response()), at: T.start)
+        _ = engine.handle(.control(Simp_Envelope(.bound(T.udpBound))), at: T.at(5))
+        _ = engine.handle(.attemptEnded(index: 0, .connect, .success(())), at: T.at(6))
+        // A first message answered in 10 ms: the retransmit timers know the round trip.
+        _ = engine.handle(.send([T.outgoing("m0")]), at: T.at(50))
+        _ = engine.handle(.turnEnded(.flush), at: T.at(50))
+        let answer = Simp_Accepted.with {
+            $0.messageID = "m0"
+            $0.toUser = "bob"
+            $0.seq = 1
+        }
+        _ = engine.handle(.control(Simp_Envelope(.accepted(answer))), at: T.at(60))
+        _ = engine.handle(.send([T.outgoing("m1")]), at: T.at(100))
+        var actions = engine.handle(.turnEnded(.flush), at: T.at(100))
+        var now: Int64 = 100
+        while now < ms {
+            now += 10
+            var tick = engine.handle(.tick, at: T.at(now))
+            if T.turnEnds(tick).contains(.flush) { tick += engine.handle(.turnEnded(.flush), at: T.at(now)) }
+            actions += tick
+        }
+        return (engine, actions)
+    }
+
+    @Test func udpGoneQuietAsksForTheStreamAndTheServersAnswerMovesWhatWaitsThere() {
+        let (_, early) = Self.udpGoesQuiet(until: 1000)
+        #expect(Self.streamed(early).isEmpty, "within a second: resends over UDP only")
+        #expect(T.datagrams(early).filter { $0.0.kind == .data }.count >= 3, "resent over UDP")
+        var (engine, actions) = Self.udpGoesQuiet(until: 2500)
+        let asked = Self.streamed(actions)
+        #expect(asked.map { $0.0.kind } == [.bind], "one BIND inside the connection asks for the stream")
+        #expect(asked.first?.1 == [], "an empty one: not the race's")
+        // The server moves the session: its bound names no address.
+        var moved = engine.handle(.control(Simp_Envelope(.bound(Simp_Bound()))), at: T.at(2510))
+        moved += engine.handle(.turnEnded(.flush), at: T.at(2510))
+        #expect(T.events(moved).contains(.path(.stream)))
+        let resent = Self.streamed(moved).map { $0.0.kind }
+        #expect(resent == [.data], "what waited goes again inside the connection at once: \(resent)")
+        // And from then on nothing is resent on a timer; UDP is probed 2 s after the fall.
+        var later: [DatagramKind] = []
+        var udp: [(Int64, DatagramKind)] = []
+        var now: Int64 = 2510
+        while now < 10_000 {
+            now += 10
+            var tick = engine.handle(.tick, at: T.at(now))
+            if T.turnEnds(tick).contains(.flush) { tick += engine.handle(.turnEnded(.flush), at: T.at(now)) }
+            later += Self.streamed(tick).map { $0.0.kind }
+            udp += T.datagrams(tick).map { (now, $0.0.kind) }
+        }
+        #expect(!later.contains(.data) && !later.contains(.bundle), "\(later)")
+        #expect(udp.first.map { $0.1 == .bind && $0.0 >= 4510 } == true, "the first UDP probe 2 s after the fall: \(udp)")
+        #expect(!udp.contains { $0.1 == .data })
+    }
+
+    @Test func anAcceptedInTimeKeepsTheSessionOnUDP() {
+        var engine = T.engine()
+        _ = engine.handle(.connectRequested(user: "alice", password: "pw", token: nil), at: T.start)
+        _ = engine.handle(.sessionOpened(T.response()), at: T.start)
+        _ = engine.handle(.control(Simp_Envelope(.bound(T.udpBound))), at: T.at(5))
+        _ = engine.handle(.attemptEnded(index: 0, .connect, .success(())), at: T.at(6))
+        var streamed: [DatagramKind] = []
+        // A message every 100 ms for 5 s; each is accepted 600 ms later (a slow server): the
+        // resends time out, but answers keep coming.
+        var sent: [(Int64, String)] = []
+        var now: Int64 = 0
+        while now < 5000 {
+            now += 10
+            var actions: [ClientEngine.Action] = []
+            if now % 100 == 0 {
+                let id = "m\(now)"
+                actions += engine.handle(.send([T.outgoing(id)]), at: T.at(now))
+                sent.append((now, id))
+            }
+            if let (at, id) = sent.first, now - at >= 600 {
+                sent.removeFirst()
+                let accepted = Simp_Accepted.with {
+                    $0.messageID = id
+                    $0.toUser = "bob"
+                    $0.seq = UInt64(now)
+                }
+                actions += engine.handle(.control(Simp_Envelope(.accepted(accepted))), at: T.at(now))
+            }
+            actions += engine.handle(.tick, at: T.at(now))
+            if T.turnEnds(actions).contains(.flush) { actions += engine.handle(.turnEnded(.flush), at: T.at(now)) }
+            streamed += Self.streamed(actions).map { $0.0.kind }
+        }
+        #expect(streamed.isEmpty, "\(streamed)")
+    }
+
     @Test func withNeverTheBindStaysOnUDP() {
         var configuration = T.configuration()
         configuration.datagramsOverStream = .never
@@ -167,5 +343,53 @@ import Testing
         for now in stride(from: Int64(10), through: 5000, by: 10) { actions += engine.handle(.tick, at: T.at(now)) }
         #expect(Self.streamed(actions).isEmpty)
         #expect(T.datagrams(actions).count >= 15, "BIND over UDP every 250 ms")
+    }
+}
+
+/// Issue 45, item 4, the client's direction: 1,500 messages through a policer of 20 datagrams
+/// a second (bursts of 20) on a 1 ms path, the server acknowledging what arrives and naming
+/// what it skipped: within 2 s the uplink says UDP is throttled, while most still wait.
+@Suite struct UplinkThrottleTests {
+    let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000)
+
+    @Test func aBacklogBehindAPolicerIsFoundThrottled() {
+        var uplink = Uplink(windowed: true)
+        let payload = Array(repeating: UInt8(0x61), count: 60)
+        for index in 0..<1500 { uplink.send("m\(index)", payload, now: t0, reason: .first) }
+        var tokens = 20.0
+        var arrived = 0
+        var throttledAt: Int64?
+        for ms in Int64(1)...3000 {
+            let now = t0 + .milliseconds(ms)
+            tokens = min(20, tokens + 0.02)
+            let release = uplink.release(now: now, bundles: false)
+            for id in release.ids {
+                if tokens >= 1 {
+                    tokens -= 1
+                    arrived += 1
+                    uplink.acknowledged(id, now: now + .milliseconds(1))
+                } else {
+                    // The server names it missing with what arrives next: sent again, a loss shown.
+                    uplink.send(id, payload, now: now + .milliseconds(1), reason: .reported)
+                }
+            }
+            if uplink.throttled {
+                throttledAt = ms
+                break
+            }
+        }
+        #expect(throttledAt.map { $0 <= 2000 } == true, "found throttled at \(throttledAt.map { "\($0) ms" } ?? "never")")
+        #expect(arrived < 1000, "\(arrived) arrived")
+    }
+
+    @Test func aBacklogOnAWorkingPathIsNotThrottled() {
+        var uplink = Uplink(windowed: true)
+        let payload = Array(repeating: UInt8(0x61), count: 60)
+        for index in 0..<1500 { uplink.send("m\(index)", payload, now: t0, reason: .first) }
+        for ms in Int64(1)...500 {
+            let now = t0 + .milliseconds(ms)
+            for id in uplink.release(now: now, bundles: false).ids { uplink.acknowledged(id, now: now + .milliseconds(1)) }
+            #expect(!uplink.throttled)
+        }
     }
 }

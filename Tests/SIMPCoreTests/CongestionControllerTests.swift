@@ -205,3 +205,53 @@ import Testing
         #expect(c.ceiling == nil)
     }
 }
+
+/// Issue 45, item 4: a policer of 20 datagrams a second (bursts of 20) on a 1 ms path is found
+/// as a bottleneck, at about its rate: far below what a working path carries.
+@Suite struct PolicerFoundTests {
+    let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000)
+    let rtt = TimeAmount.milliseconds(1)
+    let full = CongestionController.maxDatagram
+
+    @Test func aPolicerOfTwentyDatagramsASecondIsFoundAsABottleneckAtItsRate() {
+        var c = CongestionController()
+        var tokens = 20.0
+        var last = t0
+        var now = t0
+        var found: NIODeadline?
+        while now < t0 + .seconds(3), found == nil {
+            now = now + .milliseconds(1)
+            tokens = min(20, tokens + 20 * Double((now - last).nanoseconds) / 1e9)
+            last = now
+            while c.canSend(now: now, smoothedRTT: rtt) {
+                c.sent(bytes: full, now: now)
+                if tokens >= 1 {
+                    tokens -= 1
+                    c.acked(bytes: full, sentAt: now, now: now + rtt)
+                } else {
+                    // The receiver shows the gap with what arrives next.
+                    c.lost(bytes: full, sentAt: now, now: now + rtt)
+                }
+            }
+            if c.bottleneckRate != nil { found = now }
+        }
+        let rate = try! #require(c.bottleneckRate, "no bottleneck found in 3 s")
+        // Its burst and the first window are in the last second's deliveries: at most a few
+        // times the policer's 24,720 bytes a second, far below a working path.
+        #expect(rate < 131_072, "\(rate) bytes a second")
+        #expect(found.map { $0 - t0 < .seconds(2) } == true)
+    }
+
+    @Test func aWorkingPathHasNoBottleneck() {
+        var c = CongestionController()
+        var now = t0
+        for _ in 0..<2000 {
+            now = now + .milliseconds(1)
+            while c.canSend(now: now, smoothedRTT: rtt) {
+                c.sent(bytes: full, now: now)
+                c.acked(bytes: full, sentAt: now, now: now + rtt)
+            }
+        }
+        #expect(c.bottleneckRate == nil)
+    }
+}

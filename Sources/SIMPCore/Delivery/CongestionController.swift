@@ -151,6 +151,24 @@ public struct CongestionController: Sendable, Equatable {
         }
     }
 
+    /// The bottleneck's rate in bytes per second, once a ceiling stopped the losses (a policer
+    /// found, `policed`); nil while none is known.
+    public var bottleneckRate: Double? {
+        policed ? ceiling : nil
+    }
+
+    /// Below this rate a UDP bottleneck delivers far less than the control connection would
+    /// (issue 45, item 4): 128 KiB a second, about 100 full datagrams; a policer of tens of
+    /// datagrams a second is under it (found at up to 3.5 times its rate: the last second's
+    /// deliveries hold its burst and the first window), a working path far over it.
+    public static let throttledRate = 131_072.0
+
+    /// The path is policed far below what the control connection would carry: a bottleneck
+    /// under `throttledRate`.
+    public var throttled: Bool {
+        bottleneckRate.map { $0 < Self.throttledRate } ?? false
+    }
+
     /// Something sent is no longer waited for (given up on): out of flight, no event.
     public mutating func discarded(bytes: Int) {
         bytesInFlight = max(0, bytesInFlight - bytes)

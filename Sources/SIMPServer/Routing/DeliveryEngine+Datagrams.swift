@@ -17,6 +17,7 @@ extension DeliveryEngine {
             bind(session, token: token, from: envelope.remoteAddress, size: size, now: now)
         case .open(let session, let kind, let payload):
             guard fromValidatedAddress(session, envelope.remoteAddress, size: size, now: now) else { return }
+            session.udpSilence.heard(now: now.deadline)
             opened(session, kind, payload, now: now)
         }
     }
@@ -70,6 +71,7 @@ extension DeliveryEngine {
         guard let session = sessions[sessionID] else { return }
         let fromStream = session.path.onStream
         guard session.path.respond(token: token) != nil else { return }
+        session.udpSilence = UDPSilence(now: now.deadline)
         sendBound(session)
         refreshPresence(session, promptly: true, now: now)
         if fromStream {
@@ -97,6 +99,7 @@ extension DeliveryEngine {
     private mutating func bound(_ session: Session, _ result: PathValidator.BindResult, now: Moment) {
         switch result {
         case .bound:
+            session.udpSilence = UDPSilence(now: now.deadline)
             pathChanged(session, from: nil)
             sendBound(session)
             // Presence is written before the inbox is read, on the same connection: a store on
@@ -107,7 +110,10 @@ extension DeliveryEngine {
             writePresence(now: now)
             sync(session)
         case .answerAgain:
+            if !session.path.onStream { session.udpSilence.heard(now: now.deadline) }
             sendBound(session)
+        case .movedToStream:
+            movedToStream(session, because: "client-asked", now: now)
         case .badToken:
             metrics.dropped(.badBindToken)
             act(.send(.error(.invalidToken, "bind token does not belong to this session"), session: session.id))
@@ -118,11 +124,31 @@ extension DeliveryEngine {
         }
     }
 
+    /// UDP is lost (the client asked for the stream, or pushes went unanswered): the session
+    /// takes the stream, says so (`bound` with an empty address), and everything unconfirmed
+    /// goes again inside the connection, in push order, under a new controller (what went over
+    /// UDP is no measure of the stream). The client de-duplicates what arrived both ways.
+    mutating func moveToStream(_ session: Session, because reason: String, now: Moment) {
+        session.path.leaveUDP()
+        movedToStream(session, because: reason, now: now)
+    }
+
+    private mutating func movedToStream(_ session: Session, because reason: String, now: Moment) {
+        pathChanged(session, from: .udp, because: reason)
+        sendBound(session)
+        _ = session.pushes.expediteAll(now: now.deadline)
+        for (seq, push) in session.pushes.unpark() { self.push(seq, push, to: session, now: now) }
+        releasing.insert(session.id)
+        sendDatagrams(now: now)
+    }
+
     /// The session took a path (`from` nil: its bind): counted, and logged.
-    private mutating func pathChanged(_ session: Session, from: DatagramPath?) {
+    private mutating func pathChanged(_ session: Session, from: DatagramPath?, because reason: String? = nil) {
         metrics.pathChanged(from: from, to: session.datagramPath)
         let path = session.datagramPath?.rawValue ?? "none"
-        logger.info(from == nil ? "session bound" : "session path changed", metadata: session.logMetadata.merging(["path": "\(path)"]) { $1 })
+        var metadata = session.logMetadata.merging(["path": "\(path)"]) { $1 }
+        if let reason { metadata["reason"] = "\(reason)" }
+        logger.info(from == nil ? "session bound" : "session path changed", metadata: metadata)
     }
 
     private mutating func sendBound(_ session: Session) {

@@ -144,8 +144,23 @@ extension DeliveryEngine {
             guard session.isBound, !session.path.onStream else { continue }
             let before = session.pushes.congestion
             // Given up on this path for now: pushed again after the client's next keepalive.
-            metrics.pushesGivenUp.increment(by: Int64(session.pushes.due(now: now.deadline)))
+            let parked = session.pushes.due(now: now.deadline)
+            metrics.pushesGivenUp.increment(by: Int64(parked))
             countLosses(session, since: before)
+            if parked > 0 || session.pushes.congestion.lost > before.lost {
+                session.udpSilence.timeout()
+                // Gone quiet while the connection lives: the stream carries it (Losing UDP).
+                if settings.datagramsOverStream, session.udpSilence.lost(now: now.deadline) {
+                    moveToStream(session, because: "udp-silent", now: now)
+                    continue
+                }
+            }
+            // Policed far below what the stream would carry, with a backlog: the stream
+            // delivers more (docs/PROTOCOL.md, Throttled UDP).
+            if settings.datagramsOverStream, session.pushes.throttled {
+                moveToStream(session, because: "udp-throttled", now: now)
+                continue
+            }
             if session.pushes.hasQueued { releasing.insert(id) }
         }
     }

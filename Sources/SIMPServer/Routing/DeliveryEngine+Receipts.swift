@@ -13,6 +13,7 @@ extension DeliveryEngine {
         let received = max(receipt.upToSeq, receipt.receivedUpToSeq)
         if received > receipt.upToSeq { metrics.receiptsHolding.increment() }
         let arrived = session.pushes.confirm(upTo: received, now: now.deadline)
+        if !arrived.isEmpty { session.udpSilence.heard(now: now.deadline) }
         let confirmed = received > receipt.upToSeq ? arrived.filter { $0.seq <= receipt.upToSeq } : arrived
         session.raiseNumberingFloor(received)
         resendMissing(receipt.missing.prefix(RequestCost.missingPerReceipt), to: session, now: now)

@@ -33,6 +33,8 @@ struct PathValidator {
         /// own mistake and its control connection may be told).
         case badToken
         case ignored
+        /// A BIND on the stream while on UDP: the session moved to the stream.
+        case movedToStream
     }
 
     static let challengeInterval = TimeAmount.milliseconds(200)
@@ -62,13 +64,27 @@ struct PathValidator {
     }
 
     /// A BIND that came inside the session's own control connection: before the bind, its
-    /// token binds the session to the stream; once bound (either way) it is a path check,
-    /// answered, and changes nothing (a UDP path is left only when the connection closes).
+    /// token binds the session to the stream. Once bound it is a path check, answered (the
+    /// race's BIND, sent before the client heard UDP won, carries the token), except that on UDP
+    /// an empty one is the client's word that UDP went quiet (it opened under the session key,
+    /// on the session's own connection): the session moves to the stream.
     mutating func bindOverStream(token: [UInt8]) -> BindResult {
-        if route != nil { return .answerAgain }
+        if route == .stream { return .answerAgain }
+        if route != nil {
+            guard token.isEmpty else { return .answerAgain }
+            leaveUDP()
+            return .movedToStream
+        }
         guard takeBindToken(token) else { return .badToken }
         route = .stream
         return .bound
+    }
+
+    /// UDP is lost: the session's datagrams go inside its control connection from now on; a
+    /// UDP address is taken again only through a challenge.
+    mutating func leaveUDP() {
+        route = .stream
+        pending = nil
     }
 
     private mutating func takeBindToken(_ token: [UInt8]) -> Bool {

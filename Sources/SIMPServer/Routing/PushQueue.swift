@@ -78,6 +78,11 @@ struct PushQueue {
         DatagramHeader.size + push.bytes.count + DatagramSeal.tagSize
     }
 
+    /// UDP is policed far below what the stream would carry, and pushes wait for it: the
+    /// controller found a bottleneck (a ceiling that stopped the losses) under
+    /// `CongestionController.throttledRate`.
+    var throttled: Bool { hasQueued && congestion.throttled }
+
     /// Queues a first push; false when the seq is already queued or waiting (nothing to send).
     mutating func push(_ seq: UInt64, _ push: Push) -> Bool {
         guard !contains(seq) else { return false }

@@ -22,6 +22,9 @@ final class Session: TableEntry, SealedPeer, @unchecked Sendable {
     /// Seals every datagram of this session, both ways; handed to the client over TCP.
     let key: SymmetricKey
     var replay = ReplayWindow()
+    /// On UDP: push timeouts since the client's last receipt or datagram over UDP; when UDP
+    /// has gone quiet the session moves to the stream (docs/PROTOCOL.md, Losing UDP).
+    var udpSilence = UDPSilence(now: .distantPast)
     var pushes: PushQueue
     /// Puts this session's sends back into the client's order before they are stored.
     var sendOrder = SendOrderGate<StoreRequest>()
