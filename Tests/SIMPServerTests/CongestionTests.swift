@@ -86,7 +86,7 @@ struct CongestionTests {
 
         try stack.police(rate: Self.policedRate)
         let start = Date()
-        let bob = try stack.client("bob", [])
+        let bob = try stack.client("bob", ["--datagrams-over-stream", "never"])
         defer { bob.closeStdin(); _ = bob.waitForExit(timeout: 20) }
         let deadline = Date().addingTimeInterval(60)
         while Date() < deadline, stack.count(of: "message", in: bob) < count { usleep(100_000) }
