@@ -118,15 +118,20 @@ bench=(--package-path Benchmarks --scratch-path "$PWD/.build" --disable-build-ma
 trap 'rm -f "$log"; stop_second; scripts/forget-build-plan.sh debug' EXIT
 swift build "${bench[@]}" --build-tests
 swift test "${bench[@]}" --skip-build --no-parallel "$@" 2>&1 | tee -a "$log" || failed=1
-[ "$failed" -eq 0 ] || exit 1
+# CI shows only the end of what a run prints: on a failure, say there which tests failed.
+if [ "$failed" -ne 0 ]; then
+  echo "test.sh: these tests failed (the whole output is above):"
+  grep -a -E '^✘ |recorded an issue|Fatal error|error: Exited|unexpected signal' "$log" | head -n 80 || true
+  exit 1
+fi
 if [ $# -eq 0 ]; then
   # The whole suite runs here: a test skipped (a missing package, no root for a network
   # namespace or a tmpfs) is a failure, not a line to miss. SIMP_ALLOW_SKIPS=1 lets a machine
   # that cannot run them (no root) pass; README.md says which suites need what.
   skipped=$(grep -a '^➜ Test .* skipped' "$log" || true)
   if [ -n "$skipped" ]; then
-    echo "test.sh: tests were skipped:" >&2
-    echo "$skipped" >&2
+    echo "test.sh: tests were skipped:"
+    echo "$skipped"
     if [ "${SIMP_ALLOW_SKIPS:-}" != 1 ]; then exit 1; fi
   fi
   scripts/fuzz.sh "${SIMP_FUZZ_SECONDS:-20}"
