@@ -154,6 +154,15 @@ extension ClientEngine {
         sendDatagram(.bind, Array(session.bindToken), via: .udp)
     }
 
+    /// A new datagram socket, after a network change: on UDP a keepalive makes the server
+    /// validate the new address; on the stream UDP is probed at once (`PathChoice`).
+    mutating func udpReplaced(now: Moment) {
+        paths.networkChanged(now: now.deadline)
+        if paths.udpProbeDue(now: now.deadline) { probeUDP() }
+        armTick(at: paths.nextDeadline ?? .distantFuture)
+        sendKeepalive(now: now)
+    }
+
     /// A keepalive holds a NAT mapping: on the stream there is none to hold (the probes do).
     mutating func sendKeepalive(now: Moment) {
         timers.keepaliveSent(at: now.deadline)

@@ -321,7 +321,7 @@ struct ClientEngine {
         case .connectCancelled: connectCancelled()
         case .close: setConnectionState(.closed)
         case .passwordChanged(let password, let token): passwordChanged(to: password, token: token)
-        case .udpReplaced: sendKeepalive(now: now)
+        case .udpReplaced: udpReplaced(now: now)
         case .sessionWanted(let udpPort): sessionWanted(udpPort: udpPort, now: now)
         case .sessionAnswered(let step, let answer): sessionAnswered(step, answer)
         case .sessionOpened(let response): sessionOpened(response, now: now)

@@ -135,6 +135,19 @@ struct PathChoice: Sendable, Equatable {
         return true
     }
 
+    /// The network changed (the application rebound the datagram socket, `rebindUDP`: a new
+    /// interface, address or route): on the stream, UDP is probed at once and its back-off
+    /// starts over, as a browser retries a broken QUIC path after a network change. The falls
+    /// are kept: a path that broke on the old network says nothing of the new one, but a third
+    /// fall on the new one still waits longer.
+    mutating func networkChanged(now: NIODeadline) {
+        guard path == .stream else { return }
+        // Halved: the probe due now doubles it, so the next one comes a whole start later.
+        let start = falls > 0 ? Self.fallProbeStart : Self.probeStart
+        probeInterval = .nanoseconds(start.nanoseconds / 2)
+        nextProbe = now
+    }
+
     /// When something of this is next due; nil when nothing is.
     var nextDeadline: NIODeadline? {
         if allowed, path == nil, !streamBindSent, let openedAt { return openedAt + Self.streamHeadStart }

@@ -246,7 +246,10 @@ public final class SIMPClient: @unchecked Sendable {
     }
 
     /// Replaces the UDP socket with a new one on a new port, as a NAT rebinding or a network
-    /// change would, and makes the server validate the new address at once.
+    /// change would, and makes the server validate the new address at once. Call it when the
+    /// platform says the network changed (a new interface, address or route; `simp` on Linux
+    /// listens to rtnetlink): on the stream path UDP is then probed at once, not at the
+    /// back-off's next probe.
     public func rebindUDP() async throws(ClientError) {
         do {
             try await loop.flatSubmit { [self] () -> EventLoopFuture<Void> in

@@ -87,6 +87,11 @@ struct REPL: AsyncParsableCommand {
             output.error(describe(error), code: (error as? ClientError)?.code)
             throw ExitCode(1)
         }
+        #if os(Linux)
+        // A failed rebind (the connection is down) leaves the socket as it was; the next
+        // session binds afresh anyway.
+        NetworkChanges.watch { Task { try? await client.rebindUDP() } }
+        #endif
         // On a terminal: line editing, history, completion, colour; else today's line reader.
         let terminal = TerminalREPL.wanted(json: json)
             ? TerminalREPL(client: client, session: REPLScreen.Session(server: plan.server, user: plan.user, tls: plan.tls))

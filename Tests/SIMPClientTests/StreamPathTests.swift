@@ -150,6 +150,27 @@ import Testing
         #expect(!asked)
     }
 
+    /// Issue 45, item 3: after a network change UDP is probed at once, and the back-off
+    /// starts over (from the fall's 2 s, since this session fell), however long it had grown.
+    @Test func aNetworkChangeOnTheStreamProbesUDPAtOnceAndStartsTheBackOffOver() {
+        var paths = PathChoice(allowed: true)
+        paths.sessionOpened(now: t0)
+        _ = paths.bound(address: "10.0.0.1:7701", now: ms(10))
+        _ = paths.bound(address: "", now: ms(1000))
+        var probes: [Int64] = []
+        for now in stride(from: Int64(1000), through: 200_000, by: 100) where paths.udpProbeDue(now: ms(now)) { probes.append(now) }
+        #expect(probes == [3000, 7000, 15_000, 31_000, 63_000, 127_000], "the back-off grew to 128 s")
+        paths.networkChanged(now: ms(200_000))
+        #expect(paths.nextDeadline == ms(200_000))
+        var after: [Int64] = []
+        for now in stride(from: Int64(200_000), through: 220_000, by: 100) where paths.udpProbeDue(now: ms(now)) { after.append(now) }
+        #expect(after == [200_000, 202_000, 206_000, 214_000], "at once, then 2 s doubling")
+        // On UDP there is nothing to probe: the change is the keepalive's to show.
+        _ = paths.bound(address: "10.0.0.2:7701", now: ms(220_000))
+        paths.networkChanged(now: ms(230_000))
+        #expect(paths.nextDeadline == nil)
+    }
+
     @Test func aNewSessionStartsOverWithNothingKnown() {
         var paths = PathChoice(allowed: true)
         paths.sessionOpened(now: t0)
@@ -332,6 +353,23 @@ import Testing
             streamed += Self.streamed(actions).map { $0.0.kind }
         }
         #expect(streamed.isEmpty, "\(streamed)")
+    }
+
+    /// `rebindUDP` after a network change, on the stream: a BIND over the new socket at once,
+    /// not at the back-off's next probe.
+    @Test func aReplacedSocketOnTheStreamProbesUDPAtOnce() {
+        var (engine, _) = Self.unanswered(until: 260)
+        _ = engine.handle(.control(Simp_Envelope(.bound(Simp_Bound()))), at: T.at(270))
+        _ = engine.handle(.attemptEnded(index: 0, .connect, .success(())), at: T.at(271))
+        // The first probe (770 ms) went unanswered; the next is due at 1,770 ms.
+        var now: Int64 = 271
+        while now < 1000 {
+            now += 10
+            _ = engine.handle(.tick, at: T.at(now))
+        }
+        let replaced = engine.handle(.udpReplaced, at: T.at(1000))
+        #expect(T.datagrams(replaced).map { $0.0.kind } == [.bind], "a probe over UDP at once")
+        #expect(Self.streamed(replaced).isEmpty)
     }
 
     @Test func withNeverTheBindStaysOnUDP() {
