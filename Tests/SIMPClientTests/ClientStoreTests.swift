@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import SIMPCore
 import Testing
 
@@ -36,5 +37,37 @@ import Testing
         #expect(saved.pending.map(\.id) == ["a", "c", "d"])
         #expect(saved.pending.map(\.message.overtaken) == [true, false, false])
         #expect(saved.accepted.map(\.id) == ["b"])
+    }
+
+    /// Writes queued while the writer is busy go in one transaction (a group commit), each in
+    /// a savepoint: all are on disk in the order queued, and one that fails fails alone.
+    @Test func writesQueuedTogetherKeepTheirOrderAndAFailureStaysItsOwn() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("simp-store-\(UUID())").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try ClientStore(directory: directory, user: "alice")
+        let ids = (0..<200).map { "m\($0)" }
+        let results = try await withThrowingTaskGroup(of: (Int, Bool).self) { group in
+            // Queued from one place in order, so that the order is known; completed together.
+            for (index, id) in ids.enumerated() {
+                let done = AsyncStream<Bool>.makeStream()
+                let payload = Data(try message(id, to: "bob").serializedBytes() as [UInt8])
+                store.enqueue({ done.continuation.yield((try? $0.get()) != nil); done.continuation.finish() }) { db in
+                    if id == "m100" { try db.execute(sql: "INSERT INTO no_such_table VALUES (1)") }
+                    try db.execute(sql: "INSERT INTO outbox (id, recipient, payload, position) VALUES (?, 'bob', ?, ?)",
+                                   arguments: [id, payload, index])
+                }
+                group.addTask {
+                    for await ok in done.stream { return (index, ok) }
+                    return (index, false)
+                }
+            }
+            var results = [Bool](repeating: false, count: ids.count)
+            for try await (index, ok) in group { results[index] = ok }
+            return results
+        }
+        #expect(results.enumerated().allSatisfy { $0.element == ($0.offset != 100) }, "all but m100 written")
+        let saved = try ClientStore(directory: directory, user: "alice").load()
+        #expect(saved.pending.map(\.id) == ids.filter { $0 != "m100" })
     }
 }
