@@ -39,18 +39,35 @@ extension ClientStore {
     func saveGroup(_ conversation: String, state: [UInt8], opened: (seq: UInt64, Opened)? = nil, sealed: Int = 0,
                    renewedAt: Int64? = nil) throws {
         try db.write { db in
-            try db.execute(sql: """
-                INSERT INTO mls_groups (conversation, state, sealed, updatedAt) VALUES (?, ?, ?, ?)
-                ON CONFLICT(conversation) DO UPDATE SET state = excluded.state, sealed = sealed + excluded.sealed
-                """, arguments: [conversation, Data(state), sealed, renewedAt ?? 0])
-            if let renewedAt {
-                try db.execute(sql: "UPDATE mls_groups SET sealed = 0, updatedAt = ? WHERE conversation = ?",
-                               arguments: [renewedAt, conversation])
+            try Self.writeGroup(conversation, state: state, opened: opened, sealed: sealed, renewedAt: renewedAt, db)
+        }
+    }
+
+    /// `saveGroup` of what a seal made, queued with the client's other writes (`enqueue`, a group
+    /// commit): returns once it is on disk. Queued in the order the seals were made, so the
+    /// state on disk never goes back.
+    func saveSealed(_ conversation: String, state: [UInt8], sealed: Int) async throws(StoreWriteError) {
+        let written = await withCheckedContinuation { (written: CheckedContinuation<Result<Void, StoreWriteError>, Never>) in
+            enqueue({ written.resume(returning: $0) }) { db in
+                try Self.writeGroup(conversation, state: state, opened: nil, sealed: sealed, renewedAt: nil, db)
             }
-            if let (seq, message) = opened {
-                try db.execute(sql: "INSERT OR REPLACE INTO mls_opened (seq, id, inner) VALUES (?, ?, ?)",
-                               arguments: [Int64(seq), message.id, Data(message.inner)])
-            }
+        }
+        try written.get()
+    }
+
+    private static func writeGroup(_ conversation: String, state: [UInt8], opened: (seq: UInt64, Opened)?, sealed: Int,
+                                   renewedAt: Int64?, _ db: Database) throws {
+        try db.execute(sql: """
+            INSERT INTO mls_groups (conversation, state, sealed, updatedAt) VALUES (?, ?, ?, ?)
+            ON CONFLICT(conversation) DO UPDATE SET state = excluded.state, sealed = sealed + excluded.sealed
+            """, arguments: [conversation, Data(state), sealed, renewedAt ?? 0])
+        if let renewedAt {
+            try db.execute(sql: "UPDATE mls_groups SET sealed = 0, updatedAt = ? WHERE conversation = ?",
+                           arguments: [renewedAt, conversation])
+        }
+        if let (seq, message) = opened {
+            try db.execute(sql: "INSERT OR REPLACE INTO mls_opened (seq, id, inner) VALUES (?, ?, ?)",
+                           arguments: [Int64(seq), message.id, Data(message.inner)])
         }
     }
 

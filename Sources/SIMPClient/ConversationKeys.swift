@@ -144,8 +144,17 @@ actor ConversationKeys {
         guard sealed.allSatisfy({ ((try? $0.message.serializedBytes()) as [UInt8]?)?.count ?? .max <= MessageRules.maxMessageBytes }) else {
             throw ClientError("the sealed message is over \(MessageRules.maxMessageBytes) bytes (a long id or image URL?)", code: .messageTooLarge)
         }
-        try storeCall { try store.saveGroup(peer, state: try group.savedState(), sealed: sealed.count) }
+        let state: [UInt8]
+        do { state = try group.savedState() } catch { throw ClientError("cannot encrypt \(Self.named(peer)): \(error)", code: .endToEnd) }
+        // Kept in memory before the write is awaited: a seal that comes meanwhile (this actor is
+        // reentrant at the await) goes on from this state, never reuses its keys. Should the
+        // write fail, these messages are not sent and their keys are simply skipped.
         groups[peer] = group
+        do {
+            try await store.saveSealed(peer, state: state, sealed: sealed.count)
+        } catch {
+            throw ClientError("cannot use the keys in \(store.path): \(error)", code: .endToEnd)
+        }
         return sealed
     }
 
