@@ -477,6 +477,30 @@ public enum ClientEvent: Sendable, Equatable {
     /// and why. It is confirmed (the server would push it forever otherwise) and not shown;
     /// `simp_...` counts are the application's to keep. Never silent.
     case undecryptable(from: String, id: String, reason: String)
+    /// The key directory lists `device` of `user` with a certificate that does not verify under
+    /// `user`'s identity key (docs/E2EE.md, Part 2): the device is not encrypted to, and its
+    /// KeyPackages are not claimed. Only the server, or someone who writes to its store, puts
+    /// one there: `user` never approved that device. Once per device and key while the client
+    /// runs; counted (`SIMPClient.securityWarnings()`).
+    case uncertifiedDevice(user: String, device: String)
+    /// The commit the server's order holds for `epoch` of `conversation` ("#GROUP" or the other
+    /// user) was refused by MLS (RFC 9420 section 12.4.2): handed again, out of order, a second
+    /// commit for an epoch this device already left, or forged. This device stays at its epoch
+    /// (no split: it never applies a second commit for an epoch) and cannot read what is sealed
+    /// after that commit; `reason` says what MLS refused. Once per commit while the client
+    /// runs; counted (`SIMPClient.securityWarnings()`).
+    case commitRefused(conversation: String, epoch: UInt64, reason: String)
+}
+
+/// What this device refused of what the server gave it, that an honest server never gives
+/// (`ClientEvent.uncertifiedDevice`, `.commitRefused`): counted by `SIMPClient.securityWarnings()`
+/// and the metric `simp_client_security_warnings_total{kind}` (docs/E2EE.md, Part 4, "What a
+/// malicious server can do").
+public enum SecurityWarning: String, Sendable, Hashable, CaseIterable {
+    /// A device certificate that does not verify under its user's identity key.
+    case uncertifiedDevice = "uncertified-device"
+    /// A commit of the conversation's order that MLS refused.
+    case commitRefused = "commit-refused"
 }
 
 /// Why a sealed message could not be decrypted: the cause `SIMPClient.decryptionFailures()`
@@ -495,6 +519,9 @@ public enum DecryptionFailure: String, Sendable, Hashable, CaseIterable {
     case wrongID = "wrong-id"
     /// MLS refused it: an epoch not kept, a key used already (a replay), a bad signature.
     case mls
+    /// It was sealed after a commit of the conversation's order that this device refused
+    /// (`ClientEvent.commitRefused`): the device stays at the epoch before that commit.
+    case commitRefused = "commit-refused"
     /// Anything else (the data directory failed, a request for commits failed).
     case other
 }
@@ -506,6 +533,8 @@ public struct ClientError: Error, Sendable, Equatable, CustomStringConvertible {
     public var message: String
     /// The library's own code of a local failure (`.cancelled`); `errorCode` reads both.
     var localCode: ErrorCode?
+    /// Why a sealed message could not be opened, when this error says so (`ConversationKeys`).
+    var decryptionFailure: DecryptionFailure?
 
     public init(_ message: String, code: ErrorCode? = nil) {
         self.message = message

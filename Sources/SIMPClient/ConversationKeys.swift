@@ -50,6 +50,9 @@ actor ConversationKeys {
     /// The wall clock in ms (key lifetimes, when an Update is due); injected by tests.
     private let clock: @Sendable () -> Int64
     private let updateAfter: (messages: Int, millis: Int64)
+    /// What this device already warned of (`ClientEvent.uncertifiedDevice`, `.commitRefused`):
+    /// each once while the client runs, however often the server hands it again.
+    private var warned: Set<[UInt8]> = []
 
     init(store: ClientStore, user: String, device: String, keys: ClientStore.OwnKeys, checkInterval: Duration = .seconds(1),
          updateAfter: (messages: Int, millis: Int64) = (ConversationKeys.updateAfterMessages, ConversationKeys.updateAfterMillis),
@@ -188,6 +191,8 @@ actor ConversationKeys {
         case wrongSender
         case wrongID
         case mls(String)
+        /// A commit of the conversation's order that MLS refused (`ClientEvent.commitRefused`).
+        case commitRefused(String)
     }
 
     /// The messages with each sealed one opened; one that cannot be stays sealed, with why
@@ -221,6 +226,8 @@ actor ConversationKeys {
         case OpenFailure.wrongSender: .wrongSender
         case OpenFailure.wrongID: .wrongID
         case OpenFailure.mls: .mls
+        case OpenFailure.commitRefused: .commitRefused
+        case let error as ClientError: error.decryptionFailure ?? .other
         default: .other
         }
     }
@@ -245,6 +252,7 @@ actor ConversationKeys {
         case OpenFailure.wrongSender: "the sender's device in the group is not the user the server names"
         case OpenFailure.wrongID: "the id inside is not the message's"
         case OpenFailure.mls(let why): "MLS: \(why)"
+        case OpenFailure.commitRefused(let why): "the conversation's order holds a commit this device refused: \(why)"
         case let error as ClientError: error.message
         default: "\(error)"
         }
@@ -304,7 +312,7 @@ actor ConversationKeys {
             var group = try MLSGroup(savedState: saved, credentialValidator: nil, proposalApprover: nil)
             group.credentialValidator = try await validator(for: conversation, client: client)
             groups[conversation] = group
-            try await catchUp(conversation, client: client)
+            try await catchUpUnlessRefused(conversation, client: client)
             return
         }
         let validator = try await validator(for: conversation, client: client)
@@ -312,7 +320,7 @@ actor ConversationKeys {
             let page = try await client.fetchCommits(in: conversation, fromEpoch: 0, join: true)
             if let welcome = page.welcome {
                 try join(conversation, welcome, validator: validator)
-                try await catchUp(conversation, client: client)
+                try await catchUpUnlessRefused(conversation, client: client)
                 try await refillKeyPackages(client)
                 return
             }
@@ -462,7 +470,7 @@ actor ConversationKeys {
 
     /// Renews this device's leaf keys by an Update when due (`updateAfter`): a commit with a path
     /// and no proposals (sections 12.4, 16.6). A lost race is caught up; the Update is then
-    /// tried at the next send.
+    /// tried at the next send (also when the winner is a commit this device refuses).
     private func updateIfDue(_ conversation: String, client: SIMPClient) async throws(ClientError) {
         let now = clock()
         guard let renewal = try storeCall({ try store.renewal(of: conversation) }),
@@ -479,7 +487,14 @@ actor ConversationKeys {
         }
         if let refused = await Self.submit(commit, to: conversation, epoch: epoch, welcomes: [], client: client) {
             if refused.code == .commitConflict {
-                do { try await catchUp(conversation, client: client) } catch { throw Self.clientError(error) }
+                do {
+                    try await catchUp(conversation, client: client)
+                } catch OpenFailure.commitRefused {
+                    // The order holds a commit this device refuses (warned): no Update while it
+                    // does; what is sent goes on this epoch, to the members in it.
+                } catch {
+                    throw Self.clientError(error)
+                }
                 return
             }
             guard await Self.held(commit, in: conversation, epoch: epoch, client: client) else { throw refused }
@@ -520,20 +535,70 @@ actor ConversationKeys {
     }
 
     /// Processes the conversation's commits the server stored since the group's epoch, in order.
+    ///
+    /// The page must hold the commit due next, then the one after, and so on: a commit the
+    /// server labels with another epoch is refused (an order handed again or out of order),
+    /// unless the page starts at the oldest commit kept (the device is further behind than the
+    /// order keeps: Part 3, "Catching up"). Each commit is then checked by MLS (section 12.4.2:
+    /// its own epoch, membership tag, signature, confirmation tag, path; a committer's leaf the
+    /// key directory does not certify). A refused commit is never applied: the commits before
+    /// it are kept, the device stays at that epoch, warns (`ClientEvent.commitRefused`, once per
+    /// commit) and throws `OpenFailure.commitRefused`. So it never takes a second commit for
+    /// an epoch it left.
     private func catchUp(_ conversation: String, client: SIMPClient) async throws {
         let validator = try await validator(for: conversation, client: client)
         while let epoch = groups[conversation]?.epoch {
             let page = try await client.fetchCommits(in: conversation, fromEpoch: epoch)
             guard var group = groups[conversation] else { return }
             group.credentialValidator = validator
-            for stored in page.commits where stored.epoch == group.epoch {
-                if try group.process(try MLSMessage(mlsDecoding: stored.commit)) == .removed {
-                    throw OpenFailure.notInConversation
+            var refused: (due: UInt64, stored: StoredCommit, why: String)?
+            for (index, stored) in page.commits.enumerated() {
+                let due = group.epoch
+                if index == 0, stored.epoch > due, page.epoch >= UInt64(CommitRules.keptCommits),
+                   stored.epoch == page.epoch - UInt64(CommitRules.keptCommits) {
+                    break
                 }
+                guard stored.epoch == due else {
+                    refused = (due, stored, "the server gives the commit it labels epoch \(stored.epoch) where epoch \(due)'s is due")
+                    break
+                }
+                let received: MLSGroup.Received
+                do {
+                    received = try group.process(try MLSMessage(mlsDecoding: stored.commit))
+                } catch {
+                    // The state is unchanged by the refused commit (`MLSGroup.process`).
+                    refused = (due, stored, "\(error)")
+                    break
+                }
+                if received == .removed { throw OpenFailure.notInConversation }
             }
-            try store.saveGroup(conversation, state: try group.savedState())
-            groups[conversation] = group
-            if !page.more || page.commits.isEmpty { return }
+            let moved = group.epoch != epoch
+            if moved {
+                try store.saveGroup(conversation, state: try group.savedState())
+                groups[conversation] = group
+            }
+            if let refused {
+                var seen = Array(conversation.utf8) + [0]
+                for number in [refused.due, refused.stored.epoch] { withUnsafeBytes(of: number.bigEndian) { seen += $0 } }
+                seen += SHA256.hash(data: refused.stored.commit)
+                if warned.insert(seen).inserted {
+                    client.warn(.commitRefused, .commitRefused(conversation: conversation, epoch: refused.due, reason: refused.why))
+                }
+                throw OpenFailure.commitRefused("the commit for epoch \(refused.due): \(refused.why)")
+            }
+            // A page that moves nothing ends the catch-up: a server that answers `more` forever
+            // does not keep the device fetching.
+            if !page.more || page.commits.isEmpty || !moved { return }
+        }
+    }
+
+    /// `catchUp`, where a refused commit is not this call's failure: a group loaded from disk or
+    /// joined stays at the epoch it reached (warned), and what needs a later epoch fails then.
+    private func catchUpUnlessRefused(_ conversation: String, client: SIMPClient) async throws {
+        do {
+            try await catchUp(conversation, client: client)
+        } catch OpenFailure.commitRefused {
+            return
         }
     }
 
@@ -569,11 +634,25 @@ actor ConversationKeys {
             if owner == user, entry.identityKey != identityPublic {
                 throw ClientError("the server gives another identity key for \(user) than this device's", code: .endToEnd)
             }
-            for device in entry.verifiedDevices {
+            let verified = entry.verifiedDevices
+            for device in verified {
                 keys[KeyDirectoryRules.credentialIdentity(user: owner, device: device.device)] = device.deviceKey
             }
+            warnOfUncertified(entry, verified: verified, client: client)
         }
         return DirectoryValidator(keys: keys, owners: owners)
+    }
+
+    /// Warns (`ClientEvent.uncertifiedDevice`, once per device and certificate) of each device
+    /// the directory lists whose certificate does not verify under the identity key: left out
+    /// of every group (`DirectoryValidator` holds only verified ones), its user never approved it.
+    private func warnOfUncertified(_ entry: KeyDirectoryEntry, verified: [VerifiedDevice], client: SIMPClient) {
+        for device in entry.devices where !verified.contains(where: { $0.device == device.device && $0.deviceKey == device.deviceKey }) {
+            var seen = Array("\(entry.user)/\(device.device)".utf8) + [0]
+            seen += SHA256.hash(data: device.deviceKey + device.signature + entry.identityKey)
+            guard warned.insert(seen).inserted else { continue }
+            client.warn(.uncertifiedDevice, .uncertifiedDevice(user: entry.user, device: device.device))
+        }
     }
 
     /// The conversation a message belongs to: its group, or the other user of a one-to-one one.
@@ -616,6 +695,12 @@ actor ConversationKeys {
 
     static func clientError(_ error: any Error) -> ClientError {
         if let error = error as? ClientError { return error }
+        if let failure = error as? OpenFailure {
+            // Its cause kept: a message that fails in `setUp` is counted as what it is.
+            var wrapped = ClientError(reason(failure), code: .endToEnd)
+            wrapped.decryptionFailure = cause(failure)
+            return wrapped
+        }
         return ClientError("end-to-end encryption failed: \(error)", code: .endToEnd)
     }
 }

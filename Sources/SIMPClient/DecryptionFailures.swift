@@ -26,3 +26,36 @@ extension SIMPClient {
         decryptionFailureCounts.all
     }
 }
+
+/// What this device refused of what the server gave it, by kind (`SecurityWarning`): read by
+/// the application (`SIMPClient.securityWarnings()`), and counted as the metric
+/// `simp_client_security_warnings_total{kind}`. Each is also an event (`ClientEvent.uncertifiedDevice`,
+/// `.commitRefused`).
+final class SecurityWarnings: Sendable {
+    private let counts = Locked<[SecurityWarning: Int]>([:])
+    private let counters: [SecurityWarning: Counter] = Dictionary(uniqueKeysWithValues: SecurityWarning.allCases.map { kind in
+        (kind, Counter(label: "simp_client_security_warnings_total", dimensions: [("kind", kind.rawValue)]))
+    })
+
+    func count(_ kind: SecurityWarning) {
+        counts.withLock { $0[kind, default: 0] += 1 }
+        counters[kind]?.increment()
+    }
+
+    var all: [SecurityWarning: Int] { counts.value }
+}
+
+extension SIMPClient {
+    /// How many times this client refused something of the server's that an honest server never
+    /// gives (a device certificate that does not verify, a commit MLS refuses), by kind, since
+    /// it was made. Each was also an event (`ClientEvent.uncertifiedDevice`, `.commitRefused`).
+    public func securityWarnings() -> [SecurityWarning: Int] {
+        securityWarningCounts.all
+    }
+
+    /// Counts `kind` and hands `event` to the application, on the client's loop.
+    func warn(_ kind: SecurityWarning, _ event: ClientEvent) {
+        securityWarningCounts.count(kind)
+        loop.execute { [self] in deliver(event) }
+    }
+}

@@ -25,6 +25,7 @@ public final class SIMPClient: @unchecked Sendable {
     /// This device's keys for encrypted conversations, once made (`conversationKeys()`).
     let keyring = Locked<ConversationKeys?>(nil)
     let decryptionFailureCounts = DecryptionFailures()
+    let securityWarningCounts = SecurityWarnings()
 
     let loop: any EventLoop
     /// The client's event loop as a task executor. An application task started with it

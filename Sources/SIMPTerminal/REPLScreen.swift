@@ -154,6 +154,21 @@ public struct REPLScreen: Sendable {
 
     // MARK: events
 
+    /// What the user is told of a device the server lists for `user` that `user`'s identity never
+    /// certified (`ClientEvent.uncertifiedDevice`).
+    public static func uncertifiedDeviceText(user: String, device: String) -> String {
+        let user = TerminalText.escaped(user)
+        return "the server lists a device \(TerminalText.escaped(device)) of \(user) that \(user)'s identity never certified: "
+            + "nothing is encrypted to it (the server, or someone with access to it, added it)"
+    }
+
+    /// What the user is told of a commit of a conversation's order this device refused
+    /// (`ClientEvent.commitRefused`).
+    public static func commitRefusedText(conversation: String, epoch: UInt64, reason: String) -> String {
+        "the server's commit for epoch \(epoch) of \(TerminalText.escaped(conversation)) was refused (\(TerminalText.escaped(reason))): "
+            + "this device stays at its epoch and cannot read what was sent after it"
+    }
+
     /// What the user is told when a peer's identity key changed (`ClientEvent.identityChanged`).
     public static func identityChangedText(_ user: String) -> String {
         "\(TerminalText.escaped(user))'s identity key changed: they made a new identity, or someone put another key in their place; "
@@ -238,6 +253,10 @@ public struct REPLScreen: Sendable {
             return [error(Self.identityChangedText(user))]
         case .undecryptable(let from, let id, let reason):
             return [error("cannot decrypt message \(id) from \(from): \(reason)")]
+        case .uncertifiedDevice(let user, let device):
+            return [error(Self.uncertifiedDeviceText(user: user, device: device))]
+        case .commitRefused(let conversation, let epoch, let reason):
+            return [error(Self.commitRefusedText(conversation: conversation, epoch: epoch, reason: reason))]
         @unknown default:
             return []
         }

@@ -80,6 +80,12 @@ final class Output: @unchecked Sendable {
                  human: "[cannot decrypt] message \(id) from \(from): \(reason)", toStderr: true)
         case .identityChanged(let user):
             emit(["event": "identity-changed", "user": user], human: "[identity changed] " + REPLScreen.identityChangedText(user), toStderr: true)
+        case .uncertifiedDevice(let user, let device):
+            emit(["event": "uncertified-device", "user": user, "device": device],
+                 human: "[warning] " + REPLScreen.uncertifiedDeviceText(user: user, device: device), toStderr: true)
+        case .commitRefused(let conversation, let epoch, let reason):
+            emit(["event": "commit-refused", "conversation": conversation, "epoch": Int(epoch), "reason": reason],
+                 human: "[warning] " + REPLScreen.commitRefusedText(conversation: conversation, epoch: epoch, reason: reason), toStderr: true)
         @unknown default:
             break
         }

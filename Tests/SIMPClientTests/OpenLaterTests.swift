@@ -21,3 +21,17 @@ import Testing
         #expect(!ConversationKeys.openLater(.cancelled))
     }
 }
+
+/// A failure to open keeps its cause when it passes through a `ClientError` (`ConversationKeys.clientError`):
+/// a device never added to a group counts `notInConversation`, one after a refused commit `commitRefused`.
+@Suite struct DecryptionCauseTests {
+    @Test func aWrappedFailureKeepsItsCause() {
+        typealias K = ConversationKeys
+        #expect(K.cause(K.clientError(K.OpenFailure.notInConversation)) == .notInConversation)
+        #expect(K.cause(K.clientError(K.OpenFailure.commitRefused("wrongEpoch(expected: 2, got: 1)"))) == .commitRefused)
+        #expect(K.cause(K.OpenFailure.commitRefused("x")) == .commitRefused)
+        #expect(K.clientError(K.OpenFailure.notInConversation).code == .endToEnd)
+        #expect(K.clientError(K.OpenFailure.notInConversation).message == K.reason(K.OpenFailure.notInConversation))
+        #expect(K.cause(ClientError("no such group", code: .noSuchGroup)) == .other)
+    }
+}

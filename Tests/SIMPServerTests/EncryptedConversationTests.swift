@@ -193,6 +193,7 @@ import Testing
         for user in ["alice", "bob"] { try await cluster.register(user) }
         let (bob, bobLog) = try await Self.connected(cluster, "bob", directories[1])
         #expect(try await bob.setUpIdentity() == .created)
+        try Self.addUncertifiedDevice(cluster, of: "bob")
 
         let repl = try ChildProcess(try productPath("simp"), ["--server", "127.0.0.1:\(cluster.addresses.tcpPort)", "--user", "alice",
                                                              "--password", "pw-alice", "--data-dir", directories[0], "--e2e", "--json"],
@@ -200,6 +201,9 @@ import Testing
         #expect(repl.waitForLine(timeout: 30) { $0.contains(#""event":"connected""#) } != nil, "stderr: \(repl.stderr)")
         repl.write("/send bob sealed from the command line\n")
         #expect(await bobLog.wait { $0.messages.contains { $0.text == "sealed from the command line" && $0.encrypted } })
+        // The device the server added to bob's directory is warned of, not encrypted to.
+        #expect(repl.waitForLine(timeout: 30) { $0 == #"{"device":"evil","event":"uncertified-device","user":"bob"}"# } != nil,
+                "printed: \(repl.stdout)")
         _ = try await bob.send(to: "alice", text: "and back to the REPL")
         let line = repl.waitForLine(timeout: 30) { $0.contains("and back to the REPL") }
         #expect(line?.contains(#""encrypted":true"#) == true, "printed: \(line ?? repl.stdout)")
@@ -247,30 +251,39 @@ import Testing
         await cluster.stop()
     }
 
+    /// What a malicious server does to add a device of its own to `user`'s key directory (a
+    /// write to its Redis): a certificate `user`'s identity never signed, for a key the server
+    /// holds, and a KeyPackage of that key.
+    static func addUncertifiedDevice(_ cluster: TestCluster, of user: String, name: String = "evil") throws {
+        let evil = try KeyFixtures.deviceSigner()
+        let package = try KeyFixtures(user).keyPackage(name, evil)
+        let certificate = Array(evil.publicKey.rawRepresentation) + [UInt8](repeating: 0x5a, count: 64)
+        let keys = try TypingTests.keys(cluster)
+        let devcerts = try #require(keys.first { $0.hasSuffix("{\(user)}:devcerts") })
+        let keypkgs = devcerts.replacingOccurrences(of: ":devcerts", with: ":keypkgs")
+        let hex = { (bytes: [UInt8]) in bytes.map { String(format: "%02x", $0) }.joined() }
+        _ = try cluster.redis.command(["EVAL", """
+            local function unhex(h) return (h:gsub('..', function(c) return string.char(tonumber(c, 16)) end)) end
+            redis.call('HSET', KEYS[1], ARGV[3], unhex(ARGV[1]))
+            redis.call('ZADD', KEYS[2], 0, ARGV[3] .. string.char(0) .. unhex(ARGV[2]))
+            return 1
+            """, "2", devcerts, keypkgs, hex(certificate), hex(package), name])
+    }
+
     /// A malicious server (here: a write to its Redis) adds a device to alice's directory: a
     /// certificate her identity never signed, and a KeyPackage of its key. bob's device does not
     /// encrypt to it (no Welcome is made for it, its leaf is never added), and alice reads bob.
+    /// Both are warned, once each however often they read the directory: bob of a device of
+    /// his peer's, alice of one of her own, that her identity never certified.
     @Test func aDeviceTheServerAddsIsNotEncryptedTo() async throws {
         let cluster = try await TestCluster.start()
         let directories = (0..<2).map { _ in LocalHistoryTests.directory() }
         defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
         let pair = try await Self.aliceAndBob(cluster, directories)
         let (alice, aliceLog) = pair.alice
-        let (bob, _) = pair.bob
+        let (bob, bobLog) = pair.bob
 
-        let evil = try KeyFixtures.deviceSigner()
-        let package = try KeyFixtures("alice").keyPackage("evil", evil)
-        let certificate = Array(evil.publicKey.rawRepresentation) + [UInt8](repeating: 0x5a, count: 64)
-        let keys = try TypingTests.keys(cluster)
-        let devcerts = try #require(keys.first { $0.hasSuffix("{alice}:devcerts") })
-        let keypkgs = devcerts.replacingOccurrences(of: ":devcerts", with: ":keypkgs")
-        let hex = { (bytes: [UInt8]) in bytes.map { String(format: "%02x", $0) }.joined() }
-        _ = try cluster.redis.command(["EVAL", """
-            local function unhex(h) return (h:gsub('..', function(c) return string.char(tonumber(c, 16)) end)) end
-            redis.call('HSET', KEYS[1], 'evil', unhex(ARGV[1]))
-            redis.call('ZADD', KEYS[2], 0, 'evil' .. string.char(0) .. unhex(ARGV[2]))
-            return 1
-            """, "2", devcerts, keypkgs, hex(certificate), hex(package)])
+        try Self.addUncertifiedDevice(cluster, of: "alice")
         #expect(try await bob.keyDirectory(of: "alice").devices.map(\.device).sorted() == ["evil", "phone"], "the server serves it")
         #expect(try await bob.keyDirectory(of: "alice").verifiedDevices.map(\.device) == ["phone"], "it does not verify")
 
@@ -280,6 +293,14 @@ import Testing
         let welcomed = try TypingTests.keys(cluster).filter { $0.hasSuffix(":welcomes") }
             .flatMap { try cluster.redis.command(["HKEYS", $0]).split(separator: "\r\n").map(String.init) }
         #expect(welcomed.contains("alice/phone") && !welcomed.contains { $0.contains("evil") }, "welcomed: \(welcomed)")
+        let warned = { (log: EventLog) in log.all.filter { if case .uncertifiedDevice = $0 { true } else { false } } }
+        #expect(await bobLog.wait { warned($0) == [.uncertifiedDevice(user: "alice", device: "evil")] })
+        #expect(bob.securityWarnings() == [.uncertifiedDevice: 1])
+        let reply = try await alice.send(to: "bob", text: "and back")
+        #expect(await bobLog.wait { $0.messages.contains { $0.id == reply && $0.encrypted } })
+        #expect(await aliceLog.wait { warned($0) == [.uncertifiedDevice(user: "alice", device: "evil")] })
+        #expect(warned(bobLog).count == 1, "once, however often the directory is read")
+        #expect(alice.securityWarnings() == [.uncertifiedDevice: 1] && bob.securityWarnings() == [.uncertifiedDevice: 1])
         for client in [alice, bob] { await client.close() }
         await cluster.stop()
     }

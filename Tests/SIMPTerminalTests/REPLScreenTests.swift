@@ -107,6 +107,17 @@ import Testing
         #expect(screen.promptColumns == "alice> ".count)
     }
 
+    /// A malicious server's doing, said as a warning line (no secret: names, an epoch, MLS's reason).
+    @Test func securityWarningsAreErrorLines() {
+        var screen = REPLScreen(session: session, style: ANSIStyle(enabled: false), timeZone: utc)
+        #expect(screen.handle(.uncertifiedDevice(user: "bob", device: "evil"), now: Date()) == [
+            "error: the server lists a device evil of bob that bob's identity never certified: "
+                + "nothing is encrypted to it (the server, or someone with access to it, added it)"])
+        #expect(screen.handle(.commitRefused(conversation: "bob", epoch: 2, reason: "wrongEpoch(expected: 2, got: 1)"), now: Date()) == [
+            "error: the server's commit for epoch 2 of bob was refused (wrongEpoch(expected: 2, got: 1)): "
+                + "this device stays at its epoch and cannot read what was sent after it"])
+    }
+
     @Test func plainLinesWithoutColour() {
         var screen = REPLScreen(session: session, style: ANSIStyle(enabled: false), timeZone: utc)
         #expect(screen.prompt == "alice> ")
