@@ -97,6 +97,9 @@ private final class JSONLines: @unchecked Sendable {
             emit(object)
         case .undecryptable(let from, let id, let reason): emit(["event": "undecryptable", "from": from, "id": id, "reason": reason])
         case .identityChanged(let user): emit(["event": "identity-changed", "user": user])
+        case .uncertifiedDevice(let user, let device): emit(["event": "uncertified-device", "user": user, "device": device])
+        case .commitRefused(let conversation, let epoch, let reason):
+            emit(["event": "commit-refused", "conversation": conversation, "epoch": Int(epoch), "reason": reason])
         case .retracted(let id, let from, let reason): emit(["event": "retracted", "id": id, "from": from, "reason": reason])
         case .error(let message, _): emit(["event": "error", "message": message])
         case .eventsDropped(let count):
