@@ -55,6 +55,22 @@ extension ClientStore {
         try written.get()
     }
 
+    /// A group's state after it opened a message, with what the message opened to, queued with
+    /// the client's other writes (a group commit); `done` says whether it is on disk.
+    func queueOpened(_ conversation: String, state: [UInt8], opened: (seq: UInt64, Opened),
+                     done: @escaping @Sendable (Result<Void, StoreWriteError>) -> Void) {
+        enqueue(done) { db in
+            try Self.writeGroup(conversation, state: state, opened: opened, sealed: 0, renewedAt: nil, db)
+        }
+    }
+
+    /// Returns once every write queued before it is on disk (or failed): batches commit in order.
+    func queuedWritesDone() async {
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            enqueue({ _ in done.resume() }) { _ in }
+        }
+    }
+
     private static func writeGroup(_ conversation: String, state: [UInt8], opened: (seq: UInt64, Opened)?, sealed: Int,
                                    renewedAt: Int64?, _ db: Database) throws {
         try db.execute(sql: """
@@ -79,11 +95,17 @@ extension ClientStore {
         }
     }
 
-    func opened(seq: UInt64) throws -> Opened? {
-        try db.read { db in
-            try Row.fetchOne(db, sql: "SELECT id, inner FROM mls_opened WHERE seq = ?", arguments: [Int64(seq)]).map {
-                Opened(id: $0["id"], inner: [UInt8]($0["inner"] as Data))
-            }
+    /// What the messages at `seqs` opened to, of those kept (`mls_opened`), by seq: one read for
+    /// a batch.
+    func opened(seqs: [UInt64]) throws -> [UInt64: Opened] {
+        guard !seqs.isEmpty else { return [:] }
+        return try db.read { db in
+            let marks = Array(repeating: "?", count: seqs.count).joined(separator: ",")
+            let rows = try Row.fetchAll(db, sql: "SELECT seq, id, inner FROM mls_opened WHERE seq IN (\(marks))",
+                                        arguments: StatementArguments(seqs.map { Int64($0) }))
+            var kept: [UInt64: Opened] = [:]
+            for row in rows { kept[UInt64(row["seq"] as Int64)] = Opened(id: row["id"], inner: [UInt8](row["inner"] as Data)) }
+            return kept
         }
     }
 

@@ -199,7 +199,16 @@ actor ConversationKeys {
     /// (`IncomingMessage.unopened`). Throws, for the whole batch, when one could not be opened
     /// for now (`openLater`): the batch is then neither written nor confirmed, and the server
     /// pushes it again.
+    ///
+    /// Each opening's state is queued with what it opened to (`ClientStore.queueOpened`), not
+    /// written on its own: the batch's openings share the store's group commits, and the batch
+    /// returns once they are on disk (`settle`).
     func open(_ messages: [IncomingMessage], client: SIMPClient) async throws(ClientError) -> [IncomingMessage] {
+        let writes = OpenedWrites()
+        let kept: [UInt64: ClientStore.Opened]
+        do { kept = try store.opened(seqs: messages.filter(\.sealed).map(\.seq)) } catch {
+            throw ClientError("cannot use the keys in \(store.path): \(error)")
+        }
         var opened: [IncomingMessage] = []
         for message in messages {
             guard message.sealed else {
@@ -207,16 +216,39 @@ actor ConversationKeys {
                 continue
             }
             do {
-                opened.append(try await open(message, client: client))
+                opened.append(try await open(message, kept: kept[message.seq], writes: writes, client: client))
             } catch {
-                if let error = error as? ClientError, Self.openLater(error) { throw error }
+                if let error = error as? ClientError, Self.openLater(error) {
+                    // What opened before it is kept all the same: its keys are gone from memory.
+                    try await settle(writes)
+                    throw error
+                }
                 var failed = message
                 failed.unopened = Self.reason(error)
                 failed.unopenedCause = Self.cause(error)
                 opened.append(failed)
             }
         }
+        try await settle(writes)
         return opened
+    }
+
+    /// The writes a batch's openings queued, and whether one failed.
+    final class OpenedWrites: Sendable {
+        let failure = Locked<StoreWriteError?>(nil)
+        let touched = Locked<Set<String>>([])
+    }
+
+    /// Returns once the batch's queued states are on disk. If one is not, the groups the batch
+    /// touched are dropped from memory (they go on from the state on disk, whose keys still
+    /// open these messages) and the batch is to be opened later: neither shown nor confirmed,
+    /// the server pushes it again.
+    private func settle(_ writes: OpenedWrites) async throws(ClientError) {
+        guard !writes.touched.value.isEmpty else { return }
+        await store.queuedWritesDone()
+        guard let failure = writes.failure.value else { return }
+        for conversation in writes.touched.value { groups[conversation] = nil }
+        throw ClientError("cannot keep what the messages opened to: \(failure)")
     }
 
     static func cause(_ error: any Error) -> DecryptionFailure {
@@ -258,8 +290,9 @@ actor ConversationKeys {
         }
     }
 
-    private func open(_ message: IncomingMessage, client: SIMPClient) async throws -> IncomingMessage {
-        if let kept = try store.opened(seq: message.seq), kept.id == message.id {
+    private func open(_ message: IncomingMessage, kept: ClientStore.Opened?, writes: OpenedWrites,
+                      client: SIMPClient) async throws -> IncomingMessage {
+        if let kept, kept.id == message.id {
             return try unsealed(message, kept.inner)
         }
         let conversation = Self.conversation(of: message, user: user)
@@ -276,8 +309,14 @@ actor ConversationKeys {
         guard case .basic(let identity)? = group.credential(at: sender),
               identity.starts(with: Array("\(message.from)/".utf8)) else { throw OpenFailure.wrongSender }
         let result = try unsealed(message, data)
-        try store.saveGroup(conversation, state: try group.savedState(), opened: (message.seq, .init(id: message.id, inner: data)))
+        // Queued in order: a state this actor writes later (a seal, a commit) goes after this
+        // one, so no state on disk has used a message's key without the message beside it.
+        let state = try group.savedState()
         groups[conversation] = group
+        writes.touched.withLock { _ = $0.insert(conversation) }
+        store.queueOpened(conversation, state: state, opened: (message.seq, .init(id: message.id, inner: data))) { result in
+            if case .failure(let error) = result { writes.failure.value = error }
+        }
         return result
     }
 
