@@ -55,6 +55,35 @@ extension ClientStore {
         try written.get()
     }
 
+    /// A commit this device made on `epoch` and the state it leads to, kept before the commit is
+    /// submitted (replacing any earlier one of the conversation).
+    func keepPending(_ conversation: String, epoch: UInt64, commit: [UInt8], state: [UInt8]) throws {
+        try db.write { db in
+            try db.execute(sql: "INSERT OR REPLACE INTO mls_pending (conversation, epoch, message, state) VALUES (?, ?, ?, ?)",
+                           arguments: [conversation, Int64(epoch), Data(commit), Data(state)])
+        }
+    }
+
+    func pending(of conversation: String) throws -> (epoch: UInt64, commit: [UInt8], state: [UInt8])? {
+        try db.read { db in
+            try Row.fetchOne(db, sql: "SELECT epoch, message, state FROM mls_pending WHERE conversation = ?", arguments: [conversation])
+                .map { (UInt64($0["epoch"] as Int64), [UInt8]($0["message"] as Data), [UInt8]($0["state"] as Data)) }
+        }
+    }
+
+    func dropPending(_ conversation: String) throws {
+        try db.write { db in try db.execute(sql: "DELETE FROM mls_pending WHERE conversation = ?", arguments: [conversation]) }
+    }
+
+    /// The state a stored commit of this device's leads to, kept in place of its pending entry
+    /// (one transaction).
+    func saveCommitted(_ conversation: String, state: [UInt8], renewedAt: Int64) throws {
+        try db.write { db in
+            try Self.writeGroup(conversation, state: state, opened: nil, sealed: 0, renewedAt: renewedAt, db)
+            try db.execute(sql: "DELETE FROM mls_pending WHERE conversation = ?", arguments: [conversation])
+        }
+    }
+
     /// A group's state after it opened a message, with what the message opened to, queued with
     /// the client's other writes (a group commit); `done` says whether it is on disk.
     func queueOpened(_ conversation: String, state: [UInt8], opened: (seq: UInt64, Opened),

@@ -145,6 +145,16 @@ final class ClientStore: Sendable {
                 CREATE TABLE link_offers (device TEXT PRIMARY KEY, request BLOB NOT NULL, offer BLOB NOT NULL);
                 """)
         }
+        migrator.registerMigration("v7-pending-commits") { db in
+            // A commit this device made, kept with the state it leads to before it goes to the
+            // server: a device killed after the server stored it, before the state was kept,
+            // takes that state when the order shows its commit (it cannot process its own
+            // commit: the path secrets are encrypted to the others). docs/E2EE.md, Part 3.
+            try db.execute(sql: """
+                CREATE TABLE mls_pending (
+                    conversation TEXT PRIMARY KEY, epoch INTEGER NOT NULL, message BLOB NOT NULL, state BLOB NOT NULL);
+                """)
+        }
         return migrator
     }
 

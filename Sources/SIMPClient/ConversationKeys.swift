@@ -53,6 +53,11 @@ actor ConversationKeys {
     /// What this device already warned of (`ClientEvent.uncertifiedDevice`, `.commitRefused`):
     /// each once while the client runs, however often the server hands it again.
     private var warned: Set<[UInt8]> = []
+    /// Called after the server stored a commit of this device's, before its state is kept:
+    /// tests copy the data directory there, as a `kill -9` at that moment would leave it.
+    private var afterCommitStored: (@Sendable (String) -> Void)?
+
+    func setAfterCommitStored(_ hook: (@Sendable (String) -> Void)?) { afterCommitStored = hook }
 
     init(store: ClientStore, user: String, device: String, keys: ClientStore.OwnKeys, checkInterval: Duration = .seconds(1),
          updateAfter: (messages: Int, millis: Int64) = (ConversationKeys.updateAfterMessages, ConversationKeys.updateAfterMillis),
@@ -357,6 +362,14 @@ actor ConversationKeys {
         let validator = try await validator(for: conversation, client: client)
         for _ in 0..<3 {
             let page = try await client.fetchCommits(in: conversation, fromEpoch: 0, join: true)
+            // This device made the group and was stopped before it kept it.
+            if let first = page.commits.first, first.epoch == 0,
+               let made = try pendingState(conversation, epoch: 0, stored: first.commit, validator: validator) {
+                groups[conversation] = made
+                try store.saveCommitted(conversation, state: try made.savedState(), renewedAt: clock())
+                try await catchUpUnlessRefused(conversation, client: client)
+                return
+            }
             if let welcome = page.welcome {
                 try join(conversation, welcome, validator: validator)
                 try await catchUpUnlessRefused(conversation, client: client)
@@ -409,13 +422,39 @@ actor ConversationKeys {
         let welcomeBytes = try MLSMessage.welcome(welcome).mlsEncoded()
         let commit = try output.message.mlsEncoded()
         let welcomes = adds.map { CommitWelcome(user: $0.user, device: $0.device, welcome: welcomeBytes) }
+        try store.keepPending(peer, epoch: 0, commit: commit, state: try output.group.savedState())
         if let refused = await Self.submit(commit, to: peer, welcomes: welcomes, client: client) {
-            if refused.code == .commitConflict { return false }
+            if refused.code == .commitConflict {
+                try store.dropPending(peer)
+                return false
+            }
+            // Not known to be stored: the pending commit stays, for the order to settle.
             guard await Self.held(commit, in: peer, epoch: 0, client: client) else { throw refused }
         }
-        try store.saveGroup(peer, state: try output.group.savedState(), renewedAt: clock())
-        groups[peer] = output.group
+        try kept(commit: output.group, in: peer)
         return true
+    }
+
+    /// A commit of this device's is in the order: its state is kept in place of the pending one.
+    private func kept(commit state: MLSGroup, in conversation: String) throws(ClientError) {
+        afterCommitStored?(conversation)
+        groups[conversation] = state
+        // Should this write fail, the pending entry stays and is taken when the order is read.
+        try storeCall { try store.saveCommitted(conversation, state: try state.savedState(), renewedAt: clock()) }
+    }
+
+    /// The pending commit of `conversation` on `epoch`, if `stored` is it: the state it leads to.
+    /// Another commit stored on that epoch means this device's never was: it is dropped.
+    private func pendingState(_ conversation: String, epoch: UInt64, stored: [UInt8],
+                              validator: DirectoryValidator) throws -> MLSGroup? {
+        guard let pending = try store.pending(of: conversation), pending.epoch == epoch else { return nil }
+        guard pending.commit == stored else {
+            try store.dropPending(conversation)
+            return nil
+        }
+        var group = try MLSGroup(savedState: pending.state, credentialValidator: nil, proposalApprover: nil)
+        group.credentialValidator = validator
+        return group
     }
 
     /// Records the peer's identity key on first use, or reports its change (`safetyNumber`).
@@ -490,8 +529,10 @@ actor ConversationKeys {
                 welcomes = adds.map { CommitWelcome(user: $0.user, device: $0.device, welcome: bytes) }
             }
             let commit = try output.message.mlsEncoded()
+            try store.keepPending(conversation, epoch: epoch, commit: commit, state: try output.group.savedState())
             if let refused = await Self.submit(commit, to: conversation, epoch: epoch, welcomes: welcomes, client: client) {
                 if refused.code == .commitConflict {
+                    try store.dropPending(conversation)
                     try await catchUp(conversation, client: client)
                     continue
                 }
@@ -499,8 +540,7 @@ actor ConversationKeys {
             }
             // Stored: the new epoch's state replaces whatever this epoch's state became meanwhile.
             // Its path renewed this device's leaf too.
-            try store.saveGroup(conversation, state: try output.group.savedState(), renewedAt: clock())
-            groups[conversation] = output.group
+            try kept(commit: output.group, in: conversation)
             checked[conversation] = started
             return
         }
@@ -524,8 +564,10 @@ actor ConversationKeys {
         } catch {
             throw ClientError("cannot make an Update for \(conversation): \(error)", code: .endToEnd)
         }
+        try storeCall { try store.keepPending(conversation, epoch: epoch, commit: commit, state: try output.group.savedState()) }
         if let refused = await Self.submit(commit, to: conversation, epoch: epoch, welcomes: [], client: client) {
             if refused.code == .commitConflict {
+                try storeCall { try store.dropPending(conversation) }
                 do {
                     try await catchUp(conversation, client: client)
                 } catch OpenFailure.commitRefused {
@@ -538,8 +580,7 @@ actor ConversationKeys {
             }
             guard await Self.held(commit, in: conversation, epoch: epoch, client: client) else { throw refused }
         }
-        try storeCall { try store.saveGroup(conversation, state: try output.group.savedState(), renewedAt: now) }
-        groups[conversation] = output.group
+        try kept(commit: output.group, in: conversation)
     }
 
     /// Each member's leaf and credential identity ("USER/DEVICE").
@@ -591,6 +632,7 @@ actor ConversationKeys {
             guard var group = groups[conversation] else { return }
             group.credentialValidator = validator
             var refused: (due: UInt64, stored: StoredCommit, why: String)?
+            var adopted = false
             for (index, stored) in page.commits.enumerated() {
                 let due = group.epoch
                 if index == 0, stored.epoch > due, page.epoch >= UInt64(CommitRules.keptCommits),
@@ -600,6 +642,12 @@ actor ConversationKeys {
                 guard stored.epoch == due else {
                     refused = (due, stored, "the server gives the commit it labels epoch \(stored.epoch) where epoch \(due)'s is due")
                     break
+                }
+                // This device's own commit, stored before it could keep the state it leads to.
+                if let pending = try pendingState(conversation, epoch: due, stored: stored.commit, validator: validator) {
+                    group = pending
+                    adopted = true
+                    continue
                 }
                 let received: MLSGroup.Received
                 do {
@@ -613,7 +661,11 @@ actor ConversationKeys {
             }
             let moved = group.epoch != epoch
             if moved {
-                try store.saveGroup(conversation, state: try group.savedState())
+                if adopted {
+                    try store.saveCommitted(conversation, state: try group.savedState(), renewedAt: clock())
+                } else {
+                    try store.saveGroup(conversation, state: try group.savedState())
+                }
                 groups[conversation] = group
             }
             if let refused {

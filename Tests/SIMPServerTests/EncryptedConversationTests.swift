@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 @testable import SIMPClient
 import SIMPCore
 import SIMPTestSupport
@@ -154,6 +155,60 @@ import Testing
         // The group's creation, then an Update before the 4th and the 7th message.
         #expect(try await alice.fetchCommits(in: "bob", fromEpoch: 0).epoch == 3)
         for client in [alice, bob] { await client.close() }
+        await cluster.stop()
+    }
+
+    /// A device stopped after the server stored its commit (an Update), before it kept the state
+    /// the commit leads to: restarted on what a `kill -9` there leaves (the data directory copied
+    /// at that moment), it cannot process its own commit, so it takes the state it kept with
+    /// the commit beforehand (docs/E2EE.md, Part 3, "A commit kept before it is submitted"), and
+    /// both sides go on reading each other.
+    @Test func aDeviceStoppedBetweenItsCommitAndItsStateTakesThePendingState() async throws {
+        let cluster = try await TestCluster.start()
+        let directories = (0..<3).map { _ in LocalHistoryTests.directory() }
+        defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
+        let pair = try await Self.aliceAndBob(cluster, directories)
+        let (alice, (bob, bobLog)) = (pair.alice.0, pair.bob)
+        let store = try await alice.identityStore()
+        let keys = try ConversationKeys(store: store, user: "alice", device: "phone", keys: try #require(try store.ownKeys()),
+                                        checkInterval: .zero, updateAfter: (messages: 2, millis: .max))
+        // The first commit stored is the group's making; the second, the Update before message
+        // 3. There the data directory is copied and the device stops (its keys' actor waits):
+        // nothing after the commit is sealed by it, as after a kill -9.
+        let stored = NIOLockedValueBox(0)
+        let stopped = DispatchSemaphore(value: 0)
+        let source = directories[0]
+        let copy = directories[2]
+        try FileManager.default.createDirectory(atPath: copy, withIntermediateDirectories: true)
+        await keys.setAfterCommitStored { _ in
+            guard stored.withLockedValue({ count in count += 1; return count }) == 2 else { return }
+            for file in (try? FileManager.default.contentsOfDirectory(atPath: source)) ?? [] {
+                try? FileManager.default.copyItem(atPath: source + "/" + file, toPath: copy + "/" + file)
+            }
+            stopped.wait()
+        }
+        alice.keyring.withLock { $0 = keys }
+        let sending = Task { for i in 1...3 { _ = try await alice.send(to: "bob", text: "before \(i)") } }
+        #expect(await bobLog.wait { log in log.messages.filter(\.encrypted).count == 2 })
+        for _ in 0..<3000 where stored.withLockedValue({ $0 }) < 2 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(stored.withLockedValue { $0 } == 2, "the Update was stored")
+        #expect(try await bob.fetchCommits(in: "alice", fromEpoch: 0).epoch == 2, "made, then updated")
+        await alice.close()
+
+        let (restarted, restartedLog) = try await Self.connected(cluster, "alice", copy)
+        #expect(try await restarted.setUpIdentity() == .ready, "the copy holds alice's identity")
+        let after = try await restarted.send(to: "bob", text: "after the restart")
+        #expect(await bobLog.wait { $0.messages.contains { $0.id == after && $0.text == "after the restart" } })
+        let reply = try await bob.send(to: "alice", text: "bob on the new epoch")
+        #expect(await restartedLog.wait { $0.messages.contains { $0.id == reply && $0.text == "bob on the new epoch" && $0.encrypted } })
+        for log in [restartedLog, bobLog] {
+            #expect(log.all.allSatisfy { if case .undecryptable = $0 { false } else if case .commitRefused = $0 { false } else { true } },
+                    "nothing refused, nothing undecryptable: \(log.all.filter { if case .message = $0 { false } else { true } })")
+        }
+        #expect(try await restarted.fetchCommits(in: "bob", fromEpoch: 0).epoch == 2, "no second commit for epoch 1")
+        for client in [restarted, bob] { await client.close() }
+        stopped.signal()
+        _ = await sending.result
         await cluster.stop()
     }
 

@@ -23,6 +23,15 @@ struct UDPBlockedTests {
         return (stack, try await NamespacedLoop(stack.ns))
     }
 
+    /// A client of `user`, registered and connected, with the log of its events.
+    static func registered(_ user: String, _ config: ClientConfiguration, _ loops: NamespacedLoop) async throws -> (SIMPClient, EventLog) {
+        let client = SIMPClient(configuration: config, eventLoopGroup: loops.group)
+        let log = EventLog(client)
+        try await client.register(user: user, password: "pw-\(user)")
+        try await client.connect(user: user, password: "pw-\(user)")
+        return (client, log)
+    }
+
     static func configuration(_ stack: NamespaceStack) -> ClientConfiguration {
         var config = ClientConfiguration(host: "127.0.0.1", port: stack.server.tcpPort)
         config.reconnectBase = .milliseconds(50)
@@ -130,11 +139,7 @@ struct UDPBlockedTests {
         defer { withExtendedLifetime(stack) {} }
         let config = Self.configuration(stack)
         func connected(_ user: String) async throws -> (SIMPClient, EventLog) {
-            let client = SIMPClient(configuration: config, eventLoopGroup: loops.group)
-            let log = EventLog(client)
-            try await client.register(user: user, password: "pw-\(user)")
-            try await client.connect(user: user, password: "pw-\(user)")
-            return (client, log)
+            try await Self.registered(user, config, loops)
         }
         let (bob, bobLog) = try await connected("bob")
         let (alice, aliceLog) = try await connected("alice")
@@ -194,11 +199,7 @@ struct UDPBlockedTests {
         defer { withExtendedLifetime(stack) {} }
         let config = Self.configuration(stack)
         func connected(_ user: String) async throws -> (SIMPClient, EventLog) {
-            let client = SIMPClient(configuration: config, eventLoopGroup: loops.group)
-            let log = EventLog(client)
-            try await client.register(user: user, password: "pw-\(user)")
-            try await client.connect(user: user, password: "pw-\(user)")
-            return (client, log)
+            try await Self.registered(user, config, loops)
         }
         let (bob, bobLog) = try await connected("bob")
         let (alice, aliceLog) = try await connected("alice")
@@ -288,11 +289,7 @@ struct UDPBlockedTests {
         let loops = try await NamespacedLoop(stack.ns)
         let config = Self.configuration(stack)
         func connected(_ user: String) async throws -> (SIMPClient, EventLog) {
-            let client = SIMPClient(configuration: config, eventLoopGroup: loops.group)
-            let log = EventLog(client)
-            try await client.register(user: user, password: "pw-\(user)")
-            try await client.connect(user: user, password: "pw-\(user)")
-            return (client, log)
+            try await Self.registered(user, config, loops)
         }
         let (bob, bobLog) = try await connected("bob")
         let (alice, aliceLog) = try await connected("alice")
@@ -415,11 +412,7 @@ struct UDPBlockedTests {
         let loops = try await NamespacedLoop(stack.ns)
         let config = Self.configuration(stack)
         func connected(_ user: String) async throws -> (SIMPClient, EventLog) {
-            let client = SIMPClient(configuration: config, eventLoopGroup: loops.group)
-            let log = EventLog(client)
-            try await client.register(user: user, password: "pw-\(user)")
-            try await client.connect(user: user, password: "pw-\(user)")
-            return (client, log)
+            try await Self.registered(user, config, loops)
         }
         let (bob, bobLog) = try await connected("bob")
         let (alice, aliceLog) = try await connected("alice")
