@@ -101,8 +101,12 @@ extension ClientEngine {
         case .data: received([payload], now: now)
         case .early: receivedEarly(payload, now: now)
         case .typing:
-            let from = String(decoding: payload, as: UTF8.self)
-            if UserName.isValid(from) { emit(.typing(from: from)) }
+            guard let body = SealedSignals.TypingBody(payload) else { return }
+            switch SignalRules.typingStep(body, endToEnd: configuration.endToEnd) {
+            case .show(let from): emit(.typing(from: from))
+            case .check(let body): actions.append(.checkTyping(body))
+            case .drop(let reason): actions.append(.countDroppedSignal(.typing, reason))
+            }
         case .presence:
             if let change = PresenceChange(payload: payload) {
                 emit(.presence(PresenceInfo(user: change.user, state: change.online ? .online : .offline, lastSeen: Date(millis: change.since))))
@@ -189,7 +193,13 @@ extension ClientEngine {
             emit(.groupChanged(group: group, change: change, seq: message.groupSeq))
             return
         }
+        if let dropped = message.droppedSignal {
+            actions.append(.countDroppedSignal(.read, dropped))
+            return
+        }
         if message.sealed {
+            // A sealed read receipt that did not open is dropped and counted, not shown.
+            if message.sealedRead { return actions.append(.countDroppedSignal(.read, .unopened)) }
             let why = message.unopened ?? "this client keeps no keys (end-to-end encryption needs a data directory)"
             actions.append(.countDecryptionFailure(message.unopenedCause ?? .noKeys))
             return emit(.undecryptable(from: message.from, id: message.id, reason: why))
@@ -302,6 +312,8 @@ extension ClientEngine {
         let due = heldReadMarks.filter { $0.seq <= confirmed }
         guard !due.isEmpty else { return }
         heldReadMarks.removeAll { $0.seq <= confirmed }
+        // Encrypting: the driver seals those of encrypted conversations (docs/E2EE.md, Part 7).
+        if configuration.endToEnd { return actions.append(.tellReadMarks(due)) }
         for start in stride(from: 0, to: due.count, by: 256) {
             var request = Simp_ReadRequest()
             request.reads = Array(due[start..<min(start + 256, due.count)])

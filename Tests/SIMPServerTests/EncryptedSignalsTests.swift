@@ -1,0 +1,168 @@
+import Foundation
+@testable import SIMPClient
+import SIMPCore
+import SIMPTestSupport
+import Testing
+
+/// Read receipts and typing between encrypting users (docs/E2EE.md, Part 7) against a real
+/// server and Redis: they travel sealed in the conversation's MLS group and are applied; what
+/// was read is nowhere in what the server stores; a plain or forged receipt or typing the server
+/// hands an encrypting device for an encrypted conversation is dropped and counted; a client
+/// that does not encrypt keeps the plain forms; `--e2e required` refuses the plain forms.
+@Suite(.serialized) struct EncryptedSignalsTests {
+    typealias E2E = EncryptedConversationTests
+
+    /// How many times `needle` occurs in `haystack`.
+    static func occurrences(of needle: String, in haystack: String) -> Int {
+        haystack.components(separatedBy: needle).count - 1
+    }
+
+    /// alice and bob (both encrypting), their conversation's group made by a first message
+    /// alice sent and bob read.
+    static func encryptedPair(_ cluster: TestCluster, _ directories: [String]) async throws
+        -> (alice: SIMPClient, aliceLog: EventLog, bob: SIMPClient, bobLog: EventLog, first: IncomingMessage) {
+        let pair = try await E2E.aliceAndBob(cluster, directories)
+        let (alice, aliceLog) = pair.alice
+        let (bob, bobLog) = pair.bob
+        let id = try await alice.send(to: "bob", text: "the first, which makes the group")
+        #expect(await bobLog.wait { $0.messages.contains { $0.id == id && $0.encrypted } })
+        let first = try #require(bobLog.messages.first { $0.id == id })
+        return (alice, aliceLog, bob, bobLog, first)
+    }
+
+    @Test func aReadReceiptAndTypingTravelSealedAndAreApplied() async throws {
+        let cluster = try await TestCluster.start()
+        let directories = (0..<3).map { _ in LocalHistoryTests.directory() }
+        defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
+        var (alice, aliceLog, bob, bobLog, first) = try await Self.encryptedPair(cluster, directories)
+        let second = try await alice.send(to: "bob", text: "the second")
+        #expect(await bobLog.wait { $0.messages.contains { $0.id == second } })
+        #expect(await aliceLog.wait { Set($0.delivered).isSuperset(of: [first.id, second]) })
+
+        // alice is away: what bob's read leaves stays in her inbox, where a dump of Redis sees it.
+        await alice.close()
+        let stored = cluster.metric("simp_messages_stored_total")
+        let before = try E2E.everythingInRedis(cluster)
+        try await bob.markRead(bobLog.messages.filter { [first.id, second].contains($0.id) })
+        #expect(await waitFor { cluster.metric("simp_messages_stored_total") == stored + 1 }, "one sealed read, stored")
+        // What was read is nowhere the server keeps it: the ids appear in Redis no more often than
+        // before (a READ notice would name them in alice's inbox).
+        let after = try E2E.everythingInRedis(cluster)
+        for id in [first.id, second] {
+            #expect(Self.occurrences(of: id, in: after) == Self.occurrences(of: id, in: before), "\(id) was told in the clear")
+        }
+        #expect(cluster.metric("simp_messages_sealed_total") == 3, "two texts and the read, sealed")
+        // bob's client heard nothing of the sealed read it sent (no accepted, delivered or failed).
+        #expect(bobLog.accepted.isEmpty && bobLog.failed.isEmpty)
+
+        // alice comes back: the read is applied, by bob, for both.
+        (alice, aliceLog) = try await E2E.connected(cluster, "alice", directories[0])
+        #expect(await aliceLog.wait { Set($0.reads.map(\.id)) == [first.id, second] }, "\(aliceLog.reads)")
+        #expect(aliceLog.reads.allSatisfy { $0.by == "bob" })
+
+        // Typing both ways, sealed, shown.
+        try bob.sendTyping(to: "alice")
+        #expect(await aliceLog.wait { $0.typing.map(\.from) == ["bob"] })
+        try alice.sendTyping(to: "bob")
+        #expect(await bobLog.wait { $0.typing.map(\.from) == ["alice"] })
+        #expect(cluster.metric("simp_typing_relayed_total") == 2)
+        #expect(alice.droppedSignals().isEmpty && bob.droppedSignals().isEmpty, "\(alice.droppedSignals()) \(bob.droppedSignals())")
+        // A typing does not move bob's group past a message still on its way: alice's next text opens.
+        let third = try await alice.send(to: "bob", text: "after the typing")
+        #expect(await bobLog.wait { $0.messages.contains { $0.id == third && $0.text == "after the typing" } })
+        #expect(bob.decryptionFailures().isEmpty && alice.decryptionFailures().isEmpty)
+
+        // A mixed pair: carol does not encrypt; alice's read of carol's message goes plain, as
+        // before, and the same dump finds its id in carol's inbox (carol away).
+        try await cluster.register("carol")
+        var (carol, _) = try await E2E.connected(cluster, "carol", directories[2], endToEnd: false)
+        let plain = try await carol.send(to: "alice", text: "from a client without encryption")
+        #expect(await aliceLog.wait { $0.messages.contains { $0.id == plain && !$0.encrypted } })
+        await carol.close()
+        let plainStored = cluster.metric("simp_messages_stored_total")
+        let plainBefore = try E2E.everythingInRedis(cluster)
+        try await alice.markRead(aliceLog.messages.filter { $0.id == plain })
+        #expect(await waitFor { cluster.metric("simp_messages_stored_total") == plainStored + 1 }, "one READ notice")
+        #expect(Self.occurrences(of: plain, in: try E2E.everythingInRedis(cluster)) > Self.occurrences(of: plain, in: plainBefore),
+                "a plain read is stored in the clear: the check above would see one")
+        let carolLog: EventLog
+        (carol, carolLog) = try await E2E.connected(cluster, "carol", directories[2], endToEnd: false)
+        #expect(await carolLog.wait { $0.reads.map(\.id) == [plain] })
+        try carol.sendTyping(to: "alice")
+        #expect(await aliceLog.wait { $0.typing.map(\.from) == ["bob", "carol"] }, "plain typing where nothing is encrypted")
+        for client in [alice, bob, carol] { await client.close() }
+        await cluster.stop()
+    }
+
+    @Test func plainAndForgedReceiptsAndTypingAreDroppedAndCounted() async throws {
+        let cluster = try await TestCluster.start()
+        let directories = (0..<2).map { _ in LocalHistoryTests.directory() }
+        defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
+        let (alice, aliceLog, bob, bobLog, _) = try await Self.encryptedPair(cluster, directories)
+        // A device of bob's that speaks the wire by hand: what a server (or a client that does not
+        // encrypt) can make, and alice's device must not take for bob's in their encrypted conversation.
+        let raw = try RawPeer(tcpPort: cluster.addresses.tcpPort, udpPort: cluster.addresses.udpPort)
+        try raw.connectAndBind(token: try raw.login("bob", "pw-bob", device: "raw"), device: "raw")
+        let id = try await alice.send(to: "bob", text: "read by hand")
+        var pushed: Simp_Message?
+        while pushed == nil, let datagram = try raw.receiveDatagram() {
+            guard datagram.header.kind == .data, let message = try? Simp_Message(serializedBytes: datagram.payload) else { continue }
+            if message.messageID == id { pushed = message }
+        }
+        let message = try #require(pushed)
+
+        // A plain read (the server stores it as a READ notice), a plain typing, a typing and a
+        // read whose MLS messages are not the group's.
+        let mark = Simp_Envelope(requestID: 31, .markRead(.with { $0.reads = [.with { $0.fromUser = "alice"; $0.messageID = id; $0.seq = message.seq }] }))
+        raw.writeRaw(raw.frame(Simp_Envelope(requestID: 30, .receipt(.with { $0.upToSeq = message.seq }))) + raw.frame(mark))
+        raw.sendDatagram(.typing, Array("alice".utf8))
+        let forged = SealedText.privateMessagePrefix + (0..<90).map { UInt8(truncatingIfNeeded: $0 &* 41) }
+        raw.sendDatagram(.typing, Array("alice".utf8) + [0] + forged)
+        raw.sendDatagram(.data, try Simp_Message.with {
+            $0.version = 1; $0.messageID = "forged-read"; $0.toUser = "alice"; $0.type = .sealedRead
+            $0.content = Data(forged).base64EncodedString()
+        }.serializedBytes())
+        let expected = ["read/unsealed": 1, "typing/unsealed": 1, "typing/unopened": 1, "read/unopened": 1]
+        #expect(await aliceLog.wait { _ in alice.droppedSignals() == expected }, "\(alice.droppedSignals())")
+        #expect(aliceLog.reads.isEmpty && aliceLog.typing.isEmpty, "none of them shown")
+        #expect(!aliceLog.all.contains { if case .undecryptable = $0 { true } else { false } }, "a forged read is not a message")
+
+        // bob's own device, sealed: shown.
+        #expect(await bobLog.wait { $0.messages.contains { $0.id == id } })
+        try await bob.markRead(bobLog.messages.filter { $0.id == id })
+        #expect(await aliceLog.wait { $0.reads.map(\.id) == [id] })
+        let delivered = aliceLog.index { if case .delivered(id, _, _) = $0 { true } else { false } }
+        let read = aliceLog.index { if case .read(id, _, _) = $0 { true } else { false } }
+        #expect(delivered != nil && read != nil && delivered! < read!, "delivered before read")
+        try bob.sendTyping(to: "alice")
+        #expect(await aliceLog.wait { $0.typing.map(\.from) == ["bob"] })
+        #expect(alice.droppedSignals() == expected)
+        raw.closeControl()
+        for client in [alice, bob] { await client.close() }
+        await cluster.stop()
+    }
+
+    @Test func aServerThatRequiresEncryptionRefusesPlainReadsAndTypingBetweenUsers() async throws {
+        let cluster = try await TestCluster.start { $0.endToEnd = .required }
+        let directories = (0..<2).map { _ in LocalHistoryTests.directory() }
+        defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
+        let (alice, aliceLog, bob, bobLog, first) = try await Self.encryptedPair(cluster, directories)
+        // Sealed: taken.
+        try await bob.markRead([first])
+        #expect(await aliceLog.wait { $0.reads.map(\.id) == [first.id] })
+        try bob.sendTyping(to: "alice")
+        #expect(await aliceLog.wait { $0.typing.map(\.from) == ["bob"] })
+        // Plain: a one-to-one markRead is E2E_REQUIRED, a plain TYPING dropped and counted.
+        let raw = try RawPeer(tcpPort: cluster.addresses.tcpPort, udpPort: cluster.addresses.udpPort)
+        try raw.connectAndBind(token: try raw.login("bob", "pw-bob", device: "raw"), device: "raw")
+        let answer = try raw.request(40, .markRead(.with { $0.reads = [.with { $0.fromUser = "alice"; $0.messageID = first.id; $0.seq = first.seq }] }))
+        #expect(errorCode(answer) == .e2ERequired)
+        raw.sendDatagram(.typing, Array("alice".utf8))
+        #expect(await waitFor { cluster.metric("simp_datagrams_dropped_total{reason=\"e2e_required\"}") == 1 })
+        #expect(cluster.metric("simp_typing_relayed_total") == 1, "only the sealed one")
+        _ = bobLog
+        raw.closeControl()
+        for client in [alice, bob] { await client.close() }
+        await cluster.stop()
+    }
+}
