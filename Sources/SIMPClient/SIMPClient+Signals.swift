@@ -50,19 +50,33 @@ extension SIMPClient {
             keys = found
             routed = SignalRules.route(marks, endToEnd: true, encrypted: await found.encryptedConversations())
         }
-        for start in stride(from: 0, to: routed.plain.count, by: 256) {
+        // A refused markRead (say E2E_REQUIRED) does not hold back the sealed ones: thrown after them.
+        var refused: ClientError?
+        for start in stride(from: 0, to: routed.plain.count, by: 256) where refused == nil {
             var request = Simp_ReadRequest()
             request.reads = Array(routed.plain[start..<min(start + 256, routed.plain.count)])
+            refused = await markRead(request)
+        }
+        if let keys, !routed.sealed.isEmpty, (try? await settings())?.readReceipts == true {
+            for (peer, ids) in routed.sealed {
+                let made = try ClientEngine.message(ClientEngine.plain(ids.joined(separator: " "), type: .read), to: peer,
+                                                    at: Self.moment().millis, random: random)
+                let sealed = try await keys.seal(made.items, to: peer, client: self)
+                loop.execute { [self] in handle(.sendSilently(sealed)) }
+            }
+        }
+        if let refused { throw refused }
+    }
+
+    /// One `markRead` request; its refusal, if any.
+    private func markRead(_ request: Simp_ReadRequest) async -> ClientError? {
+        do {
             _ = try await ask(.markRead(request), "a read request") { body in
                 if case .ok? = body { () } else { nil }
             }
-        }
-        guard let keys, !routed.sealed.isEmpty, (try? await settings())?.readReceipts == true else { return }
-        for (peer, ids) in routed.sealed {
-            let made = try ClientEngine.message(ClientEngine.plain(ids.joined(separator: " "), type: .read), to: peer,
-                                                at: Self.moment().millis, random: random)
-            let sealed = try await keys.seal(made.items, to: peer, client: self)
-            loop.execute { [self] in handle(.sendSilently(sealed)) }
+            return nil
+        } catch {
+            return error
         }
     }
 }
