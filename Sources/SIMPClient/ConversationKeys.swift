@@ -312,14 +312,20 @@ actor ConversationKeys {
         try await setUp(peer, client: client, creating: false)
         // From here to the end, no await: the state read is the state kept.
         guard var group = groups[peer] else { throw OpenFailure.notInConversation }
-        var inner = Simp_Message()
-        inner.type = .typing
-        let data: [UInt8] = try inner.serializedBytes()
-        let message = try group.encrypt(data, paddingLength: SealedText.padding(for: data.count + 67), randomness: randomness)
-        let bytes = try MLSMessage.privateMessage(message).mlsEncoded()
+        let bytes = try Self.sealedTyping(in: &group, randomness: randomness)
         try store.saveGroup(peer, state: try group.savedState())
         groups[peer] = group
         return bytes
+    }
+
+    /// A TYPING's MLS message (mls_private_message) sealed in `group`.
+    static func sealedTyping(in group: inout MLSGroup, randomness: (Int) throws -> [UInt8]) throws -> [UInt8] {
+        var inner = Simp_Message()
+        inner.type = .typing
+        let data: [UInt8] = try inner.serializedBytes()
+        // 67: the data's length (2 bytes) and the signature (65), as for a sealed message.
+        let message = try group.encrypt(data, paddingLength: SealedText.padding(for: data.count + 67), randomness: randomness)
+        return try MLSMessage.privateMessage(message).mlsEncoded()
     }
 
     /// Whether a TYPING that came is shown (`SignalRules.typingVerdict`): a sealed one is opened
@@ -336,10 +342,17 @@ actor ConversationKeys {
     /// (only 32 skipped keys are kept), and costs no write. A signal sealed on an epoch this
     /// device has not reached does not open (no commits are fetched for it).
     private func openSignal(_ bytes: [UInt8], in conversation: String, client: SIMPClient) async throws -> SignalRules.Opened {
-        guard case .privateMessage(let sealed) = try MLSMessage(mlsDecoding: bytes) else { throw OpenFailure.malformed }
+        guard case .privateMessage = try MLSMessage(mlsDecoding: bytes) else { throw OpenFailure.malformed }
         try await setUp(conversation, client: client, creating: false)
-        guard var copy = groups[conversation] else { throw OpenFailure.notInConversation }
-        guard case .application(let sender, let data, _, _) = try copy.process(.privateMessage(sealed)),
+        guard let group = groups[conversation] else { throw OpenFailure.notInConversation }
+        return try Self.openedSignal(bytes, in: group)
+    }
+
+    /// What a sealed signal opens to in `group`, a copy (a value) whose changed state is dropped.
+    static func openedSignal(_ bytes: [UInt8], in group: MLSGroup) throws -> SignalRules.Opened {
+        var copy = group
+        guard case .privateMessage(let sealed) = try MLSMessage(mlsDecoding: bytes),
+              case .application(let sender, let data, _, _) = try copy.process(.privateMessage(sealed)),
               case .basic(let identity)? = copy.credential(at: sender),
               let slash = identity.firstIndex(of: UInt8(ascii: "/")) else { throw OpenFailure.malformed }
         let inner = try Simp_Message(serializedBytes: data)
