@@ -193,6 +193,8 @@ extension ClientEngine {
             emit(.groupChanged(group: group, change: change, seq: message.groupSeq))
             return
         }
+        // A later protocol's type: its content is not a text this client may show.
+        if message.unknownType { return }
         if let dropped = message.droppedSignal {
             actions.append(.countDroppedSignal(.read, dropped))
             return

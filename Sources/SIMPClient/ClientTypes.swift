@@ -199,6 +199,8 @@ public struct IncomingMessage: Sendable, Equatable {
     var sealedRead = false
     /// A plain READ of an encrypted conversation (`SignalRules.plainReadVerdict`): dropped, counted.
     var droppedSignal: SignalRules.Drop?
+    /// Of a type this client does not know (a later protocol's): confirmed, never shown as a text.
+    var unknownType = false
     /// Why a sealed message did not open (`ConversationKeys.open`); nil if it was not tried.
     var unopened: String?
     var unopenedCause: DecryptionFailure?
@@ -251,6 +253,7 @@ public struct IncomingMessage: Sendable, Equatable {
         part = m.type == .textPart ? LongText.PartID(m.messageID) : nil
         sealed = m.type == .sealed || m.type == .sealedRead
         sealedRead = m.type == .sealedRead
+        if case .UNRECOGNIZED = m.type { unknownType = true }
         kind = switch m.type {
         case .contactRequest: .contactRequest
         case .contactAccepted: .contactAccepted

@@ -340,10 +340,12 @@ actor ConversationKeys {
     /// Opens a sealed signal on a copy of the conversation's group, whose state is not kept: a
     /// typing never moves a sender's ratchet past messages still on their way to this device
     /// (only 32 skipped keys are kept), and costs no write. A signal sealed on an epoch this
-    /// device has not reached does not open (no commits are fetched for it).
+    /// device has not reached makes it fetch and process the commits first, as a message does.
     private func openSignal(_ bytes: [UInt8], in conversation: String, client: SIMPClient) async throws -> SignalRules.Opened {
-        guard case .privateMessage = try MLSMessage(mlsDecoding: bytes) else { throw OpenFailure.malformed }
+        guard case .privateMessage(let sealed) = try MLSMessage(mlsDecoding: bytes) else { throw OpenFailure.malformed }
         try await setUp(conversation, client: client, creating: false)
+        // Sealed after a commit this device has not processed: the commits first, as for a message.
+        if let group = groups[conversation], sealed.epoch > group.epoch { try await catchUp(conversation, client: client) }
         guard let group = groups[conversation] else { throw OpenFailure.notInConversation }
         return try Self.openedSignal(bytes, in: group)
     }

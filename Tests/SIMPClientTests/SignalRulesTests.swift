@@ -129,3 +129,20 @@ struct SignalRulesTests {
         #expect(!ClientEngineTests.controls(actions).contains { if case .markRead = $0 { true } else { false } })
     }
 }
+
+extension SignalRulesTests {
+    @Test func aMessageOfATypeThisClientDoesNotKnowIsNotShown() {
+        var engine = ClientEngineTests.connected()
+        var message = Simp_Message()
+        message.seq = 1
+        message.fromUser = "bob"
+        message.toUser = "alice"
+        message.messageID = "u1"
+        message.content = "opaque bytes of a later protocol"
+        message.type = .UNRECOGNIZED(99)
+        let bytes: [UInt8] = try! message.serializedBytes()
+        let actions = engine.handle(ClientEngineTests.datagram(.data, bytes, packet: 1), at: ClientEngineTests.start)
+        #expect(ClientEngineTests.events(actions).isEmpty)
+        #expect(IncomingMessage(message).unknownType && !IncomingMessage(Simp_Message.with { $0.type = .audio }).unknownType)
+    }
+}
