@@ -136,11 +136,14 @@ extension ClientEngine {
     private mutating func receivedEarly(_ payload: [UInt8], now: Moment) {
         guard let pushed = try? EarlyPayload(decoding: payload),
               let message = try? Simp_Message(serializedBytes: pushed.message), message.seq == 0,
-              message.type != .textPart, message.type != .sealed else { return }
+              message.type != .textPart else { return }
+        // Sealed ones (a SEALED_READ too) are opened first; a type this client does not know is never shown.
+        let incoming = IncomingMessage(message)
+        guard !incoming.sealed, !incoming.unknownType else { return }
         let key = EarlyLedger.Key(from: message.fromUser, id: message.messageID)
         guard early.admit(key, afterSeq: pushed.afterSeq, deliveredUpTo: sequencer.deliveredUpTo,
                           holding: sequencer.bufferedCount > 0, now: now.deadline) else { return }
-        emit(.message(IncomingMessage(message)))
+        emit(.message(incoming))
     }
 
     /// `ready` took the delivered mark from `after` to where it is now.

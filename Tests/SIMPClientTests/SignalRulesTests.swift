@@ -146,3 +146,20 @@ extension SignalRulesTests {
         #expect(IncomingMessage(message).unknownType && !IncomingMessage(Simp_Message.with { $0.type = .audio }).unknownType)
     }
 }
+
+extension SignalRulesTests {
+    @Test func aSealedReadPushedEarlyIsNeverShownAsAMessage() throws {
+        var engine = ClientEngineTests.connected()
+        func early(_ type: Simp_Message.MessageType, id: String, packet: UInt64) throws -> [ClientEvent] {
+            let message = Simp_Message.with {
+                $0.fromUser = "bob"; $0.toUser = "alice"; $0.messageID = id; $0.type = type
+                $0.content = type == .text ? "hi" : Data(SealedText.privateMessagePrefix + [1, 2, 3]).base64EncodedString()
+            }
+            let payload = try #require(EarlyPayload(afterSeq: 0, message: try message.serializedBytes()).encoded())
+            return ClientEngineTests.events(engine.handle(ClientEngineTests.datagram(.early, payload, packet: packet), at: ClientEngineTests.start))
+        }
+        #expect(try early(.sealedRead, id: "r1", packet: 1).isEmpty)
+        #expect(try early(.UNRECOGNIZED(99), id: "u1", packet: 2).isEmpty)
+        #expect(try early(.text, id: "t1", packet: 3).count == 1, "the early path works: a text is shown")
+    }
+}
