@@ -94,6 +94,60 @@ import Testing
         await cluster.stop()
     }
 
+    @Test func everyDeviceOfTheSenderAndTheReadersOtherDevicesHearASealedRead() async throws {
+        let cluster = try await TestCluster.start()
+        let directories = (0..<5).map { _ in LocalHistoryTests.directory() }
+        defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
+        // alice has a phone and a laptop linked to it; bob one device.
+        let (phone, laptop, bob, carol) = try await EncryptedGroupTests.people(cluster, directories)
+        let toBob = try await phone.client.send(to: "bob", text: "from alice's phone")
+        #expect(await bob.log.wait { $0.messages.contains { $0.id == toBob && $0.encrypted } })
+        try await bob.client.markRead(bob.log.messages.filter { $0.id == toBob })
+        for device in [phone, laptop] {
+            #expect(await device.log.wait { $0.reads.contains { $0.id == toBob && $0.by == "bob" } }, "\(device.log.reads)")
+        }
+        // alice reads on her laptop: bob hears it, and so does her phone (read elsewhere); the laptop nothing.
+        let toAlice = try await bob.client.send(to: "alice", text: "from bob")
+        #expect(await laptop.log.wait { $0.messages.contains { $0.id == toAlice && $0.encrypted } })
+        try await laptop.client.markRead(laptop.log.messages.filter { $0.id == toAlice })
+        #expect(await bob.log.wait { $0.reads.contains { $0.id == toAlice && $0.by == "alice" } }, "\(bob.log.reads)")
+        #expect(await phone.log.wait { $0.reads.contains { $0.id == toAlice && $0.by == "alice" } }, "\(phone.log.reads)")
+        #expect(!laptop.log.reads.contains { $0.id == toAlice })
+        for device in [phone, laptop, bob] {
+            #expect(device.client.droppedSignals().isEmpty && device.client.decryptionFailures().isEmpty)
+        }
+        for device in [phone, laptop, bob, carol] { await device.client.close() }
+        await cluster.stop()
+    }
+
+    @Test func readReceiptsOffStopsSealedReadsBothWays() async throws {
+        let cluster = try await TestCluster.start()
+        let directories = (0..<2).map { _ in LocalHistoryTests.directory() }
+        defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
+        let (alice, aliceLog, bob, bobLog, first) = try await Self.encryptedPair(cluster, directories)
+        let ids = try await ReadReceiptTests.sendAll(alice, to: "bob", ["a", "b"])
+        #expect(await bobLog.wait { log in ids.allSatisfy { id in log.messages.contains { $0.id == id } } })
+        let messages = bobLog.messages
+        // bob does not send it.
+        try await bob.set(.readReceipts(false))
+        let stored = cluster.metric("simp_messages_stored_total")
+        try await bob.markRead(messages.filter { $0.id == first.id })
+        try await bob.set(.readReceipts(true))
+        #expect(cluster.metric("simp_messages_stored_total") == stored, "nothing sealed was sent")
+        // alice does not take it: the server refuses it as a block would, and bob shows nothing of that.
+        try await alice.set(.readReceipts(false))
+        try await bob.markRead(messages.filter { $0.id == ids[0] })
+        #expect(await waitFor { cluster.metric("simp_messages_sealed_total") == 4 }, "the sealed read was sent")
+        try await alice.set(.readReceipts(true))
+        try await bob.markRead(messages.filter { $0.id == ids[1] })
+        // In alice's inbox order: had either of the first two been told, it would be here first.
+        #expect(await aliceLog.wait { !$0.reads.isEmpty })
+        #expect(aliceLog.reads.map(\.id) == [ids[1]])
+        #expect(bobLog.failed.isEmpty && bobLog.accepted.isEmpty)
+        for client in [alice, bob] { await client.close() }
+        await cluster.stop()
+    }
+
     @Test func plainAndForgedReceiptsAndTypingAreDroppedAndCounted() async throws {
         let cluster = try await TestCluster.start()
         let directories = (0..<2).map { _ in LocalHistoryTests.directory() }
