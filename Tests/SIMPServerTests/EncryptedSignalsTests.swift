@@ -148,6 +148,36 @@ import Testing
         await cluster.stop()
     }
 
+    /// Across nodes, the sealed TYPING's MLS message travels in the node notice unchanged.
+    @Test func aSealedTypingAndReadCrossNodes() async throws {
+        let nodes = try Deployment(nodes: 2)
+        defer { nodes.stop() }
+        let directories = (0..<2).map { _ in LocalHistoryTests.directory() }
+        defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
+        func encrypting(_ index: Int) -> (inout ClientConfiguration) -> Void {
+            { config in
+                config.dataDirectory = directories[index]
+                config.device = "phone"
+                config.directoryCheckInterval = .zero
+                config.endToEnd = true
+            }
+        }
+        let alice = try await nodes.connect("alice", startingAt: 0, adjusting: encrypting(0))
+        let bob = try await nodes.connect("bob", startingAt: 1, adjusting: encrypting(1))
+        #expect(nodes.node(of: alice.client.connectedServer) == 0 && nodes.node(of: bob.client.connectedServer) == 1)
+        try await nodes.waitForPresence(of: ["alice", "bob"])
+        #expect(try await alice.client.setUpIdentity() == .created)
+        #expect(try await bob.client.setUpIdentity() == .created)
+        let id = try await alice.client.send(to: "bob", text: "across nodes")
+        #expect(await bob.log.wait { $0.messages.contains { $0.id == id && $0.encrypted } })
+        try bob.client.sendTyping(to: "alice")
+        #expect(await alice.log.wait { $0.typing.map(\.from) == ["bob"] })
+        try await bob.client.markRead(bob.log.messages.filter { $0.id == id })
+        #expect(await alice.log.wait { $0.reads.map(\.id) == [id] })
+        #expect(alice.client.droppedSignals().isEmpty)
+        for user in [alice, bob] { await user.client.close() }
+    }
+
     @Test func plainAndForgedReceiptsAndTypingAreDroppedAndCounted() async throws {
         let cluster = try await TestCluster.start()
         let directories = (0..<2).map { _ in LocalHistoryTests.directory() }
