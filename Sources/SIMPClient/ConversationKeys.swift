@@ -313,7 +313,10 @@ actor ConversationKeys {
         // From here to the end, no await: the state read is the state kept.
         guard var group = groups[peer] else { throw OpenFailure.notInConversation }
         let bytes = try Self.sealedTyping(in: &group, randomness: randomness)
-        try store.saveGroup(peer, state: try group.savedState())
+        // Counted as a sealed message: a typing uses up a generation, and a receiver takes a
+        // message at most 1,000 generations ahead of the last it opened; the Update due after
+        // 1,000 (`updateIfDue`) starts the next text on a new epoch, however long the user typed.
+        try store.saveGroup(peer, state: try group.savedState(), sealed: 1)
         groups[peer] = group
         return bytes
     }

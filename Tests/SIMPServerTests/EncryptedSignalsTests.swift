@@ -148,6 +148,31 @@ import Testing
         await cluster.stop()
     }
 
+    /// Typings count towards the Update: a user who types long without sending starts the next
+    /// text on a new epoch (a receiver opens at most 1,000 generations ahead).
+    @Test func typingsCountTowardsTheNextUpdate() async throws {
+        let cluster = try await TestCluster.start()
+        let directories = (0..<2).map { _ in LocalHistoryTests.directory() }
+        defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
+        let (alice, _, bob, bobLog, _) = try await Self.encryptedPair(cluster, directories)
+        // An Update after every 3 sealed messages instead of 1,000 (the first text was one).
+        let store = try await alice.identityStore()
+        let keys = try ConversationKeys(store: store, user: "alice", device: "phone", keys: try #require(try store.ownKeys()),
+                                        checkInterval: .zero, updateAfter: (messages: 3, millis: .max))
+        alice.keyring.withLock { $0 = keys }
+        let epoch = try await alice.fetchCommits(in: "bob", fromEpoch: 0).epoch
+        for round in 1...2 {
+            try alice.sendTyping(to: "bob")
+            #expect(await bobLog.wait { $0.typing.count == round })
+        }
+        #expect(try await alice.fetchCommits(in: "bob", fromEpoch: 0).epoch == epoch, "a typing makes no commit")
+        let id = try await alice.send(to: "bob", text: "after typing")
+        #expect(await bobLog.wait { $0.messages.contains { $0.id == id && $0.text == "after typing" } })
+        #expect(try await alice.fetchCommits(in: "bob", fromEpoch: 0).epoch == epoch + 1, "the send made an Update first")
+        for client in [alice, bob] { await client.close() }
+        await cluster.stop()
+    }
+
     /// Across nodes, the sealed TYPING's MLS message travels in the node notice unchanged.
     @Test func aSealedTypingAndReadCrossNodes() async throws {
         let nodes = try Deployment(nodes: 2)
