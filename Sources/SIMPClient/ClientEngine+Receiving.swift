@@ -101,8 +101,12 @@ extension ClientEngine {
         case .data: received([payload], now: now)
         case .early: receivedEarly(payload, now: now)
         case .typing:
-            let from = String(decoding: payload, as: UTF8.self)
-            if UserName.isValid(from) { emit(.typing(from: from)) }
+            guard let body = SealedSignals.TypingBody(payload) else { return }
+            switch SignalRules.typingStep(body, endToEnd: configuration.endToEnd) {
+            case .show(let from): emit(.typing(from: from))
+            case .check(let body): actions.append(.checkTyping(body))
+            case .drop(let reason): actions.append(.countDroppedSignal(.typing, reason))
+            }
         case .presence:
             if let change = PresenceChange(payload: payload) {
                 emit(.presence(PresenceInfo(user: change.user, state: change.online ? .online : .offline, lastSeen: Date(millis: change.since))))
@@ -132,11 +136,14 @@ extension ClientEngine {
     private mutating func receivedEarly(_ payload: [UInt8], now: Moment) {
         guard let pushed = try? EarlyPayload(decoding: payload),
               let message = try? Simp_Message(serializedBytes: pushed.message), message.seq == 0,
-              message.type != .textPart, message.type != .sealed else { return }
+              message.type != .textPart else { return }
+        // Sealed ones (a SEALED_READ too) are opened first; a type this client does not know is never shown.
+        let incoming = IncomingMessage(message)
+        guard !incoming.sealed, !incoming.unknownType else { return }
         let key = EarlyLedger.Key(from: message.fromUser, id: message.messageID)
         guard early.admit(key, afterSeq: pushed.afterSeq, deliveredUpTo: sequencer.deliveredUpTo,
                           holding: sequencer.bufferedCount > 0, now: now.deadline) else { return }
-        emit(.message(IncomingMessage(message)))
+        emit(.message(incoming))
     }
 
     /// `ready` took the delivered mark from `after` to where it is now.
@@ -189,7 +196,15 @@ extension ClientEngine {
             emit(.groupChanged(group: group, change: change, seq: message.groupSeq))
             return
         }
+        // A later protocol's type: its content is not a text this client may show.
+        if message.unknownType { return }
+        if let dropped = message.droppedSignal {
+            actions.append(.countDroppedSignal(.read, dropped))
+            return
+        }
         if message.sealed {
+            // A sealed read receipt that did not open is dropped and counted, not shown.
+            if message.sealedRead { return actions.append(.countDroppedSignal(.read, .unopened)) }
             let why = message.unopened ?? "this client keeps no keys (end-to-end encryption needs a data directory)"
             actions.append(.countDecryptionFailure(message.unopenedCause ?? .noKeys))
             return emit(.undecryptable(from: message.from, id: message.id, reason: why))
@@ -302,6 +317,8 @@ extension ClientEngine {
         let due = heldReadMarks.filter { $0.seq <= confirmed }
         guard !due.isEmpty else { return }
         heldReadMarks.removeAll { $0.seq <= confirmed }
+        // Encrypting: the driver seals those of encrypted conversations (docs/E2EE.md, Part 7).
+        if configuration.endToEnd { return actions.append(.tellReadMarks(due)) }
         for start in stride(from: 0, to: due.count, by: 256) {
             var request = Simp_ReadRequest()
             request.reads = Array(due[start..<min(start + 256, due.count)])

@@ -15,10 +15,10 @@ extension ClientEngine {
         }
     }
 
-    /// A TYPING datagram, if the session is bound.
-    mutating func typing(to peer: String) {
+    /// A TYPING datagram, if the session is bound: plain, or with its MLS message (`sealed`).
+    mutating func typing(to peer: String, sealed: [UInt8]? = nil) {
         guard lifecycle.isBound else { return }
-        sendDatagram(.typing, Array(peer.utf8))
+        sendDatagram(.typing, SealedSignals.TypingBody(user: peer, sealed: sealed).bytes)
     }
 
     /// Messages wait in the uplink; what its window and pacing let go leaves at the end of the

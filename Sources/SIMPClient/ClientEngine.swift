@@ -31,7 +31,13 @@ struct ClientEngine {
         /// With `confirmWhenShown`: the application showed the received messages at these seqs
         /// (`markShown`, `markRead`), and these read marks of them are to be told.
         case shown([UInt64], marks: [Simp_ReadMark])
-        case typing(to: String)
+        /// A TYPING to send: plain, or `sealed` (its MLS message, docs/E2EE.md, Part 7).
+        case typing(to: String, sealed: [UInt8]? = nil)
+        /// Sealed read receipts (`SEALED_READ`) to send: the application hears nothing of them
+        /// (no `accepted`, `delivered` or `failed`).
+        case sendSilently([Outgoing])
+        /// The conversation's keys judged a TYPING that came (`SignalRules.typingVerdict`).
+        case typingChecked(from: String, SignalRules.Verdict)
         case disconnect
         /// The task awaiting `connect` was cancelled: that connect ends, nothing is retried.
         case connectCancelled
@@ -98,6 +104,14 @@ struct ClientEngine {
         case emit(ClientEvent)
         /// A sealed message was shown undecryptable, for this cause: counted.
         case countDecryptionFailure(DecryptionFailure)
+        /// A receipt or typing of an encrypted conversation was dropped, for this reason: counted.
+        case countDroppedSignal(SignalRules.Kind, SignalRules.Drop)
+        /// Ask the conversation's keys about this TYPING (`SignalRules.TypingStep.check`); the
+        /// verdict comes back as `typingChecked`.
+        case checkTyping(SealedSignals.TypingBody)
+        /// Tell these read marks (with `endToEnd`: sealed where the conversation is encrypted,
+        /// `SignalRules.route`); nobody waits for them.
+        case tellReadMarks([Simp_ReadMark])
         case sendControl(Simp_Envelope)
         /// A request of the session's opening; its answer comes back as `sessionAnswered`.
         case request(Simp_Envelope.OneOf_Body, SessionStep)
@@ -285,6 +299,8 @@ struct ClientEngine {
     /// With `confirmWhenShown`: read marks of messages not confirmed yet (one below them is
     /// not shown), told once they are: the server tells only what the session confirmed.
     var heldReadMarks: [Simp_ReadMark] = []
+    /// Ids of sealed read receipts sent (`sendSilently`): their answers are not events.
+    var silent: Set<String> = []
 
     init(configuration: ClientConfiguration, random: @escaping @Sendable () -> UInt64) {
         self.configuration = configuration
@@ -316,7 +332,15 @@ struct ClientEngine {
         case .storeOpened(let saved): storeOpened(saved, now: now)
         case .connectRequested(let user, let password, let token): connectRequested(user: user, password: password, token: token, now: now)
         case .send(let items): send(items, now: now)
-        case .typing(let peer): typing(to: peer)
+        case .typing(let peer, let sealed): typing(to: peer, sealed: sealed)
+        case .sendSilently(let items):
+            silent.formUnion(items.map(\.message.messageID))
+            send(items, now: now)
+        case .typingChecked(let from, let verdict):
+            switch verdict {
+            case .show: emit(.typing(from: from))
+            case .drop(let reason): actions.append(.countDroppedSignal(.typing, reason))
+            }
         case .disconnect: disconnect()
         case .connectCancelled: connectCancelled()
         case .close: setConnectionState(.closed)
@@ -353,6 +377,13 @@ struct ClientEngine {
 
     /// The event the application sees: a part's becomes its long message's, or none.
     mutating func emit(_ event: ClientEvent) {
+        switch event {
+        case .accepted(let id, _, _) where silent.contains(id): return
+        case .delivered(let id, _, _) where silent.contains(id), .failed(let id, _, _, _) where silent.contains(id):
+            silent.remove(id)
+            return
+        default: break
+        }
         guard let shown = longSends.fold(event) else { return }
         actions.append(.emit(shown))
         // A status is kept for what a handle follows, or for every message when the history

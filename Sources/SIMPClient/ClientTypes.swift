@@ -193,8 +193,14 @@ public struct IncomingMessage: Sendable, Equatable {
     var part: LongText.PartID?
     /// It came end-to-end encrypted (docs/E2EE.md, Part 4) and this device decrypted it.
     public var encrypted = false
-    /// Still sealed (type SEALED): `text` holds the ciphertext in base64 until it is opened.
+    /// Still sealed (type SEALED or SEALED_READ): `text` holds the ciphertext in base64 until it is opened.
     var sealed = false
+    /// It came as a SEALED_READ: opened, it must hold a READ (and is one).
+    var sealedRead = false
+    /// A plain READ of an encrypted conversation (`SignalRules.plainReadVerdict`): dropped, counted.
+    var droppedSignal: SignalRules.Drop?
+    /// Of a type this client does not know (a later protocol's): confirmed, never shown as a text.
+    var unknownType = false
     /// Why a sealed message did not open (`ConversationKeys.open`); nil if it was not tried.
     var unopened: String?
     var unopenedCause: DecryptionFailure?
@@ -202,6 +208,7 @@ public struct IncomingMessage: Sendable, Equatable {
     /// A sealed message opened: what its sender wrote, from the decrypted `inner` message.
     mutating func unseal(_ inner: Simp_Message) {
         text = inner.content
+        if inner.type == .read { kind = .read }
         imageLink = inner.type == .image ? inner.imageURL : nil
         part = inner.type == .textPart ? LongText.PartID(id) : nil
         sealed = false
@@ -244,7 +251,9 @@ public struct IncomingMessage: Sendable, Equatable {
         groupSeq = m.groupSeq
         groupChange = GroupChange(m)
         part = m.type == .textPart ? LongText.PartID(m.messageID) : nil
-        sealed = m.type == .sealed
+        sealed = m.type == .sealed || m.type == .sealedRead
+        sealedRead = m.type == .sealedRead
+        if case .UNRECOGNIZED = m.type { unknownType = true }
         kind = switch m.type {
         case .contactRequest: .contactRequest
         case .contactAccepted: .contactAccepted

@@ -180,7 +180,9 @@ actor ConversationKeys {
         // 67: the data's length (2 bytes) and the signature (65) go in the padded content too.
         let message = try group.encrypt(data, paddingLength: SealedText.padding(for: data.count + 67), randomness: randomness)
         var outer = item.message
-        outer.type = .sealed
+        // A read receipt goes as SEALED_READ (docs/E2EE.md, Part 7): the server keeps it out of
+        // the history and applies the recipient's read-receipts setting; what was read is inside.
+        outer.type = item.message.type == .read ? .sealedRead : .sealed
         outer.content = Data(try MLSMessage.privateMessage(message).mlsEncoded()).base64EncodedString()
         outer.imageURL = ""
         outer.imageScale = 0
@@ -217,7 +219,13 @@ actor ConversationKeys {
         var opened: [IncomingMessage] = []
         for message in messages {
             guard message.sealed else {
-                opened.append(message)
+                // A plain READ is taken only where the conversation is not encrypted.
+                var plain = message
+                if plain.kind == .read, case .drop(let why) = SignalRules.plainReadVerdict(
+                    group: plain.group, encrypted: isEncrypted(Self.conversation(of: plain, user: user))) {
+                    plain.droppedSignal = why
+                }
+                opened.append(plain)
                 continue
             }
             do {
@@ -329,9 +337,92 @@ actor ConversationKeys {
     private func unsealed(_ message: IncomingMessage, _ data: [UInt8]) throws -> IncomingMessage {
         guard let inner = try? Simp_Message(serializedBytes: data) else { throw OpenFailure.malformed }
         guard inner.messageID == message.id else { throw OpenFailure.wrongID }
+        // A text moved into a SEALED_READ (or a read into a SEALED) by the server is refused.
+        guard SealedSignals.innerFits(outer: message.sealedRead ? .sealedRead : .sealed, inner: inner.type) else {
+            throw OpenFailure.malformed
+        }
         var opened = message
         opened.unseal(inner)
         return opened
+    }
+
+    // MARK: read receipts and typing (docs/E2EE.md, Part 7)
+
+    /// Whether this device holds the conversation's MLS group (loaded, or on disk).
+    func isEncrypted(_ conversation: String) -> Bool {
+        groups[conversation] != nil || ((try? store.groupState(of: conversation)) ?? nil) != nil
+    }
+
+    /// Every conversation this device holds a group for.
+    func encryptedConversations() -> Set<String> {
+        Set(groups.keys).union((try? store.conversationsWithGroups()) ?? [])
+    }
+
+    /// How to tell `peer` the user is typing (`SignalRules.typingForm`): sealed when this device
+    /// holds the conversation's group.
+    func typingForm(to peer: String, client: SIMPClient) async -> SignalRules.TypingForm {
+        let encrypted = isEncrypted(peer)
+        let sealed = encrypted ? try? await sealTyping(to: peer, client: client) : nil
+        return SignalRules.typingForm(endToEnd: true, encrypted: encrypted, sealed: sealed)
+    }
+
+    /// A TYPING's MLS message: an application message whose data is a `Message` of type TYPING
+    /// and nothing else, padded as a sealed message is. Its state is kept before it goes out
+    /// (a key is never used twice); it makes no commit.
+    private func sealTyping(to peer: String, client: SIMPClient) async throws -> [UInt8] {
+        try await setUp(peer, client: client, creating: false)
+        // From here to the end, no await: the state read is the state kept.
+        guard var group = groups[peer] else { throw OpenFailure.notInConversation }
+        let bytes = try Self.sealedTyping(in: &group, randomness: randomness)
+        // Counted as a sealed message: a typing uses up a generation, and a receiver takes a
+        // message at most 1,000 generations ahead of the last it opened; the Update due after
+        // 1,000 (`updateIfDue`) starts the next text on a new epoch, however long the user typed.
+        try store.saveGroup(peer, state: try group.savedState(), sealed: 1)
+        groups[peer] = group
+        return bytes
+    }
+
+    /// A TYPING's MLS message (mls_private_message) sealed in `group`.
+    static func sealedTyping(in group: inout MLSGroup, randomness: (Int) throws -> [UInt8]) throws -> [UInt8] {
+        var inner = Simp_Message()
+        inner.type = .typing
+        let data: [UInt8] = try inner.serializedBytes()
+        // 67: the data's length (2 bytes) and the signature (65), as for a sealed message.
+        let message = try group.encrypt(data, paddingLength: SealedText.padding(for: data.count + 67), randomness: randomness)
+        return try MLSMessage.privateMessage(message).mlsEncoded()
+    }
+
+    /// Whether a TYPING that came is shown (`SignalRules.typingVerdict`): a sealed one is opened
+    /// in the conversation's group.
+    func typingVerdict(_ body: SealedSignals.TypingBody, client: SIMPClient) async -> SignalRules.Verdict {
+        let encrypted = isEncrypted(body.user)
+        var opened: SignalRules.Opened?
+        if encrypted, let sealed = body.sealed { opened = try? await openSignal(sealed, in: body.user, client: client) }
+        return SignalRules.typingVerdict(body, encrypted: encrypted, opened: opened)
+    }
+
+    /// Opens a sealed signal on a copy of the conversation's group, whose state is not kept: a
+    /// typing never moves a sender's ratchet past messages still on their way to this device
+    /// (only 32 skipped keys are kept), and costs no write. A signal sealed on an epoch this
+    /// device has not reached makes it fetch and process the commits first, as a message does.
+    private func openSignal(_ bytes: [UInt8], in conversation: String, client: SIMPClient) async throws -> SignalRules.Opened {
+        guard case .privateMessage(let sealed) = try MLSMessage(mlsDecoding: bytes) else { throw OpenFailure.malformed }
+        try await setUp(conversation, client: client, creating: false)
+        // Sealed after a commit this device has not processed: the commits first, as for a message.
+        if let group = groups[conversation], sealed.epoch > group.epoch { try await catchUp(conversation, client: client) }
+        guard let group = groups[conversation] else { throw OpenFailure.notInConversation }
+        return try Self.openedSignal(bytes, in: group)
+    }
+
+    /// What a sealed signal opens to in `group`, a copy (a value) whose changed state is dropped.
+    static func openedSignal(_ bytes: [UInt8], in group: MLSGroup) throws -> SignalRules.Opened {
+        var copy = group
+        guard case .privateMessage(let sealed) = try MLSMessage(mlsDecoding: bytes),
+              case .application(let sender, let data, _, _) = try copy.process(.privateMessage(sealed)),
+              case .basic(let identity)? = copy.credential(at: sender),
+              let slash = identity.firstIndex(of: UInt8(ascii: "/")) else { throw OpenFailure.malformed }
+        let inner = try Simp_Message(serializedBytes: data)
+        return SignalRules.Opened(sender: String(decoding: identity[..<slash], as: UTF8.self), type: inner.type)
     }
 
     // MARK: the group

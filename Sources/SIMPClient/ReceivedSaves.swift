@@ -10,6 +10,13 @@
 /// it was confirmed, the server pushes those messages again and they are written then.
 struct ReceivedSaves: Sendable {
     /// Messages to write in one transaction, with the saved mark they leave on disk.
+    /// Whether a batch goes through the conversations' keys before it is written: it holds a
+    /// sealed message, or (encrypting) a one-to-one READ notice, which is taken only where its
+    /// conversation is not encrypted (`SignalRules.plainReadVerdict`).
+    static func needsKeys(_ messages: [IncomingMessage], endToEnd: Bool) -> Bool {
+        messages.contains { $0.sealed || (endToEnd && $0.kind == .read && $0.group == nil) }
+    }
+
     struct Batch: Sendable, Equatable {
         /// The delivered mark before these messages: everything up to it is on disk already (or
         /// the server had it confirmed before this session).

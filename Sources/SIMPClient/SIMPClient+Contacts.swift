@@ -45,14 +45,6 @@ extension SIMPClient {
         try await contactRequest(.unblock, user)
     }
 
-    /// Tells `peer` (its devices that are connected) that the user is typing to it: one TYPING
-    /// datagram, never stored nor resent, dropped when not connected. Send it again every few
-    /// seconds while the user types.
-    public func sendTyping(to peer: String) throws(ClientError) {
-        guard UserName.isValid(peer) else { throw ClientError("not a valid user name: \(peer)", code: .badRequest) }
-        loop.execute { [self] in typing(to: peer) }
-    }
-
     /// Whether each contact and member of the user's groups is online, and when it was last seen.
     public func presence() async throws(ClientError) -> [PresenceInfo] {
         let answer = try await ask(.presence(Simp_PresenceRequest()), "a presence request") { body in
@@ -80,20 +72,15 @@ extension SIMPClient {
     /// With `confirmWhenShown`, they are confirmed first (their senders hear **delivered**),
     /// read receipts on or off; a read mark then waits until every message before it was
     /// shown (confirmation is cumulative, and the server tells only what was confirmed), and
-    /// this returns without waiting for the server.
+    /// this returns without waiting for the server. With `endToEnd`, a one-to-one conversation's
+    /// marks go sealed (docs/E2EE.md, Part 7; `tellReads`).
     public func markRead(_ messages: [IncomingMessage]) async throws(ClientError) {
         let reader = try? await loop.submit { [self] in engine.credentials?.user }.get()
         let marks = messages.compactMap { $0.readMark(reader: reader) }
         if configuration.confirmWhenShown {
             return showed(messages.filter { $0.kind == .message }.map(\.seq), marks: marks)
         }
-        for start in stride(from: 0, to: marks.count, by: 256) {
-            var request = Simp_ReadRequest()
-            request.reads = Array(marks[start..<min(start + 256, marks.count)])
-            _ = try await ask(.markRead(request), "a read request") { body in
-                if case .ok? = body { () } else { nil }
-            }
-        }
+        try await tellReads(marks)
     }
 
     /// The settings request as the wire says it: names and values (`UserSetting`).

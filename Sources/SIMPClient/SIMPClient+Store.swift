@@ -63,13 +63,7 @@ extension SIMPClient {
             return marked
         }
         guard connectedServer != nil else { return marked }
-        for start in stride(from: 0, to: marks.count, by: 256) {
-            var request = Simp_ReadRequest()
-            request.reads = Array(marks[start..<min(start + 256, marks.count)])
-            _ = try? await ask(.markRead(request), "a read request") { body in
-                if case .ok? = body { () } else { nil }
-            }
-        }
+        try? await tellReads(marks)
         return marked
     }
 

@@ -26,6 +26,7 @@ public final class SIMPClient: @unchecked Sendable {
     let keyring = Locked<ConversationKeys?>(nil)
     let decryptionFailureCounts = DecryptionFailures()
     let securityWarningCounts = SecurityWarnings()
+    let droppedSignalCounts = DroppedSignals()
 
     let loop: any EventLoop
     /// The client's event loop as a task executor. An application task started with it
@@ -309,6 +310,9 @@ public final class SIMPClient: @unchecked Sendable {
         switch action {
         case .emit(let event): deliver(event)
         case .countDecryptionFailure(let cause): decryptionFailureCounts.count(cause)
+        case .countDroppedSignal(let kind, let reason): droppedSignalCounts.count(kind, reason)
+        case .checkTyping(let body): checkTyping(body)
+        case .tellReadMarks(let marks): Task { [self] in try? await tellReads(marks) }
         case .sendControl(let envelope): control?.writeAndFlush(envelope, promise: nil)
         case .request(let body, let step):
             request(body).whenComplete { [self] in handle(.sessionAnswered(step, $0.mapError(Self.clientError))) }
@@ -353,7 +357,7 @@ public final class SIMPClient: @unchecked Sendable {
         case .watchHeartbeat(let interval): watchHeartbeat(interval)
         case .writeOutbox(let write): writeOutbox(write)
         case .saveReceived(let batch):
-            guard batch.messages.contains(where: \.sealed), let store else {
+            guard ReceivedSaves.needsKeys(batch.messages, endToEnd: configuration.endToEnd), let store else {
                 store?.receive(batch.messages, savedUpTo: batch.upTo) { [self] result in loop.execute { [self] in handle(.saved(result)) } }
                 return
             }

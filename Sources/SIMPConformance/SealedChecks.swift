@@ -19,14 +19,44 @@ extension Conformance {
             let answers = try alice.answers(until: "s2")
             try expect(answers.last?.kind == "failed bad_request", "a SEALED message with a plaintext content: \(answers)")
         },
+        ConformanceCheck("4.25", "4. Messages, Read receipts",
+                         "a SEALED_READ to a user is pushed with its content unchanged; one to a group, or with a plaintext content, is BAD_REQUEST; to a user with read receipts off it is NOT_A_CONTACT") { target in
+            let (alice, aliceName) = try target.boundPeer("a")
+            let (bobPeer, bob) = try target.boundPeer("b")
+            try strangers(alice, aliceName, bobPeer, bob)
+            let content = Data(SealedText.privateMessagePrefix + (0..<60).map { UInt8(truncatingIfNeeded: $0 &* 53) }).base64EncodedString()
+            alice.sendDatagram(.data, try sealedMessage(id: "sr1", to: bob, order: 1, content: content, type: .sealedRead))
+            guard let pushed = try bobPeer.push(of: "sr1") else { throw ConformanceFailure("a SEALED_READ was not pushed") }
+            try expect(pushed.type == .sealedRead && pushed.content == content && pushed.fromUser == aliceName, "pushed as \(pushed)")
+            alice.sendDatagram(.data, try sealedMessage(id: "sr2", to: "#nosuchgroup", order: 2, content: content, type: .sealedRead))
+            alice.sendDatagram(.data, try sealedMessage(id: "sr3", to: bob, order: 3, content: "r1 r2", type: .sealedRead))
+            let refused = try alice.answers(until: "sr3")
+            try expect(refused.filter { $0.id != "sr1" }.map(\.kind) == ["failed bad_request", "failed bad_request"], "answers: \(refused)")
+            _ = try bobPeer.request(92, .settingsRequest(.with { $0.set = [.with { $0.name = "read-receipts"; $0.value = "off" }] }))
+            defer { _ = try? bobPeer.request(93, .settingsRequest(.with { $0.set = [.with { $0.name = "read-receipts"; $0.value = "on" }] })) }
+            alice.sendDatagram(.data, try sealedMessage(id: "sr4", to: bob, order: 4, content: content, type: .sealedRead))
+            let off = try alice.answers(until: "sr4")
+            try expect(off.last?.kind == "failed not_a_contact", "a SEALED_READ to a user with read receipts off: \(off)")
+        },
+        ConformanceCheck("2.8", "2. Datagrams, TYPING",
+                         "a sealed TYPING (a user name, a zero byte, an MLS PrivateMessage) reaches that user naming the typer, the MLS message unchanged") { target in
+            let (x, xName) = try target.boundPeer("c")
+            let (y, yName) = try target.boundPeer("d")
+            try strangers(x, xName, y, yName)
+            let mls = SealedText.privateMessagePrefix + (0..<40).map { UInt8(truncatingIfNeeded: $0 &* 29) }
+            x.sendDatagram(.typing, Array(yName.utf8) + [0] + mls)
+            guard let typing = try y.datagram(of: .typing) else { throw ConformanceFailure("no TYPING datagram") }
+            try expect(typing == Array(xName.utf8) + [0] + mls, "TYPING was \(typing)")
+        },
     ]
 
-    static func sealedMessage(id: String, to user: String, order: UInt64, content: String) throws -> [UInt8] {
+    static func sealedMessage(id: String, to user: String, order: UInt64, content: String,
+                              type: Simp_Message.MessageType = .sealed) throws -> [UInt8] {
         try Simp_Message.with {
             $0.version = 1
             $0.messageID = id
             $0.toUser = user
-            $0.type = .sealed
+            $0.type = type
             $0.content = content
             $0.clientSeq = order
         }.serializedBytes()

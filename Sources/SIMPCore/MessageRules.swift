@@ -31,7 +31,7 @@ public enum MessageRules {
         if !message.imageURL.isEmpty && !isAllowedImageURL(message.imageURL) {
             return (.badRequest, imageURLReason)
         }
-        if sealedOnly, message.type != .sealed {
+        if sealedOnly, message.type != .sealed, message.type != .sealedRead {
             return (.e2ERequired, "this server takes only end-to-end encrypted messages (--e2e required): use a client that encrypts")
         }
         switch message.type {
@@ -40,6 +40,7 @@ public enum MessageRules {
         case .text, .image, .audio: return nil
         case .textPart: return LongText.problem(inPart: message, maxBytes: maxTextBytes)
         case .sealed: return SealedText.problem(in: message, maxTextBytes: maxTextBytes)
+        case .sealedRead: return SealedSignals.readProblem(in: message)
         default: return (.badRequest, "message type \(message.type) cannot be sent as data")
         }
     }

@@ -116,6 +116,19 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
                      "a bundle does not round-trip")
     }
 
+    /// The payload read as a TYPING body (docs/PROTOCOL.md, section 2), as the server reads a
+    /// client's and a client the server's, plain or sealed: what parses encodes back to it, and
+    /// the sealed form keeps its MLS message whoever it names.
+    private static func readTyping(_ payload: [UInt8]) {
+        guard let body = SealedSignals.TypingBody(payload) else { return }
+        precondition(UserName.isValid(body.user), "a typing body parsed to an invalid name")
+        precondition(body.bytes == payload, "a typing body does not round-trip")
+        if let sealed = body.sealed {
+            precondition(sealed.starts(with: SealedText.privateMessagePrefix), "a sealed typing that is not a PrivateMessage")
+            precondition(SealedSignals.TypingBody(body.naming("x").bytes)?.sealed == sealed, "renaming lost the MLS message")
+        }
+    }
+
     /// The payload read as a client reads an EARLY datagram: what decodes encodes back to it.
     private static func decodeEarly(_ payload: [UInt8]) {
         guard let early = try? EarlyPayload(decoding: payload) else { return }
@@ -140,6 +153,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
                      "a datagram opened in the wrong direction")
         splitBundle(payload)
         decodeEarly(payload)
+        readTyping(payload)
         guard let message = try? Simp_Message(serializedBytes: payload) else { return }
         _ = MessageRules.problem(in: message)
         let reencoded: [UInt8]? = try? message.serializedBytes()

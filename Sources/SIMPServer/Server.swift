@@ -150,6 +150,7 @@ public final class SIMPServer: Service, Sendable {
                                   admission: admission,
                                   metrics: metrics, logger: logger, unreadGrace: configuration.limits.unreadGrace)
         node.maxFrameLength = configuration.maxFrameLength
+        node.sealedOnly = configuration.endToEnd == .required
         node.anonymousFrameLength = min(configuration.limits.anonymousFrameLength, configuration.maxFrameLength)
         live.withLockedValue { $0 = LiveSettings(control: node, limits: configuration.limits, tls: tls) }
         let tcp = try await bindTCP()

@@ -23,9 +23,10 @@ import Testing
         return configuration
     }
 
-    static func engine(servers: Int = 1, random: UInt64 = 1 << 63, confirmWhenShown: Bool = false) -> ClientEngine {
+    static func engine(servers: Int = 1, random: UInt64 = 1 << 63, confirmWhenShown: Bool = false, endToEnd: Bool = false) -> ClientEngine {
         var configuration = configuration(servers: servers)
         configuration.confirmWhenShown = confirmWhenShown
+        configuration.endToEnd = endToEnd
         return ClientEngine(configuration: configuration, random: { random })
     }
 
@@ -47,8 +48,8 @@ import Testing
     }
 
     /// An engine with a bound session on the first server, and what connecting asked for.
-    static func connected(servers: Int = 1, confirmWhenShown: Bool = false) -> ClientEngine {
-        var engine = engine(servers: servers, confirmWhenShown: confirmWhenShown)
+    static func connected(servers: Int = 1, confirmWhenShown: Bool = false, endToEnd: Bool = false) -> ClientEngine {
+        var engine = engine(servers: servers, confirmWhenShown: confirmWhenShown, endToEnd: endToEnd)
         _ = engine.handle(.connectRequested(user: "alice", password: "pw", token: nil), at: start)
         _ = engine.handle(.sessionWanted(udpPort: 5000), at: start)
         _ = engine.handle(.sessionAnswered(.login, .success(loginOk())), at: start)

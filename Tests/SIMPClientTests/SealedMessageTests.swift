@@ -128,3 +128,50 @@ struct SealedMessageTests {
         #expect(MessageRules.problem(in: sealed)?.code == .badRequest, "the image goes inside")
     }
 }
+
+/// Read receipts and typing sealed (docs/E2EE.md, Part 7), with real MLS groups made here.
+struct SealedSignalMLSTests {
+    typealias Pair = SealedMessageTests
+
+    @Test func aReadIsASealedReadThatHidesItsIdsFitsAndOpensToARead() throws {
+        var (sender, receiver) = try Pair.pair()
+        let ids = SignalRules.route((0..<40).map { n in .with { $0.fromUser = "alice"; $0.messageID = "1234567890123456789\(n)"; $0.seq = 1 } },
+                                    endToEnd: true, encrypted: ["alice"]).sealed[0].ids
+        let made = try ClientEngine.message(ClientEngine.plain(ids.joined(separator: " "), type: .read), to: String(repeating: "r", count: 32),
+                                            at: 1_700_000_000_000, random: { UInt64.max })
+        let sealed = try ConversationKeys.sealed(made.items[0], in: &sender, randomness: Pair.random)
+        #expect(sealed.message.type == .sealedRead)
+        let bytes: [UInt8] = try sealed.message.serializedBytes()
+        #expect(bytes.count <= MessageRules.maxMessageBytes, "\(bytes.count) bytes")
+        #expect(MessageRules.problem(in: sealed.message, sealedOnly: true) == nil)
+        for id in ids {
+            #expect(!sealed.message.content.contains(id))
+            #expect(!bytes.starts(with: Array(id.utf8)) && String(decoding: bytes, as: UTF8.self).range(of: id) == nil, "\(id) in the datagram")
+        }
+        let mls = try #require(SealedText.mlsBytes(of: sealed.message.content))
+        let opened = try ConversationKeys.openedSignal(mls, in: receiver)
+        #expect(opened == SignalRules.Opened(sender: "alice", type: .read))
+        guard case .privateMessage(let wire) = try MLSMessage(mlsDecoding: mls),
+              case .application(_, let data, _, _) = try receiver.process(.privateMessage(wire)) else { Issue.record("did not open"); return }
+        #expect(try Simp_Message(serializedBytes: data).content == ids.joined(separator: " "))
+    }
+
+    /// Why a typing is opened on a copy: texts sealed before it, still on their way, open after
+    /// it; had the typing moved the receiver's ratchet, only the last 32 would.
+    @Test func aTypingOpenedOnACopyLeavesTheTextsBeforeItOpenable() throws {
+        var (sender, receiver) = try Pair.pair()
+        let texts = try (0..<40).map { _ in try Pair.sealedBytes("on its way", in: &sender) }
+        let typing = try ConversationKeys.sealedTyping(in: &sender, randomness: Pair.random)
+        #expect(typing.count + 6 <= DatagramHeader.maxPayload)
+        #expect(try ConversationKeys.openedSignal(typing, in: receiver) == SignalRules.Opened(sender: "alice", type: .typing))
+        #expect(try ConversationKeys.openedSignal(typing, in: receiver).type == .typing, "a replay opens again: nothing was kept")
+        var moved = receiver
+        guard case .privateMessage(let wire) = try MLSMessage(mlsDecoding: typing) else { Issue.record("not a PrivateMessage"); return }
+        _ = try moved.process(.privateMessage(wire))
+        #expect(throws: (any Error).self, "the ratchet moved past the first text") { try moved.process(texts[0]) }
+        for text in texts { _ = try receiver.process(text) }
+        // Another group's member (or the server) cannot make one that opens.
+        var (stranger, _) = try Pair.pair()
+        #expect(throws: (any Error).self) { try ConversationKeys.openedSignal(try ConversationKeys.sealedTyping(in: &stranger, randomness: Pair.random), in: receiver) }
+    }
+}

@@ -183,6 +183,10 @@ import Testing
             ("error (link step)", Simp_Envelope(requestID: 22, .error(.with {
                 $0.code = .linkStep; $0.reason = "a reveal does not follow the last step of laptop's link (or the link was declined)"
             }))),
+            ("error (markRead of a one-to-one mark under e2e required)", Simp_Envelope(requestID: 23, .error(.with {
+                $0.code = .e2ERequired
+                $0.reason = "this server takes one-to-one read receipts only end-to-end encrypted (--e2e required): send them sealed"
+            }))),
             ("error", Simp_Envelope.error(.sessionReplaced, "a newer session of alice's device phone connected")),
         ]
     }
@@ -213,6 +217,14 @@ import Testing
             $0.version = 1; $0.messageID = "18"; $0.type = .sealed; $0.toUser = "bob"; $0.clientSeq = 2
             $0.content = Data(SealedText.privateMessagePrefix + Array(repeating: 0x5a, count: 20)).base64EncodedString()
         }.serializedBytes()
+        // A read receipt sealed (docs/PROTOCOL.md, Read receipts; docs/E2EE.md, Part 7): what was
+        // read is inside the MLS message; the server sees a SEALED_READ to the sender.
+        let sealedRead: [UInt8] = try message {
+            $0.version = 1; $0.messageID = "23"; $0.type = .sealedRead; $0.toUser = "alice"; $0.clientSeq = 3
+            $0.content = Data(SealedText.privateMessagePrefix + Array(repeating: 0x5b, count: 20)).base64EncodedString()
+        }.serializedBytes()
+        // Sealed TYPING bodies: the routing name, a zero byte, the MLS message (relayed as it is).
+        let mls = SealedText.privateMessagePrefix + Array(repeating: 0x5c, count: 20)
         let cases: [(String, DatagramKind, DatagramDirection, UInt64, [UInt8])] = [
             ("BIND", .bind, .toServer, 1, Array(repeating: 0xab, count: 16)),
             ("DATA to the server", .data, .toServer, 2, text),
@@ -224,6 +236,11 @@ import Testing
             ("EARLY", .early, .toClient, 5, EarlyPayload(afterSeq: 4, message: text).encoded()!),
             ("DATA to the client (a group invitation)", .data, .toClient, 6, invitation),
             ("DATA to the server (a sealed message)", .data, .toServer, 4, sealed),
+            ("DATA to the server (a sealed read receipt)", .data, .toServer, 5, sealedRead),
+            ("TYPING to the server", .typing, .toServer, 6, Array("bob".utf8)),
+            ("TYPING to the client", .typing, .toClient, 7, Array("alice".utf8)),
+            ("TYPING to the server (sealed)", .typing, .toServer, 7, SealedSignals.TypingBody(user: "bob", sealed: mls).bytes),
+            ("TYPING to the client (sealed)", .typing, .toClient, 8, SealedSignals.TypingBody(user: "alice", sealed: mls).bytes),
         ]
         return try cases.map { name, kind, direction, number, plaintext in
             let header = DatagramHeader(kind: kind, sessionID: sessionID, packetNumber: number)

@@ -469,6 +469,19 @@ public nonisolated struct Simp_Message: Sendable {
     /// checks the form only; it cannot read it. A long text goes in sealed parts, `messageId`
     /// "<id>/<i>/<n>" as for TEXT_PART.
     case sealed // = 13
+
+    /// A read receipt, end to end encrypted (section 4, Read receipts; docs/E2EE.md, Part 7):
+    /// sent by the reader's client as data to the sender of the messages it read, one to one
+    /// only. `content` is as in SEALED, an MLS PrivateMessage of the two users' conversation,
+    /// whose application data is a Message of `type` READ, the outer `messageId`, and `content`
+    /// the ids read, space-separated. Stored like a message (blocks, contacts-only, rates), never
+    /// kept in the history; refused like a blocked sender's when its recipient has read
+    /// receipts off.
+    case sealedRead // = 14
+
+    /// Only inside a sealed TYPING datagram's MLS message (section 2, TYPING): the application
+    /// data is a Message of this type and nothing else. Never sent or stored as a message.
+    case typing // = 15
     case UNRECOGNIZED(Int)
 
     public init() {
@@ -491,6 +504,8 @@ public nonisolated struct Simp_Message: Sendable {
       case 11: self = .textPart
       case 12: self = .groupInvited
       case 13: self = .sealed
+      case 14: self = .sealedRead
+      case 15: self = .typing
       default: self = .UNRECOGNIZED(rawValue)
       }
     }
@@ -511,6 +526,8 @@ public nonisolated struct Simp_Message: Sendable {
       case .textPart: return 11
       case .groupInvited: return 12
       case .sealed: return 13
+      case .sealedRead: return 14
+      case .typing: return 15
       case .UNRECOGNIZED(let i): return i
       }
     }
@@ -531,6 +548,8 @@ public nonisolated struct Simp_Message: Sendable {
       .textPart,
       .groupInvited,
       .sealed,
+      .sealedRead,
+      .typing,
     ]
 
   }
@@ -2434,7 +2453,7 @@ nonisolated extension Simp_Message: SwiftProtobuf.Message, SwiftProtobuf._Messag
 }
 
 nonisolated extension Simp_Message.MessageType: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0TEXT\0\u{1}IMAGE\0\u{1}AUDIO\0\u{1}CONNECT\0\u{1}RECEIPT\0\u{1}GROUP_ADDED\0\u{1}GROUP_REMOVED\0\u{1}GROUP_LEFT\0\u{1}CONTACT_REQUEST\0\u{1}CONTACT_ACCEPTED\0\u{1}READ\0\u{1}TEXT_PART\0\u{1}GROUP_INVITED\0\u{1}SEALED\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0TEXT\0\u{1}IMAGE\0\u{1}AUDIO\0\u{1}CONNECT\0\u{1}RECEIPT\0\u{1}GROUP_ADDED\0\u{1}GROUP_REMOVED\0\u{1}GROUP_LEFT\0\u{1}CONTACT_REQUEST\0\u{1}CONTACT_ACCEPTED\0\u{1}READ\0\u{1}TEXT_PART\0\u{1}GROUP_INVITED\0\u{1}SEALED\0\u{1}SEALED_READ\0\u{1}TYPING\0")
 }
 
 nonisolated extension Simp_Error: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {

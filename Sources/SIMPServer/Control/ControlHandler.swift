@@ -20,6 +20,8 @@ struct ControlContext: Sendable {
     /// The frame limit once logged in; before that (and after logout) only small frames.
     var maxFrameLength = Frame.defaultMaxLength
     var anonymousFrameLength = 4_096
+    /// `--e2e required`: one-to-one read marks must be sealed (`markRead` of one is E2E_REQUIRED).
+    var sealedOnly = false
     /// Heartbeat nonces: the node's one source of them, so a test can fix it.
     var nonces: @Sendable () -> UInt64 = { UInt64.random(in: 0...UInt64.max) }
     /// Ids of the notices the server makes for a request (never 0): the node's one source of
@@ -39,7 +41,7 @@ final class SharedControlContext: Sendable {
         machine = ControlMachine.Node(admission: value.admission, requests: value.requests, loginDeadline: value.loginDeadline,
                                       maxFrameLength: value.maxFrameLength, anonymousFrameLength: value.anonymousFrameLength,
                                       unreadGrace: value.unreadGrace, maxGroupMembers: value.router.store.settings.maxGroupMembers,
-                                      maxDevicesPerUser: value.router.store.settings.maxDevicesPerUser)
+                                      maxDevicesPerUser: value.router.store.settings.maxDevicesPerUser, sealedOnly: value.sealedOnly)
     }
 
     subscript<T>(dynamicMember path: KeyPath<ControlContext, T>) -> T { value[keyPath: path] }

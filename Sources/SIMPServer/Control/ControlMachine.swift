@@ -28,10 +28,14 @@ struct ControlMachine {
         let maxGroupMembers: Int
         /// Device certificates a user may have stored (the key directory, `KeyFlow`).
         let maxDevicesPerUser: Int
+        /// `--e2e required`: a one-to-one read mark must be sealed (`SEALED_READ`), and `markRead`
+        /// naming one is refused E2E_REQUIRED.
+        let sealedOnly: Bool
 
         init(admission: Admission, requests: RequestGate.Settings = .init(), loginDeadline: TimeAmount = .seconds(30),
              maxFrameLength: Int = Frame.defaultMaxLength, anonymousFrameLength: Int = 4_096, unreadGrace: TimeAmount,
-             maxGroupMembers: Int, maxDevicesPerUser: Int = 10) {
+             maxGroupMembers: Int, maxDevicesPerUser: Int = 10, sealedOnly: Bool = false) {
+            self.sealedOnly = sealedOnly
             self.admission = admission
             self.requests = requests
             self.loginDeadline = loginDeadline
@@ -715,6 +719,9 @@ extension ControlMachine {
     private mutating func markRead(_ id: UInt64, _ request: Simp_ReadRequest, now: Moment) {
         guard let (user, session) = connected(id, "markRead") else { return }
         if let problem = ReadReceipts.problem(in: request, from: user) { return reply(.error(.badRequest, problem, requestID: id)) }
+        if let problem = ReadReceipts.sealedOnlyProblem(in: request, sealedOnly: node.sealedOnly) {
+            return reply(.error(.e2ERequired, problem, requestID: id))
+        }
         start(.markRead(id: id, user: user, session: session, request, millis: now.millis))
     }
 

@@ -8,6 +8,8 @@ enum DropReason: String, CaseIterable, Sendable {
     case malformed, oversize, unknownSession = "unknown_session", unsealable, replayed
     case unvalidatedAddress = "unvalidated_address", badBindToken = "bad_bind_token"
     case rateLimited = "rate_limited", amplification
+    /// A plain TYPING under `--e2e required` (docs/PROTOCOL.md, section 2).
+    case e2eRequired = "e2e_required"
 }
 
 /// The limits of docs/SECURITY.md; each refusal is counted under its name.

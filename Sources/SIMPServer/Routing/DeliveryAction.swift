@@ -59,7 +59,8 @@ enum DeliveryAction {
     case announcePresence(PresenceChange)
     case publish(NodeNotice, to: [String])
     /// Ask the store whether `to` takes `from`'s typing and where its devices are; relay it there.
-    case routeTyping(from: String, to: String)
+    /// `sealed`: the MLS message of a sealed TYPING, relayed as it is.
+    case routeTyping(from: String, to: String, sealed: [UInt8]? = nil)
     case publishDelivered([String: [Simp_Accepted]])
 
     // Time: `later` runs at the end of this loop tick, `after` when its time has come; both

@@ -197,10 +197,16 @@ extension DeliveryEngine {
     /// The user is typing to another: the store says whether that user takes it and where its
     /// devices are (`relayTyping`). Dropped, not refused, when malformed or over `typingRate`:
     /// it is never resent.
+    /// A sealed one (`SealedSignals.TypingBody`) is relayed with its MLS message as it is; under
+    /// `--e2e required` the plain form is dropped (`e2e_required`).
     private mutating func typing(_ session: Session, to payload: [UInt8], now: Moment) {
-        let peer = String(decoding: payload, as: UTF8.self)
-        guard UserName.isValid(peer), peer != session.user else {
+        guard let body = SealedSignals.TypingBody(payload), body.user != session.user else {
             metrics.dropped(.malformed)
+            return
+        }
+        let peer = body.user
+        if settings.sealedOnly, body.sealed == nil {
+            metrics.dropped(.e2eRequired)
             return
         }
         var bucket = session.typingBucket ?? TokenBucket(rate: Self.typingRate.perSecond, burst: Self.typingRate.burst, now: now.deadline)
@@ -209,13 +215,14 @@ extension DeliveryEngine {
             metrics.dropped(.rateLimited)
             return
         }
-        act(.routeTyping(from: session.user, to: peer))
+        act(.routeTyping(from: session.user, to: peer, sealed: body.sealed))
     }
 
-    /// `from` is typing to `to`, whose sessions here hear it.
-    mutating func relayTyping(from: String, to: String) {
+    /// `from` is typing to `to`, whose sessions here hear it (a sealed one's MLS message as it came).
+    mutating func relayTyping(from: String, to: String, sealed: [UInt8]? = nil) {
+        let payload = SealedSignals.TypingBody(user: from, sealed: sealed).bytes
         for recipient in sessions.sessions(of: to) where recipient.isBound {
-            if sendDatagram(to: recipient, kind: .typing, payload: Array(from.utf8)) { metrics.typingRelayed.increment() }
+            if sendDatagram(to: recipient, kind: .typing, payload: payload) { metrics.typingRelayed.increment() }
         }
     }
 
@@ -233,7 +240,7 @@ extension DeliveryEngine {
             refuse(message, problem, from: session, now: now)
             return
         }
-        if message.type == .sealed { metrics.sealedTaken.increment() }
+        if message.type == .sealed || message.type == .sealedRead { metrics.sealedTaken.increment() }
         // Before anything is looked up: the answer would say whether the name exists.
         if GroupName.addressed(by: message.toUser) == nil, message.toUser != session.user,
            !recipients.admits(session.user, writingTo: message.toUser, now: now.deadline) {
@@ -305,6 +312,12 @@ extension DeliveryEngine {
         var request = StoreRequest(from: session.user, id: message.messageID, to: message.toUser, bytes: bytes)
         request.device = session.device
         request.copiedForSender = copied
+        // A sealed read receipt is told, never kept in the conversation's history (as a READ
+        // notice is not), and refused when its recipient has read receipts off.
+        if message.type == .sealedRead {
+            request.inHistory = false
+            request.sealedRead = true
+        }
         // Unordered messages are stored on every arrival: only a numbered one reaches the
         // store once per session, so only it may go early.
         request.fresh = fresh && order > 0

@@ -208,8 +208,8 @@ extension DeliveryEngine {
             deviceCount(of: user, is: count)
         case .filtered(let user):
             for session in sessions.sessions(of: user) { session.takesEarly = false }
-        case .typing(let from, let to):
-            relayTyping(from: from, to: to)
+        case .typing(let from, let to, let sealed):
+            relayTyping(from: from, to: to, sealed: sealed)
         case .presence(let change, let watchers):
             relayPresence(change, to: watchers)
         }
@@ -235,10 +235,10 @@ extension DeliveryEngine {
     }
 
     /// `from`'s typing to `to`, whose devices are on `nodes`: relayed here, published elsewhere.
-    mutating func typingNodes(from: String, to: String, nodes: [String]) {
-        if nodes.contains(settings.nodeID) { relayTyping(from: from, to: to) }
+    mutating func typingNodes(from: String, to: String, nodes: [String], sealed: [UInt8]? = nil) {
+        if nodes.contains(settings.nodeID) { relayTyping(from: from, to: to, sealed: sealed) }
         let others = nodes.filter { $0 != settings.nodeID }
-        if !others.isEmpty { act(.publish(.typing(from: from, to: to), to: others)) }
+        if !others.isEmpty { act(.publish(.typing(from: from, to: to, sealed: sealed), to: others)) }
     }
 
     /// Presence entries were written: a user none of whose other devices was present came online.

@@ -188,6 +188,7 @@ extension DeliveryEngine {
         var copy = StoreRequest(from: request.from, id: request.id, to: request.from,
                                 bytes: StoredMessage.appending(fromDevice: request.device, to: request.bytes))
         copy.device = request.device
+        copy.inHistory = request.inHistory
         copy.senderCopy = SenderCopy(peer: request.to, answers: answers)
         return copy
     }

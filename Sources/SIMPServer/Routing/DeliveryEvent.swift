@@ -65,7 +65,7 @@ enum DeliveryEvent {
     /// Who may see `change`, by the node their devices are on.
     case presenceWatchers(PresenceChange, byNode: [String: [String]])
     /// `to` takes `from`'s typing and has devices on `nodes`.
-    case typingNodes(from: String, to: String, nodes: [String])
+    case typingNodes(from: String, to: String, nodes: [String], sealed: [UInt8]? = nil)
 
     // MARK: the store's answers
 
@@ -123,7 +123,7 @@ extension DeliveryEngine {
         case .notice(let notice): received(notice)
         case .filtered(let user, let nodes): filtered(user: user, nodes: nodes)
         case .presenceWatchers(let change, let byNode): presenceWatchers(change, byNode: byNode)
-        case .typingNodes(let from, let to, let nodes): typingNodes(from: from, to: to, nodes: nodes)
+        case .typingNodes(let from, let to, let nodes, let sealed): typingNodes(from: from, to: to, nodes: nodes, sealed: sealed)
         default: return handleAnswer(event, at: now)
         }
         return takeActions()

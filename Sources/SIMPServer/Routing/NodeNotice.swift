@@ -15,13 +15,14 @@ enum NodeNotice: Equatable, Sendable {
     /// The user blocked someone or now takes messages from contacts only: nothing more goes
     /// early to its sessions (a message refused by the filters must never reach them).
     case filtered(user: String)
-    /// `from` is typing to `to`, who has a device on the receiving node.
-    case typing(from: String, to: String)
+    /// `from` is typing to `to`, who has a device on the receiving node; `sealed`, the MLS
+    /// message of a sealed TYPING (relayed as it is).
+    case typing(from: String, to: String, sealed: [UInt8]? = nil)
     /// A user came online or went offline; `watchers` (who may see it) have devices on the
     /// receiving node.
     case presence(PresenceChange, watchers: [String])
 
-    /// `inbox USER`, `filtered USER`, `typing FROM TO`, `presence WATCHER,... USER online|offline MS`, `devices USER COUNT`, or `delivered SENDER ` and a serialized
+    /// `inbox USER`, `filtered USER`, `typing FROM TO` (a sealed one: then a space and its MLS message's bytes), `presence WATCHER,... USER online|offline MS`, `devices USER COUNT`, or `delivered SENDER ` and a serialized
     /// `DeliveryQuery` listing the messages.
     var payload: [UInt8] {
         switch self {
@@ -29,8 +30,8 @@ enum NodeNotice: Equatable, Sendable {
             return Array("inbox \(user)".utf8)
         case .filtered(let user):
             return Array("filtered \(user)".utf8)
-        case .typing(let from, let to):
-            return Array("typing \(from) \(to)".utf8)
+        case .typing(let from, let to, let sealed):
+            return Array("typing \(from) \(to)".utf8) + (sealed.map { [UInt8(ascii: " ")] + $0 } ?? [])
         case .presence(let change, let watchers):
             return Array("presence \(watchers.joined(separator: ",")) ".utf8) + change.payload
         case .devices(let user, let count):
@@ -62,9 +63,20 @@ enum NodeNotice: Equatable, Sendable {
             guard !watchers.isEmpty, watchers.allSatisfy(UserName.isValid) else { return nil }
             self = .presence(change, watchers: watchers)
         case "typing":
-            let words = String(decoding: rest, as: UTF8.self).split(separator: " ").map(String.init)
-            guard words.count == 2, UserName.isValid(words[0]), UserName.isValid(words[1]) else { return nil }
-            self = .typing(from: words[0], to: words[1])
+            guard let end = rest.firstIndex(of: UInt8(ascii: " ")) else { return nil }
+            let from = String(decoding: rest[..<end], as: UTF8.self)
+            let tail = rest[(end + 1)...]
+            let toEnd = tail.firstIndex(of: UInt8(ascii: " ")) ?? tail.endIndex
+            let to = String(decoding: tail[..<toEnd], as: UTF8.self)
+            guard UserName.isValid(from), UserName.isValid(to) else { return nil }
+            if toEnd == tail.endIndex {
+                self = .typing(from: from, to: to)
+            } else {
+                // The sealed form's MLS message, checked as a TYPING body's.
+                guard let body = SealedSignals.TypingBody(Array(to.utf8) + [0] + Array(tail[(toEnd + 1)...])),
+                      let sealed = body.sealed else { return nil }
+                self = .typing(from: from, to: to, sealed: sealed)
+            }
         case "devices":
             let words = String(decoding: rest, as: UTF8.self).split(separator: " ")
             guard words.count == 2, UserName.isValid(String(words[0])), let count = Int(words[1]), count > 0 else { return nil }

@@ -391,9 +391,9 @@ final class Router: @unchecked Sendable {
             announce(change, at: moment.deadline)
         case .publish(let notice, let nodes):
             store.publish(notice, to: nodes, on: loop)
-        case .routeTyping(let from, let to):
+        case .routeTyping(let from, let to, let sealed):
             store.typingNodes(from: from, to: to, on: loop).whenSuccess { [self] nodes in
-                feed(.typingNodes(from: from, to: to, nodes: nodes))
+                feed(.typingNodes(from: from, to: to, nodes: nodes, sealed: sealed))
             }
         case .publishDelivered(let notices):
             store.publishDelivered(notices, on: loop).whenFailure { [logger] error in

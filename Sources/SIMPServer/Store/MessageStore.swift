@@ -44,6 +44,9 @@ struct StoreRequest: Sendable {
     var notice = false
     /// Kept in the conversation's history; a read receipt is not.
     var inHistory = true
+    /// A sealed read receipt (`SEALED_READ`): besides the recipient's blocks and contacts-only
+    /// setting, its read-receipts setting refuses it (answered as a block is).
+    var sealedRead = false
     /// Whether the recipient's blocks and contacts-only setting apply: not to a copy for the
     /// sender's own devices, nor to a message to oneself, nor to a notice.
     var filtered: Bool { !notice && copyFor == nil && from != to }
@@ -356,11 +359,21 @@ final class MessageStore: Sendable {
         for request in requests {
             args.append(request.id)
             args.append(request.answerOnly ? [] : request.bytes)
-            args.append(request.filtered ? request.from : (request.inHistory ? "" : "-"))
+            args.append(Self.storeFlag(request))
         }
         var command = RedisCommand.script(Scripts.store, keys: keys, args: args)
         command.runIDArgument = runIDArgument
         return command
+    }
+
+    /// The store script's third argument per message: the sender whose messages the recipient's
+    /// filters may refuse (a filtered message, kept in the history), `~SENDER` for a filtered
+    /// sealed read receipt (not kept in the history; refused by the recipient's read-receipts
+    /// setting too), `-` for one not kept in the history, empty for neither. No user name
+    /// starts with `~` or `-`.
+    static func storeFlag(_ request: StoreRequest) -> String {
+        if request.filtered { return request.sealedRead ? "~" + request.from : request.from }
+        return request.inHistory ? "" : "-"
     }
 
     static func outcomes(_ reply: RedisValue, count: Int) -> [StoreOutcome] {

@@ -98,9 +98,16 @@ enum Scripts {
       stored[ids .. ' ' .. id] = -code
     end
     -- The recipient's filters are read once per call, and per sender only when it has any.
-    local blocks, only, refusals = nil, nil, {}
-    local function refuses(sender)
-      if sender == '' or sender == '-' then return false end
+    local blocks, only, refusals, readsoff = nil, nil, {}, nil
+    local function refuses(flag)
+      if flag == '' or flag == '-' then return false end
+      local sender = flag
+      -- `~SENDER`: a sealed read receipt, refused by the read-receipts setting too.
+      if string.sub(flag, 1, 1) == '~' then
+        sender = string.sub(flag, 2)
+        if readsoff == nil then readsoff = redis.call('HGET', KEYS[9], 'read-receipts') == 'off' end
+        if readsoff then return true end
+      end
       if blocks == nil then
         blocks = redis.call('SCARD', KEYS[8]) > 0
         only = redis.call('HGET', KEYS[9], 'contacts-only') == 'on'
@@ -160,7 +167,8 @@ enum Scripts {
           local bytes = ARGV[i + 1] .. seqfield(top)
           table.insert(inbox, top)
           table.insert(inbox, bytes)
-          if ARGV[i + 2] ~= '-' then
+          local flag = string.sub(ARGV[i + 2], 1, 1)
+          if flag ~= '-' and flag ~= '~' then
             historyentry(hist, bytes)
             if copy ~= hist then historyentry(copy, bytes) end
           end

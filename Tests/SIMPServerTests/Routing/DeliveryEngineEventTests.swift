@@ -19,8 +19,10 @@ import Testing
         var actions: [DeliveryAction] = []
         var packets: UInt64 = 1
 
-        static func make(minReplicas: Int = 0, messagesPerSecond: Int = 1000, burst: Int = 2000, datagramsOverStream: Bool = true) -> Node {
+        static func make(minReplicas: Int = 0, messagesPerSecond: Int = 1000, burst: Int = 2000, datagramsOverStream: Bool = true,
+                         sealedOnly: Bool = false) -> Node {
             var settings = RouterSettings(nodeID: "n1", heartbeat: .seconds(15), retransmit: RetransmitPolicy())
+            settings.sealedOnly = sealedOnly
             settings.datagramsOverStream = datagramsOverStream
             settings.messagesPerSecond = messagesPerSecond
             settings.messageBurst = burst

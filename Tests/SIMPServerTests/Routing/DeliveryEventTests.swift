@@ -274,7 +274,7 @@ extension DeliveryEngineEventTests {
         let bob = try node.online("bob", port: 4001)
         node.on(.typingNodes(from: "alice", to: "bob", nodes: ["n1", "n3"]))
         #expect(node.datagrams(to: bob) == [.typing])
-        #expect(node.actions.contains { if case .publish(.typing(from: "alice", to: "bob"), ["n3"]) = $0 { true } else { false } })
+        #expect(node.actions.contains { if case .publish(.typing(from: "alice", to: "bob", sealed: nil), ["n3"]) = $0 { true } else { false } })
     }
 
     // MARK: the store's answers

@@ -9,6 +9,7 @@ struct NodeNoticeTests {
         .devices(user: "bob", count: 3),
         .filtered(user: "bob"),
         .typing(from: "alice", to: "bob"),
+        .typing(from: "alice", to: "bob", sealed: SealedText.privateMessagePrefix + [0x20, 0x00, 0x20, 0xff]),
         .presence(PresenceChange(user: "bob", online: true, since: 5), watchers: ["alice"]),
         .presence(PresenceChange(user: "bob", online: false, since: 1_764_000_000_000), watchers: ["alice", "carol"]),
     ])
@@ -16,7 +17,7 @@ struct NodeNoticeTests {
         #expect(NodeNotice(payload: notice.payload) == notice)
     }
 
-    @Test(arguments: ["typing alice", "typing alice Bob", "filtered", "filtered Bob", "presence alice bob online",
+    @Test(arguments: ["typing alice", "typing alice Bob", "typing alice bob ", "typing alice bob xyzw", "typing alice bob \u{0}\u{1}\u{0}\u{2}", "filtered", "filtered Bob", "presence alice bob online",
                       "presence  bob online", "presence alice bob offline", "presence alice,Bad bob online", "presence alice bob away"])
     func refusesMalformed(_ text: String) {
         #expect(NodeNotice(payload: Array(text.utf8)) == nil)

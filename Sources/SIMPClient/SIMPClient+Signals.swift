@@ -1,0 +1,82 @@
+import SIMPCore
+
+/// Read receipts and typing of encrypted conversations (docs/E2EE.md, Part 7): the driver's
+/// side. What form each takes and what is taken are `SignalRules`' (pure); the groups are
+/// `ConversationKeys`'; this carries them between the two and the engine.
+extension SIMPClient {
+    /// Tells `peer` (its devices that are connected) that the user is typing to it: one TYPING
+    /// datagram, never stored nor resent, dropped when not connected. Send it again every few
+    /// seconds while the user types. With `endToEnd`, sealed in the conversation's MLS group when
+    /// this device holds it, and then never in the clear (not at all if it cannot be sealed).
+    public func sendTyping(to peer: String) throws(ClientError) {
+        guard UserName.isValid(peer) else { throw ClientError("not a valid user name: \(peer)", code: .badRequest) }
+        guard configuration.endToEnd else { return loop.execute { [self] in typing(to: peer) } }
+        Task { [self] in
+            let form = if let keys = try? await conversationKeys() {
+                await keys.typingForm(to: peer, client: self)
+            } else {
+                SignalRules.typingForm(endToEnd: true, encrypted: false, sealed: nil)
+            }
+            switch form {
+            case .plain: loop.execute { [self] in handle(.typing(to: peer)) }
+            case .sealed(let bytes): loop.execute { [self] in handle(.typing(to: peer, sealed: bytes)) }
+            case .none: break
+            }
+        }
+    }
+
+    /// A TYPING that came to an encrypting client: judged by the conversation's keys (off the
+    /// loop: a group not yet loaded is read from disk), then back to the engine.
+    func checkTyping(_ body: SealedSignals.TypingBody) {
+        Task { [self] in
+            let verdict = if let keys = try? await conversationKeys() {
+                await keys.typingVerdict(body, client: self)
+            } else {
+                SignalRules.typingVerdict(body, encrypted: false, opened: nil)
+            }
+            loop.execute { [self] in handle(.typingChecked(from: body.user, verdict)) }
+        }
+    }
+
+    /// Tells read marks: in `markRead` requests, and with `endToEnd` those of one-to-one
+    /// conversations this device holds a group for as sealed read receipts (`SEALED_READ`) to
+    /// their senders (`SignalRules.route`), only if the user has read receipts on (the server
+    /// applies the setting to `markRead`; to a sealed read, this device does, and the server
+    /// the recipient's). Sealed reads go like messages, silently: no events.
+    func tellReads(_ marks: [Simp_ReadMark]) async throws(ClientError) {
+        var routed = SignalRules.Routed(plain: marks)
+        var keys: ConversationKeys?
+        if configuration.endToEnd, let found = try? await conversationKeys() {
+            keys = found
+            routed = SignalRules.route(marks, endToEnd: true, encrypted: await found.encryptedConversations())
+        }
+        // A refused markRead (say E2E_REQUIRED) does not hold back the sealed ones: thrown after them.
+        var refused: ClientError?
+        for start in stride(from: 0, to: routed.plain.count, by: 256) where refused == nil {
+            var request = Simp_ReadRequest()
+            request.reads = Array(routed.plain[start..<min(start + 256, routed.plain.count)])
+            refused = await markRead(request)
+        }
+        if let keys, !routed.sealed.isEmpty, (try? await settings())?.readReceipts == true {
+            for (peer, ids) in routed.sealed {
+                let made = try ClientEngine.message(ClientEngine.plain(ids.joined(separator: " "), type: .read), to: peer,
+                                                    at: Self.moment().millis, random: random)
+                let sealed = try await keys.seal(made.items, to: peer, client: self)
+                loop.execute { [self] in handle(.sendSilently(sealed)) }
+            }
+        }
+        if let refused { throw refused }
+    }
+
+    /// One `markRead` request; its refusal, if any.
+    private func markRead(_ request: Simp_ReadRequest) async -> ClientError? {
+        do {
+            _ = try await ask(.markRead(request), "a read request") { body in
+                if case .ok? = body { () } else { nil }
+            }
+            return nil
+        } catch {
+            return error
+        }
+    }
+}

@@ -1,0 +1,89 @@
+import Foundation
+import NIOCore
+@testable import SIMPServer
+import SIMPCore
+import Testing
+
+/// Read receipts and typing between encrypting users (docs/E2EE.md, Part 7) as the server
+/// routes them, pure: a sealed TYPING is relayed with its MLS message unchanged, naming the
+/// typer; under `--e2e required` a plain one is dropped; a sealed read receipt is stored out of
+/// the history and refused by the recipient's read-receipts setting; one-to-one `markRead`
+/// marks are refused under `--e2e required`.
+struct SealedSignalsRoutingTests {
+    typealias Node = DeliveryEngineEventTests.Node
+    static let mls = SealedText.privateMessagePrefix + [0x20, 0x00, 0x41, 0xff, 0x00]
+
+    @Test func aSealedTypingIsRoutedAndRelayedWithItsMLSMessageUnchanged() throws {
+        var node = Node.make()
+        let alice = try node.online("alice", port: 4000)
+        let bob = try node.online("bob", port: 4001)
+        try node.datagram(.typing, SealedSignals.TypingBody(user: "bob", sealed: Self.mls).bytes, from: alice, port: 4000)
+        #expect(node.actions.contains { if case .routeTyping("alice", "bob", .some(Self.mls)) = $0 { true } else { false } })
+        node.on(.typingNodes(from: "alice", to: "bob", nodes: ["n1", "n2"], sealed: Self.mls))
+        let relayed = node.actions.compactMap { if case .datagram(let out) = $0, out.header.sessionID == bob.id { out } else { nil } }
+        #expect(relayed.map(\.header.kind) == [.typing])
+        #expect(relayed.first?.payload == Array("alice".utf8) + [0] + Self.mls, "the typer's name, then the MLS message as it came")
+        #expect(node.actions.contains { if case .publish(.typing(from: "alice", to: "bob", sealed: .some(Self.mls)), ["n2"]) = $0 { true } else { false } })
+    }
+
+    @Test func underE2ERequiredAPlainTypingIsDroppedAndASealedOneRouted() throws {
+        var node = Node.make(sealedOnly: true)
+        let alice = try node.online("alice", port: 4000)
+        _ = try node.online("bob", port: 4001)
+        try node.datagram(.typing, Array("bob".utf8), from: alice, port: 4000)
+        #expect(!node.actions.contains { if case .routeTyping = $0 { true } else { false } })
+        try node.datagram(.typing, SealedSignals.TypingBody(user: "bob", sealed: Self.mls).bytes, from: alice, port: 4000)
+        #expect(node.actions.contains { if case .routeTyping("alice", "bob", .some(Self.mls)) = $0 { true } else { false } })
+    }
+
+    @Test func malformedTypingBodiesAreNotRouted() throws {
+        var node = Node.make()
+        let alice = try node.online("alice", port: 4000)
+        for body in [Array("bob".utf8) + [0], Array("bob".utf8) + [0] + SealedText.privateMessagePrefix, Array("bob".utf8) + [0, 9, 9, 9, 9, 9],
+                     [0] + Self.mls, Array("alice".utf8) + [0] + Self.mls] {
+            try node.datagram(.typing, body, from: alice, port: 4000)
+            #expect(!node.actions.contains { if case .routeTyping = $0 { true } else { false } }, "\(body)")
+        }
+    }
+
+    @Test func aSealedReadIsStoredOutOfTheHistoryAndFilteredWithTheReadReceiptsSetting() {
+        var request = StoreRequest(from: "bob", id: "7", to: "alice", bytes: [1])
+        #expect(MessageStore.storeFlag(request) == "bob", "a message: filtered, in the history")
+        request.inHistory = false
+        request.sealedRead = true
+        #expect(MessageStore.storeFlag(request) == "~bob", "a sealed read: filtered, read-receipts too, out of the history")
+        var notice = StoreRequest(from: "bob", id: "8", to: "alice", bytes: [1])
+        notice.notice = true
+        notice.inHistory = false
+        #expect(MessageStore.storeFlag(notice) == "-")
+        notice.inHistory = true
+        #expect(MessageStore.storeFlag(notice) == "")
+    }
+
+    @Test func aSealedReadDatagramBecomesAStoreRequestOutOfTheHistory() throws {
+        var message = Simp_Message()
+        message.messageID = "r1"
+        message.toUser = "alice"
+        message.type = .sealedRead
+        message.content = Data(Self.mls).base64EncodedString()
+        var node = Node.make()
+        let bob = try node.online("bob", port: 4001)
+        guard case .unordered(let request) = DeliveryEngine.storeRequest(for: message, from: bob, now: DeliveryEngineEventTests.at()) else {
+            Issue.record("not stored")
+            return
+        }
+        #expect(request.sealedRead && !request.inHistory && request.filtered)
+        #expect(MessageRules.problem(in: message, sealedOnly: true) == nil, "taken under --e2e required")
+        message.toUser = "#team"
+        #expect(MessageRules.problem(in: message)?.code == .badRequest, "not to a group")
+    }
+
+    @Test func oneToOneMarksAreRefusedUnderE2ERequiredGroupMarksTaken() {
+        var request = Simp_ReadRequest()
+        request.reads = [.with { $0.fromUser = "alice"; $0.messageID = "1"; $0.seq = 3 }]
+        #expect(ReadReceipts.sealedOnlyProblem(in: request, sealedOnly: false) == nil)
+        #expect(ReadReceipts.sealedOnlyProblem(in: request, sealedOnly: true) != nil)
+        request.reads = [.with { $0.fromUser = "alice"; $0.messageID = "1"; $0.seq = 3; $0.group = "team"; $0.groupSeq = 2 }]
+        #expect(ReadReceipts.sealedOnlyProblem(in: request, sealedOnly: true) == nil)
+    }
+}
