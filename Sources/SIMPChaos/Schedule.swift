@@ -32,13 +32,17 @@ public enum FaultKind: String, CaseIterable, Codable, Sendable {
     /// 10-30% of the datagrams of some clients dropped, both ways, for the whole run (a relay
     /// between them and their node: the test suite's UDPFaultProxy).
     case datagramLoss = "datagram-loss"
+    /// Every datagram of one client dropped, both ways, for some seconds, then let through again
+    /// (its relay, as for datagram loss, blocked and opened): its session moves to the stream
+    /// (datagrams inside the control connection) and back to UDP when a probe gets through.
+    case udpBlocked = "udp-blocked"
 
     /// Injected at a time and healed later; datagram loss lasts the whole run.
     public var timed: Bool { self != .datagramLoss }
 
     public func applies(to topology: Topology) -> Bool {
         switch self {
-        case .nodeKill, .nodePause, .redisKill, .clientKill, .datagramLoss: true
+        case .nodeKill, .nodePause, .redisKill, .clientKill, .datagramLoss, .udpBlocked: true
         case .redisKillNoRestart, .replicaLoss: topology == .cluster
         case .aofCut: topology == .single
         }
@@ -71,6 +75,7 @@ public struct Fault: Equatable, Codable, Sendable, CustomStringConvertible {
         case .clientKill: what = "kill -9 client \(target)"
         case .aofCut: what = "kill -9 Redis, cut its AOF tail"
         case .datagramLoss: what = "datagram loss for client \(target)"
+        case .udpBlocked: what = "UDP blocked both ways for client \(target)"
         }
         return String(format: "t=%6.2fs %@, healed %@", at, what, heal.map { String(format: "at t=%.2fs", $0) } ?? "at the end")
     }
@@ -106,6 +111,14 @@ public struct ChaosPlan: Equatable, Codable, Sendable {
 
     /// When the last fault is healed: the checker's 60 s start from here.
     public var lastHeal: Double { faults.map { $0.heal ?? duration }.max() ?? 0 }
+
+    /// The clients some `udp-blocked` fault targets, in order: each goes through a relay the
+    /// whole run, so that the fault can block and open it.
+    public var udpBlockedClients: [Int] { Set(faults.filter { $0.kind == .udpBlocked }.map(\.target)).sorted() }
+
+    /// The clients whose datagrams go through a relay: the lossy ones and the ones UDP is
+    /// blocked for at times.
+    public var relayedClients: [Int] { Set(datagramLoss.map(\.client) + udpBlockedClients).sorted() }
 }
 
 /// Generates a plan from a seed. Pure: the same parameters give the same plan, so `--seed S`
@@ -138,7 +151,7 @@ public struct ChaosPlanner: Sendable {
         var dataDir = users.indices.filter { _ in rng.next() % 2 == 0 }
         if dataDir.isEmpty { dataDir = [Int(rng.next() % UInt64(users.count))] }
         let replicas = topology == .cluster ? (minReplicas ?? Int(rng.next() % 2)) : 0
-        let faults = self.faults(&rng, dataDirClients: dataDir)
+        let faults = self.faults(&rng, users: users.count, dataDirClients: dataDir)
         var sends: [ChaosPlan.Send] = []
         var t = 0.5
         while t < duration {
@@ -165,7 +178,7 @@ public struct ChaosPlanner: Sendable {
     /// One fault after another, each healed before the next starts (a short gap between), so a
     /// violation can be put down to one fault; a cluster shard killed for good stays out of
     /// later Redis faults, so no shard ever loses both its nodes.
-    private func faults(_ rng: inout SplitMix64, dataDirClients: [Int]) -> [Fault] {
+    private func faults(_ rng: inout SplitMix64, users: Int, dataDirClients: [Int]) -> [Fault] {
         let kinds = kinds.filter { $0.applies(to: topology) && $0.timed }
         guard !kinds.isEmpty else { return [] }
         var degraded = Set<Int>()
@@ -182,6 +195,8 @@ public struct ChaosPlanner: Sendable {
                 target = Int(rng.next() % UInt64(topology.nodes))
             case .clientKill:
                 target = dataDirClients[Int(rng.next() % UInt64(dataDirClients.count))]
+            case .udpBlocked:
+                target = Int(rng.next() % UInt64(users))
             case .datagramLoss:
                 preconditionFailure("datagram loss is not a timed fault")
             case .redisKill, .redisKillNoRestart, .replicaLoss, .aofCut:
@@ -215,6 +230,10 @@ public struct ChaosPlanner: Sendable {
         case .clientKill: (0.5, 4)
         case .aofCut: (1, 3)
         case .datagramLoss: (0, 0)
+        // Past the second of UDP silence either end waits for before the move, and mostly past
+        // the client's first probes (2 and 6 s after it), so that it probes a blocked path and
+        // backs off before the block ends.
+        case .udpBlocked: (3, 15)
         }
     }
 }

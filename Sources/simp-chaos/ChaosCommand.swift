@@ -143,6 +143,7 @@ struct ChaosCommand: AsyncParsableCommand {
         runner.stopClients()
         let report = runner.check(final: true)
         let relays = runner.relayCounts()
+        let blocks = runner.udpBlockOutcomes()
         runner.tearDown()
 
         let summary = Summary(seed: seed, topology: topology.rawValue, minReplicas: plan.minReplicas, duration: duration,
@@ -158,7 +159,8 @@ struct ChaosCommand: AsyncParsableCommand {
                               violations: report.violations.count,
                               violationsByKind: Dictionary(uniqueKeysWithValues: ViolationKind.allCases.map { ($0.rawValue, report.count($0)) }),
                               firstViolations: report.violations.prefix(50).map(\.description),
-                              datagramRelays: relays, notes: runner.notes, directory: directory.path,
+                              datagramRelays: relays, udpBlocks: blocks.map(\.description),
+                              udpBlocksMovedToStream: blocks.filter(\.movedToStream).count, notes: runner.notes, directory: directory.path,
                               kept: keep || !report.violations.isEmpty, reproduce: reproduce)
         if json {
             let encoder = JSONEncoder()
@@ -249,6 +251,10 @@ struct Summary: Codable {
     var violationsByKind: [String: Int]
     var firstViolations: [String]
     var datagramRelays: [String]
+    /// What each udp-blocked fault did: datagrams dropped while blocked, the client's moves.
+    var udpBlocks: [String]
+    /// How many of them moved their client's session to the stream.
+    var udpBlocksMovedToStream: Int
     var notes: [String]
     var directory: String
     /// Whether `directory` is left for reading (a violation, or --keep).
@@ -272,6 +278,7 @@ struct Summary: Codable {
             lines.append("  failed by reason: " + failureReasons.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
         }
         lines += datagramRelays.map { "  datagram relay of " + $0 }
+        lines += udpBlocks.map { "  " + $0 }
         lines.append("violations: \(violations)" + (kinds.isEmpty ? "" : " (" + kinds.joined(separator: ", ") + ")"))
         lines += firstViolations.map { "  " + $0 }
         lines += notes.map { "note: " + $0 }

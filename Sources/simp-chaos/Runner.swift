@@ -31,7 +31,11 @@ final class Runner: @unchecked Sendable {
     private var redis: RedisStack!
     private var nodes: [Node] = []
     private var clients: [ClientSlot] = []
-    private var proxies: [(user: String, proxy: UDPFaultProxy)] = []
+    /// The relays of the clients in `plan.relayedClients`, by client index.
+    private var proxies: [(client: Int, proxy: UDPFaultProxy)] = []
+    /// Each udp-blocked fault so far: its relay's counts and the client's log length when it
+    /// was blocked and when opened again.
+    private var blocks: [Block] = []
     private var start = Date()
     /// Ids Redis was let lose (accepted inside an AOF cut's window).
     private var excused = Set<String>()
@@ -89,11 +93,13 @@ final class Runner: @unchecked Sendable {
             // Each client has the nodes in an order of its own, so a lost node's clients spread.
             let servers = nodes.map(\.address).shuffled(using: &rng).joined(separator: ",")
             let client: ClientSlot
-            if let loss = plan.datagramLoss.first(where: { $0.client == index }) {
+            if plan.relayedClients.contains(index) {
                 // The relay forwards to one node's datagram port: this client stays with that node.
+                // A client UDP is only blocked for at times loses nothing otherwise.
                 let node = nodes[index % nodes.count]
-                let proxy = try UDPFaultProxy(serverPort: node.udpPort, profile: FaultProfile(drop: loss.rate), seed: plan.seed &+ UInt64(index))
-                proxies.append((user, proxy))
+                let rate = plan.datagramLoss.first { $0.client == index }?.rate ?? 0
+                let proxy = try UDPFaultProxy(serverPort: node.udpPort, profile: FaultProfile(drop: rate), seed: plan.seed &+ UInt64(index))
+                proxies.append((index, proxy))
                 client = ClientSlot(index: index, user: user, dataDirectory: dataDir, endToEnd: options.endToEnd, chaos: options.binDirectory + "/simp-chaos",
                                     server: node.address, udpPort: proxy.port)
             } else {
@@ -107,7 +113,8 @@ final class Runner: @unchecked Sendable {
         }
         say("clients: " + clients.map { client in
             let loss = plan.datagramLoss.first { $0.client == client.index }.map { " (\(Int(($0.rate * 100).rounded()))% datagram loss)" }
-            return client.user + (client.dataDirectory == nil ? "" : " (data-dir)") + (loss ?? "")
+            let blocked = plan.udpBlockedClients.contains(client.index) ? " (UDP blocked at times)" : ""
+            return client.user + (client.dataDirectory == nil ? "" : " (data-dir)") + (loss ?? "") + blocked
         }.joined(separator: ", "))
     }
 
@@ -248,6 +255,8 @@ final class Runner: @unchecked Sendable {
             try cutAOF(fault)
         case .datagramLoss:
             throw ChaosError("datagram loss lasts the whole run: it is set up with the clients")
+        case .udpBlocked:
+            try blockUDP(fault)
         }
     }
 
@@ -266,6 +275,69 @@ final class Runner: @unchecked Sendable {
             say("heal \(fault.kind.rawValue) shard \(fault.target): " + (try redis.heal(fault)))
         case .datagramLoss:
             break
+        case .udpBlocked:
+            try openUDP(fault)
+        }
+    }
+
+    /// One udp-blocked fault as it happens: the relay's counts and the client's log length when
+    /// it was blocked, then when opened again.
+    private struct Block {
+        var fault: Fault
+        var before: FaultCounters
+        var logAtBlock: Int
+        var after: FaultCounters?
+        var logAtHeal: Int?
+    }
+
+    private func relay(of client: Int) throws -> UDPFaultProxy {
+        guard let proxy = proxies.first(where: { $0.client == client })?.proxy else {
+            throw ChaosError("client \(client) has no datagram relay")
+        }
+        return proxy
+    }
+
+    private func blockUDP(_ fault: Fault) throws {
+        let proxy = try relay(of: fault.target)
+        let before = try proxy.counters()
+        try proxy.block(true)
+        say("block every datagram of client \(plan.users[fault.target]), both ways")
+        // Read after the block, which is then on time: no path line can come this soon (the
+        // move to the stream takes a second of silence).
+        locked { blocks.append(Block(fault: fault, before: before, logAtBlock: clients[fault.target].log().events.count)) }
+    }
+
+    private func openUDP(_ fault: Fault) throws {
+        let proxy = try relay(of: fault.target)
+        try proxy.block(false)
+        let after = try proxy.counters()
+        let log = locked { clients[fault.target].log().events.count }
+        let dropped = locked { () -> Int in
+            guard let n = blocks.lastIndex(where: { $0.fault == fault }) else { return 0 }
+            blocks[n].after = after
+            blocks[n].logAtHeal = log
+            return after.blockedToServer + after.blockedToClients - blocks[n].before.blockedToServer - blocks[n].before.blockedToClients
+        }
+        say("let the datagrams of client \(plan.users[fault.target]) through again (\(dropped) dropped while blocked)")
+    }
+
+    /// What each udp-blocked fault did, from its relay's counts and the client's `path` and
+    /// `connected` lines; read once the clients have stopped, so that "after" runs to the end
+    /// of the run (or to the same client's next block).
+    func udpBlockOutcomes() -> [UDPBlockOutcome] {
+        locked {
+            blocks.enumerated().compactMap { n, block in
+                guard let after = block.after, let logAtHeal = block.logAtHeal, let heal = block.fault.heal else { return nil }
+                let events = clients[block.fault.target].log().events
+                let next = blocks[(n + 1)...].first { $0.fault.target == block.fault.target }?.logAtBlock ?? events.count
+                // Never past the log's end (a line cut by a kill is not counted).
+                let end = min(next, events.count), healed = min(logAtHeal, end), blocked = min(block.logAtBlock, healed)
+                return UDPBlockOutcome(user: plan.users[block.fault.target], at: block.fault.at, heal: heal,
+                                       droppedToServer: after.blockedToServer - block.before.blockedToServer,
+                                       droppedToClient: after.blockedToClients - block.before.blockedToClients,
+                                       pathsWhileBlocked: UDPBlockOutcome.paths(events[blocked..<healed]),
+                                       pathsAfter: UDPBlockOutcome.paths(events[healed..<end]))
+            }
         }
     }
 
@@ -305,11 +377,13 @@ final class Runner: @unchecked Sendable {
         locked { clients.map { $0.log().events.count } }
     }
 
-    /// What each lossy client's relay did, to show the loss was real.
+    /// What each client's relay did, to show the loss was real.
     func relayCounts() -> [String] {
-        proxies.compactMap { user, proxy in
+        proxies.compactMap { client, proxy in
             guard let counters = try? proxy.counters() else { return nil }
-            return "\(user): \(counters.dropped) datagrams dropped, \(counters.forwarded) forwarded"
+            let blocked = counters.blockedToServer + counters.blockedToClients
+            return "\(plan.users[client]): \(counters.dropped) datagrams dropped, \(counters.forwarded) forwarded"
+                + (blocked > 0 ? ", \(blocked) dropped while UDP was blocked" : "")
         }
     }
 

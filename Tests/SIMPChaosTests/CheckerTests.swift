@@ -159,11 +159,40 @@ import Testing
         {"event":"sent","id":"12
         """
         #expect(LogEvent.parseLog(text) == [
-            .other("connected"), .sent(id: "5125357213186040311", to: "bob"),
+            .connected(path: ""), .sent(id: "5125357213186040311", to: "bob"),
             .accepted(id: "5125357213186040311", to: "bob", seq: 3), .delivered(id: "5125357213186040311", to: "bob", seq: 3),
             .failed(id: "7", to: "nobody", reason: "no such user: nobody"),
             .message(id: "9", from: "bob", text: "bob#0", seq: 4), .killed,
         ])
+    }
+
+    @Test func readsThePathLinesOfAUDPBlock() {
+        let text = """
+        {"event":"connected","path":"udp","user":"alice"}
+        {"event":"path","path":"stream"}
+        {"event":"sent","id":"1","to":"bob"}
+        {"event":"path","path":"udp"}
+        """
+        let events = LogEvent.parseLog(text)
+        #expect(events == [.connected(path: "udp"), .path("stream"), .sent(id: "1", to: "bob"), .path("udp")])
+        // Path lines change nothing for the checker.
+        let (alice, bob) = cleanRun()
+        #expect(check([.path("stream")] + alice + [.path("udp")], [.path("stream")] + bob).violations == [])
+        var block = UDPBlockOutcome(user: "alice", at: 10, heal: 17.5, droppedToServer: 12, droppedToClient: 30,
+                                    pathsWhileBlocked: UDPBlockOutcome.paths(events.prefix(3)), pathsAfter: UDPBlockOutcome.paths(events.dropFirst(3)))
+        #expect(block.movedToStream && block.backOnUDP)
+        #expect(block.description == "alice: UDP blocked t=10.00-17.50s, 42 datagrams dropped (12 to the node, 30 to the client); "
+            + "moved to the stream while blocked, back on UDP after the heal")
+        block.pathsAfter = []
+        #expect(block.movedToStream && !block.backOnUDP)
+        // A new session after the heal (a node restarted) that binds over UDP is back on UDP.
+        block.pathsAfter = UDPBlockOutcome.paths(LogEvent.parseLog("""
+            {"event":"disconnected","reason":"closed"}
+            {"event":"connected","path":"udp","user":"alice"}
+            """))
+        #expect(block.pathsAfter == ["udp"] && block.backOnUDP)
+        block.pathsWhileBlocked = []
+        #expect(!block.movedToStream)
     }
 
     // MARK: end-to-end encrypted runs

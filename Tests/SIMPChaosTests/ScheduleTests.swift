@@ -85,6 +85,48 @@ import Testing
         #expect(planner.plan() == all)
     }
 
+    @Test(arguments: Topology.allCases)
+    func udpIsBlockedForOneClientAtATimeForThreeToFifteenSeconds(topology: Topology) {
+        #expect(FaultKind.udpBlocked.applies(to: topology))
+        #expect(FaultKind.udpBlocked.timed)
+        var planner = ChaosPlanner(seed: 0, duration: 60, topology: topology)
+        planner.kinds = [.udpBlocked]
+        var targets = Set<Int>()
+        for seed in UInt64(0)..<100 {
+            planner.seed = seed
+            let plan = planner.plan()
+            #expect(!plan.faults.isEmpty, "seed \(seed)")
+            for fault in plan.faults {
+                #expect(fault.kind == .udpBlocked)
+                #expect(plan.users.indices.contains(fault.target), "seed \(seed): \(fault)")
+                let down = (fault.heal ?? .infinity) - fault.at
+                #expect(down >= 3 && down <= 15, "seed \(seed): \(fault)")
+                targets.insert(fault.target)
+            }
+            // Every blocked client, and no other, goes through a relay (here none is lossy).
+            #expect(plan.udpBlockedClients == Set(plan.faults.map(\.target)).sorted())
+            #expect(plan.datagramLoss.isEmpty)
+            #expect(plan.relayedClients == plan.udpBlockedClients)
+        }
+        // Any client may be the one.
+        #expect(targets == Set(0..<8))
+    }
+
+    @Test(arguments: Topology.allCases)
+    func udpBlockedComesInTheDefaultPlansAndTheSeedDecidesItAll(topology: Topology) {
+        let plans = (UInt64(0)..<50).map { ChaosPlanner(seed: $0, duration: 60, topology: topology).plan() }
+        let blocked = plans.filter { !$0.udpBlockedClients.isEmpty }
+        #expect(blocked.count >= 10)
+        for plan in blocked {
+            #expect(ChaosPlanner(seed: plan.seed, duration: 60, topology: topology).plan() == plan)
+            // A blocked client has its relay, as a lossy one does.
+            #expect(Set(plan.relayedClients) == Set(plan.udpBlockedClients + plan.datagramLoss.map(\.client)))
+        }
+        // Different seeds, different blocks: when and for whom.
+        let firsts = blocked.compactMap { $0.faults.first { $0.kind == .udpBlocked } }
+        #expect(Set(firsts.map(\.at)).count > 1 && Set(firsts.map(\.target)).count > 1)
+    }
+
     @Test func theKindsCanBeNarrowed() {
         var planner = ChaosPlanner(seed: 7, duration: 60, topology: .single)
         planner.kinds = [.nodePause]

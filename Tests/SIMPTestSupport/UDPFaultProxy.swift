@@ -21,6 +21,10 @@ public struct FaultCounters: Sendable {
     public var forwarded = 0
     public var dropped = 0
     public var duplicated = 0
+    /// Dropped because the relay was blocked (`block(true)`), client to server and back; not
+    /// counted in `dropped`.
+    public var blockedToServer = 0
+    public var blockedToClients = 0
 }
 
 /// A UDP relay between clients and a server that drops, duplicates, delays and so reorders
@@ -39,6 +43,8 @@ public final class UDPFaultProxy: @unchecked Sendable {
     private var tally = FaultCounters()
     /// How many more server-to-client datagrams may pass; nil: no gate.
     private var toClientAllowance: Int?
+    /// Every datagram dropped, both ways, before the profile sees it.
+    private var blocked = false
 
     public init(serverPort: Int, profile: FaultProfile, seed: UInt64) throws {
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
@@ -70,12 +76,23 @@ public final class UDPFaultProxy: @unchecked Sendable {
         try loop.submit { self.toClientAllowance = count }.wait()
     }
 
+    /// Drops every datagram both ways from now on (`true`), or lets them through again (`false`,
+    /// as at the start), under the profile's faults. UDP blocked for a while, as a network that
+    /// stops letting UDP through does; the relay's generator is not drawn from meanwhile.
+    public func block(_ on: Bool) throws {
+        try loop.submit { self.blocked = on }.wait()
+    }
+
     public func shutdown() {
         try? group.syncShutdownGracefully()
     }
 
     private func fromClient(_ envelope: AddressedEnvelope<ByteBuffer>) {
         let client = envelope.remoteAddress
+        if blocked {
+            tally.blockedToServer += 1
+            return
+        }
         if let upstream = upstreams[client] {
             impair(envelope.data, via: upstream, to: server)
             return
@@ -84,6 +101,10 @@ public final class UDPFaultProxy: @unchecked Sendable {
             .channelInitializer { [self] channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(Relay { [self] reply in
+                        if blocked {
+                            tally.blockedToClients += 1
+                            return
+                        }
                         if let allowance = toClientAllowance {
                             guard allowance > 0 else {
                                 tally.dropped += 1
