@@ -856,6 +856,16 @@ actor ConversationKeys {
         }
     }
 
+    /// A change of a group's members this device was told of (`ClientEvent.groupChanged`). The
+    /// next send checks the members at once; and when the change is an invitee's acceptance of
+    /// this user's invitation (an `added` entry the server writes in the inviter's name), this
+    /// device commits the new member's devices in now: an invitee cannot add itself (MLS
+    /// external commits are not used), and otherwise could not write until some member sent.
+    func groupChanged(_ conversation: String, _ change: GroupChange, client: SIMPClient) async {
+        let accepted = change.kind == .added && change.by == user && change.member != user
+        await membersChanged(conversation, client: client, commit: accepted)
+    }
+
     /// A group's members changed (this user's request, or a change it was told of): the next
     /// send checks them against the key directory at once, not after `checkInterval`. With
     /// `commit` (this device made the change), a group this device has follows now: the added

@@ -375,9 +375,9 @@ public final class SIMPClient: @unchecked Sendable {
     func deliver(_ event: ClientEvent) {
         switch event {
         case .connected(_, let path), .path(let path): pathBox.value = path
-        case .groupChanged(let group, _, _):
-            // The group's encrypted members follow its members at the next send, not a check interval later.
-            if let keys = keyring.withLock({ $0 }) { Task { await keys.membersChanged(GroupName.address(group), client: self, commit: false) } }
+        case .groupChanged(let group, let change, _):
+            // The group's encrypted members follow its members (ConversationKeys.groupChanged).
+            if let keys = keyring.withLock({ $0 }) { Task { await keys.groupChanged(GroupName.address(group), change, client: self) } }
         default: break
         }
         eventHandler?(event)

@@ -65,6 +65,38 @@ import Testing
         await cluster.stop()
     }
 
+    /// A stranger's add is an invitation; once dave accepts, the inviter's device commits his
+    /// devices in as soon as it is told, so dave can write first, before any member sends.
+    @Test func anInviteeWhoAcceptsCanWriteAtOnce() async throws {
+        let cluster = try await TestCluster.start()
+        let directories = (0..<6).map { _ in LocalHistoryTests.directory() }
+        defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
+        let (phone, laptop, bob, carol) = try await Self.people(cluster, directories)
+        try await cluster.register("dave")
+        let joined = try await EncryptedConversationTests.connected(cluster, "dave", directories[4])
+        let dave: Device = (joined.0, joined.1)
+        #expect(try await dave.0.setUpIdentity() == .created)
+        _ = try await phone.client.createGroup("deck", members: ["bob", "carol"])
+        let before = try await phone.client.send(to: "#deck", text: "before dave")
+        #expect(await Self.reads(bob, before, "before dave"))
+
+        _ = try await phone.client.addToGroup("deck", ["dave"])
+        #expect(await dave.1.wait { $0.all.contains { if case .groupInvited(group: "deck", _) = $0 { true } else { false } } })
+        _ = try await dave.0.acceptGroup("deck")
+        // The inviter's devices commit dave in when told of the acceptance: wait for the epoch to move.
+        let epochAtAccept = try await bob.client.fetchCommits(in: "#deck", fromEpoch: 0).epoch
+        var epoch = epochAtAccept
+        for _ in 0..<300 where epoch == epochAtAccept {
+            try await Task.sleep(for: .milliseconds(20))
+            epoch = try await bob.client.fetchCommits(in: "#deck", fromEpoch: 0).epoch
+        }
+        #expect(epoch > epochAtAccept, "dave's devices were committed in")
+        let fromDave = try await dave.0.send(to: "#deck", text: "dave accepted and writes")
+        for device in [phone, laptop, bob, carol] { #expect(await Self.reads(device, fromDave, "dave accepted and writes")) }
+        for device in [phone, laptop, bob, carol, dave] { await device.client.close() }
+        await cluster.stop()
+    }
+
     @Test func anAddedMemberReadsFromItsAdditionAndARemovedOneReadsNothingAfter() async throws {
         let cluster = try await TestCluster.start()
         let directories = (0..<6).map { _ in LocalHistoryTests.directory() }
