@@ -267,9 +267,11 @@ final class ClientStore: Sendable {
 
     /// Queues `work` after every write queued before it; `done` is called (on GRDB's queue)
     /// once it is on disk, or with why not. The writes that queue while the writer is busy go
-    /// in one transaction, each in a savepoint of its own (a write that fails leaves the others),
-    /// made durable by one fsync: a group commit. A client with many messages in flight pays
-    /// one sync per batch instead of one per message.
+    /// in one transaction, each in a savepoint of its own, made durable by one fsync: a group
+    /// commit. A client with many messages in flight pays one sync per batch instead of one per
+    /// message. A write that fails fails those queued after it in its batch too (they are not
+    /// run): a later write may rest on it (a group's state that used the keys of a message an
+    /// earlier write kept), so none lands without the writes before it.
     func enqueue(_ done: @escaping @Sendable (Result<Void, StoreWriteError>) -> Void,
                  _ work: @escaping @Sendable (Database) throws -> Void) {
         let first = waiting.withLock { waiting in
@@ -280,31 +282,40 @@ final class ClientStore: Sendable {
         guard first else { return }
         let path = path
         let waiting = waiting
-        let taken = Locked<[Write]>([])
-        db.asyncWrite({ db -> [Result<Void, StoreWriteError>] in
+        // The batch is taken before the transaction begins: a BEGIN that fails (the file busy
+        // past its timeout) fails this batch, and the next write schedules the next one.
+        db.asyncWriteWithoutTransaction { db in
             let batch = waiting.exchange([])
-            taken.value = batch
-            return batch.map { write in
-                do {
-                    try db.inSavepoint {
-                        try write.work(db)
-                        return .commit
+            var results: [Result<Void, StoreWriteError>] = []
+            do {
+                try db.inTransaction {
+                    var failed: StoreWriteError?
+                    for write in batch {
+                        if let failed {
+                            results.append(.failure(failed))
+                            continue
+                        }
+                        do {
+                            try db.inSavepoint {
+                                try write.work(db)
+                                return .commit
+                            }
+                            results.append(.success(()))
+                        } catch {
+                            let failure = StoreWriteError(path: path, error)
+                            failed = StoreWriteError(path: path, reason: "an earlier write of its batch failed (\(failure.reason))")
+                            results.append(.failure(failure))
+                        }
                     }
-                    return .success(())
-                } catch {
-                    return .failure(StoreWriteError(path: path, error))
+                    return .commit
                 }
-            }
-        }, completion: { _, committed in
-            let batch = taken.value
-            switch committed {
-            case .success(let results):
-                for (write, result) in zip(batch, results) { write.done(result) }
-            case .failure(let error):
+            } catch {
                 // Not committed: none of the batch is on disk.
                 for write in batch { write.done(.failure(StoreWriteError(path: path, error))) }
+                return
             }
-        })
+            for (write, result) in zip(batch, results) { write.done(result) }
+        }
     }
 }
 
@@ -317,6 +328,11 @@ struct StoreWriteError: Error, Sendable, CustomStringConvertible {
     init(path: String, _ error: any Error) {
         self.path = path
         reason = (error as? DatabaseError)?.message ?? "\(error)"
+    }
+
+    init(path: String, reason: String) {
+        self.path = path
+        self.reason = reason
     }
 
     var description: String { "cannot write \(path): \(reason)" }

@@ -43,6 +43,9 @@ actor ConversationKeys {
     /// line with the key directory: a second caller waits for it.
     private var settingUp: [String: Task<Void, any Error>] = [:]
     private var syncing: [String: Task<Void, any Error>] = [:]
+    /// Conversations with a commit of this device's in flight (made, its fate not known yet):
+    /// no second one is made on the same epoch meanwhile, which would replace its pending entry.
+    private var committing: Set<String> = []
     /// When each conversation's members were last checked against the key directory.
     private var checked: [String: ContinuousClock.Instant] = [:]
     /// How often (`ClientConfiguration.directoryCheckInterval`).
@@ -515,20 +518,23 @@ actor ConversationKeys {
         let welcomes = adds.map { CommitWelcome(user: $0.user, device: $0.device, welcome: welcomeBytes) }
         try store.keepPending(peer, epoch: 0, commit: commit, state: try output.group.savedState())
         if let refused = await Self.submit(commit, to: peer, welcomes: welcomes, client: client) {
-            if refused.code == .commitConflict {
-                try store.dropPending(peer)
-                return false
-            }
+            // Lost: the next fetch of the order drops the pending entry (`pendingState`).
+            if refused.code == .commitConflict { return false }
             // Not known to be stored: the pending commit stays, for the order to settle.
             guard await Self.held(commit, in: peer, epoch: 0, client: client) else { throw refused }
         }
-        try kept(commit: output.group, in: peer)
+        try kept(commit: output.group, madeOn: 0, in: peer)
         return true
     }
 
-    /// A commit of this device's is in the order: its state is kept in place of the pending one.
-    private func kept(commit state: MLSGroup, in conversation: String) throws(ClientError) {
+    /// A commit of this device's made on `epoch` is in the order: its state is kept in place of
+    /// the pending one. Unless the group already went on past that epoch: catching up (a
+    /// message of the new epoch opened while the submit was answered) took the same state from
+    /// the pending entry, and may have sealed on it since; putting it back would use its keys
+    /// again.
+    private func kept(commit state: MLSGroup, madeOn epoch: UInt64, in conversation: String) throws(ClientError) {
         afterCommitStored?(conversation)
+        if let current = groups[conversation], current.epoch != epoch { return }
         groups[conversation] = state
         // Should this write fail, the pending entry stays and is taken when the order is read.
         try storeCall { try store.saveCommitted(conversation, state: try state.savedState(), renewedAt: clock()) }
@@ -592,11 +598,27 @@ actor ConversationKeys {
         do { try await task.value } catch { throw Self.clientError(error) }
     }
 
+    /// Before this device makes a commit on the group's epoch: a pending commit of its own on
+    /// that epoch (its fate unknown: no answer, or replicas that did not confirm) is settled
+    /// first by reading the order, which takes it if it holds it and drops it if another commit
+    /// holds the epoch. One the order does not hold was never stored: it is dropped.
+    private func settlePending(_ conversation: String, client: SIMPClient) async throws {
+        // Its own submit is still waiting for the answer: nothing to settle yet.
+        guard !committing.contains(conversation),
+              let epoch = groups[conversation]?.epoch, let pending = try store.pending(of: conversation),
+              pending.epoch == epoch else { return }
+        try await catchUpUnlessRefused(conversation, client: client)
+        if !committing.contains(conversation), let left = try store.pending(of: conversation), left.epoch == groups[conversation]?.epoch {
+            try store.dropPending(conversation)
+        }
+    }
+
     private func resync(_ conversation: String, client: SIMPClient) async throws {
         let started = ContinuousClock.now
         let validator = try await validator(for: conversation, client: client)
         let mine = KeyDirectoryRules.credentialIdentity(user: user, device: device)
         for _ in 0..<3 {
+            try await settlePending(conversation, client: client)
             guard let group = groups[conversation] else { return }
             let present = Set(Self.memberIdentities(group).values)
             let missing = Set(validator.keys.keys).subtracting(present).subtracting([mine])
@@ -612,6 +634,10 @@ actor ConversationKeys {
                 checked[conversation] = started
                 return
             }
+            // An Update of this device's is in flight: the next send checks again.
+            guard !committing.contains(conversation) else { return }
+            committing.insert(conversation)
+            defer { committing.remove(conversation) }
             let epoch = current.epoch
             let output = try current.commit(adding: adds.map(\.package), removing: stale, randomness: randomness)
             var welcomes: [CommitWelcome] = []
@@ -623,7 +649,6 @@ actor ConversationKeys {
             try store.keepPending(conversation, epoch: epoch, commit: commit, state: try output.group.savedState())
             if let refused = await Self.submit(commit, to: conversation, epoch: epoch, welcomes: welcomes, client: client) {
                 if refused.code == .commitConflict {
-                    try store.dropPending(conversation)
                     try await catchUp(conversation, client: client)
                     continue
                 }
@@ -631,7 +656,7 @@ actor ConversationKeys {
             }
             // Stored: the new epoch's state replaces whatever this epoch's state became meanwhile.
             // Its path renewed this device's leaf too.
-            try kept(commit: output.group, in: conversation)
+            try kept(commit: output.group, madeOn: epoch, in: conversation)
             checked[conversation] = started
             return
         }
@@ -642,6 +667,11 @@ actor ConversationKeys {
     /// and no proposals (sections 12.4, 16.6). A lost race is caught up; the Update is then
     /// tried at the next send (also when the winner is a commit this device refuses).
     private func updateIfDue(_ conversation: String, client: SIMPClient) async throws(ClientError) {
+        // One commit of this device's at a time in a conversation (a seal that comes meanwhile
+        // goes on the current epoch; the Update is still due at the next).
+        guard !committing.contains(conversation) else { return }
+        do { try await settlePending(conversation, client: client) } catch { throw Self.clientError(error) }
+        guard !committing.contains(conversation) else { return }
         let now = clock()
         guard let renewal = try storeCall({ try store.renewal(of: conversation) }),
               renewal.sealed >= updateAfter.messages || now - renewal.at >= updateAfter.millis,
@@ -655,10 +685,11 @@ actor ConversationKeys {
         } catch {
             throw ClientError("cannot make an Update for \(conversation): \(error)", code: .endToEnd)
         }
+        committing.insert(conversation)
+        defer { committing.remove(conversation) }
         try storeCall { try store.keepPending(conversation, epoch: epoch, commit: commit, state: try output.group.savedState()) }
         if let refused = await Self.submit(commit, to: conversation, epoch: epoch, welcomes: [], client: client) {
             if refused.code == .commitConflict {
-                try storeCall { try store.dropPending(conversation) }
                 do {
                     try await catchUp(conversation, client: client)
                 } catch OpenFailure.commitRefused {
@@ -671,7 +702,7 @@ actor ConversationKeys {
             }
             guard await Self.held(commit, in: conversation, epoch: epoch, client: client) else { throw refused }
         }
-        try kept(commit: output.group, in: conversation)
+        try kept(commit: output.group, madeOn: epoch, in: conversation)
     }
 
     /// Each member's leaf and credential identity ("USER/DEVICE").
