@@ -28,6 +28,14 @@ import Testing
         return (pair.alice, laptop, pair.bob, carol)
     }
 
+    /// dave, registered, connected on `directory` and with an identity of his own.
+    static func dave(_ cluster: TestCluster, _ directory: String) async throws -> Device {
+        try await cluster.register("dave")
+        let joined = try await EncryptedConversationTests.connected(cluster, "dave", directory)
+        #expect(try await joined.0.setUpIdentity() == .created)
+        return (joined.0, joined.1)
+    }
+
     static func reads(_ device: Device, _ id: String, _ text: String) async -> Bool {
         await device.log.wait { $0.messages.contains { $0.id == id && $0.text == text && $0.encrypted } }
     }
@@ -72,10 +80,7 @@ import Testing
         let directories = (0..<6).map { _ in LocalHistoryTests.directory() }
         defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
         let (phone, laptop, bob, carol) = try await Self.people(cluster, directories)
-        try await cluster.register("dave")
-        let joined = try await EncryptedConversationTests.connected(cluster, "dave", directories[4])
-        let dave: Device = (joined.0, joined.1)
-        #expect(try await dave.0.setUpIdentity() == .created)
+        let dave = try await Self.dave(cluster, directories[4])
         _ = try await phone.client.createGroup("deck", members: ["bob", "carol"])
         let before = try await phone.client.send(to: "#deck", text: "before dave")
         #expect(await Self.reads(bob, before, "before dave"))
@@ -102,10 +107,7 @@ import Testing
         let directories = (0..<6).map { _ in LocalHistoryTests.directory() }
         defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
         let (phone, laptop, bob, carol) = try await Self.people(cluster, directories)
-        try await cluster.register("dave")
-        let joined = try await EncryptedConversationTests.connected(cluster, "dave", directories[4])
-        let dave: Device = (joined.0, joined.1)
-        #expect(try await dave.0.setUpIdentity() == .created)
+        let dave = try await Self.dave(cluster, directories[4])
         try await dave.0.set(.groupAdds(.everyone))
 
         _ = try await phone.client.createGroup("crew", members: ["bob", "carol"])
