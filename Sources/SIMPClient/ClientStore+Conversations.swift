@@ -47,12 +47,9 @@ extension ClientStore {
     /// commit): returns once it is on disk. Queued in the order the seals were made, so the
     /// state on disk never goes back.
     func saveSealed(_ conversation: String, state: [UInt8], sealed: Int) async throws(StoreWriteError) {
-        let written = await withCheckedContinuation { (written: CheckedContinuation<Result<Void, StoreWriteError>, Never>) in
-            enqueue({ written.resume(returning: $0) }) { db in
-                try Self.writeGroup(conversation, state: state, opened: nil, sealed: sealed, renewedAt: nil, db)
-            }
+        try await write { db in
+            try Self.writeGroup(conversation, state: state, opened: nil, sealed: sealed, renewedAt: nil, db)
         }
-        try written.get()
     }
 
     /// A commit this device made on `epoch` and the state it leads to, kept before the commit is
@@ -95,9 +92,7 @@ extension ClientStore {
 
     /// Returns once every write queued before it is on disk (or failed): batches commit in order.
     func queuedWritesDone() async {
-        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            enqueue({ _ in done.resume() }) { _ in }
-        }
+        try? await write { _ in }
     }
 
     private static func writeGroup(_ conversation: String, state: [UInt8], opened: (seq: UInt64, Opened)?, sealed: Int,

@@ -210,16 +210,21 @@ final class ClientStore: Sendable {
         } catch {
             throw StoreWriteError(path: path, error)
         }
-        let written = await withCheckedContinuation { (written: CheckedContinuation<Result<Void, StoreWriteError>, Never>) in
-            enqueue({ written.resume(returning: $0) }) { db in
-                var position = (try Int64.fetchOne(db, sql: "SELECT COALESCE(MAX(position), 0) + 1 FROM outbox")) ?? 1
-                for (id, to, payload) in rows {
-                    try db.execute(sql: "INSERT OR REPLACE INTO outbox (id, recipient, payload, position) VALUES (?, ?, ?, ?)",
-                                   arguments: [id, to, payload, position])
-                    position += 1
-                }
-                if let shown { try Self.insert(shown, recipient: shown.conversation, db) }
+        try await write { db in
+            var position = (try Int64.fetchOne(db, sql: "SELECT COALESCE(MAX(position), 0) + 1 FROM outbox")) ?? 1
+            for (id, to, payload) in rows {
+                try db.execute(sql: "INSERT OR REPLACE INTO outbox (id, recipient, payload, position) VALUES (?, ?, ?, ?)",
+                               arguments: [id, to, payload, position])
+                position += 1
             }
+            if let shown { try Self.insert(shown, recipient: shown.conversation, db) }
+        }
+    }
+
+    /// `enqueue` for a caller that waits: returns once `work` is on disk.
+    func write(_ work: @escaping @Sendable (Database) throws -> Void) async throws(StoreWriteError) {
+        let written = await withCheckedContinuation { (written: CheckedContinuation<Result<Void, StoreWriteError>, Never>) in
+            enqueue({ written.resume(returning: $0) }, work)
         }
         try written.get()
     }
