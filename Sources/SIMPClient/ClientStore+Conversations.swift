@@ -23,12 +23,12 @@ extension ClientStore {
 
     /// Every conversation this device has a group for.
     func conversationsWithGroups() throws -> [String] {
-        try db.read { db in try String.fetchAll(db, sql: "SELECT conversation FROM mls_groups ORDER BY conversation") }
+        try lookUp { db in try String.fetchAll(db, sql: "SELECT conversation FROM mls_groups ORDER BY conversation") }
     }
 
     func groupState(of conversation: String) throws -> [UInt8]? {
-        try db.read { db in
-            try Data.fetchOne(db, sql: "SELECT state FROM mls_groups WHERE conversation = ?", arguments: [conversation]).map { [UInt8]($0) }
+        try lookUp { db in
+            try Data.fetchOne(try db.cachedStatement(sql: "SELECT state FROM mls_groups WHERE conversation = ?"), arguments: [conversation]).map { [UInt8]($0) }
         }
     }
 
@@ -56,20 +56,20 @@ extension ClientStore {
     /// submitted (replacing any earlier one of the conversation).
     func keepPending(_ conversation: String, epoch: UInt64, commit: [UInt8], state: [UInt8]) throws {
         try db.write { db in
-            try db.execute(sql: "INSERT OR REPLACE INTO mls_pending (conversation, epoch, message, state) VALUES (?, ?, ?, ?)",
+            try db.run(sql: "INSERT OR REPLACE INTO mls_pending (conversation, epoch, message, state) VALUES (?, ?, ?, ?)",
                            arguments: [conversation, Int64(epoch), Data(commit), Data(state)])
         }
     }
 
     func pending(of conversation: String) throws -> (epoch: UInt64, commit: [UInt8], state: [UInt8])? {
-        try db.read { db in
-            try Row.fetchOne(db, sql: "SELECT epoch, message, state FROM mls_pending WHERE conversation = ?", arguments: [conversation])
+        try lookUp { db in
+            try Row.fetchOne(try db.cachedStatement(sql: "SELECT epoch, message, state FROM mls_pending WHERE conversation = ?"), arguments: [conversation])
                 .map { (UInt64($0["epoch"] as Int64), [UInt8]($0["message"] as Data), [UInt8]($0["state"] as Data)) }
         }
     }
 
     func dropPending(_ conversation: String) throws {
-        try db.write { db in try db.execute(sql: "DELETE FROM mls_pending WHERE conversation = ?", arguments: [conversation]) }
+        try db.write { db in try db.run(sql: "DELETE FROM mls_pending WHERE conversation = ?", arguments: [conversation]) }
     }
 
     /// The state a stored commit of this device's leads to, kept in place of its pending entry
@@ -77,7 +77,7 @@ extension ClientStore {
     func saveCommitted(_ conversation: String, state: [UInt8], renewedAt: Int64) throws {
         try db.write { db in
             try Self.writeGroup(conversation, state: state, opened: nil, sealed: 0, renewedAt: renewedAt, db)
-            try db.execute(sql: "DELETE FROM mls_pending WHERE conversation = ?", arguments: [conversation])
+            try db.run(sql: "DELETE FROM mls_pending WHERE conversation = ?", arguments: [conversation])
         }
     }
 
@@ -97,24 +97,24 @@ extension ClientStore {
 
     private static func writeGroup(_ conversation: String, state: [UInt8], opened: (seq: UInt64, Opened)?, sealed: Int,
                                    renewedAt: Int64?, _ db: Database) throws {
-        try db.execute(sql: """
+        try db.run(sql: """
             INSERT INTO mls_groups (conversation, state, sealed, updatedAt) VALUES (?, ?, ?, ?)
             ON CONFLICT(conversation) DO UPDATE SET state = excluded.state, sealed = sealed + excluded.sealed
             """, arguments: [conversation, Data(state), sealed, renewedAt ?? 0])
         if let renewedAt {
-            try db.execute(sql: "UPDATE mls_groups SET sealed = 0, updatedAt = ? WHERE conversation = ?",
+            try db.run(sql: "UPDATE mls_groups SET sealed = 0, updatedAt = ? WHERE conversation = ?",
                            arguments: [renewedAt, conversation])
         }
         if let (seq, message) = opened {
-            try db.execute(sql: "INSERT OR REPLACE INTO mls_opened (seq, id, inner) VALUES (?, ?, ?)",
+            try db.run(sql: "INSERT OR REPLACE INTO mls_opened (seq, id, inner) VALUES (?, ?, ?)",
                            arguments: [Int64(seq), message.id, Data(message.inner)])
         }
     }
 
     /// Messages sealed since this device's leaf was last renewed in the conversation, and when (ms).
     func renewal(of conversation: String) throws -> (sealed: Int, at: Int64)? {
-        try db.read { db in
-            try Row.fetchOne(db, sql: "SELECT sealed, updatedAt FROM mls_groups WHERE conversation = ?", arguments: [conversation])
+        try lookUp { db in
+            try Row.fetchOne(try db.cachedStatement(sql: "SELECT sealed, updatedAt FROM mls_groups WHERE conversation = ?"), arguments: [conversation])
                 .map { ($0["sealed"], $0["updatedAt"]) }
         }
     }
@@ -123,7 +123,7 @@ extension ClientStore {
     /// a batch.
     func opened(seqs: [UInt64]) throws -> [UInt64: Opened] {
         guard !seqs.isEmpty else { return [:] }
-        return try db.read { db in
+        return try lookUp { db in
             let marks = Array(repeating: "?", count: seqs.count).joined(separator: ",")
             let rows = try Row.fetchAll(db, sql: "SELECT seq, id, inner FROM mls_opened WHERE seq IN (\(marks))",
                                         arguments: StatementArguments(seqs.map { Int64($0) }))
@@ -134,7 +134,7 @@ extension ClientStore {
     }
 
     func keyPackages() throws -> [StoredKeyPackage] {
-        try db.read { db in
+        try lookUp { db in
             try Row.fetchAll(db, sql: "SELECT * FROM key_packages ORDER BY lastResort").map { row in
                 let keys = [UInt8](row["encryptionKey"] as Data)
                 return StoredKeyPackage(reference: [UInt8](row["ref"] as Data), package: [UInt8](row["package"] as Data),
@@ -146,7 +146,7 @@ extension ClientStore {
     func addKeyPackages(_ packages: [StoredKeyPackage]) throws {
         try db.write { db in
             for p in packages {
-                try db.execute(sql: """
+                try db.run(sql: """
                     INSERT OR REPLACE INTO key_packages (ref, package, initKey, encryptionKey, lastResort) VALUES (?, ?, ?, ?, ?)
                     """, arguments: [Data(p.reference), Data(p.package), Data(p.initSeed), Data(p.encryptionSeed), p.lastResort])
             }
@@ -156,7 +156,7 @@ extension ClientStore {
     /// A one-time KeyPackage a Welcome used: its private keys go (RFC 9420 section 16.8).
     func removeKeyPackage(_ reference: [UInt8]) throws {
         try db.write { db in
-            try db.execute(sql: "DELETE FROM key_packages WHERE ref = ? AND lastResort = 0", arguments: [Data(reference)])
+            try db.run(sql: "DELETE FROM key_packages WHERE ref = ? AND lastResort = 0", arguments: [Data(reference)])
         }
     }
 }

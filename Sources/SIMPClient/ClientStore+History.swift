@@ -9,7 +9,7 @@ extension ClientStore {
     static func insert(_ entry: HistoryEntry, recipient: String?, _ db: Database) throws {
         // Once: a message received again changes nothing; only a long message's whole fills its
         // place, which its first part took.
-        try db.execute(sql: """
+        try db.run(sql: """
             INSERT INTO history (id, conversation, sender, outgoing, text, imageURL, sentAt, seq, unread, stage, recipient, complete, parts,
                 groupSeq)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -28,7 +28,7 @@ extension ClientStore {
     }
 
     static func update(_ status: MessageStatus, user: String, _ db: Database) throws {
-        try db.execute(sql: """
+        try db.run(sql: """
             UPDATE history SET stage = ?, seq = CASE WHEN ? > 0 THEN ? ELSE seq END, failureCode = ?, failureReason = ?,
                 recipients = ?, members = ?
             WHERE sender = ? AND id = ?
@@ -41,7 +41,7 @@ extension ClientStore {
             switch change {
             case .add(let entry): try Self.insert(entry, recipient: nil, db)
             case .readElsewhere(let id, let from):
-                try db.execute(sql: "UPDATE history SET unread = 0 WHERE sender = ? AND id = ? AND unread = 1", arguments: [from, id])
+                try db.run(sql: "UPDATE history SET unread = 0 WHERE sender = ? AND id = ? AND unread = 1", arguments: [from, id])
             }
         }
     }
@@ -76,7 +76,7 @@ extension ClientStore {
             return try await db.write { db in
                 let rows = try Row.fetchAll(db, sql: "SELECT * FROM history WHERE conversation = ? AND unread = 1 AND complete = 1 AND position <= ?",
                                             arguments: [conversation, position ?? Int64.max])
-                try db.execute(sql: "UPDATE history SET unread = 0 WHERE conversation = ? AND unread = 1 AND complete = 1 AND position <= ?",
+                try db.run(sql: "UPDATE history SET unread = 0 WHERE conversation = ? AND unread = 1 AND complete = 1 AND position <= ?",
                                arguments: [conversation, position ?? Int64.max])
                 return rows.map(Self.message)
             }

@@ -15,8 +15,8 @@ extension ClientStore {
     }
 
     func ownKeys() throws -> OwnKeys? {
-        try db.read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM identity WHERE user = ?", arguments: [user]).map { row in
+        try lookUp { db in
+            try Row.fetchOne(try db.cachedStatement(sql: "SELECT * FROM identity WHERE user = ?"), arguments: [user]).map { row in
                 OwnKeys(identityKey: [UInt8](row["identityKey"] as Data), deviceKey: [UInt8](row["deviceKey"] as Data),
                         published: row["published"])
             }
@@ -25,15 +25,15 @@ extension ClientStore {
 
     func save(_ keys: OwnKeys) throws {
         try db.write { db in
-            try db.execute(sql: "INSERT OR REPLACE INTO identity (user, identityKey, deviceKey, published) VALUES (?, ?, ?, ?)",
+            try db.run(sql: "INSERT OR REPLACE INTO identity (user, identityKey, deviceKey, published) VALUES (?, ?, ?, ?)",
                            arguments: [user, Data(keys.identityKey), Data(keys.deviceKey), keys.published])
         }
     }
 
     /// The offer this device made to link `device`, if any (`SIMPClient.pendingLinks`).
     func linkOffer(to device: String) throws -> OfferedLink? {
-        try db.read { db in
-            try Row.fetchOne(db, sql: "SELECT request, offer FROM link_offers WHERE device = ?", arguments: [device]).flatMap { row in
+        try lookUp { db in
+            try Row.fetchOne(try db.cachedStatement(sql: "SELECT request, offer FROM link_offers WHERE device = ?"), arguments: [device]).flatMap { row in
                 guard let request = try? DeviceLink.Request(bytes: [UInt8](row["request"] as Data)),
                       let offer = try? DeviceLink.Offer(bytes: [UInt8](row["offer"] as Data)) else { return nil }
                 return OfferedLink(user: user, device: device, request: request, offer: offer)
@@ -43,7 +43,7 @@ extension ClientStore {
 
     /// Every offer this device made, by new device.
     func linkOffers() throws -> [String: OfferedLink] {
-        try db.read { db in
+        try lookUp { db in
             var offers: [String: OfferedLink] = [:]
             for row in try Row.fetchAll(db, sql: "SELECT device, request, offer FROM link_offers") {
                 let device: String = row["device"]
@@ -59,10 +59,10 @@ extension ClientStore {
     func keepLinkOffer(_ offered: OfferedLink?, device: String) throws {
         try db.write { db in
             if let offered {
-                try db.execute(sql: "INSERT OR REPLACE INTO link_offers (device, request, offer) VALUES (?, ?, ?)",
+                try db.run(sql: "INSERT OR REPLACE INTO link_offers (device, request, offer) VALUES (?, ?, ?)",
                                arguments: [device, Data(offered.request.bytes), Data(offered.offer.bytes)])
             } else {
-                try db.execute(sql: "DELETE FROM link_offers WHERE device = ?", arguments: [device])
+                try db.run(sql: "DELETE FROM link_offers WHERE device = ?", arguments: [device])
             }
         }
     }
@@ -80,15 +80,15 @@ extension ClientStore {
     /// Records `key` as `peer`'s identity key (trust on first use, a change reported).
     func record(peer: String, identityKey key: [UInt8], nowMillis: Int64) throws -> PeerRecord {
         try db.write { db in
-            guard let row = try Row.fetchOne(db, sql: "SELECT identityKey, verified FROM peers WHERE user = ?", arguments: [peer]) else {
-                try db.execute(sql: "INSERT INTO peers (user, identityKey, verified, seenAt) VALUES (?, ?, 0, ?)",
+            guard let row = try Row.fetchOne(try db.cachedStatement(sql: "SELECT identityKey, verified FROM peers WHERE user = ?"), arguments: [peer]) else {
+                try db.run(sql: "INSERT INTO peers (user, identityKey, verified, seenAt) VALUES (?, ?, 0, ?)",
                                arguments: [peer, Data(key), nowMillis])
                 return .new
             }
             let verified: Bool = row["verified"]
             if [UInt8](row["identityKey"] as Data) == key { return .same(verified: verified) }
             // A verified peer's new key holds sending to them until the user verifies it again.
-            try db.execute(sql: "UPDATE peers SET identityKey = ?, verified = 0, held = ?, seenAt = ? WHERE user = ?",
+            try db.run(sql: "UPDATE peers SET identityKey = ?, verified = 0, held = ?, seenAt = ? WHERE user = ?",
                            arguments: [Data(key), verified, nowMillis, peer])
             return .changed(wasVerified: verified)
         }
@@ -97,13 +97,13 @@ extension ClientStore {
     /// Whether sending to `peer` waits for the user: a verified identity of theirs changed and
     /// was not verified again.
     func isHeld(peer: String) throws -> Bool {
-        try db.read { db in try Bool.fetchOne(db, sql: "SELECT held FROM peers WHERE user = ?", arguments: [peer]) ?? false }
+        try lookUp { db in try Bool.fetchOne(try db.cachedStatement(sql: "SELECT held FROM peers WHERE user = ?"), arguments: [peer]) ?? false }
     }
 
     /// Marks `peer`'s identity verified, if `key` is still the one recorded; returns whether it was.
     func verify(peer: String, identityKey key: [UInt8]) throws -> Bool {
         try db.write { db in
-            try db.execute(sql: "UPDATE peers SET verified = 1, held = 0 WHERE user = ? AND identityKey = ?", arguments: [peer, Data(key)])
+            try db.run(sql: "UPDATE peers SET verified = 1, held = 0 WHERE user = ? AND identityKey = ?", arguments: [peer, Data(key)])
             return db.changesCount == 1
         }
     }

@@ -554,10 +554,10 @@ actor ConversationKeys {
         return group
     }
 
-    /// Records the peer's identity key on first use, or reports its change (`safetyNumber`).
+    /// Records the peer's identity key on first use, or reports its change (`pinIdentity`).
     private static func pin(_ peer: String, client: SIMPClient) async -> ClientError? {
         do {
-            _ = try await client.safetyNumber(with: peer)
+            _ = try await client.pinIdentity(of: peer)
             return nil
         } catch {
             return error

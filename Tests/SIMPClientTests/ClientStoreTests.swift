@@ -39,10 +39,10 @@ import Testing
         #expect(saved.accepted.map(\.id) == ["b"])
     }
 
-    /// Writes queued while the writer is busy go in one transaction (a group commit), each in
-    /// a savepoint: they are on disk in the order queued; one that fails is not, nor are those
-    /// queued after it in its batch (they are reported failed); what is reported written is on
-    /// disk, and a later batch goes on.
+    /// Writes queued while the writer is busy go in one transaction (a group commit): they are
+    /// on disk in the order queued; one that fails is not, not even the part it did before it
+    /// threw, nor are those queued after it in its batch (they are reported failed); what is
+    /// reported written is on disk, and a later batch goes on.
     @Test func writesQueuedTogetherKeepTheirOrderAndNothingLandsAfterAFailureInItsBatch() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("simp-store-\(UUID())").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -55,9 +55,10 @@ import Testing
                 let done = AsyncStream<Bool>.makeStream()
                 let payload = Data(try message(id, to: "bob").serializedBytes() as [UInt8])
                 store.enqueue({ done.continuation.yield((try? $0.get()) != nil); done.continuation.finish() }) { db in
-                    if id == "m100" { try db.execute(sql: "INSERT INTO no_such_table VALUES (1)") }
                     try db.execute(sql: "INSERT INTO outbox (id, recipient, payload, position) VALUES (?, 'bob', ?, ?)",
                                    arguments: [id, payload, index])
+                    // Fails after its first statement: that row must not land either.
+                    if id == "m100" { try db.execute(sql: "INSERT INTO no_such_table VALUES (1)") }
                 }
                 group.addTask {
                     for await ok in done.stream { return (index, ok) }
