@@ -26,9 +26,13 @@ public enum GroupLoad {
         progress("connecting 1 sender and \(pattern.members) members of #\(name) to \(placement.nodes.map(\.description).joined(separator: ", "))")
         let receivers = try await connectReceivers(pattern.members, group: name, placement: placement, loops: group)
         let sender = Sender(to: GroupName.address(name), members: pattern.members, pattern: pattern)
+        let stored = placement.dataDirectory != nil
         do {
+            // With a data directory the sender reads its events as a stream (`sendAsync`).
             sender.client = try await SIMPLoad.connectedClient(Self.sender, placement.configuration(startingAt: 0), group.next(),
-                                                               eventHandler: sender.handle)
+                                                               eventHandler: stored ? nil : sender.handle)
+            // Its identity and KeyPackages before the group: creating it commits every member's devices in.
+            if placement.endToEnd { _ = try await sender.client.setUpIdentity() }
             // Members in requests of at most `addedAtOnce`, each well within a control frame.
             let names = (0..<pattern.members).map(member)
             let chunks = stride(from: 0, to: names.count, by: addedAtOnce).map { Array(names[$0..<min($0 + addedAtOnce, names.count)]) }
@@ -43,7 +47,8 @@ public enum GroupLoad {
         let clock = LoadClock(pattern)
         let window = UsageWindow.measure(processes, after: pattern.warmup, seconds: pattern.duration)
         for receiver in receivers { try await receiver.count.start(clock).get() }
-        var result = try await sender.start(clock).get()
+        var result = stored ? await sendAsync(sender.client, to: sender.to, members: pattern.members, pattern, clock)
+                            : try await sender.start(clock).get()
         let expected = result.sent - result.failed
         for receiver in receivers { result.merge(try await receiver.count.settled(expecting: expected, until: clock.drainUntil).get()) }
         progress("done: \(result.sent) sent, \(result.accepted) accepted, \(result.deliveries) deliveries")
@@ -68,6 +73,7 @@ public enum GroupLoad {
                                                                         receiver.count.loop, eventHandler: receiver.handle)
                         // A member lets the sender (a stranger) add it at once: the run measures messages, not invitations.
                         try await client.set(.groupAdds(.everyone))
+                        if placement.endToEnd { _ = try await client.setUpIdentity() }
                         try await receiver.count.loop.submit { receiver.client = client }.get()
                     }
                 }
@@ -83,11 +89,10 @@ public enum GroupLoad {
         return receivers
     }
 
-    /// The sender: keeps `window` messages not yet accepted in flight until the measured window
-    /// ends, then waits until every one is confirmed by every member (or failed); the drain
-    /// deadline ends the wait for whatever never settles. It lives on its client's event loop
-    /// and gets the client's events there, like `SIMPLoad.Sender`.
-    final class Sender: @unchecked Sendable {
+    /// The sender's messages in flight and its figures: a slot is freed by the group's
+    /// accepted (or a failure before it), a message settles once accepted and confirmed by every
+    /// member. Shared by `Sender` (on its client's loop) and `sendAsync` (a task).
+    struct Book {
         private struct Pending {
             let sentAt: UInt64
             var accepted = false
@@ -96,21 +101,87 @@ public enum GroupLoad {
             var confirmed = 0
         }
 
+        let members: Int
+        var result = FanOutResult()
+        /// Messages sent and not yet settled (accepted and confirmed by every member), by id.
+        private var pending: [String: Pending] = [:]
+
+        init(members: Int) { self.members = members }
+
+        var isEmpty: Bool { pending.isEmpty }
+
+        /// Counted as sent either way: a refused send is a failure, neither lost nor left out.
+        mutating func sent(_ id: Result<String, any Error>, at start: UInt64) {
+            result.sent += 1
+            switch id {
+            case .success(let id): pending[id] = Pending(sentAt: start, recipients: members)
+            case .failure(let error): result.note(failure: "send: \(error)")
+            }
+        }
+
+        /// Records `event`; true when it freed a slot (the message was accepted, or failed before).
+        mutating func record(_ event: ClientEvent, to address: String, now: UInt64, _ clock: LoadClock) -> Bool {
+            switch event {
+            case .groupAccepted(let id, _, _, let recipients):
+                return accepted(id, recipients: recipients, now, clock)
+            case .accepted(let id, let to, _) where to == address:
+                // A member's confirmation overtook the accepted notice: the library reports the
+                // acceptance this way then, without the number of recipients.
+                return accepted(id, recipients: nil, now, clock)
+            case .memberDelivered(let id, _, _, _):
+                guard var message = pending[id] else { return false }
+                message.confirmed += 1
+                settle(id, message, now, clock)
+                return false
+            case .failed(let id, _, let reason, _):
+                guard let message = pending.removeValue(forKey: id) else { return false }
+                result.note(failure: reason)
+                // An accepted message's slot was freed already.
+                return !message.accepted
+            default:
+                return false
+            }
+        }
+
+        private mutating func accepted(_ id: String, recipients: Int?, _ now: UInt64, _ clock: LoadClock) -> Bool {
+            guard var message = pending[id], !message.accepted else { return false }
+            message.accepted = true
+            if let recipients { message.recipients = recipients }
+            result.accepted += 1
+            if clock.measured(now) { result.acceptedInWindow += 1 }
+            if clock.measured(message.sentAt) { _ = result.sendToAccepted.record(FanOutResult.micros(from: message.sentAt, to: now)) }
+            settle(id, message, now, clock)
+            return true
+        }
+
+        /// Forgets the message once it is accepted and every member confirmed it.
+        private mutating func settle(_ id: String, _ message: Pending, _ now: UInt64, _ clock: LoadClock) {
+            guard message.accepted, message.confirmed >= message.recipients else {
+                pending[id] = message
+                return
+            }
+            pending[id] = nil
+            if clock.measured(message.sentAt) { _ = result.sendToAllDelivered.record(FanOutResult.micros(from: message.sentAt, to: now)) }
+        }
+    }
+
+    /// The sender: keeps `window` messages not yet accepted in flight until the measured window
+    /// ends, then waits until every one is confirmed by every member (or failed); the drain
+    /// deadline ends the wait for whatever never settles. It lives on its client's event loop
+    /// and gets the client's events there, like `SIMPLoad.Sender`.
+    final class Sender: @unchecked Sendable {
         var client: SIMPClient!
         let to: String
-        let members: Int
         let pattern: FanOutPattern
         private var counter: UInt64 = 0
         private var clock: LoadClock?
-        private var result = FanOutResult()
-        /// Messages sent and not yet settled (accepted and confirmed by every member), by id.
-        private var pending: [String: Pending] = [:]
+        private var book: Book
         private var done: EventLoopPromise<FanOutResult>?
 
         init(to: String, members: Int, pattern: FanOutPattern) {
             self.to = to
-            self.members = members
             self.pattern = pattern
+            book = Book(members: members)
         }
 
         /// Starts sending on the client's loop; succeeds once every message settled or the drain ended.
@@ -130,67 +201,62 @@ public enum GroupLoad {
         func handle(_ event: ClientEvent) {
             guard let clock else { return }
             let now = LoadClock.now()
-            switch event {
-            case .groupAccepted(let id, _, _, let recipients):
-                accepted(id, recipients: recipients, now, clock)
-            case .accepted(let id, let to, _) where to == self.to:
-                // A member's confirmation overtook the accepted notice: the library reports the
-                // acceptance this way then, without the number of recipients.
-                accepted(id, recipients: nil, now, clock)
-            case .memberDelivered(let id, _, _, _):
-                guard var message = pending[id] else { return }
-                message.confirmed += 1
-                settle(id, message, now, clock)
-            case .failed(let id, _, let reason, _):
-                guard let message = pending.removeValue(forKey: id) else { return }
-                result.note(failure: reason)
-                // An accepted message's slot was freed already.
-                if !message.accepted, now < clock.measureUntil { sendOne() }
-            default:
-                return
-            }
-            if now >= clock.measureUntil, pending.isEmpty { finish() }
-        }
-
-        private func accepted(_ id: String, recipients: Int?, _ now: UInt64, _ clock: LoadClock) {
-            guard var message = pending[id], !message.accepted else { return }
-            message.accepted = true
-            if let recipients { message.recipients = recipients }
-            result.accepted += 1
-            if clock.measured(now) { result.acceptedInWindow += 1 }
-            if clock.measured(message.sentAt) { _ = result.sendToAccepted.record(FanOutResult.micros(from: message.sentAt, to: now)) }
-            settle(id, message, now, clock)
-            if now < clock.measureUntil { sendOne() }
-        }
-
-        /// Forgets the message once it is accepted and every member confirmed it.
-        private func settle(_ id: String, _ message: Pending, _ now: UInt64, _ clock: LoadClock) {
-            guard message.accepted, message.confirmed >= message.recipients else {
-                pending[id] = message
-                return
-            }
-            pending[id] = nil
-            if clock.measured(message.sentAt) { _ = result.sendToAllDelivered.record(FanOutResult.micros(from: message.sentAt, to: now)) }
+            if book.record(event, to: to, now: now, clock), now < clock.measureUntil { sendOne() }
+            if now >= clock.measureUntil, book.isEmpty { finish() }
         }
 
         private func sendOne() {
             counter += 1
             let start = LoadClock.now()
-            // Counted as sent either way: a refused post is a failure, neither lost nor left out.
-            result.sent += 1
-            do {
-                let id = try client.post(to: to, text: SIMPLoad.text(counter, start, size: pattern.payloadBytes))
-                pending[id] = Pending(sentAt: start, recipients: members)
-            } catch {
-                result.note(failure: "send: \(error)")
-            }
+            book.sent(Result { try client.post(to: to, text: SIMPLoad.text(counter, start, size: pattern.payloadBytes)) }, at: start)
         }
 
         /// Later events (a late confirmation, say) no longer count.
         private func finish() {
             clock = nil
-            done?.succeed(result)
+            done?.succeed(book.result)
             done = nil
+        }
+    }
+
+    /// The sender of a client with a data directory (`--data-dir`, `--e2e`), whose sends are
+    /// `try await send` (each is on disk, and sealed, before it goes): as `Sender`, through
+    /// the async API as `AsyncLoad` drives it, until every message settled or the drain ended.
+    static func sendAsync(_ client: SIMPClient, to address: String, members: Int, _ pattern: FanOutPattern,
+                          _ clock: LoadClock) async -> FanOutResult {
+        await withTaskGroup(of: FanOutResult?.self) { tasks in
+            tasks.addTask {
+                var book = Book(members: members)
+                var counter: UInt64 = 0
+                func sendOne() async {
+                    counter += 1
+                    let start = LoadClock.now()
+                    let text = SIMPLoad.text(counter, start, size: pattern.payloadBytes)
+                    do {
+                        book.sent(.success(try await client.send(to: address, text: text)), at: start)
+                    } catch {
+                        book.sent(.failure(error), at: start)
+                    }
+                }
+                for _ in 0..<pattern.window { await sendOne() }
+                await AsyncLoad.forEachEvent(of: client) { event in
+                    let now = LoadClock.now()
+                    if book.record(event, to: address, now: now, clock), now < clock.measureUntil { await sendOne() }
+                    return now < clock.measureUntil || !book.isEmpty
+                }
+                return book.result
+            }
+            tasks.addTask {
+                try? await Task.sleep(nanoseconds: clock.drainUntil - min(clock.drainUntil, LoadClock.now()))
+                return nil
+            }
+            // Whichever ends first cancels the other; the sender's figures come either way.
+            var result = FanOutResult()
+            for await finished in tasks {
+                tasks.cancelAll()
+                if let finished { result = finished }
+            }
+            return result
         }
     }
 

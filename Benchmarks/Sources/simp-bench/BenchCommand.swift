@@ -127,10 +127,10 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(name: .customLong("busy-loops"), help: "With --sessions: run this many processes that only burn CPU (yes > /dev/null) for the length of the run, beside the server, Redis and the bench (a starved CPU). With --spawn the report adds the server's push retransmits and sender resends per stored message.")
     var busyLoops = 0
 
-    @Flag(name: .customLong("data-dir"), help: "With --api async: every client keeps a data directory (outbox, history; in a new temporary directory), as an application with a store does.")
+    @Flag(name: .customLong("data-dir"), help: "With --api async or --group-members: every client keeps a data directory (outbox, history; in a new temporary directory), as an application with a store does.")
     var dataDirectories = false
 
-    @Flag(name: .customLong("e2e"), help: "With --api async: every client end-to-end encrypts (ClientConfiguration.endToEnd, with a data directory as --data-dir): compare with --data-dir alone.")
+    @Flag(name: .customLong("e2e"), help: "With --api async or --group-members: every client end-to-end encrypts (ClientConfiguration.endToEnd, with a data directory as --data-dir): compare with --data-dir alone.")
     var endToEnd = false
 
     @Flag(help: "Print the report as one JSON object.")
@@ -138,8 +138,8 @@ struct BenchCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard pairs ?? 1 > 0, window > 0, threads > 0 else { throw ValidationError("--pairs, --window and --threads must be positive") }
-        if (dataDirectories || endToEnd) && api != .async {
-            throw ValidationError("--data-dir and --e2e need --api async: a client with a data directory sends with try await send")
+        if (dataDirectories || endToEnd) && api != .async && groupMembers == nil {
+            throw ValidationError("--data-dir and --e2e need --api async (or --group-members): a client with a data directory sends with try await send")
         }
         if let groupMembers {
             let others = [(pairs != nil, "--pairs"), (idle != nil, "--idle"), (receiptFlood, "--receipt-flood"),

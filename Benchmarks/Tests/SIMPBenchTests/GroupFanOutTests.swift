@@ -39,6 +39,38 @@ import Testing
         #expect(result.sendToAllDelivered.totalCount == result.sendToAccepted.totalCount)
     }
 
+    /// `--group-members N --e2e`: every client encrypts, with a data directory; the sender sends
+    /// with `try await send` (`GroupLoad.sendAsync`); every member reads every message (the
+    /// counts come from the texts the members decrypted).
+    @Test(.enabled(if: redisInstalled, "redis-server is not installed (apt-get install redis-server)"))
+    func anEncryptedGroupRunDeliversEveryMessageDecryptedToEveryMember() async throws {
+        let pattern = FanOutPattern(members: 3, window: 4, payloadBytes: 64, duration: 1, warmup: 0.2, drain: 30)
+        let stack = try await SpawnedStack.start(SpawnOptions(serverBinary: try productPath("simp-server"), serverArguments: [
+            "--scrypt-rounds", "1024", "--min-password-length", "1", "--log-level", "warning", "--e2e", "required",
+        ]))
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("simp-bench-test-\(UUID())").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var placement = Placement(nodes: stack.serverAddresses)
+        placement.dataDirectory = directory
+        placement.endToEnd = true
+        let loops = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let result: FanOutResult
+        do {
+            (result, _) = try await GroupLoad.run(pattern, placement: placement, group: loops, processes: [])
+        } catch {
+            await stack.stop()
+            try await loops.shutdownGracefully()
+            throw error
+        }
+        await stack.stop()
+        try await loops.shutdownGracefully()
+        #expect(result.failed == 0, "\(result.failures)")
+        #expect(result.sent > 0 && result.accepted == result.sent)
+        #expect(result.deliveries == result.accepted * pattern.members)
+        #expect(result.lost == 0 && result.duplicates == 0)
+        #expect(result.sendToAllDelivered.totalCount == result.sendToAccepted.totalCount)
+    }
+
     @Test(.enabled(if: MosquittoProcess.executable() != nil, "mosquitto is not installed (apt-get install mosquitto)"))
     func aShortFanOutThroughMosquittoDeliversEveryMessageToEverySubscriber() async throws {
         let pattern = FanOutPattern(members: 5, window: 4, payloadBytes: 64, duration: 1, warmup: 0.2, drain: 30)
