@@ -511,11 +511,8 @@ actor ConversationKeys {
             lifetime: Lifetime(notBefore: 0, notAfter: .max), signer: signer, randomness: randomness)
         group.credentialValidator = validator
         group.policy = Self.policy
-        let output = try group.commit(adding: adds.map(\.package), randomness: randomness)
-        guard let welcome = output.welcome else { throw OpenFailure.malformed }
-        let welcomeBytes = try MLSMessage.welcome(welcome).mlsEncoded()
-        let commit = try output.message.mlsEncoded()
-        let welcomes = adds.map { CommitWelcome(user: $0.user, device: $0.device, welcome: welcomeBytes) }
+        // The devices one request carries; the member check that follows adds the rest (`resync`).
+        let (output, commit, welcomes, _) = try fitting(group, adding: adds, removing: [], in: peer)
         try store.keepPending(peer, epoch: 0, commit: commit, state: try output.group.savedState())
         if let refused = await Self.submit(commit, to: peer, welcomes: welcomes, client: client) {
             // Lost: the next fetch of the order drops the pending entry (`pendingState`).
@@ -568,8 +565,8 @@ actor ConversationKeys {
     /// credential identity), claimed from the server; a package that does not validate, or whose
     /// credential or key is not the certified device's, is left out (never encrypted to).
     private func claim(from owners: [String], validator: DirectoryValidator, client: SIMPClient,
-                       wanted: ([UInt8]) -> Bool) async throws -> [(user: String, device: String, package: KeyPackage)] {
-        var adds: [(user: String, device: String, package: KeyPackage)] = []
+                       wanted: ([UInt8]) -> Bool) async throws -> [Claimed] {
+        var adds: [Claimed] = []
         for owner in owners {
             for claimed in try await client.claimKeyPackages(of: owner) {
                 let identity = KeyDirectoryRules.credentialIdentity(user: owner, device: claimed.device)
@@ -617,19 +614,24 @@ actor ConversationKeys {
         let started = ContinuousClock.now
         let validator = try await validator(for: conversation, client: client)
         let mine = KeyDirectoryRules.credentialIdentity(user: user, device: device)
-        for _ in 0..<3 {
+        // Claimed and not yet in a stored commit (one lost a race, or did not fit the last one).
+        var claimed: [Claimed] = []
+        var lost = 0
+        while lost < 3 {
             try await settlePending(conversation, client: client)
             guard let group = groups[conversation] else { return }
             let present = Set(Self.memberIdentities(group).values)
             let missing = Set(validator.keys.keys).subtracting(present).subtracting([mine])
-            let adds = missing.isEmpty ? [] : try await claim(from: validator.owners, validator: validator, client: client) {
-                missing.contains($0)
+            claimed.removeAll { !missing.contains(Self.identity(of: $0)) }
+            let unclaimed = missing.subtracting(claimed.map(Self.identity))
+            if !unclaimed.isEmpty {
+                claimed += try await claim(from: validator.owners, validator: validator, client: client) { unclaimed.contains($0) }
             }
             // No await from here to the submit: the commit is made on the state as it is now.
             guard var current = groups[conversation] else { return }
             current.credentialValidator = validator
             let stale = Self.memberIdentities(current).filter { $0.key != current.myLeaf && validator.keys[$0.value] == nil }.map(\.key)
-            if adds.isEmpty && stale.isEmpty {
+            if claimed.isEmpty && stale.isEmpty {
                 groups[conversation] = current
                 checked[conversation] = started
                 return
@@ -639,16 +641,11 @@ actor ConversationKeys {
             committing.insert(conversation)
             defer { committing.remove(conversation) }
             let epoch = current.epoch
-            let output = try current.commit(adding: adds.map(\.package), removing: stale, randomness: randomness)
-            var welcomes: [CommitWelcome] = []
-            if let welcome = output.welcome {
-                let bytes = try MLSMessage.welcome(welcome).mlsEncoded()
-                welcomes = adds.map { CommitWelcome(user: $0.user, device: $0.device, welcome: bytes) }
-            }
-            let commit = try output.message.mlsEncoded()
+            let (output, commit, welcomes, added) = try fitting(current, adding: claimed, removing: stale, in: conversation)
             try store.keepPending(conversation, epoch: epoch, commit: commit, state: try output.group.savedState())
             if let refused = await Self.submit(commit, to: conversation, epoch: epoch, welcomes: welcomes, client: client) {
                 if refused.code == .commitConflict {
+                    lost += 1
                     try await catchUp(conversation, client: client)
                     continue
                 }
@@ -657,10 +654,54 @@ actor ConversationKeys {
             // Stored: the new epoch's state replaces whatever this epoch's state became meanwhile.
             // Its path renewed this device's leaf too.
             try kept(commit: output.group, madeOn: epoch, in: conversation)
-            checked[conversation] = started
-            return
+            claimed.removeFirst(added)
+            if claimed.isEmpty {
+                checked[conversation] = started
+                return
+            }
         }
         throw ClientError("cannot update the encrypted conversation \(Self.named(conversation)): other commits keep winning", code: .endToEnd)
+    }
+
+    /// A device's KeyPackage, claimed from the server and validated (`claim`).
+    typealias Claimed = (user: String, device: String, package: KeyPackage)
+
+    private static func identity(of claimed: Claimed) -> [UInt8] {
+        KeyDirectoryRules.credentialIdentity(user: claimed.user, device: claimed.device)
+    }
+
+    /// `group`'s commit adding the first of `adds` (all that one `SubmitCommit` carries:
+    /// `CommitRules.submitFits`) and removing `stale`, encoded, with its Welcomes and how many of
+    /// `adds` it took. A large group's devices go in several commits, one after the other. A
+    /// single device that does not fit (the group's Welcome over its limit) is refused here
+    /// with why, not by the server resetting the connection.
+    private func fitting(_ group: MLSGroup, adding adds: [Claimed], removing stale: [LeafIndex],
+                         in conversation: String) throws -> (MLSGroup.CommitOutput, [UInt8], [CommitWelcome], Int) {
+        var count = min(adds.count, CommitRules.maxWelcomes)
+        while true {
+            let taken = Array(adds.prefix(count))
+            // Each try on a copy: making a commit changes the group it is made on.
+            var attempt = group
+            let output = try attempt.commit(adding: taken.map(\.package), removing: stale, randomness: randomness)
+            let commit = try output.message.mlsEncoded()
+            var welcomes: [CommitWelcome] = []
+            if let welcome = output.welcome {
+                let bytes = try MLSMessage.welcome(welcome).mlsEncoded()
+                welcomes = taken.map { CommitWelcome(user: $0.user, device: $0.device, welcome: bytes) }
+            }
+            let welcomeBytes = welcomes.first?.welcome.count ?? 0
+            if CommitRules.submitFits(commit: commit.count, welcome: welcomeBytes, welcomes: welcomes.count) {
+                return (output, commit, welcomes, count)
+            }
+            guard count > 1 else {
+                let over = welcomeBytes > CommitRules.maxWelcomeBytes
+                    ? "its Welcome would be \(welcomeBytes) bytes, over the limit of \(CommitRules.maxWelcomeBytes)"
+                    : "its commit would be \(commit.count) bytes with a Welcome of \(welcomeBytes), over what one request carries"
+                throw ClientError("cannot add a device to the encrypted conversation \(Self.named(conversation)): \(over) "
+                                  + "(docs/E2EE.md, Part 6: large groups)", code: .endToEnd)
+            }
+            count /= 2
+        }
     }
 
     /// Renews this device's leaf keys by an Update when due (`updateAfter`): a commit with a path

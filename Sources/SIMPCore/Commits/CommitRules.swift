@@ -46,6 +46,18 @@ public enum CommitRules {
     public static let maxWelcomeBytes = 16_384
     /// Welcomes in one `SubmitCommit`.
     public static let maxWelcomes = 32
+    /// Bytes a `SubmitCommit` may give its commit and Welcomes together, with each Welcome's
+    /// user and device: as a history page, the frame limit (65,536) less 4,096.
+    public static let submitBudget = 61_440
+    /// Bytes counted for a Welcome's user, device and framing in `submitBudget`.
+    static let perWelcomeOverhead = 96
+
+    /// Whether a commit of `commit` bytes with `welcomes` Welcomes of `welcome` bytes each goes
+    /// in one `SubmitCommit`: within each limit, and within one frame.
+    public static func submitFits(commit: Int, welcome: Int, welcomes: Int) -> Bool {
+        commit <= maxCommitBytes && welcome <= maxWelcomeBytes && welcomes <= maxWelcomes
+            && commit + welcomes * (welcome + perWelcomeOverhead) <= submitBudget
+    }
     /// Commits a conversation keeps: a device further behind than that cannot catch up
     /// through commits and must be added again (a new Welcome).
     public static let keptCommits = 1_000
