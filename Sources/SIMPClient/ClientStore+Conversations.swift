@@ -40,6 +40,7 @@ extension ClientStore {
                    renewedAt: Int64? = nil) throws {
         try db.write { db in
             try Self.writeGroup(conversation, state: state, opened: opened, sealed: sealed, renewedAt: renewedAt, db)
+            renewals.withLock { $0[conversation] = nil }
         }
     }
 
@@ -47,6 +48,9 @@ extension ClientStore {
     /// commit): returns once it is on disk. Queued in the order the seals were made, so the
     /// state on disk never goes back.
     func saveSealed(_ conversation: String, state: [UInt8], sealed: Int) async throws(StoreWriteError) {
+        // Counted when queued: a batch that fails (a full disk) leaves the count a few ahead of
+        // the file's, which only brings the next Update forward.
+        renewals.withLock { if let known = $0[conversation], let renewal = known { $0[conversation] = .some(Renewal(sealed: renewal.sealed + sealed, at: renewal.at)) } }
         try await write { db in
             try Self.writeGroup(conversation, state: state, opened: nil, sealed: sealed, renewedAt: nil, db)
         }
@@ -58,18 +62,28 @@ extension ClientStore {
         try db.write { db in
             try db.run(sql: "INSERT OR REPLACE INTO mls_pending (conversation, epoch, message, state) VALUES (?, ?, ?, ?)",
                            arguments: [conversation, Int64(epoch), Data(commit), Data(state)])
+            pendingCommits.withLock { $0[conversation] = nil }
         }
     }
 
-    func pending(of conversation: String) throws -> (epoch: UInt64, commit: [UInt8], state: [UInt8])? {
-        try lookUp { db in
-            try Row.fetchOne(try db.cachedStatement(sql: "SELECT epoch, message, state FROM mls_pending WHERE conversation = ?"), arguments: [conversation])
-                .map { (UInt64($0["epoch"] as Int64), [UInt8]($0["message"] as Data), [UInt8]($0["state"] as Data)) }
+    typealias PendingCommit = (epoch: UInt64, commit: [UInt8], state: [UInt8])
+
+    func pending(of conversation: String) throws -> PendingCommit? {
+        if let known = pendingCommits.value[conversation] { return known }
+        return try lookUp { db in
+            let read = try Row.fetchOne(try db.cachedStatement(sql: "SELECT epoch, message, state FROM mls_pending WHERE conversation = ?"),
+                                        arguments: [conversation])
+                .map { PendingCommit(UInt64($0["epoch"] as Int64), [UInt8]($0["message"] as Data), [UInt8]($0["state"] as Data)) }
+            pendingCommits.withLock { $0[conversation] = .some(read) }
+            return read
         }
     }
 
     func dropPending(_ conversation: String) throws {
-        try db.write { db in try db.run(sql: "DELETE FROM mls_pending WHERE conversation = ?", arguments: [conversation]) }
+        try db.write { db in
+            try db.run(sql: "DELETE FROM mls_pending WHERE conversation = ?", arguments: [conversation])
+            pendingCommits.withLock { $0[conversation] = nil }
+        }
     }
 
     /// The state a stored commit of this device's leads to, kept in place of its pending entry
@@ -78,6 +92,8 @@ extension ClientStore {
         try db.write { db in
             try Self.writeGroup(conversation, state: state, opened: nil, sealed: 0, renewedAt: renewedAt, db)
             try db.run(sql: "DELETE FROM mls_pending WHERE conversation = ?", arguments: [conversation])
+            pendingCommits.withLock { $0[conversation] = nil }
+            renewals.withLock { $0[conversation] = nil }
         }
     }
 
@@ -111,11 +127,17 @@ extension ClientStore {
         }
     }
 
+    typealias Renewal = (sealed: Int, at: Int64)
+
     /// Messages sealed since this device's leaf was last renewed in the conversation, and when (ms).
-    func renewal(of conversation: String) throws -> (sealed: Int, at: Int64)? {
-        try lookUp { db in
-            try Row.fetchOne(try db.cachedStatement(sql: "SELECT sealed, updatedAt FROM mls_groups WHERE conversation = ?"), arguments: [conversation])
-                .map { ($0["sealed"], $0["updatedAt"]) }
+    func renewal(of conversation: String) throws -> Renewal? {
+        if let known = renewals.value[conversation] { return known }
+        return try lookUp { db in
+            let read = try Row.fetchOne(try db.cachedStatement(sql: "SELECT sealed, updatedAt FROM mls_groups WHERE conversation = ?"),
+                                        arguments: [conversation])
+                .map { Renewal(sealed: $0["sealed"], at: $0["updatedAt"]) }
+            renewals.withLock { $0[conversation] = .some(read) }
+            return read
         }
     }
 

@@ -80,6 +80,9 @@ extension ClientStore {
     /// Records `key` as `peer`'s identity key (trust on first use, a change reported).
     func record(peer: String, identityKey key: [UInt8], nowMillis: Int64) throws -> PeerRecord {
         try db.write { db in
+            // Forgotten on the writer's queue, where `isHeld` fills it: never refilled with a
+            // value read before this write.
+            heldPeers.withLock { $0[peer] = nil }
             guard let row = try Row.fetchOne(try db.cachedStatement(sql: "SELECT identityKey, verified FROM peers WHERE user = ?"), arguments: [peer]) else {
                 try db.run(sql: "INSERT INTO peers (user, identityKey, verified, seenAt) VALUES (?, ?, 0, ?)",
                                arguments: [peer, Data(key), nowMillis])
@@ -97,12 +100,18 @@ extension ClientStore {
     /// Whether sending to `peer` waits for the user: a verified identity of theirs changed and
     /// was not verified again.
     func isHeld(peer: String) throws -> Bool {
-        try lookUp { db in try Bool.fetchOne(try db.cachedStatement(sql: "SELECT held FROM peers WHERE user = ?"), arguments: [peer]) ?? false }
+        if let known = heldPeers.value[peer] { return known }
+        return try lookUp { db in
+            let held = try Bool.fetchOne(try db.cachedStatement(sql: "SELECT held FROM peers WHERE user = ?"), arguments: [peer]) ?? false
+            heldPeers.withLock { $0[peer] = held }
+            return held
+        }
     }
 
     /// Marks `peer`'s identity verified, if `key` is still the one recorded; returns whether it was.
     func verify(peer: String, identityKey key: [UInt8]) throws -> Bool {
         try db.write { db in
+            heldPeers.withLock { $0[peer] = nil }
             try db.run(sql: "UPDATE peers SET verified = 1, held = 0 WHERE user = ? AND identityKey = ?", arguments: [peer, Data(key)])
             return db.changesCount == 1
         }

@@ -31,6 +31,14 @@ final class ClientStore: Sendable {
     let user: String
     /// Writes queued for the next batch (`enqueue`).
     private let waiting = Locked<[Write]>([])
+    /// What an encrypting device reads before each seal, kept beside the file once read (this
+    /// process is the file's one writer while it runs): a read is a hop to the writer's queue
+    /// that waits for the batch being committed, and blocks the thread the seal runs on.
+    /// Whether each peer is held (`isHeld`), each conversation's pending commit (`pending`),
+    /// and each group's renewal count (`renewal`).
+    let heldPeers = Locked<[String: Bool]>([:])
+    let pendingCommits = Locked<[String: PendingCommit?]>([:])
+    let renewals = Locked<[String: Renewal?]>([:])
 
     init(directory: String, user: String) throws {
         // The user's alone: the file holds private keys and login state.
