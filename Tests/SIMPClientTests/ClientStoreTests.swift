@@ -78,4 +78,42 @@ import Testing
         try await store.add(id: "later", to: "bob", message: message("later", to: "bob"))
         #expect(try ClientStore(directory: directory, user: "alice").load().pending.last?.id == "later")
     }
+
+    /// Another connection holds the file's write lock past the busy timeout: the batch queued
+    /// meanwhile fails (its writes are reported failed, none is on disk) and the writer is not
+    /// stranded: once the lock is gone the next write lands.
+    @Test func aBatchThatCannotTakeTheWriteLockFailsAndTheNextWriteGoesOn() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("simp-store-\(UUID())").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try ClientStore(directory: directory, user: "alice")
+        var configuration = Configuration()
+        configuration.journalMode = .wal
+        let other = try DatabaseQueue(path: store.path, configuration: configuration)
+        let locked = AsyncStream<Void>.makeStream()
+        let release = AsyncStream<Void>.makeStream()
+        let holder = Task.detached {
+            try other.writeWithoutTransaction { db in
+                try db.execute(sql: "BEGIN IMMEDIATE")
+                locked.continuation.yield()
+                // Held until the store's batch has failed.
+                let done = DispatchSemaphore(value: 0)
+                Task { for await _ in release.stream { break }; done.signal() }
+                done.wait()
+                try db.execute(sql: "ROLLBACK")
+            }
+        }
+        for await _ in locked.stream { break }
+        var failure: StoreWriteError?
+        do {
+            try await store.add(id: "blocked", to: "bob", message: message("blocked", to: "bob"))
+        } catch {
+            failure = error
+        }
+        release.continuation.yield()
+        try await holder.value
+        #expect(failure != nil, "a write that could not take the lock is reported failed")
+        try await store.add(id: "later", to: "bob", message: message("later", to: "bob"))
+        #expect(try ClientStore(directory: directory, user: "alice").load().pending.map(\.id) == ["later"])
+    }
 }
