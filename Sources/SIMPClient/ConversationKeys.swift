@@ -48,6 +48,11 @@ actor ConversationKeys {
     private var committing: Set<String> = []
     /// When each conversation's members were last checked against the key directory.
     private var checked: [String: ContinuousClock.Instant] = [:]
+    /// Changes of each conversation's members told to this device (`membersChanged`), counted,
+    /// and the count the latest member check (`resync`) began at: a check that began before a
+    /// change did not read it.
+    private var changes: [String: Int] = [:]
+    private var checkedFrom: [String: Int] = [:]
     /// How often (`ClientConfiguration.directoryCheckInterval`).
     private let checkInterval: Duration
     /// The wall clock in ms (key lifetimes, when an Update is due); injected by tests.
@@ -587,7 +592,9 @@ actor ConversationKeys {
         if let last = checked[conversation], ContinuousClock.now - last < checkInterval { return }
         if let running = syncing[conversation] {
             do { try await running.value } catch { throw Self.clientError(error) }
-            return
+            // A change told after it began (an acceptance that must be committed now, say) is
+            // not in what it read: once more, unless another check began meanwhile.
+            guard checkedFrom[conversation] != changes[conversation, default: 0], syncing[conversation] == nil else { return }
         }
         let task = Task { try await self.resync(conversation, client: client) }
         syncing[conversation] = task
@@ -612,6 +619,8 @@ actor ConversationKeys {
 
     private func resync(_ conversation: String, client: SIMPClient) async throws {
         let started = ContinuousClock.now
+        let from = changes[conversation, default: 0]
+        checkedFrom[conversation] = from
         let validator = try await validator(for: conversation, client: client)
         let mine = KeyDirectoryRules.credentialIdentity(user: user, device: device)
         // Claimed and not yet in a stored commit (one lost a race, or did not fit the last one).
@@ -633,7 +642,7 @@ actor ConversationKeys {
             let stale = Self.memberIdentities(current).filter { $0.key != current.myLeaf && validator.keys[$0.value] == nil }.map(\.key)
             if claimed.isEmpty && stale.isEmpty {
                 groups[conversation] = current
-                checked[conversation] = started
+                if changes[conversation, default: 0] == from { checked[conversation] = started }
                 return
             }
             // An Update of this device's is in flight: the next send checks again.
@@ -656,7 +665,7 @@ actor ConversationKeys {
             try kept(commit: output.group, madeOn: epoch, in: conversation)
             claimed.removeFirst(added)
             if claimed.isEmpty {
-                checked[conversation] = started
+                if changes[conversation, default: 0] == from { checked[conversation] = started }
                 return
             }
         }
@@ -944,6 +953,7 @@ actor ConversationKeys {
     /// members' devices get their Welcomes, the removed ones' leaves go.
     func membersChanged(_ conversation: String, client: SIMPClient, commit: Bool) async {
         checked[conversation] = nil
+        changes[conversation, default: 0] += 1
         guard commit, groups[conversation] != nil || (try? store.groupState(of: conversation)) != nil else { return }
         do {
             try await setUp(conversation, client: client, creating: false)
