@@ -45,15 +45,18 @@ extension ClientStore {
     }
 
     /// `saveGroup` of what a seal made, queued with the client's other writes (`enqueue`, a group
-    /// commit): returns once it is on disk. Queued in the order the seals were made, so the
-    /// state on disk never goes back.
-    func saveSealed(_ conversation: String, state: [UInt8], sealed: Int) async throws(StoreWriteError) {
+    /// commit), not awaited: a write that rests on it is queued after it with it as `after`
+    /// (`add`, `written`), and fails if it failed. Queued in the order the seals were made, so
+    /// the state on disk never goes back.
+    func queueSealed(_ conversation: String, state: [UInt8], sealed: Int) -> QueuedWrite {
         // Counted when queued: a batch that fails (a full disk) leaves the count a few ahead of
         // the file's, which only brings the next Update forward.
         renewals.withLock { if let known = $0[conversation], let renewal = known { $0[conversation] = .some(Renewal(sealed: renewal.sealed + sealed, at: renewal.at)) } }
-        try await write { db in
+        let queued = QueuedWrite()
+        enqueue({ if case .failure(let error) = $0 { queued.failure.value = error } }) { db in
             try Self.writeGroup(conversation, state: state, opened: nil, sealed: sealed, renewedAt: nil, db)
         }
+        return queued
     }
 
     /// A commit this device made on `epoch` and the state it leads to, kept before the commit is

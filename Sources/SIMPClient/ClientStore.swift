@@ -211,7 +211,8 @@ final class ClientStore: Sendable {
 
     /// Several messages together (the parts of a long message): all or none; with `shown`, the
     /// message as the history keeps it, with them.
-    func add(_ items: [(id: String, to: String, message: Simp_Message)], shown: HistoryEntry? = nil) async throws(StoreWriteError) {
+    func add(_ items: [(id: String, to: String, message: Simp_Message)], shown: HistoryEntry? = nil,
+             after queued: QueuedWrite? = nil) async throws(StoreWriteError) {
         let rows: [(String, String, Data)]
         do {
             rows = try items.map { item in (item.id, item.to, Data(try item.message.serializedBytes() as [UInt8])) }
@@ -219,6 +220,8 @@ final class ClientStore: Sendable {
             throw StoreWriteError(path: path, error)
         }
         try await write { db in
+            // Sealed with keys whose state that write keeps: not kept without it.
+            try queued?.check()
             var position = (try Int64.fetchOne(try db.cachedStatement(sql: "SELECT COALESCE(MAX(position), 0) + 1 FROM outbox"))) ?? 1
             for (id, to, payload) in rows {
                 try db.run(sql: "INSERT OR REPLACE INTO outbox (id, recipient, payload, position) VALUES (?, ?, ?, ?)",
@@ -235,6 +238,23 @@ final class ClientStore: Sendable {
     /// cached statement (`Database.run`) was parsed again after every read.
     func lookUp<T>(_ body: (Database) throws -> T) throws -> T {
         try db.unsafeRead(body)
+    }
+
+    /// A write queued and not awaited, that a later write may rest on (`queueSealed`): whether
+    /// it failed, known before any write queued after it runs. A failure in the same batch
+    /// fails the writes after it anyway (`commit`); one in an earlier batch is read here.
+    final class QueuedWrite: Sendable {
+        let failure = Locked<StoreWriteError?>(nil)
+
+        /// Throws its failure, from a write queued after it.
+        func check() throws {
+            if let failure = failure.value { throw failure }
+        }
+    }
+
+    /// Returns once `queued` is on disk; throws if it failed.
+    func written(_ queued: QueuedWrite) async throws(StoreWriteError) {
+        try await write { _ in try queued.check() }
     }
 
     /// `enqueue` for a caller that waits: returns once `work` is on disk.
@@ -364,6 +384,11 @@ struct StoreWriteError: Error, Sendable, CustomStringConvertible {
     var reason: String
 
     init(path: String, _ error: any Error) {
+        // A write that rested on a failed one fails with its words.
+        if let failed = error as? StoreWriteError {
+            self = failed
+            return
+        }
         self.path = path
         reason = (error as? DatabaseError)?.message ?? "\(error)"
     }

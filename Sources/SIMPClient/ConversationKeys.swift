@@ -140,8 +140,23 @@ actor ConversationKeys {
     // MARK: sealing
 
     /// `items` (to `peer`) sealed: each one's type, text and image in an application message of
-    /// the conversation's group, made first if there is none.
+    /// the conversation's group, made first if there is none. Returns once the group's state is
+    /// on disk.
     func seal(_ items: [Outgoing], to peer: String, client: SIMPClient) async throws(ClientError) -> [Outgoing] {
+        let (sealed, state) = try await sealQueued(items, to: peer, client: client)
+        do {
+            try await store.written(state)
+        } catch {
+            throw ClientError("cannot use the keys in \(store.path): \(error)", code: .endToEnd)
+        }
+        return sealed
+    }
+
+    /// `seal` whose state write is queued, not awaited: for a caller that writes the sealed
+    /// messages to the outbox next, resting on it (`ClientStore.add(after:)`), so that both go in
+    /// one batch and one commit. Nothing sealed may leave the device before that state is on disk.
+    func sealQueued(_ items: [Outgoing], to peer: String,
+                    client: SIMPClient) async throws(ClientError) -> ([Outgoing], ClientStore.QueuedWrite) {
         if GroupName.addressed(by: peer) == nil, try storeCall({ try store.isHeld(peer: peer) }) {
             throw ClientError("\(peer)'s identity changed since you verified it: compare the new safety number "
                               + "(/verify \(peer)) before sending to them", code: .identityChanged)
@@ -162,16 +177,11 @@ actor ConversationKeys {
         }
         let state: [UInt8]
         do { state = try group.savedState() } catch { throw ClientError("cannot encrypt \(Self.named(peer)): \(error)", code: .endToEnd) }
-        // Kept in memory before the write is awaited: a seal that comes meanwhile (this actor is
-        // reentrant at the await) goes on from this state, never reuses its keys. Should the
-        // write fail, these messages are not sent and their keys are simply skipped.
+        // Kept in memory as the write is queued: a seal that comes meanwhile goes on from this
+        // state, never reuses its keys. Should the write fail, these messages are not sent
+        // (what rests on it fails) and their keys are simply skipped.
         groups[peer] = group
-        do {
-            try await store.saveSealed(peer, state: state, sealed: sealed.count)
-        } catch {
-            throw ClientError("cannot use the keys in \(store.path): \(error)", code: .endToEnd)
-        }
-        return sealed
+        return (sealed, store.queueSealed(peer, state: state, sealed: sealed.count))
     }
 
     /// One message sealed in `group` (docs/PROTOCOL.md, Sealed messages): its id, type, text and

@@ -10,19 +10,24 @@ extension SIMPClient {
     }
 
     /// A text to send to `recipient`: in parts when long, sealed when `sealsMessages(to:)`.
-    nonisolated(nonsending) func madeText(_ text: String, to recipient: String) async throws(ClientError) -> ClientEngine.Made {
+    nonisolated(nonsending) func madeText(_ text: String, to recipient: String) async throws(ClientError) -> Prepared {
         let sealing = sealsMessages(to: recipient)
         let made = try ClientEngine.text(text, to: recipient, limit: textLimit.value, at: Self.moment().millis,
                                          partBytes: sealing ? SealedText.partBytes : LongText.partBytes, random: random)
-        return sealing ? try await sealed(made) : made
+        return sealing ? try await sealed(made) : Prepared(made, nil)
     }
+
+    /// A message made to send, and the write of the group state its sealing made (queued, not
+    /// awaited): its outbox write rests on it (`queue`).
+    typealias Prepared = (made: ClientEngine.Made, state: ClientStore.QueuedWrite?)
 
     /// `made` with its items sealed for their recipient; the whole (what the history keeps) stays
     /// as written.
-    nonisolated(nonsending) func sealed(_ made: ClientEngine.Made) async throws(ClientError) -> ClientEngine.Made {
+    nonisolated(nonsending) func sealed(_ made: ClientEngine.Made) async throws(ClientError) -> Prepared {
         var sealed = made
-        sealed.items = try await conversationKeys().seal(made.items, to: made.whole.to, client: self)
-        return sealed
+        let state: ClientStore.QueuedWrite
+        (sealed.items, state) = try await conversationKeys().sealQueued(made.items, to: made.whole.to, client: self)
+        return (sealed, state)
     }
 
     /// This device's keys for encrypted conversations, once it has an identity

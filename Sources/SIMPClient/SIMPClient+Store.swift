@@ -71,10 +71,11 @@ extension SIMPClient {
 
     /// Sends a text like `send(to:text:)` and returns a handle on its status.
     public nonisolated(nonsending) func sendTracked(to user: String, text: String) async throws(ClientError) -> MessageHandle {
-        let made = try await madeText(text, to: user)
+        let prepared = try await madeText(text, to: user)
+        let made = prepared.made
         statusWatchers.started(made.id, to: user)
         track(made.id)
-        _ = try await queue(made)
+        _ = try await queue(prepared)
         return MessageHandle(id: made.id, to: user, watchers: statusWatchers)
     }
 
@@ -141,15 +142,24 @@ extension SIMPClient {
         }
     }
 
-    func persist(_ made: ClientEngine.Made) async throws(ClientError) {
+    func persist(_ made: ClientEngine.Made, after state: ClientStore.QueuedWrite? = nil) async throws(ClientError) {
         guard let store = try? await loop.submit({ [self] in self.store }).get() else {
             throw ClientError("not connected: the data directory's outbox is opened by connect", code: .notConnected)
         }
         do {
             try await store.add(made.items.map { ($0.message.messageID, $0.to, $0.message) },
-                                shown: HistoryEntry.sent(made.whole, user: store.user))
+                                shown: HistoryEntry.sent(made.whole, user: store.user), after: state)
         } catch {
             throw ClientError("message not sent: cannot write it to the outbox \(error.path): \(error.reason)")
+        }
+    }
+
+    /// Returns once `state` (a sealing's, `queueSealed`) is on disk.
+    func written(_ state: ClientStore.QueuedWrite) async throws(ClientError) {
+        do {
+            try await conversationKeys().store.written(state)
+        } catch {
+            throw ClientError("message not sent: cannot keep its keys' state: \(error)", code: .endToEnd)
         }
     }
 

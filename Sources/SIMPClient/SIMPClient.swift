@@ -172,7 +172,7 @@ public final class SIMPClient: @unchecked Sendable {
         message.imageURL = imageURL.absoluteString
         message.imageScale = 1
         let made = try ClientEngine.message(message, to: user, at: Self.moment().millis, random: random)
-        return try await queue(sealsMessages(to: user) ? try await sealed(made) : made)
+        return try await queue(sealsMessages(to: user) ? try await sealed(made) : Prepared(made, nil))
     }
 
     /// Queues a text message without suspending and returns its id, like `send`; for callers
@@ -270,8 +270,15 @@ public final class SIMPClient: @unchecked Sendable {
     /// With a data directory the message is on disk before it is sent: a send that is not on
     /// disk fails, rather than be lost with the process. All parts of a long message go in one
     /// write: a crash never leaves some of them to be sent without the others.
-    nonisolated(nonsending) func queue(_ made: ClientEngine.Made) async throws(ClientError) -> String {
-        if configuration.dataDirectory != nil { try await persist(made) }
+    /// Sealed items go once the group state their sealing made is on disk: with the outbox rows,
+    /// which rest on it (one batch, one commit), or awaited on its own.
+    nonisolated(nonsending) func queue(_ prepared: Prepared) async throws(ClientError) -> String {
+        let (made, state) = prepared
+        if configuration.dataDirectory != nil {
+            try await persist(made, after: state)
+        } else if let state {
+            try await written(state)
+        }
         queue(made.items)
         return made.id
     }

@@ -116,4 +116,27 @@ import Testing
         try await store.add(id: "later", to: "bob", message: message("later", to: "bob"))
         #expect(try ClientStore(directory: directory, user: "alice").load().pending.map(\.id) == ["later"])
     }
+
+    /// A seal's state write is queued, not awaited (`queueSealed`); the outbox rows of what it
+    /// sealed rest on it: when it fails, they fail too and are not on disk (they must never be
+    /// sent with keys whose state was not kept), in its batch or a later one; a write that does
+    /// not rest on it lands.
+    @Test func outboxRowsRestingOnAFailedSealedStateFailToo() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("simp-store-\(UUID())").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try ClientStore(directory: directory, user: "alice")
+        // The state write will fail: its table is gone.
+        try await store.db.write { try $0.execute(sql: "DROP TABLE mls_groups") }
+        let state = store.queueSealed("bob", state: [1, 2, 3], sealed: 1)
+        await #expect(throws: StoreWriteError.self) {
+            try await store.add([("sealed", "bob", message("sealed", to: "bob"))], after: state)
+        }
+        await #expect(throws: StoreWriteError.self) { try await store.written(state) }
+        await #expect(throws: StoreWriteError.self) {
+            try await store.add([("later", "bob", message("later", to: "bob"))], after: state)
+        }
+        try await store.add(id: "plain", to: "bob", message: message("plain", to: "bob"))
+        #expect(try ClientStore(directory: directory, user: "alice").load().pending.map(\.id) == ["plain"])
+    }
 }
