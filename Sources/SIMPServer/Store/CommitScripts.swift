@@ -11,8 +11,10 @@ extension Scripts {
     /// keep, "1" for a group, how many Welcomes to keep, the length of the `StoredCommit`'s part
     /// that names the commit (all but its server time, field 5, the last: tag 40), the MLS group
     /// id the commit is framed for, then per Welcome its user, its field and its value. The group
-    /// id must be the conversation's recorded one; the first commit stored records it. The same commit from the same device stored on its epoch already is answered as
-    /// stored again, storing nothing. An epoch that went back below a stored commit is set past
+    /// id must be the conversation's recorded one; the commit on epoch 0 records it (over a key
+    /// left from before, as a group deleted by a node that did not know the key leaves it), and
+    /// so does the next commit of a conversation that has none recorded. The same commit from
+    /// the same device stored on its epoch already is answered as stored again, storing nothing. An epoch that went back below a stored commit is set past
     /// the stored commits (and the submit answered as a conflict). Welcomes into an epoch whose
     /// commits are no longer kept are dropped, then the oldest past the most kept.
     /// Returns {0, the new epoch}, {-1, the current epoch} (another commit won this epoch, or the
@@ -44,7 +46,7 @@ extension Scripts {
       end
       return {-1, current}
     end
-    local recorded = redis.call('GET', KEYS[6])
+    local recorded = current > 0 and redis.call('GET', KEYS[6])
     if recorded and recorded ~= ARGV[8] then return {-5} end
     if group then
       for i = 9, #ARGV, 3 do
