@@ -34,6 +34,9 @@ public enum ErrorCode: String, Sendable, Equatable, CaseIterable {
     // The server's, from issue 44's commits (docs/PROTOCOL.md, Commits).
     /// A commit made on an epoch another commit won: fetch the commits, process them, commit again.
     case commitConflict = "commit-conflict"
+    /// A commit whose framing every member would refuse (not a member's public commit on the
+    /// epoch and MLS group it was submitted for), or a Welcome that does not decode: nothing stored.
+    case invalidCommit = "invalid-commit"
     /// The server takes only end-to-end encrypted messages to users (`--e2e required`).
     case e2eRequired = "e2e-required"
     /// The server carries no datagrams inside the control connection
@@ -99,6 +102,7 @@ public enum ErrorCode: String, Sendable, Equatable, CaseIterable {
         case .keyPackagesFull: .keyPackagesFull
         case .keysChanged: .keysChanged
         case .commitConflict: .commitConflict
+        case .invalidCommit: .invalidCommit
         case .e2ERequired: .e2eRequired
         case .streamPathOff: .streamPathOff
         case .linkStep: .linkStep

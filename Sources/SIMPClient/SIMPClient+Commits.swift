@@ -61,7 +61,9 @@ extension SIMPClient {
     /// a one-to-one conversation), with Welcomes for the devices it adds. Returns the
     /// conversation's new epoch (`epoch + 1`). When another commit won `epoch`, throws a
     /// `ClientError` of code `.commitConflict` and nothing was stored: fetch the commits from
-    /// `epoch`, process them, and make the commit again on the new epoch.
+    /// `epoch`, process them, and make the commit again on the new epoch. A commit that is not an
+    /// MLS public commit from a member framed on `epoch` for the conversation's MLS group, or a
+    /// Welcome that does not decode, is `.invalidCommit` (nothing stored).
     public func submitCommit(_ commit: [UInt8], to conversation: String, epoch: UInt64,
                              welcomes: [CommitWelcome] = []) async throws(ClientError) -> UInt64 {
         var submit = Simp_SubmitCommit()

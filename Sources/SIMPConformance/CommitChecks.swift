@@ -5,26 +5,29 @@ import SIMPTestSupport
 
 extension Conformance {
     /// The commit order (section 4, Commits), in the one-to-one conversation of the two
-    /// accounts: each check starts at the conversation's current epoch, so runs can repeat
-    /// against one server. Commits and Welcomes are opaque to the server: made-up bytes do.
+    /// accounts: each check starts at the conversation's current epoch, and frames its commits
+    /// for the conversation's MLS group (the one its last commit is framed for), so runs can
+    /// repeat against one server. The server reads a commit's framing but cannot verify a
+    /// commit: made-up ones (`MLSFraming`, from RFC 9420's structs) do.
     static let commits: [ConformanceCheck] = [
         ConformanceCheck("4.17", "4. Messages, Commits", "the first commit for an epoch is stored and the next epoch given; a second for it is COMMIT_CONFLICT and stores nothing; the other user fetches the commits in order") { target in
             let (user, peer, identity) = try keyOwner(target)
             try certify(peer, user: user, identity: identity, deviceKey: Curve25519.Signing.PrivateKey(), id: 3)
             let (other, otherPassword) = try target.account("b")
-            let epoch = try currentEpoch(peer, other, id: 4)
-            let (first, second) = (commitBytes(), commitBytes())
+            let (epoch, group) = try currentEpoch(peer, other, id: 4)
+            let (first, second) = (MLSFraming.commit(group: group, epoch: epoch), MLSFraming.commit(group: group, epoch: epoch))
             try expect(try submit(peer, 5, to: other, epoch: epoch, first) == epoch + 1, "the first commit was not stored at \(epoch)")
             let lost = try peer.request(6, .submitCommit(.with { $0.conversation = other; $0.epoch = epoch; $0.commit = Data(second) }))
             try expect(errorCode(lost) == .commitConflict, "a second commit for epoch \(epoch) got \(describe(lost))")
-            try expect(try submit(peer, 7, to: other, epoch: epoch + 1, second) == epoch + 2, "the commit made again on the next epoch was not stored")
+            let again = MLSFraming.commit(group: group, epoch: epoch + 1)
+            try expect(try submit(peer, 7, to: other, epoch: epoch + 1, again) == epoch + 2, "the commit made again on the next epoch was not stored")
 
             let reader = try target.peer()
             _ = try reader.login(other, otherPassword)
             let reply = try reader.request(2, .fetchCommits(.with { $0.conversation = user; $0.fromEpoch = epoch }))
             guard case .commitPage(let page)? = reply?.body else { throw ConformanceFailure("fetchCommits: \(describe(reply))") }
             try expect(page.epoch == epoch + 2, "the conversation is at \(page.epoch), not \(epoch + 2)")
-            try expect(page.commits.map(\.epoch) == [epoch, epoch + 1] && page.commits.map(\.commit) == [Data(first), Data(second)],
+            try expect(page.commits.map(\.epoch) == [epoch, epoch + 1] && page.commits.map(\.commit) == [Data(first), Data(again)],
                        "the commits fetched from \(epoch): epochs \(page.commits.map(\.epoch))")
             try expect(page.commits.allSatisfy { $0.fromUser == user }, "a commit's fromUser is not its submitter")
         },
@@ -32,7 +35,7 @@ extension Conformance {
             let (user, peer, identity) = try keyOwner(target)
             try certify(peer, user: user, identity: identity, deviceKey: Curve25519.Signing.PrivateKey(), id: 3)
             let (other, otherPassword) = try target.account("b")
-            let epoch = try currentEpoch(peer, other, id: 4)
+            let (epoch, group) = try currentEpoch(peer, other, id: 4)
             // A Welcome goes to a certified device: the other account certifies a device "joined"
             // (its login device, "default", stays uncertified).
             let joiner = try target.peer()
@@ -44,9 +47,9 @@ extension Conformance {
                                                          identity: otherIdentity)
             let certified = try joiner.request(6, .publishDevice(.with { $0.certificate = certificate }))
             guard case .ok? = certified?.body else { throw ConformanceFailure("publishDevice: \(describe(certified))") }
-            let (won, lost) = (commitBytes(), commitBytes())
+            let (won, lost) = (MLSFraming.commit(group: group, epoch: epoch), MLSFraming.commit(group: group, epoch: epoch))
             func welcome(_ bytes: [UInt8]) -> Simp_CommitWelcome { .with { $0.user = other; $0.device = "joined"; $0.welcome = Data(bytes) } }
-            let (winning, losing) = (commitBytes(), commitBytes())
+            let (winning, losing) = (MLSFraming.welcome(), MLSFraming.welcome())
             let stored = try peer.request(5, .submitCommit(.with {
                 $0.conversation = other; $0.epoch = epoch; $0.commit = Data(won); $0.welcomes = [welcome(winning)]
             }))
@@ -63,29 +66,61 @@ extension Conformance {
             try expect(page.hasWelcome && page.welcome.welcome == Data(winning) && page.welcome.epoch == epoch + 1,
                        "the Welcome handed out is not the winning commit's, into epoch \(epoch + 1)")
             // The other account's device has no certificate (nothing here publishes one for it).
-            let uncertified = try joiner.request(3, .submitCommit(.with { $0.conversation = user; $0.epoch = epoch + 1; $0.commit = Data(lost) }))
+            let next = MLSFraming.commit(group: group, epoch: epoch + 1)
+            let uncertified = try joiner.request(3, .submitCommit(.with { $0.conversation = user; $0.epoch = epoch + 1; $0.commit = Data(next) }))
             try expect(errorCode(uncertified) == .deviceNotCertified, "an uncertified device's commit got \(describe(uncertified))")
 
             // A group of the first account alone: the other is no member.
-            let group = "c" + String(UInt32.random(in: 0...UInt32.max), radix: 36)
-            let created = try peer.request(8, .groupRequest(.with { $0.action = .create; $0.group = group }))
+            let groupName = "c" + String(UInt32.random(in: 0...UInt32.max), radix: 36)
+            let created = try peer.request(8, .groupRequest(.with { $0.action = .create; $0.group = groupName }))
             guard case .groupAnswer? = created?.body else { throw ConformanceFailure("create: \(describe(created))") }
-            let stranger = try joiner.request(4, .fetchCommits(.with { $0.conversation = "#" + group; $0.fromEpoch = 0 }))
+            let stranger = try joiner.request(4, .fetchCommits(.with { $0.conversation = "#" + groupName; $0.fromEpoch = 0 }))
             try expect(errorCode(stranger) == .notAMember, "a non-member's fetch got \(describe(stranger))")
-            let member = try peer.request(9, .submitCommit(.with { $0.conversation = "#" + group; $0.epoch = 0; $0.commit = Data(won) }))
+            let groupCommit = MLSFraming.commit(group: MLSFraming.groupID(), epoch: 0)
+            let member = try peer.request(9, .submitCommit(.with { $0.conversation = "#" + groupName; $0.epoch = 0; $0.commit = Data(groupCommit) }))
             try expect({ if case .commitStored? = member?.body { true } else { false } }(), "the member's commit got \(describe(member))")
-            _ = try peer.request(10, .groupRequest(.with { $0.action = .leave; $0.group = group }))
+            _ = try peer.request(10, .groupRequest(.with { $0.action = .leave; $0.group = groupName }))
+        },
+        ConformanceCheck("4.26", "4. Messages, Commits", "a commit framed on another epoch than it is submitted for, for another MLS group than the conversation's, no MLSMessage, or with a Welcome that does not decode is INVALID_COMMIT and stores nothing; the next valid commit is stored") { target in
+            let (user, peer, identity) = try keyOwner(target)
+            try certify(peer, user: user, identity: identity, deviceKey: Curve25519.Signing.PrivateKey(), id: 3)
+            let (other, _) = try target.account("b")
+            var (epoch, group) = try currentEpoch(peer, other, id: 4)
+            if epoch == 0 {   // the conversation's group is recorded with its first commit
+                epoch = try submit(peer, 5, to: other, epoch: 0, MLSFraming.commit(group: group, epoch: 0))
+            }
+            let refusals: [(String, [UInt8], [Simp_CommitWelcome])] = [
+                ("framed on the next epoch", MLSFraming.commit(group: group, epoch: epoch + 1), []),
+                ("framed on the epoch before", MLSFraming.commit(group: group, epoch: epoch - 1), []),
+                ("framed for another group", MLSFraming.commit(group: MLSFraming.groupID(), epoch: epoch), []),
+                ("no MLSMessage", (0..<64).map { _ in UInt8.random(in: 0...255) }, []),
+                ("a Welcome as the commit", MLSFraming.welcome(), []),
+                ("with a Welcome that does not decode", MLSFraming.commit(group: group, epoch: epoch),
+                 [.with { $0.user = other; $0.device = "default"; $0.welcome = Data([0, 1, 0, 3, 0xff]) }]),
+            ]
+            for (index, (what, commit, welcomes)) in refusals.enumerated() {
+                let reply = try peer.request(6 + UInt64(index), .submitCommit(.with {
+                    $0.conversation = other; $0.epoch = epoch; $0.commit = Data(commit); $0.welcomes = welcomes
+                }))
+                try expect(errorCode(reply) == .invalidCommit, "a commit \(what) got \(describe(reply))")
+            }
+            let (now, _) = try currentEpoch(peer, other, id: 20)
+            try expect(now == epoch, "a refused commit moved the conversation from epoch \(epoch) to \(now)")
+            let valid = MLSFraming.commit(group: group, epoch: epoch)
+            try expect(try submit(peer, 21, to: other, epoch: epoch, valid) == epoch + 1, "the valid commit on \(epoch) was not stored")
         },
     ]
 
-    /// Made-up commit bytes: the server does not read them.
-    private static func commitBytes() -> [UInt8] { (0..<64).map { _ in UInt8.random(in: 0...255) } }
-
-    /// The one-to-one conversation's epoch now (a page asked from the highest epoch holds none).
-    private static func currentEpoch(_ peer: RawPeer, _ other: String, id: UInt64) throws -> UInt64 {
+    /// The one-to-one conversation's epoch now (a page asked from the highest epoch holds none),
+    /// and the MLS group id its last commit is framed for (a new one when there is none, or it
+    /// is not framed as `MLSFraming` frames it).
+    private static func currentEpoch(_ peer: RawPeer, _ other: String, id: UInt64) throws -> (epoch: UInt64, group: [UInt8]) {
         let reply = try peer.request(id, .fetchCommits(.with { $0.conversation = other; $0.fromEpoch = CommitRules.maxEpoch }))
         guard case .commitPage(let page)? = reply?.body else { throw ConformanceFailure("fetchCommits: \(describe(reply))") }
-        return page.epoch
+        guard page.epoch > 0 else { return (0, MLSFraming.groupID()) }
+        let last = try peer.request(id, .fetchCommits(.with { $0.conversation = other; $0.fromEpoch = page.epoch - 1 }))
+        guard case .commitPage(let lastPage)? = last?.body else { throw ConformanceFailure("fetchCommits: \(describe(last))") }
+        return (page.epoch, lastPage.commits.last.flatMap { MLSFraming.groupID(ofCommit: Array($0.commit)) } ?? MLSFraming.groupID())
     }
 
     private static func submit(_ peer: RawPeer, _ id: UInt64, to conversation: String, epoch: UInt64, _ commit: [UInt8]) throws -> UInt64 {

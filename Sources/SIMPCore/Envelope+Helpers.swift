@@ -96,6 +96,7 @@ extension Simp_ErrorCode {
         case .keyPackagesFull: return "key_packages_full"
         case .keysChanged: return "keys_changed"
         case .commitConflict: return "commit_conflict"
+        case .invalidCommit: return "invalid_commit"
         case .e2ERequired: return "e2e_required"
         case .streamPathOff: return "stream_path_off"
         case .linkStep: return "link_step"

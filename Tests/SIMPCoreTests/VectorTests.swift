@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import NIOCore
 import SIMPCore
+import SIMPTestSupport
 import Testing
 
 /// The test vectors of docs/vectors (docs/PROTOCOL.md, Test vectors): control frames, sealed
@@ -151,22 +152,29 @@ import Testing
             }))),
             ("logout", Simp_Envelope(requestID: 13, .logout(Simp_Logout()))),
             ("submitCommit", Simp_Envelope(requestID: 17, .submitCommit(.with {
-                $0.conversation = "#team"; $0.epoch = 4; $0.commit = Data([0x00, 0x01, 0x00, 0x01, 0xc0, 0xff, 0xee])
-                $0.welcomes = [.with { $0.user = "carol"; $0.device = "phone"; $0.welcome = Data([0x00, 0x01, 0x00, 0x03, 0xbe, 0xef]) }]
+                // An MLSMessage PublicMessage commit framed on epoch 4 for the group 7e7e...7e, from leaf 0
+                // (signature and tags made up: the server cannot check them), and a Welcome that decodes.
+                $0.conversation = "#team"; $0.epoch = 4
+                $0.commit = Data(MLSFraming.commit(group: [UInt8](repeating: 0x7e, count: 16), epoch: 4, fill: 0xc0))
+                $0.welcomes = [.with { $0.user = "carol"; $0.device = "phone"; $0.welcome = Data(MLSFraming.welcome(infoBytes: 16, fill: 0xbe)) }]
             }))),
             ("commitStored", Simp_Envelope(requestID: 17, .commitStored(.with { $0.conversation = "#team"; $0.epoch = 5 }))),
             ("error (commit conflict)", Simp_Envelope(requestID: 18, .error(.with {
                 $0.code = .commitConflict; $0.reason = "epoch 4 is committed already: #team is at epoch 5; fetch its commits and commit again on it"
             }))),
+            ("error (invalid commit)", Simp_Envelope(requestID: 17, .error(.with {
+                $0.code = .invalidCommit; $0.reason = "the commit is framed on epoch 3, not on epoch 4 it is submitted for"
+            }))),
             ("fetchCommits (join)", Simp_Envelope(requestID: 19, .fetchCommits(.with { $0.conversation = "alice"; $0.fromEpoch = 0; $0.join = true }))),
             ("commitPage", Simp_Envelope(requestID: 19, .commitPage(.with {
                 $0.conversation = "alice"; $0.epoch = 2
                 $0.commits = [.with {
-                    $0.epoch = 1; $0.commit = Data([0x00, 0x01, 0x00, 0x01, 0xc0, 0xde]); $0.fromUser = "alice"; $0.fromDevice = "laptop"
+                    $0.epoch = 1; $0.commit = Data(MLSFraming.commit(group: [UInt8](repeating: 0x7e, count: 16), epoch: 1, fill: 0xde))
+                    $0.fromUser = "alice"; $0.fromDevice = "laptop"
                     $0.serverTime = 1_700_000_000_789
                 }]
                 $0.welcome = .with {
-                    $0.epoch = 1; $0.welcome = Data([0x00, 0x01, 0x00, 0x03, 0xbe, 0xef]); $0.fromUser = "alice"; $0.fromDevice = "phone"
+                    $0.epoch = 1; $0.welcome = Data(MLSFraming.welcome(infoBytes: 16, fill: 0xbe)); $0.fromUser = "alice"; $0.fromDevice = "phone"
                     $0.serverTime = 1_700_000_000_456
                 }
             }))),

@@ -127,6 +127,9 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
   /// MLS commits (docs/E2EE.md, Part 3; docs/PROTOCOL.md, Commits).
   case commitConflict // = 42
 
+  /// SubmitCommit whose commit is not a PublicMessage commit framed for the epoch and the conversation's MLS group it is submitted for, or a Welcome that does not decode
+  case invalidCommit // = 47
+
   /// End-to-end encryption (docs/E2EE.md, Part 4; docs/PROTOCOL.md, Sealed messages).
   case e2ERequired // = 43
 
@@ -189,6 +192,7 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     case 43: self = .e2ERequired
     case 44: self = .streamPathOff
     case 46: self = .linkStep
+    case 47: self = .invalidCommit
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -241,6 +245,7 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     case .e2ERequired: return 43
     case .streamPathOff: return 44
     case .linkStep: return 46
+    case .invalidCommit: return 47
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -290,6 +295,7 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     .keyPackagesFull,
     .keysChanged,
     .commitConflict,
+    .invalidCommit,
     .e2ERequired,
     .streamPathOff,
     .linkStep,
@@ -1621,7 +1627,10 @@ public nonisolated struct Simp_ClaimedKeyPackages: Sendable {
 /// A commit made on `epoch`, from a device with a device certificate (DEVICE_NOT_CERTIFIED) of a
 /// member (NOT_A_MEMBER, NO_SUCH_GROUP; UNKNOWN_USER for a one-to-one with no such user).
 /// Answered with CommitStored once the commit and its Welcomes are stored, in one step;
-/// COMMIT_CONFLICT (nothing stored) when `epoch` is not the conversation's current epoch.
+/// COMMIT_CONFLICT (nothing stored) when `epoch` is not the conversation's current epoch;
+/// INVALID_COMMIT (nothing stored) when `commit` is not an MLSMessage PublicMessage of content
+/// type commit from a member sender framed for `epoch` and for the conversation's MLS group id
+/// (the one of the first commit stored), or a Welcome is not an MLSMessage Welcome.
 public nonisolated struct Simp_SubmitCommit: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -1633,7 +1642,7 @@ public nonisolated struct Simp_SubmitCommit: Sendable {
   /// the epoch the commit was made on
   public var epoch: UInt64 = 0
 
-  /// an MLSMessage (RFC 9420 section 6), 1-16384 bytes
+  /// an MLSMessage PublicMessage commit (RFC 9420 section 6), 1-16384 bytes
   public var commit: Data = Data()
 
   /// at most 32
@@ -2340,7 +2349,7 @@ public nonisolated struct Simp_Envelope: Sendable {
 fileprivate nonisolated let _protobuf_package = "simp"
 
 nonisolated extension Simp_ErrorCode: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_UNSPECIFIED\0\u{1}FRAME_TOO_LARGE\0\u{1}MALFORMED_FRAME\0\u{1}BAD_REQUEST\0\u{1}NOT_AUTHENTICATED\0\u{1}USER_EXISTS\0\u{1}INVALID_CREDENTIALS\0\u{1}UNKNOWN_USER\0\u{1}INVALID_TOKEN\0\u{1}MESSAGE_TOO_LARGE\0\u{1}STORE_UNAVAILABLE\0\u{1}INVALID_NAME\0\u{1}NOT_CONNECTED\0\u{1}INTERNAL\0\u{1}INBOX_FULL\0\u{1}SESSION_REPLACED\0\u{1}WITHDRAWN\0\u{1}RATE_LIMITED\0\u{1}TOO_MANY_CONNECTIONS\0\u{1}TOO_MANY_SESSIONS\0\u{1}LOGIN_THROTTLED\0\u{1}INBOX_SHARE_FULL\0\u{1}SESSION_CLOSED\0\u{1}REPLICAS_UNAVAILABLE\0\u{1}OUT_OF_ORDER\0\u{1}TOO_MANY_DEVICES\0\u{1}DEVICE_REVOKED\0\u{1}NO_SUCH_GROUP\0\u{1}NOT_A_MEMBER\0\u{1}NOT_GROUP_ADMIN\0\u{1}GROUP_EXISTS\0\u{1}GROUP_FULL\0\u{1}NOT_A_CONTACT\0\u{1}NOT_INVITED\0\u{1}TOO_MANY_GROUPS\0\u{1}IDENTITY_EXISTS\0\u{1}NO_IDENTITY\0\u{1}BAD_SIGNATURE\0\u{1}INVALID_KEY_PACKAGE\0\u{1}DEVICE_NOT_CERTIFIED\0\u{1}KEY_PACKAGES_FULL\0\u{1}KEYS_CHANGED\0\u{1}COMMIT_CONFLICT\0\u{1}E2E_REQUIRED\0\u{1}STREAM_PATH_OFF\0\u{2}\u{2}LINK_STEP\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_UNSPECIFIED\0\u{1}FRAME_TOO_LARGE\0\u{1}MALFORMED_FRAME\0\u{1}BAD_REQUEST\0\u{1}NOT_AUTHENTICATED\0\u{1}USER_EXISTS\0\u{1}INVALID_CREDENTIALS\0\u{1}UNKNOWN_USER\0\u{1}INVALID_TOKEN\0\u{1}MESSAGE_TOO_LARGE\0\u{1}STORE_UNAVAILABLE\0\u{1}INVALID_NAME\0\u{1}NOT_CONNECTED\0\u{1}INTERNAL\0\u{1}INBOX_FULL\0\u{1}SESSION_REPLACED\0\u{1}WITHDRAWN\0\u{1}RATE_LIMITED\0\u{1}TOO_MANY_CONNECTIONS\0\u{1}TOO_MANY_SESSIONS\0\u{1}LOGIN_THROTTLED\0\u{1}INBOX_SHARE_FULL\0\u{1}SESSION_CLOSED\0\u{1}REPLICAS_UNAVAILABLE\0\u{1}OUT_OF_ORDER\0\u{1}TOO_MANY_DEVICES\0\u{1}DEVICE_REVOKED\0\u{1}NO_SUCH_GROUP\0\u{1}NOT_A_MEMBER\0\u{1}NOT_GROUP_ADMIN\0\u{1}GROUP_EXISTS\0\u{1}GROUP_FULL\0\u{1}NOT_A_CONTACT\0\u{1}NOT_INVITED\0\u{1}TOO_MANY_GROUPS\0\u{1}IDENTITY_EXISTS\0\u{1}NO_IDENTITY\0\u{1}BAD_SIGNATURE\0\u{1}INVALID_KEY_PACKAGE\0\u{1}DEVICE_NOT_CERTIFIED\0\u{1}KEY_PACKAGES_FULL\0\u{1}KEYS_CHANGED\0\u{1}COMMIT_CONFLICT\0\u{1}E2E_REQUIRED\0\u{1}STREAM_PATH_OFF\0\u{2}\u{2}LINK_STEP\0\u{1}INVALID_COMMIT\0")
 }
 
 nonisolated extension Simp_LinkStepKind: SwiftProtobuf._ProtoNameProviding {

@@ -11,6 +11,12 @@ import SIMPCore
 /// group's members in the same slot) whose user's directory holds a certificate for it (read
 /// first: a device revoked between the read and the store still gets its commit in; its peers
 /// refuse it, as they check every committer's leaf against the certificates themselves).
+///
+/// What is submitted: a commit framed (RFC 9420 section 6) as a member's public commit on the
+/// epoch it is submitted for, with Welcomes that decode (`UncheckedCommit`, decoded off the event
+/// loop before any read), and framed for the conversation's MLS group: the group id of its first
+/// commit stored, which the store script records and compares (`INVALID_COMMIT` otherwise,
+/// nothing stored).
 struct CommitFlow: Sendable {
     /// The request, checked (`CommitRequest.checking`).
     typealias Request = CommitRequest
@@ -42,12 +48,18 @@ struct CommitFlow: Sendable {
     }
 
     enum Next: Sendable, Equatable {
+        /// Decode the commit's framing and its Welcomes (`UncheckedCommit.checking`) off the
+        /// event loop (a frame's worth of small MLS vectors takes milliseconds); comes back as
+        /// `framed(_:)`.
+        case checkFraming(UncheckedCommit, epoch: UInt64)
         /// Whether `device` of `user` is certified, whether `peer` (when set) exists, and whether
-        /// each Welcome's device is certified; comes back as `checked(_:)`.
-        case readSubmitter(user: String, device: String, peer: String?, welcomes: [Addressee])
+        /// each Welcome's device is certified; comes back, with `framing`, as `checked(_:framing:)`.
+        case readSubmitter(user: String, device: String, peer: String?, welcomes: [Addressee], framing: CommitFraming)
         /// Store `entry` as the commit made on `epoch` if that is still the conversation's
         /// epoch, with the Welcomes, keeping the last `kept` commits; comes back as `stored(_:)`.
-        case store(CommitConversation, user: String, epoch: UInt64, entry: [UInt8], welcomes: [KeptWelcome], kept: Int)
+        /// `group`: the commit's framed MLS group id, which must be the conversation's recorded
+        /// one (recorded now when none is).
+        case store(CommitConversation, user: String, epoch: UInt64, entry: [UInt8], welcomes: [KeptWelcome], kept: Int, group: [UInt8])
         /// Read the commits from `fromEpoch` among the last `kept`, or (a join: `welcomeField`
         /// set) the Welcome under `welcomeField` and the commits from its epoch; comes back as
         /// `fetched(_:)`.
@@ -69,6 +81,8 @@ struct CommitFlow: Sendable {
         case noSuchGroup
         /// A Welcome names a user who is not a member.
         case welcomeToNonMember(String)
+        /// The commit is framed for another MLS group than the conversation's recorded one.
+        case otherGroup
     }
 
     /// What the fetch script answered.
@@ -111,18 +125,32 @@ struct CommitFlow: Sendable {
     /// The first step.
     func start() -> Next {
         switch request {
-        case .submit(let conversation, _, _, let welcomes):
-            let addressees = welcomes.map { Addressee(user: $0.user, device: $0.device) }
-            if case .direct(_, let peer) = conversation { return .readSubmitter(user: user, device: device, peer: peer, welcomes: addressees) }
-            return .readSubmitter(user: user, device: device, peer: nil, welcomes: addressees)
+        case .submit(_, let epoch, let commit, let welcomes):
+            return .checkFraming(UncheckedCommit(commit: commit, welcomes: welcomes.map(\.bytes)), epoch: epoch)
         case .fetch(let conversation, let from, let join):
             return .fetch(conversation, user: user, welcomeField: join ? CommitRules.welcomeField(user: user, device: device) : nil, fromEpoch: from,
                           maxCommits: CommitRules.maxCommitsPerPage, budget: CommitRules.pageBudget, kept: CommitRules.keptCommits)
         }
     }
 
-    /// The submitter read's result.
-    func checked(_ submitter: Submitter) -> Next {
+    /// The commit's framing, or why every member would refuse it: then refused before anything
+    /// is read.
+    func framed(_ result: Result<CommitFraming, UncheckedCommit.Problem>) -> Next {
+        guard case .submit(let conversation, _, _, let welcomes) = request else { return .refuse(.internal, "commit framing for no submit") }
+        let framing: CommitFraming
+        switch result {
+        case .success(let checked): framing = checked
+        case .failure(let problem): return .refuse(problem.code, problem.reason)
+        }
+        let addressees = welcomes.map { Addressee(user: $0.user, device: $0.device) }
+        if case .direct(_, let peer) = conversation {
+            return .readSubmitter(user: user, device: device, peer: peer, welcomes: addressees, framing: framing)
+        }
+        return .readSubmitter(user: user, device: device, peer: nil, welcomes: addressees, framing: framing)
+    }
+
+    /// The submitter read's result, with the framing `framed(_:)` found.
+    func checked(_ submitter: Submitter, framing: CommitFraming) -> Next {
         guard case .submit(let conversation, let epoch, let commit, let welcomes) = request else {
             return .refuse(.internal, "commit read for no submit")
         }
@@ -156,7 +184,7 @@ struct CommitFlow: Sendable {
                                     value: Array("\(epoch + 1):".utf8) + bytes))
         }
         guard let entry: [UInt8] = try? stored.serializedBytes() else { return .refuse(.internal, "a commit did not encode") }
-        return .store(conversation, user: user, epoch: epoch, entry: entry, welcomes: kept, kept: CommitRules.keptCommits)
+        return .store(conversation, user: user, epoch: epoch, entry: entry, welcomes: kept, kept: CommitRules.keptCommits, group: framing.groupID)
     }
 
     /// The store script's result.
@@ -177,6 +205,8 @@ struct CommitFlow: Sendable {
         case .notAMember: return .refuse(.notAMember, "you are not a member of \(conversation.name)")
         case .noSuchGroup: return .refuse(.noSuchGroup, "no such group: \(conversation.name)")
         case .welcomeToNonMember(let name): return .refuse(.notAMember, "a Welcome for \(name), who is not a member of \(conversation.name)")
+        case .otherGroup:
+            return .refuse(.invalidCommit, "the commit is framed for another MLS group than \(conversation.name)'s (the group id of its first commit stored)")
         }
     }
 

@@ -1,22 +1,26 @@
 import SIMPRedis
 
 /// The commit order's scripts (docs/E2EE.md, Part 3; `CommitFlow`). Every key is one
-/// conversation's (`Keys.commitEpoch`, `commits`, `welcomes`, `welcomeEpochs`, and a group's
-/// members): one slot.
+/// conversation's (`Keys.commitEpoch`, `commits`, `welcomes`, `welcomeEpochs`, `commitGroup`, and
+/// a group's members): one slot.
 extension Scripts {
     /// Stores a commit if it was made on the conversation's current epoch, and its Welcomes with
     /// it. KEYS: epoch, commits, Welcomes, a group's members (for a one-to-one conversation a
-    /// key of its slot that is never written), the Welcomes' epochs. ARGV: the submitting user,
-    /// the commit's epoch, the `StoredCommit`, how many commits to keep, "1" for a group, how many
-    /// Welcomes to keep, the length of the `StoredCommit`'s part that names the commit (all but
-    /// its server time, field 5, the last: tag 40), then per Welcome its user, its field and its
-    /// value. The same commit from the same device stored on its epoch already is answered as
-    /// stored again, storing nothing. An epoch that went back below a stored commit is set past
+    /// key of its slot that is never written), the Welcomes' epochs, the conversation's MLS group
+    /// id. ARGV: the submitting user, the commit's epoch, the `StoredCommit`, how many commits to
+    /// keep, "1" for a group, how many Welcomes to keep, the length of the `StoredCommit`'s part
+    /// that names the commit (all but its server time, field 5, the last: tag 40), the MLS group
+    /// id the commit is framed for, then per Welcome its user, its field and its value. The group
+    /// id must be the conversation's recorded one; the commit on epoch 0 records it (over a key
+    /// left from before, as a group deleted by a node that did not know the key leaves it), and
+    /// so does the next commit of a conversation that has none recorded. The same commit from
+    /// the same device stored on its epoch already is answered as stored again, storing nothing. An epoch that went back below a stored commit is set past
     /// the stored commits (and the submit answered as a conflict). Welcomes into an epoch whose
     /// commits are no longer kept are dropped, then the oldest past the most kept.
     /// Returns {0, the new epoch}, {-1, the current epoch} (another commit won this epoch, or the
     /// epoch is ahead), {-2} (the submitter is not a member), {-3} (no such group), {-4, USER} (a
-    /// Welcome's user is not a member): only the first stores anything.
+    /// Welcome's user is not a member), {-5} (framed for another MLS group): only the first
+    /// stores anything.
     static let submitCommit = RedisScript("""
     local group = ARGV[5] == '1'
     if group then
@@ -42,17 +46,20 @@ extension Scripts {
       end
       return {-1, current}
     end
+    local recorded = current > 0 and redis.call('GET', KEYS[6])
+    if recorded and recorded ~= ARGV[8] then return {-5} end
     if group then
-      for i = 8, #ARGV, 3 do
+      for i = 9, #ARGV, 3 do
         if not redis.call('HGET', KEYS[4], ARGV[i]) then return {-4, ARGV[i]} end
       end
     end
     local now = current + 1
     redis.call('HSET', KEYS[2], current, ARGV[3])
     redis.call('SET', KEYS[1], now)
+    if not recorded then redis.call('SET', KEYS[6], ARGV[8]) end
     local old = current - tonumber(ARGV[4])
     if old >= 0 then redis.call('HDEL', KEYS[2], old) end
-    for i = 8, #ARGV, 3 do
+    for i = 9, #ARGV, 3 do
       redis.call('HSET', KEYS[3], ARGV[i + 1], ARGV[i + 2])
       redis.call('ZADD', KEYS[5], now, ARGV[i + 1])
     end

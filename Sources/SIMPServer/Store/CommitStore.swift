@@ -12,7 +12,7 @@ extension MessageStore {
         case .direct: keys.of(conversation.tag, "members")
         }
         return [keys.commitEpoch(conversation), keys.commits(conversation), keys.welcomes(conversation), members,
-                keys.welcomeEpochs(conversation)]
+                keys.welcomeEpochs(conversation), keys.commitGroup(conversation)]
     }
 
     private static func isGroup(_ conversation: CommitConversation) -> String {
@@ -41,10 +41,13 @@ extension MessageStore {
         }
     }
 
+    /// `group`: the commit's framed MLS group id (`CommitFraming`), compared with the
+    /// conversation's recorded one, or recorded when there is none.
     func storeCommit(_ conversation: CommitConversation, user: String, epoch: UInt64, entry: [UInt8], welcomes: [CommitFlow.KeptWelcome],
-                     kept: Int, keptWelcomes: Int = CommitRules.maxKeptWelcomes, on loop: any EventLoop) -> EventLoopFuture<CommitFlow.Stored> {
+                     kept: Int, keptWelcomes: Int = CommitRules.maxKeptWelcomes, group: [UInt8],
+                     on loop: any EventLoop) -> EventLoopFuture<CommitFlow.Stored> {
         var args: [any RedisArgument] = [user, "\(epoch)", entry, kept, Self.isGroup(conversation), keptWelcomes,
-                                         CommitFlow.sameCommitLength(entry)]
+                                         CommitFlow.sameCommitLength(entry), group]
         for welcome in welcomes {
             args.append(welcome.user)
             args.append(welcome.field)
@@ -72,6 +75,7 @@ extension MessageStore {
             case -2: return .notAMember
             case -3: return .noSuchGroup
             case -4: return .welcomeToNonMember(parts.count > 1 ? parts[1].string ?? "" : "")
+            case -5: return .otherGroup
             default: throw RedisError(.protocolViolation, "commit script returned status \(status)")
             }
         }

@@ -114,6 +114,8 @@ struct Keys: Sendable {
     func welcomes(_ conversation: CommitConversation) -> String { of(conversation.tag, "welcomes") }
     /// The same Welcomes by epoch (member USER/DEVICE, score its epoch), to drop the old ones.
     func welcomeEpochs(_ conversation: CommitConversation) -> String { of(conversation.tag, "welcomeEpochs") }
+    /// The MLS group id its commits are framed for: the first stored commit's (docs/E2EE.md, Part 3).
+    func commitGroup(_ conversation: CommitConversation) -> String { of(conversation.tag, "group") }
     var secret: String { "\(prefix):secret" }
     /// A running node's claim on its id (`NodeRecord`): its instance token, expiring unless renewed.
     func node(_ id: String) -> String { "\(prefix):node:\(id)" }

@@ -1,24 +1,28 @@
 import Foundation
 @testable import SIMPServer
 import SIMPCore
+import SIMPTestSupport
 import Testing
 
 /// The commit order's pure parts (docs/E2EE.md, Part 3): each request's steps in `CommitFlow`,
 /// events in (made-up reads and script results), actions out, at a given time.
 @Suite struct CommitFlowTests {
     let now: Int64 = 1_800_000_000_000
+    /// The MLS group the tests' commits are framed for.
+    static let group = Array("the team's group".utf8)
 
     func makeFlow(_ body: Simp_Envelope.OneOf_Body, user: String = "alice", device: String = "phone") throws -> CommitFlow {
         let request = try #require(CommitFlow.request(from: body, user: user)).get()
         return CommitFlow(request, user: user, device: device, nowMillis: now)
     }
 
-    func submit(_ conversation: String, epoch: UInt64, commit: [UInt8] = [1, 2, 3],
+    /// `commit`: by default one framed for `Self.group` on `epoch` (`MLSFraming`).
+    func submit(_ conversation: String, epoch: UInt64, commit: [UInt8]? = nil,
                 welcomes: [(String, String, [UInt8])] = []) -> Simp_Envelope.OneOf_Body {
         var submit = Simp_SubmitCommit()
         submit.conversation = conversation
         submit.epoch = epoch
-        submit.commit = Data(commit)
+        submit.commit = Data(commit ?? MLSFraming.commit(group: Self.group, epoch: epoch))
         submit.welcomes = welcomes.map { user, device, bytes in
             var welcome = Simp_CommitWelcome()
             welcome.user = user
@@ -27,6 +31,12 @@ import Testing
             return welcome
         }
         return .submitCommit(submit)
+    }
+
+    /// The framing a submit's first step decodes (as the worker does, off the loop).
+    func framing(_ flow: CommitFlow) throws -> CommitFraming {
+        guard case .checkFraming(let unchecked, let epoch) = flow.start() else { throw FlowRefusal(.internal, "no framing step") }
+        return try unchecked.checking(epoch: epoch).get()
     }
 
     func fetch(_ conversation: String, from: UInt64, join: Bool = false) -> Simp_Envelope.OneOf_Body {
@@ -75,7 +85,7 @@ import Testing
 
     @Test func anEpochPastWhatTheStoreCountsExactlyIsRefusedNotAddedTo() throws {
         // UInt64.max + 1 trapped the server; a Lua double counts exactly only to 2^53.
-        let welcome = [("bob", "desk", [UInt8(1)])]
+        let welcome = [("bob", "desk", MLSFraming.welcome())]
         #expect(refusal(submit("bob", epoch: .max, welcomes: welcome)) == .badRequest)
         #expect(refusal(submit("#team", epoch: CommitRules.maxEpoch, welcomes: welcome)) == .badRequest)
         #expect(refusal(submit("#team", epoch: CommitRules.maxEpoch - 1, welcomes: welcome)) == nil, "the last epoch a commit is made on")
@@ -85,43 +95,54 @@ import Testing
         // A flow made from an unchecked request refuses too, rather than trap on epoch + 1.
         let unchecked = CommitFlow(.submit(.group("team"), epoch: .max, commit: [1], welcomes: [.init(user: "bob", device: "desk", bytes: [1])]),
                                    user: "alice", device: "phone", nowMillis: now)
-        guard case .refuse(.badRequest, _) = unchecked.checked(.init(certified: true, peerExists: true)) else {
+        let someFraming = try UncheckedCommit(commit: MLSFraming.commit(group: Self.group, epoch: 0), welcomes: []).checking(epoch: 0).get()
+        guard case .refuse(.badRequest, _) = unchecked.checked(.init(certified: true, peerExists: true), framing: someFraming) else {
             Issue.record("not BAD_REQUEST"); return
         }
         let last = try makeFlow(submit("#team", epoch: CommitRules.maxEpoch - 1, welcomes: welcome))
-        guard case .store(_, _, _, _, let kept, _) = last.checked(.init(certified: true, peerExists: true)) else { Issue.record("no store"); return }
+        guard case .store(_, _, _, _, let kept, _, _) = last.checked(.init(certified: true, peerExists: true), framing: try framing(last)) else { Issue.record("no store"); return }
         #expect(kept.first?.value.starts(with: Array("\(CommitRules.maxEpoch):".utf8)) == true)
     }
 
     // MARK: a submit
 
     @Test func aSubmitReadsTheDeviceAndThePeerThenStoresWithItsWelcomes() throws {
-        let flow = try makeFlow(submit("bob", epoch: 4, commit: [7, 7], welcomes: [("bob", "desk", [9])]))
-        #expect(flow.start() == .readSubmitter(user: "alice", device: "phone", peer: "bob", welcomes: [.init(user: "bob", device: "desk")]))
-        guard case .refuse(.unknownUser, _) = flow.checked(.init(certified: true, peerExists: false)) else { Issue.record("not UNKNOWN_USER"); return }
-        guard case .refuse(.deviceNotCertified, _) = flow.checked(.init(certified: false, peerExists: true)) else {
+        let (commit, deskWelcome) = (MLSFraming.commit(group: Self.group, epoch: 4), MLSFraming.welcome())
+        let flow = try makeFlow(submit("bob", epoch: 4, commit: commit, welcomes: [("bob", "desk", deskWelcome)]))
+        #expect(flow.start() == .checkFraming(UncheckedCommit(commit: commit, welcomes: [deskWelcome]), epoch: 4), "decoded first, off the loop")
+        let framed = try framing(flow)
+        #expect(framed.groupID == Self.group && framed.epoch == 4)
+        #expect(flow.framed(.success(framed))
+            == .readSubmitter(user: "alice", device: "phone", peer: "bob", welcomes: [.init(user: "bob", device: "desk")], framing: framed))
+        guard case .refuse(.unknownUser, _) = flow.checked(.init(certified: true, peerExists: false), framing: framed) else { Issue.record("not UNKNOWN_USER"); return }
+        guard case .refuse(.deviceNotCertified, _) = flow.checked(.init(certified: false, peerExists: true), framing: framed) else {
             Issue.record("not DEVICE_NOT_CERTIFIED"); return
         }
-        guard case .refuse(.deviceNotCertified, let why) = flow.checked(.init(certified: true, peerExists: true, uncertifiedWelcome: .init(user: "bob", device: "desk"))) else {
+        guard case .refuse(.deviceNotCertified, let why) = flow.checked(.init(certified: true, peerExists: true, uncertifiedWelcome: .init(user: "bob", device: "desk")),
+                                                                        framing: framed) else {
             Issue.record("a Welcome for an uncertified device not DEVICE_NOT_CERTIFIED"); return
         }
         #expect(why.contains("bob/desk"), "\(why)")
-        guard case .store(let conversation, let user, let epoch, let entry, let welcomes, let kept) = flow.checked(.init(certified: true, peerExists: true)) else {
+        guard case .store(let conversation, let user, let epoch, let entry, let welcomes, let kept, let group) = flow.checked(.init(certified: true, peerExists: true),
+                                                                                                                         framing: framed) else {
             Issue.record("no store"); return
         }
         #expect(conversation == .direct(user: "alice", peer: "bob") && user == "alice" && epoch == 4 && kept == CommitRules.keptCommits)
+        #expect(group == Self.group, "the store compares the group the commit is framed for")
         let stored = try Simp_StoredCommit(serializedBytes: entry)
-        #expect(stored.epoch == 4 && stored.commit == Data([7, 7]) && stored.fromUser == "alice" && stored.fromDevice == "phone")
+        #expect(stored.epoch == 4 && stored.commit == Data(commit) && stored.fromUser == "alice" && stored.fromDevice == "phone")
         #expect(stored.serverTime == now, "the request's time, not a clock read")
         #expect(welcomes.map(\.user) == ["bob"] && welcomes.map(\.field) == ["bob/desk"])
         let value = try #require(welcomes.first?.value)
         #expect(value.starts(with: Array("5:".utf8)), "the Welcome joins at the epoch after the commit's")
         let welcome = try Simp_StoredWelcome(serializedBytes: Array(value.dropFirst(2)))
-        #expect(welcome.epoch == 5 && welcome.welcome == Data([9]) && welcome.fromDevice == "phone" && welcome.serverTime == now)
+        #expect(welcome.epoch == 5 && welcome.welcome == Data(deskWelcome) && welcome.fromDevice == "phone" && welcome.serverTime == now)
     }
 
     @Test func aGroupSubmitReadsOnlyTheDevice() throws {
-        #expect(try makeFlow(submit("#team", epoch: 0)).start() == .readSubmitter(user: "alice", device: "phone", peer: nil, welcomes: []))
+        let flow = try makeFlow(submit("#team", epoch: 0))
+        let framed = try framing(flow)
+        #expect(flow.framed(.success(framed)) == .readSubmitter(user: "alice", device: "phone", peer: nil, welcomes: [], framing: framed))
     }
 
     @Test func theScriptsAnswerBecomesTheAnswerOrItsCode() throws {
@@ -140,6 +161,31 @@ import Testing
         guard case .refuse(.noSuchGroup, _) = flow.stored(.noSuchGroup) else { Issue.record("not NO_SUCH_GROUP"); return }
         guard case .refuse(.notAMember, let who) = flow.stored(.welcomeToNonMember("carol")) else { Issue.record("not NOT_A_MEMBER"); return }
         #expect(who.contains("carol"))
+        guard case .refuse(.invalidCommit, let other) = flow.stored(.otherGroup) else { Issue.record("another group's commit not INVALID_COMMIT"); return }
+        #expect(other.contains("another MLS group") && other.contains("#team"), "\(other)")
+    }
+
+    @Test func aCommitEveryMemberWouldRefuseForItsFramingIsRefusedBeforeAnyRead() throws {
+        let welcome = [("bob", "desk", MLSFraming.welcome())]
+        let cases: [(String, Simp_Envelope.OneOf_Body)] = [
+            ("framed on another epoch", submit("#team", epoch: 4, commit: MLSFraming.commit(group: Self.group, epoch: 3), welcomes: welcome)),
+            ("no MLSMessage", submit("#team", epoch: 4, commit: [1, 2, 3], welcomes: welcome)),
+            ("a Welcome that does not decode", submit("#team", epoch: 4, welcomes: [("bob", "desk", [1, 2, 3])])),
+            ("a Welcome as the commit", submit("#team", epoch: 4, commit: MLSFraming.welcome(), welcomes: welcome)),
+        ]
+        for (what, body) in cases {
+            let flow = try makeFlow(body)
+            guard case .checkFraming(let unchecked, 4) = flow.start() else { Issue.record("\(what): not decoded first"); continue }
+            guard case .refuse(.invalidCommit, let reason) = flow.framed(unchecked.checking(epoch: 4)) else {
+                Issue.record("\(what): not INVALID_COMMIT"); continue
+            }
+            #expect(!reason.isEmpty)
+        }
+        let valid = try makeFlow(submit("#team", epoch: 4, welcomes: welcome))
+        guard case .readSubmitter(_, _, _, let welcomes, let framed) = valid.framed(.success(try framing(valid))) else {
+            Issue.record("a valid commit not read on"); return
+        }
+        #expect(welcomes == [.init(user: "bob", device: "desk")] && framed.groupID == Self.group)
     }
 
     // MARK: a fetch
@@ -195,10 +241,12 @@ import Testing
         #expect(connection.frame(submit("bob", epoch: 0, commit: [])) == ["send #1 error bad_request"], "refused before any work")
         #expect(connection.frame(.commitStored(Simp_CommitStored())) == ["send #1 error bad_request"], "an answer is no request")
         #expect(connection.frame(.commitPage(Simp_CommitPage())) == ["send #1 error bad_request"], "an answer is no request")
-        let actions = connection.raw(.frame(Simp_Envelope(requestID: 4, submit("#team", epoch: 2))))
+        let commit = MLSFraming.commit(group: Self.group, epoch: 2)
+        let actions = connection.raw(.frame(Simp_Envelope(requestID: 4, submit("#team", epoch: 2, commit: commit))))
         guard case .run(.commits(let id, let flow))? = actions.last else { Issue.record("no commit work: \(actions.map(ControlMachineTests.line))"); return }
         #expect(id == 4 && flow.user == "alice" && flow.device == "phone" && flow.nowMillis == connection.at.millis)
-        #expect(flow.request == .submit(.group("team"), epoch: 2, commit: [1, 2, 3], welcomes: []))
+        #expect(flow.request == .submit(.group("team"), epoch: 2, commit: commit, welcomes: []))
+        #expect(flow.start() == .checkFraming(UncheckedCommit(commit: commit, welcomes: []), epoch: 2))
     }
 
     @Test func commitRequestsAreChargedByTheirWork() {

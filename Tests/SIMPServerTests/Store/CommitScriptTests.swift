@@ -20,9 +20,9 @@ import Testing
 
     func store(_ store: MessageStore, _ conversation: CommitConversation, epoch: UInt64, _ bytes: [UInt8], user: String = "ann",
                welcomes: [CommitFlow.KeptWelcome] = [], kept: Int = CommitRules.keptCommits,
-               keptWelcomes: Int = CommitRules.maxKeptWelcomes) async throws -> CommitFlow.Stored {
+               keptWelcomes: Int = CommitRules.maxKeptWelcomes, group: [UInt8] = Array("group".utf8)) async throws -> CommitFlow.Stored {
         try await store.storeCommit(conversation, user: user, epoch: epoch, entry: bytes, welcomes: welcomes, kept: kept,
-                                    keptWelcomes: keptWelcomes, on: loop).get()
+                                    keptWelcomes: keptWelcomes, group: group, on: loop).get()
     }
 
     func fetch(_ store: MessageStore, _ conversation: CommitConversation, from: UInt64, user: String = "ann", device: String = "phone",
@@ -168,6 +168,33 @@ import Testing
         #expect(try await store(messages, pair, epoch: last, [3]) == .conflict(current: CommitRules.maxEpoch))
         #expect(try await fetch(messages, pair, from: last - 1) == .page(current: CommitRules.maxEpoch, welcome: nil, commits: [[1], [2]], more: false))
         #expect(try await pool.run(RedisCommand("GET", [messages.keys.commitEpoch(pair)])).string == "\(CommitRules.maxEpoch)")
+        await pool.shutdown()
+    }
+
+    @Test func theFirstCommitStoredRecordsItsGroupAndACommitOfAnotherStoresNothing() async throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (pool, messages) = setUp(redis)
+        let (ours, theirs) = (Array("ours".utf8), Array("theirs".utf8))
+        // A key left from before (a group deleted by a node that did not know it) does not bind
+        // the commit on epoch 0: that one makes the group.
+        _ = try await pool.run(RedisCommand("SET", [messages.keys.commitGroup(pair), "stale"]))
+        #expect(try await store(messages, pair, epoch: 0, [1], group: ours) == .stored(epoch: 1))
+        #expect(try await pool.run(RedisCommand("GET", [messages.keys.commitGroup(pair)])).bytes == ours)
+        let toBen = CommitFlow.KeptWelcome(user: "ben", field: "ben/desk", value: Array("2:w".utf8))
+        #expect(try await store(messages, pair, epoch: 1, [2], welcomes: [toBen], group: theirs) == .otherGroup)
+        #expect(try await pool.run(RedisCommand("GET", [messages.keys.commitEpoch(pair)])).string == "1", "nothing stored")
+        #expect(try await pool.run(RedisCommand("EXISTS", [messages.keys.welcomes(pair)])).int == 0, "nor its Welcome")
+        #expect(try await pool.run(RedisCommand("GET", [messages.keys.commitGroup(pair)])).bytes == ours, "nor its group")
+        // A conflict is answered as one whatever the group (the epoch is checked first), and the
+        // conversation's own group goes on.
+        #expect(try await store(messages, pair, epoch: 0, [3], group: theirs) == .conflict(current: 1))
+        #expect(try await store(messages, pair, epoch: 1, [2], group: ours) == .stored(epoch: 2))
+        // A conversation whose group was never recorded (commits stored before the check) takes
+        // the next commit's.
+        _ = try await pool.run(RedisCommand("DEL", [messages.keys.commitGroup(pair)]))
+        #expect(try await store(messages, pair, epoch: 2, [4], group: theirs) == .stored(epoch: 3))
+        #expect(try await pool.run(RedisCommand("GET", [messages.keys.commitGroup(pair)])).bytes == theirs)
         await pool.shutdown()
     }
 

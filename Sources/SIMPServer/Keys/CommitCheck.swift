@@ -1,0 +1,101 @@
+import SIMPCore
+import SIMPMLS
+
+/// A submitted commit and its Welcomes as received: nothing in them is trusted. `checked` is the
+/// only way to a `CommitFraming` (docs/E2EE.md, Part 3, "What the server reads of a commit").
+///
+/// The server cannot verify a commit: its signature needs the committer's leaf (the ratchet
+/// tree), its membership tag the epoch's membership key, its confirmation tag the next epoch's
+/// secrets, and it holds none of them. It reads only the framing every member reads first
+/// (RFC 9420 section 6), with SIMPMLS's decoders, and refuses a commit that every member would
+/// refuse for it: stored on the current epoch, such a commit would stop every later one.
+struct UncheckedCommit: Sendable, Equatable {
+    let commit: [UInt8]
+    let welcomes: [[UInt8]]
+
+    /// Why a commit was refused (`INVALID_COMMIT`, the reason naming what is wrong).
+    struct Problem: Error, Equatable, Sendable {
+        var reason: String
+        var code: Simp_ErrorCode { .invalidCommit }
+    }
+
+    /// The commit's framing, if `commit` decodes whole as an `MLSMessage` (RFC 9420 section 6)
+    /// of wire format `mls_public_message` (SIMP's commits are public messages:
+    /// `MLSGroupPolicy.handshakeWireFormat`) whose `FramedContent` is of content type `commit`,
+    /// from a `member` sender (SIMP uses no external commits), framed on `epoch` (the epoch it is
+    /// submitted for); and every Welcome decodes whole as an `MLSMessage` of wire format
+    /// `mls_welcome`. Decoding only: no signature, tag or leaf index is checked (that needs the
+    /// group's state), and the group id is compared by the store, which records the first one.
+    func checked(epoch: UInt64) throws(Problem) -> CommitFraming {
+        let content: FramedContent
+        switch try? MLSMessage(mlsDecoding: commit) {
+        case .publicMessage(let message)?: content = message.content
+        case nil: throw Problem(reason: "the commit does not decode as an MLSMessage (RFC 9420 section 6)")
+        case let other?: throw Problem(reason: "the commit is an MLSMessage of wire format \(Self.name(other.wireFormat)), not mls_public_message")
+        }
+        guard content.contentType == .commit else {
+            throw Problem(reason: "the commit's content type is \(Self.name(content.contentType)), not commit")
+        }
+        guard case .member(let leaf) = content.sender else {
+            throw Problem(reason: "the commit's sender is of type \(Self.name(content.sender.senderType)), not member")
+        }
+        guard content.epoch == epoch else {
+            throw Problem(reason: "the commit is framed on epoch \(content.epoch), not on epoch \(epoch) it is submitted for")
+        }
+        // SIMP's client sends one Welcome, the same bytes, to every device a commit adds.
+        var seen = Set<[UInt8]>()
+        for (index, welcome) in welcomes.enumerated() where seen.insert(welcome).inserted {
+            guard case .welcome? = try? MLSMessage(mlsDecoding: welcome) else {
+                throw Problem(reason: "Welcome \(index + 1) does not decode as an MLSMessage of wire format mls_welcome")
+            }
+        }
+        return CommitFraming(groupID: content.groupID, epoch: content.epoch, leaf: leaf)
+    }
+
+    /// `checked(epoch:)` as a result.
+    func checking(epoch: UInt64) -> Result<CommitFraming, Problem> {
+        Result { () throws(Problem) in try checked(epoch: epoch) }
+    }
+
+    /// RFC 9420's names (section 6, section 17.2).
+    private static func name(_ type: ContentType) -> String {
+        switch type {
+        case .application: "application"
+        case .proposal: "proposal"
+        case .commit: "commit"
+        }
+    }
+
+    private static func name(_ type: SenderType) -> String {
+        switch type {
+        case .member: "member"
+        case .external: "external"
+        case .newMemberProposal: "new_member_proposal"
+        case .newMemberCommit: "new_member_commit"
+        }
+    }
+
+    private static func name(_ format: WireFormat) -> String {
+        switch format {
+        case .publicMessage: "mls_public_message"
+        case .privateMessage: "mls_private_message"
+        case .welcome: "mls_welcome"
+        case .groupInfo: "mls_group_info"
+        case .keyPackage: "mls_key_package"
+        }
+    }
+}
+
+/// What a commit that passed `UncheckedCommit.checked` is framed for: its group, its epoch and
+/// its sender's leaf (unchecked: the server has no tree).
+struct CommitFraming: Sendable, Equatable {
+    let groupID: [UInt8]
+    let epoch: UInt64
+    let leaf: UInt32
+
+    fileprivate init(groupID: [UInt8], epoch: UInt64, leaf: UInt32) {
+        self.groupID = groupID
+        self.epoch = epoch
+        self.leaf = leaf
+    }
+}

@@ -1,0 +1,135 @@
+import Foundation
+@testable import SIMPServer
+import SIMPCore
+import SIMPMLS
+import SIMPTestSupport
+import Testing
+
+/// What the server reads of a submitted commit (`UncheckedCommit`; docs/E2EE.md, Part 3, "What
+/// the server reads of a commit"), on real SIMPMLS messages: a member's public commit framed on
+/// the epoch it is submitted for passes, with Welcomes that decode; everything else is
+/// `INVALID_COMMIT`. The framing fields are changed on a real commit where SIMPMLS would not make
+/// such a one: the server cannot check a signature, so it does not need one to hold.
+@Suite struct CommitCheckTests {
+    static let suite = KeyFixtures.suite
+
+    /// A group of alice's phone at epoch 0, and a commit on it adding bob's desk, with its Welcome.
+    struct Made {
+        var group: MLSGroup
+        let groupID: [UInt8]
+        let commit: [UInt8]
+        let welcome: [UInt8]
+    }
+
+    static func made(policy: MLSGroupPolicy = MLSGroupPolicy()) throws -> Made {
+        let groupID = KeyFixtures.random(16)
+        var group = try MLSGroup.create(groupID: groupID, suite: suite, credential: .basic(identity: Array("alice/phone".utf8)),
+                                        capabilities: KeyFixtures.capabilities, lifetime: Lifetime(notBefore: 0, notAfter: .max),
+                                        signer: try KeyFixtures.deviceSigner(), randomness: KeyFixtures.random)
+        group.policy = policy
+        let desk = try MLSKeyPackageBundle(suite: suite, credential: .basic(identity: Array("bob/desk".utf8)),
+                                           capabilities: KeyFixtures.capabilities, lifetime: Lifetime(notBefore: 0, notAfter: .max),
+                                           signer: try KeyFixtures.deviceSigner(), randomness: KeyFixtures.random)
+        let output = try group.commit(adding: [desk.keyPackage], randomness: KeyFixtures.random)
+        return Made(group: group, groupID: groupID, commit: try output.message.mlsEncoded(),
+                    welcome: try MLSMessage.welcome(try #require(output.welcome)).mlsEncoded())
+    }
+
+    func check(_ commit: [UInt8], epoch: UInt64 = 0, welcomes: [[UInt8]] = []) -> Result<CommitFraming, UncheckedCommit.Problem> {
+        Result { () throws(UncheckedCommit.Problem) in try UncheckedCommit(commit: commit, welcomes: welcomes).checked(epoch: epoch) }
+    }
+
+    func reason(_ result: Result<CommitFraming, UncheckedCommit.Problem>) -> String? {
+        if case .failure(let problem) = result { problem.reason } else { nil }
+    }
+
+    /// The real commit with its framing changed (its signature then no longer holds).
+    func reframed(_ commit: [UInt8], _ change: (inout PublicMessage) -> Void) throws -> [UInt8] {
+        guard case .publicMessage(var message) = try MLSMessage(mlsDecoding: commit) else { throw UncheckedCommit.Problem(reason: "not public") }
+        change(&message)
+        return try MLSMessage.publicMessage(message).mlsEncoded()
+    }
+
+    @Test func aMembersPublicCommitOnItsEpochWithItsWelcomeIsTakenWithItsGroup() throws {
+        let made = try Self.made()
+        let framing = try check(made.commit, epoch: 0, welcomes: [made.welcome, made.welcome]).get()
+        #expect(framing.groupID == made.groupID && framing.epoch == 0 && framing.leaf == 0)
+        // The hand-made framing the integration tests and conformance checks use passes too.
+        let handMade = try check(MLSFraming.commit(group: made.groupID, epoch: 7, leaf: 3), epoch: 7, welcomes: [MLSFraming.welcome()]).get()
+        #expect(handMade.groupID == made.groupID && handMade.epoch == 7 && handMade.leaf == 3)
+    }
+
+    @Test func aCommitFramedOnAnotherEpochIsRefused() throws {
+        let made = try Self.made()
+        let problem = try #require(reason(check(made.commit, epoch: 1)))
+        #expect(problem.contains("framed on epoch 0") && problem.contains("epoch 1"), "\(problem)")
+        let later = try reframed(made.commit) { $0.content.epoch = 5 }
+        #expect(reason(check(later, epoch: 0)) != nil)
+        #expect((try? check(later, epoch: 5).get())?.epoch == 5)
+    }
+
+    @Test func whatIsNotAPublicMessageIsRefused() throws {
+        var made = try Self.made()
+        // A commit as a PrivateMessage (a policy SIMP's client does not use).
+        let secret = try Self.made(policy: MLSGroupPolicy(handshakeWireFormat: .privateMessage))
+        #expect(reason(check(secret.commit))?.contains("mls_private_message") == true)
+        // An application message, a Welcome, a KeyPackage, a GroupInfo.
+        let application = try MLSMessage.privateMessage(try made.group.encrypt(Array("hi".utf8), randomness: KeyFixtures.random)).mlsEncoded()
+        #expect(reason(check(application))?.contains("mls_private_message") == true)
+        #expect(reason(check(made.welcome))?.contains("mls_welcome") == true)
+        let package = try MLSKeyPackageBundle(suite: Self.suite, credential: .basic(identity: Array("bob/desk".utf8)),
+                                              capabilities: KeyFixtures.capabilities, lifetime: Lifetime(notBefore: 0, notAfter: .max),
+                                              signer: try KeyFixtures.deviceSigner(), randomness: KeyFixtures.random)
+        #expect(reason(check(try MLSMessage.keyPackage(package.keyPackage.wire).mlsEncoded()))?.contains("mls_key_package") == true)
+        #expect(reason(check(try MLSMessage.groupInfo(try made.group.groupInfo()).mlsEncoded()))?.contains("mls_group_info") == true)
+        // Bytes that are no MLSMessage, one cut short, one with a byte more.
+        for bytes in [[1, 2, 3], Array(made.commit.dropLast()), made.commit + [0]] as [[UInt8]] {
+            #expect(reason(check(bytes))?.contains("does not decode") == true)
+        }
+    }
+
+    @Test func aPublicMessageThatIsNoCommitIsRefused() throws {
+        var made = try Self.made()
+        let carol = try MLSKeyPackageBundle(suite: Self.suite, credential: .basic(identity: Array("carol/desk".utf8)),
+                                            capabilities: KeyFixtures.capabilities, lifetime: Lifetime(notBefore: 0, notAfter: .max),
+                                            signer: try KeyFixtures.deviceSigner(), randomness: KeyFixtures.random)
+        let proposal = try made.group.proposeAdd(carol.keyPackage, randomness: KeyFixtures.random)
+        guard case .publicMessage = proposal else { Issue.record("the proposal is not public"); return }
+        let encoded = try proposal.mlsEncoded()
+        #expect(reason(check(encoded))?.contains("content type is proposal") == true)
+        let application = try reframed(made.commit) { message in
+            message.content.content = .application(Array("hi".utf8))
+            message.auth.confirmationTag = nil
+        }
+        #expect(reason(check(application))?.contains("content type is application") == true)
+    }
+
+    @Test func aCommitFromAnyoneButAMemberIsRefused() throws {
+        let made = try Self.made()
+        let external = try reframed(made.commit) { message in
+            message.content.sender = .newMemberCommit
+            message.membershipTag = nil
+        }
+        #expect(reason(check(external))?.contains("new_member_commit") == true)
+        let bySender = try reframed(made.commit) { message in
+            message.content.sender = .external(senderIndex: 0)
+            message.membershipTag = nil
+        }
+        #expect(reason(check(bySender))?.contains("not member") == true)
+        // A member's leaf the server cannot check (it has no tree): any index passes.
+        let farLeaf = try reframed(made.commit) { $0.content.sender = .member(leafIndex: 40_000) }
+        #expect((try? check(farLeaf).get())?.leaf == 40_000)
+    }
+
+    @Test func aWelcomeThatDoesNotDecodeIsRefused() throws {
+        let made = try Self.made()
+        #expect(reason(check(made.commit, welcomes: [made.welcome, [0, 1, 0, 3, 0]]))?.contains("Welcome 2") == true)
+        #expect(reason(check(made.commit, welcomes: [made.commit]))?.contains("Welcome 1") == true, "a commit is no Welcome")
+        #expect(reason(check(made.commit, welcomes: [Array(made.welcome.dropLast())])) != nil)
+    }
+
+    @Test func theCodeIsInvalidCommit() {
+        #expect(UncheckedCommit.Problem(reason: "x").code == .invalidCommit)
+        #expect(Simp_ErrorCode.invalidCommit.rawValue == 47)
+    }
+}

@@ -1,0 +1,86 @@
+/// Hand-made MLS messages (RFC 9420 section 6) for tests and conformance checks that drive a
+/// server's commit order without a group: the server reads a commit's framing (its wire format,
+/// group id, epoch, sender and content type) and whether it and its Welcomes decode, but cannot
+/// verify them, so a commit with a made-up signature and tags passes it. No member would accept
+/// one. Encoded by hand, from the RFC's structs, so that a check needs no MLS library.
+public enum MLSFraming {
+    /// An `MLSMessage` `mls_public_message` whose `FramedContent` is an empty commit (no
+    /// proposals, no path) in `group` on `epoch` from the member at `leaf`, with a random
+    /// 64-byte signature and random confirmation and membership tags (so two differ), or every
+    /// byte of them `fill` (for a test vector).
+    public static func commit(group: [UInt8], epoch: UInt64, leaf: UInt32 = 0, fill: UInt8? = nil) -> [UInt8] {
+        let random = { (count: Int) in made(count, fill) }
+        var out: [UInt8] = []
+        uint16(1, &out)                      // version mls10
+        uint16(1, &out)                      // wire_format mls_public_message
+        opaque(group, &out)                  // group_id
+        for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: epoch >> UInt64(shift))) }
+        out.append(1)                        // sender_type member
+        for shift in stride(from: 24, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: leaf >> UInt32(shift))) }
+        opaque([], &out)                     // authenticated_data
+        out.append(3)                        // content_type commit
+        opaque([], &out)                     // Commit.proposals: none
+        out.append(0)                        // Commit.path: absent
+        opaque(random(64), &out)             // signature
+        opaque(random(32), &out)             // confirmation_tag
+        opaque(random(32), &out)             // membership_tag
+        return out
+    }
+
+    /// An `MLSMessage` `mls_welcome` of cipher suite 1 with one made-up `EncryptedGroupSecrets`
+    /// and `infoBytes` random bytes of encrypted group info (every made-up byte `fill`, if set).
+    public static func welcome(infoBytes: Int = 64, fill: UInt8? = nil) -> [UInt8] {
+        let random = { (count: Int) in made(count, fill) }
+        var out: [UInt8] = []
+        uint16(1, &out)                      // version mls10
+        uint16(3, &out)                      // wire_format mls_welcome
+        uint16(1, &out)                      // cipher_suite
+        var secrets: [UInt8] = []
+        opaque(random(32), &secrets)         // new_member: a KeyPackageRef
+        opaque(random(32), &secrets)         // encrypted_group_secrets.kem_output
+        opaque(random(48), &secrets)         // encrypted_group_secrets.ciphertext
+        opaque(secrets, &out)                // secrets<V>: one
+        opaque(random(infoBytes), &out)      // encrypted_group_info
+        return out
+    }
+
+    /// The group id a public message is framed for (its `group_id`, the first field after the
+    /// version and wire format); nil for bytes that are no `mls_public_message` with one.
+    public static func groupID(ofCommit bytes: [UInt8]) -> [UInt8]? {
+        guard bytes.count > 4, bytes[0..<4] == [0, 1, 0, 1] else { return nil }
+        let first = bytes[4]
+        let (length, start): (Int, Int) = switch first >> 6 {
+        case 0: (Int(first), 5)
+        case 1 where bytes.count > 5: (Int(first & 0x3f) << 8 | Int(bytes[5]), 6)
+        default: (-1, 0)
+        }
+        guard length >= 0, bytes.count >= start + length else { return nil }
+        return Array(bytes[start..<(start + length)])
+    }
+
+    /// A random MLS group id of 16 bytes, as SIMP's client makes one.
+    public static func groupID() -> [UInt8] { made(16, nil) }
+
+    private static func made(_ count: Int, _ fill: UInt8?) -> [UInt8] {
+        fill.map { [UInt8](repeating: $0, count: count) } ?? (0..<count).map { _ in UInt8.random(in: 0...255) }
+    }
+
+    private static func uint16(_ value: UInt16, _ out: inout [UInt8]) {
+        out.append(UInt8(value >> 8))
+        out.append(UInt8(value & 0xff))
+    }
+
+    /// `opaque<V>`: the length as the variable-length integer of section 2.1.2 (1 byte below
+    /// 64, 2 below 16,384, else 4), then the bytes.
+    private static func opaque(_ bytes: [UInt8], _ out: inout [UInt8]) {
+        let count = UInt32(bytes.count)
+        if count < 64 {
+            out.append(UInt8(count))
+        } else if count < 16_384 {
+            out += [0x40 | UInt8(count >> 8), UInt8(count & 0xff)]
+        } else {
+            out += [0x80 | UInt8(count >> 24), UInt8((count >> 16) & 0xff), UInt8((count >> 8) & 0xff), UInt8(count & 0xff)]
+        }
+        out += bytes
+    }
+}
