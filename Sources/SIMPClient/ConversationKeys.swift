@@ -225,7 +225,7 @@ actor ConversationKeys {
                 // A plain READ is taken only where the conversation is not encrypted.
                 var plain = message
                 if plain.kind == .read, case .drop(let why) = SignalRules.plainReadVerdict(
-                    group: plain.group, encrypted: isEncrypted(Self.conversation(of: plain, user: user))) {
+                    encrypted: isEncrypted(Self.conversation(of: plain, user: user))) {
                     plain.droppedSignal = why
                 }
                 opened.append(plain)
@@ -325,6 +325,11 @@ actor ConversationKeys {
         guard case .basic(let identity)? = group.credential(at: sender),
               identity.starts(with: Array("\(message.from)/".utf8)) else { throw OpenFailure.wrongSender }
         let result = try unsealed(message, data)
+        // A group's read (to `SENDER#NAME`) is opened on a copy, its state not kept, as a typing
+        // is: the group's other members never see the reader's generations used for reads, and
+        // this device sees only some; moving the reader's ratchet past texts still on their way
+        // here would leave them only the 32 skipped keys (docs/E2EE.md, Part 7).
+        if Self.isGroupRead(message) { return result }
         // Queued in order: a state this actor writes later (a seal, a commit) goes after this
         // one, so no state on disk has used a message's key without the message beside it.
         let state = try group.savedState()
@@ -346,7 +351,18 @@ actor ConversationKeys {
         }
         var opened = message
         opened.unseal(inner)
+        if Self.isGroupRead(message) {
+            guard let address = SealedSignals.ReadAddress(message.to),
+                  let taken = SignalRules.groupReadAddressing(address, from: message.from, user: user) else { throw OpenFailure.malformed }
+            opened.to = taken.to
+            opened.group = taken.group
+        }
         return opened
+    }
+
+    /// A group's sealed read receipt (`SEALED_READ` to `SENDER#NAME`).
+    static func isGroupRead(_ message: IncomingMessage) -> Bool {
+        message.sealedRead && SealedSignals.ReadAddress(message.to)?.group != nil
     }
 
     // MARK: read receipts and typing (docs/E2EE.md, Part 7)
@@ -871,6 +887,8 @@ actor ConversationKeys {
     /// The conversation a message belongs to: its group, or the other user of a one-to-one one.
     static func conversation(of message: IncomingMessage, user: String) -> String {
         if GroupName.addressed(by: message.to) != nil { return message.to }
+        // A group's sealed read (`SENDER#NAME`) is sealed in the group's.
+        if isGroupRead(message), let address = SealedSignals.ReadAddress(message.to) { return address.conversation }
         return message.from == user ? message.to : message.from
     }
 
