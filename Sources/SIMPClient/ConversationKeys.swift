@@ -144,6 +144,15 @@ actor ConversationKeys {
         try await setUp(peer, client: client, creating: true)
         try await syncMembers(peer, client: client)
         try await updateIfDue(peer, client: client)
+        // A group's reads are generations its other members never see: past what they can jump
+        // (an Update was due and could not be made), none is sealed (docs/E2EE.md, Part 7).
+        if GroupName.addressed(by: peer) != nil, items.allSatisfy({ $0.message.type == .read }),
+           let renewal = try storeCall({ try store.renewal(of: peer) }),
+           !SignalRules.groupReadsFit(items.count, sealedSinceUpdate: renewal.sealed,
+                                      maximumForwardDistance: RatchetWindow.default.maximumForwardDistance) {
+            throw ClientError("reads in \(peer) wait for this device's Update (\(renewal.sealed) messages sealed since the last)",
+                              code: .endToEnd)
+        }
         guard var group = groups[peer] else { throw ClientError("no encrypted conversation \(Self.named(peer))", code: .endToEnd) }
         var sealed: [Outgoing] = []
         do {

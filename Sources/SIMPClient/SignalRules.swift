@@ -96,6 +96,18 @@ enum SignalRules {
         return (GroupName.address(group), group)
     }
 
+    /// Whether `reads` more reads may be sealed in a group by a device that sealed `sealed`
+    /// messages since its last Update. The group's other members never see a read's
+    /// generation: the device's next text is as far ahead of the next one they expect as the
+    /// generations it used since (at most `sealed` in this epoch: the text is generation
+    /// `sealed + reads` at most), and a member opens one at most `maximumForwardDistance`
+    /// ahead. The Update due after 1,000 keeps this true; when it could not be made (a lost
+    /// race, a commit this device refuses), reads stop before they would make the next text
+    /// undecryptable (docs/E2EE.md, Part 7, "Generations").
+    static func groupReadsFit(_ reads: Int, sealedSinceUpdate sealed: Int, maximumForwardDistance: UInt32) -> Bool {
+        sealed + reads <= Int(maximumForwardDistance)
+    }
+
     /// Whether a sealed read's ids may be taken: none of them names a message this device knows
     /// it sent somewhere else than the read's conversation (`knownTo`: where each message it
     /// knows went; the conversation: the reader for a one-to-one read, `#NAME` for a group's).

@@ -62,6 +62,18 @@ struct SignalRulesTests {
         #expect(SignalRules.groupReadAddressing(.init(sender: "alice"), from: "carol", user: "alice") == nil)
     }
 
+    /// Reads stop short of the generations the group's other members can jump: with the Update
+    /// made at 1,000 they always fit; when it could not be made, they stop.
+    @Test func groupReadsStopBeforeTheNextTextWouldBeOutOfReach() {
+        #expect(SignalRules.groupReadsFit(1, sealedSinceUpdate: 0, maximumForwardDistance: 1000))
+        #expect(SignalRules.groupReadsFit(1, sealedSinceUpdate: ConversationKeys.updateAfterMessages - 1, maximumForwardDistance: 1000),
+                "below the Update's count")
+        #expect(SignalRules.groupReadsFit(2, sealedSinceUpdate: 998, maximumForwardDistance: 1000), "the next text is generation 1,000 at most")
+        #expect(!SignalRules.groupReadsFit(1, sealedSinceUpdate: 1000, maximumForwardDistance: 1000), "the Update was due and not made")
+        #expect(!SignalRules.groupReadsFit(3, sealedSinceUpdate: 998, maximumForwardDistance: 1000))
+        #expect(!SignalRules.groupReadsFit(1, sealedSinceUpdate: 5_000, maximumForwardDistance: 1000))
+    }
+
     /// A sealed read naming a message this device knows went to another conversation is one its
     /// reader could not have made: dropped whole. Messages it does not know are taken.
     @Test func aSealedReadNamesOnlyMessagesOfItsConversation() {
