@@ -76,6 +76,13 @@ public enum SealedSignals {
         public var conversation: String { group.map(GroupName.address) ?? sender }
     }
 
+    /// The user whose inbox a message to a user goes to: its `toUser`, but for a group's sealed
+    /// read receipt (`SENDER#NAME`) SENDER.
+    public static func inboxOwner(of message: Simp_Message) -> String {
+        guard message.type == .sealedRead, let address = ReadAddress(message.toUser) else { return message.toUser }
+        return address.sender
+    }
+
     /// The error code and reason the sender of a SEALED_READ gets, or nil: it goes to a user, or
     /// to a user in a group (`ReadAddress`), never to a whole group, under a plain id, with no
     /// image, its content an MLS PrivateMessage in base64.

@@ -74,6 +74,9 @@ struct SealedSignalsTests {
         var plain = message
         plain.content = "5 6"
         #expect(MessageRules.problem(in: plain)?.code == .badRequest)
+        #expect(SealedSignals.inboxOwner(of: message) == "alice")
+        #expect(SealedSignals.inboxOwner(of: .with { $0.toUser = "alice"; $0.type = .sealedRead }) == "alice")
+        #expect(SealedSignals.inboxOwner(of: .with { $0.toUser = "alice#team"; $0.type = .sealed }) == "alice#team", "only a read")
         // Only a read is addressed so: a sealed text goes to a user or to the whole group.
         var text = message
         text.type = .sealed

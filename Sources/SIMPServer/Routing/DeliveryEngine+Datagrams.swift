@@ -243,7 +243,7 @@ extension DeliveryEngine {
         if message.type == .sealed || message.type == .sealedRead { metrics.sealedTaken.increment() }
         // Before anything is looked up: the answer would say whether the name exists.
         // A group's sealed read receipt (`SENDER#NAME`) is paced as one to SENDER, its inbox.
-        let recipient = message.type == .sealedRead ? SealedSignals.ReadAddress(message.toUser)?.sender ?? message.toUser : message.toUser
+        let recipient = SealedSignals.inboxOwner(of: message)
         if GroupName.addressed(by: message.toUser) == nil, recipient != session.user,
            !recipients.admits(session.user, writingTo: recipient, now: now.deadline) {
             metrics.exceeded(.newRecipients)
@@ -303,7 +303,7 @@ extension DeliveryEngine {
         let bytes: [UInt8] = (try? message.serializedBytes()) ?? []
         // Whose inbox it goes to: a group's sealed read receipt (`SENDER#NAME`) to SENDER's
         // alone, its `toUser` kept as it came (the group names the MLS group that seals it).
-        let owner = message.type == .sealedRead ? SealedSignals.ReadAddress(message.toUser)?.sender ?? message.toUser : message.toUser
+        let owner = SealedSignals.inboxOwner(of: message)
         let copied = session.devices > 1 && owner != session.user && !toGroup
         // Stored, it (or its copy for the sender's other devices) could never be pushed: its
         // seq would not fit the datagram.
