@@ -63,6 +63,41 @@ import Testing
         await cluster.stop()
     }
 
+    /// Why a group's read is opened on a copy: bob's copies of the group are held (his bound of
+    /// unconfirmed group copies is reached while he is away), so alice's read of his message,
+    /// stored in his inbox, comes before her text sealed 41 generations earlier, with 40 reads
+    /// to carol in between. Taken on the real state, the read would leave that text's key
+    /// dropped (32 skipped keys kept); opened on a copy, the text opens.
+    @Test func aReadThatOvertakesAnEarlierTextLeavesItOpenable() async throws {
+        let cluster = try await TestCluster.start { $0.inboxLimit = 20 }
+        let directories = (0..<5).map { _ in LocalHistoryTests.directory() }
+        defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
+        var (phone, laptop, bob, carol) = try await People.people(cluster, directories)
+        _ = try await bob.client.createGroup("trio", members: ["alice", "carol"])
+        let fromBob = try await bob.client.send(to: "#trio", text: "bob's first")
+        let fromCarol = try await carol.client.send(to: "#trio", text: "carol's first")
+        for id in [fromBob, fromCarol] { #expect(await phone.log.wait { $0.messages.contains { $0.id == id && $0.encrypted } }) }
+        #expect(await bob.log.wait { $0.messages.contains { $0.id == fromCarol && $0.encrypted } })
+        await bob.client.close()
+        for index in 0..<25 { _ = try await carol.client.send(to: "#trio", text: "carol fills bob's copies \(index)") }
+        #expect(await waitFor { cluster.metric("simp_group_copies_held_total") >= 1 }, "bob's copies of the group are held")
+        let text = try await phone.client.send(to: "#trio", text: "alice's text, before her reads")
+        #expect(await People.reads(laptop, text, "alice's text, before her reads"))
+        let sealed = cluster.metric("simp_messages_sealed_total")
+        let carols = try #require(phone.log.messages.first { $0.id == fromCarol })
+        for _ in 0..<40 { try await phone.client.markRead([carols]) }
+        try await phone.client.markRead(phone.log.messages.filter { $0.id == fromBob })
+        #expect(await waitFor { cluster.metric("simp_messages_sealed_total") == sealed + 41 }, "41 sealed reads")
+
+        let again = try await E2E.connected(cluster, "bob", directories[1])
+        bob = (again.0, again.1)
+        #expect(await bob.log.wait { $0.reads.map(\.id) == [fromBob] }, "\(bob.log.reads)")
+        #expect(await People.reads(bob, text, "alice's text, before her reads"))
+        #expect(bob.client.decryptionFailures().isEmpty, "\(bob.client.decryptionFailures())")
+        for device in [phone, laptop, bob, carol] { await device.client.close() }
+        await cluster.stop()
+    }
+
     /// What the server (or a client that does not encrypt) can make of a group's read, and what a
     /// member could seal that its reader could not have made: dropped and counted, never shown.
     @Test func plainGroupReadsAndReadsOfAnotherConversationAreDroppedAndCounted() async throws {
