@@ -56,7 +56,9 @@ extension ClientEngine {
 
     /// The message as it will be sent; throws what the server would refuse.
     private static func outgoing(_ given: Simp_Message, to user: String, id: String, at millis: Int64) throws(ClientError) -> Outgoing {
-        guard UserName.isValid(user) || GroupName.addressed(by: user) != nil else {
+        // A read receipt may also go to a sender in a group (`SENDER#NAME`, sealed: docs/E2EE.md, Part 7).
+        guard UserName.isValid(user) || GroupName.addressed(by: user) != nil
+                || (given.type == .read && SealedSignals.ReadAddress(user) != nil) else {
             throw ClientError("not a valid user name or #group: \(user)", code: .unknownUser)
         }
         guard given.imageURL.isEmpty || MessageRules.isAllowedImageURL(given.imageURL) else {

@@ -254,6 +254,12 @@ extension ClientEngine {
         }
         // The user's own messages: to the reader, or to a group the reader is in.
         let sender = message.group == nil ? message.to : credentials?.user ?? message.to
+        // A sealed read names only messages of the conversation it was sealed in (the reader's,
+        // or the group's): one naming a message this device knows went elsewhere is dropped.
+        let conversation = message.group.map(GroupName.address) ?? message.from
+        if message.encrypted, !SignalRules.readNamesOnly(ids, of: conversation, knownTo: { statuses.status(of: $0)?.to }) {
+            return actions.append(.countDroppedSignal(.read, .unopened))
+        }
         for id in ids {
             if let group = message.group {
                 let seq = statuses.status(of: id)?.seq ?? 0

@@ -164,6 +164,15 @@ actor ConversationKeys {
         try await setUp(peer, client: client, creating: true)
         try await syncMembers(peer, client: client)
         try await updateIfDue(peer, client: client)
+        // A group's reads are generations its other members never see: past what they can jump
+        // (an Update was due and could not be made), none is sealed (docs/E2EE.md, Part 7).
+        if GroupName.addressed(by: peer) != nil, items.allSatisfy({ $0.message.type == .read }),
+           let renewal = try storeCall({ try store.renewal(of: peer) }),
+           !SignalRules.groupReadsFit(items.count, sealedSinceUpdate: renewal.sealed,
+                                      maximumForwardDistance: RatchetWindow.default.maximumForwardDistance) {
+            throw ClientError("reads in \(peer) wait for this device's Update (\(renewal.sealed) messages sealed since the last)",
+                              code: .endToEnd)
+        }
         guard var group = groups[peer] else { throw ClientError("no encrypted conversation \(Self.named(peer))", code: .endToEnd) }
         var sealed: [Outgoing] = []
         do {
@@ -240,7 +249,7 @@ actor ConversationKeys {
                 // A plain READ is taken only where the conversation is not encrypted.
                 var plain = message
                 if plain.kind == .read, case .drop(let why) = SignalRules.plainReadVerdict(
-                    group: plain.group, encrypted: isEncrypted(Self.conversation(of: plain, user: user))) {
+                    encrypted: isEncrypted(Self.conversation(of: plain, user: user))) {
                     plain.droppedSignal = why
                 }
                 opened.append(plain)
@@ -340,6 +349,11 @@ actor ConversationKeys {
         guard case .basic(let identity)? = group.credential(at: sender),
               identity.starts(with: Array("\(message.from)/".utf8)) else { throw OpenFailure.wrongSender }
         let result = try unsealed(message, data)
+        // A group's read (to `SENDER#NAME`) is opened on a copy, its state not kept, as a typing
+        // is: the group's other members never see the reader's generations used for reads, and
+        // this device sees only some; moving the reader's ratchet past texts still on their way
+        // here would leave them only the 32 skipped keys (docs/E2EE.md, Part 7).
+        if Self.isGroupRead(message) { return result }
         // Queued in order: a state this actor writes later (a seal, a commit) goes after this
         // one, so no state on disk has used a message's key without the message beside it.
         let state = try group.savedState()
@@ -361,7 +375,18 @@ actor ConversationKeys {
         }
         var opened = message
         opened.unseal(inner)
+        if Self.isGroupRead(message) {
+            guard let address = SealedSignals.ReadAddress(message.to),
+                  let taken = SignalRules.groupReadAddressing(address, from: message.from, user: user) else { throw OpenFailure.malformed }
+            opened.to = taken.to
+            opened.group = taken.group
+        }
         return opened
+    }
+
+    /// A group's sealed read receipt (`SEALED_READ` to `SENDER#NAME`).
+    static func isGroupRead(_ message: IncomingMessage) -> Bool {
+        message.sealedRead && SealedSignals.ReadAddress(message.to)?.group != nil
     }
 
     // MARK: read receipts and typing (docs/E2EE.md, Part 7)
@@ -931,6 +956,8 @@ actor ConversationKeys {
     /// The conversation a message belongs to: its group, or the other user of a one-to-one one.
     static func conversation(of message: IncomingMessage, user: String) -> String {
         if GroupName.addressed(by: message.to) != nil { return message.to }
+        // A group's sealed read (`SENDER#NAME`) is sealed in the group's.
+        if isGroupRead(message), let address = SealedSignals.ReadAddress(message.to) { return address.conversation }
         return message.from == user ? message.to : message.from
     }
 

@@ -11,10 +11,10 @@
 struct ReceivedSaves: Sendable {
     /// Messages to write in one transaction, with the saved mark they leave on disk.
     /// Whether a batch goes through the conversations' keys before it is written: it holds a
-    /// sealed message, or (encrypting) a one-to-one READ notice, which is taken only where its
-    /// conversation is not encrypted (`SignalRules.plainReadVerdict`).
+    /// sealed message, or (encrypting) a READ notice, one-to-one or a group's, which is taken
+    /// only where its conversation is not encrypted (`SignalRules.plainReadVerdict`).
     static func needsKeys(_ messages: [IncomingMessage], endToEnd: Bool) -> Bool {
-        messages.contains { $0.sealed || (endToEnd && $0.kind == .read && $0.group == nil) }
+        messages.contains { $0.sealed || (endToEnd && $0.kind == .read) }
     }
 
     struct Batch: Sendable, Equatable {

@@ -38,11 +38,13 @@ extension SIMPClient {
         }
     }
 
-    /// Tells read marks: in `markRead` requests, and with `endToEnd` those of one-to-one
-    /// conversations this device holds a group for as sealed read receipts (`SEALED_READ`) to
-    /// their senders (`SignalRules.route`), only if the user has read receipts on (the server
-    /// applies the setting to `markRead`; to a sealed read, this device does, and the server
-    /// the recipient's). Sealed reads go like messages, silently: no events.
+    /// Tells read marks: in `markRead` requests, and with `endToEnd` those of conversations
+    /// (one-to-one or a group's) this device holds an MLS group for as sealed read receipts
+    /// (`SEALED_READ`) to their senders (`SignalRules.route`; a group's to `SENDER#NAME`, sealed
+    /// in the group's MLS group), only if the user has read receipts on (the server applies the
+    /// setting to `markRead`; to a sealed read, this device does, and the server the
+    /// recipient's). Sealed reads go like messages, silently: no events. Each is sealed as a
+    /// message is, so it counts towards the device's next Update in that group.
     func tellReads(_ marks: [Simp_ReadMark]) async throws(ClientError) {
         var routed = SignalRules.Routed(plain: marks)
         var keys: ConversationKeys?
@@ -61,7 +63,11 @@ extension SIMPClient {
             for (peer, ids) in routed.sealed {
                 let made = try ClientEngine.message(ClientEngine.plain(ids.joined(separator: " "), type: .read), to: peer,
                                                     at: Self.moment().millis, random: random)
-                let sealed = try await keys.seal(made.items, to: peer, client: self)
+                let address = SealedSignals.ReadAddress(peer) ?? SealedSignals.ReadAddress(sender: peer)
+                // Tracked as a message to the sender: it goes to the sender's inbox, and the
+                // server's answers name the sender (`toUser` keeps `SENDER#NAME`).
+                let items = made.items.map { Outgoing(to: address.sender, message: $0.message) }
+                let sealed = try await keys.seal(items, to: address.conversation, client: self)
                 loop.execute { [self] in handle(.sendSilently(sealed)) }
             }
         }

@@ -76,19 +76,55 @@ enum SignalRules {
 
     // MARK: read receipts
 
-    /// A plain READ notice from the server: taken unless it concerns a one-to-one conversation
-    /// this device holds a group for (then only a sealed read counts). Group reads are not
-    /// sealed yet, and are taken as before.
-    static func plainReadVerdict(group: String?, encrypted: Bool) -> Verdict {
-        group == nil && encrypted ? .drop(.unsealed) : .show
+    /// A plain READ notice from the server: taken unless it concerns a conversation (one-to-one,
+    /// or the group `#NAME` its notice names) this device holds an MLS group for: then only a
+    /// sealed read counts.
+    static func plainReadVerdict(encrypted: Bool) -> Verdict {
+        encrypted ? .drop(.unsealed) : .show
     }
 
-    /// Read marks split by how they are told: one-to-one marks of an encrypted conversation go
-    /// sealed to their sender (its ids in chunks that fit one sealed message), the others in
-    /// `markRead` as before.
+    /// A group's sealed read (`SEALED_READ` to `SENDER#NAME`) that opened, as this user takes
+    /// it: in the sender's inbox, the group's read of the user's messages (`to` `#NAME`, as a
+    /// plain group READ notice names it); the reader's own copy, for its other devices, names
+    /// the sender (a device knows a message by its sender and id). Nil when it is neither: a
+    /// read of another user's messages stored in this user's inbox.
+    static func groupReadAddressing(_ address: SealedSignals.ReadAddress, from reader: String,
+                                    user: String) -> (to: String, group: String?)? {
+        guard let group = address.group else { return nil }
+        if reader == user { return (address.sender, nil) }
+        guard address.sender == user else { return nil }
+        return (GroupName.address(group), group)
+    }
+
+    /// Whether `reads` more reads may be sealed in a group by a device that sealed `sealed`
+    /// messages since its last Update. The group's other members never see a read's
+    /// generation: the device's next text is as far ahead of the next one they expect as the
+    /// generations it used since (at most `sealed` in this epoch: the text is generation
+    /// `sealed + reads` at most), and a member opens one at most `maximumForwardDistance`
+    /// ahead. The Update due after 1,000 keeps this true; when it could not be made (a lost
+    /// race, a commit this device refuses), reads stop before they would make the next text
+    /// undecryptable (docs/E2EE.md, Part 7, "Generations").
+    static func groupReadsFit(_ reads: Int, sealedSinceUpdate sealed: Int, maximumForwardDistance: UInt32) -> Bool {
+        sealed + reads <= Int(maximumForwardDistance)
+    }
+
+    /// Whether a sealed read's ids may be taken: none of them names a message this device knows
+    /// it sent somewhere else than the read's conversation (`knownTo`: where each message it
+    /// knows went; the conversation: the reader for a one-to-one read, `#NAME` for a group's).
+    /// A read of another conversation's messages is one its reader could not have made: the
+    /// whole read is dropped.
+    static func readNamesOnly(_ ids: [String], of conversation: String, knownTo: (String) -> String?) -> Bool {
+        ids.allSatisfy { id in knownTo(id).map { $0 == conversation } ?? true }
+    }
+
+    /// Read marks split by how they are told: marks of a conversation this device holds an MLS
+    /// group for go sealed to their sender (its ids in chunks that fit one sealed message),
+    /// one-to-one ones to `SENDER`, a group's to `SENDER#NAME` (sealed in the group's MLS group,
+    /// told to the sender alone); the others in `markRead` as before.
     struct Routed: Equatable {
         var plain: [Simp_ReadMark] = []
-        /// Per sender (in the order first named), the ids read, in chunks.
+        /// Per recipient (`SealedSignals.ReadAddress.toUser`, in the order first named), the ids
+        /// read, in chunks.
         var sealed: [(peer: String, ids: [String])] = []
 
         static func == (a: Routed, b: Routed) -> Bool {
@@ -105,12 +141,14 @@ enum SignalRules {
         var order: [String] = []
         var byPeer: [String: [String]] = [:]
         for mark in marks {
-            guard endToEnd, mark.group.isEmpty, encrypted.contains(mark.fromUser) else {
+            let address = SealedSignals.ReadAddress(sender: mark.fromUser, group: mark.group.isEmpty ? nil : mark.group)
+            guard endToEnd, encrypted.contains(address.conversation) else {
                 routed.plain.append(mark)
                 continue
             }
-            if byPeer[mark.fromUser] == nil { order.append(mark.fromUser) }
-            if !(byPeer[mark.fromUser]?.contains(mark.messageID) ?? false) { byPeer[mark.fromUser, default: []].append(mark.messageID) }
+            let peer = address.toUser
+            if byPeer[peer] == nil { order.append(peer) }
+            if !(byPeer[peer]?.contains(mark.messageID) ?? false) { byPeer[peer, default: []].append(mark.messageID) }
         }
         for peer in order {
             var chunk: [String] = []

@@ -38,6 +38,32 @@ extension Conformance {
             let off = try alice.answers(until: "sr4")
             try expect(off.last?.kind == "failed not_a_contact", "a SEALED_READ to a user with read receipts off: \(off)")
         },
+        ConformanceCheck("4.27", "4. Messages, Read receipts",
+                         "a SEALED_READ to SENDER#GROUP is stored for SENDER alone, pushed with its toUser and content unchanged, even when SENDER takes messages from contacts only, if SENDER is a member of GROUP; to a user who is not, it is NOT_A_CONTACT") { target in
+            let (alice, aliceName) = try target.boundPeer("a")
+            let (bobPeer, bob) = try target.boundPeer("b")
+            let (carolPeer, carol) = try target.boundPeer("c")
+            try strangers(alice, aliceName, bobPeer, bob)
+            let group = "r" + String(UInt32.random(in: 0...UInt32.max), radix: 36)
+            _ = try alice.request(20, .groupRequest(.with { $0.action = .create; $0.group = group; $0.users = [bob] }))
+            _ = try bobPeer.request(21, .groupRequest(.with { $0.action = .accept; $0.group = group }))
+            // bob's copy of his own addition: the group's copies to him have reached it.
+            guard try bobPeer.push(of: { $0.type == .groupAdded && $0.content == bob }) != nil else {
+                throw ConformanceFailure("bob was not told he joined \(group)")
+            }
+            _ = try bobPeer.request(22, .settingsRequest(.with { $0.set = [.with { $0.name = "contacts-only"; $0.value = "on" }] }))
+            defer { _ = try? bobPeer.request(23, .settingsRequest(.with { $0.set = [.with { $0.name = "contacts-only"; $0.value = "off" }] })) }
+            let content = Data(SealedText.privateMessagePrefix + (0..<60).map { UInt8(truncatingIfNeeded: $0 &* 59) }).base64EncodedString()
+            let address = bob + "#" + group
+            alice.sendDatagram(.data, try sealedMessage(id: "gr1", to: address, order: 1, content: content, type: .sealedRead))
+            guard let pushed = try bobPeer.push(of: "gr1") else { throw ConformanceFailure("a group's SEALED_READ was not pushed") }
+            try expect(pushed.type == .sealedRead && pushed.content == content && pushed.toUser == address && pushed.fromUser == aliceName,
+                       "pushed as \(pushed)")
+            alice.sendDatagram(.data, try sealedMessage(id: "gr2", to: carol + "#" + group, order: 2, content: content, type: .sealedRead))
+            let answers = try alice.answers(until: "gr2")
+            try expect(answers.last?.kind == "failed not_a_contact", "a group's SEALED_READ to a user not in the group: \(answers)")
+            _ = carolPeer
+        },
         ConformanceCheck("2.8", "2. Datagrams, TYPING",
                          "a sealed TYPING (a user name, a zero byte, an MLS PrivateMessage) reaches that user naming the typer, the MLS message unchanged") { target in
             let (x, xName) = try target.boundPeer("c")

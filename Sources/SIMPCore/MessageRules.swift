@@ -25,6 +25,8 @@ public enum MessageRules {
             if GroupName.addressed(by: message.toUser) == nil {
                 return (.noSuchGroup, "no such group: \(message.toUser)")
             }
+        } else if message.type == .sealedRead, message.toUser.contains(GroupName.marker) {
+            // A group's sealed read receipt (`SENDER#NAME`): its address is checked with its form.
         } else if !UserName.isValid(message.toUser) {
             return (.unknownUser, "no such user: \(message.toUser)")
         }

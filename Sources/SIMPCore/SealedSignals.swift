@@ -42,13 +42,55 @@ public enum SealedSignals {
         public func naming(_ other: String) -> TypingBody { TypingBody(user: other, sealed: sealed) }
     }
 
-    /// The error code and reason the sender of a SEALED_READ gets, or nil: it goes to a user (a
-    /// group's reads are not sealed yet), under a plain id, with no image, its content an MLS
-    /// PrivateMessage in base64.
+    /// Where a SEALED_READ goes (its `toUser`): the sender of the messages read, `SENDER` for a
+    /// one-to-one conversation's, `SENDER#NAME` for messages SENDER sent to the group `#NAME`
+    /// (sealed in that group's MLS group, told to SENDER alone, never fanned out to the group).
+    /// No user or group name holds a `#`, so the two forms, a user and a group's address never
+    /// meet.
+    public struct ReadAddress: Equatable, Sendable {
+        /// The user whose messages were read: the inbox it is stored in.
+        public var sender: String
+        /// The group the messages were sent to (its name, without `#`); nil one to one.
+        public var group: String?
+
+        public init(sender: String, group: String? = nil) {
+            self.sender = sender
+            self.group = group
+        }
+
+        /// Parses a SEALED_READ's `toUser`; nil unless it is a valid user name, or one followed by
+        /// a group's address.
+        public init?(_ toUser: String) {
+            guard let marker = toUser.firstIndex(of: GroupName.marker) else {
+                guard UserName.isValid(toUser) else { return nil }
+                self.init(sender: toUser)
+                return
+            }
+            let sender = String(toUser[..<marker])
+            guard UserName.isValid(sender), let group = GroupName.addressed(by: String(toUser[marker...])) else { return nil }
+            self.init(sender: sender, group: group)
+        }
+
+        public var toUser: String { group.map { sender + GroupName.address($0) } ?? sender }
+        /// The conversation whose MLS group seals it: the sender's (one to one), or `#NAME`.
+        public var conversation: String { group.map(GroupName.address) ?? sender }
+    }
+
+    /// The user whose inbox a message to a user goes to: its `toUser`, but for a group's sealed
+    /// read receipt (`SENDER#NAME`) SENDER.
+    public static func inboxOwner(of message: Simp_Message) -> String {
+        guard message.type == .sealedRead, let address = ReadAddress(message.toUser) else { return message.toUser }
+        return address.sender
+    }
+
+    /// The error code and reason the sender of a SEALED_READ gets, or nil: it goes to a user, or
+    /// to a user in a group (`ReadAddress`), never to a whole group, under a plain id, with no
+    /// image, its content an MLS PrivateMessage in base64.
     public static func readProblem(in message: Simp_Message) -> (code: Simp_ErrorCode, reason: String)? {
         if GroupName.addressed(by: message.toUser) != nil {
-            return (.badRequest, "a sealed read receipt goes to the sender of the messages read, not to a group")
+            return (.badRequest, "a sealed read receipt goes to the sender of the messages read (SENDER, or SENDER#GROUP), not to a group")
         }
+        if ReadAddress(message.toUser) == nil { return (.unknownUser, "no such user: \(message.toUser)") }
         if message.messageID.utf8.contains(UInt8(ascii: "/")) {
             return (.badRequest, "a sealed read receipt has a plain messageId, never a part's")
         }

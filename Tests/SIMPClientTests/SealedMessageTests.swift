@@ -156,6 +156,53 @@ struct SealedSignalMLSTests {
         #expect(try Simp_Message(serializedBytes: data).content == ids.joined(separator: " "))
     }
 
+    /// A group's read, to the longest `SENDER#NAME`, with the most ids one carries, still fits.
+    @Test func aGroupsReadToTheLongestAddressFits() throws {
+        var (sender, _) = try Pair.pair()
+        let ids = SignalRules.route((0..<40).map { n in .with { $0.fromUser = "alice"; $0.messageID = "1234567890123456789\(n)"; $0.seq = 1 } },
+                                    endToEnd: true, encrypted: ["alice"]).sealed[0].ids
+        let address = SealedSignals.ReadAddress(sender: String(repeating: "s", count: 32), group: String(repeating: "g", count: 32))
+        var made = try ClientEngine.message(ClientEngine.plain(ids.joined(separator: " "), type: .read), to: address.toUser,
+                                            at: 1_700_000_000_000, random: { UInt64.max })
+        made.items[0].message.clientSeq = UInt64(UInt32.max)
+        made.items[0].message.fresh = true
+        let sealed = try ConversationKeys.sealed(made.items[0], in: &sender, randomness: Pair.random)
+        #expect(sealed.message.type == .sealedRead && sealed.message.toUser == address.toUser)
+        let bytes: [UInt8] = try sealed.message.serializedBytes()
+        #expect(bytes.count <= MessageRules.maxMessageBytes, "\(bytes.count) bytes")
+        #expect(MessageRules.problem(in: sealed.message, sealedOnly: true) == nil)
+    }
+
+    /// The group's other members never see the generations a reader used for reads: its next
+    /// text is that many ahead. Up to the Update every 1,000 sealed messages (reads counted)
+    /// it opens; a reader that never sent an Update would, past 1,000 reads, make its next text
+    /// undecryptable for them.
+    @Test func aTextAfterReadsTheOthersNeverSawOpensUpToTheUpdatesBound() throws {
+        var (reader, member) = try Pair.pair()
+        _ = try member.process(try Pair.sealedBytes("before", in: &reader))
+        for _ in 0..<(ConversationKeys.updateAfterMessages - 2) { _ = try Pair.sealedBytes("a read to another member", in: &reader) }
+        _ = try member.process(try Pair.sealedBytes("after 998 reads", in: &reader))
+        for _ in 0..<(ConversationKeys.updateAfterMessages + 1) { _ = try Pair.sealedBytes("a read to another member", in: &reader) }
+        #expect(throws: (any Error).self, "1,001 generations ahead") { try member.process(try Pair.sealedBytes("too far", in: &reader)) }
+    }
+
+    /// Why a group's read is opened on a copy: its sender sees only the reads addressed to it, so
+    /// one that comes before the reader's text (stored apart, in its inbox) is far ahead of it;
+    /// taken on the real state it would leave the text only 32 skipped keys, and reads to other
+    /// members are in between.
+    @Test func aGroupsReadOpenedOnACopyLeavesTheTextBeforeItOpenable() throws {
+        var (reader, sender) = try Pair.pair()
+        let text = try Pair.sealedBytes("the reader's text", in: &reader)
+        for _ in 0..<40 { _ = try Pair.sealedBytes("a read to another member", in: &reader) }
+        let read = try Pair.sealedBytes("a read to this member", in: &reader)
+        var moved = sender
+        _ = try moved.process(read)
+        #expect(throws: (any Error).self, "the text's key was dropped") { try moved.process(text) }
+        let bytes = try read.mlsEncoded()
+        #expect(try ConversationKeys.openedSignal(bytes, in: sender).sender == "alice")
+        _ = try sender.process(text)
+    }
+
     /// Why a typing is opened on a copy: texts sealed before it, still on their way, open after
     /// it; had the typing moved the receiver's ratchet, only the last 32 would.
     @Test func aTypingOpenedOnACopyLeavesTheTextsBeforeItOpenable() throws {

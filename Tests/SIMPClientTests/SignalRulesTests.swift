@@ -38,23 +38,66 @@ struct SignalRulesTests {
         #expect(SignalRules.typingForm(endToEnd: true, encrypted: true, sealed: nil) == SignalRules.TypingForm.none)
     }
 
-    @Test func aPlainReadIsDroppedOnlyForAnEncryptedOneToOneConversation() {
-        #expect(SignalRules.plainReadVerdict(group: nil, encrypted: false) == .show)
-        #expect(SignalRules.plainReadVerdict(group: nil, encrypted: true) == .drop(.unsealed))
-        #expect(SignalRules.plainReadVerdict(group: "team", encrypted: true) == .show, "group reads are not sealed yet")
+    @Test func aPlainReadIsDroppedOnlyForAnEncryptedConversation() {
+        #expect(SignalRules.plainReadVerdict(encrypted: false) == .show)
+        #expect(SignalRules.plainReadVerdict(encrypted: true) == .drop(.unsealed))
+        // A group's plain READ notice names the group: its conversation is the group's.
+        let notice = IncomingMessage(Simp_Message.with { $0.type = .read; $0.fromUser = "carol"; $0.toUser = "#team"; $0.content = "1" })
+        #expect(ConversationKeys.conversation(of: notice, user: "alice") == "#team")
+    }
+
+    /// A group's sealed read is opened in the group's MLS group, and taken as the group's read
+    /// by its sender, as what its user read by the reader's other devices; by no one else.
+    @Test func aGroupsSealedReadOpensInTheGroupAndIsTakenByItsSenderOrItsReader() {
+        let sealed = IncomingMessage(Simp_Message.with { $0.type = .sealedRead; $0.fromUser = "carol"; $0.toUser = "alice#team" })
+        #expect(ConversationKeys.isGroupRead(sealed))
+        #expect(ConversationKeys.conversation(of: sealed, user: "alice") == "#team")
+        #expect(ConversationKeys.conversation(of: sealed, user: "carol") == "#team")
+        let oneToOne = IncomingMessage(Simp_Message.with { $0.type = .sealedRead; $0.fromUser = "carol"; $0.toUser = "alice" })
+        #expect(!ConversationKeys.isGroupRead(oneToOne))
+        let address = SealedSignals.ReadAddress(sender: "alice", group: "team")
+        #expect(SignalRules.groupReadAddressing(address, from: "carol", user: "alice")! == ("#team", "team"))
+        #expect(SignalRules.groupReadAddressing(address, from: "carol", user: "carol")! == ("alice", nil), "the reader's own copy")
+        #expect(SignalRules.groupReadAddressing(address, from: "carol", user: "bob") == nil, "another member's messages")
+        #expect(SignalRules.groupReadAddressing(.init(sender: "alice"), from: "carol", user: "alice") == nil)
+    }
+
+    /// Reads stop short of the generations the group's other members can jump: with the Update
+    /// made at 1,000 they always fit; when it could not be made, they stop.
+    @Test func groupReadsStopBeforeTheNextTextWouldBeOutOfReach() {
+        #expect(SignalRules.groupReadsFit(1, sealedSinceUpdate: 0, maximumForwardDistance: 1000))
+        #expect(SignalRules.groupReadsFit(1, sealedSinceUpdate: ConversationKeys.updateAfterMessages - 1, maximumForwardDistance: 1000),
+                "below the Update's count")
+        #expect(SignalRules.groupReadsFit(2, sealedSinceUpdate: 998, maximumForwardDistance: 1000), "the next text is generation 1,000 at most")
+        #expect(!SignalRules.groupReadsFit(1, sealedSinceUpdate: 1000, maximumForwardDistance: 1000), "the Update was due and not made")
+        #expect(!SignalRules.groupReadsFit(3, sealedSinceUpdate: 998, maximumForwardDistance: 1000))
+        #expect(!SignalRules.groupReadsFit(1, sealedSinceUpdate: 5_000, maximumForwardDistance: 1000))
+    }
+
+    /// A sealed read naming a message this device knows went to another conversation is one its
+    /// reader could not have made: dropped whole. Messages it does not know are taken.
+    @Test func aSealedReadNamesOnlyMessagesOfItsConversation() {
+        let known = ["g1": "#team", "g2": "#team", "d1": "carol", "o1": "#other"]
+        #expect(SignalRules.readNamesOnly(["g1", "g2"], of: "#team", knownTo: { known[$0] }))
+        #expect(SignalRules.readNamesOnly(["g1", "forgotten"], of: "#team", knownTo: { known[$0] }))
+        #expect(!SignalRules.readNamesOnly(["g1", "d1"], of: "#team", knownTo: { known[$0] }), "a one-to-one message in a group's read")
+        #expect(!SignalRules.readNamesOnly(["o1"], of: "#team", knownTo: { known[$0] }), "another group's")
+        #expect(SignalRules.readNamesOnly(["d1"], of: "carol", knownTo: { known[$0] }))
+        #expect(!SignalRules.readNamesOnly(["g1"], of: "carol", knownTo: { known[$0] }), "a group's message in a one-to-one read")
     }
 
     static func mark(_ from: String, _ id: String, seq: UInt64 = 1, group: String = "") -> Simp_ReadMark {
         .with { $0.fromUser = from; $0.messageID = id; $0.seq = seq; $0.group = group; $0.groupSeq = group.isEmpty ? 0 : 4 }
     }
 
-    @Test func marksOfEncryptedOneToOneConversationsGoSealedPerSender() {
+    @Test func marksOfEncryptedConversationsGoSealedPerSender() {
         let marks = [Self.mark("bob", "1"), Self.mark("carol", "2"), Self.mark("bob", "3"), Self.mark("bob", "1", seq: 2),
-                     Self.mark("bob", "9", group: "team")]
+                     Self.mark("bob", "9", group: "team"), Self.mark("carol", "8", group: "team"), Self.mark("bob", "7", group: "other")]
         let routed = SignalRules.route(marks, endToEnd: true, encrypted: ["bob", "#team"])
-        #expect(routed.plain == [marks[1], marks[4]], "carol's conversation is not encrypted; group marks stay plain")
-        #expect(routed.sealed.map(\.peer) == ["bob"])
-        #expect(routed.sealed.map(\.ids) == [["1", "3"]], "each id once")
+        #expect(routed.plain == [marks[1], marks[6]], "carol's conversation and #other are not encrypted: plain")
+        // A group's marks go to each sender in the group, never to the whole group.
+        #expect(routed.sealed.map(\.peer) == ["bob", "bob#team", "carol#team"])
+        #expect(routed.sealed.map(\.ids) == [["1", "3"], ["9"], ["8"]], "each id once")
         #expect(SignalRules.route(marks, endToEnd: false, encrypted: ["bob"]).plain == marks, "a client that does not encrypt: as before")
     }
 
@@ -66,12 +109,12 @@ struct SignalRulesTests {
         #expect(routed.sealed.allSatisfy { $0.ids.joined(separator: " ").utf8.count <= SealedText.partBytes })
     }
 
-    @Test func aBatchGoesThroughTheKeysForSealedMessagesAndOneToOneReads() {
+    @Test func aBatchGoesThroughTheKeysForSealedMessagesAndReads() {
         var read = IncomingMessage(Simp_Message.with { $0.type = .read; $0.fromUser = "bob"; $0.toUser = "alice"; $0.content = "1" })
         #expect(!ReceivedSaves.needsKeys([read], endToEnd: false))
         #expect(ReceivedSaves.needsKeys([read], endToEnd: true))
         read.group = "team"
-        #expect(!ReceivedSaves.needsKeys([read], endToEnd: true))
+        #expect(ReceivedSaves.needsKeys([read], endToEnd: true), "a group's plain READ is judged by the group's keys too")
         let sealedRead = IncomingMessage(Simp_Message.with { $0.type = .sealedRead; $0.fromUser = "bob"; $0.toUser = "alice" })
         #expect(sealedRead.sealed && sealedRead.sealedRead)
         #expect(ReceivedSaves.needsKeys([sealedRead], endToEnd: false))

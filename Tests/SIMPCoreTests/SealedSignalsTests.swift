@@ -51,6 +51,38 @@ struct SealedSignalsTests {
         #expect(MessageRules.problem(in: typing)?.code == .badRequest, "nor a TYPING")
     }
 
+    /// A group's read goes to its sender in the group, `SENDER#NAME`: one inbox, one MLS group.
+    @Test func aGroupsSealedReadGoesToItsSenderInTheGroup() {
+        #expect(SealedSignals.ReadAddress("alice#team") == .init(sender: "alice", group: "team"))
+        #expect(SealedSignals.ReadAddress("alice") == .init(sender: "alice"))
+        #expect(SealedSignals.ReadAddress("alice#team")?.conversation == "#team")
+        #expect(SealedSignals.ReadAddress("alice")?.conversation == "alice")
+        #expect(SealedSignals.ReadAddress(sender: "alice", group: "team").toUser == "alice#team")
+        for bad in ["#team", "alice#", "#", "Alice#team", "alice#Team", "alice##team", "alice#team#x", "alice#te am", ""] {
+            #expect(SealedSignals.ReadAddress(bad) == nil, "\(bad)")
+        }
+        var message = Simp_Message()
+        message.messageID = "5"
+        message.toUser = "alice#team"
+        message.type = .sealedRead
+        message.content = Data(Self.mls).base64EncodedString()
+        #expect(MessageRules.problem(in: message) == nil)
+        #expect(MessageRules.problem(in: message, sealedOnly: true) == nil)
+        var noGroup = message
+        noGroup.toUser = "alice#"
+        #expect(MessageRules.problem(in: noGroup)?.code == .unknownUser)
+        var plain = message
+        plain.content = "5 6"
+        #expect(MessageRules.problem(in: plain)?.code == .badRequest)
+        #expect(SealedSignals.inboxOwner(of: message) == "alice")
+        #expect(SealedSignals.inboxOwner(of: .with { $0.toUser = "alice"; $0.type = .sealedRead }) == "alice")
+        #expect(SealedSignals.inboxOwner(of: .with { $0.toUser = "alice#team"; $0.type = .sealed }) == "alice#team", "only a read")
+        // Only a read is addressed so: a sealed text goes to a user or to the whole group.
+        var text = message
+        text.type = .sealed
+        #expect(MessageRules.problem(in: text)?.code == .unknownUser)
+    }
+
     @Test func eachOuterFormHoldsItsOwnContent() {
         for inner: Simp_Message.MessageType in [.text, .image, .textPart] {
             #expect(SealedSignals.innerFits(outer: .sealed, inner: inner))

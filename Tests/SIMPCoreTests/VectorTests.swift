@@ -191,9 +191,9 @@ import Testing
             ("error (link step)", Simp_Envelope(requestID: 22, .error(.with {
                 $0.code = .linkStep; $0.reason = "a reveal does not follow the last step of laptop's link (or the link was declined)"
             }))),
-            ("error (markRead of a one-to-one mark under e2e required)", Simp_Envelope(requestID: 23, .error(.with {
+            ("error (markRead under e2e required)", Simp_Envelope(requestID: 23, .error(.with {
                 $0.code = .e2ERequired
-                $0.reason = "this server takes one-to-one read receipts only end-to-end encrypted (--e2e required): send them sealed"
+                $0.reason = "this server takes read receipts only end-to-end encrypted (--e2e required): send them sealed"
             }))),
             ("error", Simp_Envelope.error(.sessionReplaced, "a newer session of alice's device phone connected")),
         ]
@@ -231,6 +231,12 @@ import Testing
             $0.version = 1; $0.messageID = "23"; $0.type = .sealedRead; $0.toUser = "alice"; $0.clientSeq = 3
             $0.content = Data(SealedText.privateMessagePrefix + Array(repeating: 0x5b, count: 20)).base64EncodedString()
         }.serializedBytes()
+        // A group's read receipt sealed: to the sender of the messages read in the group,
+        // `SENDER#NAME` (docs/PROTOCOL.md, Read receipts), sealed in the group's MLS group.
+        let groupSealedRead: [UInt8] = try message {
+            $0.version = 1; $0.messageID = "24"; $0.type = .sealedRead; $0.toUser = "alice#team"; $0.clientSeq = 4
+            $0.content = Data(SealedText.privateMessagePrefix + Array(repeating: 0x5d, count: 20)).base64EncodedString()
+        }.serializedBytes()
         // Sealed TYPING bodies: the routing name, a zero byte, the MLS message (relayed as it is).
         let mls = SealedText.privateMessagePrefix + Array(repeating: 0x5c, count: 20)
         let cases: [(String, DatagramKind, DatagramDirection, UInt64, [UInt8])] = [
@@ -249,6 +255,7 @@ import Testing
             ("TYPING to the client", .typing, .toClient, 7, Array("alice".utf8)),
             ("TYPING to the server (sealed)", .typing, .toServer, 7, SealedSignals.TypingBody(user: "bob", sealed: mls).bytes),
             ("TYPING to the client (sealed)", .typing, .toClient, 8, SealedSignals.TypingBody(user: "alice", sealed: mls).bytes),
+            ("DATA to the server (a group's sealed read receipt)", .data, .toServer, 8, groupSealedRead),
         ]
         return try cases.map { name, kind, direction, number, plaintext in
             let header = DatagramHeader(kind: kind, sessionID: sessionID, packetNumber: number)

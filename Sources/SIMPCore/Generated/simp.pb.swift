@@ -477,12 +477,13 @@ public nonisolated struct Simp_Message: Sendable {
     case sealed // = 13
 
     /// A read receipt, end to end encrypted (section 4, Read receipts; docs/E2EE.md, Part 7):
-    /// sent by the reader's client as data to the sender of the messages it read, one to one
-    /// only. `content` is as in SEALED, an MLS PrivateMessage of the two users' conversation,
-    /// whose application data is a Message of `type` READ, the outer `messageId`, and `content`
-    /// the ids read, space-separated. Stored like a message (blocks, contacts-only, rates), never
-    /// kept in the history; refused like a blocked sender's when its recipient has read
-    /// receipts off.
+    /// sent by the reader's client as data to the sender of the messages it read: `toUser` that
+    /// sender, or for a group's messages `SENDER#NAME` (stored for SENDER alone, never fanned
+    /// out). `content` is as in SEALED, an MLS PrivateMessage of the two users' conversation (or
+    /// the group's), whose application data is a Message of `type` READ, the outer `messageId`,
+    /// and `content` the ids read, space-separated. Stored like a message (blocks, contacts-only
+    /// (not for a group's: SENDER must be a member), rates), never kept in the history; refused
+    /// like a blocked sender's when its recipient has read receipts off.
     case sealedRead // = 14
 
     /// Only inside a sealed TYPING datagram's MLS message (section 2, TYPING): the application

@@ -28,8 +28,8 @@ struct ControlMachine {
         let maxGroupMembers: Int
         /// Device certificates a user may have stored (the key directory, `KeyFlow`).
         let maxDevicesPerUser: Int
-        /// `--e2e required`: a one-to-one read mark must be sealed (`SEALED_READ`), and `markRead`
-        /// naming one is refused E2E_REQUIRED.
+        /// `--e2e required`: a read mark, one-to-one or a group's, must be sealed (`SEALED_READ`),
+        /// and `markRead` naming one is refused E2E_REQUIRED.
         let sealedOnly: Bool
 
         init(admission: Admission, requests: RequestGate.Settings = .init(), loginDeadline: TimeAmount = .seconds(30),

@@ -28,13 +28,13 @@ enum ReadReceipts {
         return nil
     }
 
-    /// Under `--e2e required` every one-to-one conversation is encrypted, so a one-to-one mark
+    /// Under `--e2e required` every conversation, one-to-one or group, is encrypted, so a mark
     /// sent in the clear would tell the server what its reader read: it goes sealed
-    /// (`SEALED_READ`, docs/E2EE.md, Part 7), and a request naming one is refused, nothing told.
-    /// Group marks are taken (a group's reads are not sealed yet).
+    /// (`SEALED_READ`, a group's to `SENDER#NAME`, docs/E2EE.md, Part 7), and a request naming
+    /// any mark is refused, nothing told.
     static func sealedOnlyProblem(in request: Simp_ReadRequest, sealedOnly: Bool) -> String? {
-        guard sealedOnly, request.reads.contains(where: { $0.group.isEmpty }) else { return nil }
-        return "this server takes one-to-one read receipts only end-to-end encrypted (--e2e required): send them sealed"
+        guard sealedOnly, !request.reads.isEmpty else { return nil }
+        return "this server takes read receipts only end-to-end encrypted (--e2e required): send them sealed"
     }
 
     /// Why a mark is not told, counted in `simp_read_marks_left_out_total{reason}`. A client

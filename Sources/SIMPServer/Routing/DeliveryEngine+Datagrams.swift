@@ -242,8 +242,10 @@ extension DeliveryEngine {
         }
         if message.type == .sealed || message.type == .sealedRead { metrics.sealedTaken.increment() }
         // Before anything is looked up: the answer would say whether the name exists.
-        if GroupName.addressed(by: message.toUser) == nil, message.toUser != session.user,
-           !recipients.admits(session.user, writingTo: message.toUser, now: now.deadline) {
+        // A group's sealed read receipt (`SENDER#NAME`) is paced as one to SENDER, its inbox.
+        let recipient = SealedSignals.inboxOwner(of: message)
+        if GroupName.addressed(by: message.toUser) == nil, recipient != session.user,
+           !recipients.admits(session.user, writingTo: recipient, now: now.deadline) {
             metrics.exceeded(.newRecipients)
             refuse(message, (.rateLimited, recipients.reason()), from: session, now: now)
             return
@@ -299,7 +301,10 @@ extension DeliveryEngine {
         let toGroup = GroupName.addressed(by: message.toUser) != nil
         message.fromDevice = toGroup ? session.device : ""
         let bytes: [UInt8] = (try? message.serializedBytes()) ?? []
-        let copied = session.devices > 1 && message.toUser != session.user && !toGroup
+        // Whose inbox it goes to: a group's sealed read receipt (`SENDER#NAME`) to SENDER's
+        // alone, its `toUser` kept as it came (the group names the MLS group that seals it).
+        let owner = SealedSignals.inboxOwner(of: message)
+        let copied = session.devices > 1 && owner != session.user && !toGroup
         // Stored, it (or its copy for the sender's other devices) could never be pushed: its
         // seq would not fit the datagram.
         let limit = MessageRules.maxStoredBytes - (copied ? session.device.utf8.count + 2 : 0)
@@ -309,7 +314,7 @@ extension DeliveryEngine {
             return .refused(message, (.messageTooLarge, "message is \(bytes.count) bytes as stored (with its sender and time); "
                                       + "the limit is \(limit)"))
         }
-        var request = StoreRequest(from: session.user, id: message.messageID, to: message.toUser, bytes: bytes)
+        var request = StoreRequest(from: session.user, id: message.messageID, to: owner, bytes: bytes)
         request.device = session.device
         request.copiedForSender = copied
         // A sealed read receipt is told, never kept in the conversation's history (as a READ

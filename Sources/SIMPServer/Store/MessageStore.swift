@@ -349,6 +349,9 @@ final class MessageStore: Sendable {
             keys.append(history)
             keys.append(redis.scriptsCrossSlots && needsSenderCopy(request) ? self.keys.history(of: request.from, with: to) : history)
         }
+        // A group's sealed read receipt is refused unless its recipient is in the group: its
+        // groups record (same slot), last, read only for such a read.
+        if requests.contains(where: \.sealedRead) { keys.append(self.keys.groups(to)) }
         let bounds = self.bounds
         var args: [any RedisArgument] = [settings.messageIDTTLSeconds, settings.historyCap, bounds.limit,
                                          bounds.share, max(settings.idsPerSender, bounds.share),
@@ -369,11 +372,23 @@ final class MessageStore: Sendable {
     /// The store script's third argument per message: the sender whose messages the recipient's
     /// filters may refuse (a filtered message, kept in the history), `~SENDER` for a filtered
     /// sealed read receipt (not kept in the history; refused by the recipient's read-receipts
-    /// setting too), `-` for one not kept in the history, empty for neither. No user name
-    /// starts with `~` or `-`.
+    /// setting too), `~SENDER#GROUP` for a group's (refused unless the recipient is a member of
+    /// GROUP, by its groups record, the script's last key; contacts-only does not apply, as to
+    /// the group's messages), `-` for one not kept in the history, empty for neither. No user
+    /// name starts with `~` or `-`, or holds a `#`.
     static func storeFlag(_ request: StoreRequest) -> String {
-        if request.filtered { return request.sealedRead ? "~" + request.from : request.from }
+        if request.filtered {
+            guard request.sealedRead else { return request.from }
+            return "~" + request.from + (readGroup(of: request).map(GroupName.address) ?? "")
+        }
         return request.inHistory ? "" : "-"
+    }
+
+    /// The group a sealed read receipt's messages were sent to (`SealedSignals.ReadAddress`), read
+    /// back from what is stored: only reads pay for it, and a request carries no more fields.
+    static func readGroup(of request: StoreRequest) -> String? {
+        guard request.sealedRead, let message = try? Simp_Message(serializedBytes: request.bytes) else { return nil }
+        return SealedSignals.ReadAddress(message.toUser)?.group
     }
 
     static func outcomes(_ reply: RedisValue, count: Int) -> [StoreOutcome] {

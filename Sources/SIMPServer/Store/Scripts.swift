@@ -113,8 +113,18 @@ enum Scripts {
         only = redis.call('HGET', KEYS[9], 'contacts-only') == 'on'
       end
       if refusals[sender] == nil then
-        refusals[sender] = (blocks and redis.call('SISMEMBER', KEYS[8], sender) == 1)
-          or (only and redis.call('HGET', KEYS[7], sender) ~= 'contact')
+        -- `~SENDER#GROUP`: a group's sealed read receipt, refused unless the recipient is a
+        -- member of GROUP (its groups record, "MARK 1", the last key); contacts-only does not
+        -- apply, as to the group's messages.
+        local hash = string.find(sender, '#', 1, true)
+        if hash then
+          local who, record = string.sub(sender, 1, hash - 1), redis.call('HGET', KEYS[#KEYS], string.sub(sender, hash + 1))
+          refusals[sender] = (blocks and redis.call('SISMEMBER', KEYS[8], who) == 1)
+            or not record or string.sub(record, -2) ~= ' 1'
+        else
+          refusals[sender] = (blocks and redis.call('SISMEMBER', KEYS[8], sender) == 1)
+            or (only and redis.call('HGET', KEYS[7], sender) ~= 'contact')
+        end
       end
       return refusals[sender]
     end

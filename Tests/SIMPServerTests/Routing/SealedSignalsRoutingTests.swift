@@ -7,8 +7,9 @@ import Testing
 /// Read receipts and typing between encrypting users (docs/E2EE.md, Part 7) as the server
 /// routes them, pure: a sealed TYPING is relayed with its MLS message unchanged, naming the
 /// typer; under `--e2e required` a plain one is dropped; a sealed read receipt is stored out of
-/// the history and refused by the recipient's read-receipts setting; one-to-one `markRead`
-/// marks are refused under `--e2e required`.
+/// the history and refused by the recipient's read-receipts setting; a group's goes to its
+/// sender's inbox alone, its membership checked; every `markRead` mark is refused under
+/// `--e2e required`.
 struct SealedSignalsRoutingTests {
     typealias Node = DeliveryEngineEventTests.Node
     static let mls = SealedText.privateMessagePrefix + [0x20, 0x00, 0x41, 0xff, 0x00]
@@ -78,12 +79,39 @@ struct SealedSignalsRoutingTests {
         #expect(MessageRules.problem(in: message)?.code == .badRequest, "not to a group")
     }
 
-    @Test func oneToOneMarksAreRefusedUnderE2ERequiredGroupMarksTaken() {
+    @Test func everyMarkIsRefusedUnderE2ERequired() {
         var request = Simp_ReadRequest()
         request.reads = [.with { $0.fromUser = "alice"; $0.messageID = "1"; $0.seq = 3 }]
         #expect(ReadReceipts.sealedOnlyProblem(in: request, sealedOnly: false) == nil)
         #expect(ReadReceipts.sealedOnlyProblem(in: request, sealedOnly: true) != nil)
         request.reads = [.with { $0.fromUser = "alice"; $0.messageID = "1"; $0.seq = 3; $0.group = "team"; $0.groupSeq = 2 }]
+        #expect(ReadReceipts.sealedOnlyProblem(in: request, sealedOnly: false) == nil)
+        #expect(ReadReceipts.sealedOnlyProblem(in: request, sealedOnly: true) != nil, "a group's mark goes sealed too")
+        request.reads = []
         #expect(ReadReceipts.sealedOnlyProblem(in: request, sealedOnly: true) == nil)
+    }
+
+    /// A group's sealed read (`SENDER#NAME`) goes to SENDER's inbox alone, paced and copied as
+    /// one to SENDER, its `toUser` kept; the store checks SENDER is in the group.
+    @Test func aGroupsSealedReadIsStoredForItsSenderAlone() throws {
+        var message = Simp_Message()
+        message.messageID = "r2"
+        message.toUser = "alice#team"
+        message.type = .sealedRead
+        message.content = Data(Self.mls).base64EncodedString()
+        var node = Node.make()
+        let bob = try node.online("bob", port: 4001)
+        guard case .unordered(let request) = DeliveryEngine.storeRequest(for: message, from: bob, now: DeliveryEngineEventTests.at()) else {
+            Issue.record("not stored")
+            return
+        }
+        #expect(request.to == "alice", "in alice's inbox, not the group's")
+        #expect(request.sealedRead && !request.inHistory && request.filtered)
+        #expect(try Simp_Message(serializedBytes: request.bytes).toUser == "alice#team", "its address kept for the MLS group")
+        #expect(MessageStore.storeFlag(request) == "~bob#team", "refused unless alice is in #team")
+        #expect(MessageStore.readGroup(of: request) == "team")
+        var oneToOne = request
+        oneToOne.bytes = try Simp_Message.with { $0.messageID = "r3"; $0.toUser = "alice"; $0.type = .sealedRead }.serializedBytes()
+        #expect(MessageStore.storeFlag(oneToOne) == "~bob")
     }
 }
