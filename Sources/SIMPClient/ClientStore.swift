@@ -219,9 +219,8 @@ final class ClientStore: Sendable {
         } catch {
             throw StoreWriteError(path: path, error)
         }
-        try await write { db in
-            // Sealed with keys whose state that write keeps: not kept without it.
-            try queued?.check()
+        // Sealed with keys whose state that write keeps: not kept without it.
+        try await write(after: queued) { db in
             var position = (try Int64.fetchOne(try db.cachedStatement(sql: "SELECT COALESCE(MAX(position), 0) + 1 FROM outbox"))) ?? 1
             for (id, to, payload) in rows {
                 try db.run(sql: "INSERT OR REPLACE INTO outbox (id, recipient, payload, position) VALUES (?, ?, ?, ?)",
@@ -242,25 +241,21 @@ final class ClientStore: Sendable {
 
     /// A write queued and not awaited, that a later write may rest on (`queueSealed`): whether
     /// it failed, known before any write queued after it runs. A failure in the same batch
-    /// fails the writes after it anyway (`commit`); one in an earlier batch is read here.
+    /// fails the writes after it anyway (`commit`); one in an earlier batch fails the write
+    /// resting on it alone (`Write.after`).
     final class QueuedWrite: Sendable {
         let failure = Locked<StoreWriteError?>(nil)
-
-        /// Throws its failure, from a write queued after it.
-        func check() throws {
-            if let failure = failure.value { throw failure }
-        }
     }
 
     /// Returns once `queued` is on disk; throws if it failed.
     func written(_ queued: QueuedWrite) async throws(StoreWriteError) {
-        try await write { _ in try queued.check() }
+        try await write(after: queued) { _ in }
     }
 
     /// `enqueue` for a caller that waits: returns once `work` is on disk.
-    func write(_ work: @escaping @Sendable (Database) throws -> Void) async throws(StoreWriteError) {
+    func write(after queued: QueuedWrite? = nil, _ work: @escaping @Sendable (Database) throws -> Void) async throws(StoreWriteError) {
         let written = await withCheckedContinuation { (written: CheckedContinuation<Result<Void, StoreWriteError>, Never>) in
-            enqueue({ written.resume(returning: $0) }, work)
+            enqueue({ written.resume(returning: $0) }, after: queued, work)
         }
         try written.get()
     }
@@ -304,27 +299,31 @@ final class ClientStore: Sendable {
     struct Write: Sendable {
         var work: @Sendable (Database) throws -> Void
         var done: @Sendable (Result<Void, StoreWriteError>) -> Void
+        /// The queued write it rests on: failed, this one fails too, without running.
+        var after: QueuedWrite?
     }
 
     /// Queues `work` after every write queued before it; `done` is called (on GRDB's queue)
     /// once it is on disk, or with why not. The writes that queue while the writer is busy go
     /// in one transaction, made durable by one fsync: a group commit. A client with many
     /// messages in flight pays one sync per batch instead of one per message.
-    func enqueue(_ done: @escaping @Sendable (Result<Void, StoreWriteError>) -> Void,
+    func enqueue(_ done: @escaping @Sendable (Result<Void, StoreWriteError>) -> Void, after queued: QueuedWrite? = nil,
                  _ work: @escaping @Sendable (Database) throws -> Void) {
-        let first = waiting.withLock { waiting in
-            waiting.append(Write(work: work, done: done))
-            return waiting.count == 1
-        }
-        // Otherwise a batch is already scheduled and has not yet taken what waits.
-        guard first else { return }
         let path = path
         let waiting = waiting
-        // The batch is taken before the transaction begins: a BEGIN that fails (the file busy
-        // past its timeout) fails this batch, and the next write schedules the next one.
-        db.asyncWriteWithoutTransaction { db in
-            let batch = waiting.exchange([])
-            for (write, result) in zip(batch, Self.commit(batch, in: db, path: path)) { write.done(result) }
+        let db = db
+        waiting.withLock { pending in
+            pending.append(Write(work: work, done: done, after: queued))
+            // Otherwise a batch is already scheduled and has not yet taken what waits.
+            guard pending.count == 1 else { return }
+            // Scheduled under the lock: a direct write (`db.write`) made after this call returns
+            // runs after this batch, as it was queued after it. The batch is taken when it
+            // runs, before the transaction begins: a BEGIN that fails (the file busy past its
+            // timeout) fails this batch, and the next write schedules the next one.
+            db.asyncWriteWithoutTransaction { db in
+                let batch = waiting.exchange([])
+                for (write, result) in zip(batch, Self.commit(batch, in: db, path: path)) { write.done(result) }
+            }
         }
     }
 
@@ -334,7 +333,16 @@ final class ClientStore: Sendable {
     /// back and the writes before it run again in one of their own, so none lands half done or
     /// without those before it. Failures are rare (a full disk), so the common path has no
     /// savepoint per write: each cost two statements SQLite parsed afresh.
-    private static func commit(_ batch: [Write], in db: Database, path: String) -> [Result<Void, StoreWriteError>] {
+    private static func commit(_ all: [Write], in db: Database, path: String) -> [Result<Void, StoreWriteError>] {
+        // A write resting on one that failed in an earlier batch fails alone: it writes nothing,
+        // and the batch goes on without it.
+        let restingOnFailed = all.map { $0.after?.failure.value }
+        let batch = all.indices.filter { restingOnFailed[$0] == nil }.map { all[$0] }
+        var results = commitRunnable(batch, in: db, path: path)[...]
+        return restingOnFailed.map { failure in failure.map { .failure($0) } ?? results.popFirst()! }
+    }
+
+    private static func commitRunnable(_ batch: [Write], in db: Database, path: String) -> [Result<Void, StoreWriteError>] {
         var kept = batch.count
         var failed: (index: Int, error: StoreWriteError)?
         while true {

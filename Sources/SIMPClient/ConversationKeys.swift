@@ -628,12 +628,14 @@ actor ConversationKeys {
         if let running = syncing[conversation] {
             do { try await running.value } catch { throw Self.clientError(error) }
             // A change told after it began (an acceptance that must be committed now, say) is
-            // not in what it read: once more, unless another check began meanwhile.
-            guard checkedFrom[conversation] != changes[conversation, default: 0], syncing[conversation] == nil else { return }
+            // not in what it read: once more, unless another check began meanwhile (its
+            // starter may not have resumed yet to clear its entry: a finished one is no other).
+            let another = syncing[conversation].map { $0 != running } ?? false
+            guard checkedFrom[conversation] != changes[conversation, default: 0], !another else { return }
         }
         let task = Task { try await self.resync(conversation, client: client) }
         syncing[conversation] = task
-        defer { syncing[conversation] = nil }
+        defer { if syncing[conversation] == task { syncing[conversation] = nil } }
         do { try await task.value } catch { throw Self.clientError(error) }
     }
 

@@ -137,6 +137,24 @@ import Testing
             try await store.add([("later", "bob", message("later", to: "bob"))], after: state)
         }
         try await store.add(id: "plain", to: "bob", message: message("plain", to: "bob"))
-        #expect(try ClientStore(directory: directory, user: "alice").load().pending.map(\.id) == ["plain"])
+        // In a later batch the write resting on it fails alone: the others of that batch land
+        // (the writer is held by a first write until both are queued, so they share a batch).
+        let gate = DispatchSemaphore(value: 0)
+        let outcomes = AsyncStream<(String, Bool)>.makeStream()
+        store.enqueue({ _ in }) { _ in gate.wait() }
+        for (id, resting) in [("resting", true), ("independent", false)] {
+            let payload = Data(try message(id, to: "bob").serializedBytes() as [UInt8])
+            store.enqueue({ outcomes.continuation.yield((id, (try? $0.get()) != nil)) }, after: resting ? state : nil) { db in
+                try db.execute(sql: "INSERT INTO outbox (id, recipient, payload, position) VALUES (?, 'bob', ?, 100)", arguments: [id, payload])
+            }
+        }
+        gate.signal()
+        var landed: [String: Bool] = [:]
+        for await (id, ok) in outcomes.stream {
+            landed[id] = ok
+            if landed.count == 2 { break }
+        }
+        #expect(landed == ["resting": false, "independent": true])
+        #expect(try ClientStore(directory: directory, user: "alice").load().pending.map(\.id) == ["plain", "independent"])
     }
 }
