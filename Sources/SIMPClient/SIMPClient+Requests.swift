@@ -24,9 +24,11 @@ extension SIMPClient {
 
     /// The last `limit` messages (1-1000) between the logged-in user and `peer`, oldest first,
     /// fetched page by page until there are that many or no older ones. A long message whose
-    /// parts span pages is put together across them.
+    /// parts span pages is put together across them. With `endToEnd` they come from the data
+    /// directory: the server's history holds only ciphertext (docs/E2EE.md, Part 4).
     public func history(with peer: String, limit: Int = 20) async throws(ClientError) -> [IncomingMessage] {
         let wanted = max(1, min(limit, 1000))
+        if configuration.endToEnd { return try await decryptedHistory(with: peer, limit: wanted) }
         var pages: [[IncomingMessage]] = []
         var seen = Set<MessageKey>()
         var messages: [IncomingMessage] = []
@@ -41,6 +43,22 @@ extension SIMPClient {
             before = page.nextBefore
         }
         return Array(messages.suffix(wanted))
+    }
+
+    /// `history(with:)` of an encrypting device: what its own store kept, as it decrypted and
+    /// sent it.
+    private func decryptedHistory(with peer: String, limit: Int) async throws(ClientError) -> [IncomingMessage] {
+        let user = try await identityStore().user
+        return try await messages(in: peer, limit: limit).map { kept in
+            let group = GroupName.addressed(by: kept.conversation)
+            var message = IncomingMessage(id: kept.id, from: kept.from,
+                                          to: kept.isOutgoing || group != nil ? kept.conversation : user,
+                                          text: kept.text, imageURL: kept.imageURL, seq: kept.seq, sentAt: kept.sentAt)
+            message.group = group
+            message.groupSeq = kept.groupSeq
+            message.parts = kept.parts
+            return message
+        }
     }
 
     /// One page of the conversation with `peer`, oldest first: at most `limit` (1-1000)

@@ -87,6 +87,11 @@ import Testing
         // The history shows the plaintext, from the device's own store.
         let history = try await bob.messages(in: "alice")
         #expect(history.contains { $0.text == secret })
+        // `history(with:)` too (what `/history` prints): the device's store, not the server's
+        // ciphertext.
+        let told = try await bob.history(with: "alice")
+        #expect(told.contains { $0.id == first && $0.text == secret && $0.from == "alice" && $0.to == "bob" })
+        #expect(told.contains { $0.id == reply && $0.text == "the raven answers at dawn" && $0.from == "bob" && $0.to == "alice" })
 
         // A control: a client without encryption, whose text the same dump does find.
         try await cluster.register("carol")
