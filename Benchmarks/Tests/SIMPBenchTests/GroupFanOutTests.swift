@@ -8,16 +8,19 @@ import Testing
 @Suite(.serialized) struct GroupFanOutTests {
     static let redisInstalled = (try? Spawn.executable("redis-server")) != nil
 
-    @Test(.enabled(if: redisInstalled, "redis-server is not installed (apt-get install redis-server)"))
-    func aShortGroupRunDeliversEveryAcceptedMessageToEveryMember() async throws {
-        let pattern = FanOutPattern(members: 5, window: 4, payloadBytes: 64, duration: 1, warmup: 0.2, drain: 30)
+    /// `pattern` through a spawned redis-server and simp-server (with `serverArguments` too),
+    /// its clients placed by `place`; the stack stops either way.
+    static func run(_ pattern: FanOutPattern, serverArguments: [String] = [],
+                    place: (inout Placement) -> Void = { _ in }) async throws -> FanOutResult {
         let stack = try await SpawnedStack.start(SpawnOptions(serverBinary: try productPath("simp-server"), serverArguments: [
             "--scrypt-rounds", "1024", "--min-password-length", "1", "--log-level", "warning",
-        ]))
+        ] + serverArguments))
+        var placement = Placement(nodes: stack.serverAddresses)
+        place(&placement)
         let loops = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let result: FanOutResult
         do {
-            (result, _) = try await GroupLoad.run(pattern, placement: Placement(nodes: stack.serverAddresses), group: loops, processes: [])
+            (result, _) = try await GroupLoad.run(pattern, placement: placement, group: loops, processes: [])
         } catch {
             await stack.stop()
             try await loops.shutdownGracefully()
@@ -25,6 +28,13 @@ import Testing
         }
         await stack.stop()
         try await loops.shutdownGracefully()
+        return result
+    }
+
+    @Test(.enabled(if: redisInstalled, "redis-server is not installed (apt-get install redis-server)"))
+    func aShortGroupRunDeliversEveryAcceptedMessageToEveryMember() async throws {
+        let pattern = FanOutPattern(members: 5, window: 4, payloadBytes: 64, duration: 1, warmup: 0.2, drain: 30)
+        let result = try await Self.run(pattern)
         #expect(result.failed == 0, "\(result.failures)")
         #expect(result.sent > 0 && result.accepted == result.sent)
         #expect(result.deliveries > 0)
@@ -47,28 +57,17 @@ import Testing
     @Test(.enabled(if: redisInstalled, "redis-server is not installed (apt-get install redis-server)"))
     func anEncryptedGroupRunDeliversEveryMessageDecryptedToEveryMember() async throws {
         let pattern = FanOutPattern(members: 40, window: 4, payloadBytes: 64, duration: 1, warmup: 0.2, drain: 30)
-        let stack = try await SpawnedStack.start(SpawnOptions(serverBinary: try productPath("simp-server"), serverArguments: [
-            "--scrypt-rounds", "1024", "--min-password-length", "1", "--log-level", "warning", "--e2e", "required",
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("simp-bench-test-\(UUID())").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let result = try await Self.run(pattern, serverArguments: [
+            "--e2e", "required",
             // 41 users register from this one address, and claim each other's KeyPackages.
             "--max-registrations-per-ip", "1000", "--max-conns-per-ip", "1000", "--max-hashing-per-ip", "1024",
             "--max-hashing-queue", "1024",
-        ]))
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("simp-bench-test-\(UUID())").path
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        var placement = Placement(nodes: stack.serverAddresses)
-        placement.dataDirectory = directory
-        placement.endToEnd = true
-        let loops = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let result: FanOutResult
-        do {
-            (result, _) = try await GroupLoad.run(pattern, placement: placement, group: loops, processes: [])
-        } catch {
-            await stack.stop()
-            try await loops.shutdownGracefully()
-            throw error
+        ]) { placement in
+            placement.dataDirectory = directory
+            placement.endToEnd = true
         }
-        await stack.stop()
-        try await loops.shutdownGracefully()
         #expect(result.failed == 0, "\(result.failures)")
         #expect(result.sent > 0 && result.accepted == result.sent)
         #expect(result.deliveries == result.accepted * pattern.members)
