@@ -39,7 +39,7 @@ extension Conformance {
             try expect(off.last?.kind == "failed not_a_contact", "a SEALED_READ to a user with read receipts off: \(off)")
         },
         ConformanceCheck("4.27", "4. Messages, Read receipts",
-                         "a SEALED_READ to SENDER#GROUP is stored for SENDER alone, pushed with its toUser and content unchanged, even when SENDER takes messages from contacts only, if SENDER is a member of GROUP; to a user who is not, it is NOT_A_CONTACT") { target in
+                         "a SEALED_READ to SENDER#GROUP is stored for SENDER alone, pushed with its toUser and content unchanged, even when SENDER takes messages from contacts only, if SENDER is a member of GROUP; to a user who is not, it is NOT_A_CONTACT; from a reader who is not a member, it is NOT_A_MEMBER") { target in
             let (alice, aliceName) = try target.boundPeer("a")
             let (bobPeer, bob) = try target.boundPeer("b")
             let (carolPeer, carol) = try target.boundPeer("c")
@@ -62,7 +62,9 @@ extension Conformance {
             alice.sendDatagram(.data, try sealedMessage(id: "gr2", to: carol + "#" + group, order: 2, content: content, type: .sealedRead))
             let answers = try alice.answers(until: "gr2")
             try expect(answers.last?.kind == "failed not_a_contact", "a group's SEALED_READ to a user not in the group: \(answers)")
-            _ = carolPeer
+            carolPeer.sendDatagram(.data, try sealedMessage(id: "gr3", to: address, order: 1, content: content, type: .sealedRead))
+            let stranger = try carolPeer.answers(until: "gr3")
+            try expect(stranger.last?.kind == "failed not_a_member", "a group's SEALED_READ from a reader not in the group: \(stranger)")
         },
         ConformanceCheck("2.8", "2. Datagrams, TYPING",
                          "a sealed TYPING (a user name, a zero byte, an MLS PrivateMessage) reaches that user naming the typer, the MLS message unchanged") { target in

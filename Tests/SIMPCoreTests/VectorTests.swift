@@ -114,6 +114,8 @@ import Testing
             ("failed", Simp_Envelope(.failed(Simp_Failed(messageID: "19", to: "nobody", code: .unknownUser, reason: "no such user: nobody")))),
             ("failed (e2e required)", Simp_Envelope(.failed(Simp_Failed(messageID: "22", to: "bob", code: .e2ERequired,
                                                                           reason: "this server takes only end-to-end encrypted messages to users")))),
+            ("failed (group read from a non-member)", Simp_Envelope(.failed(Simp_Failed(messageID: "23", to: "alice", code: .notAMember,
+                                                                                        reason: "you are not a member of #team: no read receipts in it")))),
             ("receipt", Simp_Envelope(requestID: 5, .receipt(.with { $0.upToSeq = 42; $0.missing = [44, 45] }))),
             ("receipt (holding)", Simp_Envelope(requestID: 5, .receipt(.with { $0.upToSeq = 42; $0.receivedUpToSeq = 47 }))),
             ("connect (holding)", Simp_Envelope(requestID: 3, .connect(.with {

@@ -197,4 +197,51 @@ import Testing
         for device in [phone, laptop, bob, carol] { await device.client.close() }
         await cluster.stop()
     }
+
+    /// A group's sealed read from someone who is not in the group is refused NOT_A_MEMBER before
+    /// it is stored, the same whether the named sender is in the group or the group exists: it
+    /// never reaches the sender's inbox (despite contacts-only), and its answer tells nothing of
+    /// who is a member (docs/SECURITY.md, read receipts).
+    @Test func aGroupReadFromSomeoneOutsideTheGroupIsRefusedAndNeverStored() async throws {
+        let cluster = try await TestCluster.start { $0.endToEnd = .required }
+        let directories = (0..<5).map { _ in LocalHistoryTests.directory() }
+        defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
+        let (phone, laptop, bob, carol) = try await People.people(cluster, directories)
+        _ = try await bob.client.set(.contactsOnly(true))
+        _ = try await bob.client.createGroup("trio", members: ["alice", "carol"])
+        let id = try await bob.client.send(to: "#trio", text: "for the trio only")
+        #expect(await People.reads(phone, id, "for the trio only"))
+
+        try await cluster.register("mallory")
+        let raw = try RawPeer(tcpPort: cluster.addresses.tcpPort, udpPort: cluster.addresses.udpPort)
+        try raw.connectAndBind(token: try raw.login("mallory", "pw-mallory", device: "raw"), device: "raw")
+        let forged = SealedText.privateMessagePrefix + (0..<90).map { UInt8(truncatingIfNeeded: $0 &* 37) }
+        for (index, address) in ["bob#trio", "dave#trio", "bob#nosuchgroup"].enumerated() {
+            raw.sendDatagram(.data, try Simp_Message.with {
+                $0.version = 1; $0.messageID = "stranger-read-\(index)"; $0.toUser = address; $0.type = .sealedRead
+                $0.content = Data(forged).base64EncodedString()
+            }.serializedBytes())
+            var answer: Simp_Envelope.OneOf_Body?
+            while answer == nil, let envelope = try raw.read() {
+                if case .failed = envelope.body { answer = envelope.body }
+                if case .accepted = envelope.body { answer = envelope.body }
+            }
+            guard case .failed(let failed)? = answer else {
+                Issue.record("\(address): \(String(describing: answer))")
+                continue
+            }
+            #expect(failed.code == .notAMember && failed.messageID == "stranger-read-\(index)", "\(address): \(failed)")
+        }
+        #expect(cluster.metric("simp_group_reads_refused_total") == 3)
+
+        // A member's read after them reaches bob; none of the stranger's did (bob's device would
+        // have dropped and counted it, unopenable).
+        let message = try #require(phone.log.messages.first { $0.id == id })
+        try await phone.client.markRead([message])
+        #expect(await bob.log.wait { $0.reads.map(\.id) == [id] })
+        #expect(bob.client.droppedSignals().isEmpty, "\(bob.client.droppedSignals())")
+        raw.closeControl()
+        for device in [phone, laptop, bob, carol] { await device.client.close() }
+        await cluster.stop()
+    }
 }

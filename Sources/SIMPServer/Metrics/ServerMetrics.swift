@@ -46,6 +46,8 @@ final class ServerMetrics: Sendable {
     /// `--e2e required`: what share of the traffic the server can read.
     let sealedTaken: Counter
     let plaintextRefused: Counter
+    /// Groups' sealed read receipts refused because their reader is not a member of the group.
+    let readsRefused: Counter
     let presenceRelayed: Counter
     let retransmits: Counter
     let pushesGivenUp: Counter
@@ -120,6 +122,7 @@ final class ServerMetrics: Sendable {
         typingRelayed = counter("typing_relayed", "TYPING datagrams sent to a session (never stored)")
         sealedTaken = counter("messages_sealed", "End-to-end encrypted (SEALED) messages taken from senders, before storing")
         plaintextRefused = counter("plaintext_refused", "Messages to users refused for not being end-to-end encrypted (--e2e required)")
+        readsRefused = counter("group_reads_refused", "Sealed read receipts in a group refused because their reader is not a member")
         presenceRelayed = counter("presence_relayed", "PRESENCE datagrams sent to a session (never stored)")
         pushesGivenUp = counter("pushes_given_up", "Pushes given up until the client's next keepalive or session")
         pushesLost = counter("pushes_lost", "Pushes found lost (timed out, or reported missing by a receipt)")

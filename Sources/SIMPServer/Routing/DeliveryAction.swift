@@ -45,6 +45,9 @@ enum DeliveryAction {
     /// `floors`: each recipient's numbering floor here (`Session.numberingFloor`).
     case store(StoreBatch, floors: [String: UInt64])
     case relay(StoreRequest, group: String)
+    /// Ask the store whether a group's sealed read receipt's reader is a member of `group`
+    /// (answered with `readerChecked`).
+    case checkReader(StoreRequest, group: String)
     /// The member confirmed while its copies of these groups were held: copy on from their logs.
     case resumeGroupCopies(member: String, groups: [String])
     case markFailed(StoreRequest, code: Simp_ErrorCode)

@@ -242,9 +242,10 @@ extension DeliveryEngine {
         }
         if message.type == .sealed || message.type == .sealedRead { metrics.sealedTaken.increment() }
         // Before anything is looked up: the answer would say whether the name exists.
-        // A group's sealed read receipt (`SENDER#NAME`) is paced as one to SENDER, its inbox.
+        // Not a group's message, nor a group's sealed read receipt (`SENDER#NAME`): its reader's
+        // membership is checked first, and a member may learn who else is one.
         let recipient = SealedSignals.inboxOwner(of: message)
-        if GroupName.addressed(by: message.toUser) == nil, recipient != session.user,
+        if Self.isPaced(message), recipient != session.user,
            !recipients.admits(session.user, writingTo: recipient, now: now.deadline) {
             metrics.exceeded(.newRecipients)
             refuse(message, (.rateLimited, recipients.reason()), from: session, now: now)
@@ -258,6 +259,13 @@ extension DeliveryEngine {
         case .ordered(let order, let request):
             send(request, order: order, from: session, now: now)
         }
+    }
+
+    /// Whether a message counts towards its sender's new recipients (`RecipientPacing`): one to a
+    /// user does; one to a group, or a group's sealed read receipt, is for members only.
+    static func isPaced(_ message: Simp_Message) -> Bool {
+        guard GroupName.addressed(by: message.toUser) == nil else { return false }
+        return message.type != .sealedRead || SealedSignals.ReadAddress(message.toUser)?.group == nil
     }
 
     /// The session's send order decides when the message goes to the store.
@@ -322,6 +330,7 @@ extension DeliveryEngine {
         if message.type == .sealedRead {
             request.inHistory = false
             request.sealedRead = true
+            request.readGroup = SealedSignals.ReadAddress(message.toUser)?.group
         }
         // Unordered messages are stored on every arrival: only a numbered one reaches the
         // store once per session, so only it may go early.

@@ -12,6 +12,11 @@ extension DeliveryEngine {
             act(.relay(request, group: group))
             return
         }
+        // A group's sealed read receipt waits for its reader's membership (`readerChecked`).
+        if let group = request.readGroup, !request.readerChecked, request.copyFor == nil {
+            act(.checkReader(request, group: group))
+            return
+        }
         // A resend of a message whose store is still queued, in flight or being retried is
         // answered by that store's outcome; a second copy could contradict it.
         guard let place = storeTracker.begin(request) else { return }
@@ -29,6 +34,25 @@ extension DeliveryEngine {
         stores.enqueue(request)
         // Batches leave at the end of the loop tick, so one tick's datagrams share a batch.
         ask(.flushStores)
+    }
+
+    /// The store's answer to `checkReader`: a member's read goes on to the store; a non-member's
+    /// is refused whoever SENDER is and whatever the group (so the answer tells nothing of
+    /// either); one whose check failed is answered as a store that failed (the client sends it
+    /// again).
+    mutating func readerChecked(_ request: StoreRequest, _ member: Result<Bool, any Error>, now: Moment) {
+        switch member {
+        case .success(true):
+            var checked = request
+            checked.readerChecked = true
+            enqueueStore(checked, now: now)
+        case .success(false):
+            metrics.readsRefused.increment()
+            let group = GroupName.address(request.readGroup ?? "")
+            answerSender(request, [Self.failed(request, .notAMember, "you are not a member of \(group): no read receipts in it")])
+        case .failure(let error):
+            answerSender(request, [Self.failed(request, .storeUnavailable, "message store unavailable: \(error)")])
+        }
     }
 
     /// The recipient's session when the message may be pushed before its store answers

@@ -70,6 +70,8 @@ enum DeliveryEvent {
     // MARK: the store's answers
 
     case stored(StoreBatch, Result<[StoreOutcome], any Error>)
+    /// Whether a group's sealed read receipt's reader is a member of its group (`checkReader`).
+    case readerChecked(StoreRequest, member: Result<Bool, any Error>)
     case replicasProbed(RedisNodeAddress, Result<Int, any Error>)
     case inboxRead(session: UInt64, InboxRead, Result<[[UInt8]], any Error>)
     case entriesRead(session: UInt64, Result<[[UInt8]], any Error>)
@@ -132,6 +134,7 @@ extension DeliveryEngine {
     private mutating func handleAnswer(_ event: DeliveryEvent, at now: Moment) -> [DeliveryAction] {
         switch event {
         case .stored(let batch, let result): storeCompleted(batch, Self.outcomes(of: batch, result), now: now)
+        case .readerChecked(let request, let member): readerChecked(request, member, now: now)
         case .replicasProbed(let shard, let result): replicasProbed(shard, result)
         case .inboxRead(let id, let read, let result): inboxRead(session: id, read, result, now: now)
         case .entriesRead(let id, let result): entriesRead(session: id, result, now: now)

@@ -391,6 +391,10 @@ final class Router: @unchecked Sendable {
             announce(change, at: moment.deadline)
         case .publish(let notice, let nodes):
             store.publish(notice, to: nodes, on: loop)
+        case .checkReader(let request, let group):
+            store.groupMark(of: request.from, in: group, on: loop).whenComplete { [self] result in
+                feed(.readerChecked(request, member: result.map(\.isMember)))
+            }
         case .routeTyping(let from, let to, let sealed):
             store.typingNodes(from: from, to: to, on: loop).whenSuccess { [self] nodes in
                 feed(.typingNodes(from: from, to: to, nodes: nodes, sealed: sealed))

@@ -47,6 +47,11 @@ struct StoreRequest: Sendable {
     /// A sealed read receipt (`SEALED_READ`): besides the recipient's blocks and contacts-only
     /// setting, its read-receipts setting refuses it (answered as a block is).
     var sealedRead = false
+    /// A group's sealed read receipt (to `SENDER#NAME`): the group NAME. Its reader must be a
+    /// member of NAME (`readerChecked`) before it is stored: the store checks only SENDER.
+    var readGroup: String?
+    /// The reader's membership of `readGroup` was checked (`DeliveryEvent.readerChecked`).
+    var readerChecked = false
     /// Whether the recipient's blocks and contacts-only setting apply: not to a copy for the
     /// sender's own devices, nor to a message to oneself, nor to a notice.
     var filtered: Bool { !notice && copyFor == nil && from != to }
@@ -379,16 +384,9 @@ final class MessageStore: Sendable {
     static func storeFlag(_ request: StoreRequest) -> String {
         if request.filtered {
             guard request.sealedRead else { return request.from }
-            return "~" + request.from + (readGroup(of: request).map(GroupName.address) ?? "")
+            return "~" + request.from + (request.readGroup.map(GroupName.address) ?? "")
         }
         return request.inHistory ? "" : "-"
-    }
-
-    /// The group a sealed read receipt's messages were sent to (`SealedSignals.ReadAddress`), read
-    /// back from what is stored: only reads pay for it, and a request carries no more fields.
-    static func readGroup(of request: StoreRequest) -> String? {
-        guard request.sealedRead, let message = try? Simp_Message(serializedBytes: request.bytes) else { return nil }
-        return SealedSignals.ReadAddress(message.toUser)?.group
     }
 
     static func outcomes(_ reply: RedisValue, count: Int) -> [StoreOutcome] {

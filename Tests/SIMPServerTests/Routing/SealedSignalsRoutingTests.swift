@@ -1,4 +1,5 @@
 import Foundation
+import SIMPRedis
 import NIOCore
 @testable import SIMPServer
 import SIMPCore
@@ -91,8 +92,8 @@ struct SealedSignalsRoutingTests {
         #expect(ReadReceipts.sealedOnlyProblem(in: request, sealedOnly: true) == nil)
     }
 
-    /// A group's sealed read (`SENDER#NAME`) goes to SENDER's inbox alone, paced and copied as
-    /// one to SENDER, its `toUser` kept; the store checks SENDER is in the group.
+    /// A group's sealed read (`SENDER#NAME`) goes to SENDER's inbox alone, copied as one to
+    /// SENDER, its `toUser` kept; the store checks SENDER is in the group, the engine its reader.
     @Test func aGroupsSealedReadIsStoredForItsSenderAlone() throws {
         var message = Simp_Message()
         message.messageID = "r2"
@@ -109,9 +110,82 @@ struct SealedSignalsRoutingTests {
         #expect(request.sealedRead && !request.inHistory && request.filtered)
         #expect(try Simp_Message(serializedBytes: request.bytes).toUser == "alice#team", "its address kept for the MLS group")
         #expect(MessageStore.storeFlag(request) == "~bob#team", "refused unless alice is in #team")
-        #expect(MessageStore.readGroup(of: request) == "team")
+        #expect(request.readGroup == "team")
         var oneToOne = request
-        oneToOne.bytes = try Simp_Message.with { $0.messageID = "r3"; $0.toUser = "alice"; $0.type = .sealedRead }.serializedBytes()
+        oneToOne.readGroup = nil
         #expect(MessageStore.storeFlag(oneToOne) == "~bob")
+    }
+
+    static func groupRead(_ id: String, to address: String, order: UInt64 = 0) throws -> [UInt8] {
+        var message = Simp_Message()
+        message.messageID = id
+        message.toUser = address
+        message.type = .sealedRead
+        message.clientSeq = order
+        message.content = Data(Self.mls).base64EncodedString()
+        return try message.serializedBytes()
+    }
+
+    static func checks(_ node: Node) -> [(StoreRequest, String)] {
+        node.actions.compactMap { if case .checkReader(let request, let group) = $0 { (request, group) } else { nil } }
+    }
+
+    /// A group's sealed read from a reader who is not in the group is refused NOT_A_MEMBER
+    /// before anything is stored, whoever SENDER is: the answer tells a stranger nothing of the
+    /// group's members, and nothing reaches SENDER's inbox (finding of session 36).
+    @Test func aGroupsSealedReadWaitsForItsReaderToBeFoundAMember() throws {
+        var node = Node.make(sealedOnly: true)
+        let mallory = try node.online("mallory", port: 4002)
+        try node.datagram(.data, try Self.groupRead("r9", to: "alice#team"), from: mallory, port: 4002)
+        let asked = Self.checks(node)
+        #expect(asked.map(\.1) == ["team"] && asked.first?.0.from == "mallory", "the reader's membership asked of the store")
+        #expect(node.batches.isEmpty, "nothing stored before the answer")
+        node.on(.readerChecked(asked[0].0, member: .success(false)))
+        #expect(node.batches.isEmpty && !node.actions.contains { if case .later = $0 { true } else { false } }, "nothing goes to the store")
+        guard case .failed(let failed)? = node.sent(to: mallory).first else {
+            Issue.record("no answer: \(node.actions)")
+            return
+        }
+        #expect(failed.code == .notAMember && failed.messageID == "r9" && failed.toUser == "alice", "named as the store names it")
+        #expect(metricValue(node.engine.metrics.render(), "simp_group_reads_refused_total") == 1)
+    }
+
+    @Test func aMembersGroupReadGoesToTheStoreOnceCheckedAndAFailedCheckIsAnsweredAsAStoreOutage() throws {
+        var node = Node.make(sealedOnly: true)
+        let bob = try node.online("bob", port: 4001)
+        try node.datagram(.data, try Self.groupRead("r1", to: "alice#team", order: 1), from: bob, port: 4001)
+        let asked = Self.checks(node)
+        #expect(asked.count == 1)
+        node.on(.readerChecked(asked[0].0, member: .success(true)))
+        #expect(Self.checks(node).isEmpty, "checked once")
+        node.on(.due(.flushStores))
+        let stored = node.batches.flatMap(\.items)
+        #expect(stored.map(\.id) == ["r1"] && stored.first?.to == "alice" && stored.first?.readerChecked == true)
+        #expect(stored.first.map(MessageStore.storeFlag) == "~bob#team", "the store still checks alice is in #team")
+
+        try node.datagram(.data, try Self.groupRead("r2", to: "alice#team", order: 2), from: bob, port: 4001)
+        let again = Self.checks(node)
+        node.on(.readerChecked(again[0].0, member: .failure(RedisError(.protocolViolation, "down"))))
+        guard case .failed(let failed)? = node.sent(to: bob).first else {
+            Issue.record("no answer: \(node.actions)")
+            return
+        }
+        #expect(failed.code == .storeUnavailable && failed.messageID == "r2", "the client sends it again")
+    }
+
+    /// A one-to-one message counts towards the new-recipients pacing; a group's sealed read does
+    /// not (its reader is checked to be a member instead), so reading a busy group never runs
+    /// into the limit.
+    @Test func aGroupsSealedReadIsNotPacedAsANewRecipient() throws {
+        var message = Simp_Message()
+        message.toUser = "alice#team"
+        message.type = .sealedRead
+        #expect(!DeliveryEngine.isPaced(message))
+        message.toUser = "alice"
+        #expect(DeliveryEngine.isPaced(message), "a one-to-one read is")
+        message.type = .sealed
+        #expect(DeliveryEngine.isPaced(message))
+        message.toUser = "#team"
+        #expect(!DeliveryEngine.isPaced(message))
     }
 }
