@@ -592,12 +592,12 @@ actor ConversationKeys {
     }
 
     /// Records the peer's identity key on first use, or reports its change (`pinIdentity`).
-    private static func pin(_ peer: String, client: SIMPClient) async -> ClientError? {
+    /// The peer's identity key as now pinned (recorded in the store), or why not.
+    private static func pin(_ peer: String, client: SIMPClient) async -> Result<[UInt8], ClientError> {
         do {
-            _ = try await client.pinIdentity(of: peer)
-            return nil
+            return .success(try await client.pinIdentity(of: peer).peer.rawRepresentation)
         } catch {
-            return error
+            return .failure(error)
         }
     }
 
@@ -917,8 +917,11 @@ actor ConversationKeys {
         }
         var keys: [[UInt8]: [UInt8]] = [:]
         var owners = [user]
+        var pinned = [user: identityPublic]
         for peer in others {
-            if let refused = await Self.pin(peer, client: client) {
+            switch await Self.pin(peer, client: client) {
+            case .success(let key): pinned[peer] = key
+            case .failure(let refused):
                 guard refused.code == .unknownUser else { throw refused }
                 if group != nil { continue }
                 throw ClientError("\(peer) has no identity key yet: their client has not set up end-to-end encryption", code: .endToEnd)
@@ -931,8 +934,15 @@ actor ConversationKeys {
         }
         for owner in owners {
             let entry = try await client.keyDirectory(of: owner)
-            if owner == user, entry.identityKey != identityPublic {
-                throw ClientError("the server gives another identity key for \(user) than this device's", code: .endToEnd)
+            // Devices count only under the identity key pinned (and checked for a change) above:
+            // a server answering this second fetch with another key would otherwise have its own
+            // devices encrypted to.
+            guard entry.identityKey == pinned[owner] else {
+                if owner == user {
+                    throw ClientError("the server gives another identity key for \(user) than this device's", code: .endToEnd)
+                }
+                throw ClientError("the server gave two identity keys for \(owner) one after the other: nothing is sent; "
+                                  + "try again (a real change of \(owner)'s identity is then told)", code: .identityChanged)
             }
             let verified = entry.verifiedDevices
             for device in verified {

@@ -12,13 +12,17 @@ import Glibc
 /// bind token in `connected`) and changes what it forwards so that, seen from the peer, the
 /// server breaks that rule. With no rule it forwards everything unchanged.
 final class TamperingProxy: @unchecked Sendable {
-    enum Rule {
+    enum Rule: Equatable {
         /// A replayed datagram is acted on again (the proxy seals it under a fresh number).
         case acceptsReplays
         /// A BIND with a wrong token binds (the proxy puts the session's token in).
         case acceptsForeignBindTokens
         /// `bound` carries a request id (the proxy sets one).
         case boundCarriesARequestID
+        /// Every second key directory answer for the user names another identity key, with a
+        /// device of its own certified by it (a server trying to slip a device in between the
+        /// fetch a client pins the identity from and the one it reads the devices from).
+        case twoIdentities(of: String)
     }
 
     let rule: Rule?
@@ -39,7 +43,13 @@ final class TamperingProxy: @unchecked Sendable {
         var upstreams: [String: Int32] = [:]
         var seen: Set<[UInt64]> = []
         var nextFresh: UInt64 = 1_000_000
+        /// Key directory answers for `Rule.twoIdentities`'s user so far.
+        var directoryAnswers = 0
     }
+
+    /// The forged identity of `Rule.twoIdentities`, and the device it certifies.
+    let forgedIdentity = Curve25519.Signing.PrivateKey()
+    let forgedDevice = Curve25519.Signing.PrivateKey()
 
     init(serverTCP: Int, serverUDP: Int, rule: Rule?) throws {
         self.rule = rule
@@ -118,10 +128,27 @@ final class TamperingProxy: @unchecked Sendable {
             envelope.body = .connected(connected)
         case .bound where rule == .boundCarriesARequestID:
             envelope.requestID = 77
+        case .keyDirectoryEntry(let entry) where rule == .twoIdentities(of: entry.user):
+            let count = state.withLockedValue { $0.directoryAnswers += 1; return $0.directoryAnswers }
+            if count.isMultiple(of: 2) { envelope.body = .keyDirectoryEntry(forged(entry)) }
         default:
             break
         }
         return envelope
+    }
+
+    /// `entry` with the forged identity key and one device, "slipped", certified by it alone.
+    private func forged(_ entry: Simp_KeyDirectoryEntry) -> Simp_KeyDirectoryEntry {
+        var forged = entry
+        forged.identityKey = forgedIdentity.publicKey.rawRepresentation
+        let deviceKey = Array(forgedDevice.publicKey.rawRepresentation)
+        let signed = DeviceCertificateTBS.bytes(user: entry.user, device: "slipped", deviceKey: deviceKey)
+        forged.devices = [.with {
+            $0.device = "slipped"
+            $0.deviceKey = Data(deviceKey)
+            $0.signature = (try? forgedIdentity.signature(for: signed)) ?? Data()
+        }]
+        return forged
     }
 
     // MARK: datagrams
@@ -179,7 +206,7 @@ final class TamperingProxy: @unchecked Sendable {
     /// the rule changes is opened: opening every one made the proxy (a debug build) slower than
     /// the server's message budget, and check 7.1's burst then never reached the limit.
     private func tamper(_ datagram: [UInt8], session id: UInt64) -> [UInt8] {
-        guard let rule, rule != .boundCarriesARequestID, let connected = state.withLockedValue({ $0.connected[id] }) else { return datagram }
+        guard let rule, rule == .acceptsReplays || rule == .acceptsForeignBindTokens, let connected = state.withLockedValue({ $0.connected[id] }) else { return datagram }
         var buffer = ByteBuffer(bytes: datagram)
         guard let header = try? Datagram.decodeHeader(&buffer) else { return datagram }
         var resealed = header
@@ -195,7 +222,7 @@ final class TamperingProxy: @unchecked Sendable {
             }
         case .acceptsForeignBindTokens:
             guard header.kind == .bind else { return datagram }
-        case .boundCarriesARequestID:
+        case .boundCarriesARequestID, .twoIdentities:
             return datagram
         }
         let key = SymmetricKey(data: connected.sessionKey)
