@@ -13,14 +13,26 @@ public struct ChatPattern: Sendable, Codable {
     public var duration: Double
     public var warmup: Double
     public var drain: Double
+    /// Each user writes to this many others only (the next ones by index, round the ring),
+    /// as people write to their contacts; nil: to anyone. With end-to-end encryption each
+    /// such conversation is made (its MLS group) before the run.
+    public var contacts: Int?
 
-    public init(sessions: Int, rate: Double, payloadBytes: Int = 64, duration: Double = 10, warmup: Double = 1, drain: Double = 10) {
+    public init(sessions: Int, rate: Double, payloadBytes: Int = 64, duration: Double = 10, warmup: Double = 1, drain: Double = 10,
+                contacts: Int? = nil) {
         self.sessions = sessions
         self.rate = rate
         self.payloadBytes = payloadBytes
         self.duration = duration
         self.warmup = warmup
         self.drain = drain
+        self.contacts = contacts
+    }
+
+    /// The users `user` writes to: with `contacts`, the next ones round the ring.
+    public func contacts(of user: Int) -> [Int] {
+        guard let contacts else { return (0..<sessions).filter { $0 != user } }
+        return (1...min(contacts, sessions - 1)).map { (user + $0) % sessions }
     }
 
     /// Messages a second offered by all users together.
@@ -40,17 +52,21 @@ public struct ChatSchedule<Random: RandomNumberGenerator> {
     public let user: Int
     public let users: Int
     public let rate: Double
+    /// Writes only to the next `contacts` users round the ring (`ChatPattern.contacts`).
+    public let contacts: Int?
     /// Monotonic nanoseconds at which the next send is due.
     public private(set) var next: UInt64
     private var random: Random
 
     /// The first send is one gap after `start`, not at it: every user starting at once would
     /// be a burst no Poisson process makes.
-    public init(user: Int, users: Int, rate: Double, start: UInt64, random: Random) {
+    public init(user: Int, users: Int, rate: Double, start: UInt64, random: Random, contacts: Int? = nil) {
         precondition(users >= 2 && (0..<users).contains(user) && rate > 0, "a chat needs two users and a positive rate")
+        precondition(contacts.map { $0 >= 1 } ?? true, "a user with contacts has at least one")
         self.user = user
         self.users = users
         self.rate = rate
+        self.contacts = contacts.map { min($0, users - 1) }
         self.random = random
         next = 0
         next = start + gap()
@@ -81,6 +97,7 @@ public struct ChatSchedule<Random: RandomNumberGenerator> {
 
     /// Uniform over the other users: one of users - 1, those from `user` on shifted by one.
     mutating func peer() -> Int {
+        if let contacts { return (user + 1 + Int.random(in: 0..<contacts, using: &random)) % users }
         let pick = Int.random(in: 0..<(users - 1), using: &random)
         return pick >= user ? pick + 1 : pick
     }

@@ -184,7 +184,7 @@ final class MQTTChatter: @unchecked Sendable {
         loop.submit { [self] in
             self.clock = clock
             schedule = ChatSchedule(user: user, users: pattern.sessions, rate: pattern.rate, start: start,
-                                    random: SystemRandomNumberGenerator())
+                                    random: SystemRandomNumberGenerator(), contacts: pattern.contacts)
         }
     }
 

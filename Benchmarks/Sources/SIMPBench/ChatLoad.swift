@@ -18,9 +18,11 @@ public enum ChatLoad {
                            progress: @Sendable (String) -> Void = { _ in }) async throws -> ChatRun {
         let before = serverRSS(processes)
         progress("connecting \(pattern.sessions) users to \(placement.nodes.map(\.description).joined(separator: ", "))")
-        let users = (0..<pattern.sessions).map { Chatter(user: $0, pattern: pattern) }
+        let stored = placement.dataDirectory != nil
+        let users = (0..<pattern.sessions).map { Chatter(user: $0, pattern: pattern, stored: stored) }
         let clients = try await IdleLoad.connectAll(0..<pattern.sessions, placement, group, name: user,
                                                      eventHandler: { users[$0].handle })
+        if placement.endToEnd { try await prepareEncryption(clients, pattern, progress: progress) }
         let tallies = ChatTally.perLoop(clients.map(\.eventLoop))
         try await ChatTally.waitForAll(zip(users, clients).map { $0.attach($1, tally: tallies[ObjectIdentifier($1.eventLoop)]!) })
         progress("running: \(pattern.warmup) s warm-up, \(pattern.duration) s measured, \(Int(pattern.offeredRate)) msg/s offered")
@@ -41,6 +43,31 @@ public enum ChatLoad {
         // Delivered means received, so once every sender settled every receiver has counted.
         try await ChatTally.waitForAll(users.map { $0.settled() })
         return try await ChatTally.total(tallies, seconds: Double(clock.measureUntil - clock.measureFrom) / 1e9)
+    }
+
+    /// Every user's identity and KeyPackages; with contacts, every conversation's MLS group too
+    /// (each user's first message to each contact makes it), so the run measures messages, not
+    /// first contacts. Without contacts a first message to someone new makes the group in the run.
+    private static func prepareEncryption(_ clients: [SIMPClient], _ pattern: ChatPattern,
+                                          progress: @Sendable (String) -> Void) async throws {
+        progress("setting up \(clients.count) identities")
+        try await inBatches(clients.indices) { _ = try await clients[$0].setUpIdentity() }
+        guard pattern.contacts != nil else { return }
+        progress("making \(clients.count * pattern.contacts(of: 0).count) encrypted conversations")
+        try await inBatches(clients.indices) { index in
+            for peer in pattern.contacts(of: index) { _ = try await clients[index].send(to: user(peer), text: "hello") }
+        }
+    }
+
+    /// `body` for each index, 32 at a time.
+    private static func inBatches(_ indices: Range<Int>, _ body: @escaping @Sendable (Int) async throws -> Void) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            for index in indices {
+                if index - indices.lowerBound >= 32 { try await tasks.next() }
+                tasks.addTask { try await body(index) }
+            }
+            try await tasks.waitForAll()
+        }
     }
 
     private static func serverRSS(_ processes: ProcessGroups) -> Int? {
@@ -64,10 +91,18 @@ public enum ChatLoad {
         private var inbox = ChatInbox()
         private var done: EventLoopPromise<Void>?
         private var windowOver = false
+        /// With a data directory: messages sent with `try await send` (`post` cannot write the
+        /// outbox on disk), whose ids come back after their events may have come.
+        private let stored: Bool
+        /// Sends whose id is not back yet.
+        private var sending = 0
+        /// Events of messages whose id was not back yet: when each came.
+        private var early: [String: (accepted: UInt64?, settled: UInt64?, failure: String?)] = [:]
 
-        init(user: Int, pattern: ChatPattern) {
+        init(user: Int, pattern: ChatPattern, stored: Bool = false) {
             self.user = user
             self.pattern = pattern
+            self.stored = stored
         }
 
         private var loop: any EventLoop { client.eventLoop }
@@ -84,7 +119,7 @@ public enum ChatLoad {
             loop.submit { [self] in
                 self.clock = clock
                 schedule = ChatSchedule(user: user, users: pattern.sessions, rate: pattern.rate, start: start,
-                                        random: SystemRandomNumberGenerator())
+                                        random: SystemRandomNumberGenerator(), contacts: pattern.contacts)
                 done = loop.makePromise()
             }
         }
@@ -112,10 +147,14 @@ public enum ChatLoad {
                 // An early message whose store failed: its sender counts it failed (as in `SIMPLoad.Receiver`).
                 tally.result.received -= 1
             case .accepted(let id, _, _):
-                if let start = sentAt[id] { record(from: start, into: &tally.result.sendToAccepted) }
+                if let start = sentAt[id] { record(from: start, into: &tally.result.sendToAccepted) } else if sending > 0 {
+                    early[id, default: (nil, nil, nil)].accepted = LoadClock.now()
+                }
             case .delivered(let id, _, _):
-                settle(id) { record(from: $0, into: &tally.result.sendToDelivered) }
+                if sentAt[id] == nil, sending > 0 { early[id, default: (nil, nil, nil)].settled = LoadClock.now() }
+                settle(id) { record(from: $0, to: LoadClock.now(), into: &tally.result.sendToDelivered) }
             case .failed(let id, _, let reason, _):
+                if sentAt[id] == nil, sending > 0 { early[id, default: (nil, nil, nil)].failure = reason }
                 settle(id) { _ in tally.result.note(failure: reason) }
             case .disconnected(let reason), .ended(let reason):
                 tally.result.disconnects += 1
@@ -127,8 +166,8 @@ public enum ChatLoad {
             }
         }
 
-        private func record(from start: UInt64, into histogram: inout Histogram<UInt64>) {
-            if clock.measured(start) { _ = histogram.record(FanOutResult.micros(from: start, to: LoadClock.now())) }
+        private func record(from start: UInt64, to end: UInt64 = LoadClock.now(), into histogram: inout Histogram<UInt64>) {
+            if clock.measured(start) { _ = histogram.record(FanOutResult.micros(from: start, to: end)) }
         }
 
         /// A message's fate is known: `body` gets its send time, and once the window is over
@@ -136,7 +175,7 @@ public enum ChatLoad {
         private func settle(_ id: String, _ body: (UInt64) -> Void) {
             guard let start = sentAt.removeValue(forKey: id) else { return }
             body(start)
-            if windowOver, sentAt.isEmpty { finish() }
+            if windowOver, sentAt.isEmpty, sending == 0 { finish() }
         }
 
         private func arm() {
@@ -155,6 +194,7 @@ public enum ChatLoad {
             // Counted as sent either way: a refused post is a failure, neither lost nor left out.
             tally.result.recordSend(due: due, at: now, clock)
             let text = SIMPLoad.text(ChatPattern.counter(user: user, sequence: sequence), now, size: pattern.payloadBytes)
+            guard !stored else { return sendStored(text, to: ChatLoad.user(peer), at: now) }
             do {
                 sentAt[try client.post(to: ChatLoad.user(peer), text: text)] = now
             } catch {
@@ -162,9 +202,37 @@ public enum ChatLoad {
             }
         }
 
+        /// `try await send` from a task on the client's loop; its id, once back, takes the
+        /// events that came before it.
+        private func sendStored(_ text: String, to peer: String, at start: UInt64) {
+            sending += 1
+            let client = client!
+            Task(executorPreference: client.taskExecutor) { [self] in
+                let id: Result<String, any Error>
+                do { id = .success(try await client.send(to: peer, text: text)) } catch { id = .failure(error) }
+                loop.execute { [self] in sent(id, at: start) }
+            }
+        }
+
+        private func sent(_ id: Result<String, any Error>, at start: UInt64) {
+            sending -= 1
+            switch id {
+            case .failure(let error):
+                tally.result.note(failure: "send: \(error)")
+            case .success(let id):
+                sentAt[id] = start
+                if let came = early.removeValue(forKey: id) {
+                    if let accepted = came.accepted { record(from: start, to: accepted, into: &tally.result.sendToAccepted) }
+                    if let failure = came.failure { settle(id) { _ in tally.result.note(failure: failure) } }
+                    if let settled = came.settled { settle(id) { record(from: $0, to: settled, into: &tally.result.sendToDelivered) } }
+                }
+            }
+            if windowOver, sentAt.isEmpty, sending == 0 { finish() }
+        }
+
         private func sendingOver() {
             windowOver = true
-            if sentAt.isEmpty { finish() }
+            if sentAt.isEmpty, sending == 0 { finish() }
         }
 
         /// What arrives later still counts, until the tallies are read.

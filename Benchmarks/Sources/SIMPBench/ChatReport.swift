@@ -150,6 +150,7 @@ public struct ChatBenchReport: Sendable, Codable, JSONReport {
         let p = pattern
         return "chat: \(p.sessions) users x \(p.rate) msg/s = \(String(format: "%.0f", p.offeredRate)) msg/s offered, "
             + "\(p.payloadBytes)-byte texts, \(BenchReport.seconds(p.duration)) s measured after \(BenchReport.seconds(p.warmup)) s warm-up"
+            + (p.contacts.map { ", \($0) contacts each" } ?? "")
             + (busyLoops > 0 ? ", \(busyLoops) busy loop\(busyLoops == 1 ? "" : "s") beside it" : "")
     }
 

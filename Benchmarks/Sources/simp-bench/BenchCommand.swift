@@ -75,6 +75,9 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(help: "With --sessions: messages a second each user sends, on average, at Poisson times, each to a random other user.")
     var rate: Double?
 
+    @Option(help: "With --sessions: each user writes only to this many others (the next ones by index, round the ring), as people write to their contacts; with --e2e each of these conversations is made before the run.")
+    var contacts: Int?
+
     @Option(help: "Messages in flight per pair (with --group-members: of the one sender).")
     var window = 32
 
@@ -127,10 +130,10 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(name: .customLong("busy-loops"), help: "With --sessions: run this many processes that only burn CPU (yes > /dev/null) for the length of the run, beside the server, Redis and the bench (a starved CPU). With --spawn the report adds the server's push retransmits and sender resends per stored message.")
     var busyLoops = 0
 
-    @Flag(name: .customLong("data-dir"), help: "With --api async or --group-members: every client keeps a data directory (outbox, history; in a new temporary directory), as an application with a store does.")
+    @Flag(name: .customLong("data-dir"), help: "With --api async, --group-members or --sessions: every client keeps a data directory (outbox, history; in a new temporary directory), as an application with a store does.")
     var dataDirectories = false
 
-    @Flag(name: .customLong("e2e"), help: "With --api async or --group-members: every client end-to-end encrypts (ClientConfiguration.endToEnd, with a data directory as --data-dir): compare with --data-dir alone.")
+    @Flag(name: .customLong("e2e"), help: "With --api async, --group-members or --sessions: every client end-to-end encrypts (ClientConfiguration.endToEnd, with a data directory as --data-dir): compare with --data-dir alone.")
     var endToEnd = false
 
     @Flag(help: "Print the report as one JSON object.")
@@ -138,8 +141,8 @@ struct BenchCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard pairs ?? 1 > 0, window > 0, threads > 0 else { throw ValidationError("--pairs, --window and --threads must be positive") }
-        if (dataDirectories || endToEnd) && api != .async && groupMembers == nil {
-            throw ValidationError("--data-dir and --e2e need --api async (or --group-members): a client with a data directory sends with try await send")
+        if (dataDirectories || endToEnd) && api != .async && groupMembers == nil && sessions == nil {
+            throw ValidationError("--data-dir and --e2e need --api async (or --group-members, or --sessions): a client with a data directory sends with try await send")
         }
         if let groupMembers {
             let others = [(pairs != nil, "--pairs"), (idle != nil, "--idle"), (receiptFlood, "--receipt-flood"),
@@ -189,9 +192,13 @@ struct BenchCommand: AsyncParsableCommand {
     }
 
     private func validateChat() throws {
-        guard sessions != nil || rate != nil else { return }
+        guard sessions != nil || rate != nil else {
+            if contacts != nil { throw ValidationError("--contacts goes with --sessions") }
+            return
+        }
         guard let sessions, let rate else { throw ValidationError("--sessions and --rate go together") }
         guard sessions >= 2, rate > 0 else { throw ValidationError("--sessions must be at least 2 and --rate positive") }
+        guard contacts.map({ (1..<sessions).contains($0) }) ?? true else { throw ValidationError("--contacts must be 1 to --sessions - 1") }
         let others = [(pairs != nil, "--pairs"), (groupMembers != nil, "--group-members"), (idle != nil, "--idle"),
                       (receiptFlood, "--receipt-flood"), (inboxFlood, "--inbox-flood"), (longMessages, "--long-messages")]
             .filter(\.0).map(\.1)
@@ -288,14 +295,15 @@ struct BenchCommand: AsyncParsableCommand {
     /// Chat traffic: SIMP, then (with --compare-mosquitto) Mosquitto.
     private func runChat(_ sessions: Int, rate: Double) async throws {
         try checkDescriptors(clients: sessions)
-        let pattern = ChatPattern(sessions: sessions, rate: rate, payloadBytes: size, duration: duration, warmup: warmup, drain: drain)
+        let pattern = ChatPattern(sessions: sessions, rate: rate, payloadBytes: size, duration: duration, warmup: warmup, drain: drain,
+                                  contacts: contacts)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
         let (simp, topology) = try await withTarget { target in
             let run = try await withBusyLoops {
                 try await ChatLoad.run(pattern, placement: target.placement, group: group, processes: target.processes,
                                        progress: Self.progress)
             }
-            var report = ChatSystemReport(system: "SIMP", run, delivered: true)
+            var report = ChatSystemReport(system: endToEnd ? "SIMP (e2e)" : dataDirectories ? "SIMP (data dir)" : "SIMP", run, delivered: true)
             report.serverCounters = target.stack.flatMap { ServerCounters.scrape($0.metricsAddresses) }
             return (report, target.topology)
         }

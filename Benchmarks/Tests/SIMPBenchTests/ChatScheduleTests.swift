@@ -25,6 +25,16 @@ private struct Fixed: RandomNumberGenerator {
         }
     }
 
+    /// With contacts a user writes to the next ones round the ring, each alike, and to no one else.
+    @Test func aUserWithContactsPicksOnlyThemAndEachAlike() {
+        var schedule = ChatSchedule(user: 8, users: 10, rate: 1, start: 0, random: SplitMix64(seed: 5), contacts: 3)
+        var picks = [Int: Int]()
+        for _ in 0..<30_000 { picks[schedule.take().peer, default: 0] += 1 }
+        #expect(Set(picks.keys) == [9, 0, 1])
+        #expect(ChatPattern(sessions: 10, rate: 1, contacts: 3).contacts(of: 8) == [9, 0, 1])
+        for (peer, count) in picks { #expect(abs(count - 10_000) < 500, "picked \(peer) \(count) times") }
+    }
+
     @Test func twoUsersAlwaysPickEachOther() {
         var first = ChatSchedule(user: 0, users: 2, rate: 1, start: 0, random: Fixed(value: .max))
         var second = ChatSchedule(user: 1, users: 2, rate: 1, start: 0, random: Fixed(value: 0))
