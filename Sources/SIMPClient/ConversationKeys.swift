@@ -61,6 +61,10 @@ actor ConversationKeys {
     /// What this device already warned of (`ClientEvent.uncertifiedDevice`, `.commitRefused`):
     /// each once while the client runs, however often the server hands it again.
     private var warned: Set<[UInt8]> = []
+    /// Certificates whose signatures verified, with what they verified to (`verifiedDevices(of:)`).
+    private var verifiedCertificates: [CertificateUnder: VerifiedDevice] = [:]
+    /// Past this many, the cache starts again (a directory of many users' devices).
+    static let verifiedCertificatesKept = 4_096
     /// Called after the server stored a commit of this device's, before its state is kept:
     /// tests copy the data directory there, as a `kill -9` at that moment would leave it.
     private var afterCommitStored: (@Sendable (String) -> Void)?
@@ -592,10 +596,11 @@ actor ConversationKeys {
     }
 
     /// Records the peer's identity key on first use, or reports its change (`pinIdentity`).
-    /// The peer's identity key as now pinned (recorded in the store), or why not.
-    private static func pin(_ peer: String, client: SIMPClient) async -> Result<[UInt8], ClientError> {
+    /// The peer's key directory entry whose identity key is now pinned (recorded in the store),
+    /// or why not.
+    private static func pin(_ peer: String, client: SIMPClient) async -> Result<KeyDirectoryEntry, ClientError> {
         do {
-            return .success(try await client.pinIdentity(of: peer).peer.rawRepresentation)
+            return .success(try await client.pinIdentity(of: peer).entry)
         } catch {
             return .failure(error)
         }
@@ -917,10 +922,13 @@ actor ConversationKeys {
         }
         var keys: [[UInt8]: [UInt8]] = [:]
         var owners = [user]
-        var pinned = [user: identityPublic]
+        // Each peer's devices are read from the very answer its identity was pinned from (and
+        // checked for a change): a second fetch could name another key, whose devices would be
+        // trusted without the change being told.
+        var entries: [String: KeyDirectoryEntry] = [:]
         for peer in others {
             switch await Self.pin(peer, client: client) {
-            case .success(let key): pinned[peer] = key
+            case .success(let entry): entries[peer] = entry
             case .failure(let refused):
                 guard refused.code == .unknownUser else { throw refused }
                 if group != nil { continue }
@@ -932,25 +940,43 @@ actor ConversationKeys {
             }
             owners.append(peer)
         }
+        let own = try await client.keyDirectory(of: user)
+        if own.identityKey != identityPublic {
+            throw ClientError("the server gives another identity key for \(user) than this device's", code: .endToEnd)
+        }
+        entries[user] = own
         for owner in owners {
-            let entry = try await client.keyDirectory(of: owner)
-            // Devices count only under the identity key pinned (and checked for a change) above:
-            // a server answering this second fetch with another key would otherwise have its own
-            // devices encrypted to.
-            guard entry.identityKey == pinned[owner] else {
-                if owner == user {
-                    throw ClientError("the server gives another identity key for \(user) than this device's", code: .endToEnd)
-                }
-                throw ClientError("the server gave two identity keys for \(owner) one after the other: nothing is sent; "
-                                  + "try again (a real change of \(owner)'s identity is then told)", code: .identityChanged)
-            }
-            let verified = entry.verifiedDevices
+            guard let entry = entries[owner] else { continue }
+            let verified = verifiedDevices(of: entry)
             for device in verified {
                 keys[KeyDirectoryRules.credentialIdentity(user: owner, device: device.device)] = device.deviceKey
             }
             warnOfUncertified(entry, verified: verified, client: client)
         }
         return DirectoryValidator(keys: keys, owners: owners)
+    }
+
+    /// `entry.verifiedDevices`, each certificate's signature checked once while the client runs:
+    /// a member check reads the same certificates before most sends.
+    private func verifiedDevices(of entry: KeyDirectoryEntry) -> [VerifiedDevice] {
+        guard let identity = IdentityKey(entry.identityKey) else { return [] }
+        return entry.devices.compactMap { device in
+            let certificate = UnverifiedDeviceCertificate(user: entry.user, device: device.device, deviceKey: device.deviceKey,
+                                                          signature: device.signature)
+            let seen = CertificateUnder(identity: entry.identityKey, certificate: certificate)
+            if let known = verifiedCertificates[seen] { return known }
+            guard let certified = try? certificate.verified(by: identity) else { return nil }
+            let verified = VerifiedDevice(certified)
+            if verifiedCertificates.count >= Self.verifiedCertificatesKept { verifiedCertificates.removeAll() }
+            verifiedCertificates[seen] = verified
+            return verified
+        }
+    }
+
+    /// A certificate as the directory gave it, with the identity key it is to verify under.
+    private struct CertificateUnder: Hashable {
+        let identity: [UInt8]
+        let certificate: UnverifiedDeviceCertificate
     }
 
     /// Warns (`ClientEvent.uncertifiedDevice`, once per device and certificate) of each device

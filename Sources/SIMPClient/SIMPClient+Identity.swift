@@ -108,8 +108,9 @@ extension SIMPClient {
     /// different one later (the `identityChanged` event; no longer verified). Without the safety
     /// number: a conversation's member checks pin every peer (`ConversationKeys`), and the
     /// number's 5,200 hash iterations a side were 4% of an encrypted message's cost.
+    /// `entry`: the directory's answer the key was pinned from (its devices are certified under it).
     func pinIdentity(of peer: String) async throws(ClientError) -> (user: String, own: IdentityKey, peer: IdentityKey,
-                                                                     record: ClientStore.PeerRecord) {
+                                                                     record: ClientStore.PeerRecord, entry: KeyDirectoryEntry) {
         let store = try await identityStore()
         guard let own = try? store.ownKeys(), let identity = try? Curve25519.Signing.PrivateKey(rawRepresentation: own.identityKey) else {
             throw ClientError("this device has no identity yet: setUpIdentity() first")
@@ -125,7 +126,7 @@ extension SIMPClient {
             throw ClientError("cannot record \(peer)'s identity in \(store.path): \(error)")
         }
         if case .changed = record { loop.execute { [self] in deliver(.identityChanged(user: peer)) } }
-        return (store.user, ownKey, peerKey, record)
+        return (store.user, ownKey, peerKey, record, entry)
     }
 
     /// Marks `peer`'s identity verified: `number` is the safety number the two users compared

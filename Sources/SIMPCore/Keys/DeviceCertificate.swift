@@ -55,7 +55,7 @@ public enum DeviceCertificateTBS {
 
 /// A device certificate as received (from a client, or from the server's directory): nothing
 /// in it is trusted until `verified(by:)` checks it against the identity key.
-public struct UnverifiedDeviceCertificate: Sendable, Equatable {
+public struct UnverifiedDeviceCertificate: Sendable, Hashable {
     public var user: String
     public var device: String
     public var deviceKey: [UInt8]
