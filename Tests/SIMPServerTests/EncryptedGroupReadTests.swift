@@ -244,4 +244,43 @@ import Testing
         for device in [phone, laptop, bob, carol] { await device.client.close() }
         await cluster.stop()
     }
+
+    /// A member removed while the group's copies to it are held (it stopped confirming, and
+    /// its bound of unconfirmed group copies was reached) has not been told of its removal, and
+    /// by how far the copies reached it is still in: its reads are refused all the same, by
+    /// the group's own members record.
+    @Test func aRemovedMemberWhoseCopiesAreHeldCannotSendReads() async throws {
+        let cluster = try await TestCluster.start { $0.inboxLimit = 20 }
+        let directories = (0..<5).map { _ in LocalHistoryTests.directory() }
+        defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
+        let (phone, laptop, bob, carol) = try await People.people(cluster, directories)
+        _ = try await bob.client.createGroup("trio", members: ["alice", "carol"])
+        let first = try await bob.client.send(to: "#trio", text: "before carol goes away")
+        #expect(await People.reads(carol, first, "before carol goes away"))
+        await carol.client.close()
+        for index in 0..<25 { _ = try await bob.client.send(to: "#trio", text: "bob fills carol's copies \(index)") }
+        #expect(await waitFor { cluster.metric("simp_group_copies_held_total") >= 1 }, "carol's copies of the group are held")
+        _ = try await bob.client.removeFromGroup("trio", ["carol"])
+
+        let raw = try RawPeer(tcpPort: cluster.addresses.tcpPort, udpPort: cluster.addresses.udpPort)
+        try raw.connectAndBind(token: try raw.login("carol", "pw-carol", device: "raw"), device: "raw")
+        let forged = SealedText.privateMessagePrefix + (0..<90).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        raw.sendDatagram(.data, try Simp_Message.with {
+            $0.version = 1; $0.messageID = "removed-read"; $0.toUser = "bob#trio"; $0.type = .sealedRead
+            $0.content = Data(forged).base64EncodedString()
+        }.serializedBytes())
+        var answer: Simp_Envelope.OneOf_Body?
+        while answer == nil, let envelope = try raw.read() {
+            if case .failed(let failed) = envelope.body, failed.messageID == "removed-read" { answer = envelope.body }
+            if case .accepted(let accepted) = envelope.body, accepted.messageID == "removed-read" { answer = envelope.body }
+        }
+        guard case .failed(let failed)? = answer else {
+            Issue.record("not refused: \(String(describing: answer))")
+            return
+        }
+        #expect(failed.code == .notAMember, "\(failed)")
+        raw.closeControl()
+        for device in [phone, laptop, bob] { await device.client.close() }
+        await cluster.stop()
+    }
 }

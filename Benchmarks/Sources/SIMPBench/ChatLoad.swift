@@ -238,6 +238,7 @@ public enum ChatLoad {
         /// What arrives later still counts, until the tallies are read.
         private func finish() {
             schedule = nil
+            early.removeAll()
             done?.succeed(())
             done = nil
         }

@@ -242,8 +242,8 @@ extension DeliveryEngine {
         }
         if message.type == .sealed || message.type == .sealedRead { metrics.sealedTaken.increment() }
         // Before anything is looked up: the answer would say whether the name exists.
-        // Not a group's message, nor a group's sealed read receipt (`SENDER#NAME`): its reader's
-        // membership is checked first, and a member may learn who else is one.
+        // A group's sealed read receipt (`SENDER#NAME`) is paced as one to SENDER, its inbox:
+        // a member's reads to names that are no member's answer whether the name exists.
         let recipient = SealedSignals.inboxOwner(of: message)
         if Self.isPaced(message), recipient != session.user,
            !recipients.admits(session.user, writingTo: recipient, now: now.deadline) {
@@ -262,10 +262,10 @@ extension DeliveryEngine {
     }
 
     /// Whether a message counts towards its sender's new recipients (`RecipientPacing`): one to a
-    /// user does; one to a group, or a group's sealed read receipt, is for members only.
+    /// user does, and so does a group's sealed read receipt (to its SENDER); one to a group
+    /// does not (its members only, and the group answers the same for every name).
     static func isPaced(_ message: Simp_Message) -> Bool {
-        guard GroupName.addressed(by: message.toUser) == nil else { return false }
-        return message.type != .sealedRead || SealedSignals.ReadAddress(message.toUser)?.group == nil
+        GroupName.addressed(by: message.toUser) == nil
     }
 
     /// The session's send order decides when the message goes to the store.

@@ -14,6 +14,7 @@ extension DeliveryEngine {
         }
         // A group's sealed read receipt waits for its reader's membership (`readerChecked`).
         if let group = request.readGroup, !request.readerChecked, request.copyFor == nil {
+            readersBeingChecked += 1
             act(.checkReader(request, group: group))
             return
         }
@@ -41,6 +42,8 @@ extension DeliveryEngine {
     /// either); one whose check failed is answered as a store that failed (the client sends it
     /// again).
     mutating func readerChecked(_ request: StoreRequest, _ member: Result<Bool, any Error>, now: Moment) {
+        readersBeingChecked -= 1
+        defer { if readersBeingChecked == 0, stores.isIdle { act(.storesIdle) } }
         switch member {
         case .success(true):
             var checked = request
@@ -85,7 +88,8 @@ extension DeliveryEngine {
             for request in batch.items where floors[request.to] == nil { floors[request.to] = numberingFloor(of: request.to) }
             act(.store(batch, floors: floors))
         }
-        if stores.isIdle { act(.storesIdle) }
+        // Reads whose reader is being checked go on to the store after: a drain waits for them.
+        if stores.isIdle, readersBeingChecked == 0 { act(.storesIdle) }
     }
 
     /// A batch's outcomes, one per message (the store never fails as a whole: an outage is an

@@ -67,6 +67,9 @@ struct DeliveryEngine {
 
     var sessions = SessionTable<Session>()
     var stores: StorePipeline<StoreRequest, String>
+    /// Groups' sealed read receipts whose reader's membership the store is being asked
+    /// (`DeliveryAction.checkReader`): a drain is not over before they are answered.
+    var readersBeingChecked = 0
     /// Stores waiting for their shard's replicas (`--redis-min-replicas`).
     var replicaHold: ShardHold<StoreRequest>
     var storeTracker = StoreTracker()

@@ -392,8 +392,8 @@ final class Router: @unchecked Sendable {
         case .publish(let notice, let nodes):
             store.publish(notice, to: nodes, on: loop)
         case .checkReader(let request, let group):
-            store.groupMark(of: request.from, in: group, on: loop).whenComplete { [self] result in
-                feed(.readerChecked(request, member: result.map(\.isMember)))
+            store.isMember(request.from, of: group, on: loop).whenComplete { [self] result in
+                feed(.readerChecked(request, member: result))
             }
         case .routeTyping(let from, let to, let sealed):
             store.typingNodes(from: from, to: to, on: loop).whenSuccess { [self] nodes in

@@ -127,6 +127,15 @@ extension MessageStore {
         }
     }
 
+    /// Whether `user` is a member of `group` now, by the group's own members record (what
+    /// refuses a non-member's message to the group), not by how far the group's copies to
+    /// `user` have reached.
+    func isMember(_ user: String, of group: String, on loop: any EventLoop) -> EventLoopFuture<Bool> {
+        redis.run([RedisCommand("HEXISTS", [keys.groupMembers(group), user])], on: loop).flatMapThrowing { replies in
+            try replies[0].checked().int == 1
+        }
+    }
+
     /// The member's copies of the group are no longer held (nothing of it is left to copy).
     func releaseHeld(_ member: String, group: String, on loop: any EventLoop) -> EventLoopFuture<Void> {
         redis.run([RedisCommand.script(Scripts.releaseHeld, keys: [keys.heldGroups(member)], args: [group])], on: loop).map { _ in () }

@@ -173,19 +173,33 @@ struct SealedSignalsRoutingTests {
         #expect(failed.code == .storeUnavailable && failed.messageID == "r2", "the client sends it again")
     }
 
-    /// A one-to-one message counts towards the new-recipients pacing; a group's sealed read does
-    /// not (its reader is checked to be a member instead), so reading a busy group never runs
-    /// into the limit.
-    @Test func aGroupsSealedReadIsNotPacedAsANewRecipient() throws {
+    /// A group's sealed read counts towards the new-recipients pacing as one to its SENDER: a
+    /// member's reads to `NAME#GROUP` for name after name would otherwise tell, unpaced, which
+    /// names exist (the store answers `UNKNOWN_USER` for one that does not). A group's message
+    /// does not count (the group answers the same for every name).
+    @Test func aGroupsSealedReadIsPacedAsOneToItsSender() throws {
         var message = Simp_Message()
         message.toUser = "alice#team"
         message.type = .sealedRead
-        #expect(!DeliveryEngine.isPaced(message))
+        #expect(DeliveryEngine.isPaced(message))
         message.toUser = "alice"
-        #expect(DeliveryEngine.isPaced(message), "a one-to-one read is")
+        #expect(DeliveryEngine.isPaced(message))
         message.type = .sealed
         #expect(DeliveryEngine.isPaced(message))
         message.toUser = "#team"
         #expect(!DeliveryEngine.isPaced(message))
+    }
+
+    /// A node that drains answers every read it is checking before it says its stores are idle.
+    @Test func aDrainWaitsForTheReadersBeingChecked() throws {
+        var node = Node.make(sealedOnly: true)
+        let bob = try node.online("bob", port: 4001)
+        try node.datagram(.data, try Self.groupRead("r1", to: "alice#team"), from: bob, port: 4001)
+        let asked = Self.checks(node)
+        #expect(asked.count == 1)
+        node.on(.draining)
+        #expect(!node.actions.contains { if case .storesIdle = $0 { true } else { false } }, "a read is being checked")
+        node.on(.readerChecked(asked[0].0, member: .success(false)))
+        #expect(node.actions.contains { if case .storesIdle = $0 { true } else { false } }, "answered: idle")
     }
 }
