@@ -596,6 +596,25 @@ actor ConversationKeys {
     }
 
     /// Records the peer's identity key on first use, or reports its change (`pinIdentity`).
+    /// `peers`' entries as `pin(_:client:)` gives them, fetched together, in `peers`' order.
+    private static func pin(_ peers: [String], client: SIMPClient) async -> [(String, Result<KeyDirectoryEntry, ClientError>)] {
+        await withTaskGroup(of: (Int, Result<KeyDirectoryEntry, ClientError>).self) { tasks in
+            for (index, peer) in peers.enumerated() { tasks.addTask { (index, await pin(peer, client: client)) } }
+            var results = [Result<KeyDirectoryEntry, ClientError>?](repeating: nil, count: peers.count)
+            for await (index, result) in tasks { results[index] = result }
+            return zip(peers, results).map { ($0, $1!) }
+        }
+    }
+
+    /// This user's own entry, or why not.
+    private static func entry(of user: String, client: SIMPClient) async -> Result<KeyDirectoryEntry, ClientError> {
+        do {
+            return .success(try await client.keyDirectory(of: user))
+        } catch {
+            return .failure(error)
+        }
+    }
+
     /// The peer's key directory entry whose identity key is now pinned (recorded in the store),
     /// or why not.
     private static func pin(_ peer: String, client: SIMPClient) async -> Result<KeyDirectoryEntry, ClientError> {
@@ -926,9 +945,14 @@ actor ConversationKeys {
         // checked for a change): a second fetch could name another key, whose devices would be
         // trusted without the change being told.
         var entries: [String: KeyDirectoryEntry] = [:]
-        for peer in others {
-            switch await Self.pin(peer, client: client) {
-            case .success(let entry): entries[peer] = entry
+        // The directory reads go out together: one round trip for a group of any size, not one
+        // per member.
+        async let ownEntry = Self.entry(of: user, client: client)
+        for (peer, pinned) in await Self.pin(others, client: client) {
+            switch pinned {
+            case .success(let entry) where entry.user == peer: entries[peer] = entry
+            case .success(let entry):
+                throw ClientError("the server answered \(entry.user)'s key directory for \(peer)", code: .endToEnd)
             case .failure(let refused):
                 guard refused.code == .unknownUser else { throw refused }
                 if group != nil { continue }
@@ -940,8 +964,8 @@ actor ConversationKeys {
             }
             owners.append(peer)
         }
-        let own = try await client.keyDirectory(of: user)
-        if own.identityKey != identityPublic {
+        let own = try await ownEntry.get()
+        if own.user != user || own.identityKey != identityPublic {
             throw ClientError("the server gives another identity key for \(user) than this device's", code: .endToEnd)
         }
         entries[user] = own
