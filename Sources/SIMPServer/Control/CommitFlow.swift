@@ -30,11 +30,14 @@ struct CommitFlow: Sendable {
         var epoch: String
         /// The `StoredWelcome`.
         var value: [UInt8]
-        /// The devices it is for: each one's user (a group's script checks it is a member) and field.
-        var devices: [(user: String, field: String)]
+        /// The devices it is for.
+        var devices: [Device]
 
-        static func == (a: KeptWelcome, b: KeptWelcome) -> Bool {
-            a.epoch == b.epoch && a.value == b.value && a.devices.elementsEqual(b.devices) { $0.user == $1.user && $0.field == $1.field }
+        /// A device a kept Welcome is for: its user (a group's script checks it is a member) and
+        /// its field, "USER/DEVICE" (`CommitRules.welcomeField`).
+        struct Device: Sendable, Equatable {
+            var user: String
+            var field: String
         }
     }
 
@@ -182,7 +185,7 @@ struct CommitFlow: Sendable {
             entry.serverTime = nowMillis
             guard let bytes: [UInt8] = try? entry.serializedBytes() else { return .refuse(.internal, "a Welcome did not encode") }
             kept = KeptWelcome(epoch: "\(epoch + 1)", value: bytes,
-                               devices: welcome.added.map { ($0.user, CommitRules.welcomeField(user: $0.user, device: $0.device)) })
+                               devices: welcome.added.map { .init(user: $0.user, field: CommitRules.welcomeField(user: $0.user, device: $0.device)) })
         }
         guard let entry: [UInt8] = try? stored.serializedBytes() else { return .refuse(.internal, "a commit did not encode") }
         return .store(conversation, user: user, epoch: epoch, entry: entry, welcome: kept, kept: CommitRules.keptCommits, group: framing.groupID)

@@ -168,7 +168,7 @@ import Testing
         #expect(stored.serverTime == now, "the request's time, not a clock read")
         // Kept once, for both devices it adds.
         let once = try #require(welcome)
-        #expect(once.devices.map { $0.user } == ["bob", "alice"] && once.devices.map { $0.field } == ["bob/desk", "alice/laptop"])
+        #expect(once.devices == [.init(user: "bob", field: "bob/desk"), .init(user: "alice", field: "alice/laptop")])
         #expect(once.epoch == "5", "the Welcome joins at the epoch after the commit's")
         let storedWelcome = try Simp_StoredWelcome(serializedBytes: once.value)
         #expect(storedWelcome.epoch == 5 && storedWelcome.welcome == Data(madeWelcome) && storedWelcome.fromDevice == "phone"

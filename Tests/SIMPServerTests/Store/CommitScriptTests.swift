@@ -28,7 +28,7 @@ import Testing
     /// A Welcome into `epoch`, `value`, for each of `devices` ("USER/DEVICE").
     func welcome(into epoch: UInt64, _ value: String, for devices: String...) -> CommitFlow.KeptWelcome {
         CommitFlow.KeptWelcome(epoch: "\(epoch)", value: Array(value.utf8),
-                               devices: devices.map { (String($0.prefix { $0 != "/" }), $0) })
+                               devices: devices.map { .init(user: String($0.prefix { $0 != "/" }), field: $0) })
     }
 
     func fetch(_ store: MessageStore, _ conversation: CommitConversation, from: UInt64, user: String = "ann", device: String = "phone",
