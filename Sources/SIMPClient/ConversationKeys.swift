@@ -556,9 +556,9 @@ actor ConversationKeys {
         group.credentialValidator = validator
         group.policy = Self.policy
         // The devices one request carries; the member check that follows adds the rest (`resync`).
-        let (output, commit, welcomes, _) = try fitting(group, adding: adds, removing: [], in: peer)
+        let (output, commit, welcome, _) = try fitting(group, adding: adds, removing: [], in: peer)
         try store.keepPending(peer, epoch: 0, commit: commit, state: try output.group.savedState())
-        if let refused = await Self.submit(commit, to: peer, welcomes: welcomes, client: client) {
+        if let refused = await Self.submit(commit, to: peer, welcome: welcome, client: client) {
             // Lost: the next fetch of the order drops the pending entry (`pendingState`).
             if refused.code == .commitConflict { return false }
             // Not known to be stored: the pending commit stays, for the order to settle.
@@ -711,9 +711,9 @@ actor ConversationKeys {
             committing.insert(conversation)
             defer { committing.remove(conversation) }
             let epoch = current.epoch
-            let (output, commit, welcomes, added) = try fitting(current, adding: claimed, removing: stale, in: conversation)
+            let (output, commit, welcome, added) = try fitting(current, adding: claimed, removing: stale, in: conversation)
             try store.keepPending(conversation, epoch: epoch, commit: commit, state: try output.group.savedState())
-            if let refused = await Self.submit(commit, to: conversation, epoch: epoch, welcomes: welcomes, client: client) {
+            if let refused = await Self.submit(commit, to: conversation, epoch: epoch, welcome: welcome, client: client) {
                 if refused.code == .commitConflict {
                     lost += 1
                     try await catchUp(conversation, client: client)
@@ -741,27 +741,29 @@ actor ConversationKeys {
     }
 
     /// `group`'s commit adding the first of `adds` (all that one `SubmitCommit` carries:
-    /// `CommitRules.submitFits`) and removing `stale`, encoded, with its Welcomes and how many of
-    /// `adds` it took. A large group's devices go in several commits, one after the other. A
-    /// single device that does not fit (the group's Welcome over its limit) is refused here
-    /// with why, not by the server resetting the connection.
+    /// `CommitRules.submitFits`) and removing `stale`, encoded, with its one Welcome for the
+    /// devices it adds (RFC 9420 section 12.4.3.1) and how many of `adds` it took. Devices that
+    /// do not fit with the commit (each adds a KeyPackage to it and a secret to the Welcome) go
+    /// in the next commits, one after the other. A single device that does not fit (the group's
+    /// Welcome over its limit) is refused here with why, not by the server resetting the
+    /// connection.
     private func fitting(_ group: MLSGroup, adding adds: [Claimed], removing stale: [LeafIndex],
-                         in conversation: String) throws -> (MLSGroup.CommitOutput, [UInt8], [CommitWelcome], Int) {
-        var count = min(adds.count, CommitRules.maxWelcomes)
+                         in conversation: String) throws -> (MLSGroup.CommitOutput, [UInt8], CommitWelcome?, Int) {
+        var count = min(adds.count, CommitRules.maxAddedDevices)
         while true {
             let taken = Array(adds.prefix(count))
             // Each try on a copy: making a commit changes the group it is made on.
             var attempt = group
             let output = try attempt.commit(adding: taken.map(\.package), removing: stale, randomness: randomness)
             let commit = try output.message.mlsEncoded()
-            var welcomes: [CommitWelcome] = []
-            if let welcome = output.welcome {
-                let bytes = try MLSMessage.welcome(welcome).mlsEncoded()
-                welcomes = taken.map { CommitWelcome(user: $0.user, device: $0.device, welcome: bytes) }
+            var welcome: CommitWelcome?
+            if let made = output.welcome {
+                welcome = CommitWelcome(try MLSMessage.welcome(made).mlsEncoded(),
+                                        for: taken.map { AddedDevice(user: $0.user, device: $0.device) })
             }
-            let welcomeBytes = welcomes.first?.welcome.count ?? 0
-            if CommitRules.submitFits(commit: commit.count, welcome: welcomeBytes, welcomes: welcomes.count) {
-                return (output, commit, welcomes, count)
+            let welcomeBytes = welcome?.welcome.count ?? 0
+            if CommitRules.submitFits(commit: commit.count, welcome: welcomeBytes, added: welcome?.added.count ?? 0) {
+                return (output, commit, welcome, count)
             }
             guard count > 1 else {
                 let over = welcomeBytes > CommitRules.maxWelcomeBytes
@@ -799,7 +801,7 @@ actor ConversationKeys {
         committing.insert(conversation)
         defer { committing.remove(conversation) }
         try storeCall { try store.keepPending(conversation, epoch: epoch, commit: commit, state: try output.group.savedState()) }
-        if let refused = await Self.submit(commit, to: conversation, epoch: epoch, welcomes: [], client: client) {
+        if let refused = await Self.submit(commit, to: conversation, epoch: epoch, welcome: nil, client: client) {
             if refused.code == .commitConflict {
                 do {
                     try await catchUp(conversation, client: client)
@@ -837,10 +839,10 @@ actor ConversationKeys {
     }
 
     /// Submits a commit made on `epoch`; the refusal, if any.
-    private static func submit(_ commit: [UInt8], to peer: String, epoch: UInt64 = 0, welcomes: [CommitWelcome],
+    private static func submit(_ commit: [UInt8], to peer: String, epoch: UInt64 = 0, welcome: CommitWelcome?,
                                client: SIMPClient) async -> ClientError? {
         do {
-            _ = try await client.submitCommit(commit, to: peer, epoch: epoch, welcomes: welcomes)
+            _ = try await client.submitCommit(commit, to: peer, epoch: epoch, welcome: welcome)
             return nil
         } catch {
             return error

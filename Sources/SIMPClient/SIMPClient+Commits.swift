@@ -1,18 +1,29 @@
 import Foundation
 import SIMPCore
 
-/// A Welcome to send with a commit, for one device the commit adds (RFC 9420 section
-/// 12.4.3.1): the server hands it to that device only once the commit is stored.
+/// A commit's Welcome to send with it (RFC 9420 section 12.4.3.1): one for every device the
+/// commit adds, each finding its own secrets in it by its KeyPackageRef. The server stores it
+/// once and hands it to those devices only once the commit is stored.
 public struct CommitWelcome: Sendable, Equatable {
-    public var user: String
-    public var device: String
     /// An `MLSMessage` of wire format `mls_welcome`: opaque to the server.
     public var welcome: [UInt8]
+    /// The devices the commit adds: at least one, each once.
+    public var added: [AddedDevice]
 
-    public init(user: String, device: String, welcome: [UInt8]) {
+    public init(_ welcome: [UInt8], for added: [AddedDevice]) {
+        self.welcome = welcome
+        self.added = added
+    }
+}
+
+/// A device a commit adds.
+public struct AddedDevice: Sendable, Hashable {
+    public var user: String
+    public var device: String
+
+    public init(user: String, device: String) {
         self.user = user
         self.device = device
-        self.welcome = welcome
     }
 }
 
@@ -58,24 +69,26 @@ public struct CommitPage: Sendable, Equatable {
 /// per conversation, the first commit for an epoch wins.
 extension SIMPClient {
     /// Submits a commit made on `epoch` to `conversation` ("#GROUP", or the other user's name of
-    /// a one-to-one conversation), with Welcomes for the devices it adds. Returns the
+    /// a one-to-one conversation), with its Welcome for the devices it adds, if it adds any. Returns the
     /// conversation's new epoch (`epoch + 1`). When another commit won `epoch`, throws a
     /// `ClientError` of code `.commitConflict` and nothing was stored: fetch the commits from
     /// `epoch`, process them, and make the commit again on the new epoch. A commit that is not an
     /// MLS public commit from a member framed on `epoch` for the conversation's MLS group, or a
     /// Welcome that does not decode, is `.invalidCommit` (nothing stored).
     public func submitCommit(_ commit: [UInt8], to conversation: String, epoch: UInt64,
-                             welcomes: [CommitWelcome] = []) async throws(ClientError) -> UInt64 {
+                             welcome: CommitWelcome? = nil) async throws(ClientError) -> UInt64 {
         var submit = Simp_SubmitCommit()
         submit.conversation = conversation
         submit.epoch = epoch
         submit.commit = Data(commit)
-        submit.welcomes = welcomes.map { welcome in
-            var wire = Simp_CommitWelcome()
-            wire.user = welcome.user
-            wire.device = welcome.device
-            wire.welcome = Data(welcome.welcome)
-            return wire
+        if let welcome {
+            submit.welcome = Data(welcome.welcome)
+            submit.added = welcome.added.map { device in
+                var wire = Simp_AddedDevice()
+                wire.user = device.user
+                wire.device = device.device
+                return wire
+            }
         }
         return try await ask(.submitCommit(submit), "a commit") { body in
             if case .commitStored(let stored)? = body { stored.epoch } else { nil }

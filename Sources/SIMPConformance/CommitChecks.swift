@@ -48,14 +48,13 @@ extension Conformance {
             let certified = try joiner.request(6, .publishDevice(.with { $0.certificate = certificate }))
             guard case .ok? = certified?.body else { throw ConformanceFailure("publishDevice: \(describe(certified))") }
             let (won, lost) = (MLSFraming.commit(group: group, epoch: epoch), MLSFraming.commit(group: group, epoch: epoch))
-            func welcome(_ bytes: [UInt8]) -> Simp_CommitWelcome { .with { $0.user = other; $0.device = "joined"; $0.welcome = Data(bytes) } }
             let (winning, losing) = (MLSFraming.welcome(), MLSFraming.welcome())
             let stored = try peer.request(5, .submitCommit(.with {
-                $0.conversation = other; $0.epoch = epoch; $0.commit = Data(won); $0.welcomes = [welcome(winning)]
+                $0.conversation = other; $0.epoch = epoch; $0.commit = Data(won); $0.welcome = Data(winning); $0.added = [added(other, "joined")]
             }))
             guard case .commitStored? = stored?.body else { throw ConformanceFailure("submitCommit: \(describe(stored))") }
             let refused = try peer.request(6, .submitCommit(.with {
-                $0.conversation = other; $0.epoch = epoch; $0.commit = Data(lost); $0.welcomes = [welcome(losing)]
+                $0.conversation = other; $0.epoch = epoch; $0.commit = Data(lost); $0.welcome = Data(losing); $0.added = [added(other, "joined")]
             }))
             try expect(errorCode(refused) == .commitConflict, "the losing commit got \(describe(refused))")
 
@@ -89,18 +88,21 @@ extension Conformance {
             if epoch == 0 {   // the conversation's group is recorded with its first commit
                 epoch = try submit(peer, 5, to: other, epoch: 0, MLSFraming.commit(group: group, epoch: 0))
             }
-            let refusals: [(String, [UInt8], [Simp_CommitWelcome])] = [
+            let refusals: [(String, [UInt8], [UInt8])] = [
                 ("framed on the next epoch", MLSFraming.commit(group: group, epoch: epoch + 1), []),
                 ("framed on the epoch before", MLSFraming.commit(group: group, epoch: epoch - 1), []),
                 ("framed for another group", MLSFraming.commit(group: MLSFraming.groupID(), epoch: epoch), []),
                 ("no MLSMessage", (0..<64).map { _ in UInt8.random(in: 0...255) }, []),
                 ("a Welcome as the commit", MLSFraming.welcome(), []),
-                ("with a Welcome that does not decode", MLSFraming.commit(group: group, epoch: epoch),
-                 [.with { $0.user = other; $0.device = "default"; $0.welcome = Data([0, 1, 0, 3, 0xff]) }]),
+                ("with a Welcome that does not decode", MLSFraming.commit(group: group, epoch: epoch), [0, 1, 0, 3, 0xff]),
             ]
-            for (index, (what, commit, welcomes)) in refusals.enumerated() {
+            for (index, (what, commit, welcome)) in refusals.enumerated() {
                 let reply = try peer.request(6 + UInt64(index), .submitCommit(.with {
-                    $0.conversation = other; $0.epoch = epoch; $0.commit = Data(commit); $0.welcomes = welcomes
+                    $0.conversation = other; $0.epoch = epoch; $0.commit = Data(commit)
+                    if !welcome.isEmpty {
+                        $0.welcome = Data(welcome)
+                        $0.added = [added(other, "default")]
+                    }
                 }))
                 try expect(errorCode(reply) == .invalidCommit, "a commit \(what) got \(describe(reply))")
             }
@@ -109,7 +111,48 @@ extension Conformance {
             let valid = MLSFraming.commit(group: group, epoch: epoch)
             try expect(try submit(peer, 21, to: other, epoch: epoch, valid) == epoch + 1, "the valid commit on \(epoch) was not stored")
         },
+        ConformanceCheck("4.28", "4. Messages, Commits", "a commit's one Welcome, sent once with the two devices it adds, is handed to each of them; a Welcome without the devices it adds is BAD_REQUEST") { target in
+            let (user, peer, identity) = try keyOwner(target)
+            try certify(peer, user: user, identity: identity, deviceKey: Curve25519.Signing.PrivateKey(), id: 3)
+            let (other, otherPassword) = try target.account("b")
+            let (epoch, group) = try currentEpoch(peer, other, id: 4)
+            // Two certified devices of the other account, "one" and "two".
+            let owner = try target.peer()
+            _ = try owner.login(other, otherPassword)
+            let otherIdentity = Curve25519.Signing.PrivateKey()
+            let published = try owner.request(5, .publishIdentity(.with { $0.identityKey = otherIdentity.publicKey.rawRepresentation; $0.replace = true }))
+            guard case .ok? = published?.body else { throw ConformanceFailure("publishIdentity: \(describe(published))") }
+            for (index, device) in ["one", "two"].enumerated() {
+                let certificate = try DeviceCertificate.sign(user: other, device: device, deviceKey: Array(Curve25519.Signing.PrivateKey().publicKey.rawRepresentation),
+                                                             identity: otherIdentity)
+                let certified = try owner.request(6 + UInt64(index), .publishDevice(.with { $0.certificate = certificate }))
+                guard case .ok? = certified?.body else { throw ConformanceFailure("publishDevice \(device): \(describe(certified))") }
+            }
+            let welcome = MLSFraming.welcome()
+            let alone = try peer.request(5, .submitCommit(.with {
+                $0.conversation = other; $0.epoch = epoch; $0.commit = Data(MLSFraming.commit(group: group, epoch: epoch)); $0.welcome = Data(welcome)
+            }))
+            try expect(errorCode(alone) == .badRequest, "a Welcome without the devices it adds got \(describe(alone))")
+            let stored = try peer.request(6, .submitCommit(.with {
+                $0.conversation = other; $0.epoch = epoch; $0.commit = Data(MLSFraming.commit(group: group, epoch: epoch))
+                $0.welcome = Data(welcome); $0.added = [added(other, "one"), added(other, "two")]
+            }))
+            guard case .commitStored? = stored?.body else { throw ConformanceFailure("submitCommit: \(describe(stored))") }
+            for device in ["one", "two"] {
+                let joined = try target.peer()
+                _ = try joined.login(other, otherPassword, device: device)
+                let reply = try joined.request(2, .fetchCommits(.with { $0.conversation = user; $0.fromEpoch = 0; $0.join = true }))
+                guard case .commitPage(let page)? = reply?.body else { throw ConformanceFailure("fetchCommits from \(device): \(describe(reply))") }
+                try expect(page.hasWelcome && page.welcome.welcome == Data(welcome) && page.welcome.epoch == epoch + 1 && page.welcome.fromUser == user,
+                           "\(device) was not handed the commit's Welcome into epoch \(epoch + 1)")
+            }
+        },
     ]
+
+    /// A device a commit adds.
+    private static func added(_ user: String, _ device: String) -> Simp_AddedDevice {
+        .with { $0.user = user; $0.device = device }
+    }
 
     /// The one-to-one conversation's epoch now (a page asked from the highest epoch holds none),
     /// and the MLS group id its last commit is framed for (a new one when there is none, or it

@@ -211,12 +211,14 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         switch checked {
         case .failure(let refusal):
             precondition(!refusal.reason.isEmpty && refusal.code != .errorUnspecified, "a refusal without a code or reason")
-        case .success(.submit(_, let epoch, let commit, let welcomes)):
+        case .success(.submit(_, let epoch, let commit, let welcome)):
             precondition(epoch < CommitRules.maxEpoch && epoch + 1 <= CommitRules.maxEpoch, "a submit's epoch past the bound: \(epoch)")
             precondition((1...CommitRules.maxCommitBytes).contains(commit.count), "a commit of \(commit.count) bytes taken")
-            precondition(welcomes.count <= CommitRules.maxWelcomes, "\(welcomes.count) Welcomes taken")
-            precondition(Set(welcomes.map { CommitRules.welcomeField(user: $0.user, device: $0.device) }).count == welcomes.count,
-                         "two Welcomes for one device taken")
+            if let welcome {
+                precondition((1...CommitRules.maxWelcomeBytes).contains(welcome.bytes.count), "a Welcome of \(welcome.bytes.count) bytes taken")
+                precondition((1...CommitRules.maxAddedDevices).contains(welcome.added.count), "a Welcome for \(welcome.added.count) devices taken")
+                precondition(Set(welcome.added).count == welcome.added.count, "one device added twice taken")
+            }
         case .success(.fetch(_, let from, _)):
             precondition(from <= CommitRules.maxEpoch, "a fetch's epoch past the bound: \(from)")
         }

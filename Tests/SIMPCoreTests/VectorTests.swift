@@ -155,10 +155,20 @@ import Testing
             ("logout", Simp_Envelope(requestID: 13, .logout(Simp_Logout()))),
             ("submitCommit", Simp_Envelope(requestID: 17, .submitCommit(.with {
                 // An MLSMessage PublicMessage commit framed on epoch 4 for the group 7e7e...7e, from leaf 0
-                // (signature and tags made up: the server cannot check them), and a Welcome that decodes.
+                // (signature and tags made up: the server cannot check them), and its one Welcome, which
+                // decodes, sent once for the two devices the commit adds.
                 $0.conversation = "#team"; $0.epoch = 4
                 $0.commit = Data(MLSFraming.commit(group: [UInt8](repeating: 0x7e, count: 16), epoch: 4, fill: 0xc0))
-                $0.welcomes = [.with { $0.user = "carol"; $0.device = "phone"; $0.welcome = Data(MLSFraming.welcome(infoBytes: 16, fill: 0xbe)) }]
+                $0.welcome = Data(MLSFraming.welcome(infoBytes: 16, fill: 0xbe))
+                $0.added = [.with { $0.user = "carol"; $0.device = "phone" }, .with { $0.user = "carol"; $0.device = "laptop" }]
+            }))),
+            ("submitCommit (per-device Welcomes, the migration window)", Simp_Envelope(requestID: 17, .submitCommit(.with {
+                // As older clients send it: the same Welcome once per device; taken as the one above.
+                $0.conversation = "#team"; $0.epoch = 4
+                $0.commit = Data(MLSFraming.commit(group: [UInt8](repeating: 0x7e, count: 16), epoch: 4, fill: 0xc0))
+                $0.welcomes = ["phone", "laptop"].map { device in
+                    .with { $0.user = "carol"; $0.device = device; $0.welcome = Data(MLSFraming.welcome(infoBytes: 16, fill: 0xbe)) }
+                }
             }))),
             ("commitStored", Simp_Envelope(requestID: 17, .commitStored(.with { $0.conversation = "#team"; $0.epoch = 5 }))),
             ("error (commit conflict)", Simp_Envelope(requestID: 18, .error(.with {

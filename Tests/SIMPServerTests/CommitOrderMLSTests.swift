@@ -44,9 +44,9 @@ import Testing
         return try wire.validate(suite: suite)
     }
 
-    static func welcome(_ output: MLSGroup.CommitOutput, for user: String, _ device: String) throws -> [CommitWelcome] {
-        guard let welcome = output.welcome else { return [] }
-        return [CommitWelcome(user: user, device: device, welcome: try MLSMessage.welcome(welcome).mlsEncoded())]
+    static func welcome(_ output: MLSGroup.CommitOutput, for user: String, _ device: String) throws -> CommitWelcome? {
+        guard let welcome = output.welcome else { return nil }
+        return CommitWelcome(try MLSMessage.welcome(welcome).mlsEncoded(), for: [AddedDevice(user: user, device: device)])
     }
 
     /// Fetches the conversation's commits from the group's epoch and processes them in order.
@@ -81,7 +81,7 @@ import Testing
                                              signer: phone.signer, randomness: KeyFixtures.random)
         let addLaptop = try phoneGroup.commit(adding: [try await Self.claim(phone.client, "alice", "laptop")], randomness: KeyFixtures.random)
         #expect(try await phone.client.submitCommit(try addLaptop.message.mlsEncoded(), to: "#team", epoch: 0,
-                                                    welcomes: try Self.welcome(addLaptop, for: "alice", "laptop")) == 1)
+                                                    welcome: try Self.welcome(addLaptop, for: "alice", "laptop")) == 1)
         phoneGroup = addLaptop.group
         let laptopPage = try await laptop.client.fetchCommits(in: "#team", fromEpoch: 0, join: true)
         guard case .welcome(let laptopWelcome) = try MLSMessage(mlsDecoding: try #require(laptopPage.welcome).welcome) else {
@@ -98,7 +98,7 @@ import Testing
         let phoneWelcomes = try Self.welcome(phoneCommit, for: "bob", "desk")
         let laptopBytes = try laptopCommit.message.mlsEncoded()
         async let phoneTry = Self.result { () async throws(ClientError) in
-            try await phone.client.submitCommit(phoneBytes, to: "#team", epoch: 1, welcomes: phoneWelcomes)
+            try await phone.client.submitCommit(phoneBytes, to: "#team", epoch: 1, welcome: phoneWelcomes)
         }
         async let laptopTry = Self.result { () async throws(ClientError) in try await laptop.client.submitCommit(laptopBytes, to: "#team", epoch: 1) }
         let (phoneResult, laptopResult) = await (phoneTry, laptopTry)
@@ -121,7 +121,7 @@ import Testing
             // A new claim: the first package went into a commit that was never stored.
             let again = try phoneGroup.commit(adding: [try await Self.claim(phone.client, "bob", "desk")], randomness: KeyFixtures.random)
             #expect(try await phone.client.submitCommit(try again.message.mlsEncoded(), to: "#team", epoch: 2,
-                                                        welcomes: try Self.welcome(again, for: "bob", "desk")) == 3)
+                                                        welcome: try Self.welcome(again, for: "bob", "desk")) == 3)
             phoneGroup = again.group
             try await Self.catchUp(&laptopGroup, laptop.client, in: "#team")
         }
@@ -129,7 +129,7 @@ import Testing
         // bob's desk joins with the Welcome of the commit that was stored, and catches up from it.
         let deskPage = try await desk.client.fetchCommits(in: "#team", fromEpoch: 0, join: true)
         let deskWelcome = try #require(deskPage.welcome)
-        #expect(deskWelcome.welcome != phoneWelcomes.first?.welcome || phoneWon, "never the losing commit's Welcome")
+        #expect(deskWelcome.welcome != phoneWelcomes?.welcome || phoneWon, "never the losing commit's Welcome")
         guard case .welcome(let welcome) = try MLSMessage(mlsDecoding: deskWelcome.welcome) else { Issue.record("not a Welcome"); return }
         let bundle = try #require(deskBundles.first { (try? welcome.decrypt(for: $0.keyPackage, initPrivateKey: $0.initPrivateKey, psk: MLSGroup.noExternalPSK)) != nil })
         var deskGroup = try MLSGroup(joining: welcome, with: bundle)
@@ -143,6 +143,55 @@ import Testing
         for var group in [laptopGroup, deskGroup] {
             guard case .application(_, let data, _, 3) = try group.process(MLSMessage.privateMessage(sealed)) else { Issue.record("not read"); continue }
             #expect(data == Array("hello team".utf8))
+        }
+        for device in [phone, laptop, desk] { await device.client.close() }
+        await cluster.stop()
+    }
+
+    /// A commit adding two devices of two users has one Welcome (RFC 9420 section 12.4.3.1), sent
+    /// once: each device fetches the same bytes, finds its own secrets by its KeyPackageRef,
+    /// and joins the one group.
+    @Test func oneWelcomeSentOnceJoinsEachDeviceTheCommitAdds() async throws {
+        let cluster = try await TestCluster.start()
+        for user in ["alice", "bob"] { try await cluster.register(user) }
+        try cluster.letAnyoneAdd(["bob"])
+        let (alice, bob) = (KeyFixtures("alice"), KeyFixtures("bob"))
+        let phone = Device(client: try await cluster.connectedDevice("alice", "phone").0, user: "alice", name: "phone",
+                           signer: try KeyFixtures.deviceSigner())
+        let laptop = Device(client: try await cluster.connectedDevice("alice", "laptop").0, user: "alice", name: "laptop",
+                            signer: try KeyFixtures.deviceSigner())
+        let desk = Device(client: try await cluster.connectedDevice("bob", "desk").0, user: "bob", name: "desk",
+                          signer: try KeyFixtures.deviceSigner())
+        _ = try await phone.client.createGroup("team", members: ["bob"])
+        _ = try await Self.publish(phone, alice, packages: 0)
+        let laptopBundles = try await Self.publish(laptop, alice, packages: 1)
+        let deskBundles = try await Self.publish(desk, bob, packages: 1)
+
+        var phoneGroup = try MLSGroup.create(groupID: Array("#team".utf8), suite: Self.suite, credential: phone.credential,
+                                             capabilities: KeyFixtures.capabilities, lifetime: Lifetime(notBefore: 0, notAfter: .max),
+                                             signer: phone.signer, randomness: KeyFixtures.random)
+        let packages = [try await Self.claim(phone.client, "alice", "laptop"), try await Self.claim(phone.client, "bob", "desk")]
+        let output = try phoneGroup.commit(adding: packages, randomness: KeyFixtures.random)
+        let welcome = try MLSMessage.welcome(try #require(output.welcome)).mlsEncoded()
+        #expect(try await phone.client.submitCommit(try output.message.mlsEncoded(), to: "#team", epoch: 0,
+                                                    welcome: CommitWelcome(welcome, for: [AddedDevice(user: "alice", device: "laptop"),
+                                                                                          AddedDevice(user: "bob", device: "desk")])) == 1)
+        phoneGroup = output.group
+
+        var joined: [MLSGroup] = []
+        for (device, bundle) in [(laptop, laptopBundles[0]), (desk, deskBundles[0])] {
+            let page = try await device.client.fetchCommits(in: "#team", fromEpoch: 0, join: true)
+            let stored = try #require(page.welcome, "\(device.name) was handed no Welcome")
+            #expect(stored.welcome == welcome && stored.epoch == 1, "the one Welcome, into epoch 1")
+            guard case .welcome(let made) = try MLSMessage(mlsDecoding: stored.welcome) else { Issue.record("not a Welcome"); return }
+            joined.append(try MLSGroup(joining: made, with: bundle))
+        }
+        #expect(joined.map(\.epoch) == [1, 1])
+        #expect(joined.allSatisfy { $0.epochAuthenticator == phoneGroup.epochAuthenticator }, "one group")
+        let sealed = try phoneGroup.encrypt(Array("hello both".utf8), randomness: KeyFixtures.random)
+        for var group in joined {
+            guard case .application(_, let data, _, 1) = try group.process(MLSMessage.privateMessage(sealed)) else { Issue.record("not read"); continue }
+            #expect(data == Array("hello both".utf8))
         }
         for device in [phone, laptop, desk] { await device.client.close() }
         await cluster.stop()

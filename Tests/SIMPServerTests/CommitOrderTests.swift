@@ -31,14 +31,14 @@ import Testing
     }
 
     /// Both submit on `epoch` at once; returns (the winner's index, the loser's error).
-    func race(_ first: SIMPClient, _ firstCommit: [UInt8], _ firstWelcomes: [CommitWelcome],
-              _ second: SIMPClient, _ secondCommit: [UInt8], _ secondWelcomes: [CommitWelcome],
+    func race(_ first: SIMPClient, _ firstCommit: [UInt8], _ firstWelcome: CommitWelcome?,
+              _ second: SIMPClient, _ secondCommit: [UInt8], _ secondWelcome: CommitWelcome?,
               in conversation: String, epoch: UInt64) async -> (winner: Int, loser: ClientError?) {
         async let a = outcome { () async throws(ClientError) in
-            try await first.submitCommit(firstCommit, to: conversation, epoch: epoch, welcomes: firstWelcomes)
+            try await first.submitCommit(firstCommit, to: conversation, epoch: epoch, welcome: firstWelcome)
         }
         async let b = outcome { () async throws(ClientError) in
-            try await second.submitCommit(secondCommit, to: conversation, epoch: epoch, welcomes: secondWelcomes)
+            try await second.submitCommit(secondCommit, to: conversation, epoch: epoch, welcome: secondWelcome)
         }
         let results = await [a, b]
         let wins = results.enumerated().filter { if case .success(let now) = $0.element { now == epoch + 1 } else { false } }
@@ -72,7 +72,7 @@ import Testing
         await expectCode(.noSuchGroup) { try await phone.submitCommit(first, to: "#nothing", epoch: 0) }
         await expectCode(.notAMember) {   // a Welcome for a non-member
             try await phone.submitCommit(first, to: "#team", epoch: 0,
-                                         welcomes: [CommitWelcome(user: "carol", device: "phone", welcome: MLSFraming.welcome())])
+                                         welcome: CommitWelcome(MLSFraming.welcome(), for: [AddedDevice(user: "carol", device: "phone")]))
         }
         await expectCode(.deviceNotCertified) { try await tablet.submitCommit(first, to: "#team", epoch: 0) }
         let before = try await desk.fetchCommits(in: "#team", fromEpoch: 0)
@@ -81,8 +81,8 @@ import Testing
         // alice's two devices race for epoch 0, each adding bob's desk with its own Welcome.
         let commits = [Self.commit(0, team), Self.commit(0, team)]
         let welcomes = [MLSFraming.welcome(infoBytes: 400), MLSFraming.welcome(infoBytes: 400)]
-        let (winner, loss) = await race(phone, commits[0], [CommitWelcome(user: "bob", device: "desk", welcome: welcomes[0])],
-                                        laptop, commits[1], [CommitWelcome(user: "bob", device: "desk", welcome: welcomes[1])],
+        let (winner, loss) = await race(phone, commits[0], CommitWelcome(welcomes[0], for: [AddedDevice(user: "bob", device: "desk")]),
+                                        laptop, commits[1], CommitWelcome(welcomes[1], for: [AddedDevice(user: "bob", device: "desk")]),
                                         in: "#team", epoch: 0)
         try #require(winner >= 0)
         let loser = 1 - winner
@@ -146,14 +146,14 @@ import Testing
         await expectCode(.unknownUser) { try await phone.submitCommit(first, to: "nobody", epoch: 0) }
         await expectCode(.notAMember) {   // a Welcome for a third user
             try await phone.submitCommit(first, to: "bob", epoch: 0,
-                                         welcomes: [CommitWelcome(user: "carol", device: "phone", welcome: MLSFraming.welcome())])
+                                         welcome: CommitWelcome(MLSFraming.welcome(), for: [AddedDevice(user: "carol", device: "phone")]))
         }
         await expectCode(.deviceNotCertified) {   // a Welcome for a device with no certificate
             try await phone.submitCommit(first, to: "bob", epoch: 0,
-                                         welcomes: [CommitWelcome(user: "bob", device: "ghost", welcome: MLSFraming.welcome())])
+                                         welcome: CommitWelcome(MLSFraming.welcome(), for: [AddedDevice(user: "bob", device: "ghost")]))
         }
         let welcome = MLSFraming.welcome(infoBytes: 300)
-        #expect(try await phone.submitCommit(first, to: "bob", epoch: 0, welcomes: [CommitWelcome(user: "bob", device: "desk", welcome: welcome)]) == 1)
+        #expect(try await phone.submitCommit(first, to: "bob", epoch: 0, welcome: CommitWelcome(welcome, for: [AddedDevice(user: "bob", device: "desk")])) == 1)
         // bob names the conversation by alice: the same order.
         let page = try await desk.fetchCommits(in: "alice", fromEpoch: 0, join: true)
         #expect(page.conversation == "alice" && page.epoch == 1 && page.welcome?.welcome == welcome && page.welcome?.fromUser == "alice")
@@ -164,6 +164,56 @@ import Testing
         #expect(fromAlice.commits.map(\.commit) == [first, second] && fromAlice.commits.map(\.fromUser) == ["alice", "bob"])
 
         for client in [phone, desk] { await client.close() }
+        await cluster.stop()
+    }
+
+    /// A commit that adds several devices sends its one Welcome once (RFC 9420 section
+    /// 12.4.3.1: one Welcome for all new members); the server stores it once and hands it to each
+    /// device the commit adds on `fetchCommits{join}`, and to none before the commit is stored
+    /// (a refused or losing submit stores nothing).
+    @Test func oneWelcomeForSeveralDevicesReachesEachOnlyOnceItsCommitIsStored() async throws {
+        let cluster = try await TestCluster.start()
+        for user in ["alice", "bob", "carol"] { try await cluster.register(user) }
+        try cluster.letAnyoneAdd(["bob", "carol"])
+        let (phone, _) = try await cluster.connectedDevice("alice", "phone")
+        let (desk, _) = try await cluster.connectedDevice("bob", "desk")
+        let (tablet, _) = try await cluster.connectedDevice("bob", "tablet")
+        let (carol, _) = try await cluster.connectedDevice("carol", "laptop")
+        let (bob, carolKeys) = (KeyFixtures("bob"), KeyFixtures("carol"))
+        try await certify(phone, KeyFixtures("alice"), device: "phone")
+        try await certify(desk, bob, device: "desk")
+        try await certify(tablet, bob, device: "tablet")
+        try await certify(carol, carolKeys, device: "laptop")
+        _ = try await phone.createGroup("team", members: ["bob", "carol"])
+        let team = MLSFraming.groupID()
+        let added = [AddedDevice(user: "bob", device: "desk"), AddedDevice(user: "bob", device: "tablet"), AddedDevice(user: "carol", device: "laptop")]
+        let joiners = [desk, tablet, carol]
+        #expect(try await phone.submitCommit(Self.commit(0, team), to: "#team", epoch: 0) == 1)
+
+        // Not stored (framed on the wrong epoch, then a lost race): no device gets its Welcome.
+        let welcome = MLSFraming.welcome(infoBytes: 2_000)
+        await expectCode(.invalidCommit) {
+            try await phone.submitCommit(Self.commit(0, team), to: "#team", epoch: 1, welcome: CommitWelcome(welcome, for: added))
+        }
+        await expectCode(.commitConflict) {
+            try await phone.submitCommit(Self.commit(0, team), to: "#team", epoch: 0, welcome: CommitWelcome(welcome, for: added))
+        }
+        for joiner in joiners {
+            let page = try await joiner.fetchCommits(in: "#team", fromEpoch: 0, join: true)
+            #expect(page.welcome == nil && page.epoch == 1, "no Welcome before its commit is stored")
+        }
+
+        // Stored: the one Welcome reaches each of the three devices, into epoch 2.
+        #expect(try await phone.submitCommit(Self.commit(1, team), to: "#team", epoch: 1, welcome: CommitWelcome(welcome, for: added)) == 2)
+        let later = Self.commit(2, team)
+        #expect(try await phone.submitCommit(later, to: "#team", epoch: 2) == 3)
+        for joiner in joiners {
+            let page = try await joiner.fetchCommits(in: "#team", fromEpoch: 0, join: true)
+            #expect(page.welcome?.welcome == welcome && page.welcome?.epoch == 2 && page.welcome?.fromDevice == "phone")
+            #expect(page.commits.map(\.commit) == [later], "the page starts at the Welcome's epoch")
+        }
+
+        for client in [phone, desk, tablet, carol] { await client.close() }
         await cluster.stop()
     }
 
@@ -183,20 +233,20 @@ import Testing
         let team = MLSFraming.groupID()
         #expect(try await phone.submitCommit(Self.commit(0, team), to: "#team", epoch: 0) == 1)
 
-        let toDesk = [CommitWelcome(user: "bob", device: "desk", welcome: MLSFraming.welcome())]
+        let toDesk = CommitWelcome(MLSFraming.welcome(), for: [AddedDevice(user: "bob", device: "desk")])
         await expectCode(.invalidCommit) {   // made on epoch 0, submitted for epoch 1
-            try await desk.submitCommit(Self.commit(0, team), to: "#team", epoch: 1, welcomes: toDesk)
+            try await desk.submitCommit(Self.commit(0, team), to: "#team", epoch: 1, welcome: toDesk)
         }
         await expectCode(.invalidCommit) {   // made on epoch 2, submitted for epoch 1
-            try await desk.submitCommit(Self.commit(2, team), to: "#team", epoch: 1, welcomes: toDesk)
+            try await desk.submitCommit(Self.commit(2, team), to: "#team", epoch: 1, welcome: toDesk)
         }
         await expectCode(.invalidCommit) {   // framed for another group
-            try await desk.submitCommit(Self.commit(1, MLSFraming.groupID()), to: "#team", epoch: 1, welcomes: toDesk)
+            try await desk.submitCommit(Self.commit(1, MLSFraming.groupID()), to: "#team", epoch: 1, welcome: toDesk)
         }
         await expectCode(.invalidCommit) { try await desk.submitCommit(Self.random(200), to: "#team", epoch: 1) }
         await expectCode(.invalidCommit) {   // a Welcome that does not decode
             try await desk.submitCommit(Self.commit(1, team), to: "#team", epoch: 1,
-                                        welcomes: [CommitWelcome(user: "bob", device: "desk", welcome: Self.random(100))])
+                                        welcome: CommitWelcome(Self.random(100), for: [AddedDevice(user: "bob", device: "desk")]))
         }
         let page = try await desk.fetchCommits(in: "#team", fromEpoch: 0, join: true)
         #expect(page.epoch == 1 && page.commits.count == 1 && page.welcome == nil, "nothing refused was stored")
@@ -223,7 +273,7 @@ import Testing
 
         let coteam = MLSFraming.groupID()
         let commits = [Self.commit(0, coteam), Self.commit(0, coteam)]
-        let (winner, loss) = await race(owner.client, commits[0], [], member.client, commits[1], [], in: "#coteam", epoch: 0)
+        let (winner, loss) = await race(owner.client, commits[0], nil, member.client, commits[1], nil, in: "#coteam", epoch: 0)
         try #require(winner >= 0)
         #expect(loss?.errorCode == .commitConflict)
         let loser = [owner.client, member.client][1 - winner]

@@ -1,21 +1,35 @@
+import Foundation
+
 /// A commit request as the server takes it (docs/PROTOCOL.md, Commits), or why it is refused
 /// before anything runs: the conversation's name, the epochs, sizes, counts, and (one-to-one)
 /// whom a Welcome may go to. Pure, so the fuzz target checks the very function the server runs.
 public enum CommitRequest: Sendable, Equatable {
-    case submit(CommitConversation, epoch: UInt64, commit: [UInt8], welcomes: [Welcome])
+    /// `welcome`: the commit's one Welcome and the devices it adds, if it adds any.
+    case submit(CommitConversation, epoch: UInt64, commit: [UInt8], welcome: Welcome?)
     /// `join`: the device has no state for the conversation and asks for its Welcome.
     case fetch(CommitConversation, fromEpoch: UInt64, join: Bool)
 
-    /// A Welcome as submitted, for one device.
+    /// A commit's Welcome (RFC 9420 section 12.4.3.1), one for every device the commit adds:
+    /// each finds its own secrets in it by its KeyPackageRef.
     public struct Welcome: Sendable, Equatable {
+        public var bytes: [UInt8]
+        /// The devices it is for, each once, at least one.
+        public var added: [AddedDevice]
+
+        public init(bytes: [UInt8], added: [AddedDevice]) {
+            self.bytes = bytes
+            self.added = added
+        }
+    }
+
+    /// A device a commit adds.
+    public struct AddedDevice: Sendable, Hashable {
         public var user: String
         public var device: String
-        public var bytes: [UInt8]
 
-        public init(user: String, device: String, bytes: [UInt8]) {
+        public init(user: String, device: String) {
             self.user = user
             self.device = device
-            self.bytes = bytes
         }
     }
 
@@ -48,27 +62,16 @@ public enum CommitRequest: Sendable, Equatable {
             guard (1...CommitRules.maxCommitBytes).contains(submit.commit.count) else {
                 return .failure(.init(.badRequest, "a commit is 1-\(CommitRules.maxCommitBytes) bytes"))
             }
-            guard submit.welcomes.count <= CommitRules.maxWelcomes else {
-                return .failure(.init(.badRequest, "at most \(CommitRules.maxWelcomes) Welcomes with one commit"))
+            let welcome: Welcome?
+            switch Self.welcome(of: submit) {
+            case .success(let taken): welcome = taken
+            case .failure(let refusal): return .failure(refusal)
             }
-            var seen = Set<String>()
-            var welcomes: [Welcome] = []
-            for welcome in submit.welcomes {
-                guard UserName.isValid(welcome.user), DeviceName.isValid(welcome.device) else {
-                    return .failure(.init(.badRequest, "a Welcome names a user and a device"))
-                }
-                guard (1...CommitRules.maxWelcomeBytes).contains(welcome.welcome.count) else {
-                    return .failure(.init(.badRequest, "a Welcome is 1-\(CommitRules.maxWelcomeBytes) bytes"))
-                }
-                guard seen.insert(CommitRules.welcomeField(user: welcome.user, device: welcome.device)).inserted else {
-                    return .failure(.init(.badRequest, "two Welcomes for \(welcome.user)/\(welcome.device)"))
-                }
-                if case .direct(_, let peer) = conversation, welcome.user != user, welcome.user != peer {
-                    return .failure(.init(.notAMember, "\(welcome.user) is not in the conversation of \(user) and \(peer)"))
-                }
-                welcomes.append(Welcome(user: welcome.user, device: welcome.device, bytes: Array(welcome.welcome)))
+            if let welcome, case .direct(_, let peer) = conversation,
+               let outsider = welcome.added.first(where: { $0.user != user && $0.user != peer }) {
+                return .failure(.init(.notAMember, "\(outsider.user) is not in the conversation of \(user) and \(peer)"))
             }
-            return .success(.submit(conversation, epoch: submit.epoch, commit: Array(submit.commit), welcomes: welcomes))
+            return .success(.submit(conversation, epoch: submit.epoch, commit: Array(submit.commit), welcome: welcome))
         case .fetchCommits(let fetch):
             guard let conversation = CommitConversation(fetch.conversation, asker: user) else {
                 return .failure(.init(.badRequest, "not a conversation: \(fetch.conversation.prefix(34))"))
@@ -79,5 +82,47 @@ public enum CommitRequest: Sendable, Equatable {
             return .success(.fetch(conversation, fromEpoch: fetch.fromEpoch, join: fetch.join))
         default: return nil
         }
+    }
+
+    /// The submit's Welcome and the devices it adds: `welcome` with `added`, or (the migration
+    /// window, docs/PROTOCOL.md, Commits) the per-device `welcomes` of older clients when every
+    /// copy is the same Welcome; nil when it adds no device.
+    private static func welcome(of submit: Simp_SubmitCommit) -> Result<Welcome?, Refusal> {
+        let bytes: Data
+        let added: [(user: String, device: String)]
+        if submit.welcomes.isEmpty {
+            guard submit.welcome.isEmpty == submit.added.isEmpty else {
+                return .failure(.init(.badRequest, "a Welcome goes with the devices it adds (`welcome` with `added`)"))
+            }
+            if submit.added.isEmpty { return .success(nil) }
+            bytes = submit.welcome
+            added = submit.added.map { ($0.user, $0.device) }
+        } else {
+            guard submit.welcome.isEmpty, submit.added.isEmpty else {
+                return .failure(.init(.badRequest, "per-device `welcomes` or `welcome` with `added`, not both"))
+            }
+            bytes = submit.welcomes[0].welcome
+            // An MLS commit has one Welcome for all it adds: copies that differ are no such commit's.
+            guard submit.welcomes.allSatisfy({ $0.welcome == bytes }) else {
+                return .failure(.init(.badRequest, "per-device Welcomes that differ: send the commit's one Welcome (`welcome`) with the devices it adds (`added`)"))
+            }
+            added = submit.welcomes.map { ($0.user, $0.device) }
+        }
+        guard added.count <= CommitRules.maxAddedDevices else {
+            return .failure(.init(.badRequest, "at most \(CommitRules.maxAddedDevices) devices added by one commit"))
+        }
+        guard (1...CommitRules.maxWelcomeBytes).contains(bytes.count) else {
+            return .failure(.init(.badRequest, "a Welcome is 1-\(CommitRules.maxWelcomeBytes) bytes"))
+        }
+        var seen = Set<AddedDevice>()
+        for device in added {
+            guard UserName.isValid(device.user), DeviceName.isValid(device.device) else {
+                return .failure(.init(.badRequest, "an added device names a user and a device"))
+            }
+            guard seen.insert(AddedDevice(user: device.user, device: device.device)).inserted else {
+                return .failure(.init(.badRequest, "\(device.user)/\(device.device) added twice"))
+            }
+        }
+        return .success(Welcome(bytes: Array(bytes), added: added.map { AddedDevice(user: $0.user, device: $0.device) }))
     }
 }

@@ -39,30 +39,39 @@ public enum CommitConversation: Sendable, Hashable {
 
 /// The bounds of commits and Welcomes (docs/PROTOCOL.md, Commits).
 public enum CommitRules {
-    /// The largest commit taken (an `MLSMessage`). A commit at 1,000 members is about 2 KB
-    /// (docs/E2EE.md, Cost); the frame limit (65,536) bounds a commit and its Welcomes together.
+    /// The largest commit taken (an `MLSMessage`). Each device it adds takes a KeyPackage in it
+    /// (an Add proposal by value, RFC 9420 section 12.1.1), about 205 bytes; its path encrypts
+    /// to the resolution of its copath (section 7.6), which in a group whose members have not
+    /// committed yet is every member, about 82 bytes each (docs/E2EE.md, Part 6).
     public static let maxCommitBytes = 16_384
-    /// The largest Welcome taken.
-    public static let maxWelcomeBytes = 16_384
-    /// Welcomes in one `SubmitCommit`.
-    public static let maxWelcomes = 32
-    /// Bytes a `SubmitCommit` may give its commit and Welcomes together, with each Welcome's
-    /// user and device: as a history page, the frame limit (65,536) less 4,096.
+    /// The largest Welcome taken: the commit's one Welcome (RFC 9420 section 12.4.3.1), which
+    /// carries the ratchet tree (about 185 bytes a device) and a secret per added device (about
+    /// 150). With the largest commit it is `submitBudget`, so a commit and its Welcome go in
+    /// one request, and a joiner's Welcome with the largest commit after it in one page
+    /// (`pageBudget`): about 240 devices (docs/E2EE.md, Part 6).
+    public static let maxWelcomeBytes = 45_056
+    /// Devices one commit adds (one `SubmitCommit`'s `added`); each also takes an Add proposal
+    /// in the commit, so fewer than this fit in `maxCommitBytes` anyway.
+    public static let maxAddedDevices = 128
+    /// Bytes a `SubmitCommit` may give its commit, its Welcome and the devices it adds
+    /// together: as a history page, the frame limit (65,536) less 4,096.
     public static let submitBudget = 61_440
-    /// Bytes counted for a Welcome's user, device and framing in `submitBudget`.
-    static let perWelcomeOverhead = 96
+    /// Bytes counted in `submitBudget` for an added device: its `AddedDevice` (a user of 32
+    /// bytes, a device of 16) and framing.
+    static let perAddedDeviceBytes = 56
 
-    /// Whether a commit of `commit` bytes with `welcomes` Welcomes of `welcome` bytes each goes
-    /// in one `SubmitCommit`: within each limit, and within one frame.
-    public static func submitFits(commit: Int, welcome: Int, welcomes: Int) -> Bool {
-        commit <= maxCommitBytes && welcome <= maxWelcomeBytes && welcomes <= maxWelcomes
-            && commit + welcomes * (welcome + perWelcomeOverhead) <= submitBudget
+    /// Whether a commit of `commit` bytes with a Welcome of `welcome` bytes (0: none) for
+    /// `added` devices goes in one `SubmitCommit`: within each limit, and within one frame.
+    public static func submitFits(commit: Int, welcome: Int, added: Int) -> Bool {
+        commit <= maxCommitBytes && welcome <= maxWelcomeBytes && added <= maxAddedDevices
+            && commit + welcome + added * perAddedDeviceBytes <= submitBudget
     }
     /// Commits a conversation keeps: a device further behind than that cannot catch up
     /// through commits and must be added again (a new Welcome).
     public static let keptCommits = 1_000
     /// Commits in one `CommitPage`, and the bytes of its commits and Welcome together (as a
-    /// history page: the frame limit less 4,096).
+    /// history page: the frame limit less 4,096; a page holds one commit however large, and the
+    /// largest commit with the largest Welcome is this much).
     public static let maxCommitsPerPage = 64
     public static let pageBudget = 61_440
     /// The highest epoch a conversation reaches (2^53 - 1): a commit is made on an epoch below
@@ -70,11 +79,13 @@ public enum CommitRules {
     /// numbers (doubles), exact to 2^53, and the server adds 1 to a commit's epoch.
     public static let maxEpoch: UInt64 = (1 << 53) - 1
 
-    /// Welcomes a conversation keeps (one per device): past it the oldest goes, and its device,
-    /// if it had not joined yet, must be added again. A Welcome into an epoch whose commits are
-    /// no longer kept goes anyway (its device could not catch up).
+    /// Devices a conversation keeps a Welcome for (one each, the latest; a Welcome is stored
+    /// once for all the devices its commit added): past it the oldest device's goes, and that
+    /// device, if it had not joined yet, must be added again. A Welcome into an epoch whose
+    /// commits are no longer kept goes anyway (its devices could not catch up), and a Welcome
+    /// goes once no device is left that it is for.
     public static let maxKeptWelcomes = 2_048
 
-    /// The field a device's Welcome is kept under: "USER/DEVICE".
+    /// The field that names a device's Welcome: "USER/DEVICE" (with a '/', never an epoch).
     public static func welcomeField(user: String, device: String) -> String { "\(user)/\(device)" }
 }

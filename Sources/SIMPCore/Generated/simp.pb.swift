@@ -1627,11 +1627,20 @@ public nonisolated struct Simp_ClaimedKeyPackages: Sendable {
 
 /// A commit made on `epoch`, from a device with a device certificate (DEVICE_NOT_CERTIFIED) of a
 /// member (NOT_A_MEMBER, NO_SUCH_GROUP; UNKNOWN_USER for a one-to-one with no such user).
-/// Answered with CommitStored once the commit and its Welcomes are stored, in one step;
+/// Answered with CommitStored once the commit and its Welcome are stored, in one step;
 /// COMMIT_CONFLICT (nothing stored) when `epoch` is not the conversation's current epoch;
 /// INVALID_COMMIT (nothing stored) when `commit` is not an MLSMessage PublicMessage of content
 /// type commit from a member sender framed for `epoch` and for the conversation's MLS group id
-/// (the one of the first commit stored), or a Welcome is not an MLSMessage Welcome.
+/// (the one of the first commit stored), or the Welcome is not an MLSMessage Welcome.
+///
+/// A commit that adds devices has one Welcome (RFC 9420 section 12.4.3.1: one
+/// EncryptedGroupSecrets per new member, each found by its KeyPackageRef), sent once in
+/// `welcome` with the devices it adds in `added`; the server stores it once and hands it to
+/// each of them. `welcome` and `added` go together (BAD_REQUEST otherwise).
+/// Migration window: `welcomes`, the per-device form older clients send (the same Welcome
+/// repeated for every device), is still taken when every copy is the same bytes, as that one
+/// Welcome for those devices; copies that differ, or `welcomes` with `welcome` or `added`, are
+/// BAD_REQUEST. It will be refused once clients have moved (docs/PROTOCOL.md, Commits).
 public nonisolated struct Simp_SubmitCommit: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -1646,17 +1655,23 @@ public nonisolated struct Simp_SubmitCommit: Sendable {
   /// an MLSMessage PublicMessage commit (RFC 9420 section 6), 1-16384 bytes
   public var commit: Data = Data()
 
-  /// at most 32
+  /// deprecated (migration window): the per-device form, at most 128, every copy the same
   public var welcomes: [Simp_CommitWelcome] = []
+
+  /// the commit's one Welcome: an MLSMessage of wire format mls_welcome, 1-45056 bytes
+  public var welcome: Data = Data()
+
+  /// the devices the commit adds, each given `welcome`: at most 128, each once
+  public var added: [Simp_AddedDevice] = []
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 }
 
-/// A Welcome (RFC 9420 section 12.4.3.1) for one device a commit adds, released with the commit:
-/// a Welcome of a commit that is not stored is never handed out.
-public nonisolated struct Simp_CommitWelcome: Sendable {
+/// A device a commit adds: it is handed the commit's Welcome once the commit is stored (a
+/// Welcome of a commit that is not stored is never handed out).
+public nonisolated struct Simp_AddedDevice: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
@@ -1664,9 +1679,25 @@ public nonisolated struct Simp_CommitWelcome: Sendable {
   /// a member of the conversation (NOT_A_MEMBER)
   public var user: String = String()
 
+  /// with a device certificate (DEVICE_NOT_CERTIFIED)
   public var device: String = String()
 
-  /// an MLSMessage of wire format mls_welcome, 1-16384 bytes
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Deprecated (SubmitCommit.welcomes, the migration window): a copy of the commit's Welcome for
+/// one device it adds.
+public nonisolated struct Simp_CommitWelcome: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var user: String = String()
+
+  public var device: String = String()
+
   public var welcome: Data = Data()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
@@ -4402,7 +4433,7 @@ nonisolated extension Simp_ClaimedKeyPackages: SwiftProtobuf.Message, SwiftProto
 
 nonisolated extension Simp_SubmitCommit: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".SubmitCommit"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}conversation\0\u{1}epoch\0\u{1}commit\0\u{1}welcomes\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}conversation\0\u{1}epoch\0\u{1}commit\0\u{1}welcomes\0\u{1}welcome\0\u{1}added\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -4414,6 +4445,8 @@ nonisolated extension Simp_SubmitCommit: SwiftProtobuf.Message, SwiftProtobuf._M
       case 2: try { try decoder.decodeSingularUInt64Field(value: &self.epoch) }()
       case 3: try { try decoder.decodeSingularBytesField(value: &self.commit) }()
       case 4: try { try decoder.decodeRepeatedMessageField(value: &self.welcomes) }()
+      case 5: try { try decoder.decodeSingularBytesField(value: &self.welcome) }()
+      case 6: try { try decoder.decodeRepeatedMessageField(value: &self.added) }()
       default: break
       }
     }
@@ -4432,6 +4465,12 @@ nonisolated extension Simp_SubmitCommit: SwiftProtobuf.Message, SwiftProtobuf._M
     if !self.welcomes.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.welcomes, fieldNumber: 4)
     }
+    if !self.welcome.isEmpty {
+      try visitor.visitSingularBytesField(value: self.welcome, fieldNumber: 5)
+    }
+    if !self.added.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.added, fieldNumber: 6)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -4440,6 +4479,43 @@ nonisolated extension Simp_SubmitCommit: SwiftProtobuf.Message, SwiftProtobuf._M
     if lhs.epoch != rhs.epoch {return false}
     if lhs.commit != rhs.commit {return false}
     if lhs.welcomes != rhs.welcomes {return false}
+    if lhs.welcome != rhs.welcome {return false}
+    if lhs.added != rhs.added {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Simp_AddedDevice: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".AddedDevice"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}user\0\u{1}device\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.user) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.device) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.user.isEmpty {
+      try visitor.visitSingularStringField(value: self.user, fieldNumber: 1)
+    }
+    if !self.device.isEmpty {
+      try visitor.visitSingularStringField(value: self.device, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_AddedDevice, rhs: Simp_AddedDevice) -> Bool {
+    if lhs.user != rhs.user {return false}
+    if lhs.device != rhs.device {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

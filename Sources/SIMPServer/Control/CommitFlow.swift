@@ -5,7 +5,7 @@ import SIMPCore
 /// read, what to store, what the asker is answered. Pure: the worker carries each step out and
 /// feeds its result back; the time is the request's, passed in. The order itself is the store
 /// script's: it stores a commit only if the conversation is still at the commit's epoch, and
-/// its Welcomes in the same script, so a Welcome of a commit that lost is never handed out.
+/// its Welcome in the same script, so a Welcome of a commit that lost is never handed out.
 ///
 /// Who may submit: a device of a member of the conversation (checked by the script, with the
 /// group's members in the same slot) whose user's directory holds a certificate for it (read
@@ -13,28 +13,32 @@ import SIMPCore
 /// refuse it, as they check every committer's leaf against the certificates themselves).
 ///
 /// What is submitted: a commit framed (RFC 9420 section 6) as a member's public commit on the
-/// epoch it is submitted for, with Welcomes that decode (`UncheckedCommit`, decoded off the event
+/// epoch it is submitted for, with a Welcome that decodes (`UncheckedCommit`, decoded off the event
 /// loop before any read), and framed for the conversation's MLS group: the group id of its first
 /// commit stored, which the store script records and compares (`INVALID_COMMIT` otherwise,
 /// nothing stored).
 struct CommitFlow: Sendable {
     /// The request, checked (`CommitRequest.checking`).
     typealias Request = CommitRequest
-    typealias Welcome = CommitRequest.Welcome
+    typealias AddedDevice = CommitRequest.AddedDevice
 
-    /// A Welcome as the store keeps it: under "USER/DEVICE", its epoch, ':', then the
-    /// `StoredWelcome` (the script reads the epoch without decoding anything).
+    /// A commit's Welcome as the store keeps it: once, the `StoredWelcome` under its epoch (the
+    /// epoch it joins at, `epoch`), and for each device it is for that epoch under the device's
+    /// field "USER/DEVICE" (the script reads the epoch without decoding anything).
     struct KeptWelcome: Sendable, Equatable {
-        /// The member it is for (a group's script checks it is one).
-        var user: String
-        var field: String
+        /// The epoch it joins its devices at, as the field it is kept under.
+        var epoch: String
+        /// The `StoredWelcome`.
         var value: [UInt8]
-    }
+        /// The devices it is for.
+        var devices: [Device]
 
-    /// A device a Welcome is for.
-    struct Addressee: Sendable, Equatable {
-        var user: String
-        var device: String
+        /// A device a kept Welcome is for: its user (a group's script checks it is a member) and
+        /// its field, "USER/DEVICE" (`CommitRules.welcomeField`).
+        struct Device: Sendable, Equatable {
+            var user: String
+            var field: String
+        }
     }
 
     /// What the read before a submit found.
@@ -43,23 +47,23 @@ struct CommitFlow: Sendable {
         var certified: Bool
         /// For a one-to-one conversation, the other user exists.
         var peerExists: Bool
-        /// The first Welcome's device that has no device certificate in its user's directory.
-        var uncertifiedWelcome: Addressee? = nil
+        /// The first added device that has no device certificate in its user's directory.
+        var uncertifiedAdded: AddedDevice? = nil
     }
 
     enum Next: Sendable, Equatable {
-        /// Decode the commit's framing and its Welcomes (`UncheckedCommit.checking`) off the
+        /// Decode the commit's framing and its Welcome (`UncheckedCommit.checking`) off the
         /// event loop (a frame's worth of small MLS vectors takes milliseconds); comes back as
         /// `framed(_:)`.
         case checkFraming(UncheckedCommit, epoch: UInt64)
         /// Whether `device` of `user` is certified, whether `peer` (when set) exists, and whether
-        /// each Welcome's device is certified; comes back, with `framing`, as `checked(_:framing:)`.
-        case readSubmitter(user: String, device: String, peer: String?, welcomes: [Addressee], framing: CommitFraming)
+        /// each added device is certified; comes back, with `framing`, as `checked(_:framing:)`.
+        case readSubmitter(user: String, device: String, peer: String?, added: [AddedDevice], framing: CommitFraming)
         /// Store `entry` as the commit made on `epoch` if that is still the conversation's
-        /// epoch, with the Welcomes, keeping the last `kept` commits; comes back as `stored(_:)`.
+        /// epoch, with its Welcome, keeping the last `kept` commits; comes back as `stored(_:)`.
         /// `group`: the commit's framed MLS group id, which must be the conversation's recorded
         /// one (recorded now when none is).
-        case store(CommitConversation, user: String, epoch: UInt64, entry: [UInt8], welcomes: [KeptWelcome], kept: Int, group: [UInt8])
+        case store(CommitConversation, user: String, epoch: UInt64, entry: [UInt8], welcome: KeptWelcome?, kept: Int, group: [UInt8])
         /// Read the commits from `fromEpoch` among the last `kept`, or (a join: `welcomeField`
         /// set) the Welcome under `welcomeField` and the commits from its epoch; comes back as
         /// `fetched(_:)`.
@@ -79,7 +83,7 @@ struct CommitFlow: Sendable {
         case conflict(current: UInt64)
         case notAMember
         case noSuchGroup
-        /// A Welcome names a user who is not a member.
+        /// An added device's user is not a member.
         case welcomeToNonMember(String)
         /// The commit is framed for another MLS group than the conversation's recorded one.
         case otherGroup
@@ -87,7 +91,7 @@ struct CommitFlow: Sendable {
 
     /// What the fetch script answered.
     enum Fetched: Sendable, Equatable {
-        /// `welcome`, when set (only for a join), is the kept value (epoch, ':', `StoredWelcome`);
+        /// `welcome`, when set (only for a join), is the device's `StoredWelcome`;
         /// `commits` the stored `StoredCommit`s, consecutive, oldest first.
         case page(current: UInt64, welcome: [UInt8]?, commits: [[UInt8]], more: Bool)
         case notAMember
@@ -125,8 +129,8 @@ struct CommitFlow: Sendable {
     /// The first step.
     func start() -> Next {
         switch request {
-        case .submit(_, let epoch, let commit, let welcomes):
-            return .checkFraming(UncheckedCommit(commit: commit, welcomes: welcomes.map(\.bytes)), epoch: epoch)
+        case .submit(_, let epoch, let commit, let welcome):
+            return .checkFraming(UncheckedCommit(commit: commit, welcome: welcome?.bytes), epoch: epoch)
         case .fetch(let conversation, let from, let join):
             return .fetch(conversation, user: user, welcomeField: join ? CommitRules.welcomeField(user: user, device: device) : nil, fromEpoch: from,
                           maxCommits: CommitRules.maxCommitsPerPage, budget: CommitRules.pageBudget, kept: CommitRules.keptCommits)
@@ -136,22 +140,22 @@ struct CommitFlow: Sendable {
     /// The commit's framing, or why every member would refuse it: then refused before anything
     /// is read.
     func framed(_ result: Result<CommitFraming, UncheckedCommit.Problem>) -> Next {
-        guard case .submit(let conversation, _, _, let welcomes) = request else { return .refuse(.internal, "commit framing for no submit") }
+        guard case .submit(let conversation, _, _, let welcome) = request else { return .refuse(.internal, "commit framing for no submit") }
         let framing: CommitFraming
         switch result {
         case .success(let checked): framing = checked
         case .failure(let problem): return .refuse(problem.code, problem.reason)
         }
-        let addressees = welcomes.map { Addressee(user: $0.user, device: $0.device) }
+        let added = welcome?.added ?? []
         if case .direct(_, let peer) = conversation {
-            return .readSubmitter(user: user, device: device, peer: peer, welcomes: addressees, framing: framing)
+            return .readSubmitter(user: user, device: device, peer: peer, added: added, framing: framing)
         }
-        return .readSubmitter(user: user, device: device, peer: nil, welcomes: addressees, framing: framing)
+        return .readSubmitter(user: user, device: device, peer: nil, added: added, framing: framing)
     }
 
     /// The submitter read's result, with the framing `framed(_:)` found.
     func checked(_ submitter: Submitter, framing: CommitFraming) -> Next {
-        guard case .submit(let conversation, let epoch, let commit, let welcomes) = request else {
+        guard case .submit(let conversation, let epoch, let commit, let welcome) = request else {
             return .refuse(.internal, "commit read for no submit")
         }
         // Checked with the request already; a flow made from an unchecked one must not trap either.
@@ -160,10 +164,10 @@ struct CommitFlow: Sendable {
         guard submitter.certified else {
             return .refuse(.deviceNotCertified, "\(device) has no device certificate stored: publish one before committing")
         }
-        // A device is added with a KeyPackage its certified key signed: a Welcome for any other
-        // device would only take room in the conversation's Welcomes.
-        if let welcome = submitter.uncertifiedWelcome {
-            return .refuse(.deviceNotCertified, "a Welcome for \(welcome.user)/\(welcome.device), which has no device certificate stored")
+        // A device is added with a KeyPackage its certified key signed: naming any other device
+        // would only take room in the conversation's Welcomes.
+        if let added = submitter.uncertifiedAdded {
+            return .refuse(.deviceNotCertified, "a Welcome for \(added.user)/\(added.device), which has no device certificate stored")
         }
         var stored = Simp_StoredCommit()
         stored.epoch = epoch
@@ -171,8 +175,8 @@ struct CommitFlow: Sendable {
         stored.fromUser = user
         stored.fromDevice = device
         stored.serverTime = nowMillis
-        var kept: [KeptWelcome] = []
-        for welcome in welcomes {
+        var kept: KeptWelcome?
+        if let welcome {
             var entry = Simp_StoredWelcome()
             entry.epoch = epoch + 1
             entry.welcome = Data(welcome.bytes)
@@ -180,11 +184,11 @@ struct CommitFlow: Sendable {
             entry.fromDevice = device
             entry.serverTime = nowMillis
             guard let bytes: [UInt8] = try? entry.serializedBytes() else { return .refuse(.internal, "a Welcome did not encode") }
-            kept.append(KeptWelcome(user: welcome.user, field: CommitRules.welcomeField(user: welcome.user, device: welcome.device),
-                                    value: Array("\(epoch + 1):".utf8) + bytes))
+            kept = KeptWelcome(epoch: "\(epoch + 1)", value: bytes,
+                               devices: welcome.added.map { .init(user: $0.user, field: CommitRules.welcomeField(user: $0.user, device: $0.device)) })
         }
         guard let entry: [UInt8] = try? stored.serializedBytes() else { return .refuse(.internal, "a commit did not encode") }
-        return .store(conversation, user: user, epoch: epoch, entry: entry, welcomes: kept, kept: CommitRules.keptCommits, group: framing.groupID)
+        return .store(conversation, user: user, epoch: epoch, entry: entry, welcome: kept, kept: CommitRules.keptCommits, group: framing.groupID)
     }
 
     /// The store script's result.
@@ -228,8 +232,7 @@ struct CommitFlow: Sendable {
                 page.commits.append(commit)
             }
             if let welcome {
-                guard let colon = welcome.firstIndex(of: UInt8(ascii: ":")),
-                      let entry = try? Simp_StoredWelcome(serializedBytes: Array(welcome[(colon + 1)...])) else {
+                guard let entry = try? Simp_StoredWelcome(serializedBytes: welcome) else {
                     return .refuse(.internal, "a stored Welcome of \(conversation.name) does not decode")
                 }
                 page.welcome = entry

@@ -101,11 +101,11 @@ struct ControlWorker {
         case .checkFraming(let unchecked, let epoch):
             // Pure decoding, but up to milliseconds for a frame of small vectors: not on the loop.
             step = loop.makeFutureWithTask { flow.framed(unchecked.checking(epoch: epoch)) }
-        case .readSubmitter(let user, let device, let peer, let welcomes, let framing):
-            step = store.commitSubmitter(user: user, device: device, peer: peer, welcomes: welcomes, on: loop)
+        case .readSubmitter(let user, let device, let peer, let added, let framing):
+            step = store.commitSubmitter(user: user, device: device, peer: peer, added: added, on: loop)
                 .map { flow.checked($0, framing: framing) }
-        case .store(let conversation, let user, let epoch, let entry, let welcomes, let kept, let group):
-            step = store.storeCommit(conversation, user: user, epoch: epoch, entry: entry, welcomes: welcomes, kept: kept, group: group, on: loop)
+        case .store(let conversation, let user, let epoch, let entry, let welcome, let kept, let group):
+            step = store.storeCommit(conversation, user: user, epoch: epoch, entry: entry, welcome: welcome, kept: kept, group: group, on: loop)
                 .map { flow.stored($0) }
         case .fetch(let conversation, let user, let field, let from, let maxCommits, let budget, let kept):
             step = store.fetchCommits(conversation, user: user, welcomeField: field, fromEpoch: from, maxCommits: maxCommits,

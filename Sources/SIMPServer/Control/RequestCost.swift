@@ -32,11 +32,11 @@ enum RequestCost {
     static let perKeyPackage = 2
     static let keyClaim = 8
     /// A commit: a read of the submitter's certificate (and the peer) and a script; each
-    /// Welcome adds a read (its device's certificate) and a write. A fetch: a script that reads
-    /// up to a page of commits.
+    /// device it adds adds a read (its certificate) and a write (its Welcome's epoch). A fetch:
+    /// a script that reads up to a page of commits.
     static let commitSubmit = 4
-    static let perWelcome = 2
-    /// And a unit per 4 KiB of the commit and its Welcomes together (stored, replicated, and
+    static let perAddedDevice = 2
+    /// And a unit per 4 KiB of the commit and its Welcome together (stored, replicated, and
     /// handed out again with every page): at most 16 within the frame limit.
     static let commitBytesPerUnit = 4_096
     static let commitFetch = 4
@@ -78,8 +78,9 @@ enum RequestCost {
         case .keyDirectory: redisRead
         case .claimKeyPackages: keyClaim
         case .submitCommit(let submit):
-            commitSubmit + perWelcome * min(submit.welcomes.count, CommitRules.maxWelcomes)
-                + submit.welcomes.reduce(submit.commit.count) { $0 + $1.welcome.count } / commitBytesPerUnit
+            // The per-device `welcomes` of the migration window: one Welcome once, as `welcome`.
+            commitSubmit + perAddedDevice * min(submit.added.count + submit.welcomes.count, CommitRules.maxAddedDevices)
+                + (submit.commit.count + max(submit.welcome.count, submit.welcomes.first?.welcome.count ?? 0)) / commitBytesPerUnit
         case .fetchCommits: commitFetch
         // A script over one user's links, or a read of them.
         case .linkStep, .linkFetch: redisRead

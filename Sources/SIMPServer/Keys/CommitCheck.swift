@@ -1,7 +1,7 @@
 import SIMPCore
 import SIMPMLS
 
-/// A submitted commit and its Welcomes as received: nothing in them is trusted. `checked` is the
+/// A submitted commit and its Welcome as received: nothing in them is trusted. `checked` is the
 /// only way to a `CommitFraming` (docs/E2EE.md, Part 3, "What the server reads of a commit").
 ///
 /// The server cannot verify a commit: its signature needs the committer's leaf (the ratchet
@@ -11,7 +11,8 @@ import SIMPMLS
 /// refuse for it: stored on the current epoch, such a commit would stop every later one.
 struct UncheckedCommit: Sendable, Equatable {
     let commit: [UInt8]
-    let welcomes: [[UInt8]]
+    /// The commit's one Welcome, if it adds devices.
+    let welcome: [UInt8]?
 
     /// Why a commit was refused (`INVALID_COMMIT`, the reason naming what is wrong).
     struct Problem: Error, Equatable, Sendable {
@@ -23,7 +24,7 @@ struct UncheckedCommit: Sendable, Equatable {
     /// of wire format `mls_public_message` (SIMP's commits are public messages:
     /// `MLSGroupPolicy.handshakeWireFormat`) whose `FramedContent` is of content type `commit`,
     /// from a `member` sender (SIMP uses no external commits), framed on `epoch` (the epoch it is
-    /// submitted for); and every Welcome decodes whole as an `MLSMessage` of wire format
+    /// submitted for); and the Welcome decodes whole as an `MLSMessage` of wire format
     /// `mls_welcome`. Decoding only: no signature, tag or leaf index is checked (that needs the
     /// group's state), and the group id is compared by the store, which records the first one.
     func checked(epoch: UInt64) throws(Problem) -> CommitFraming {
@@ -42,11 +43,10 @@ struct UncheckedCommit: Sendable, Equatable {
         guard content.epoch == epoch else {
             throw Problem(reason: "the commit is framed on epoch \(content.epoch), not on epoch \(epoch) it is submitted for")
         }
-        // SIMP's client sends one Welcome, the same bytes, to every device a commit adds.
-        var seen = Set<[UInt8]>()
-        for (index, welcome) in welcomes.enumerated() where seen.insert(welcome).inserted {
+        // One Welcome for every device the commit adds (RFC 9420 section 12.4.3.1): decoded once.
+        if let welcome {
             guard case .welcome? = try? MLSMessage(mlsDecoding: welcome) else {
-                throw Problem(reason: "Welcome \(index + 1) does not decode as an MLSMessage of wire format mls_welcome")
+                throw Problem(reason: "the Welcome does not decode as an MLSMessage of wire format mls_welcome")
             }
         }
         return CommitFraming(groupID: content.groupID, epoch: content.epoch, leaf: leaf)

@@ -4,22 +4,33 @@ import SIMPRedis
 /// conversation's (`Keys.commitEpoch`, `commits`, `welcomes`, `welcomeEpochs`, `commitGroup`, and
 /// a group's members): one slot.
 extension Scripts {
-    /// Stores a commit if it was made on the conversation's current epoch, and its Welcomes with
+    /// Stores a commit if it was made on the conversation's current epoch, and its Welcome with
     /// it. KEYS: epoch, commits, Welcomes, a group's members (for a one-to-one conversation a
     /// key of its slot that is never written), the Welcomes' epochs, the conversation's MLS group
     /// id. ARGV: the submitting user, the commit's epoch, the `StoredCommit`, how many commits to
-    /// keep, "1" for a group, how many Welcomes to keep, the length of the `StoredCommit`'s part
-    /// that names the commit (all but its server time, field 5, the last: tag 40), the MLS group
-    /// id the commit is framed for, then per Welcome its user, its field and its value. The group
-    /// id must be the conversation's recorded one; the commit on epoch 0 records it (over a key
-    /// left from before, as a group deleted by a node that did not know the key leaves it), and
-    /// so does the next commit of a conversation that has none recorded. The same commit from
-    /// the same device stored on its epoch already is answered as stored again, storing nothing. An epoch that went back below a stored commit is set past
-    /// the stored commits (and the submit answered as a conflict). Welcomes into an epoch whose
+    /// keep, "1" for a group, how many devices' Welcomes to keep, the length of the
+    /// `StoredCommit`'s part that names the commit (all but its server time, field 5, the last:
+    /// tag 40), the MLS group id the commit is framed for, then, if the commit adds devices, the
+    /// epoch its Welcome joins at (the commit's epoch + 1, as the field it is kept under), the
+    /// `StoredWelcome`, and per device it adds the device's user and field.
+    ///
+    /// The Welcomes hash holds each Welcome once, under its epoch (digits), and for each device
+    /// the epoch of its latest Welcome, under "USER/DEVICE" (always with a '/': never an epoch);
+    /// the Welcomes' epochs (a sorted set) score each device's field by that epoch. A device's
+    /// value with a ':' is "EPOCH:" and its own `StoredWelcome`, as kept before one Welcome per
+    /// commit: read as its Welcome until it goes. A Welcome goes when no device names it any
+    /// more (added again by a later commit, or dropped).
+    ///
+    /// The group id must be the conversation's recorded one; the commit on epoch 0 records it
+    /// (over a key left from before, as a group deleted by a node that did not know the key
+    /// leaves it), and so does the next commit of a conversation that has none recorded. The
+    /// same commit from the same device stored on its epoch already is answered as stored again,
+    /// storing nothing. An epoch that went back below a stored commit is set past the stored
+    /// commits (and the submit answered as a conflict). Devices' Welcomes into an epoch whose
     /// commits are no longer kept are dropped, then the oldest past the most kept.
     /// Returns {0, the new epoch}, {-1, the current epoch} (another commit won this epoch, or the
-    /// epoch is ahead), {-2} (the submitter is not a member), {-3} (no such group), {-4, USER} (a
-    /// Welcome's user is not a member), {-5} (framed for another MLS group): only the first
+    /// epoch is ahead), {-2} (the submitter is not a member), {-3} (no such group), {-4, USER} (an
+    /// added device's user is not a member), {-5} (framed for another MLS group): only the first
     /// stores anything.
     static let submitCommit = RedisScript("""
     local group = ARGV[5] == '1'
@@ -49,7 +60,7 @@ extension Scripts {
     local recorded = current > 0 and redis.call('GET', KEYS[6])
     if recorded and recorded ~= ARGV[8] then return {-5} end
     if group then
-      for i = 9, #ARGV, 3 do
+      for i = 11, #ARGV, 2 do
         if not redis.call('HGET', KEYS[4], ARGV[i]) then return {-4, ARGV[i]} end
       end
     end
@@ -59,12 +70,27 @@ extension Scripts {
     if not recorded then redis.call('SET', KEYS[6], ARGV[8]) end
     local old = current - tonumber(ARGV[4])
     if old >= 0 then redis.call('HDEL', KEYS[2], old) end
-    for i = 9, #ARGV, 3 do
-      redis.call('HSET', KEYS[3], ARGV[i + 1], ARGV[i + 2])
-      redis.call('ZADD', KEYS[5], now, ARGV[i + 1])
+    -- The Welcomes that devices whose entries change named: each goes below once no device names it.
+    local unnamed = {}
+    local function unname(fields)
+      if #fields == 0 then return end
+      for _, named in ipairs(redis.call('HMGET', KEYS[3], unpack(fields))) do
+        if named and not string.find(named, ':', 1, true) then unnamed[named] = true end
+      end
+    end
+    if #ARGV >= 10 then
+      local fields = {}
+      for i = 12, #ARGV, 2 do table.insert(fields, ARGV[i]) end
+      unname(fields)
+      redis.call('HSET', KEYS[3], ARGV[9], ARGV[10])
+      for _, field in ipairs(fields) do
+        redis.call('HSET', KEYS[3], field, ARGV[9])
+        redis.call('ZADD', KEYS[5], now, field)
+      end
     end
     local function drop(fields)
       if #fields > 0 then
+        unname(fields)
         redis.call('HDEL', KEYS[3], unpack(fields))
         redis.call('ZREM', KEYS[5], unpack(fields))
       end
@@ -72,6 +98,9 @@ extension Scripts {
     drop(redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now - tonumber(ARGV[4]) - 1))
     local over = redis.call('ZCARD', KEYS[5]) - tonumber(ARGV[6])
     if over > 0 then drop(redis.call('ZRANGE', KEYS[5], 0, over - 1)) end
+    for epoch in pairs(unnamed) do
+      if redis.call('ZCOUNT', KEYS[5], epoch, epoch) == 0 then redis.call('HDEL', KEYS[3], epoch) end
+    end
     return {0, now}
     """)
 
@@ -81,9 +110,10 @@ extension Scripts {
     /// given), "1" for a group, how many commits are kept (a start before them starts at the
     /// oldest kept). A page never skips a commit after its start: only a join that finds the
     /// device's Welcome starts at the Welcome's epoch (a device with no state has nothing before
-    /// it to process).
-    /// Returns {0, current epoch, the Welcome or '', 1 if more follow, commits...}, {-2} (not a
-    /// member), {-3} (no such group).
+    /// it to process). The device's field names its Welcome's epoch, under which the Welcome is
+    /// kept once for every device it is for (or, kept before that, holds "EPOCH:" and its own).
+    /// Returns {0, current epoch, the `StoredWelcome` or '', 1 if more follow, commits...}, {-2}
+    /// (not a member), {-3} (no such group).
     static let fetchCommits = RedisScript("""
     if ARGV[6] == '1' then
       if redis.call('EXISTS', KEYS[4]) == 0 then return {-3} end
@@ -93,11 +123,18 @@ extension Scripts {
     local from = math.max(tonumber(ARGV[3]), current - tonumber(ARGV[7]))
     local budget = tonumber(ARGV[5])
     local given = ''
-    local welcome = ARGV[2] ~= '' and redis.call('HGET', KEYS[3], ARGV[2])
-    if welcome then
-      local colon = string.find(welcome, ':', 1, true)
-      local epoch = colon and tonumber(string.sub(welcome, 1, colon - 1))
-      if epoch then
+    local named = ARGV[2] ~= '' and redis.call('HGET', KEYS[3], ARGV[2])
+    if named then
+      local epoch, welcome
+      local colon = string.find(named, ':', 1, true)
+      if colon then
+        epoch = tonumber(string.sub(named, 1, colon - 1))
+        welcome = string.sub(named, colon + 1)
+      else
+        epoch = tonumber(named)
+        welcome = redis.call('HGET', KEYS[3], named)
+      end
+      if epoch and welcome then
         from = math.max(epoch, current - tonumber(ARGV[7]))
         given = welcome
         budget = budget - #welcome

@@ -20,38 +20,42 @@ extension MessageStore {
     }
 
     /// Whether `device` of `user` has a device certificate, whether `peer` exists (true when
-    /// there is none to check), and the first Welcome's device that has none: one pipeline, a
+    /// there is none to check), and the first added device that has none: one pipeline, a
     /// command per slot.
-    func commitSubmitter(user: String, device: String, peer: String?, welcomes: [CommitFlow.Addressee],
+    func commitSubmitter(user: String, device: String, peer: String?, added: [CommitFlow.AddedDevice],
                          on loop: any EventLoop) -> EventLoopFuture<CommitFlow.Submitter> {
         let reads = [RedisCommand("HEXISTS", [keys.deviceCertificates(user), device])]
             + (peer.map { [RedisCommand("EXISTS", [keys.user($0)])] } ?? [])
-            + welcomes.map { RedisCommand("HEXISTS", [keys.deviceCertificates($0.user), $0.device]) }
+            + added.map { RedisCommand("HEXISTS", [keys.deviceCertificates($0.user), $0.device]) }
         return redis.run(reads, on: loop).flatMapThrowing { replies in
             guard replies.count == reads.count else { throw RedisError(.protocolViolation, "commit read returned \(replies.count) replies") }
             let first = peer == nil ? 1 : 2
-            var uncertified: CommitFlow.Addressee?
-            for (index, welcome) in welcomes.enumerated() where try replies[first + index].checked().int != 1 {
-                uncertified = welcome
+            var uncertified: CommitFlow.AddedDevice?
+            for (index, device) in added.enumerated() where try replies[first + index].checked().int != 1 {
+                uncertified = device
                 break
             }
             return CommitFlow.Submitter(certified: try replies[0].checked().int == 1,
                                         peerExists: peer == nil ? true : try replies[1].checked().int == 1,
-                                        uncertifiedWelcome: uncertified)
+                                        uncertifiedAdded: uncertified)
         }
     }
 
     /// `group`: the commit's framed MLS group id (`CommitFraming`), compared with the
-    /// conversation's recorded one, or recorded when there is none.
-    func storeCommit(_ conversation: CommitConversation, user: String, epoch: UInt64, entry: [UInt8], welcomes: [CommitFlow.KeptWelcome],
+    /// conversation's recorded one, or recorded when there is none. `welcome`: the commit's
+    /// Welcome, stored once, with the devices it is for.
+    func storeCommit(_ conversation: CommitConversation, user: String, epoch: UInt64, entry: [UInt8], welcome: CommitFlow.KeptWelcome?,
                      kept: Int, keptWelcomes: Int = CommitRules.maxKeptWelcomes, group: [UInt8],
                      on loop: any EventLoop) -> EventLoopFuture<CommitFlow.Stored> {
         var args: [any RedisArgument] = [user, "\(epoch)", entry, kept, Self.isGroup(conversation), keptWelcomes,
                                          CommitFlow.sameCommitLength(entry), group]
-        for welcome in welcomes {
-            args.append(welcome.user)
-            args.append(welcome.field)
+        if let welcome {
+            args.append(welcome.epoch)
             args.append(welcome.value)
+            for device in welcome.devices {
+                args.append(device.user)
+                args.append(device.field)
+            }
         }
         let command = RedisCommand.script(Scripts.submitCommit, keys: commitKeys(conversation), args: args)
         // With `minReplicas`, as a message's `accepted`: WAIT on the same connection after the script.

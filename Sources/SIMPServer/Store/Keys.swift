@@ -108,11 +108,14 @@ struct Keys: Sendable {
     /// A conversation's MLS commits (docs/E2EE.md, Part 3), under its tag
     /// (`CommitConversation.tag`: a group's keys share it, so a commit script sees the members):
     /// its epoch (the commits stored), its last commits (field EPOCH, value a `StoredCommit`) and
-    /// the Welcomes its commits released (field USER/DEVICE, value "EPOCH:" and a `StoredWelcome`).
+    /// the Welcomes its commits released: each once (field EPOCH, the epoch it joins at, value a
+    /// `StoredWelcome`), and for each device its latest Welcome's epoch (field USER/DEVICE; a value
+    /// "EPOCH:" and the device's own `StoredWelcome` was kept before one Welcome per commit).
     func commitEpoch(_ conversation: CommitConversation) -> String { of(conversation.tag, "epoch") }
     func commits(_ conversation: CommitConversation) -> String { of(conversation.tag, "commits") }
     func welcomes(_ conversation: CommitConversation) -> String { of(conversation.tag, "welcomes") }
-    /// The same Welcomes by epoch (member USER/DEVICE, score its epoch), to drop the old ones.
+    /// The devices' Welcomes by epoch (member USER/DEVICE, score its Welcome's epoch), to drop
+    /// the old ones.
     func welcomeEpochs(_ conversation: CommitConversation) -> String { of(conversation.tag, "welcomeEpochs") }
     /// The MLS group id its commits are framed for: the first stored commit's (docs/E2EE.md, Part 3).
     func commitGroup(_ conversation: CommitConversation) -> String { of(conversation.tag, "group") }

@@ -35,8 +35,8 @@ import Testing
                     welcome: try MLSMessage.welcome(try #require(output.welcome)).mlsEncoded())
     }
 
-    func check(_ commit: [UInt8], epoch: UInt64 = 0, welcomes: [[UInt8]] = []) -> Result<CommitFraming, UncheckedCommit.Problem> {
-        Result { () throws(UncheckedCommit.Problem) in try UncheckedCommit(commit: commit, welcomes: welcomes).checked(epoch: epoch) }
+    func check(_ commit: [UInt8], epoch: UInt64 = 0, welcome: [UInt8]? = nil) -> Result<CommitFraming, UncheckedCommit.Problem> {
+        Result { () throws(UncheckedCommit.Problem) in try UncheckedCommit(commit: commit, welcome: welcome).checked(epoch: epoch) }
     }
 
     func reason(_ result: Result<CommitFraming, UncheckedCommit.Problem>) -> String? {
@@ -52,10 +52,10 @@ import Testing
 
     @Test func aMembersPublicCommitOnItsEpochWithItsWelcomeIsTakenWithItsGroup() throws {
         let made = try Self.made()
-        let framing = try check(made.commit, epoch: 0, welcomes: [made.welcome, made.welcome]).get()
+        let framing = try check(made.commit, epoch: 0, welcome: made.welcome).get()
         #expect(framing.groupID == made.groupID && framing.epoch == 0 && framing.leaf == 0)
         // The hand-made framing the integration tests and conformance checks use passes too.
-        let handMade = try check(MLSFraming.commit(group: made.groupID, epoch: 7, leaf: 3), epoch: 7, welcomes: [MLSFraming.welcome()]).get()
+        let handMade = try check(MLSFraming.commit(group: made.groupID, epoch: 7, leaf: 3), epoch: 7, welcome: MLSFraming.welcome()).get()
         #expect(handMade.groupID == made.groupID && handMade.epoch == 7 && handMade.leaf == 3)
     }
 
@@ -123,9 +123,9 @@ import Testing
 
     @Test func aWelcomeThatDoesNotDecodeIsRefused() throws {
         let made = try Self.made()
-        #expect(reason(check(made.commit, welcomes: [made.welcome, [0, 1, 0, 3, 0]]))?.contains("Welcome 2") == true)
-        #expect(reason(check(made.commit, welcomes: [made.commit]))?.contains("Welcome 1") == true, "a commit is no Welcome")
-        #expect(reason(check(made.commit, welcomes: [Array(made.welcome.dropLast())])) != nil)
+        #expect(reason(check(made.commit, welcome: [0, 1, 0, 3, 0]))?.contains("the Welcome") == true)
+        #expect(reason(check(made.commit, welcome: made.commit))?.contains("the Welcome") == true, "a commit is no Welcome")
+        #expect(reason(check(made.commit, welcome: Array(made.welcome.dropLast()))) != nil)
     }
 
     @Test func theCodeIsInvalidCommit() {

@@ -16,19 +16,28 @@ import Testing
         return CommitFlow(request, user: user, device: device, nowMillis: now)
     }
 
-    /// `commit`: by default one framed for `Self.group` on `epoch` (`MLSFraming`).
-    func submit(_ conversation: String, epoch: UInt64, commit: [UInt8]? = nil,
-                welcomes: [(String, String, [UInt8])] = []) -> Simp_Envelope.OneOf_Body {
+    /// `commit`: by default one framed for `Self.group` on `epoch` (`MLSFraming`). `welcome`
+    /// with `added`: the commit's one Welcome; `perDevice`: the per-device copies of the
+    /// migration window (docs/PROTOCOL.md, Commits).
+    func submit(_ conversation: String, epoch: UInt64, commit: [UInt8]? = nil, welcome: [UInt8] = [],
+                added: [(String, String)] = [], perDevice: [(String, String, [UInt8])] = []) -> Simp_Envelope.OneOf_Body {
         var submit = Simp_SubmitCommit()
         submit.conversation = conversation
         submit.epoch = epoch
         submit.commit = Data(commit ?? MLSFraming.commit(group: Self.group, epoch: epoch))
-        submit.welcomes = welcomes.map { user, device, bytes in
-            var welcome = Simp_CommitWelcome()
-            welcome.user = user
-            welcome.device = device
-            welcome.welcome = Data(bytes)
-            return welcome
+        submit.welcome = Data(welcome)
+        submit.added = added.map { user, device in
+            var wire = Simp_AddedDevice()
+            wire.user = user
+            wire.device = device
+            return wire
+        }
+        submit.welcomes = perDevice.map { user, device, bytes in
+            var copy = Simp_CommitWelcome()
+            copy.user = user
+            copy.device = device
+            copy.welcome = Data(bytes)
+            return copy
         }
         return .submitCommit(submit)
     }
@@ -70,60 +79,85 @@ import Testing
         #expect(refusal(submit("bob", epoch: 0, commit: [])) == .badRequest)
         #expect(refusal(submit("bob", epoch: 0, commit: Array(repeating: 1, count: CommitRules.maxCommitBytes + 1))) == .badRequest)
         #expect(refusal(submit("bob", epoch: 0, commit: Array(repeating: 1, count: CommitRules.maxCommitBytes))) == nil)
-        let many = (0...CommitRules.maxWelcomes).map { ("bob", "d\($0)", [UInt8(1)]) }
-        #expect(refusal(submit("#team", epoch: 0, welcomes: many)) == .badRequest)
-        #expect(refusal(submit("#team", epoch: 0, welcomes: [("bob", "phone", [1]), ("bob", "phone", [2])])) == .badRequest, "twice one device")
-        #expect(refusal(submit("#team", epoch: 0, welcomes: [("bob", "phone", [])])) == .badRequest)
-        #expect(refusal(submit("#team", epoch: 0, welcomes: [("bob", "Phone!", [1])])) == .badRequest)
-        #expect(refusal(submit("#team", epoch: 0, welcomes: [("bob", "phone", Array(repeating: 1, count: CommitRules.maxWelcomeBytes + 1))])) == .badRequest)
-        // A one-to-one conversation's Welcomes go to its two users only.
-        #expect(refusal(submit("bob", epoch: 0, welcomes: [("carol", "phone", [1])])) == .notAMember)
-        #expect(refusal(submit("bob", epoch: 0, welcomes: [("bob", "phone", [1]), ("alice", "laptop", [1])])) == nil)
+        let most = (0..<CommitRules.maxAddedDevices).map { ("bob", "d\($0)") }
+        #expect(refusal(submit("#team", epoch: 0, welcome: [1], added: most)) == nil)
+        #expect(refusal(submit("#team", epoch: 0, welcome: [1], added: most + [("bob", "one-more")])) == .badRequest)
+        #expect(refusal(submit("#team", epoch: 0, welcome: [1], added: [("bob", "phone"), ("bob", "phone")])) == .badRequest, "twice one device")
+        #expect(refusal(submit("#team", epoch: 0, welcome: [1], added: [("bob", "Phone!")])) == .badRequest)
+        #expect(refusal(submit("#team", epoch: 0, welcome: Array(repeating: 1, count: CommitRules.maxWelcomeBytes), added: [("bob", "phone")])) == nil)
+        #expect(refusal(submit("#team", epoch: 0, welcome: Array(repeating: 1, count: CommitRules.maxWelcomeBytes + 1), added: [("bob", "phone")])) == .badRequest)
+        // A Welcome goes with the devices it adds, and devices added with a Welcome.
+        #expect(refusal(submit("#team", epoch: 0, welcome: [1])) == .badRequest, "a Welcome for no device")
+        #expect(refusal(submit("#team", epoch: 0, added: [("bob", "phone")])) == .badRequest, "devices added with no Welcome")
+        // A one-to-one conversation's Welcome goes to its two users only.
+        #expect(refusal(submit("bob", epoch: 0, welcome: [1], added: [("carol", "phone")])) == .notAMember)
+        #expect(refusal(submit("bob", epoch: 0, welcome: [1], added: [("bob", "phone"), ("alice", "laptop")])) == nil)
         #expect(refusal(fetch("#", from: 0)) == .badRequest)
         #expect(CommitFlow.request(from: .ping(Simp_Ping()), user: "alice") == nil, "not a commit request")
     }
 
+    /// One Welcome for every device a commit adds; the per-device copies older clients send
+    /// are taken, in the migration window, as that one Welcome when they are the same bytes.
+    @Test func oneWelcomeIsTakenForEveryDeviceItAddsAndSameCopiesAsIt() throws {
+        let (commit, welcome) = (MLSFraming.commit(group: Self.group, epoch: 3), MLSFraming.welcome())
+        let one = try #require(CommitFlow.request(from: submit("#team", epoch: 3, commit: commit, welcome: welcome, added: [("bob", "desk"), ("carol", "phone")]),
+                                                  user: "alice")).get()
+        let expected = CommitRequest.Welcome(bytes: welcome, added: [.init(user: "bob", device: "desk"), .init(user: "carol", device: "phone")])
+        #expect(one == .submit(.group("team"), epoch: 3, commit: commit, welcome: expected))
+        let copies = try #require(CommitFlow.request(from: submit("#team", epoch: 3, commit: commit, perDevice: [("bob", "desk", welcome), ("carol", "phone", welcome)]),
+                                                     user: "alice")).get()
+        #expect(copies == one, "the same copies are the one Welcome")
+        #expect(refusal(submit("#team", epoch: 3, perDevice: [("bob", "desk", welcome), ("carol", "phone", MLSFraming.welcome())])) == .badRequest,
+                "copies that differ are no one commit's Welcome")
+        #expect(refusal(submit("#team", epoch: 3, welcome: welcome, added: [("bob", "desk")], perDevice: [("carol", "phone", welcome)])) == .badRequest,
+                "both forms at once")
+        #expect(refusal(submit("#team", epoch: 3, perDevice: [("bob", "desk", [])])) == .badRequest, "an empty copy")
+        #expect(refusal(submit("#team", epoch: 3, perDevice: [("bob", "desk", welcome), ("bob", "desk", welcome)])) == .badRequest, "twice one device")
+        #expect(refusal(submit("bob", epoch: 3, perDevice: [("carol", "phone", welcome)])) == .notAMember)
+    }
+
     @Test func anEpochPastWhatTheStoreCountsExactlyIsRefusedNotAddedTo() throws {
         // UInt64.max + 1 trapped the server; a Lua double counts exactly only to 2^53.
-        let welcome = [("bob", "desk", MLSFraming.welcome())]
-        #expect(refusal(submit("bob", epoch: .max, welcomes: welcome)) == .badRequest)
-        #expect(refusal(submit("#team", epoch: CommitRules.maxEpoch, welcomes: welcome)) == .badRequest)
-        #expect(refusal(submit("#team", epoch: CommitRules.maxEpoch - 1, welcomes: welcome)) == nil, "the last epoch a commit is made on")
+        let (welcome, desk) = (MLSFraming.welcome(), [("bob", "desk")])
+        #expect(refusal(submit("bob", epoch: .max, welcome: welcome, added: desk)) == .badRequest)
+        #expect(refusal(submit("#team", epoch: CommitRules.maxEpoch, welcome: welcome, added: desk)) == .badRequest)
+        #expect(refusal(submit("#team", epoch: CommitRules.maxEpoch - 1, welcome: welcome, added: desk)) == nil, "the last epoch a commit is made on")
         #expect(refusal(fetch("bob", from: .max)) == .badRequest)
         #expect(refusal(fetch("#team", from: CommitRules.maxEpoch + 1)) == .badRequest)
         #expect(refusal(fetch("#team", from: CommitRules.maxEpoch)) == nil)
         // A flow made from an unchecked request refuses too, rather than trap on epoch + 1.
-        let unchecked = CommitFlow(.submit(.group("team"), epoch: .max, commit: [1], welcomes: [.init(user: "bob", device: "desk", bytes: [1])]),
+        let unchecked = CommitFlow(.submit(.group("team"), epoch: .max, commit: [1], welcome: .init(bytes: [1], added: [.init(user: "bob", device: "desk")])),
                                    user: "alice", device: "phone", nowMillis: now)
-        let someFraming = try UncheckedCommit(commit: MLSFraming.commit(group: Self.group, epoch: 0), welcomes: []).checking(epoch: 0).get()
+        let someFraming = try UncheckedCommit(commit: MLSFraming.commit(group: Self.group, epoch: 0), welcome: nil).checking(epoch: 0).get()
         guard case .refuse(.badRequest, _) = unchecked.checked(.init(certified: true, peerExists: true), framing: someFraming) else {
             Issue.record("not BAD_REQUEST"); return
         }
-        let last = try makeFlow(submit("#team", epoch: CommitRules.maxEpoch - 1, welcomes: welcome))
+        let last = try makeFlow(submit("#team", epoch: CommitRules.maxEpoch - 1, welcome: welcome, added: desk))
         guard case .store(_, _, _, _, let kept, _, _) = last.checked(.init(certified: true, peerExists: true), framing: try framing(last)) else { Issue.record("no store"); return }
-        #expect(kept.first?.value.starts(with: Array("\(CommitRules.maxEpoch):".utf8)) == true)
+        #expect(kept?.epoch == "\(CommitRules.maxEpoch)")
     }
 
     // MARK: a submit
 
-    @Test func aSubmitReadsTheDeviceAndThePeerThenStoresWithItsWelcomes() throws {
-        let (commit, deskWelcome) = (MLSFraming.commit(group: Self.group, epoch: 4), MLSFraming.welcome())
-        let flow = try makeFlow(submit("bob", epoch: 4, commit: commit, welcomes: [("bob", "desk", deskWelcome)]))
-        #expect(flow.start() == .checkFraming(UncheckedCommit(commit: commit, welcomes: [deskWelcome]), epoch: 4), "decoded first, off the loop")
+    @Test func aSubmitReadsTheDeviceAndThePeerThenStoresWithItsWelcome() throws {
+        let (commit, madeWelcome) = (MLSFraming.commit(group: Self.group, epoch: 4), MLSFraming.welcome())
+        let flow = try makeFlow(submit("bob", epoch: 4, commit: commit, welcome: madeWelcome, added: [("bob", "desk"), ("alice", "laptop")]))
+        #expect(flow.start() == .checkFraming(UncheckedCommit(commit: commit, welcome: madeWelcome), epoch: 4), "decoded first, off the loop")
         let framed = try framing(flow)
         #expect(framed.groupID == Self.group && framed.epoch == 4)
         #expect(flow.framed(.success(framed))
-            == .readSubmitter(user: "alice", device: "phone", peer: "bob", welcomes: [.init(user: "bob", device: "desk")], framing: framed))
+            == .readSubmitter(user: "alice", device: "phone", peer: "bob", added: [.init(user: "bob", device: "desk"), .init(user: "alice", device: "laptop")],
+                              framing: framed))
         guard case .refuse(.unknownUser, _) = flow.checked(.init(certified: true, peerExists: false), framing: framed) else { Issue.record("not UNKNOWN_USER"); return }
         guard case .refuse(.deviceNotCertified, _) = flow.checked(.init(certified: false, peerExists: true), framing: framed) else {
             Issue.record("not DEVICE_NOT_CERTIFIED"); return
         }
-        guard case .refuse(.deviceNotCertified, let why) = flow.checked(.init(certified: true, peerExists: true, uncertifiedWelcome: .init(user: "bob", device: "desk")),
+        guard case .refuse(.deviceNotCertified, let why) = flow.checked(.init(certified: true, peerExists: true, uncertifiedAdded: .init(user: "bob", device: "desk")),
                                                                         framing: framed) else {
             Issue.record("a Welcome for an uncertified device not DEVICE_NOT_CERTIFIED"); return
         }
         #expect(why.contains("bob/desk"), "\(why)")
-        guard case .store(let conversation, let user, let epoch, let entry, let welcomes, let kept, let group) = flow.checked(.init(certified: true, peerExists: true),
+        guard case .store(let conversation, let user, let epoch, let entry, let welcome, let kept, let group) = flow.checked(.init(certified: true, peerExists: true),
                                                                                                                          framing: framed) else {
             Issue.record("no store"); return
         }
@@ -132,17 +166,19 @@ import Testing
         let stored = try Simp_StoredCommit(serializedBytes: entry)
         #expect(stored.epoch == 4 && stored.commit == Data(commit) && stored.fromUser == "alice" && stored.fromDevice == "phone")
         #expect(stored.serverTime == now, "the request's time, not a clock read")
-        #expect(welcomes.map(\.user) == ["bob"] && welcomes.map(\.field) == ["bob/desk"])
-        let value = try #require(welcomes.first?.value)
-        #expect(value.starts(with: Array("5:".utf8)), "the Welcome joins at the epoch after the commit's")
-        let welcome = try Simp_StoredWelcome(serializedBytes: Array(value.dropFirst(2)))
-        #expect(welcome.epoch == 5 && welcome.welcome == Data(deskWelcome) && welcome.fromDevice == "phone" && welcome.serverTime == now)
+        // Kept once, for both devices it adds.
+        let once = try #require(welcome)
+        #expect(once.devices == [.init(user: "bob", field: "bob/desk"), .init(user: "alice", field: "alice/laptop")])
+        #expect(once.epoch == "5", "the Welcome joins at the epoch after the commit's")
+        let storedWelcome = try Simp_StoredWelcome(serializedBytes: once.value)
+        #expect(storedWelcome.epoch == 5 && storedWelcome.welcome == Data(madeWelcome) && storedWelcome.fromDevice == "phone"
+                    && storedWelcome.serverTime == now)
     }
 
     @Test func aGroupSubmitReadsOnlyTheDevice() throws {
         let flow = try makeFlow(submit("#team", epoch: 0))
         let framed = try framing(flow)
-        #expect(flow.framed(.success(framed)) == .readSubmitter(user: "alice", device: "phone", peer: nil, welcomes: [], framing: framed))
+        #expect(flow.framed(.success(framed)) == .readSubmitter(user: "alice", device: "phone", peer: nil, added: [], framing: framed))
     }
 
     @Test func theScriptsAnswerBecomesTheAnswerOrItsCode() throws {
@@ -166,12 +202,12 @@ import Testing
     }
 
     @Test func aCommitEveryMemberWouldRefuseForItsFramingIsRefusedBeforeAnyRead() throws {
-        let welcome = [("bob", "desk", MLSFraming.welcome())]
+        let (welcome, desk) = (MLSFraming.welcome(), [("bob", "desk")])
         let cases: [(String, Simp_Envelope.OneOf_Body)] = [
-            ("framed on another epoch", submit("#team", epoch: 4, commit: MLSFraming.commit(group: Self.group, epoch: 3), welcomes: welcome)),
-            ("no MLSMessage", submit("#team", epoch: 4, commit: [1, 2, 3], welcomes: welcome)),
-            ("a Welcome that does not decode", submit("#team", epoch: 4, welcomes: [("bob", "desk", [1, 2, 3])])),
-            ("a Welcome as the commit", submit("#team", epoch: 4, commit: MLSFraming.welcome(), welcomes: welcome)),
+            ("framed on another epoch", submit("#team", epoch: 4, commit: MLSFraming.commit(group: Self.group, epoch: 3), welcome: welcome, added: desk)),
+            ("no MLSMessage", submit("#team", epoch: 4, commit: [1, 2, 3], welcome: welcome, added: desk)),
+            ("a Welcome that does not decode", submit("#team", epoch: 4, welcome: [1, 2, 3], added: desk)),
+            ("a Welcome as the commit", submit("#team", epoch: 4, commit: MLSFraming.welcome(), welcome: welcome, added: desk)),
         ]
         for (what, body) in cases {
             let flow = try makeFlow(body)
@@ -181,11 +217,11 @@ import Testing
             }
             #expect(!reason.isEmpty)
         }
-        let valid = try makeFlow(submit("#team", epoch: 4, welcomes: welcome))
-        guard case .readSubmitter(_, _, _, let welcomes, let framed) = valid.framed(.success(try framing(valid))) else {
+        let valid = try makeFlow(submit("#team", epoch: 4, welcome: welcome, added: desk))
+        guard case .readSubmitter(_, _, _, let added, let framed) = valid.framed(.success(try framing(valid))) else {
             Issue.record("a valid commit not read on"); return
         }
-        #expect(welcomes == [.init(user: "bob", device: "desk")] && framed.groupID == Self.group)
+        #expect(added == [.init(user: "bob", device: "desk")] && framed.groupID == Self.group)
     }
 
     // MARK: a fetch
@@ -209,7 +245,7 @@ import Testing
         var welcome = Simp_StoredWelcome()
         welcome.epoch = 5
         welcome.welcome = Data([42])
-        let kept = Array("5:".utf8) + (try welcome.serializedBytes())
+        let kept: [UInt8] = try welcome.serializedBytes()
         guard case .answer(.commitPage(let page)) = flow.fetched(.page(current: 7, welcome: kept, commits: [try commit(5), try commit(6)], more: true)) else {
             Issue.record("no page"); return
         }
@@ -225,7 +261,7 @@ import Testing
         guard case .refuse(.internal, _) = flow.fetched(.page(current: 7, welcome: nil, commits: [try commit(5), broken, try commit(6)], more: false)) else {
             Issue.record("an undecodable commit not INTERNAL"); return
         }
-        guard case .refuse(.internal, _) = flow.fetched(.page(current: 7, welcome: Array("5:".utf8) + broken, commits: [], more: false)) else {
+        guard case .refuse(.internal, _) = flow.fetched(.page(current: 7, welcome: broken, commits: [], more: false)) else {
             Issue.record("an undecodable Welcome not INTERNAL"); return
         }
         guard case .refuse(.notAMember, _) = flow.fetched(.notAMember) else { Issue.record("not NOT_A_MEMBER"); return }
@@ -245,19 +281,22 @@ import Testing
         let actions = connection.raw(.frame(Simp_Envelope(requestID: 4, submit("#team", epoch: 2, commit: commit))))
         guard case .run(.commits(let id, let flow))? = actions.last else { Issue.record("no commit work: \(actions.map(ControlMachineTests.line))"); return }
         #expect(id == 4 && flow.user == "alice" && flow.device == "phone" && flow.nowMillis == connection.at.millis)
-        #expect(flow.request == .submit(.group("team"), epoch: 2, commit: commit, welcomes: []))
-        #expect(flow.start() == .checkFraming(UncheckedCommit(commit: commit, welcomes: []), epoch: 2))
+        #expect(flow.request == .submit(.group("team"), epoch: 2, commit: commit, welcome: nil))
+        #expect(flow.start() == .checkFraming(UncheckedCommit(commit: commit, welcome: nil), epoch: 2))
     }
 
     @Test func commitRequestsAreChargedByTheirWork() {
-        let welcomes = (0..<3).map { ("bob", "d\($0)", [UInt8(1)]) }
-        #expect(RequestCost.of(Simp_Envelope(requestID: 1, submit("#team", epoch: 0, welcomes: welcomes))) == RequestCost.commitSubmit + 3 * RequestCost.perWelcome)
-        let many = (0..<500).map { ("bob", "d\($0)", [UInt8(1)]) }
-        #expect(RequestCost.of(Simp_Envelope(requestID: 1, submit("#team", epoch: 0, welcomes: many))) == RequestCost.commitSubmit + RequestCost.perWelcome * CommitRules.maxWelcomes,
-                "clamped: refused anyway")
+        let three = (0..<3).map { ("bob", "d\($0)") }
+        #expect(RequestCost.of(Simp_Envelope(requestID: 1, submit("#team", epoch: 0, welcome: [1], added: three))) == RequestCost.commitSubmit + 3 * RequestCost.perAddedDevice)
+        let many = (0..<500).map { ("bob", "d\($0)") }
+        #expect(RequestCost.of(Simp_Envelope(requestID: 1, submit("#team", epoch: 0, welcome: [1], added: many)))
+                    == RequestCost.commitSubmit + RequestCost.perAddedDevice * CommitRules.maxAddedDevices, "clamped: refused anyway")
         #expect(RequestCost.of(Simp_Envelope(requestID: 1, fetch("#team", from: 0))) == RequestCost.commitFetch)
-        // A unit per 4 KiB of commit and Welcomes together.
-        let big = submit("#team", epoch: 0, commit: Array(repeating: 1, count: 10_000), welcomes: [("bob", "desk", Array(repeating: 1, count: 6_400))])
-        #expect(RequestCost.of(Simp_Envelope(requestID: 1, big)) == RequestCost.commitSubmit + RequestCost.perWelcome + 4)
+        // A unit per 4 KiB of the commit and its Welcome together: the Welcome counted once
+        // however many devices it adds, in either form.
+        let big = submit("#team", epoch: 0, commit: Array(repeating: 1, count: 10_000), welcome: Array(repeating: 1, count: 6_400), added: three)
+        #expect(RequestCost.of(Simp_Envelope(requestID: 1, big)) == RequestCost.commitSubmit + 3 * RequestCost.perAddedDevice + 4)
+        let copies = submit("#team", epoch: 0, commit: Array(repeating: 1, count: 10_000), perDevice: three.map { ($0.0, $0.1, Array(repeating: 1, count: 6_400)) })
+        #expect(RequestCost.of(Simp_Envelope(requestID: 1, copies)) == RequestCost.commitSubmit + 3 * RequestCost.perAddedDevice + 4)
     }
 }

@@ -19,10 +19,16 @@ import Testing
     }
 
     func store(_ store: MessageStore, _ conversation: CommitConversation, epoch: UInt64, _ bytes: [UInt8], user: String = "ann",
-               welcomes: [CommitFlow.KeptWelcome] = [], kept: Int = CommitRules.keptCommits,
+               welcome: CommitFlow.KeptWelcome? = nil, kept: Int = CommitRules.keptCommits,
                keptWelcomes: Int = CommitRules.maxKeptWelcomes, group: [UInt8] = Array("group".utf8)) async throws -> CommitFlow.Stored {
-        try await store.storeCommit(conversation, user: user, epoch: epoch, entry: bytes, welcomes: welcomes, kept: kept,
+        try await store.storeCommit(conversation, user: user, epoch: epoch, entry: bytes, welcome: welcome, kept: kept,
                                     keptWelcomes: keptWelcomes, group: group, on: loop).get()
+    }
+
+    /// A Welcome into `epoch`, `value`, for each of `devices` ("USER/DEVICE").
+    func welcome(into epoch: UInt64, _ value: String, for devices: String...) -> CommitFlow.KeptWelcome {
+        CommitFlow.KeptWelcome(epoch: "\(epoch)", value: Array(value.utf8),
+                               devices: devices.map { .init(user: String($0.prefix { $0 != "/" }), field: $0) })
     }
 
     func fetch(_ store: MessageStore, _ conversation: CommitConversation, from: UInt64, user: String = "ann", device: String = "phone",
@@ -66,8 +72,7 @@ import Testing
         _ = try await pool.run(RedisCommand("HSET", [messages.keys.groupMembers("team"), "ann", "owner", "ben", "member"]))
         #expect(try await store(messages, team, epoch: 0, [10]) == .stored(epoch: 1))
         #expect(try await store(messages, team, epoch: 1, [11]) == .stored(epoch: 2))
-        let garbage = CommitFlow.KeptWelcome(user: "ben", field: "ben/desk", value: Array("3:garbage".utf8))
-        #expect(try await store(messages, team, epoch: 2, [12], welcomes: [garbage]) == .stored(epoch: 3))
+        #expect(try await store(messages, team, epoch: 2, [12], welcome: welcome(into: 3, "garbage", for: "ben/desk")) == .stored(epoch: 3))
         #expect(try await store(messages, team, epoch: 3, [13]) == .stored(epoch: 4))
         #expect(try await fetch(messages, team, from: 1, user: "ben", device: "desk")
             == .page(current: 4, welcome: nil, commits: [[11], [12], [13]], more: false))
@@ -79,28 +84,58 @@ import Testing
         let redis = try RedisServerProcess()
         defer { redis.stop() }
         let (pool, messages) = setUp(redis)
-        func welcome(_ device: String, _ epoch: UInt64) -> CommitFlow.KeptWelcome {
-            CommitFlow.KeptWelcome(user: "ben", field: "ben/\(device)", value: Array("\(epoch):w".utf8))
-        }
         func fields() async throws -> [String] {
             try await pool.run(RedisCommand("HKEYS", [messages.keys.welcomes(pair)])).array?.compactMap(\.string).sorted() ?? []
         }
         // Three commits kept: a Welcome into epoch 1 can be handed out while commit 1 is kept.
-        #expect(try await store(messages, pair, epoch: 0, [0], welcomes: [welcome("desk", 1)], kept: 3) == .stored(epoch: 1))
+        #expect(try await store(messages, pair, epoch: 0, [0], welcome: welcome(into: 1, "w", for: "ben/desk", "ann/laptop"), kept: 3) == .stored(epoch: 1))
         for epoch in UInt64(1)..<4 { _ = try await store(messages, pair, epoch: epoch, [UInt8(epoch)], kept: 3) }
-        #expect(try await fields() == ["ben/desk"], "epochs 1-3 kept: its Welcome still of use")
+        #expect(try await fields() == ["1", "ann/laptop", "ben/desk"], "epochs 1-3 kept: its Welcome still of use, kept once")
         _ = try await store(messages, pair, epoch: 4, [4], kept: 3)
         #expect(try await fields() == [], "commit 1 gone: the Welcome into 1 goes with it")
         #expect(try await pool.run(RedisCommand("EXISTS", [messages.keys.welcomeEpochs(pair)])).int == 0)
 
-        // At most two kept: the oldest goes first.
-        _ = try await store(messages, pair, epoch: 5, [5], welcomes: [welcome("a", 6)], keptWelcomes: 2)
-        _ = try await store(messages, pair, epoch: 6, [6], welcomes: [welcome("b", 7)], keptWelcomes: 2)
-        _ = try await store(messages, pair, epoch: 7, [7], welcomes: [welcome("c", 8), welcome("a", 8)], keptWelcomes: 2)
-        #expect(try await fields() == ["ben/a", "ben/c"], "b, the oldest, went; a's later Welcome replaced its first")
-        _ = try await store(messages, pair, epoch: 8, [8], welcomes: [welcome("d", 9)], keptWelcomes: 2)
-        #expect(try await fields().count == 2)
+        // At most two devices' kept: the oldest goes first, and a Welcome once no device is left for it.
+        _ = try await store(messages, pair, epoch: 5, [5], welcome: welcome(into: 6, "w", for: "ben/a"), keptWelcomes: 2)
+        _ = try await store(messages, pair, epoch: 6, [6], welcome: welcome(into: 7, "w", for: "ben/b"), keptWelcomes: 2)
+        #expect(try await fields() == ["6", "7", "ben/a", "ben/b"])
+        _ = try await store(messages, pair, epoch: 7, [7], welcome: welcome(into: 8, "w", for: "ben/c", "ben/a"), keptWelcomes: 2)
+        #expect(try await fields() == ["8", "ben/a", "ben/c"],
+                "b, the oldest, went, and its Welcome; a's later Welcome replaced its first, which no device names now")
+        _ = try await store(messages, pair, epoch: 8, [8], welcome: welcome(into: 9, "w", for: "ben/d"), keptWelcomes: 2)
+        #expect(try await fields() == ["8", "9", "ben/c", "ben/d"], "a went; the Welcome into 8 stays for c")
         #expect(try await pool.run(RedisCommand("ZCARD", [messages.keys.welcomeEpochs(pair)])).int == 2)
+        await pool.shutdown()
+    }
+
+    /// A commit adding several devices stores its Welcome once: each device's join is handed
+    /// that one Welcome; before the commit is stored none is (a refused commit stores nothing).
+    @Test func oneWelcomeStoredOnceIsHandedToEachDeviceItAdds() async throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (pool, messages) = setUp(redis)
+        let team = CommitConversation.group("team")
+        _ = try await pool.run(RedisCommand("HSET", [messages.keys.groupMembers("team"), "ann", "owner", "ben", "member", "cat", "member"]))
+        #expect(try await store(messages, team, epoch: 0, [10]) == .stored(epoch: 1))
+        let three = welcome(into: 2, "one", for: "ben/desk", "ben/phone", "cat/laptop")
+        #expect(try await store(messages, team, epoch: 0, [11], welcome: three) == .conflict(current: 1), "lost: nothing stored")
+        for device in ["ben/desk", "ben/phone", "cat/laptop"] {
+            let (user, name) = (String(device.prefix { $0 != "/" }), String(device.drop { $0 != "/" }.dropFirst()))
+            #expect(try await fetch(messages, team, from: 0, user: user, device: name, join: true) == .page(current: 1, welcome: nil, commits: [[10]], more: false))
+        }
+        #expect(try await store(messages, team, epoch: 1, [11], welcome: three) == .stored(epoch: 2))
+        #expect(try await store(messages, team, epoch: 2, [12]) == .stored(epoch: 3))
+        for device in ["ben/desk", "ben/phone", "cat/laptop"] {
+            let (user, name) = (String(device.prefix { $0 != "/" }), String(device.drop { $0 != "/" }.dropFirst()))
+            #expect(try await fetch(messages, team, from: 0, user: user, device: name, join: true)
+                == .page(current: 3, welcome: Array("one".utf8), commits: [[12]], more: false), "\(device)")
+        }
+        #expect(try await pool.run(RedisCommand("HGET", [messages.keys.welcomes(team), "2"])).string == "one", "the Welcome kept once")
+        #expect(try await pool.run(RedisCommand("HGET", [messages.keys.welcomes(team), "ben/desk"])).string == "2", "each device names it")
+        // A device's Welcome kept before one Welcome per commit ("EPOCH:" and its own) is still handed out.
+        _ = try await pool.run(RedisCommand("HSET", [messages.keys.welcomes(team), "cat/tablet", "2:own"]))
+        #expect(try await fetch(messages, team, from: 0, user: "cat", device: "tablet", join: true)
+            == .page(current: 3, welcome: Array("own".utf8), commits: [[12]], more: false))
         await pool.shutdown()
     }
 
@@ -181,8 +216,7 @@ import Testing
         _ = try await pool.run(RedisCommand("SET", [messages.keys.commitGroup(pair), "stale"]))
         #expect(try await store(messages, pair, epoch: 0, [1], group: ours) == .stored(epoch: 1))
         #expect(try await pool.run(RedisCommand("GET", [messages.keys.commitGroup(pair)])).bytes == ours)
-        let toBen = CommitFlow.KeptWelcome(user: "ben", field: "ben/desk", value: Array("2:w".utf8))
-        #expect(try await store(messages, pair, epoch: 1, [2], welcomes: [toBen], group: theirs) == .otherGroup)
+        #expect(try await store(messages, pair, epoch: 1, [2], welcome: welcome(into: 2, "w", for: "ben/desk"), group: theirs) == .otherGroup)
         #expect(try await pool.run(RedisCommand("GET", [messages.keys.commitEpoch(pair)])).string == "1", "nothing stored")
         #expect(try await pool.run(RedisCommand("EXISTS", [messages.keys.welcomes(pair)])).int == 0, "nor its Welcome")
         #expect(try await pool.run(RedisCommand("GET", [messages.keys.commitGroup(pair)])).bytes == ours, "nor its group")
@@ -218,27 +252,25 @@ import Testing
         _ = try await pool.run(RedisCommand("HSET", [messages.keys.groupMembers("team"), "ann", "owner", "ben", "member"]))
         #expect(try await store(messages, team, epoch: 0, [1], user: "cat") == .notAMember)
         #expect(try await fetch(messages, team, from: 0, user: "cat") == .notAMember)
-        let toCat = CommitFlow.KeptWelcome(user: "cat", field: "cat/phone", value: Array("1:w".utf8))
-        #expect(try await store(messages, team, epoch: 0, [1], welcomes: [toCat]) == .welcomeToNonMember("cat"))
+        #expect(try await store(messages, team, epoch: 0, [1], welcome: welcome(into: 1, "w", for: "ben/desk", "cat/phone")) == .welcomeToNonMember("cat"))
         #expect(try await pool.run(RedisCommand("EXISTS", [messages.keys.commits(team), messages.keys.welcomes(team)])).int == 0,
                 "a refused commit stores nothing")
 
-        let toBen = CommitFlow.KeptWelcome(user: "ben", field: "ben/desk", value: Array("1:first".utf8))
-        #expect(try await store(messages, team, epoch: 0, [10], welcomes: [toBen]) == .stored(epoch: 1))
+        #expect(try await store(messages, team, epoch: 0, [10], welcome: welcome(into: 1, "first", for: "ben/desk")) == .stored(epoch: 1))
         #expect(try await store(messages, team, epoch: 1, [11], user: "ben") == .stored(epoch: 2))
         #expect(try await store(messages, team, epoch: 2, [12]) == .stored(epoch: 3))
         // ben's desk joins at 1: a join starts at its Welcome, whatever the epoch asked; without
         // join a page starts at the epoch asked and carries no Welcome.
         #expect(try await fetch(messages, team, from: 0, user: "ben", device: "desk", join: true)
-            == .page(current: 3, welcome: Array("1:first".utf8), commits: [[11], [12]], more: false))
+            == .page(current: 3, welcome: Array("first".utf8), commits: [[11], [12]], more: false))
         #expect(try await fetch(messages, team, from: 2, user: "ben", device: "desk") == .page(current: 3, welcome: nil, commits: [[12]], more: false))
         #expect(try await fetch(messages, team, from: 0, user: "ben", device: "desk") == .page(current: 3, welcome: nil, commits: [[10], [11], [12]], more: false))
         #expect(try await fetch(messages, team, from: 0, user: "ben", device: "tablet", join: true)
             == .page(current: 3, welcome: nil, commits: [[10], [11], [12]], more: false), "no Welcome: from the epoch asked")
         // A later Welcome replaces it.
-        let again = CommitFlow.KeptWelcome(user: "ben", field: "ben/desk", value: Array("4:second".utf8))
-        #expect(try await store(messages, team, epoch: 3, [13], welcomes: [again]) == .stored(epoch: 4))
-        #expect(try await fetch(messages, team, from: 2, user: "ben", device: "desk", join: true) == .page(current: 4, welcome: Array("4:second".utf8), commits: [], more: false))
+        #expect(try await store(messages, team, epoch: 3, [13], welcome: welcome(into: 4, "second", for: "ben/desk")) == .stored(epoch: 4))
+        #expect(try await fetch(messages, team, from: 2, user: "ben", device: "desk", join: true) == .page(current: 4, welcome: Array("second".utf8), commits: [], more: false))
+        #expect(try await pool.run(RedisCommand("HEXISTS", [messages.keys.welcomes(team), "1"])).int == 0, "the first, named by no device now, went")
         await pool.shutdown()
     }
 }
