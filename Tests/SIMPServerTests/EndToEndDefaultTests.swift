@@ -118,6 +118,28 @@ import Testing
         }
     }
 
+    /// The data directory follows the XDG base directory spec: `$XDG_DATA_HOME/simp/DEVICE`, a
+    /// relative XDG_DATA_HOME ignored (then ~/.local/share). Taken before connecting, so no
+    /// server is needed to see it: the command then exits 6 (unreachable).
+    @Test func theDefaultDataDirectoryIsUnderXDGDataHome() throws {
+        let home = home()
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let unreachable = "127.0.0.1:\(try freeTCPPort())"
+        func history(_ dataHome: String) throws -> ChildProcess {
+            try ChildProcess(try productPath("simp"), ["history", "bob", "--server", unreachable, "--user", "alice", "--password", "pw"],
+                             environment: ["HOME": home, "XDG_CONFIG_HOME": "", "XDG_DATA_HOME": dataHome])
+        }
+        let given = try history(home + "/data")
+        #expect(given.waitForExit(timeout: 30) == 6, "stderr: \(given.stderr)")
+        let device = try device(in: home)
+        #expect(FileManager.default.fileExists(atPath: home + "/data/simp/\(device)/alice.lock"))
+        let relative = try history("data")
+        #expect(relative.waitForExit(timeout: 30) == 6, "stderr: \(relative.stderr)")
+        #expect(FileManager.default.fileExists(atPath: home + "/.local/share/simp/\(device)/alice.lock"))
+        let attributes = try FileManager.default.attributesOfItem(atPath: home + "/.local/share/simp/\(device)")
+        #expect((attributes[.posixPermissions] as? Int) == 0o700, "the user's alone: it holds private keys")
+    }
+
     /// A device whose user's identity was made elsewhere (another machine) cannot encrypt until
     /// linked: a one-shot command says so and what to do, exit 1, before sending anything.
     @Test func aOneShotCommandOfADeviceToLinkSaysSo() async throws {
