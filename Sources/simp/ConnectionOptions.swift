@@ -99,8 +99,9 @@ struct ConnectionOptions: ParsableArguments {
         try addresses.split(separator: ",", omittingEmptySubsequences: false).map { try address(String($0)) }
     }
 
-    /// `commandLine`: for a one-shot command that does not listen (send, history, login): by
-    /// default a device of its own beside the installation's, so it does not replace a REPL.
+    /// `commandLine`: for a one-shot command that does not listen (send, group, contact, login,
+    /// password; history with --no-e2e): by default a device of its own beside the
+    /// installation's, so it does not replace a REPL.
     /// Takes the data directory's lock for `plan.user` (`DataDirectoryLock`): a one-shot command
     /// waits up to 30 s for another to finish, the REPL, `listen` and `verify` do not wait.
     /// `lockWait`: how long to wait for the lock, if not as above.
