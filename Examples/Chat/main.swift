@@ -4,6 +4,9 @@
 //
 //   SIMP_SERVER=127.0.0.1:7700 SIMP_USER=alice SIMP_PASSWORD=... swift run simp-example-chat bob
 //
+// It does not encrypt (no `endToEnd`): the server must be run with `--e2e optional`, whose
+// default refuses plaintext (each line fails E2E_REQUIRED).
+//
 // With SIMP_DATA_DIR=DIR it keeps a local history there: it starts by printing the last
 // messages with the peer (from disk, before connecting), and marks what it printed as shown,
 // which tells the peer it was read. At end of input it waits until the server has accepted

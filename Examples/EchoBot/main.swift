@@ -4,7 +4,9 @@
 //
 //   SIMP_SERVER=127.0.0.1:7700 SIMP_USER=echo SIMP_PASSWORD=... swift run simp-example-bot
 //
-// The account must exist (`simp --user echo --register`, or `SIMPClient.register`).
+// The account must exist (`simp --user echo --register`, or `SIMPClient.register`). It does
+// not encrypt (no `endToEnd`): the server must be run with `--e2e optional`, whose default
+// refuses plaintext (E2E_REQUIRED); talk to it with `simp --no-e2e`.
 // Ctrl-C (SIGINT) or SIGTERM closes the client and exits.
 import Foundation
 import SIMPClient

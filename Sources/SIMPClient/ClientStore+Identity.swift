@@ -23,6 +23,21 @@ extension ClientStore {
         }
     }
 
+    /// The identity's private key kept for `user` in the file at `path` (another device's data
+    /// directory on this machine), read without writing it; nil when there is none to read.
+    static func identityKey(inFileAt path: String, user: String) -> [UInt8]? {
+        guard FileManager.default.fileExists(atPath: path) else { return nil }
+        var configuration = Configuration()
+        configuration.readonly = true
+        // Its device may be writing it: wait for the write, as `init` does.
+        configuration.busyMode = .timeout(5)
+        guard let db = try? DatabaseQueue(path: path, configuration: configuration) else { return nil }
+        let key = try? db.read { db in
+            try Data.fetchOne(db, sql: "SELECT identityKey FROM identity WHERE user = ?", arguments: [user])
+        }
+        return key.flatMap { $0 }.map { [UInt8]($0) }
+    }
+
     func save(_ keys: OwnKeys) throws {
         try db.write { db in
             try db.run(sql: "INSERT OR REPLACE INTO identity (user, identityKey, deviceKey, published) VALUES (?, ?, ?, ?)",

@@ -98,6 +98,13 @@ public struct ClientConfiguration: Sendable {
     /// verified peer whose identity changed neither (`.identityChanged`) until verified again.
     /// Groups too: each is an MLS group of its members' devices. Sealed messages received are
     /// decrypted whatever this says.
+    ///
+    /// Off by default, because it needs a `dataDirectory` the application chooses. A server
+    /// keeps its default, `--e2e required`, unless its operator chose `optional`: there a
+    /// client with this off logs in, but what it sends is refused: a text or image fails
+    /// (`MessageStatus.failure`, code `.e2eRequired`: "this server takes only end-to-end
+    /// encrypted messages"), `markRead` throws it, and typing is dropped. `simp` turns this on,
+    /// with a data directory of its own, unless told `--no-e2e`.
     public var endToEnd = false
     /// With `endToEnd`: a send checks the conversation's devices against the key directory (and
     /// the peer's identity against the one pinned) when the last check is older than this, and

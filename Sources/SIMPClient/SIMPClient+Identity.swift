@@ -88,6 +88,29 @@ extension SIMPClient {
         }
     }
 
+    /// Links this device from another device's data directory on this machine (`DIR/USER.sqlite`
+    /// of `directory`), without a code: the identity's private key is read from that file and
+    /// kept here with a new device key, then this device's certificate is published as after a
+    /// link (docs/E2EE.md, Part 5). No key crosses the network, and whoever can read that file
+    /// holds the identity already. For `simp`'s devices of one installation (the REPL's and the
+    /// one-shot commands'). Returns what `setUpIdentity` returns once the key is kept;
+    /// `.needsLinking` (nothing kept) when that directory holds no identity of the user, or
+    /// another than the server's. A device that holds the identity already just sets it up.
+    public func linkThisDevice(fromDataDirectory directory: String) async throws(ClientError) -> IdentityState {
+        let store = try await identityStore()
+        if (try? store.ownKeys()) != nil { return try await setUpIdentity() }
+        let path = (directory as NSString).appendingPathComponent("\(store.user).sqlite")
+        guard let identityKey = ClientStore.identityKey(inFileAt: path, user: store.user),
+              let identity = try? Curve25519.Signing.PrivateKey(rawRepresentation: identityKey) else { return .needsLinking }
+        // A stale directory (the identity was replaced since) must not make this device another one's.
+        guard try await keyDirectoryIfAny(of: store.user)?.identityKey == Array(identity.publicKey.rawRepresentation) else {
+            return .needsLinking
+        }
+        try saveKeys(ClientStore.OwnKeys(identityKey: identityKey, deviceKey: Array(Curve25519.Signing.PrivateKey().rawRepresentation),
+                                         published: false), in: store)
+        return try await setUpIdentity()
+    }
+
     /// The safety number of the user and `peer`, from both identity keys as the server gives
     /// them; the user's own key must be this device's (`setUpIdentity`). The peer's key is
     /// recorded the first time; a different one later is reported (`identityChanged`, and the

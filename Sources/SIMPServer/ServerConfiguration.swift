@@ -6,13 +6,15 @@ import SIMPRedis
 public struct ServerConfiguration: Sendable {
     /// Whether messages to users must be end-to-end encrypted (docs/E2EE.md, Part 4).
     public enum EndToEnd: String, Sendable, CaseIterable {
-        /// Plaintext and SEALED messages are both taken (today's default: groups are not
-        /// encrypted yet, and plaintext clients still talk).
+        /// Plaintext and SEALED messages are both taken: for plaintext clients (tests, and a
+        /// deployment moving its users to encrypting clients). Asked for explicitly.
         case optional
-        /// A message to a user that is not SEALED is refused (E2E_REQUIRED).
+        /// A message to a user or a group that is not SEALED is refused (E2E_REQUIRED), as are
+        /// plain read marks and typing. The default (issue 44): one-to-one conversations and
+        /// groups are both encrypted, and `simp` encrypts unless told `--plaintext`.
         case required
     }
-    public var endToEnd: EndToEnd = .optional
+    public var endToEnd: EndToEnd = .required
     /// `never`: datagrams inside control connections are refused (STREAM_PATH_OFF), for those
     /// who want UDP only.
     public var datagramsOverStream = DatagramsOverStream.auto

@@ -53,7 +53,7 @@ struct ChaosCommand: AsyncParsableCommand {
     @Flag(help: "Keep the run directory (client logs, Redis data) even when no violation was found.")
     var keep = false
 
-    @Option(name: .customLong("e2e"), help: "on: every client end-to-end encrypted (simp --e2e, each on a data directory of its own), the nodes with --e2e required, and the checker requires every message decrypted; off: plaintext clients, about half with a data directory.")
+    @Option(name: .customLong("e2e"), help: "on: every client end-to-end encrypted (simp's default, each on a data directory of its own), the nodes with --e2e required (their default, said), and the checker requires every message decrypted; off: plaintext clients (simp --no-e2e), about half with a data directory, the nodes with --e2e optional.")
     var endToEnd: Switch = .on
 
     @Option(name: .customLong("node-log-level"), help: "simp-server's --log-level; each node's log is kept in the run directory's logs/.")

@@ -4,7 +4,7 @@ import SIMPClient
 
 /// `simp-chaos client`: one SIMPClient in a process of its own, for a client whose datagrams
 /// go through a lossy relay (`simp` has no flag for a datagram port other than the one the
-/// server names), end-to-end encrypted with `--encrypt` as `simp --e2e` is. It reads
+/// server names), end-to-end encrypted with `--encrypt` as `simp` is by default. It reads
 /// `/send USER TEXT` lines on stdin and prints every event as the JSON line `simp --json`
 /// prints for it, so the checker reads both alike.
 struct ClientCommand: AsyncParsableCommand {
@@ -15,7 +15,7 @@ struct ClientCommand: AsyncParsableCommand {
     @Option var password: String
     @Option(name: .customLong("udp-port")) var udpPort: Int
     @Option(name: .customLong("data-dir")) var dataDirectory: String?
-    /// End-to-end encrypted, as `simp --e2e` (needs --data-dir, where the keys are kept). Not
+    /// End-to-end encrypted, as `simp` is by default (needs --data-dir, where the keys are kept). Not
     /// `--e2e`: that name is the run's own option (`--e2e on|off`), which would take it.
     @Flag(name: .customLong("encrypt")) var endToEnd = false
 
@@ -35,7 +35,7 @@ struct ClientCommand: AsyncParsableCommand {
         let client = SIMPClient(configuration: config)
         do {
             try await client.connect(user: user, password: password)
-            // As simp --e2e: the identity (made on the first run, kept in the data directory)
+            // As simp: the identity (made on the first run, kept in the data directory)
             // and KeyPackages before the first line, so `connected` means ready to encrypt.
             if endToEnd, try await client.setUpIdentity() == .needsLinking {
                 output.emit(["event": "needs-linking"])

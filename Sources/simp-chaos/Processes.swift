@@ -103,12 +103,12 @@ final class ClientSlot: @unchecked Sendable {
     /// Killed by the nemesis and not yet started again.
     private(set) var down = false
 
-    /// `simp` (the REPL, `--json`) on `servers`, the usual client; `--e2e` with `endToEnd` (it
-    /// needs the data directory).
+    /// `simp` (the REPL, `--json`) on `servers`, the usual client: encrypting with `endToEnd`
+    /// (simp's default, on the data directory the run gives it), else `--no-e2e`.
     convenience init(index: Int, user: String, dataDirectory: String?, endToEnd: Bool, simp: String, servers: String) {
         self.init(index: index, user: user, dataDirectory: dataDirectory, executable: simp,
                   arguments: ["--server", servers, "--user", user, "--password", Runner.password, "--json", "--reconnect-base", "0.2", "--linger", "0"]
-                      + (endToEnd ? ["--e2e"] : []))
+                      + (endToEnd ? ["--e2e"] : ["--no-e2e"]))
     }
 
     /// `simp-chaos client` on one node, its datagrams through a relay on `udpPort`.

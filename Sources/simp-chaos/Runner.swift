@@ -74,7 +74,7 @@ final class Runner: @unchecked Sendable {
         let redisArguments = redis.serverArguments + (plan.minReplicas > 0 ? ["--redis-min-replicas", "\(plan.minReplicas)"] : [])
         for index in 0..<plan.topology.nodes {
             let node = try Node(index: index, binary: server, logLevel: options.nodeLogLevel, redisArguments: redisArguments,
-                                more: options.endToEnd ? ["--e2e", "required"] : [])
+                                more: ["--e2e", options.endToEnd ? "required" : "optional"])
             try node.start()
             nodes.append(node)
         }

@@ -7,7 +7,7 @@ struct ConformanceCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "simp-conformance",
         abstract: "Checks a SIMP server against docs/PROTOCOL.md on the wire: numbered checks per section, PASS or FAIL each.",
-        discussion: "It registers accounts of its own (random names starting with a, b or d.x-y_) and assumes the server's default limits; the 5.x checks wait for the server's heartbeat (a minute and a half each at the default 60 s). Exit status 0 when every check passes, 1 when one fails.")
+        discussion: "It registers accounts of its own (random names starting with a, b or d.x-y_) and assumes the server's default limits, and a server that takes plaintext (simp-server --e2e optional: most checks send plaintext messages, which its default refuses with E2E_REQUIRED); the 5.x checks wait for the server's heartbeat (a minute and a half each at the default 60 s). Exit status 0 when every check passes, 1 when one fails.")
 
     @Option(name: .long, help: "The server's control address, HOST:PORT (a host name or an IPv4 address).")
     var server: String

@@ -54,7 +54,7 @@ struct SIMPServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical (env SIMP_LOG_LEVEL). Default info.")
     var logLevel: String?
 
-    @Option(name: .customLong("e2e"), help: "optional (plaintext and end-to-end encrypted messages) or required (a message to a user or a group that is not end-to-end encrypted is refused with E2E_REQUIRED) (env SIMP_E2E). Default optional.")
+    @Option(name: .customLong("e2e"), help: "optional (plaintext and end-to-end encrypted messages) or required (a message to a user or a group that is not end-to-end encrypted is refused with E2E_REQUIRED) (env SIMP_E2E). Default required; optional admits plaintext clients (tests, a migration).")
     var endToEnd: String?
 
     @Option(name: .customLong("datagrams-over-stream"), help: "auto (a client that cannot use UDP carries its datagrams inside its control connection) or never (UDP only; such a client cannot send or receive) (env SIMP_DATAGRAMS_OVER_STREAM). Default auto.")
@@ -247,7 +247,7 @@ struct SIMPServerCommand: AsyncParsableCommand {
     private func makeConfiguration(_ settings: inout SettingsReader) throws -> ServerConfiguration {
         var config = ServerConfiguration()
         config.host = try settings.read("host", flag: host, default: config.host)
-        config.endToEnd = try settings.read("e2e", flag: try textFlag(endToEnd, "e2e") as ServerConfiguration.EndToEnd?, default: .optional)
+        config.endToEnd = try settings.read("e2e", flag: try textFlag(endToEnd, "e2e") as ServerConfiguration.EndToEnd?, default: config.endToEnd)
         config.datagramsOverStream = try settings.read("datagrams-over-stream",
                                                        flag: try textFlag(datagramsOverStream, "datagrams-over-stream") as DatagramsOverStream?,
                                                        default: .auto)

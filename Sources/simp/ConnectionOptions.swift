@@ -18,13 +18,20 @@ struct ConnectionOptions: ParsableArguments {
     @Flag(name: .customLong("save-login"), help: "After logging in with the password, save the login token (not the password) in the credentials file.")
     var saveLogin = false
 
-    @Option(help: "Which of your devices this is: 1-16 of a-z, 0-9, '.', '_', '-'. Each device gets every message; what one sends shows on the others; a second client of the same device replaces the first. Default: a name made once for this installation (kept in the config directory, or in --data-dir); `send`, `history` and `login` use it with -cli appended, so they do not end a running REPL.")
+    @Option(help: "Which of your devices this is: 1-16 of a-z, 0-9, '.', '_', '-'. Each device gets every message; what one sends shows on the others; a second client of the same device replaces the first. Default: a name made once for this installation (kept in the config directory, or in --data-dir); the one-shot commands other than `listen`, `verify` and an encrypting `history` use it with -cli appended, so they do not end a running REPL: a device of their own, with a data directory of its own.")
     var device: String?
+
+    @Flag(name: .customLong("e2e"), inversion: .prefixedNo,
+          help: "End-to-end encrypt what you send (the default; --e2e is kept so older command lines work). The keys are kept in the data directory. --no-e2e: plaintext, for a server started with --e2e optional (a server's default refuses it with E2E_REQUIRED).")
+    var endToEnd = true
+
+    @Option(name: .customLong("data-dir"), help: "Keep this device's keys, outbox, receipts and received messages in DIR/USER.sqlite: a restarted client resends what was not accepted and shows nothing twice. Default: $XDG_DATA_HOME/simp/DEVICE (~/.local/share/simp/DEVICE), one per device; none with --no-e2e. One simp at a time uses it (another waits, or is refused).")
+    var dataDir: String?
 
     @Option(help: "Seconds between UDP keepalives, which hold a NAT mapping open. Default 25.")
     var keepalive: Double = 25
 
-    @Flag(help: "Take a message as soon as it reaches the server, before it is stored, when nothing else is on its way to you; a message whose store then fails is shown as retracted. Not with --data-dir.")
+    @Flag(help: "Take a message as soon as it reaches the server, before it is stored, when nothing else is on its way to you; a message whose store then fails is shown as retracted. Only with --no-e2e and no --data-dir.")
     var early = false
 
     @Flag(name: .customLong("congestion-control"), inversion: .prefixedNo,
@@ -92,35 +99,109 @@ struct ConnectionOptions: ParsableArguments {
         try addresses.split(separator: ",", omittingEmptySubsequences: false).map { try address(String($0)) }
     }
 
-    /// `commandLine`: for a one-shot command that does not listen (send, history, login): by
-    /// default a device of its own beside the installation's, so it does not replace a REPL.
-    func configuration(_ plan: LoginPlan, dataDirectory: String? = nil, commandLine: Bool = false) throws -> ClientConfiguration {
+    /// `commandLine`: for a one-shot command that does not listen (send, group, contact, login,
+    /// password; history with --no-e2e): by default a device of its own beside the
+    /// installation's, so it does not replace a REPL.
+    /// Takes the data directory's lock for `plan.user` (`DataDirectoryLock`): a one-shot command
+    /// waits up to 30 s for another to finish, the REPL, `listen` and `verify` do not wait.
+    /// `lockWait`: how long to wait for the lock, if not as above.
+    func configuration(_ plan: LoginPlan, commandLine: Bool = false, lockWait: Double? = nil) throws -> ClientConfiguration {
         var config = ClientConfiguration(servers: try Self.servers(plan.server))
         config.reconnectBase = .milliseconds(Int64(reconnectBase * 1000))
         guard keepalive > 0 else { throw ValidationError("--keepalive must be > 0") }
         config.keepaliveInterval = .milliseconds(Int64(keepalive * 1000))
-        config.dataDirectory = dataDirectory
-        guard !early || dataDirectory == nil else { throw ValidationError("--early cannot be used with --data-dir: received messages are kept there by seq") }
+        let storage = try storage(commandLine: commandLine)
+        config.dataDirectory = storage.directory
+        config.endToEnd = endToEnd
+        guard !early || storage.directory == nil else {
+            throw ValidationError(dataDir != nil ? "--early cannot be used with --data-dir: received messages are kept there by seq"
+                                                 : "--early needs --no-e2e: an encrypting client keeps received messages in its data directory by seq")
+        }
         config.earlyDelivery = early
         config.congestionControl = congestionControl
         config.datagramsOverStream = datagramsOverStream
         guard plan.tls || (ca == nil && serverName == nil) else { throw ValidationError("--ca and --server-name need TLS: add --tls") }
         if plan.tls { config.tls = ClientTLS(caFile: ca, serverName: serverName) }
         config.allowPlaintext = allowPlaintext
-        config.device = try deviceName(dataDirectory: dataDirectory, commandLine: commandLine)
+        config.device = storage.device
+        // Not a usage error: "Error: ..." on stderr and exit 1.
+        if let directory = storage.directory {
+            try DataDirectoryLock.take(directory, user: plan.user, wait: lockWait ?? (commandLine ? 30 : 0))
+        }
         return config
     }
 
-    /// `--device`, else the installation's (nil: the data directory's, which the library reads).
-    private func deviceName(dataDirectory: String?, commandLine: Bool) throws -> String? {
+    /// Which device this run is and where it keeps its state (`DataHome`). `directory` nil:
+    /// nowhere (`--no-e2e` without `--data-dir`); `device` nil: the data directory's own name,
+    /// which the library reads (an explicit `--data-dir` is one device, whoever opens it).
+    /// `siblings`: where this device may take the user's identity from without a code.
+    struct Storage: Equatable {
+        var device: String?
+        var directory: String?
+        var siblings: [String] = []
+    }
+
+    func storage(commandLine: Bool) throws -> Storage {
         if let device {
             guard DeviceName.isValid(device) else {
                 throw ValidationError("--device must be 1-\(DeviceName.maxBytes) of a-z, 0-9, '.', '_' and '-', starting with a letter or digit")
             }
-            return device
         }
-        if commandLine { return DeviceFile.name() + "-cli" }
-        return dataDirectory == nil ? DeviceFile.name() : nil
+        if let dataDir { return Storage(device: device, directory: dataDir) }
+        let name = device ?? (commandLine ? DeviceFile.name() + "-cli" : DeviceFile.name())
+        guard endToEnd else { return Storage(device: name, directory: nil) }
+        return Storage(device: name, directory: DataHome.directory(of: name), siblings: DataHome.siblings(of: name))
+    }
+
+    /// An encrypting run, once connected: this device's identity (made by the user's first
+    /// device; taken from another device of this installation without a code when one holds
+    /// it). `.needsLinking`: it must be linked from a device of the user's (`/device link`).
+    func setUpIdentity(_ client: SIMPClient, commandLine: Bool) async throws(ClientError) -> IdentityState? {
+        guard endToEnd else { return nil }
+        var state = try await client.setUpIdentity()
+        for sibling in (try? storage(commandLine: commandLine).siblings) ?? [] where state == .needsLinking {
+            state = try await client.linkThisDevice(fromDataDirectory: sibling)
+        }
+        return state
+    }
+
+    /// The REPL, encrypting in its default data directory: readies the installation's one-shot
+    /// device (`-cli`) too, by logging it in once and giving it the identity (`setUpIdentity`):
+    /// its certified keys are then there when the REPL makes a conversation, or sends in one,
+    /// so the conversation holds it and `simp send` from another terminal can write there at
+    /// once. A device that first appears later is added by the next send of a device of the
+    /// conversation (docs/E2EE.md, Part 4). Returns why it could not, nil when it did or when
+    /// there is nothing to do (another --device, --data-dir, --no-e2e; a one-shot command
+    /// holding that device's lock readies it itself; no saved login for it and no password).
+    func prepareOneShotDevice(_ plan: LoginPlan) async -> String? {
+        guard endToEnd, dataDir == nil, device == nil else { return nil }
+        let configuration: ClientConfiguration
+        do {
+            configuration = try self.configuration(plan, commandLine: true, lockWait: 0)
+        } catch {
+            return nil
+        }
+        guard let directory = configuration.dataDirectory, let device = configuration.device else { return nil }
+        defer { DataDirectoryLock.release(directory, user: plan.user) }
+        let client = SIMPClient(configuration: configuration)
+        do throws(ClientError) {
+            switch plan.method {
+            case .password(let password):
+                try await client.connect(user: plan.user, password: password)
+            case .saved(let saved):
+                guard let token = saved.loginToken(for: device) else {
+                    await client.close()
+                    return nil
+                }
+                try await client.connect(user: plan.user, token: token)
+            }
+            let state = try await setUpIdentity(client, commandLine: true)
+            await client.close()
+            return state == .needsLinking ? "the one-shot commands' device \(device) could not take your identity from this one" : nil
+        } catch {
+            await client.close()
+            return "the one-shot commands' device \(device) is not ready: \(error.message)"
+        }
     }
 
     /// One `HOST:PORT` (an IPv6 host in brackets).

@@ -160,7 +160,7 @@ struct Listen: AsyncParsableCommand {
 
     func run() async throws {
         let output = Output(json: json)
-        let client = try await openSession(connection, output, listens: true)
+        let client = try await openSession(connection, output, commandLine: false)
         // Closing the client ends the events stream, so the loop below ends and we exit 0.
         let stop = StopSignals { Task { await client.close() } }
         for await event in client.events {
@@ -258,7 +258,8 @@ func runRequest(_ connection: ConnectionOptions, json: Bool,
     }
 }
 
-/// `simp history USER`: prints the conversation with USER, oldest first, and exits.
+/// `simp history USER`: prints the conversation with USER, oldest first, and exits. Encrypting,
+/// it is the REPL's device (with a REPL running it says so: /history there).
 struct History: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Print the last messages between you and USER, oldest first.")
@@ -280,7 +281,10 @@ struct History: AsyncParsableCommand {
 
     func run() async throws {
         let output = Output(json: json)
-        let client = try await openSession(connection, output)
+        // An encrypting device's history is its own data directory's (the server holds only
+        // ciphertext): the REPL's device's, which has the conversations. Plaintext comes from
+        // the server, as the one-shot device, which does not end a running REPL.
+        let client = try await openSession(connection, output, commandLine: !connection.endToEnd)
         do {
             output.history(peer: peer, try await client.history(with: peer, limit: limit))
             await client.close()
@@ -302,7 +306,8 @@ struct Login: AsyncParsableCommand {
     func run() async throws {
         let output = Output(json: false)
         let plan = try connection.loginPlan(needsPassword: true)
-        let client = try await openSession(connection, output, plan: plan, save: true)
+        // A token is all it makes: no identity for the one-shot device yet.
+        let client = try await openSession(connection, output, plan: plan, save: true, identity: false)
         do {
             try await connection.saveREPLLogin(client, plan)
         } catch {
@@ -317,19 +322,39 @@ struct Login: AsyncParsableCommand {
 
 /// Connects for a subcommand; on failure prints one line on stderr and exits with the status
 /// for it: 5 when the login was refused, 6 when the server cannot be reached.
+/// `commandLine`: as the installation's one-shot device (`ConnectionOptions.configuration`);
+/// false: as its own device, the REPL's (`listen`, and `history` of an encrypting device).
 /// `plan`: how to log in, when the caller worked it out already (it may have asked for the password).
-func openSession(_ connection: ConnectionOptions, _ output: Output, listens: Bool = false,
-                 needsPassword: Bool = false, plan given: LoginPlan? = nil, save: Bool = false) async throws -> SIMPClient {
+/// `identity`: an encrypting run sets up this device's identity first (`ConnectionOptions.setUpIdentity`);
+/// a device that must be linked fails here, with what to do (exit 1), rather than at its first send.
+func openSession(_ connection: ConnectionOptions, _ output: Output, commandLine: Bool = true,
+                 needsPassword: Bool = false, plan given: LoginPlan? = nil, save: Bool = false,
+                 identity: Bool = true) async throws -> SIMPClient {
     let plan = try given ?? connection.loginPlan(needsPassword: needsPassword)
-    let client = SIMPClient(configuration: try connection.configuration(plan, commandLine: !listens))
+    let client = SIMPClient(configuration: try connection.configuration(plan, commandLine: commandLine))
     do {
         try await connection.connect(client, plan, save: save)
-        return client
     } catch {
         await client.close()
         output.problem(describe(error))
         throw ExitCode(exitStatus(forLogin: error))
     }
+    guard identity else { return client }
+    do {
+        guard try await connection.setUpIdentity(client, commandLine: commandLine) != .needsLinking else {
+            let device = await client.deviceName()
+            await client.close()
+            output.problem("this device (\(device)) does not hold your identity: another device of yours made it, on another machine "
+                           + "or with another data directory. Link it: run simp --device \(device) and /device link there, then /device links "
+                           + "and /device approve on a device that holds it; or use --no-e2e with a server that allows plaintext")
+            throw ExitCode(ExitStatus.failure)
+        }
+    } catch let error as ClientError {
+        await client.close()
+        output.problem("cannot set up end-to-end encryption: \(error.message)")
+        throw ExitCode(ExitStatus.failure)
+    }
+    return client
 }
 
 private func exitStatus(forLogin error: any Error) -> Int32 {

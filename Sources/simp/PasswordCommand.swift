@@ -17,7 +17,7 @@ struct Password: AsyncParsableCommand {
         let plan = try connection.loginPlan(needsPassword: true)
         guard case .password(let old) = plan.method else { throw ValidationError("the old password is needed: pass --password or SIMP_PASSWORD") }
         let new = try Self.newPassword()
-        let client = try await openSession(connection, output, plan: plan)
+        let client = try await openSession(connection, output, plan: plan, identity: false)
         do {
             try await client.changePassword(from: old, to: new)
         } catch {

@@ -59,29 +59,23 @@ struct REPL: AsyncParsableCommand {
     @Option(help: "At end of input, wait up to this many seconds for outstanding acknowledgements. Default 10.")
     var linger: Double = 10
 
-    @Option(name: .customLong("data-dir"), help: "Keep the outbox, receipts and received messages in DIR/USER.sqlite: a restarted client resends what was not accepted and shows nothing twice.")
-    var dataDir: String?
-
-    @Flag(name: .customLong("e2e"), help: "End-to-end encrypt messages to users (needs --data-dir, where the keys are kept): the first device makes the user's identity.")
-    var endToEnd = false
-
     func run() async throws {
         let output = Output(json: json)
         guard linger >= 0 else { throw ValidationError("--linger must be >= 0") }
-        guard !endToEnd || dataDir != nil else { throw ValidationError("--e2e needs --data-dir: the keys are kept there") }
         let plan = try connection.loginPlan(needsPassword: register)
-        var configuration = try connection.configuration(plan, dataDirectory: dataDir)
-        configuration.endToEnd = endToEnd
-        let client = SIMPClient(configuration: configuration)
+        let client = SIMPClient(configuration: try connection.configuration(plan))
         do {
             if register, case .password(let password) = plan.method {
                 try await client.register(user: plan.user, password: password)
             }
             try await connection.connect(client, plan)
-            if endToEnd, try await client.setUpIdentity() == .needsLinking {
+            if try await connection.setUpIdentity(client, commandLine: false) == .needsLinking {
                 output.result(RequestResult(human: "this device does not hold your identity (another device of yours made it): "
                                                 + "link it with /device link before it sends or reads encrypted messages",
                                             json: ["event": "needs-linking"]))
+            } else if let problem = await connection.prepareOneShotDevice(plan) {
+                // Not this session's failure: `simp send` says what it lacks when it runs.
+                output.error(problem)
             }
         } catch {
             output.error(describe(error), code: (error as? ClientError)?.code)

@@ -34,7 +34,9 @@ enum Verification {
 }
 
 /// `simp verify USER`: prints the safety number with USER (making this device's identity
-/// first if the user has none), or with `--number` marks USER verified.
+/// first if the user has none), or with `--number` marks USER verified. It is the REPL's device
+/// with the REPL's data directory (where the verified keys are kept), so it waits for no REPL:
+/// with one running, it says so (`DataDirectoryLock`), and /verify is used there.
 struct Verify: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Print the safety number you and USER compare, or mark USER verified with --number.")
@@ -47,18 +49,18 @@ struct Verify: AsyncParsableCommand {
     @Option(help: "The safety number you compared with USER (spaces allowed): marks USER verified.")
     var number: String?
 
-    @Option(name: .customLong("data-dir"), help: "The data directory your REPL uses (--data-dir): your identity's private key is kept there. This command connects as that device, so close the REPL first, or use /verify in it.")
-    var dataDir: String
-
     @Flag(help: "Print one JSON object.")
     var json = false
 
     func run() async throws {
         let output = Output(json: json)
         let plan = try connection.loginPlan(needsPassword: false)
-        let client = SIMPClient(configuration: try connection.configuration(plan, dataDirectory: dataDir))
+        guard connection.endToEnd else { throw ValidationError("simp verify is for an encrypting device: not with --no-e2e") }
+        let client = SIMPClient(configuration: try connection.configuration(plan))
         do {
             try await connection.connect(client, plan, save: false)
+            // Takes the identity from the installation's other device when that one made it.
+            _ = try await connection.setUpIdentity(client, commandLine: false)
         } catch {
             await client.close()
             output.problem(describe(error))

@@ -84,7 +84,7 @@ import SIMPServer
         let node = try ServerNode()
         defer { node.stop() }
         try await register(node, "carol")
-        let repl = try ChildProcess(try productPath("simp"), ["--server", "127.0.0.1:\(node.server.tcpPort)", "--user", "carol",
+        let repl = try ChildProcess(try productPath("simp"), ["--no-e2e", "--server", "127.0.0.1:\(node.server.tcpPort)", "--user", "carol",
                                                              "--password", "pw-carol"])
         // Its standard input stays open: only the session's end can stop it.
         #expect(repl.waitForLine(timeout: 20) { $0 == "connected as carol" } != nil, "stderr: \(repl.stderr)")

@@ -99,7 +99,7 @@ struct ClientStoreFullDiskTests {
         let configHome = FileManager.default.temporaryDirectory.appendingPathComponent("simp-config-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: configHome) }
         let repl = try ChildProcess(try productPath("simp"),
-                                    ["repl", "--json", "--server", "127.0.0.1:\(world.cluster.addresses.tcpPort)",
+                                    ["repl", "--no-e2e", "--json", "--server", "127.0.0.1:\(world.cluster.addresses.tcpPort)",
                                      "--user", "bob", "--password", "pw-bob", "--data-dir", world.disk.path, "--linger", "0"],
                                     environment: ["XDG_CONFIG_HOME": configHome])
         defer { if repl.waitForExit(timeout: 0) == nil { repl.signal(SIGKILL) } }

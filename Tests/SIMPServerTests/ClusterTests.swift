@@ -134,7 +134,8 @@ import Glibc
 @Suite(.serialized) struct ClusterStartTests {
     func start(_ arguments: [String]) throws -> ChildProcess {
         try ChildProcess(try productPath("simp-server"),
-                         ["--port", "0", "--udp-port", "0", "--scrypt-rounds", "1024", "--min-password-length", "1", "--redis-wait", "5"] + arguments)
+                         ["--port", "0", "--udp-port", "0", "--scrypt-rounds", "1024", "--min-password-length", "1", "--redis-wait", "5",
+                          "--e2e", "optional"] + arguments)
     }
 
     @Test func oneNodeOfAClusterIsEnoughToFindItAll() async throws {

@@ -152,7 +152,7 @@ final class NamespaceStack {
 
     /// The REPL in JSON, as `user` (password "pw"), inside the namespace.
     func client(_ user: String, _ extra: [String]) throws -> ChildProcess {
-        try ChildProcess("/usr/sbin/ip", ["netns", "exec", ns.name, simp, "--server", "127.0.0.1:\(server.tcpPort)",
+        try ChildProcess("/usr/sbin/ip", ["netns", "exec", ns.name, simp, "--no-e2e", "--server", "127.0.0.1:\(server.tcpPort)",
                                           "--user", user, "--password", "pw", "--json"] + extra)
     }
 

@@ -14,7 +14,7 @@ import Glibc
     let configHome = FileManager.default.temporaryDirectory.appendingPathComponent("simp-config-\(UUID().uuidString)").path
 
     func simp(_ node: ServerNode, _ command: String, _ args: [String]) throws -> ChildProcess {
-        try ChildProcess(try productPath("simp"), [command, "--server", "127.0.0.1:\(node.server.tcpPort)"] + args,
+        try ChildProcess(try productPath("simp"), [command, "--no-e2e", "--server", "127.0.0.1:\(node.server.tcpPort)"] + args,
                          environment: ["XDG_CONFIG_HOME": configHome])
     }
 

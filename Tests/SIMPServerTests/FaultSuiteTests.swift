@@ -321,7 +321,7 @@ func tally(_ name: String, pairs: [(sent: [String], sentAt: [String: Date], rece
         let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent("simp-data-\(UUID().uuidString)").path
         let simp = try productPath("simp")
         func client(_ user: String, _ extra: [String]) throws -> ChildProcess {
-            try ChildProcess(simp, ["--server", "127.0.0.1:\(server.tcpPort)", "--user", user, "--password", "pw", "--json",
+            try ChildProcess(simp, ["--no-e2e", "--server", "127.0.0.1:\(server.tcpPort)", "--user", user, "--password", "pw", "--json",
                                     "--data-dir", dataDir, "--reconnect-base", "0.2"] + extra)
         }
         func connected(_ p: ChildProcess) throws {
@@ -442,7 +442,7 @@ func tally(_ name: String, pairs: [(sent: [String], sentAt: [String: Date], rece
 
         let simp = try productPath("simp")
         func client(_ user: String, _ extra: [String]) throws -> ChildProcess {
-            try ChildProcess("/usr/sbin/ip", ["netns", "exec", ns.name, simp, "--server", "127.0.0.1:\(server.tcpPort)",
+            try ChildProcess("/usr/sbin/ip", ["netns", "exec", ns.name, simp, "--no-e2e", "--server", "127.0.0.1:\(server.tcpPort)",
                                               "--user", user, "--password", "pw", "--json", "--reconnect-base", "0.2"] + extra)
         }
         let recipients = try (0..<Self.pairs).map { try client("r\($0)", ["--register"]) }

@@ -52,6 +52,9 @@ final class TestCluster: @unchecked Sendable {
         // The tests' short passwords: the minimum has its own test (LoginAbuseTests).
         config.limits.minPasswordBytes = 1
         config.redisWait = .seconds(5)
+        // Plaintext clients: most tests talk through SIMPClient without encrypting. The tests
+        // of encryption and of the default set `.required` (EncryptedConversationTests).
+        config.endToEnd = .optional
         configure(&config)
         let server = SIMPServer(configuration: config, logger: logger)
         let addresses = try await server.start()
@@ -220,15 +223,20 @@ final class ServerProcess {
     let readyLine: String
 
     convenience init(redisURL: String, tcpPort: Int = 0, udpPort: Int = 0, extra: [String] = [], environment: [String: String] = [:],
-                     wrapper: [String] = []) throws {
-        try self.init(redis: ["--redis", redisURL], tcpPort: tcpPort, udpPort: udpPort, extra: extra, environment: environment, wrapper: wrapper)
+                     wrapper: [String] = [], e2e: String? = "optional") throws {
+        try self.init(redis: ["--redis", redisURL], tcpPort: tcpPort, udpPort: udpPort, extra: extra, environment: environment,
+                      wrapper: wrapper, e2e: e2e)
     }
 
     /// `redis`: the arguments that say where Redis is (`--redis URL`, `--redis-cluster`).
+    /// `e2e`: `--e2e` of the server: "optional" for plaintext clients (`simp --no-e2e`, SIMPClient
+    /// without endToEnd), as most tests are; nil: the server's default, required
+    /// (EndToEndDefaultTests). Not given when `extra` says `--e2e` itself.
     init(redis: [String], tcpPort: Int = 0, udpPort: Int = 0, extra: [String] = [], environment: [String: String] = [:],
-         wrapper: [String] = []) throws {
+         wrapper: [String] = [], e2e: String? = "optional") throws {
         let binary = try productPath("simp-server")
-        let args = ["--port", "\(tcpPort)", "--udp-port", "\(udpPort)", "--scrypt-rounds", "1024", "--min-password-length", "1"] + redis + extra
+        let e2e = extra.contains("--e2e") ? [] : e2e.map { ["--e2e", $0] } ?? []
+        let args = ["--port", "\(tcpPort)", "--udp-port", "\(udpPort)", "--scrypt-rounds", "1024", "--min-password-length", "1"] + e2e + redis + extra
         process = wrapper.isEmpty
             ? try ChildProcess(binary, args, environment: environment)
             : try ChildProcess(wrapper[0], Array(wrapper.dropFirst()) + [binary] + args, environment: environment)
@@ -261,10 +269,11 @@ final class ServerNode {
     let redis: RedisServerProcess
     let server: ServerProcess
 
-    init(extra: [String] = []) throws {
+    /// `e2e`: as `ServerProcess`'s (nil: the server's default, required).
+    init(extra: [String] = [], e2e: String? = "optional") throws {
         redis = try RedisServerProcess()
         do {
-            server = try ServerProcess(redisURL: redis.url, extra: extra)
+            server = try ServerProcess(redisURL: redis.url, extra: extra, e2e: e2e)
         } catch {
             redis.stop()
             throw error

@@ -116,7 +116,8 @@ import Testing
 @Suite(.serialized) struct NodeIDTests {
     func start(_ redis: RedisServerProcess, _ id: String) throws -> ChildProcess {
         try ChildProcess(try productPath("simp-server"),
-                         ["--port", "0", "--udp-port", "0", "--redis", redis.url, "--node-id", id, "--scrypt-rounds", "1024", "--min-password-length", "1"])
+                         ["--port", "0", "--udp-port", "0", "--redis", redis.url, "--node-id", id, "--scrypt-rounds", "1024", "--min-password-length", "1",
+                          "--e2e", "optional"])
     }
 
     func ready(_ process: ChildProcess) -> Bool {

@@ -22,7 +22,8 @@ struct PlaintextOffLoopbackTests {
 
     /// `simp COMMAND... --server ADDRESS:PORT --user alice --password secretpw FLAGS...`, run inside the namespace.
     func simp(_ namespace: NetworkNamespace, _ listener: RecordingListener, _ command: [String] = [], flags: [String] = []) throws -> ChildProcess {
-        let arguments = command + ["--server", "\(address):\(listener.port)", "--user", "alice", "--password", password] + flags
+        // --no-e2e: what is tested is the login's transport, before any data directory.
+        let arguments = command + ["--no-e2e", "--server", "\(address):\(listener.port)", "--user", "alice", "--password", password] + flags
         let process = try namespace.spawn(try productPath("simp"), arguments, environment: ["XDG_CONFIG_HOME": configHome])
         process.closeStdin()
         return process

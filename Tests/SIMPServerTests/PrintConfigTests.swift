@@ -11,7 +11,7 @@ import Testing
         #expect(process.waitForExit(timeout: 10) == 0, "stderr: \(process.stderr)")
         var settings: [String: (value: String, source: String)] = [:]
         for line in process.stdout.split(separator: "\n") {
-            guard let match = line.wholeMatch(of: /(\S+) = (.*)  \((flag|default|env SIMP_[A-Z_]+|file .+)\)/) else {
+            guard let match = line.wholeMatch(of: /(\S+) = (.*)  \((flag|default|env SIMP_[A-Z0-9_]+|file .+)\)/) else {
                 Issue.record("unexpected line: \(line)")
                 continue
             }
@@ -31,6 +31,8 @@ import Testing
         #expect(settings["metrics-port"]?.value == "off")
         #expect(settings["log-format"]?.value == "text" && settings["log-format"]?.source == "default")
         #expect(settings["log-level"]?.value == "info")
+        // Issue 44: a message that is not end-to-end encrypted is refused unless asked otherwise.
+        #expect(settings["e2e"]?.value == "required" && settings["e2e"]?.source == "default")
         #expect(settings.values.allSatisfy { $0.source == "default" })
         for name in ["node-id", "redis-wait", "tls-cert", "tls-key", "event-loops", "inbox-limit", "frame-deadline"] {
             #expect(settings[name] != nil, "\(name) missing")
@@ -58,6 +60,8 @@ import Testing
         #expect(settings["metrics-port"]?.value == "9100" && settings["metrics-port"]?.source == "env SIMP_METRICS_PORT")
         #expect(settings["log-format"]?.value == "json" && settings["log-format"]?.source == "env SIMP_LOG_FORMAT")
         #expect(settings["log-level"]?.value == "debug" && settings["log-level"]?.source == "env SIMP_LOG_LEVEL")
+        let optional = try printConfig([], environment: ["SIMP_E2E": "optional"])
+        #expect(optional["e2e"]?.value == "optional" && optional["e2e"]?.source == "env SIMP_E2E")
     }
 
     /// A Redis password (for AUTH) is shown as ***, wherever it comes from.

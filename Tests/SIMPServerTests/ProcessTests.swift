@@ -10,7 +10,7 @@ import Glibc
 /// simp reading commands from a pipe.
 @Suite(.serialized) struct ProcessTests {
     func simp(_ server: ServerProcess, _ args: [String]) throws -> ChildProcess {
-        try ChildProcess(try productPath("simp"), ["--server", "127.0.0.1:\(server.tcpPort)"] + args)
+        try ChildProcess(try productPath("simp"), ["--no-e2e", "--server", "127.0.0.1:\(server.tcpPort)"] + args)
     }
 
     func jsonLines(_ text: String) -> [[String: Any]] {
@@ -32,7 +32,7 @@ import Glibc
     @Test func environmentConfiguresAndSigintExitsZero() throws {
         let redis = try RedisServerProcess()
         let process = try ChildProcess(try productPath("simp-server"), ["--scrypt-rounds", "1024", "--min-password-length", "1"],
-                                       environment: ["SIMP_PORT": "0", "SIMP_UDP_PORT": "0", "SIMP_NODE_ID": "n7",
+                                       environment: ["SIMP_PORT": "0", "SIMP_E2E": "optional", "SIMP_UDP_PORT": "0", "SIMP_NODE_ID": "n7",
                                                      "SIMP_REDIS_URL": redis.url, "SIMP_HOST": "127.0.0.1"])
         let line = process.waitForLine(timeout: 20) { $0.hasPrefix("simp-server listening") }
         #expect(line?.contains(" node=n7 ") == true)
@@ -124,7 +124,7 @@ import Glibc
 
     @Test func unreachableServerIsAClearErrorAndExitOne() throws {
         let port = try freeTCPPort()
-        let client = try ChildProcess(try productPath("simp"), ["--server", "127.0.0.1:\(port)", "--user", "x", "--password", "y"])
+        let client = try ChildProcess(try productPath("simp"), ["--no-e2e", "--server", "127.0.0.1:\(port)", "--user", "x", "--password", "y"])
         #expect(client.waitForExit(timeout: 20) == 1)
         #expect(client.stderr == "error: cannot reach 127.0.0.1:\(port): connection refused\n")
     }

@@ -127,7 +127,7 @@ import Testing
         try await withCluster { cluster in
             try await cluster.register("alice")
             let alice = try ChildProcess(try productPath("simp"),
-                                         ["--server", "127.0.0.1:\(cluster.addresses.tcpPort)", "--user", "alice", "--password", "pw-alice"],
+                                         ["--no-e2e", "--server", "127.0.0.1:\(cluster.addresses.tcpPort)", "--user", "alice", "--password", "pw-alice"],
                                          environment: ["XDG_CONFIG_HOME": FileManager.default.temporaryDirectory.appendingPathComponent("simp-config-\(UUID().uuidString)").path])
             #expect(alice.waitForLine(timeout: 20) { $0 == "connected as alice" } != nil)
             alice.write("/status\n")
@@ -168,7 +168,7 @@ final class Terminal {
                    "NO_COLOR": ""]
         env.merge(environment) { $1 }
         let command = ["env"] + env.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
-            + [simp, "--server", "127.0.0.1:\(cluster.addresses.tcpPort)", "--user", user, "--password", "pw-\(user)"]
+            + [simp, "--no-e2e", "--server", "127.0.0.1:\(cluster.addresses.tcpPort)", "--user", user, "--password", "pw-\(user)"]
         _ = try tmux(["new-session", "-d", "-x", "120", "-y", "30", "-s", session, command.map(Self.quoted).joined(separator: " ")])
     }
 

@@ -34,6 +34,8 @@ import Glibc
         // The tests' short passwords: the minimum has its own test (LoginAbuseTests).
         config.limits.minPasswordBytes = 1
         config.redisWait = .seconds(5)
+        // Plaintext clients below.
+        config.endToEnd = .optional
         config.redis = try RedisDeployment(urls: "redis://simp@127.0.0.1:\(redis.port)", cluster: nil)
             .withPassword(file: try passwordFile(Self.password + "\n"), environment: nil)
         let server = SIMPServer(configuration: config)

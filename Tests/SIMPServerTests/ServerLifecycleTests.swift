@@ -17,6 +17,8 @@ import Testing
         // The tests' short passwords: the minimum has its own test (LoginAbuseTests).
         config.limits.minPasswordBytes = 1
         config.redisWait = .seconds(20)
+        // Plaintext clients, where a test sends.
+        config.endToEnd = .optional
         return config
     }
 

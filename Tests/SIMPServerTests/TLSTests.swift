@@ -133,7 +133,7 @@ struct DevCertificate {
         defer { node.stop() }
         let server = node.server
         let simp = try productPath("simp")
-        let base = ["--server", "127.0.0.1:\(server.tcpPort)", "--tls", "--ca", certificate.certificate, "--json"]
+        let base = ["--no-e2e", "--server", "127.0.0.1:\(server.tcpPort)", "--tls", "--ca", certificate.certificate, "--json"]
         let bob = try ChildProcess(simp, base + ["--user", "bob", "--password", "pw", "--register"])
         #expect(bob.waitForLine(timeout: 20) { $0.contains(#""event":"connected""#) } != nil)
         let alice = try ChildProcess(simp, base + ["--user", "alice", "--password", "pw", "--register", "--linger", "5"])

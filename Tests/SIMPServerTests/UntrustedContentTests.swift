@@ -53,7 +53,7 @@ import Testing
         let redis = try RedisServerProcess()
         let server = try ServerProcess(redisURL: redis.url)
         let bob = try ChildProcess(try productPath("simp"),
-                                   ["--server", "127.0.0.1:\(server.tcpPort)", "--user", "bob", "--password", "b", "--register"])
+                                   ["--no-e2e", "--server", "127.0.0.1:\(server.tcpPort)", "--user", "bob", "--password", "b", "--register"])
         #expect(bob.waitForLine(timeout: 20) { $0 == "connected as bob" } != nil)
         let alice = SIMPClient(configuration: ClientConfiguration(host: "127.0.0.1", port: server.tcpPort))
         try await alice.register(user: "alice", password: "a")

@@ -463,6 +463,8 @@ struct BenchCommand: AsyncParsableCommand {
             "--scrypt-rounds", "1024", "--log-level", "warning",
             "--max-conns-per-ip", "\(max(100_000, 2 * (sessions ?? 0)))", "--max-registrations-per-ip", "1000000",
             "--max-hashing-queue", "1024", "--max-hashing-per-ip", "1024",
+            // Plaintext clients are measured too: the server's default refuses them.
+            "--e2e", endToEnd ? "required" : "optional",
             // The chat report reads the retransmit counters from here.
         ] + (sessions != nil ? ["--metrics-port", "0"] : []) + (serverEventLoops.map { ["--event-loops", "\($0)"] } ?? [])
             // The sender is a member too.
