@@ -509,7 +509,7 @@ actor ConversationKeys {
                 return
             }
             if let welcome = page.welcome {
-                try join(conversation, welcome, validator: validator)
+                try await join(conversation, welcome, validator: validator, client: client)
                 try await catchUpUnlessRefused(conversation, client: client)
                 try await refillKeyPackages(client)
                 return
@@ -528,18 +528,43 @@ actor ConversationKeys {
                           code: .endToEnd)
     }
 
-    private func join(_ conversation: String, _ stored: StoredWelcome, validator: DirectoryValidator) throws {
+    private func join(_ conversation: String, _ stored: StoredWelcome, validator: DirectoryValidator,
+                      client: SIMPClient) async throws {
         guard case .welcome(let welcome) = try MLSMessage(mlsDecoding: stored.welcome) else { throw OpenFailure.malformed }
+        var validator = validator
+        var refused: (any Error)?
         for kept in try store.keyPackages() {
-            guard let bundle = try? bundle(of: kept),
-                  let group = try? MLSGroup(joining: welcome, with: bundle, policy: Self.policy, credentialValidator: validator)
-            else { continue }
-            try store.saveGroup(conversation, state: try group.savedState(), renewedAt: clock())
-            try store.removeKeyPackage(kept.reference)
-            groups[conversation] = group
-            return
+            guard let bundle = try? bundle(of: kept) else { continue }
+            // The Welcome's tree may hold leaves of users who are no members now (removed since
+            // the commit that added this device): their devices are read, and it is tried again.
+            while true {
+                do {
+                    let group = try MLSGroup(joining: welcome, with: bundle, policy: Self.policy, credentialValidator: validator)
+                    try store.saveGroup(conversation, state: try group.savedState(), renewedAt: clock())
+                    try store.removeKeyPackage(kept.reference)
+                    groups[conversation] = group
+                    return
+                } catch let unknown as DirectoryValidator.NotKnown {
+                    validator = try await including(unknown.user, in: validator, client: client)
+                } catch {
+                    refused = error
+                    break
+                }
+            }
         }
-        throw OpenFailure.mls("the Welcome names none of this device's KeyPackages")
+        throw OpenFailure.mls("the Welcome names none of this device's KeyPackages" + (refused.map { " (or its group is refused: \($0))" } ?? ""))
+    }
+
+    /// `validator` with `user`'s certified devices for checking leaves (a member since removed):
+    /// the identity pinned as any peer's, the devices from the same answer.
+    private func including(_ user: String, in validator: DirectoryValidator, client: SIMPClient) async throws -> DirectoryValidator {
+        let entry: KeyDirectoryEntry
+        switch await Self.pin(user, client: client) {
+        case .success(let pinned) where pinned.user == user: entry = pinned
+        case .success: throw DirectoryValidator.Uncertified()
+        case .failure(let error): throw error
+        }
+        return validator.including(user, devices: verifiedDevices(of: entry))
     }
 
     /// Creates the group with everyone's devices; false when another device's commit won epoch 0.
@@ -861,7 +886,7 @@ actor ConversationKeys {
     /// commit) and throws `OpenFailure.commitRefused`. So it never takes a second commit for
     /// an epoch it left.
     private func catchUp(_ conversation: String, client: SIMPClient) async throws {
-        let validator = try await validator(for: conversation, client: client)
+        var validator = try await validator(for: conversation, client: client)
         while let epoch = groups[conversation]?.epoch {
             let page = try await client.fetchCommits(in: conversation, fromEpoch: epoch)
             guard var group = groups[conversation] else { return }
@@ -884,12 +909,23 @@ actor ConversationKeys {
                     adopted = true
                     continue
                 }
-                let received: MLSGroup.Received
-                do {
-                    received = try group.process(try MLSMessage(mlsDecoding: stored.commit))
-                } catch {
-                    // The state is unchanged by the refused commit (`MLSGroup.process`).
-                    refused = (due, stored, "\(error)")
+                var received: MLSGroup.Received?
+                var why: String?
+                // A past commit may add a user who is no member now (removed since): that
+                // user's devices are read, and the commit checked again.
+                while received == nil, why == nil {
+                    do {
+                        received = try group.process(try MLSMessage(mlsDecoding: stored.commit))
+                    } catch let unknown as DirectoryValidator.NotKnown {
+                        validator = try await including(unknown.user, in: validator, client: client)
+                        group.credentialValidator = validator
+                    } catch {
+                        // The state is unchanged by the refused commit (`MLSGroup.process`).
+                        why = "\(error)"
+                    }
+                }
+                if let why {
+                    refused = (due, stored, why)
                     break
                 }
                 if received == .removed { throw OpenFailure.notInConversation }
@@ -1088,14 +1124,40 @@ struct DirectoryValidator: CredentialValidator {
     let keys: [[UInt8]: [UInt8]]
     /// The users whose devices these are (this user first), in the order KeyPackages are claimed.
     var owners: [String] = []
+    /// Certified devices of users who are not members now but whose leaves a Welcome's tree or a
+    /// past commit holds (a member since removed): checked as members' are, never claimed,
+    /// never kept in a member check (`keys` alone says who belongs).
+    private(set) var formerKeys: [[UInt8]: [UInt8]] = [:]
+    private(set) var formerOwners: Set<String> = []
 
     struct Uncertified: Error, CustomStringConvertible {
         var description: String { "a member's device is not certified by its user's identity" }
     }
 
+    /// A leaf of a user this validator has not read the directory of: read it (`including`)
+    /// and check again.
+    struct NotKnown: Error, CustomStringConvertible {
+        let user: String
+        var description: String { "a leaf of \(user), whose devices were not read" }
+    }
+
     func validate(_ credential: Credential, signatureKey: SignaturePublicKey) throws {
-        guard case .basic(let identity) = credential, let key = keys[identity], key == signatureKey.rawRepresentation else {
-            throw Uncertified()
+        guard case .basic(let identity) = credential else { throw Uncertified() }
+        if let key = keys[identity] ?? formerKeys[identity] {
+            guard key == signatureKey.rawRepresentation else { throw Uncertified() }
+            return
         }
+        if let user = KeyDirectoryRules.user(ofCredentialIdentity: identity), !owners.contains(user), !formerOwners.contains(user) {
+            throw NotKnown(user: user)
+        }
+        throw Uncertified()
+    }
+
+    /// With `user`'s certified devices, for checking only.
+    func including(_ user: String, devices: [VerifiedDevice]) -> DirectoryValidator {
+        var extended = self
+        extended.formerOwners.insert(user)
+        for device in devices { extended.formerKeys[KeyDirectoryRules.credentialIdentity(user: user, device: device.device)] = device.deviceKey }
+        return extended
     }
 }

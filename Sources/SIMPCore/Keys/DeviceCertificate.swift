@@ -152,4 +152,11 @@ public enum KeyDirectoryRules {
     public static func credentialIdentity(user: String, device: String) -> [UInt8] {
         Array("\(user)/\(device)".utf8)
     }
+
+    /// The user a credential identity names ("USER/DEVICE"), if it is a valid user's.
+    public static func user(ofCredentialIdentity identity: [UInt8]) -> String? {
+        guard let slash = identity.firstIndex(of: UInt8(ascii: "/")) else { return nil }
+        let user = String(decoding: identity[..<slash], as: UTF8.self)
+        return UserName.isValid(user) ? user : nil
+    }
 }
