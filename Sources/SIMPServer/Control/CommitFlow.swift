@@ -13,10 +13,10 @@ import SIMPCore
 /// refuse it, as they check every committer's leaf against the certificates themselves).
 ///
 /// What is submitted: a commit framed (RFC 9420 section 6) as a member's public commit on the
-/// epoch it is submitted for, with a Welcome that decodes (`UncheckedCommit`, decoded off the event
-/// loop before any read), and framed for the conversation's MLS group: the group id of its first
-/// commit stored, which the store script records and compares (`INVALID_COMMIT` otherwise,
-/// nothing stored).
+/// epoch it is submitted for, with a Welcome that decodes and holds one secret per added device
+/// (`UncheckedCommit`, decoded off the event loop before any read), and framed for the
+/// conversation's MLS group: the group id of its first commit stored, which the store script
+/// records and compares (`INVALID_COMMIT` otherwise, nothing stored).
 struct CommitFlow: Sendable {
     /// The request, checked (`CommitRequest.checking`).
     typealias Request = CommitRequest
@@ -131,7 +131,7 @@ struct CommitFlow: Sendable {
     func start() -> Next {
         switch request {
         case .submit(_, let epoch, let commit, let welcome):
-            return .checkFraming(UncheckedCommit(commit: commit, welcome: welcome?.bytes), epoch: epoch)
+            return .checkFraming(UncheckedCommit(commit: commit, welcome: welcome?.bytes, added: welcome?.added.count ?? 0), epoch: epoch)
         case .fetch(let conversation, let from, let join):
             return .fetch(conversation, user: user, welcomeField: join ? CommitRules.welcomeField(user: user, device: device) : nil, fromEpoch: from,
                           maxCommits: CommitRules.maxCommitsPerPage, budget: CommitRules.pageBudget, kept: CommitRules.keptCommits)
