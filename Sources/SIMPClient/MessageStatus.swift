@@ -35,7 +35,8 @@ public enum ErrorCode: String, Sendable, Equatable, CaseIterable {
     /// A commit made on an epoch another commit won: fetch the commits, process them, commit again.
     case commitConflict = "commit-conflict"
     /// A commit whose framing every member would refuse (not a member's public commit on the
-    /// epoch and MLS group it was submitted for), or a Welcome that does not decode: nothing stored.
+    /// epoch and MLS group it was submitted for), or a Welcome that does not decode or does not
+    /// hold one secret per added device: nothing stored.
     case invalidCommit = "invalid-commit"
     /// The server takes only end-to-end encrypted messages to users (`--e2e required`).
     case e2eRequired = "e2e-required"

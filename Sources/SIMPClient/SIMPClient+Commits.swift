@@ -74,7 +74,8 @@ extension SIMPClient {
     /// `ClientError` of code `.commitConflict` and nothing was stored: fetch the commits from
     /// `epoch`, process them, and make the commit again on the new epoch. A commit that is not an
     /// MLS public commit from a member framed on `epoch` for the conversation's MLS group, or a
-    /// Welcome that does not decode, is `.invalidCommit` (nothing stored).
+    /// Welcome that does not decode or does not hold one secret per device in `added`, is
+    /// `.invalidCommit` (nothing stored).
     public func submitCommit(_ commit: [UInt8], to conversation: String, epoch: UInt64,
                              welcome: CommitWelcome? = nil) async throws(ClientError) -> UInt64 {
         var submit = Simp_SubmitCommit()

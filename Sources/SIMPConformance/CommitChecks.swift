@@ -80,7 +80,7 @@ extension Conformance {
             try expect({ if case .commitStored? = member?.body { true } else { false } }(), "the member's commit got \(describe(member))")
             _ = try peer.request(10, .groupRequest(.with { $0.action = .leave; $0.group = groupName }))
         },
-        ConformanceCheck("4.26", "4. Messages, Commits", "a commit framed on another epoch than it is submitted for, for another MLS group than the conversation's, no MLSMessage, or with a Welcome that does not decode is INVALID_COMMIT and stores nothing; the next valid commit is stored") { target in
+        ConformanceCheck("4.26", "4. Messages, Commits", "a commit framed on another epoch than it is submitted for, for another MLS group than the conversation's, no MLSMessage, or with a Welcome that does not decode or does not hold one secret per added device is INVALID_COMMIT and stores nothing; the next valid commit is stored") { target in
             let (user, peer, identity) = try keyOwner(target)
             try certify(peer, user: user, identity: identity, deviceKey: Curve25519.Signing.PrivateKey(), id: 3)
             let (other, _) = try target.account("b")
@@ -95,6 +95,8 @@ extension Conformance {
                 ("no MLSMessage", (0..<64).map { _ in UInt8.random(in: 0...255) }, []),
                 ("a Welcome as the commit", MLSFraming.welcome(), []),
                 ("with a Welcome that does not decode", MLSFraming.commit(group: group, epoch: epoch), [0, 1, 0, 3, 0xff]),
+                // RFC 9420 section 12.4.3.1: one EncryptedGroupSecrets per new member.
+                ("with a Welcome holding no secrets for the device it adds", MLSFraming.commit(group: group, epoch: epoch), MLSFraming.welcome(secrets: 0)),
             ]
             for (index, (what, commit, welcome)) in refusals.enumerated() {
                 let reply = try peer.request(6 + UInt64(index), .submitCommit(.with {
@@ -128,7 +130,7 @@ extension Conformance {
                 let certified = try owner.request(6 + UInt64(index), .publishDevice(.with { $0.certificate = certificate }))
                 guard case .ok? = certified?.body else { throw ConformanceFailure("publishDevice \(device): \(describe(certified))") }
             }
-            let welcome = MLSFraming.welcome()
+            let welcome = MLSFraming.welcome(secrets: 2)   // one per device it adds (RFC 9420 section 12.4.3.1)
             let alone = try peer.request(5, .submitCommit(.with {
                 $0.conversation = other; $0.epoch = epoch; $0.commit = Data(MLSFraming.commit(group: group, epoch: epoch)); $0.welcome = Data(welcome)
             }))

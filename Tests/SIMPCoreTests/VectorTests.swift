@@ -156,10 +156,11 @@ import Testing
             ("submitCommit", Simp_Envelope(requestID: 17, .submitCommit(.with {
                 // An MLSMessage PublicMessage commit framed on epoch 4 for the group 7e7e...7e, from leaf 0
                 // (signature and tags made up: the server cannot check them), and its one Welcome, which
-                // decodes, sent once for the two devices the commit adds.
+                // decodes and holds one EncryptedGroupSecrets per device, sent once for the two devices the
+                // commit adds.
                 $0.conversation = "#team"; $0.epoch = 4
                 $0.commit = Data(MLSFraming.commit(group: [UInt8](repeating: 0x7e, count: 16), epoch: 4, fill: 0xc0))
-                $0.welcome = Data(MLSFraming.welcome(infoBytes: 16, fill: 0xbe))
+                $0.welcome = Data(MLSFraming.welcome(secrets: 2, infoBytes: 16, fill: 0xbe))
                 $0.added = [.with { $0.user = "carol"; $0.device = "phone" }, .with { $0.user = "carol"; $0.device = "laptop" }]
             }))),
             ("submitCommit (per-device Welcomes, the migration window)", Simp_Envelope(requestID: 17, .submitCommit(.with {
@@ -167,7 +168,7 @@ import Testing
                 $0.conversation = "#team"; $0.epoch = 4
                 $0.commit = Data(MLSFraming.commit(group: [UInt8](repeating: 0x7e, count: 16), epoch: 4, fill: 0xc0))
                 $0.welcomes = ["phone", "laptop"].map { device in
-                    .with { $0.user = "carol"; $0.device = device; $0.welcome = Data(MLSFraming.welcome(infoBytes: 16, fill: 0xbe)) }
+                    .with { $0.user = "carol"; $0.device = device; $0.welcome = Data(MLSFraming.welcome(secrets: 2, infoBytes: 16, fill: 0xbe)) }
                 }
             }))),
             ("commitStored", Simp_Envelope(requestID: 17, .commitStored(.with { $0.conversation = "#team"; $0.epoch = 5 }))),

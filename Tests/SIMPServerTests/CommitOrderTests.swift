@@ -191,7 +191,7 @@ import Testing
         #expect(try await phone.submitCommit(Self.commit(0, team), to: "#team", epoch: 0) == 1)
 
         // Not stored (framed on the wrong epoch, then a lost race): no device gets its Welcome.
-        let welcome = MLSFraming.welcome(infoBytes: 2_000)
+        let welcome = MLSFraming.welcome(secrets: added.count, infoBytes: 2_000)
         await expectCode(.invalidCommit) {
             try await phone.submitCommit(Self.commit(0, team), to: "#team", epoch: 1, welcome: CommitWelcome(welcome, for: added))
         }

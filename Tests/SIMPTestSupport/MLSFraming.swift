@@ -27,19 +27,22 @@ public enum MLSFraming {
         return out
     }
 
-    /// An `MLSMessage` `mls_welcome` of cipher suite 1 with one made-up `EncryptedGroupSecrets`
-    /// and `infoBytes` random bytes of encrypted group info (every made-up byte `fill`, if set).
-    public static func welcome(infoBytes: Int = 64, fill: UInt8? = nil) -> [UInt8] {
+    /// An `MLSMessage` `mls_welcome` of cipher suite 1 with `secrets` made-up
+    /// `EncryptedGroupSecrets` (one per device the commit adds: the server checks the count) and
+    /// `infoBytes` random bytes of encrypted group info (every made-up byte `fill`, if set).
+    public static func welcome(secrets count: Int = 1, infoBytes: Int = 64, fill: UInt8? = nil) -> [UInt8] {
         let random = { (count: Int) in made(count, fill) }
         var out: [UInt8] = []
         uint16(1, &out)                      // version mls10
         uint16(3, &out)                      // wire_format mls_welcome
         uint16(1, &out)                      // cipher_suite
         var secrets: [UInt8] = []
-        opaque(random(32), &secrets)         // new_member: a KeyPackageRef
-        opaque(random(32), &secrets)         // encrypted_group_secrets.kem_output
-        opaque(random(48), &secrets)         // encrypted_group_secrets.ciphertext
-        opaque(secrets, &out)                // secrets<V>: one
+        for _ in 0..<count {
+            opaque(random(32), &secrets)     // new_member: a KeyPackageRef
+            opaque(random(32), &secrets)     // encrypted_group_secrets.kem_output
+            opaque(random(48), &secrets)     // encrypted_group_secrets.ciphertext
+        }
+        opaque(secrets, &out)                // secrets<V>: `count` of them
         opaque(random(infoBytes), &out)      // encrypted_group_info
         return out
     }

@@ -13,24 +13,25 @@ import SIMPCore
 /// refuse it, as they check every committer's leaf against the certificates themselves).
 ///
 /// What is submitted: a commit framed (RFC 9420 section 6) as a member's public commit on the
-/// epoch it is submitted for, with a Welcome that decodes (`UncheckedCommit`, decoded off the event
-/// loop before any read), and framed for the conversation's MLS group: the group id of its first
-/// commit stored, which the store script records and compares (`INVALID_COMMIT` otherwise,
-/// nothing stored).
+/// epoch it is submitted for, with a Welcome that decodes and holds one secret per added device
+/// (`UncheckedCommit`, decoded off the event loop before any read), and framed for the
+/// conversation's MLS group: the group id of its first commit stored, which the store script
+/// records and compares (`INVALID_COMMIT` otherwise, nothing stored).
 struct CommitFlow: Sendable {
     /// The request, checked (`CommitRequest.checking`).
     typealias Request = CommitRequest
     typealias AddedDevice = CommitRequest.AddedDevice
 
-    /// A commit's Welcome as the store keeps it: once, the `StoredWelcome` under its epoch (the
-    /// epoch it joins at, `epoch`), and for each device it is for that epoch under the device's
-    /// field "USER/DEVICE" (the script reads the epoch without decoding anything).
+    /// A commit's Welcome as the store keeps it: once, the `StoredWelcome` under the epoch it
+    /// joins at, and for each device it is for that epoch under the device's field
+    /// "USER/DEVICE" (the script reads the epoch without decoding anything). The script takes
+    /// that epoch from its own count (the conversation's new epoch), never from here: the
+    /// Welcome's field and the score its count of devices uses are one number.
     struct KeptWelcome: Sendable, Equatable {
-        /// The epoch it joins its devices at, as the field it is kept under.
-        var epoch: String
         /// The `StoredWelcome`.
         var value: [UInt8]
-        /// The devices it is for.
+        /// The devices it is for: at least one (`CommitRequest` takes no Welcome without them;
+        /// the script stores none without them).
         var devices: [Device]
 
         /// A device a kept Welcome is for: its user (a group's script checks it is a member) and
@@ -130,7 +131,7 @@ struct CommitFlow: Sendable {
     func start() -> Next {
         switch request {
         case .submit(_, let epoch, let commit, let welcome):
-            return .checkFraming(UncheckedCommit(commit: commit, welcome: welcome?.bytes), epoch: epoch)
+            return .checkFraming(UncheckedCommit(commit: commit, welcome: welcome?.bytes, added: welcome?.added.count ?? 0), epoch: epoch)
         case .fetch(let conversation, let from, let join):
             return .fetch(conversation, user: user, welcomeField: join ? CommitRules.welcomeField(user: user, device: device) : nil, fromEpoch: from,
                           maxCommits: CommitRules.maxCommitsPerPage, budget: CommitRules.pageBudget, kept: CommitRules.keptCommits)
@@ -184,7 +185,7 @@ struct CommitFlow: Sendable {
             entry.fromDevice = device
             entry.serverTime = nowMillis
             guard let bytes: [UInt8] = try? entry.serializedBytes() else { return .refuse(.internal, "a Welcome did not encode") }
-            kept = KeptWelcome(epoch: "\(epoch + 1)", value: bytes,
+            kept = KeptWelcome(value: bytes,
                                devices: welcome.added.map { .init(user: $0.user, field: CommitRules.welcomeField(user: $0.user, device: $0.device)) })
         }
         guard let entry: [UInt8] = try? stored.serializedBytes() else { return .refuse(.internal, "a commit did not encode") }

@@ -13,6 +13,9 @@ struct UncheckedCommit: Sendable, Equatable {
     let commit: [UInt8]
     /// The commit's one Welcome, if it adds devices.
     let welcome: [UInt8]?
+    /// How many devices the submit says the commit adds (`added`): the Welcome holds one
+    /// `EncryptedGroupSecrets` for each.
+    let added: Int
 
     /// Why a commit was refused (`INVALID_COMMIT`, the reason naming what is wrong).
     struct Problem: Error, Equatable, Sendable {
@@ -25,8 +28,10 @@ struct UncheckedCommit: Sendable, Equatable {
     /// `MLSGroupPolicy.handshakeWireFormat`) whose `FramedContent` is of content type `commit`,
     /// from a `member` sender (SIMP uses no external commits), framed on `epoch` (the epoch it is
     /// submitted for); and the Welcome decodes whole as an `MLSMessage` of wire format
-    /// `mls_welcome`. Decoding only: no signature, tag or leaf index is checked (that needs the
-    /// group's state), and the group id is compared by the store, which records the first one.
+    /// `mls_welcome` with as many `EncryptedGroupSecrets` as `added`. Decoding only: no
+    /// signature, tag or leaf index is checked (that needs the group's state), nor which key
+    /// packages the secrets are for, and the group id is compared by the store, which records
+    /// the first one.
     func checked(epoch: UInt64) throws(Problem) -> CommitFraming {
         let content: FramedContent
         switch try? MLSMessage(mlsDecoding: commit) {
@@ -45,8 +50,16 @@ struct UncheckedCommit: Sendable, Equatable {
         }
         // One Welcome for every device the commit adds (RFC 9420 section 12.4.3.1): decoded once.
         if let welcome {
-            guard case .welcome? = try? MLSMessage(mlsDecoding: welcome) else {
+            guard case .welcome(let decoded)? = try? MLSMessage(mlsDecoding: welcome) else {
                 throw Problem(reason: "the Welcome does not decode as an MLSMessage of wire format mls_welcome")
+            }
+            // It holds one EncryptedGroupSecrets per new member (RFC 9420 section 12.4.3.1).
+            // Stored, a Welcome with fewer would replace each listed device's pending Welcome
+            // with one some of them cannot join from; the server cannot tell which secret is
+            // whose (a KeyPackageRef needs the KeyPackage), so it compares the counts.
+            guard decoded.secrets.count == added else {
+                throw Problem(reason: "the Welcome holds \(decoded.secrets.count) EncryptedGroupSecrets for \(added) added devices: "
+                              + "one per new member (RFC 9420 section 12.4.3.1)")
             }
         }
         return CommitFraming(groupID: content.groupID, epoch: content.epoch, leaf: leaf)

@@ -11,15 +11,18 @@ extension Scripts {
     /// keep, "1" for a group, how many devices' Welcomes to keep, the length of the
     /// `StoredCommit`'s part that names the commit (all but its server time, field 5, the last:
     /// tag 40), the MLS group id the commit is framed for, then, if the commit adds devices, the
-    /// epoch its Welcome joins at (the commit's epoch + 1, as the field it is kept under), the
-    /// `StoredWelcome`, and per device it adds the device's user and field.
+    /// `StoredWelcome` and per device it adds the device's user and field (a Welcome with no
+    /// device is not stored: nothing would name it, or ever drop it).
     ///
-    /// The Welcomes hash holds each Welcome once, under its epoch (digits), and for each device
-    /// the epoch of its latest Welcome, under "USER/DEVICE" (always with a '/': never an epoch);
-    /// the Welcomes' epochs (a sorted set) score each device's field by that epoch. A device's
-    /// value with a ':' is "EPOCH:" and its own `StoredWelcome`, as kept before one Welcome per
-    /// commit: read as its Welcome until it goes. A Welcome goes when no device names it any
-    /// more (added again by a later commit, or dropped).
+    /// The Welcomes hash holds each Welcome once, under the epoch it joins at (the new epoch,
+    /// `now`), and for each device the epoch of its latest Welcome, under "USER/DEVICE" (always
+    /// with a '/': never an epoch); the Welcomes' epochs (a sorted set) score each device's field
+    /// by that epoch. The script takes the field and the score from `now` alike, as the ZCOUNT
+    /// that finds a Welcome no device names counts devices by score under the Welcome's field.
+    /// A device's value with a ':' is "EPOCH:" and its own `StoredWelcome`, as kept before one
+    /// Welcome per commit: read as its Welcome until it goes, and never counted as an epoch (its
+    /// ZCOUNT would fail the script after the commit is stored). A Welcome goes when no device
+    /// names it any more (added again by a later commit, or dropped).
     ///
     /// The group id must be the conversation's recorded one; the commit on epoch 0 records it
     /// (over a key left from before, as a group deleted by a node that did not know the key
@@ -60,7 +63,7 @@ extension Scripts {
     local recorded = current > 0 and redis.call('GET', KEYS[6])
     if recorded and recorded ~= ARGV[8] then return {-5} end
     if group then
-      for i = 11, #ARGV, 2 do
+      for i = 10, #ARGV, 2 do
         if not redis.call('HGET', KEYS[4], ARGV[i]) then return {-4, ARGV[i]} end
       end
     end
@@ -75,16 +78,19 @@ extension Scripts {
     local function unname(fields)
       if #fields == 0 then return end
       for _, named in ipairs(redis.call('HMGET', KEYS[3], unpack(fields))) do
+        -- A value kept before one Welcome per commit ("EPOCH:" and its own Welcome) names no
+        -- shared one: its ZCOUNT below would fail ("min or max is not a float") after the
+        -- commit and the epoch are written.
         if named and not string.find(named, ':', 1, true) then unnamed[named] = true end
       end
     end
-    if #ARGV >= 10 then
+    if #ARGV >= 11 then
       local fields = {}
-      for i = 12, #ARGV, 2 do table.insert(fields, ARGV[i]) end
+      for i = 11, #ARGV, 2 do table.insert(fields, ARGV[i]) end
       unname(fields)
-      redis.call('HSET', KEYS[3], ARGV[9], ARGV[10])
+      redis.call('HSET', KEYS[3], now, ARGV[9])
       for _, field in ipairs(fields) do
-        redis.call('HSET', KEYS[3], field, ARGV[9])
+        redis.call('HSET', KEYS[3], field, now)
         redis.call('ZADD', KEYS[5], now, field)
       end
     end

@@ -50,7 +50,6 @@ extension MessageStore {
         var args: [any RedisArgument] = [user, "\(epoch)", entry, kept, Self.isGroup(conversation), keptWelcomes,
                                          CommitFlow.sameCommitLength(entry), group]
         if let welcome {
-            args.append(welcome.epoch)
             args.append(welcome.value)
             for device in welcome.devices {
                 args.append(device.user)

@@ -13,7 +13,7 @@ import Testing
 @Suite struct CommitCheckTests {
     static let suite = KeyFixtures.suite
 
-    /// A group of alice's phone at epoch 0, and a commit on it adding bob's desk, with its Welcome.
+    /// A group of alice's phone at epoch 0, and a commit on it adding `adding` (bob's desk), with its Welcome.
     struct Made {
         var group: MLSGroup
         let groupID: [UInt8]
@@ -21,22 +21,26 @@ import Testing
         let welcome: [UInt8]
     }
 
-    static func made(policy: MLSGroupPolicy = MLSGroupPolicy()) throws -> Made {
+    static func made(policy: MLSGroupPolicy = MLSGroupPolicy(), adding: [String] = ["bob/desk"]) throws -> Made {
         let groupID = KeyFixtures.random(16)
         var group = try MLSGroup.create(groupID: groupID, suite: suite, credential: .basic(identity: Array("alice/phone".utf8)),
                                         capabilities: KeyFixtures.capabilities, lifetime: Lifetime(notBefore: 0, notAfter: .max),
                                         signer: try KeyFixtures.deviceSigner(), randomness: KeyFixtures.random)
         group.policy = policy
-        let desk = try MLSKeyPackageBundle(suite: suite, credential: .basic(identity: Array("bob/desk".utf8)),
-                                           capabilities: KeyFixtures.capabilities, lifetime: Lifetime(notBefore: 0, notAfter: .max),
-                                           signer: try KeyFixtures.deviceSigner(), randomness: KeyFixtures.random)
-        let output = try group.commit(adding: [desk.keyPackage], randomness: KeyFixtures.random)
+        let packages = try adding.map { device in
+            try MLSKeyPackageBundle(suite: suite, credential: .basic(identity: Array(device.utf8)),
+                                    capabilities: KeyFixtures.capabilities, lifetime: Lifetime(notBefore: 0, notAfter: .max),
+                                    signer: try KeyFixtures.deviceSigner(), randomness: KeyFixtures.random).keyPackage
+        }
+        let output = try group.commit(adding: packages, randomness: KeyFixtures.random)
         return Made(group: group, groupID: groupID, commit: try output.message.mlsEncoded(),
                     welcome: try MLSMessage.welcome(try #require(output.welcome)).mlsEncoded())
     }
 
-    func check(_ commit: [UInt8], epoch: UInt64 = 0, welcome: [UInt8]? = nil) -> Result<CommitFraming, UncheckedCommit.Problem> {
-        Result { () throws(UncheckedCommit.Problem) in try UncheckedCommit(commit: commit, welcome: welcome).checked(epoch: epoch) }
+    /// `added`: how many devices the submit lists; by default one with a Welcome, none without.
+    func check(_ commit: [UInt8], epoch: UInt64 = 0, welcome: [UInt8]? = nil, added: Int? = nil) -> Result<CommitFraming, UncheckedCommit.Problem> {
+        let listed = added ?? (welcome == nil ? 0 : 1)
+        return Result { () throws(UncheckedCommit.Problem) in try UncheckedCommit(commit: commit, welcome: welcome, added: listed).checked(epoch: epoch) }
     }
 
     func reason(_ result: Result<CommitFraming, UncheckedCommit.Problem>) -> String? {
@@ -126,6 +130,23 @@ import Testing
         #expect(reason(check(made.commit, welcome: [0, 1, 0, 3, 0]))?.contains("the Welcome") == true)
         #expect(reason(check(made.commit, welcome: made.commit))?.contains("the Welcome") == true, "a commit is no Welcome")
         #expect(reason(check(made.commit, welcome: Array(made.welcome.dropLast()))) != nil)
+    }
+
+    /// A Welcome holds one EncryptedGroupSecrets per new member (RFC 9420 section 12.4.3.1):
+    /// one whose count differs from the devices listed is refused (stored, it would replace
+    /// their pending Welcomes with one some cannot join from).
+    @Test func aWelcomeWhoseSecretsAreNotOnePerAddedDeviceIsRefused() throws {
+        let two = try Self.made(adding: ["bob/desk", "carol/laptop"])
+        #expect((try? check(two.commit, welcome: two.welcome, added: 2).get()) != nil)
+        for listed in [1, 3, 128] {
+            let problem = try #require(reason(check(two.commit, welcome: two.welcome, added: listed)), "\(listed)")
+            #expect(problem.contains("holds 2 EncryptedGroupSecrets for \(listed) added devices"), "\(problem)")
+        }
+        // Hand-made: none for one device, one for three; three for three passes.
+        let commit = MLSFraming.commit(group: two.groupID, epoch: 0)
+        #expect(reason(check(commit, welcome: MLSFraming.welcome(secrets: 0), added: 1))?.contains("holds 0") == true)
+        #expect(reason(check(commit, welcome: MLSFraming.welcome(), added: 3))?.contains("holds 1") == true)
+        #expect((try? check(commit, welcome: MLSFraming.welcome(secrets: 3), added: 3).get()) != nil)
     }
 
     @Test func theCodeIsInvalidCommit() {

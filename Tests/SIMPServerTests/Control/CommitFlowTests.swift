@@ -128,21 +128,21 @@ import Testing
         // A flow made from an unchecked request refuses too, rather than trap on epoch + 1.
         let unchecked = CommitFlow(.submit(.group("team"), epoch: .max, commit: [1], welcome: .init(bytes: [1], added: [.init(user: "bob", device: "desk")])),
                                    user: "alice", device: "phone", nowMillis: now)
-        let someFraming = try UncheckedCommit(commit: MLSFraming.commit(group: Self.group, epoch: 0), welcome: nil).checking(epoch: 0).get()
+        let someFraming = try UncheckedCommit(commit: MLSFraming.commit(group: Self.group, epoch: 0), welcome: nil, added: 0).checking(epoch: 0).get()
         guard case .refuse(.badRequest, _) = unchecked.checked(.init(certified: true, peerExists: true), framing: someFraming) else {
             Issue.record("not BAD_REQUEST"); return
         }
         let last = try makeFlow(submit("#team", epoch: CommitRules.maxEpoch - 1, welcome: welcome, added: desk))
         guard case .store(_, _, _, _, let kept, _, _) = last.checked(.init(certified: true, peerExists: true), framing: try framing(last)) else { Issue.record("no store"); return }
-        #expect(kept?.epoch == "\(CommitRules.maxEpoch)")
+        #expect(try Simp_StoredWelcome(serializedBytes: try #require(kept).value).epoch == CommitRules.maxEpoch)
     }
 
     // MARK: a submit
 
     @Test func aSubmitReadsTheDeviceAndThePeerThenStoresWithItsWelcome() throws {
-        let (commit, madeWelcome) = (MLSFraming.commit(group: Self.group, epoch: 4), MLSFraming.welcome())
+        let (commit, madeWelcome) = (MLSFraming.commit(group: Self.group, epoch: 4), MLSFraming.welcome(secrets: 2))
         let flow = try makeFlow(submit("bob", epoch: 4, commit: commit, welcome: madeWelcome, added: [("bob", "desk"), ("alice", "laptop")]))
-        #expect(flow.start() == .checkFraming(UncheckedCommit(commit: commit, welcome: madeWelcome), epoch: 4), "decoded first, off the loop")
+        #expect(flow.start() == .checkFraming(UncheckedCommit(commit: commit, welcome: madeWelcome, added: 2), epoch: 4), "decoded first, off the loop")
         let framed = try framing(flow)
         #expect(framed.groupID == Self.group && framed.epoch == 4)
         #expect(flow.framed(.success(framed))
@@ -169,7 +169,6 @@ import Testing
         // Kept once, for both devices it adds.
         let once = try #require(welcome)
         #expect(once.devices == [.init(user: "bob", field: "bob/desk"), .init(user: "alice", field: "alice/laptop")])
-        #expect(once.epoch == "5", "the Welcome joins at the epoch after the commit's")
         let storedWelcome = try Simp_StoredWelcome(serializedBytes: once.value)
         #expect(storedWelcome.epoch == 5 && storedWelcome.welcome == Data(madeWelcome) && storedWelcome.fromDevice == "phone"
                     && storedWelcome.serverTime == now)
@@ -208,6 +207,8 @@ import Testing
             ("no MLSMessage", submit("#team", epoch: 4, commit: [1, 2, 3], welcome: welcome, added: desk)),
             ("a Welcome that does not decode", submit("#team", epoch: 4, welcome: [1, 2, 3], added: desk)),
             ("a Welcome as the commit", submit("#team", epoch: 4, commit: MLSFraming.welcome(), welcome: welcome, added: desk)),
+            ("a Welcome with no secrets for its device", submit("#team", epoch: 4, welcome: MLSFraming.welcome(secrets: 0), added: desk)),
+            ("a Welcome with one secret for two devices", submit("#team", epoch: 4, welcome: welcome, added: desk + [("carol", "phone")])),
         ]
         for (what, body) in cases {
             let flow = try makeFlow(body)
@@ -282,7 +283,7 @@ import Testing
         guard case .run(.commits(let id, let flow))? = actions.last else { Issue.record("no commit work: \(actions.map(ControlMachineTests.line))"); return }
         #expect(id == 4 && flow.user == "alice" && flow.device == "phone" && flow.nowMillis == connection.at.millis)
         #expect(flow.request == .submit(.group("team"), epoch: 2, commit: commit, welcome: nil))
-        #expect(flow.start() == .checkFraming(UncheckedCommit(commit: commit, welcome: nil), epoch: 2))
+        #expect(flow.start() == .checkFraming(UncheckedCommit(commit: commit, welcome: nil, added: 0), epoch: 2))
     }
 
     @Test func commitRequestsAreChargedByTheirWork() {

@@ -25,10 +25,32 @@ import Testing
                                     keptWelcomes: keptWelcomes, group: group, on: loop).get()
     }
 
-    /// A Welcome into `epoch`, `value`, for each of `devices` ("USER/DEVICE").
-    func welcome(into epoch: UInt64, _ value: String, for devices: String...) -> CommitFlow.KeptWelcome {
-        CommitFlow.KeptWelcome(epoch: "\(epoch)", value: Array(value.utf8),
+    /// A Welcome, `value`, for each of `devices` ("USER/DEVICE"), into the epoch its commit leads to.
+    func welcome(_ value: String, for devices: String...) -> CommitFlow.KeptWelcome {
+        CommitFlow.KeptWelcome(value: Array(value.utf8),
                                devices: devices.map { .init(user: String($0.prefix { $0 != "/" }), field: $0) })
+    }
+
+    /// A hash's fields and values, or a sorted set's members and scores (`WITHSCORES`).
+    func hash(_ pool: RedisPool, _ key: String) async throws -> [String: String] {
+        pairs(try await pool.run(RedisCommand("HGETALL", [key])))
+    }
+
+    func scores(_ pool: RedisPool, _ key: String) async throws -> [String: String] {
+        pairs(try await pool.run(RedisCommand("ZRANGE", [key, "0", "-1", "WITHSCORES"])))
+    }
+
+    private func pairs(_ reply: RedisValue) -> [String: String] {
+        let flat = reply.array?.compactMap(\.string) ?? []
+        return Dictionary(stride(from: 0, to: flat.count - 1, by: 2).map { (flat[$0], flat[$0 + 1]) }, uniquingKeysWith: { first, _ in first })
+    }
+
+    /// A device's Welcome as servers before one Welcome per commit kept it: "EPOCH:" and its own
+    /// `StoredWelcome` under the device's field, scored by that epoch.
+    func keepAsBefore(_ pool: RedisPool, _ messages: MessageStore, _ conversation: CommitConversation, _ field: String,
+                      epoch: UInt64, _ value: String) async throws {
+        _ = try await pool.run(RedisCommand("HSET", [messages.keys.welcomes(conversation), field, "\(epoch):\(value)"]))
+        _ = try await pool.run(RedisCommand("ZADD", [messages.keys.welcomeEpochs(conversation), "\(epoch)", field]))
     }
 
     func fetch(_ store: MessageStore, _ conversation: CommitConversation, from: UInt64, user: String = "ann", device: String = "phone",
@@ -72,7 +94,7 @@ import Testing
         _ = try await pool.run(RedisCommand("HSET", [messages.keys.groupMembers("team"), "ann", "owner", "ben", "member"]))
         #expect(try await store(messages, team, epoch: 0, [10]) == .stored(epoch: 1))
         #expect(try await store(messages, team, epoch: 1, [11]) == .stored(epoch: 2))
-        #expect(try await store(messages, team, epoch: 2, [12], welcome: welcome(into: 3, "garbage", for: "ben/desk")) == .stored(epoch: 3))
+        #expect(try await store(messages, team, epoch: 2, [12], welcome: welcome("garbage", for: "ben/desk")) == .stored(epoch: 3))
         #expect(try await store(messages, team, epoch: 3, [13]) == .stored(epoch: 4))
         #expect(try await fetch(messages, team, from: 1, user: "ben", device: "desk")
             == .page(current: 4, welcome: nil, commits: [[11], [12], [13]], more: false))
@@ -88,7 +110,7 @@ import Testing
             try await pool.run(RedisCommand("HKEYS", [messages.keys.welcomes(pair)])).array?.compactMap(\.string).sorted() ?? []
         }
         // Three commits kept: a Welcome into epoch 1 can be handed out while commit 1 is kept.
-        #expect(try await store(messages, pair, epoch: 0, [0], welcome: welcome(into: 1, "w", for: "ben/desk", "ann/laptop"), kept: 3) == .stored(epoch: 1))
+        #expect(try await store(messages, pair, epoch: 0, [0], welcome: welcome("w", for: "ben/desk", "ann/laptop"), kept: 3) == .stored(epoch: 1))
         for epoch in UInt64(1)..<4 { _ = try await store(messages, pair, epoch: epoch, [UInt8(epoch)], kept: 3) }
         #expect(try await fields() == ["1", "ann/laptop", "ben/desk"], "epochs 1-3 kept: its Welcome still of use, kept once")
         _ = try await store(messages, pair, epoch: 4, [4], kept: 3)
@@ -96,13 +118,13 @@ import Testing
         #expect(try await pool.run(RedisCommand("EXISTS", [messages.keys.welcomeEpochs(pair)])).int == 0)
 
         // At most two devices' kept: the oldest goes first, and a Welcome once no device is left for it.
-        _ = try await store(messages, pair, epoch: 5, [5], welcome: welcome(into: 6, "w", for: "ben/a"), keptWelcomes: 2)
-        _ = try await store(messages, pair, epoch: 6, [6], welcome: welcome(into: 7, "w", for: "ben/b"), keptWelcomes: 2)
+        _ = try await store(messages, pair, epoch: 5, [5], welcome: welcome("w", for: "ben/a"), keptWelcomes: 2)
+        _ = try await store(messages, pair, epoch: 6, [6], welcome: welcome("w", for: "ben/b"), keptWelcomes: 2)
         #expect(try await fields() == ["6", "7", "ben/a", "ben/b"])
-        _ = try await store(messages, pair, epoch: 7, [7], welcome: welcome(into: 8, "w", for: "ben/c", "ben/a"), keptWelcomes: 2)
+        _ = try await store(messages, pair, epoch: 7, [7], welcome: welcome("w", for: "ben/c", "ben/a"), keptWelcomes: 2)
         #expect(try await fields() == ["8", "ben/a", "ben/c"],
                 "b, the oldest, went, and its Welcome; a's later Welcome replaced its first, which no device names now")
-        _ = try await store(messages, pair, epoch: 8, [8], welcome: welcome(into: 9, "w", for: "ben/d"), keptWelcomes: 2)
+        _ = try await store(messages, pair, epoch: 8, [8], welcome: welcome("w", for: "ben/d"), keptWelcomes: 2)
         #expect(try await fields() == ["8", "9", "ben/c", "ben/d"], "a went; the Welcome into 8 stays for c")
         #expect(try await pool.run(RedisCommand("ZCARD", [messages.keys.welcomeEpochs(pair)])).int == 2)
         await pool.shutdown()
@@ -117,7 +139,7 @@ import Testing
         let team = CommitConversation.group("team")
         _ = try await pool.run(RedisCommand("HSET", [messages.keys.groupMembers("team"), "ann", "owner", "ben", "member", "cat", "member"]))
         #expect(try await store(messages, team, epoch: 0, [10]) == .stored(epoch: 1))
-        let three = welcome(into: 2, "one", for: "ben/desk", "ben/phone", "cat/laptop")
+        let three = welcome("one", for: "ben/desk", "ben/phone", "cat/laptop")
         #expect(try await store(messages, team, epoch: 0, [11], welcome: three) == .conflict(current: 1), "lost: nothing stored")
         for device in ["ben/desk", "ben/phone", "cat/laptop"] {
             let (user, name) = (String(device.prefix { $0 != "/" }), String(device.drop { $0 != "/" }.dropFirst()))
@@ -136,6 +158,85 @@ import Testing
         _ = try await pool.run(RedisCommand("HSET", [messages.keys.welcomes(team), "cat/tablet", "2:own"]))
         #expect(try await fetch(messages, team, from: 0, user: "cat", device: "tablet", join: true)
             == .page(current: 3, welcome: Array("own".utf8), commits: [[12]], more: false))
+        await pool.shutdown()
+    }
+
+    /// A device's Welcome kept before one Welcome per commit ("EPOCH:" and its own) names no
+    /// shared Welcome: replaced by a new add of the device, the submit stores as any other, the
+    /// new Welcome is kept once and the other old one still handed out. (Taken for an epoch, its
+    /// value failed the script's ZCOUNT after the commit and the epoch were written.)
+    @Test func aWelcomeKeptAsBeforeReplacedByANewAddOfItsDevice() async throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (pool, messages) = setUp(redis)
+        let team = CommitConversation.group("team")
+        _ = try await pool.run(RedisCommand("HSET", [messages.keys.groupMembers("team"), "ann", "owner", "cat", "member"]))
+        for epoch in UInt64(0)..<2 { #expect(try await store(messages, team, epoch: epoch, [10 + UInt8(epoch)]) == .stored(epoch: epoch + 1)) }
+        try await keepAsBefore(pool, messages, team, "cat/tablet", epoch: 2, "own")
+        try await keepAsBefore(pool, messages, team, "cat/phone", epoch: 2, "mine")
+
+        #expect(try await store(messages, team, epoch: 2, [12], welcome: welcome("new", for: "cat/tablet")) == .stored(epoch: 3))
+        #expect(try await hash(pool, messages.keys.welcomes(team)) == ["3": "new", "cat/tablet": "3", "cat/phone": "2:mine"])
+        #expect(try await scores(pool, messages.keys.welcomeEpochs(team)) == ["cat/tablet": "3", "cat/phone": "2"])
+        #expect(try await fetch(messages, team, from: 0, user: "cat", device: "tablet", join: true)
+            == .page(current: 3, welcome: Array("new".utf8), commits: [], more: false))
+        #expect(try await fetch(messages, team, from: 0, user: "cat", device: "phone", join: true)
+            == .page(current: 3, welcome: Array("mine".utf8), commits: [[12]], more: false))
+
+        // Later submits: the other old one replaced too, and one with no Welcome.
+        #expect(try await store(messages, team, epoch: 3, [13], welcome: welcome("next", for: "cat/phone")) == .stored(epoch: 4))
+        #expect(try await store(messages, team, epoch: 4, [14]) == .stored(epoch: 5))
+        #expect(try await hash(pool, messages.keys.welcomes(team)) == ["3": "new", "4": "next", "cat/tablet": "3", "cat/phone": "4"])
+        #expect(try await scores(pool, messages.keys.welcomeEpochs(team)) == ["cat/tablet": "3", "cat/phone": "4"])
+        await pool.shutdown()
+    }
+
+    /// A device's Welcome kept before one Welcome per commit, dropped with the commits no
+    /// longer kept: the submit that drops it stores as any other, and the later Welcome goes
+    /// when no device names it.
+    @Test func aWelcomeKeptAsBeforeDroppedPastTheCommitsKept() async throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (pool, messages) = setUp(redis)
+        // Past the commits kept (three): a Welcome into 1 goes once commit 1 does (the submit on 4).
+        #expect(try await store(messages, pair, epoch: 0, [0], kept: 3) == .stored(epoch: 1))
+        try await keepAsBefore(pool, messages, pair, "ben/desk", epoch: 1, "old")
+        #expect(try await store(messages, pair, epoch: 1, [1], welcome: welcome("w", for: "ben/phone"), kept: 3) == .stored(epoch: 2))
+        for epoch in UInt64(2)..<4 { #expect(try await store(messages, pair, epoch: epoch, [UInt8(epoch)], kept: 3) == .stored(epoch: epoch + 1)) }
+        #expect(try await hash(pool, messages.keys.welcomes(pair)) == ["2": "w", "ben/phone": "2", "ben/desk": "1:old"])
+        #expect(try await store(messages, pair, epoch: 4, [4], kept: 3) == .stored(epoch: 5))
+        #expect(try await hash(pool, messages.keys.welcomes(pair)) == ["2": "w", "ben/phone": "2"])
+        #expect(try await scores(pool, messages.keys.welcomeEpochs(pair)) == ["ben/phone": "2"])
+        #expect(try await store(messages, pair, epoch: 5, [5], kept: 3) == .stored(epoch: 6), "commit 2 gone: its Welcome with it")
+        #expect(try await hash(pool, messages.keys.welcomes(pair)) == [:])
+        await pool.shutdown()
+    }
+
+    /// A device's Welcome kept before one Welcome per commit, dropped past the most Welcomes
+    /// kept (one here: the oldest goes first): the submit that drops it stores as any other,
+    /// and the later Welcome goes when no device names it.
+    @Test func aWelcomeKeptAsBeforeDroppedPastTheMostKept() async throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (pool, messages) = setUp(redis)
+        let other = CommitConversation.direct(user: "ann", peer: "cat")
+        #expect(try await store(messages, other, epoch: 0, [0], keptWelcomes: 1) == .stored(epoch: 1))
+        try await keepAsBefore(pool, messages, other, "cat/desk", epoch: 1, "old")
+        #expect(try await store(messages, other, epoch: 1, [1], welcome: welcome("w", for: "cat/phone"), keptWelcomes: 1) == .stored(epoch: 2))
+        #expect(try await hash(pool, messages.keys.welcomes(other)) == ["2": "w", "cat/phone": "2"])
+        #expect(try await store(messages, other, epoch: 2, [2], welcome: welcome("x", for: "cat/laptop"), keptWelcomes: 1) == .stored(epoch: 3))
+        #expect(try await hash(pool, messages.keys.welcomes(other)) == ["3": "x", "cat/laptop": "3"], "phone dropped, and the Welcome into 2 it alone named")
+        #expect(try await scores(pool, messages.keys.welcomeEpochs(other)) == ["cat/laptop": "3"])
+        await pool.shutdown()
+    }
+
+    /// A Welcome for no device is not kept: nothing would name it, so nothing would drop it.
+    @Test func aWelcomeForNoDeviceIsNotKept() async throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (pool, messages) = setUp(redis)
+        #expect(try await store(messages, pair, epoch: 0, [0], welcome: CommitFlow.KeptWelcome(value: Array("w".utf8), devices: [])) == .stored(epoch: 1))
+        #expect(try await pool.run(RedisCommand("EXISTS", [messages.keys.welcomes(pair), messages.keys.welcomeEpochs(pair)])).int == 0)
         await pool.shutdown()
     }
 
@@ -199,10 +300,14 @@ import Testing
         let last = CommitRules.maxEpoch - 1
         _ = try await pool.run(RedisCommand("SET", [messages.keys.commitEpoch(pair), "\(last - 1)"]))
         #expect(try await store(messages, pair, epoch: last - 1, [1]) == .stored(epoch: last))
-        #expect(try await store(messages, pair, epoch: last, [2]) == .stored(epoch: CommitRules.maxEpoch))
+        #expect(try await store(messages, pair, epoch: last, [2], welcome: welcome("w", for: "ben/desk")) == .stored(epoch: CommitRules.maxEpoch))
         #expect(try await store(messages, pair, epoch: last, [3]) == .conflict(current: CommitRules.maxEpoch))
         #expect(try await fetch(messages, pair, from: last - 1) == .page(current: CommitRules.maxEpoch, welcome: nil, commits: [[1], [2]], more: false))
         #expect(try await pool.run(RedisCommand("GET", [messages.keys.commitEpoch(pair)])).string == "\(CommitRules.maxEpoch)")
+        // The Welcome's field and its device's value are the script's new epoch, written in digits.
+        #expect(try await hash(pool, messages.keys.welcomes(pair)) == ["\(CommitRules.maxEpoch)": "w", "ben/desk": "\(CommitRules.maxEpoch)"])
+        #expect(try await fetch(messages, pair, from: 0, user: "ben", device: "desk", join: true)
+            == .page(current: CommitRules.maxEpoch, welcome: Array("w".utf8), commits: [], more: false))
         await pool.shutdown()
     }
 
@@ -216,7 +321,7 @@ import Testing
         _ = try await pool.run(RedisCommand("SET", [messages.keys.commitGroup(pair), "stale"]))
         #expect(try await store(messages, pair, epoch: 0, [1], group: ours) == .stored(epoch: 1))
         #expect(try await pool.run(RedisCommand("GET", [messages.keys.commitGroup(pair)])).bytes == ours)
-        #expect(try await store(messages, pair, epoch: 1, [2], welcome: welcome(into: 2, "w", for: "ben/desk"), group: theirs) == .otherGroup)
+        #expect(try await store(messages, pair, epoch: 1, [2], welcome: welcome("w", for: "ben/desk"), group: theirs) == .otherGroup)
         #expect(try await pool.run(RedisCommand("GET", [messages.keys.commitEpoch(pair)])).string == "1", "nothing stored")
         #expect(try await pool.run(RedisCommand("EXISTS", [messages.keys.welcomes(pair)])).int == 0, "nor its Welcome")
         #expect(try await pool.run(RedisCommand("GET", [messages.keys.commitGroup(pair)])).bytes == ours, "nor its group")
@@ -252,11 +357,11 @@ import Testing
         _ = try await pool.run(RedisCommand("HSET", [messages.keys.groupMembers("team"), "ann", "owner", "ben", "member"]))
         #expect(try await store(messages, team, epoch: 0, [1], user: "cat") == .notAMember)
         #expect(try await fetch(messages, team, from: 0, user: "cat") == .notAMember)
-        #expect(try await store(messages, team, epoch: 0, [1], welcome: welcome(into: 1, "w", for: "ben/desk", "cat/phone")) == .welcomeToNonMember("cat"))
+        #expect(try await store(messages, team, epoch: 0, [1], welcome: welcome("w", for: "ben/desk", "cat/phone")) == .welcomeToNonMember("cat"))
         #expect(try await pool.run(RedisCommand("EXISTS", [messages.keys.commits(team), messages.keys.welcomes(team)])).int == 0,
                 "a refused commit stores nothing")
 
-        #expect(try await store(messages, team, epoch: 0, [10], welcome: welcome(into: 1, "first", for: "ben/desk")) == .stored(epoch: 1))
+        #expect(try await store(messages, team, epoch: 0, [10], welcome: welcome("first", for: "ben/desk")) == .stored(epoch: 1))
         #expect(try await store(messages, team, epoch: 1, [11], user: "ben") == .stored(epoch: 2))
         #expect(try await store(messages, team, epoch: 2, [12]) == .stored(epoch: 3))
         // ben's desk joins at 1: a join starts at its Welcome, whatever the epoch asked; without
@@ -268,7 +373,7 @@ import Testing
         #expect(try await fetch(messages, team, from: 0, user: "ben", device: "tablet", join: true)
             == .page(current: 3, welcome: nil, commits: [[10], [11], [12]], more: false), "no Welcome: from the epoch asked")
         // A later Welcome replaces it.
-        #expect(try await store(messages, team, epoch: 3, [13], welcome: welcome(into: 4, "second", for: "ben/desk")) == .stored(epoch: 4))
+        #expect(try await store(messages, team, epoch: 3, [13], welcome: welcome("second", for: "ben/desk")) == .stored(epoch: 4))
         #expect(try await fetch(messages, team, from: 2, user: "ben", device: "desk", join: true) == .page(current: 4, welcome: Array("second".utf8), commits: [], more: false))
         #expect(try await pool.run(RedisCommand("HEXISTS", [messages.keys.welcomes(team), "1"])).int == 0, "the first, named by no device now, went")
         await pool.shutdown()
