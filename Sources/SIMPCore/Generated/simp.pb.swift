@@ -127,7 +127,7 @@ public nonisolated enum Simp_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
   /// MLS commits (docs/E2EE.md, Part 3; docs/PROTOCOL.md, Commits).
   case commitConflict // = 42
 
-  /// SubmitCommit whose commit is not a PublicMessage commit framed for the epoch and the conversation's MLS group it is submitted for, or a Welcome that does not decode
+  /// SubmitCommit whose commit is not a PublicMessage commit framed for the epoch and the conversation's MLS group it is submitted for, or a Welcome that does not decode or holds not one EncryptedGroupSecrets per added device
   case invalidCommit // = 47
 
   /// End-to-end encryption (docs/E2EE.md, Part 4; docs/PROTOCOL.md, Sealed messages).
@@ -1631,7 +1631,8 @@ public nonisolated struct Simp_ClaimedKeyPackages: Sendable {
 /// COMMIT_CONFLICT (nothing stored) when `epoch` is not the conversation's current epoch;
 /// INVALID_COMMIT (nothing stored) when `commit` is not an MLSMessage PublicMessage of content
 /// type commit from a member sender framed for `epoch` and for the conversation's MLS group id
-/// (the one of the first commit stored), or the Welcome is not an MLSMessage Welcome.
+/// (the one of the first commit stored), or the Welcome is not an MLSMessage Welcome with one
+/// EncryptedGroupSecrets per device in `added`.
 ///
 /// A commit that adds devices has one Welcome (RFC 9420 section 12.4.3.1: one
 /// EncryptedGroupSecrets per new member, each found by its KeyPackageRef), sent once in
