@@ -16,16 +16,8 @@ public struct CommitWelcome: Sendable, Equatable {
     }
 }
 
-/// A device a commit adds.
-public struct AddedDevice: Sendable, Hashable {
-    public var user: String
-    public var device: String
-
-    public init(user: String, device: String) {
-        self.user = user
-        self.device = device
-    }
-}
+/// A device a commit adds: the one the server's rules check (`CommitRequest`).
+public typealias AddedDevice = CommitRequest.AddedDevice
 
 /// A commit in a conversation's order, as the server stored it.
 public struct StoredCommit: Sendable, Equatable {
