@@ -27,6 +27,27 @@ import Testing
     }
 
     /// Certifies the device and uploads `count` one-time KeyPackages; returns their bundles.
+    /// alice's phone and laptop and bob's desk, connected and certified, in the SIMP group
+    /// `#team` of alice's: the laptop with one KeyPackage, the desk with `deskPackages`.
+    static func team(deskPackages: Int) async throws
+        -> (TestCluster, Device, Device, Device, laptop: [MLSKeyPackageBundle], desk: [MLSKeyPackageBundle]) {
+        let cluster = try await TestCluster.start()
+        for user in ["alice", "bob"] { try await cluster.register(user) }
+        try cluster.letAnyoneAdd(["bob"])
+        let (alice, bob) = (KeyFixtures("alice"), KeyFixtures("bob"))
+        let phone = Device(client: try await cluster.connectedDevice("alice", "phone").0, user: "alice", name: "phone",
+                           signer: try KeyFixtures.deviceSigner())
+        let laptop = Device(client: try await cluster.connectedDevice("alice", "laptop").0, user: "alice", name: "laptop",
+                            signer: try KeyFixtures.deviceSigner())
+        let desk = Device(client: try await cluster.connectedDevice("bob", "desk").0, user: "bob", name: "desk",
+                          signer: try KeyFixtures.deviceSigner())
+        _ = try await phone.client.createGroup("team", members: ["bob"])
+        _ = try await publish(phone, alice, packages: 0)
+        let laptopBundles = try await publish(laptop, alice, packages: 1)
+        let deskBundles = try await publish(desk, bob, packages: deskPackages)
+        return (cluster, phone, laptop, desk, laptopBundles, deskBundles)
+    }
+
     static func publish(_ device: Device, _ keys: KeyFixtures, packages count: Int) async throws -> [MLSKeyPackageBundle] {
         try await device.client.publishIdentity(keys.identityKey)
         try await device.client.publishDevice(try keys.certified(device.name, device.signer))
@@ -60,20 +81,7 @@ import Testing
     }
 
     @Test func racingCommitsKeepOneGroupAndTheLoserCommitsAgainOnTheNewEpoch() async throws {
-        let cluster = try await TestCluster.start()
-        for user in ["alice", "bob"] { try await cluster.register(user) }
-        try cluster.letAnyoneAdd(["bob"])
-        let (alice, bob) = (KeyFixtures("alice"), KeyFixtures("bob"))
-        let phone = Device(client: try await cluster.connectedDevice("alice", "phone").0, user: "alice", name: "phone",
-                           signer: try KeyFixtures.deviceSigner())
-        let laptop = Device(client: try await cluster.connectedDevice("alice", "laptop").0, user: "alice", name: "laptop",
-                            signer: try KeyFixtures.deviceSigner())
-        let desk = Device(client: try await cluster.connectedDevice("bob", "desk").0, user: "bob", name: "desk",
-                          signer: try KeyFixtures.deviceSigner())
-        _ = try await phone.client.createGroup("team", members: ["bob"])
-        _ = try await Self.publish(phone, alice, packages: 0)
-        let laptopBundles = try await Self.publish(laptop, alice, packages: 1)
-        let deskBundles = try await Self.publish(desk, bob, packages: 2)
+        let (cluster, phone, laptop, desk, laptopBundles, deskBundles) = try await Self.team(deskPackages: 2)
 
         // The phone makes the MLS group and adds the laptop: epoch 0 -> 1 in the server's order.
         var phoneGroup = try MLSGroup.create(groupID: Array("#team".utf8), suite: Self.suite, credential: phone.credential,
@@ -152,20 +160,7 @@ import Testing
     /// once: each device fetches the same bytes, finds its own secrets by its KeyPackageRef,
     /// and joins the one group.
     @Test func oneWelcomeSentOnceJoinsEachDeviceTheCommitAdds() async throws {
-        let cluster = try await TestCluster.start()
-        for user in ["alice", "bob"] { try await cluster.register(user) }
-        try cluster.letAnyoneAdd(["bob"])
-        let (alice, bob) = (KeyFixtures("alice"), KeyFixtures("bob"))
-        let phone = Device(client: try await cluster.connectedDevice("alice", "phone").0, user: "alice", name: "phone",
-                           signer: try KeyFixtures.deviceSigner())
-        let laptop = Device(client: try await cluster.connectedDevice("alice", "laptop").0, user: "alice", name: "laptop",
-                            signer: try KeyFixtures.deviceSigner())
-        let desk = Device(client: try await cluster.connectedDevice("bob", "desk").0, user: "bob", name: "desk",
-                          signer: try KeyFixtures.deviceSigner())
-        _ = try await phone.client.createGroup("team", members: ["bob"])
-        _ = try await Self.publish(phone, alice, packages: 0)
-        let laptopBundles = try await Self.publish(laptop, alice, packages: 1)
-        let deskBundles = try await Self.publish(desk, bob, packages: 1)
+        let (cluster, phone, laptop, desk, laptopBundles, deskBundles) = try await Self.team(deskPackages: 1)
 
         var phoneGroup = try MLSGroup.create(groupID: Array("#team".utf8), suite: Self.suite, credential: phone.credential,
                                              capabilities: KeyFixtures.capabilities, lifetime: Lifetime(notBefore: 0, notAfter: .max),
