@@ -208,7 +208,8 @@ let package = Package(
         ]),
         .testTarget(
             name: "SIMPClientTests",
-            dependencies: ["SIMPClient", "SIMPCore", .product(name: "NIOCore", package: "swift-nio")]
+            dependencies: ["SIMPClient", "SIMPCore", .product(name: "NIOCore", package: "swift-nio"),
+                           .product(name: "Crypto", package: "swift-crypto")]
         ),
         .testTarget(name: "SIMPTerminalTests", dependencies: ["SIMPTerminal", "SIMPClient"]),
         .testTarget(name: "SIMPRedisTests", dependencies: ["SIMPRedis", "SIMPTestSupport", .product(name: "NIOEmbedded", package: "swift-nio")]),

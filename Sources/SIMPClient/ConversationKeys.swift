@@ -545,7 +545,13 @@ actor ConversationKeys {
                     groups[conversation] = group
                     return
                 } catch let unknown as DirectoryValidator.NotKnown {
-                    validator = try await including(unknown.user, in: validator, client: client)
+                    do {
+                        validator = try await including(unknown.user, in: validator, client: client)
+                        checkMembersNext(conversation)
+                    } catch {
+                        refused = error
+                        break
+                    }
                 } catch {
                     refused = error
                     break
@@ -715,8 +721,12 @@ actor ConversationKeys {
         while lost < 3 {
             try await settlePending(conversation, client: client)
             guard let group = groups[conversation] else { return }
-            let present = Set(Self.memberIdentities(group).values)
-            let missing = Set(validator.keys.keys).subtracting(present).subtracting([mine])
+            // A device counts as present only under the key its user certified now: a leaf of the
+            // same name under another key (a revoked device, or one of a replaced identity, whose
+            // successor took its name) is not it.
+            let present = Set(Self.memberDevices(group).values)
+            let missing = Set(validator.keys.filter { !present.contains(MemberDevice(identity: $0.key, key: $0.value)) }.keys)
+                .subtracting([mine])
             claimed.removeAll { !missing.contains(Self.identity(of: $0)) }
             let unclaimed = missing.subtracting(claimed.map(Self.identity))
             if !unclaimed.isEmpty {
@@ -725,7 +735,8 @@ actor ConversationKeys {
             // No await from here to the submit: the commit is made on the state as it is now.
             guard var current = groups[conversation] else { return }
             current.credentialValidator = validator
-            let stale = Self.memberIdentities(current).filter { $0.key != current.myLeaf && validator.keys[$0.value] == nil }.map(\.key)
+            let stale = Self.memberDevices(current).filter { $0.key != current.myLeaf && validator.keys[$0.value.identity] != $0.value.key }
+                .map(\.key)
             if claimed.isEmpty && stale.isEmpty {
                 groups[conversation] = current
                 if changes[conversation, default: 0] == from { checked[conversation] = started }
@@ -845,11 +856,24 @@ actor ConversationKeys {
 
     /// Each member's leaf and credential identity ("USER/DEVICE").
     static func memberIdentities(_ group: MLSGroup) -> [LeafIndex: [UInt8]] {
-        var identities: [LeafIndex: [UInt8]] = [:]
+        memberDevices(group).mapValues(\.identity)
+    }
+
+    /// A member's device as its leaf has it: credential identity ("USER/DEVICE") and signature key.
+    struct MemberDevice: Hashable {
+        let identity: [UInt8]
+        let key: [UInt8]
+    }
+
+    /// Each member's leaf and device.
+    static func memberDevices(_ group: MLSGroup) -> [LeafIndex: MemberDevice] {
+        var devices: [LeafIndex: MemberDevice] = [:]
         for leaf in group.members {
-            if case .basic(let identity)? = group.credential(at: leaf) { identities[leaf] = identity }
+            if case .basic(let identity)? = group.credential(at: leaf), let key = group.signatureKey(at: leaf) {
+                devices[leaf] = MemberDevice(identity: identity, key: key)
+            }
         }
-        return identities
+        return devices
     }
 
     /// Whether the conversation's order has `commit` on `epoch`: asked after a submit whose fate
@@ -889,9 +913,16 @@ actor ConversationKeys {
         var validator = try await validator(for: conversation, client: client)
         while let epoch = groups[conversation]?.epoch {
             let page = try await client.fetchCommits(in: conversation, fromEpoch: epoch)
+            // From the copy to its write-back nothing awaits: another task (a message opened, a
+            // seal, a commit of this device's) may change the group at any await, and a copy
+            // written back over its change would use keys again or lose a commit.
             guard var group = groups[conversation] else { return }
+            // Another catch-up took the group on while this page was fetched: fetch from there.
+            if group.epoch != epoch { continue }
             group.credentialValidator = validator
             var refused: (due: UInt64, stored: StoredCommit, why: String)?
+            // A leaf of a user whose devices were not read: read them once the copy is kept.
+            var unknown: (user: String, due: UInt64, stored: StoredCommit)?
             var adopted = false
             for (index, stored) in page.commits.enumerated() {
                 let due = group.epoch
@@ -909,23 +940,17 @@ actor ConversationKeys {
                     adopted = true
                     continue
                 }
-                var received: MLSGroup.Received?
-                var why: String?
-                // A past commit may add a user who is no member now (removed since): that
-                // user's devices are read, and the commit checked again.
-                while received == nil, why == nil {
-                    do {
-                        received = try group.process(try MLSMessage(mlsDecoding: stored.commit))
-                    } catch let unknown as DirectoryValidator.NotKnown {
-                        validator = try await including(unknown.user, in: validator, client: client)
-                        group.credentialValidator = validator
-                    } catch {
-                        // The state is unchanged by the refused commit (`MLSGroup.process`).
-                        why = "\(error)"
-                    }
-                }
-                if let why {
-                    refused = (due, stored, why)
+                let received: MLSGroup.Received
+                do {
+                    received = try group.process(try MLSMessage(mlsDecoding: stored.commit))
+                } catch let notKnown as DirectoryValidator.NotKnown {
+                    // A past commit of a group may add a user who is no member now (removed
+                    // since): that user's devices are read, and the commit checked again.
+                    unknown = (notKnown.user, due, stored)
+                    break
+                } catch {
+                    // The state is unchanged by the refused commit (`MLSGroup.process`).
+                    refused = (due, stored, "\(error)")
                     break
                 }
                 if received == .removed { throw OpenFailure.notInConversation }
@@ -938,6 +963,15 @@ actor ConversationKeys {
                     try store.saveGroup(conversation, state: try group.savedState())
                 }
                 groups[conversation] = group
+            }
+            if let unknown {
+                do {
+                    validator = try await including(unknown.user, in: validator, client: client)
+                    checkMembersNext(conversation)
+                    continue
+                } catch {
+                    refused = (unknown.due, unknown.stored, "\(error)")
+                }
             }
             if let refused {
                 var seen = Array(conversation.utf8) + [0]
@@ -1015,7 +1049,9 @@ actor ConversationKeys {
             }
             warnOfUncertified(entry, verified: verified, client: client)
         }
-        return DirectoryValidator(keys: keys, owners: owners)
+        var validator = DirectoryValidator(keys: keys, owners: owners)
+        validator.admitsFormerMembers = group != nil
+        return validator
     }
 
     /// `entry.verifiedDevices`, each certificate's signature checked once while the client runs:
@@ -1074,6 +1110,15 @@ actor ConversationKeys {
         }
     }
 
+    /// The next send checks the conversation's members against the key directory at once, not
+    /// after `checkInterval`, even if a check running now began before this: after a change of
+    /// members, or once a former member's leaf was read (a leaf kept only for checking, which a
+    /// member check removes if the group still holds it).
+    private func checkMembersNext(_ conversation: String) {
+        checked[conversation] = nil
+        changes[conversation, default: 0] += 1
+    }
+
     /// A change of a group's members this device was told of (`ClientEvent.groupChanged`). The
     /// next send checks the members at once; and when the change is an invitee's acceptance of
     /// this user's invitation (an `added` entry the server writes in the inviter's name), this
@@ -1089,8 +1134,7 @@ actor ConversationKeys {
     /// `commit` (this device made the change), a group this device has follows now: the added
     /// members' devices get their Welcomes, the removed ones' leaves go.
     func membersChanged(_ conversation: String, client: SIMPClient, commit: Bool) async {
-        checked[conversation] = nil
-        changes[conversation, default: 0] += 1
+        checkMembersNext(conversation)
         guard commit, groups[conversation] != nil || (try? store.groupState(of: conversation)) != nil else { return }
         do {
             try await setUp(conversation, client: client, creating: false)
@@ -1129,6 +1173,13 @@ struct DirectoryValidator: CredentialValidator {
     /// never kept in a member check (`keys` alone says who belongs).
     private(set) var formerKeys: [[UInt8]: [UInt8]] = [:]
     private(set) var formerOwners: Set<String> = []
+    /// Whether a leaf of a user who is not a member may be checked against that user's
+    /// directory (`NotKnown`): in a group, whose members come and go; never in a one-to-one
+    /// conversation, whose only users are its two.
+    var admitsFormerMembers = false
+    /// The former members one validator reads at most: a Welcome or a commit naming more users
+    /// is refused rather than having the device fetch a directory entry for each.
+    static let maxFormerMembers = 64
 
     struct Uncertified: Error, CustomStringConvertible {
         var description: String { "a member's device is not certified by its user's identity" }
@@ -1147,7 +1198,8 @@ struct DirectoryValidator: CredentialValidator {
             guard key == signatureKey.rawRepresentation else { throw Uncertified() }
             return
         }
-        if let user = KeyDirectoryRules.user(ofCredentialIdentity: identity), !owners.contains(user), !formerOwners.contains(user) {
+        if admitsFormerMembers, formerOwners.count < Self.maxFormerMembers,
+           let user = KeyDirectoryRules.user(ofCredentialIdentity: identity), !owners.contains(user), !formerOwners.contains(user) {
             throw NotKnown(user: user)
         }
         throw Uncertified()

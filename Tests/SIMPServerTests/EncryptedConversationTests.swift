@@ -2,6 +2,7 @@ import Foundation
 import NIOConcurrencyHelpers
 @testable import SIMPClient
 import SIMPCore
+import SIMPMLS
 import SIMPTestSupport
 import Testing
 
@@ -137,6 +138,42 @@ import Testing
         #expect(await bobLog.wait { $0.messages.contains { $0.id == after && $0.text == "after the change" && $0.encrypted } })
         let reply = try await bob.send(to: "alice", text: "the new device answers")
         #expect(await aliceLog.wait { $0.messages.contains { $0.id == reply && $0.text == "the new device answers" } })
+        for client in [alice, bob] { await client.close() }
+        await cluster.stop()
+    }
+
+    /// bob loses his phone and makes a new identity on a new device he names phone too. The old
+    /// leaf (bob/phone under the old device key, which whoever holds the old phone's state reads
+    /// with) is not the new device: alice's next send removes it and adds the new one, which
+    /// reads that send. Judged by name alone, the old leaf counted as bob's phone: it stayed,
+    /// and the new phone was never added.
+    @Test func aNewDeviceUnderTheOldOnesNameReplacesItsLeaf() async throws {
+        let cluster = try await TestCluster.start()
+        let directories = (0..<3).map { _ in LocalHistoryTests.directory() }
+        defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
+        let pair = try await Self.aliceAndBob(cluster, directories)
+        let (alice, aliceLog) = pair.alice
+        var (bob, bobLog) = pair.bob
+        let first = try await alice.send(to: "bob", text: "before the change")
+        #expect(await bobLog.wait { $0.messages.contains { $0.id == first && $0.text == "before the change" } })
+        let store = try await alice.identityStore()
+        func bobsPhones() throws -> [[UInt8]] {
+            let group = try MLSGroup(savedState: try #require(try store.groupState(of: "bob")), credentialValidator: nil, proposalApprover: nil)
+            return ConversationKeys.memberDevices(group).values.filter { $0.identity == Array("bob/phone".utf8) }.map(\.key)
+        }
+        let oldPhone = try bobsPhones()
+        #expect(oldPhone.count == 1)
+
+        await bob.close()
+        (bob, bobLog) = try await Self.connected(cluster, "bob", directories[2])
+        #expect(try await bob.setUpIdentity(newIdentity: true) == .created)
+
+        let after = try await alice.send(to: "bob", text: "after the change")
+        #expect(await bobLog.wait { $0.messages.contains { $0.id == after && $0.text == "after the change" && $0.encrypted } })
+        let phones = try bobsPhones()
+        #expect(phones.count == 1 && phones != oldPhone, "one bob/phone leaf, under the new device's key")
+        let reply = try await bob.send(to: "alice", text: "the new phone answers")
+        #expect(await aliceLog.wait { $0.messages.contains { $0.id == reply && $0.text == "the new phone answers" } })
         for client in [alice, bob] { await client.close() }
         await cluster.stop()
     }

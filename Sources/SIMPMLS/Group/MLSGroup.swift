@@ -219,6 +219,10 @@ public struct MLSGroup: Sendable, CustomStringConvertible, CustomReflectable {
     /// that ``process(_:psk:)`` names by its leaf. Nil for a blank or absent leaf.
     public func credential(at leaf: LeafIndex) -> Credential? { tree.leaf(leaf)?.credential }
 
+    /// The signature key of the member at `leaf` (section 5.3): what its credential was checked
+    /// with when the leaf came in. Nil for a blank or absent leaf.
+    public func signatureKey(at leaf: LeafIndex) -> [UInt8]? { tree.leaf(leaf)?.signatureKey.bytes }
+
     public var description: String { "MLSGroup(suite \(suite.id), epoch \(epoch), \(myLeaf), redacted)" }
     public var customMirror: Mirror { Mirror(self, children: ["epoch": epoch, "leaf": myLeaf.value], displayStyle: .struct) }
 }

@@ -1,0 +1,53 @@
+import Crypto
+import SIMPCore
+import SIMPMLS
+import Testing
+@testable import SIMPClient
+
+/// `DirectoryValidator` (RFC 9420 section 5.3.1 for SIMP): a leaf passes only as the device its
+/// user certified, under that device's key; a leaf of a user outside the conversation is read
+/// from the directory (`NotKnown`) only in a group, whose former members' leaves a Welcome's tree
+/// or a past commit may hold, and at most for `maxFormerMembers` users.
+struct DirectoryValidatorTests {
+    static func key() throws -> (bytes: [UInt8], key: SignaturePublicKey) {
+        let bytes = Array(Curve25519.Signing.PrivateKey().publicKey.rawRepresentation)
+        return (bytes, try SignaturePublicKeyIn(bytes: bytes).validate(for: ConversationKeys.suite))
+    }
+
+    static func credential(_ user: String, _ device: String) -> Credential {
+        .basic(identity: KeyDirectoryRules.credentialIdentity(user: user, device: device))
+    }
+
+    @Test func aCertifiedDevicePassesOnlyUnderItsCertifiedKey() throws {
+        let (phone, other) = (try Self.key(), try Self.key())
+        let validator = DirectoryValidator(keys: [KeyDirectoryRules.credentialIdentity(user: "bob", device: "phone"): phone.bytes],
+                                           owners: ["alice", "bob"])
+        try validator.validate(Self.credential("bob", "phone"), signatureKey: phone.key)
+        // The same name under another key: a revoked device, or one of a replaced identity.
+        #expect(throws: DirectoryValidator.Uncertified.self) { try validator.validate(Self.credential("bob", "phone"), signatureKey: other.key) }
+        #expect(throws: DirectoryValidator.Uncertified.self) { try validator.validate(Self.credential("bob", "laptop"), signatureKey: phone.key) }
+    }
+
+    @Test func aStrangersLeafIsRefusedInAOneToOneConversationAndReadInAGroup() throws {
+        let eve = try Self.key()
+        var validator = DirectoryValidator(keys: [:], owners: ["alice", "bob"])
+        #expect(throws: DirectoryValidator.Uncertified.self) { try validator.validate(Self.credential("eve", "phone"), signatureKey: eve.key) }
+
+        validator.admitsFormerMembers = true
+        #expect(throws: DirectoryValidator.NotKnown.self) { try validator.validate(Self.credential("eve", "phone"), signatureKey: eve.key) }
+        let read = validator.including("eve", devices: [])
+        // Read once: eve's leaf is judged by what her directory said (no such device here).
+        #expect(throws: DirectoryValidator.Uncertified.self) { try read.validate(Self.credential("eve", "phone"), signatureKey: eve.key) }
+    }
+
+    @Test func noMoreThanMaxFormerMembersAreRead() throws {
+        let key = try Self.key()
+        var validator = DirectoryValidator(keys: [:], owners: ["alice"])
+        validator.admitsFormerMembers = true
+        for index in 0..<DirectoryValidator.maxFormerMembers {
+            #expect(throws: DirectoryValidator.NotKnown.self) { try validator.validate(Self.credential("u\(index)", "d"), signatureKey: key.key) }
+            validator = validator.including("u\(index)", devices: [])
+        }
+        #expect(throws: DirectoryValidator.Uncertified.self) { try validator.validate(Self.credential("one-more", "d"), signatureKey: key.key) }
+    }
+}
