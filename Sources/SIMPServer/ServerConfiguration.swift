@@ -11,7 +11,7 @@ public struct ServerConfiguration: Sendable {
         case optional
         /// A message to a user or a group that is not SEALED is refused (E2E_REQUIRED), as are
         /// plain read marks and typing. The default (issue 44): one-to-one conversations and
-        /// groups are both encrypted, and `simp` encrypts unless told `--plaintext`.
+        /// groups are both encrypted, and `simp` encrypts unless told `--no-e2e`.
         case required
     }
     public var endToEnd: EndToEnd = .required
