@@ -76,6 +76,7 @@ extension ClientEngine {
         setConnectionState(.connected(server))
         uplink.newPath()
         perform(sending.resendAll(now: now.deadline, bound: lifecycle.isBound), .first, now: now)
+        followResends(now: now)
         queryDeliveries(now: now.deadline)
         guard connectSearch != nil else { return }
         connectEnded(.success(()))

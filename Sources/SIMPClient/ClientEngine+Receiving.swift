@@ -18,6 +18,7 @@ extension ClientEngine {
         case .missing(let missing):
             paths.udpHeard(now: now.deadline)
             for message in sending.missing(missing, now: now.deadline) { transmit(message, .reported, now: now) }
+            followResends(now: now)
         case .retracted(let retracted):
             guard early.retracted(.init(from: retracted.fromUser, id: retracted.messageID)) else { return }
             emit(.retracted(id: retracted.messageID, from: retracted.fromUser,
@@ -32,6 +33,7 @@ extension ClientEngine {
                 if path == .stream, was == .udp {
                     uplink.newPath()
                     perform(sending.resendAll(now: now.deadline, bound: true), .first, now: now)
+                    followResends(now: now)
                 }
             }
             lifecycle.pathBound()
@@ -54,7 +56,9 @@ extension ClientEngine {
 
     private mutating func accepted(_ accepted: Simp_Accepted, now: Moment) {
         acknowledged(accepted.messageID, now: now)
-        guard let event = sending.accepted(accepted, now: now.deadline) else { return }
+        let event = sending.accepted(accepted, now: now.deadline)
+        followResends(now: now)
+        guard let event else { return }
         if case .groupAccepted = event {
             writeOutbox(.remove(id: accepted.messageID), for: .groupAccepted)
         } else {
@@ -65,7 +69,9 @@ extension ClientEngine {
 
     private mutating func failed(_ failed: Simp_Failed, now: Moment) {
         acknowledged(failed.messageID, now: now)
-        guard let event = sending.failed(failed, now: now.deadline) else { return }
+        let event = sending.failed(failed, now: now.deadline)
+        followResends(now: now)
+        guard let event else { return }
         writeOutbox(.remove(id: failed.messageID), for: .failed)
         emit(event)
     }

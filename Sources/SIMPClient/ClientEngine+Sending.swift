@@ -92,7 +92,16 @@ extension ClientEngine {
 
     // MARK: the timer
 
+    /// An answer from the server may bring the next resend closer (it ends a probe's wait, and
+    /// what is still pending runs from now): the tick follows, as it is armed no later than
+    /// the next resend can fall due.
+    mutating func followResends(now: Moment) {
+        guard sending.awaitsAcceptance else { return }
+        armTick(at: max(now.deadline + ClientTimers.fastTick, sending.resendsFrom))
+    }
+
     mutating func tick(now: Moment) {
+        sending.stalled(timers.stall(firedAt: now.deadline))
         timers.fired()
         let due = timers.due(waits, now: now.deadline)
         if due.resend {
@@ -109,14 +118,14 @@ extension ClientEngine {
         if due.deliveryQuery { queryDeliveries(now: now.deadline) }
         if due.gapReport { reportGap(now: now.deadline) }
         if due.keepalive { sendKeepalive(now: now) }
-        armTick(at: min(timers.nextTick(waits, now: now.deadline), paths.nextDeadline ?? .distantFuture))
+        armTick(at: min(timers.nextTick(waits, now: now.deadline, resendsFrom: sending.resendsFrom), paths.nextDeadline ?? .distantFuture))
     }
 
     private var waits: ClientTimers.Waits {
         ClientTimers.Waits(path: session == nil ? .closed : lifecycle.isBound ? .bound : .binding,
                            acceptance: sending.awaitsAcceptance,
                            delivery: sending.awaitsDelivery,
-                           gap: sequencer.bufferedCount > 0)
+                           gap: sequencer.bufferedCount > 0, queued: uplink.hasQueued)
     }
 
     mutating func perform(_ resends: SendTracker.Resends, _ reason: Uplink.Reason, now: Moment) {

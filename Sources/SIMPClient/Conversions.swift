@@ -41,9 +41,10 @@ extension ClientConfiguration {
                   // The server accepts once the store answers (its batch may wait for the one
                   // ahead of it): the ack delay allowed for is QUIC's default. Probes of an
                   // unanswered flight back off to the resend cap, no further (see the server's
-                  // `pushRetransmit`); a tick later than 30 ms is time this client was not running.
+                  // `pushRetransmit`). The client looks only when something falls due, so a gap
+                  // between looks is no stall: a tick that fires late is (`ClientTimers.stall`).
                   retransmit: RetransmitPolicy(maxBackoff: TimeAmount(retransmitBackoffCap), giveUpAfter: TimeAmount(giveUpAfter),
-                                               maxAckDelay: RetransmitPolicy.defaultMaxAckDelay, stallAllowance: .milliseconds(30)),
+                                               maxAckDelay: RetransmitPolicy.defaultMaxAckDelay),
                   keepalive: TimeAmount(keepaliveInterval),
                   bindRetry: TimeAmount(bindRetry),
                   request: TimeAmount(requestTimeout))

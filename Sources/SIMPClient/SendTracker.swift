@@ -47,6 +47,10 @@ struct SendTracker: Sendable {
     var outstandingCount: Int { outbox.count + awaitingDelivery.count + withdrawing.count }
     /// Some message is not accepted yet, so resends may fall due.
     var awaitsAcceptance: Bool { !outbox.isEmpty }
+    /// Nothing waiting for acceptance can fall due before this.
+    var resendsFrom: NIODeadline { outbox.nothingDueBefore }
+    /// Time this client was not running: off every resend timer.
+    mutating func stalled(_ time: TimeAmount) { outbox.stalled(time) }
     /// Some accepted message's delivery is not known yet.
     var awaitsDelivery: Bool { !awaitingDelivery.isEmpty }
 

@@ -263,6 +263,44 @@ import Testing
         #expect(q.due(now: t0 + .milliseconds(900)).resend.map(\.key) == [1])
     }
 
+    /// `nothingDueBefore` is never later than what falls due, whatever happened since the last
+    /// look: a caller that sleeps until it misses nothing, and a look before it scans nothing.
+    @Test func nothingFallsDueBeforeTheBoundItGives() {
+        var q = tracked(1...3)
+        #expect(q.nothingDueBefore <= t0 + .milliseconds(500))
+        _ = q.due(now: t0 + .milliseconds(100))
+        #expect(q.nothingDueBefore == t0 + .milliseconds(500), "after a look: exactly the next deadline")
+        // A later entry does not move it; an answer ends any probe and may bring one closer.
+        q.track(4, payload: "", now: t0 + .milliseconds(200))
+        #expect(q.nothingDueBefore == t0 + .milliseconds(500))
+        #expect(q.due(now: t0 + .milliseconds(499)).resend.isEmpty)
+        #expect(q.due(now: t0 + .milliseconds(500)).resend.map(\.key) == [1, 2], "a probe of the two oldest")
+        let probeEnds = q.nothingDueBefore
+        #expect(probeEnds == t0 + .milliseconds(1500))
+        q.acknowledge(1, now: t0 + .milliseconds(600))
+        #expect(q.nothingDueBefore <= t0 + .milliseconds(600) + q.timeout)
+        var resent: [Int] = []
+        var now = t0 + .milliseconds(600)
+        while resent.isEmpty, now < probeEnds {
+            now = now + .milliseconds(10)
+            resent = q.due(now: now).resend.map(\.key)
+        }
+        #expect(!resent.isEmpty && now < probeEnds, "after the answer, what waits goes before the probe would have")
+        #expect(q.nothingDueBefore > now)
+    }
+
+    /// A stall the caller found (a timer that fired late) moves every timer by as much.
+    @Test func aStallTheCallerFoundIsTakenOffTheTimers() {
+        var q = tracked(1...1)
+        q.stalled(.milliseconds(300))
+        #expect(q.due(now: t0 + .milliseconds(700)).resend.isEmpty)
+        #expect(q.due(now: t0 + .milliseconds(800)).resend.map(\.key) == [1])
+        var empty = RetransmitQueue<Int, String>()
+        empty.stalled(.seconds(1))
+        empty.track(1, payload: "", now: t0)
+        #expect(empty.nothingDueBefore == t0 + empty.timeout, "a stall with nothing pending holds nothing back")
+    }
+
     @Test func expeditingResendsEverythingWithoutAProbe() {
         var q = tracked(1...5)
         _ = q.due(now: t0 + .milliseconds(500))

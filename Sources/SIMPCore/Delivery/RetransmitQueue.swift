@@ -85,7 +85,7 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
         }
     }
 
-    public var policy: RetransmitPolicy
+    public var policy: RetransmitPolicy { didSet { mayBeDueSooner() } }
     public var estimator: RTTEstimator { rtt }
     @usableFromInline var rtt: RTTEstimator
     @usableFromInline var entries: [Key: Entry] = [:]
@@ -102,6 +102,11 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
     @usableFromInline var lastLooked: NIODeadline?
     @usableFromInline var ackPauseMark: TimeAmount = .zero
     @usableFromInline var probePauseMark: TimeAmount = .zero
+    /// Nothing is due before this (a lower bound of `nextDeadline`, lowered by whatever may
+    /// bring a deadline closer): `due` answers a look before it without touching an entry. A
+    /// server with thousands of sessions whose pushes go unanswered looks at each every tick;
+    /// scanning each one's entries then took a quarter of a starved server's CPU.
+    @usableFromInline var notBefore: NIODeadline = .distantFuture
 
     @inlinable
     public init(policy: RetransmitPolicy = .init(), estimator: RTTEstimator = .init()) {
@@ -113,6 +118,8 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
     @inlinable public var isEmpty: Bool { entries.isEmpty }
     @inlinable public func contains(_ key: Key) -> Bool { entries[key] != nil }
     @inlinable public var pendingKeys: [Key] { Array(entries.keys) }
+    /// Nothing is due before this (earlier when something changed since the last `due`).
+    @inlinable public var nothingDueBefore: NIODeadline { notBefore }
     /// Probes sent since the peer last acknowledged anything.
     @inlinable public var probeCount: Int { probes }
     /// The timeout a newly tracked entry gets: RTO plus the peer's ack delay.
@@ -131,6 +138,27 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
             paused = paused + (now - last - allowance)
         }
         if lastLooked.map({ now > $0 }) ?? true { lastLooked = now }
+    }
+
+    /// Time this side was not running, found by the caller (a timer that fired that much after
+    /// its deadline): taken off every timer, as a gap beyond `stallAllowance` is. For a caller
+    /// that looks only when something falls due, whose gaps between looks say nothing.
+    @inlinable
+    public mutating func stalled(_ time: TimeAmount) {
+        guard time > .zero, !entries.isEmpty else { return }
+        paused = paused + time
+    }
+
+    /// Something may fall due before `notBefore`: the next `due` looks at every entry.
+    @inlinable
+    mutating func mayBeDueSooner() {
+        notBefore = .distantPast
+    }
+
+    /// `notBefore` lowered to `entry`'s deadline.
+    @inlinable
+    mutating func mayBeDue(_ entry: Entry) {
+        notBefore = min(notBefore, deadline(of: entry))
     }
 
     /// A time remembered with the pause then: later by what was paused since.
@@ -154,6 +182,7 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
         tracked += 1
         entries[key] = Entry(payload: payload, firstSent: now, lastSent: now, timeout: timeout, attempts: 1, place: tracked)
         entries[key]!.pauseMark = paused
+        mayBeDue(entries[key]!)
     }
 
     /// Tracks an entry given up on (`Due.expired`) afresh from `now`, in the place it had:
@@ -165,6 +194,7 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
         entries[expired.key] = Entry(payload: expired.payload, firstSent: now, lastSent: now, timeout: timeout,
                                      attempts: 1, place: expired.place)
         entries[expired.key]!.pauseMark = paused
+        mayBeDue(entries[expired.key]!)
     }
 
     /// The entry waits to leave (for a congestion window): its retransmit timer stops until
@@ -172,6 +202,7 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
     @inlinable
     public mutating func hold(_ key: Key) {
         entries[key]?.held = true
+        mayBeDueSooner()
     }
 
     /// The entry actually left at `now`: its timer, and the RTT sample its acknowledgement
@@ -183,6 +214,7 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
         entries[key]!.held = false
         entries[key]!.lastSent = now
         entries[key]!.pauseMark = paused
+        mayBeDue(entries[key]!)
     }
 
     @inlinable
@@ -232,6 +264,7 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
             ackPauseMark = paused
         }
         probes = 0
+        mayBeDueSooner()
     }
 
     /// The caller sent these entries again on its own (losses the peer reported): they and
@@ -313,6 +346,8 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
     public mutating func due(now: NIODeadline) -> Due {
         var result = Due()
         look(now)
+        if now < notBefore { return result }
+        defer { notBefore = nextDeadline ?? .distantFuture }
         // Probing: nothing more until the probe's timeout.
         if probes > 0, now < shifted(probeDeadline, mark: probePauseMark) { return result }
         // The usual tick finds nothing due: answer that without building any collection.
@@ -358,6 +393,7 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
         look(now)
         lastAcknowledged = .distantPast
         probes = 0
+        mayBeDueSooner()
         expedited = !entries.isEmpty
         for key in entries.keys {
             entries[key]!.held = false
