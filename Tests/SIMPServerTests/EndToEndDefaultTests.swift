@@ -153,6 +153,34 @@ import Testing
         #expect(!toCarol.stdout.contains("UNKNOWN_USER"), "\(toCarol.stdout)")
     }
 
+    /// A plaintext REPL (`--no-e2e`) writes a data directory only when given one (`--data-dir`:
+    /// its outbox, receipts and received messages), and then holds its lock as an encrypting one
+    /// does. Without one its outbox is in memory and it writes none: nothing to lock.
+    @Test func aPlaintextREPLLocksTheDataDirectoryItWritesAndWritesNoneUnlessGiven() async throws {
+        let node = try ServerNode()
+        defer { node.stop() }
+        try await register(node, "alice", "bob")
+        let home = home()
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let inMemory = try simp(node, home, "alice", [], ["--json", "--no-e2e", "--linger", "1"])
+        #expect(connected(inMemory), "stderr: \(inMemory.stderr)")
+        inMemory.write("/send bob in the clear\n")
+        #expect(inMemory.waitForLine(timeout: 30) { $0.contains(#""event":"accepted""#) } != nil, "printed: \(inMemory.stdout)")
+        #expect(!FileManager.default.fileExists(atPath: home + "/.local/share/simp"), "--no-e2e keeps no data directory")
+        inMemory.write("/quit\n")
+        #expect(inMemory.waitForExit(timeout: 30) == 0, "stderr: \(inMemory.stderr)")
+
+        let directory = home + "/plain"
+        let first = try simp(node, home, "alice", [], ["--json", "--no-e2e", "--data-dir", directory])
+        #expect(connected(first), "stderr: \(first.stderr)")
+        #expect(FileManager.default.fileExists(atPath: directory + "/alice.sqlite"))
+        let second = try simp(node, home, "alice", [], ["--json", "--no-e2e", "--data-dir", directory])
+        #expect(second.waitForExit(timeout: 30) == 1, "stderr: \(second.stderr)")
+        #expect(second.stderr.contains("the data directory \(directory) is in use by another simp"), "stderr: \(second.stderr)")
+        first.write("/quit\n")
+        #expect(first.waitForExit(timeout: 30) == 0, "stderr: \(first.stderr)")
+    }
+
     /// The data directory follows the XDG base directory spec: `$XDG_DATA_HOME/simp/DEVICE`, a
     /// relative XDG_DATA_HOME ignored (then ~/.local/share). Taken before connecting, so no
     /// server is needed to see it: the command then exits 6 (unreachable).
