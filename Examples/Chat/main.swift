@@ -4,13 +4,19 @@
 //
 //   SIMP_SERVER=127.0.0.1:7700 SIMP_USER=alice SIMP_PASSWORD=... swift run simp-example-chat bob
 //
-// It does not encrypt (no `endToEnd`): the server must be run with `--e2e optional`, whose
-// default refuses plaintext (each line fails E2E_REQUIRED).
+// It encrypts end to end (`endToEnd`), as a server requires by default: the user's identity,
+// this device's keys and each conversation's MLS state are kept in its data directory,
+// SIMP_DATA_DIR (default $XDG_DATA_HOME/simp-example-chat, ~/.local/share/simp-example-chat),
+// one process at a time (two would seal with the same keys). It must be its user's first
+// device, which makes the identity: one whose identity another device made would have to be
+// linked (`simp`'s /device link), which this example does not do, so run it as a user of its
+// own. SIMP_PLAINTEXT=1 sends in the clear, to a server run with `--e2e optional` (a default one
+// refuses each line: E2E_REQUIRED).
 //
-// With SIMP_DATA_DIR=DIR it keeps a local history there: it starts by printing the last
-// messages with the peer (from disk, before connecting), and marks what it printed as shown,
-// which tells the peer it was read. At end of input it waits until the server has accepted
-// (or refused) every line, then exits.
+// The data directory also keeps a local history: it starts by printing the last messages
+// with the peer (from disk, before connecting), and marks what it printed as shown, which
+// tells the peer it was read (in plaintext only with SIMP_DATA_DIR). At end of input it waits
+// until the server has accepted (or refused) every line, then exits.
 import Foundation
 import SIMPClient
 
@@ -21,7 +27,7 @@ func say(_ line: String) {
 
 let environment = ProcessInfo.processInfo.environment
 guard CommandLine.arguments.count == 2, let user = environment["SIMP_USER"], let password = environment["SIMP_PASSWORD"] else {
-    FileHandle.standardError.write(Data("usage: SIMP_USER=NAME SIMP_PASSWORD=SECRET [SIMP_SERVER=HOST:PORT] [SIMP_DATA_DIR=DIR] simp-example-chat PEER\n".utf8))
+    FileHandle.standardError.write(Data("usage: SIMP_USER=NAME SIMP_PASSWORD=SECRET [SIMP_SERVER=HOST:PORT] [SIMP_DATA_DIR=DIR] [SIMP_PLAINTEXT=1] simp-example-chat PEER\n".utf8))
     exit(2)
 }
 let peer = CommandLine.arguments[1]
@@ -33,9 +39,18 @@ guard let colon = server.lastIndex(of: ":"), let port = Int(server[server.index(
 
 var configuration = ClientConfiguration(host: String(server[..<colon]), port: port)
 configuration.device = environment["SIMP_DEVICE"] ?? "chat"
-configuration.dataDirectory = environment["SIMP_DATA_DIR"]
+let plaintext = environment["SIMP_PLAINTEXT"] == "1"
+configuration.endToEnd = !plaintext
+configuration.dataDirectory = environment["SIMP_DATA_DIR"] ?? (plaintext ? nil : dataHome() + "/simp-example-chat")
 if let caFile = environment["SIMP_CA_FILE"] { configuration.tls = ClientTLS(caFile: caFile) }
 let client = SIMPClient(configuration: configuration)
+
+/// $XDG_DATA_HOME, where the XDG base directory spec keeps an application's files (a relative
+/// one is ignored, as the spec says); default ~/.local/share.
+func dataHome() -> String {
+    if let base = environment["XDG_DATA_HOME"], base.hasPrefix("/") { return base }
+    return NSHomeDirectory() + "/.local/share"
+}
 
 /// stdin's lines, read on a thread of their own (a blocking read must not hold one of the
 /// threads Swift concurrency runs tasks on).
@@ -72,6 +87,21 @@ do {
 } catch {
     FileHandle.standardError.write(Data("cannot log in as \(user) to \(server): \(error)\n".utf8))
     exit(1)
+}
+if configuration.endToEnd {
+    // Before anything is sent: the identity made (first device) or checked, and KeyPackages
+    // uploaded, so that others can start an encrypted conversation with this device too.
+    do {
+        if try await client.setUpIdentity() == .needsLinking {
+            // Linking takes a code shown here and approved on that device: more than this example does.
+            let advice = "run it as a user of its own (or SIMP_PLAINTEXT=1 with a server run with --e2e optional)"
+            FileHandle.standardError.write(Data("another device of \(user) made their identity, and this example cannot be linked to it: \(advice)\n".utf8))
+            exit(1)
+        }
+    } catch {
+        FileHandle.standardError.write(Data("cannot set up end-to-end encryption: \(error)\n".utf8))
+        exit(1)
+    }
 }
 say("connected as \(user); lines you type go to \(peer)")
 

@@ -4,9 +4,13 @@
 //
 //   SIMP_SERVER=127.0.0.1:7700 SIMP_USER=echo SIMP_PASSWORD=... swift run simp-example-bot
 //
-// The account must exist (`simp --user echo --register`, or `SIMPClient.register`). It does
-// not encrypt (no `endToEnd`): the server must be run with `--e2e optional`, whose default
-// refuses plaintext (E2E_REQUIRED); talk to it with `simp --no-e2e`.
+// The account must exist (`simp --user echo --register`, or `SIMPClient.register`), and be the
+// bot's own: it encrypts end to end (`endToEnd`), as a server requires by default, and makes
+// the user's identity on its first run. The identity, the device's keys and each
+// conversation's MLS state are kept in SIMP_DATA_DIR (default $XDG_DATA_HOME/simp-example-bot,
+// ~/.local/share/simp-example-bot), one process at a time (two would seal with the same keys).
+// SIMP_PLAINTEXT=1 answers in the clear, to a server run with `--e2e optional` (talk to it
+// with `simp --no-e2e` there).
 // Ctrl-C (SIGINT) or SIGTERM closes the client and exits.
 import Foundation
 import SIMPClient
@@ -18,7 +22,7 @@ func say(_ line: String) {
 
 let environment = ProcessInfo.processInfo.environment
 guard let user = environment["SIMP_USER"], let password = environment["SIMP_PASSWORD"] else {
-    FileHandle.standardError.write(Data("usage: SIMP_USER=NAME SIMP_PASSWORD=SECRET [SIMP_SERVER=HOST:PORT] simp-example-bot\n".utf8))
+    FileHandle.standardError.write(Data("usage: SIMP_USER=NAME SIMP_PASSWORD=SECRET [SIMP_SERVER=HOST:PORT] [SIMP_DATA_DIR=DIR] [SIMP_PLAINTEXT=1] simp-example-bot\n".utf8))
     exit(2)
 }
 let server = environment["SIMP_SERVER"] ?? "127.0.0.1:7700"
@@ -30,8 +34,18 @@ guard let colon = server.lastIndex(of: ":"), let port = Int(server[server.index(
 var configuration = ClientConfiguration(host: String(server[..<colon]), port: port)
 // One device of the bot's user; a second client with the same name would replace this one.
 configuration.device = environment["SIMP_DEVICE"] ?? "bot"
+let plaintext = environment["SIMP_PLAINTEXT"] == "1"
+configuration.endToEnd = !plaintext
+configuration.dataDirectory = environment["SIMP_DATA_DIR"] ?? (plaintext ? nil : dataHome() + "/simp-example-bot")
 if let caFile = environment["SIMP_CA_FILE"] { configuration.tls = ClientTLS(caFile: caFile) }
 let client = SIMPClient(configuration: configuration)
+
+/// $XDG_DATA_HOME, where the XDG base directory spec keeps an application's files (a relative
+/// one is ignored, as the spec says); default ~/.local/share.
+func dataHome() -> String {
+    if let base = environment["XDG_DATA_HOME"], base.hasPrefix("/") { return base }
+    return NSHomeDirectory() + "/.local/share"
+}
 
 /// What the bot says to `text`.
 func answer(to text: String) -> String {
@@ -49,6 +63,19 @@ do {
 } catch {
     FileHandle.standardError.write(Data("cannot log in as \(user) to \(server): \(error)\n".utf8))
     exit(1)
+}
+if configuration.endToEnd {
+    // Before answering anyone: the identity made (first run) or checked, and KeyPackages
+    // uploaded, so that others can start an encrypted conversation with the bot.
+    do {
+        if try await client.setUpIdentity() == .needsLinking {
+            FileHandle.standardError.write(Data("another device of \(user) made their identity: give the bot a user of its own\n".utf8))
+            exit(1)
+        }
+    } catch {
+        FileHandle.standardError.write(Data("cannot set up end-to-end encryption: \(error)\n".utf8))
+        exit(1)
+    }
 }
 say("connected as \(user) to \(server)")
 

@@ -94,7 +94,8 @@ public struct ClientConfiguration: Sendable {
     /// `dataDirectory` (the keys live there) and an identity (`SIMPClient.setUpIdentity`,
     /// which also uploads this device's KeyPackages, with or without this). Texts and images to a user go
     /// sealed in the conversation's MLS group, made on the first send; the server stores and
-    /// forwards only ciphertext. A peer without keys cannot be sent to (`.endToEnd`); a
+    /// forwards only ciphertext. A peer without keys cannot be sent to (`.endToEnd`), nor a
+    /// user who does not exist (`.unknownUser`, "no such user"); a
     /// verified peer whose identity changed neither (`.identityChanged`) until verified again.
     /// Groups too: each is an MLS group of its members' devices. Sealed messages received are
     /// decrypted whatever this says.

@@ -1025,10 +1025,14 @@ actor ConversationKeys {
             case .success(let entry) where entry.user == peer: entries[peer] = entry
             case .success(let entry):
                 throw ClientError("the server answered \(entry.user)'s key directory for \(peer)", code: .endToEnd)
-            case .failure(let refused):
-                guard refused.code == .unknownUser else { throw refused }
-                if group != nil { continue }
+            case .failure(let refused) where group != nil && [.noIdentity, .unknownUser].contains(refused.code):
+                // A member without keys (or no longer a user) has no device to add.
+                continue
+            case .failure(let refused) where refused.code == .noIdentity:
                 throw ClientError("\(peer) has no identity key yet: their client has not set up end-to-end encryption", code: .endToEnd)
+            case .failure(let refused):
+                // A user who does not exist is told as such ("no such user"), not as one without keys.
+                throw refused
             }
             if try storeCall({ try store.isHeld(peer: peer) }) {
                 throw ClientError("\(peer)'s identity changed since you verified it: compare the new safety number "

@@ -138,9 +138,9 @@ extension SIMPClient {
         guard let own = try? store.ownKeys(), let identity = try? Curve25519.Signing.PrivateKey(rawRepresentation: own.identityKey) else {
             throw ClientError("this device has no identity yet: setUpIdentity() first")
         }
-        guard let entry = try await keyDirectoryIfAny(of: peer), let peerKey = IdentityKey(entry.identityKey),
+        guard let entry = try await publishedEntry(of: peer), let peerKey = IdentityKey(entry.identityKey),
               let ownKey = IdentityKey(Array(identity.publicKey.rawRepresentation)) else {
-            throw ClientError("\(peer) has published no identity key yet", code: .unknownUser)
+            throw ClientError("\(peer) has published no identity key yet", code: .noIdentity)
         }
         let record: ClientStore.PeerRecord
         do {
@@ -182,6 +182,19 @@ extension SIMPClient {
     func currentDevice() async throws(ClientError) -> String {
         guard let device = try? await loop.submit({ [self] in engine.device }).get() else { throw ClientError("the client is closed") }
         return device
+    }
+
+    /// `user`'s entry, nil when the user exists but published no identity key; a user who does
+    /// not exist is an error of its own (`.unknownUser`, "no such user"), not a user without keys.
+    private func publishedEntry(of user: String) async throws(ClientError) -> KeyDirectoryEntry? {
+        do {
+            let entry = try await keyDirectory(of: user)
+            return entry.identityKey.isEmpty ? nil : entry
+        } catch where error.code == .noIdentity {
+            return nil
+        } catch where error.code == .unknownUser {
+            throw ClientError("no such user: \(user)", code: .unknownUser)
+        }
     }
 
     private func keyDirectoryIfAny(of user: String) async throws(ClientError) -> KeyDirectoryEntry? {

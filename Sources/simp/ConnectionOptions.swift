@@ -124,7 +124,10 @@ struct ConnectionOptions: ParsableArguments {
         if plan.tls { config.tls = ClientTLS(caFile: ca, serverName: serverName) }
         config.allowPlaintext = allowPlaintext
         config.device = storage.device
-        // Not a usage error: "Error: ..." on stderr and exit 1.
+        // Not a usage error: "Error: ..." on stderr and exit 1. Whatever writes a data directory
+        // locks it, plaintext (`--no-e2e --data-dir`) too: two outboxes in one file would resend
+        // each other's messages. Plaintext without `--data-dir` writes none (its outbox is in
+        // memory): nothing to lock.
         if let directory = storage.directory {
             try DataDirectoryLock.take(directory, user: plan.user, wait: lockWait ?? (commandLine ? 30 : 0))
         }

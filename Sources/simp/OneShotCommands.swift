@@ -70,7 +70,7 @@ struct Send: AsyncParsableCommand {
             handle = try await client.sendTracked(to: to, text: text)
         } catch {
             await client.close()
-            output.problem(error.message)
+            output.notSent(to: to, error)
             throw ExitCode(ExitStatus.refused)
         }
         let untilAccepted = accepted || (to.hasPrefix("#") && !allDelivered)

@@ -180,6 +180,18 @@ final class Output: @unchecked Sendable {
         emit(object, human: id)
     }
 
+    /// `simp send`'s message refused before it left (no such user, a peer without keys, over
+    /// the size limit): the reason on stderr and, with --json, a `failed` object without an id
+    /// on stdout, with the server's code as a refusal after sending has it.
+    func notSent(to: String, _ error: ClientError) {
+        if json {
+            var object: [String: Any] = ["event": "failed", "to": to, "reason": error.message]
+            if let name = error.code?.protocolName { object["code"] = name }
+            emit(object, human: "")
+        }
+        problem(error.message)
+    }
+
     private static func changeLine(group: String, _ change: GroupChange) -> String {
         switch change.kind {
         case .added where change.by == change.member: return "\(safe(change.by)) created #\(safe(group))"

@@ -118,6 +118,69 @@ import Testing
         }
     }
 
+    /// A user who does not exist is "no such user" (UNKNOWN_USER), as the key directory answers,
+    /// not a user without keys; one who exists but published no identity key keeps that message.
+    @Test func aUserWhoDoesNotExistIsNoSuchUser() async throws {
+        let node = try ServerNode(e2e: nil)
+        defer { node.stop() }
+        // carol's account exists, but no client of hers ever made an identity.
+        try await register(node, "alice", "carol")
+        let home = home()
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let alice = try simp(node, home, "alice", [], ["--json"])
+        #expect(connected(alice), "stderr: \(alice.stderr)")
+        alice.write("/send nobody hi\n")
+        let unknown = alice.waitForLine(timeout: 30) { $0.contains(#""event":"error""#) }
+        #expect(unknown == #"{"code":"UNKNOWN_USER","event":"error","message":"no such user: nobody"}"#, "printed: \(alice.stdout)")
+        alice.write("/send carol hi\n")
+        let keyless = alice.waitForLine(timeout: 30) { $0.contains("carol") && $0.contains(#""event":"error""#) }
+        #expect(keyless == #"{"event":"error","message":"carol has no identity key yet: their client has not set up end-to-end encryption"}"#,
+                "printed: \(alice.stdout)")
+        alice.write("/quit\n")
+        #expect(alice.waitForExit(timeout: 30) == 0, "stderr: \(alice.stderr)")
+
+        // `simp send`: refused (exit 4), the reason on stderr; with --json the same `failed`
+        // object, with the server's code, as a refusal after sending.
+        let send = try simp(node, home, "alice", ["send", "--to", "nobody"], ["hi"])
+        #expect(send.waitForExit(timeout: 30) == 4, "stderr: \(send.stderr)")
+        #expect(send.stderr == "error: no such user: nobody\n", "stderr: \(send.stderr)")
+        let json = try simp(node, home, "alice", ["send", "--json", "--to", "nobody"], ["hi"])
+        #expect(json.waitForExit(timeout: 30) == 4, "stderr: \(json.stderr)")
+        #expect(json.stdout == #"{"code":"UNKNOWN_USER","event":"failed","reason":"no such user: nobody","to":"nobody"}"# + "\n")
+        let toCarol = try simp(node, home, "alice", ["send", "--json", "--to", "carol"], ["hi"])
+        #expect(toCarol.waitForExit(timeout: 30) == 4, "stderr: \(toCarol.stderr)")
+        #expect(toCarol.stderr.contains("carol has no identity key yet"), "stderr: \(toCarol.stderr)")
+        #expect(!toCarol.stdout.contains("UNKNOWN_USER"), "\(toCarol.stdout)")
+    }
+
+    /// A plaintext REPL (`--no-e2e`) writes a data directory only when given one (`--data-dir`:
+    /// its outbox, receipts and received messages), and then holds its lock as an encrypting one
+    /// does. Without one its outbox is in memory and it writes none: nothing to lock.
+    @Test func aPlaintextREPLLocksTheDataDirectoryItWritesAndWritesNoneUnlessGiven() async throws {
+        let node = try ServerNode()
+        defer { node.stop() }
+        try await register(node, "alice", "bob")
+        let home = home()
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let inMemory = try simp(node, home, "alice", [], ["--json", "--no-e2e", "--linger", "1"])
+        #expect(connected(inMemory), "stderr: \(inMemory.stderr)")
+        inMemory.write("/send bob in the clear\n")
+        #expect(inMemory.waitForLine(timeout: 30) { $0.contains(#""event":"accepted""#) } != nil, "printed: \(inMemory.stdout)")
+        #expect(!FileManager.default.fileExists(atPath: home + "/.local/share/simp"), "--no-e2e keeps no data directory")
+        inMemory.write("/quit\n")
+        #expect(inMemory.waitForExit(timeout: 30) == 0, "stderr: \(inMemory.stderr)")
+
+        let directory = home + "/plain"
+        let first = try simp(node, home, "alice", [], ["--json", "--no-e2e", "--data-dir", directory])
+        #expect(connected(first), "stderr: \(first.stderr)")
+        #expect(FileManager.default.fileExists(atPath: directory + "/alice.sqlite"))
+        let second = try simp(node, home, "alice", [], ["--json", "--no-e2e", "--data-dir", directory])
+        #expect(second.waitForExit(timeout: 30) == 1, "stderr: \(second.stderr)")
+        #expect(second.stderr.contains("the data directory \(directory) is in use by another simp"), "stderr: \(second.stderr)")
+        first.write("/quit\n")
+        #expect(first.waitForExit(timeout: 30) == 0, "stderr: \(first.stderr)")
+    }
+
     /// The data directory follows the XDG base directory spec: `$XDG_DATA_HOME/simp/DEVICE`, a
     /// relative XDG_DATA_HOME ignored (then ~/.local/share). Taken before connecting, so no
     /// server is needed to see it: the command then exits 6 (unreachable).
