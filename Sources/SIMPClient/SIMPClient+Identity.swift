@@ -142,6 +142,11 @@ extension SIMPClient {
               let ownKey = IdentityKey(Array(identity.publicKey.rawRepresentation)) else {
             throw ClientError("\(peer) has published no identity key yet", code: .noIdentity)
         }
+        // Another user's entry is never recorded as `peer`'s key: that would pin a key the
+        // caller then refuses, and report `peer`'s real one as a change at the next answer.
+        guard entry.user == peer else {
+            throw ClientError("the server answered \(entry.user)'s key directory for \(peer)", code: .endToEnd)
+        }
         let record: ClientStore.PeerRecord
         do {
             record = try store.record(peer: peer, identityKey: entry.identityKey, nowMillis: Date().millis)

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 @testable import SIMPClient
 import SIMPCore
@@ -12,6 +13,36 @@ import Testing
 /// approval is not encrypted to, and its owner's peers are warned").
 @Suite(.serialized) struct DirectoryTamperingTests {
     typealias E = EncryptedConversationTests
+
+    /// An answer for bob that names another user is refused before anything is recorded: bob's
+    /// key is not pinned from it (pinned, bob's real key would read as a change next time).
+    @Test func anAnswerNamingAnotherUserPinsNothing() async throws {
+        let cluster = try await TestCluster.start()
+        let proxy = try TamperingProxy(serverTCP: cluster.addresses.tcpPort, serverUDP: cluster.addresses.udpPort,
+                                       rule: .namesAnotherUser(for: "bob"))
+        let directories = (0..<2).map { _ in LocalHistoryTests.directory() }
+        defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
+        for user in ["alice", "bob"] { try await cluster.register(user) }
+        var configuration = cluster.clientConfiguration()
+        configuration.port = proxy.tcpPort
+        configuration.dataDirectory = directories[0]
+        configuration.endToEnd = true
+        let alice = SIMPClient(configuration: configuration)
+        try await alice.connect(user: "alice", password: "pw-alice")
+        let (bob, _) = try await E.connected(cluster, "bob", directories[1])
+        #expect(try await alice.setUpIdentity() == .created)
+        #expect(try await bob.setUpIdentity() == .created)
+
+        let refused = await #expect(throws: ClientError.self) { _ = try await alice.pinIdentity(of: "bob") }
+        #expect(refused?.message.contains("mallory's key directory for bob") == true, "\(String(describing: refused))")
+        let bobsKey = try Curve25519.Signing.PrivateKey(rawRepresentation: try #require(try await bob.identityStore().ownKeys()).identityKey)
+        let store = try await alice.identityStore()
+        #expect(try store.record(peer: "bob", identityKey: Array(bobsKey.publicKey.rawRepresentation), nowMillis: 0) == .new,
+                "nothing was recorded for bob")
+        for client in [alice, bob] { await client.close() }
+        proxy.stop()
+        await cluster.stop()
+    }
 
     @Test func aDeviceOfAnIdentityNotToldIsNeverEncryptedTo() async throws {
         let cluster = try await TestCluster.start()

@@ -23,6 +23,8 @@ final class TamperingProxy: @unchecked Sendable {
         /// device of its own certified by it (a server trying to slip a device in between the
         /// fetch a client pins the identity from and the one it reads the devices from).
         case twoIdentities(of: String)
+        /// Every key directory answer for the user names another user ("mallory") as its own.
+        case namesAnotherUser(for: String)
     }
 
     let rule: Rule?
@@ -131,6 +133,9 @@ final class TamperingProxy: @unchecked Sendable {
         case .keyDirectoryEntry(let entry) where rule == .twoIdentities(of: entry.user):
             let count = state.withLockedValue { $0.directoryAnswers += 1; return $0.directoryAnswers }
             if count.isMultiple(of: 2) { envelope.body = .keyDirectoryEntry(forged(entry)) }
+        case .keyDirectoryEntry(var entry) where rule == .namesAnotherUser(for: entry.user):
+            entry.user = "mallory"
+            envelope.body = .keyDirectoryEntry(entry)
         default:
             break
         }
@@ -222,7 +227,7 @@ final class TamperingProxy: @unchecked Sendable {
             }
         case .acceptsForeignBindTokens:
             guard header.kind == .bind else { return datagram }
-        case .boundCarriesARequestID, .twoIdentities:
+        case .boundCarriesARequestID, .twoIdentities, .namesAnotherUser:
             return datagram
         }
         let key = SymmetricKey(data: connected.sessionKey)
