@@ -40,12 +40,14 @@ import Testing
         }
     }
 
-    /// `--only 4.1` is one check, not 4.10-4.12 as well; `--only 4` is the section.
+    /// `--only 4.1` is one check, not 4.10-4.12 as well; `--only 4` is the section; no two
+    /// checks share an id.
     @Test func onlyPicksOneCheckOrOneSection() {
         #expect(Conformance.all.filter { $0.isIn("4.1") }.map(\.id) == ["4.1"])
         #expect(Conformance.all.filter { $0.isIn("4") }.map(\.id) == Conformance.all.filter { $0.id.hasPrefix("4.") }.map(\.id))
         #expect(Conformance.all.filter { $0.isIn("4.") }.count == Conformance.all.filter { $0.isIn("4") }.count)
         #expect(Conformance.all.filter { $0.isIn("4.1") || $0.isIn("4.10") }.count == 2)
+        #expect(Set(Conformance.all.map(\.id)).count == Conformance.all.count, "two checks share an id")
     }
 
     /// The checks' sealed messages are what the document says one is, though no member could
