@@ -36,9 +36,9 @@ public struct ConformanceFailure: Error, CustomStringConvertible {
     public init(_ description: String) { self.description = description }
 }
 
-/// The server under test: where it listens. A run registers two accounts of its own, once
-/// (a server allows few registrations per address an hour), and each check logs them in on
-/// connections of its own.
+/// The server under test: where it listens, and what a run learned of it. A run registers
+/// accounts of its own, each once (a server allows few registrations per address an hour), and
+/// each check logs them in on connections of its own.
 public struct ConformanceTarget: Sendable {
     public var host: String
     public var port: Int

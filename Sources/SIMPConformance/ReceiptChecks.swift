@@ -70,8 +70,8 @@ extension Conformance {
             let endToEnd = try target.endToEnd()
             let (alice, aliceName) = try target.boundPeer("a")
             let (bobPeer, bob) = try target.boundPeer("b")
-            // A block 4.30 left (run before this, or by another run of it): undone (an error when
-            // there is none is no matter).
+            // A block of alice's (4.30 leaves one) undone, so that the check stands alone: an
+            // error when there is none is no matter.
             _ = try bobPeer.request(39, .contactRequest(.with { $0.action = .unblock; $0.user = aliceName }))
             let group = "g" + String(UInt32.random(in: 0...UInt32.max), radix: 36)
             let created = try alice.request(40, .groupRequest(.with { $0.action = .create; $0.group = group; $0.users = [bob] }))
