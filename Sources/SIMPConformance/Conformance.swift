@@ -43,11 +43,14 @@ public struct ConformanceTarget: Sendable {
     public var host: String
     public var port: Int
     private let accounts = Accounts()
-    private let learned = Learned()
+    private let learned: Learned
 
-    public init(host: String, port: Int) {
+    /// `endToEnd`: what the server is to require, where a check's subject is plaintext; nil
+    /// (the tool's way): learned from the server (`endToEnd()`).
+    public init(host: String, port: Int, endToEnd: EndToEnd? = nil) {
         self.host = host
         self.port = port
+        learned = Learned(endToEnd: endToEnd)
     }
 
     /// The IPv4 address of `host` (a name, or an address already), nil when it has none.
@@ -96,6 +99,10 @@ public struct ConformanceTarget: Sendable {
     final class Learned: @unchecked Sendable {
         private let lock = NSLock()
         private var endToEnd: EndToEnd?
+
+        init(endToEnd: EndToEnd?) {
+            self.endToEnd = endToEnd
+        }
 
         func endToEnd(probe: () throws -> EndToEnd) throws -> EndToEnd {
             try lock.withLock {

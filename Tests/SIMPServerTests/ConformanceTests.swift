@@ -32,8 +32,9 @@ import Testing
         await run(port: cluster.addresses.tcpPort, only: prefix)
     }
 
-    func run(port: Int, only prefix: String = "", ids: Set<String>? = nil) async -> [ConformanceResult] {
-        let target = ConformanceTarget(host: "127.0.0.1", port: port)
+    func run(port: Int, only prefix: String = "", ids: Set<String>? = nil,
+             endToEnd: ConformanceTarget.EndToEnd? = nil) async -> [ConformanceResult] {
+        let target = ConformanceTarget(host: "127.0.0.1", port: port, endToEnd: endToEnd)
         let checks = Conformance.all.filter { check in check.id.hasPrefix(prefix) && (ids?.contains(check.id) ?? true) }
         return await withCheckedContinuation { done in
             Thread { done.resume(returning: Conformance.run(target, checks: checks)) }.start()
@@ -107,6 +108,17 @@ import Testing
         let results = await run(port: cluster.addresses.tcpPort, ids: Set(Conformance.all.map(\.id).filter { !$0.hasPrefix("5.") }))
         #expect(results.contains { $0.id == "4.29" })
         #expect(results.allSatisfy { $0.passed }, "\(results.filter { !$0.passed }.map { "\($0.id): \($0.detail)" })")
+        await cluster.stop()
+    }
+
+    /// The checks whose subject is plaintext, run as for a server that requires end-to-end
+    /// encryption against one that takes plaintext, each fail: what they expect of
+    /// `--e2e required` (nothing relayed, told or stored) is checked, not assumed.
+    @Test func aServerTakingPlaintextWhereRequiredIsExpectedFailsThePlaintextChecks() async throws {
+        let cluster = try await Self.server { $0.endToEnd = .optional }
+        let plaintext: Set = ["2.5", "4.14", "4.19", "4.20", "4.29"]
+        let failed = await run(port: cluster.addresses.tcpPort, ids: plaintext, endToEnd: .required).filter { !$0.passed }
+        #expect(Set(failed.map(\.id)) == plaintext, "\(failed.map { "\($0.id): \($0.detail)" })")
         await cluster.stop()
     }
 
