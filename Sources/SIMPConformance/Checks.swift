@@ -181,7 +181,8 @@ extension Conformance {
         ConformanceCheck("4.1", "4. Messages", "a message is accepted with a seq, pushed with it, and delivered after the receipt") { target in
             let (alice, _) = try target.boundPeer("a")
             let (bobPeer, bob) = try target.boundPeer("b")
-            alice.sendDatagram(.data, try message(id: "m1", to: bob, order: 1, text: "hello"))
+            let content = sealedContent()
+            alice.sendDatagram(.data, try message(id: "m1", to: bob, order: 1, content: content))
             let answers = try alice.answers(until: "m1")
             guard let accepted = answers.last, accepted.kind == "accepted", accepted.seq > 0 else {
                 throw ConformanceFailure("no accepted with a seq: \(answers)")
@@ -192,7 +193,7 @@ extension Conformance {
                 if push.messageID == "m1" { found = push }
             }
             guard let push = found else { throw ConformanceFailure("the message was not pushed to its recipient") }
-            try expect(push.seq == accepted.seq && push.content == "hello" && push.messageID == "m1",
+            try expect(push.seq == accepted.seq && push.type == .sealed && push.content == content && push.messageID == "m1",
                        "pushed seq \(push.seq) id \(push.messageID), accepted seq \(accepted.seq)")
             bobPeer.writeRaw(bobPeer.frame(Simp_Envelope(requestID: 9, .receipt(.with { $0.upToSeq = push.seq }))))
             var delivered: Simp_Delivered?
@@ -285,15 +286,25 @@ extension Conformance {
         },
     ]
 
-    /// A DATA payload: a text message in send order.
-    static func message(id: String, to user: String, order: UInt64, text: String = "conformance") throws -> [UInt8] {
+    /// A DATA payload: a message in send order, SEALED unless `type` says otherwise (a check whose
+    /// subject is plaintext), so that a server takes it whether or not it requires end-to-end
+    /// encryption. Its content by default a made-up sealed one (`sealedContent`).
+    static func message(id: String, to user: String, order: UInt64, type: Simp_Message.MessageType = .sealed,
+                        content: String = Conformance.sealedContent()) throws -> [UInt8] {
         try Simp_Message.with {
             $0.version = 1
             $0.messageID = id
             $0.toUser = user
-            $0.content = text
+            $0.type = type
+            $0.content = content
             $0.clientSeq = order
         }.serializedBytes()
+    }
+
+    /// A SEALED message's content as the document has it: the standard base64 of an MLS
+    /// PrivateMessage, here one with random ciphertext (`MLSFraming`): the server cannot tell.
+    static func sealedContent(ciphertextBytes: Int = 80) -> String {
+        Data(MLSFraming.privateMessage(ciphertextBytes: ciphertextBytes)).base64EncodedString()
     }
 }
 

@@ -36,17 +36,21 @@ public struct ConformanceFailure: Error, CustomStringConvertible {
     public init(_ description: String) { self.description = description }
 }
 
-/// The server under test: where it listens. A run registers two accounts of its own, once
-/// (a server allows few registrations per address an hour), and each check logs them in on
-/// connections of its own.
+/// The server under test: where it listens, and what a run learned of it. A run registers
+/// accounts of its own, each once (a server allows few registrations per address an hour), and
+/// each check logs them in on connections of its own.
 public struct ConformanceTarget: Sendable {
     public var host: String
     public var port: Int
     private let accounts = Accounts()
+    private let learned: Learned
 
-    public init(host: String, port: Int) {
+    /// `endToEnd`: what the server is to require, where a check's subject is plaintext; nil
+    /// (the tool's way): learned from the server (`endToEnd()`).
+    public init(host: String, port: Int, endToEnd: EndToEnd? = nil) {
         self.host = host
         self.port = port
+        learned = Learned(endToEnd: endToEnd)
     }
 
     /// The IPv4 address of `host` (a name, or an address already), nil when it has none.
@@ -78,6 +82,57 @@ public struct ConformanceTarget: Sendable {
                 users[slot] = made
                 return made
             }
+        }
+    }
+
+    /// Whether the server takes plaintext messages besides sealed ones (docs/PROTOCOL.md, Sealed
+    /// messages): SIMP's server's `--e2e` setting, `required` by default.
+    public enum EndToEnd: String, Sendable {
+        /// Plaintext messages, read marks and typing are taken, as are sealed ones.
+        case optional
+        /// Only sealed ones: a plaintext message is `failed{E2E_REQUIRED}`, a `markRead` naming a
+        /// mark is `E2E_REQUIRED`, a plain TYPING is dropped.
+        case required
+    }
+
+    /// What the run learned of the server, once.
+    final class Learned: @unchecked Sendable {
+        private let lock = NSLock()
+        private var endToEnd: EndToEnd?
+
+        init(endToEnd: EndToEnd?) {
+            self.endToEnd = endToEnd
+        }
+
+        func endToEnd(probe: () throws -> EndToEnd) throws -> EndToEnd {
+            try lock.withLock {
+                if let endToEnd { return endToEnd }
+                let found = try probe()
+                endToEnd = found
+                return found
+            }
+        }
+    }
+
+    /// Whether the server requires end-to-end encryption, learned once a run from how it answers
+    /// a plaintext message between the run's accounts: `accepted` is `optional`,
+    /// `failed{E2E_REQUIRED}` `required`. The checks whose subject is plaintext (a plain TYPING,
+    /// `markRead`, a plaintext message) then expect what the document says of that mode.
+    public func endToEnd() throws -> EndToEnd {
+        try learned.endToEnd(probe: probeEndToEnd)
+    }
+
+    /// Sent from a device of its own ("probe"): a check's session of the account's default
+    /// device, open while it asks, is not replaced.
+    private func probeEndToEnd() throws -> EndToEnd {
+        let (peer, _) = try boundPeer("a", device: "probe")
+        let recipient = try account("b").user
+        peer.sendDatagram(.data, try Conformance.message(id: "e2e-probe", to: recipient, order: 1, type: .text, content: "plaintext"))
+        let answer = try peer.answers(until: "e2e-probe").last
+        switch answer?.kind {
+        case "accepted": return .optional
+        case "failed e2e_required": return .required
+        default: throw ConformanceFailure("a plaintext message was answered \(String(describing: answer)): neither accepted (--e2e optional) nor failed E2E_REQUIRED (--e2e required)")
         }
     }
 

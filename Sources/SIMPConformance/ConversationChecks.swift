@@ -33,7 +33,8 @@ extension Conformance {
             try expect(try x.answers(until: "s3").last?.kind == "failed not_a_contact", "a blocked sender's message was not refused")
         },
         ConformanceCheck("4.14", "4. Messages, Read receipts",
-                         "a receipt and a read mark of the message, written together (receipt first), reach its sender as a READ push naming it") { target in
+                         "a receipt and a read mark of the message, written together (receipt first), reach its sender as a READ push naming it; under --e2e required the mark is E2E_REQUIRED and nothing is told") { target in
+            let endToEnd = try target.endToEnd()
             let (x, xName) = try target.boundPeer("c")
             let (y, yName) = try target.boundPeer("d")
             try strangers(x, xName, y, yName)
@@ -42,13 +43,14 @@ extension Conformance {
             // One write: the server takes a connection's frames in order, so the mark sees the receipt.
             let mark = Simp_Envelope(requestID: 31, .markRead(.with { $0.reads = [.with { $0.fromUser = pushed.fromUser; $0.messageID = "r1"; $0.seq = pushed.seq }] }))
             y.writeRaw(y.frame(Simp_Envelope(requestID: 30, .receipt(.with { $0.upToSeq = pushed.seq }))) + y.frame(mark))
-            let marked = try y.response(to: 31)
-            guard case .ok? = marked?.body else { throw ConformanceFailure("markRead: \(describe(marked))") }
+            try expectMarkAnswer(try y.response(to: 31), endToEnd)
+            if endToEnd == .required { return try expectNoRead(to: x, from: y, address: xName, after: "r2") }
             guard let read = try x.push(of: { $0.type == .read }) else { throw ConformanceFailure("no READ pushed") }
             try expect(read.fromUser == yName && read.content == "r1", "READ: \(read)")
         },
         ConformanceCheck("4.20", "4. Messages, Receipts",
-                         "a receipt that holds what it received (`receivedUpToSeq` above `upToSeq`) confirms nothing more: a read mark of a held message is left out, one of a confirmed message is told") { target in
+                         "a receipt that holds what it received (`receivedUpToSeq` above `upToSeq`) confirms nothing more: a read mark of a held message is left out, one of a confirmed message is told; under --e2e required each mark is E2E_REQUIRED and nothing is told") { target in
+            let endToEnd = try target.endToEnd()
             // Accounts of their own: another check's READ left in an inbox would come first.
             let (x, xName) = try target.boundPeer("s")
             let (y, yName) = try target.boundPeer("t")
@@ -62,21 +64,28 @@ extension Conformance {
             // Both arrived, neither is confirmed: the mark of h1 must be left out.
             let held = Simp_Envelope(requestID: 40, .receipt(.with { $0.upToSeq = first.seq - 1; $0.receivedUpToSeq = second.seq }))
             y.writeRaw(y.frame(held) + y.frame(Simp_Envelope(requestID: 41, mark(first, "h1"))))
-            guard case .ok? = try y.response(to: 41)?.body else { throw ConformanceFailure("the first markRead was not answered ok") }
+            try expectMarkAnswer(try y.response(to: 41), endToEnd)
             // Now both are confirmed, and h2 is marked: its READ is the first x gets.
             let confirmed = Simp_Envelope(requestID: 42, .receipt(.with { $0.upToSeq = second.seq }))
             y.writeRaw(y.frame(confirmed) + y.frame(Simp_Envelope(requestID: 43, mark(second, "h2"))))
-            guard case .ok? = try y.response(to: 43)?.body else { throw ConformanceFailure("the second markRead was not answered ok") }
+            try expectMarkAnswer(try y.response(to: 43), endToEnd)
+            if endToEnd == .required { return try expectNoRead(to: x, from: y, address: xName, after: "h3") }
             guard let read = try x.push(of: { $0.type == .read }) else { throw ConformanceFailure("no READ pushed") }
             try expect(read.content == "h2", "the first READ names \(read.content): a held receipt was taken as confirming h1")
         },
-        ConformanceCheck("2.5", "2. Datagrams, Typing and presence", "a TYPING datagram naming a user reaches that user as a TYPING datagram naming the typer") { target in
+        ConformanceCheck("2.5", "2. Datagrams, Typing and presence",
+                         "a TYPING datagram naming a user reaches that user as a TYPING datagram naming the typer; under --e2e required it is dropped, and a sealed one after it reaches the user") { target in
+            let endToEnd = try target.endToEnd()
             let (x, xName) = try target.boundPeer("c")
             let (y, yName) = try target.boundPeer("d")
             try strangers(x, xName, y, yName)
-            x.sendDatagram(.typing, Array(yName.utf8))
+            x.sendDatagram(.typing, SealedSignals.TypingBody(user: yName).bytes)
+            // Under --e2e required a sealed one follows: had the plain one been relayed, it came first.
+            let sealed = SealedSignals.TypingBody(user: yName, sealed: MLSFraming.privateMessage(ciphertextBytes: 40))
+            if endToEnd == .required { x.sendDatagram(.typing, sealed.bytes) }
             guard let typing = try y.datagram(of: .typing) else { throw ConformanceFailure("no TYPING datagram") }
-            try expect(String(decoding: typing, as: UTF8.self) == xName, "TYPING names \(String(decoding: typing, as: UTF8.self))")
+            let expected = endToEnd == .required ? sealed.naming(xName) : SealedSignals.TypingBody(user: xName)
+            try expect(typing == expected.bytes, "under --e2e \(endToEnd) the first TYPING was \(SealedSignals.TypingBody(typing).map { "\($0)" } ?? "\(typing)")")
         },
         ConformanceCheck("2.6", "2. Datagrams, Typing and presence", "a contact whose last session ends is told as a PRESENCE datagram: USER offline MS") { target in
             let (x, xName) = try target.boundPeer("c")
@@ -97,6 +106,26 @@ extension Conformance {
                        "PRESENCE says \(String(decoding: presence, as: UTF8.self))")
         },
     ]
+
+    /// A `markRead`'s answer in the server's mode: `ok`, or under `--e2e required`
+    /// `E2E_REQUIRED` (reads go sealed there: Read receipts).
+    static func expectMarkAnswer(_ answer: Simp_Envelope?, _ endToEnd: ConformanceTarget.EndToEnd) throws {
+        switch endToEnd {
+        case .optional:
+            guard case .ok? = answer?.body else { throw ConformanceFailure("markRead: \(describe(answer))") }
+        case .required:
+            try expect(errorCode(answer) == .e2ERequired, "markRead under --e2e required: \(describe(answer))")
+        }
+    }
+
+    /// A mark refused `E2E_REQUIRED` tells nothing: the sender's pushes up to a sealed message
+    /// the reader sends after the refusal (its first in this session, to `address`: the sender,
+    /// or their group) hold no READ, as one stored for the mark would come before it.
+    static func expectNoRead(to sender: RawPeer, from reader: RawPeer, address: String, after id: String) throws {
+        reader.sendDatagram(.data, try message(id: id, to: address, order: 1))
+        let reads = try sender.pushes(until: id).filter { $0.type == .read }
+        try expect(reads.isEmpty, "a READ was told of a mark refused E2E_REQUIRED: \(reads)")
+    }
 
     /// Undoes what an earlier check (or run) left between x and y: contacts-only off, last-seen
     /// on, no block, no contact or request. Refusals (nothing to undo) are expected.

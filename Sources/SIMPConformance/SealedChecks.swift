@@ -10,12 +10,11 @@ extension Conformance {
                          "a SEALED message (base64 of an MLS PrivateMessage) is pushed with its content unchanged; one whose content is not that is BAD_REQUEST") { target in
             let (alice, _) = try target.boundPeer("a")
             let (bobPeer, bob) = try target.boundPeer("b")
-            // The form only: version mls10, wire format mls_private_message, then opaque bytes.
-            let content = Data(SealedText.privateMessagePrefix + (0..<120).map { UInt8(truncatingIfNeeded: $0 &* 37) }).base64EncodedString()
-            alice.sendDatagram(.data, try sealedMessage(id: "s1", to: bob, order: 1, content: content))
+            let content = sealedContent(ciphertextBytes: 120)
+            alice.sendDatagram(.data, try message(id: "s1", to: bob, order: 1, content: content))
             guard let pushed = try bobPeer.push(of: "s1") else { throw ConformanceFailure("a SEALED message was not pushed") }
             try expect(pushed.type == .sealed && pushed.content == content, "pushed as \(pushed)")
-            alice.sendDatagram(.data, try sealedMessage(id: "s2", to: bob, order: 2, content: "not base64 of an MLS message"))
+            alice.sendDatagram(.data, try message(id: "s2", to: bob, order: 2, content: "not base64 of an MLS message"))
             let answers = try alice.answers(until: "s2")
             try expect(answers.last?.kind == "failed bad_request", "a SEALED message with a plaintext content: \(answers)")
         },
@@ -24,17 +23,17 @@ extension Conformance {
             let (alice, aliceName) = try target.boundPeer("a")
             let (bobPeer, bob) = try target.boundPeer("b")
             try strangers(alice, aliceName, bobPeer, bob)
-            let content = Data(SealedText.privateMessagePrefix + (0..<60).map { UInt8(truncatingIfNeeded: $0 &* 53) }).base64EncodedString()
-            alice.sendDatagram(.data, try sealedMessage(id: "sr1", to: bob, order: 1, content: content, type: .sealedRead))
+            let content = sealedContent(ciphertextBytes: 60)
+            alice.sendDatagram(.data, try message(id: "sr1", to: bob, order: 1, type: .sealedRead, content: content))
             guard let pushed = try bobPeer.push(of: "sr1") else { throw ConformanceFailure("a SEALED_READ was not pushed") }
             try expect(pushed.type == .sealedRead && pushed.content == content && pushed.fromUser == aliceName, "pushed as \(pushed)")
-            alice.sendDatagram(.data, try sealedMessage(id: "sr2", to: "#nosuchgroup", order: 2, content: content, type: .sealedRead))
-            alice.sendDatagram(.data, try sealedMessage(id: "sr3", to: bob, order: 3, content: "r1 r2", type: .sealedRead))
+            alice.sendDatagram(.data, try message(id: "sr2", to: "#nosuchgroup", order: 2, type: .sealedRead, content: content))
+            alice.sendDatagram(.data, try message(id: "sr3", to: bob, order: 3, type: .sealedRead, content: "r1 r2"))
             let refused = try alice.answers(until: "sr3")
             try expect(refused.filter { $0.id != "sr1" }.map(\.kind) == ["failed bad_request", "failed bad_request"], "answers: \(refused)")
             _ = try bobPeer.request(92, .settingsRequest(.with { $0.set = [.with { $0.name = "read-receipts"; $0.value = "off" }] }))
             defer { _ = try? bobPeer.request(93, .settingsRequest(.with { $0.set = [.with { $0.name = "read-receipts"; $0.value = "on" }] })) }
-            alice.sendDatagram(.data, try sealedMessage(id: "sr4", to: bob, order: 4, content: content, type: .sealedRead))
+            alice.sendDatagram(.data, try message(id: "sr4", to: bob, order: 4, type: .sealedRead, content: content))
             let off = try alice.answers(until: "sr4")
             try expect(off.last?.kind == "failed not_a_contact", "a SEALED_READ to a user with read receipts off: \(off)")
         },
@@ -53,16 +52,16 @@ extension Conformance {
             }
             _ = try bobPeer.request(22, .settingsRequest(.with { $0.set = [.with { $0.name = "contacts-only"; $0.value = "on" }] }))
             defer { _ = try? bobPeer.request(23, .settingsRequest(.with { $0.set = [.with { $0.name = "contacts-only"; $0.value = "off" }] })) }
-            let content = Data(SealedText.privateMessagePrefix + (0..<60).map { UInt8(truncatingIfNeeded: $0 &* 59) }).base64EncodedString()
+            let content = sealedContent(ciphertextBytes: 60)
             let address = bob + "#" + group
-            alice.sendDatagram(.data, try sealedMessage(id: "gr1", to: address, order: 1, content: content, type: .sealedRead))
+            alice.sendDatagram(.data, try message(id: "gr1", to: address, order: 1, type: .sealedRead, content: content))
             guard let pushed = try bobPeer.push(of: "gr1") else { throw ConformanceFailure("a group's SEALED_READ was not pushed") }
             try expect(pushed.type == .sealedRead && pushed.content == content && pushed.toUser == address && pushed.fromUser == aliceName,
                        "pushed as \(pushed)")
-            alice.sendDatagram(.data, try sealedMessage(id: "gr2", to: carol + "#" + group, order: 2, content: content, type: .sealedRead))
+            alice.sendDatagram(.data, try message(id: "gr2", to: carol + "#" + group, order: 2, type: .sealedRead, content: content))
             let answers = try alice.answers(until: "gr2")
             try expect(answers.last?.kind == "failed not_a_contact", "a group's SEALED_READ to a user not in the group: \(answers)")
-            carolPeer.sendDatagram(.data, try sealedMessage(id: "gr3", to: address, order: 1, content: content, type: .sealedRead))
+            carolPeer.sendDatagram(.data, try message(id: "gr3", to: address, order: 1, type: .sealedRead, content: content))
             let stranger = try carolPeer.answers(until: "gr3")
             try expect(stranger.last?.kind == "failed not_a_member", "a group's SEALED_READ from a reader not in the group: \(stranger)")
         },
@@ -71,22 +70,35 @@ extension Conformance {
             let (x, xName) = try target.boundPeer("c")
             let (y, yName) = try target.boundPeer("d")
             try strangers(x, xName, y, yName)
-            let mls = SealedText.privateMessagePrefix + (0..<40).map { UInt8(truncatingIfNeeded: $0 &* 29) }
-            x.sendDatagram(.typing, Array(yName.utf8) + [0] + mls)
+            let sealed = SealedSignals.TypingBody(user: yName, sealed: MLSFraming.privateMessage(ciphertextBytes: 40))
+            x.sendDatagram(.typing, sealed.bytes)
             guard let typing = try y.datagram(of: .typing) else { throw ConformanceFailure("no TYPING datagram") }
-            try expect(typing == Array(xName.utf8) + [0] + mls, "TYPING was \(typing)")
+            try expect(typing == sealed.naming(xName).bytes, "TYPING was \(typing)")
+        },
+        ConformanceCheck("4.29", "4. Messages, Sealed messages",
+                         "a plaintext message under --e2e required is failed E2E_REQUIRED, and nothing is stored or pushed (a sealed one after it is); under --e2e optional it is accepted and pushed unchanged") { target in
+            let endToEnd = try target.endToEnd()
+            let (alice, aliceName) = try target.boundPeer("a")
+            let (bobPeer, bob) = try target.boundPeer("b")
+            try strangers(alice, aliceName, bobPeer, bob)
+            alice.sendDatagram(.data, try message(id: "p1", to: bob, order: 1, type: .text, content: "plaintext"))
+            // The sealed one after it: what was stored before it is pushed before it.
+            alice.sendDatagram(.data, try message(id: "p2", to: bob, order: 2))
+            let answers = try alice.answers(until: "p2").map(\.kind)
+            let plaintext = try bobPeer.pushes(until: "p2").filter { $0.messageID == "p1" }
+            switch endToEnd {
+            case .required:
+                try expect(answers == ["failed e2e_required", "accepted"], "answers: \(answers)")
+                try expect(plaintext.isEmpty, "the refused plaintext message was pushed: \(plaintext)")
+                let reply = try alice.request(60, .history(.with { $0.peer = bob; $0.limit = 5 }))
+                guard case .historyResult(let page)? = reply?.body else { throw ConformanceFailure("history: \(describe(reply))") }
+                try expect(!page.messages.contains { $0.messageID == "p1" } && page.messages.last?.messageID == "p2",
+                           "the conversation's history: \(page.messages.map(\.messageID))")
+            case .optional:
+                try expect(answers == ["accepted", "accepted"], "answers: \(answers)")
+                try expect(plaintext.count == 1 && plaintext.first?.type == .text && plaintext.first?.content == "plaintext",
+                           "pushed as \(plaintext)")
+            }
         },
     ]
-
-    static func sealedMessage(id: String, to user: String, order: UInt64, content: String,
-                              type: Simp_Message.MessageType = .sealed) throws -> [UInt8] {
-        try Simp_Message.with {
-            $0.version = 1
-            $0.messageID = id
-            $0.toUser = user
-            $0.type = type
-            $0.content = content
-            $0.clientSeq = order
-        }.serializedBytes()
-    }
 }

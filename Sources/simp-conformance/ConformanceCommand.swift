@@ -7,7 +7,7 @@ struct ConformanceCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "simp-conformance",
         abstract: "Checks a SIMP server against docs/PROTOCOL.md on the wire: numbered checks per section, PASS or FAIL each.",
-        discussion: "It registers accounts of its own (random names starting with a, b or d.x-y_) and assumes the server's default limits, and a server that takes plaintext (simp-server --e2e optional: most checks send plaintext messages, which its default refuses with E2E_REQUIRED); the 5.x checks wait for the server's heartbeat (a minute and a half each at the default 60 s). Exit status 0 when every check passes, 1 when one fails.")
+        discussion: "It registers accounts of its own (random names, one starting with d.x-y_) and assumes the server's default limits. It passes against a server with its default settings (simp-server --e2e required) as against one that takes plaintext (--e2e optional): its messages and typing go sealed (made-up MLS PrivateMessages, which a server cannot tell from real ones), and from how the server answers one plaintext message it learns which the server is, and expects what docs/PROTOCOL.md says of that mode where plaintext is a check's subject (2.5, 4.14, 4.19, 4.20, 4.29). The 5.x checks wait for the server's heartbeat (a minute and a half each at the default 60 s). Exit status 0 when every check passes, 1 when one fails.")
 
     @Option(name: .long, help: "The server's control address, HOST:PORT (a host name or an IPv4 address).")
     var server: String

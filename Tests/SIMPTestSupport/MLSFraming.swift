@@ -1,8 +1,10 @@
 /// Hand-made MLS messages (RFC 9420 section 6) for tests and conformance checks that drive a
-/// server's commit order without a group: the server reads a commit's framing (its wire format,
-/// group id, epoch, sender and content type) and whether it and its Welcomes decode, but cannot
-/// verify them, so a commit with a made-up signature and tags passes it. No member would accept
-/// one. Encoded by hand, from the RFC's structs, so that a check needs no MLS library.
+/// server's commit order, or send it sealed messages, without a group: the server reads a
+/// commit's framing (its wire format, group id, epoch, sender and content type) and whether it
+/// and its Welcomes decode, and only the first four bytes of a private message, but cannot
+/// verify them, so a commit with a made-up signature and tags, or a private message with random
+/// ciphertext, passes it. No member would accept one. Encoded by hand, from the RFC's structs,
+/// so that a check needs no MLS library.
 public enum MLSFraming {
     /// An `MLSMessage` `mls_public_message` whose `FramedContent` is an empty commit (no
     /// proposals, no path) in `group` on `epoch` from the member at `leaf`, with a random
@@ -24,6 +26,24 @@ public enum MLSFraming {
         opaque(random(64), &out)             // signature
         opaque(random(32), &out)             // confirmation_tag
         opaque(random(32), &out)             // membership_tag
+        return out
+    }
+
+    /// An `MLSMessage` `mls_private_message` (an application message) in `group` on `epoch`, as
+    /// a SEALED message's content carries one (docs/PROTOCOL.md, Sealed messages), with random
+    /// `encrypted_sender_data` (a `SenderData`'s 12 bytes and a 16-byte tag) and
+    /// `ciphertextBytes` random bytes of ciphertext. The server checks only its first four bytes
+    /// and cannot decrypt it; no member could open it.
+    public static func privateMessage(group: [UInt8] = MLSFraming.groupID(), epoch: UInt64 = 1, ciphertextBytes: Int = 80) -> [UInt8] {
+        var out: [UInt8] = []
+        uint16(1, &out)                      // version mls10
+        uint16(2, &out)                      // wire_format mls_private_message
+        opaque(group, &out)                  // group_id
+        for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: epoch >> UInt64(shift))) }
+        out.append(1)                        // content_type application
+        opaque([], &out)                     // authenticated_data
+        opaque(made(28, nil), &out)          // encrypted_sender_data
+        opaque(made(ciphertextBytes, nil), &out) // ciphertext
         return out
     }
 
