@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import SIMPClient
 
 /// $XDG_DATA_HOME/simp (default ~/.local/share/simp): the data directories `simp` keeps without
@@ -37,15 +38,16 @@ enum DataHome {
 /// MLS keys (a key used twice) and each would overwrite the other's state. Held until the
 /// process exits (the kernel lets go of it then, whatever the exit).
 enum DataDirectoryLock {
-    /// The lock files held by this process, kept open. Taken and let go by the command's own
-    /// task, one after the other (`ConnectionOptions.configuration`, `prepareOneShotDevice`).
-    nonisolated(unsafe) private static var held: [String: Int32] = [:]
+    /// The lock files held by this process, kept open (by path). Taken and let go by the
+    /// command's own task, one after the other (`ConnectionOptions.configuration`,
+    /// `prepareOneShotDevice`); a mutex all the same, which costs nothing here.
+    private static let held = Mutex<[String: Int32]>([:])
 
     /// Takes `DIR/USER.lock`, waiting up to `wait` seconds for another process to let go; throws
     /// a message that says who holds it and what to do.
     static func take(_ directory: String, user: String, wait: Double) throws {
         let path = (directory as NSString).appendingPathComponent("\(user).lock")
-        if held[path] != nil { return }
+        if held.withLock({ $0[path] }) != nil { return }
         do {
             // The user's alone, as the library makes it: the directory holds private keys.
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
@@ -71,13 +73,13 @@ enum DataDirectoryLock {
             }
             usleep(100_000)
         }
-        held[path] = fd
+        held.withLock { $0[path] = fd }
     }
 
     /// Lets go of `DIR/USER.lock` (taken for a while only: `ConnectionOptions.prepareOneShotDevice`).
     static func release(_ directory: String, user: String) {
         let path = (directory as NSString).appendingPathComponent("\(user).lock")
-        guard let fd = held.removeValue(forKey: path) else { return }
+        guard let fd = held.withLock({ $0.removeValue(forKey: path) }) else { return }
         close(fd)
     }
 }
