@@ -497,7 +497,7 @@ actor ConversationKeys {
             try await catchUpUnlessRefused(conversation, client: client)
             return
         }
-        let validator = try await validator(for: conversation, client: client)
+        let validator = try await joiningValidator(for: conversation, client: client, creating: creating)
         for _ in 0..<3 {
             let page = try await client.fetchCommits(in: conversation, fromEpoch: 0, join: true)
             // This device made the group and was stopped before it kept it.
@@ -510,7 +510,12 @@ actor ConversationKeys {
             }
             if let welcome = page.welcome {
                 try await join(conversation, welcome, validator: validator, client: client)
-                try await catchUpUnlessRefused(conversation, client: client)
+                do {
+                    try await catchUpUnlessRefused(conversation, client: client)
+                } catch let error as ClientError where error.code == .notAMember {
+                    // A former member: its group stays at the Welcome's epoch, for what was sent
+                    // to it then; what came later names a later epoch and is not its to read.
+                }
                 try await refillKeyPackages(client)
                 return
             }
@@ -548,6 +553,9 @@ actor ConversationKeys {
                     do {
                         validator = try await including(unknown.user, in: validator, client: client)
                         checkMembersNext(conversation)
+                    } catch let error as ClientError where Self.openLater(error) {
+                        // The directory did not answer: the message is opened later, not refused.
+                        throw error
                     } catch {
                         refused = error
                         break
@@ -559,6 +567,37 @@ actor ConversationKeys {
             }
         }
         throw OpenFailure.mls("the Welcome names none of this device's KeyPackages" + (refused.map { " (or its group is refused: \($0))" } ?? ""))
+    }
+
+    /// The validator a device with no state for the conversation joins or creates it with:
+    /// `validator(for:)`, or, for a user removed from the group before this device joined (the
+    /// server still hands it the Welcome of its addition, and it reads what was sent to it
+    /// while a member), `formerMemberValidator`.
+    private func joiningValidator(for conversation: String, client: SIMPClient, creating: Bool) async throws -> DirectoryValidator {
+        do {
+            return try await validator(for: conversation, client: client)
+        } catch {
+            guard error.code == .notAMember, !creating else { throw error }
+            return try await formerMemberValidator(client: client)
+        }
+    }
+
+    /// For a device of a user removed from a group before it joined: this user's own certified
+    /// devices, every other leaf of the Welcome's tree read as a former member's (`NotKnown`,
+    /// at most `DirectoryValidator.maxFormerMembers` users). The members list is a member's to
+    /// read, and the Welcome is all this device will use the group for.
+    private func formerMemberValidator(client: SIMPClient) async throws(ClientError) -> DirectoryValidator {
+        let own = try await Self.entry(of: user, client: client).get()
+        if own.user != user || own.identityKey != identityPublic {
+            throw ClientError("the server gives another identity key for \(user) than this device's", code: .endToEnd)
+        }
+        var keys: [[UInt8]: [UInt8]] = [:]
+        for device in verifiedDevices(of: own) {
+            keys[KeyDirectoryRules.credentialIdentity(user: user, device: device.device)] = device.deviceKey
+        }
+        var validator = DirectoryValidator(keys: keys, owners: [user])
+        validator.admitsFormerMembers = true
+        return validator
     }
 
     /// `validator` with `user`'s certified devices for checking leaves (a member since removed):
@@ -969,6 +1008,10 @@ actor ConversationKeys {
                     validator = try await including(unknown.user, in: validator, client: client)
                     checkMembersNext(conversation)
                     continue
+                } catch let error as ClientError where Self.openLater(error) {
+                    // The directory did not answer (what was processed is kept): the message
+                    // is opened later, and no commit is refused for it.
+                    throw error
                 } catch {
                     refused = (unknown.due, unknown.stored, "\(error)")
                 }

@@ -102,6 +102,39 @@ import Testing
         await cluster.stop()
     }
 
+    /// dave is added to #crew and removed again while his device is away; a message was sent
+    /// to the group in between. Back, his device joins from the Welcome of his addition (the
+    /// server still hands it to him, and no commit after it) and reads that message; what was
+    /// sent after his removal does not reach him. Before, the Welcome was a member's to fetch:
+    /// he reported the message undecryptable ("you are not a member of #crew").
+    @Test func aMemberRemovedBeforeHisDeviceJoinedReadsWhatWasSentWhileAMember() async throws {
+        let cluster = try await TestCluster.start()
+        let directories = (0..<6).map { _ in LocalHistoryTests.directory() }
+        defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
+        let (phone, laptop, bob, carol) = try await Self.people(cluster, directories)
+        var dave = try await Self.dave(cluster, directories[4])
+        try await dave.client.set(.groupAdds(.everyone))
+        await dave.client.close()
+
+        _ = try await phone.client.createGroup("crew", members: ["bob", "carol", "dave"])
+        let whileMember = try await phone.client.send(to: "#crew", text: "dave is one of us")
+        #expect(await Self.reads(bob, whileMember, "dave is one of us"))
+        _ = try await phone.client.removeFromGroup("crew", ["dave"])
+        let after = try await bob.client.send(to: "#crew", text: "dave has gone")
+        #expect(await Self.reads(phone, after, "dave has gone"))
+
+        dave = try await EncryptedConversationTests.connected(cluster, "dave", directories[4])
+        #expect(await Self.reads(dave, whileMember, "dave is one of us"))
+        #expect(dave.client.decryptionFailures().isEmpty, "\(dave.client.decryptionFailures())")
+        #expect(!dave.log.messages.contains { $0.id == after })
+        // Nothing of the order after his Welcome was handed to him.
+        let page = try await dave.client.fetchCommits(in: "#crew", fromEpoch: 0, join: true)
+        #expect(page.welcome != nil && page.commits.isEmpty && !page.more)
+        await #expect(throws: ClientError.self) { _ = try await dave.client.fetchCommits(in: "#crew", fromEpoch: 0) }
+        for device in [phone, laptop, bob, carol, dave] { await device.client.close() }
+        await cluster.stop()
+    }
+
     @Test func anAddedMemberReadsFromItsAdditionAndARemovedOneReadsNothingAfter() async throws {
         let cluster = try await TestCluster.start()
         let directories = (0..<6).map { _ in LocalHistoryTests.directory() }

@@ -119,11 +119,17 @@ extension Scripts {
     /// it to process). The device's field names its Welcome's epoch, under which the Welcome is
     /// kept once for every device it is for (or, kept before that, holds "EPOCH:" and its own).
     /// Returns {0, current epoch, the `StoredWelcome` or '', 1 if more follow, commits...}, {-2}
-    /// (not a member), {-3} (no such group).
+    /// (not a member), {-3} (no such group). A group's former member whose device a Welcome
+    /// still names (added, then removed before the device joined) gets that Welcome and no
+    /// commit: it reads what was sent to it while a member, and nothing of the order after.
     static let fetchCommits = RedisScript("""
+    local former = false
     if ARGV[6] == '1' then
       if redis.call('EXISTS', KEYS[4]) == 0 then return {-3} end
-      if not redis.call('HGET', KEYS[4], ARGV[1]) then return {-2} end
+      if not redis.call('HGET', KEYS[4], ARGV[1]) then
+        if ARGV[2] == '' or not redis.call('HGET', KEYS[3], ARGV[2]) then return {-2} end
+        former = true
+      end
     end
     local current = tonumber(redis.call('GET', KEYS[1]) or '0')
     local from = math.max(tonumber(ARGV[3]), current - tonumber(ARGV[7]))
@@ -147,6 +153,10 @@ extension Scripts {
       end
     end
     local out = {0, current, given, 0}
+    if former then
+      if given == '' then return {-2} end
+      return out
+    end
     local epoch = from
     while epoch < current do
       local commit = redis.call('HGET', KEYS[2], epoch)
