@@ -63,6 +63,9 @@ public final class SIMPClient: @unchecked Sendable {
     var sessionPromise: EventLoopPromise<Simp_ConnectResponse>?
     var boundPromise: EventLoopPromise<Void>?
     private var tick: Scheduled<Void>?
+    /// Which `tick` is the current one: a task already taken to run when a newer one replaced
+    /// it runs all the same, and must not forget the newer one (`.cancelTick` would miss it).
+    private var tickNumber: UInt64 = 0
     private var spareActions: [ClientEngine.Action] = []
     /// Why the control connection is about to close (a TLS failure, say), for the requests it takes down.
     private var controlError: String?
@@ -333,8 +336,10 @@ public final class SIMPClient: @unchecked Sendable {
         case .atTurnEnd(let end): loop.execute { [self] in handle(.turnEnded(end)) }
         case .armTick(let deadline):
             tick?.cancel()
+            tickNumber &+= 1
+            let number = tickNumber
             tick = loop.scheduleTask(deadline: deadline) { [self] in
-                tick = nil
+                if tickNumber == number { tick = nil }
                 handle(.tick)
             }
         case .cancelTick:

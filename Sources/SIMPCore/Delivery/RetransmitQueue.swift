@@ -201,8 +201,10 @@ public struct RetransmitQueue<Key: Hashable & Sendable, Payload: Sendable>: Send
     /// `left`; it still gives up `giveUpAfter` after it was first tracked.
     @inlinable
     public mutating func hold(_ key: Key) {
-        entries[key]?.held = true
-        mayBeDueSooner()
+        guard entries[key] != nil else { return }
+        entries[key]!.held = true
+        // Held, only its give-up timer runs: its deadline moves, most often later.
+        mayBeDue(entries[key]!)
     }
 
     /// The entry actually left at `now`: its timer, and the RTT sample its acknowledgement
