@@ -149,6 +149,52 @@ extension Conformance {
                            "\(device) was not handed the commit's Welcome into epoch \(epoch + 1)")
             }
         },
+        ConformanceCheck("4.31", "4. Messages, Commits", "a user removed from a group before his device joined is handed, with join, the Welcome of his addition and no commit; a fetch without join, or by a device with no Welcome, is NOT_A_MEMBER") { target in
+            let (user, peer, identity) = try keyOwner(target)
+            try certify(peer, user: user, identity: identity, deviceKey: Curve25519.Signing.PrivateKey(), id: 3)
+            let (other, otherPassword) = try target.account("b")
+            let owner = try target.peer()
+            _ = try owner.login(other, otherPassword)
+            // A block of the first account's (4.30 leaves one) undone: an error when there is none is no matter.
+            _ = try owner.request(4, .contactRequest(.with { $0.action = .unblock; $0.user = user }))
+            let otherIdentity = Curve25519.Signing.PrivateKey()
+            let published = try owner.request(5, .publishIdentity(.with { $0.identityKey = otherIdentity.publicKey.rawRepresentation; $0.replace = true }))
+            guard case .ok? = published?.body else { throw ConformanceFailure("publishIdentity: \(describe(published))") }
+            let certificate = try DeviceCertificate.sign(user: other, device: "former", deviceKey: Array(Curve25519.Signing.PrivateKey().publicKey.rawRepresentation),
+                                                         identity: otherIdentity)
+            let certified = try owner.request(6, .publishDevice(.with { $0.certificate = certificate }))
+            guard case .ok? = certified?.body else { throw ConformanceFailure("publishDevice: \(describe(certified))") }
+
+            let name = "f" + String(UInt32.random(in: 0...UInt32.max), radix: 36)
+            let created = try peer.request(7, .groupRequest(.with { $0.action = .create; $0.group = name; $0.users = [other] }))
+            guard case .groupAnswer(let made)? = created?.body else { throw ConformanceFailure("create: \(describe(created))") }
+            if !made.members.contains(where: { $0.name == other }) {
+                let accepted = try owner.request(8, .groupRequest(.with { $0.action = .accept; $0.group = name }))
+                guard case .groupAnswer? = accepted?.body else { throw ConformanceFailure("accept: \(describe(accepted))") }
+            }
+            let group = MLSFraming.groupID()
+            let welcome = MLSFraming.welcome()
+            let stored = try peer.request(9, .submitCommit(.with {
+                $0.conversation = "#" + name; $0.epoch = 0; $0.commit = Data(MLSFraming.commit(group: group, epoch: 0))
+                $0.welcome = Data(welcome); $0.added = [added(other, "former")]
+            }))
+            guard case .commitStored? = stored?.body else { throw ConformanceFailure("submitCommit: \(describe(stored))") }
+            let removed = try peer.request(10, .groupRequest(.with { $0.action = .remove; $0.group = name; $0.users = [other] }))
+            guard case .groupAnswer? = removed?.body else { throw ConformanceFailure("remove: \(describe(removed))") }
+            try expect(try submit(peer, 11, to: "#" + name, epoch: 1, MLSFraming.commit(group: group, epoch: 1)) == 2, "the removal's commit was not stored at 1")
+
+            let former = try target.peer()
+            _ = try former.login(other, otherPassword, device: "former")
+            let reply = try former.request(2, .fetchCommits(.with { $0.conversation = "#" + name; $0.join = true }))
+            guard case .commitPage(let page)? = reply?.body else { throw ConformanceFailure("the former member's join: \(describe(reply))") }
+            try expect(page.hasWelcome && page.welcome.welcome == Data(welcome) && page.welcome.epoch == 1,
+                       "the former member's device was not handed the Welcome of its addition")
+            try expect(page.commits.isEmpty && !page.more, "the former member was handed commits: epochs \(page.commits.map(\.epoch))")
+            let fetched = try former.request(3, .fetchCommits(.with { $0.conversation = "#" + name; $0.fromEpoch = 0 }))
+            try expect(errorCode(fetched) == .notAMember, "a former member's fetch without join got \(describe(fetched))")
+            let noWelcome = try owner.request(12, .fetchCommits(.with { $0.conversation = "#" + name; $0.join = true }))
+            try expect(errorCode(noWelcome) == .notAMember, "a former member's device with no Welcome got \(describe(noWelcome))")
+        },
     ]
 
     /// A device a commit adds.
