@@ -18,6 +18,9 @@ struct ConformanceCommand: ParsableCommand {
     @Option(name: .long, help: "Only this check, or this section's checks (e.g. 2 or 4.1; 4.1 is not 4.10).")
     var only: String?
 
+    @Option(name: .long, help: "Expect this end-to-end mode (required or optional) instead of learning it from the server: a server meant to require encryption that takes plaintext then fails the checks whose subject is plaintext.")
+    var expectE2e: ConformanceTarget.EndToEnd?
+
     func validate() throws {
         guard target != nil else {
             throw ValidationError("--server must be HOST:PORT with a host that has an IPv4 address, e.g. localhost:7777, not \(server)")
@@ -28,7 +31,7 @@ struct ConformanceCommand: ParsableCommand {
         let parts = server.split(separator: ":")
         guard parts.count == 2, let port = Int(parts[1]), (1...65535).contains(port),
               let address = ConformanceTarget.ipv4(of: String(parts[0])) else { return nil }
-        return ConformanceTarget(host: address, port: port)
+        return ConformanceTarget(host: address, port: port, endToEnd: expectE2e)
     }
 
     func run() throws {
@@ -54,3 +57,5 @@ struct ConformanceCommand: ParsableCommand {
         if failed > 0 { throw ExitCode(1) }
     }
 }
+
+extension ConformanceTarget.EndToEnd: ExpressibleByArgument {}

@@ -187,6 +187,14 @@ import Testing
         #expect(failing.stdout.contains("FAIL 1.2 [1. Control frames]") && failing.stdout.contains("0 of 1 checks passed"), "\(failing.stdout)")
         let refused = try ChildProcess(binary, ["--server", "no-such-host.invalid:1"])
         #expect(refused.waitForExit(timeout: 30) != 0 && refused.stderr.contains("--server must be HOST:PORT"), "\(refused.stderr)")
+        // A server meant to require encryption that takes plaintext: told what to expect, the
+        // command fails the plaintext checks where learning the mode would pass them.
+        let plaintext = try await Self.server { $0.endToEnd = .optional }
+        let expecting = try ChildProcess(binary, ["--server", "127.0.0.1:\(plaintext.addresses.tcpPort)", "--only", "4.29", "--expect-e2e", "required"])
+        #expect(expecting.waitForExit(timeout: 60) == 1 && expecting.stdout.contains("FAIL 4.29"), "\(expecting.stdout)")
+        let learning = try ChildProcess(binary, ["--server", "127.0.0.1:\(plaintext.addresses.tcpPort)", "--only", "4.29"])
+        #expect(learning.waitForExit(timeout: 60) == 0, "\(learning.stdout)")
+        await plaintext.stop()
         await broken.stop()
         await cluster.stop()
     }
