@@ -1072,7 +1072,7 @@ actor ConversationKeys {
                 // A member without keys (or no longer a user) has no device to add.
                 continue
             case .failure(let refused) where refused.code == .noIdentity:
-                throw ClientError("\(peer) has no identity key yet: their client has not set up end-to-end encryption", code: .endToEnd)
+                throw ClientError("\(peer) has no identity key yet: their client has not set up end-to-end encryption", code: .noIdentity)
             case .failure(let refused):
                 // A user who does not exist is told as such ("no such user"), not as one without keys.
                 throw refused

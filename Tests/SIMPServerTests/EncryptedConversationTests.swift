@@ -322,7 +322,7 @@ import Testing
 
         // carol has no identity and no KeyPackages: nothing goes to her.
         let error = await #expect(throws: ClientError.self) { try await alice.send(to: "carol", text: "not for the server") }
-        #expect(error?.code == .endToEnd)
+        #expect(error?.code == .noIdentity)
         #expect(aliceLog.accepted.isEmpty)
 
         // bob's device makes its keys, then loses its data directory: what alice sealed for it

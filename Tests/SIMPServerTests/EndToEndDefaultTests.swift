@@ -134,7 +134,7 @@ import Testing
         #expect(unknown == #"{"code":"UNKNOWN_USER","event":"error","message":"no such user: nobody"}"#, "printed: \(alice.stdout)")
         alice.write("/send carol hi\n")
         let keyless = alice.waitForLine(timeout: 30) { $0.contains("carol") && $0.contains(#""event":"error""#) }
-        #expect(keyless == #"{"event":"error","message":"carol has no identity key yet: their client has not set up end-to-end encryption"}"#,
+        #expect(keyless == #"{"code":"NO_IDENTITY","event":"error","message":"carol has no identity key yet: their client has not set up end-to-end encryption"}"#,
                 "printed: \(alice.stdout)")
         alice.write("/quit\n")
         #expect(alice.waitForExit(timeout: 30) == 0, "stderr: \(alice.stderr)")
@@ -150,7 +150,7 @@ import Testing
         let toCarol = try simp(node, home, "alice", ["send", "--json", "--to", "carol"], ["hi"])
         #expect(toCarol.waitForExit(timeout: 30) == 4, "stderr: \(toCarol.stderr)")
         #expect(toCarol.stderr.contains("carol has no identity key yet"), "stderr: \(toCarol.stderr)")
-        #expect(!toCarol.stdout.contains("UNKNOWN_USER"), "\(toCarol.stdout)")
+        #expect(!toCarol.stdout.contains("UNKNOWN_USER") && toCarol.stdout.contains(#""code":"NO_IDENTITY""#), "\(toCarol.stdout)")
     }
 
     /// A plaintext REPL (`--no-e2e`) writes a data directory only when given one (`--data-dir`:
