@@ -14,24 +14,34 @@ import Testing
 @Suite(.serialized) struct DirectoryTamperingTests {
     typealias E = EncryptedConversationTests
 
-    /// An answer for bob that names another user is refused before anything is recorded: bob's
-    /// key is not pinned from it (pinned, bob's real key would read as a change next time).
-    @Test func anAnswerNamingAnotherUserPinsNothing() async throws {
-        let cluster = try await TestCluster.start()
-        let proxy = try TamperingProxy(serverTCP: cluster.addresses.tcpPort, serverUDP: cluster.addresses.udpPort,
-                                       rule: .namesAnotherUser(for: "bob"))
-        let directories = (0..<2).map { _ in LocalHistoryTests.directory() }
-        defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
+    /// alice (her device "phone") through a proxy breaking `rule`, bob straight to the server,
+    /// each registered, connected on one of `directories` and with an identity made there.
+    static func aliceThroughProxy(_ cluster: TestCluster, _ rule: TamperingProxy.Rule, _ directories: [String]) async throws
+        -> (proxy: TamperingProxy, alice: (SIMPClient, EventLog), bob: (SIMPClient, EventLog)) {
+        let proxy = try TamperingProxy(serverTCP: cluster.addresses.tcpPort, serverUDP: cluster.addresses.udpPort, rule: rule)
         for user in ["alice", "bob"] { try await cluster.register(user) }
         var configuration = cluster.clientConfiguration()
         configuration.port = proxy.tcpPort
         configuration.dataDirectory = directories[0]
+        configuration.device = "phone"
+        configuration.directoryCheckInterval = .zero
         configuration.endToEnd = true
         let alice = SIMPClient(configuration: configuration)
+        let aliceLog = EventLog(alice)
         try await alice.connect(user: "alice", password: "pw-alice")
-        let (bob, _) = try await E.connected(cluster, "bob", directories[1])
+        let bob = try await E.connected(cluster, "bob", directories[1])
         #expect(try await alice.setUpIdentity() == .created)
-        #expect(try await bob.setUpIdentity() == .created)
+        #expect(try await bob.0.setUpIdentity() == .created)
+        return (proxy, (alice, aliceLog), bob)
+    }
+
+    /// An answer for bob that names another user is refused before anything is recorded: bob's
+    /// key is not pinned from it (pinned, bob's real key would read as a change next time).
+    @Test func anAnswerNamingAnotherUserPinsNothing() async throws {
+        let cluster = try await TestCluster.start()
+        let directories = (0..<2).map { _ in LocalHistoryTests.directory() }
+        defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
+        let (proxy, (alice, _), (bob, _)) = try await Self.aliceThroughProxy(cluster, .namesAnotherUser(for: "bob"), directories)
 
         let refused = await #expect(throws: ClientError.self) { _ = try await alice.pinIdentity(of: "bob") }
         #expect(refused?.message.contains("mallory's key directory for bob") == true, "\(String(describing: refused))")
@@ -46,23 +56,9 @@ import Testing
 
     @Test func aDeviceOfAnIdentityNotToldIsNeverEncryptedTo() async throws {
         let cluster = try await TestCluster.start()
-        let proxy = try TamperingProxy(serverTCP: cluster.addresses.tcpPort, serverUDP: cluster.addresses.udpPort,
-                                       rule: .twoIdentities(of: "bob"))
         let directories = (0..<2).map { _ in LocalHistoryTests.directory() }
         defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
-        for user in ["alice", "bob"] { try await cluster.register(user) }
-        var configuration = cluster.clientConfiguration()
-        configuration.port = proxy.tcpPort
-        configuration.dataDirectory = directories[0]
-        configuration.device = "phone"
-        configuration.directoryCheckInterval = .zero
-        configuration.endToEnd = true
-        let alice = SIMPClient(configuration: configuration)
-        let aliceLog = EventLog(alice)
-        try await alice.connect(user: "alice", password: "pw-alice")
-        let (bob, bobLog) = try await E.connected(cluster, "bob", directories[1])
-        #expect(try await alice.setUpIdentity() == .created)
-        #expect(try await bob.setUpIdentity() == .created)
+        let (proxy, (alice, aliceLog), (bob, bobLog)) = try await Self.aliceThroughProxy(cluster, .twoIdentities(of: "bob"), directories)
 
         // A member check before every send (an interval of zero); whichever answer each check
         // gets, bob's real device leaves alice's conversation only in a send that told of the

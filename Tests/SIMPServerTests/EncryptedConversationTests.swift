@@ -37,6 +37,16 @@ import Testing
         return (alice, bob)
     }
 
+    /// `aliceAndBob`, and alice's first message ("before the change") read by bob: their
+    /// conversation's MLS group is made.
+    static func aliceAndBobTalking(_ cluster: TestCluster, _ directories: [String]) async throws
+        -> (pair: (alice: (SIMPClient, EventLog), bob: (SIMPClient, EventLog)), first: String) {
+        let pair = try await aliceAndBob(cluster, directories)
+        let first = try await pair.alice.0.send(to: "bob", text: "before the change")
+        #expect(await pair.bob.1.wait { $0.messages.contains { $0.id == first && $0.text == "before the change" } })
+        return (pair, first)
+    }
+
     /// Every value in Redis, read by type, as one string: what someone with the server's Redis sees.
     static func everythingInRedis(_ cluster: TestCluster) throws -> String {
         var dump = ""
@@ -113,11 +123,9 @@ import Testing
         let cluster = try await TestCluster.start()
         let directories = (0..<3).map { _ in LocalHistoryTests.directory() }
         defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
-        let pair = try await Self.aliceAndBob(cluster, directories)
+        let (pair, first) = try await Self.aliceAndBobTalking(cluster, directories)
         let (alice, aliceLog) = pair.alice
         var (bob, bobLog) = pair.bob
-        let first = try await alice.send(to: "bob", text: "before the change")
-        #expect(await bobLog.wait { $0.messages.contains { $0.id == first && $0.text == "before the change" } })
         try await alice.markVerified("bob", number: try await alice.safetyNumber(with: "bob").number)
 
         // bob loses his device and makes a new identity on a new one.
@@ -151,11 +159,9 @@ import Testing
         let cluster = try await TestCluster.start()
         let directories = (0..<3).map { _ in LocalHistoryTests.directory() }
         defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
-        let pair = try await Self.aliceAndBob(cluster, directories)
+        let (pair, _) = try await Self.aliceAndBobTalking(cluster, directories)
         let (alice, aliceLog) = pair.alice
         var (bob, bobLog) = pair.bob
-        let first = try await alice.send(to: "bob", text: "before the change")
-        #expect(await bobLog.wait { $0.messages.contains { $0.id == first && $0.text == "before the change" } })
         let store = try await alice.identityStore()
         func bobsPhones() throws -> [[UInt8]] {
             let group = try MLSGroup(savedState: try #require(try store.groupState(of: "bob")), credentialValidator: nil, proposalApprover: nil)
