@@ -597,6 +597,7 @@ actor ConversationKeys {
         }
         var validator = DirectoryValidator(keys: keys, owners: [user])
         validator.admitsFormerMembers = true
+        validator.admitRevoked(verified(own.revokedDevices, of: own))
         return validator
     }
 
@@ -609,7 +610,7 @@ actor ConversationKeys {
         case .success: throw DirectoryValidator.Uncertified()
         case .failure(let error): throw error
         }
-        return validator.including(user, devices: verifiedDevices(of: entry))
+        return validator.including(user, devices: verifiedDevices(of: entry), revoked: verified(entry.revokedDevices, of: entry))
     }
 
     /// Creates the group with everyone's devices; false when another device's commit won epoch 0.
@@ -706,7 +707,7 @@ actor ConversationKeys {
                 let identity = KeyDirectoryRules.credentialIdentity(user: owner, device: claimed.device)
                 guard wanted(identity), case .keyPackage(let wire)? = try? MLSMessage(mlsDecoding: claimed.keyPackage),
                       let package = try? wire.validate(suite: Self.suite), package.credential == .basic(identity: identity),
-                      (try? validator.validate(package.credential, signatureKey: package.signatureKey)) != nil else { continue }
+                      validator.keys[identity] == package.signatureKey.rawRepresentation else { continue }
                 adds.append((owner, claimed.device, package))
             }
         }
@@ -1098,14 +1099,24 @@ actor ConversationKeys {
         }
         var validator = DirectoryValidator(keys: keys, owners: owners)
         validator.admitsFormerMembers = group != nil
+        for owner in owners {
+            guard let entry = entries[owner] else { continue }
+            validator.admitRevoked(verified(entry.revokedDevices, of: entry))
+        }
         return validator
     }
 
     /// `entry.verifiedDevices`, each certificate's signature checked once while the client runs:
     /// a member check reads the same certificates before most sends.
     private func verifiedDevices(of entry: KeyDirectoryEntry) -> [VerifiedDevice] {
+        verified(entry.devices, of: entry)
+    }
+
+    /// Those of `certificates` (`entry`'s devices or revoked devices) that verify under `entry`'s
+    /// identity key, each checked once while the client runs.
+    private func verified(_ certificates: [CertifiedDevice], of entry: KeyDirectoryEntry) -> [VerifiedDevice] {
         guard let identity = IdentityKey(entry.identityKey) else { return [] }
-        return entry.devices.compactMap { device in
+        return certificates.compactMap { device in
             let certificate = UnverifiedDeviceCertificate(user: entry.user, device: device.device, deviceKey: device.deviceKey,
                                                           signature: device.signature)
             let seen = CertificateUnder(identity: entry.identityKey, certificate: certificate)
@@ -1220,6 +1231,12 @@ struct DirectoryValidator: CredentialValidator {
     /// never kept in a member check (`keys` alone says who belongs).
     private(set) var formerKeys: [[UInt8]: [UInt8]] = [:]
     private(set) var formerOwners: Set<String> = []
+    /// Keys of devices whose certificates the directory lists as revoked (or replaced under their
+    /// name by another key), each verified under its user's identity: a leaf under one passes the
+    /// check, since a commit or Welcome made while the device was certified may hold it (a device
+    /// that was away catches up through it), but it is never claimed, and a member check removes
+    /// it (`keys` alone says who belongs).
+    private(set) var revokedKeys: [[UInt8]: Set<[UInt8]>] = [:]
     /// Whether a leaf of a user who is not a member may be checked against that user's
     /// directory (`NotKnown`): in a group, whose members come and go; never in a one-to-one
     /// conversation, whose only users are its two.
@@ -1241,8 +1258,10 @@ struct DirectoryValidator: CredentialValidator {
 
     func validate(_ credential: Credential, signatureKey: SignaturePublicKey) throws {
         guard case .basic(let identity) = credential else { throw Uncertified() }
-        if let key = keys[identity] ?? formerKeys[identity] {
-            guard key == signatureKey.rawRepresentation else { throw Uncertified() }
+        let key = signatureKey.rawRepresentation
+        if revokedKeys[identity]?.contains(key) == true { return }
+        if let certified = keys[identity] ?? formerKeys[identity] {
+            guard certified == key else { throw Uncertified() }
             return
         }
         if admitsFormerMembers, formerOwners.count < Self.maxFormerMembers,
@@ -1252,11 +1271,19 @@ struct DirectoryValidator: CredentialValidator {
         throw Uncertified()
     }
 
-    /// With `user`'s certified devices, for checking only.
-    func including(_ user: String, devices: [VerifiedDevice]) -> DirectoryValidator {
+    /// With `user`'s certified and revoked devices, for checking only.
+    func including(_ user: String, devices: [VerifiedDevice], revoked: [VerifiedDevice] = []) -> DirectoryValidator {
         var extended = self
         extended.formerOwners.insert(user)
         for device in devices { extended.formerKeys[KeyDirectoryRules.credentialIdentity(user: user, device: device.device)] = device.deviceKey }
+        extended.admitRevoked(revoked)
         return extended
+    }
+
+    /// With devices whose certificates were revoked (`revokedKeys`), for checking only.
+    mutating func admitRevoked(_ devices: [VerifiedDevice]) {
+        for device in devices {
+            revokedKeys[KeyDirectoryRules.credentialIdentity(user: device.user, device: device.device), default: []].insert(device.deviceKey)
+        }
     }
 }

@@ -25,6 +25,11 @@ public struct CertifiedDevice: Sendable, Equatable {
         return CertifiedDevice(device: wire.device, deviceKey: Array(wire.deviceKey), signature: Array(wire.signature))
     }
 
+    /// As the server gave it.
+    init(_ wire: Simp_DeviceCertificate) {
+        self.init(device: wire.device, deviceKey: Array(wire.deviceKey), signature: Array(wire.signature))
+    }
+
     /// As it travels.
     var wire: Simp_DeviceCertificate {
         var wire = Simp_DeviceCertificate()
@@ -46,12 +51,17 @@ public struct KeyDirectoryEntry: Sendable, Equatable {
     public var identitySince: Date
     /// The device certificates as the server gave them: unverified.
     public var devices: [CertifiedDevice]
+    /// Certificates of this identity's devices since revoked, or replaced under their name by
+    /// another key, as the server gave them (unverified): for checking the leaves of commits made
+    /// while they were certified, never for adding a device (docs/E2EE.md, Part 2, "Revoked devices").
+    public var revokedDevices: [CertifiedDevice]
 
-    public init(user: String, identityKey: [UInt8], identitySince: Date, devices: [CertifiedDevice]) {
+    public init(user: String, identityKey: [UInt8], identitySince: Date, devices: [CertifiedDevice], revokedDevices: [CertifiedDevice] = []) {
         self.user = user
         self.identityKey = identityKey
         self.identitySince = identitySince
         self.devices = devices
+        self.revokedDevices = revokedDevices
     }
 
     /// The device certificates whose signatures verify under `identityKey`, in the entry's
@@ -146,7 +156,7 @@ extension SIMPClient {
         return try await ask(.keyDirectory(request), "a key directory request") { body in
             guard case .keyDirectoryEntry(let entry)? = body else { return nil }
             return KeyDirectoryEntry(user: entry.user, identityKey: Array(entry.identityKey), identitySince: Date(millis: entry.identitySince),
-                                     devices: entry.devices.map { CertifiedDevice(device: $0.device, deviceKey: Array($0.deviceKey), signature: Array($0.signature)) })
+                                     devices: entry.devices.map(CertifiedDevice.init), revokedDevices: entry.revokedDevices.map(CertifiedDevice.init))
         }
     }
 

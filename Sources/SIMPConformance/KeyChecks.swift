@@ -76,6 +76,35 @@ extension Conformance {
                 throw ConformanceFailure("an unblocked claim: \(describe(answered))")
             }
         },
+        ConformanceCheck("4.32", "4. Messages, Keys", "a certificate replaced under its device's name by another key, or revoked, is listed in revokedDevices, oldest first, and not in devices; a new identity ends them") { target in
+            let (user, peer, identity) = try keyOwner(target)
+            let (first, second, tablet) = (Curve25519.Signing.PrivateKey(), Curve25519.Signing.PrivateKey(), Curve25519.Signing.PrivateKey())
+            try certify(peer, user: user, identity: identity, deviceKey: first, id: 3)
+            try certify(peer, user: user, identity: identity, deviceKey: second, id: 4)
+            try certify(peer, user: user, identity: identity, deviceKey: tablet, id: 5, device: "tablet")
+            let revoked = try peer.request(6, .revokeDevice(.with { $0.name = "tablet" }))
+            guard case .ok? = revoked?.body else { throw ConformanceFailure("revokeDevice: \(describe(revoked))") }
+            let reply = try peer.request(7, .keyDirectory(.with { $0.user = user }))
+            guard case .keyDirectoryEntry(let entry)? = reply?.body else { throw ConformanceFailure("keyDirectory: \(describe(reply))") }
+            try expect(entry.devices.map(\.deviceKey) == [second.publicKey.rawRepresentation], "devices: \(entry.devices.map(\.device))")
+            try expect(entry.revokedDevices.map(\.device) == ["default", "tablet"]
+                       && entry.revokedDevices.map(\.deviceKey) == [first.publicKey.rawRepresentation, tablet.publicKey.rawRepresentation],
+                       "revokedDevices: \(entry.revokedDevices.map(\.device))")
+            guard let publicKey = IdentityKey(Array(identity.publicKey.rawRepresentation)) else { throw ConformanceFailure("no identity key") }
+            for certificate in entry.revokedDevices {
+                let checked = UnverifiedDeviceCertificate(user: user, device: certificate.device, deviceKey: Array(certificate.deviceKey),
+                                                          signature: Array(certificate.signature))
+                try expect((try? checked.verified(by: publicKey)) != nil, "a revoked certificate as published: \(certificate.device)")
+            }
+            let replaced = try peer.request(8, .publishIdentity(.with {
+                $0.identityKey = Curve25519.Signing.PrivateKey().publicKey.rawRepresentation
+                $0.replace = true
+            }))
+            guard case .ok? = replaced?.body else { throw ConformanceFailure("publishIdentity: \(describe(replaced))") }
+            let after = try peer.request(9, .keyDirectory(.with { $0.user = user }))
+            guard case .keyDirectoryEntry(let ended)? = after?.body else { throw ConformanceFailure("keyDirectory: \(describe(after))") }
+            try expect(ended.devices.isEmpty && ended.revokedDevices.isEmpty, "after a new identity: \(ended.revokedDevices.map(\.device))")
+        },
     ]
 
     /// Account "a" logged in (device "default") with a new identity key published (`replace`).
@@ -90,8 +119,8 @@ extension Conformance {
     }
 
     static func certify(_ peer: RawPeer, user: String, identity: Curve25519.Signing.PrivateKey,
-                                deviceKey: Curve25519.Signing.PrivateKey, id: UInt64) throws {
-        let certificate = try DeviceCertificate.sign(user: user, device: "default", deviceKey: Array(deviceKey.publicKey.rawRepresentation),
+                        deviceKey: Curve25519.Signing.PrivateKey, id: UInt64, device: String = "default") throws {
+        let certificate = try DeviceCertificate.sign(user: user, device: device, deviceKey: Array(deviceKey.publicKey.rawRepresentation),
                                                      identity: identity)
         let reply = try peer.request(id, .publishDevice(.with { $0.certificate = certificate }))
         guard case .ok? = reply?.body else { throw ConformanceFailure("publishDevice: \(describe(reply))") }

@@ -28,6 +28,29 @@ struct DirectoryValidatorTests {
         #expect(throws: DirectoryValidator.Uncertified.self) { try validator.validate(Self.credential("bob", "laptop"), signatureKey: phone.key) }
     }
 
+    /// A certificate the directory lists as revoked (the device revoked, or replaced under its
+    /// name by another key) lets that leaf pass, for commits made while it was certified; it
+    /// stays out of `keys`, which a member check and a claim read alone.
+    @Test func aRevokedDevicesLeafPassesButIsNoMember() throws {
+        let identity = Curve25519.Signing.PrivateKey()
+        let identityKey = try #require(IdentityKey(Array(identity.publicKey.rawRepresentation)))
+        func revoked(_ device: String, _ key: [UInt8]) throws -> VerifiedDevice {
+            let wire = try DeviceCertificate.sign(user: "bob", device: device, deviceKey: key, identity: identity)
+            let unverified = UnverifiedDeviceCertificate(user: "bob", device: device, deviceKey: key, signature: Array(wire.signature))
+            return VerifiedDevice(try unverified.verified(by: identityKey))
+        }
+        let (phone, old, other) = (try Self.key(), try Self.key(), try Self.key())
+        let certified = [KeyDirectoryRules.credentialIdentity(user: "bob", device: "phone"): phone.bytes]
+        var validator = DirectoryValidator(keys: certified, owners: ["alice", "bob"])
+        #expect(throws: DirectoryValidator.Uncertified.self) { try validator.validate(Self.credential("bob", "phone"), signatureKey: old.key) }
+        validator.admitRevoked([try revoked("phone", old.bytes), try revoked("laptop", old.bytes)])
+        try validator.validate(Self.credential("bob", "phone"), signatureKey: old.key)
+        try validator.validate(Self.credential("bob", "phone"), signatureKey: phone.key)
+        try validator.validate(Self.credential("bob", "laptop"), signatureKey: old.key)
+        #expect(throws: DirectoryValidator.Uncertified.self) { try validator.validate(Self.credential("bob", "laptop"), signatureKey: other.key) }
+        #expect(validator.keys == certified)
+    }
+
     @Test func aStrangersLeafIsRefusedInAOneToOneConversationAndReadInAGroup() throws {
         let eve = try Self.key()
         var validator = DirectoryValidator(keys: [:], owners: ["alice", "bob"])

@@ -184,6 +184,49 @@ import Testing
         await cluster.stop()
     }
 
+    /// bob is away while alice links a laptop (a commit adds it) and revokes it (a commit removes
+    /// it): back, bob's device catches up through the commit that added the laptop, whose
+    /// certificate the directory now lists as revoked, and reads what alice sent with the laptop
+    /// in and after its removal.
+    @Test func aDeviceAwayCatchesUpThroughADeviceAddedAndRevokedMeanwhile() async throws {
+        let cluster = try await TestCluster.start()
+        let directories = (0..<3).map { _ in LocalHistoryTests.directory() }
+        defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
+        let (pair, _) = try await Self.aliceAndBobTalking(cluster, directories)
+        let (alice, aliceLog) = pair.alice
+        var (bob, bobLog) = pair.bob
+        await bob.close()
+
+        let (laptop, laptopLog) = try await Self.connected(cluster, "alice", directories[2], device: "laptop")
+        let shown = DeviceLinkingTests.ShownCode()
+        let linking = Task { try await laptop.linkThisDevice(timeoutSeconds: 60) { shown.show($0) } }
+        let code = try #require(try await DeviceLinkingTests.code(of: "laptop", on: alice))
+        try await alice.approveLink(device: "laptop", code: code)
+        #expect(try await linking.value == .ready)
+        let whileAway = try await alice.send(to: "bob", text: "the laptop is in")
+        #expect(await laptopLog.wait { $0.messages.contains { $0.id == whileAway && $0.text == "the laptop is in" && $0.encrypted } },
+                "a commit added the laptop")
+        try await alice.revokeDevice("laptop")
+        let afterRevoking = try await alice.send(to: "bob", text: "the laptop is out")
+        #expect(try await alice.fetchCommits(in: "bob", fromEpoch: 0).epoch == 3, "the group's creation, the laptop's addition and removal")
+        let directory = try await alice.keyDirectory(of: "alice")
+        #expect(directory.revokedDevices.map(\.device) == ["laptop"] && directory.devices.map(\.device) == ["phone"])
+
+        (bob, bobLog) = try await Self.connected(cluster, "bob", directories[1])
+        #expect(await bobLog.wait { log in
+            [(whileAway, "the laptop is in"), (afterRevoking, "the laptop is out")].allSatisfy { id, text in
+                log.messages.contains { $0.id == id && $0.text == text && $0.encrypted }
+            }
+        })
+        #expect(!bobLog.all.contains { if case .undecryptable = $0 { true } else if case .commitRefused = $0 { true } else { false } },
+                "\(bobLog.all.filter { if case .message = $0 { false } else { true } })")
+        #expect(bob.decryptionFailures().isEmpty)
+        let reply = try await bob.send(to: "alice", text: "back and reading")
+        #expect(await aliceLog.wait { $0.messages.contains { $0.id == reply && $0.text == "back and reading" && $0.encrypted } })
+        for client in [alice, bob, laptop] { await client.close() }
+        await cluster.stop()
+    }
+
     @Test func aDeviceRenewsItsKeysByAnUpdateAfterItsMessagesAndThePeerFollows() async throws {
         let cluster = try await TestCluster.start()
         let directories = (0..<2).map { _ in LocalHistoryTests.directory() }

@@ -1574,6 +1574,12 @@ public nonisolated struct Simp_KeyDirectoryEntry: Sendable {
   /// by device name
   public var devices: [Simp_DeviceCertificate] = []
 
+  /// Certificates this identity issued to devices since revoked, or replaced under their name by
+  /// another key: the newest 32, oldest first. For checking the leaves of commits and Welcomes made
+  /// while they were certified (docs/E2EE.md, Part 2, "Revoked devices"); a client MUST NOT add
+  /// such a device to a group, and its member check removes their leaves.
+  public var revokedDevices: [Simp_DeviceCertificate] = []
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -4284,7 +4290,7 @@ nonisolated extension Simp_KeyDirectoryRequest: SwiftProtobuf.Message, SwiftProt
 
 nonisolated extension Simp_KeyDirectoryEntry: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".KeyDirectoryEntry"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}user\0\u{1}identityKey\0\u{1}identitySince\0\u{1}devices\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}user\0\u{1}identityKey\0\u{1}identitySince\0\u{1}devices\0\u{1}revokedDevices\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -4296,6 +4302,7 @@ nonisolated extension Simp_KeyDirectoryEntry: SwiftProtobuf.Message, SwiftProtob
       case 2: try { try decoder.decodeSingularBytesField(value: &self.identityKey) }()
       case 3: try { try decoder.decodeSingularInt64Field(value: &self.identitySince) }()
       case 4: try { try decoder.decodeRepeatedMessageField(value: &self.devices) }()
+      case 5: try { try decoder.decodeRepeatedMessageField(value: &self.revokedDevices) }()
       default: break
       }
     }
@@ -4314,6 +4321,9 @@ nonisolated extension Simp_KeyDirectoryEntry: SwiftProtobuf.Message, SwiftProtob
     if !self.devices.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.devices, fieldNumber: 4)
     }
+    if !self.revokedDevices.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.revokedDevices, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -4322,6 +4332,7 @@ nonisolated extension Simp_KeyDirectoryEntry: SwiftProtobuf.Message, SwiftProtob
     if lhs.identityKey != rhs.identityKey {return false}
     if lhs.identitySince != rhs.identitySince {return false}
     if lhs.devices != rhs.devices {return false}
+    if lhs.revokedDevices != rhs.revokedDevices {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

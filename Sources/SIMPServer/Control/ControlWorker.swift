@@ -138,9 +138,9 @@ struct ControlWorker {
         case .read(let user): step = store.keyDirectory(of: user, on: loop).map { flow.read($0) }
         case .storeIdentity(let user, let key, let replace, let millis):
             step = store.storeIdentity(user: user, key: key, replace: replace, nowMillis: millis, on: loop).map { flow.stored($0) }
-        case .storeCertificate(let user, let device, let certificate, let identity, let maxDevices):
+        case .storeCertificate(let user, let device, let certificate, let identity, let maxDevices, let millis):
             step = store.storeCertificate(user: user, device: device, certificate: certificate, identity: identity,
-                                          maxDevices: maxDevices, on: loop).map { flow.stored($0) }
+                                          maxDevices: maxDevices, nowMillis: millis, on: loop).map { flow.stored($0) }
         case .storePackages(let user, let device, let certificate, let packages, let lastResort, let maxPool):
             step = store.storeKeyPackages(user: user, device: device, certificate: certificate, packages: packages,
                                           lastResort: lastResort, maxPool: maxPool, on: loop).map { flow.stored($0) }

@@ -22,6 +22,15 @@ struct KeyFlow: Sendable {
         var identitySince: Int64 = 0
         /// By device: the device key (32 bytes) followed by the identity's signature (64).
         var certificates: [String: [UInt8]] = [:]
+        /// Certificates since revoked or replaced (`Keys.revokedCertificates`), oldest first.
+        var revokedCertificates: [(device: String, certificate: [UInt8])] = []
+
+        static func == (a: Directory, b: Directory) -> Bool {
+            a.userExists == b.userExists && a.identity == b.identity && a.identitySince == b.identitySince
+                && a.certificates == b.certificates
+                && a.revokedCertificates.map(\.device) == b.revokedCertificates.map(\.device)
+                && a.revokedCertificates.map(\.certificate) == b.revokedCertificates.map(\.certificate)
+        }
     }
 
     enum Next: Sendable, Equatable {
@@ -29,7 +38,7 @@ struct KeyFlow: Sendable {
         case read(user: String)
         /// Come back as `stored(_:)` with the script's status.
         case storeIdentity(user: String, key: [UInt8], replace: Bool, millis: Int64)
-        case storeCertificate(user: String, device: String, certificate: [UInt8], identity: [UInt8], maxDevices: Int)
+        case storeCertificate(user: String, device: String, certificate: [UInt8], identity: [UInt8], maxDevices: Int, millis: Int64)
         case storePackages(user: String, device: String, certificate: [UInt8], packages: [[UInt8]], lastResort: [UInt8]?, maxPool: Int)
         /// Read whether `claimer` may claim `user`'s KeyPackages; comes back as `claimRights(_:)`.
         case readClaimRights(user: String, claimer: String)
@@ -139,6 +148,17 @@ struct KeyFlow: Sendable {
         return .claim(user: target, except: "", claimer: user, perHour: KeyDirectoryRules.oneTimeClaimsPerHour)
     }
 
+    /// A stored certificate (key and signature, 96 bytes) as the wire carries it; nil if it is
+    /// not 96 bytes.
+    private static func certificate(_ device: String, _ stored: [UInt8]) -> Simp_DeviceCertificate? {
+        guard stored.count == 96 else { return nil }
+        var certificate = Simp_DeviceCertificate()
+        certificate.device = device
+        certificate.deviceKey = Data(stored[0..<32])
+        certificate.signature = Data(stored[32..<96])
+        return certificate
+    }
+
     /// A read step's result.
     func read(_ directory: Directory) -> Next {
         switch request {
@@ -150,13 +170,9 @@ struct KeyFlow: Sendable {
             entry.identityKey = Data(identity)
             entry.identitySince = directory.identitySince
             entry.devices = directory.certificates.keys.sorted().compactMap { name in
-                guard let stored = directory.certificates[name], stored.count == 96 else { return nil }
-                var certificate = Simp_DeviceCertificate()
-                certificate.device = name
-                certificate.deviceKey = Data(stored[0..<32])
-                certificate.signature = Data(stored[32..<96])
-                return certificate
+                directory.certificates[name].flatMap { Self.certificate(name, $0) }
             }
+            entry.revokedDevices = directory.revokedCertificates.compactMap { Self.certificate($0.device, $0.certificate) }
             return .answer(.keyDirectoryEntry(entry))
         case .publishDevice(var certificate):
             guard let stored = directory.identity, let identity = IdentityKey(stored) else {
@@ -171,7 +187,7 @@ struct KeyFlow: Sendable {
                 return .refuse(.badSignature, "the certificate of \(certificate.device) does not verify under your identity key")
             }
             return .storeCertificate(user: user, device: checked.device, certificate: checked.deviceKey + checked.signature,
-                                     identity: stored, maxDevices: maxDevices)
+                                     identity: stored, maxDevices: maxDevices, millis: nowMillis)
         case .upload(let packages, let lastResort):
             guard directory.identity != nil else { return .refuse(.noIdentity, "publish your identity key first") }
             guard let certificate = directory.certificates[device], certificate.count == 96 else {

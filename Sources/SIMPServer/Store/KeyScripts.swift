@@ -7,28 +7,31 @@ extension Scripts {
     /// Sets the identity key. KEYS: identity, certificates, KeyPackages, last-resort KeyPackages.
     /// ARGV: the key, "1" to replace one stored, now (ms). Returns 0 (the same key: nothing
     /// changed), 1 (stored), -1 (another key is stored and ARGV[2] is not "1"). A replaced
-    /// identity ends every certificate and KeyPackage of the user: the old key certified them.
+    /// identity ends every certificate and KeyPackage of the user, and the revoked certificates
+    /// (KEYS[5]): the old key certified them, and none verifies under the new one.
     static let publishIdentity = RedisScript("""
     local current = redis.call('HGET', KEYS[1], 'key')
     if current == ARGV[1] then return 0 end
     if current and ARGV[2] ~= '1' then return -1 end
     redis.call('HSET', KEYS[1], 'key', ARGV[1], 'since', ARGV[3])
-    if current then redis.call('DEL', KEYS[2], KEYS[3], KEYS[4]) end
+    if current then redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5]) end
     return 1
     """)
 
     /// Stores a device certificate, checked against the identity key ARGV[3]. KEYS: identity,
     /// certificates, KeyPackages, last-resort KeyPackages. ARGV: device, certificate (key and
-    /// signature), the identity key checked against, the most certificates a user may have.
-    /// Returns 0, -1 (the identity is not ARGV[3] any more), -2 (a new device past the bound).
-    /// A device whose key changes loses its KeyPackages (the old key signed them).
-    static let publishDevice = RedisScript("""
+    /// signature), the identity key checked against, the most certificates a user may have, now
+    /// (ms). Returns 0, -1 (the identity is not ARGV[3] any more), -2 (a new device past the
+    /// bound). A device whose key changes loses its KeyPackages (the old key signed them), and
+    /// its old certificate moves to the revoked ones (KEYS[5]).
+    static let publishDevice = RedisScript(keepRevokedCertificate + """
     if redis.call('HGET', KEYS[1], 'key') ~= ARGV[3] then return -1 end
     local old = redis.call('HGET', KEYS[2], ARGV[1])
     if not old and redis.call('HLEN', KEYS[2]) >= tonumber(ARGV[4]) then return -2 end
     if old and string.sub(old, 1, 32) ~= string.sub(ARGV[2], 1, 32) then
       redis.call('ZREMRANGEBYLEX', KEYS[3], '[' .. ARGV[1] .. '\\0', '(' .. ARGV[1] .. '\\1')
       redis.call('HDEL', KEYS[4], ARGV[1])
+      keeprevoked(KEYS[5], ARGV[1], old, ARGV[5])
     end
     redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
     return 0

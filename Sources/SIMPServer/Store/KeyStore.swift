@@ -11,28 +11,35 @@ extension MessageStore {
     /// What `KeyFlow` reads of a user: whether the account exists, its identity, its certificates.
     func keyDirectory(of user: String, on loop: any EventLoop) -> EventLoopFuture<KeyFlow.Directory> {
         let reads = [RedisCommand("EXISTS", [keys.user(user)]), RedisCommand("HGETALL", [keys.identity(user)]),
-                     RedisCommand("HGETALL", [keys.deviceCertificates(user)])]
+                     RedisCommand("HGETALL", [keys.deviceCertificates(user)]), RedisCommand("ZRANGE", [keys.revokedCertificates(user), 0, -1])]
         return redis.run(reads, on: loop).flatMapThrowing { replies in
-            guard replies.count == 3 else { throw RedisError(.protocolViolation, "key directory read returned \(replies.count) replies") }
+            guard replies.count == 4 else { throw RedisError(.protocolViolation, "key directory read returned \(replies.count) replies") }
             let identity = Self.binaryFields(try replies[1].checked())
             var directory = KeyFlow.Directory(userExists: try replies[0].checked().int == 1)
             directory.identity = identity["key"]
             directory.identitySince = identity["since"].flatMap { Int64(String(decoding: $0, as: UTF8.self)) } ?? 0
             directory.certificates = Self.binaryFields(try replies[2].checked())
+            directory.revokedCertificates = (try replies[3].checked().array ?? []).compactMap { member in
+                // "DEVICE\0" and the certificate's 96 bytes.
+                guard let bytes = member.bytes, let split = bytes.firstIndex(of: 0) else { return nil }
+                return (String(decoding: bytes[..<split], as: UTF8.self), Array(bytes[(split + 1)...]))
+            }
             return directory
         }
     }
 
     func storeIdentity(user: String, key: [UInt8], replace: Bool, nowMillis: Int64, on loop: any EventLoop) -> EventLoopFuture<KeyFlow.Stored> {
-        let command = RedisCommand.script(Scripts.publishIdentity, keys: keyDirectoryKeys(user), args: [key, replace ? "1" : "0", nowMillis])
+        let command = RedisCommand.script(Scripts.publishIdentity, keys: keyDirectoryKeys(user) + [keys.revokedCertificates(user)],
+                                          args: [key, replace ? "1" : "0", nowMillis])
         return redis.run([command], on: loop).flatMapThrowing { replies in
             try replies[0].checked().int == -1 ? .identityExists : .done(pool: 0, lastResort: false)
         }
     }
 
-    func storeCertificate(user: String, device: String, certificate: [UInt8], identity: [UInt8], maxDevices: Int,
+    func storeCertificate(user: String, device: String, certificate: [UInt8], identity: [UInt8], maxDevices: Int, nowMillis: Int64,
                           on loop: any EventLoop) -> EventLoopFuture<KeyFlow.Stored> {
-        let command = RedisCommand.script(Scripts.publishDevice, keys: keyDirectoryKeys(user), args: [device, certificate, identity, maxDevices])
+        let command = RedisCommand.script(Scripts.publishDevice, keys: keyDirectoryKeys(user) + [keys.revokedCertificates(user)],
+                                          args: [device, certificate, identity, maxDevices, nowMillis])
         return redis.run([command], on: loop).flatMapThrowing { replies in
             switch try replies[0].checked().int {
             case -1: .changed

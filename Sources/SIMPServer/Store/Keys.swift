@@ -94,6 +94,9 @@ struct Keys: Sendable {
     /// NAME's device certificates: field DEVICE, value the device key (32 bytes) and the
     /// identity's signature over it (64 bytes).
     func deviceCertificates(_ name: String) -> String { of(name, "devcerts") }
+    /// NAME's revoked device certificates (`Scripts.keepRevokedCertificate`): member "DEVICE\0"
+    /// followed by the 96 bytes of `deviceCertificates`' value, scored by when it was revoked (ms).
+    func revokedCertificates(_ name: String) -> String { of(name, "revokedcerts") }
     /// NAME's one-time KeyPackages, every device's in one sorted set (all scores 0): member
     /// "DEVICE\0PACKAGE", so a device's are one lexicographic range (`Scripts.claimKeyPackages`).
     func keyPackages(_ name: String) -> String { of(name, "keypkgs") }

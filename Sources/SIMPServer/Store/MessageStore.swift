@@ -705,7 +705,8 @@ final class MessageStore: Sendable {
         let command = RedisCommand.script(
             Scripts.revokeDevice,
             keys: [keys.devices(user), keys.deviceMarks(user), keys.presence(user), keys.revokedDevice(user, device),
-                   keys.revokedDevicesBefore(user), keys.deviceCertificates(user), keys.keyPackages(user), keys.lastResortKeyPackages(user)],
+                   keys.revokedDevicesBefore(user), keys.deviceCertificates(user), keys.keyPackages(user), keys.lastResortKeyPackages(user),
+                   keys.revokedCertificates(user)],
             args: [device, nowMillis, settings.tokenLifetimeMillis])
         return redis.run([command], on: loop).flatMapThrowing { replies in
             let reply = try replies[0].checked()

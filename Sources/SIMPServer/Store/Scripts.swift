@@ -407,12 +407,15 @@ enum Scripts {
     /// which every token issued before it has expired). O(1) whatever the user revoked before.
     /// Returns false when the user has no such device, else the device's presence entry (''
     /// when it is not connected).
-    /// KEYS 6-8, the key directory (docs/E2EE.md, Part 2): the user's device certificates,
-    /// one-time KeyPackages and last-resort KeyPackages. The device's certificate and packages
-    /// go too, and a device that has only a certificate counts as one.
-    static let revokeDevice = RedisScript("""
+    /// KEYS 6-9, the key directory (docs/E2EE.md, Part 2): the user's device certificates,
+    /// one-time KeyPackages, last-resort KeyPackages and revoked certificates. The device's
+    /// packages go too, its certificate moves to the revoked ones, and a device that has only a
+    /// certificate counts as one.
+    static let revokeDevice = RedisScript(keepRevokedCertificate + """
     local device = ARGV[1]
+    local certificate = redis.call('HGET', KEYS[6], device)
     local certified = redis.call('HDEL', KEYS[6], device)
+    if certificate then keeprevoked(KEYS[9], device, certificate, ARGV[2]) end
     redis.call('ZREMRANGEBYLEX', KEYS[7], '[' .. device .. '\\0', '(' .. device .. '\\1')
     redis.call('HDEL', KEYS[8], device)
     if redis.call('HDEL', KEYS[1], device) == 0 and certified == 0 then return false end
@@ -469,6 +472,20 @@ enum Scripts {
     redis.call('EXPIRE', KEYS[1], ARGV[4])
     return {1, count}
     """)
+
+    /// Lua: keeps a device certificate that stops being certified (revoked, or replaced under
+    /// its name by another key) in the user's revoked certificates (`Keys.revokedCertificates`),
+    /// scored by `now` (ms), the newest `revokedCertificatesKept` only: clients check the leaves
+    /// of past commits with them (docs/E2EE.md, Part 2, "Revoked devices").
+    static let keepRevokedCertificate = """
+    local function keeprevoked(key, device, certificate, now)
+      redis.call('ZADD', key, now, device .. '\\0' .. certificate)
+      redis.call('ZREMRANGEBYRANK', key, 0, -\(revokedCertificatesKept + 1))
+    end
+
+    """
+    /// The revoked certificates a user's key directory entry keeps.
+    static let revokedCertificatesKept = 32
 
     /// Lua: the distinct nodes named in a presence hash's entries (`PresenceEntry`), other
     /// than `self`.

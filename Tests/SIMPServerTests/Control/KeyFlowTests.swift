@@ -103,7 +103,7 @@ import Testing
         #expect(flow.start() == .read(user: "alice"))
         let stored = Array(publish.certificate.deviceKey) + Array(publish.certificate.signature)
         #expect(flow.read(directory()) == .storeCertificate(user: "alice", device: "phone", certificate: stored, identity: alice.identityKey,
-                                                             maxDevices: 10))
+                                                             maxDevices: 10, millis: now))
         guard case .refuse(.noIdentity, _) = flow.read(KeyFlow.Directory(userExists: true)) else { Issue.record("not NO_IDENTITY"); return }
         // Signed by someone else's identity: refused.
         var forged = publish
@@ -146,6 +146,12 @@ import Testing
         entry.identitySince = 5
         entry.devices = [certificate]
         #expect(fetch.read(directory(["phone": certificate])) == .answer(.keyDirectoryEntry(entry)))
+        // Revoked certificates as stored, oldest first; one of another length left out.
+        let revoked = try alice.certificate("laptop", try KeyFixtures.deviceSigner())
+        var withRevoked = directory(["phone": certificate])
+        withRevoked.revokedCertificates = [("laptop", Array(revoked.deviceKey) + Array(revoked.signature)), ("tablet", [1, 2])]
+        entry.revokedDevices = [revoked]
+        #expect(fetch.read(withRevoked) == .answer(.keyDirectoryEntry(entry)))
         guard case .refuse(.unknownUser, _) = fetch.read(KeyFlow.Directory(userExists: false)) else { Issue.record("not UNKNOWN_USER"); return }
 
         var claim = Simp_ClaimKeyPackages()

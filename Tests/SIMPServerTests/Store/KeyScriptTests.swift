@@ -27,9 +27,9 @@ import Testing
         defer { redis.stop() }
         let (pool, store) = try await setUp(redis)
         let stale = [UInt8](repeating: 9, count: 32)
-        #expect(try await store.storeCertificate(user: "ann", device: "phone", certificate: certificate, identity: stale, maxDevices: 10,
+        #expect(try await store.storeCertificate(user: "ann", device: "phone", certificate: certificate, identity: stale, maxDevices: 10, nowMillis: 7,
                                                  on: loop).get() == .changed)
-        #expect(try await store.storeCertificate(user: "ann", device: "phone", certificate: certificate, identity: identity, maxDevices: 10,
+        #expect(try await store.storeCertificate(user: "ann", device: "phone", certificate: certificate, identity: identity, maxDevices: 10, nowMillis: 7,
                                                  on: loop).get() == .done(pool: 0, lastResort: false))
         let other = [UInt8](repeating: 3, count: 96)
         #expect(try await store.storeKeyPackages(user: "ann", device: "phone", certificate: other, packages: [[1]], lastResort: nil, maxPool: 100,
@@ -44,7 +44,7 @@ import Testing
         defer { redis.stop() }
         let (pool, store) = try await setUp(redis)
         for device in ["ph", "phone"] {
-            _ = try await store.storeCertificate(user: "ann", device: device, certificate: certificate, identity: identity, maxDevices: 10, on: loop).get()
+            _ = try await store.storeCertificate(user: "ann", device: device, certificate: certificate, identity: identity, maxDevices: 10, nowMillis: 7, on: loop).get()
         }
         #expect(try await store.storeKeyPackages(user: "ann", device: "phone", certificate: certificate, packages: [[1], [2], [3]], lastResort: nil,
                                                  maxPool: 3, on: loop).get() == .done(pool: 3, lastResort: false))
@@ -55,12 +55,47 @@ import Testing
         // "ph" is a prefix of "phone": its range holds none of phone's packages.
         let claimed = try await store.claimKeyPackages(of: "ann", except: "", claimer: "bob", perHour: 5, on: loop).get()
         #expect(claimed.map(\.device) == ["phone"] && claimed.map(\.bytes) == [[1]])
-        #expect(try await store.storeCertificate(user: "ann", device: "tablet", certificate: certificate, identity: identity, maxDevices: 2,
+        #expect(try await store.storeCertificate(user: "ann", device: "tablet", certificate: certificate, identity: identity, maxDevices: 2, nowMillis: 7,
                                                  on: loop).get() == .tooManyDevices)
         // A new key for phone drops the packages the old one signed.
         let rekeyed = [UInt8](repeating: 4, count: 96)
-        _ = try await store.storeCertificate(user: "ann", device: "phone", certificate: rekeyed, identity: identity, maxDevices: 10, on: loop).get()
+        _ = try await store.storeCertificate(user: "ann", device: "phone", certificate: rekeyed, identity: identity, maxDevices: 10, nowMillis: 7, on: loop).get()
         #expect(try await store.claimKeyPackages(of: "ann", except: "", claimer: "bob", perHour: 5, on: loop).get().isEmpty)
+        await pool.shutdown()
+    }
+
+    /// A certificate replaced under its name by another key, or revoked, moves to the revoked
+    /// certificates the directory lists (oldest first, the newest 32 kept); the same key again
+    /// moves nothing; a new identity ends them with the rest.
+    @Test func aReplacedOrRevokedCertificateIsKeptAsRevokedUntilANewIdentity() async throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (pool, store) = try await setUp(redis)
+        let rekeyed = [UInt8](repeating: 4, count: 96)
+        for stored in [certificate, certificate, rekeyed] {
+            _ = try await store.storeCertificate(user: "ann", device: "phone", certificate: stored, identity: identity, maxDevices: 10,
+                                                 nowMillis: 7, on: loop).get()
+        }
+        _ = try await store.storeCertificate(user: "ann", device: "laptop", certificate: certificate, identity: identity, maxDevices: 10,
+                                             nowMillis: 8, on: loop).get()
+        _ = try await store.revokeDevice(user: "ann", device: "laptop", nowMillis: 9, on: loop).get()
+        var directory = try await store.keyDirectory(of: "ann", on: loop).get()
+        #expect(directory.certificates == ["phone": rekeyed])
+        #expect(directory.revokedCertificates.map(\.device) == ["phone", "laptop"])
+        #expect(directory.revokedCertificates.map(\.certificate) == [certificate, certificate])
+
+        for index in 0..<40 {
+            let key = [UInt8](repeating: UInt8(10 + index), count: 96)
+            _ = try await store.storeCertificate(user: "ann", device: "tablet", certificate: key, identity: identity, maxDevices: 10,
+                                                 nowMillis: Int64(100 + index), on: loop).get()
+        }
+        directory = try await store.keyDirectory(of: "ann", on: loop).get()
+        #expect(directory.revokedCertificates.count == Scripts.revokedCertificatesKept)
+        #expect(directory.revokedCertificates.last?.certificate == [UInt8](repeating: 48, count: 96), "the newest kept, last")
+
+        _ = try await store.storeIdentity(user: "ann", key: [UInt8](repeating: 5, count: 32), replace: true, nowMillis: 200, on: loop).get()
+        directory = try await store.keyDirectory(of: "ann", on: loop).get()
+        #expect(directory.certificates.isEmpty && directory.revokedCertificates.isEmpty)
         await pool.shutdown()
     }
 }
