@@ -548,6 +548,7 @@ actor ConversationKeys {
                     try store.saveGroup(conversation, state: try group.savedState(), renewedAt: clock())
                     try store.removeKeyPackage(kept.reference)
                     groups[conversation] = group
+                    checkMembersNextIfUncertified(conversation, group, validator)
                     return
                 } catch let unknown as DirectoryValidator.NotKnown {
                     do {
@@ -906,6 +907,17 @@ actor ConversationKeys {
     }
 
     /// Each member's leaf and device.
+    /// `checkMembersNext` when `group` holds a leaf (not this device's) under no current
+    /// certificate: a revoked device's, which a commit made while it was certified added
+    /// (`DirectoryValidator.revokedKeys`), or a former member's. The next send removes it, even if
+    /// the members were checked a moment ago, and seals nothing to it first.
+    private func checkMembersNextIfUncertified(_ conversation: String, _ group: MLSGroup, _ validator: DirectoryValidator) {
+        let uncertified = Self.memberDevices(group).contains { leaf, device in
+            leaf != group.myLeaf && validator.keys[device.identity] != device.key
+        }
+        if uncertified { checkMembersNext(conversation) }
+    }
+
     static func memberDevices(_ group: MLSGroup) -> [LeafIndex: MemberDevice] {
         var devices: [LeafIndex: MemberDevice] = [:]
         for leaf in group.members {
@@ -1003,6 +1015,7 @@ actor ConversationKeys {
                     try store.saveGroup(conversation, state: try group.savedState())
                 }
                 groups[conversation] = group
+                checkMembersNextIfUncertified(conversation, group, validator)
             }
             if let unknown {
                 do {

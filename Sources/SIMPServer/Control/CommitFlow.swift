@@ -8,9 +8,11 @@ import SIMPCore
 /// its Welcome in the same script, so a Welcome of a commit that lost is never handed out.
 ///
 /// Who may submit: a device of a member of the conversation (checked by the script, with the
-/// group's members in the same slot) whose user's directory holds a certificate for it (read
-/// first: a device revoked between the read and the store still gets its commit in; its peers
-/// refuse it, as they check every committer's leaf against the certificates themselves).
+/// group's members in the same slot) whose user's directory holds a certificate for it, by
+/// name (read first: a device revoked between the read and the store still gets its commit in).
+/// Members check every new leaf against the certificates themselves, current and revoked
+/// (docs/E2EE.md, Part 2, "Revoked devices"), and remove a revoked device's leaf by their next
+/// commit.
 ///
 /// What is submitted: a commit framed (RFC 9420 section 6) as a member's public commit on the
 /// epoch it is submitted for, with a Welcome that decodes and holds one secret per added device

@@ -23,7 +23,7 @@ extension Scripts {
     /// signature), the identity key checked against, the most certificates a user may have, now
     /// (ms). Returns 0, -1 (the identity is not ARGV[3] any more), -2 (a new device past the
     /// bound). A device whose key changes loses its KeyPackages (the old key signed them), and
-    /// its old certificate moves to the revoked ones (KEYS[5]).
+    /// its old certificate moves to the revoked ones (KEYS[5]), out of which the new one is taken.
     static let publishDevice = RedisScript(keepRevokedCertificate + """
     if redis.call('HGET', KEYS[1], 'key') ~= ARGV[3] then return -1 end
     local old = redis.call('HGET', KEYS[2], ARGV[1])
@@ -33,6 +33,8 @@ extension Scripts {
       redis.call('HDEL', KEYS[4], ARGV[1])
       keeprevoked(KEYS[5], ARGV[1], old, ARGV[5])
     end
+    -- A certificate current again is no longer listed as revoked.
+    redis.call('ZREM', KEYS[5], ARGV[1] .. '\\0' .. ARGV[2])
     redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
     return 0
     """)

@@ -66,7 +66,8 @@ import Testing
 
     /// A certificate replaced under its name by another key, or revoked, moves to the revoked
     /// certificates the directory lists (oldest first, the newest 32 kept); the same key again
-    /// moves nothing; a new identity ends them with the rest.
+    /// moves nothing, a revoked one certified again leaves the list; a new identity ends them
+    /// with the rest.
     @Test func aReplacedOrRevokedCertificateIsKeptAsRevokedUntilANewIdentity() async throws {
         let redis = try RedisServerProcess()
         defer { redis.stop() }
@@ -83,6 +84,19 @@ import Testing
         #expect(directory.certificates == ["phone": rekeyed])
         #expect(directory.revokedCertificates.map(\.device) == ["phone", "laptop"])
         #expect(directory.revokedCertificates.map(\.certificate) == [certificate, certificate])
+
+        // The first key certified again: current, and no longer listed as revoked (the second
+        // moves there); a certificate holding zero bytes is kept whole.
+        let zeros = [UInt8](repeating: 0, count: 40) + [UInt8](repeating: 6, count: 56)
+        _ = try await store.storeCertificate(user: "ann", device: "phone", certificate: certificate, identity: identity, maxDevices: 10,
+                                             nowMillis: 10, on: loop).get()
+        _ = try await store.storeCertificate(user: "ann", device: "watch", certificate: zeros, identity: identity, maxDevices: 10,
+                                             nowMillis: 11, on: loop).get()
+        _ = try await store.revokeDevice(user: "ann", device: "watch", nowMillis: 12, on: loop).get()
+        directory = try await store.keyDirectory(of: "ann", on: loop).get()
+        #expect(directory.certificates == ["phone": certificate])
+        #expect(directory.revokedCertificates.map(\.device) == ["laptop", "phone", "watch"])
+        #expect(directory.revokedCertificates.map(\.certificate) == [certificate, rekeyed, zeros])
 
         for index in 0..<40 {
             let key = [UInt8](repeating: UInt8(10 + index), count: 96)
