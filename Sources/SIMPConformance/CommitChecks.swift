@@ -195,6 +195,24 @@ extension Conformance {
             let noWelcome = try owner.request(12, .fetchCommits(.with { $0.conversation = "#" + name; $0.join = true }))
             try expect(errorCode(noWelcome) == .notAMember, "a former member's device with no Welcome got \(describe(noWelcome))")
         },
+        ConformanceCheck("4.33", "4. Messages, Commits", "a commit whose path leaf is the submitting device's under another key than its certificate's is DEVICE_NOT_CERTIFIED, one naming another device INVALID_COMMIT, and neither is stored; under the certified key it is") { target in
+            let (user, peer, identity) = try keyOwner(target)
+            let deviceKey = Curve25519.Signing.PrivateKey()
+            try certify(peer, user: user, identity: identity, deviceKey: deviceKey, id: 3)
+            let (other, _) = try target.account("b")
+            let (epoch, group) = try currentEpoch(peer, other, id: 4)
+            let mine = Array("\(user)/default".utf8)
+            let certified = Array(deviceKey.publicKey.rawRepresentation)
+            let otherKey = Array(Curve25519.Signing.PrivateKey().publicKey.rawRepresentation)
+            let rekeyed = MLSFraming.commit(group: group, epoch: epoch, path: (mine, otherKey))
+            let refused = try peer.request(5, .submitCommit(.with { $0.conversation = other; $0.epoch = epoch; $0.commit = Data(rekeyed) }))
+            try expect(errorCode(refused) == .deviceNotCertified, "a path leaf under another key got \(describe(refused))")
+            let elsewhere = MLSFraming.commit(group: group, epoch: epoch, path: (Array("\(user)/laptop".utf8), certified))
+            let named = try peer.request(6, .submitCommit(.with { $0.conversation = other; $0.epoch = epoch; $0.commit = Data(elsewhere) }))
+            try expect(errorCode(named) == .invalidCommit, "a path leaf naming another device got \(describe(named))")
+            let good = MLSFraming.commit(group: group, epoch: epoch, path: (mine, certified))
+            try expect(try submit(peer, 7, to: other, epoch: epoch, good) == epoch + 1, "the commit under the certified key was not stored at \(epoch)")
+        },
     ]
 
     /// A device a commit adds.

@@ -9,8 +9,12 @@ public enum MLSFraming {
     /// An `MLSMessage` `mls_public_message` whose `FramedContent` is an empty commit (no
     /// proposals, no path) in `group` on `epoch` from the member at `leaf`, with a random
     /// 64-byte signature and random confirmation and membership tags (so two differ), or every
-    /// byte of them `fill` (for a test vector).
-    public static func commit(group: [UInt8], epoch: UInt64, leaf: UInt32 = 0, fill: UInt8? = nil) -> [UInt8] {
+    /// byte of them `fill` (for a test vector). With `path`, the commit has an `UpdatePath`
+    /// (section 12.4.1) whose leaf node (section 7.2, source `commit`) holds a basic credential
+    /// of that identity ("USER/DEVICE") and that signature key, made-up keys, parent hash and
+    /// signature, and no path nodes.
+    public static func commit(group: [UInt8], epoch: UInt64, leaf: UInt32 = 0, fill: UInt8? = nil,
+                              path: (identity: [UInt8], signatureKey: [UInt8])? = nil) -> [UInt8] {
         let random = { (count: Int) in made(count, fill) }
         var out: [UInt8] = []
         uint16(1, &out)                      // version mls10
@@ -22,7 +26,33 @@ public enum MLSFraming {
         opaque([], &out)                     // authenticated_data
         out.append(3)                        // content_type commit
         opaque([], &out)                     // Commit.proposals: none
-        out.append(0)                        // Commit.path: absent
+        if let path {
+            out.append(1)                    // Commit.path: present
+            opaque(random(32), &out)         // LeafNode.encryption_key
+            opaque(path.signatureKey, &out)  // LeafNode.signature_key
+            uint16(1, &out)                  // Credential.credential_type basic
+            opaque(path.identity, &out)      // Credential.identity
+            var capabilities: [UInt8] = []
+            var versions: [UInt8] = []
+            uint16(1, &versions)
+            opaque(versions, &capabilities)  // versions: mls10
+            var suites: [UInt8] = []
+            uint16(1, &suites)
+            opaque(suites, &capabilities)    // cipher_suites: 1
+            opaque([], &capabilities)        // extensions
+            opaque([], &capabilities)        // proposals
+            var credentials: [UInt8] = []
+            uint16(1, &credentials)
+            opaque(credentials, &capabilities) // credentials: basic
+            out += capabilities
+            out.append(3)                    // leaf_node_source commit
+            opaque(random(32), &out)         // parent_hash
+            opaque([], &out)                 // LeafNode.extensions
+            opaque(random(64), &out)         // LeafNode.signature
+            opaque([], &out)                 // UpdatePath.nodes: none
+        } else {
+            out.append(0)                    // Commit.path: absent
+        }
         opaque(random(64), &out)             // signature
         opaque(random(32), &out)             // confirmation_tag
         opaque(random(32), &out)             // membership_tag

@@ -9,7 +9,8 @@ import SIMPCore
 ///
 /// Who may submit: a device of a member of the conversation (checked by the script, with the
 /// group's members in the same slot) whose user's directory holds a certificate for it, by
-/// name (read first: a device revoked between the read and the store still gets its commit in).
+/// name (read first: a device revoked between the read and the store still gets its commit in),
+/// and, when the commit has a path, whose new leaf is that device's under the certified key.
 /// Members check every new leaf against the certificates themselves, current and revoked
 /// (docs/E2EE.md, Part 2, "Revoked devices"), and remove a revoked device's leaf by their next
 /// commit.
@@ -46,8 +47,9 @@ struct CommitFlow: Sendable {
 
     /// What the read before a submit found.
     struct Submitter: Sendable, Equatable {
-        /// The submitting device has a device certificate in its user's directory.
-        var certified: Bool
+        /// The key the submitting device's certificate in its user's directory certifies; nil
+        /// when it has none.
+        var certifiedKey: [UInt8]?
         /// For a one-to-one conversation, the other user exists.
         var peerExists: Bool
         /// The first added device that has no device certificate in its user's directory.
@@ -164,8 +166,20 @@ struct CommitFlow: Sendable {
         // Checked with the request already; a flow made from an unchecked one must not trap either.
         guard epoch < CommitRules.maxEpoch else { return .refuse(.badRequest, "a commit is made on an epoch below \(CommitRules.maxEpoch)") }
         guard submitter.peerExists else { return .refuse(.unknownUser, "no such user: \(conversation.name)") }
-        guard submitter.certified else {
+        guard let certifiedKey = submitter.certifiedKey else {
             return .refuse(.deviceNotCertified, "\(device) has no device certificate stored: publish one before committing")
+        }
+        // The committer's new leaf is checked by every member against the device's certificate;
+        // one they would all refuse, stored, would stop the conversation's order (docs/E2EE.md,
+        // Part 3, "What the server reads of a commit"): the old holder of a device name now
+        // certified under another key, its token still valid, gets none in.
+        if let leaf = framing.pathLeaf {
+            guard leaf.identity == KeyDirectoryRules.credentialIdentity(user: user, device: device) else {
+                return .refuse(.invalidCommit, "the commit's path leaf is not \(user)/\(device)'s: its credential names another device")
+            }
+            guard leaf.signatureKey == certifiedKey else {
+                return .refuse(.deviceNotCertified, "the commit's path leaf is not under the key \(device)'s certificate certifies")
+            }
         }
         // A device is added with a KeyPackage its certified key signed: naming any other device
         // would only take room in the conversation's Welcomes.

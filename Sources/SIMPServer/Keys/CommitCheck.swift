@@ -31,7 +31,8 @@ struct UncheckedCommit: Sendable, Equatable {
     /// `mls_welcome` with as many `EncryptedGroupSecrets` as `added`. Decoding only: no
     /// signature, tag or leaf index is checked (that needs the group's state), nor which key
     /// packages the secrets are for, and the group id is compared by the store, which records
-    /// the first one.
+    /// the first one. A path's leaf node is read out (`CommitFraming.pathLeaf`) for the flow to
+    /// compare with the device's certificate; a leaf without a basic credential is refused here.
     func checked(epoch: UInt64) throws(Problem) -> CommitFraming {
         let content: FramedContent
         switch try? MLSMessage(mlsDecoding: commit) {
@@ -62,7 +63,14 @@ struct UncheckedCommit: Sendable, Equatable {
                               + "one per new member (RFC 9420 section 12.4.3.1)")
             }
         }
-        return CommitFraming(groupID: content.groupID, epoch: content.epoch, leaf: leaf)
+        var pathLeaf: CommitFraming.PathLeaf?
+        if case .commit(let body) = content.content, let path = body.path {
+            guard case .basic(let identity) = path.leafNode.credential else {
+                throw Problem(reason: "the commit's path leaf holds no basic credential (SIMP's credentials are basic: USER/DEVICE)")
+            }
+            pathLeaf = CommitFraming.PathLeaf(identity: identity, signatureKey: path.leafNode.signatureKey.bytes)
+        }
+        return CommitFraming(groupID: content.groupID, epoch: content.epoch, leaf: leaf, pathLeaf: pathLeaf)
     }
 
     /// `checked(epoch:)` as a result.
@@ -105,10 +113,21 @@ struct CommitFraming: Sendable, Equatable {
     let groupID: [UInt8]
     let epoch: UInt64
     let leaf: UInt32
+    /// The committer's new leaf, when the commit has a path (RFC 9420 section 12.4.1): the
+    /// submitting device's, which its members check against its certificate; the server does
+    /// too (`CommitFlow.checked`), so that a commit they would all refuse is never stored.
+    let pathLeaf: PathLeaf?
 
-    fileprivate init(groupID: [UInt8], epoch: UInt64, leaf: UInt32) {
+    struct PathLeaf: Sendable, Equatable {
+        /// The basic credential's identity, "USER/DEVICE".
+        let identity: [UInt8]
+        let signatureKey: [UInt8]
+    }
+
+    fileprivate init(groupID: [UInt8], epoch: UInt64, leaf: UInt32, pathLeaf: PathLeaf?) {
         self.groupID = groupID
         self.epoch = epoch
         self.leaf = leaf
+        self.pathLeaf = pathLeaf
     }
 }

@@ -19,12 +19,12 @@ extension MessageStore {
         if case .group = conversation { "1" } else { "0" }
     }
 
-    /// Whether `device` of `user` has a device certificate, whether `peer` exists (true when
-    /// there is none to check), and the first added device that has none: one pipeline, a
-    /// command per slot.
+    /// The key of `device` of `user`'s device certificate (nil: none), whether `peer` exists
+    /// (true when there is none to check), and the first added device that has none: one
+    /// pipeline, a command per slot.
     func commitSubmitter(user: String, device: String, peer: String?, added: [CommitFlow.AddedDevice],
                          on loop: any EventLoop) -> EventLoopFuture<CommitFlow.Submitter> {
-        let reads = [RedisCommand("HEXISTS", [keys.deviceCertificates(user), device])]
+        let reads = [RedisCommand("HGET", [keys.deviceCertificates(user), device])]
             + (peer.map { [RedisCommand("EXISTS", [keys.user($0)])] } ?? [])
             + added.map { RedisCommand("HEXISTS", [keys.deviceCertificates($0.user), $0.device]) }
         return redis.run(reads, on: loop).flatMapThrowing { replies in
@@ -35,7 +35,9 @@ extension MessageStore {
                 uncertified = device
                 break
             }
-            return CommitFlow.Submitter(certified: try replies[0].checked().int == 1,
+            // The certificate: the device key (32 bytes), then the identity's signature.
+            let certificate = try replies[0].checked().bytes
+            return CommitFlow.Submitter(certifiedKey: certificate.flatMap { $0.count == 96 ? Array($0[0..<32]) : nil },
                                         peerExists: peer == nil ? true : try replies[1].checked().int == 1,
                                         uncertifiedAdded: uncertified)
         }

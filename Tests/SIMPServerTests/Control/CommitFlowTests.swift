@@ -10,6 +10,8 @@ import Testing
     let now: Int64 = 1_800_000_000_000
     /// The MLS group the tests' commits are framed for.
     static let group = Array("the team's group".utf8)
+    /// The key alice/phone's certificate certifies.
+    static let phoneKey = [UInt8](repeating: 0x0f, count: 32)
 
     func makeFlow(_ body: Simp_Envelope.OneOf_Body, user: String = "alice", device: String = "phone") throws -> CommitFlow {
         let request = try #require(CommitFlow.request(from: body, user: user)).get()
@@ -129,15 +131,39 @@ import Testing
         let unchecked = CommitFlow(.submit(.group("team"), epoch: .max, commit: [1], welcome: .init(bytes: [1], added: [.init(user: "bob", device: "desk")])),
                                    user: "alice", device: "phone", nowMillis: now)
         let someFraming = try UncheckedCommit(commit: MLSFraming.commit(group: Self.group, epoch: 0), welcome: nil, added: 0).checking(epoch: 0).get()
-        guard case .refuse(.badRequest, _) = unchecked.checked(.init(certified: true, peerExists: true), framing: someFraming) else {
+        guard case .refuse(.badRequest, _) = unchecked.checked(.init(certifiedKey: Self.phoneKey, peerExists: true), framing: someFraming) else {
             Issue.record("not BAD_REQUEST"); return
         }
         let last = try makeFlow(submit("#team", epoch: CommitRules.maxEpoch - 1, welcome: welcome, added: desk))
-        guard case .store(_, _, _, _, let kept, _, _) = last.checked(.init(certified: true, peerExists: true), framing: try framing(last)) else { Issue.record("no store"); return }
+        guard case .store(_, _, _, _, let kept, _, _) = last.checked(.init(certifiedKey: Self.phoneKey, peerExists: true), framing: try framing(last)) else { Issue.record("no store"); return }
         #expect(try Simp_StoredWelcome(serializedBytes: try #require(kept).value).epoch == CommitRules.maxEpoch)
     }
 
     // MARK: a submit
+
+    /// A commit with a path carries the committer's new leaf, which every member checks against
+    /// the device's certificate: a leaf under another key (the old holder of a device name
+    /// certified since under a new one) is DEVICE_NOT_CERTIFIED, one naming another device
+    /// INVALID_COMMIT; nothing stored either way. Under the certified key it is stored.
+    @Test func aCommitsPathLeafMustBeTheSubmittingDevicesUnderItsCertifiedKey() throws {
+        let identity = KeyDirectoryRules.credentialIdentity(user: "alice", device: "phone")
+        func checked(_ path: (identity: [UInt8], signatureKey: [UInt8])) throws -> CommitFlow.Next {
+            let flow = try makeFlow(submit("bob", epoch: 2, commit: MLSFraming.commit(group: Self.group, epoch: 2, path: path)))
+            let framed = try framing(flow)
+            #expect(framed.pathLeaf == .init(identity: path.identity, signatureKey: path.signatureKey))
+            return flow.checked(.init(certifiedKey: Self.phoneKey, peerExists: true), framing: framed)
+        }
+        guard case .store = try checked((identity, Self.phoneKey)) else { Issue.record("the certified key's leaf not stored"); return }
+        guard case .refuse(.deviceNotCertified, _) = try checked((identity, [UInt8](repeating: 0x0e, count: 32))) else {
+            Issue.record("a leaf under another key not DEVICE_NOT_CERTIFIED"); return
+        }
+        let laptop = KeyDirectoryRules.credentialIdentity(user: "alice", device: "laptop")
+        guard case .refuse(.invalidCommit, _) = try checked((laptop, Self.phoneKey)) else {
+            Issue.record("a leaf naming another device not INVALID_COMMIT"); return
+        }
+        // Without a path there is no leaf to check (a commit of Adds alone may have none).
+        #expect(try framing(try makeFlow(submit("bob", epoch: 2))).pathLeaf == nil)
+    }
 
     @Test func aSubmitReadsTheDeviceAndThePeerThenStoresWithItsWelcome() throws {
         let (commit, madeWelcome) = (MLSFraming.commit(group: Self.group, epoch: 4), MLSFraming.welcome(secrets: 2))
@@ -148,16 +174,16 @@ import Testing
         #expect(flow.framed(.success(framed))
             == .readSubmitter(user: "alice", device: "phone", peer: "bob", added: [.init(user: "bob", device: "desk"), .init(user: "alice", device: "laptop")],
                               framing: framed))
-        guard case .refuse(.unknownUser, _) = flow.checked(.init(certified: true, peerExists: false), framing: framed) else { Issue.record("not UNKNOWN_USER"); return }
-        guard case .refuse(.deviceNotCertified, _) = flow.checked(.init(certified: false, peerExists: true), framing: framed) else {
+        guard case .refuse(.unknownUser, _) = flow.checked(.init(certifiedKey: Self.phoneKey, peerExists: false), framing: framed) else { Issue.record("not UNKNOWN_USER"); return }
+        guard case .refuse(.deviceNotCertified, _) = flow.checked(.init(certifiedKey: nil, peerExists: true), framing: framed) else {
             Issue.record("not DEVICE_NOT_CERTIFIED"); return
         }
-        guard case .refuse(.deviceNotCertified, let why) = flow.checked(.init(certified: true, peerExists: true, uncertifiedAdded: .init(user: "bob", device: "desk")),
+        guard case .refuse(.deviceNotCertified, let why) = flow.checked(.init(certifiedKey: Self.phoneKey, peerExists: true, uncertifiedAdded: .init(user: "bob", device: "desk")),
                                                                         framing: framed) else {
             Issue.record("a Welcome for an uncertified device not DEVICE_NOT_CERTIFIED"); return
         }
         #expect(why.contains("bob/desk"), "\(why)")
-        guard case .store(let conversation, let user, let epoch, let entry, let welcome, let kept, let group) = flow.checked(.init(certified: true, peerExists: true),
+        guard case .store(let conversation, let user, let epoch, let entry, let welcome, let kept, let group) = flow.checked(.init(certifiedKey: Self.phoneKey, peerExists: true),
                                                                                                                          framing: framed) else {
             Issue.record("no store"); return
         }
