@@ -47,6 +47,28 @@ import Testing
         return (pair, first)
     }
 
+    /// A cluster, three data directories (alice's and bob's first, a third for a new device)
+    /// and `aliceAndBobTalking` on them.
+    struct Talking {
+        let cluster: TestCluster
+        let directories: [String]
+        let alice: (SIMPClient, EventLog)
+        let bob: (SIMPClient, EventLog)
+        /// alice's first message, which bob read.
+        let first: String
+
+        func removeDirectories() {
+            for directory in directories { try? FileManager.default.removeItem(atPath: directory) }
+        }
+    }
+
+    static func talking() async throws -> Talking {
+        let cluster = try await TestCluster.start()
+        let directories = (0..<3).map { _ in LocalHistoryTests.directory() }
+        let (pair, first) = try await aliceAndBobTalking(cluster, directories)
+        return Talking(cluster: cluster, directories: directories, alice: pair.alice, bob: pair.bob, first: first)
+    }
+
     /// Every value in Redis, read by type, as one string: what someone with the server's Redis sees.
     static func everythingInRedis(_ cluster: TestCluster) throws -> String {
         var dump = ""
@@ -120,12 +142,12 @@ import Testing
     }
 
     @Test func aNewIdentityHoldsSendingToAVerifiedPeerAndTheNewDeviceIsAddedByCommit() async throws {
-        let cluster = try await TestCluster.start()
-        let directories = (0..<3).map { _ in LocalHistoryTests.directory() }
-        defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
-        let (pair, first) = try await Self.aliceAndBobTalking(cluster, directories)
-        let (alice, aliceLog) = pair.alice
-        var (bob, bobLog) = pair.bob
+        let talking = try await Self.talking()
+        defer { talking.removeDirectories() }
+        let (cluster, directories) = (talking.cluster, talking.directories)
+        let (alice, aliceLog) = talking.alice
+        var (bob, bobLog) = talking.bob
+        let first = talking.first
         try await alice.markVerified("bob", number: try await alice.safetyNumber(with: "bob").number)
 
         // bob loses his device and makes a new identity on a new one.
@@ -156,12 +178,11 @@ import Testing
     /// reads that send. Judged by name alone, the old leaf counted as bob's phone: it stayed,
     /// and the new phone was never added.
     @Test func aNewDeviceUnderTheOldOnesNameReplacesItsLeaf() async throws {
-        let cluster = try await TestCluster.start()
-        let directories = (0..<3).map { _ in LocalHistoryTests.directory() }
-        defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
-        let (pair, _) = try await Self.aliceAndBobTalking(cluster, directories)
-        let (alice, aliceLog) = pair.alice
-        var (bob, bobLog) = pair.bob
+        let talking = try await Self.talking()
+        defer { talking.removeDirectories() }
+        let (cluster, directories) = (talking.cluster, talking.directories)
+        let (alice, aliceLog) = talking.alice
+        var (bob, bobLog) = talking.bob
         let store = try await alice.identityStore()
         func bobsPhones() throws -> [[UInt8]] {
             let group = try MLSGroup(savedState: try #require(try store.groupState(of: "bob")), credentialValidator: nil, proposalApprover: nil)
@@ -189,12 +210,11 @@ import Testing
     /// certificate the directory now lists as revoked, and reads what alice sent with the laptop
     /// in and after its removal.
     @Test func aDeviceAwayCatchesUpThroughADeviceAddedAndRevokedMeanwhile() async throws {
-        let cluster = try await TestCluster.start()
-        let directories = (0..<3).map { _ in LocalHistoryTests.directory() }
-        defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
-        let (pair, _) = try await Self.aliceAndBobTalking(cluster, directories)
-        let (alice, aliceLog) = pair.alice
-        var (bob, bobLog) = pair.bob
+        let talking = try await Self.talking()
+        defer { talking.removeDirectories() }
+        let (cluster, directories) = (talking.cluster, talking.directories)
+        let (alice, aliceLog) = talking.alice
+        var (bob, bobLog) = talking.bob
         await bob.close()
 
         let (laptop, laptopLog) = try await Self.connected(cluster, "alice", directories[2], device: "laptop")
