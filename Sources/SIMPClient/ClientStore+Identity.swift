@@ -98,7 +98,6 @@ extension ClientStore {
             // Forgotten on the writer's queue, where `isHeld` fills it: never refilled with a
             // value read before this write.
             heldPeers.withLock { $0[peer] = nil }
-            try db.run(sql: "INSERT OR IGNORE INTO peer_keys (user, identityKey) VALUES (?, ?)", arguments: [peer, Data(key)])
             guard let row = try Row.fetchOne(try db.cachedStatement(sql: "SELECT identityKey, verified FROM peers WHERE user = ?"), arguments: [peer]) else {
                 try db.run(sql: "INSERT INTO peers (user, identityKey, verified, seenAt) VALUES (?, ?, 0, ?)",
                                arguments: [peer, Data(key), nowMillis])
@@ -110,13 +109,6 @@ extension ClientStore {
             try db.run(sql: "UPDATE peers SET identityKey = ?, verified = 0, held = ?, seenAt = ? WHERE user = ?",
                            arguments: [Data(key), verified, nowMillis, peer])
             return .changed(wasVerified: verified)
-        }
-    }
-
-    /// Every identity key this device pinned for `peer` (`record`), the current one too.
-    func pinnedKeys(of peer: String) throws -> Set<[UInt8]> {
-        try lookUp { db in
-            Set(try Data.fetchAll(try db.cachedStatement(sql: "SELECT identityKey FROM peer_keys WHERE user = ?"), arguments: [peer]).map { [UInt8]($0) })
         }
     }
 

@@ -163,15 +163,6 @@ final class ClientStore: Sendable {
                     conversation TEXT PRIMARY KEY, epoch INTEGER NOT NULL, message BLOB NOT NULL, state BLOB NOT NULL);
                 """)
         }
-        migrator.registerMigration("v8-peer-keys") { db in
-            // Every identity key this device pinned for a peer, the current one too: the
-            // certificates a former one signed check the leaves of commits made before the peer's
-            // identity changed (docs/E2EE.md, Part 2, "Revoked devices").
-            try db.execute(sql: """
-                CREATE TABLE peer_keys (user TEXT NOT NULL, identityKey BLOB NOT NULL, PRIMARY KEY (user, identityKey));
-                INSERT OR IGNORE INTO peer_keys (user, identityKey) SELECT user, identityKey FROM peers;
-                """)
-        }
         return migrator
     }
 

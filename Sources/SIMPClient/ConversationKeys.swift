@@ -598,7 +598,7 @@ actor ConversationKeys {
         }
         var validator = DirectoryValidator(keys: keys, owners: [user])
         validator.admitsFormerMembers = true
-        validator.admitRevoked(pastDevices(of: own))
+        validator.admitRevoked(verified(own.revokedDevices, of: own))
         return validator
     }
 
@@ -611,7 +611,7 @@ actor ConversationKeys {
         case .success: throw DirectoryValidator.Uncertified()
         case .failure(let error): throw error
         }
-        return validator.including(user, devices: verifiedDevices(of: entry), revoked: pastDevices(of: entry))
+        return validator.including(user, devices: verifiedDevices(of: entry), revoked: verified(entry.revokedDevices, of: entry))
     }
 
     /// Creates the group with everyone's devices; false when another device's commit won epoch 0.
@@ -1114,7 +1114,7 @@ actor ConversationKeys {
         validator.admitsFormerMembers = group != nil
         for owner in owners {
             guard let entry = entries[owner] else { continue }
-            validator.admitRevoked(pastDevices(of: entry))
+            validator.admitRevoked(verified(entry.revokedDevices, of: entry))
         }
         return validator
     }
@@ -1122,31 +1122,17 @@ actor ConversationKeys {
     /// `entry.verifiedDevices`, each certificate's signature checked once while the client runs:
     /// a member check reads the same certificates before most sends.
     private func verifiedDevices(of entry: KeyDirectoryEntry) -> [VerifiedDevice] {
-        verified(entry.devices, user: entry.user, identityKey: entry.identityKey)
+        verified(entry.devices, of: entry)
     }
 
-    /// What of `entry` checks the leaves of past commits and Welcomes only
-    /// (`DirectoryValidator.admitRevoked`): its revoked certificates, and those of the user's
-    /// former identities whose keys this device pinned for the user before (never one the server
-    /// names alone; this device's own user's former identities are none it pinned).
-    private func pastDevices(of entry: KeyDirectoryEntry) -> [VerifiedDevice] {
-        var past = verified(entry.revokedDevices, user: entry.user, identityKey: entry.identityKey)
-        guard entry.user != user, !entry.formerIdentityDevices.isEmpty,
-              let pinned = try? store.pinnedKeys(of: entry.user) else { return past }
-        for former in entry.formerIdentityDevices where former.identityKey != entry.identityKey && pinned.contains(former.identityKey) {
-            past += verified([former.certificate], user: entry.user, identityKey: former.identityKey)
-        }
-        return past
-    }
-
-    /// Those of `certificates` that verify as `user`'s under `identityKey`, each checked once
-    /// while the client runs.
-    private func verified(_ certificates: [CertifiedDevice], user: String, identityKey: [UInt8]) -> [VerifiedDevice] {
-        guard let identity = IdentityKey(identityKey) else { return [] }
+    /// Those of `certificates` (`entry`'s devices or revoked devices) that verify under `entry`'s
+    /// identity key, each checked once while the client runs.
+    private func verified(_ certificates: [CertifiedDevice], of entry: KeyDirectoryEntry) -> [VerifiedDevice] {
+        guard let identity = IdentityKey(entry.identityKey) else { return [] }
         return certificates.compactMap { device in
-            let certificate = UnverifiedDeviceCertificate(user: user, device: device.device, deviceKey: device.deviceKey,
+            let certificate = UnverifiedDeviceCertificate(user: entry.user, device: device.device, deviceKey: device.deviceKey,
                                                           signature: device.signature)
-            let seen = CertificateUnder(identity: identityKey, certificate: certificate)
+            let seen = CertificateUnder(identity: entry.identityKey, certificate: certificate)
             if let known = verifiedCertificates[seen] { return known }
             guard let certified = try? certificate.verified(by: identity) else { return nil }
             let verified = VerifiedDevice(certified)

@@ -55,19 +55,13 @@ public struct KeyDirectoryEntry: Sendable, Equatable {
     /// another key, as the server gave them (unverified): for checking the leaves of commits made
     /// while they were certified, never for adding a device (docs/E2EE.md, Part 2, "Revoked devices").
     public var revokedDevices: [CertifiedDevice]
-    /// Certificates of devices under the user's former identity keys, each with the key that
-    /// signed it, as the server gave them (unverified): for checking the leaves of commits made
-    /// before the identity changed, under a key this device pinned for the user then.
-    public var formerIdentityDevices: [FormerIdentityDevice]
 
-    public init(user: String, identityKey: [UInt8], identitySince: Date, devices: [CertifiedDevice], revokedDevices: [CertifiedDevice] = [],
-                formerIdentityDevices: [FormerIdentityDevice] = []) {
+    public init(user: String, identityKey: [UInt8], identitySince: Date, devices: [CertifiedDevice], revokedDevices: [CertifiedDevice] = []) {
         self.user = user
         self.identityKey = identityKey
         self.identitySince = identitySince
         self.devices = devices
         self.revokedDevices = revokedDevices
-        self.formerIdentityDevices = formerIdentityDevices
     }
 
     /// The device certificates whose signatures verify under `identityKey`, in the entry's
@@ -78,17 +72,6 @@ public struct KeyDirectoryEntry: Sendable, Equatable {
             let unverified = UnverifiedDeviceCertificate(user: user, device: device.device, deviceKey: device.deviceKey, signature: device.signature)
             return (try? unverified.verified(by: identity)).map(VerifiedDevice.init)
         }
-    }
-}
-
-/// A device certificate a former identity key of its user signed (`KeyDirectoryEntry.formerIdentityDevices`).
-public struct FormerIdentityDevice: Sendable, Equatable {
-    public var identityKey: [UInt8]
-    public var certificate: CertifiedDevice
-
-    public init(identityKey: [UInt8], certificate: CertifiedDevice) {
-        self.identityKey = identityKey
-        self.certificate = certificate
     }
 }
 
@@ -173,10 +156,7 @@ extension SIMPClient {
         return try await ask(.keyDirectory(request), "a key directory request") { body in
             guard case .keyDirectoryEntry(let entry)? = body else { return nil }
             return KeyDirectoryEntry(user: entry.user, identityKey: Array(entry.identityKey), identitySince: Date(millis: entry.identitySince),
-                                     devices: entry.devices.map(CertifiedDevice.init), revokedDevices: entry.revokedDevices.map(CertifiedDevice.init),
-                                     formerIdentityDevices: entry.formerIdentityDevices.map {
-                                         FormerIdentityDevice(identityKey: Array($0.identityKey), certificate: CertifiedDevice($0.certificate))
-                                     })
+                                     devices: entry.devices.map(CertifiedDevice.init), revokedDevices: entry.revokedDevices.map(CertifiedDevice.init))
         }
     }
 

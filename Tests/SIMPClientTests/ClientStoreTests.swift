@@ -39,22 +39,6 @@ import Testing
         #expect(saved.accepted.map(\.id) == ["b"])
     }
 
-    /// Every identity key pinned for a peer is kept, the current one too, per peer: what a
-    /// former identity's certificates are checked under.
-    @Test func everyIdentityKeyPinnedForAPeerIsKept() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("simp-store-\(UUID())").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let store = try ClientStore(directory: directory, user: "alice")
-        let (first, second) = ([UInt8](repeating: 1, count: 32), [UInt8](repeating: 2, count: 32))
-        #expect(try store.pinnedKeys(of: "bob").isEmpty)
-        #expect(try store.record(peer: "bob", identityKey: first, nowMillis: 1) == .new)
-        #expect(try store.record(peer: "bob", identityKey: second, nowMillis: 2) == .changed(wasVerified: false))
-        #expect(try store.record(peer: "bob", identityKey: second, nowMillis: 3) == .same(verified: false))
-        #expect(try store.record(peer: "carol", identityKey: [UInt8](repeating: 3, count: 32), nowMillis: 4) == .new)
-        #expect(try ClientStore(directory: directory, user: "alice").pinnedKeys(of: "bob") == [first, second])
-    }
-
     /// Writes queued while the writer is busy go in one transaction (a group commit): they are
     /// on disk in the order queued; one that fails is not, not even the part it did before it
     /// threw, nor are those queued after it in its batch (they are reported failed); what is

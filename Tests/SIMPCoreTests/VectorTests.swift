@@ -208,15 +208,11 @@ import Testing
                 $0.code = .e2ERequired
                 $0.reason = "this server takes read receipts only end-to-end encrypted (--e2e required): send them sealed"
             }))),
-            ("keyDirectoryEntry (revoked and former identity devices)", Simp_Envelope(requestID: 24, .keyDirectoryEntry(.with {
+            ("keyDirectoryEntry (revoked devices)", Simp_Envelope(requestID: 24, .keyDirectoryEntry(.with {
                 $0.user = "alice"; $0.identityKey = Data(repeating: 0x1d, count: 32); $0.identitySince = 1_700_000_000_000
                 $0.devices = [.with { $0.device = "phone"; $0.deviceKey = Data(repeating: 0xd1, count: 32); $0.signature = Data(repeating: 0x51, count: 64) }]
                 $0.revokedDevices = [.with {
                     $0.device = "laptop"; $0.deviceKey = Data(repeating: 0xd2, count: 32); $0.signature = Data(repeating: 0x52, count: 64)
-                }]
-                $0.formerIdentityDevices = [.with {
-                    $0.identityKey = Data(repeating: 0x1c, count: 32)
-                    $0.certificate = .with { $0.device = "phone"; $0.deviceKey = Data(repeating: 0xd0, count: 32); $0.signature = Data(repeating: 0x50, count: 64) }
                 }]
             }))),
             ("error", Simp_Envelope.error(.sessionReplaced, "a newer session of alice's device phone connected")),

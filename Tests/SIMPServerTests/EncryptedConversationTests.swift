@@ -247,44 +247,6 @@ import Testing
         await cluster.stop()
     }
 
-    /// bob is away while alice's phone renews its keys by an Update (its new leaf certified by
-    /// her identity) and alice then loses it and makes a new identity on a new phone: back, bob's
-    /// device catches up through the Update, whose leaf only her former identity (which bob's
-    /// device pinned) certifies, reads what the old phone sent, and brings the new phone in by
-    /// its next send.
-    @Test func aDeviceAwayCatchesUpThroughACommitOfAPeersFormerIdentity() async throws {
-        let talking = try await Self.talking()
-        defer { talking.removeDirectories() }
-        let (cluster, directories) = (talking.cluster, talking.directories)
-        let alice = talking.alice.0
-        var (bob, bobLog) = talking.bob
-        await bob.close()
-        // An Update after every sealed message instead of 1,000.
-        let store = try await alice.identityStore()
-        let keys = try ConversationKeys(store: store, user: "alice", device: "phone", keys: try #require(try store.ownKeys()),
-                                        checkInterval: .zero, updateAfter: (messages: 1, millis: .max))
-        alice.keyring.withLock { $0 = keys }
-        let (one, two) = (try await alice.send(to: "bob", text: "one"), try await alice.send(to: "bob", text: "two, after my Update"))
-        // The group's creation, then an Update before each of alice's (the first message counts).
-        #expect(try await alice.fetchCommits(in: "bob", fromEpoch: 0).epoch == 3)
-        await alice.close()
-
-        let (phone, phoneLog) = try await Self.connected(cluster, "alice", directories[2])
-        #expect(try await phone.setUpIdentity(newIdentity: true) == .created)
-        let entry = try await phone.keyDirectory(of: "alice")
-        #expect(entry.devices.count == 1 && entry.formerIdentityDevices.map(\.certificate.device) == ["phone"])
-
-        (bob, bobLog) = try await Self.connected(cluster, "bob", directories[1])
-        #expect(await bobLog.wait { log in
-            [(one, "one"), (two, "two, after my Update")].allSatisfy { id, text in log.messages.contains { $0.id == id && $0.text == text && $0.encrypted } }
-        })
-        #expect(bob.decryptionFailures().isEmpty, "\(bobLog.all.filter { if case .message = $0 { false } else { true } })")
-        let back = try await bob.send(to: "alice", text: "welcome back")
-        #expect(await phoneLog.wait { $0.messages.contains { $0.id == back && $0.text == "welcome back" && $0.encrypted } })
-        for client in [bob, phone] { await client.close() }
-        await cluster.stop()
-    }
-
     @Test func aDeviceRenewsItsKeysByAnUpdateAfterItsMessagesAndThePeerFollows() async throws {
         let cluster = try await TestCluster.start()
         let directories = (0..<2).map { _ in LocalHistoryTests.directory() }

@@ -1580,40 +1580,9 @@ public nonisolated struct Simp_KeyDirectoryEntry: Sendable {
   /// such a device to a group, and its member check removes their leaves.
   public var revokedDevices: [Simp_DeviceCertificate] = []
 
-  /// Certificates of devices under this user's former identity keys (replaced by
-  /// publishIdentity{replace}: its certificates and revoked certificates then), each with the
-  /// identity key that signed it: the newest 64, oldest first. A client MAY accept a leaf under
-  /// one in a commit or Welcome it processes if it pinned that identity key for the user before
-  /// (docs/E2EE.md, Part 2, "Revoked devices"); it MUST NOT add such a device to a group.
-  public var formerIdentityDevices: [Simp_FormerIdentityDevice] = []
-
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
-}
-
-public nonisolated struct Simp_FormerIdentityDevice: Sendable {
-  // SwiftProtobuf.Message conformance is added in an extension below. See the
-  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
-  // methods supported on all messages.
-
-  /// the former identity key that signed the certificate
-  public var identityKey: Data = Data()
-
-  public var certificate: Simp_DeviceCertificate {
-    get {_certificate ?? Simp_DeviceCertificate()}
-    set {_certificate = newValue}
-  }
-  /// Returns true if `certificate` has been explicitly set.
-  public var hasCertificate: Bool {self._certificate != nil}
-  /// Clears the value of `certificate`. Subsequent reads from it will return its default value.
-  public mutating func clearCertificate() {self._certificate = nil}
-
-  public var unknownFields = SwiftProtobuf.UnknownStorage()
-
-  public init() {}
-
-  fileprivate var _certificate: Simp_DeviceCertificate? = nil
 }
 
 /// One KeyPackage for each certified device of `user` (but the asking device itself), answered
@@ -4321,7 +4290,7 @@ nonisolated extension Simp_KeyDirectoryRequest: SwiftProtobuf.Message, SwiftProt
 
 nonisolated extension Simp_KeyDirectoryEntry: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".KeyDirectoryEntry"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}user\0\u{1}identityKey\0\u{1}identitySince\0\u{1}devices\0\u{1}revokedDevices\0\u{1}formerIdentityDevices\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}user\0\u{1}identityKey\0\u{1}identitySince\0\u{1}devices\0\u{1}revokedDevices\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -4334,7 +4303,6 @@ nonisolated extension Simp_KeyDirectoryEntry: SwiftProtobuf.Message, SwiftProtob
       case 3: try { try decoder.decodeSingularInt64Field(value: &self.identitySince) }()
       case 4: try { try decoder.decodeRepeatedMessageField(value: &self.devices) }()
       case 5: try { try decoder.decodeRepeatedMessageField(value: &self.revokedDevices) }()
-      case 6: try { try decoder.decodeRepeatedMessageField(value: &self.formerIdentityDevices) }()
       default: break
       }
     }
@@ -4356,9 +4324,6 @@ nonisolated extension Simp_KeyDirectoryEntry: SwiftProtobuf.Message, SwiftProtob
     if !self.revokedDevices.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.revokedDevices, fieldNumber: 5)
     }
-    if !self.formerIdentityDevices.isEmpty {
-      try visitor.visitRepeatedMessageField(value: self.formerIdentityDevices, fieldNumber: 6)
-    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -4368,46 +4333,6 @@ nonisolated extension Simp_KeyDirectoryEntry: SwiftProtobuf.Message, SwiftProtob
     if lhs.identitySince != rhs.identitySince {return false}
     if lhs.devices != rhs.devices {return false}
     if lhs.revokedDevices != rhs.revokedDevices {return false}
-    if lhs.formerIdentityDevices != rhs.formerIdentityDevices {return false}
-    if lhs.unknownFields != rhs.unknownFields {return false}
-    return true
-  }
-}
-
-nonisolated extension Simp_FormerIdentityDevice: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  public static let protoMessageName: String = _protobuf_package + ".FormerIdentityDevice"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}identityKey\0\u{1}certificate\0")
-
-  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
-    while let fieldNumber = try decoder.nextFieldNumber() {
-      // The use of inline closures is to circumvent an issue where the compiler
-      // allocates stack space for every case branch when no optimizations are
-      // enabled. https://github.com/apple/swift-protobuf/issues/1034
-      switch fieldNumber {
-      case 1: try { try decoder.decodeSingularBytesField(value: &self.identityKey) }()
-      case 2: try { try decoder.decodeSingularMessageField(value: &self._certificate) }()
-      default: break
-      }
-    }
-  }
-
-  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    // The use of inline closures is to circumvent an issue where the compiler
-    // allocates stack space for every if/case branch local when no optimizations
-    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
-    // https://github.com/apple/swift-protobuf/issues/1182
-    if !self.identityKey.isEmpty {
-      try visitor.visitSingularBytesField(value: self.identityKey, fieldNumber: 1)
-    }
-    try { if let v = self._certificate {
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
-    } }()
-    try unknownFields.traverse(visitor: &visitor)
-  }
-
-  public static func ==(lhs: Simp_FormerIdentityDevice, rhs: Simp_FormerIdentityDevice) -> Bool {
-    if lhs.identityKey != rhs.identityKey {return false}
-    if lhs._certificate != rhs._certificate {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

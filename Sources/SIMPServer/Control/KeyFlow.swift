@@ -24,17 +24,12 @@ struct KeyFlow: Sendable {
         var certificates: [String: [UInt8]] = [:]
         /// Certificates since revoked or replaced (`Keys.revokedCertificates`), oldest first.
         var revokedCertificates: [(device: String, certificate: [UInt8])] = []
-        /// Certificates under former identity keys (`Keys.formerIdentityCertificates`), oldest first.
-        var formerIdentityCertificates: [(identity: [UInt8], device: String, certificate: [UInt8])] = []
 
         static func == (a: Directory, b: Directory) -> Bool {
             a.userExists == b.userExists && a.identity == b.identity && a.identitySince == b.identitySince
                 && a.certificates == b.certificates
                 && a.revokedCertificates.map(\.device) == b.revokedCertificates.map(\.device)
                 && a.revokedCertificates.map(\.certificate) == b.revokedCertificates.map(\.certificate)
-                && a.formerIdentityCertificates.map(\.identity) == b.formerIdentityCertificates.map(\.identity)
-                && a.formerIdentityCertificates.map(\.device) == b.formerIdentityCertificates.map(\.device)
-                && a.formerIdentityCertificates.map(\.certificate) == b.formerIdentityCertificates.map(\.certificate)
         }
     }
 
@@ -178,13 +173,6 @@ struct KeyFlow: Sendable {
                 directory.certificates[name].flatMap { Self.certificate(name, $0) }
             }
             entry.revokedDevices = directory.revokedCertificates.compactMap { Self.certificate($0.device, $0.certificate) }
-            entry.formerIdentityDevices = directory.formerIdentityCertificates.compactMap { former in
-                guard former.identity.count == 32, let certificate = Self.certificate(former.device, former.certificate) else { return nil }
-                var device = Simp_FormerIdentityDevice()
-                device.identityKey = Data(former.identity)
-                device.certificate = certificate
-                return device
-            }
             return .answer(.keyDirectoryEntry(entry))
         case .publishDevice(var certificate):
             guard let stored = directory.identity, let identity = IdentityKey(stored) else {

@@ -4,30 +4,17 @@ import SIMPRedis
 /// (`Keys.identity`, `deviceCertificates`, `keyPackages`, `lastResortKeyPackages`): one slot.
 /// A device's one-time packages are the range "[DEVICE\0" to "(DEVICE\1" of the sorted set.
 extension Scripts {
-    /// The certificates of former identities a user's key directory entry keeps.
-    static let formerIdentityCertificatesKept = 64
-
     /// Sets the identity key. KEYS: identity, certificates, KeyPackages, last-resort KeyPackages.
     /// ARGV: the key, "1" to replace one stored, now (ms). Returns 0 (the same key: nothing
     /// changed), 1 (stored), -1 (another key is stored and ARGV[2] is not "1"). A replaced
     /// identity ends every certificate and KeyPackage of the user, and the revoked certificates
-    /// (KEYS[5]): the old key certified them, and none verifies under the new one. Its
-    /// certificates, current and revoked, move to the former identity's (KEYS[6], the newest
-    /// `formerIdentityCertificatesKept`), for devices that check past commits with them.
+    /// (KEYS[5]): the old key certified them, and none verifies under the new one.
     static let publishIdentity = RedisScript("""
     local current = redis.call('HGET', KEYS[1], 'key')
     if current == ARGV[1] then return 0 end
     if current and ARGV[2] ~= '1' then return -1 end
     redis.call('HSET', KEYS[1], 'key', ARGV[1], 'since', ARGV[3])
-    if current then
-      local certificates = redis.call('HGETALL', KEYS[2])
-      for i = 1, #certificates, 2 do
-        redis.call('ZADD', KEYS[6], ARGV[3], current .. certificates[i] .. '\\0' .. certificates[i + 1])
-      end
-      for _, member in ipairs(redis.call('ZRANGE', KEYS[5], 0, -1)) do redis.call('ZADD', KEYS[6], ARGV[3], current .. member) end
-      redis.call('ZREMRANGEBYRANK', KEYS[6], 0, -\(formerIdentityCertificatesKept + 1))
-      redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5])
-    end
+    if current then redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5]) end
     return 1
     """)
 

@@ -11,30 +11,25 @@ extension MessageStore {
     /// What `KeyFlow` reads of a user: whether the account exists, its identity, its certificates.
     func keyDirectory(of user: String, on loop: any EventLoop) -> EventLoopFuture<KeyFlow.Directory> {
         let reads = [RedisCommand("EXISTS", [keys.user(user)]), RedisCommand("HGETALL", [keys.identity(user)]),
-                     RedisCommand("HGETALL", [keys.deviceCertificates(user)]), RedisCommand("ZRANGE", [keys.revokedCertificates(user), 0, -1]),
-                     RedisCommand("ZRANGE", [keys.formerIdentityCertificates(user), 0, -1])]
+                     RedisCommand("HGETALL", [keys.deviceCertificates(user)]), RedisCommand("ZRANGE", [keys.revokedCertificates(user), 0, -1])]
         return redis.run(reads, on: loop).flatMapThrowing { replies in
-            guard replies.count == 5 else { throw RedisError(.protocolViolation, "key directory read returned \(replies.count) replies") }
+            guard replies.count == 4 else { throw RedisError(.protocolViolation, "key directory read returned \(replies.count) replies") }
             let identity = Self.binaryFields(try replies[1].checked())
             var directory = KeyFlow.Directory(userExists: try replies[0].checked().int == 1)
             directory.identity = identity["key"]
             directory.identitySince = identity["since"].flatMap { Int64(String(decoding: $0, as: UTF8.self)) } ?? 0
             directory.certificates = Self.binaryFields(try replies[2].checked())
             directory.revokedCertificates = (try replies[3].checked().array ?? []).compactMap { member in
-                member.bytes.flatMap { Self.deviceAndCertificate($0[...]) }
-            }
-            directory.formerIdentityCertificates = (try replies[4].checked().array ?? []).compactMap { member in
-                // The former identity key (32 bytes), then as a revoked certificate's member.
-                guard let bytes = member.bytes, bytes.count > 32, let named = Self.deviceAndCertificate(bytes[32...]) else { return nil }
-                return (Array(bytes[..<32]), named.device, named.certificate)
+                // "DEVICE\0" and the certificate's 96 bytes.
+                guard let bytes = member.bytes, let split = bytes.firstIndex(of: 0) else { return nil }
+                return (String(decoding: bytes[..<split], as: UTF8.self), Array(bytes[(split + 1)...]))
             }
             return directory
         }
     }
 
     func storeIdentity(user: String, key: [UInt8], replace: Bool, nowMillis: Int64, on loop: any EventLoop) -> EventLoopFuture<KeyFlow.Stored> {
-        let command = RedisCommand.script(Scripts.publishIdentity,
-                                          keys: keyDirectoryKeys(user) + [keys.revokedCertificates(user), keys.formerIdentityCertificates(user)],
+        let command = RedisCommand.script(Scripts.publishIdentity, keys: keyDirectoryKeys(user) + [keys.revokedCertificates(user)],
                                           args: [key, replace ? "1" : "0", nowMillis])
         return redis.run([command], on: loop).flatMapThrowing { replies in
             try replies[0].checked().int == -1 ? .identityExists : .done(pool: 0, lastResort: false)
@@ -108,12 +103,6 @@ extension MessageStore {
                 return shared
             }
         }
-    }
-
-    /// "DEVICE\0" and the certificate's 96 bytes (`Keys.revokedCertificates`' members).
-    private static func deviceAndCertificate(_ bytes: ArraySlice<UInt8>) -> (device: String, certificate: [UInt8])? {
-        guard let split = bytes.firstIndex(of: 0) else { return nil }
-        return (String(decoding: bytes[..<split], as: UTF8.self), Array(bytes[(split + 1)...]))
     }
 
     /// A HGETALL reply's fields, values as bytes (keys and signatures are binary).

@@ -97,10 +97,6 @@ struct Keys: Sendable {
     /// NAME's revoked device certificates (`Scripts.keepRevokedCertificate`): member "DEVICE\0"
     /// followed by the 96 bytes of `deviceCertificates`' value, scored by when it was revoked (ms).
     func revokedCertificates(_ name: String) -> String { of(name, "revokedcerts") }
-    /// NAME's certificates under former identity keys (`Scripts.publishIdentity`): member the
-    /// former identity key (32 bytes), "DEVICE\0" and the 96 bytes of the certificate, scored by
-    /// when that identity was replaced (ms).
-    func formerIdentityCertificates(_ name: String) -> String { of(name, "formercerts") }
     /// NAME's one-time KeyPackages, every device's in one sorted set (all scores 0): member
     /// "DEVICE\0PACKAGE", so a device's are one lexicographic range (`Scripts.claimKeyPackages`).
     func keyPackages(_ name: String) -> String { of(name, "keypkgs") }

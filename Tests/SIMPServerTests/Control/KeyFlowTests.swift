@@ -150,15 +150,7 @@ import Testing
         let revoked = try alice.certificate("laptop", try KeyFixtures.deviceSigner())
         var withRevoked = directory(["phone": certificate])
         withRevoked.revokedCertificates = [("laptop", Array(revoked.deviceKey) + Array(revoked.signature)), ("tablet", [1, 2])]
-        let formerKey = [UInt8](repeating: 0x44, count: 32)
-        withRevoked.formerIdentityCertificates = [(formerKey, "watch", Array(revoked.deviceKey) + Array(revoked.signature)),
-                                                  ([1], "watch", Array(revoked.deviceKey) + Array(revoked.signature))]
         entry.revokedDevices = [revoked]
-        var former = Simp_FormerIdentityDevice()
-        former.identityKey = Data(formerKey)
-        former.certificate = revoked
-        former.certificate.device = "watch"
-        entry.formerIdentityDevices = [former]
         #expect(fetch.read(withRevoked) == .answer(.keyDirectoryEntry(entry)))
         guard case .refuse(.unknownUser, _) = fetch.read(KeyFlow.Directory(userExists: false)) else { Issue.record("not UNKNOWN_USER"); return }
 
