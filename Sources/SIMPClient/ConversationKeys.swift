@@ -598,20 +598,21 @@ actor ConversationKeys {
         }
         var validator = DirectoryValidator(keys: keys, owners: [user])
         validator.admitsFormerMembers = true
-        validator.admitRevoked(verified(own.revokedDevices, of: own))
         return validator
     }
 
     /// `validator` with `user`'s certified devices for checking leaves (a member since removed):
-    /// the identity pinned as any peer's, the devices from the same answer.
-    private func including(_ user: String, in validator: DirectoryValidator, client: SIMPClient) async throws -> DirectoryValidator {
+    /// the identity pinned as any peer's, the devices from the same answer; with
+    /// `admittingRevoked`, its revoked ones too (`validator(for:admittingRevoked:)`).
+    private func including(_ user: String, in validator: DirectoryValidator, client: SIMPClient,
+                           admittingRevoked: Bool = false) async throws -> DirectoryValidator {
         let entry: KeyDirectoryEntry
         switch await Self.pin(user, client: client) {
         case .success(let pinned) where pinned.user == user: entry = pinned
         case .success: throw DirectoryValidator.Uncertified()
         case .failure(let error): throw error
         }
-        return validator.including(user, devices: verifiedDevices(of: entry), revoked: verified(entry.revokedDevices, of: entry))
+        return validator.including(user, devices: verifiedDevices(of: entry), revoked: admittingRevoked ? verified(entry.revokedDevices, of: entry) : [])
     }
 
     /// Creates the group with everyone's devices; false when another device's commit won epoch 0.
@@ -962,7 +963,8 @@ actor ConversationKeys {
     /// commit) and throws `OpenFailure.commitRefused`. So it never takes a second commit for
     /// an epoch it left.
     private func catchUp(_ conversation: String, client: SIMPClient) async throws {
-        var validator = try await validator(for: conversation, client: client)
+        // Past commits of a group this device holds may have added a device revoked since.
+        var validator = try await validator(for: conversation, client: client, admittingRevoked: true)
         while let epoch = groups[conversation]?.epoch {
             let page = try await client.fetchCommits(in: conversation, fromEpoch: epoch)
             // From the copy to its write-back nothing awaits: another task (a message opened, a
@@ -1019,7 +1021,7 @@ actor ConversationKeys {
             }
             if let unknown {
                 do {
-                    validator = try await including(unknown.user, in: validator, client: client)
+                    validator = try await including(unknown.user, in: validator, client: client, admittingRevoked: true)
                     checkMembersNext(conversation)
                     continue
                 } catch let error as ClientError where Self.openLater(error) {
@@ -1059,8 +1061,13 @@ actor ConversationKeys {
     /// members), as the key directory has them, each certificate checked under its user's
     /// identity key; this user's identity must be the one this device holds, and every other
     /// user's is pinned on first use (`safetyNumber`). In a group, a member without an identity
-    /// (a client without encryption) has no device to add: it cannot read the group.
-    private func validator(for conversation: String, client: SIMPClient) async throws(ClientError) -> DirectoryValidator {
+    /// (a client without encryption) has no device to add: it cannot read the group. With
+    /// `admittingRevoked` (catching up a group this device holds, never joining or creating one),
+    /// the users' revoked certificates pass too (`DirectoryValidator.revokedKeys`): a past commit
+    /// may have added a device revoked since, but a Welcome from one would start a conversation
+    /// in its user's name.
+    private func validator(for conversation: String, client: SIMPClient,
+                           admittingRevoked: Bool = false) async throws(ClientError) -> DirectoryValidator {
         let group = GroupName.addressed(by: conversation)
         let others: [String]
         if let group {
@@ -1112,7 +1119,7 @@ actor ConversationKeys {
         }
         var validator = DirectoryValidator(keys: keys, owners: owners)
         validator.admitsFormerMembers = group != nil
-        for owner in owners {
+        for owner in owners where admittingRevoked {
             guard let entry = entries[owner] else { continue }
             validator.admitRevoked(verified(entry.revokedDevices, of: entry))
         }

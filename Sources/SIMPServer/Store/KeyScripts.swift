@@ -4,7 +4,8 @@ import SIMPRedis
 /// (`Keys.identity`, `deviceCertificates`, `keyPackages`, `lastResortKeyPackages`): one slot.
 /// A device's one-time packages are the range "[DEVICE\0" to "(DEVICE\1" of the sorted set.
 extension Scripts {
-    /// Sets the identity key. KEYS: identity, certificates, KeyPackages, last-resort KeyPackages.
+    /// Sets the identity key. KEYS: identity, certificates, KeyPackages, last-resort KeyPackages,
+    /// revoked certificates.
     /// ARGV: the key, "1" to replace one stored, now (ms). Returns 0 (the same key: nothing
     /// changed), 1 (stored), -1 (another key is stored and ARGV[2] is not "1"). A replaced
     /// identity ends every certificate and KeyPackage of the user, and the revoked certificates
@@ -19,7 +20,7 @@ extension Scripts {
     """)
 
     /// Stores a device certificate, checked against the identity key ARGV[3]. KEYS: identity,
-    /// certificates, KeyPackages, last-resort KeyPackages. ARGV: device, certificate (key and
+    /// certificates, KeyPackages, last-resort KeyPackages, revoked certificates. ARGV: device, certificate (key and
     /// signature), the identity key checked against, the most certificates a user may have, now
     /// (ms). Returns 0, -1 (the identity is not ARGV[3] any more), -2 (a new device past the
     /// bound). A device whose key changes loses its KeyPackages (the old key signed them), and
