@@ -195,7 +195,7 @@ extension Conformance {
             let noWelcome = try owner.request(12, .fetchCommits(.with { $0.conversation = "#" + name; $0.join = true }))
             try expect(errorCode(noWelcome) == .notAMember, "a former member's device with no Welcome got \(describe(noWelcome))")
         },
-        ConformanceCheck("4.33", "4. Messages, Commits", "a commit whose path leaf is the submitting device's under another key than its certificate's is DEVICE_NOT_CERTIFIED, one naming another device INVALID_COMMIT, and neither is stored; under the certified key it is") { target in
+        ConformanceCheck("4.33", "4. Messages, Commits", "a commit whose path leaf is the submitting device's under another key than its certificate's is DEVICE_NOT_CERTIFIED; one naming another device, or naming the certified key but signed by another, INVALID_COMMIT; none is stored; under the certified key, signed by it, it is") { target in
             let (user, peer, identity) = try keyOwner(target)
             let deviceKey = Curve25519.Signing.PrivateKey()
             try certify(peer, user: user, identity: identity, deviceKey: deviceKey, id: 3)
@@ -203,15 +203,18 @@ extension Conformance {
             let (epoch, group) = try currentEpoch(peer, other, id: 4)
             let mine = Array("\(user)/default".utf8)
             let certified = Array(deviceKey.publicKey.rawRepresentation)
-            let otherKey = Array(Curve25519.Signing.PrivateKey().publicKey.rawRepresentation)
-            let rekeyed = MLSFraming.commit(group: group, epoch: epoch, path: (mine, otherKey))
+            let rekeyed = MLSFraming.commit(group: group, epoch: epoch, path: .init(identity: mine, signer: Curve25519.Signing.PrivateKey()))
             let refused = try peer.request(5, .submitCommit(.with { $0.conversation = other; $0.epoch = epoch; $0.commit = Data(rekeyed) }))
             try expect(errorCode(refused) == .deviceNotCertified, "a path leaf under another key got \(describe(refused))")
-            let elsewhere = MLSFraming.commit(group: group, epoch: epoch, path: (Array("\(user)/laptop".utf8), certified))
+            let elsewhere = MLSFraming.commit(group: group, epoch: epoch, path: .init(identity: Array("\(user)/laptop".utf8), signer: deviceKey))
             let named = try peer.request(6, .submitCommit(.with { $0.conversation = other; $0.epoch = epoch; $0.commit = Data(elsewhere) }))
             try expect(errorCode(named) == .invalidCommit, "a path leaf naming another device got \(describe(named))")
-            let good = MLSFraming.commit(group: group, epoch: epoch, path: (mine, certified))
-            try expect(try submit(peer, 7, to: other, epoch: epoch, good) == epoch + 1, "the commit under the certified key was not stored at \(epoch)")
+            let forged = MLSFraming.commit(group: group, epoch: epoch,
+                                           path: .init(identity: mine, signer: Curve25519.Signing.PrivateKey(), claimedKey: certified))
+            let unsigned = try peer.request(7, .submitCommit(.with { $0.conversation = other; $0.epoch = epoch; $0.commit = Data(forged) }))
+            try expect(errorCode(unsigned) == .invalidCommit, "a path leaf naming the certified key, signed by another, got \(describe(unsigned))")
+            let good = MLSFraming.commit(group: group, epoch: epoch, path: .init(identity: mine, signer: deviceKey))
+            try expect(try submit(peer, 8, to: other, epoch: epoch, good) == epoch + 1, "the commit under the certified key was not stored at \(epoch)")
         },
     ]
 

@@ -1,9 +1,12 @@
+import Crypto
+
 /// Hand-made MLS messages (RFC 9420 section 6) for tests and conformance checks that drive a
 /// server's commit order, or send it sealed messages, without a group: the server reads a
 /// commit's framing (its wire format, group id, epoch, sender and content type) and whether it
-/// and its Welcomes decode, and only the first four bytes of a private message, but cannot
-/// verify them, so a commit with a made-up signature and tags, or a private message with random
-/// ciphertext, passes it. No member would accept one. Encoded by hand, from the RFC's structs,
+/// and its Welcomes decode (and a commit's path leaf, signed by the key it names), and only the
+/// first four bytes of a private message, but cannot verify the rest, so a commit with a
+/// made-up signature and tags, or a private message with random ciphertext, passes it. No
+/// member would accept one. Encoded by hand, from the RFC's structs,
 /// so that a check needs no MLS library.
 public enum MLSFraming {
     /// An `MLSMessage` `mls_public_message` whose `FramedContent` is an empty commit (no
@@ -11,10 +14,10 @@ public enum MLSFraming {
     /// 64-byte signature and random confirmation and membership tags (so two differ), or every
     /// byte of them `fill` (for a test vector). With `path`, the commit has an `UpdatePath`
     /// (section 12.4.1) whose leaf node (section 7.2, source `commit`) holds a basic credential
-    /// of that identity ("USER/DEVICE") and that signature key, made-up keys, parent hash and
-    /// signature, and no path nodes.
-    public static func commit(group: [UInt8], epoch: UInt64, leaf: UInt32 = 0, fill: UInt8? = nil,
-                              path: (identity: [UInt8], signatureKey: [UInt8])? = nil) -> [UInt8] {
+    /// of `path.identity` ("USER/DEVICE"), the signer's public key (or `path.claimedKey`, which
+    /// the signature then does not verify under), a made-up encryption key and parent hash, and
+    /// the signer's `SignWithLabel` over `LeafNodeTBS` (with `group` and `leaf`); no path nodes.
+    public static func commit(group: [UInt8], epoch: UInt64, leaf: UInt32 = 0, fill: UInt8? = nil, path: PathLeaf? = nil) -> [UInt8] {
         let random = { (count: Int) in made(count, fill) }
         var out: [UInt8] = []
         uint16(1, &out)                      // version mls10
@@ -28,10 +31,11 @@ public enum MLSFraming {
         opaque([], &out)                     // Commit.proposals: none
         if let path {
             out.append(1)                    // Commit.path: present
-            opaque(random(32), &out)         // LeafNode.encryption_key
-            opaque(path.signatureKey, &out)  // LeafNode.signature_key
-            uint16(1, &out)                  // Credential.credential_type basic
-            opaque(path.identity, &out)      // Credential.identity
+            var signed: [UInt8] = []         // LeafNode, all but its signature
+            opaque(random(32), &signed)      // LeafNode.encryption_key
+            opaque(path.claimedKey ?? Array(path.signer.publicKey.rawRepresentation), &signed) // LeafNode.signature_key
+            uint16(1, &signed)               // Credential.credential_type basic
+            opaque(path.identity, &signed)   // Credential.identity
             var capabilities: [UInt8] = []
             var versions: [UInt8] = []
             uint16(1, &versions)
@@ -44,11 +48,20 @@ public enum MLSFraming {
             var credentials: [UInt8] = []
             uint16(1, &credentials)
             opaque(credentials, &capabilities) // credentials: basic
-            out += capabilities
-            out.append(3)                    // leaf_node_source commit
-            opaque(random(32), &out)         // parent_hash
-            opaque([], &out)                 // LeafNode.extensions
-            opaque(random(64), &out)         // LeafNode.signature
+            signed += capabilities
+            signed.append(3)                 // leaf_node_source commit
+            opaque(random(32), &signed)      // parent_hash
+            opaque([], &signed)              // LeafNode.extensions
+            // LeafNodeTBS (section 7.2): the fields above, then the group and the leaf.
+            var tbs = signed
+            opaque(group, &tbs)
+            for shift in stride(from: 24, through: 0, by: -8) { tbs.append(UInt8(truncatingIfNeeded: leaf >> UInt32(shift))) }
+            // SignWithLabel (section 5.1.2): SignContent { label<V> = "MLS 1.0 LeafNodeTBS", content<V> }.
+            var content: [UInt8] = []
+            opaque(Array("MLS 1.0 LeafNodeTBS".utf8), &content)
+            opaque(tbs, &content)
+            out += signed
+            opaque((try? path.signer.signature(for: content)).map { [UInt8]($0) } ?? [], &out) // LeafNode.signature
             opaque([], &out)                 // UpdatePath.nodes: none
         } else {
             out.append(0)                    // Commit.path: absent
@@ -95,6 +108,20 @@ public enum MLSFraming {
         opaque(secrets, &out)                // secrets<V>: `count` of them
         opaque(random(infoBytes), &out)      // encrypted_group_info
         return out
+    }
+
+    /// A commit's path leaf (`commit(path:)`): whose credential it holds, and who signs it.
+    public struct PathLeaf: Sendable {
+        public var identity: [UInt8]
+        public var signer: Curve25519.Signing.PrivateKey
+        /// The signature key the leaf names in place of the signer's own.
+        public var claimedKey: [UInt8]?
+
+        public init(identity: [UInt8], signer: Curve25519.Signing.PrivateKey, claimedKey: [UInt8]? = nil) {
+            self.identity = identity
+            self.signer = signer
+            self.claimedKey = claimedKey
+        }
     }
 
     /// The group id a public message is framed for (its `group_id`, the first field after the

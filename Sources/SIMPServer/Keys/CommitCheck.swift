@@ -68,6 +68,12 @@ struct UncheckedCommit: Sendable, Equatable {
             guard case .basic(let identity) = path.leafNode.credential else {
                 throw Problem(reason: "the commit's path leaf holds no basic credential (SIMP's credentials are basic: USER/DEVICE)")
             }
+            // Signed over the group and the committer's leaf (section 7.2, LeafNodeTBS), by the
+            // key it names: every member checks that too. SIMP's suites sign with Ed25519.
+            let group = LeafNodeTBS.Group(groupID: content.groupID, leafIndex: leaf)
+            guard (try? path.leafNode.verifySignature(suite: .x25519AES128GCMSHA256Ed25519, group: group)) != nil else {
+                throw Problem(reason: "the commit's path leaf signature does not verify under the key it names (RFC 9420 section 7.2)")
+            }
             pathLeaf = CommitFraming.PathLeaf(identity: identity, signatureKey: path.leafNode.signatureKey.bytes)
         }
         return CommitFraming(groupID: content.groupID, epoch: content.epoch, leaf: leaf, pathLeaf: pathLeaf)

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 @testable import SIMPServer
 import SIMPCore
@@ -144,23 +145,31 @@ import Testing
     /// A commit with a path carries the committer's new leaf, which every member checks against
     /// the device's certificate: a leaf under another key (the old holder of a device name
     /// certified since under a new one) is DEVICE_NOT_CERTIFIED, one naming another device
-    /// INVALID_COMMIT; nothing stored either way. Under the certified key it is stored.
+    /// INVALID_COMMIT, one whose signature does not verify under the key it names (over the
+    /// group and the committer's leaf) INVALID_COMMIT with the framing; nothing stored. Under the
+    /// certified key, signed by it, it is stored.
     @Test func aCommitsPathLeafMustBeTheSubmittingDevicesUnderItsCertifiedKey() throws {
         let identity = KeyDirectoryRules.credentialIdentity(user: "alice", device: "phone")
-        func checked(_ path: (identity: [UInt8], signatureKey: [UInt8])) throws -> CommitFlow.Next {
-            let flow = try makeFlow(submit("bob", epoch: 2, commit: MLSFraming.commit(group: Self.group, epoch: 2, path: path)))
+        let phone = Curve25519.Signing.PrivateKey()
+        let certifiedKey = Array(phone.publicKey.rawRepresentation)
+        func checked(_ path: MLSFraming.PathLeaf) throws -> CommitFlow.Next {
+            let flow = try makeFlow(submit("bob", epoch: 2, commit: MLSFraming.commit(group: Self.group, epoch: 2, leaf: 3, path: path)))
             let framed = try framing(flow)
-            #expect(framed.pathLeaf == .init(identity: path.identity, signatureKey: path.signatureKey))
-            return flow.checked(.init(certifiedKey: Self.phoneKey, peerExists: true), framing: framed)
+            #expect(framed.pathLeaf == .init(identity: path.identity, signatureKey: Array(path.signer.publicKey.rawRepresentation)))
+            return flow.checked(.init(certifiedKey: certifiedKey, peerExists: true), framing: framed)
         }
-        guard case .store = try checked((identity, Self.phoneKey)) else { Issue.record("the certified key's leaf not stored"); return }
-        guard case .refuse(.deviceNotCertified, _) = try checked((identity, [UInt8](repeating: 0x0e, count: 32))) else {
+        guard case .store = try checked(.init(identity: identity, signer: phone)) else { Issue.record("the certified key's leaf not stored"); return }
+        guard case .refuse(.deviceNotCertified, _) = try checked(.init(identity: identity, signer: Curve25519.Signing.PrivateKey())) else {
             Issue.record("a leaf under another key not DEVICE_NOT_CERTIFIED"); return
         }
         let laptop = KeyDirectoryRules.credentialIdentity(user: "alice", device: "laptop")
-        guard case .refuse(.invalidCommit, _) = try checked((laptop, Self.phoneKey)) else {
+        guard case .refuse(.invalidCommit, _) = try checked(.init(identity: laptop, signer: phone)) else {
             Issue.record("a leaf naming another device not INVALID_COMMIT"); return
         }
+        // The certified key named, signed by another: refused with the framing, before any read.
+        let forged = MLSFraming.commit(group: Self.group, epoch: 2, leaf: 3,
+                                       path: .init(identity: identity, signer: Curve25519.Signing.PrivateKey(), claimedKey: certifiedKey))
+        #expect(throws: UncheckedCommit.Problem.self) { try UncheckedCommit(commit: forged, welcome: nil, added: 0).checked(epoch: 2) }
         // Without a path there is no leaf to check (a commit of Adds alone may have none).
         #expect(try framing(try makeFlow(submit("bob", epoch: 2))).pathLeaf == nil)
     }
