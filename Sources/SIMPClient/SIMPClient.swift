@@ -62,10 +62,9 @@ public final class SIMPClient: @unchecked Sendable {
     /// The session request under way, and the confirmation of its path.
     var sessionPromise: EventLoopPromise<Simp_ConnectResponse>?
     var boundPromise: EventLoopPromise<Void>?
-    private var tick: Scheduled<Void>?
-    /// Which `tick` is the current one: a task already taken to run when a newer one replaced
-    /// it runs all the same, and must not forget the newer one (`.cancelTick` would miss it).
-    private var tickNumber: UInt64 = 0
+    /// The engine's one timer: tasks are scheduled and left to fire, never cancelled
+    /// (`TickSchedule` says why and when the tick is fed).
+    private var tickSchedule = TickSchedule()
     private var spareActions: [ClientEngine.Action] = []
     /// Why the control connection is about to close (a TLS failure, say), for the requests it takes down.
     private var controlError: String?
@@ -335,16 +334,9 @@ public final class SIMPClient: @unchecked Sendable {
         case .flushDatagrams: udp?.flush()
         case .atTurnEnd(let end): loop.execute { [self] in handle(.turnEnded(end)) }
         case .armTick(let deadline):
-            tick?.cancel()
-            tickNumber &+= 1
-            let number = tickNumber
-            tick = loop.scheduleTask(deadline: deadline) { [self] in
-                if tickNumber == number { tick = nil }
-                handle(.tick)
-            }
+            if let next = tickSchedule.arm(deadline, now: .now()) { scheduleTick(next) }
         case .cancelTick:
-            tick?.cancel()
-            tick = nil
+            tickSchedule.cancel()
         case .releaseAt(let deadline): loop.scheduleTask(deadline: deadline) { [self] in handle(.releaseDue) }
         case .attempt(let index, let target, let purpose):
             establish(target).whenComplete { [self] in handle(.attemptEnded(index: index, purpose, $0.mapError(Self.clientError))) }
@@ -381,6 +373,19 @@ public final class SIMPClient: @unchecked Sendable {
             }
         case .status(let status, let record): statusChanged(status, record: record)
         case .history(let change): store?.record(change, done: historyWritten)
+        }
+    }
+
+    /// A task for the engine's timer at `deadline`; what its firing leads to is `TickSchedule`'s.
+    private func scheduleTick(_ deadline: NIODeadline) {
+        // Weak: a task left behind must not keep a client that was let go.
+        loop.scheduleTask(deadline: deadline) { [weak self] in
+            guard let self else { return }
+            switch tickSchedule.fired(scheduledFor: deadline, now: .now()) {
+            case .tick: handle(.tick)
+            case .schedule(let next): scheduleTick(next)
+            case .nothing: break
+            }
         }
     }
 
