@@ -120,9 +120,13 @@ import Testing
             message.membershipTag = nil
         }
         #expect(reason(check(bySender))?.contains("not member") == true)
-        // A member's leaf the server cannot check (it has no tree): any index passes.
-        let farLeaf = try reframed(made.commit) { $0.content.sender = .member(leafIndex: 40_000) }
+        // A member's leaf the server cannot check (it has no tree): any index passes a commit
+        // without a path; one with a path was signed for its own leaf (LeafNodeTBS), so moved to
+        // another index its leaf no longer verifies.
+        let farLeaf = MLSFraming.commit(group: made.groupID, epoch: 0, leaf: 40_000)
         #expect((try? check(farLeaf).get())?.leaf == 40_000)
+        let moved = try reframed(made.commit) { $0.content.sender = .member(leafIndex: 40_000) }
+        #expect(reason(check(moved))?.contains("path leaf signature") == true)
     }
 
     @Test func aWelcomeThatDoesNotDecodeIsRefused() throws {
