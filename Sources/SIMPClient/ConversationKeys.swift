@@ -907,7 +907,6 @@ actor ConversationKeys {
         let key: [UInt8]
     }
 
-    /// Each member's leaf and device.
     /// `checkMembersNext` when `group` holds a leaf (not this device's) under no current
     /// certificate: a revoked device's, which a commit made while it was certified added
     /// (`DirectoryValidator.revokedKeys`), or a former member's. The next send removes it, even if
@@ -919,6 +918,7 @@ actor ConversationKeys {
         if uncertified { checkMembersNext(conversation) }
     }
 
+    /// Each member's leaf and device.
     static func memberDevices(_ group: MLSGroup) -> [LeafIndex: MemberDevice] {
         var devices: [LeafIndex: MemberDevice] = [:]
         for leaf in group.members {
