@@ -29,7 +29,7 @@ extension ClientEngine {
         token = saved
         lifecycle.connectRequested()
         timers.start()
-        armTick(at: now.deadline + ClientTimers.fastTick)
+        armTick(at: now.deadline + ClientTimers.fastTick, now: now.deadline)
         connectSearch = (rotation.connectOrder[...], [])
         setConnectionState(.connecting)
         tryNextServer()
@@ -187,7 +187,7 @@ extension ClientEngine {
         actions.append(.watchHeartbeat(.milliseconds(Int64(max(response.heartbeatMillis, 100)))))
         paths.sessionOpened(now: now.deadline)
         sendBind(now: now.deadline)
-        armTick(at: now.deadline + min(times.bindRetry, PathChoice.streamHeadStart))
+        armTick(at: now.deadline + min(times.bindRetry, PathChoice.streamHeadStart), now: now.deadline)
     }
 
     // MARK: loss, reconnects, disconnect
@@ -229,7 +229,7 @@ extension ClientEngine {
         lifecycle.disconnectedByApplication()
         actions.append(.connectedServer(nil))
         timers.stop()
-        actions.append(.cancelTick)
+        tickSchedule.cancel()
         setConnectionState(.disconnected)
         guard !hasStore else { return }
         for event in sending.abandonUnaccepted() { emit(event) }

@@ -134,7 +134,7 @@ extension ClientEngine {
         }
         guard batch.gap else { return }
         reportGap(now: now.deadline)
-        armTick(at: now.deadline + ClientTimers.gapRetry)
+        armTick(at: now.deadline + ClientTimers.gapRetry, now: now.deadline)
     }
 
     /// An EARLY datagram: handed over at once when it overtakes nothing (`EarlyLedger.admit`);

@@ -11,7 +11,7 @@ extension ClientEngine {
             if let numbered = sending.send(item, id: id, now: now.deadline, bound: lifecycle.isBound) {
                 transmit(numbered, .first, now: now)
             }
-            armTick(at: now.deadline + ClientTimers.fastTick)
+            armTick(at: now.deadline + ClientTimers.fastTick, now: now.deadline)
         }
     }
 
@@ -97,7 +97,7 @@ extension ClientEngine {
     /// the next resend can fall due.
     mutating func followResends(now: Moment) {
         guard sending.awaitsAcceptance else { return }
-        armTick(at: max(now.deadline + ClientTimers.fastTick, sending.resendsFrom))
+        armTick(at: max(now.deadline + ClientTimers.fastTick, sending.resendsFrom), now: now.deadline)
     }
 
     mutating func tick(now: Moment) {
@@ -118,7 +118,8 @@ extension ClientEngine {
         if due.deliveryQuery { queryDeliveries(now: now.deadline) }
         if due.gapReport { reportGap(now: now.deadline) }
         if due.keepalive { sendKeepalive(now: now) }
-        armTick(at: min(timers.nextTick(waits, now: now.deadline, resendsFrom: sending.resendsFrom), paths.nextDeadline ?? .distantFuture))
+        armTick(at: min(timers.nextTick(waits, now: now.deadline, resendsFrom: sending.resendsFrom), paths.nextDeadline ?? .distantFuture),
+                now: now.deadline)
     }
 
     private var waits: ClientTimers.Waits {
@@ -168,7 +169,7 @@ extension ClientEngine {
     mutating func udpReplaced(now: Moment) {
         paths.networkChanged(now: now.deadline)
         if paths.udpProbeDue(now: now.deadline) { probeUDP() }
-        armTick(at: paths.nextDeadline ?? .distantFuture)
+        armTick(at: paths.nextDeadline ?? .distantFuture, now: now.deadline)
         sendKeepalive(now: now)
     }
 

@@ -80,7 +80,11 @@ struct ClientEngine {
 
         // Datagrams, timers, turn ends, the disk and the history.
         case datagram(ByteBuffer)
-        /// The one timer (`Action.armTick`) fired.
+        /// A task scheduled by `Action.scheduleTick` for this deadline fired: a tick, a task
+        /// for a later deadline, or nothing (`TickSchedule`).
+        case tickTaskFired(scheduledFor: NIODeadline)
+        /// The one timer's deadline came: what `tickTaskFired` leads to when it is due (tests
+        /// feed it directly).
         case tick
         /// The pacing's moment (`Action.releaseAt`) came.
         case releaseDue
@@ -122,9 +126,8 @@ struct ClientEngine {
         case flushDatagrams
         /// Run `turnEnded` once the loop's current turn is over.
         case atTurnEnd(TurnEnd)
-        /// Keep one timer for `deadline` (replacing the one armed), `tick` when it fires.
-        case armTick(NIODeadline)
-        case cancelTick
+        /// Schedule a task for `deadline`, never cancelled: `tickTaskFired` when it fires.
+        case scheduleTick(NIODeadline)
         /// `releaseDue` at `deadline`.
         case releaseAt(NIODeadline)
         /// Open a connection to the server at `index` (`Input.attemptEnded` when it ends).
@@ -264,6 +267,8 @@ struct ClientEngine {
     var replay = ReplayWindow()
     var nextPacketNumber: UInt64 = 1
     var timers: ClientTimers
+    /// The tasks scheduled for `timers`' tick, never cancelled (`TickSchedule` says why).
+    var tickSchedule = TickSchedule()
     /// UDP or the stream (`PathChoice`).
     var paths: PathChoice
 
@@ -360,6 +365,7 @@ struct ClientEngine {
         case .controlClosed: controlClosed()
         case .pingDue: sendPing()
         case .datagram(let buffer): datagram(buffer, now: now)
+        case .tickTaskFired(let deadline): tickTaskFired(scheduledFor: deadline, now: now)
         case .tick: tick(now: now)
         case .releaseDue: releaseDue()
         case .turnEnded(let end): turnEnded(end, now: now)
@@ -409,10 +415,20 @@ struct ClientEngine {
         actions.append(.atTurnEnd(end))
     }
 
-    /// Keeps the one timer armed for the earliest deadline asked for.
-    mutating func armTick(at deadline: NIODeadline) {
+    /// Keeps the one timer armed for the earliest deadline asked for, scheduling a task only
+    /// when none already scheduled fires by then (`TickSchedule`).
+    mutating func armTick(at deadline: NIODeadline, now: NIODeadline) {
         guard timers.arm(deadline) else { return }
-        actions.append(.armTick(deadline))
+        if let task = tickSchedule.arm(deadline, now: now) { actions.append(.scheduleTick(task)) }
+    }
+
+    /// A tick task fired: the tick when its deadline came, else the next task, or nothing.
+    mutating func tickTaskFired(scheduledFor deadline: NIODeadline, now: Moment) {
+        switch tickSchedule.fired(scheduledFor: deadline, now: now.deadline) {
+        case .tick: tick(now: now)
+        case .schedule(let next): actions.append(.scheduleTick(next))
+        case .nothing: break
+        }
     }
 
     mutating func sendControl(_ body: Simp_Envelope.OneOf_Body) {

@@ -62,9 +62,6 @@ public final class SIMPClient: @unchecked Sendable {
     /// The session request under way, and the confirmation of its path.
     var sessionPromise: EventLoopPromise<Simp_ConnectResponse>?
     var boundPromise: EventLoopPromise<Void>?
-    /// The engine's one timer: tasks are scheduled and left to fire, never cancelled
-    /// (`TickSchedule` says why and when the tick is fed).
-    private var tickSchedule = TickSchedule()
     private var spareActions: [ClientEngine.Action] = []
     /// Why the control connection is about to close (a TLS failure, say), for the requests it takes down.
     private var controlError: String?
@@ -333,10 +330,9 @@ public final class SIMPClient: @unchecked Sendable {
             udp.write(AddressedEnvelope(remoteAddress: serverUDP, data: sealed), promise: nil)
         case .flushDatagrams: udp?.flush()
         case .atTurnEnd(let end): loop.execute { [self] in handle(.turnEnded(end)) }
-        case .armTick(let deadline):
-            if let next = tickSchedule.arm(deadline, now: .now()) { scheduleTick(next) }
-        case .cancelTick:
-            tickSchedule.cancel()
+        case .scheduleTick(let deadline):
+            // Weak: a task left behind must not keep a client that was let go.
+            loop.scheduleTask(deadline: deadline) { [weak self] in self?.handle(.tickTaskFired(scheduledFor: deadline)) }
         case .releaseAt(let deadline): loop.scheduleTask(deadline: deadline) { [self] in handle(.releaseDue) }
         case .attempt(let index, let target, let purpose):
             establish(target).whenComplete { [self] in handle(.attemptEnded(index: index, purpose, $0.mapError(Self.clientError))) }
@@ -373,19 +369,6 @@ public final class SIMPClient: @unchecked Sendable {
             }
         case .status(let status, let record): statusChanged(status, record: record)
         case .history(let change): store?.record(change, done: historyWritten)
-        }
-    }
-
-    /// A task for the engine's timer at `deadline`; what its firing leads to is `TickSchedule`'s.
-    private func scheduleTick(_ deadline: NIODeadline) {
-        // Weak: a task left behind must not keep a client that was let go.
-        loop.scheduleTask(deadline: deadline) { [weak self] in
-            guard let self else { return }
-            switch tickSchedule.fired(scheduledFor: deadline, now: .now()) {
-            case .tick: handle(.tick)
-            case .schedule(let next): scheduleTick(next)
-            case .nothing: break
-            }
         }
     }
 

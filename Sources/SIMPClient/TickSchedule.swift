@@ -1,14 +1,15 @@
 import NIOCore
 
-/// The driver's bookkeeping for the engine's one timer (`ClientEngine.Action.armTick`), armed
-/// without cancelling: NIO's `Scheduled.cancel` finds its task by a linear search through every
+/// The engine's bookkeeping for its one timer's tasks (`ClientEngine.Action.scheduleTick`),
+/// armed without cancelling: NIO's `Scheduled.cancel` finds its task by a linear search through every
 /// task scheduled on the loop, so with thousands of clients on one loop (each with its timers)
 /// every cancel walked tens of thousands of tasks, more than the rest of a message's work
 /// (2026-11-30, docs/PERFORMANCE.md). Instead a task once scheduled is left to fire: one that
 /// fires before the deadline wanted schedules the next for it (or leaves it to an earlier task
 /// already scheduled), one that fires after its deadline was withdrawn does nothing. The tick
 /// is fed exactly when it was before: once, at the first task to fire at or after the deadline
-/// last armed. Pure: the driver schedules what it is told and feeds each task's firing.
+/// last armed. Pure: the engine keeps it, the driver schedules the tasks it is told to and feeds
+/// each one's firing (`ClientEngine.Input.tickTaskFired`) with the event's one time.
 struct TickSchedule: Sendable, Equatable {
     /// The deadline the engine armed and that has not yet been ticked for; nil when none.
     private(set) var wanted: NIODeadline?
