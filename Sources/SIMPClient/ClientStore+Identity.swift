@@ -38,8 +38,23 @@ extension ClientStore {
         return key.flatMap { $0 }.map { [UInt8]($0) }
     }
 
+    /// Keeps `keys`. A device key other than the one kept ends everything made under the old
+    /// one, in the same transaction: each conversation's group state (its leaf's signature key
+    /// and the private keys of its path; the server refuses its commits once the key is no
+    /// longer certified, `DEVICE_NOT_CERTIFIED`), the commits waiting for their fate and the
+    /// KeyPackages. The device is then added to its conversations again by
+    /// a Welcome, as a new device is (docs/E2EE.md, Part 2, "A new device key"). What the
+    /// history already holds stays.
     func save(_ keys: OwnKeys) throws {
         try db.write { db in
+            let kept = try Data.fetchOne(db, sql: "SELECT deviceKey FROM identity WHERE user = ?", arguments: [user])
+            if let kept, [UInt8](kept) != keys.deviceKey {
+                try db.execute(sql: """
+                    DELETE FROM mls_groups; DELETE FROM mls_pending; DELETE FROM key_packages;
+                    """)
+                pendingCommits.withLock { $0 = [:] }
+                renewals.withLock { $0 = [:] }
+            }
             try db.run(sql: "INSERT OR REPLACE INTO identity (user, identityKey, deviceKey, published) VALUES (?, ?, ?, ?)",
                            arguments: [user, Data(keys.identityKey), Data(keys.deviceKey), keys.published])
         }

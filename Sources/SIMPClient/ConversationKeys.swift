@@ -509,7 +509,13 @@ actor ConversationKeys {
                 return
             }
             if let welcome = page.welcome {
-                try await join(conversation, welcome, validator: validator, client: client)
+                do {
+                    try await join(conversation, welcome, validator: validator, client: client)
+                } catch OpenFailure.notInConversation where creating {
+                    throw ClientError("this device is not in the encrypted conversation \(Self.named(conversation)) under its "
+                                      + "current keys (made since it was added: a new identity or device key); another device "
+                                      + "of the conversation adds it again with its next message", code: .endToEnd)
+                }
                 do {
                     try await catchUpUnlessRefused(conversation, client: client)
                 } catch let error as ClientError where error.code == .notAMember {
@@ -538,7 +544,13 @@ actor ConversationKeys {
         guard case .welcome(let welcome) = try MLSMessage(mlsDecoding: stored.welcome) else { throw OpenFailure.malformed }
         var validator = validator
         var refused: (any Error)?
-        for kept in try store.keyPackages() {
+        let packages = try store.keyPackages()
+        // A Welcome to none of the KeyPackages kept: to keys this device had before a new device
+        // key (`ClientStore.save`), or to another device. It is not in the group until a member
+        // adds it again.
+        let references = Set(packages.map(\.reference))
+        guard welcome.secrets.contains(where: { references.contains($0.newMember) }) else { throw OpenFailure.notInConversation }
+        for kept in packages {
             guard let bundle = try? bundle(of: kept) else { continue }
             // The Welcome's tree may hold leaves of users who are no members now (removed since
             // the commit that added this device): their devices are read, and it is tried again.

@@ -98,7 +98,7 @@ extension SIMPClient {
         }
         let keys = ClientStore.OwnKeys(identityKey: Array(identity.rawRepresentation), deviceKey: Array(linking.deviceKey.rawRepresentation),
                                        published: false)
-        do { try store.save(keys) } catch { throw ClientError("cannot keep the identity in \(store.path): \(error)") }
+        try saveKeys(keys, in: store)
         return try await setUpIdentity()
     }
 

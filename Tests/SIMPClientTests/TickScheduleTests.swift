@@ -3,7 +3,7 @@ import Testing
 
 @testable import SIMPClient
 
-/// The driver's timer without cancels: the tick is fed once, at the first task to fire at or
+/// The engine's timer without cancels: the tick is fed once, at the first task to fire at or
 /// after the deadline last armed, whatever tasks were left behind.
 @Suite struct TickScheduleTests {
     let t0 = NIODeadline.uptimeNanoseconds(100_000_000_000)

@@ -205,6 +205,39 @@ import Testing
         await cluster.stop()
     }
 
+    /// bob makes a new identity on the device he still has (his other device was stolen, say),
+    /// in the same data directory: its conversations were kept under the old device key, which
+    /// the server no longer certifies. They are dropped (what they read stays in the history).
+    /// Until a device of the conversation adds it again, bob's send says so (the Welcome the
+    /// server holds for bob/phone is to the old keys); alice's next send adds it under its new
+    /// key by a Welcome, and both sides read each other again. Without the drop, bob's device
+    /// went on with the group of its old key: it could not read alice's send (removed from
+    /// that group) and nothing it sent arrived.
+    @Test func aNewIdentityMadeInTheSameDataDirectoryRejoinsItsConversations() async throws {
+        let talking = try await Self.talking()
+        defer { talking.removeDirectories() }
+        let (cluster, directories) = (talking.cluster, talking.directories)
+        let (alice, aliceLog) = talking.alice
+        var (bob, bobLog) = talking.bob
+        let first = talking.first
+
+        await bob.close()
+        (bob, bobLog) = try await Self.connected(cluster, "bob", directories[1])
+        #expect(try await bob.setUpIdentity(newIdentity: true) == .created)
+        let early = await #expect(throws: ClientError.self) { try await bob.send(to: "alice", text: "too early") }
+        #expect(early?.code == .endToEnd && early?.message.contains("not in the encrypted conversation with alice under its current keys") == true,
+                "\(String(describing: early))")
+
+        let after = try await alice.send(to: "bob", text: "after the change")
+        #expect(await bobLog.wait { $0.messages.contains { $0.id == after && $0.text == "after the change" && $0.encrypted } })
+        let reply = try await bob.send(to: "alice", text: "the same phone answers")
+        #expect(await aliceLog.wait { $0.messages.contains { $0.id == reply && $0.text == "the same phone answers" } })
+        #expect(try await bob.history(with: "alice").contains { $0.id == first }, "what bob read before stays in his history")
+        #expect(bob.decryptionFailures().isEmpty, "nothing shown undecryptable")
+        for client in [alice, bob] { await client.close() }
+        await cluster.stop()
+    }
+
     /// bob is away while alice links a laptop (a commit adds it) and revokes it (a commit removes
     /// it): back, bob's device catches up through the commit that added the laptop, whose
     /// certificate the directory now lists as revoked, and reads what alice sent with the laptop
