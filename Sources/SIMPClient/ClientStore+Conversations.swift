@@ -37,8 +37,9 @@ extension ClientStore {
     /// this state sealed; `renewedAt` (ms): the state comes from a commit of this device's own,
     /// whose path gave its leaf new keys (or from joining with a fresh KeyPackage).
     func saveGroup(_ conversation: String, state: [UInt8], opened: (seq: UInt64, Opened)? = nil, sealed: Int = 0,
-                   renewedAt: Int64? = nil) throws {
+                   renewedAt: Int64? = nil, keys generation: Int) throws {
         try db.write { db in
+            try checkKeys(generation)
             try Self.writeGroup(conversation, state: state, opened: opened, sealed: sealed, renewedAt: renewedAt, db)
             renewals.withLock { $0[conversation] = nil }
         }
@@ -48,12 +49,13 @@ extension ClientStore {
     /// commit), not awaited: a write that rests on it is queued after it with it as `after`
     /// (`add`, `written`), and fails if it failed. Queued in the order the seals were made, so
     /// the state on disk never goes back.
-    func queueSealed(_ conversation: String, state: [UInt8], sealed: Int) -> QueuedWrite {
+    func queueSealed(_ conversation: String, state: [UInt8], sealed: Int, keys generation: Int) -> QueuedWrite {
         // Counted when queued: a batch that fails (a full disk) leaves the count a few ahead of
         // the file's, which only brings the next Update forward.
         renewals.withLock { if let known = $0[conversation], let renewal = known { $0[conversation] = .some(Renewal(sealed: renewal.sealed + sealed, at: renewal.at)) } }
         let queued = QueuedWrite()
-        enqueue({ if case .failure(let error) = $0 { queued.failure.value = error } }) { db in
+        enqueue({ if case .failure(let error) = $0 { queued.failure.value = error } }) { [self] db in
+            try checkKeys(generation)
             try Self.writeGroup(conversation, state: state, opened: nil, sealed: sealed, renewedAt: nil, db)
         }
         return queued
@@ -61,8 +63,9 @@ extension ClientStore {
 
     /// A commit this device made on `epoch` and the state it leads to, kept before the commit is
     /// submitted (replacing any earlier one of the conversation).
-    func keepPending(_ conversation: String, epoch: UInt64, commit: [UInt8], state: [UInt8]) throws {
+    func keepPending(_ conversation: String, epoch: UInt64, commit: [UInt8], state: [UInt8], keys generation: Int) throws {
         try db.write { db in
+            try checkKeys(generation)
             try db.run(sql: "INSERT OR REPLACE INTO mls_pending (conversation, epoch, message, state) VALUES (?, ?, ?, ?)",
                            arguments: [conversation, Int64(epoch), Data(commit), Data(state)])
             pendingCommits.withLock { $0[conversation] = nil }
@@ -91,8 +94,9 @@ extension ClientStore {
 
     /// The state a stored commit of this device's leads to, kept in place of its pending entry
     /// (one transaction).
-    func saveCommitted(_ conversation: String, state: [UInt8], renewedAt: Int64) throws {
+    func saveCommitted(_ conversation: String, state: [UInt8], renewedAt: Int64, keys generation: Int) throws {
         try db.write { db in
+            try checkKeys(generation)
             try Self.writeGroup(conversation, state: state, opened: nil, sealed: 0, renewedAt: renewedAt, db)
             try db.run(sql: "DELETE FROM mls_pending WHERE conversation = ?", arguments: [conversation])
             pendingCommits.withLock { $0[conversation] = nil }
@@ -102,9 +106,10 @@ extension ClientStore {
 
     /// A group's state after it opened a message, with what the message opened to, queued with
     /// the client's other writes (a group commit); `done` says whether it is on disk.
-    func queueOpened(_ conversation: String, state: [UInt8], opened: (seq: UInt64, Opened),
+    func queueOpened(_ conversation: String, state: [UInt8], opened: (seq: UInt64, Opened), keys generation: Int,
                      done: @escaping @Sendable (Result<Void, StoreWriteError>) -> Void) {
-        enqueue(done) { db in
+        enqueue(done) { [self] db in
+            try checkKeys(generation)
             try Self.writeGroup(conversation, state: state, opened: opened, sealed: 0, renewedAt: nil, db)
         }
     }
@@ -168,8 +173,9 @@ extension ClientStore {
         }
     }
 
-    func addKeyPackages(_ packages: [StoredKeyPackage]) throws {
+    func addKeyPackages(_ packages: [StoredKeyPackage], keys generation: Int) throws {
         try db.write { db in
+            try checkKeys(generation)
             for p in packages {
                 try db.run(sql: """
                     INSERT OR REPLACE INTO key_packages (ref, package, initKey, encryptionKey, lastResort) VALUES (?, ?, ?, ?, ?)

@@ -14,12 +14,31 @@ extension ClientStore {
         var published: Bool
     }
 
+    /// The keys, and the generation (`keysGeneration`) they are, read together: a
+    /// `ConversationKeys` made from them writes under that generation.
+    func ownKeysAndGeneration() throws -> (keys: OwnKeys, generation: Int)? {
+        try lookUp { db in try Self.ownKeys(of: user, db).map { ($0, keysGeneration.value) } }
+    }
+
+    /// A write of conversations' keys made under `generation` while another is current.
+    struct StaleKeys: Error, CustomStringConvertible {
+        var description: String { "made under a device key this device no longer holds" }
+    }
+
+    /// Throws `StaleKeys` unless `generation` is current; called inside the write it guards, where
+    /// `save`'s change cannot come between the check and the write.
+    func checkKeys(_ generation: Int) throws {
+        guard keysGeneration.value == generation else { throw StaleKeys() }
+    }
+
     func ownKeys() throws -> OwnKeys? {
-        try lookUp { db in
-            try Row.fetchOne(try db.cachedStatement(sql: "SELECT * FROM identity WHERE user = ?"), arguments: [user]).map { row in
-                OwnKeys(identityKey: [UInt8](row["identityKey"] as Data), deviceKey: [UInt8](row["deviceKey"] as Data),
-                        published: row["published"])
-            }
+        try lookUp { db in try Self.ownKeys(of: user, db) }
+    }
+
+    private static func ownKeys(of user: String, _ db: Database) throws -> OwnKeys? {
+        try Row.fetchOne(try db.cachedStatement(sql: "SELECT * FROM identity WHERE user = ?"), arguments: [user]).map { row in
+            OwnKeys(identityKey: [UInt8](row["identityKey"] as Data), deviceKey: [UInt8](row["deviceKey"] as Data),
+                    published: row["published"])
         }
     }
 
@@ -54,6 +73,7 @@ extension ClientStore {
                     """)
                 pendingCommits.withLock { $0 = [:] }
                 renewals.withLock { $0 = [:] }
+                keysGeneration.withLock { $0 += 1 }
             }
             try db.run(sql: "INSERT OR REPLACE INTO identity (user, identityKey, deviceKey, published) VALUES (?, ?, ?, ?)",
                            arguments: [user, Data(keys.identityKey), Data(keys.deviceKey), keys.published])

@@ -39,6 +39,11 @@ final class ClientStore: Sendable {
     let heldPeers = Locked<[String: Bool]>([:])
     let pendingCommits = Locked<[String: PendingCommit?]>([:])
     let renewals = Locked<[String: Renewal?]>([:])
+    /// Which device key the conversations' keys on disk are made under: bumped when a new one is
+    /// kept (`save`), inside that write. A group state, pending commit or KeyPackage made under
+    /// an earlier key is refused by its write (`StaleKeys`): a `ConversationKeys` made before the
+    /// change, still opening or sealing, cannot put the old key's state back after the drop.
+    let keysGeneration = Locked<Int>(0)
 
     init(directory: String, user: String) throws {
         // The user's alone: the file holds private keys and login state.

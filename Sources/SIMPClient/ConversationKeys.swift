@@ -33,6 +33,9 @@ actor ConversationKeys {
     static let updateAfterMillis: Int64 = 7 * 86_400_000
 
     let store: ClientStore
+    /// The store's `keysGeneration` this device's keys were read at: every write of a group
+    /// state, pending commit or KeyPackage is refused once a new device key was kept.
+    let generation: Int
     let user: String
     let device: String
     private let signer: SignaturePrivateKey
@@ -71,7 +74,10 @@ actor ConversationKeys {
 
     func setAfterCommitStored(_ hook: (@Sendable (String) -> Void)?) { afterCommitStored = hook }
 
-    init(store: ClientStore, user: String, device: String, keys: ClientStore.OwnKeys, checkInterval: Duration = .seconds(1),
+    /// `generation`: the `keysGeneration` `keys` were read at (`ClientStore.ownKeysAndGeneration`);
+    /// the store's current one when nil (tests).
+    init(store: ClientStore, user: String, device: String, keys: ClientStore.OwnKeys, generation: Int? = nil,
+         checkInterval: Duration = .seconds(1),
          updateAfter: (messages: Int, millis: Int64) = (ConversationKeys.updateAfterMessages, ConversationKeys.updateAfterMillis),
          clock: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970 * 1000) },
          randomness: @escaping @Sendable (Int) -> [UInt8] = ConversationKeys.systemRandom) throws(ClientError) {
@@ -80,6 +86,7 @@ actor ConversationKeys {
             throw ClientError("the identity kept in \(store.path) is damaged", code: .endToEnd)
         }
         self.store = store
+        self.generation = generation ?? store.keysGeneration.value
         self.user = user
         self.device = device
         self.signer = signer
@@ -112,7 +119,7 @@ actor ConversationKeys {
         var made: [ClientStore.StoredKeyPackage] = []
         for _ in 0..<(oneTime < Self.refillBelow ? Self.batch : 0) { made.append(try makeKeyPackage(lifetime, lastResort: false)) }
         if needsLastResort { made.append(try makeKeyPackage(lifetime, lastResort: true)) }
-        try storeCall { try store.addKeyPackages(made) }
+        try storeCall { try store.addKeyPackages(made, keys: generation) }
         _ = try await client.uploadKeyPackages(made.filter { !$0.lastResort }.map(\.package),
                                                lastResort: made.first { $0.lastResort }?.package)
     }
@@ -194,7 +201,7 @@ actor ConversationKeys {
         // state, never reuses its keys. Should the write fail, these messages are not sent
         // (what rests on it fails) and their keys are simply skipped.
         groups[peer] = group
-        return (sealed, store.queueSealed(peer, state: state, sealed: sealed.count))
+        return (sealed, store.queueSealed(peer, state: state, sealed: sealed.count, keys: generation))
     }
 
     /// One message sealed in `group` (docs/PROTOCOL.md, Sealed messages): its id, type, text and
@@ -363,7 +370,7 @@ actor ConversationKeys {
         let state = try group.savedState()
         groups[conversation] = group
         writes.touched.withLock { _ = $0.insert(conversation) }
-        store.queueOpened(conversation, state: state, opened: (message.seq, .init(id: message.id, inner: data))) { result in
+        store.queueOpened(conversation, state: state, opened: (message.seq, .init(id: message.id, inner: data)), keys: generation) { result in
             if case .failure(let error) = result { writes.failure.value = error }
         }
         return result
@@ -424,7 +431,7 @@ actor ConversationKeys {
         // Counted as a sealed message: a typing uses up a generation, and a receiver takes a
         // message at most 1,000 generations ahead of the last it opened; the Update due after
         // 1,000 (`updateIfDue`) starts the next text on a new epoch, however long the user typed.
-        try store.saveGroup(peer, state: try group.savedState(), sealed: 1)
+        try store.saveGroup(peer, state: try group.savedState(), sealed: 1, keys: generation)
         groups[peer] = group
         return bytes
     }
@@ -504,7 +511,7 @@ actor ConversationKeys {
             if let first = page.commits.first, first.epoch == 0,
                let made = try pendingState(conversation, epoch: 0, stored: first.commit, validator: validator) {
                 groups[conversation] = made
-                try store.saveCommitted(conversation, state: try made.savedState(), renewedAt: clock())
+                try store.saveCommitted(conversation, state: try made.savedState(), renewedAt: clock(), keys: generation)
                 try await catchUpUnlessRefused(conversation, client: client)
                 return
             }
@@ -512,9 +519,7 @@ actor ConversationKeys {
                 do {
                     try await join(conversation, welcome, validator: validator, client: client)
                 } catch OpenFailure.notInConversation where creating {
-                    throw ClientError("this device is not in the encrypted conversation \(Self.named(conversation)) under its "
-                                      + "current keys (made since it was added: a new identity or device key); another device "
-                                      + "of the conversation adds it again with its next message", code: .endToEnd)
+                    throw Self.notAdded(conversation)
                 }
                 do {
                     try await catchUpUnlessRefused(conversation, client: client)
@@ -528,15 +533,21 @@ actor ConversationKeys {
             guard page.epoch == 0 else {
                 // Receiving: the message names a group this device was never added to.
                 guard creating else { throw OpenFailure.notInConversation }
-                throw ClientError("this device is not in the encrypted conversation \(Self.named(conversation)): "
-                                  + "no device added it (a device linked later is added by another of the user's devices)",
-                                  code: .endToEnd)
+                throw Self.notAdded(conversation)
             }
             guard creating else { throw OpenFailure.notInConversation }
             if try await create(conversation, validator: validator, client: client) { return }
         }
         throw ClientError("cannot set up the encrypted conversation \(Self.named(conversation)): other commits keep winning",
                           code: .endToEnd)
+    }
+
+    /// A send in a conversation whose order began without this device's current keys: no
+    /// Welcome to them (none at all, or one to keys it had before a new device key).
+    static func notAdded(_ conversation: String) -> ClientError {
+        ClientError("this device is not in the encrypted conversation \(named(conversation)) under its current keys: "
+                    + "a device linked later, or given a new identity, is added by another device of the conversation "
+                    + "with that device's next message", code: .endToEnd)
     }
 
     private func join(_ conversation: String, _ stored: StoredWelcome, validator: DirectoryValidator,
@@ -557,7 +568,7 @@ actor ConversationKeys {
             while true {
                 do {
                     let group = try MLSGroup(joining: welcome, with: bundle, policy: Self.policy, credentialValidator: validator)
-                    try store.saveGroup(conversation, state: try group.savedState(), renewedAt: clock())
+                    try store.saveGroup(conversation, state: try group.savedState(), renewedAt: clock(), keys: generation)
                     try store.removeKeyPackage(kept.reference)
                     groups[conversation] = group
                     checkMembersNextIfUncertified(conversation, group, validator)
@@ -642,7 +653,7 @@ actor ConversationKeys {
         group.policy = Self.policy
         // The devices one request carries; the member check that follows adds the rest (`resync`).
         let (output, commit, welcome, _) = try fitting(group, adding: adds, removing: [], in: peer)
-        try store.keepPending(peer, epoch: 0, commit: commit, state: try output.group.savedState())
+        try store.keepPending(peer, epoch: 0, commit: commit, state: try output.group.savedState(), keys: generation)
         if let refused = await Self.submit(commit, to: peer, welcome: welcome, client: client) {
             // Lost: the next fetch of the order drops the pending entry (`pendingState`).
             if refused.code == .commitConflict { return false }
@@ -663,7 +674,7 @@ actor ConversationKeys {
         if let current = groups[conversation], current.epoch != epoch { return }
         groups[conversation] = state
         // Should this write fail, the pending entry stays and is taken when the order is read.
-        try storeCall { try store.saveCommitted(conversation, state: try state.savedState(), renewedAt: clock()) }
+        try storeCall { try store.saveCommitted(conversation, state: try state.savedState(), renewedAt: clock(), keys: generation) }
     }
 
     /// The pending commit of `conversation` on `epoch`, if `stored` is it: the state it leads to.
@@ -802,7 +813,7 @@ actor ConversationKeys {
             defer { committing.remove(conversation) }
             let epoch = current.epoch
             let (output, commit, welcome, added) = try fitting(current, adding: claimed, removing: stale, in: conversation)
-            try store.keepPending(conversation, epoch: epoch, commit: commit, state: try output.group.savedState())
+            try store.keepPending(conversation, epoch: epoch, commit: commit, state: try output.group.savedState(), keys: generation)
             if let refused = await Self.submit(commit, to: conversation, epoch: epoch, welcome: welcome, client: client) {
                 if refused.code == .commitConflict {
                     lost += 1
@@ -890,7 +901,7 @@ actor ConversationKeys {
         }
         committing.insert(conversation)
         defer { committing.remove(conversation) }
-        try storeCall { try store.keepPending(conversation, epoch: epoch, commit: commit, state: try output.group.savedState()) }
+        try storeCall { try store.keepPending(conversation, epoch: epoch, commit: commit, state: try output.group.savedState(), keys: generation) }
         if let refused = await Self.submit(commit, to: conversation, epoch: epoch, welcome: nil, client: client) {
             if refused.code == .commitConflict {
                 do {
@@ -1024,9 +1035,9 @@ actor ConversationKeys {
             let moved = group.epoch != epoch
             if moved {
                 if adopted {
-                    try store.saveCommitted(conversation, state: try group.savedState(), renewedAt: clock())
+                    try store.saveCommitted(conversation, state: try group.savedState(), renewedAt: clock(), keys: generation)
                 } else {
-                    try store.saveGroup(conversation, state: try group.savedState())
+                    try store.saveGroup(conversation, state: try group.savedState(), keys: generation)
                 }
                 groups[conversation] = group
                 checkMembersNextIfUncertified(conversation, group, validator)

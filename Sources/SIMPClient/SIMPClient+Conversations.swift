@@ -31,20 +31,22 @@ extension SIMPClient {
     }
 
     /// This device's keys for encrypted conversations, once it has an identity
-    /// (`setUpIdentity`). Made once.
+    /// (`setUpIdentity`). Made once for each device key (`saveKeys` lets go of the one made
+    /// under an earlier key): one made from keys replaced meanwhile is not kept, and writes
+    /// nothing (`ClientStore.keysGeneration`).
     func conversationKeys() async throws(ClientError) -> ConversationKeys {
         if let keys = keyring.withLock({ $0 }) { return keys }
         let store = try await identityStore()
         let device = try await currentDevice()
-        guard let own = try? store.ownKeys(), own.published else {
+        guard let (own, generation) = try? store.ownKeysAndGeneration(), own.published else {
             throw ClientError("this device has no identity yet: setUpIdentity() first (end-to-end encryption needs one)",
                               code: .endToEnd)
         }
-        let made = try ConversationKeys(store: store, user: store.user, device: device, keys: own,
+        let made = try ConversationKeys(store: store, user: store.user, device: device, keys: own, generation: generation,
                                         checkInterval: configuration.directoryCheckInterval)
         return keyring.withLock { kept in
-            if let kept { return kept }
-            kept = made
+            if let kept, kept.generation == store.keysGeneration.value { return kept }
+            if generation == store.keysGeneration.value { kept = made }
             return made
         }
     }

@@ -212,11 +212,10 @@ extension SIMPClient {
     }
 
     /// Keeps `keys`; a new device key also ends the conversations' keys made under the old one
-    /// (`ClientStore.save`), here and in memory: the next use makes them afresh.
+    /// (`ClientStore.save`), on disk and in memory: the next use makes them afresh.
     func saveKeys(_ keys: ClientStore.OwnKeys, in store: ClientStore) throws(ClientError) {
-        let before = try? store.ownKeys()
         do { try store.save(keys) } catch { throw ClientError("cannot keep the identity in \(store.path): \(error)") }
-        if before?.deviceKey != keys.deviceKey { keyring.withLock { $0 = nil } }
+        keyring.withLock { kept in if let made = kept, made.generation != store.keysGeneration.value { kept = nil } }
     }
 
     /// Publishes the identity key and this device's certificate, then records that it did.

@@ -117,6 +117,40 @@ import Testing
         #expect(try ClientStore(directory: directory, user: "alice").load().pending.map(\.id) == ["later"])
     }
 
+    /// A new device key drops every conversation's keys made under the old one (group states,
+    /// pending commits, KeyPackages); re-saving the same key drops nothing. A write made under
+    /// the old key's generation after that (a `ConversationKeys` still running) is refused,
+    /// queued or direct, and the old state does not come back.
+    @Test func aNewDeviceKeyDropsWhatTheOldMadeAndRefusesItsLaterWrites() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("simp-store-\(UUID())").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try ClientStore(directory: directory, user: "alice")
+        let identity = [UInt8](repeating: 1, count: 32)
+        try store.save(ClientStore.OwnKeys(identityKey: identity, deviceKey: [UInt8](repeating: 2, count: 32), published: false))
+        let old = try #require(try store.ownKeysAndGeneration()).generation
+        try store.saveGroup("bob", state: [1, 2, 3], keys: old)
+        try store.keepPending("bob", epoch: 1, commit: [4], state: [5], keys: old)
+        try store.addKeyPackages([.init(reference: [9], package: [9], initSeed: [9], encryptionSeed: [9], lastResort: true)], keys: old)
+        try store.save(ClientStore.OwnKeys(identityKey: identity, deviceKey: [UInt8](repeating: 2, count: 32), published: true))
+        #expect(try store.groupState(of: "bob") == [1, 2, 3], "the same key, published: nothing dropped")
+        #expect(try store.ownKeysAndGeneration()?.generation == old)
+
+        try store.save(ClientStore.OwnKeys(identityKey: [UInt8](repeating: 7, count: 32), deviceKey: [UInt8](repeating: 8, count: 32),
+                                           published: false))
+        #expect(try store.groupState(of: "bob") == nil)
+        #expect(try store.pending(of: "bob") == nil)
+        #expect(try store.keyPackages().isEmpty)
+        #expect(throws: ClientStore.StaleKeys.self) { try store.saveGroup("bob", state: [6], keys: old) }
+        #expect(throws: ClientStore.StaleKeys.self) { try store.keepPending("bob", epoch: 2, commit: [6], state: [6], keys: old) }
+        await #expect(throws: StoreWriteError.self) { try await store.written(store.queueSealed("bob", state: [6], sealed: 1, keys: old)) }
+        #expect(try store.groupState(of: "bob") == nil, "the old key's state did not come back")
+        let new = try #require(try store.ownKeysAndGeneration()).generation
+        #expect(new != old)
+        try store.saveGroup("bob", state: [7], keys: new)
+        #expect(try store.groupState(of: "bob") == [7])
+    }
+
     /// A seal's state write is queued, not awaited (`queueSealed`); the outbox rows of what it
     /// sealed rest on it: when it fails, they fail too and are not on disk (they must never be
     /// sent with keys whose state was not kept), in its batch or a later one; a write that does
@@ -128,7 +162,7 @@ import Testing
         let store = try ClientStore(directory: directory, user: "alice")
         // The state write will fail: its table is gone.
         try await store.db.write { try $0.execute(sql: "DROP TABLE mls_groups") }
-        let state = store.queueSealed("bob", state: [1, 2, 3], sealed: 1)
+        let state = store.queueSealed("bob", state: [1, 2, 3], sealed: 1, keys: 0)
         await #expect(throws: StoreWriteError.self) {
             try await store.add([("sealed", "bob", message("sealed", to: "bob"))], after: state)
         }
