@@ -190,4 +190,39 @@ extension ClientStore {
             try db.run(sql: "DELETE FROM key_packages WHERE ref = ? AND lastResort = 0", arguments: [Data(reference)])
         }
     }
+
+    /// A device this device saw certified: its credential identity ("USER/DEVICE") and key.
+    struct SeenDevice: Sendable, Hashable {
+        let identity: [UInt8]
+        let key: [UInt8]
+    }
+
+    /// The devices seen certified kept a user: a user's own devices over years, with room.
+    static let seenDevicesKept = 64
+
+    /// Records that `devices` of `user` were seen certified at `millis` (the newest
+    /// `seenDevicesKept` of the user are kept).
+    func recordSeen(_ devices: [SeenDevice], of user: String, at millis: Int64) throws {
+        try db.write { db in
+            for device in devices {
+                try db.run(sql: """
+                    INSERT INTO seen_devices (user, identity, key, seenAt) VALUES (?, ?, ?, ?)
+                    ON CONFLICT(user, identity, key) DO UPDATE SET seenAt = excluded.seenAt
+                    """, arguments: [user, Data(device.identity), Data(device.key), millis])
+            }
+            try db.run(sql: """
+                DELETE FROM seen_devices WHERE user = ? AND rowid NOT IN
+                    (SELECT rowid FROM seen_devices WHERE user = ? ORDER BY seenAt DESC, rowid DESC LIMIT ?)
+                """, arguments: [user, user, Self.seenDevicesKept])
+        }
+    }
+
+    /// The devices of `user` this device saw certified (`recordSeen`).
+    func seenDevices(of user: String) throws -> [SeenDevice] {
+        try lookUp { db in
+            try Row.fetchAll(try db.cachedStatement(sql: "SELECT identity, key FROM seen_devices WHERE user = ?"), arguments: [user]).map {
+                SeenDevice(identity: [UInt8]($0["identity"] as Data), key: [UInt8]($0["key"] as Data))
+            }
+        }
+    }
 }

@@ -68,6 +68,8 @@ actor ConversationKeys {
     private var verifiedCertificates: [CertificateUnder: VerifiedDevice] = [:]
     /// Past this many, the cache starts again (a directory of many users' devices).
     static let verifiedCertificatesKept = 4_096
+    /// The devices recorded as seen while the client runs (`recordSeen`).
+    private var recordedSeen: Set<ClientStore.SeenDevice> = []
     /// Called after the server stored a commit of this device's, before its state is kept:
     /// tests copy the data directory there, as a `kill -9` at that moment would leave it.
     private var afterCommitStored: (@Sendable (String) -> Void)?
@@ -932,7 +934,7 @@ actor ConversationKeys {
 
     /// `checkMembersNext` when `group` holds a leaf (not this device's) under no current
     /// certificate: a revoked device's, which a commit made while it was certified added
-    /// (`DirectoryValidator.revokedKeys`), or a former member's. The next send removes it, even if
+    /// (`DirectoryValidator.pastKeys`), or a former member's. The next send removes it, even if
     /// the members were checked a moment ago, and seals nothing to it first.
     private func checkMembersNextIfUncertified(_ conversation: String, _ group: MLSGroup, _ validator: DirectoryValidator) {
         let uncertified = Self.memberDevices(group).contains { leaf, device in
@@ -1086,9 +1088,10 @@ actor ConversationKeys {
     /// user's is pinned on first use (`safetyNumber`). In a group, a member without an identity
     /// (a client without encryption) has no device to add: it cannot read the group. With
     /// `admittingRevoked` (catching up a group this device holds, never joining or creating one),
-    /// the users' revoked certificates pass too (`DirectoryValidator.revokedKeys`): a past commit
-    /// may have added a device revoked since, but a Welcome from one would start a conversation
-    /// in its user's name.
+    /// the users' revoked certificates pass too, and the devices this device saw certified
+    /// (`DirectoryValidator.pastKeys`): a past commit may have added a device revoked since, or
+    /// come from one whose user has a new identity since, but a Welcome from one would start a
+    /// conversation in its user's name.
     private func validator(for conversation: String, client: SIMPClient,
                            admittingRevoked: Bool = false) async throws(ClientError) -> DirectoryValidator {
         let group = GroupName.addressed(by: conversation)
@@ -1139,14 +1142,30 @@ actor ConversationKeys {
                 keys[KeyDirectoryRules.credentialIdentity(user: owner, device: device.device)] = device.deviceKey
             }
             warnOfUncertified(entry, verified: verified, client: client)
+            try recordSeen(verified, of: owner)
         }
         var validator = DirectoryValidator(keys: keys, owners: owners)
         validator.admitsFormerMembers = group != nil
         for owner in owners where admittingRevoked {
             guard let entry = entries[owner] else { continue }
             validator.admitRevoked(verified(entry.revokedDevices, of: entry))
+            validator.admitSeen(try storeCall { try store.seenDevices(of: owner) })
         }
         return validator
+    }
+
+    /// Keeps `owner`'s devices certified now (verified under the identity this device holds, or
+    /// pinned for `owner`) as seen: after a new identity of `owner` ends the directory's list
+    /// of revoked certificates, a commit one of them made while this device was away still
+    /// passes when it catches up (`DirectoryValidator.admitSeen`). Written once a device while
+    /// the client runs.
+    private func recordSeen(_ devices: [VerifiedDevice], of owner: String) throws(ClientError) {
+        let seen = devices.map { ClientStore.SeenDevice(identity: KeyDirectoryRules.credentialIdentity(user: owner, device: $0.device), key: $0.deviceKey) }
+        let new = seen.filter { !recordedSeen.contains($0) }
+        guard !new.isEmpty else { return }
+        try storeCall { try store.recordSeen(new, of: owner, at: clock()) }
+        if recordedSeen.count >= Self.verifiedCertificatesKept { recordedSeen.removeAll() }
+        recordedSeen.formUnion(new)
     }
 
     /// `entry.verifiedDevices`, each certificate's signature checked once while the client runs:

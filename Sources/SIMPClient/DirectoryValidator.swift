@@ -14,12 +14,14 @@ struct DirectoryValidator: CredentialValidator {
     /// never kept in a member check (`keys` alone says who belongs).
     private(set) var formerKeys: [[UInt8]: [UInt8]] = [:]
     private(set) var formerOwners: Set<String> = []
-    /// Keys of devices whose certificates the directory lists as revoked (or replaced under their
-    /// name by another key), each verified under its user's identity: a leaf under one passes the
-    /// check, since a commit or Welcome made while the device was certified may hold it (a device
-    /// that was away catches up through it), but it is never claimed, and a member check removes
-    /// it (`keys` alone says who belongs).
-    private(set) var revokedKeys: [[UInt8]: Set<[UInt8]>] = [:]
+    /// Keys of devices certified once and no longer: those the directory lists as revoked (or
+    /// replaced under their name by another key), each verified under its user's identity, and
+    /// those this device itself saw certified (`admitSeen`, kept across a new identity of their
+    /// user, which ends the directory's list). A leaf under one passes the check, since a commit
+    /// made while the device was certified may hold it (a device that was away catches up
+    /// through it), but it is never claimed, and a member check removes it (`keys` alone says
+    /// who belongs).
+    private(set) var pastKeys: [[UInt8]: Set<[UInt8]>] = [:]
     /// Whether a leaf of a user who is not a member may be checked against that user's
     /// directory (`NotKnown`): in a group, whose members come and go; never in a one-to-one
     /// conversation, whose only users are its two.
@@ -42,7 +44,7 @@ struct DirectoryValidator: CredentialValidator {
     func validate(_ credential: Credential, signatureKey: SignaturePublicKey) throws {
         guard case .basic(let identity) = credential else { throw Uncertified() }
         let key = signatureKey.rawRepresentation
-        if revokedKeys[identity]?.contains(key) == true { return }
+        if pastKeys[identity]?.contains(key) == true { return }
         if let certified = keys[identity] ?? formerKeys[identity] {
             guard certified == key else { throw Uncertified() }
             return
@@ -63,10 +65,16 @@ struct DirectoryValidator: CredentialValidator {
         return extended
     }
 
-    /// With devices whose certificates were revoked (`revokedKeys`), for checking only.
+    /// With devices whose certificates were revoked (`pastKeys`), for checking only.
     mutating func admitRevoked(_ devices: [VerifiedDevice]) {
         for device in devices {
-            revokedKeys[KeyDirectoryRules.credentialIdentity(user: device.user, device: device.device), default: []].insert(device.deviceKey)
+            pastKeys[KeyDirectoryRules.credentialIdentity(user: device.user, device: device.device), default: []].insert(device.deviceKey)
         }
+    }
+
+    /// With devices this device itself saw certified while they were (`ClientStore.seenDevices`),
+    /// for checking only (`pastKeys`).
+    mutating func admitSeen(_ devices: [ClientStore.SeenDevice]) {
+        for device in devices { pastKeys[device.identity, default: []].insert(device.key) }
     }
 }

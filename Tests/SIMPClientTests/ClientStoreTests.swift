@@ -151,6 +151,26 @@ import Testing
         #expect(try store.groupState(of: "bob") == [7])
     }
 
+    /// The devices seen certified are kept a user at a time, the newest `seenDevicesKept`; one
+    /// seen again is newer.
+    @Test func theNewestSeenDevicesOfEachUserAreKept() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("simp-store-\(UUID())").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try ClientStore(directory: directory, user: "alice")
+        func device(_ n: Int) -> ClientStore.SeenDevice { .init(identity: Array("bob/d\(n)".utf8), key: [UInt8(n % 256), 1]) }
+        let kept = ClientStore.seenDevicesKept
+        for n in 0..<kept { try store.recordSeen([device(n)], of: "bob", at: Int64(n)) }
+        try store.recordSeen([device(0)], of: "bob", at: Int64(kept))
+        try store.recordSeen([device(kept)], of: "bob", at: Int64(kept + 1))
+        try store.recordSeen([device(1)], of: "carol", at: 0)
+        let bobs = Set(try store.seenDevices(of: "bob"))
+        #expect(bobs.count == kept)
+        #expect(bobs.contains(device(0)) && bobs.contains(device(kept)), "seen again, and the newest")
+        #expect(!bobs.contains(device(1)), "the oldest went")
+        #expect(try store.seenDevices(of: "carol") == [device(1)], "another user's are counted apart")
+    }
+
     /// A seal's state write is queued, not awaited (`queueSealed`); the outbox rows of what it
     /// sealed rest on it: when it fails, they fail too and are not on disk (they must never be
     /// sent with keys whose state was not kept), in its batch or a later one; a write that does

@@ -51,6 +51,19 @@ struct DirectoryValidatorTests {
         #expect(validator.keys == certified)
     }
 
+    /// A device this device saw certified (`admitSeen`) passes the check under the key it was
+    /// seen with, and no other; it stays out of `keys`.
+    @Test func aSeenDevicesLeafPassesUnderItsKeyButIsNoMember() throws {
+        let (seen, other) = (try Self.key(), try Self.key())
+        var validator = DirectoryValidator(keys: [:], owners: ["alice", "bob"])
+        #expect(throws: DirectoryValidator.Uncertified.self) { try validator.validate(Self.credential("bob", "phone"), signatureKey: seen.key) }
+        validator.admitSeen([ClientStore.SeenDevice(identity: KeyDirectoryRules.credentialIdentity(user: "bob", device: "phone"), key: seen.bytes)])
+        try validator.validate(Self.credential("bob", "phone"), signatureKey: seen.key)
+        #expect(throws: DirectoryValidator.Uncertified.self) { try validator.validate(Self.credential("bob", "phone"), signatureKey: other.key) }
+        #expect(throws: DirectoryValidator.Uncertified.self) { try validator.validate(Self.credential("bob", "laptop"), signatureKey: seen.key) }
+        #expect(validator.keys.isEmpty)
+    }
+
     @Test func aStrangersLeafIsRefusedInAOneToOneConversationAndReadInAGroup() throws {
         let eve = try Self.key()
         var validator = DirectoryValidator(keys: [:], owners: ["alice", "bob"])

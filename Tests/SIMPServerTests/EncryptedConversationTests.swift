@@ -280,6 +280,46 @@ import Testing
         await cluster.stop()
     }
 
+    /// bob is away while alice's phone renews its keys by an Update (a commit with a path) and
+    /// sends, and alice then loses her phone and makes a new identity on a tablet, which ends the
+    /// directory's list of her revoked certificates. Back, bob's device catches up through the
+    /// Update: it saw the phone's certificate current before it went away, so the commit passes,
+    /// it reads what the phone sent after it, and its next send replaces alice's phone by her
+    /// tablet, which reads it. Without what it saw, it refused the Update and read nothing more.
+    @Test func aDeviceAwayOverAPeersNewIdentityCatchesUpThroughACommitOfADeviceItSaw() async throws {
+        let talking = try await Self.talking()
+        defer { talking.removeDirectories() }
+        let (cluster, directories) = (talking.cluster, talking.directories)
+        let (alice, aliceLog) = talking.alice
+        var (bob, bobLog) = talking.bob
+        await bob.close()
+
+        // An Update after every sealed message: the next send commits one first.
+        let store = try await alice.identityStore()
+        let keys = try ConversationKeys(store: store, user: "alice", device: "phone", keys: try #require(try store.ownKeys()),
+                                        checkInterval: .zero, updateAfter: (messages: 1, millis: .max))
+        alice.keyring.withLock { $0 = keys }
+        let made = try await alice.fetchCommits(in: "bob", fromEpoch: 0).epoch
+        let whileAway = try await alice.send(to: "bob", text: "renewed while you were away")
+        #expect(await aliceLog.wait { $0.accepted.contains(whileAway) })
+        #expect(try await alice.fetchCommits(in: "bob", fromEpoch: 0).epoch == made + 1, "an Update before the message")
+        await alice.close()
+
+        let (tablet, tabletLog) = try await Self.connected(cluster, "alice", directories[0] + "-tablet", device: "tablet")
+        defer { try? FileManager.default.removeItem(atPath: directories[0] + "-tablet") }
+        #expect(try await tablet.setUpIdentity(newIdentity: true) == .created)
+        let directory = try await tablet.keyDirectory(of: "alice")
+        #expect(directory.devices.map(\.device) == ["tablet"] && directory.revokedDevices.isEmpty, "the phone's certificate is gone")
+
+        (bob, bobLog) = try await Self.connected(cluster, "bob", directories[1])
+        #expect(await bobLog.wait { $0.messages.contains { $0.id == whileAway && $0.text == "renewed while you were away" && $0.encrypted } })
+        #expect(bob.decryptionFailures().isEmpty, "\(bob.decryptionFailures())")
+        let reply = try await bob.send(to: "alice", text: "back, and reading your tablet")
+        #expect(await tabletLog.wait { $0.messages.contains { $0.id == reply && $0.text == "back, and reading your tablet" && $0.encrypted } })
+        for client in [bob, tablet] { await client.close() }
+        await cluster.stop()
+    }
+
     @Test func aDeviceRenewsItsKeysByAnUpdateAfterItsMessagesAndThePeerFollows() async throws {
         let cluster = try await TestCluster.start()
         let directories = (0..<2).map { _ in LocalHistoryTests.directory() }
