@@ -54,6 +54,12 @@ extension ClientStore {
         // the file's, which only brings the next Update forward.
         renewals.withLock { if let known = $0[conversation], let renewal = known { $0[conversation] = .some(Renewal(sealed: renewal.sealed + sealed, at: renewal.at)) } }
         let queued = QueuedWrite()
+        // Refused at once when stale, so as not to fail the other writes of its batch; the check
+        // inside the write covers a new key kept meanwhile.
+        guard keysGeneration.value == generation else {
+            queued.failure.value = StoreWriteError(path: path, StaleKeys())
+            return queued
+        }
         enqueue({ if case .failure(let error) = $0 { queued.failure.value = error } }) { [self] db in
             try checkKeys(generation)
             try Self.writeGroup(conversation, state: state, opened: nil, sealed: sealed, renewedAt: nil, db)
@@ -85,8 +91,9 @@ extension ClientStore {
         }
     }
 
-    func dropPending(_ conversation: String) throws {
+    func dropPending(_ conversation: String, keys generation: Int) throws {
         try db.write { db in
+            try checkKeys(generation)
             try db.run(sql: "DELETE FROM mls_pending WHERE conversation = ?", arguments: [conversation])
             pendingCommits.withLock { $0[conversation] = nil }
         }
@@ -108,6 +115,7 @@ extension ClientStore {
     /// the client's other writes (a group commit); `done` says whether it is on disk.
     func queueOpened(_ conversation: String, state: [UInt8], opened: (seq: UInt64, Opened), keys generation: Int,
                      done: @escaping @Sendable (Result<Void, StoreWriteError>) -> Void) {
+        guard keysGeneration.value == generation else { return done(.failure(StoreWriteError(path: path, StaleKeys()))) }
         enqueue(done) { [self] db in
             try checkKeys(generation)
             try Self.writeGroup(conversation, state: state, opened: opened, sealed: 0, renewedAt: nil, db)
@@ -191,10 +199,12 @@ extension ClientStore {
         }
     }
 
-    /// A device this device saw certified: its credential identity ("USER/DEVICE") and key.
+    /// A device this device saw certified: its credential identity ("USER/DEVICE"), key, and
+    /// the identity key its certificate verified under.
     struct SeenDevice: Sendable, Hashable {
         let identity: [UInt8]
         let key: [UInt8]
+        let identityKey: [UInt8]
     }
 
     /// The devices seen certified kept a user: a user's own devices over years, with room.
@@ -206,9 +216,9 @@ extension ClientStore {
         try db.write { db in
             for device in devices {
                 try db.run(sql: """
-                    INSERT INTO seen_devices (user, identity, key, seenAt) VALUES (?, ?, ?, ?)
-                    ON CONFLICT(user, identity, key) DO UPDATE SET seenAt = excluded.seenAt
-                    """, arguments: [user, Data(device.identity), Data(device.key), millis])
+                    INSERT INTO seen_devices (user, identity, key, identityKey, seenAt) VALUES (?, ?, ?, ?, ?)
+                    ON CONFLICT(user, identity, key) DO UPDATE SET identityKey = excluded.identityKey, seenAt = excluded.seenAt
+                    """, arguments: [user, Data(device.identity), Data(device.key), Data(device.identityKey), millis])
             }
             try db.run(sql: """
                 DELETE FROM seen_devices WHERE user = ? AND rowid NOT IN
@@ -220,8 +230,10 @@ extension ClientStore {
     /// The devices of `user` this device saw certified (`recordSeen`).
     func seenDevices(of user: String) throws -> [SeenDevice] {
         try lookUp { db in
-            try Row.fetchAll(try db.cachedStatement(sql: "SELECT identity, key FROM seen_devices WHERE user = ?"), arguments: [user]).map {
-                SeenDevice(identity: [UInt8]($0["identity"] as Data), key: [UInt8]($0["key"] as Data))
+            try Row.fetchAll(try db.cachedStatement(sql: "SELECT identity, key, identityKey FROM seen_devices WHERE user = ?"),
+                             arguments: [user]).map {
+                SeenDevice(identity: [UInt8]($0["identity"] as Data), key: [UInt8]($0["key"] as Data),
+                           identityKey: [UInt8]($0["identityKey"] as Data))
             }
         }
     }

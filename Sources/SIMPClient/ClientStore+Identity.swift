@@ -71,6 +71,8 @@ extension ClientStore {
                 try db.execute(sql: """
                     DELETE FROM mls_groups; DELETE FROM mls_pending; DELETE FROM key_packages;
                     """)
+                // This user's own devices seen under the identity being left go too.
+                try db.run(sql: "DELETE FROM seen_devices WHERE user = ?", arguments: [user])
                 pendingCommits.withLock { $0 = [:] }
                 renewals.withLock { $0 = [:] }
                 keysGeneration.withLock { $0 += 1 }
@@ -140,8 +142,10 @@ extension ClientStore {
             }
             let verified: Bool = row["verified"]
             if [UInt8](row["identityKey"] as Data) == key { return .same(verified: verified) }
-            // A verified peer's new key holds sending to them until the user verifies it again.
-            try db.run(sql: "UPDATE peers SET identityKey = ?, verified = 0, held = ?, seenAt = ? WHERE user = ?",
+            // A verified peer's new key holds sending to them until the user verifies again: a
+            // hold stays through further changes (a server switching back and forth between keys
+            // does not lift it), and only `verify` ends it.
+            try db.run(sql: "UPDATE peers SET identityKey = ?, verified = 0, held = MAX(held, ?), seenAt = ? WHERE user = ?",
                            arguments: [Data(key), verified, nowMillis, peer])
             return .changed(wasVerified: verified)
         }
@@ -158,12 +162,16 @@ extension ClientStore {
         }
     }
 
-    /// Marks `peer`'s identity verified, if `key` is still the one recorded; returns whether it was.
+    /// Marks `peer`'s identity verified, if `key` is still the one recorded; returns whether it
+    /// was. The devices seen certified under any other identity of the peer's go (`seen_devices`):
+    /// the user said which key is the peer's, and one a server showed before is not.
     func verify(peer: String, identityKey key: [UInt8]) throws -> Bool {
         try db.write { db in
             heldPeers.withLock { $0[peer] = nil }
             try db.run(sql: "UPDATE peers SET verified = 1, held = 0 WHERE user = ? AND identityKey = ?", arguments: [peer, Data(key)])
-            return db.changesCount == 1
+            guard db.changesCount == 1 else { return false }
+            try db.run(sql: "DELETE FROM seen_devices WHERE user = ? AND identityKey != ?", arguments: [peer, Data(key)])
+            return true
         }
     }
 }

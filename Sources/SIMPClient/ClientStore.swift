@@ -170,13 +170,14 @@ final class ClientStore: Sendable {
         }
         migrator.registerMigration("v8-seen-devices") { db in
             // Each device (credential identity "USER/DEVICE" and key) this device saw certified
-            // under the identity it held or pinned for USER, and when last (ms; the newest
-            // `seenDevicesKept` a user): a past commit of one passes while catching up, after a
-            // new identity of its user ended the directory's list (docs/E2EE.md, Part 2).
+            // under the identity key it held or pinned for USER (`identityKey`), and when last
+            // (ms; the newest `seenDevicesKept` a user): a past commit of one passes while
+            // catching up, after a new identity of its user ended the directory's list
+            // (docs/E2EE.md, Part 2). Verifying USER drops those under other identity keys.
             try db.execute(sql: """
                 CREATE TABLE seen_devices (
-                    user TEXT NOT NULL, identity BLOB NOT NULL, key BLOB NOT NULL, seenAt INTEGER NOT NULL,
-                    PRIMARY KEY (user, identity, key));
+                    user TEXT NOT NULL, identity BLOB NOT NULL, key BLOB NOT NULL, identityKey BLOB NOT NULL,
+                    seenAt INTEGER NOT NULL, PRIMARY KEY (user, identity, key));
                 """)
         }
         return migrator

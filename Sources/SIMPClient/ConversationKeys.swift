@@ -685,7 +685,7 @@ actor ConversationKeys {
                               validator: DirectoryValidator) throws -> MLSGroup? {
         guard let pending = try store.pending(of: conversation), pending.epoch == epoch else { return nil }
         guard pending.commit == stored else {
-            try store.dropPending(conversation)
+            try store.dropPending(conversation, keys: generation)
             return nil
         }
         var group = try MLSGroup(savedState: pending.state, credentialValidator: nil, proposalApprover: nil)
@@ -772,7 +772,7 @@ actor ConversationKeys {
               pending.epoch == epoch else { return }
         try await catchUpUnlessRefused(conversation, client: client)
         if !committing.contains(conversation), let left = try store.pending(of: conversation), left.epoch == groups[conversation]?.epoch {
-            try store.dropPending(conversation)
+            try store.dropPending(conversation, keys: generation)
         }
     }
 
@@ -1160,7 +1160,10 @@ actor ConversationKeys {
     /// passes when it catches up (`DirectoryValidator.admitSeen`). Written once a device while
     /// the client runs.
     private func recordSeen(_ devices: [VerifiedDevice], of owner: String) throws(ClientError) {
-        let seen = devices.map { ClientStore.SeenDevice(identity: KeyDirectoryRules.credentialIdentity(user: owner, device: $0.device), key: $0.deviceKey) }
+        let seen = devices.map {
+            ClientStore.SeenDevice(identity: KeyDirectoryRules.credentialIdentity(user: owner, device: $0.device), key: $0.deviceKey,
+                                   identityKey: $0.identityKey)
+        }
         let new = seen.filter { !recordedSeen.contains($0) }
         guard !new.isEmpty else { return }
         try storeCall { try store.recordSeen(new, of: owner, at: clock()) }

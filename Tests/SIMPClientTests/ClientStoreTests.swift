@@ -152,23 +152,60 @@ import Testing
     }
 
     /// The devices seen certified are kept a user at a time, the newest `seenDevicesKept`; one
-    /// seen again is newer.
+    /// seen again is newer. Verifying a peer drops those seen under the peer's other identity
+    /// keys (one a server showed before); a new device key of this device drops its own.
     @Test func theNewestSeenDevicesOfEachUserAreKept() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("simp-store-\(UUID())").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let store = try ClientStore(directory: directory, user: "alice")
-        func device(_ n: Int) -> ClientStore.SeenDevice { .init(identity: Array("bob/d\(n)".utf8), key: [UInt8(n % 256), 1]) }
+        func device(_ n: Int, user: String = "bob", under identity: [UInt8] = [1]) -> ClientStore.SeenDevice {
+            .init(identity: Array("\(user)/d\(n)".utf8), key: [UInt8(n % 256), 1], identityKey: identity)
+        }
         let kept = ClientStore.seenDevicesKept
         for n in 0..<kept { try store.recordSeen([device(n)], of: "bob", at: Int64(n)) }
         try store.recordSeen([device(0)], of: "bob", at: Int64(kept))
         try store.recordSeen([device(kept)], of: "bob", at: Int64(kept + 1))
-        try store.recordSeen([device(1)], of: "carol", at: 0)
+        try store.recordSeen([device(1, user: "carol")], of: "carol", at: 0)
         let bobs = Set(try store.seenDevices(of: "bob"))
         #expect(bobs.count == kept)
         #expect(bobs.contains(device(0)) && bobs.contains(device(kept)), "seen again, and the newest")
         #expect(!bobs.contains(device(1)), "the oldest went")
-        #expect(try store.seenDevices(of: "carol") == [device(1)], "another user's are counted apart")
+        #expect(try store.seenDevices(of: "carol") == [device(1, user: "carol")], "another user's are counted apart")
+
+        // carol's identity [1] was first shown; the user verifies [2]: those under [1] go.
+        _ = try store.record(peer: "carol", identityKey: [2], nowMillis: 1)
+        try store.recordSeen([device(2, user: "carol", under: [2])], of: "carol", at: 2)
+        #expect(try store.verify(peer: "carol", identityKey: [2]))
+        #expect(try store.seenDevices(of: "carol") == [device(2, user: "carol", under: [2])])
+        #expect(try store.seenDevices(of: "bob").count == kept, "another peer's stay")
+
+        try store.recordSeen([device(3, user: "alice")], of: "alice", at: 3)
+        try store.save(ClientStore.OwnKeys(identityKey: [UInt8](repeating: 1, count: 32), deviceKey: [UInt8](repeating: 2, count: 32), published: true))
+        #expect(try store.seenDevices(of: "alice").count == 1, "the first keys: nothing dropped")
+        try store.save(ClientStore.OwnKeys(identityKey: [UInt8](repeating: 3, count: 32), deviceKey: [UInt8](repeating: 4, count: 32), published: false))
+        #expect(try store.seenDevices(of: "alice").isEmpty, "a new device key: this user's own go")
+    }
+
+    /// A verified peer's changed identity holds sending until the user verifies again, through
+    /// further changes: a server switching back to the verified key and then away again does
+    /// not lift the hold.
+    @Test func aHoldStaysUntilTheUserVerifiesAgain() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("simp-store-\(UUID())").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try ClientStore(directory: directory, user: "alice")
+        let (real, forged) = ([UInt8](repeating: 1, count: 32), [UInt8](repeating: 2, count: 32))
+        #expect(try store.record(peer: "bob", identityKey: real, nowMillis: 0) == .new)
+        #expect(try store.verify(peer: "bob", identityKey: real))
+        #expect(try store.record(peer: "bob", identityKey: forged, nowMillis: 1) == .changed(wasVerified: true))
+        #expect(try store.isHeld(peer: "bob"))
+        #expect(try store.record(peer: "bob", identityKey: real, nowMillis: 2) == .changed(wasVerified: false))
+        #expect(try store.isHeld(peer: "bob"), "back to the verified key: still held")
+        #expect(try store.record(peer: "bob", identityKey: forged, nowMillis: 3) == .changed(wasVerified: false))
+        #expect(try store.isHeld(peer: "bob"), "and away again: still held")
+        #expect(try store.verify(peer: "bob", identityKey: forged))
+        #expect(try !store.isHeld(peer: "bob"))
     }
 
     /// A seal's state write is queued, not awaited (`queueSealed`); the outbox rows of what it

@@ -57,7 +57,8 @@ struct DirectoryValidatorTests {
         let (seen, other) = (try Self.key(), try Self.key())
         var validator = DirectoryValidator(keys: [:], owners: ["alice", "bob"])
         #expect(throws: DirectoryValidator.Uncertified.self) { try validator.validate(Self.credential("bob", "phone"), signatureKey: seen.key) }
-        validator.admitSeen([ClientStore.SeenDevice(identity: KeyDirectoryRules.credentialIdentity(user: "bob", device: "phone"), key: seen.bytes)])
+        validator.admitSeen([ClientStore.SeenDevice(identity: KeyDirectoryRules.credentialIdentity(user: "bob", device: "phone"), key: seen.bytes,
+                                                   identityKey: [1])])
         try validator.validate(Self.credential("bob", "phone"), signatureKey: seen.key)
         #expect(throws: DirectoryValidator.Uncertified.self) { try validator.validate(Self.credential("bob", "phone"), signatureKey: other.key) }
         #expect(throws: DirectoryValidator.Uncertified.self) { try validator.validate(Self.credential("bob", "laptop"), signatureKey: seen.key) }
