@@ -95,15 +95,23 @@ extension SIMPClient {
     /// holds the identity already. For `simp`'s devices of one installation (the REPL's and the
     /// one-shot commands'). Returns what `setUpIdentity` returns once the key is kept;
     /// `.needsLinking` (nothing kept) when that directory holds no identity of the user, or
-    /// another than the server's. A device that holds the identity already just sets it up.
+    /// another than the server's. A device that holds the identity already just sets it up; one
+    /// that holds an identity replaced since (a new identity made on the other device) takes the
+    /// server's from there, with a new device key (its conversations start afresh, `saveKeys`).
     public func linkThisDevice(fromDataDirectory directory: String) async throws(ClientError) -> IdentityState {
         let store = try await identityStore()
-        if (try? store.ownKeys()) != nil { return try await setUpIdentity() }
+        let onServer = try await keyDirectoryIfAny(of: store.user)?.identityKey
+        // A device holding the server's identity just sets it up; one holding an identity since
+        // replaced (a new identity made on the other device) takes the new one from there.
+        if let held = try? store.ownKeys(), let key = try? Curve25519.Signing.PrivateKey(rawRepresentation: held.identityKey),
+           onServer == nil || Array(key.publicKey.rawRepresentation) == onServer {
+            return try await setUpIdentity()
+        }
         let path = (directory as NSString).appendingPathComponent("\(store.user).sqlite")
         guard let identityKey = ClientStore.identityKey(inFileAt: path, user: store.user),
               let identity = try? Curve25519.Signing.PrivateKey(rawRepresentation: identityKey) else { return .needsLinking }
         // A stale directory (the identity was replaced since) must not make this device another one's.
-        guard try await keyDirectoryIfAny(of: store.user)?.identityKey == Array(identity.publicKey.rawRepresentation) else {
+        guard onServer == Array(identity.publicKey.rawRepresentation) else {
             return .needsLinking
         }
         try saveKeys(ClientStore.OwnKeys(identityKey: identityKey, deviceKey: Array(Curve25519.Signing.PrivateKey().rawRepresentation),

@@ -53,6 +53,10 @@ struct REPL: AsyncParsableCommand {
     @Flag(help: "Create the account first; fails if the name is taken.")
     var register = false
 
+    @Flag(name: .customLong("new-identity"),
+          help: "Every other device of yours was lost (or stolen): make a new identity on this one. Your peers are told it changed (those who verified you must verify again), your other devices stop being yours until linked again, and this device's conversations start afresh, added again by your peers' next messages.")
+    var newIdentity = false
+
     @Flag(help: "Print one JSON object per line.")
     var json = false
 
@@ -69,9 +73,17 @@ struct REPL: AsyncParsableCommand {
                 try await client.register(user: plan.user, password: password)
             }
             try await connection.connect(client, plan)
+            if newIdentity {
+                guard connection.endToEnd else { throw ValidationError("--new-identity makes keys for end-to-end encryption: not with --no-e2e") }
+                _ = try await client.setUpIdentity(newIdentity: true)
+                output.result(RequestResult(human: "made a new identity on this device: your peers are told it changed, and your other "
+                                                + "devices must be linked again (/device link on them)",
+                                            json: ["event": "identity-created"]))
+            }
             if try await connection.setUpIdentity(client, commandLine: false) == .needsLinking {
                 output.result(RequestResult(human: "this device does not hold your identity (another device of yours made it): "
-                                                + "link it with /device link before it sends or reads encrypted messages",
+                                                + "link it with /device link before it sends or reads encrypted messages, "
+                                                + "or, if every other device of yours was lost, start simp with --new-identity",
                                             json: ["event": "needs-linking"]))
             } else if let problem = await connection.prepareOneShotDevice(plan) {
                 // Not this session's failure: `simp send` says what it lacks when it runs.

@@ -150,6 +150,53 @@ import Testing
         await cluster.stop()
     }
 
+    /// `simp --new-identity` in an installation whose identity was made before (its other
+    /// devices lost, say): the REPL's device makes a new identity, and the installation's
+    /// one-shot device, which still holds the old one, takes the new one from it (it said it
+    /// could not, and stayed out of the directory). Without the flag, a device that does not
+    /// hold the identity says how to make one.
+    @Test func simpNewIdentityReplacesTheIdentityForTheWholeInstallation() async throws {
+        let cluster = try await TestCluster.start()
+        let homes = (0..<2).map { _ in FileManager.default.temporaryDirectory.appendingPathComponent("simp-home-\(UUID().uuidString)").path }
+        defer { for home in homes { try? FileManager.default.removeItem(atPath: home) } }
+        try await cluster.register("alice")
+        func repl(_ home: String, _ extra: [String] = []) throws -> ChildProcess {
+            try ChildProcess(try productPath("simp"), ["--server", "127.0.0.1:\(cluster.addresses.tcpPort)", "--user", "alice",
+                                                       "--password", "pw-alice", "--json"] + extra,
+                             environment: ["XDG_CONFIG_HOME": home + "/config", "XDG_DATA_HOME": home + "/data"])
+        }
+        func session(_ home: String, _ extra: [String] = [], until event: String) throws -> ChildProcess {
+            let process = try repl(home, extra)
+            #expect(process.waitForLine(timeout: 60) { $0.contains(#""event":"\#(event)""#) } != nil, "printed: \(process.stdout) \(process.stderr)")
+            process.closeStdin()
+            #expect(process.waitForExit(timeout: 30) == 0)
+            return process
+        }
+        var checker = cluster.clientConfiguration()
+        checker.device = "checker"
+        checker.endToEnd = false
+        let client = SIMPClient(configuration: checker)
+        try await client.connect(user: "alice", password: "pw-alice")
+
+        _ = try session(homes[0], until: "connected")
+        let first = try await client.keyDirectory(of: "alice")
+        #expect(first.devices.count == 2 && first.devices.contains { $0.device.hasSuffix("-cli") }, "the REPL's device and the one-shot one")
+
+        let elsewhere = try repl(homes[1])
+        #expect(elsewhere.waitForLine(timeout: 60) { $0.contains(#""event":"needs-linking""#) } != nil, "printed: \(elsewhere.stdout)")
+        elsewhere.closeStdin()
+        _ = elsewhere.waitForExit(timeout: 30)
+
+        let renewed = try session(homes[0], ["--new-identity"], until: "identity-created")
+        #expect(!(renewed.stdout + renewed.stderr).contains("could not take your identity"), "printed: \(renewed.stdout) \(renewed.stderr)")
+        let second = try await client.keyDirectory(of: "alice")
+        #expect(second.identityKey != first.identityKey)
+        #expect(Set(second.devices.map(\.device)) == Set(first.devices.map(\.device)),
+                "both devices of the installation certified under the new identity: \(second.devices.map(\.device))")
+        await client.close()
+        await cluster.stop()
+    }
+
     /// The flow in `simp --json` on both devices, as a script would drive it: the new device's
     /// code is an event, the other device lists the link with the same code, and the approval
     /// is a command.
