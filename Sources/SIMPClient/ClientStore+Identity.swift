@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import GRDB
 import SIMPCore
@@ -42,19 +43,21 @@ extension ClientStore {
         }
     }
 
-    /// The identity's private key kept for `user` in the file at `path` (another device's data
-    /// directory on this machine), read without writing it; nil when there is none to read.
-    static func identityKey(inFileAt path: String, user: String) -> [UInt8]? {
+    /// The identity kept for `user` in the file at `path` (another device's data directory on
+    /// this machine), read without writing it: its private key, and the public key of the
+    /// identity it replaced, if it did (`identity.replaced`); nil when there is none to read.
+    static func identityKey(inFileAt path: String, user: String) -> (key: [UInt8], replaced: [UInt8]?)? {
         guard FileManager.default.fileExists(atPath: path) else { return nil }
         var configuration = Configuration()
         configuration.readonly = true
         // Its device may be writing it: wait for the write, as `init` does.
         configuration.busyMode = .timeout(5)
         guard let db = try? DatabaseQueue(path: path, configuration: configuration) else { return nil }
-        let key = try? db.read { db in
-            try Data.fetchOne(db, sql: "SELECT identityKey FROM identity WHERE user = ?", arguments: [user])
+        let row = try? db.read { db in
+            try Row.fetchOne(db, sql: "SELECT identityKey, replaced FROM identity WHERE user = ?", arguments: [user])
         }
-        return key.flatMap { $0 }.map { [UInt8]($0) }
+        guard let row = row.flatMap({ $0 }) else { return nil }
+        return ([UInt8](row["identityKey"] as Data), (row["replaced"] as Data?).map { [UInt8]($0) })
     }
 
     /// Keeps `keys`. A device key other than the one kept ends everything made under the old
@@ -64,10 +67,15 @@ extension ClientStore {
     /// KeyPackages. The device is then added to its conversations again by
     /// a Welcome, as a new device is (docs/E2EE.md, Part 2, "A new device key"). What the
     /// history already holds stays.
+    /// A new identity over one held here records the one it replaced (`identity.replaced`).
     func save(_ keys: OwnKeys) throws {
         try db.write { db in
-            let kept = try Data.fetchOne(db, sql: "SELECT deviceKey FROM identity WHERE user = ?", arguments: [user])
-            if let kept, [UInt8](kept) != keys.deviceKey {
+            let row = try Row.fetchOne(db, sql: "SELECT identityKey, deviceKey, replaced FROM identity WHERE user = ?", arguments: [user])
+            var replaced = (row?["replaced"] as Data?).map { [UInt8]($0) }
+            if let row, [UInt8](row["identityKey"] as Data) != keys.identityKey {
+                replaced = (try? Curve25519.Signing.PrivateKey(rawRepresentation: row["identityKey"] as Data)).map { Array($0.publicKey.rawRepresentation) }
+            }
+            if let row, [UInt8](row["deviceKey"] as Data) != keys.deviceKey {
                 try db.execute(sql: """
                     DELETE FROM mls_groups; DELETE FROM mls_pending; DELETE FROM key_packages;
                     """)
@@ -77,8 +85,8 @@ extension ClientStore {
                 renewals.withLock { $0 = [:] }
                 keysGeneration.withLock { $0 += 1 }
             }
-            try db.run(sql: "INSERT OR REPLACE INTO identity (user, identityKey, deviceKey, published) VALUES (?, ?, ?, ?)",
-                           arguments: [user, Data(keys.identityKey), Data(keys.deviceKey), keys.published])
+            try db.run(sql: "INSERT OR REPLACE INTO identity (user, identityKey, deviceKey, published, replaced) VALUES (?, ?, ?, ?, ?)",
+                           arguments: [user, Data(keys.identityKey), Data(keys.deviceKey), keys.published, replaced.map { Data($0) }])
         }
     }
 

@@ -43,6 +43,22 @@ enum IdentitySetup: Equatable {
     }
 }
 
+/// Whether a device may take the identity a device beside it on this machine holds
+/// (`linkThisDevice(fromDataDirectory:)`). Pure.
+enum SiblingIdentity {
+    /// `held`: the public key of the identity this device holds, if any; `onServer`: the one the
+    /// server gives; `sibling`: the one the device beside it holds and the one that replaced, if
+    /// it made a new identity over one. A device with no identity takes the sibling's when the
+    /// server names it. A device holding one takes another only when the sibling made it over
+    /// exactly the one it holds: the server's word alone (it may answer an older identity, one a
+    /// stale directory beside it still holds) never makes a device give up its own.
+    static func mayTake(held: [UInt8]?, onServer: [UInt8]?, sibling: (identity: [UInt8], replaced: [UInt8]?)) -> Bool {
+        guard let onServer, sibling.identity == onServer else { return false }
+        guard let held else { return true }
+        return held != onServer && sibling.replaced == held
+    }
+}
+
 /// The user's identity key and this device's certificate, made and kept in the data directory
 /// (docs/E2EE.md, Part 2); safety numbers and verification (docs/E2EE.md, "Verification").
 extension SIMPClient {
@@ -96,22 +112,21 @@ extension SIMPClient {
     /// one-shot commands'). Returns what `setUpIdentity` returns once the key is kept;
     /// `.needsLinking` (nothing kept) when that directory holds no identity of the user, or
     /// another than the server's. A device that holds the identity already just sets it up; one
-    /// that holds an identity replaced since (a new identity made on the other device) takes the
-    /// server's from there, with a new device key (its conversations start afresh, `saveKeys`).
+    /// that holds an identity the other device replaced by a new one (recorded there) takes the
+    /// new one, with a new device key (its conversations start afresh, `saveKeys`):
+    /// `SiblingIdentity.mayTake`.
     public func linkThisDevice(fromDataDirectory directory: String) async throws(ClientError) -> IdentityState {
         let store = try await identityStore()
+        let held = (try? store.ownKeys()).flatMap { try? Curve25519.Signing.PrivateKey(rawRepresentation: $0.identityKey) }
+            .map { Array($0.publicKey.rawRepresentation) }
         let onServer = try await keyDirectoryIfAny(of: store.user)?.identityKey
-        // A device holding the server's identity just sets it up; one holding an identity since
-        // replaced (a new identity made on the other device) takes the new one from there.
-        if let held = try? store.ownKeys(), let key = try? Curve25519.Signing.PrivateKey(rawRepresentation: held.identityKey),
-           onServer == nil || Array(key.publicKey.rawRepresentation) == onServer {
-            return try await setUpIdentity()
-        }
+        if held != nil, held == onServer || onServer == nil { return try await setUpIdentity() }
         let path = (directory as NSString).appendingPathComponent("\(store.user).sqlite")
-        guard let identityKey = ClientStore.identityKey(inFileAt: path, user: store.user),
+        guard let (identityKey, replaced) = ClientStore.identityKey(inFileAt: path, user: store.user),
               let identity = try? Curve25519.Signing.PrivateKey(rawRepresentation: identityKey) else { return .needsLinking }
-        // A stale directory (the identity was replaced since) must not make this device another one's.
-        guard onServer == Array(identity.publicKey.rawRepresentation) else {
+        // A stale directory (the identity was replaced since) must not make this device another
+        // one's, nor the server's word alone make it give up its own.
+        guard SiblingIdentity.mayTake(held: held, onServer: onServer, sibling: (Array(identity.publicKey.rawRepresentation), replaced)) else {
             return .needsLinking
         }
         try saveKeys(ClientStore.OwnKeys(identityKey: identityKey, deviceKey: Array(Curve25519.Signing.PrivateKey().rawRepresentation),

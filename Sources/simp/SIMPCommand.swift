@@ -57,6 +57,12 @@ struct REPL: AsyncParsableCommand {
           help: "Every other device of yours was lost (or stolen): make a new identity on this one. Your peers are told it changed (those who verified you must verify again), your other devices stop being yours until linked again, and this device's conversations start afresh, added again by your peers' next messages.")
     var newIdentity = false
 
+    func validate() throws {
+        if newIdentity && !connection.endToEnd {
+            throw ValidationError("--new-identity makes keys for end-to-end encryption: not with --no-e2e")
+        }
+    }
+
     @Flag(help: "Print one JSON object per line.")
     var json = false
 
@@ -74,7 +80,6 @@ struct REPL: AsyncParsableCommand {
             }
             try await connection.connect(client, plan)
             if newIdentity {
-                guard connection.endToEnd else { throw ValidationError("--new-identity makes keys for end-to-end encryption: not with --no-e2e") }
                 _ = try await client.setUpIdentity(newIdentity: true)
                 output.result(RequestResult(human: "made a new identity on this device: your peers are told it changed, and your other "
                                                 + "devices must be linked again (/device link on them)",

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import GRDB
 import SIMPCore
@@ -141,6 +142,9 @@ import Testing
         #expect(try store.groupState(of: "bob") == nil)
         #expect(try store.pending(of: "bob") == nil)
         #expect(try store.keyPackages().isEmpty)
+        let oldPublic = Array(try Curve25519.Signing.PrivateKey(rawRepresentation: identity).publicKey.rawRepresentation)
+        #expect(ClientStore.identityKey(inFileAt: store.path, user: "alice")?.replaced == oldPublic,
+                "the identity it replaced is recorded, for the device beside it (SiblingIdentity)")
         #expect(throws: ClientStore.StaleKeys.self) { try store.saveGroup("bob", state: [6], keys: old) }
         #expect(throws: ClientStore.StaleKeys.self) { try store.keepPending("bob", epoch: 2, commit: [6], state: [6], keys: old) }
         await #expect(throws: StoreWriteError.self) { try await store.written(store.queueSealed("bob", state: [6], sealed: 1, keys: old)) }

@@ -26,4 +26,21 @@ import Testing
         #expect(IdentitySetup.next(stored: (mine, true), onServer: other, newIdentity: true) == .create)
         #expect(IdentitySetup.next(stored: nil, onServer: other, newIdentity: true) == .create)
     }
+
+    /// A device takes the identity of the device beside it only when the server names it, and,
+    /// holding one of its own, only when that device made it over exactly the one held: a
+    /// server answering an older identity that a stale directory beside it holds never makes a
+    /// device give up its own.
+    @Test func aDeviceTakesItsSiblingsIdentityOnlyOverTheOneItReplaced() {
+        let (old, new, other) = ([UInt8](repeating: 1, count: 32), [UInt8](repeating: 2, count: 32), [UInt8](repeating: 3, count: 32))
+        #expect(SiblingIdentity.mayTake(held: nil, onServer: new, sibling: (new, nil)), "a device without one")
+        #expect(!SiblingIdentity.mayTake(held: nil, onServer: other, sibling: (new, nil)), "a stale sibling")
+        #expect(!SiblingIdentity.mayTake(held: nil, onServer: nil, sibling: (new, nil)))
+        #expect(SiblingIdentity.mayTake(held: old, onServer: new, sibling: (new, old)), "the -cli device after --new-identity")
+        #expect(!SiblingIdentity.mayTake(held: old, onServer: new, sibling: (new, nil)), "the sibling replaced nothing")
+        #expect(!SiblingIdentity.mayTake(held: old, onServer: new, sibling: (new, other)), "it replaced another one")
+        #expect(!SiblingIdentity.mayTake(held: new, onServer: old, sibling: (old, nil)),
+                "the new identity's own device, the server answering the old one a stale sibling holds")
+        #expect(!SiblingIdentity.mayTake(held: new, onServer: new, sibling: (new, old)), "it holds the server's already")
+    }
 }
