@@ -179,6 +179,8 @@ final class ClientStore: Sendable {
                     user TEXT NOT NULL, identity BLOB NOT NULL, key BLOB NOT NULL, identityKey BLOB NOT NULL,
                     seenAt INTEGER NOT NULL, PRIMARY KEY (user, identity, key));
                 """)
+        }
+        migrator.registerMigration("v9-identity-replaced") { db in
             // `identity.replaced`: the public key of the identity this device's own replaced (a
             // new identity made here over one it held): a device beside it still holding that one
             // may take the new one (`SiblingIdentity.mayTake`), never on the server's word alone.
