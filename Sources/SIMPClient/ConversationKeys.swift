@@ -628,7 +628,7 @@ actor ConversationKeys {
 
     /// `validator` with `user`'s certified devices for checking leaves (a member since removed):
     /// the identity pinned as any peer's, the devices from the same answer; with
-    /// `admittingRevoked`, its revoked ones too (`validator(for:admittingRevoked:)`).
+    /// `admittingRevoked`, its revoked ones too, and those this device saw certified (`validator(for:admittingRevoked:)`).
     private func including(_ user: String, in validator: DirectoryValidator, client: SIMPClient,
                            admittingRevoked: Bool = false) async throws -> DirectoryValidator {
         let entry: KeyDirectoryEntry
@@ -637,7 +637,11 @@ actor ConversationKeys {
         case .success: throw DirectoryValidator.Uncertified()
         case .failure(let error): throw error
         }
-        return validator.including(user, devices: verifiedDevices(of: entry), revoked: admittingRevoked ? verified(entry.revokedDevices, of: entry) : [])
+        var extended = validator.including(user, devices: verifiedDevices(of: entry),
+                                           revoked: admittingRevoked ? verified(entry.revokedDevices, of: entry) : [])
+        // Catching up, a former member's devices this device saw certified pass as a member's do.
+        if admittingRevoked { extended.admitSeen(try storeCall { try store.seenDevices(of: user) }) }
+        return extended
     }
 
     /// Creates the group with everyone's devices; false when another device's commit won epoch 0.
