@@ -1146,7 +1146,7 @@ actor ConversationKeys {
                 keys[KeyDirectoryRules.credentialIdentity(user: owner, device: device.device)] = device.deviceKey
             }
             warnOfUncertified(entry, verified: verified, client: client)
-            try recordSeen(verified, of: owner)
+            recordSeen(verified, of: owner)
         }
         var validator = DirectoryValidator(keys: keys, owners: owners)
         validator.admitsFormerMembers = group != nil
@@ -1162,15 +1162,16 @@ actor ConversationKeys {
     /// pinned for `owner`) as seen: after a new identity of `owner` ends the directory's list
     /// of revoked certificates, a commit one of them made while this device was away still
     /// passes when it catches up (`DirectoryValidator.admitSeen`). Written once a device while
-    /// the client runs.
-    private func recordSeen(_ devices: [VerifiedDevice], of owner: String) throws(ClientError) {
+    /// the client runs; a write that fails (a full disk) is tried again at the next look, and
+    /// fails nothing else: the record serves later catch-ups only.
+    private func recordSeen(_ devices: [VerifiedDevice], of owner: String) {
         let seen = devices.map {
             ClientStore.SeenDevice(identity: KeyDirectoryRules.credentialIdentity(user: owner, device: $0.device), key: $0.deviceKey,
                                    identityKey: $0.identityKey)
         }
         let new = seen.filter { !recordedSeen.contains($0) }
         guard !new.isEmpty else { return }
-        try storeCall { try store.recordSeen(new, of: owner, at: clock()) }
+        guard (try? store.recordSeen(new, of: owner, at: clock())) != nil else { return }
         if recordedSeen.count >= Self.verifiedCertificatesKept { recordedSeen.removeAll() }
         recordedSeen.formUnion(new)
     }
