@@ -64,10 +64,10 @@ extension ClientStore {
     /// one, in the same transaction: each conversation's group state (its leaf's signature key
     /// and the private keys of its path; the server refuses its commits once the key is no
     /// longer certified, `DEVICE_NOT_CERTIFIED`), the commits waiting for their fate and the
-    /// KeyPackages. The device is then added to its conversations again by
-    /// a Welcome, as a new device is (docs/E2EE.md, Part 2, "A new device key"). What the
-    /// history already holds stays.
-    /// A new identity over one held here records the one it replaced (`identity.replaced`).
+    /// KeyPackages. The device is then added to its conversations again by a Welcome, as a new
+    /// device is (docs/E2EE.md, Part 4, "A new device key in a kept data directory"). What the
+    /// history already holds stays. A new identity over one held here records the one it
+    /// replaced (`identity.replaced`).
     func save(_ keys: OwnKeys) throws {
         try db.write { db in
             let row = try Row.fetchOne(db, sql: "SELECT identityKey, deviceKey, replaced FROM identity WHERE user = ?", arguments: [user])
