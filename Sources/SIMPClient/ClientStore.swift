@@ -55,12 +55,14 @@ final class ClientStore: Sendable {
         var configuration = Configuration()
         configuration.busyMode = .timeout(5)
         // Write-ahead logging: a transaction is durable after one fsync of the log, where the
-        // rollback journal took three. `synchronous = FULL` (SQLite's default, said here
-        // because the log's durability rests on it): the log is synced at every commit, so a
-        // write the client reported is on disk, power loss or not.
+        // rollback journal took three.
         configuration.journalMode = .wal
-        configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
         db = try DatabaseQueue(path: path, configuration: configuration)
+        // `synchronous = FULL`: the log is synced at every commit, so a write the client
+        // reported is on disk, power loss or not. Set once the queue is open: GRDB's WAL
+        // set-up, which runs after `prepareDatabase`, sets NORMAL (synced at checkpoints only,
+        // so a power loss can take back the last commits), and that stood until 2026-11-30.
+        try db.writeWithoutTransaction { try $0.execute(sql: "PRAGMA synchronous = FULL") }
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
         try Self.migrator(user: user).migrate(db)
     }

@@ -22,6 +22,20 @@ import Testing
         }
     }
 
+    /// What the client reports written survives a power loss: the write-ahead log is synced at
+    /// every commit (`synchronous = FULL`, 2), on the connection the store writes with. Until
+    /// 2026-11-30 GRDB's WAL set-up left NORMAL (1) there, synced at checkpoints only.
+    @Test func theStoreSyncsItsLogAtEveryCommit() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("simp-store-\(UUID())").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try ClientStore(directory: directory, user: "alice")
+        let (mode, synchronous) = try store.db.writeWithoutTransaction { db in
+            (try String.fetchOne(db, sql: "PRAGMA journal_mode"), try Int.fetchOne(db, sql: "PRAGMA synchronous"))
+        }
+        #expect(mode == "wal")
+        #expect(synchronous == 2)
+    }
+
     /// A restarted client must not have an earlier message stored after a later one to the same
     /// recipient that was already accepted: it comes back marked `overtaken`, in send order.
     @Test func aPendingMessageBeforeAnAcceptedOneToTheSameRecipientComesBackOvertaken() async throws {
