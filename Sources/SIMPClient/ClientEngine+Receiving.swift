@@ -117,6 +117,10 @@ extension ClientEngine {
             if let change = PresenceChange(payload: payload) {
                 emit(.presence(PresenceInfo(user: change.user, state: change.online ? .online : .offline, lastSeen: Date(millis: change.since))))
             }
+        case .keys:
+            let user = String(decoding: payload, as: UTF8.self)
+            guard configuration.endToEnd, UserName.isValid(user) else { return }
+            actions.append(.checkKeys(of: user))
         case .bundle:
             guard let messages = try? DatagramBundle.split(payload) else { return }
             received(messages, now: now)

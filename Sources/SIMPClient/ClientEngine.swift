@@ -113,6 +113,9 @@ struct ClientEngine {
         /// Ask the conversation's keys about this TYPING (`SignalRules.TypingStep.check`); the
         /// verdict comes back as `typingChecked`.
         case checkTyping(SealedSignals.TypingBody)
+        /// The server says `user`'s key directory changed (a KEYS datagram): with `endToEnd`, the
+        /// conversations with that user check their members against the directory now.
+        case checkKeys(of: String)
         /// Tell these read marks (with `endToEnd`: sealed where the conversation is encrypted,
         /// `SignalRules.route`); nobody waits for them.
         case tellReadMarks([Simp_ReadMark])

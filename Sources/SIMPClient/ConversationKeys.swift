@@ -1247,6 +1247,54 @@ actor ConversationKeys {
         changes[conversation, default: 0] += 1
     }
 
+    /// The server told this device that `peer`'s key directory changed (a KEYS datagram: a
+    /// device others can add now, or one revoked; docs/E2EE.md, Part 4, "Told of a new
+    /// device"). A hint, not a fact: the conversations with `peer` check their members against
+    /// the directory at their next send, and those this device is to commit in (`commitsOnHint`)
+    /// check and commit now. The check reads and verifies the directory as any other does, so a
+    /// hint the server made up costs a read and changes nothing the directory does not hold.
+    func keysChanged(of peer: String, client: SIMPClient) async {
+        for conversation in (try? store.conversationsWithGroups()) ?? [] {
+            // A one-to-one conversation's users are its name's and this one: no state to read.
+            var members: [(leaf: LeafIndex, user: String, mine: Bool)] = []
+            if GroupName.addressed(by: conversation) != nil {
+                guard let group = (try? loadedOrSaved(conversation)) ?? nil else { continue }
+                members = Self.leafUsers(group)
+            }
+            guard let commit = Self.commitsOnHint(about: peer, in: conversation, user: user, members: members) else { continue }
+            await membersChanged(conversation, client: client, commit: commit)
+        }
+    }
+
+    /// The group this device holds for `conversation`: loaded, or read from disk (not kept).
+    private func loadedOrSaved(_ conversation: String) throws -> MLSGroup? {
+        if let group = groups[conversation] { return group }
+        guard let saved = try store.groupState(of: conversation) else { return nil }
+        return try MLSGroup(savedState: saved, credentialValidator: nil, proposalApprover: nil)
+    }
+
+    /// Each leaf's user, by leaf index (a leaf whose credential names no user is left out).
+    static func leafUsers(_ group: MLSGroup) -> [(leaf: LeafIndex, user: String, mine: Bool)] {
+        memberDevices(group).sorted { $0.key < $1.key }.compactMap { leaf, device in
+            KeyDirectoryRules.user(ofCredentialIdentity: device.identity).map { (leaf, $0, leaf == group.myLeaf) }
+        }
+    }
+
+    /// Whether this device commits a hint about `peer`'s keys in `conversation` now (true), only
+    /// checks at its next send (false), or has nothing to do there (nil: `peer` holds no leaf and
+    /// is not this user). Few devices commit, so that a hint to a large group is not a race of
+    /// every member's devices for one epoch: in a one-to-one conversation every device of its two
+    /// users (a handful); in a group, the devices of `peer` itself when it is this user (a device
+    /// just linked, its siblings add it), and otherwise only the member device of the lowest
+    /// leaf that is not `peer`'s. If that device is away, the next send of any member commits.
+    static func commitsOnHint(about peer: String, in conversation: String, user: String,
+                              members: [(leaf: LeafIndex, user: String, mine: Bool)]) -> Bool? {
+        let involved = peer == user || members.contains { $0.user == peer } || conversation == peer
+        guard involved else { return nil }
+        if GroupName.addressed(by: conversation) == nil || peer == user { return true }
+        return members.first { $0.user != peer }?.mine ?? false
+    }
+
     /// A change of a group's members this device was told of (`ClientEvent.groupChanged`). The
     /// next send checks the members at once; and when the change is an invitee's acceptance of
     /// this user's invitation (an `added` entry the server writes in the inviter's name), this

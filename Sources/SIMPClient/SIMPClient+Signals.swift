@@ -38,6 +38,15 @@ extension SIMPClient {
         }
     }
 
+    /// `user`'s key directory changed, the server says (a KEYS datagram): the conversations with
+    /// that user follow the directory now (`ConversationKeys.keysChanged`), off the loop.
+    func checkKeys(of user: String) {
+        Task { [self] in
+            guard let keys = try? await conversationKeys() else { return }
+            await keys.keysChanged(of: user, client: self)
+        }
+    }
+
     /// Tells read marks: in `markRead` requests, and with `endToEnd` those of conversations
     /// (one-to-one or a group's) this device holds an MLS group for as sealed read receipts
     /// (`SEALED_READ`) to their senders (`SignalRules.route`; a group's to `SENDER#NAME`, sealed

@@ -318,6 +318,7 @@ public final class SIMPClient: @unchecked Sendable {
         case .countDecryptionFailure(let cause): decryptionFailureCounts.count(cause)
         case .countDroppedSignal(let kind, let reason): droppedSignalCounts.count(kind, reason)
         case .checkTyping(let body): checkTyping(body)
+        case .checkKeys(let user): checkKeys(of: user)
         case .tellReadMarks(let marks): Task { [self] in try? await tellReads(marks) }
         case .sendControl(let envelope): control?.writeAndFlush(envelope, promise: nil)
         case .request(let body, let step):

@@ -105,6 +105,26 @@ extension Conformance {
             guard case .keyDirectoryEntry(let ended)? = after?.body else { throw ConformanceFailure("keyDirectory: \(describe(after))") }
             try expect(ended.devices.isEmpty && ended.revokedDevices.isEmpty, "after a new identity: \(ended.revokedDevices.map(\.device))")
         },
+        ConformanceCheck("4.34", "4. Messages, Keys", "a contact bound over UDP is told with a KEYS datagram naming the user when a device of the user gets its first KeyPackages, and again when a device of the user is revoked") { target in
+            let (watcher, watcherName) = try target.boundPeer("b")
+            let (user, peer, identity) = try keyOwner(target)
+            try strangers(peer, user, watcher, watcherName)
+            _ = try peer.request(40, .contactRequest(.with { $0.action = .add; $0.user = watcherName }))
+            let accepted = try watcher.request(41, .contactRequest(.with { $0.action = .accept; $0.user = user }))
+            guard case .contactAnswer? = accepted?.body else { throw ConformanceFailure("accept: \(describe(accepted))") }
+            let deviceKey = Curve25519.Signing.PrivateKey()
+            try certify(peer, user: user, identity: identity, deviceKey: deviceKey, id: 3)
+            let lastResort = try HandMadeKeyPackage.make(identity: "\(user)/default", signer: deviceKey)
+            let stored = try peer.request(4, .uploadKeyPackages(.with { $0.lastResort = Data(lastResort) }))
+            guard case .keyPackagesStored? = stored?.body else { throw ConformanceFailure("upload: \(describe(stored))") }
+            let told = try watcher.datagram(of: .keys)
+            try expect(told == Array(user.utf8), "after the device's first KeyPackage: \(told.map { String(decoding: $0, as: UTF8.self) } ?? "no KEYS datagram")")
+            try certify(peer, user: user, identity: identity, deviceKey: Curve25519.Signing.PrivateKey(), id: 5, device: "tablet")
+            let revoked = try peer.request(6, .revokeDevice(.with { $0.name = "tablet" }))
+            guard case .ok? = revoked?.body else { throw ConformanceFailure("revokeDevice: \(describe(revoked))") }
+            let again = try watcher.datagram(of: .keys)
+            try expect(again == Array(user.utf8), "after a revocation: \(again.map { String(decoding: $0, as: UTF8.self) } ?? "no KEYS datagram")")
+        },
     ]
 
     /// Account "a" logged in (device "default") with a new identity key published (`replace`).

@@ -456,6 +456,19 @@ import Testing
         #expect(response.token == Data([9, 9]))
     }
 
+    /// A KEYS datagram asks an encrypting client to check its conversations with the user it
+    /// names (`checkKeys`); a plaintext client, or a name that is no user's, does nothing.
+    @Test func aKeysDatagramChecksTheConversationsWithItsUser() {
+        func checks(_ actions: [ClientEngine.Action]) -> [String] {
+            actions.compactMap { if case .checkKeys(let user) = $0 { user } else { nil } }
+        }
+        var encrypting = Self.connected(endToEnd: true)
+        #expect(checks(encrypting.handle(Self.datagram(.keys, Array("bob".utf8), packet: 1), at: Self.start)) == ["bob"])
+        #expect(encrypting.handle(Self.datagram(.keys, Array("Not A Name".utf8), packet: 2), at: Self.start).isEmpty)
+        var plain = Self.connected()
+        #expect(plain.handle(Self.datagram(.keys, Array("bob".utf8), packet: 1), at: Self.start).isEmpty)
+    }
+
     @Test func datagramReadReceiptImpliesDelivery() {
         var engine = Self.connected()
         _ = engine.handle(.send([Self.outgoing("m1")]), at: Self.start)

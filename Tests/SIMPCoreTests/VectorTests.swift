@@ -276,6 +276,7 @@ import Testing
             ("TYPING to the server (sealed)", .typing, .toServer, 7, SealedSignals.TypingBody(user: "bob", sealed: mls).bytes),
             ("TYPING to the client (sealed)", .typing, .toClient, 8, SealedSignals.TypingBody(user: "alice", sealed: mls).bytes),
             ("DATA to the server (a group's sealed read receipt)", .data, .toServer, 8, groupSealedRead),
+            ("KEYS to the client", .keys, .toClient, 9, Array("alice".utf8)),
         ]
         return try cases.map { name, kind, direction, number, plaintext in
             let header = DatagramHeader(kind: kind, sessionID: sessionID, packetNumber: number)

@@ -80,6 +80,31 @@ import Testing
         await cluster.stop()
     }
 
+    /// The phone that approved the laptop commits it into their conversations as soon as the
+    /// laptop can be added (its first KeyPackages stored: the server's KEYS datagram), with no
+    /// send of anyone's: the laptop's Welcome is there, and it writes to bob at once. Before
+    /// 2026-11-30 the laptop waited for a send of the phone's or bob's ("not in the encrypted
+    /// conversation with bob").
+    @Test func aLinkedDeviceIsAddedToItsUsersConversationsWithoutASend() async throws {
+        let talking = try await EncryptedConversationTests.talking()
+        defer { talking.removeDirectories() }
+        let (phone, bob) = (talking.alice, talking.bob)
+        let laptop = try await EncryptedConversationTests.connected(talking.cluster, "alice", talking.directories[2], device: "laptop")
+        #expect(try await laptop.0.setUpIdentity() == .needsLinking)
+        let linking = Task { try await laptop.0.linkThisDevice(timeoutSeconds: 60) { _ in } }
+        let code = try #require(try await Self.code(of: "laptop", on: phone.0))
+        try await phone.0.approveLink(device: "laptop", code: code)
+        #expect(try await linking.value == .ready)
+
+        #expect(await eventually { try await laptop.0.fetchCommits(in: "bob", fromEpoch: 0, join: true).welcome != nil },
+                "the phone commits the laptop in without a send")
+        let id = try await laptop.0.send(to: "bob", text: "written on the laptop first")
+        #expect(await bob.1.wait { $0.messages.contains { $0.id == id && $0.text == "written on the laptop first" && $0.encrypted } })
+        #expect(bob.0.decryptionFailures().isEmpty)
+        for client in [phone.0, laptop.0, bob.0] { await client.close() }
+        await talking.cluster.stop()
+    }
+
     @Test func aWrongCodeDeclinesTheLinkAndGivesNothing() async throws {
         let cluster = try await TestCluster.start()
         let directories = (0..<3).map { _ in LocalHistoryTests.directory() }

@@ -238,6 +238,32 @@ import Testing
         await cluster.stop()
     }
 
+    /// As above, with alice and bob contacts: alice, online, is told of bob's new device (a KEYS
+    /// datagram once its first KeyPackages are stored), says bob's identity changed, and commits
+    /// the device in at once: bob's send works without a message of alice's first.
+    @Test func aContactWithANewIdentityIsAddedWithoutASend() async throws {
+        let talking = try await Self.talking()
+        defer { talking.removeDirectories() }
+        let (cluster, directories) = (talking.cluster, talking.directories)
+        let (alice, aliceLog) = talking.alice
+        var (bob, bobLog) = talking.bob
+        _ = try await bob.addContact("alice")
+        _ = try await alice.acceptContact("bob")
+
+        await bob.close()
+        (bob, bobLog) = try await Self.connected(cluster, "bob", directories[1])
+        #expect(try await bob.setUpIdentity(newIdentity: true) == .created)
+        #expect(await aliceLog.wait { $0.all.contains(.identityChanged(user: "bob")) }, "alice is told before anything is sent")
+        #expect(await eventually { try await bob.fetchCommits(in: "alice", fromEpoch: 0, join: true).welcome != nil },
+                "alice's device commits bob's new one in without a send")
+        let reply = try await bob.send(to: "alice", text: "new keys, same phone")
+        #expect(await aliceLog.wait { $0.messages.contains { $0.id == reply && $0.text == "new keys, same phone" && $0.encrypted } })
+        #expect(alice.decryptionFailures().isEmpty && bob.decryptionFailures().isEmpty)
+        _ = bobLog
+        for client in [alice, bob] { await client.close() }
+        await cluster.stop()
+    }
+
     /// bob is away while alice links a laptop (a commit adds it) and revokes it (a commit removes
     /// it): back, bob's device catches up through the commit that added the laptop, whose
     /// certificate the directory now lists as revoked, and reads what alice sent with the laptop

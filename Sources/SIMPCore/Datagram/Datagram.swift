@@ -24,6 +24,11 @@ public enum DatagramKind: UInt8, Sendable {
     /// Server -> client, never stored nor sent again: a user the client's user may see came
     /// online or went offline (`PresenceChange`).
     case presence = 9
+    /// Server -> client, never stored nor sent again: the key directory of a user the client's
+    /// user may see (or its own) changed: a device became one others can add, or one was
+    /// revoked (a user name). A hint to check the conversations with that user against the
+    /// directory now; the directory stays what the client verifies.
+    case keys = 10
 }
 
 public enum DatagramError: Error, Equatable, Sendable, CustomStringConvertible {

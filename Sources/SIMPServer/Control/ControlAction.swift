@@ -53,6 +53,8 @@ enum RouterCall: Sendable {
     /// A sealed datagram that came inside the connection (the stream path).
     case datagram(session: UInt64, Data)
     case closeSession(UInt64)
+    /// The user's key directory changed (a device revoked): tell its circle and its devices.
+    case announceKeys(user: String)
 }
 
 /// A request's work on the accounts, the store or the router, and the input its answer comes

@@ -261,6 +261,8 @@ struct ControlMachine {
                 finish(revocation.id, .failure(ServerError(.badRequest, "\(revocation.user) has no device \(revocation.device)")), now: now)
             case .success(true):
                 actions.append(.endDevice(revocation))
+                // Its peers' devices remove its leaves now, not at their next send.
+                actions.append(.router(.announceKeys(user: revocation.user)))
                 finish(revocation.id, .success(Simp_Envelope(requestID: revocation.id, .ok(Simp_Ok()))), now: now)
             }
         default: assertionFailure("not an answer: \(input)")

@@ -83,7 +83,7 @@ struct ControlWorker {
                 return Simp_Envelope(requestID: id, .presenceAnswer(answer))
             })
         case .keys(let id, let flow):
-            return answer(id, Self.carryOut(flow.start(), flow, store: store, on: loop).map { Simp_Envelope(requestID: id, $0) })
+            return answer(id, Self.carryOut(flow.start(), flow, store: store, router: router, on: loop).map { Simp_Envelope(requestID: id, $0) })
         case .commits(let id, let flow):
             return answer(id, Self.carryOut(flow.start(), flow, store: store, on: loop).map { Simp_Envelope(requestID: id, $0) })
         case .links(let id, let flow):
@@ -129,11 +129,15 @@ struct ControlWorker {
     }
 
     /// Runs a key directory request's steps (`KeyFlow`): each read or store, its result back to the flow.
-    private static func carryOut(_ next: KeyFlow.Next, _ flow: KeyFlow, store: MessageStore,
+    private static func carryOut(_ next: KeyFlow.Next, _ flow: KeyFlow, store: MessageStore, router: Router,
                                  on loop: any EventLoop) -> EventLoopFuture<Simp_Envelope.OneOf_Body> {
         let step: EventLoopFuture<KeyFlow.Next>
         switch next {
         case .answer(let body): return loop.makeSucceededFuture(body)
+        case .answerAndAnnounce(let body):
+            let user = flow.user
+            router.loop.execute { router.announceKeys(of: user) }
+            return loop.makeSucceededFuture(body)
         case .refuse(let code, let reason): return loop.makeFailedFuture(ServerError(code, reason))
         case .read(let user): step = store.keyDirectory(of: user, on: loop).map { flow.read($0) }
         case .storeIdentity(let user, let key, let replace, let millis):
@@ -149,7 +153,7 @@ struct ControlWorker {
         case .claim(let user, let except, let claimer, let perHour):
             step = store.claimKeyPackages(of: user, except: except, claimer: claimer, perHour: perHour, on: loop).map { flow.claimed($0) }
         }
-        return step.flatMap { carryOut($0, flow, store: store, on: loop) }
+        return step.flatMap { carryOut($0, flow, store: store, router: router, on: loop) }
     }
 
     /// Closes the user's other connections here at once and on the other nodes through the
@@ -278,6 +282,7 @@ extension Router {
         case .pathResponse(let session, let token): pathResponse(sessionID: session, token: token)
         case .datagram(let session, let bytes): streamDatagram(sessionID: session, ByteBuffer(bytes: bytes))
         case .closeSession(let session): closeSession(session)
+        case .announceKeys(let user): announceKeys(of: user)
         }
     }
 }

@@ -46,6 +46,8 @@ struct KeyFlow: Sendable {
         /// `claimer` has claimed fewer than `perHour` this hour; comes back as `claimed(_:)`.
         case claim(user: String, except: String, claimer: String, perHour: Int)
         case answer(Simp_Envelope.OneOf_Body)
+        /// Answer, and tell the user's circle and its own devices that its key directory changed.
+        case answerAndAnnounce(Simp_Envelope.OneOf_Body)
         case refuse(Simp_ErrorCode, String)
     }
 
@@ -62,7 +64,8 @@ struct KeyFlow: Sendable {
 
     /// What a store step's script answered.
     enum Stored: Sendable, Equatable {
-        case done(pool: Int, lastResort: Bool)
+        /// `addable`: an upload gave a device that had no KeyPackage its first (others can add it now).
+        case done(pool: Int, lastResort: Bool, addable: Bool = false)
         /// The identity or certificate the check relied on is not the one stored any more.
         case changed
         case identityExists
@@ -221,12 +224,14 @@ struct KeyFlow: Sendable {
         case .full(let pool):
             return .refuse(.keyPackagesFull, "\(device) holds \(pool) KeyPackages; at most \(KeyDirectoryRules.maxPoolPerDevice)")
         case .tooManyDevices: return .refuse(.tooManyDevices, "at most \(maxDevices) device certificates")
-        case .done(let pool, let lastResort):
+        case .done(let pool, let lastResort, let addable):
             guard case .upload = request else { return .answer(.ok(Simp_Ok())) }
             var answer = Simp_KeyPackagesStored()
             answer.pool = UInt32(clamping: pool)
             answer.lastResort = lastResort
-            return .answer(.keyPackagesStored(answer))
+            // A device others can add now (a new one, or one under a new identity): the user's
+            // circle and its own devices are told (`Router.announceKeys`).
+            return addable ? .answerAndAnnounce(.keyPackagesStored(answer)) : .answer(.keyPackagesStored(answer))
         }
     }
 

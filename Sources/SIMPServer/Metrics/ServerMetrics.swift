@@ -49,6 +49,7 @@ final class ServerMetrics: Sendable {
     /// Groups' sealed read receipts refused because their reader is not a member of the group.
     let readsRefused: Counter
     let presenceRelayed: Counter
+    let keysRelayed: Counter
     let retransmits: Counter
     let pushesGivenUp: Counter
     let pushesLost: Counter
@@ -124,6 +125,7 @@ final class ServerMetrics: Sendable {
         plaintextRefused = counter("plaintext_refused", "Messages to users refused for not being end-to-end encrypted (--e2e required)")
         readsRefused = counter("group_reads_refused", "Sealed read receipts in a group refused because their reader is not a member")
         presenceRelayed = counter("presence_relayed", "PRESENCE datagrams sent to a session (never stored)")
+        keysRelayed = counter("keys_relayed", "KEYS datagrams sent to a session: a user's key directory changed (never stored)")
         pushesGivenUp = counter("pushes_given_up", "Pushes given up until the client's next keepalive or session")
         pushesLost = counter("pushes_lost", "Pushes found lost (timed out, or reported missing by a receipt)")
         congestionEvents = counter("congestion_events", "Losses that halved a session's congestion window")

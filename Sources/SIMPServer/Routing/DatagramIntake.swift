@@ -36,7 +36,7 @@ enum DatagramIntake<Peer: SealedPeer> {
         guard peer.replay.accept(header.packetNumber) else { return .drop(.replayed) }
         switch header.kind {
         case .bind, .data, .keepalive, .bundle, .typing: return .open(peer, header.kind, payload: payload)
-        case .pong, .challenge, .early, .presence: return .drop(.malformed)
+        case .pong, .challenge, .early, .presence, .keys: return .drop(.malformed)
         }
     }
 }

@@ -212,6 +212,8 @@ extension DeliveryEngine {
             relayTyping(from: from, to: to, sealed: sealed)
         case .presence(let change, let watchers):
             relayPresence(change, to: watchers)
+        case .keys(let user, let watchers):
+            relayKeys(of: user, to: watchers)
         }
     }
 
@@ -230,6 +232,26 @@ extension DeliveryEngine {
                 relayPresence(change, to: watchers)
             } else {
                 act(.publish(.presence(change, watchers: watchers), to: [node]))
+            }
+        }
+    }
+
+    /// `user`'s key directory changed: told to the watchers here, published to the other nodes.
+    mutating func keysWatchers(user: String, byNode: [String: [String]]) {
+        for (node, watchers) in byNode.sorted(by: { $0.key < $1.key }) {
+            if node == settings.nodeID {
+                relayKeys(of: user, to: watchers)
+            } else {
+                act(.publish(.keys(user: user, watchers: watchers), to: [node]))
+            }
+        }
+    }
+
+    /// A KEYS datagram naming `user` to the bound sessions here of `watchers`.
+    mutating func relayKeys(of user: String, to watchers: [String]) {
+        for watcher in watchers {
+            for session in sessions.sessions(of: watcher) where session.isBound {
+                if sendDatagram(to: session, kind: .keys, payload: Array(user.utf8)) { metrics.keysRelayed.increment() }
             }
         }
     }

@@ -21,8 +21,11 @@ enum NodeNotice: Equatable, Sendable {
     /// A user came online or went offline; `watchers` (who may see it) have devices on the
     /// receiving node.
     case presence(PresenceChange, watchers: [String])
+    /// `user`'s key directory changed; `watchers` (its circle and itself) have devices on the
+    /// receiving node.
+    case keys(user: String, watchers: [String])
 
-    /// `inbox USER`, `filtered USER`, `typing FROM TO` (a sealed one: then a space and its MLS message's bytes), `presence WATCHER,... USER online|offline MS`, `devices USER COUNT`, or `delivered SENDER ` and a serialized
+    /// `inbox USER`, `filtered USER`, `typing FROM TO` (a sealed one: then a space and its MLS message's bytes), `presence WATCHER,... USER online|offline MS`, `keys WATCHER,... USER`, `devices USER COUNT`, or `delivered SENDER ` and a serialized
     /// `DeliveryQuery` listing the messages.
     var payload: [UInt8] {
         switch self {
@@ -34,6 +37,8 @@ enum NodeNotice: Equatable, Sendable {
             return Array("typing \(from) \(to)".utf8) + (sealed.map { [UInt8(ascii: " ")] + $0 } ?? [])
         case .presence(let change, let watchers):
             return Array("presence \(watchers.joined(separator: ",")) ".utf8) + change.payload
+        case .keys(let user, let watchers):
+            return Array("keys \(watchers.joined(separator: ",")) \(user)".utf8)
         case .devices(let user, let count):
             return Array("devices \(user) \(count)".utf8)
         case .delivered(let sender, let messages):
@@ -62,6 +67,12 @@ enum NodeNotice: Equatable, Sendable {
             let watchers = String(decoding: rest[..<end], as: UTF8.self).split(separator: ",").map(String.init)
             guard !watchers.isEmpty, watchers.allSatisfy(UserName.isValid) else { return nil }
             self = .presence(change, watchers: watchers)
+        case "keys":
+            let words = String(decoding: rest, as: UTF8.self).split(separator: " ", omittingEmptySubsequences: false)
+            guard words.count == 2, UserName.isValid(String(words[1])) else { return nil }
+            let watchers = words[0].split(separator: ",").map(String.init)
+            guard !watchers.isEmpty, watchers.allSatisfy(UserName.isValid) else { return nil }
+            self = .keys(user: String(words[1]), watchers: watchers)
         case "typing":
             guard let end = rest.firstIndex(of: UInt8(ascii: " ")) else { return nil }
             let from = String(decoding: rest[..<end], as: UTF8.self)

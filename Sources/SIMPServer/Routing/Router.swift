@@ -129,6 +129,21 @@ final class Router: @unchecked Sendable {
         }
     }
 
+    /// `user`'s key directory changed (a device became one others can add, or one was
+    /// revoked): its circle, as presence finds it whatever its last-seen setting, and its own
+    /// devices are told with a KEYS datagram, so that their conversations with it follow the
+    /// directory now rather than at their next send. The user pays for the read, as for presence.
+    func announceKeys(of user: String) {
+        loop.assertInEventLoop()
+        let now = Self.now.deadline
+        store.presenceCircle(of: user, ignoringOwnSetting: true, on: loop).flatMap { [store, loop, charge] circle in
+            charge(user, RequestCost.presenceRead(groups: circle.groups, users: circle.users.count), now)
+            return store.nodes(of: circle.users + [user], watching: user, on: loop)
+        }.whenSuccess { [self] byNode in
+            feed(.keysWatchers(user: user, byNode: byNode))
+        }
+    }
+
     /// Stores a notice of the server's (`StoreRequest.notice`) in its recipient's inbox, pushed
     /// like any message; nobody is answered.
     func notify(_ notice: StoreRequest) {

@@ -43,20 +43,25 @@ extension Scripts {
     /// Adds a device's KeyPackages, checked against its certificate ARGV[2]. KEYS: certificates,
     /// KeyPackages, last-resort KeyPackages. ARGV: device, certificate, the pool's bound per
     /// device, the last-resort package ('' to keep the one stored), then the one-time packages.
-    /// Returns {status, the device's one-time packages, 1 if it has a last-resort one}: status
+    /// Returns {status, the device's one-time packages, 1 if it has a last-resort one, 1 if it had
+    /// no package of either kind before and has one now (others can add it from now on)}: status
     /// 0, -1 (the certificate is not ARGV[2] any more), -2 (over the bound: nothing stored).
     static let uploadKeyPackages = RedisScript("""
     local device = ARGV[1]
-    if redis.call('HGET', KEYS[1], device) ~= ARGV[2] then return {-1, 0, 0} end
+    if redis.call('HGET', KEYS[1], device) ~= ARGV[2] then return {-1, 0, 0, 0} end
     local have = redis.call('ZLEXCOUNT', KEYS[2], '[' .. device .. '\\0', '(' .. device .. '\\1')
+    local had = have > 0 or redis.call('HEXISTS', KEYS[3], device) == 1
     local new = 0
     for i = 5, #ARGV do
       if not redis.call('ZSCORE', KEYS[2], device .. '\\0' .. ARGV[i]) then new = new + 1 end
     end
-    if have + new > tonumber(ARGV[3]) then return {-2, have, redis.call('HEXISTS', KEYS[3], device)} end
+    if have + new > tonumber(ARGV[3]) then return {-2, have, redis.call('HEXISTS', KEYS[3], device), 0} end
     for i = 5, #ARGV do redis.call('ZADD', KEYS[2], 0, device .. '\\0' .. ARGV[i]) end
     if ARGV[4] ~= '' then redis.call('HSET', KEYS[3], device, ARGV[4]) end
-    return {0, have + new, redis.call('HEXISTS', KEYS[3], device)}
+    local last = redis.call('HEXISTS', KEYS[3], device)
+    local addable = 0
+    if not had and (have + new > 0 or last == 1) then addable = 1 end
+    return {0, have + new, last, addable}
     """)
 
     /// One KeyPackage per certified device of the user but ARGV[1]: a one-time package, removed,

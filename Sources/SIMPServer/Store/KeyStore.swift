@@ -55,13 +55,13 @@ extension MessageStore {
         let command = RedisCommand.script(Scripts.uploadKeyPackages, keys: Array(keyDirectoryKeys(user).dropFirst()), args: args)
         return redis.run([command], on: loop).flatMapThrowing { replies in
             let parts = try replies[0].checked().array ?? []
-            guard parts.count == 3, let status = parts[0].int, let pool = parts[1].int else {
+            guard parts.count == 4, let status = parts[0].int, let pool = parts[1].int else {
                 throw RedisError(.protocolViolation, "upload script returned \(parts.count) parts")
             }
             switch status {
             case -1: return .changed
             case -2: return .full(pool: Int(pool))
-            default: return .done(pool: Int(pool), lastResort: parts[2].int == 1)
+            default: return .done(pool: Int(pool), lastResort: parts[2].int == 1, addable: parts[3].int == 1)
             }
         }
     }

@@ -534,7 +534,8 @@ struct ControlMachineTests {
             return
         }
         #expect(revocation == ControlMachine.Revocation(id: 3, user: "alice", device: "phone", by: "laptop", millis: connection.at.millis))
-        #expect(connection.on(.revocationStored(revocation, .success(true))) == ["endDevice alice phone by laptop", "send #3 ok"])
+        #expect(connection.on(.revocationStored(revocation, .success(true))) == ["endDevice alice phone by laptop", "router announceKeys", "send #3 ok"],
+                "its peers are told (KEYS), to remove its leaves now")
         _ = connection.frame(.revokeDevice(request), id: 3)
         #expect(connection.on(.revocationStored(revocation, .success(false))) == ["send #3 error bad_request"], "no such device")
         _ = connection.frame(.revokeDevice(request), id: 3)

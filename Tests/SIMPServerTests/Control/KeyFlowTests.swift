@@ -131,6 +131,8 @@ import Testing
         stored.pool = 2
         stored.lastResort = true
         #expect(flow.stored(.done(pool: 2, lastResort: true)) == .answer(.keyPackagesStored(stored)))
+        #expect(flow.stored(.done(pool: 2, lastResort: true, addable: true)) == .answerAndAnnounce(.keyPackagesStored(stored)),
+                "a device's first packages: its user's circle and devices are told")
         guard case .refuse(.keyPackagesFull, _) = flow.stored(.full(pool: 100)) else { Issue.record("not full"); return }
     }
 
