@@ -1254,6 +1254,20 @@ actor ConversationKeys {
     /// check and commit now. The check reads and verifies the directory as any other does, so a
     /// hint the server made up costs a read and changes nothing the directory does not hold.
     func keysChanged(of peer: String, client: SIMPClient) async {
+        // One check per peer at a time: a hint that comes meanwhile makes one more after it,
+        // however many come (a server sending them in a loop gets checks one after another).
+        if hints[peer] != nil {
+            hints[peer] = true
+            return
+        }
+        repeat {
+            hints[peer] = false
+            await checkConversations(with: peer, client: client)
+        } while hints[peer] == true
+        hints[peer] = nil
+    }
+
+    private func checkConversations(with peer: String, client: SIMPClient) async {
         for conversation in (try? store.conversationsWithGroups()) ?? [] {
             // A one-to-one conversation's users are its name's and this one: no state to read.
             var members: [(leaf: LeafIndex, user: String, mine: Bool)] = []
@@ -1265,6 +1279,9 @@ actor ConversationKeys {
             await membersChanged(conversation, client: client, commit: commit)
         }
     }
+
+    /// The peers whose KEYS hint is being checked, and whether another came meanwhile.
+    private var hints: [String: Bool] = [:]
 
     /// The group this device holds for `conversation`: loaded, or read from disk (not kept).
     private func loadedOrSaved(_ conversation: String) throws -> MLSGroup? {

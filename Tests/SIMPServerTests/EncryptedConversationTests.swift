@@ -249,12 +249,14 @@ import Testing
         var (bob, bobLog) = talking.bob
         _ = try await bob.addContact("alice")
         _ = try await alice.acceptContact("bob")
+        // The Welcome his old keys joined from: a new one must come after it.
+        let old = try #require(try await bob.fetchCommits(in: "alice", fromEpoch: 0, join: true).welcome?.epoch)
 
         await bob.close()
         (bob, bobLog) = try await Self.connected(cluster, "bob", directories[1])
         #expect(try await bob.setUpIdentity(newIdentity: true) == .created)
         #expect(await aliceLog.wait { $0.all.contains(.identityChanged(user: "bob")) }, "alice is told before anything is sent")
-        #expect(await eventually { try await bob.fetchCommits(in: "alice", fromEpoch: 0, join: true).welcome != nil },
+        #expect(await eventually { try await bob.fetchCommits(in: "alice", fromEpoch: 0, join: true).welcome.map { $0.epoch > old } == true },
                 "alice's device commits bob's new one in without a send")
         let reply = try await bob.send(to: "alice", text: "new keys, same phone")
         #expect(await aliceLog.wait { $0.messages.contains { $0.id == reply && $0.text == "new keys, same phone" && $0.encrypted } })

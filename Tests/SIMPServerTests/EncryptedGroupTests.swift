@@ -102,6 +102,34 @@ import Testing
         await cluster.stop()
     }
 
+    /// carol makes a new identity in her data directory: the group's members are told (a KEYS
+    /// datagram, docs/E2EE.md Part 4, "Told of a new device"), and the device of the lowest
+    /// leaf that is not carol's (bob's: he made the group) commits her new device in, so she
+    /// writes to the group again before anyone else sends.
+    @Test func aMemberWithANewIdentityIsAddedBackWithoutASend() async throws {
+        let cluster = try await TestCluster.start()
+        let directories = (0..<5).map { _ in LocalHistoryTests.directory() }
+        defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
+        var (phone, laptop, bob, carol) = try await Self.people(cluster, directories)
+        _ = try await bob.client.createGroup("trio", members: ["alice", "carol"])
+        let first = try await bob.client.send(to: "#trio", text: "before carol's new keys")
+        #expect(await Self.reads(carol, first, "before carol's new keys"))
+        // The Welcome her old keys joined from: a new one must come after it.
+        let old = try #require(try await carol.client.fetchCommits(in: "#trio", fromEpoch: 0, join: true).welcome?.epoch)
+
+        await carol.client.close()
+        carol = try await EncryptedConversationTests.connected(cluster, "carol", directories[3])
+        #expect(try await carol.client.setUpIdentity(newIdentity: true) == .created)
+        let client = carol.client
+        #expect(await eventually { try await client.fetchCommits(in: "#trio", fromEpoch: 0, join: true).welcome.map { $0.epoch > old } == true },
+                "bob's device commits carol's new one in without a send")
+        let back = try await carol.client.send(to: "#trio", text: "carol again, new keys")
+        for device in [phone, laptop, bob] { #expect(await Self.reads(device, back, "carol again, new keys")) }
+        for device in [phone, laptop, bob, carol] { #expect(device.client.decryptionFailures().isEmpty) }
+        for device in [phone, laptop, bob, carol] { await device.client.close() }
+        await cluster.stop()
+    }
+
     /// dave is added to #crew and removed again while his device is away; a message was sent
     /// to the group in between. Back, his device joins from the Welcome of his addition (the
     /// server still hands it to him, and no commit after it) and reads that message; what was

@@ -136,7 +136,7 @@ struct ControlWorker {
         case .answer(let body): return loop.makeSucceededFuture(body)
         case .answerAndAnnounce(let body):
             let user = flow.user
-            router.loop.execute { router.announceKeys(of: user) }
+            router.loop.execute { router.keysChanged(of: user) }
             return loop.makeSucceededFuture(body)
         case .refuse(let code, let reason): return loop.makeFailedFuture(ServerError(code, reason))
         case .read(let user): step = store.keyDirectory(of: user, on: loop).map { flow.read($0) }
@@ -282,7 +282,7 @@ extension Router {
         case .pathResponse(let session, let token): pathResponse(sessionID: session, token: token)
         case .datagram(let session, let bytes): streamDatagram(sessionID: session, ByteBuffer(bytes: bytes))
         case .closeSession(let session): closeSession(session)
-        case .announceKeys(let user): announceKeys(of: user)
+        case .announceKeys(let user): keysChanged(of: user)
         }
     }
 }

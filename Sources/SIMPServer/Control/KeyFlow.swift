@@ -64,7 +64,8 @@ struct KeyFlow: Sendable {
 
     /// What a store step's script answered.
     enum Stored: Sendable, Equatable {
-        /// `addable`: an upload gave a device that had no KeyPackage its first (others can add it now).
+        /// `addable`: the upload stored the device's first last-resort KeyPackage (a device just
+        /// certified: others can add it now; once per certificate).
         case done(pool: Int, lastResort: Bool, addable: Bool = false)
         /// The identity or certificate the check relied on is not the one stored any more.
         case changed

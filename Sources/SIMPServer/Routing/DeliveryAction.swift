@@ -60,6 +60,8 @@ enum DeliveryAction {
     case clearPresence(user: String, device: String, session: UInt64, millis: Int64)
     /// Tell those who may see the user's presence that it came online or went offline.
     case announcePresence(PresenceChange)
+    /// Tell the user's circle and its own devices that its key directory changed (KEYS).
+    case announceKeys(user: String)
     case publish(NodeNotice, to: [String])
     /// Ask the store whether `to` takes `from`'s typing and where its devices are; relay it there.
     /// `sealed`: the MLS message of a sealed TYPING, relayed as it is.

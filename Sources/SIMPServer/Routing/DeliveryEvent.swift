@@ -64,6 +64,9 @@ enum DeliveryEvent {
     case filtered(user: String, nodes: [String])
     /// Who may see `change`, by the node their devices are on.
     case presenceWatchers(PresenceChange, byNode: [String: [String]])
+    /// `user`'s key directory changed (a device got its first last-resort KeyPackage, or one was
+    /// revoked): its circle and its own devices are to be told.
+    case keysChanged(user: String)
     /// Who is told that `user`'s key directory changed (its circle and itself), by node.
     case keysWatchers(user: String, byNode: [String: [String]])
     /// `to` takes `from`'s typing and has devices on `nodes`.
@@ -127,6 +130,7 @@ extension DeliveryEngine {
         case .notice(let notice): received(notice)
         case .filtered(let user, let nodes): filtered(user: user, nodes: nodes)
         case .presenceWatchers(let change, let byNode): presenceWatchers(change, byNode: byNode)
+        case .keysChanged(let user): act(.announceKeys(user: user))
         case .keysWatchers(let user, let byNode): keysWatchers(user: user, byNode: byNode)
         case .typingNodes(let from, let to, let nodes, let sealed): typingNodes(from: from, to: to, nodes: nodes, sealed: sealed)
         default: return handleAnswer(event, at: now)

@@ -132,10 +132,14 @@ final class Router: @unchecked Sendable {
     /// `user`'s key directory changed (a device became one others can add, or one was
     /// revoked): its circle, as presence finds it whatever its last-seen setting, and its own
     /// devices are told with a KEYS datagram, so that their conversations with it follow the
-    /// directory now rather than at their next send. The user pays for the read, as for presence.
-    func announceKeys(of user: String) {
-        loop.assertInEventLoop()
-        let now = Self.now.deadline
+    /// directory now rather than at their next send.
+    func keysChanged(of user: String) {
+        feed(.keysChanged(user: user))
+    }
+
+    /// Finds who is told of `user`'s key change, and where they are; the engine tells them. The
+    /// user pays for the read, as for presence.
+    private func announceKeys(of user: String, at now: NIODeadline) {
         store.presenceCircle(of: user, ignoringOwnSetting: true, on: loop).flatMap { [store, loop, charge] circle in
             charge(user, RequestCost.presenceRead(groups: circle.groups, users: circle.users.count), now)
             return store.nodes(of: circle.users + [user], watching: user, on: loop)
@@ -404,6 +408,8 @@ final class Router: @unchecked Sendable {
             }
         case .announcePresence(let change):
             announce(change, at: moment.deadline)
+        case .announceKeys(let user):
+            announceKeys(of: user, at: moment.deadline)
         case .publish(let notice, let nodes):
             store.publish(notice, to: nodes, on: loop)
         case .checkReader(let request, let group):

@@ -43,14 +43,15 @@ extension Scripts {
     /// Adds a device's KeyPackages, checked against its certificate ARGV[2]. KEYS: certificates,
     /// KeyPackages, last-resort KeyPackages. ARGV: device, certificate, the pool's bound per
     /// device, the last-resort package ('' to keep the one stored), then the one-time packages.
-    /// Returns {status, the device's one-time packages, 1 if it has a last-resort one, 1 if it had
-    /// no package of either kind before and has one now (others can add it from now on)}: status
+    /// Returns {status, the device's one-time packages, 1 if it has a last-resort one, 1 if this
+    /// upload stored its first last-resort one (once per certificate: it is never handed out for
+    /// good, and goes only with the certificate; a client uploads it with its first packages)}: status
     /// 0, -1 (the certificate is not ARGV[2] any more), -2 (over the bound: nothing stored).
     static let uploadKeyPackages = RedisScript("""
     local device = ARGV[1]
     if redis.call('HGET', KEYS[1], device) ~= ARGV[2] then return {-1, 0, 0, 0} end
     local have = redis.call('ZLEXCOUNT', KEYS[2], '[' .. device .. '\\0', '(' .. device .. '\\1')
-    local had = have > 0 or redis.call('HEXISTS', KEYS[3], device) == 1
+    local had = redis.call('HEXISTS', KEYS[3], device) == 1
     local new = 0
     for i = 5, #ARGV do
       if not redis.call('ZSCORE', KEYS[2], device .. '\\0' .. ARGV[i]) then new = new + 1 end
@@ -60,7 +61,7 @@ extension Scripts {
     if ARGV[4] ~= '' then redis.call('HSET', KEYS[3], device, ARGV[4]) end
     local last = redis.call('HEXISTS', KEYS[3], device)
     local addable = 0
-    if not had and (have + new > 0 or last == 1) then addable = 1 end
+    if not had and last == 1 then addable = 1 end
     return {0, have + new, last, addable}
     """)
 

@@ -47,13 +47,16 @@ import Testing
             _ = try await store.storeCertificate(user: "ann", device: device, certificate: certificate, identity: identity, maxDevices: 10, nowMillis: 7, on: loop).get()
         }
         #expect(try await store.storeKeyPackages(user: "ann", device: "phone", certificate: certificate, packages: [[1], [2], [3]], lastResort: nil,
-                                                 maxPool: 3, on: loop).get() == .done(pool: 3, lastResort: false, addable: true),
-                "the device's first packages: others can add it now")
+                                                 maxPool: 3, on: loop).get() == .done(pool: 3, lastResort: false, addable: false),
+                "one-time packages alone: told with the last-resort one")
         #expect(try await store.storeKeyPackages(user: "ann", device: "phone", certificate: certificate, packages: [[3], [4]], lastResort: nil,
                                                  maxPool: 3, on: loop).get() == .full(pool: 3), "one new package past the bound: nothing stored")
         #expect(try await store.storeKeyPackages(user: "ann", device: "phone", certificate: certificate, packages: [[3]], lastResort: [9],
+                                                 maxPool: 3, on: loop).get() == .done(pool: 3, lastResort: true, addable: true),
+                "a package stored already is no new one; the device's first last-resort package: its user's circle is told")
+        #expect(try await store.storeKeyPackages(user: "ann", device: "phone", certificate: certificate, packages: [], lastResort: [8],
                                                  maxPool: 3, on: loop).get() == .done(pool: 3, lastResort: true, addable: false),
-                "a package stored already is no new one; the device could be added before")
+                "another last-resort package: told once per certificate")
         // "ph" is a prefix of "phone": its range holds none of phone's packages.
         let claimed = try await store.claimKeyPackages(of: "ann", except: "", claimer: "bob", perHour: 5, on: loop).get()
         #expect(claimed.map(\.device) == ["phone"] && claimed.map(\.bytes) == [[1]])
