@@ -12,8 +12,17 @@ import SIMPCore
 /// reports only what is on disk (a full disk must not cost a message the server was told
 /// was kept).
 final class ClientStore: Sendable {
-    let db: DatabaseQueue
+    /// The file's one connection. Reached through `db` by everything but the batches, so that
+    /// writes deferred until then (`enqueue(deferred:)`) are scheduled before what reads it.
+    private let queue: DatabaseQueue
     let path: String
+
+    /// The file, for a read or a write of its caller's own: the deferred writes waiting are
+    /// scheduled first (GRDB's queue runs in order), so the caller sees them.
+    var db: DatabaseQueue {
+        scheduleDeferred()
+        return queue
+    }
 
     struct Saved: Sendable {
         /// The device this installation is (`deviceName`).
@@ -29,8 +38,14 @@ final class ClientStore: Sendable {
 
     /// The user whose file this is: the sender of its own messages in the history.
     let user: String
-    /// Writes queued for the next batch (`enqueue`).
-    private let waiting = Locked<[Write]>([])
+    /// Writes queued for the next batch (`enqueue`), and whether that batch is scheduled (writes
+    /// deferred alone wait unscheduled).
+    private let waiting = Locked<Waiting>(Waiting())
+
+    struct Waiting: Sendable {
+        var writes: [Write] = []
+        var scheduled = false
+    }
     /// What an encrypting device reads before each seal, kept beside the file once read (this
     /// process is the file's one writer while it runs): a read is a hop to the writer's queue
     /// that waits for the batch being committed, and blocks the thread the seal runs on.
@@ -57,14 +72,14 @@ final class ClientStore: Sendable {
         // Write-ahead logging: a transaction is durable after one fsync of the log, where the
         // rollback journal took three.
         configuration.journalMode = .wal
-        db = try DatabaseQueue(path: path, configuration: configuration)
+        queue = try DatabaseQueue(path: path, configuration: configuration)
         // `synchronous = FULL`: the log is synced at every commit, so a write the client
         // reported is on disk, power loss or not. Set once the queue is open: GRDB's WAL
         // set-up, which runs after `prepareDatabase`, sets NORMAL (synced at checkpoints only,
         // so a power loss can take back the last commits), and that stood until 2026-11-30.
-        try db.writeWithoutTransaction { try $0.execute(sql: "PRAGMA synchronous = FULL") }
+        try queue.writeWithoutTransaction { try $0.execute(sql: "PRAGMA synchronous = FULL") }
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
-        try Self.migrator(user: user).migrate(db)
+        try Self.migrator(user: user).migrate(queue)
     }
 
     /// The schema's versions, in order. The first is the schema before migrations existed
@@ -288,7 +303,7 @@ final class ClientStore: Sendable {
     /// With `status`, the history records it in the same transaction.
     func markAccepted(id: String, seq: UInt64, status: MessageStatus? = nil, done: @escaping @Sendable (Result<Void, StoreWriteError>) -> Void) {
         let user = user
-        enqueue(done) { db in
+        enqueue(done, deferred: true) { db in
             try db.run(sql: "UPDATE outbox SET seq = ? WHERE id = ?", arguments: [Int64(seq), id])
             if let status { try Self.update(status, user: user, db) }
         }
@@ -296,7 +311,7 @@ final class ClientStore: Sendable {
 
     func remove(id: String, status: MessageStatus? = nil, done: @escaping @Sendable (Result<Void, StoreWriteError>) -> Void) {
         let user = user
-        enqueue(done) { db in
+        enqueue(done, deferred: true) { db in
             try db.run(sql: "DELETE FROM outbox WHERE id = ?", arguments: [id])
             if let status { try Self.update(status, user: user, db) }
         }
@@ -332,23 +347,43 @@ final class ClientStore: Sendable {
     /// once it is on disk, or with why not. The writes that queue while the writer is busy go
     /// in one transaction, made durable by one fsync: a group commit. A client with many
     /// messages in flight pays one sync per batch instead of one per message.
+    ///
+    /// `deferred`: nothing waits for this write (an outbox mark after a receipt, whose loss a
+    /// restart repairs: `ClientEngine.OutboxWrite.consequence`), so it schedules no batch of
+    /// its own: it goes with the next write that does, or before the next read or write of the
+    /// file through `db`, or at `scheduleDeferred` (the client's close). Each message's
+    /// `accepted` and `delivered` marks were a sync each (2.7 commits a message at 8 x 32, with
+    /// the log synced at every commit: docs/PERFORMANCE.md).
     func enqueue(_ done: @escaping @Sendable (Result<Void, StoreWriteError>) -> Void, after queued: QueuedWrite? = nil,
-                 _ work: @escaping @Sendable (Database) throws -> Void) {
-        let path = path
-        let waiting = waiting
-        let db = db
+                 deferred: Bool = false, _ work: @escaping @Sendable (Database) throws -> Void) {
         waiting.withLock { pending in
-            pending.append(Write(work: work, done: done, after: queued))
-            // Otherwise a batch is already scheduled and has not yet taken what waits.
-            guard pending.count == 1 else { return }
-            // Scheduled under the lock: a direct write (`db.write`) made after this call returns
-            // runs after this batch, as it was queued after it. The batch is taken when it
-            // runs, before the transaction begins: a BEGIN that fails (the file busy past its
-            // timeout) fails this batch, and the next write schedules the next one.
-            db.asyncWriteWithoutTransaction { db in
-                let batch = waiting.exchange([])
-                for (write, result) in zip(batch, Self.commit(batch, in: db, path: path)) { write.done(result) }
+            pending.writes.append(Write(work: work, done: done, after: queued))
+            if !deferred { schedule(&pending) }
+        }
+    }
+
+    /// Schedules the writes deferred and waiting, if no batch is scheduled to take them.
+    func scheduleDeferred() {
+        waiting.withLock { pending in
+            if !pending.writes.isEmpty { schedule(&pending) }
+        }
+    }
+
+    /// Schedules a batch unless one is (it has not yet taken what waits). Called under the lock:
+    /// a direct write (`db.write`) made after this returns runs after this batch, as it was
+    /// queued after it. The batch is taken when it runs, before the transaction begins: a BEGIN
+    /// that fails (the file busy past its timeout) fails this batch, and the next write
+    /// schedules the next one.
+    private func schedule(_ pending: inout Waiting) {
+        guard !pending.scheduled else { return }
+        pending.scheduled = true
+        let (path, waiting) = (path, waiting)
+        queue.asyncWriteWithoutTransaction { db in
+            let batch = waiting.withLock { pending in
+                defer { pending = Waiting() }
+                return pending.writes
             }
+            for (write, result) in zip(batch, Self.commit(batch, in: db, path: path)) { write.done(result) }
         }
     }
 

@@ -244,6 +244,8 @@ public final class SIMPClient: @unchecked Sendable {
             handle(.close)
             hub.finish()
         }.get()
+        // The outbox marks deferred to the next batch go now (`ClientStore.enqueue(deferred:)`).
+        store?.scheduleDeferred()
     }
 
     /// Replaces the UDP socket with a new one on a new port, as a NAT rebinding or a network

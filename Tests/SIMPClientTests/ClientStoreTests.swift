@@ -19,7 +19,33 @@ import Testing
     func accepted(_ store: ClientStore, _ id: String, seq: UInt64) async throws {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             store.markAccepted(id: id, seq: seq) { continuation.resume(with: $0) }
+            // A mark is deferred to the next batch; nothing else comes here to take it.
+            store.scheduleDeferred()
         }
+    }
+
+    /// An outbox mark is deferred (`enqueue(deferred:)`): alone it is not written, so it costs
+    /// no sync of its own; the next write takes it in its batch, and a read through `db` sees
+    /// it. Counted by what another connection finds on disk, and by the marks' callbacks.
+    @Test func anOutboxMarkWaitsForTheNextBatchAndAReadSeesIt() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("simp-store-\(UUID())").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try ClientStore(directory: directory, user: "alice")
+        for id in ["a", "b"] { try await store.add(id: id, to: "bob", message: message(id, to: "bob")) }
+        let reported = Locked<[String]>([])
+        store.markAccepted(id: "a", seq: 7) { if case .success = $0 { reported.withLock { $0.append("a") } } }
+        let other = try DatabaseQueue(path: store.path)
+        func seq(_ id: String) throws -> Int64? {
+            try other.read { try Int64.fetchOne($0, sql: "SELECT seq FROM outbox WHERE id = ?", arguments: [id]) }
+        }
+        #expect(try seq("a") == 0 && reported.value.isEmpty, "alone, the mark waits")
+        // The next write that schedules a batch takes it, in order before itself.
+        try await store.add(id: "c", to: "bob", message: message("c", to: "bob"))
+        #expect(try seq("a") == 7 && reported.value == ["a"])
+        // A read of the store's own sees a mark deferred just before it.
+        store.remove(id: "b") { _ in }
+        let left = try await store.db.read { try String.fetchAll($0, sql: "SELECT id FROM outbox ORDER BY position") }
+        #expect(left == ["a", "c"])
     }
 
     /// What the client reports written survives a power loss: the write-ahead log is synced at
