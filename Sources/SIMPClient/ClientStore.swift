@@ -45,7 +45,13 @@ final class ClientStore: Sendable {
     struct Waiting: Sendable {
         var writes: [Write] = []
         var scheduled = false
+        /// A deferred write waits, and `scheduleDeferred` is due within `deferredBound`.
+        var boundArmed = false
     }
+
+    /// The longest a deferred write waits for a batch to take it (then it schedules one): a
+    /// client that goes idle has its last marks on disk this soon, not at its next write.
+    static let deferredBound: DispatchTimeInterval = .milliseconds(100)
     /// What an encrypting device reads before each seal, kept beside the file once read (this
     /// process is the file's one writer while it runs): a read is a hop to the writer's queue
     /// that waits for the batch being committed, and blocks the thread the seal runs on.
@@ -351,20 +357,32 @@ final class ClientStore: Sendable {
     /// `deferred`: nothing waits for this write (an outbox mark after a receipt, whose loss a
     /// restart repairs: `ClientEngine.OutboxWrite.consequence`), so it schedules no batch of
     /// its own: it goes with the next write that does, or before the next read or write of the
-    /// file through `db`, or at `scheduleDeferred` (the client's close). Each message's
-    /// `accepted` and `delivered` marks were a sync each (2.7 commits a message at 8 x 32, with
-    /// the log synced at every commit: docs/PERFORMANCE.md).
+    /// file through `db`, or at the latest `deferredBound` later, or at the client's close,
+    /// which waits for it. Each message's `accepted` and `delivered` marks were a sync each
+    /// (2.7 commits a message at 8 x 32, with the log synced at every commit:
+    /// docs/PERFORMANCE.md). A process killed in that window repeats as a failed write does
+    /// (docs/GUARANTEES.md): the message is sent again, which the server knows by its id.
     func enqueue(_ done: @escaping @Sendable (Result<Void, StoreWriteError>) -> Void, after queued: QueuedWrite? = nil,
                  deferred: Bool = false, _ work: @escaping @Sendable (Database) throws -> Void) {
-        waiting.withLock { pending in
+        let arm = waiting.withLock { pending in
             pending.writes.append(Write(work: work, done: done, after: queued))
-            if !deferred { schedule(&pending) }
+            if !deferred {
+                schedule(&pending)
+                return false
+            }
+            guard !pending.scheduled, !pending.boundArmed else { return false }
+            pending.boundArmed = true
+            return true
         }
+        // A bound, not a decision: the write is deferred at most this long (GRDB's busy timeout
+        // is the same kind of bound).
+        if arm { DispatchQueue.global().asyncAfter(deadline: .now() + Self.deferredBound) { [self] in scheduleDeferred() } }
     }
 
     /// Schedules the writes deferred and waiting, if no batch is scheduled to take them.
     func scheduleDeferred() {
         waiting.withLock { pending in
+            pending.boundArmed = false
             if !pending.writes.isEmpty { schedule(&pending) }
         }
     }
@@ -380,7 +398,8 @@ final class ClientStore: Sendable {
         let (path, waiting) = (path, waiting)
         queue.asyncWriteWithoutTransaction { db in
             let batch = waiting.withLock { pending in
-                defer { pending = Waiting() }
+                // The bound's timer, if armed, stays armed: at most one waits at a time.
+                defer { pending = Waiting(boundArmed: pending.boundArmed) }
                 return pending.writes
             }
             for (write, result) in zip(batch, Self.commit(batch, in: db, path: path)) { write.done(result) }

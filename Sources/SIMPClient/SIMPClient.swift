@@ -240,12 +240,15 @@ public final class SIMPClient: @unchecked Sendable {
         await disconnect()
         statusWatchers.finishAll()
         // On the loop, so no event emitted there falls between the last batch and the end.
-        try? await loop.submit { [self] in
+        let kept = try? await loop.submit { [self] in
             handle(.close)
             hub.finish()
+            return store
         }.get()
-        // The outbox marks deferred to the next batch go now (`ClientStore.enqueue(deferred:)`).
-        store?.scheduleDeferred()
+        // What is queued (the outbox marks deferred to the next batch among it,
+        // `ClientStore.enqueue(deferred:)`) is on disk before close returns: a process that
+        // exits next (`simp send`) leaves nothing to repeat.
+        await kept?.queuedWritesDone()
     }
 
     /// Replaces the UDP socket with a new one on a new port, as a NAT rebinding or a network

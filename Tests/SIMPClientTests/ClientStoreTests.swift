@@ -46,6 +46,14 @@ import Testing
         store.remove(id: "b") { _ in }
         let left = try await store.db.read { try String.fetchAll($0, sql: "SELECT id FROM outbox ORDER BY position") }
         #expect(left == ["a", "c"])
+        // Alone and with nothing after it, a mark is written within `deferredBound` all the same.
+        store.markAccepted(id: "c", seq: 9) { _ in }
+        var landed = false
+        for _ in 0..<200 where !landed {
+            try await Task.sleep(for: .milliseconds(50))
+            landed = try seq("c") == 9
+        }
+        #expect(landed, "a deferred mark waits at most its bound")
     }
 
     /// What the client reports written survives a power loss: the write-ahead log is synced at
