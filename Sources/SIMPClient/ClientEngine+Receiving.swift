@@ -171,6 +171,7 @@ extension ClientEngine {
     mutating func saved(_ result: Result<Void, StoreWriteError>, opened: [IncomingMessage]? = nil, now: Moment) {
         switch result {
         case .success:
+            timers.unsavedKept()
             let (shown, next) = saves.written(opened: opened)
             for item in shown { show(item, now: now) }
             atTurnEnd(.receipt)
@@ -179,8 +180,18 @@ extension ClientEngine {
             let failure = saves.failed()
             // Unconfirmed, they are pushed again; what the server had confirmed before this
             // session does not come again.
+            let expected = sequencer.expected
             sequencer = InboundSequencer(deliveredUpTo: failure.rollBackTo)
             sequencer.advance(to: session?.confirmedSeq ?? 0)
+            // Asked for again (a gap report), not only left to the server's timers: on the
+            // stream path none runs, and they would wait for the next reconnect. What an
+            // earlier failure expects stays expected: a resend of its first 64 that failed too
+            // must not end the wait for the rest.
+            sequencer.expect(upTo: max(expected, failure.upTo))
+            if sequencer.hasGap {
+                timers.unsavedFailed(at: now.deadline)
+                armTick(at: now.deadline + timers.unsavedRetry, now: now.deadline)
+            }
             guard let seqs = failure.report else { return }
             let which = seqs.count == 1 ? "seq \(seqs.lowerBound)" : "seq \(seqs.lowerBound)-\(seqs.upperBound)"
             emit(.error("cannot save received messages (\(which)) in \(error.path): \(error.reason); "

@@ -116,7 +116,11 @@ extension ClientEngine {
         if paths.streamBindDue(now: now.deadline) { sendBindOverStream() }
         if paths.udpProbeDue(now: now.deadline) { probeUDP() }
         if due.deliveryQuery { queryDeliveries(now: now.deadline) }
-        if due.gapReport { reportGap(now: now.deadline) }
+        if due.gapReport {
+            let unsaved = waits.unsaved
+            reportGap(now: now.deadline)
+            if unsaved { timers.unsavedAskedFor() }
+        }
         if due.keepalive { sendKeepalive(now: now) }
         armTick(at: min(timers.nextTick(waits, now: now.deadline, resendsFrom: sending.resendsFrom), paths.nextDeadline ?? .distantFuture),
                 now: now.deadline)
@@ -126,7 +130,8 @@ extension ClientEngine {
         ClientTimers.Waits(path: session == nil ? .closed : lifecycle.isBound ? .bound : .binding,
                            acceptance: sending.awaitsAcceptance,
                            delivery: sending.awaitsDelivery,
-                           gap: sequencer.bufferedCount > 0, queued: uplink.hasQueued)
+                           gap: sequencer.bufferedCount > 0, unsaved: sequencer.hasGap && sequencer.bufferedCount == 0,
+                           queued: uplink.hasQueued)
     }
 
     mutating func perform(_ resends: SendTracker.Resends, _ reason: Uplink.Reason, now: Moment) {

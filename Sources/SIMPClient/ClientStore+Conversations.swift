@@ -40,6 +40,7 @@ extension ClientStore {
                    renewedAt: Int64? = nil, keys generation: Int) throws {
         try db.write { db in
             try checkKeys(generation)
+            try checkOpeningsKept(conversation)
             try Self.writeGroup(conversation, state: state, opened: opened, sealed: sealed, renewedAt: renewedAt, db)
             renewals.withLock { $0[conversation] = nil }
         }
@@ -62,6 +63,7 @@ extension ClientStore {
         }
         enqueue({ if case .failure(let error) = $0 { queued.failure.value = error } }) { [self] db in
             try checkKeys(generation)
+            try checkOpeningsKept(conversation)
             try Self.writeGroup(conversation, state: state, opened: nil, sealed: sealed, renewedAt: nil, db)
         }
         return queued
@@ -72,6 +74,7 @@ extension ClientStore {
     func keepPending(_ conversation: String, epoch: UInt64, commit: [UInt8], state: [UInt8], keys generation: Int) throws {
         try db.write { db in
             try checkKeys(generation)
+            try checkOpeningsKept(conversation)
             try db.run(sql: "INSERT OR REPLACE INTO mls_pending (conversation, epoch, message, state) VALUES (?, ?, ?, ?)",
                            arguments: [conversation, Int64(epoch), Data(commit), Data(state)])
             pendingCommits.withLock { $0[conversation] = nil }
@@ -104,6 +107,7 @@ extension ClientStore {
     func saveCommitted(_ conversation: String, state: [UInt8], renewedAt: Int64, keys generation: Int) throws {
         try db.write { db in
             try checkKeys(generation)
+            try checkOpeningsKept(conversation)
             try Self.writeGroup(conversation, state: state, opened: nil, sealed: 0, renewedAt: renewedAt, db)
             try db.run(sql: "DELETE FROM mls_pending WHERE conversation = ?", arguments: [conversation])
             pendingCommits.withLock { $0[conversation] = nil }
@@ -116,10 +120,28 @@ extension ClientStore {
     func queueOpened(_ conversation: String, state: [UInt8], opened: (seq: UInt64, Opened), keys generation: Int,
                      done: @escaping @Sendable (Result<Void, StoreWriteError>) -> Void) {
         guard keysGeneration.value == generation else { return done(.failure(StoreWriteError(path: path, StaleKeys()))) }
-        enqueue(done) { [self] db in
+        // Deferred: it goes in the commit of the opened messages' write, which rests on it
+        // (`receive(after:)`); one commit a received batch, not two. Failed, the conversation's
+        // states wait (`unkeptOpenings`): known before any write queued after it runs.
+        let unkept = unkeptOpenings
+        enqueue({ result in
+            if case .failure = result { unkept.withLock { _ = $0.insert(conversation) } }
+            done(result)
+        }, deferred: true) { [self] db in
             try checkKeys(generation)
+            try checkOpeningsKept(conversation)
             try Self.writeGroup(conversation, state: state, opened: opened, sealed: 0, renewedAt: nil, db)
         }
+    }
+
+    /// The groups of `conversations` were dropped from memory after an opening of theirs was
+    /// not kept: their states may be written again, once every write queued or made before
+    /// this call ran (each made from the dropped state, refused).
+    func forgetUnkeptOpenings(of conversations: Set<String>) {
+        guard !conversations.isDisjoint(with: unkeptOpenings.value) else { return }
+        // The writer's queue runs in order: a read made now runs after all of those.
+        _ = try? lookUp { _ in }
+        unkeptOpenings.withLock { $0.subtract(conversations) }
     }
 
     /// Returns once every write queued before it is on disk (or failed): batches commit in order.

@@ -32,6 +32,17 @@ extension ClientStore {
         guard keysGeneration.value == generation else { throw StaleKeys() }
     }
 
+    /// A state of `conversation` made after an opening that was not kept (`unkeptOpenings`).
+    struct OpeningNotKept: Error, CustomStringConvertible {
+        var conversation: String
+        var description: String { "a message of \(conversation) opened before this state was not kept: the state waits for it" }
+    }
+
+    /// Refuses a state of `conversation` while an opening of it is not kept.
+    func checkOpeningsKept(_ conversation: String) throws {
+        guard !unkeptOpenings.value.contains(conversation) else { throw OpeningNotKept(conversation: conversation) }
+    }
+
     func ownKeys() throws -> OwnKeys? {
         try lookUp { db in try Self.ownKeys(of: user, db) }
     }

@@ -60,6 +60,10 @@ final class ClientStore: Sendable {
     let heldPeers = Locked<[String: Bool]>([:])
     let pendingCommits = Locked<[String: PendingCommit?]>([:])
     let renewals = Locked<[String: Renewal?]>([:])
+    /// Conversations a message's opening was not kept for (its state's write failed): a state
+    /// made since, in memory, went on from that opening and used the message's key, so none is
+    /// written until the conversation's group was dropped from memory (`forgetUnkeptOpenings`).
+    let unkeptOpenings = Locked<Set<String>>([])
     /// Which device key the conversations' keys on disk are made under: bumped when a new one is
     /// kept (`save`), inside that write. A group state, pending commit or KeyPackage made under
     /// an earlier key is refused by its write (`StaleKeys`): a `ConversationKeys` made before the
@@ -325,10 +329,12 @@ final class ClientStore: Sendable {
 
     /// Records received messages and the new saved mark in one transaction, then calls `done` (on
     /// GRDB's queue) with whether they are on disk: only then may they be shown and confirmed.
-    func receive(_ messages: [IncomingMessage], savedUpTo: UInt64, done: @escaping @Sendable (Result<Void, StoreWriteError>) -> Void) {
+    /// `after`: the group states their openings queued, which it fails without.
+    func receive(_ messages: [IncomingMessage], savedUpTo: UInt64, after queued: QueuedWrite? = nil,
+                 done: @escaping @Sendable (Result<Void, StoreWriteError>) -> Void) {
         let user = user
         let entries = messages.compactMap { HistoryEntry.received($0, user: user) }
-        enqueue(done) { db in
+        enqueue(done, after: queued) { db in
             for m in messages {
                 try db.run(sql: "INSERT OR IGNORE INTO received (seq, id, sender, text, imageURL, sentAt) VALUES (?, ?, ?, ?, ?, ?)",
                                arguments: [Int64(m.seq), m.id, m.from, m.text, m.imageLink, m.sentMillis])

@@ -24,6 +24,7 @@ struct ClientTimers: Sendable {
     /// The resends a gap report asks for can be lost too; without another arrival to prompt
     /// it, the gap would wait for the next message, which may never come.
     static let gapRetry = TimeAmount.seconds(1)
+    static let unsavedRetryCap = TimeAmount.seconds(30)
     /// An arrival that shows the same gap again reports it no more often than this.
     static let gapRepeat = TimeAmount.milliseconds(200)
 
@@ -41,6 +42,9 @@ struct ClientTimers: Sendable {
         var delivery = false
         /// A received message is held behind a gap.
         var gap = false
+        /// Messages that could not be kept (a full disk) are to be asked for again, with
+        /// nothing held behind them: asked for after `unsavedRetry`, with no fast tick between.
+        var unsaved = false
         /// Messages wait behind the congestion window (a policer is watched for at every tick).
         var queued = false
     }
@@ -62,6 +66,8 @@ struct ClientTimers: Sendable {
     private var lastBind: NIODeadline = .distantPast
     private var lastDeliveryQuery: NIODeadline = .distantPast
     private var lastGapReport: (first: UInt64, at: NIODeadline) = (0, .distantPast)
+    /// Asks for messages that could not be kept since one was kept (`unsavedRetry`).
+    private var unsavedAsks = 0
 
     init(keepaliveInterval: TimeAmount, bindRetry: TimeAmount) {
         self.keepaliveInterval = keepaliveInterval
@@ -96,7 +102,8 @@ struct ClientTimers: Sendable {
             resend: waits.acceptance,
             bind: waits.path == .binding && now - lastBind >= bindRetry,
             deliveryQuery: bound && waits.delivery && now - lastDeliveryQuery >= Self.deliveryQueryInterval,
-            gapReport: bound && waits.gap && now - lastGapReport.at >= Self.gapRetry,
+            gapReport: bound && ((waits.gap && now - lastGapReport.at >= Self.gapRetry)
+                || (waits.unsaved && now - lastGapReport.at >= unsavedRetry)),
             keepalive: bound && now - lastKeepalive >= keepaliveInterval)
     }
 
@@ -104,7 +111,8 @@ struct ClientTimers: Sendable {
     func nextTick(_ waits: Waits, now: NIODeadline, resendsFrom: NIODeadline) -> NIODeadline {
         let soon = now + Self.fastTick
         if waits.gap || waits.queued || waits.path == .binding { return soon }
-        let resting = restingDeadline(waits, now: now)
+        var resting = restingDeadline(waits, now: now)
+        if waits.unsaved, waits.path == .bound { resting = min(resting, lastGapReport.at + unsavedRetry) }
         return max(soon, waits.acceptance ? min(resting, resendsFrom) : resting)
     }
 
@@ -132,4 +140,21 @@ struct ClientTimers: Sendable {
     mutating func bindSent(at now: NIODeadline) { lastBind = now }
     mutating func deliveryQuerySent(at now: NIODeadline) { lastDeliveryQuery = now }
     mutating func gapReported(first: UInt64, at now: NIODeadline) { lastGapReport = (first, now) }
+
+    /// How long after the last ask messages that could not be kept are asked for again: 1 s,
+    /// doubling with each ask to 30 s, as a disk that stays full fails each of them again (and
+    /// the server counts each resend a loss).
+    var unsavedRetry: TimeAmount {
+        TimeAmount.nanoseconds(min(Self.gapRetry.nanoseconds << min(unsavedAsks, 5), Self.unsavedRetryCap.nanoseconds))
+    }
+
+    /// Messages that could not be kept were asked for again.
+    mutating func unsavedAskedFor() { unsavedAsks += 1 }
+
+    /// A write of received messages failed at `now`: they are first asked for `unsavedRetry`
+    /// later, not at once (the disk that refused them is most likely still full).
+    mutating func unsavedFailed(at now: NIODeadline) { lastGapReport.at = now }
+
+    /// A write of received messages succeeded: the next failure is asked for after 1 s again.
+    mutating func unsavedKept() { unsavedAsks = 0 }
 }

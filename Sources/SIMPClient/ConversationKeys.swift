@@ -248,9 +248,10 @@ actor ConversationKeys {
     /// pushes it again.
     ///
     /// Each opening's state is queued with what it opened to (`ClientStore.queueOpened`), not
-    /// written on its own: the batch's openings share the store's group commits, and the batch
-    /// returns once they are on disk (`settle`).
-    func open(_ messages: [IncomingMessage], client: SIMPClient) async throws(ClientError) -> [IncomingMessage] {
+    /// written on its own and not awaited: the caller writes the opened messages next, resting
+    /// on `Opening.writes` (`ClientStore.receive(after:)`), so that the states and the messages
+    /// go in one commit; should that write fail, the caller hands the opening back (`forget`).
+    func open(_ messages: [IncomingMessage], client: SIMPClient) async throws(ClientError) -> Opening {
         let writes = OpenedWrites()
         let kept: [UInt64: ClientStore.Opened]
         do { kept = try store.opened(seqs: messages.filter(\.sealed).map(\.seq)) } catch {
@@ -282,26 +283,40 @@ actor ConversationKeys {
                 opened.append(failed)
             }
         }
-        try await settle(writes)
-        return opened
+        return Opening(messages: opened, writes: writes)
     }
 
-    /// The writes a batch's openings queued, and whether one failed.
+    /// A batch opened: its messages, and the group states their openings queued.
+    struct Opening: Sendable {
+        var messages: [IncomingMessage]
+        let writes: OpenedWrites
+    }
+
+    /// The writes a batch's openings queued (failed if one did), and the groups they moved on.
     final class OpenedWrites: Sendable {
-        let failure = Locked<StoreWriteError?>(nil)
+        let queued = ClientStore.QueuedWrite()
         let touched = Locked<Set<String>>([])
     }
 
-    /// Returns once the batch's queued states are on disk. If one is not, the groups the batch
-    /// touched are dropped from memory (they go on from the state on disk, whose keys still
-    /// open these messages) and the batch is to be opened later: neither shown nor confirmed,
-    /// the server pushes it again.
+    /// Returns once the batch's queued states are on disk. If one is not, the opening is
+    /// forgotten and the batch is to be opened later: neither shown nor confirmed, the server
+    /// pushes it again.
     private func settle(_ writes: OpenedWrites) async throws(ClientError) {
         guard !writes.touched.value.isEmpty else { return }
         await store.queuedWritesDone()
-        guard let failure = writes.failure.value else { return }
-        for conversation in writes.touched.value { groups[conversation] = nil }
+        guard let failure = writes.queued.failure.value else { return }
+        forget(writes)
         throw ClientError("cannot keep what the messages opened to: \(failure)")
+    }
+
+    /// An opening whose states, or the messages written with them, did not reach the disk: the
+    /// groups it moved on are dropped from memory, to go on from the state on disk, whose keys
+    /// (or `mls_opened`, should the states have been kept) still open these messages when the
+    /// server pushes them again.
+    func forget(_ writes: OpenedWrites) {
+        let touched = writes.touched.value
+        for conversation in touched { groups[conversation] = nil }
+        store.forgetUnkeptOpenings(of: touched)
     }
 
     static func cause(_ error: any Error) -> DecryptionFailure {
@@ -368,12 +383,14 @@ actor ConversationKeys {
         // here would leave them only the 32 skipped keys (docs/E2EE.md, Part 7).
         if Self.isGroupRead(message) { return result }
         // Queued in order: a state this actor writes later (a seal, a commit) goes after this
-        // one, so no state on disk has used a message's key without the message beside it.
+        // one, and should this one fail, is refused until the group is dropped (`forget`,
+        // `ClientStore.unkeptOpenings`): no state on disk has used a message's key without the
+        // message beside it.
         let state = try group.savedState()
         groups[conversation] = group
         writes.touched.withLock { _ = $0.insert(conversation) }
         store.queueOpened(conversation, state: state, opened: (message.seq, .init(id: message.id, inner: data)), keys: generation) { result in
-            if case .failure(let error) = result { writes.failure.value = error }
+            if case .failure(let error) = result { writes.queued.failure.value = error }
         }
         return result
     }

@@ -32,6 +32,8 @@ struct ReceivedSaves: Sendable {
         var rollBackTo: UInt64
         /// How many messages were given up (the write's and those waiting behind it).
         var count: Int
+        /// The highest seq given up: the server holds everything up to it, to push again.
+        var upTo: UInt64
         /// The seqs the application has not been told about yet; nil when each was reported
         /// before (a resend of a message that could not be written the first time either).
         var report: ClosedRange<UInt64>?
@@ -76,7 +78,7 @@ struct ReceivedSaves: Sendable {
 
     /// The write in flight did not happen: it and what waits behind it are given up.
     mutating func failed() -> Failure {
-        guard let lost = writing else { return Failure(rollBackTo: savedUpTo, count: 0, report: nil) }
+        guard let lost = writing else { return Failure(rollBackTo: savedUpTo, count: 0, upTo: savedUpTo, report: nil) }
         writing = nil
         let dropped = waiting
         waiting = nil
@@ -84,7 +86,7 @@ struct ReceivedSaves: Sendable {
         let from = max(lost.after, reportedUpTo) + 1
         let report = upTo >= from ? from...upTo : nil
         reportedUpTo = max(reportedUpTo, upTo)
-        return Failure(rollBackTo: lost.after, count: lost.messages.count + (dropped?.messages.count ?? 0), report: report)
+        return Failure(rollBackTo: lost.after, count: lost.messages.count + (dropped?.messages.count ?? 0), upTo: upTo, report: report)
     }
 
     private mutating func startNext() -> Batch? {

@@ -52,24 +52,33 @@ extension SIMPClient {
     }
 
     /// A received batch with sealed messages: opened (off the loop: it may fetch commits and
-    /// Welcomes), then written as opened, then handed back to the engine. A batch that could
-    /// not be opened for now (the server or its store out of reach) goes back as a write that
+    /// Welcomes), then written as opened, with the group states the openings queued, in one
+    /// commit, then handed back to the engine. A batch that could not be opened for now (the
+    /// server or its store out of reach), or whose write failed, goes back as a write that
     /// failed: neither shown nor confirmed, the server pushes it again.
     func openThenSave(_ batch: ReceivedSaves.Batch, in store: ClientStore) {
         Task { [self] in
-            var opened = batch.messages
-            if let keys = try? await conversationKeys() {
+            let keys = try? await conversationKeys()
+            var opening: ConversationKeys.Opening?
+            if let keys {
                 do {
-                    opened = try await keys.open(batch.messages, client: self)
+                    opening = try await keys.open(batch.messages, client: self)
                 } catch {
                     let failure = StoreWriteError(path: store.path, ClientError("a sealed message could not be opened for now (\(error))"))
                     loop.execute { [self] in handle(.savedOpened(.failure(failure), [])) }
                     return
                 }
             }
-            let written = opened
-            store.receive(written, savedUpTo: batch.upTo) { [self] result in
-                loop.execute { [self] in handle(.savedOpened(result, written)) }
+            let (written, writes) = (opening?.messages ?? batch.messages, opening?.writes)
+            store.receive(written, savedUpTo: batch.upTo, after: writes?.queued) { [self] result in
+                guard case .failure = result, let keys, let writes else {
+                    return loop.execute { [self] in handle(.savedOpened(result, written)) }
+                }
+                // Forgotten before the engine hears of it: the batch pushed again opens from the disk.
+                Task { [self] in
+                    await keys.forget(writes)
+                    loop.execute { [self] in handle(.savedOpened(result, written)) }
+                }
             }
         }
     }

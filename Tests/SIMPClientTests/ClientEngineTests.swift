@@ -638,6 +638,40 @@ import Testing
         #expect(Self.events(failed).count == 1 && engine.confirmUpTo == 1 && engine.sequencer.deliveredUpTo == 1)
     }
 
+    /// Messages that could not be kept are asked for again (a receipt's `missing`, as a gap):
+    /// on the stream path nothing else brings them. A resend of the first 64 that fails too
+    /// keeps the rest expected: once those 64 are kept, the other 36 are asked for.
+    @Test func messagesThatCouldNotBeKeptAreAskedForAgainAllOfThem() {
+        var engine = Self.connected()
+        _ = engine.handle(.storeOpened(ClientStore.Saved(device: "x", savedUpTo: 0, pending: [], accepted: [])), at: Self.start)
+        for seq in UInt64(1)...100 {
+            _ = engine.handle(Self.datagram(.data, Self.message(seq: seq, id: "m\(seq)"), packet: seq), at: Self.start)
+        }
+        _ = engine.handle(.saved(.failure(StoreWriteError(path: "/d", DiskFull()))), at: Self.at(1))
+        func asked(at ms: Int64) -> [UInt64] {
+            Self.controls(engine.handle(.tick, at: Self.at(ms))).flatMap { body -> [UInt64] in
+                if case .receipt(let receipt) = body { receipt.missing } else { [] }
+            }
+        }
+        #expect(asked(at: 500).isEmpty, "not at once: the disk is likely still full")
+        #expect(asked(at: 1001) == Array(1...64))
+        #expect(asked(at: 2000).isEmpty, "the next ask waits longer")
+        // The server resends those 64; their write fails again.
+        for seq in UInt64(1)...64 {
+            _ = engine.handle(Self.datagram(.data, Self.message(seq: seq, id: "m\(seq)"), packet: 100 + seq), at: Self.at(2100))
+        }
+        _ = engine.handle(.saved(.failure(StoreWriteError(path: "/d", DiskFull()))), at: Self.at(2200))
+        #expect(asked(at: 4200) == Array(1...64))
+        for seq in UInt64(1)...64 {
+            _ = engine.handle(Self.datagram(.data, Self.message(seq: seq, id: "m\(seq)"), packet: 200 + seq), at: Self.at(4300))
+        }
+        // The first one's write, then the 63 that came meanwhile.
+        _ = engine.handle(.saved(.success(())), at: Self.at(4400))
+        _ = engine.handle(.saved(.success(())), at: Self.at(4400))
+        #expect(engine.confirmUpTo == 64)
+        #expect(asked(at: 5400) == Array(65...100), "the rest is asked for, a second after a write was kept")
+    }
+
     @Test func outboxWrittenReportsOnlyAFailure() {
         var engine = Self.connected()
         let write = ClientEngine.OutboxWrite(change: .remove(id: "m1"), cause: .delivered)

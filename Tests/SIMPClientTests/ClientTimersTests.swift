@@ -121,6 +121,29 @@ import Testing
         #expect(!timers.due(.init(path: .binding, gap: true), now: t0 + .seconds(1)).gapReport)
     }
 
+    /// Messages that could not be kept are asked for again after a second, bound, with no fast
+    /// tick between (a disk that stays full must not wake the client 100 times a second), then
+    /// ever less often while they fail again, up to 30 s; once a write succeeds, after a second.
+    @Test func unsavedMessagesAreAskedForAfterASecondThenLessOftenWithoutAFastTick() {
+        var timers = freshTimers()
+        let waits = ClientTimers.Waits(path: .bound, unsaved: true)
+        #expect(!timers.due(waits, now: t0 + .milliseconds(999)).gapReport)
+        #expect(timers.due(waits, now: t0 + .seconds(1)).gapReport)
+        #expect(!timers.due(.init(path: .binding, unsaved: true), now: t0 + .seconds(1)).gapReport)
+        #expect(timers.nextTick(waits, now: t0 + .milliseconds(100), resendsFrom: .distantFuture) == t0 + .seconds(1))
+        #expect(timers.nextTick(waits, now: t0 + .seconds(2), resendsFrom: .distantFuture) == t0 + .seconds(2) + .milliseconds(10),
+                "overdue: at the next fast tick")
+        for _ in 0..<2 { timers.unsavedAskedFor() }
+        #expect(timers.unsavedRetry == .seconds(4))
+        #expect(!timers.due(waits, now: t0 + .milliseconds(3999)).gapReport)
+        #expect(timers.due(waits, now: t0 + .seconds(4)).gapReport)
+        #expect(timers.due(.init(path: .bound, gap: true), now: t0 + .seconds(1)).gapReport, "a gap behind a held message is not slowed")
+        for _ in 0..<10 { timers.unsavedAskedFor() }
+        #expect(timers.unsavedRetry == .seconds(30))
+        timers.unsavedKept()
+        #expect(timers.unsavedRetry == .seconds(1))
+    }
+
     @Test func aGapIsReportedOnceThenAt200MillisecondIntervals() {
         let timers = freshTimers()
         #expect(!timers.mayReportGap(first: 1, now: t0 + .milliseconds(199)))

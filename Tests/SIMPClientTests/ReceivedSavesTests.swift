@@ -41,7 +41,7 @@ import Testing
         _ = saves.ready(messages(3...4), after: 2, upTo: 4)
         _ = saves.ready(messages(5...9), after: 4, upTo: 9)
         let failure = saves.failed()
-        #expect(failure == ReceivedSaves.Failure(rollBackTo: 2, count: 7, report: 3...9))
+        #expect(failure == ReceivedSaves.Failure(rollBackTo: 2, count: 7, upTo: 9, report: 3...9))
         #expect(saves.savedUpTo == 2)
         #expect(saves.writing == nil)
         #expect(saves.written().shown.isEmpty, "nothing was in flight")
@@ -54,7 +54,7 @@ import Testing
         _ = saves.ready(messages(1...3), after: 0, upTo: 3)
         #expect(saves.failed().report == 1...3)
         _ = saves.ready(messages(1...3), after: 0, upTo: 3)
-        #expect(saves.failed() == ReceivedSaves.Failure(rollBackTo: 0, count: 3, report: nil))
+        #expect(saves.failed() == ReceivedSaves.Failure(rollBackTo: 0, count: 3, upTo: 3, report: nil))
         _ = saves.ready(messages(1...4), after: 0, upTo: 4)
         #expect(saves.failed().report == 4...4)
     }
@@ -69,7 +69,7 @@ import Testing
         #expect(saves.savedUpTo == 3)
         // A later failure is reported from where the floor is now.
         _ = saves.ready(messages(4...5), after: 3, upTo: 5)
-        #expect(saves.failed() == ReceivedSaves.Failure(rollBackTo: 3, count: 2, report: 4...5))
+        #expect(saves.failed() == ReceivedSaves.Failure(rollBackTo: 3, count: 2, upTo: 5, report: 4...5))
     }
 
     /// A session's `confirmedSeq` can move the sequencer floor up past what is on disk; a batch
@@ -77,7 +77,7 @@ import Testing
     @Test func aBatchAfterAJumpOfTheFloorRollsBackToTheJump() {
         var saves = ReceivedSaves(savedUpTo: 3)
         _ = saves.ready(messages(11...12), after: 10, upTo: 12)
-        #expect(saves.failed() == ReceivedSaves.Failure(rollBackTo: 10, count: 2, report: 11...12))
+        #expect(saves.failed() == ReceivedSaves.Failure(rollBackTo: 10, count: 2, upTo: 12, report: 11...12))
         _ = saves.ready(messages(11...12), after: 10, upTo: 12)
         _ = saves.written()
         #expect(saves.savedUpTo == 12)

@@ -61,6 +61,77 @@ struct ClientStoreFullDiskTests {
         await world.cleanUp()
     }
 
+    /// Encrypted: what bob's device opened while the disk was full (the group's state moved on
+    /// in memory, then its write failed with the messages') is forgotten, and the messages the
+    /// server pushes again open from the state on disk: each shown once, decrypted, none
+    /// undecryptable. Fails when the opening is not forgotten (the keys are gone from memory).
+    @Test func sealedMessagesThatCameWhileTheDiskWasFullOpenOnceItHasRoom() async throws {
+        let cluster = try await TestCluster.start()
+        let disk = try SmallDisk()
+        defer { disk.unmount() }
+        let aliceDirectory = LocalHistoryTests.directory()
+        defer { try? FileManager.default.removeItem(atPath: aliceDirectory) }
+        for user in ["alice", "bob"] { try await cluster.register(user) }
+        let (alice, aliceLog) = try await EncryptedConversationTests.connected(cluster, "alice", aliceDirectory)
+        let (bob, bobLog) = try await EncryptedConversationTests.connected(cluster, "bob", disk.path)
+        #expect(try await alice.setUpIdentity() == .created)
+        #expect(try await bob.setUpIdentity() == .created)
+        let first = try await alice.send(to: "bob", text: "before the disk filled")
+        #expect(await bobLog.wait { $0.messages.map(\.id) == [first] }, "errors: \(bobLog.errors)")
+
+        try disk.fill()
+        var ids: [String] = []
+        for n in 1...5 { ids.append(try await alice.send(to: "bob", text: "sealed \(n)")) }
+        #expect(await aliceLog.wait { Set($0.accepted).isSuperset(of: ids) })
+        #expect(await bobLog.wait { FullDiskWorld.highestUnsaved($0) == 6 }, "errors: \(bobLog.errors)")
+        #expect(bobLog.messages.map(\.id) == [first], "nothing is shown before it is on disk")
+
+        try disk.free()
+        #expect(await bobLog.wait { $0.messages.count >= 6 }, "errors: \(bobLog.errors); events: \(bobLog.all.suffix(8))")
+        #expect(bobLog.messages.map(\.id) == [first] + ids, "each once, in order")
+        #expect(bobLog.messages.map(\.text) == ["before the disk filled"] + (1...5).map { "sealed \($0)" })
+        #expect(bobLog.messages.allSatisfy { $0.encrypted })
+        #expect(!bobLog.all.contains { if case .undecryptable = $0 { true } else { false } }, "\(bobLog.all)")
+        #expect(await aliceLog.wait { Set($0.delivered).isSuperset(of: ids) })
+        for client in [alice, bob] { await client.close() }
+        await cluster.stop()
+    }
+
+    /// On the stream path (bob's UDP goes nowhere) the server runs no retransmit timer: bob
+    /// asks for what he could not keep again (a gap report each second), and takes it once
+    /// the disk has room. Before, it waited for his next connection.
+    @Test func onTheStreamPathTheRunningClientAsksForWhatItCouldNotKeep() async throws {
+        let world = try await FullDiskWorld.start(bobsUDPPort: try unusedUDPPort())
+        defer { world.disk.unmount() }
+        #expect(world.bobLog.all.contains(.connected(user: "bob", path: .stream)), "\(world.bobLog.all)")
+        try world.disk.fill()
+        let ids = try await world.aliceSends(3)
+        #expect(await world.bobLog.wait { FullDiskWorld.highestUnsaved($0) == 3 }, "errors: \(world.bobLog.errors)")
+        #expect(world.bobLog.messages.isEmpty)
+
+        try world.disk.free()
+        #expect(await world.bobLog.wait { $0.messages.count >= 3 }, "\(world.bobLog.all)")
+        #expect(world.bobLog.messages.map(\.id) == ids, "each once, in order")
+        #expect(await world.aliceLog.wait { Set($0.delivered) == Set(ids) })
+        #expect(await world.ackedMark(becomes: 3))
+        await world.cleanUp()
+    }
+
+    /// A port no one listens on: bound, then closed.
+    private func unusedUDPPort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        guard bound else { throw TestSupportError("cannot bind a UDP socket: \(String(cString: strerror(errno)))") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
     /// A send whose outbox write fails throws and is not sent; with room again, sending works
     /// and a restart resends nothing.
     @Test func aSendThatCannotBeWrittenToTheOutboxFails() async throws {
@@ -154,11 +225,13 @@ private final class FullDiskWorld: @unchecked Sendable {
         self.bobConfiguration = bobConfiguration
     }
 
-    static func start(bobConnects: Bool = true) async throws -> FullDiskWorld {
+    /// `bobsUDPPort`: where bob sends his datagrams instead of the server's UDP port.
+    static func start(bobConnects: Bool = true, bobsUDPPort: Int? = nil) async throws -> FullDiskWorld {
         let cluster = try await TestCluster.start()
         let disk = try SmallDisk()
         var configuration = cluster.clientConfiguration()
         configuration.dataDirectory = disk.path
+        configuration.udpPortOverride = bobsUDPPort
         let bob = SIMPClient(configuration: configuration)
         let bobLog = EventLog(bob)
         do {

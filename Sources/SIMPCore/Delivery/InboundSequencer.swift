@@ -15,6 +15,8 @@ public struct InboundSequencer<Item: Sendable>: Sendable {
     public private(set) var deliveredUpTo: UInt64
     public let maxBuffered: Int
     private var early: [UInt64: Item] = [:]
+    /// The highest seq known to exist without having arrived (`expect`).
+    public private(set) var expected: UInt64 = 0
 
     public init(deliveredUpTo: UInt64 = 0, maxBuffered: Int = 1024) {
         self.deliveredUpTo = deliveredUpTo
@@ -39,9 +41,20 @@ public struct InboundSequencer<Item: Sendable>: Sendable {
         return .deliver(ready)
     }
 
-    /// Sequence numbers known to be missing: above the delivered mark and below the highest one held.
+    /// Messages up to `seq` exist and have not arrived (handed over, they could not be kept:
+    /// a full disk): they are missing, as those below a message held are.
+    public mutating func expect(upTo seq: UInt64) {
+        expected = max(expected, seq)
+    }
+
+    /// Missing messages are known, below one held or up to `expected`.
+    public var hasGap: Bool { !early.isEmpty || expected > deliveredUpTo }
+
+    /// Sequence numbers known to be missing: above the delivered mark and below the highest one
+    /// held, or up to `expected`.
     public func gaps(limit: Int = 64) -> [UInt64] {
-        guard let highest = early.keys.max() else { return [] }
+        let highest = max(early.keys.max() ?? 0, expected == 0 ? 0 : expected + 1)
+        guard highest > deliveredUpTo + 1 else { return [] }
         var result: [UInt64] = []
         var seq = deliveredUpTo + 1
         while seq < highest && result.count < limit {
