@@ -249,8 +249,9 @@ actor ConversationKeys {
     ///
     /// Each opening's state is queued with what it opened to (`ClientStore.queueOpened`), not
     /// written on its own and not awaited: the caller writes the opened messages next, resting
-    /// on `Opening.writes` (`ClientStore.receive(after:)`), so that the states and the messages
-    /// go in one commit; should that write fail, the caller hands the opening back (`forget`).
+    /// on `Opening.writes` (`ClientStore.receive(after:)`), in the states' commit when the writer
+    /// has not taken them yet, with no wait between; should that write fail, the caller hands
+    /// the opening back (`forget`).
     func open(_ messages: [IncomingMessage], client: SIMPClient) async throws(ClientError) -> Opening {
         let writes = OpenedWrites()
         let kept: [UInt64: ClientStore.Opened]

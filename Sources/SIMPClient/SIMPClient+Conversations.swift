@@ -52,8 +52,8 @@ extension SIMPClient {
     }
 
     /// A received batch with sealed messages: opened (off the loop: it may fetch commits and
-    /// Welcomes), then written as opened, with the group states the openings queued, in one
-    /// commit, then handed back to the engine. A batch that could not be opened for now (the
+    /// Welcomes), then written as opened, resting on the group states the openings queued (in
+    /// their commit when the writer has not taken them yet), then handed back to the engine. A batch that could not be opened for now (the
     /// server or its store out of reach), or whose write failed, goes back as a write that
     /// failed: neither shown nor confirmed, the server pushes it again.
     func openThenSave(_ batch: ReceivedSaves.Batch, in store: ClientStore) {
