@@ -117,15 +117,19 @@ extension ClientEngine {
             if let change = PresenceChange(payload: payload) {
                 emit(.presence(PresenceInfo(user: change.user, state: change.online ? .online : .offline, lastSeen: Date(millis: change.since))))
             }
-        case .keys:
-            let user = String(decoding: payload, as: UTF8.self)
-            guard configuration.endToEnd, UserName.isValid(user) else { return }
-            actions.append(.checkKeys(of: user))
+        case .keys: checkKeys(of: String(decoding: payload, as: UTF8.self))
         case .bundle:
             guard let messages = try? DatagramBundle.split(payload) else { return }
             received(messages, now: now)
         default: return
         }
+    }
+
+    /// `user`'s key directory changed (a KEYS datagram, or its notice): an encrypting client
+    /// checks its conversations with `user`.
+    private mutating func checkKeys(of user: String) {
+        guard configuration.endToEnd, UserName.isValid(user) else { return }
+        actions.append(.checkKeys(of: user))
     }
 
     /// The messages of one datagram: what they make ready is delivered (and stored) together.
@@ -219,6 +223,8 @@ extension ClientEngine {
         }
         // A later protocol's type: its content is not a text this client may show.
         if message.unknownType { return }
+        // Stored for a device that was away when the KEYS datagram went (a bound one got both).
+        if message.keysChanged { return checkKeys(of: message.from) }
         if let dropped = message.droppedSignal {
             actions.append(.countDroppedSignal(.read, dropped))
             return

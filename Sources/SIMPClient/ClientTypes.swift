@@ -209,6 +209,8 @@ public struct IncomingMessage: Sendable, Equatable {
     var droppedSignal: SignalRules.Drop?
     /// Of a type this client does not know (a later protocol's): confirmed, never shown as a text.
     var unknownType = false
+    /// A KEYS_CHANGED notice: `from`'s key directory changed. Checked, never shown.
+    var keysChanged = false
     /// Why a sealed message did not open (`ConversationKeys.open`); nil if it was not tried.
     var unopened: String?
     var unopenedCause: DecryptionFailure?
@@ -262,6 +264,7 @@ public struct IncomingMessage: Sendable, Equatable {
         sealed = m.type == .sealed || m.type == .sealedRead
         sealedRead = m.type == .sealedRead
         if case .UNRECOGNIZED = m.type { unknownType = true }
+        keysChanged = m.type == .keysChanged
         kind = switch m.type {
         case .contactRequest: .contactRequest
         case .contactAccepted: .contactAccepted

@@ -125,6 +125,27 @@ extension Conformance {
             let again = try watcher.datagram(of: .keys)
             try expect(again == Array(user.utf8), "after a revocation: \(again.map { String(decoding: $0, as: UTF8.self) } ?? "no KEYS datagram")")
         },
+        ConformanceCheck("4.35", "4. Messages, Keys", "a contact with no session when a device of the user gets its first KeyPackages is pushed a KEYS_CHANGED notice from the user once it connects") { target in
+            let (awayName, awayPassword) = try target.newUser("k")
+            let away = try target.peer()
+            _ = try away.login(awayName, awayPassword)
+            let (user, peer, identity) = try keyOwner(target)
+            _ = try peer.request(40, .contactRequest(.with { $0.action = .add; $0.user = awayName }))
+            let accepted = try away.request(41, .contactRequest(.with { $0.action = .accept; $0.user = user }))
+            guard case .contactAnswer? = accepted?.body else { throw ConformanceFailure("accept: \(describe(accepted))") }
+            away.closeControl()
+            let deviceKey = Curve25519.Signing.PrivateKey()
+            try certify(peer, user: user, identity: identity, deviceKey: deviceKey, id: 3)
+            let lastResort = try HandMadeKeyPackage.make(identity: "\(user)/default", signer: deviceKey)
+            let stored = try peer.request(4, .uploadKeyPackages(.with { $0.lastResort = Data(lastResort) }))
+            guard case .keyPackagesStored? = stored?.body else { throw ConformanceFailure("upload: \(describe(stored))") }
+
+            let back = try target.peer()
+            try back.connectAndBind(token: try back.login(awayName, awayPassword))
+            var notice: Simp_Message?
+            while notice == nil, let push = try back.nextPush() { if push.type == .keysChanged { notice = push } }
+            try expect(notice?.fromUser == user && notice?.content == "", "the KEYS_CHANGED notice: \(String(describing: notice))")
+        },
     ]
 
     /// Account "a" logged in (device "default") with a new identity key published (`replace`).

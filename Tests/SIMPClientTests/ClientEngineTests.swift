@@ -469,6 +469,29 @@ import Testing
         #expect(plain.handle(Self.datagram(.keys, Array("bob".utf8), packet: 1), at: Self.start).isEmpty)
     }
 
+    /// The notice stored for a device that was away (KEYS_CHANGED): checked like the datagram,
+    /// confirmed, never shown; a plaintext client only confirms it.
+    @Test func aKeysChangedNoticeChecksTheConversationsWithItsUserAndIsNeverShown() {
+        func notice(seq: UInt64) -> [UInt8] {
+            var message = Simp_Message()
+            message.seq = seq
+            message.type = .keysChanged
+            message.fromUser = "bob"
+            message.toUser = "alice"
+            message.messageID = "n\(seq)"
+            return try! message.serializedBytes()
+        }
+        for endToEnd in [true, false] {
+            var engine = Self.connected(endToEnd: endToEnd)
+            let actions = engine.handle(Self.datagram(.data, notice(seq: 1)), at: Self.start)
+            let checks = actions.compactMap { if case .checkKeys(let user) = $0 { user } else { nil } }
+            #expect(checks == (endToEnd ? ["bob"] : []))
+            #expect(Self.events(actions).isEmpty, "not shown: \(Self.events(actions))")
+            #expect(Self.turnEnds(actions) == [.receipt])
+            #expect(engine.confirmUpTo == 1)
+        }
+    }
+
     @Test func datagramReadReceiptImpliesDelivery() {
         var engine = Self.connected()
         _ = engine.handle(.send([Self.outgoing("m1")]), at: Self.start)

@@ -257,6 +257,12 @@ import Testing
             $0.version = 1; $0.messageID = "24"; $0.type = .sealedRead; $0.toUser = "alice#team"; $0.clientSeq = 4
             $0.content = Data(SealedText.privateMessagePrefix + Array(repeating: 0x5d, count: 20)).base64EncodedString()
         }.serializedBytes()
+        // The notice stored when alice's key directory changed (docs/PROTOCOL.md, Keys, "Told of
+        // a change"), pushed to bob's device when it is back.
+        let keysChanged: [UInt8] = try message {
+            $0.version = 1; $0.messageID = "9002"; $0.type = .keysChanged; $0.fromUser = "alice"; $0.toUser = "bob"
+            $0.seq = 6; $0.time = 1_700_000_000_789; $0.serverTime = 1_700_000_000_789
+        }.serializedBytes()
         // Sealed TYPING bodies: the routing name, a zero byte, the MLS message (relayed as it is).
         let mls = SealedText.privateMessagePrefix + Array(repeating: 0x5c, count: 20)
         let cases: [(String, DatagramKind, DatagramDirection, UInt64, [UInt8])] = [
@@ -277,6 +283,7 @@ import Testing
             ("TYPING to the client (sealed)", .typing, .toClient, 8, SealedSignals.TypingBody(user: "alice", sealed: mls).bytes),
             ("DATA to the server (a group's sealed read receipt)", .data, .toServer, 8, groupSealedRead),
             ("KEYS to the client", .keys, .toClient, 9, Array("alice".utf8)),
+            ("DATA to the client (a KEYS_CHANGED notice)", .data, .toClient, 10, keysChanged),
         ]
         return try cases.map { name, kind, direction, number, plaintext in
             let header = DatagramHeader(kind: kind, sessionID: sessionID, packetNumber: number)

@@ -266,6 +266,41 @@ import Testing
         await cluster.stop()
     }
 
+    /// alice is away when bob makes a new identity: the KEYS datagram reaches no device of hers,
+    /// the notice stored in her inbox does when she is back, and her device commits bob's new
+    /// one in without anyone sending; bob then writes to her. Before the notice, bob's sends
+    /// failed until alice sent.
+    @Test func aContactAwayWhenItsPeerGotANewIdentityAddsItWhenBack() async throws {
+        let talking = try await Self.talking()
+        defer { talking.removeDirectories() }
+        let (cluster, directories) = (talking.cluster, talking.directories)
+        var (alice, aliceLog) = talking.alice
+        var (bob, bobLog) = talking.bob
+        _ = try await bob.addContact("alice")
+        _ = try await alice.acceptContact("bob")
+        let old = try #require(try await bob.fetchCommits(in: "alice", fromEpoch: 0, join: true).welcome?.epoch)
+
+        await alice.close()
+        await bob.close()
+        (bob, bobLog) = try await Self.connected(cluster, "bob", directories[1])
+        #expect(try await bob.setUpIdentity(newIdentity: true) == .created)
+        await #expect(throws: ClientError.self, "nobody can add bob's new device yet") {
+            _ = try await bob.send(to: "alice", text: "too early")
+        }
+
+        (alice, aliceLog) = try await Self.connected(cluster, "alice", directories[0])
+        #expect(await aliceLog.wait { $0.all.contains(.identityChanged(user: "bob")) }, "told by the stored notice")
+        #expect(await eventually { try await bob.fetchCommits(in: "alice", fromEpoch: 0, join: true).welcome.map { $0.epoch > old } == true },
+                "alice's device, back, commits bob's new one in without a send")
+        let reply = try await bob.send(to: "alice", text: "new keys while you were away")
+        #expect(await aliceLog.wait { $0.messages.contains { $0.id == reply && $0.text == "new keys while you were away" && $0.encrypted } })
+        #expect(!aliceLog.messages.contains { $0.text.isEmpty }, "the notice is never shown")
+        #expect(alice.decryptionFailures().isEmpty && bob.decryptionFailures().isEmpty)
+        _ = bobLog
+        for client in [alice, bob] { await client.close() }
+        await cluster.stop()
+    }
+
     /// bob is away while alice links a laptop (a commit adds it) and revokes it (a commit removes
     /// it): back, bob's device catches up through the commit that added the laptop, whose
     /// certificate the directory now lists as revoked, and reads what alice sent with the laptop

@@ -489,6 +489,14 @@ public nonisolated struct Simp_Message: Sendable {
     /// Only inside a sealed TYPING datagram's MLS message (section 2, TYPING): the application
     /// data is a Message of this type and nothing else. Never sent or stored as a message.
     case typing // = 15
+
+    /// Set by the server on a notice it stores when a user's key directory changed (section 4,
+    /// Keys, "Told of a change"): in the inbox of the user and of each user of its circle, as
+    /// the KEYS datagram goes to their bound sessions, so that a device away then learns of it
+    /// when it is back. `fromUser` is the user whose keys changed; `content` is empty. A client
+    /// that encrypts checks its conversations with `fromUser` against the key directory; it is
+    /// never shown nor kept in a conversation's history.
+    case keysChanged // = 16
     case UNRECOGNIZED(Int)
 
     public init() {
@@ -513,6 +521,7 @@ public nonisolated struct Simp_Message: Sendable {
       case 13: self = .sealed
       case 14: self = .sealedRead
       case 15: self = .typing
+      case 16: self = .keysChanged
       default: self = .UNRECOGNIZED(rawValue)
       }
     }
@@ -535,6 +544,7 @@ public nonisolated struct Simp_Message: Sendable {
       case .sealed: return 13
       case .sealedRead: return 14
       case .typing: return 15
+      case .keysChanged: return 16
       case .UNRECOGNIZED(let i): return i
       }
     }
@@ -557,6 +567,7 @@ public nonisolated struct Simp_Message: Sendable {
       .sealed,
       .sealedRead,
       .typing,
+      .keysChanged,
     ]
 
   }
@@ -2501,7 +2512,7 @@ nonisolated extension Simp_Message: SwiftProtobuf.Message, SwiftProtobuf._Messag
 }
 
 nonisolated extension Simp_Message.MessageType: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0TEXT\0\u{1}IMAGE\0\u{1}AUDIO\0\u{1}CONNECT\0\u{1}RECEIPT\0\u{1}GROUP_ADDED\0\u{1}GROUP_REMOVED\0\u{1}GROUP_LEFT\0\u{1}CONTACT_REQUEST\0\u{1}CONTACT_ACCEPTED\0\u{1}READ\0\u{1}TEXT_PART\0\u{1}GROUP_INVITED\0\u{1}SEALED\0\u{1}SEALED_READ\0\u{1}TYPING\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0TEXT\0\u{1}IMAGE\0\u{1}AUDIO\0\u{1}CONNECT\0\u{1}RECEIPT\0\u{1}GROUP_ADDED\0\u{1}GROUP_REMOVED\0\u{1}GROUP_LEFT\0\u{1}CONTACT_REQUEST\0\u{1}CONTACT_ACCEPTED\0\u{1}READ\0\u{1}TEXT_PART\0\u{1}GROUP_INVITED\0\u{1}SEALED\0\u{1}SEALED_READ\0\u{1}TYPING\0\u{1}KEYS_CHANGED\0")
 }
 
 nonisolated extension Simp_Error: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {

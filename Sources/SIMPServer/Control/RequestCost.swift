@@ -93,4 +93,9 @@ enum RequestCost {
     static func presenceRead(groups: Int, users: Int) -> Int {
         groups + users
     }
+
+    /// The KEYS_CHANGED notices of a key change: one stored per recipient.
+    static func keysNotices(recipients: Int) -> Int {
+        recipients
+    }
 }

@@ -113,6 +113,18 @@ extension DeliveryEngine {
         return (session, bindToken)
     }
 
+    /// The notice that `user`'s keys changed, in `recipient`'s inbox: never in a history.
+    static func keysNotice(of user: String, to recipient: String, id: UInt64, nowMillis: Int64) -> StoreRequest {
+        var notice = StoreRequest.notice(.keysChanged, from: user, to: recipient, owner: recipient, id: id, nowMillis: nowMillis)
+        notice.inHistory = false
+        return notice
+    }
+
+    /// A notice's id, from the engine's randomness.
+    private func newNoticeID() -> UInt64 {
+        randomBytes(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+    }
+
     /// A session id not in use, from the engine's randomness (never 0).
     private func newSessionID() -> UInt64 {
         while true {
@@ -236,8 +248,13 @@ extension DeliveryEngine {
         }
     }
 
-    /// `user`'s key directory changed: told to the watchers here, published to the other nodes.
-    mutating func keysWatchers(user: String, byNode: [String: [String]]) {
+    /// `user`'s key directory changed: a KEYS_CHANGED notice stored in the inbox of each of
+    /// `circle` and of `user` (a device away learns of it when back), and a KEYS datagram told
+    /// to the watchers here, published to the other nodes (one bound now learns at once).
+    mutating func keysWatchers(user: String, byNode: [String: [String]], circle: [String], now: Moment) {
+        for recipient in Set(circle + [user]).sorted() {
+            enqueueStore(Self.keysNotice(of: user, to: recipient, id: newNoticeID(), nowMillis: now.millis), now: now)
+        }
         for (node, watchers) in byNode.sorted(by: { $0.key < $1.key }) {
             if node == settings.nodeID {
                 relayKeys(of: user, to: watchers)
