@@ -176,6 +176,9 @@ extension ClientEngine {
         switch result {
         case .success:
             timers.unsavedKept()
+            // Kept, with more still to ask for: asked for a second from now, not at the end of
+            // the wait the failures before had grown to.
+            if sequencer.hasGap, sequencer.bufferedCount == 0 { armTick(at: now.deadline + timers.unsavedRetry, now: now.deadline) }
             let (shown, next) = saves.written(opened: opened)
             for item in shown { show(item, now: now) }
             atTurnEnd(.receipt)

@@ -123,7 +123,9 @@ struct HistoryEntry: Sendable, Equatable {
     /// A received message as the history keeps it; nil for what is not a conversation's
     /// message (notices, group changes). A part of a long message is its message's incomplete entry.
     static func received(_ message: IncomingMessage, user: String) -> HistoryEntry? {
-        guard message.kind == .message, message.groupChange == nil, !message.sealed, !message.keysChanged else { return nil }
+        guard message.kind == .message, message.groupChange == nil, !message.sealed, !message.keysChanged, !message.unknownType else {
+            return nil
+        }
         let own = message.from == user
         let conversation = message.group.map(GroupName.address) ?? (own ? message.to : message.from)
         // A part holds its message's place (the first part to come), without text until it is whole.

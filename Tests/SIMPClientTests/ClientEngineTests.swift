@@ -692,6 +692,7 @@ import Testing
         _ = engine.handle(.saved(.success(())), at: Self.at(4400))
         _ = engine.handle(.saved(.success(())), at: Self.at(4400))
         #expect(engine.confirmUpTo == 64)
+        #expect(engine.timers.armed.map { $0 <= Self.at(5400).deadline } == true, "a tick a second after the write, whatever was armed")
         #expect(asked(at: 5400) == Array(65...100), "the rest is asked for, a second after a write was kept")
     }
 

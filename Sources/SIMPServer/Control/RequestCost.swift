@@ -94,8 +94,9 @@ enum RequestCost {
         groups + users
     }
 
-    /// The KEYS_CHANGED notices of a key change: one stored per recipient.
+    /// The KEYS_CHANGED notices of a key change: a copy into each recipient's inbox, as a
+    /// group's (`perGroupUser`).
     static func keysNotices(recipients: Int) -> Int {
-        recipients
+        perGroupUser * recipients
     }
 }

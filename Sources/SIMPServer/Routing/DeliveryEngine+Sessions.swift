@@ -117,6 +117,7 @@ extension DeliveryEngine {
     static func keysNotice(of user: String, to recipient: String, id: UInt64, nowMillis: Int64) -> StoreRequest {
         var notice = StoreRequest.notice(.keysChanged, from: user, to: recipient, owner: recipient, id: id, nowMillis: nowMillis)
         notice.inHistory = false
+        notice.lane = "keys-changed"
         return notice
     }
 
@@ -249,12 +250,16 @@ extension DeliveryEngine {
     }
 
     /// `user`'s key directory changed: a KEYS_CHANGED notice stored in the inbox of each of
-    /// `circle` and of `user` (a device away learns of it when back), and a KEYS datagram told
-    /// to the watchers here, published to the other nodes (one bound now learns at once).
-    mutating func keysWatchers(user: String, byNode: [String: [String]], circle: [String], now: Moment) {
+    /// `circle` and of `user`, so that a device away learns of it when back.
+    mutating func keysCircle(user: String, circle: [String], now: Moment) {
         for recipient in Set(circle + [user]).sorted() {
             enqueueStore(Self.keysNotice(of: user, to: recipient, id: newNoticeID(), nowMillis: now.millis), now: now)
         }
+    }
+
+    /// `user`'s key directory changed: a KEYS datagram told to the watchers here, published to
+    /// the other nodes (a device bound now learns at once).
+    mutating func keysWatchers(user: String, byNode: [String: [String]]) {
         for (node, watchers) in byNode.sorted(by: { $0.key < $1.key }) {
             if node == settings.nodeID {
                 relayKeys(of: user, to: watchers)

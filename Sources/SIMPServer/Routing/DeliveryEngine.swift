@@ -103,7 +103,7 @@ struct DeliveryEngine {
         self.randomBytes = randomBytes
         let settings = configuration.router
         stores = StorePipeline(maxBatch: settings.maxStoreBatch, maxInFlight: settings.maxStoreBatchesInFlight, place: { $0.place },
-                               lane: { $0.from })
+                               lane: { $0.lane ?? $0.from })
         replicaHold = ShardHold(limit: settings.replicaHoldLimit)
         recipients = RecipientPacing(limit: settings.newRecipientsPerHour)
     }

@@ -67,9 +67,11 @@ enum DeliveryEvent {
     /// `user`'s key directory changed (a device got its first last-resort KeyPackage, or one was
     /// revoked): its circle and its own devices are to be told.
     case keysChanged(user: String)
-    /// Who is told that `user`'s key directory changed (its circle and itself): by node for the
-    /// KEYS datagram, all of them (`circle`) for the notice stored in each inbox.
-    case keysWatchers(user: String, byNode: [String: [String]], circle: [String])
+    /// Whose inbox is told that `user`'s key directory changed (its circle; itself too).
+    case keysCircle(user: String, circle: [String])
+    /// Who is told that `user`'s key directory changed with a KEYS datagram (its circle and
+    /// itself), by node.
+    case keysWatchers(user: String, byNode: [String: [String]])
     /// `to` takes `from`'s typing and has devices on `nodes`.
     case typingNodes(from: String, to: String, nodes: [String], sealed: [UInt8]? = nil)
 
@@ -132,7 +134,8 @@ extension DeliveryEngine {
         case .filtered(let user, let nodes): filtered(user: user, nodes: nodes)
         case .presenceWatchers(let change, let byNode): presenceWatchers(change, byNode: byNode)
         case .keysChanged(let user): act(.announceKeys(user: user))
-        case .keysWatchers(let user, let byNode, let circle): keysWatchers(user: user, byNode: byNode, circle: circle, now: now)
+        case .keysCircle(let user, let circle): keysCircle(user: user, circle: circle, now: now)
+        case .keysWatchers(let user, let byNode): keysWatchers(user: user, byNode: byNode)
         case .typingNodes(let from, let to, let nodes, let sealed): typingNodes(from: from, to: to, nodes: nodes, sealed: sealed)
         default: return handleAnswer(event, at: now)
         }

@@ -140,12 +140,14 @@ final class Router: @unchecked Sendable {
     /// Finds who is told of `user`'s key change, and where they are; the engine tells them. The
     /// user pays for the read, as for presence, and for a notice stored in each inbox.
     private func announceKeys(of user: String, at now: NIODeadline) {
-        store.presenceCircle(of: user, ignoringOwnSetting: true, on: loop).flatMap { [store, loop, charge] circle in
+        store.presenceCircle(of: user, ignoringOwnSetting: true, on: loop).flatMap { [self, store, loop, charge] circle in
             charge(user, RequestCost.presenceRead(groups: circle.groups, users: circle.users.count)
                 + RequestCost.keysNotices(recipients: circle.users.count + 1), now)
-            return store.nodes(of: circle.users + [user], watching: user, on: loop).map { (circle.users, $0) }
-        }.whenSuccess { [self] circle, byNode in
-            feed(.keysWatchers(user: user, byNode: byNode, circle: circle))
+            // The notices do not wait for the datagram's read of where sessions are.
+            feed(.keysCircle(user: user, circle: circle.users))
+            return store.nodes(of: circle.users + [user], watching: user, on: loop)
+        }.whenSuccess { [self] byNode in
+            feed(.keysWatchers(user: user, byNode: byNode))
         }
     }
 

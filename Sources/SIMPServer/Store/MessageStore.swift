@@ -44,6 +44,9 @@ struct StoreRequest: Sendable {
     var notice = false
     /// Kept in the conversation's history; a read receipt is not.
     var inHistory = true
+    /// The store pipeline's lane (its order) when not the sender's own: a user's KEYS_CHANGED
+    /// notices, up to 2,001 at once, go in a lane of their own, not ahead of its messages.
+    var lane: String?
     /// A sealed read receipt (`SEALED_READ`): besides the recipient's blocks and contacts-only
     /// setting, its read-receipts setting refuses it (answered as a block is).
     var sealedRead = false

@@ -349,6 +349,22 @@ extension DeliveryEngineEventTests {
         #expect(bob.numberingFloor == 3)
     }
 
+    /// A notice read back from the inbox (a device back from away catching up) tells nobody it
+    /// was delivered, as it does when pushed on its store: a KEYS_CHANGED notice's confirmation
+    /// by 2,000 recipients would tell its user 2,000 times.
+    @Test(arguments: [Simp_Message.MessageType.keysChanged, .contactRequest, .contactAccepted, .read])
+    func aNoticeReadBackFromTheInboxIsACopy(type: Simp_Message.MessageType) throws {
+        var message = Simp_Message()
+        message.messageID = "n1"
+        message.type = type
+        message.fromUser = "alice"
+        message.toUser = "bob"
+        message.seq = 4
+        #expect(Push(stored: message, bytes: try message.serializedBytes(), recipient: "bob").isCopy)
+        message.type = .text
+        #expect(!Push(stored: message, bytes: try message.serializedBytes(), recipient: "bob").isCopy)
+    }
+
     @Test func aGroupMessagesAnswersGoToTheSendingDevice() throws {
         var node = Node.make()
         let alice = try node.online("alice", "d1", port: 4000)
