@@ -567,7 +567,7 @@ actor ConversationKeys {
     static func notAdded(_ conversation: String) -> ClientError {
         ClientError("this device is not in the encrypted conversation \(named(conversation)) under its current keys: "
                     + "a device linked later, or given a new identity, is added by another device of the conversation "
-                    + "with that device's next message", code: .endToEnd)
+                    + "once one is online to be told of it (or sends): try again then", code: .endToEnd)
     }
 
     private func join(_ conversation: String, _ stored: StoredWelcome, validator: DirectoryValidator,

@@ -54,7 +54,7 @@ struct REPL: AsyncParsableCommand {
     var register = false
 
     @Flag(name: .customLong("new-identity"),
-          help: "Every other device of yours was lost (or stolen): make a new identity on this one. Your peers are told it changed (those who verified you must verify again), your other devices stop being yours until linked again, and this device's conversations start afresh, added again by your peers' next messages.")
+          help: "Every other device of yours was lost (or stolen): make a new identity on this one. Your peers are told it changed (those who verified you must verify again), your other devices stop being yours until linked again, and this device's conversations start afresh: your peers' devices add it again as they are told (at once, or when they are back).")
     var newIdentity = false
 
     func validate() throws {
