@@ -306,7 +306,11 @@ final class SmallDisk: @unchecked Sendable {
     init() throws {
         path = FileManager.default.temporaryDirectory.appendingPathComponent("simp-full-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        guard mount("tmpfs", path, "tmpfs", 0, "size=512k") == 0 else {
+        // Room for SQLite's WAL, which grows to 1,000 pages (4 MiB) before it is checkpointed
+        // into the database: on a 512 KiB tmpfs the WAL of an encrypting client (a group state
+        // written with each message opened) took all the room the free gave back, and every
+        // write after the first few failed again.
+        guard mount("tmpfs", path, "tmpfs", 0, "size=8m") == 0 else {
             let reason = String(cString: strerror(errno))
             try? FileManager.default.removeItem(atPath: path)
             throw TestSupportError("cannot mount a tmpfs on \(path): \(reason)")
