@@ -34,10 +34,11 @@ extension Simp_Message {
 }
 
 extension Simp_Message {
-    /// A notice the server stored (contacts, read receipts, key changes): nobody hears it was confirmed.
+    /// A notice the server stored (contacts, group invitations, read receipts, key changes):
+    /// nobody hears it was confirmed.
     public var isNotice: Bool {
         switch type {
-        case .contactRequest, .contactAccepted, .read, .keysChanged: true
+        case .contactRequest, .contactAccepted, .groupInvited, .read, .keysChanged: true
         default: false
         }
     }

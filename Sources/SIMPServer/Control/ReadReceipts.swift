@@ -142,6 +142,8 @@ extension StoreRequest {
         message.type = type
         message.content = content
         message.fromDevice = device
+        // Read back from the inbox, it must tell nobody it was delivered either (`Push(stored:)`).
+        assert(message.isNotice, "\(type) is not a notice type (Simp_Message.isNotice)")
         var request = StoreRequest(from: from, id: message.messageID, to: owner, bytes: (try? message.serializedBytes()) ?? [])
         request.notice = true
         // No device of the user's: tracked apart from what its devices send.
