@@ -113,10 +113,13 @@ extension DeliveryEngine {
         return (session, bindToken)
     }
 
-    /// The notice that `user`'s keys changed, in `recipient`'s inbox: never in a history.
+    /// The notice that `user`'s keys changed, in `recipient`'s inbox: never in a history, and
+    /// not stored for a recipient who blocked `user` (who is told nothing of `user`, as of its
+    /// presence).
     static func keysNotice(of user: String, to recipient: String, id: UInt64, nowMillis: Int64) -> StoreRequest {
         var notice = StoreRequest.notice(.keysChanged, from: user, to: recipient, owner: recipient, id: id, nowMillis: nowMillis)
         notice.inHistory = false
+        notice.blocksApply = recipient != user
         notice.lane = "keys-changed"
         return notice
     }

@@ -55,6 +55,9 @@ struct StoreRequest: Sendable {
     var readGroup: String?
     /// The reader's membership of `readGroup` was checked (`DeliveryEvent.readerChecked`).
     var readerChecked = false
+    /// A notice about its "sender" that the recipient's blocks refuse (its contacts-only
+    /// setting does not): a user's KEYS_CHANGED notice is not stored for a peer who blocked it.
+    var blocksApply = false
     /// Whether the recipient's blocks and contacts-only setting apply: not to a copy for the
     /// sender's own devices, nor to a message to oneself, nor to a notice.
     var filtered: Bool { !notice && copyFor == nil && from != to }
@@ -382,13 +385,15 @@ final class MessageStore: Sendable {
     /// sealed read receipt (not kept in the history; refused by the recipient's read-receipts
     /// setting too), `~SENDER#GROUP` for a group's (refused unless the recipient is a member of
     /// GROUP, by its groups record, the script's last key; contacts-only does not apply, as to
-    /// the group's messages), `-` for one not kept in the history, empty for neither. No user
-    /// name starts with `~` or `-`, or holds a `#`.
+    /// the group's messages), `!SENDER` for a notice only the recipient's blocks refuse (not
+    /// kept in the history), `-` for one not kept in the history, empty for neither. No user
+    /// name starts with `~`, `!` or `-`, or holds a `#`.
     static func storeFlag(_ request: StoreRequest) -> String {
         if request.filtered {
             guard request.sealedRead else { return request.from }
             return "~" + request.from + (request.readGroup.map(GroupName.address) ?? "")
         }
+        if request.notice, request.blocksApply, !request.inHistory { return "!" + request.from }
         return request.inHistory ? "" : "-"
     }
 

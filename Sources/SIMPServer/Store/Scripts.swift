@@ -16,7 +16,8 @@ enum Scripts {
     /// (`--redis-min-replicas`) and the lag in seconds up to which one counts as online, then
     /// per message its id, its bytes and the sender the recipient's filters apply to ('' for
     /// none: a copy for the sender's own devices, a notice of the server's; '-' for none, and
-    /// not kept in the history either: a read receipt). A message from a
+    /// not kept in the history either: a read receipt; `!SENDER` for a notice about SENDER
+    /// that only the recipient's blocks refuse, not kept in the history). A message from a
     /// sender the recipient blocked, or from a non-contact while the recipient takes messages
     /// from contacts only, is not stored ({-7}, kept as a failure like the inbox's). A new message is not stored while fewer replicas are
     /// online than it needs (INFO replication): WAIT could only find it unreplicated, and a
@@ -101,16 +102,20 @@ enum Scripts {
     local blocks, only, refusals, readsoff = nil, nil, {}, nil
     local function refuses(flag)
       if flag == '' or flag == '-' then return false end
+      if blocks == nil then
+        blocks = redis.call('SCARD', KEYS[8]) > 0
+        only = redis.call('HGET', KEYS[9], 'contacts-only') == 'on'
+      end
+      -- `!SENDER`: a notice of the server's about SENDER, refused by a block only.
+      if string.sub(flag, 1, 1) == '!' then
+        return blocks and redis.call('SISMEMBER', KEYS[8], string.sub(flag, 2)) == 1
+      end
       local sender = flag
       -- `~SENDER`: a sealed read receipt, refused by the read-receipts setting too.
       if string.sub(flag, 1, 1) == '~' then
         sender = string.sub(flag, 2)
         if readsoff == nil then readsoff = redis.call('HGET', KEYS[9], 'read-receipts') == 'off' end
         if readsoff then return true end
-      end
-      if blocks == nil then
-        blocks = redis.call('SCARD', KEYS[8]) > 0
-        only = redis.call('HGET', KEYS[9], 'contacts-only') == 'on'
       end
       if refusals[sender] == nil then
         -- `~SENDER#GROUP`: a group's sealed read receipt, refused unless the recipient is a
@@ -178,7 +183,7 @@ enum Scripts {
           table.insert(inbox, top)
           table.insert(inbox, bytes)
           local flag = string.sub(ARGV[i + 2], 1, 1)
-          if flag ~= '-' and flag ~= '~' then
+          if flag ~= '-' and flag ~= '~' and flag ~= '!' then
             historyentry(hist, bytes)
             if copy ~= hist then historyentry(copy, bytes) end
           end

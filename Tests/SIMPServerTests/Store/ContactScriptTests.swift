@@ -45,6 +45,30 @@ import Testing
         await pool.shutdown()
     }
 
+    /// A KEYS_CHANGED notice about a user the recipient blocked is not stored (it is told
+    /// nothing of that user, as of its presence); contacts-only does not refuse one (a peer's
+    /// new device must reach a conversation with a non-contact too), nor does a block of
+    /// someone else. Until 2026-12-01 every notice went past the recipient's blocks.
+    @Test func aKeysNoticeAboutABlockedUserIsNotStored() async throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (pool, messages) = try await setUp(redis)
+        func keysNotices(_ ids: [UInt64], of users: [String]) async throws -> [String] {
+            try await outcomes(messages, zip(ids, users).map { DeliveryEngine.keysNotice(of: $1, to: "bob", id: $0, nowMillis: 1) })
+        }
+        _ = try await messages.contactStep(.block, owner: "bob", peer: "ann", on: loop).get()
+        #expect(try await keysNotices([1, 2], of: ["ann", "cat"]) == ["notAContact", "stored 1"])
+        _ = try await messages.settings(of: "bob", changing: [("contacts-only", "on")], on: loop).get()
+        #expect(try await keysNotices([3], of: ["cat"]) == ["stored 2"], "cat is no contact of bob's")
+        _ = try await messages.contactStep(.unblock, owner: "bob", peer: "ann", on: loop).get()
+        #expect(try await keysNotices([4], of: ["ann"]) == ["stored 3"])
+        // bob's own notice: his blocks are of others.
+        _ = try await messages.contactStep(.block, owner: "bob", peer: "ann", on: loop).get()
+        #expect(try await outcomes(messages, [DeliveryEngine.keysNotice(of: "bob", to: "bob", id: 5, nowMillis: 1)]) == ["stored 4"])
+        #expect(try await pool.run(RedisCommand("LLEN", [messages.keys.history(of: "bob", with: "cat")])).int == 0, "never in a history")
+        await pool.shutdown()
+    }
+
     @Test func contactsOnlyTakesContactsAndTheSendersOwnCopies() async throws {
         let redis = try RedisServerProcess()
         defer { redis.stop() }
