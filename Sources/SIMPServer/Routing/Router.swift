@@ -124,8 +124,12 @@ final class Router: @unchecked Sendable {
             // The user whose connect or disconnect it is pays for it, like for a request.
             charge(change.user, RequestCost.presenceRead(groups: circle.groups, users: circle.users.count), now)
             return store.nodes(of: circle.users, watching: change.user, on: loop)
-        }.whenSuccess { [self] byNode in
-            feed(.presenceWatchers(change, byNode: byNode))
+        }.whenComplete { [self] result in
+            switch result {
+            case .success(let byNode): feed(.presenceWatchers(change, byNode: byNode))
+            // Its circle sees the change when it next asks (`presence`).
+            case .failure(let error): logger.warning("presence change not announced", metadata: ["user": "\(change.user)", "error": "\(error)"])
+            }
         }
     }
 
@@ -146,8 +150,12 @@ final class Router: @unchecked Sendable {
             // The notices do not wait for the datagram's read of where sessions are.
             feed(.keysCircle(user: user, circle: circle.users))
             return store.nodes(of: circle.users + [user], watching: user, on: loop)
-        }.whenSuccess { [self] byNode in
-            feed(.keysWatchers(user: user, byNode: byNode))
+        }.whenComplete { [self] result in
+            switch result {
+            case .success(let byNode): feed(.keysWatchers(user: user, byNode: byNode))
+            // Its circle's devices add the change at their next send to the user (or check).
+            case .failure(let error): logger.warning("key change not announced", metadata: ["user": "\(user)", "error": "\(error)"])
+            }
         }
     }
 

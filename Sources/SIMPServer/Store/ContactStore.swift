@@ -142,22 +142,25 @@ extension MessageStore {
     /// blocked, at most `limit`); empty when it hides it (last-seen off).
     /// `ignoringOwnSetting`: the user's own last-seen setting does not matter (it asks to see others').
     /// `groups`: how many groups' member lists were read for it (what it cost, `RequestCost.presenceRead`).
+    /// Fails when a read does (an error reply): an empty circle would tell nobody, silently.
     func presenceCircle(of user: String, ignoringOwnSetting: Bool = false, limit: Int = 2_000,
                         on loop: any EventLoop) -> EventLoopFuture<(users: [String], groups: Int)> {
         let command = RedisCommand.script(Scripts.presenceCircle, keys: [keys.contacts(user), keys.groups(user), keys.blocked(user), keys.settings(user)],
                                           args: [ignoringOwnSetting ? "any" : "own"])
-        return redis.run([command], on: loop).flatMap { replies in
-            let parts = (try? replies[0].checked().array) ?? nil ?? []
+        return redis.run([command], on: loop).flatMapThrowing { replies in
+            try replies[0].checked().array ?? []
+        }.flatMap { parts in
+            // No parts: the user hides its presence (last-seen off).
             guard parts.count == 3 else { return loop.makeSucceededFuture(([], 0)) }
             let contacts = (parts[0].array ?? []).compactMap(\.string)
             let groups = (parts[1].array ?? []).compactMap(\.string)
             let blocked = Set((parts[2].array ?? []).compactMap(\.string))
             let reads = groups.map { RedisCommand("HKEYS", [self.keys.groupMembers($0)]) }
             let members = reads.isEmpty ? loop.makeSucceededFuture([]) : self.redis.run(reads, on: loop)
-            return members.map { replies in
+            return members.flatMapThrowing { replies in
                 // Contacts first: past the limit, group members are left out before them.
                 var members = Set<String>()
-                for reply in replies { members.formUnion((reply.array ?? []).compactMap(\.string)) }
+                for reply in replies { members.formUnion((try reply.checked().array ?? []).compactMap(\.string)) }
                 let first = Set(contacts).subtracting(blocked).subtracting([user])
                 let rest = members.subtracting(first).subtracting(blocked).subtracting([user])
                 return (Array((first.sorted() + rest.sorted()).prefix(limit)).sorted(), groups.count)
@@ -190,10 +193,10 @@ extension MessageStore {
     func nodes(of watchers: [String], watching user: String, on loop: any EventLoop) -> EventLoopFuture<[String: [String]]> {
         guard !watchers.isEmpty else { return loop.makeSucceededFuture([:]) }
         let reads = watchers.map { RedisCommand.script(Scripts.watcherNodes, keys: [keys.presence($0), keys.blocked($0)], args: [user]) }
-        return redis.run(reads, on: loop).map { replies in
+        return redis.run(reads, on: loop).flatMapThrowing { replies in
             var byNode: [String: [String]] = [:]
             for (watcher, reply) in zip(watchers, replies) {
-                for node in Set((reply.array ?? []).compactMap(\.string)) { byNode[node, default: []].append(watcher) }
+                for node in Set((try reply.checked().array ?? []).compactMap(\.string)) { byNode[node, default: []].append(watcher) }
             }
             return byNode
         }

@@ -69,6 +69,23 @@ import Testing
         await pool.shutdown()
     }
 
+    /// A circle whose read fails (here a key of the wrong type: Redis answers WRONGTYPE) is an
+    /// error, not an empty circle: before 2026-12-01 a presence or key change then told nobody
+    /// and said nothing, and `/presence` answered an empty list.
+    @Test func aCircleWhoseReadFailsIsAnErrorNotEmpty() async throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (pool, messages) = try await setUp(redis)
+        _ = try await messages.contactStep(.receive, owner: "ann", peer: "bob", on: loop).get()
+        _ = try await messages.contactStep(.accept, owner: "ann", peer: "bob", on: loop).get()
+        #expect(try await messages.presenceCircle(of: "ann", on: loop).get().users == ["bob"])
+        _ = try await pool.run(RedisCommand("SET", [messages.keys.blocked("ann"), "not a set"]))
+        await #expect(throws: RedisError.self) { try await messages.presenceCircle(of: "ann", on: loop).get() }
+        _ = try await pool.run(RedisCommand("SET", [messages.keys.presence("bob"), "not a hash"]))
+        await #expect(throws: RedisError.self) { try await messages.nodes(of: ["bob"], watching: "ann", on: loop).get() }
+        await pool.shutdown()
+    }
+
     @Test func contactsOnlyTakesContactsAndTheSendersOwnCopies() async throws {
         let redis = try RedisServerProcess()
         defer { redis.stop() }
