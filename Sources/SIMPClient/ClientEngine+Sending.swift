@@ -122,8 +122,9 @@ extension ClientEngine {
             if unsaved { timers.unsavedAskedFor() }
         }
         if due.keepalive { sendKeepalive(now: now) }
-        armTick(at: min(timers.nextTick(waits, now: now.deadline, resendsFrom: sending.resendsFrom), paths.nextDeadline ?? .distantFuture),
-                now: now.deadline)
+        for duty in deputies.take(now: now.deadline) { actions.append(.commitKeys(of: duty.peer, in: duty.conversation)) }
+        let next = min(timers.nextTick(waits, now: now.deadline, resendsFrom: sending.resendsFrom), paths.nextDeadline ?? .distantFuture)
+        armTick(at: min(next, deputies.next ?? .distantFuture), now: now.deadline)
     }
 
     private var waits: ClientTimers.Waits {

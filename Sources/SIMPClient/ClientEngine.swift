@@ -100,6 +100,9 @@ struct ClientEngine {
         case partsRecovered([IncomingMessage])
         /// A change to the local history (`Action.status`, `Action.history`) was written, or not.
         case historyWritten(Result<Void, StoreWriteError>)
+        /// A KEYS hint's check found groups where this device stands in for the one chosen to
+        /// commit it (`KeysDeputies`).
+        case keysDeputies([KeysDeputies.Duty])
     }
 
     /// What the driver is to do, in the order given.
@@ -116,6 +119,9 @@ struct ClientEngine {
         /// The server says `user`'s key directory changed (a KEYS datagram): with `endToEnd`, the
         /// conversations with that user check their members against the directory now.
         case checkKeys(of: String)
+        /// A deputy's duty fell due (`KeysDeputies`): the group `in` fetches its commits, then
+        /// commits what the directory holds of `of` and the group does not.
+        case commitKeys(of: String, in: String)
         /// Tell these read marks (with `endToEnd`: sealed where the conversation is encrypted,
         /// `SignalRules.route`); nobody waits for them.
         case tellReadMarks([Simp_ReadMark])
@@ -309,6 +315,8 @@ struct ClientEngine {
     var heldReadMarks: [Simp_ReadMark] = []
     /// Ids of sealed read receipts sent (`sendSilently`): their answers are not events.
     var silent: Set<String> = []
+    /// Groups where this device stands in for a KEYS hint's chosen committer, and when.
+    var deputies = KeysDeputies()
 
     init(configuration: ClientConfiguration, random: @escaping @Sendable () -> UInt64) {
         self.configuration = configuration
@@ -377,6 +385,9 @@ struct ClientEngine {
         case .outboxWritten(let write, let result): outboxWritten(write, result)
         case .partsRecovered(let found): partsRecovered(found, now: now)
         case .historyWritten(let result): historyWritten(result)
+        case .keysDeputies(let duties):
+            deputies.named(duties, now: now.deadline)
+            if let next = deputies.next { armTick(at: next, now: now.deadline) }
         case .track(let id): statuses.track(id)
         case .shown(let seqs, let marks): shown(seqs, marks: marks)
         }

@@ -1271,21 +1271,26 @@ actor ConversationKeys {
     /// the directory at their next send, and those this device is to commit in (`commitsOnHint`)
     /// check and commit now. The check reads and verifies the directory as any other does, so a
     /// hint the server made up costs a read and changes nothing the directory does not hold.
-    func keysChanged(of peer: String, client: SIMPClient) async {
+    /// Returns the groups where this device stands in for the device chosen to commit
+    /// (`deputyRank`), for the engine to time (`KeysDeputies`).
+    func keysChanged(of peer: String, client: SIMPClient) async -> [KeysDeputies.Duty] {
         // One check per peer at a time: a hint that comes meanwhile makes one more after it,
         // however many come (a server sending them in a loop gets checks one after another).
         if hints[peer] != nil {
             hints[peer] = true
-            return
+            return []
         }
+        var duties: Set<KeysDeputies.Duty> = []
         repeat {
             hints[peer] = false
-            await checkConversations(with: peer, client: client)
+            duties.formUnion(await checkConversations(with: peer, client: client))
         } while hints[peer] == true
         hints[peer] = nil
+        return Array(duties)
     }
 
-    private func checkConversations(with peer: String, client: SIMPClient) async {
+    private func checkConversations(with peer: String, client: SIMPClient) async -> [KeysDeputies.Duty] {
+        var duties: [KeysDeputies.Duty] = []
         for conversation in (try? store.conversationsWithGroups()) ?? [] {
             // A one-to-one conversation's users are its name's and this one: no state to read.
             var members: [(leaf: LeafIndex, user: String, mine: Bool)] = []
@@ -1294,8 +1299,35 @@ actor ConversationKeys {
                 members = Self.leafUsers(group)
             }
             guard let commit = Self.commitsOnHint(about: peer, in: conversation, user: user, members: members) else { continue }
+            if !commit, let rank = Self.deputyRank(about: peer, members: members) {
+                duties.append(KeysDeputies.Duty(peer: peer, conversation: conversation, rank: rank))
+            }
             await membersChanged(conversation, client: client, commit: commit)
         }
+        return duties
+    }
+
+    /// This device's place after the device chosen to commit a hint about `peer` in a group
+    /// (`commitsOnHint`): 1 for the next leaf that is not `peer`'s, and so on; nil when it is
+    /// past `KeysDeputies.ranks` (or is the chosen one, or holds no leaf).
+    static func deputyRank(about peer: String, members: [(leaf: LeafIndex, user: String, mine: Bool)]) -> Int? {
+        let others = members.filter { $0.user != peer }
+        guard let place = others.firstIndex(where: \.mine), KeysDeputies.ranks.contains(place) else { return nil }
+        return place
+    }
+
+    /// A deputy's duty fell due (`KeysDeputies`): the group fetches the commits made since this
+    /// device last read its order (the chosen device's, if it was online), then commits what
+    /// the directory holds of the hint's peer and the group still lacks, if anything.
+    func standIn(about peer: String, in conversation: String, client: SIMPClient) async {
+        do {
+            try await setUp(conversation, client: client, creating: false)
+            try await catchUp(conversation, client: client)
+        } catch {
+            // The next send checks the members, as for any hint this device did not commit.
+            return
+        }
+        await membersChanged(conversation, client: client, commit: true)
     }
 
     /// The peers whose KEYS hint is being checked, and whether another came meanwhile.
@@ -1321,7 +1353,9 @@ actor ConversationKeys {
     /// every member's devices for one epoch: in a one-to-one conversation every device of its two
     /// users (a handful); in a group, the devices of `peer` itself when it is this user (a device
     /// just linked, its siblings add it), and otherwise only the member device of the lowest
-    /// leaf that is not `peer`'s. If that device is away, the next send of any member commits.
+    /// leaf that is not `peer`'s. If that device is away, the next three stand in, one after
+    /// another (`deputyRank`, `KeysDeputies`); if they are away too, the next send of any
+    /// member commits.
     static func commitsOnHint(about peer: String, in conversation: String, user: String,
                               members: [(leaf: LeafIndex, user: String, mine: Bool)]) -> Bool? {
         let involved = peer == user || members.contains { $0.user == peer } || conversation == peer

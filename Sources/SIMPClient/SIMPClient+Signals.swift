@@ -43,7 +43,18 @@ extension SIMPClient {
     func checkKeys(of user: String) {
         Task { [self] in
             guard let keys = try? await conversationKeys() else { return }
-            await keys.keysChanged(of: user, client: self)
+            let duties = await keys.keysChanged(of: user, client: self)
+            guard !duties.isEmpty else { return }
+            loop.execute { [self] in handle(.keysDeputies(duties)) }
+        }
+    }
+
+    /// A deputy's duty fell due (`KeysDeputies`): the group commits the hint unless the device
+    /// chosen for it did, off the loop.
+    func commitKeys(of user: String, in conversation: String) {
+        Task { [self] in
+            guard let keys = try? await conversationKeys() else { return }
+            await keys.standIn(about: user, in: conversation, client: self)
         }
     }
 

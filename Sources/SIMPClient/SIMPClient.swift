@@ -324,6 +324,7 @@ public final class SIMPClient: @unchecked Sendable {
         case .countDroppedSignal(let kind, let reason): droppedSignalCounts.count(kind, reason)
         case .checkTyping(let body): checkTyping(body)
         case .checkKeys(let user): checkKeys(of: user)
+        case .commitKeys(let user, let conversation): commitKeys(of: user, in: conversation)
         case .tellReadMarks(let marks): Task { [self] in try? await tellReads(marks) }
         case .sendControl(let envelope): control?.writeAndFlush(envelope, promise: nil)
         case .request(let body, let step):

@@ -492,6 +492,22 @@ import Testing
         }
     }
 
+    /// A deputy's duty (`KeysDeputies`) arms the one timer for when it falls due, and the tick
+    /// then asks the driver to commit the hint; nothing before.
+    @Test func aDeputyDutyAsksForItsCommitWhenDue() throws {
+        var engine = Self.connected(endToEnd: true)
+        let duty = KeysDeputies.Duty(peer: "carol", conversation: "#team", rank: 1)
+        _ = engine.handle(.keysDeputies([duty]), at: Self.start)
+        // Armed no later than the duty (here the keepalive's, earlier, stays).
+        #expect(try #require(engine.timers.armed) <= Self.start.deadline + KeysDeputies.delay)
+        func commits(_ actions: [ClientEngine.Action]) -> [String] {
+            actions.compactMap { if case .commitKeys(let peer, let conversation) = $0 { "\(peer) \(conversation)" } else { nil } }
+        }
+        #expect(commits(engine.handle(.tick, at: Self.at(9_000))).isEmpty)
+        #expect(commits(engine.handle(.tick, at: Self.at(10_000))) == ["carol #team"])
+        #expect(commits(engine.handle(.tick, at: Self.at(20_000))).isEmpty)
+    }
+
     @Test func datagramReadReceiptImpliesDelivery() {
         var engine = Self.connected()
         _ = engine.handle(.send([Self.outgoing("m1")]), at: Self.start)

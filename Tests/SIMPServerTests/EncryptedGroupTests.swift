@@ -130,6 +130,34 @@ import Testing
         await cluster.stop()
     }
 
+    /// As above, with bob's device (the lowest leaf not carol's, chosen to commit) away: the
+    /// next leaf's device, one of alice's, stands in (`KeysDeputies`, 10 s after the hint) and
+    /// commits carol's new device in, still without a send. Before, carol's sends failed until
+    /// a member sent.
+    @Test func whenTheChosenDeviceIsAwayTheNextOneCommitsTheNewDevice() async throws {
+        let cluster = try await TestCluster.start()
+        let directories = (0..<5).map { _ in LocalHistoryTests.directory() }
+        defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
+        var (phone, laptop, bob, carol) = try await Self.people(cluster, directories)
+        _ = try await bob.client.createGroup("trio", members: ["alice", "carol"])
+        let first = try await bob.client.send(to: "#trio", text: "before carol's new keys")
+        for device in [phone, laptop, carol] { #expect(await Self.reads(device, first, "before carol's new keys")) }
+        let old = try #require(try await carol.client.fetchCommits(in: "#trio", fromEpoch: 0, join: true).welcome?.epoch)
+        await bob.client.close()
+
+        await carol.client.close()
+        carol = try await EncryptedConversationTests.connected(cluster, "carol", directories[3])
+        #expect(try await carol.client.setUpIdentity(newIdentity: true) == .created)
+        let client = carol.client
+        #expect(await eventually { try await client.fetchCommits(in: "#trio", fromEpoch: 0, join: true).welcome.map { $0.epoch > old } == true },
+                "one of alice's devices commits carol's new one in, bob's being away")
+        let back = try await carol.client.send(to: "#trio", text: "carol again, bob away")
+        for device in [phone, laptop] { #expect(await Self.reads(device, back, "carol again, bob away")) }
+        for device in [phone, laptop, carol] { #expect(device.client.decryptionFailures().isEmpty) }
+        for device in [phone, laptop, carol] { await device.client.close() }
+        await cluster.stop()
+    }
+
     /// dave is added to #crew and removed again while his device is away; a message was sent
     /// to the group in between. Back, his device joins from the Welcome of his addition (the
     /// server still hands it to him, and no commit after it) and reads that message; what was
