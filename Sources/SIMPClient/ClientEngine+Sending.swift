@@ -122,9 +122,12 @@ extension ClientEngine {
             if unsaved { timers.unsavedAskedFor() }
         }
         if due.keepalive { sendKeepalive(now: now) }
-        for duty in deputies.take(now: now.deadline) { actions.append(.commitKeys(of: duty.peer, in: duty.conversation)) }
+        // Bound only: a stand-in needs the server (fetched commits, claims), and a duty taken
+        // while reconnecting would fail and be gone; it waits for the session instead.
+        let bound = lifecycle.isBound
+        if bound { for duty in deputies.take(now: now.deadline) { actions.append(.commitKeys(of: duty.peer, in: duty.conversation)) } }
         let next = min(timers.nextTick(waits, now: now.deadline, resendsFrom: sending.resendsFrom), paths.nextDeadline ?? .distantFuture)
-        armTick(at: min(next, deputies.next ?? .distantFuture), now: now.deadline)
+        armTick(at: min(next, bound ? deputies.next ?? .distantFuture : .distantFuture), now: now.deadline)
     }
 
     private var waits: ClientTimers.Waits {

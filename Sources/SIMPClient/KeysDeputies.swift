@@ -3,8 +3,8 @@ import NIOCore
 /// The devices that stand in for the one chosen to commit a KEYS hint in a group
 /// (`ConversationKeys.commitsOnHint`: the device of the lowest leaf that is not the peer's),
 /// should it be away: the device of deputy rank k (the k-th such leaf after it) commits the
-/// hint k x `delay` after it came, having first fetched the group's commits, so that it
-/// commits only what the chosen device has not. Only the first `ranks` stand in: a hint to a
+/// hint k x `delay` after its check named the duty (or once bound again, if it was not), having
+/// first fetched the group's commits, so that it commits only what the chosen device has not. Only the first `ranks` stand in: a hint to a
 /// group of 100 is not a race of 99 devices for one epoch (each claiming the new device's
 /// KeyPackages). Pure: the caller gives the time.
 struct KeysDeputies: Sendable {

@@ -297,7 +297,7 @@ extension EventLog {
     }
 }
 
-/// A 512 KiB tmpfs of the test's own, and a file that takes its last byte.
+/// An 8 MiB tmpfs of the test's own, and a file that takes its last byte.
 final class SmallDisk: @unchecked Sendable {
     let path: String
     private var filler: String { path + "/filler" }

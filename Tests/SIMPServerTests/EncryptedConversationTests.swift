@@ -266,6 +266,33 @@ import Testing
         await cluster.stop()
     }
 
+    /// As above with alice and bob no contacts and no group in common: the server remembers
+    /// them as each other's peers once their conversation's first commit is stored, so alice is
+    /// told all the same. Before 2026-12-01 she was outside bob's circle, and his sends failed
+    /// until she sent.
+    @Test func aPeerWhoIsNoContactIsToldOfANewIdentity() async throws {
+        let talking = try await Self.talking()
+        defer { talking.removeDirectories() }
+        let (cluster, directories) = (talking.cluster, talking.directories)
+        let (alice, aliceLog) = talking.alice
+        var (bob, bobLog) = talking.bob
+        #expect(try await alice.contacts().contacts.isEmpty)
+        let old = try #require(try await bob.fetchCommits(in: "alice", fromEpoch: 0, join: true).welcome?.epoch)
+
+        await bob.close()
+        (bob, bobLog) = try await Self.connected(cluster, "bob", directories[1])
+        #expect(try await bob.setUpIdentity(newIdentity: true) == .created)
+        #expect(await aliceLog.wait { $0.all.contains(.identityChanged(user: "bob")) }, "alice is told, a peer and no contact")
+        #expect(await eventually { try await bob.fetchCommits(in: "alice", fromEpoch: 0, join: true).welcome.map { $0.epoch > old } == true },
+                "alice's device commits bob's new one in without a send")
+        let reply = try await bob.send(to: "alice", text: "new keys, no contact")
+        #expect(await aliceLog.wait { $0.messages.contains { $0.id == reply && $0.text == "new keys, no contact" && $0.encrypted } })
+        #expect(alice.decryptionFailures().isEmpty && bob.decryptionFailures().isEmpty)
+        _ = bobLog
+        for client in [alice, bob] { await client.close() }
+        await cluster.stop()
+    }
+
     /// alice is away when bob makes a new identity: the KEYS datagram reaches no device of hers,
     /// the notice stored in her inbox does when she is back, and her device commits bob's new
     /// one in without anyone sending; bob then writes to her. Before the notice, bob's sends

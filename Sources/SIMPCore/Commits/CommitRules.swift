@@ -85,6 +85,10 @@ public enum CommitRules {
     /// commits are no longer kept goes anyway (its devices could not catch up), and a Welcome
     /// goes once no device is left that it is for.
     public static let maxKeptWelcomes = 2_048
+    /// The peers of a user's encrypted one-to-one conversations the server remembers, to tell
+    /// them of the user's key changes (a hint, as the KEYS datagram is; past it, one at random
+    /// is forgotten).
+    public static let maxRememberedPeers = 2_000
 
     /// The field that names a device's Welcome: "USER/DEVICE" (with a '/', never an epoch).
     public static func welcomeField(user: String, device: String) -> String { "\(user)/\(device)" }

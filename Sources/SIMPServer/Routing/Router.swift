@@ -144,7 +144,7 @@ final class Router: @unchecked Sendable {
     /// Finds who is told of `user`'s key change, and where they are; the engine tells them. The
     /// user pays for the read, as for presence, and for a notice stored in each inbox.
     private func announceKeys(of user: String, at now: NIODeadline) {
-        store.presenceCircle(of: user, ignoringOwnSetting: true, on: loop).flatMap { [self, store, loop, charge] circle in
+        store.presenceCircle(of: user, ignoringOwnSetting: true, withPeers: true, on: loop).flatMap { [self, store, loop, charge] circle in
             charge(user, RequestCost.presenceRead(groups: circle.groups, users: circle.users.count)
                 + RequestCost.keysNotices(recipients: circle.users.count + 1), now)
             // The notices do not wait for the datagram's read of where sessions are.
@@ -154,7 +154,8 @@ final class Router: @unchecked Sendable {
             switch result {
             case .success(let byNode): feed(.keysWatchers(user: user, byNode: byNode))
             // Its circle's devices add the change at their next send to the user (or check).
-            case .failure(let error): logger.warning("key change not announced", metadata: ["user": "\(user)", "error": "\(error)"])
+            // Past the circle's read, the notices are stored (`keysCircle`): only the datagrams are not sent.
+            case .failure(let error): logger.warning("key change not announced (or only by the notices)", metadata: ["user": "\(user)", "error": "\(error)"])
             }
         }
     }

@@ -67,7 +67,7 @@ extension MessageStore {
         } else {
             ran = redis.run([command], on: loop).map { $0.map { RedisReplicated(reply: $0, replicas: 0) } }
         }
-        return ran.flatMapThrowing { [replicaRule] replies in
+        return ran.flatMapThrowing { [replicaRule] replies -> CommitFlow.Stored in
             guard let reply = replies.first?.reply else { throw RedisError(.protocolViolation, "commit script returned no reply") }
             let parts = try reply.checked().array ?? []
             guard let status = parts.first?.int else { throw RedisError(.protocolViolation, "commit script returned \(reply)") }
@@ -83,7 +83,20 @@ extension MessageStore {
             case -5: return .otherGroup
             default: throw RedisError(.protocolViolation, "commit script returned status \(status)")
             }
+        }.flatMap { stored in
+            guard case .stored = stored, case .direct(let user, let peer) = conversation else { return loop.makeSucceededFuture(stored) }
+            return self.rememberPeers(user, peer, on: loop).map { stored }
         }
+    }
+
+    /// The two users of a one-to-one conversation with a commit stored remember each other
+    /// (`Keys.directPeers`), each in its own slot: told of each other's key changes, contacts
+    /// or not. A hint: a failed write leaves the commit stored, and the next commit writes again.
+    private func rememberPeers(_ user: String, _ peer: String, on loop: any EventLoop) -> EventLoopFuture<Void> {
+        let writes = [(user, peer), (peer, user)].map { owner, other in
+            RedisCommand.script(Scripts.rememberPeer, keys: [keys.directPeers(owner)], args: [other, CommitRules.maxRememberedPeers])
+        }
+        return redis.run(writes, on: loop).map { _ in () }.recover { _ in () }
     }
 
     /// `welcomeField`: set for a join (the device's Welcome is read, and the page starts at it).

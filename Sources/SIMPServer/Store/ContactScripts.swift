@@ -123,7 +123,9 @@ extension Scripts {
     /// Who may see the user's presence: its contacts and the groups it is in (their members
     /// are read from each group's slot), less the users it blocked; nothing when it turned
     /// last-seen off (unless ARGV[1] is "any": the user asks whose presence it sees). KEYS:
-    /// contacts, groups, blocked, settings. Returns {contacts, groups, blocked}, or {} when hidden.
+    /// contacts, groups, blocked, settings, and the peers of its encrypted one-to-one
+    /// conversations, read when ARGV[2] is "peers". Returns {contacts, groups, blocked} (and
+    /// the peers), or {} when hidden.
     static let presenceCircle = RedisScript("""
     if ARGV[1] ~= 'any' and redis.call('HGET', KEYS[4], 'last-seen') == 'off' then return {} end
     local contacts, groups = {}, {}
@@ -135,7 +137,17 @@ extension Scripts {
     for i = 1, #memberships, 2 do
       if string.sub(memberships[i + 1], -2) == ' 1' then table.insert(groups, memberships[i]) end
     end
+    if ARGV[2] == 'peers' then return {contacts, groups, redis.call('SMEMBERS', KEYS[3]), redis.call('SMEMBERS', KEYS[5])} end
     return {contacts, groups, redis.call('SMEMBERS', KEYS[3])}
+    """)
+
+    /// Remembers ARGV[1] among the peers of the user's encrypted one-to-one conversations
+    /// (KEYS[1]); past ARGV[2] of them, one at random goes (a hint for key changes, not a record).
+    static let rememberPeer = RedisScript("""
+    if redis.call('SADD', KEYS[1], ARGV[1]) == 1 and redis.call('SCARD', KEYS[1]) > tonumber(ARGV[2]) then
+      redis.call('SPOP', KEYS[1])
+    end
+    return 1
     """)
 
     /// Where a watcher's devices are, unless it blocked ARGV[1] (then nowhere: it is told nothing

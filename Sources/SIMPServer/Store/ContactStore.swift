@@ -143,16 +143,19 @@ extension MessageStore {
     /// `ignoringOwnSetting`: the user's own last-seen setting does not matter (it asks to see others').
     /// `groups`: how many groups' member lists were read for it (what it cost, `RequestCost.presenceRead`).
     /// Fails when a read does (an error reply): an empty circle would tell nobody, silently.
-    func presenceCircle(of user: String, ignoringOwnSetting: Bool = false, limit: Int = 2_000,
+    /// `withPeers`: the peers of its encrypted one-to-one conversations too, after its contacts
+    /// (a key change reaches them, contacts or not).
+    func presenceCircle(of user: String, ignoringOwnSetting: Bool = false, withPeers: Bool = false, limit: Int = 2_000,
                         on loop: any EventLoop) -> EventLoopFuture<(users: [String], groups: Int)> {
-        let command = RedisCommand.script(Scripts.presenceCircle, keys: [keys.contacts(user), keys.groups(user), keys.blocked(user), keys.settings(user)],
-                                          args: [ignoringOwnSetting ? "any" : "own"])
+        let command = RedisCommand.script(Scripts.presenceCircle, keys: [keys.contacts(user), keys.groups(user), keys.blocked(user), keys.settings(user),
+                                                                         keys.directPeers(user)],
+                                          args: [ignoringOwnSetting ? "any" : "own", withPeers ? "peers" : ""])
         return redis.run([command], on: loop).flatMapThrowing { replies in
             try replies[0].checked().array ?? []
         }.flatMap { parts in
             // No parts: the user hides its presence (last-seen off).
-            guard parts.count == 3 else { return loop.makeSucceededFuture(([], 0)) }
-            let contacts = (parts[0].array ?? []).compactMap(\.string)
+            guard parts.count >= 3 else { return loop.makeSucceededFuture(([], 0)) }
+            let contacts = (parts[0].array ?? []).compactMap(\.string) + (parts.count > 3 ? (parts[3].array ?? []).compactMap(\.string) : [])
             let groups = (parts[1].array ?? []).compactMap(\.string)
             let blocked = Set((parts[2].array ?? []).compactMap(\.string))
             let reads = groups.map { RedisCommand("HKEYS", [self.keys.groupMembers($0)]) }

@@ -85,6 +85,10 @@ struct Keys: Sendable {
     func contacts(_ name: String) -> String { of(name, "contacts") }
     /// The users NAME blocked: nothing they send is stored for NAME.
     func blocked(_ name: String) -> String { of(name, "blocked") }
+    /// The users NAME has an encrypted one-to-one conversation with (a commit of theirs was
+    /// stored; at most `CommitRules.maxRememberedPeers`): told of NAME's key changes as its
+    /// circle is, contacts or not (`Scripts.rememberPeer`).
+    func directPeers(_ name: String) -> String { of(name, "peers") }
     /// NAME's settings (`UserSettings`): field the setting's name, value its value.
     func settings(_ name: String) -> String { of(name, "settings") }
     /// Contact requests NAME made in the current window (`--contact-requests-per-hour`).

@@ -393,6 +393,7 @@ final class MessageStore: Sendable {
             guard request.sealedRead else { return request.from }
             return "~" + request.from + (request.readGroup.map(GroupName.address) ?? "")
         }
+        assert(!request.blocksApply || !request.inHistory, "a notice only blocks refuse is never in a history")
         if request.notice, request.blocksApply, !request.inHistory { return "!" + request.from }
         return request.inHistory ? "" : "-"
     }

@@ -86,6 +86,20 @@ import Testing
         await pool.shutdown()
     }
 
+    /// A key change's circle holds the peers of the user's encrypted one-to-one conversations
+    /// after its contacts (less those it blocked); presence's does not.
+    @Test func aKeyChangesCircleHoldsTheUsersPeers() async throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (pool, messages) = try await setUp(redis)
+        _ = try await pool.run(RedisCommand("SADD", [messages.keys.directPeers("ann"), "bob", "cat"]))
+        #expect(try await messages.presenceCircle(of: "ann", on: loop).get().users.isEmpty)
+        #expect(try await messages.presenceCircle(of: "ann", withPeers: true, on: loop).get().users == ["bob", "cat"])
+        _ = try await messages.contactStep(.block, owner: "ann", peer: "cat", on: loop).get()
+        #expect(try await messages.presenceCircle(of: "ann", withPeers: true, on: loop).get().users == ["bob"])
+        await pool.shutdown()
+    }
+
     @Test func contactsOnlyTakesContactsAndTheSendersOwnCopies() async throws {
         let redis = try RedisServerProcess()
         defer { redis.stop() }
