@@ -508,6 +508,26 @@ import Testing
         #expect(commits(engine.handle(.tick, at: Self.at(20_000))).isEmpty)
     }
 
+    /// A duty due while the session is lost waits for the next one: a stand-in needs the server.
+    @Test func aDeputyDutyDueWhileDisconnectedWaitsForTheSession() {
+        var engine = Self.connected(endToEnd: true)
+        _ = engine.handle(.keysDeputies([KeysDeputies.Duty(peer: "carol", conversation: "#team", rank: 1)]), at: Self.start)
+        _ = engine.handle(.controlClosed, at: Self.at(1_000))
+        func commits(_ actions: [ClientEngine.Action]) -> Int {
+            actions.filter { if case .commitKeys = $0 { true } else { false } }.count
+        }
+        #expect(commits(engine.handle(.tick, at: Self.at(10_000))) == 0)
+        #expect(commits(engine.handle(.tick, at: Self.at(12_000))) == 0)
+        let at = Self.at(13_000)
+        _ = engine.handle(.reconnectDue(index: 0), at: at)
+        _ = engine.handle(.sessionWanted(udpPort: 5000), at: at)
+        _ = engine.handle(.sessionAnswered(.login, .success(Self.loginOk())), at: at)
+        _ = engine.handle(.sessionAnswered(.connect(tokenPresented: false), .success(Simp_Envelope(.connected(Self.response())))), at: at)
+        _ = engine.handle(.sessionOpened(Self.response()), at: at)
+        _ = engine.handle(.control(Simp_Envelope(.bound(Self.udpBound))), at: at)
+        #expect(commits(engine.handle(.tick, at: Self.at(13_010))) == 1)
+    }
+
     @Test func datagramReadReceiptImpliesDelivery() {
         var engine = Self.connected()
         _ = engine.handle(.send([Self.outgoing("m1")]), at: Self.start)
