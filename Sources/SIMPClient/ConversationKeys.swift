@@ -525,6 +525,7 @@ actor ConversationKeys {
             return
         }
         let validator = try await joiningValidator(for: conversation, client: client, creating: creating)
+        if try await adoptPendingRejoin(conversation, validator: validator, client: client) { return }
         for _ in 0..<3 {
             let page = try await client.fetchCommits(in: conversation, fromEpoch: 0, join: true)
             // This device made the group and was stopped before it kept it.
@@ -538,8 +539,15 @@ actor ConversationKeys {
             if let welcome = page.welcome {
                 do {
                     try await join(conversation, welcome, validator: validator, client: client)
-                } catch OpenFailure.notInConversation where creating {
-                    throw Self.notAdded(conversation)
+                } catch OpenFailure.notInConversation {
+                    // A Welcome to keys this device no longer has (a new device key since).
+                    switch try await rejoin(conversation, validator: validator, client: client) {
+                    case true?: return
+                    case false?: continue
+                    case nil:
+                        guard creating else { throw OpenFailure.notInConversation }
+                        throw Self.notAdded(conversation)
+                    }
                 }
                 do {
                     try await catchUpUnlessRefused(conversation, client: client)
@@ -551,15 +559,102 @@ actor ConversationKeys {
                 return
             }
             guard page.epoch == 0 else {
-                // Receiving: the message names a group this device was never added to.
-                guard creating else { throw OpenFailure.notInConversation }
-                throw Self.notAdded(conversation)
+                // No Welcome for this device (never added, or its Welcome dropped or withheld):
+                // it joins the epoch the order is at by itself.
+                switch try await rejoin(conversation, validator: validator, client: client) {
+                case true?: return
+                // Another commit took the epoch (one adding this device, perhaps): read again.
+                case false?: continue
+                case nil:
+                    // Receiving: the message names a group this device was never added to.
+                    guard creating else { throw OpenFailure.notInConversation }
+                    throw Self.notAdded(conversation)
+                }
             }
             guard creating else { throw OpenFailure.notInConversation }
             if try await create(conversation, validator: validator, client: client) { return }
         }
         throw ClientError("cannot set up the encrypted conversation \(Self.named(conversation)): other commits keep winning",
                           code: .endToEnd)
+    }
+
+    /// Joins the conversation's current epoch by an external commit (RFC 9420 section
+    /// 12.4.3.2; docs/E2EE.md, Part 8) from the GroupInfo the order keeps with its last commit:
+    /// for a device of a member the order has no Welcome for (never added, its Welcome dropped
+    /// or withheld, or its state lost). A leaf of this device already in the tree is removed by
+    /// the same commit (a resync: section 12.4.3.2 checks it holds the joiner's credential).
+    /// The GroupInfo is verified before anything is made from it (its signature under its
+    /// signer's leaf, the tree against its hash, every leaf against the key directory), so the
+    /// server cannot make the device join a group of its own. Nil when the order keeps no
+    /// GroupInfo (or the user is no member); false when another commit took the epoch first.
+    private func rejoin(_ conversation: String, validator: DirectoryValidator, client: SIMPClient) async throws -> Bool? {
+        let page: CommitPage
+        do {
+            page = try await client.fetchCommits(in: conversation, fromEpoch: 0, external: true)
+        } catch {
+            if error.code == .notAMember { return nil }
+            throw error
+        }
+        guard let offered = page.groupInfo else { return nil }
+        guard case .groupInfo(let info) = try MLSMessage(mlsDecoding: offered.groupInfo), info.groupContext.epoch == offered.epoch else {
+            throw OpenFailure.malformed
+        }
+        // The tree may hold leaves of users who are no members now, as a Welcome's may.
+        var validator = validator
+        var joined: MLSGroup.ExternalCommitOutput? = nil
+        var tries = 0
+        while joined == nil {
+            tries += 1
+            guard tries <= DirectoryValidator.maxFormerMembers + 1 else {
+                throw OpenFailure.mls("the conversation's GroupInfo names too many former members")
+            }
+            do {
+                joined = try externalCommit(info, validator: validator)
+            } catch let unknown as DirectoryValidator.NotKnown {
+                validator = try await including(unknown.user, in: validator, client: client)
+                checkMembersNext(conversation)
+            } catch is DirectoryValidator.Uncertified {
+                // A leaf the directory does not certify now: this device's own under the keys it
+                // had before a new identity (its peers add it under the new one, told of the
+                // change), or a revoked device's a member has not removed yet. Not joined here.
+                return nil
+            }
+        }
+        guard let joined else { return nil }
+        let epoch = info.groupContext.epoch
+        let commit = try joined.message.mlsEncoded()
+        try store.keepPending(conversation, epoch: epoch, commit: commit, state: try joined.group.savedState(), keys: generation)
+        let groupInfo = Self.groupInfo(of: joined.group, beside: commit.count)
+        if let refused = await Self.submit(commit, to: conversation, epoch: epoch, welcome: nil, groupInfo: groupInfo, client: client) {
+            if refused.code == .commitConflict { return false }
+            guard await Self.held(commit, in: conversation, epoch: epoch, client: client) else { throw refused }
+        }
+        try kept(commit: joined.group, madeOn: epoch, in: conversation)
+        checkMembersNextIfUncertified(conversation, joined.group, validator)
+        try await catchUpUnlessRefused(conversation, client: client)
+        return true
+    }
+
+    /// This device's external commit into the epoch of `info`, removing its own old leaf if the
+    /// tree holds one (section 12.4.3.2).
+    private func externalCommit(_ info: GroupInfoIn, validator: DirectoryValidator) throws -> MLSGroup.ExternalCommitOutput {
+        try MLSGroup.joinByExternalCommit(
+            groupInfo: info, credential: credential, capabilities: Self.capabilities, signer: signer, resyncingOwnLeaf: true,
+            policy: Self.policy, credentialValidator: validator, randomness: randomness)
+    }
+
+    /// A device stopped after the server stored its external commit and before it kept the state
+    /// the commit leads to takes that state now (as `pendingState` does for any commit of its
+    /// own), rather than join again on a later epoch.
+    private func adoptPendingRejoin(_ conversation: String, validator: DirectoryValidator, client: SIMPClient) async throws -> Bool {
+        guard let pending = try store.pending(of: conversation), pending.epoch > 0 else { return false }
+        let page = try await client.fetchCommits(in: conversation, fromEpoch: pending.epoch)
+        guard let first = page.commits.first, first.epoch == pending.epoch,
+              let state = try pendingState(conversation, epoch: pending.epoch, stored: first.commit, validator: validator) else { return false }
+        groups[conversation] = state
+        try store.saveCommitted(conversation, state: try state.savedState(), renewedAt: clock(), keys: generation)
+        try await catchUpUnlessRefused(conversation, client: client)
+        return true
     }
 
     /// A send in a conversation whose order began without this device's current keys: no
@@ -676,9 +771,9 @@ actor ConversationKeys {
         group.credentialValidator = validator
         group.policy = Self.policy
         // The devices one request carries; the member check that follows adds the rest (`resync`).
-        let (output, commit, welcome, _) = try fitting(group, adding: adds, removing: [], in: peer)
+        let (output, commit, welcome, _, groupInfo) = try fitting(group, adding: adds, removing: [], in: peer)
         try store.keepPending(peer, epoch: 0, commit: commit, state: try output.group.savedState(), keys: generation)
-        if let refused = await Self.submit(commit, to: peer, welcome: welcome, client: client) {
+        if let refused = await Self.submit(commit, to: peer, welcome: welcome, groupInfo: groupInfo, client: client) {
             // Lost: the next fetch of the order drops the pending entry (`pendingState`).
             if refused.code == .commitConflict { return false }
             // Not known to be stored: the pending commit stays, for the order to settle.
@@ -836,9 +931,9 @@ actor ConversationKeys {
             committing.insert(conversation)
             defer { committing.remove(conversation) }
             let epoch = current.epoch
-            let (output, commit, welcome, added) = try fitting(current, adding: claimed, removing: stale, in: conversation)
+            let (output, commit, welcome, added, groupInfo) = try fitting(current, adding: claimed, removing: stale, in: conversation)
             try store.keepPending(conversation, epoch: epoch, commit: commit, state: try output.group.savedState(), keys: generation)
-            if let refused = await Self.submit(commit, to: conversation, epoch: epoch, welcome: welcome, client: client) {
+            if let refused = await Self.submit(commit, to: conversation, epoch: epoch, welcome: welcome, groupInfo: groupInfo, client: client) {
                 if refused.code == .commitConflict {
                     lost += 1
                     try await catchUp(conversation, client: client)
@@ -867,13 +962,14 @@ actor ConversationKeys {
 
     /// `group`'s commit adding the first of `adds` (all that one `SubmitCommit` carries:
     /// `CommitRules.submitFits`) and removing `stale`, encoded, with its one Welcome for the
-    /// devices it adds (RFC 9420 section 12.4.3.1) and how many of `adds` it took. Devices that
+    /// devices it adds (RFC 9420 section 12.4.3.1), how many of `adds` it took, and the new
+    /// epoch's GroupInfo when it fits beside them (`groupInfo(of:beside:)`). Devices that
     /// do not fit with the commit (each adds a KeyPackage to it and a secret to the Welcome) go
     /// in the next commits, one after the other. A single device that does not fit (the group's
     /// Welcome over its limit) is refused here with why, not by the server resetting the
     /// connection.
     private func fitting(_ group: MLSGroup, adding adds: [Claimed], removing stale: [LeafIndex],
-                         in conversation: String) throws -> (MLSGroup.CommitOutput, [UInt8], CommitWelcome?, Int) {
+                         in conversation: String) throws -> (MLSGroup.CommitOutput, [UInt8], CommitWelcome?, Int, [UInt8]?) {
         var count = min(adds.count, CommitRules.maxAddedDevices)
         while true {
             let taken = Array(adds.prefix(count))
@@ -888,7 +984,8 @@ actor ConversationKeys {
             }
             let welcomeBytes = welcome?.welcome.count ?? 0
             if CommitRules.submitFits(commit: commit.count, welcome: welcomeBytes, added: welcome?.added.count ?? 0) {
-                return (output, commit, welcome, count)
+                let groupInfo = Self.groupInfo(of: output.group, beside: commit.count, welcome: welcomeBytes, added: welcome?.added.count ?? 0)
+                return (output, commit, welcome, count, groupInfo)
             }
             guard count > 1 else {
                 let over = welcomeBytes > CommitRules.maxWelcomeBytes
@@ -926,7 +1023,8 @@ actor ConversationKeys {
         committing.insert(conversation)
         defer { committing.remove(conversation) }
         try storeCall { try store.keepPending(conversation, epoch: epoch, commit: commit, state: try output.group.savedState(), keys: generation) }
-        if let refused = await Self.submit(commit, to: conversation, epoch: epoch, welcome: nil, client: client) {
+        let groupInfo = Self.groupInfo(of: output.group, beside: commit.count)
+        if let refused = await Self.submit(commit, to: conversation, epoch: epoch, welcome: nil, groupInfo: groupInfo, client: client) {
             if refused.code == .commitConflict {
                 do {
                     try await catchUp(conversation, client: client)
@@ -988,14 +1086,31 @@ actor ConversationKeys {
     }
 
     /// Submits a commit made on `epoch`; the refusal, if any.
-    private static func submit(_ commit: [UInt8], to peer: String, epoch: UInt64 = 0, welcome: CommitWelcome?,
+    private static func submit(_ commit: [UInt8], to peer: String, epoch: UInt64 = 0, welcome: CommitWelcome?, groupInfo: [UInt8]?,
                                client: SIMPClient) async -> ClientError? {
         do {
-            _ = try await client.submitCommit(commit, to: peer, epoch: epoch, welcome: welcome)
+            _ = try await client.submitCommit(commit, to: peer, epoch: epoch, welcome: welcome, groupInfo: groupInfo)
             return nil
         } catch {
             return error
         }
+    }
+
+    /// The GroupInfo of the epoch `group` is in, for the server to keep with the commit that led
+    /// there (RFC 9420 section 12.4.3: signed by this device's leaf, with `external_pub` and the
+    /// ratchet tree), so that a device of the conversation with no state can join that epoch by
+    /// an external commit (docs/E2EE.md, Part 8). Nil when it does not fit in the request beside
+    /// the commit and its Welcome: the conversation then keeps none until a later commit's.
+    static func groupInfo(of group: MLSGroup, beside commit: Int, welcome: Int = 0, added: Int = 0) -> [UInt8]? {
+        let info: [UInt8]
+        do {
+            let made: GroupInfoIn = try group.groupInfo(externalPub: true)
+            info = try MLSMessage.groupInfo(made).mlsEncoded()
+        } catch {
+            return nil
+        }
+        guard CommitRules.submitFits(commit: commit, welcome: welcome, added: added, groupInfo: info.count) else { return nil }
+        return info
     }
 
     /// Processes the conversation's commits the server stored since the group's epoch, in order.
@@ -1021,6 +1136,9 @@ actor ConversationKeys {
             // Another catch-up took the group on while this page was fetched: fetch from there.
             if group.epoch != epoch { continue }
             group.credentialValidator = validator
+            // A member's device that rejoins by external commit (Part 8), its path leaf checked
+            // against the key directory as any committer's (`checkPathLeaf`).
+            group.policy.acceptsExternalCommits = true
             var refused: (due: UInt64, stored: StoredCommit, why: String)?
             // A leaf of a user whose devices were not read: read them once the copy is kept.
             var unknown: (user: String, due: UInt64, stored: StoredCommit)?

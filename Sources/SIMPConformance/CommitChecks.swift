@@ -216,6 +216,41 @@ extension Conformance {
             let good = MLSFraming.commit(group: group, epoch: epoch, path: .init(identity: mine, signer: deviceKey))
             try expect(try submit(peer, 8, to: other, epoch: epoch, good) == epoch + 1, "the commit under the certified key was not stored at \(epoch)")
         },
+        ConformanceCheck("4.36", "4. Messages, Commits", "a commit's GroupInfo of another epoch than the next is INVALID_COMMIT; one of the next is kept and handed to a fetch with external, the page starting at its epoch; an external commit (new_member_commit) with the certified device's path leaf is stored, and a commit without a GroupInfo leaves none kept; join with external is BAD_REQUEST") { target in
+            let (user, peer, identity) = try keyOwner(target)
+            let deviceKey = Curve25519.Signing.PrivateKey()
+            try certify(peer, user: user, identity: identity, deviceKey: deviceKey, id: 3)
+            let (other, otherPassword) = try target.account("b")
+            let second = try target.peer()
+            _ = try second.login(other, otherPassword, device: "rejoining")
+            let (epoch, group) = try currentEpoch(peer, other, id: 4)
+            let commit = MLSFraming.commit(group: group, epoch: epoch)
+            let stale = try peer.request(5, .submitCommit(.with {
+                $0.conversation = other; $0.epoch = epoch; $0.commit = Data(commit)
+                $0.groupInfo = Data(MLSFraming.groupInfo(group: group, epoch: epoch))
+            }))
+            try expect(errorCode(stale) == .invalidCommit, "a GroupInfo of the commit's own epoch got \(describe(stale))")
+            let info = MLSFraming.groupInfo(group: group, epoch: epoch + 1)
+            let kept = try peer.request(6, .submitCommit(.with {
+                $0.conversation = other; $0.epoch = epoch; $0.commit = Data(commit); $0.groupInfo = Data(info)
+            }))
+            guard case .commitStored(let stored)? = kept?.body, stored.epoch == epoch + 1 else {
+                throw ConformanceFailure("a commit with the next epoch's GroupInfo: \(describe(kept))")
+            }
+            let both = try second.request(7, .fetchCommits(.with { $0.conversation = user; $0.join = true; $0.external = true }))
+            try expect(errorCode(both) == .badRequest, "a fetch with join and external got \(describe(both))")
+            let fetched = try second.request(8, .fetchCommits(.with { $0.conversation = user; $0.external = true }))
+            guard case .commitPage(let page)? = fetched?.body else { throw ConformanceFailure("an external fetch: \(describe(fetched))") }
+            try expect(page.hasGroupInfo && page.groupInfo.groupInfo == Data(info) && page.groupInfo.epoch == epoch + 1
+                       && page.groupInfo.fromUser == user, "the external fetch was not handed the GroupInfo of epoch \(epoch + 1)")
+            try expect(page.commits.isEmpty && page.epoch == epoch + 1, "the external page did not start at the GroupInfo's epoch")
+            let external = MLSFraming.commit(group: group, epoch: epoch + 1, path: .init(identity: Array("\(user)/default".utf8), signer: deviceKey),
+                                             newMember: true)
+            try expect(try submit(peer, 9, to: other, epoch: epoch + 1, external) == epoch + 2, "the external commit was not stored")
+            let after = try second.request(10, .fetchCommits(.with { $0.conversation = user; $0.fromEpoch = epoch + 2; $0.external = true }))
+            guard case .commitPage(let none)? = after?.body else { throw ConformanceFailure("an external fetch: \(describe(after))") }
+            try expect(!none.hasGroupInfo, "a GroupInfo was still kept after a commit without one")
+        },
     ]
 
     /// A device a commit adds.

@@ -211,7 +211,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         switch checked {
         case .failure(let refusal):
             precondition(!refusal.reason.isEmpty && refusal.code != .errorUnspecified, "a refusal without a code or reason")
-        case .success(.submit(_, let epoch, let commit, let welcome)):
+        case .success(.submit(_, let epoch, let commit, let welcome, let groupInfo)):
             precondition(epoch < CommitRules.maxEpoch && epoch + 1 <= CommitRules.maxEpoch, "a submit's epoch past the bound: \(epoch)")
             precondition((1...CommitRules.maxCommitBytes).contains(commit.count), "a commit of \(commit.count) bytes taken")
             if let welcome {
@@ -219,7 +219,11 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
                 precondition((1...CommitRules.maxAddedDevices).contains(welcome.added.count), "a Welcome for \(welcome.added.count) devices taken")
                 precondition(Set(welcome.added).count == welcome.added.count, "one device added twice taken")
             }
-        case .success(.fetch(_, let from, _)):
+            if let groupInfo {
+                precondition((1...CommitRules.maxGroupInfoBytes).contains(groupInfo.count), "a GroupInfo of \(groupInfo.count) bytes taken")
+            }
+        case .success(.fetch(_, let from, let join, let external)):
+            precondition(!(join && external), "a fetch for a Welcome and a GroupInfo taken")
             precondition(from <= CommitRules.maxEpoch, "a fetch's epoch past the bound: \(from)")
         }
     }

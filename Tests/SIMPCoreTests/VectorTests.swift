@@ -191,6 +191,29 @@ import Testing
                     $0.serverTime = 1_700_000_000_456
                 }
             }))),
+            ("submitCommit (with its GroupInfo)", Simp_Envelope(requestID: 25, .submitCommit(.with {
+                // A commit on epoch 4 and the GroupInfo of epoch 5 it leads to (RFC 9420 section
+                // 12.4.3, framed by hand: tree hash, transcript hash, tag and signature made up).
+                $0.conversation = "#team"; $0.epoch = 4
+                $0.commit = Data(MLSFraming.commit(group: [UInt8](repeating: 0x7e, count: 16), epoch: 4, fill: 0xc0))
+                $0.groupInfo = Data(MLSFraming.groupInfo(group: [UInt8](repeating: 0x7e, count: 16), epoch: 5, fill: 0xab))
+            }))),
+            ("fetchCommits (external)", Simp_Envelope(requestID: 26, .fetchCommits(.with { $0.conversation = "#team"; $0.external = true }))),
+            ("commitPage (external)", Simp_Envelope(requestID: 26, .commitPage(.with {
+                $0.conversation = "#team"; $0.epoch = 5
+                $0.groupInfo = .with {
+                    $0.epoch = 5; $0.groupInfo = Data(MLSFraming.groupInfo(group: [UInt8](repeating: 0x7e, count: 16), epoch: 5, fill: 0xab))
+                    $0.fromUser = "alice"; $0.fromDevice = "phone"; $0.serverTime = 1_700_000_000_999
+                }
+            }))),
+            ("submitCommit (external commit)", Simp_Envelope(requestID: 27, .submitCommit(.with {
+                // A device rejoining on epoch 5: a new_member_commit with a path (section 12.4.3.2);
+                // its leaf signed by a fixed key (seed all 0x11; Ed25519 signs deterministically, RFC 8032).
+                $0.conversation = "#team"; $0.epoch = 5
+                let signer = try! Curve25519.Signing.PrivateKey(rawRepresentation: [UInt8](repeating: 0x11, count: 32))
+                $0.commit = Data(MLSFraming.commit(group: [UInt8](repeating: 0x7e, count: 16), epoch: 5, fill: 0xc0,
+                                                   path: .init(identity: Array("bob/phone".utf8), signer: signer), newMember: true))
+            }))),
             ("linkStep (offer)", Simp_Envelope(requestID: 20, .linkStep(.with {
                 $0.kind = .linkOffer; $0.device = "laptop"; $0.body = Data([0x01] + [UInt8](repeating: 0xab, count: 32) + [UInt8](repeating: 0xcd, count: 32))
             }))),

@@ -17,15 +17,22 @@ public enum MLSFraming {
     /// of `path.identity` ("USER/DEVICE"), the signer's public key (or `path.claimedKey`, which
     /// the signature then does not verify under), a made-up encryption key and parent hash, and
     /// the signer's `SignWithLabel` over `LeafNodeTBS` (with `group` and `leaf`); no path nodes.
-    public static func commit(group: [UInt8], epoch: UInt64, leaf: UInt32 = 0, fill: UInt8? = nil, path: PathLeaf? = nil) -> [UInt8] {
+    /// With `newMember`, the sender is a `new_member_commit` (an external commit, section
+    /// 12.4.3.2: no leaf index, no membership tag), its path leaf signed as at leaf 0.
+    public static func commit(group: [UInt8], epoch: UInt64, leaf: UInt32 = 0, fill: UInt8? = nil, path: PathLeaf? = nil,
+                              newMember: Bool = false) -> [UInt8] {
         let random = { (count: Int) in made(count, fill) }
         var out: [UInt8] = []
         uint16(1, &out)                      // version mls10
         uint16(1, &out)                      // wire_format mls_public_message
         opaque(group, &out)                  // group_id
         for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: epoch >> UInt64(shift))) }
-        out.append(1)                        // sender_type member
-        for shift in stride(from: 24, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: leaf >> UInt32(shift))) }
+        if newMember {
+            out.append(4)                    // sender_type new_member_commit
+        } else {
+            out.append(1)                    // sender_type member
+            for shift in stride(from: 24, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: leaf >> UInt32(shift))) }
+        }
         opaque([], &out)                     // authenticated_data
         out.append(3)                        // content_type commit
         opaque([], &out)                     // Commit.proposals: none
@@ -68,7 +75,29 @@ public enum MLSFraming {
         }
         opaque(random(64), &out)             // signature
         opaque(random(32), &out)             // confirmation_tag
-        opaque(random(32), &out)             // membership_tag
+        if !newMember { opaque(random(32), &out) } // membership_tag (members only)
+        return out
+    }
+
+    /// An `MLSMessage` `mls_group_info` (section 12.4.3) of cipher suite 1 describing `epoch` of
+    /// `group`, with a made-up tree hash, transcript hash, confirmation tag and signature (by leaf
+    /// 0; every made-up byte `fill`, if set), and no extensions: it decodes, and no joiner would
+    /// take it.
+    public static func groupInfo(group: [UInt8], epoch: UInt64, fill: UInt8? = nil) -> [UInt8] {
+        var out: [UInt8] = []
+        uint16(1, &out)                      // version mls10
+        uint16(4, &out)                      // wire_format mls_group_info
+        uint16(1, &out)                      // GroupContext.version mls10
+        uint16(1, &out)                      // GroupContext.cipher_suite
+        opaque(group, &out)                  // GroupContext.group_id
+        for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: epoch >> UInt64(shift))) }
+        opaque(made(32, fill), &out)          // GroupContext.tree_hash
+        opaque(made(32, fill), &out)          // GroupContext.confirmed_transcript_hash
+        opaque([], &out)                     // GroupContext.extensions
+        opaque([], &out)                     // GroupInfo.extensions
+        opaque(made(32, fill), &out)          // confirmation_tag
+        out += [0, 0, 0, 0]                  // signer: leaf 0
+        opaque(made(64, fill), &out)          // signature
         return out
     }
 

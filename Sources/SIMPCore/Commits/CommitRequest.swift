@@ -4,10 +4,12 @@ import Foundation
 /// before anything runs: the conversation's name, the epochs, sizes, counts, and (one-to-one)
 /// whom a Welcome may go to. Pure, so the fuzz target checks the very function the server runs.
 public enum CommitRequest: Sendable, Equatable {
-    /// `welcome`: the commit's one Welcome and the devices it adds, if it adds any.
-    case submit(CommitConversation, epoch: UInt64, commit: [UInt8], welcome: Welcome?)
-    /// `join`: the device has no state for the conversation and asks for its Welcome.
-    case fetch(CommitConversation, fromEpoch: UInt64, join: Bool)
+    /// `welcome`: the commit's one Welcome and the devices it adds, if it adds any. `groupInfo`:
+    /// the GroupInfo of the epoch the commit leads to, if given (kept for external rejoins).
+    case submit(CommitConversation, epoch: UInt64, commit: [UInt8], welcome: Welcome?, groupInfo: [UInt8]? = nil)
+    /// `join`: the device has no state for the conversation and asks for its Welcome;
+    /// `external`: it has none and asks for the conversation's latest GroupInfo.
+    case fetch(CommitConversation, fromEpoch: UInt64, join: Bool, external: Bool = false)
 
     /// A commit's Welcome (RFC 9420 section 12.4.3.1), one for every device the commit adds:
     /// each finds its own secrets in it by its KeyPackageRef.
@@ -71,7 +73,11 @@ public enum CommitRequest: Sendable, Equatable {
                let outsider = welcome.added.first(where: { $0.user != user && $0.user != peer }) {
                 return .failure(.init(.notAMember, "\(outsider.user) is not in the conversation of \(user) and \(peer)"))
             }
-            return .success(.submit(conversation, epoch: submit.epoch, commit: Array(submit.commit), welcome: welcome))
+            guard submit.groupInfo.count <= CommitRules.maxGroupInfoBytes else {
+                return .failure(.init(.badRequest, "a GroupInfo is at most \(CommitRules.maxGroupInfoBytes) bytes"))
+            }
+            return .success(.submit(conversation, epoch: submit.epoch, commit: Array(submit.commit), welcome: welcome,
+                                    groupInfo: submit.groupInfo.isEmpty ? nil : Array(submit.groupInfo)))
         case .fetchCommits(let fetch):
             guard let conversation = CommitConversation(fetch.conversation, asker: user) else {
                 return .failure(.init(.badRequest, "not a conversation: \(fetch.conversation.prefix(34))"))
@@ -79,7 +85,10 @@ public enum CommitRequest: Sendable, Equatable {
             guard fetch.fromEpoch <= CommitRules.maxEpoch else {
                 return .failure(.init(.badRequest, "no conversation reaches an epoch above \(CommitRules.maxEpoch)"))
             }
-            return .success(.fetch(conversation, fromEpoch: fetch.fromEpoch, join: fetch.join))
+            guard !(fetch.join && fetch.external) else {
+                return .failure(.init(.badRequest, "a fetch asks for a Welcome (`join`) or a GroupInfo (`external`), not both"))
+            }
+            return .success(.fetch(conversation, fromEpoch: fetch.fromEpoch, join: fetch.join, external: fetch.external))
         default: return nil
         }
     }

@@ -60,11 +60,16 @@ public enum CommitRules {
     /// bytes, a device of 16) and framing.
     static let perAddedDeviceBytes = 56
 
+    /// The largest GroupInfo a commit carries (RFC 9420 section 12.4.3, with the ratchet tree:
+    /// about 185 bytes a device), as large as a Welcome, which holds the same tree.
+    public static let maxGroupInfoBytes = 45_056
+
     /// Whether a commit of `commit` bytes with a Welcome of `welcome` bytes (0: none) for
-    /// `added` devices goes in one `SubmitCommit`: within each limit, and within one frame.
-    public static func submitFits(commit: Int, welcome: Int, added: Int) -> Bool {
-        commit <= maxCommitBytes && welcome <= maxWelcomeBytes && added <= maxAddedDevices
-            && commit + welcome + added * perAddedDeviceBytes <= submitBudget
+    /// `added` devices, and a GroupInfo of `groupInfo` bytes (0: none), goes in one
+    /// `SubmitCommit`: within each limit, and within one frame.
+    public static func submitFits(commit: Int, welcome: Int, added: Int, groupInfo: Int = 0) -> Bool {
+        commit <= maxCommitBytes && welcome <= maxWelcomeBytes && added <= maxAddedDevices && groupInfo <= maxGroupInfoBytes
+            && commit + welcome + groupInfo + added * perAddedDeviceBytes <= submitBudget
     }
     /// Commits a conversation keeps: a device further behind than that cannot catch up
     /// through commits and must be added again (a new Welcome).

@@ -1682,6 +1682,13 @@ public nonisolated struct Simp_SubmitCommit: Sendable {
   /// the devices the commit adds, each given `welcome`: at most 128, each once
   public var added: [Simp_AddedDevice] = []
 
+  /// The epoch the commit leads to as a GroupInfo (an MLSMessage of wire format mls_group_info,
+  /// RFC 9420 section 12.4.3, with the external_pub and ratchet_tree extensions), 0-45056 bytes:
+  /// kept with the commit, replacing the last, and handed to a member's device that has no state
+  /// (FetchCommits.external), which rejoins by an external commit (section 12.4.3.2). Without
+  /// it, the conversation keeps none until the next commit that has one.
+  public var groupInfo: Data = Data()
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -1754,6 +1761,9 @@ public nonisolated struct Simp_FetchCommits: Sendable {
   /// the device has no state for the conversation: the page carries its Welcome and starts at its epoch
   public var join: Bool = false
 
+  /// the device has no state and rejoins by external commit: the page carries the latest GroupInfo and starts at its epoch
+  public var external: Bool = false
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -1803,6 +1813,28 @@ public nonisolated struct Simp_StoredWelcome: Sendable {
   public init() {}
 }
 
+/// A GroupInfo kept with the commit that led to its epoch (SubmitCommit.groupInfo).
+public nonisolated struct Simp_StoredGroupInfo: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// the epoch it describes (its commit's epoch + 1)
+  public var epoch: UInt64 = 0
+
+  public var groupInfo: Data = Data()
+
+  public var fromUser: String = String()
+
+  public var fromDevice: String = String()
+
+  public var serverTime: Int64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 public nonisolated struct Simp_CommitPage: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -1829,11 +1861,22 @@ public nonisolated struct Simp_CommitPage: Sendable {
   /// more commits follow: fetch again from the next epoch
   public var more: Bool = false
 
+  /// set for a fetch with `external` when the conversation keeps one: the page starts at its epoch
+  public var groupInfo: Simp_StoredGroupInfo {
+    get {_groupInfo ?? Simp_StoredGroupInfo()}
+    set {_groupInfo = newValue}
+  }
+  /// Returns true if `groupInfo` has been explicitly set.
+  public var hasGroupInfo: Bool {self._groupInfo != nil}
+  /// Clears the value of `groupInfo`. Subsequent reads from it will return its default value.
+  public mutating func clearGroupInfo() {self._groupInfo = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 
   fileprivate var _welcome: Simp_StoredWelcome? = nil
+  fileprivate var _groupInfo: Simp_StoredGroupInfo? = nil
 }
 
 /// Answered with Ok, or Error LINK_STEP (out of order, or not this device's step), BAD_REQUEST.
@@ -4456,7 +4499,7 @@ nonisolated extension Simp_ClaimedKeyPackages: SwiftProtobuf.Message, SwiftProto
 
 nonisolated extension Simp_SubmitCommit: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".SubmitCommit"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}conversation\0\u{1}epoch\0\u{1}commit\0\u{1}welcomes\0\u{1}welcome\0\u{1}added\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}conversation\0\u{1}epoch\0\u{1}commit\0\u{1}welcomes\0\u{1}welcome\0\u{1}added\0\u{1}groupInfo\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -4470,6 +4513,7 @@ nonisolated extension Simp_SubmitCommit: SwiftProtobuf.Message, SwiftProtobuf._M
       case 4: try { try decoder.decodeRepeatedMessageField(value: &self.welcomes) }()
       case 5: try { try decoder.decodeSingularBytesField(value: &self.welcome) }()
       case 6: try { try decoder.decodeRepeatedMessageField(value: &self.added) }()
+      case 7: try { try decoder.decodeSingularBytesField(value: &self.groupInfo) }()
       default: break
       }
     }
@@ -4494,6 +4538,9 @@ nonisolated extension Simp_SubmitCommit: SwiftProtobuf.Message, SwiftProtobuf._M
     if !self.added.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.added, fieldNumber: 6)
     }
+    if !self.groupInfo.isEmpty {
+      try visitor.visitSingularBytesField(value: self.groupInfo, fieldNumber: 7)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -4504,6 +4551,7 @@ nonisolated extension Simp_SubmitCommit: SwiftProtobuf.Message, SwiftProtobuf._M
     if lhs.welcomes != rhs.welcomes {return false}
     if lhs.welcome != rhs.welcome {return false}
     if lhs.added != rhs.added {return false}
+    if lhs.groupInfo != rhs.groupInfo {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -4621,7 +4669,7 @@ nonisolated extension Simp_CommitStored: SwiftProtobuf.Message, SwiftProtobuf._M
 
 nonisolated extension Simp_FetchCommits: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".FetchCommits"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}conversation\0\u{1}fromEpoch\0\u{1}join\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}conversation\0\u{1}fromEpoch\0\u{1}join\0\u{1}external\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -4632,6 +4680,7 @@ nonisolated extension Simp_FetchCommits: SwiftProtobuf.Message, SwiftProtobuf._M
       case 1: try { try decoder.decodeSingularStringField(value: &self.conversation) }()
       case 2: try { try decoder.decodeSingularUInt64Field(value: &self.fromEpoch) }()
       case 3: try { try decoder.decodeSingularBoolField(value: &self.join) }()
+      case 4: try { try decoder.decodeSingularBoolField(value: &self.external) }()
       default: break
       }
     }
@@ -4647,6 +4696,9 @@ nonisolated extension Simp_FetchCommits: SwiftProtobuf.Message, SwiftProtobuf._M
     if self.join != false {
       try visitor.visitSingularBoolField(value: self.join, fieldNumber: 3)
     }
+    if self.external != false {
+      try visitor.visitSingularBoolField(value: self.external, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -4654,6 +4706,7 @@ nonisolated extension Simp_FetchCommits: SwiftProtobuf.Message, SwiftProtobuf._M
     if lhs.conversation != rhs.conversation {return false}
     if lhs.fromEpoch != rhs.fromEpoch {return false}
     if lhs.join != rhs.join {return false}
+    if lhs.external != rhs.external {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -4759,9 +4812,59 @@ nonisolated extension Simp_StoredWelcome: SwiftProtobuf.Message, SwiftProtobuf._
   }
 }
 
+nonisolated extension Simp_StoredGroupInfo: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".StoredGroupInfo"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}epoch\0\u{1}groupInfo\0\u{1}fromUser\0\u{1}fromDevice\0\u{1}serverTime\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.epoch) }()
+      case 2: try { try decoder.decodeSingularBytesField(value: &self.groupInfo) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.fromUser) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.fromDevice) }()
+      case 5: try { try decoder.decodeSingularInt64Field(value: &self.serverTime) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.epoch != 0 {
+      try visitor.visitSingularUInt64Field(value: self.epoch, fieldNumber: 1)
+    }
+    if !self.groupInfo.isEmpty {
+      try visitor.visitSingularBytesField(value: self.groupInfo, fieldNumber: 2)
+    }
+    if !self.fromUser.isEmpty {
+      try visitor.visitSingularStringField(value: self.fromUser, fieldNumber: 3)
+    }
+    if !self.fromDevice.isEmpty {
+      try visitor.visitSingularStringField(value: self.fromDevice, fieldNumber: 4)
+    }
+    if self.serverTime != 0 {
+      try visitor.visitSingularInt64Field(value: self.serverTime, fieldNumber: 5)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Simp_StoredGroupInfo, rhs: Simp_StoredGroupInfo) -> Bool {
+    if lhs.epoch != rhs.epoch {return false}
+    if lhs.groupInfo != rhs.groupInfo {return false}
+    if lhs.fromUser != rhs.fromUser {return false}
+    if lhs.fromDevice != rhs.fromDevice {return false}
+    if lhs.serverTime != rhs.serverTime {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
 nonisolated extension Simp_CommitPage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".CommitPage"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}conversation\0\u{1}epoch\0\u{1}commits\0\u{1}welcome\0\u{1}more\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}conversation\0\u{1}epoch\0\u{1}commits\0\u{1}welcome\0\u{1}more\0\u{1}groupInfo\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -4774,6 +4877,7 @@ nonisolated extension Simp_CommitPage: SwiftProtobuf.Message, SwiftProtobuf._Mes
       case 3: try { try decoder.decodeRepeatedMessageField(value: &self.commits) }()
       case 4: try { try decoder.decodeSingularMessageField(value: &self._welcome) }()
       case 5: try { try decoder.decodeSingularBoolField(value: &self.more) }()
+      case 6: try { try decoder.decodeSingularMessageField(value: &self._groupInfo) }()
       default: break
       }
     }
@@ -4799,6 +4903,9 @@ nonisolated extension Simp_CommitPage: SwiftProtobuf.Message, SwiftProtobuf._Mes
     if self.more != false {
       try visitor.visitSingularBoolField(value: self.more, fieldNumber: 5)
     }
+    try { if let v = self._groupInfo {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -4808,6 +4915,7 @@ nonisolated extension Simp_CommitPage: SwiftProtobuf.Message, SwiftProtobuf._Mes
     if lhs.commits != rhs.commits {return false}
     if lhs._welcome != rhs._welcome {return false}
     if lhs.more != rhs.more {return false}
+    if lhs._groupInfo != rhs._groupInfo {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -2,7 +2,7 @@
 /// the group's epoch a GroupInfo with `external_pub` describes. The members' side is
 /// ``MLSGroup/process(_:psk:)``.
 extension MLSGroup {
-    /// What ``joinByExternalCommit(groupInfo:ratchetTree:credential:capabilities:signer:resyncing:psks:psk:time:policy:credentialValidator:randomness:)`` makes.
+    /// What ``joinByExternalCommit(groupInfo:ratchetTree:credential:capabilities:signer:resyncing:resyncingOwnLeaf:psks:psk:time:policy:credentialValidator:randomness:)`` makes.
     public struct ExternalCommitOutput: Sendable {
         /// The external commit, a PublicMessage from `new_member_commit`, for every member.
         public let message: MLSMessage
@@ -18,14 +18,15 @@ extension MLSGroup {
     /// 2. `kem_output` and `init_secret` come from `SetupBaseS(external_pub, "")` and its export
     ///    `"MLS 1.0 external init secret"`;
     /// 3. the commit carries, by value, the ExternalInit, a Remove of `resyncing` (the joiner's
-    ///    own old leaf, for a resync) and a PreSharedKey proposal per id of `psks`;
+    ///    own old leaf, for a resync; with `resyncingOwnLeaf`, the leaf of the verified tree
+    ///    whose credential is `credential`, if any) and a PreSharedKey proposal per id of `psks`;
     /// 4. the joiner takes the leftmost blank leaf (the tree extended if none) and sends a path
     ///    from it, its leaf node made of `credential`, `capabilities` and `signer`'s key;
     /// 5. the commit is signed as `new_member_commit` over the GroupInfo's GroupContext, and the
     ///    new epoch's secrets, confirmation tag and transcript hashes follow from it.
     public static func joinByExternalCommit(
         groupInfo: GroupInfoIn, ratchetTree externalTree: RatchetTree? = nil, credential: Credential, capabilities: Capabilities,
-        signer: SignaturePrivateKey, resyncing oldLeaf: LeafIndex? = nil, psks: [PreSharedKeyID] = [],
+        signer: SignaturePrivateKey, resyncing oldLeaf: LeafIndex? = nil, resyncingOwnLeaf: Bool = false, psks: [PreSharedKeyID] = [],
         psk: (PreSharedKeyID) throws -> SecretBytes = MLSGroup.noExternalPSK, time: UInt64? = nil,
         policy: MLSGroupPolicy = MLSGroupPolicy(), credentialValidator: (any CredentialValidator)? = nil,
         randomness: (Int) throws -> [UInt8]
@@ -39,7 +40,10 @@ extension MLSGroup {
         let external = try suite.externalInit(
             externalPub: try pub.externalPub.validate(for: suite), randomness: try randomness(MLSCipherSuite.encapsulationRandomnessLength))
         var proposals: [Proposal] = [.externalInit(ExternalInitProposal(kemOutput: external.kemOutput))]
-        if let oldLeaf {
+        // Section 12.4.3.2: a client that lost its state removes its old leaf, the one that
+        // holds its own credential.
+        let own = resyncingOwnLeaf ? tree.memberLeaves.first { tree.leaf($0)?.credential == credential } : nil
+        if let oldLeaf = oldLeaf ?? own {
             try tree.remove(oldLeaf)
             proposals.append(.remove(RemoveProposal(removed: oldLeaf.value)))
         }

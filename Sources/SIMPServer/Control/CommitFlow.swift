@@ -68,11 +68,15 @@ struct CommitFlow: Sendable {
         /// epoch, with its Welcome, keeping the last `kept` commits; comes back as `stored(_:)`.
         /// `group`: the commit's framed MLS group id, which must be the conversation's recorded
         /// one (recorded now when none is).
-        case store(CommitConversation, user: String, epoch: UInt64, entry: [UInt8], welcome: KeptWelcome?, kept: Int, group: [UInt8])
+        /// `groupInfo`: the `StoredGroupInfo` of the epoch the commit leads to, kept in place of
+        /// the last (nil: none is kept until a commit has one).
+        case store(CommitConversation, user: String, epoch: UInt64, entry: [UInt8], welcome: KeptWelcome?, kept: Int, group: [UInt8],
+                   groupInfo: [UInt8]?)
         /// Read the commits from `fromEpoch` among the last `kept`, or (a join: `welcomeField`
-        /// set) the Welcome under `welcomeField` and the commits from its epoch; comes back as
-        /// `fetched(_:)`.
-        case fetch(CommitConversation, user: String, welcomeField: String?, fromEpoch: UInt64, maxCommits: Int, budget: Int, kept: Int)
+        /// set) the Welcome under `welcomeField` and the commits from its epoch, or (`external`)
+        /// the latest GroupInfo and the commits from its epoch; comes back as `fetched(_:)`.
+        case fetch(CommitConversation, user: String, welcomeField: String?, external: Bool, fromEpoch: UInt64, maxCommits: Int, budget: Int,
+                   kept: Int)
         case answer(Simp_Envelope.OneOf_Body)
         case refuse(Simp_ErrorCode, String)
     }
@@ -96,9 +100,10 @@ struct CommitFlow: Sendable {
 
     /// What the fetch script answered.
     enum Fetched: Sendable, Equatable {
-        /// `welcome`, when set (only for a join), is the device's `StoredWelcome`;
-        /// `commits` the stored `StoredCommit`s, consecutive, oldest first.
-        case page(current: UInt64, welcome: [UInt8]?, commits: [[UInt8]], more: Bool)
+        /// `welcome`, when set (only for a join), is the device's `StoredWelcome`; `groupInfo`
+        /// (only for an external fetch) the latest `StoredGroupInfo`; `commits` the stored
+        /// `StoredCommit`s, consecutive, oldest first.
+        case page(current: UInt64, welcome: [UInt8]?, groupInfo: [UInt8]? = nil, commits: [[UInt8]], more: Bool)
         case notAMember
         case noSuchGroup
     }
@@ -134,18 +139,20 @@ struct CommitFlow: Sendable {
     /// The first step.
     func start() -> Next {
         switch request {
-        case .submit(_, let epoch, let commit, let welcome):
-            return .checkFraming(UncheckedCommit(commit: commit, welcome: welcome?.bytes, added: welcome?.added.count ?? 0), epoch: epoch)
-        case .fetch(let conversation, let from, let join):
-            return .fetch(conversation, user: user, welcomeField: join ? CommitRules.welcomeField(user: user, device: device) : nil, fromEpoch: from,
-                          maxCommits: CommitRules.maxCommitsPerPage, budget: CommitRules.pageBudget, kept: CommitRules.keptCommits)
+        case .submit(_, let epoch, let commit, let welcome, let groupInfo):
+            return .checkFraming(UncheckedCommit(commit: commit, welcome: welcome?.bytes, added: welcome?.added.count ?? 0, groupInfo: groupInfo),
+                                 epoch: epoch)
+        case .fetch(let conversation, let from, let join, let external):
+            return .fetch(conversation, user: user, welcomeField: join ? CommitRules.welcomeField(user: user, device: device) : nil,
+                          external: external, fromEpoch: from, maxCommits: CommitRules.maxCommitsPerPage, budget: CommitRules.pageBudget,
+                          kept: CommitRules.keptCommits)
         }
     }
 
     /// The commit's framing, or why every member would refuse it: then refused before anything
     /// is read.
     func framed(_ result: Result<CommitFraming, UncheckedCommit.Problem>) -> Next {
-        guard case .submit(let conversation, _, _, let welcome) = request else { return .refuse(.internal, "commit framing for no submit") }
+        guard case .submit(let conversation, _, _, let welcome, _) = request else { return .refuse(.internal, "commit framing for no submit") }
         let framing: CommitFraming
         switch result {
         case .success(let checked): framing = checked
@@ -160,7 +167,7 @@ struct CommitFlow: Sendable {
 
     /// The submitter read's result, with the framing `framed(_:)` found.
     func checked(_ submitter: Submitter, framing: CommitFraming) -> Next {
-        guard case .submit(let conversation, let epoch, let commit, let welcome) = request else {
+        guard case .submit(let conversation, let epoch, let commit, let welcome, let groupInfo) = request else {
             return .refuse(.internal, "commit read for no submit")
         }
         // Checked with the request already; a flow made from an unchecked one must not trap either.
@@ -205,12 +212,24 @@ struct CommitFlow: Sendable {
                                devices: welcome.added.map { .init(user: $0.user, field: CommitRules.welcomeField(user: $0.user, device: $0.device)) })
         }
         guard let entry: [UInt8] = try? stored.serializedBytes() else { return .refuse(.internal, "a commit did not encode") }
-        return .store(conversation, user: user, epoch: epoch, entry: entry, welcome: kept, kept: CommitRules.keptCommits, group: framing.groupID)
+        var keptInfo: [UInt8]?
+        if let groupInfo {
+            var info = Simp_StoredGroupInfo()
+            info.epoch = epoch + 1
+            info.groupInfo = Data(groupInfo)
+            info.fromUser = user
+            info.fromDevice = device
+            info.serverTime = nowMillis
+            guard let bytes: [UInt8] = try? info.serializedBytes() else { return .refuse(.internal, "a GroupInfo did not encode") }
+            keptInfo = bytes
+        }
+        return .store(conversation, user: user, epoch: epoch, entry: entry, welcome: kept, kept: CommitRules.keptCommits, group: framing.groupID,
+                      groupInfo: keptInfo)
     }
 
     /// The store script's result.
     func stored(_ result: Stored) -> Next {
-        guard case .submit(let conversation, let epoch, _, _) = request else { return .refuse(.internal, "commit stored for no submit") }
+        guard case .submit(let conversation, let epoch, _, _, _) = request else { return .refuse(.internal, "commit stored for no submit") }
         switch result {
         case .stored(let now):
             var answer = Simp_CommitStored()
@@ -233,11 +252,11 @@ struct CommitFlow: Sendable {
 
     /// The fetch script's result.
     func fetched(_ result: Fetched) -> Next {
-        guard case .fetch(let conversation, _, _) = request else { return .refuse(.internal, "commits fetched for no fetch") }
+        guard case .fetch(let conversation, _, _, _) = request else { return .refuse(.internal, "commits fetched for no fetch") }
         switch result {
         case .notAMember: return .refuse(.notAMember, "you are not a member of \(conversation.name)")
         case .noSuchGroup: return .refuse(.noSuchGroup, "no such group: \(conversation.name)")
-        case .page(let current, let welcome, let commits, let more):
+        case .page(let current, let welcome, let groupInfo, let commits, let more):
             var page = Simp_CommitPage()
             page.conversation = conversation.name
             page.epoch = current
@@ -253,6 +272,12 @@ struct CommitFlow: Sendable {
                     return .refuse(.internal, "a stored Welcome of \(conversation.name) does not decode")
                 }
                 page.welcome = entry
+            }
+            if let groupInfo {
+                guard let entry = try? Simp_StoredGroupInfo(serializedBytes: groupInfo) else {
+                    return .refuse(.internal, "a stored GroupInfo of \(conversation.name) does not decode")
+                }
+                page.groupInfo = entry
             }
             page.more = more
             return .answer(.commitPage(page))

@@ -104,11 +104,11 @@ struct ControlWorker {
         case .readSubmitter(let user, let device, let peer, let added, let framing):
             step = store.commitSubmitter(user: user, device: device, peer: peer, added: added, on: loop)
                 .map { flow.checked($0, framing: framing) }
-        case .store(let conversation, let user, let epoch, let entry, let welcome, let kept, let group):
-            step = store.storeCommit(conversation, user: user, epoch: epoch, entry: entry, welcome: welcome, kept: kept, group: group, on: loop)
-                .map { flow.stored($0) }
-        case .fetch(let conversation, let user, let field, let from, let maxCommits, let budget, let kept):
-            step = store.fetchCommits(conversation, user: user, welcomeField: field, fromEpoch: from, maxCommits: maxCommits,
+        case .store(let conversation, let user, let epoch, let entry, let welcome, let kept, let group, let groupInfo):
+            step = store.storeCommit(conversation, user: user, epoch: epoch, entry: entry, welcome: welcome, kept: kept, group: group,
+                                     groupInfo: groupInfo, on: loop).map { flow.stored($0) }
+        case .fetch(let conversation, let user, let field, let external, let from, let maxCommits, let budget, let kept):
+            step = store.fetchCommits(conversation, user: user, welcomeField: field, external: external, fromEpoch: from, maxCommits: maxCommits,
                                       budget: budget, kept: kept, on: loop).map { flow.fetched($0) }
         }
         return step.flatMap { carryOut($0, flow, store: store, on: loop) }

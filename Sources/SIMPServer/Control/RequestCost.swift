@@ -80,7 +80,8 @@ enum RequestCost {
         case .submitCommit(let submit):
             // The per-device `welcomes` of the migration window: one Welcome once, as `welcome`.
             commitSubmit + perAddedDevice * min(submit.added.count + submit.welcomes.count, CommitRules.maxAddedDevices)
-                + (submit.commit.count + max(submit.welcome.count, submit.welcomes.first?.welcome.count ?? 0)) / commitBytesPerUnit
+                + (submit.commit.count + max(submit.welcome.count, submit.welcomes.first?.welcome.count ?? 0) + submit.groupInfo.count)
+                / commitBytesPerUnit
         case .fetchCommits: commitFetch
         // A script over one user's links, or a read of them.
         case .linkStep, .linkFetch: redisRead

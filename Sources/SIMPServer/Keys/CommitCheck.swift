@@ -16,6 +16,8 @@ struct UncheckedCommit: Sendable, Equatable {
     /// How many devices the submit says the commit adds (`added`): the Welcome holds one
     /// `EncryptedGroupSecrets` for each.
     let added: Int
+    /// The GroupInfo of the epoch the commit leads to, if given.
+    var groupInfo: [UInt8]? = nil
 
     /// Why a commit was refused (`INVALID_COMMIT`, the reason naming what is wrong).
     struct Problem: Error, Equatable, Sendable {
@@ -26,9 +28,11 @@ struct UncheckedCommit: Sendable, Equatable {
     /// The commit's framing, if `commit` decodes whole as an `MLSMessage` (RFC 9420 section 6)
     /// of wire format `mls_public_message` (SIMP's commits are public messages:
     /// `MLSGroupPolicy.handshakeWireFormat`) whose `FramedContent` is of content type `commit`,
-    /// from a `member` sender (SIMP uses no external commits), framed on `epoch` (the epoch it is
-    /// submitted for); and the Welcome decodes whole as an `MLSMessage` of wire format
-    /// `mls_welcome` with as many `EncryptedGroupSecrets` as `added`. Decoding only: no
+    /// from a `member` sender, or a `new_member_commit` with a path (a device rejoining by
+    /// external commit, section 12.4.3.2), framed on `epoch` (the epoch it is submitted for); the
+    /// Welcome decodes whole as an `MLSMessage` of wire format `mls_welcome` with as many
+    /// `EncryptedGroupSecrets` as `added`; and the GroupInfo decodes whole as an `MLSMessage` of
+    /// wire format `mls_group_info` of the commit's group and the epoch after. Decoding only: no
     /// signature, tag or leaf index is checked (that needs the group's state), nor which key
     /// packages the secrets are for, and the group id is compared by the store, which records
     /// the first one. A path's leaf node is read out (`CommitFraming.pathLeaf`) for the flow to
@@ -43,8 +47,12 @@ struct UncheckedCommit: Sendable, Equatable {
         guard content.contentType == .commit else {
             throw Problem(reason: "the commit's content type is \(Self.name(content.contentType)), not commit")
         }
-        guard case .member(let leaf) = content.sender else {
-            throw Problem(reason: "the commit's sender is of type \(Self.name(content.sender.senderType)), not member")
+        let leaf: UInt32?
+        switch content.sender {
+        case .member(let index): leaf = index
+        case .newMemberCommit: leaf = nil
+        default:
+            throw Problem(reason: "the commit's sender is of type \(Self.name(content.sender.senderType)), not member or new_member_commit")
         }
         guard content.epoch == epoch else {
             throw Problem(reason: "the commit is framed on epoch \(content.epoch), not on epoch \(epoch) it is submitted for")
@@ -63,20 +71,42 @@ struct UncheckedCommit: Sendable, Equatable {
                               + "one per new member (RFC 9420 section 12.4.3.1)")
             }
         }
+        try checkGroupInfo(groupID: content.groupID, epoch: content.epoch)
         var pathLeaf: CommitFraming.PathLeaf?
         if case .commit(let body) = content.content, let path = body.path {
             guard case .basic(let identity) = path.leafNode.credential else {
                 throw Problem(reason: "the commit's path leaf holds no basic credential (SIMP's credentials are basic: USER/DEVICE)")
             }
             // Signed over the group and the committer's leaf (section 7.2, LeafNodeTBS), by the
-            // key it names: every member checks that too. SIMP's suites sign with Ed25519.
-            let group = LeafNodeTBS.Group(groupID: content.groupID, leafIndex: leaf)
-            guard (try? path.leafNode.verifySignature(suite: .x25519AES128GCMSHA256Ed25519, group: group)) != nil else {
-                throw Problem(reason: "the commit's path leaf signature does not verify under the key it names (RFC 9420 section 7.2)")
+            // key it names: every member checks that too. SIMP's suites sign with Ed25519. An
+            // external joiner's leaf index is the tree's leftmost blank leaf (section 12.4.3.2),
+            // which the server, without the tree, does not know: its members check that one.
+            if let leaf {
+                let group = LeafNodeTBS.Group(groupID: content.groupID, leafIndex: leaf)
+                guard (try? path.leafNode.verifySignature(suite: .x25519AES128GCMSHA256Ed25519, group: group)) != nil else {
+                    throw Problem(reason: "the commit's path leaf signature does not verify under the key it names (RFC 9420 section 7.2)")
+                }
             }
             pathLeaf = CommitFraming.PathLeaf(identity: identity, signatureKey: path.leafNode.signatureKey.bytes)
+        } else if leaf == nil {
+            throw Problem(reason: "an external commit has a path (RFC 9420 section 12.4.3.2)")
         }
         return CommitFraming(groupID: content.groupID, epoch: content.epoch, leaf: leaf, pathLeaf: pathLeaf)
+    }
+
+    /// The GroupInfo, if given, decodes whole as a GroupInfo (RFC 9420 section 12.4.3) of the
+    /// commit's group at the epoch after the commit's: a joiner's external commit made on any
+    /// other would be refused. Its signature needs the signer's leaf in the tree it carries,
+    /// which the joiner checks (section 12.4.3.1); the server does not.
+    private func checkGroupInfo(groupID: [UInt8], epoch: UInt64) throws(Problem) {
+        guard let groupInfo else { return }
+        guard case .groupInfo(let info)? = try? MLSMessage(mlsDecoding: groupInfo) else {
+            throw Problem(reason: "the GroupInfo does not decode as an MLSMessage of wire format mls_group_info")
+        }
+        guard info.groupContext.groupID == groupID, info.groupContext.epoch == epoch + 1 else {
+            throw Problem(reason: "the GroupInfo is of another group, or of epoch \(info.groupContext.epoch), "
+                          + "not the epoch the commit leads to (\(epoch + 1))")
+        }
     }
 
     /// `checked(epoch:)` as a result.
@@ -114,11 +144,11 @@ struct UncheckedCommit: Sendable, Equatable {
 }
 
 /// What a commit that passed `UncheckedCommit.checked` is framed for: its group, its epoch and
-/// its sender's leaf (unchecked: the server has no tree).
+/// its sender's leaf (unchecked: the server has no tree; nil for an external commit).
 struct CommitFraming: Sendable, Equatable {
     let groupID: [UInt8]
     let epoch: UInt64
-    let leaf: UInt32
+    let leaf: UInt32?
     /// The committer's new leaf, when the commit has a path (RFC 9420 section 12.4.1): the
     /// submitting device's, which its members check against its certificate; the server does
     /// too (`CommitFlow.checked`), so that a commit they would all refuse is never stored.
@@ -130,7 +160,7 @@ struct CommitFraming: Sendable, Equatable {
         let signatureKey: [UInt8]
     }
 
-    fileprivate init(groupID: [UInt8], epoch: UInt64, leaf: UInt32, pathLeaf: PathLeaf?) {
+    fileprivate init(groupID: [UInt8], epoch: UInt64, leaf: UInt32?, pathLeaf: PathLeaf?) {
         self.groupID = groupID
         self.epoch = epoch
         self.leaf = leaf

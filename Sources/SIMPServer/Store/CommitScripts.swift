@@ -1,16 +1,18 @@
 import SIMPRedis
 
 /// The commit order's scripts (docs/E2EE.md, Part 3; `CommitFlow`). Every key is one
-/// conversation's (`Keys.commitEpoch`, `commits`, `welcomes`, `welcomeEpochs`, `commitGroup`, and
-/// a group's members): one slot.
+/// conversation's (`Keys.commitEpoch`, `commits`, `welcomes`, `welcomeEpochs`, `commitGroup`,
+/// `groupInfo`, and a group's members): one slot.
 extension Scripts {
     /// Stores a commit if it was made on the conversation's current epoch, and its Welcome with
     /// it. KEYS: epoch, commits, Welcomes, a group's members (for a one-to-one conversation a
     /// key of its slot that is never written), the Welcomes' epochs, the conversation's MLS group
-    /// id. ARGV: the submitting user, the commit's epoch, the `StoredCommit`, how many commits to
-    /// keep, "1" for a group, how many devices' Welcomes to keep, the length of the
-    /// `StoredCommit`'s part that names the commit (all but its server time, field 5, the last:
-    /// tag 40), the MLS group id the commit is framed for, then, if the commit adds devices, the
+    /// id, its latest GroupInfo. ARGV: the submitting user, the commit's epoch, the
+    /// `StoredCommit`, how many commits to keep, "1" for a group, how many devices' Welcomes to
+    /// keep, the length of the `StoredCommit`'s part that names the commit (all but its server
+    /// time, field 5, the last: tag 40), the MLS group id the commit is framed for, the
+    /// `StoredGroupInfo` of the new epoch or '' (the one kept goes: it is of an older epoch, which
+    /// no external commit can be made on any more), then, if the commit adds devices, the
     /// `StoredWelcome` and per device it adds the device's user and field (a Welcome with no
     /// device is not stored: nothing would name it, or ever drop it).
     ///
@@ -63,7 +65,7 @@ extension Scripts {
     local recorded = current > 0 and redis.call('GET', KEYS[6])
     if recorded and recorded ~= ARGV[8] then return {-5} end
     if group then
-      for i = 10, #ARGV, 2 do
+      for i = 11, #ARGV, 2 do
         if not redis.call('HGET', KEYS[4], ARGV[i]) then return {-4, ARGV[i]} end
       end
     end
@@ -71,6 +73,11 @@ extension Scripts {
     redis.call('HSET', KEYS[2], current, ARGV[3])
     redis.call('SET', KEYS[1], now)
     if not recorded then redis.call('SET', KEYS[6], ARGV[8]) end
+    if ARGV[9] ~= '' then
+      redis.call('HSET', KEYS[7], 'epoch', now, 'info', ARGV[9])
+    else
+      redis.call('DEL', KEYS[7])
+    end
     local old = current - tonumber(ARGV[4])
     if old >= 0 then redis.call('HDEL', KEYS[2], old) end
     -- The Welcomes that devices whose entries change named: each goes below once no device names it.
@@ -84,11 +91,11 @@ extension Scripts {
         if named and not string.find(named, ':', 1, true) then unnamed[named] = true end
       end
     end
-    if #ARGV >= 11 then
+    if #ARGV >= 12 then
       local fields = {}
-      for i = 11, #ARGV, 2 do table.insert(fields, ARGV[i]) end
+      for i = 12, #ARGV, 2 do table.insert(fields, ARGV[i]) end
       unname(fields)
-      redis.call('HSET', KEYS[3], now, ARGV[9])
+      redis.call('HSET', KEYS[3], now, ARGV[10])
       for _, field in ipairs(fields) do
         redis.call('HSET', KEYS[3], field, now)
         redis.call('ZADD', KEYS[5], now, field)
@@ -110,15 +117,16 @@ extension Scripts {
     return {0, now}
     """)
 
-    /// A page of a conversation's commits. KEYS: epoch, commits, Welcomes, a group's members (as
-    /// in `submitCommit`). ARGV: the asking user, its device's Welcome field for a join (else
-    /// ''), the epoch to start at, the most commits, the most bytes (at least one commit is
-    /// given), "1" for a group, how many commits are kept (a start before them starts at the
-    /// oldest kept). A page never skips a commit after its start: only a join that finds the
-    /// device's Welcome starts at the Welcome's epoch (a device with no state has nothing before
-    /// it to process). The device's field names its Welcome's epoch, under which the Welcome is
+    /// A page of a conversation's commits. KEYS: as in `submitCommit`. ARGV: the asking user, its
+    /// device's Welcome field for a join (else ''), the epoch to start at, the most commits, the
+    /// most bytes (at least one commit is given), "1" for a group, how many commits are kept (a
+    /// start before them starts at the oldest kept), "1" for an external fetch. A page never
+    /// skips a commit after its start: only a join that finds the device's Welcome starts at the
+    /// Welcome's epoch, and an external fetch that finds a GroupInfo at its epoch (a device with
+    /// no state has nothing before it to process). The device's field names its Welcome's epoch, under which the Welcome is
     /// kept once for every device it is for (or, kept before that, holds "EPOCH:" and its own).
-    /// Returns {0, current epoch, the `StoredWelcome` or '', 1 if more follow, commits...}, {-2}
+    /// Returns {0, current epoch, the `StoredWelcome` or '', 1 if more follow, the
+    /// `StoredGroupInfo` or '', commits...}, {-2}
     /// (not a member), {-3} (no such group). A group's former member whose device a Welcome
     /// still names (added, then removed before the device joined) gets that Welcome and no
     /// commit: it reads what was sent to it while a member, and nothing of the order after.
@@ -152,7 +160,17 @@ extension Scripts {
         budget = budget - #welcome
       end
     end
-    local out = {0, current, given, 0}
+    local info = ''
+    if ARGV[8] == '1' and not former then
+      local kept = redis.call('HMGET', KEYS[7], 'epoch', 'info')
+      local epoch = tonumber(kept[1])
+      if epoch and kept[2] and epoch <= current then
+        from = math.max(epoch, current - tonumber(ARGV[7]))
+        info = kept[2]
+        budget = budget - #info
+      end
+    end
+    local out = {0, current, given, 0, info}
     if former then
       if given == '' then return {-2} end
       return out
@@ -161,7 +179,7 @@ extension Scripts {
     while epoch < current do
       local commit = redis.call('HGET', KEYS[2], epoch)
       if commit then
-        if #out - 4 >= tonumber(ARGV[4]) or (#out > 4 and #commit > budget) then
+        if #out - 5 >= tonumber(ARGV[4]) or (#out > 5 and #commit > budget) then
           out[4] = 1
           break
         end

@@ -12,7 +12,7 @@ extension MessageStore {
         case .direct: keys.of(conversation.tag, "members")
         }
         return [keys.commitEpoch(conversation), keys.commits(conversation), keys.welcomes(conversation), members,
-                keys.welcomeEpochs(conversation), keys.commitGroup(conversation)]
+                keys.welcomeEpochs(conversation), keys.commitGroup(conversation), keys.groupInfo(conversation)]
     }
 
     private static func isGroup(_ conversation: CommitConversation) -> String {
@@ -45,12 +45,13 @@ extension MessageStore {
 
     /// `group`: the commit's framed MLS group id (`CommitFraming`), compared with the
     /// conversation's recorded one, or recorded when there is none. `welcome`: the commit's
-    /// Welcome, stored once, with the devices it is for.
+    /// Welcome, stored once, with the devices it is for. `groupInfo`: the new epoch's
+    /// `StoredGroupInfo`, kept in place of the last (nil: the last goes).
     func storeCommit(_ conversation: CommitConversation, user: String, epoch: UInt64, entry: [UInt8], welcome: CommitFlow.KeptWelcome?,
-                     kept: Int, keptWelcomes: Int = CommitRules.maxKeptWelcomes, group: [UInt8],
+                     kept: Int, keptWelcomes: Int = CommitRules.maxKeptWelcomes, group: [UInt8], groupInfo: [UInt8]? = nil,
                      on loop: any EventLoop) -> EventLoopFuture<CommitFlow.Stored> {
         var args: [any RedisArgument] = [user, "\(epoch)", entry, kept, Self.isGroup(conversation), keptWelcomes,
-                                         CommitFlow.sameCommitLength(entry), group]
+                                         CommitFlow.sameCommitLength(entry), group, groupInfo ?? []]
         if let welcome {
             args.append(welcome.value)
             for device in welcome.devices {
@@ -99,10 +100,12 @@ extension MessageStore {
         return redis.run(writes, on: loop).map { _ in () }.recover { _ in () }
     }
 
-    /// `welcomeField`: set for a join (the device's Welcome is read, and the page starts at it).
-    func fetchCommits(_ conversation: CommitConversation, user: String, welcomeField: String?, fromEpoch: UInt64, maxCommits: Int,
-                      budget: Int, kept: Int, on loop: any EventLoop) -> EventLoopFuture<CommitFlow.Fetched> {
-        let args: [any RedisArgument] = [user, welcomeField ?? "", "\(fromEpoch)", maxCommits, budget, Self.isGroup(conversation), kept]
+    /// `welcomeField`: set for a join (the device's Welcome is read, and the page starts at it);
+    /// `external`: the latest GroupInfo is read, and the page starts at it.
+    func fetchCommits(_ conversation: CommitConversation, user: String, welcomeField: String?, external: Bool = false, fromEpoch: UInt64,
+                      maxCommits: Int, budget: Int, kept: Int, on loop: any EventLoop) -> EventLoopFuture<CommitFlow.Fetched> {
+        let args: [any RedisArgument] = [user, welcomeField ?? "", "\(fromEpoch)", maxCommits, budget, Self.isGroup(conversation), kept,
+                                         external ? "1" : "0"]
         let command = RedisCommand.script(Scripts.fetchCommits, keys: commitKeys(conversation), args: args)
         return redis.run([command], on: loop).flatMapThrowing { replies in
             let parts = try replies[0].checked().array ?? []
@@ -111,11 +114,12 @@ extension MessageStore {
             case -2: return .notAMember
             case -3: return .noSuchGroup
             default:
-                guard status == 0, parts.count >= 4, let current = parts[1].int else {
+                guard status == 0, parts.count >= 5, let current = parts[1].int else {
                     throw RedisError(.protocolViolation, "commit fetch script returned \(parts.count) parts")
                 }
                 let welcome = parts[2].bytes.flatMap { $0.isEmpty ? nil : $0 }
-                return .page(current: UInt64(clamping: current), welcome: welcome, commits: parts[4...].compactMap(\.bytes),
+                let groupInfo = parts[4].bytes.flatMap { $0.isEmpty ? nil : $0 }
+                return .page(current: UInt64(clamping: current), welcome: welcome, groupInfo: groupInfo, commits: parts[5...].compactMap(\.bytes),
                              more: parts[3].int == 1)
             }
         }

@@ -89,7 +89,8 @@ extension Scripts {
     /// Changes a group's members; each change is an entry of its order. KEYS: members, seq,
     /// log, removals (user: the place of their latest removal or leave), joins (user: the
     /// place of their latest add, where their history starts), invitations (user: "BY
-    /// EXPIRES"), and the group's commit epoch, commits, Welcomes, their epochs and its MLS group id
+    /// EXPIRES"), and the group's commit epoch, commits, Welcomes, their epochs, its MLS group id
+    /// and its latest GroupInfo
     /// (docs/E2EE.md, Part 3: deleted with the group, so a group made again under the name starts
     /// at epoch 0, with the group id of its first commit).
     /// ARGV: action (create, add, remove, leave, admin, accept, decline), the user
@@ -180,7 +181,7 @@ extension Scripts {
         -- under the name never repeats a place in the order a device may have seen.
         if redis.call('EXISTS', KEYS[1]) == 0 then
           groupflush(cap)
-          redis.call('DEL', KEYS[3], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11])
+          redis.call('DEL', KEYS[3], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12])
           return {0, changes, {}, {}}
         end
       elseif role == 'member' then

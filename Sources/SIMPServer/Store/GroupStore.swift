@@ -169,7 +169,8 @@ extension MessageStore {
                                                                       keys.groupRemovals(group), keys.groupJoins(group),
                                                                       keys.groupInvited(group), keys.commitEpoch(.group(group)),
                                                                       keys.commits(.group(group)), keys.welcomes(.group(group)),
-                                                                      keys.welcomeEpochs(.group(group)), keys.commitGroup(.group(group))], args: args)
+                                                                      keys.welcomeEpochs(.group(group)), keys.commitGroup(.group(group)),
+                                                                      keys.groupInfo(.group(group))], args: args)
         return redis.run([command], on: loop).flatMapThrowing { replies in
             let parts = try replies[0].checked().array ?? []
             guard let status = parts.first?.int else { throw RedisError(.protocolViolation, "group change script returned \(replies[0])") }

@@ -126,6 +126,9 @@ struct Keys: Sendable {
     func welcomeEpochs(_ conversation: CommitConversation) -> String { of(conversation.tag, "welcomeEpochs") }
     /// The MLS group id its commits are framed for: the first stored commit's (docs/E2EE.md, Part 3).
     func commitGroup(_ conversation: CommitConversation) -> String { of(conversation.tag, "group") }
+    /// The latest GroupInfo its commits carried (field `epoch`, the epoch it describes; field
+    /// `info`, a `StoredGroupInfo`), for a device rejoining by external commit (docs/E2EE.md, Part 8).
+    func groupInfo(_ conversation: CommitConversation) -> String { of(conversation.tag, "groupInfo") }
     var secret: String { "\(prefix):secret" }
     /// A running node's claim on its id (`NodeRecord`): its instance token, expiring unless renewed.
     func node(_ id: String) -> String { "\(prefix):node:\(id)" }

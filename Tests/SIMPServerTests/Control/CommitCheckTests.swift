@@ -108,18 +108,19 @@ import Testing
         #expect(reason(check(application))?.contains("content type is application") == true)
     }
 
-    @Test func aCommitFromAnyoneButAMemberIsRefused() throws {
+    @Test func aCommitFromAnyoneButAMemberOrAnExternalJoinerIsRefused() throws {
         let made = try Self.made()
-        let external = try reframed(made.commit) { message in
+        // A new member's commit without a path is no external commit (RFC 9420 section 12.4.3.2).
+        let pathless = try reframed(MLSFraming.commit(group: made.groupID, epoch: 0)) { message in
             message.content.sender = .newMemberCommit
             message.membershipTag = nil
         }
-        #expect(reason(check(external))?.contains("new_member_commit") == true)
+        #expect(reason(check(pathless))?.contains("external commit has a path") == true)
         let bySender = try reframed(made.commit) { message in
             message.content.sender = .external(senderIndex: 0)
             message.membershipTag = nil
         }
-        #expect(reason(check(bySender))?.contains("not member") == true)
+        #expect(reason(check(bySender))?.contains("not member or new_member_commit") == true)
         // A member's leaf the server cannot check (it has no tree): any index passes a commit
         // without a path; one with a path was signed for its own leaf (LeafNodeTBS), so moved to
         // another index its leaf no longer verifies.
@@ -127,6 +128,35 @@ import Testing
         #expect((try? check(farLeaf).get())?.leaf == 40_000)
         let moved = try reframed(made.commit) { $0.content.sender = .member(leafIndex: 40_000) }
         #expect(reason(check(moved))?.contains("path leaf signature") == true)
+    }
+
+    /// A device rejoining by external commit (docs/E2EE.md, Part 8): its commit names no leaf (it
+    /// takes the leftmost blank one, which only a member's tree shows), and its path leaf is read
+    /// for the flow to compare with the device's certificate. The GroupInfo a commit carries is
+    /// of the commit's group, at the epoch the commit leads to.
+    @Test func anExternalCommitIsTakenWithItsPathLeafAndAGroupInfoMustBeOfTheNextEpoch() throws {
+        let made = try Self.made()
+        let carol = try KeyFixtures.deviceSigner()
+        let joined = try MLSGroup.joinByExternalCommit(
+            groupInfo: try made.group.groupInfo(externalPub: true), credential: .basic(identity: Array("carol/desk".utf8)),
+            capabilities: KeyFixtures.capabilities, signer: carol, randomness: KeyFixtures.random)
+        let commit = try joined.message.mlsEncoded()
+        let epoch = made.group.epoch
+        let framing = try check(commit, epoch: epoch).get()
+        #expect(framing.leaf == nil && framing.groupID == made.groupID)
+        #expect(framing.pathLeaf == .init(identity: Array("carol/desk".utf8), signatureKey: Array(carol.publicKey.rawRepresentation)))
+
+        func withInfo(_ info: [UInt8]) -> Result<CommitFraming, UncheckedCommit.Problem> {
+            Result { () throws(UncheckedCommit.Problem) in
+                try UncheckedCommit(commit: commit, welcome: nil, added: 0, groupInfo: info).checked(epoch: epoch)
+            }
+        }
+        let next = try MLSMessage.groupInfo(try joined.group.groupInfo(externalPub: true)).mlsEncoded()
+        #expect((try? withInfo(next).get()) != nil, "the GroupInfo of the epoch the commit leads to")
+        let same = try MLSMessage.groupInfo(try made.group.groupInfo(externalPub: true)).mlsEncoded()
+        #expect(reason(withInfo(same))?.contains("not the epoch the commit leads to") == true)
+        #expect(reason(withInfo(commit))?.contains("mls_group_info") == true)
+        #expect(reason(withInfo(Array(next.dropLast())))?.contains("mls_group_info") == true)
     }
 
     @Test func aWelcomeThatDoesNotDecodeIsRefused() throws {

@@ -136,7 +136,7 @@ import Testing
             Issue.record("not BAD_REQUEST"); return
         }
         let last = try makeFlow(submit("#team", epoch: CommitRules.maxEpoch - 1, welcome: welcome, added: desk))
-        guard case .store(_, _, _, _, let kept, _, _) = last.checked(.init(certifiedKey: Self.phoneKey, peerExists: true), framing: try framing(last)) else { Issue.record("no store"); return }
+        guard case .store(_, _, _, _, let kept, _, _, _) = last.checked(.init(certifiedKey: Self.phoneKey, peerExists: true), framing: try framing(last)) else { Issue.record("no store"); return }
         #expect(try Simp_StoredWelcome(serializedBytes: try #require(kept).value).epoch == CommitRules.maxEpoch)
     }
 
@@ -192,7 +192,7 @@ import Testing
             Issue.record("a Welcome for an uncertified device not DEVICE_NOT_CERTIFIED"); return
         }
         #expect(why.contains("bob/desk"), "\(why)")
-        guard case .store(let conversation, let user, let epoch, let entry, let welcome, let kept, let group) = flow.checked(.init(certifiedKey: Self.phoneKey, peerExists: true),
+        guard case .store(let conversation, let user, let epoch, let entry, let welcome, let kept, let group, _) = flow.checked(.init(certifiedKey: Self.phoneKey, peerExists: true),
                                                                                                                          framing: framed) else {
             Issue.record("no store"); return
         }
@@ -264,12 +264,12 @@ import Testing
 
     @Test func aFetchAsksForTheDevicesWelcomeAndAPageAndAnswersThem() throws {
         let flow = try makeFlow(fetch("#team", from: 3, join: true), user: "bob", device: "desk")
-        #expect(flow.start() == .fetch(.group("team"), user: "bob", welcomeField: "bob/desk", fromEpoch: 3,
+        #expect(flow.start() == .fetch(.group("team"), user: "bob", welcomeField: "bob/desk", external: false, fromEpoch: 3,
                                        maxCommits: CommitRules.maxCommitsPerPage, budget: CommitRules.pageBudget,
                                        kept: CommitRules.keptCommits))
         // Without join no Welcome is read: a Welcome never moves a member's page past a commit.
         #expect(try makeFlow(fetch("#team", from: 3), user: "bob", device: "desk").start()
-            == .fetch(.group("team"), user: "bob", welcomeField: nil, fromEpoch: 3, maxCommits: CommitRules.maxCommitsPerPage,
+            == .fetch(.group("team"), user: "bob", welcomeField: nil, external: false, fromEpoch: 3, maxCommits: CommitRules.maxCommitsPerPage,
                       budget: CommitRules.pageBudget, kept: CommitRules.keptCommits))
         func commit(_ epoch: UInt64) throws -> [UInt8] {
             var stored = Simp_StoredCommit()

@@ -66,7 +66,7 @@ import Testing
         for epoch in UInt64(0)..<70 { #expect(try await store(messages, pair, epoch: epoch, [UInt8(epoch)]) == .stored(epoch: epoch + 1)) }
         #expect(try await store(messages, pair, epoch: 69, [1]) == .conflict(current: 70))
         #expect(try await store(messages, pair, epoch: 71, [1]) == .conflict(current: 70))
-        guard case .page(70, nil, let first, true) = try await fetch(messages, pair, from: 0) else { Issue.record("no first page"); return }
+        guard case .page(70, nil, nil, let first, true) = try await fetch(messages, pair, from: 0) else { Issue.record("no first page"); return }
         #expect(first == (0..<64).map { [UInt8($0)] })
         #expect(try await fetch(messages, pair, from: 64) == .page(current: 70, welcome: nil, commits: (64..<70).map { [UInt8($0)] }, more: false))
         #expect(try await fetch(messages, pair, from: 70) == .page(current: 70, welcome: nil, commits: [], more: false))
@@ -76,10 +76,10 @@ import Testing
         let big = CommitConversation.group("big")
         _ = try await pool.run(RedisCommand("HSET", [messages.keys.groupMembers("big"), "ann", "owner"]))
         for epoch in UInt64(0)..<5 { _ = try await store(messages, big, epoch: epoch, [UInt8](repeating: UInt8(epoch), count: 16_000)) }
-        guard case .page(5, nil, let three, true) = try await fetch(messages, big, from: 0) else { Issue.record("no page"); return }
+        guard case .page(5, nil, nil, let three, true) = try await fetch(messages, big, from: 0) else { Issue.record("no page"); return }
         #expect(three.map(\.first) == [0, 1, 2])
         _ = try await store(messages, big, epoch: 5, [UInt8](repeating: 5, count: CommitRules.pageBudget + 1))
-        guard case .page(6, nil, let one, false) = try await fetch(messages, big, from: 5) else { Issue.record("no page"); return }
+        guard case .page(6, nil, nil, let one, false) = try await fetch(messages, big, from: 5) else { Issue.record("no page"); return }
         #expect(one.count == 1)
         await pool.shutdown()
     }
@@ -287,7 +287,7 @@ import Testing
         #expect(try await store(messages, pair, epoch: 0, try entry([1, 3], at: 1_800_000_000_000)) == .conflict(current: 2))
         #expect(try await store(messages, pair, epoch: 0, try entry([1], at: 1_800_000_000_000)) == .conflict(current: 2), "a prefix is not the same")
         #expect(try await store(messages, pair, epoch: 0, try entry([1, 2], device: "desk", at: 1_800_000_000_000)) == .conflict(current: 2))
-        guard case .page(2, nil, let commits, false) = try await fetch(messages, pair, from: 0) else { Issue.record("no page"); return }
+        guard case .page(2, nil, nil, let commits, false) = try await fetch(messages, pair, from: 0) else { Issue.record("no page"); return }
         #expect(commits == [try entry([1, 2], at: 1_800_000_000_000), [9]], "the first stored, nothing overwritten")
         await pool.shutdown()
     }
