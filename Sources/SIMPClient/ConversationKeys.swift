@@ -541,13 +541,8 @@ actor ConversationKeys {
                     try await join(conversation, welcome, validator: validator, client: client)
                 } catch OpenFailure.notInConversation {
                     // A Welcome to keys this device no longer has (a new device key since).
-                    switch try await rejoin(conversation, validator: validator, client: client) {
-                    case true?: return
-                    case false?: continue
-                    case nil:
-                        guard creating else { throw OpenFailure.notInConversation }
-                        throw Self.notAdded(conversation)
-                    }
+                    if try await rejoinOrRefuse(conversation, validator: validator, client: client, creating: creating) { return }
+                    continue
                 }
                 do {
                     try await catchUpUnlessRefused(conversation, client: client)
@@ -561,21 +556,24 @@ actor ConversationKeys {
             guard page.epoch == 0 else {
                 // No Welcome for this device (never added, or its Welcome dropped or withheld):
                 // it joins the epoch the order is at by itself.
-                switch try await rejoin(conversation, validator: validator, client: client) {
-                case true?: return
-                // Another commit took the epoch (one adding this device, perhaps): read again.
-                case false?: continue
-                case nil:
-                    // Receiving: the message names a group this device was never added to.
-                    guard creating else { throw OpenFailure.notInConversation }
-                    throw Self.notAdded(conversation)
-                }
+                if try await rejoinOrRefuse(conversation, validator: validator, client: client, creating: creating) { return }
+                continue
             }
             guard creating else { throw OpenFailure.notInConversation }
             if try await create(conversation, validator: validator, client: client) { return }
         }
         throw ClientError("cannot set up the encrypted conversation \(Self.named(conversation)): other commits keep winning",
                           code: .endToEnd)
+    }
+
+    /// `rejoin`, or why this device is not in the conversation: true when it joined, false when
+    /// another commit took the epoch first (one adding this device, perhaps: read again).
+    private func rejoinOrRefuse(_ conversation: String, validator: DirectoryValidator, client: SIMPClient,
+                                creating: Bool) async throws -> Bool {
+        if let joined = try await rejoin(conversation, validator: validator, client: client) { return joined }
+        // Receiving: the message names a group this device was never added to.
+        guard creating else { throw OpenFailure.notInConversation }
+        throw Self.notAdded(conversation)
     }
 
     /// Joins the conversation's current epoch by an external commit (RFC 9420 section
