@@ -593,7 +593,8 @@ actor ConversationKeys {
             if error.code == .notAMember { return nil }
             throw error
         }
-        guard let offered = page.groupInfo else { return nil }
+        // One of an older epoch (an order whose epoch a failover set back) cannot be joined on.
+        guard let offered = page.groupInfo, offered.epoch == page.epoch else { return nil }
         guard case .groupInfo(let info) = try MLSMessage(mlsDecoding: offered.groupInfo), info.groupContext.epoch == offered.epoch else {
             throw OpenFailure.malformed
         }
@@ -624,7 +625,11 @@ actor ConversationKeys {
         try store.keepPending(conversation, epoch: epoch, commit: commit, state: try joined.group.savedState(), keys: generation)
         let groupInfo = Self.groupInfo(of: joined.group, beside: commit.count)
         if let refused = await Self.submit(commit, to: conversation, epoch: epoch, welcome: nil, groupInfo: groupInfo, client: client) {
-            if refused.code == .commitConflict { return false }
+            if refused.code == .commitConflict {
+                // Never stored: another commit holds the epoch.
+                try store.dropPending(conversation, keys: generation)
+                return false
+            }
             guard await Self.held(commit, in: conversation, epoch: epoch, client: client) else { throw refused }
         }
         try kept(commit: joined.group, madeOn: epoch, in: conversation)
@@ -646,7 +651,15 @@ actor ConversationKeys {
     /// own), rather than join again on a later epoch.
     private func adoptPendingRejoin(_ conversation: String, validator: DirectoryValidator, client: SIMPClient) async throws -> Bool {
         guard let pending = try store.pending(of: conversation), pending.epoch > 0 else { return false }
-        let page = try await client.fetchCommits(in: conversation, fromEpoch: pending.epoch)
+        let page: CommitPage
+        do {
+            page = try await client.fetchCommits(in: conversation, fromEpoch: pending.epoch)
+        } catch {
+            // Removed since: the commit is no longer this device's to take.
+            guard error.code == .notAMember else { throw error }
+            try store.dropPending(conversation, keys: generation)
+            return false
+        }
         guard let first = page.commits.first, first.epoch == pending.epoch,
               let state = try pendingState(conversation, epoch: pending.epoch, stored: first.commit, validator: validator) else { return false }
         groups[conversation] = state
@@ -1159,7 +1172,12 @@ actor ConversationKeys {
                 }
                 let received: MLSGroup.Received
                 do {
-                    received = try group.process(try MLSMessage(mlsDecoding: stored.commit))
+                    let message = try MLSMessage(mlsDecoding: stored.commit)
+                    if let problem = Self.externalJoinProblem(message, current: validator.keys) {
+                        refused = (due, stored, problem)
+                        break
+                    }
+                    received = try group.process(message)
                 } catch let notKnown as DirectoryValidator.NotKnown {
                     // A past commit of a group may add a user who is no member now (removed
                     // since): that user's devices are read, and the commit checked again.
@@ -1208,6 +1226,29 @@ actor ConversationKeys {
             // does not keep the device fetching.
             if !page.more || page.commits.isEmpty || !moved { return }
         }
+    }
+
+    /// Why an external commit (a device rejoining, Part 8) is refused before MLS reads it: its
+    /// joiner's path leaf must be a device its user certifies now, under the key certified now
+    /// (`current`: the directory's keys of the conversation's users, never a revoked, former or
+    /// past one). A commit of a member is signed inside the group (a membership tag, a leaf the
+    /// tree holds), so catching up takes one whose leaves were certified when it was made; an
+    /// external commit is signed by its joiner alone, so one under a revoked device's stolen key,
+    /// stored by a server that ignores its own check, would let that key in and remove the real
+    /// device's leaf (the resync Remove compares credentials, not keys). Nil for any other
+    /// message. A rejoin made before its device was revoked is refused by a device that catches
+    /// up after the revocation (warned, `commitRefused`).
+    static func externalJoinProblem(_ message: MLSMessage, current: [[UInt8]: [UInt8]]) -> String? {
+        guard case .publicMessage(let commit) = message, commit.content.sender == .newMemberCommit else { return nil }
+        guard case .commit(let body) = commit.content.content, let path = body.path,
+              case .basic(let identity) = path.leafNode.credential else {
+            return "an external commit without a path leaf with a basic credential"
+        }
+        guard let key = current[identity], key == path.leafNode.signatureKey.bytes else {
+            let name = String(decoding: identity, as: UTF8.self)
+            return "an external commit from \(name) under a key its user does not certify now"
+        }
+        return nil
     }
 
     /// `catchUp`, where a refused commit is not this call's failure: a group loaded from disk or
