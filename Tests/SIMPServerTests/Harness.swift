@@ -178,6 +178,22 @@ final class EventLog: @unchecked Sendable {
         all.compactMap { if case .message(let m) = $0 { return m } else { return nil } }
     }
 
+    /// Ids of the messages that reached the application after the client's first move to
+    /// `path` (all of them if it connected on it): the event order says which path carried
+    /// each, with no clock involved.
+    func arrived(after path: DatagramPath) -> [String] {
+        let events = all
+        let moved = events.firstIndex {
+            switch $0 {
+            case .path(let to): to == path
+            case .connected(_, let on): on == path
+            default: false
+            }
+        }
+        guard let moved else { return [] }
+        return events[moved...].compactMap { if case .message(let m) = $0 { m.id } else { nil } }
+    }
+
     var accepted: [String] {
         all.compactMap { if case .accepted(let id, _, _) = $0 { return id } else { return nil } }
     }
